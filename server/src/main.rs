@@ -1,1 +1,39 @@
-fn main() {}
+//! `goblin-server`: starts the server with options from the command line.
+
+use std::process::ExitCode;
+
+use goblin_server::config::{self, Cli};
+use goblin_server::server::Server;
+
+fn main() -> ExitCode {
+    let config = match config::parse(std::env::args().skip(1)) {
+        Ok(Cli::Run(config)) => config,
+        Ok(Cli::Help) => {
+            print!("{}", config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Cli::Version) => {
+            println!("goblin-server {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("goblin-server: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match Server::bind(config) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("goblin-server: cannot listen: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("goblin-server {} ready on {}", env!("CARGO_PKG_VERSION"), server.local_addr());
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("goblin-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

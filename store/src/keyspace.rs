@@ -129,7 +129,8 @@ impl Keyspace {
     }
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there; returns the
-    /// previous entry when it was still live at `now`.
+    /// previous value and expiry when they were still live at `now` (the returned entry's
+    /// key is empty: the stored key is kept).
     pub fn insert(
         &mut self,
         key: &[u8],
@@ -139,15 +140,17 @@ impl Keyspace {
     ) -> Option<Entry> {
         let (slot, hash) = self.locate(key);
         let hasher = &self.hasher;
-        let fresh = |key: &[u8]| Entry { key: key.into(), value, expire_at };
         let old = match self.slots[slot].entry(hash, |e| *e.key == *key, |e| hasher.hash_one(&*e.key))
         {
             TableEntry::Occupied(mut o) => {
-                let new = fresh(key);
-                Some(std::mem::replace(o.get_mut(), new))
+                // Keep the stored key; swap in the new value and expiry.
+                let e = o.get_mut();
+                let value = std::mem::replace(&mut e.value, value);
+                let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
+                Some(Entry { key: Box::default(), value, expire_at: old_expire })
             }
             TableEntry::Vacant(v) => {
-                v.insert(fresh(key));
+                v.insert(Entry { key: key.into(), value, expire_at });
                 None
             }
         };

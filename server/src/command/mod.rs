@@ -1,0 +1,345 @@
+//! The command table: the single source of every command's name, arity, flags and key
+//! positions, checked before any handler runs, and the source of COMMAND INFO/DOCS/COUNT.
+//!
+//! Each command family registers its commands with [`CommandTable::add`] (or
+//! [`CommandTable::add_container`] for commands with subcommands, like CLIENT). A Redis
+//! command's arity, flags and key positions come from its generated [`Meta`] entry
+//! (`meta.rs`, read from redis-server by `scripts/gen-command-meta.py`), so they cannot
+//! drift from what COMMAND INFO reports; Goblin's own commands write the same entry by
+//! hand.
+
+pub mod meta;
+pub mod meta_node;
+
+use std::collections::HashMap;
+
+use crate::errors;
+use crate::exec::Exec;
+pub use meta_node::{Meta, Node};
+
+/// Longest command name looked up; longer names are unknown without hashing them.
+const MAX_NAME_LEN: usize = 64;
+
+/// Command flags, as COMMAND INFO names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flags(u32);
+
+impl Flags {
+    /// Modifies the keyspace.
+    pub const WRITE: Flags = Flags(1);
+    /// Only reads the keyspace.
+    pub const READONLY: Flags = Flags(1 << 1);
+    /// May grow memory.
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    /// Administrative.
+    pub const ADMIN: Flags = Flags(1 << 3);
+    /// Not allowed in scripts.
+    pub const NOSCRIPT: Flags = Flags(1 << 4);
+    /// O(1) or O(log N).
+    pub const FAST: Flags = Flags(1 << 5);
+    /// Not allowed inside MULTI.
+    pub const NO_MULTI: Flags = Flags(1 << 6);
+    /// Allowed before authentication.
+    pub const NO_AUTH: Flags = Flags(1 << 7);
+    /// Key positions cannot be read from first/last/step alone.
+    pub const MOVABLE_KEYS: Flags = Flags(1 << 8);
+
+    const NAMES: &'static [(&'static str, Flags)] = &[
+        ("write", Flags::WRITE),
+        ("readonly", Flags::READONLY),
+        ("denyoom", Flags::DENYOOM),
+        ("admin", Flags::ADMIN),
+        ("noscript", Flags::NOSCRIPT),
+        ("fast", Flags::FAST),
+        ("no_multi", Flags::NO_MULTI),
+        ("no_auth", Flags::NO_AUTH),
+        ("movablekeys", Flags::MOVABLE_KEYS),
+    ];
+
+    /// Whether every flag of `other` is set.
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    fn from_names(node: &Node) -> Flags {
+        node.items().iter().filter_map(Node::text).fold(Flags(0), |acc, name| {
+            Flags::NAMES.iter().find(|(n, _)| *n == name).map_or(acc, |(_, f)| Flags(acc.0 | f.0))
+        })
+    }
+}
+
+/// Where a command's keys are: arguments `first`, `first + step`, … up to `last`
+/// (negative `last` counts from the end, -1 being the last argument). `first == 0`: no keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyPositions {
+    /// Index of the first key.
+    pub first: usize,
+    /// Index of the last key, negative from the end.
+    pub last: i64,
+    /// Distance between keys.
+    pub step: usize,
+}
+
+impl KeyPositions {
+    /// No keys.
+    pub const NONE: KeyPositions = KeyPositions { first: 0, last: 0, step: 0 };
+
+    /// True when the command takes no keys.
+    pub fn is_none(&self) -> bool {
+        self.first == 0
+    }
+
+    /// The argument indexes holding keys, for a command of `argc` arguments.
+    pub fn indexes(&self, argc: usize) -> impl Iterator<Item = usize> + use<> {
+        let last = if self.last < 0 {
+            argc as i64 + self.last
+        } else {
+            (self.last as usize).min(argc.saturating_sub(1)) as i64
+        };
+        let (first, step) = (self.first, self.step.max(1));
+        let end = if first == 0 || last < first as i64 { first } else { last as usize + 1 };
+        (first..end).step_by(step)
+    }
+}
+
+/// One command (or subcommand) as the table knows it.
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Full lowercase name; subcommands are `container|sub`, as Redis names them.
+    pub name: &'static str,
+    /// Argument count including the name: N exactly, or -N for at least N.
+    pub arity: i64,
+    /// Flags.
+    pub flags: Flags,
+    /// Key positions.
+    pub keys: KeyPositions,
+    /// How and where it runs.
+    pub exec: Exec,
+    /// Index in the table, for per-command statistics.
+    pub id: usize,
+    info: &'static Node,
+    docs: &'static Node,
+    subcommands: Vec<usize>,
+}
+
+impl CommandSpec {
+    /// Whether `argc` arguments (name included) satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        if self.arity >= 0 { argc == self.arity } else { argc >= -self.arity }
+    }
+
+    /// Whether this is a container of subcommands.
+    pub fn is_container(&self) -> bool {
+        !self.subcommands.is_empty()
+    }
+}
+
+/// Why a command was rejected before running.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// The error reply, already formatted (and to be sanitised when sent).
+    Error(Vec<u8>),
+}
+
+/// All commands, by lowercase name.
+#[derive(Debug, Default)]
+pub struct CommandTable {
+    specs: Vec<CommandSpec>,
+    by_name: HashMap<Box<[u8]>, usize>,
+    top_level: Vec<usize>,
+}
+
+impl CommandTable {
+    /// The full table, with every family registered.
+    pub fn new() -> Self {
+        let mut table = CommandTable::default();
+        crate::commands::register_all(&mut table);
+        table
+    }
+
+    fn push(&mut self, name: &'static str, info: &'static Node, docs: &'static Node, exec: Exec) -> usize {
+        let items = info.items();
+        let int = |i: usize| items.get(i).and_then(Node::int).unwrap_or(0);
+        let id = self.specs.len();
+        self.specs.push(CommandSpec {
+            name,
+            arity: int(meta_node::info::ARITY),
+            flags: items.get(meta_node::info::FLAGS).map_or(Flags::default(), Flags::from_names),
+            keys: KeyPositions {
+                first: int(meta_node::info::FIRST_KEY).max(0) as usize,
+                last: int(meta_node::info::LAST_KEY),
+                step: int(meta_node::info::STEP).max(0) as usize,
+            },
+            exec,
+            id,
+            info,
+            docs,
+            subcommands: Vec::new(),
+        });
+        id
+    }
+
+    /// Registers a command described by `meta`.
+    pub fn add(&mut self, meta: &'static Meta, exec: Exec) {
+        let name = meta.info.items().first().and_then(Node::text).unwrap_or("");
+        let id = self.push(name, &meta.info, &meta.docs, exec);
+        self.by_name.insert(name.as_bytes().into(), id);
+        self.top_level.push(id);
+    }
+
+    /// Registers a container command (CLIENT, CONFIG, …) with the subcommands Goblin
+    /// implements. Each is named as in Redis (`"setname"`) and found in `meta`, or given an
+    /// entry of its own (`Some(meta)`) when redis-server 7.0 lacks it.
+    /// `exec` runs the container called with no subcommand (COMMAND does; CLIENT's arity
+    /// forbids it, so it gets [`Exec::Container`]).
+    pub fn add_container(
+        &mut self,
+        meta: &'static Meta,
+        exec: Exec,
+        subcommands: &[(&'static str, Option<&'static Meta>, Exec)],
+    ) {
+        let name = meta.info.items().first().and_then(Node::text).unwrap_or("");
+        let id = self.push(name, &meta.info, &meta.docs, exec);
+        self.by_name.insert(name.as_bytes().into(), id);
+        self.top_level.push(id);
+        let redis_subs = meta.info.items().get(meta_node::info::SUBCOMMANDS).map_or(&[][..], Node::items);
+        for &(sub, own, exec) in subcommands {
+            let (info, docs) = match own {
+                Some(m) => (&m.info, &m.docs),
+                None => {
+                    let info = redis_subs.iter().find(|n| {
+                        n.items().first().and_then(Node::text).and_then(|full| full.split('|').nth(1))
+                            == Some(sub)
+                    });
+                    let Some(info) = info else {
+                        panic!("no COMMAND INFO entry for {name}|{sub}: regenerate meta.rs");
+                    };
+                    let full = info.items().first().and_then(Node::text).unwrap_or("");
+                    let docs = meta.docs.get("subcommands").and_then(|s| s.get(full));
+                    (info, docs.unwrap_or(&Node::Null))
+                }
+            };
+            let full = info.items().first().and_then(Node::text).unwrap_or("");
+            let sub_id = self.push(full, info, docs, exec);
+            self.specs[id].subcommands.push(sub_id);
+        }
+    }
+
+    /// The command with this (case-insensitive) name.
+    pub fn lookup(&self, name: &[u8]) -> Option<&CommandSpec> {
+        if name.len() > MAX_NAME_LEN {
+            return None;
+        }
+        let mut lower = [0u8; MAX_NAME_LEN];
+        let lower = &mut lower[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        self.by_name.get(&*lower).map(|&id| &self.specs[id])
+    }
+
+    /// The subcommand of `container` with this (case-insensitive) name.
+    pub fn lookup_sub(&self, container: &CommandSpec, sub: &[u8]) -> Option<&CommandSpec> {
+        container.subcommands.iter().map(|&id| &self.specs[id]).find(|spec| {
+            spec.name.split('|').nth(1).is_some_and(|s| s.as_bytes().eq_ignore_ascii_case(sub))
+        })
+    }
+
+    /// Finds the command `args` invokes and checks its arity, with redis-server 7's errors.
+    ///
+    /// # Errors
+    /// [`Rejection`] for an unknown command or subcommand, or a wrong argument count.
+    pub fn resolve(&self, args: &crate::exec::Args<'_>) -> Result<&CommandSpec, Rejection> {
+        let name = args.get(0);
+        let Some(mut spec) = self.lookup(name) else {
+            return Err(Rejection::Error(errors::unknown_command(args)));
+        };
+        if spec.is_container() && args.len() >= 2 {
+            spec = self
+                .lookup_sub(spec, args.get(1))
+                .ok_or_else(|| Rejection::Error(errors::unknown_subcommand(name, args.get(1))))?;
+        }
+        if !spec.arity_ok(args.len()) {
+            return Err(Rejection::Error(errors::wrong_arity(spec.name)));
+        }
+        Ok(spec)
+    }
+
+    /// The spec with this table index.
+    pub fn get(&self, id: usize) -> Option<&CommandSpec> {
+        self.specs.get(id)
+    }
+
+    /// Every spec, subcommands included, in registration order.
+    pub fn all(&self) -> &[CommandSpec] {
+        &self.specs
+    }
+
+    /// Top-level commands, in registration order.
+    pub fn top_level(&self) -> impl Iterator<Item = &CommandSpec> {
+        self.top_level.iter().map(|&id| &self.specs[id])
+    }
+
+    /// Writes a command's COMMAND INFO entry, listing only the subcommands Goblin has.
+    pub fn encode_info(&self, spec: &CommandSpec, out: &mut goblin_protocol::Encoder<'_>) {
+        let items = spec.info.items();
+        out.array(items.len());
+        for (i, item) in items.iter().enumerate() {
+            if i == meta_node::info::SUBCOMMANDS && spec.is_container() {
+                out.array(spec.subcommands.len());
+                for &sub in &spec.subcommands {
+                    self.encode_info(&self.specs[sub], out);
+                }
+            } else {
+                item.encode(out);
+            }
+        }
+    }
+
+    /// Writes a command's COMMAND DOCS entry, listing only the subcommands Goblin has.
+    pub fn encode_docs(&self, spec: &CommandSpec, out: &mut goblin_protocol::Encoder<'_>) {
+        let items = spec.docs.items();
+        out.map(items.len() / 2);
+        for kv in items.chunks_exact(2) {
+            kv[0].encode(out);
+            if kv[0].text() == Some("subcommands") {
+                out.map(spec.subcommands.len());
+                for &sub in &spec.subcommands {
+                    let sub = &self.specs[sub];
+                    out.bulk(sub.name.as_bytes());
+                    self.encode_docs(sub, out);
+                }
+            } else {
+                kv[1].encode(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_positions() {
+        let one = KeyPositions { first: 1, last: 1, step: 1 };
+        assert_eq!(one.indexes(2).collect::<Vec<_>>(), [1]);
+        let all = KeyPositions { first: 1, last: -1, step: 1 };
+        assert_eq!(all.indexes(4).collect::<Vec<_>>(), [1, 2, 3]);
+        let pairs = KeyPositions { first: 1, last: -1, step: 2 };
+        assert_eq!(pairs.indexes(5).collect::<Vec<_>>(), [1, 3]);
+        let two = KeyPositions { first: 1, last: 2, step: 1 };
+        assert_eq!(two.indexes(5).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(KeyPositions::NONE.indexes(3).count(), 0);
+    }
+
+    #[test]
+    fn every_generated_entry_is_well_formed() {
+        for meta in meta::ALL {
+            let items = meta.info.items();
+            assert_eq!(items.len(), 10);
+            assert!(items[0].text().is_some());
+            assert!(items[1].int().is_some());
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Connection commands: PING, ECHO, QUIT, HELLO, SELECT, AUTH, CLIENT.
+
+use goblin_protocol::{Version, parse_i64};
+
+use crate::command::meta;
+use crate::command::Meta;
+use crate::command::{CommandTable, Node};
+use crate::errors::{self, c_str};
+use crate::exec::{Args, ConnCtx, Exec};
+
+/// Registers the family.
+pub fn register(table: &mut CommandTable) {
+    table.add(&meta::PING, Exec::Conn(ping));
+    table.add(&meta::ECHO, Exec::Conn(echo));
+    table.add(&meta::QUIT, Exec::Conn(quit));
+    table.add(&meta::HELLO, Exec::Conn(hello));
+    table.add(&meta::SELECT, Exec::Conn(select));
+    table.add(&meta::AUTH, Exec::Conn(auth));
+    table.add_container(
+        &meta::CLIENT,
+        Exec::Container,
+        &[
+            ("setname", None, Exec::Conn(client_setname)),
+            ("getname", None, Exec::Conn(client_getname)),
+            ("id", None, Exec::Conn(client_id)),
+            ("setinfo", Some(&CLIENT_SETINFO), Exec::Conn(client_setinfo)),
+            ("info", None, Exec::Conn(client_info)),
+            ("help", None, Exec::Conn(client_help)),
+        ],
+    );
+}
+
+/// `PING [message]`
+fn ping(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if args.len() > 2 {
+        ctx.reply().error(&errors::wrong_arity("ping"));
+    } else if args.len() == 2 {
+        ctx.reply().bulk(args.get(1));
+    } else {
+        ctx.reply().simple(b"PONG");
+    }
+}
+
+/// `ECHO message`
+fn echo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    ctx.reply().bulk(args.get(1));
+}
+
+/// `QUIT`: replies OK, then the connection closes once the reply is written.
+fn quit(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.reply().ok();
+    ctx.client.close_after_reply = true;
+}
+
+/// Client names, library names and versions must be printable ASCII without spaces.
+fn valid_client_attr(s: &[u8]) -> bool {
+    s.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+/// Whether `user`/`password` authenticate. Goblin has one user, `default`, with no
+/// password: like redis-server's default configuration, any password is accepted for it.
+fn authenticates(user: &[u8], _password: &[u8]) -> bool {
+    user == b"default"
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
+fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let mut version = None;
+    let mut next = 1;
+    if args.len() >= 2 {
+        next = 2;
+        match parse_i64(args.get(1)) {
+            None => return ctx.reply().error(errors::HELLO_VERSION_NOT_INTEGER),
+            Some(2) => version = Some(Version::Resp2),
+            Some(3) => version = Some(Version::Resp3),
+            Some(_) => return ctx.reply().error(errors::NOPROTO),
+        }
+    }
+    let mut auth = None;
+    let mut name = None;
+    let mut j = next;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if args.is(j, "AUTH") && more >= 2 {
+            auth = Some((args.get(j + 1), args.get(j + 2)));
+            j += 3;
+        } else if args.is(j, "SETNAME") && more >= 1 {
+            if !valid_client_attr(args.get(j + 1)) {
+                return ctx.reply().error(errors::BAD_CLIENT_NAME);
+            }
+            name = Some(args.get(j + 1));
+            j += 2;
+        } else {
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(c_str(args.get(j)));
+            msg.push(b'\'');
+            return ctx.reply().error_sanitized(&msg);
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if !authenticates(user, pass) {
+            return ctx.reply().error(errors::WRONGPASS);
+        }
+    }
+    if let Some(name) = name {
+        ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
+    }
+    if let Some(v) = version {
+        ctx.client.resp = v;
+    }
+    let id = ctx.client.id as i64;
+    let proto = if ctx.client.resp == Version::Resp3 { 3 } else { 2 };
+    let mut out = ctx.reply();
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::server::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.integer(proto);
+    out.bulk(b"id");
+    out.integer(id);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+}
+
+/// `SELECT index`: only database 0 exists.
+fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    match parse_i64(args.get(1)) {
+        Some(i) if i32::try_from(i).is_err() => ctx.reply().error(errors::NOT_INTEGER),
+        None => ctx.reply().error(errors::NOT_INTEGER),
+        Some(0) => ctx.reply().ok(),
+        Some(_) => ctx.reply().error(errors::DB_INDEX_OUT_OF_RANGE),
+    }
+}
+
+/// `AUTH [username] password`
+fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    match args.len() {
+        2 => ctx.reply().error(errors::AUTH_NO_PASSWORD),
+        3 if authenticates(args.get(1), args.get(2)) => ctx.reply().ok(),
+        3 => ctx.reply().error(errors::WRONGPASS),
+        _ => ctx.reply().error(errors::SYNTAX),
+    }
+}
+
+/// `CLIENT SETNAME name`
+fn client_setname(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let name = args.get(2);
+    if !valid_client_attr(name) {
+        return ctx.reply().error(errors::BAD_CLIENT_NAME);
+    }
+    ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
+    ctx.reply().ok();
+}
+
+/// `CLIENT GETNAME`
+fn client_getname(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    match ctx.client.name.clone() {
+        Some(name) => ctx.reply().bulk(&name),
+        None => ctx.reply().null(),
+    }
+}
+
+/// `CLIENT ID`
+fn client_id(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let id = ctx.client.id as i64;
+    ctx.reply().integer(id);
+}
+
+/// `CLIENT SETINFO <LIB-NAME|LIB-VER> value` (Redis 7.2; clients send it on connect).
+fn client_setinfo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let (attr, value) = (args.get(2), args.get(3));
+    let slot = if args.is(2, "lib-name") {
+        &mut ctx.client.lib_name
+    } else if args.is(2, "lib-ver") {
+        &mut ctx.client.lib_ver
+    } else {
+        let mut msg = b"ERR Unrecognized option '".to_vec();
+        msg.extend_from_slice(c_str(attr));
+        msg.push(b'\'');
+        return ctx.reply().error_sanitized(&msg);
+    };
+    if !valid_client_attr(value) {
+        let mut msg = b"ERR ".to_vec();
+        msg.extend_from_slice(c_str(attr));
+        msg.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
+        return ctx.reply().error_sanitized(&msg);
+    }
+    *slot = (!value.is_empty()).then(|| value.to_vec());
+    ctx.reply().ok();
+}
+
+/// One CLIENT LIST line for the calling connection, in redis-server's field order.
+fn client_line(ctx: &ConnCtx<'_>) -> Vec<u8> {
+    let c = &*ctx.client;
+    let addr = c.addr.map_or_else(String::new, |a| a.to_string());
+    let laddr = c.laddr.map_or_else(String::new, |a| a.to_string());
+    let age = ctx.now.saturating_sub(c.created_at) / 1000;
+    let text = |v: &Option<Vec<u8>>| v.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+    let resp = if c.resp == Version::Resp3 { 3 } else { 2 };
+    format!(
+        "id={} addr={addr} laddr={laddr} fd=0 name={} age={age} idle=0 flags=N db={} sub=0 psub=0 \
+         ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 \
+         tot-mem=0 events=r cmd={} user=default redir=-1 resp={resp} lib-name={} lib-ver={}\n",
+        c.id,
+        text(&c.name),
+        c.db,
+        c.last_command,
+        text(&c.lib_name),
+        text(&c.lib_ver),
+    )
+    .into_bytes()
+}
+
+/// `CLIENT INFO`
+fn client_info(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let line = client_line(ctx);
+    ctx.reply().verbatim(b"txt", &line);
+}
+
+/// `CLIENT HELP`
+fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    const LINES: &[&str] = &[
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "SETINFO <option> <value>",
+        "    Set client meta attr. Options are:",
+        "    * LIB-NAME: the client lib name.",
+        "    * LIB-VER: the client lib version.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    let mut out = ctx.reply();
+    out.array(LINES.len());
+    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+}
+
+/// CLIENT SETINFO's COMMAND INFO/DOCS entries, as redis-server 7.2 gives them (7.0 lacks
+/// the subcommand).
+static CLIENT_SETINFO: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("client|setinfo"),
+        Node::Int(4),
+        Node::Set(&[
+            Node::Simple("noscript"),
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+        Node::Set(&[Node::Bulk("request_policy:all_nodes"), Node::Bulk("response_policy:all_succeeded")]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Sets information specific to the client or connection."),
+        Node::Bulk("since"),
+        Node::Bulk("7.2.0"),
+        Node::Bulk("group"),
+        Node::Bulk("connection"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+        Node::Bulk("arguments"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("attr"),
+            Node::Bulk("type"),
+            Node::Bulk("oneof"),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("libname"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                    Node::Bulk("token"),
+                    Node::Bulk("LIB-NAME"),
+                ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("libver"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                    Node::Bulk("token"),
+                    Node::Bulk("LIB-VER"),
+                ]),
+            ]),
+        ])]),
+    ]),
+};

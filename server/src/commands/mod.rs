@@ -1,0 +1,97 @@
+//! The command families, one module each; each exposes `register(&mut CommandTable)`.
+//!
+//! Also here: what several families share — expiry-argument parsing with Redis's rules,
+//! and the merge functions of keyspace-wide commands.
+
+pub mod connection;
+pub mod keys;
+pub mod server;
+pub mod strings;
+
+use goblin_protocol::{Frame, parse_i64, parse_reply};
+use goblin_store::Millis;
+
+use crate::command::CommandTable;
+use crate::errors;
+use crate::exec::{Args, ConnCtx};
+
+/// Registers every family.
+pub fn register_all(table: &mut CommandTable) {
+    connection::register(table);
+    server::register(table);
+    strings::register(table);
+    keys::register(table);
+}
+
+/// The unit and base of an expiry argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpireUnit {
+    /// Seconds from now (`EX`).
+    Seconds,
+    /// Milliseconds from now (`PX`).
+    Millis,
+    /// A Unix time in seconds (`EXAT`).
+    UnixSeconds,
+    /// A Unix time in milliseconds (`PXAT`).
+    UnixMillis,
+}
+
+/// Parses a positive expiry argument into an absolute deadline, with redis-server 7's
+/// checks and errors (`getExpireMillisecondsOrReply`): not an integer → "value is not an
+/// integer or out of range"; zero, negative, or overflowing once converted to an
+/// absolute millisecond time → "invalid expire time in '<command>' command".
+pub fn parse_expire(value: &[u8], unit: ExpireUnit, now: Millis, command: &str) -> Result<Millis, Vec<u8>> {
+    let n = parse_i64(value).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
+    let invalid = || errors::invalid_expire(command);
+    let seconds = matches!(unit, ExpireUnit::Seconds | ExpireUnit::UnixSeconds);
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(invalid());
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    let at = match unit {
+        ExpireUnit::Seconds | ExpireUnit::Millis => ms.checked_add(now as i64).ok_or_else(invalid)?,
+        ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis => ms,
+    };
+    Ok(at as Millis)
+}
+
+/// Merges parts that each reply an integer by summing them; the first error wins.
+pub fn merge_sum(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
+    let mut sum = 0i64;
+    for part in parts {
+        match parse_reply(part) {
+            Ok(Some((Frame::Integer(n), _))) => sum = sum.saturating_add(n),
+            _ => return ctx.reply().raw(part),
+        }
+    }
+    ctx.reply().integer(sum);
+}
+
+/// Merges parts that each reply the same status: the first error, or the first reply.
+pub fn merge_ok(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
+    let chosen = parts.iter().find(|p| p.first() == Some(&b'-')).or_else(|| parts.first());
+    if let Some(part) = chosen {
+        ctx.reply().raw(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expire_rules() {
+        let now = 1_700_000_000_000;
+        assert_eq!(parse_expire(b"10", ExpireUnit::Seconds, now, "set"), Ok(now + 10_000));
+        assert_eq!(parse_expire(b"10", ExpireUnit::Millis, now, "set"), Ok(now + 10));
+        assert_eq!(parse_expire(b"5", ExpireUnit::UnixSeconds, now, "set"), Ok(5000));
+        assert_eq!(parse_expire(b"x", ExpireUnit::Seconds, now, "set"), Err(errors::NOT_INTEGER.to_vec()));
+        let invalid = Err(errors::invalid_expire("set"));
+        assert_eq!(parse_expire(b"0", ExpireUnit::Seconds, now, "set"), invalid);
+        assert_eq!(parse_expire(b"-1", ExpireUnit::Millis, now, "set"), invalid);
+        assert_eq!(parse_expire(b"9223372036854775807", ExpireUnit::Millis, now, "set"), invalid);
+        assert_eq!(parse_expire(b"9223372036854775807", ExpireUnit::Seconds, now, "set"), invalid);
+        assert!(parse_expire(b"9999999999999", ExpireUnit::Seconds, now, "set").is_ok());
+        assert!(parse_expire(b"9223372036854775807", ExpireUnit::UnixMillis, now, "set").is_ok());
+    }
+}

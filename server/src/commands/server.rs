@@ -1,0 +1,308 @@
+//! Server commands: COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL, FLUSHDB.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use goblin_protocol::{Frame, parse_reply};
+
+use crate::command::meta;
+use crate::command::{CommandSpec, CommandTable};
+use crate::errors;
+use crate::exec::{Args, ConnCtx, Exec, ShardCtx};
+use crate::server::REDIS_VERSION;
+use crate::util::glob_match;
+
+use super::{merge_ok, merge_sum};
+
+/// Registers the family.
+pub fn register(table: &mut CommandTable) {
+    table.add_container(
+        &meta::COMMAND,
+        Exec::Conn(command_all),
+        &[
+            ("count", None, Exec::Conn(command_count)),
+            ("info", None, Exec::Conn(command_info)),
+            ("docs", None, Exec::Conn(command_docs)),
+            ("help", None, Exec::Conn(command_help)),
+        ],
+    );
+    table.add_container(&meta::CONFIG, Exec::Container, &[("get", None, Exec::Conn(config_get))]);
+    table.add(&meta::INFO, Exec::AllShards { part: info_part, merge: info_merge });
+    table.add(&meta::DBSIZE, Exec::AllShards { part: dbsize_part, merge: merge_sum });
+    table.add(&meta::FLUSHALL, Exec::AllShards { part: flush_part, merge: merge_ok });
+    table.add(&meta::FLUSHDB, Exec::AllShards { part: flush_part, merge: merge_ok });
+}
+
+fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
+    ctx.shared.commands.top_level().collect()
+}
+
+/// `COMMAND`: every command's COMMAND INFO entry.
+fn command_all(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let specs = top_level(ctx);
+    let table = &ctx.shared.commands;
+    let mut out = ctx.reply();
+    out.array(specs.len());
+    specs.into_iter().for_each(|spec| table.encode_info(spec, &mut out));
+}
+
+/// `COMMAND COUNT`
+fn command_count(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let n = ctx.shared.commands.top_level().count();
+    ctx.reply().integer(n as i64);
+}
+
+/// Commands named in `args[2..]`, or all of them; `None` for unknown names.
+fn named<'a>(ctx: &ConnCtx<'a>, args: &Args<'_>) -> Vec<Option<&'a CommandSpec>> {
+    let table = &ctx.shared.commands;
+    if args.len() == 2 {
+        return table.top_level().map(Some).collect();
+    }
+    args.iter_from(2)
+        .map(|name| {
+            let mut parts = name.splitn(2, |&b| b == b'|');
+            let spec = table.lookup(parts.next().unwrap_or(b""))?;
+            match parts.next() {
+                Some(sub) => table.lookup_sub(spec, sub),
+                None => Some(spec),
+            }
+        })
+        .collect()
+}
+
+/// `COMMAND INFO [name ...]`
+fn command_info(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let specs = named(ctx, args);
+    let table = &ctx.shared.commands;
+    let mut out = ctx.reply();
+    out.array(specs.len());
+    for spec in specs {
+        match spec {
+            Some(spec) => table.encode_info(spec, &mut out),
+            None => out.null_array(),
+        }
+    }
+}
+
+/// `COMMAND DOCS [name ...]`
+fn command_docs(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let specs: Vec<_> = named(ctx, args).into_iter().flatten().collect();
+    let table = &ctx.shared.commands;
+    let mut out = ctx.reply();
+    out.map(specs.len());
+    for spec in specs {
+        out.bulk(spec.name.as_bytes());
+        table.encode_docs(spec, &mut out);
+    }
+}
+
+/// `COMMAND HELP`
+fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    const LINES: &[&str] = &[
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all Redis commands.",
+        "COUNT",
+        "    Return the total number of commands in this Redis server.",
+        "INFO [<command-name> ...]",
+        "    Return details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation details about multiple Redis commands.",
+        "    If no command names are given, documentation details for all",
+        "    commands are returned.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    let mut out = ctx.reply();
+    out.array(LINES.len());
+    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+}
+
+/// The parameters CONFIG GET knows, with their values.
+fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
+    let c = &ctx.shared.config;
+    vec![
+        ("bind", c.bind.to_string()),
+        ("port", ctx.shared.local_addr.port().to_string()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("databases", "1".into()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("maxclients", "10000".into()),
+        ("timeout", "0".into()),
+        ("tcp-keepalive", "0".into()),
+        ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
+        ("cluster-enabled", "no".into()),
+        ("notify-keyspace-events", String::new()),
+        ("hz", "10".into()),
+        ("io-threads", ctx.shared.threads.to_string()),
+    ]
+}
+
+/// `CONFIG GET parameter [parameter ...]`: exact names answer with the name as given,
+/// glob patterns (matched without case) with the canonical names, each at most once.
+fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let params = config_params(ctx);
+    let mut found: Vec<(Vec<u8>, String)> = Vec::new();
+    for pattern in args.iter_from(2) {
+        let is_glob = pattern.iter().any(|b| matches!(b, b'[' | b'*' | b'?'));
+        for (name, value) in &params {
+            let hit = if is_glob {
+                glob_match(pattern, name.as_bytes(), true)
+            } else {
+                pattern.eq_ignore_ascii_case(name.as_bytes())
+            };
+            let shown = if is_glob { name.as_bytes() } else { pattern };
+            if hit && !found.iter().any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())) {
+                found.push((shown.to_vec(), value.clone()));
+            }
+        }
+    }
+    let mut out = ctx.reply();
+    out.map(found.len());
+    for (name, value) in found {
+        out.bulk(&name);
+        out.bulk(value.as_bytes());
+    }
+}
+
+/// Per-shard statistics INFO merges: keys, keys with an expiry.
+fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
+    ctx.out.array(2);
+    ctx.out.integer(ctx.db.len() as i64);
+    ctx.out.integer(ctx.db.volatile_len() as i64);
+}
+
+/// Resident set size of the process in bytes, from /proc.
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "K", "M", "G"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{n}B") } else { format!("{v:.2}{}", UNITS[unit]) }
+}
+
+/// `INFO [section ...]`
+fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
+    let (mut keys, mut expires) = (0i64, 0i64);
+    for part in parts {
+        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part) {
+            if let [Frame::Integer(k), Frame::Integer(e)] = items.as_slice() {
+                keys += k;
+                expires += e;
+            }
+        }
+    }
+    let wanted: Vec<String> =
+        args.iter_from(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    let everything = wanted.iter().any(|s| s == "all" || s == "everything");
+    let show = |name: &str| {
+        if wanted.is_empty() || wanted.iter().any(|s| s == "default") {
+            name != "commandstats"
+        } else {
+            everything || wanted.iter().any(|s| s == name)
+        }
+    };
+    let shared = ctx.shared;
+    let uptime = shared.started.elapsed().as_secs();
+    let rss = rss_bytes();
+    let mut text = String::new();
+    let mut section = |name: &str, title: &str, body: String| {
+        if show(name) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            let _ = write!(text, "# {title}\r\n{body}");
+        }
+    };
+    section(
+        "server",
+        "Server",
+        format!(
+            "redis_version:{REDIS_VERSION}\r\ngoblin_version:{}\r\nredis_mode:standalone\r\n\
+             os:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\n\
+             tcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\n\
+             uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:\r\n\
+             io_threads_active:0\r\nthreads:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            std::process::id(),
+            shared.local_addr.port(),
+            ctx.now * 1000,
+            uptime / 86400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            shared.threads,
+        ),
+    );
+    section(
+        "clients",
+        "Clients",
+        format!(
+            "connected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n",
+            shared.connected_clients.load(Ordering::Relaxed)
+        ),
+    );
+    section(
+        "memory",
+        "Memory",
+        format!(
+            "used_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+             used_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\n\
+             maxmemory_policy:noeviction\r\n",
+            human_bytes(rss),
+            human_bytes(rss)
+        ),
+    );
+    section(
+        "persistence",
+        "Persistence",
+        "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n\
+         rdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
+            .to_string(),
+    );
+    section(
+        "stats",
+        "Stats",
+        format!(
+            "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
+            shared.total_connections.load(Ordering::Relaxed),
+            shared.total_commands.load(Ordering::Relaxed)
+        ),
+    );
+    section("replication", "Replication", "role:master\r\nconnected_slaves:0\r\n".to_string());
+    section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());
+    section(
+        "keyspace",
+        "Keyspace",
+        if keys > 0 { format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n") } else { String::new() },
+    );
+    ctx.reply().verbatim(b"txt", text.as_bytes());
+}
+
+/// DBSIZE's part: this shard's key count.
+fn dbsize_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
+    ctx.out.integer(ctx.db.len() as i64);
+}
+
+/// FLUSHALL/FLUSHDB's part: `[ASYNC|SYNC]`, then clear this shard. Every part checks the
+/// options the same way, so an error comes from all of them and nothing is flushed.
+fn flush_part(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if args.len() > 2 || (args.len() == 2 && !args.is(1, "async") && !args.is(1, "sync")) {
+        return ctx.out.error(errors::SYNTAX);
+    }
+    ctx.db.clear();
+    ctx.out.ok();
+}

@@ -1,0 +1,134 @@
+//! String commands: GET, SET.
+
+use goblin_store::{Millis, Value};
+
+use crate::command::CommandTable;
+use crate::command::meta;
+use crate::errors;
+use crate::exec::{Args, Exec, ShardCtx};
+
+use super::{ExpireUnit, parse_expire};
+
+/// Registers the family.
+pub fn register(table: &mut CommandTable) {
+    table.add(&meta::GET, Exec::Shard(get));
+    table.add(&meta::SET, Exec::Shard(set));
+}
+
+/// `GET key`
+fn get(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match ctx.db.get(args.get(1), ctx.now) {
+        None => ctx.out.null(),
+        Some(entry) => match entry.value.as_str() {
+            Some(s) => ctx.out.bulk(s),
+            None => ctx.out.error(errors::WRONGTYPE),
+        },
+    }
+}
+
+/// SET's condition on the key's existence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Condition {
+    Always,
+    IfAbsent,
+    IfPresent,
+}
+
+/// What SET does with the expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SetExpire {
+    /// Remove any expiry.
+    Clear,
+    /// `KEEPTTL`.
+    Keep,
+    /// Expire at this time.
+    At(Millis),
+}
+
+/// SET's parsed options.
+#[derive(Debug)]
+struct SetOptions {
+    condition: Condition,
+    get: bool,
+    expire: SetExpire,
+}
+
+/// Parses `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]` the way
+/// redis-server 7 does (`parseExtendedStringArgumentsOrReply`): options in any order,
+/// conflicting ones a syntax error, the expiry value checked only after every option
+/// parsed.
+fn parse_set(args: &Args<'_>, now: Millis) -> Result<SetOptions, Vec<u8>> {
+    let mut opts = SetOptions { condition: Condition::Always, get: false, expire: SetExpire::Clear };
+    let mut expire: Option<(&[u8], ExpireUnit)> = None;
+    let mut keep_ttl = false;
+    let mut j = 3;
+    while j < args.len() {
+        let has_next = j + 1 < args.len();
+        let unit = [("EX", ExpireUnit::Seconds), ("PX", ExpireUnit::Millis), ("EXAT", ExpireUnit::UnixSeconds), ("PXAT", ExpireUnit::UnixMillis)]
+            .into_iter()
+            .find(|(word, _)| args.is(j, word))
+            .map(|(_, unit)| unit);
+        if args.is(j, "NX") && opts.condition != Condition::IfPresent {
+            opts.condition = Condition::IfAbsent;
+        } else if args.is(j, "XX") && opts.condition != Condition::IfAbsent {
+            opts.condition = Condition::IfPresent;
+        } else if args.is(j, "GET") {
+            opts.get = true;
+        } else if args.is(j, "KEEPTTL") && expire.is_none() {
+            keep_ttl = true;
+        } else if let Some(unit) = unit.filter(|&u| {
+            !keep_ttl && has_next && expire.is_none_or(|(_, prev)| prev == u)
+        }) {
+            expire = Some((args.get(j + 1), unit));
+            j += 1;
+        } else {
+            return Err(errors::SYNTAX.to_vec());
+        }
+        j += 1;
+    }
+    if let Some((value, unit)) = expire {
+        opts.expire = SetExpire::At(parse_expire(value, unit, now, "set")?);
+    } else if keep_ttl {
+        opts.expire = SetExpire::Keep;
+    }
+    Ok(opts)
+}
+
+/// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT time|KEEPTTL]`
+fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let opts = match parse_set(args, ctx.now) {
+        Ok(opts) => opts,
+        Err(e) => return ctx.out.error(&e),
+    };
+    let (key, value) = (args.get(1), args.get(2));
+    let existing = ctx.db.get(key, ctx.now);
+    let found = existing.is_some();
+    let old_expire = existing.and_then(|e| e.expire_at());
+    if opts.get {
+        match existing.map(|e| e.value.as_str()) {
+            None => ctx.out.null(),
+            Some(Some(old)) => ctx.out.bulk(old),
+            Some(None) => return ctx.out.error(errors::WRONGTYPE),
+        }
+    }
+    let blocked = match opts.condition {
+        Condition::Always => false,
+        Condition::IfAbsent => found,
+        Condition::IfPresent => !found,
+    };
+    if blocked {
+        if !opts.get {
+            ctx.out.null();
+        }
+        return;
+    }
+    let expire_at = match opts.expire {
+        SetExpire::Clear => None,
+        SetExpire::Keep => old_expire,
+        SetExpire::At(at) => Some(at),
+    };
+    ctx.db.insert(key, Value::Str(value.to_vec()), expire_at, ctx.now);
+    if !opts.get {
+        ctx.out.ok();
+    }
+}

@@ -1,0 +1,229 @@
+//! A client connection's socket and buffers.
+//!
+//! The read buffer is a `Vec<u8>` kept at its full length (zeroed once when it grows),
+//! with `start..end` the received bytes not yet consumed; requests are decoded in place
+//! and their arguments are ranges into it. It grows only when it is full of bytes that
+//! actually arrived, by doubling, so a client that declares a huge argument and sends
+//! little makes the server hold little.
+
+use std::io::{self, Read, Write};
+
+use goblin_protocol::{Limits, RequestDecoder};
+use mio::net::TcpStream;
+
+use crate::client::Client;
+
+/// Initial (and idle) size of a connection's read buffer; Redis reads 16 KiB at a time.
+const READ_BUFFER_INITIAL: usize = 16 * 1024;
+/// Least free space to read into; below it the buffer is compacted or grown first.
+const READ_MIN_FREE: usize = 4 * 1024;
+/// A read buffer larger than this is given back once it holds no pending bytes.
+const READ_BUFFER_SHRINK_ABOVE: usize = 256 * 1024;
+/// An output buffer whose capacity grew past this is released once it has been written.
+const OUTPUT_SHRINK_ABOVE: usize = 1024 * 1024;
+
+/// What a read from the socket gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes arrived.
+    Data(usize),
+    /// Nothing to read now.
+    WouldBlock,
+    /// The peer closed its side.
+    Eof,
+}
+
+/// Unconsumed input and the decoder working through it.
+#[derive(Debug)]
+pub struct Input {
+    /// The buffer; `buf[start..end]` are pending bytes.
+    pub buf: Vec<u8>,
+    /// First pending byte (the start of the request being decoded).
+    pub start: usize,
+    /// End of the received bytes.
+    pub end: usize,
+    /// The connection's request decoder.
+    pub decoder: RequestDecoder,
+}
+
+impl Input {
+    fn new(limits: Limits) -> Self {
+        Input { buf: vec![0; READ_BUFFER_INITIAL], start: 0, end: 0, decoder: RequestDecoder::new(limits) }
+    }
+
+    /// True when there are received bytes not yet consumed.
+    pub fn has_pending(&self) -> bool {
+        self.start < self.end
+    }
+
+    /// Marks `n` bytes at the start as consumed.
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            if self.buf.len() > READ_BUFFER_SHRINK_ABOVE {
+                self.buf = vec![0; READ_BUFFER_INITIAL];
+            }
+        }
+    }
+
+    /// Makes room to read into: compacts, then grows (doubling) when the buffer is full
+    /// of received bytes.
+    fn make_room(&mut self) {
+        if self.buf.len() - self.end >= READ_MIN_FREE {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_MIN_FREE {
+            let len = self.buf.len().max(READ_BUFFER_INITIAL) * 2;
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// Reads once from `src` into the free space.
+    ///
+    /// # Errors
+    /// Socket errors other than `WouldBlock` and `Interrupted`.
+    pub fn read_from(&mut self, src: &mut impl Read) -> io::Result<ReadOutcome> {
+        self.make_room();
+        loop {
+            match src.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(ReadOutcome::Eof),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(ReadOutcome::Data(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(ReadOutcome::WouldBlock),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Replies waiting to be written.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Encoded replies; `buf[written..]` is still to be sent.
+    pub buf: Vec<u8>,
+    written: usize,
+}
+
+impl Output {
+    /// Bytes still to send.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.written
+    }
+
+    /// Writes as much as the socket takes. Ok(true) when everything was written.
+    ///
+    /// # Errors
+    /// Socket errors other than `WouldBlock` and `Interrupted`.
+    pub fn write_to(&mut self, dst: &mut impl Write) -> io::Result<bool> {
+        while self.written < self.buf.len() {
+            match dst.write(&self.buf[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        self.buf.clear();
+        self.written = 0;
+        if self.buf.capacity() > OUTPUT_SHRINK_ABOVE {
+            self.buf = Vec::new();
+        }
+        Ok(true)
+    }
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub struct Conn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Received, unconsumed bytes.
+    pub input: Input,
+    /// Replies to send.
+    pub output: Output,
+    /// Client state.
+    pub client: Client,
+    /// The socket may hold unread bytes (edge-triggered readiness not yet drained).
+    pub readable: bool,
+    /// WRITABLE interest is registered (after a write hit `WouldBlock`).
+    pub wants_writable: bool,
+    /// No more requests are read or run; the connection closes once its output is sent.
+    pub closing: bool,
+    /// Queued on the worker's list of connections to flush this iteration.
+    pub dirty: bool,
+    /// Queued on the worker's list of connections with work left for the next iteration.
+    pub scheduled: bool,
+}
+
+impl Conn {
+    /// A connection over `stream`.
+    pub fn new(stream: TcpStream, client: Client, limits: Limits) -> Self {
+        Conn {
+            stream,
+            input: Input::new(limits),
+            output: Output::default(),
+            client,
+            readable: true,
+            wants_writable: false,
+            closing: false,
+            dirty: false,
+            scheduled: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_grows_only_with_received_bytes() {
+        let mut input = Input::new(Limits::default());
+        let mut src: &[u8] = &[b'x'; 100_000];
+        let mut total = 0;
+        while let Ok(ReadOutcome::Data(n)) = input.read_from(&mut src) {
+            total += n;
+        }
+        assert_eq!(total, 100_000);
+        assert!(input.buf.len() <= 2 * 100_000 + READ_BUFFER_INITIAL);
+        input.consume(100_000);
+        assert_eq!(input.buf.len(), READ_BUFFER_INITIAL);
+    }
+
+    #[test]
+    fn output_survives_partial_writes() {
+        struct Trickle(Vec<u8>, usize);
+        impl Write for Trickle {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                if self.1 == 0 {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                self.1 -= 1;
+                self.0.push(b[0]);
+                Ok(1)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut out = Output::default();
+        out.buf.extend_from_slice(b"+OK\r\n");
+        let mut sink = Trickle(Vec::new(), 2);
+        assert!(!out.write_to(&mut sink).unwrap_or(true));
+        assert_eq!(out.pending(), 3);
+        sink.1 = 10;
+        assert!(out.write_to(&mut sink).unwrap_or(false));
+        assert_eq!(sink.0, b"+OK\r\n");
+    }
+}

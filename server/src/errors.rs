@@ -1,0 +1,78 @@
+//! Every error text Goblin sends, byte for byte as redis-server 7 sends it.
+//!
+//! Fixed texts are constants; texts that carry client bytes are built here with C's
+//! `%s` semantics (a NUL ends the string) and are sent through
+//! [`goblin_protocol::Encoder::error_sanitized`], as Redis's `addReplyErrorFormat` does.
+
+use crate::exec::Args;
+
+/// A syntax error in the options.
+pub const SYNTAX: &[u8] = b"ERR syntax error";
+/// An argument that must be an integer is not one.
+pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+/// The key holds a value of another type.
+pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+/// SELECT of a database other than 0.
+pub const DB_INDEX_OUT_OF_RANGE: &[u8] = b"ERR DB index is out of range";
+/// CLIENT SETNAME with a space or newline.
+pub const BAD_CLIENT_NAME: &[u8] =
+    b"ERR Client names cannot contain spaces, newlines or special characters.";
+/// HELLO with an unsupported version.
+pub const NOPROTO: &[u8] = b"NOPROTO unsupported protocol version";
+/// HELLO with a non-integer version.
+pub const HELLO_VERSION_NOT_INTEGER: &[u8] = b"ERR Protocol version is not an integer or out of range";
+/// AUTH or HELLO AUTH when no password is configured for that user.
+pub const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
+/// AUTH with no password configured.
+pub const AUTH_NO_PASSWORD: &[u8] = b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+
+/// The prefix of a string as C's `%s` prints it: up to the first NUL.
+pub fn c_str(s: &[u8]) -> &[u8] {
+    s.iter().position(|&b| b == 0).map_or(s, |n| &s[..n])
+}
+
+/// C's `%.Ns`: at most `n` bytes, up to the first NUL.
+fn c_str_max(s: &[u8], n: usize) -> &[u8] {
+    let s = c_str(s);
+    &s[..s.len().min(n)]
+}
+
+/// `ERR unknown command '<name>', with args beginning with: '<a>' '<b>' `, quoting
+/// arguments until the list reaches 128 bytes, as Redis does.
+pub fn unknown_command(args: &Args<'_>) -> Vec<u8> {
+    let mut list = Vec::new();
+    for i in 1..args.len() {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(c_str_max(args.get(i), room));
+        list.extend_from_slice(b"' ");
+    }
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(c_str_max(args.get(0), 128));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    msg.extend_from_slice(&list);
+    msg
+}
+
+/// `ERR unknown subcommand '<sub>'. Try <CONTAINER> HELP.`
+pub fn unknown_subcommand(container: &[u8], sub: &[u8]) -> Vec<u8> {
+    let mut msg = b"ERR unknown subcommand '".to_vec();
+    msg.extend_from_slice(c_str_max(sub, 128));
+    msg.extend_from_slice(b"'. Try ");
+    msg.extend(c_str(container).iter().map(u8::to_ascii_uppercase));
+    msg.extend_from_slice(b" HELP.");
+    msg
+}
+
+/// `ERR wrong number of arguments for '<name>' command`
+pub fn wrong_arity(name: &str) -> Vec<u8> {
+    format!("ERR wrong number of arguments for '{name}' command").into_bytes()
+}
+
+/// `ERR invalid expire time in '<name>' command`
+pub fn invalid_expire(name: &str) -> Vec<u8> {
+    format!("ERR invalid expire time in '{name}' command").into_bytes()
+}

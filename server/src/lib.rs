@@ -1,0 +1,33 @@
+//! # goblin-server
+//!
+//! Goblin: a Redis-protocol in-memory server, shared-nothing and thread-per-core, whose
+//! reason to exist is to make the atomic idioms Redis users run as Lua scripts native
+//! commands that cost what a plain SET costs.
+//!
+//! The binary `goblin-server` is [`run`] with options from the command line. The pieces:
+//! - [`server`]: start-up — the listener, the shared state, the worker threads;
+//! - [`worker`]: one thread's event loop, its connections and its shard;
+//! - [`command`]: the command table (name, arity, flags, key positions, COMMAND INFO/DOCS);
+//! - [`commands`]: the command families, one module each;
+//! - [`exec`]: what handlers see — arguments and the context they run in;
+//! - [`errors`]: every error text, byte for byte redis-server 7's.
+//!
+//! ```no_run
+//! let config = goblin_server::config::Config { port: 0, ..Default::default() };
+//! let server = goblin_server::server::Server::bind(config).unwrap();
+//! println!("listening on {}", server.local_addr());
+//! server.run().unwrap();
+//! ```
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod clock;
+pub mod command;
+pub mod commands;
+pub mod config;
+pub mod conn;
+pub mod errors;
+pub mod exec;
+pub mod server;
+pub mod util;
+pub mod worker;

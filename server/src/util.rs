@@ -1,0 +1,177 @@
+//! Small helpers shared by command families.
+
+/// Redis's glob matching (`stringmatchlen` in `util.c`), for KEYS, SCAN MATCH and
+/// CONFIG GET: `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes, with its exact corner cases
+/// (a range may be given backwards, an unterminated class matches what it has seen, and
+/// bytes compare as C's signed `char`).
+///
+/// # Examples
+/// ```
+/// use goblin_server::util::glob_match;
+/// assert!(glob_match(b"user:*", b"user:42", false));
+/// assert!(glob_match(b"h[ae]llo", b"hallo", false));
+/// assert!(!glob_match(b"h[^e]llo", b"hello", false));
+/// assert!(glob_match(b"H?LLO", b"hello", true));
+/// ```
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let mut skip_longer = false;
+    glob_impl(pattern, string, nocase, &mut skip_longer, 0)
+}
+
+/// Recursion bound against abusive patterns, as in Redis.
+const GLOB_MAX_NESTING: usize = 1000;
+
+fn fold(c: u8, nocase: bool) -> u8 {
+    if nocase { c.to_ascii_lowercase() } else { c }
+}
+
+fn glob_impl(pat: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesting: usize) -> bool {
+    if nesting > GLOB_MAX_NESTING {
+        return false;
+    }
+    // Reading past the end gives 0, as reading the C string's terminator does.
+    let at = |b: &[u8], i: usize| b.get(i).copied().unwrap_or(0);
+    let (mut p, mut si) = (0usize, 0usize);
+    while p < pat.len() && si < s.len() {
+        match pat[p] {
+            b'*' => {
+                while p + 1 < pat.len() && pat[p + 1] == b'*' {
+                    p += 1;
+                }
+                if p + 1 == pat.len() {
+                    return true;
+                }
+                while si < s.len() {
+                    if glob_impl(&pat[p + 1..], &s[si..], nocase, skip_longer, nesting + 1) {
+                        return true;
+                    }
+                    if *skip_longer {
+                        return false;
+                    }
+                    si += 1;
+                }
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => si += 1,
+            b'[' => {
+                p += 1;
+                let negate = at(pat, p) == b'^';
+                if negate {
+                    p += 1;
+                }
+                let mut matched = false;
+                let c = s[si];
+                loop {
+                    let remaining = pat.len().saturating_sub(p);
+                    if at(pat, p) == b'\\' && remaining >= 2 {
+                        p += 1;
+                        if pat[p] == c {
+                            matched = true;
+                        }
+                    } else if at(pat, p) == b']' {
+                        break;
+                    } else if remaining == 0 {
+                        p -= 1;
+                        break;
+                    } else if remaining >= 3 && pat[p + 1] == b'-' {
+                        // C compares these as (signed) chars.
+                        let (mut start, mut end) = (pat[p] as i8 as i32, pat[p + 2] as i8 as i32);
+                        let mut ch = c as i8 as i32;
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        if nocase {
+                            start = (start as u8).to_ascii_lowercase() as i8 as i32;
+                            end = (end as u8).to_ascii_lowercase() as i8 as i32;
+                            ch = c.to_ascii_lowercase() as i8 as i32;
+                        }
+                        p += 2;
+                        if ch >= start && ch <= end {
+                            matched = true;
+                        }
+                    } else if fold(pat[p], nocase) == fold(c, nocase) {
+                        matched = true;
+                    }
+                    p += 1;
+                }
+                if negate {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                si += 1;
+            }
+            other => {
+                let lit = if other == b'\\' && pat.len() - p >= 2 {
+                    p += 1;
+                    pat[p]
+                } else {
+                    other
+                };
+                if fold(lit, nocase) != fold(s[si], nocase) {
+                    return false;
+                }
+                si += 1;
+            }
+        }
+        p += 1;
+        if si == s.len() {
+            while at(pat, p) == b'*' {
+                p += 1;
+            }
+            break;
+        }
+    }
+    p >= pat.len() && si == s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn redis_glob_cases() {
+        let yes: &[(&[u8], &[u8])] = &[
+            (b"*", b"anything"),
+            (b"a*", b"a"),
+            (b"a*b*c", b"aXXbYYc"),
+            (b"h?llo", b"hello"),
+            (b"h[ae]llo", b"hello"),
+            (b"h[a-e]llo", b"hdllo"),
+            (b"h[e-a]llo", b"hdllo"),
+            (b"h[^a]llo", b"hello"),
+            (b"h\\*llo", b"h*llo"),
+            (b"[\\]]", b"]"),
+            (b"a[bc", b"ab"),
+            (b"***", b"x"),
+            (b"a**", b"a"),
+        ];
+        for (p, s) in yes {
+            assert!(glob_match(p, s, false), "{:?} ~ {:?}", String::from_utf8_lossy(p), String::from_utf8_lossy(s));
+        }
+        let no: &[(&[u8], &[u8])] = &[
+            (b"", b"a"),
+            // Redis's matcher needs a byte to start; KEYS and SCAN special-case a lone `*`.
+            (b"*", b""),
+            (b"a", b""),
+            (b"h?llo", b"hllo"),
+            (b"h[^e]llo", b"hello"),
+            (b"a*b", b"acd"),
+            (b"abc", b"ABC"),
+        ];
+        for (p, s) in no {
+            assert!(!glob_match(p, s, false), "{:?} !~ {:?}", String::from_utf8_lossy(p), String::from_utf8_lossy(s));
+        }
+        assert!(glob_match(b"ABC", b"abc", true));
+        assert!(glob_match(b"", b"", false));
+    }
+
+    #[test]
+    fn pathological_patterns_finish() {
+        let pat = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
+        let s = [b'a'; 200];
+        assert!(!glob_match(pat, &s, false));
+    }
+}
