@@ -76,7 +76,9 @@ impl ProtocolError {
     pub fn message(&self) -> Vec<u8> {
         let mut m = b"ERR Protocol error: ".to_vec();
         match *self {
-            ProtocolError::InvalidMultibulkLength => m.extend_from_slice(b"invalid multibulk length"),
+            ProtocolError::InvalidMultibulkLength => {
+                m.extend_from_slice(b"invalid multibulk length")
+            }
             ProtocolError::InvalidBulkLength => m.extend_from_slice(b"invalid bulk length"),
             ProtocolError::ExpectedDollar(b) => {
                 m.extend_from_slice(b"expected '$', got '");
@@ -86,11 +88,11 @@ impl ProtocolError {
             ProtocolError::TooBigMbulkCountString => {
                 m.extend_from_slice(b"too big mbulk count string")
             }
-            ProtocolError::TooBigBulkCountString => m.extend_from_slice(b"too big bulk count string"),
-            ProtocolError::TooBigInlineRequest => m.extend_from_slice(b"too big inline request"),
-            ProtocolError::UnbalancedQuotes => {
-                m.extend_from_slice(b"unbalanced quotes in request")
+            ProtocolError::TooBigBulkCountString => {
+                m.extend_from_slice(b"too big bulk count string")
             }
+            ProtocolError::TooBigInlineRequest => m.extend_from_slice(b"too big inline request"),
+            ProtocolError::UnbalancedQuotes => m.extend_from_slice(b"unbalanced quotes in request"),
         }
         m
     }
@@ -122,7 +124,12 @@ enum State {
     Idle { scanned: usize },
     /// Inside a multibulk request. `pos`: offset of the next unparsed byte; `bulk`: length
     /// of the bulk whose `$` header was parsed and whose payload starts at `pos`.
-    Multibulk { remaining: usize, pos: usize, bulk: Option<usize>, scanned: usize },
+    Multibulk {
+        remaining: usize,
+        pos: usize,
+        bulk: Option<usize>,
+        scanned: usize,
+    },
 }
 
 /// Where a header line ends, or how far it was searched.
@@ -159,7 +166,11 @@ impl Default for RequestDecoder {
 impl RequestDecoder {
     /// A decoder enforcing `limits`.
     pub fn new(limits: Limits) -> Self {
-        RequestDecoder { limits, state: State::Idle { scanned: 0 }, args: Vec::new() }
+        RequestDecoder {
+            limits,
+            state: State::Idle { scanned: 0 },
+            args: Vec::new(),
+        }
     }
 
     /// The limits this decoder enforces.
@@ -184,7 +195,11 @@ impl RequestDecoder {
     /// arriving, never to reserve a declared length up front.
     pub fn needed(&self) -> Option<usize> {
         match self.state {
-            State::Multibulk { pos, bulk: Some(len), .. } => Some(pos + len + 2),
+            State::Multibulk {
+                pos,
+                bulk: Some(len),
+                ..
+            } => Some(pos + len + 2),
             _ => None,
         }
     }
@@ -238,13 +253,23 @@ impl RequestDecoder {
         }
         self.args.clear();
         self.args.reserve(INITIAL_ARGS_RESERVE);
-        self.state =
-            State::Multibulk { remaining: count as usize, pos, bulk: None, scanned: pos };
+        self.state = State::Multibulk {
+            remaining: count as usize,
+            pos,
+            bulk: None,
+            scanned: pos,
+        };
         self.multibulk_args(buf)
     }
 
     fn multibulk_args(&mut self, buf: &[u8]) -> Result<Decoded, ProtocolError> {
-        let State::Multibulk { mut remaining, mut pos, mut bulk, mut scanned } = self.state else {
+        let State::Multibulk {
+            mut remaining,
+            mut pos,
+            mut bulk,
+            mut scanned,
+        } = self.state
+        else {
             return Ok(Decoded::Incomplete);
         };
         while remaining > 0 {
@@ -290,7 +315,12 @@ impl RequestDecoder {
             self.state = State::Idle { scanned: 0 };
             Ok(Decoded::Command(pos))
         } else {
-            self.state = State::Multibulk { remaining, pos, bulk, scanned };
+            self.state = State::Multibulk {
+                remaining,
+                pos,
+                bulk,
+                scanned,
+            };
             Ok(Decoded::Incomplete)
         }
     }
@@ -307,7 +337,11 @@ impl RequestDecoder {
     ) -> Result<LineEnd, ProtocolError> {
         let window_end = buf.len().min(start + self.limits.max_inline_len + 1);
         let from = scanned.max(start);
-        let hit = if from < window_end { memchr(b'\r', &buf[from..window_end]) } else { None };
+        let hit = if from < window_end {
+            memchr(b'\r', &buf[from..window_end])
+        } else {
+            None
+        };
         match hit {
             Some(i) if from + i + 1 < buf.len() => Ok(LineEnd::Found(from + i)),
             Some(i) => Ok(LineEnd::Pending(from + i)),
@@ -325,15 +359,25 @@ impl RequestDecoder {
                 return Err(ProtocolError::TooBigInlineRequest);
             }
             None => {
-                self.state = State::Idle { scanned: window_end };
+                self.state = State::Idle {
+                    scanned: window_end,
+                };
                 return Ok(Decoded::Incomplete);
             }
         };
-        let end = if nl > 0 && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
+        let end = if nl > 0 && buf[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
         self.state = State::Idle { scanned: 0 };
         self.args.clear();
         split_inline(&mut buf[..end], &mut self.args)?;
-        if self.args.is_empty() { Ok(Decoded::Empty(nl + 1)) } else { Ok(Decoded::Command(nl + 1)) }
+        if self.args.is_empty() {
+            Ok(Decoded::Empty(nl + 1))
+        } else {
+            Ok(Decoded::Command(nl + 1))
+        }
     }
 }
 
@@ -376,15 +420,15 @@ fn split_inline(line: &mut [u8], args: &mut Vec<Range<usize>>) -> Result<(), Pro
             let c = at(line, r);
             if in_double {
                 let next = at(line, r + 1);
-                if c == b'\\' && next == b'x' {
-                    if let (Some(hi), Some(lo)) =
+                if c == b'\\'
+                    && next == b'x'
+                    && let (Some(hi), Some(lo)) =
                         (hex_value(at(line, r + 2)), hex_value(at(line, r + 3)))
-                    {
-                        line[w] = hi * 16 + lo;
-                        w += 1;
-                        r += 4;
-                        continue;
-                    }
+                {
+                    line[w] = hi * 16 + lo;
+                    w += 1;
+                    r += 4;
+                    continue;
                 }
                 if c == b'\\' && next != 0 {
                     line[w] = match next {
@@ -463,7 +507,12 @@ mod tests {
         loop {
             match dec.decode(&mut buf[start..])? {
                 Decoded::Command(n) => {
-                    out.push(dec.args().iter().map(|r| buf[start..][r.clone()].to_vec()).collect());
+                    out.push(
+                        dec.args()
+                            .iter()
+                            .map(|r| buf[start..][r.clone()].to_vec())
+                            .collect(),
+                    );
                     start += n;
                 }
                 Decoded::Empty(n) => start += n,
@@ -480,7 +529,10 @@ mod tests {
 
     #[test]
     fn multibulk() {
-        assert_eq!(one(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n"), vec![b"GET".to_vec(), vec![]]);
+        assert_eq!(
+            one(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n"),
+            vec![b"GET".to_vec(), vec![]]
+        );
     }
 
     #[test]
@@ -499,14 +551,23 @@ mod tests {
     fn inline_quoting() {
         assert_eq!(
             one(b"SET \"a b\" 'c\\'d' \"\\x41\\n\\z\" \"\"\r\n"),
-            vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\nz".to_vec(), vec![]]
+            vec![
+                b"SET".to_vec(),
+                b"a b".to_vec(),
+                b"c'd".to_vec(),
+                b"A\nz".to_vec(),
+                vec![]
+            ]
         );
         assert_eq!(one(b"a\"b c\" e\n"), vec![b"ab c".to_vec(), b"e".to_vec()]);
         assert_eq!(one(b"  GET\tk  \n"), vec![b"GET".to_vec(), b"k".to_vec()]);
         // A NUL ends the line, as in the C string Redis parses.
         assert_eq!(one(b"GET k\0 more\n"), vec![b"GET".to_vec(), b"k".to_vec()]);
         // Vertical tab and form feed are blanks before a token, not inside one.
-        assert_eq!(one(b"\x0bGET a\x0cb\n"), vec![b"GET".to_vec(), b"a\x0cb".to_vec()]);
+        assert_eq!(
+            one(b"\x0bGET a\x0cb\n"),
+            vec![b"GET".to_vec(), b"a\x0cb".to_vec()]
+        );
     }
 
     #[test]
@@ -524,7 +585,12 @@ mod tests {
             (b"PING \"a\"b\r\n", ProtocolError::UnbalancedQuotes),
         ];
         for (input, err) in cases {
-            assert_eq!(decode_all(input), Err(*err), "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(
+                decode_all(input),
+                Err(*err),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 
@@ -536,7 +602,10 @@ mod tests {
         assert_eq!(decode_all(&inline), Ok(vec![]));
         let mut header = b"*".to_vec();
         header.resize(DEFAULT_MAX_INLINE_LEN + 2, b'1');
-        assert_eq!(decode_all(&header), Err(ProtocolError::TooBigMbulkCountString));
+        assert_eq!(
+            decode_all(&header),
+            Err(ProtocolError::TooBigMbulkCountString)
+        );
         let mut bulk = b"*1\r\n$".to_vec();
         bulk.resize(DEFAULT_MAX_INLINE_LEN + 10, b'1');
         assert_eq!(decode_all(&bulk), Err(ProtocolError::TooBigBulkCountString));

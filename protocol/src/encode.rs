@@ -96,7 +96,11 @@ impl<'a> Encoder<'a> {
         let start = msg.iter().position(|b| !is_nl(b)).unwrap_or(msg.len());
         let end = msg.iter().rposition(|b| !is_nl(b)).map_or(start, |i| i + 1);
         self.out.push(b'-');
-        self.out.extend(msg[start..end].iter().map(|&b| if is_nl(&b) { b' ' } else { b }));
+        self.out.extend(
+            msg[start..end]
+                .iter()
+                .map(|&b| if is_nl(&b) { b' ' } else { b }),
+        );
         self.out.extend_from_slice(b"\r\n");
     }
 
@@ -182,8 +186,12 @@ impl<'a> Encoder<'a> {
     /// A boolean: `#t`/`#f` in RESP3, the integers 1 and 0 in RESP2.
     pub fn boolean(&mut self, b: bool) {
         match self.version {
-            Version::Resp2 => self.out.extend_from_slice(if b { b":1\r\n" } else { b":0\r\n" }),
-            Version::Resp3 => self.out.extend_from_slice(if b { b"#t\r\n" } else { b"#f\r\n" }),
+            Version::Resp2 => self
+                .out
+                .extend_from_slice(if b { b":1\r\n" } else { b":0\r\n" }),
+            Version::Resp3 => self
+                .out
+                .extend_from_slice(if b { b"#t\r\n" } else { b"#f\r\n" }),
         }
     }
 
@@ -230,7 +238,11 @@ fn write_g17(w: &mut impl std::io::Write, d: f64) -> std::io::Result<()> {
     use std::io::Write;
     const PRECISION: i32 = 17;
     if d.is_nan() {
-        return w.write_all(if d.is_sign_negative() { b"-nan" } else { b"nan" });
+        return w.write_all(if d.is_sign_negative() {
+            b"-nan"
+        } else {
+            b"nan"
+        });
     }
     if d.is_infinite() {
         return w.write_all(if d > 0.0 { b"inf" } else { b"-inf" });
@@ -294,10 +306,18 @@ mod tests {
         let cases: Vec<(Box<dyn Fn(&mut Encoder<'_>)>, &[u8], &[u8])> = vec![
             (Box::new(|e| e.ok()), b"+OK\r\n", b"+OK\r\n"),
             (Box::new(|e| e.simple(b"PONG")), b"+PONG\r\n", b"+PONG\r\n"),
-            (Box::new(|e| e.error(b"ERR x")), b"-ERR x\r\n", b"-ERR x\r\n"),
+            (
+                Box::new(|e| e.error(b"ERR x")),
+                b"-ERR x\r\n",
+                b"-ERR x\r\n",
+            ),
             (Box::new(|e| e.integer(-5)), b":-5\r\n", b":-5\r\n"),
             (Box::new(|e| e.bulk(b"")), b"$0\r\n\r\n", b"$0\r\n\r\n"),
-            (Box::new(|e| e.bulk_int(12)), b"$2\r\n12\r\n", b"$2\r\n12\r\n"),
+            (
+                Box::new(|e| e.bulk_int(12)),
+                b"$2\r\n12\r\n",
+                b"$2\r\n12\r\n",
+            ),
             (Box::new(|e| e.null()), b"$-1\r\n", b"_\r\n"),
             (Box::new(|e| e.null_array()), b"*-1\r\n", b"_\r\n"),
             (Box::new(|e| e.array(3)), b"*3\r\n", b"*3\r\n"),
@@ -305,11 +325,23 @@ mod tests {
             (Box::new(|e| e.set(2)), b"*2\r\n", b"~2\r\n"),
             (Box::new(|e| e.push(2)), b"*2\r\n", b">2\r\n"),
             (Box::new(|e| e.double(1.5)), b"$3\r\n1.5\r\n", b",1.5\r\n"),
-            (Box::new(|e| e.double(f64::INFINITY)), b"$3\r\ninf\r\n", b",inf\r\n"),
+            (
+                Box::new(|e| e.double(f64::INFINITY)),
+                b"$3\r\ninf\r\n",
+                b",inf\r\n",
+            ),
             (Box::new(|e| e.boolean(true)), b":1\r\n", b"#t\r\n"),
             (Box::new(|e| e.boolean(false)), b":0\r\n", b"#f\r\n"),
-            (Box::new(|e| e.verbatim(b"txt", b"hi")), b"$2\r\nhi\r\n", b"=6\r\ntxt:hi\r\n"),
-            (Box::new(|e| e.big_number(b"123")), b"$3\r\n123\r\n", b"(123\r\n"),
+            (
+                Box::new(|e| e.verbatim(b"txt", b"hi")),
+                b"$2\r\nhi\r\n",
+                b"=6\r\ntxt:hi\r\n",
+            ),
+            (
+                Box::new(|e| e.big_number(b"123")),
+                b"$3\r\n123\r\n",
+                b"(123\r\n",
+            ),
         ];
         for (f, two, three) in cases {
             assert_eq!(enc(Resp2, &f), two);
@@ -343,7 +375,11 @@ mod tests {
         ];
         for &(d, want) in cases {
             let mut buf = [0u8; 32];
-            assert_eq!(std::str::from_utf8(format_double(d, &mut buf)), Ok(want), "{d}");
+            assert_eq!(
+                std::str::from_utf8(format_double(d, &mut buf)),
+                Ok(want),
+                "{d}"
+            );
         }
     }
 }

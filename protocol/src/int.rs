@@ -39,7 +39,11 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
         }
         value = value.checked_mul(10)?.checked_sub(i64::from(b - b'0'))?;
     }
-    if negative { Some(value) } else { value.checked_neg() }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
 }
 
 /// Appends the decimal form of `v` to `out`.

@@ -80,7 +80,9 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, ReplyError>
 /// # Errors
 /// [`ReplyError`] when the bytes are not a RESP2/RESP3 reply.
 pub fn reply_len(buf: &[u8]) -> Result<Option<(usize, bool)>, ReplyError> {
-    let Some(first) = buf.first() else { return Ok(None) };
+    let Some(first) = buf.first() else {
+        return Ok(None);
+    };
     let is_error = matches!(first, b'-' | b'!');
     Ok(skip_at(buf, 0, 0)?.map(|end| (end, is_error)))
 }
@@ -104,12 +106,19 @@ fn int_line(buf: &[u8], start: usize) -> Result<Option<(i64, usize)>, ReplyError
     }
 }
 
-fn blob(buf: &[u8], start: usize) -> Result<Option<(Option<&[u8]>, usize)>, ReplyError> {
-    let Some((len, body)) = int_line(buf, start + 1)? else { return Ok(None) };
+/// A blob's payload (`None` for a null) and the offset after it.
+type Blob<'a> = (Option<&'a [u8]>, usize);
+
+fn blob(buf: &[u8], start: usize) -> Result<Option<Blob<'_>>, ReplyError> {
+    let Some((len, body)) = int_line(buf, start + 1)? else {
+        return Ok(None);
+    };
     if len < 0 {
         return Ok(Some((None, body)));
     }
-    let end = body.checked_add(len as usize).ok_or(ReplyError { at: start })?;
+    let end = body
+        .checked_add(len as usize)
+        .ok_or(ReplyError { at: start })?;
     if buf.len() < end + 2 {
         return Ok(None);
     }
@@ -124,7 +133,9 @@ fn parse_at<'a>(
     if depth > MAX_DEPTH {
         return Err(ReplyError { at: start });
     }
-    let Some(&kind) = buf.get(start) else { return Ok(None) };
+    let Some(&kind) = buf.get(start) else {
+        return Ok(None);
+    };
     let simple = |f: fn(&'a [u8]) -> Frame<'a>| Ok(line(buf, start + 1).map(|(t, n)| (f(t), n)));
     match kind {
         b'+' => simple(Frame::Simple),
@@ -149,15 +160,23 @@ fn parse_at<'a>(
             (frame, next)
         })),
         b'*' | b'%' | b'~' | b'>' => {
-            let Some((n, mut next)) = int_line(buf, start + 1)? else { return Ok(None) };
+            let Some((n, mut next)) = int_line(buf, start + 1)? else {
+                return Ok(None);
+            };
             if n < 0 {
                 return Ok(Some((Frame::Null, next)));
             }
-            let count = if kind == b'%' { 2 * n as usize } else { n as usize };
+            let count = if kind == b'%' {
+                2 * n as usize
+            } else {
+                n as usize
+            };
             // Never trust a declared count for allocation: grow with what was parsed.
             let mut items = Vec::with_capacity(count.min(64));
             for _ in 0..count {
-                let Some((item, after)) = parse_at(buf, next, depth + 1)? else { return Ok(None) };
+                let Some((item, after)) = parse_at(buf, next, depth + 1)? else {
+                    return Ok(None);
+                };
                 items.push(item);
                 next = after;
             }
@@ -177,13 +196,23 @@ fn skip_at(buf: &[u8], start: usize, depth: usize) -> Result<Option<usize>, Repl
     if depth > MAX_DEPTH {
         return Err(ReplyError { at: start });
     }
-    let Some(&kind) = buf.get(start) else { return Ok(None) };
+    let Some(&kind) = buf.get(start) else {
+        return Ok(None);
+    };
     match kind {
         b'+' | b'-' | b',' | b'(' | b'_' | b'#' | b':' => Ok(line(buf, start + 1).map(|(_, n)| n)),
         b'$' | b'=' | b'!' => Ok(blob(buf, start)?.map(|(_, n)| n)),
         b'*' | b'%' | b'~' | b'>' => {
-            let Some((n, mut next)) = int_line(buf, start + 1)? else { return Ok(None) };
-            let count = if n < 0 { 0 } else if kind == b'%' { 2 * n } else { n };
+            let Some((n, mut next)) = int_line(buf, start + 1)? else {
+                return Ok(None);
+            };
+            let count = if n < 0 {
+                0
+            } else if kind == b'%' {
+                2 * n
+            } else {
+                n
+            };
             for _ in 0..count {
                 match skip_at(buf, next, depth + 1)? {
                     Some(after) => next = after,
@@ -202,7 +231,8 @@ mod tests {
 
     #[test]
     fn every_type() {
-        let input: &[u8] = b"*9\r\n+OK\r\n-ERR x\r\n:7\r\n$2\r\nhi\r\n_\r\n,1.5\r\n#t\r\n=6\r\ntxt:yo\r\n(12\r\n";
+        let input: &[u8] =
+            b"*9\r\n+OK\r\n-ERR x\r\n:7\r\n$2\r\nhi\r\n_\r\n,1.5\r\n#t\r\n=6\r\ntxt:yo\r\n(12\r\n";
         let (frame, n) = parse_reply(input).unwrap().unwrap();
         assert_eq!(n, input.len());
         assert_eq!(
@@ -229,7 +259,10 @@ mod tests {
     #[test]
     fn maps_and_errors() {
         let (frame, _) = parse_reply(b"%1\r\n+a\r\n:1\r\n").unwrap().unwrap();
-        assert_eq!(frame, Frame::Map(vec![Frame::Simple(b"a"), Frame::Integer(1)]));
+        assert_eq!(
+            frame,
+            Frame::Map(vec![Frame::Simple(b"a"), Frame::Integer(1)])
+        );
         assert_eq!(reply_len(b"-ERR\r\n"), Ok(Some((6, true))));
         assert!(parse_reply(b"?x\r\n").is_err());
         assert!(parse_reply(b":abc\r\n").is_err());

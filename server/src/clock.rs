@@ -6,5 +6,7 @@ use goblin_store::Millis;
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> Millis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Millis)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
 }

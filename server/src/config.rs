@@ -58,7 +58,9 @@ pub enum Cli {
 }
 
 fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
-    value.parse().map_err(|_| format!("invalid value for {name}: '{value}'"))
+    value
+        .parse()
+        .map_err(|_| format!("invalid value for {name}: '{value}'"))
 }
 
 /// Parses the arguments (without the program name).
@@ -75,7 +77,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             "-v" | "--version" => return Ok(Cli::Version),
             _ => {}
         }
-        let value = args.next().ok_or_else(|| format!("missing value for {name}"))?;
+        let value = args
+            .next()
+            .ok_or_else(|| format!("missing value for {name}"))?;
         match name {
             "--bind" => config.bind = parse_num(name, &value)?,
             "--port" => config.port = parse_num(name, &value)?,

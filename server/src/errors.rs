@@ -10,6 +10,9 @@ use crate::exec::Args;
 pub const SYNTAX: &[u8] = b"ERR syntax error";
 /// An argument that must be an integer is not one.
 pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
+/// An argument that must fit a C `int` does not (`getIntFromObjectOrReply`).
+pub const INT_OUT_OF_RANGE: &[u8] =
+    b"ERR value is out of range, value must between -2147483648 and 2147483647";
 /// The key holds a value of another type.
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 /// SELECT of a database other than 0.
@@ -20,7 +23,8 @@ pub const BAD_CLIENT_NAME: &[u8] =
 /// HELLO with an unsupported version.
 pub const NOPROTO: &[u8] = b"NOPROTO unsupported protocol version";
 /// HELLO with a non-integer version.
-pub const HELLO_VERSION_NOT_INTEGER: &[u8] = b"ERR Protocol version is not an integer or out of range";
+pub const HELLO_VERSION_NOT_INTEGER: &[u8] =
+    b"ERR Protocol version is not an integer or out of range";
 /// AUTH or HELLO AUTH when no password is configured for that user.
 pub const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
 /// AUTH with no password configured.

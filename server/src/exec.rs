@@ -46,13 +46,20 @@ impl<'a> Args<'a> {
     /// Argument `i`, or the empty string past the end (arity is checked before handlers
     /// run, so a handler reading within its arity always gets the real argument).
     pub fn get(&self, i: usize) -> &'a [u8] {
-        self.spans.get(i).and_then(|r| self.buf.get(r.clone())).unwrap_or(b"")
+        self.spans
+            .get(i)
+            .and_then(|r| self.buf.get(r.clone()))
+            .unwrap_or(b"")
     }
 
     /// Arguments from `from` on.
     pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &'a [u8]> + use<'a> {
         let buf = self.buf;
-        self.spans.get(from..).unwrap_or(&[]).iter().map(move |r| buf.get(r.clone()).unwrap_or(b""))
+        self.spans
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .map(move |r| buf.get(r.clone()).unwrap_or(b""))
     }
 
     /// Whether argument `i` equals `word`, ignoring ASCII case and C-string tails: Redis

@@ -28,7 +28,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    println!("goblin-server {} ready on {}", env!("CARGO_PKG_VERSION"), server.local_addr());
+    println!(
+        "goblin-server {} ready on {}",
+        env!("CARGO_PKG_VERSION"),
+        server.local_addr()
+    );
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

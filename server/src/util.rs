@@ -149,7 +149,12 @@ mod tests {
             (b"a**", b"a"),
         ];
         for (p, s) in yes {
-            assert!(glob_match(p, s, false), "{:?} ~ {:?}", String::from_utf8_lossy(p), String::from_utf8_lossy(s));
+            assert!(
+                glob_match(p, s, false),
+                "{:?} ~ {:?}",
+                String::from_utf8_lossy(p),
+                String::from_utf8_lossy(s)
+            );
         }
         let no: &[(&[u8], &[u8])] = &[
             (b"", b"a"),
@@ -162,7 +167,12 @@ mod tests {
             (b"abc", b"ABC"),
         ];
         for (p, s) in no {
-            assert!(!glob_match(p, s, false), "{:?} !~ {:?}", String::from_utf8_lossy(p), String::from_utf8_lossy(s));
+            assert!(
+                !glob_match(p, s, false),
+                "{:?} !~ {:?}",
+                String::from_utf8_lossy(p),
+                String::from_utf8_lossy(s)
+            );
         }
         assert!(glob_match(b"ABC", b"abc", true));
         assert!(glob_match(b"", b"", false));

@@ -55,7 +55,11 @@ impl Worker {
     ///
     /// # Errors
     /// When the poller cannot be created or the listener registered.
-    pub fn new(_id: usize, shared: Arc<Shared>, mut listener: Option<TcpListener>) -> io::Result<Self> {
+    pub fn new(
+        _id: usize,
+        shared: Arc<Shared>,
+        mut listener: Option<TcpListener>,
+    ) -> io::Result<Self> {
         let poll = Poll::new()?;
         if let Some(l) = listener.as_mut() {
             poll.registry().register(l, LISTENER, Interest::READABLE)?;
@@ -80,7 +84,11 @@ impl Worker {
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         loop {
-            let timeout = if self.scheduled.is_empty() { None } else { Some(std::time::Duration::ZERO) };
+            let timeout = if self.scheduled.is_empty() {
+                None
+            } else {
+                Some(std::time::Duration::ZERO)
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -92,7 +100,9 @@ impl Worker {
                 match event.token() {
                     LISTENER => self.accept(),
                     Token(key) => {
-                        let Some(conn) = self.conns.get_mut(key) else { continue };
+                        let Some(conn) = self.conns.get_mut(key) else {
+                            continue;
+                        };
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             conn.readable = true;
                         }
@@ -108,7 +118,9 @@ impl Worker {
             }
             self.flush_all();
             if self.commands > 0 {
-                self.shared.total_commands.fetch_add(self.commands, Ordering::Relaxed);
+                self.shared
+                    .total_commands
+                    .fetch_add(self.commands, Ordering::Relaxed);
                 self.commands = 0;
             }
         }
@@ -116,13 +128,16 @@ impl Worker {
 
     fn accept(&mut self) {
         for _ in 0..MAX_ACCEPTS_PER_TURN {
-            let Some(listener) = self.listener.as_ref() else { return };
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
             match listener.accept() {
                 Ok((stream, addr)) => {
                     // Replies go out as soon as they are written, as with redis-server.
                     let _ = stream.set_nodelay(true);
                     let laddr = stream.local_addr().ok();
-                    let client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
+                    let client =
+                        Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
                     let conn = Conn::new(stream, client, self.shared.config.limits);
                     self.adopt(conn);
                 }
@@ -135,7 +150,10 @@ impl Worker {
         }
         // More may be pending: come back after serving the others.
         if let Some(l) = self.listener.as_mut() {
-            let _ = self.poll.registry().reregister(l, LISTENER, Interest::READABLE);
+            let _ = self
+                .poll
+                .registry()
+                .reregister(l, LISTENER, Interest::READABLE);
         }
     }
 
@@ -143,19 +161,39 @@ impl Worker {
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         let conn = entry.insert(conn);
-        if self.poll.registry().register(&mut conn.stream, Token(key), Interest::READABLE).is_err() {
+        if self
+            .poll
+            .registry()
+            .register(&mut conn.stream, Token(key), Interest::READABLE)
+            .is_err()
+        {
             self.conns.remove(key);
             return;
         }
-        self.shared.connected_clients.fetch_add(1, Ordering::Relaxed);
-        self.shared.total_connections.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .connected_clients
+            .fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .total_connections
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reads and runs a connection's requests until it has no complete request left and
     /// its socket is drained, or its turn is over.
     fn serve(&mut self, key: usize) {
-        let Worker { conns, shard, shared, now, dirty, scheduled, commands, .. } = self;
-        let Some(conn) = conns.get_mut(key) else { return };
+        let Worker {
+            conns,
+            shard,
+            shared,
+            now,
+            dirty,
+            scheduled,
+            commands,
+            ..
+        } = self;
+        let Some(conn) = conns.get_mut(key) else {
+            return;
+        };
         let mut reads = 0;
         let mut drop_now = false;
         loop {
@@ -192,18 +230,18 @@ impl Worker {
             self.close(key);
             return;
         }
-        if conn.output.pending() > 0 || conn.closing {
-            if !conn.dirty {
-                conn.dirty = true;
-                dirty.push(key);
-            }
+        if (conn.output.pending() > 0 || conn.closing) && !conn.dirty {
+            conn.dirty = true;
+            dirty.push(key);
         }
     }
 
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
         for key in std::mem::take(&mut self.dirty) {
-            let Some(conn) = self.conns.get_mut(key) else { continue };
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
             conn.dirty = false;
             match conn.output.write_to(&mut conn.stream) {
                 Ok(true) => {
@@ -213,21 +251,26 @@ impl Worker {
                     }
                     if conn.wants_writable {
                         conn.wants_writable = false;
-                        let _ = self.poll.registry().reregister(&mut conn.stream, Token(key), Interest::READABLE);
+                        let _ = self.poll.registry().reregister(
+                            &mut conn.stream,
+                            Token(key),
+                            Interest::READABLE,
+                        );
                     }
                     // Input held back by a full output buffer can run now.
-                    if conn.input.has_pending() || conn.readable {
-                        if !conn.scheduled {
-                            conn.scheduled = true;
-                            self.scheduled.push(key);
-                        }
+                    if (conn.input.has_pending() || conn.readable) && !conn.scheduled {
+                        conn.scheduled = true;
+                        self.scheduled.push(key);
                     }
                 }
                 Ok(false) => {
                     if !conn.wants_writable {
                         conn.wants_writable = true;
                         let interest = Interest::READABLE | Interest::WRITABLE;
-                        let _ = self.poll.registry().reregister(&mut conn.stream, Token(key), interest);
+                        let _ =
+                            self.poll
+                                .registry()
+                                .reregister(&mut conn.stream, Token(key), interest);
                     }
                 }
                 Err(_) => self.close(key),
@@ -238,7 +281,9 @@ impl Worker {
     fn close(&mut self, key: usize) {
         if let Some(mut conn) = self.conns.try_remove(key) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
+            self.shared
+                .connected_clients
+                .fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -251,8 +296,18 @@ fn run_requests(conn: &mut Conn, shard: &mut Shard, shared: &Shared, now: Millis
         let frame = &mut input.buf[input.start..input.end];
         match input.decoder.decode(frame) {
             Ok(Decoded::Command(n)) => {
-                let args = Args::new(&input.buf[input.start..input.start + n], input.decoder.args());
-                execute(&args, &mut conn.client, &mut conn.output.buf, shard, shared, now);
+                let args = Args::new(
+                    &input.buf[input.start..input.start + n],
+                    input.decoder.args(),
+                );
+                execute(
+                    &args,
+                    &mut conn.client,
+                    &mut conn.output.buf,
+                    shard,
+                    shared,
+                    now,
+                );
                 input.consume(n);
                 ran += 1;
                 if conn.client.close_after_reply {
@@ -288,14 +343,43 @@ fn execute(
     };
     client.last_command = spec.name;
     match spec.exec {
-        Exec::Conn(f) => f(&mut ConnCtx { client, shared, out, now }, args),
-        Exec::Shard(f) => {
-            f(&mut ShardCtx { db: &mut shard.db, now, out: Encoder::new(out, client.resp) }, args)
-        }
+        Exec::Conn(f) => f(
+            &mut ConnCtx {
+                client,
+                shared,
+                out,
+                now,
+            },
+            args,
+        ),
+        Exec::Shard(f) => f(
+            &mut ShardCtx {
+                db: &mut shard.db,
+                now,
+                out: Encoder::new(out, client.resp),
+            },
+            args,
+        ),
         Exec::AllShards { part, merge } => {
             let mut reply = Vec::new();
-            part(&mut ShardCtx { db: &mut shard.db, now, out: Encoder::new(&mut reply, client.resp) }, args);
-            merge(&mut ConnCtx { client, shared, out, now }, args, &[&reply]);
+            part(
+                &mut ShardCtx {
+                    db: &mut shard.db,
+                    now,
+                    out: Encoder::new(&mut reply, client.resp),
+                },
+                args,
+            );
+            merge(
+                &mut ConnCtx {
+                    client,
+                    shared,
+                    out,
+                    now,
+                },
+                args,
+                &[&reply],
+            );
         }
         Exec::Container => {}
     }

@@ -61,7 +61,10 @@ impl Default for Keyspace {
 
 impl std::fmt::Debug for Keyspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keyspace").field("len", &self.len).field("volatile", &self.volatile).finish()
+        f.debug_struct("Keyspace")
+            .field("len", &self.len)
+            .field("volatile", &self.volatile)
+            .finish()
     }
 }
 
@@ -140,20 +143,28 @@ impl Keyspace {
     ) -> Option<Entry> {
         let (slot, hash) = self.locate(key);
         let hasher = &self.hasher;
-        let old = match self.slots[slot].entry(hash, |e| *e.key == *key, |e| hasher.hash_one(&*e.key))
-        {
-            TableEntry::Occupied(mut o) => {
-                // Keep the stored key; swap in the new value and expiry.
-                let e = o.get_mut();
-                let value = std::mem::replace(&mut e.value, value);
-                let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
-                Some(Entry { key: Box::default(), value, expire_at: old_expire })
-            }
-            TableEntry::Vacant(v) => {
-                v.insert(Entry { key: key.into(), value, expire_at });
-                None
-            }
-        };
+        let old =
+            match self.slots[slot].entry(hash, |e| *e.key == *key, |e| hasher.hash_one(&*e.key)) {
+                TableEntry::Occupied(mut o) => {
+                    // Keep the stored key; swap in the new value and expiry.
+                    let e = o.get_mut();
+                    let value = std::mem::replace(&mut e.value, value);
+                    let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
+                    Some(Entry {
+                        key: Box::default(),
+                        value,
+                        expire_at: old_expire,
+                    })
+                }
+                TableEntry::Vacant(v) => {
+                    v.insert(Entry {
+                        key: key.into(),
+                        value,
+                        expire_at,
+                    });
+                    None
+                }
+            };
         if expire_at.is_some() {
             self.volatile += 1;
         }
@@ -182,7 +193,9 @@ impl Keyspace {
 
     /// Sets or clears the expiry of a live key; false when the key is absent at `now`.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
-        let Some(entry) = self.get_mut(key, now) else { return false };
+        let Some(entry) = self.get_mut(key, now) else {
+            return false;
+        };
         let before = entry.expire_at.is_some();
         entry.expire_at = expire_at;
         match (before, expire_at.is_some()) {
@@ -211,7 +224,9 @@ impl Keyspace {
 
     /// Calls `f` on every live key of `slot`, removing the expired ones it meets.
     pub fn for_each_in_slot(&mut self, slot: u16, now: Millis, mut f: impl FnMut(&Entry)) {
-        let Some(table) = self.slots.get_mut(usize::from(slot)) else { return };
+        let Some(table) = self.slots.get_mut(usize::from(slot)) else {
+            return;
+        };
         let before = table.len();
         let mut expired_volatile = 0;
         table.retain(|e| {

@@ -10,16 +10,11 @@ pub static PING: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("ping"),
         Node::Int(-1),
-        Node::Set(&[
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("fast")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[
             Node::Bulk("request_policy:all_shards"),
             Node::Bulk("response_policy:all_succeeded"),
@@ -37,18 +32,14 @@ pub static PING: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("message"),
-                Node::Bulk("type"),
-                Node::Bulk("string"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("message"),
+            Node::Bulk("type"),
+            Node::Bulk("string"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional")]),
+        ])]),
     ]),
 };
 
@@ -65,10 +56,7 @@ pub static ECHO: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -83,14 +71,12 @@ pub static ECHO: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("message"),
-                Node::Bulk("type"),
-                Node::Bulk("string"),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("message"),
+            Node::Bulk("type"),
+            Node::Bulk("string"),
+        ])]),
     ]),
 };
 
@@ -110,10 +96,7 @@ pub static QUIT: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -146,10 +129,7 @@ pub static HELLO: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -164,73 +144,65 @@ pub static HELLO: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("6.2.0"),
-                Node::Bulk("`protover` made optional; when called without arguments the command reports the current connection's context."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("6.2.0"),
+            Node::Bulk(
+                "`protover` made optional; when called without arguments the command reports the current connection's context.",
+            ),
+        ])]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("arguments"),
-                Node::Bulk("type"),
-                Node::Bulk("block"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("arguments"),
+            Node::Bulk("type"),
+            Node::Bulk("block"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional")]),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("protover"),
+                    Node::Bulk("type"),
+                    Node::Bulk("integer"),
                 ]),
-                Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("protover"),
-                        Node::Bulk("type"),
-                        Node::Bulk("integer"),
-                    ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("username_password"),
-                        Node::Bulk("type"),
-                        Node::Bulk("block"),
-                        Node::Bulk("token"),
-                        Node::Bulk("AUTH"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("username_password"),
+                    Node::Bulk("type"),
+                    Node::Bulk("block"),
+                    Node::Bulk("token"),
+                    Node::Bulk("AUTH"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("optional")]),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("username"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
                         ]),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("username"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("password"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                            ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("password"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
                         ]),
                     ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("clientname"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                        Node::Bulk("token"),
-                        Node::Bulk("SETNAME"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
-                    ]),
+                ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("clientname"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                    Node::Bulk("token"),
+                    Node::Bulk("SETNAME"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("optional")]),
                 ]),
             ]),
-        ]),
+        ])]),
     ]),
 };
 
@@ -247,10 +219,7 @@ pub static SELECT: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -265,14 +234,12 @@ pub static SELECT: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("index"),
-                Node::Bulk("type"),
-                Node::Bulk("integer"),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("index"),
+            Node::Bulk("type"),
+            Node::Bulk("integer"),
+        ])]),
     ]),
 };
 
@@ -285,9 +252,7 @@ pub static CLIENT: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-        ]),
+        Node::Set(&[Node::Simple("@slow")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Array(&[
@@ -316,17 +281,11 @@ pub static CLIENT: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("client|help"),
                 Node::Int(2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -386,13 +345,8 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
             ]),
@@ -407,10 +361,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -433,9 +384,7 @@ pub static CLIENT: Meta = Meta {
                     Node::Simple("@dangerous"),
                     Node::Simple("@connection"),
                 ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
             ]),
@@ -450,10 +399,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -469,10 +415,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -510,10 +453,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -529,10 +469,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -548,10 +485,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -567,10 +501,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -608,10 +539,7 @@ pub static CLIENT: Meta = Meta {
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -632,7 +560,9 @@ pub static CLIENT: Meta = Meta {
             Node::Bulk("client|unblock"),
             Node::Map(&[
                 Node::Bulk("summary"),
-                Node::Bulk("Unblock a client blocked in a blocking command from a different connection"),
+                Node::Bulk(
+                    "Unblock a client blocked in a blocking command from a different connection",
+                ),
                 Node::Bulk("since"),
                 Node::Bulk("5.0.0"),
                 Node::Bulk("group"),
@@ -653,9 +583,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("type"),
                         Node::Bulk("oneof"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                         Node::Bulk("arguments"),
                         Node::Array(&[
                             Node::Map(&[
@@ -701,185 +629,162 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("O(N) where N is the number of client connections"),
                 Node::Bulk("history"),
                 Node::Set(&[
-                    Node::Array(&[
-                        Node::Bulk("2.8.12"),
-                        Node::Bulk("Added new filter format."),
-                    ]),
-                    Node::Array(&[
-                        Node::Bulk("2.8.12"),
-                        Node::Bulk("`ID` option."),
-                    ]),
+                    Node::Array(&[Node::Bulk("2.8.12"), Node::Bulk("Added new filter format.")]),
+                    Node::Array(&[Node::Bulk("2.8.12"), Node::Bulk("`ID` option.")]),
                     Node::Array(&[
                         Node::Bulk("3.2.0"),
                         Node::Bulk("Added `master` type in for `TYPE` option."),
                     ]),
                     Node::Array(&[
                         Node::Bulk("5.0.0"),
-                        Node::Bulk("Replaced `slave` `TYPE` with `replica`. `slave` still supported for backward compatibility."),
+                        Node::Bulk(
+                            "Replaced `slave` `TYPE` with `replica`. `slave` still supported for backward compatibility.",
+                        ),
                     ]),
-                    Node::Array(&[
-                        Node::Bulk("6.2.0"),
-                        Node::Bulk("`LADDR` option."),
-                    ]),
+                    Node::Array(&[Node::Bulk("6.2.0"), Node::Bulk("`LADDR` option.")]),
                 ]),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("filter"),
-                        Node::Bulk("type"),
-                        Node::Bulk("oneof"),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("ip:port"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                                Node::Bulk("deprecated_since"),
-                                Node::Bulk("2.8.12"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("new-format"),
-                                Node::Bulk("type"),
-                                Node::Bulk("oneof"),
-                                Node::Bulk("flags"),
-                                Node::Set(&[
-                                    Node::Simple("multiple"),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("filter"),
+                    Node::Bulk("type"),
+                    Node::Bulk("oneof"),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("ip:port"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
+                            Node::Bulk("deprecated_since"),
+                            Node::Bulk("2.8.12"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("new-format"),
+                            Node::Bulk("type"),
+                            Node::Bulk("oneof"),
+                            Node::Bulk("flags"),
+                            Node::Set(&[Node::Simple("multiple")]),
+                            Node::Bulk("arguments"),
+                            Node::Array(&[
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("client-id"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("integer"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("ID"),
+                                    Node::Bulk("since"),
+                                    Node::Bulk("2.8.12"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
                                 ]),
-                                Node::Bulk("arguments"),
-                                Node::Array(&[
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("client-id"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("integer"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("ID"),
-                                        Node::Bulk("since"),
-                                        Node::Bulk("2.8.12"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("normal_master_slave_pubsub"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("oneof"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("TYPE"),
+                                    Node::Bulk("since"),
+                                    Node::Bulk("2.8.12"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
+                                    Node::Bulk("arguments"),
+                                    Node::Array(&[
+                                        Node::Map(&[
+                                            Node::Bulk("name"),
+                                            Node::Bulk("normal"),
+                                            Node::Bulk("type"),
+                                            Node::Bulk("pure-token"),
+                                            Node::Bulk("token"),
+                                            Node::Bulk("NORMAL"),
+                                        ]),
+                                        Node::Map(&[
+                                            Node::Bulk("name"),
+                                            Node::Bulk("master"),
+                                            Node::Bulk("type"),
+                                            Node::Bulk("pure-token"),
+                                            Node::Bulk("token"),
+                                            Node::Bulk("MASTER"),
+                                            Node::Bulk("since"),
+                                            Node::Bulk("3.2.0"),
+                                        ]),
+                                        Node::Map(&[
+                                            Node::Bulk("name"),
+                                            Node::Bulk("slave"),
+                                            Node::Bulk("type"),
+                                            Node::Bulk("pure-token"),
+                                            Node::Bulk("token"),
+                                            Node::Bulk("SLAVE"),
+                                        ]),
+                                        Node::Map(&[
+                                            Node::Bulk("name"),
+                                            Node::Bulk("replica"),
+                                            Node::Bulk("type"),
+                                            Node::Bulk("pure-token"),
+                                            Node::Bulk("token"),
+                                            Node::Bulk("REPLICA"),
+                                            Node::Bulk("since"),
+                                            Node::Bulk("5.0.0"),
+                                        ]),
+                                        Node::Map(&[
+                                            Node::Bulk("name"),
+                                            Node::Bulk("pubsub"),
+                                            Node::Bulk("type"),
+                                            Node::Bulk("pure-token"),
+                                            Node::Bulk("token"),
+                                            Node::Bulk("PUBSUB"),
                                         ]),
                                     ]),
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("normal_master_slave_pubsub"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("oneof"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("TYPE"),
-                                        Node::Bulk("since"),
-                                        Node::Bulk("2.8.12"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
-                                        ]),
-                                        Node::Bulk("arguments"),
-                                        Node::Array(&[
-                                            Node::Map(&[
-                                                Node::Bulk("name"),
-                                                Node::Bulk("normal"),
-                                                Node::Bulk("type"),
-                                                Node::Bulk("pure-token"),
-                                                Node::Bulk("token"),
-                                                Node::Bulk("NORMAL"),
-                                            ]),
-                                            Node::Map(&[
-                                                Node::Bulk("name"),
-                                                Node::Bulk("master"),
-                                                Node::Bulk("type"),
-                                                Node::Bulk("pure-token"),
-                                                Node::Bulk("token"),
-                                                Node::Bulk("MASTER"),
-                                                Node::Bulk("since"),
-                                                Node::Bulk("3.2.0"),
-                                            ]),
-                                            Node::Map(&[
-                                                Node::Bulk("name"),
-                                                Node::Bulk("slave"),
-                                                Node::Bulk("type"),
-                                                Node::Bulk("pure-token"),
-                                                Node::Bulk("token"),
-                                                Node::Bulk("SLAVE"),
-                                            ]),
-                                            Node::Map(&[
-                                                Node::Bulk("name"),
-                                                Node::Bulk("replica"),
-                                                Node::Bulk("type"),
-                                                Node::Bulk("pure-token"),
-                                                Node::Bulk("token"),
-                                                Node::Bulk("REPLICA"),
-                                                Node::Bulk("since"),
-                                                Node::Bulk("5.0.0"),
-                                            ]),
-                                            Node::Map(&[
-                                                Node::Bulk("name"),
-                                                Node::Bulk("pubsub"),
-                                                Node::Bulk("type"),
-                                                Node::Bulk("pure-token"),
-                                                Node::Bulk("token"),
-                                                Node::Bulk("PUBSUB"),
-                                            ]),
-                                        ]),
-                                    ]),
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("username"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("string"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("USER"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
-                                        ]),
-                                    ]),
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("ip:port"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("string"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("ADDR"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
-                                        ]),
-                                    ]),
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("ip:port"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("string"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("LADDR"),
-                                        Node::Bulk("since"),
-                                        Node::Bulk("6.2.0"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
-                                        ]),
-                                    ]),
-                                    Node::Map(&[
-                                        Node::Bulk("name"),
-                                        Node::Bulk("yes/no"),
-                                        Node::Bulk("type"),
-                                        Node::Bulk("string"),
-                                        Node::Bulk("token"),
-                                        Node::Bulk("SKIPME"),
-                                        Node::Bulk("flags"),
-                                        Node::Set(&[
-                                            Node::Simple("optional"),
-                                        ]),
-                                    ]),
+                                ]),
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("username"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("string"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("USER"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
+                                ]),
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("ip:port"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("string"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("ADDR"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
+                                ]),
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("ip:port"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("string"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("LADDR"),
+                                    Node::Bulk("since"),
+                                    Node::Bulk("6.2.0"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
+                                ]),
+                                Node::Map(&[
+                                    Node::Bulk("name"),
+                                    Node::Bulk("yes/no"),
+                                    Node::Bulk("type"),
+                                    Node::Bulk("string"),
+                                    Node::Bulk("token"),
+                                    Node::Bulk("SKIPME"),
+                                    Node::Bulk("flags"),
+                                    Node::Set(&[Node::Simple("optional")]),
                                 ]),
                             ]),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
             Node::Bulk("client|no-evict"),
             Node::Map(&[
@@ -892,33 +797,31 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("enabled"),
-                        Node::Bulk("type"),
-                        Node::Bulk("oneof"),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("on"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("ON"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("off"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("OFF"),
-                            ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("enabled"),
+                    Node::Bulk("type"),
+                    Node::Bulk("oneof"),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("on"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("ON"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("off"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("OFF"),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
             Node::Bulk("client|info"),
             Node::Map(&[
@@ -942,41 +845,39 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("on_off_skip"),
-                        Node::Bulk("type"),
-                        Node::Bulk("oneof"),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("on"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("ON"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("off"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("OFF"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("skip"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("SKIP"),
-                            ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("on_off_skip"),
+                    Node::Bulk("type"),
+                    Node::Bulk("oneof"),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("on"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("ON"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("off"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("OFF"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("skip"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("SKIP"),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
             Node::Bulk("client|list"),
             Node::Map(&[
@@ -998,22 +899,18 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("5.0.0"),
                         Node::Bulk("Added optional `TYPE` filter."),
                     ]),
-                    Node::Array(&[
-                        Node::Bulk("6.0.0"),
-                        Node::Bulk("Added `user` field."),
-                    ]),
+                    Node::Array(&[Node::Bulk("6.0.0"), Node::Bulk("Added `user` field.")]),
                     Node::Array(&[
                         Node::Bulk("6.2.0"),
-                        Node::Bulk("Added `argv-mem`, `tot-mem`, `laddr` and `redir` fields and the optional `ID` filter."),
+                        Node::Bulk(
+                            "Added `argv-mem`, `tot-mem`, `laddr` and `redir` fields and the optional `ID` filter.",
+                        ),
                     ]),
                     Node::Array(&[
                         Node::Bulk("7.0.0"),
                         Node::Bulk("Added `resp`, `multi-mem`, `rbs` and `rbp` fields."),
                     ]),
-                    Node::Array(&[
-                        Node::Bulk("7.0.3"),
-                        Node::Bulk("Added `ssub` field."),
-                    ]),
+                    Node::Array(&[Node::Bulk("7.0.3"), Node::Bulk("Added `ssub` field.")]),
                 ]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
@@ -1027,9 +924,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("since"),
                         Node::Bulk("5.0.0"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                         Node::Bulk("arguments"),
                         Node::Array(&[
                             Node::Map(&[
@@ -1076,22 +971,16 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("since"),
                         Node::Bulk("6.2.0"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                         Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("client-id"),
-                                Node::Bulk("type"),
-                                Node::Bulk("integer"),
-                                Node::Bulk("flags"),
-                                Node::Set(&[
-                                    Node::Simple("multiple"),
-                                ]),
-                            ]),
-                        ]),
+                        Node::Array(&[Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("client-id"),
+                            Node::Bulk("type"),
+                            Node::Bulk("integer"),
+                            Node::Bulk("flags"),
+                            Node::Set(&[Node::Simple("multiple")]),
+                        ])]),
                     ]),
                 ]),
             ]),
@@ -1139,19 +1028,19 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("connection-name"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("connection-name"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                ])]),
             ]),
             Node::Bulk("client|trackinginfo"),
             Node::Map(&[
                 Node::Bulk("summary"),
-                Node::Bulk("Return information about server assisted client side caching for the current connection"),
+                Node::Bulk(
+                    "Return information about server assisted client side caching for the current connection",
+                ),
                 Node::Bulk("since"),
                 Node::Bulk("6.2.0"),
                 Node::Bulk("group"),
@@ -1170,33 +1059,31 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("mode"),
-                        Node::Bulk("type"),
-                        Node::Bulk("oneof"),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("yes"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("YES"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("no"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pure-token"),
-                                Node::Bulk("token"),
-                                Node::Bulk("NO"),
-                            ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("mode"),
+                    Node::Bulk("type"),
+                    Node::Bulk("oneof"),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("yes"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("YES"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("no"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pure-token"),
+                            Node::Bulk("token"),
+                            Node::Bulk("NO"),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
             Node::Bulk("client|tracking"),
             Node::Map(&[
@@ -1243,9 +1130,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("token"),
                         Node::Bulk("REDIRECT"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                     ]),
                     Node::Map(&[
                         Node::Bulk("name"),
@@ -1269,9 +1154,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("token"),
                         Node::Bulk("BCAST"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                     ]),
                     Node::Map(&[
                         Node::Bulk("name"),
@@ -1281,9 +1164,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("token"),
                         Node::Bulk("OPTIN"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                     ]),
                     Node::Map(&[
                         Node::Bulk("name"),
@@ -1293,9 +1174,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("token"),
                         Node::Bulk("OPTOUT"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                     ]),
                     Node::Map(&[
                         Node::Bulk("name"),
@@ -1305,9 +1184,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("token"),
                         Node::Bulk("NOLOOP"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                     ]),
                 ]),
             ]),
@@ -1322,12 +1199,10 @@ pub static CLIENT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("history"),
-                Node::Set(&[
-                    Node::Array(&[
-                        Node::Bulk("6.2.0"),
-                        Node::Bulk("`CLIENT PAUSE WRITE` mode added along with the `mode` option."),
-                    ]),
-                ]),
+                Node::Set(&[Node::Array(&[
+                    Node::Bulk("6.2.0"),
+                    Node::Bulk("`CLIENT PAUSE WRITE` mode added along with the `mode` option."),
+                ])]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -1344,9 +1219,7 @@ pub static CLIENT: Meta = Meta {
                         Node::Bulk("since"),
                         Node::Bulk("6.2.0"),
                         Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                        ]),
+                        Node::Set(&[Node::Simple("optional")]),
                         Node::Bulk("arguments"),
                         Node::Array(&[
                             Node::Map(&[
@@ -1389,56 +1262,34 @@ pub static COMMAND: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("command"),
         Node::Int(-1),
-        Node::Set(&[
-            Node::Simple("loading"),
-            Node::Simple("stale"),
-        ]),
+        Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-            Node::Simple("@connection"),
-        ]),
-        Node::Set(&[
-            Node::Bulk("nondeterministic_output_order"),
-        ]),
+        Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+        Node::Set(&[Node::Bulk("nondeterministic_output_order")]),
         Node::Set(&[]),
         Node::Array(&[
             Node::Array(&[
                 Node::Bulk("command|docs"),
                 Node::Int(-2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output_order"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+                Node::Set(&[Node::Bulk("nondeterministic_output_order")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
             ]),
             Node::Array(&[
                 Node::Bulk("command|help"),
                 Node::Int(2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -1446,17 +1297,11 @@ pub static COMMAND: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("command|getkeysandflags"),
                 Node::Int(-4),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -1464,37 +1309,23 @@ pub static COMMAND: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("command|info"),
                 Node::Int(-2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output_order"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+                Node::Set(&[Node::Bulk("nondeterministic_output_order")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
             ]),
             Node::Array(&[
                 Node::Bulk("command|getkeys"),
                 Node::Int(-4),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -1502,17 +1333,11 @@ pub static COMMAND: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("command|count"),
                 Node::Int(2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -1520,20 +1345,12 @@ pub static COMMAND: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("command|list"),
                 Node::Int(-2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                    Node::Simple("@connection"),
-                ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output_order"),
-                ]),
+                Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
+                Node::Set(&[Node::Bulk("nondeterministic_output_order")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
             ]),
@@ -1561,19 +1378,14 @@ pub static COMMAND: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(N) where N is the number of commands to look up"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("command-name"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                            Node::Simple("multiple"),
-                        ]),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("command-name"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("optional"), Node::Simple("multiple")]),
+                ])]),
             ]),
             Node::Bulk("command|help"),
             Node::Map(&[
@@ -1600,7 +1412,9 @@ pub static COMMAND: Meta = Meta {
             Node::Bulk("command|info"),
             Node::Map(&[
                 Node::Bulk("summary"),
-                Node::Bulk("Get array of specific Redis command details, or all when no argument is given."),
+                Node::Bulk(
+                    "Get array of specific Redis command details, or all when no argument is given.",
+                ),
                 Node::Bulk("since"),
                 Node::Bulk("2.8.13"),
                 Node::Bulk("group"),
@@ -1608,26 +1422,21 @@ pub static COMMAND: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(N) where N is the number of commands to look up"),
                 Node::Bulk("history"),
-                Node::Set(&[
-                    Node::Array(&[
-                        Node::Bulk("7.0.0"),
-                        Node::Bulk("Allowed to be called with no argument to get info on all commands."),
-                    ]),
-                ]),
+                Node::Set(&[Node::Array(&[
+                    Node::Bulk("7.0.0"),
+                    Node::Bulk(
+                        "Allowed to be called with no argument to get info on all commands.",
+                    ),
+                ])]),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("command-name"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
-                            Node::Simple("multiple"),
-                        ]),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("command-name"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("optional"), Node::Simple("multiple")]),
+                ])]),
             ]),
             Node::Bulk("command|getkeys"),
             Node::Map(&[
@@ -1662,47 +1471,43 @@ pub static COMMAND: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(N) where N is the total number of Redis commands"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("filterby"),
-                        Node::Bulk("type"),
-                        Node::Bulk("oneof"),
-                        Node::Bulk("token"),
-                        Node::Bulk("FILTERBY"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("optional"),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("filterby"),
+                    Node::Bulk("type"),
+                    Node::Bulk("oneof"),
+                    Node::Bulk("token"),
+                    Node::Bulk("FILTERBY"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("optional")]),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("module-name"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
+                            Node::Bulk("token"),
+                            Node::Bulk("MODULE"),
                         ]),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("module-name"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                                Node::Bulk("token"),
-                                Node::Bulk("MODULE"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("category"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                                Node::Bulk("token"),
-                                Node::Bulk("ACLCAT"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("pattern"),
-                                Node::Bulk("type"),
-                                Node::Bulk("pattern"),
-                                Node::Bulk("token"),
-                                Node::Bulk("PATTERN"),
-                            ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("category"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
+                            Node::Bulk("token"),
+                            Node::Bulk("ACLCAT"),
+                        ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("pattern"),
+                            Node::Bulk("type"),
+                            Node::Bulk("pattern"),
+                            Node::Bulk("token"),
+                            Node::Bulk("PATTERN"),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
         ]),
     ]),
@@ -1717,25 +1522,18 @@ pub static CONFIG: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-        ]),
+        Node::Set(&[Node::Simple("@slow")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Array(&[
             Node::Array(&[
                 Node::Bulk("config|help"),
                 Node::Int(2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@slow"),
-                ]),
+                Node::Set(&[Node::Simple("@slow")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -1862,34 +1660,26 @@ pub static CONFIG: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(N) when N is the number of configuration parameters provided"),
                 Node::Bulk("history"),
-                Node::Set(&[
-                    Node::Array(&[
-                        Node::Bulk("7.0.0"),
-                        Node::Bulk("Added the ability to pass multiple pattern parameters in one call"),
-                    ]),
-                ]),
+                Node::Set(&[Node::Array(&[
+                    Node::Bulk("7.0.0"),
+                    Node::Bulk("Added the ability to pass multiple pattern parameters in one call"),
+                ])]),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("parameter"),
+                    Node::Bulk("type"),
+                    Node::Bulk("block"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("multiple")]),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[Node::Map(&[
                         Node::Bulk("name"),
                         Node::Bulk("parameter"),
                         Node::Bulk("type"),
-                        Node::Bulk("block"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("multiple"),
-                        ]),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("parameter"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                            ]),
-                        ]),
-                    ]),
-                ]),
+                        Node::Bulk("string"),
+                    ])]),
+                ])]),
             ]),
             Node::Bulk("config|rewrite"),
             Node::Map(&[
@@ -1924,40 +1714,34 @@ pub static CONFIG: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(N) when N is the number of configuration parameters provided"),
                 Node::Bulk("history"),
-                Node::Set(&[
-                    Node::Array(&[
-                        Node::Bulk("7.0.0"),
-                        Node::Bulk("Added the ability to set multiple parameters in one call."),
-                    ]),
-                ]),
+                Node::Set(&[Node::Array(&[
+                    Node::Bulk("7.0.0"),
+                    Node::Bulk("Added the ability to set multiple parameters in one call."),
+                ])]),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("parameter_value"),
-                        Node::Bulk("type"),
-                        Node::Bulk("block"),
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("multiple"),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("parameter_value"),
+                    Node::Bulk("type"),
+                    Node::Bulk("block"),
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("multiple")]),
+                    Node::Bulk("arguments"),
+                    Node::Array(&[
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("parameter"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
                         ]),
-                        Node::Bulk("arguments"),
-                        Node::Array(&[
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("parameter"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                            ]),
-                            Node::Map(&[
-                                Node::Bulk("name"),
-                                Node::Bulk("value"),
-                                Node::Bulk("type"),
-                                Node::Bulk("string"),
-                            ]),
+                        Node::Map(&[
+                            Node::Bulk("name"),
+                            Node::Bulk("value"),
+                            Node::Bulk("type"),
+                            Node::Bulk("string"),
                         ]),
                     ]),
-                ]),
+                ])]),
             ]),
         ]),
     ]),
@@ -1968,17 +1752,11 @@ pub static INFO: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("info"),
         Node::Int(-1),
-        Node::Set(&[
-            Node::Simple("loading"),
-            Node::Simple("stale"),
-        ]),
+        Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-            Node::Simple("@dangerous"),
-        ]),
+        Node::Set(&[Node::Simple("@slow"), Node::Simple("@dangerous")]),
         Node::Set(&[
             Node::Bulk("nondeterministic_output"),
             Node::Bulk("request_policy:all_shards"),
@@ -1997,26 +1775,19 @@ pub static INFO: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("7.0.0"),
-                Node::Bulk("Added support for taking multiple section arguments."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added support for taking multiple section arguments."),
+        ])]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("section"),
-                Node::Bulk("type"),
-                Node::Bulk("string"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("section"),
+            Node::Bulk("type"),
+            Node::Bulk("string"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional"), Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -2036,10 +1807,7 @@ pub static AUTH: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -2054,12 +1822,10 @@ pub static AUTH: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of passwords defined for the user"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("6.0.0"),
-                Node::Bulk("Added ACL style (username and password)."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("6.0.0"),
+            Node::Bulk("Added ACL style (username and password)."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -2070,9 +1836,7 @@ pub static AUTH: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("6.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -2100,10 +1864,7 @@ pub static RESET: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@connection"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@connection")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -2125,10 +1886,7 @@ pub static GET: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("get"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2138,39 +1896,31 @@ pub static GET: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2183,16 +1933,14 @@ pub static GET: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -2201,10 +1949,7 @@ pub static SET: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("set"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2214,43 +1959,38 @@ pub static SET: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("notes"),
+            Node::Bulk("RW and ACCESS due to the optional `GET` argument"),
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+                Node::Simple("variable_flags"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("notes"),
-                Node::Bulk("RW and ACCESS due to the optional `GET` argument"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                    Node::Simple("variable_flags"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2305,9 +2045,7 @@ pub static SET: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("2.6.12"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -2338,9 +2076,7 @@ pub static SET: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("6.2.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -2348,9 +2084,7 @@ pub static SET: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("oneof"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -2428,39 +2162,31 @@ pub static SETNX: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("insert")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("insert"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2497,10 +2223,7 @@ pub static SETEX: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("setex"),
         Node::Int(4),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2510,39 +2233,31 @@ pub static SETEX: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2585,10 +2300,7 @@ pub static PSETEX: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("psetex"),
         Node::Int(4),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2598,39 +2310,31 @@ pub static PSETEX: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2687,40 +2391,35 @@ pub static GETSET: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2733,9 +2432,7 @@ pub static GETSET: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("doc_flags"),
-        Node::Set(&[
-            Node::Simple("deprecated"),
-        ]),
+        Node::Set(&[Node::Simple("deprecated")]),
         Node::Bulk("deprecated_since"),
         Node::Bulk("6.2.0"),
         Node::Bulk("replaced_by"),
@@ -2765,10 +2462,7 @@ pub static GETDEL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("getdel"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2778,40 +2472,35 @@ pub static GETDEL: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("delete"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("delete"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2824,16 +2513,14 @@ pub static GETDEL: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -2842,10 +2529,7 @@ pub static GETEX: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("getex"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -2855,42 +2539,37 @@ pub static GETEX: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("notes"),
+            Node::Bulk("RW and UPDATE because it changes the TTL"),
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("notes"),
-                Node::Bulk("RW and UPDATE because it changes the TTL"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -2918,9 +2597,7 @@ pub static GETEX: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("oneof"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -2974,10 +2651,7 @@ pub static MGET: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("mget"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
@@ -2986,42 +2660,32 @@ pub static MGET: Meta = Meta {
             Node::Simple("@string"),
             Node::Simple("@fast"),
         ]),
-        Node::Set(&[
-            Node::Bulk("request_policy:multi_shard"),
-        ]),
-        Node::Set(&[
+        Node::Set(&[Node::Bulk("request_policy:multi_shard")]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3034,20 +2698,16 @@ pub static MGET: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of keys to retrieve."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -3056,10 +2716,7 @@ pub static MSET: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("mset"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(2),
@@ -3072,39 +2729,31 @@ pub static MSET: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:all_succeeded"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(2),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(2),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3117,35 +2766,31 @@ pub static MSET: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of keys to set."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key_value"),
-                Node::Bulk("type"),
-                Node::Bulk("block"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key_value"),
+            Node::Bulk("type"),
+            Node::Bulk("block"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
                 ]),
-                Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("value"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                    ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("value"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
                 ]),
             ]),
-        ]),
+        ])]),
     ]),
 };
 
@@ -3154,10 +2799,7 @@ pub static MSETNX: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("msetnx"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(2),
@@ -3170,39 +2812,31 @@ pub static MSETNX: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:agg_min"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("insert")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("insert"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(2),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(2),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3215,35 +2849,31 @@ pub static MSETNX: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of keys to set."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key_value"),
-                Node::Bulk("type"),
-                Node::Bulk("block"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key_value"),
+            Node::Bulk("type"),
+            Node::Bulk("block"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
                 ]),
-                Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("value"),
-                        Node::Bulk("type"),
-                        Node::Bulk("string"),
-                    ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("value"),
+                    Node::Bulk("type"),
+                    Node::Bulk("string"),
                 ]),
             ]),
-        ]),
+        ])]),
     ]),
 };
 
@@ -3266,39 +2896,31 @@ pub static APPEND: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("insert")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("insert"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3309,7 +2931,9 @@ pub static APPEND: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("string"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation."),
+        Node::Bulk(
+            "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.",
+        ),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -3335,10 +2959,7 @@ pub static STRLEN: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("strlen"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -3348,38 +2969,31 @@ pub static STRLEN: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3392,16 +3006,14 @@ pub static STRLEN: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -3424,40 +3036,35 @@ pub static INCR: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3470,16 +3077,14 @@ pub static INCR: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -3502,40 +3107,35 @@ pub static DECR: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3548,16 +3148,14 @@ pub static DECR: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -3580,40 +3178,35 @@ pub static INCRBY: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3664,40 +3257,35 @@ pub static DECRBY: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3748,40 +3336,35 @@ pub static INCRBYFLOAT: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("access"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3818,9 +3401,7 @@ pub static GETRANGE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("getrange"),
         Node::Int(4),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -3830,39 +3411,31 @@ pub static GETRANGE: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3873,7 +3446,9 @@ pub static GETRANGE: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("string"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings."),
+        Node::Bulk(
+            "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.",
+        ),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -3905,10 +3480,7 @@ pub static SETRANGE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("setrange"),
         Node::Int(4),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -3918,39 +3490,31 @@ pub static SETRANGE: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -3961,7 +3525,9 @@ pub static SETRANGE: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("string"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument."),
+        Node::Bulk(
+            "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.",
+        ),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -3993,9 +3559,7 @@ pub static SUBSTR: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("substr"),
         Node::Int(4),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4005,39 +3569,31 @@ pub static SUBSTR: Meta = Meta {
             Node::Simple("@slow"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4048,11 +3604,11 @@ pub static SUBSTR: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("string"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings."),
+        Node::Bulk(
+            "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.",
+        ),
         Node::Bulk("doc_flags"),
-        Node::Set(&[
-            Node::Simple("deprecated"),
-        ]),
+        Node::Set(&[Node::Simple("deprecated")]),
         Node::Bulk("deprecated_since"),
         Node::Bulk("2.0.0"),
         Node::Bulk("replaced_by"),
@@ -4088,9 +3644,7 @@ pub static DEL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("del"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("write"),
-        ]),
+        Node::Set(&[Node::Simple("write")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
@@ -4103,39 +3657,31 @@ pub static DEL: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:agg_sum"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RM"), Node::Simple("delete")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RM"),
-                    Node::Simple("delete"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4146,22 +3692,20 @@ pub static DEL: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("generic"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1)."),
+        Node::Bulk(
+            "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
+        ),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -4170,10 +3714,7 @@ pub static UNLINK: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("unlink"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
@@ -4186,65 +3727,57 @@ pub static UNLINK: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:agg_sum"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RM"), Node::Simple("delete")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RM"),
-                    Node::Simple("delete"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
         Node::Bulk("summary"),
-        Node::Bulk("Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+        Node::Bulk(
+            "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
+        ),
         Node::Bulk("since"),
         Node::Bulk("4.0.0"),
         Node::Bulk("group"),
         Node::Bulk("generic"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of."),
+        Node::Bulk(
+            "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
+        ),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -4253,10 +3786,7 @@ pub static EXISTS: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("exists"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
@@ -4269,38 +3799,31 @@ pub static EXISTS: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:agg_sum"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4313,27 +3836,21 @@ pub static EXISTS: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of keys to check."),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("3.0.3"),
-                Node::Bulk("Accepts multiple `key` arguments."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("3.0.3"),
+            Node::Bulk("Accepts multiple `key` arguments."),
+        ])]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -4342,10 +3859,7 @@ pub static TYPE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("type"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4355,38 +3869,31 @@ pub static TYPE: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4399,16 +3906,14 @@ pub static TYPE: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -4417,10 +3922,7 @@ pub static EXPIRE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("expire"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4430,39 +3932,31 @@ pub static EXPIRE: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4475,12 +3969,10 @@ pub static EXPIRE: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("7.0.0"),
-                Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -4505,9 +3997,7 @@ pub static EXPIRE: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("7.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -4553,10 +4043,7 @@ pub static PEXPIRE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("pexpire"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4566,39 +4053,31 @@ pub static PEXPIRE: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4611,12 +4090,10 @@ pub static PEXPIRE: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("7.0.0"),
-                Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -4641,9 +4118,7 @@ pub static PEXPIRE: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("7.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -4689,10 +4164,7 @@ pub static EXPIREAT: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("expireat"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4702,39 +4174,31 @@ pub static EXPIREAT: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4747,12 +4211,10 @@ pub static EXPIREAT: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("7.0.0"),
-                Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -4777,9 +4239,7 @@ pub static EXPIREAT: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("7.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -4825,10 +4285,7 @@ pub static PEXPIREAT: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("pexpireat"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4838,39 +4295,31 @@ pub static PEXPIREAT: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -4883,12 +4332,10 @@ pub static PEXPIREAT: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("7.0.0"),
-                Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added options: `NX`, `XX`, `GT` and `LT`."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -4913,9 +4360,7 @@ pub static PEXPIREAT: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("7.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -4961,10 +4406,7 @@ pub static TTL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("ttl"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -4973,42 +4415,32 @@ pub static TTL: Meta = Meta {
             Node::Simple("@read"),
             Node::Simple("@fast"),
         ]),
-        Node::Set(&[
-            Node::Bulk("nondeterministic_output"),
-        ]),
-        Node::Set(&[
+        Node::Set(&[Node::Bulk("nondeterministic_output")]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -5021,23 +4453,19 @@ pub static TTL: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("2.8.0"),
-                Node::Bulk("Added the -2 reply."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("2.8.0"),
+            Node::Bulk("Added the -2 reply."),
+        ])]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -5046,10 +4474,7 @@ pub static PTTL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("pttl"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -5058,42 +4483,32 @@ pub static PTTL: Meta = Meta {
             Node::Simple("@read"),
             Node::Simple("@fast"),
         ]),
-        Node::Set(&[
-            Node::Bulk("nondeterministic_output"),
-        ]),
-        Node::Set(&[
+        Node::Set(&[Node::Bulk("nondeterministic_output")]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -5106,23 +4521,19 @@ pub static PTTL: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("2.8.0"),
-                Node::Bulk("Added the -2 reply."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("2.8.0"),
+            Node::Bulk("Added the -2 reply."),
+        ])]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -5131,10 +4542,7 @@ pub static EXPIRETIME: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("expiretime"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -5144,39 +4552,31 @@ pub static EXPIRETIME: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -5189,16 +4589,14 @@ pub static EXPIRETIME: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -5207,10 +4605,7 @@ pub static PEXPIRETIME: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("pexpiretime"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -5220,39 +4615,31 @@ pub static PEXPIRETIME: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -5265,16 +4652,14 @@ pub static PEXPIRETIME: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -5283,10 +4668,7 @@ pub static PERSIST: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("persist"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -5296,39 +4678,31 @@ pub static PERSIST: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -5341,16 +4715,14 @@ pub static PERSIST: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -5359,9 +4731,7 @@ pub static RENAME: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("rename"),
         Node::Int(3),
-        Node::Set(&[
-            Node::Simple("write"),
-        ]),
+        Node::Set(&[Node::Simple("write")]),
         Node::Int(1),
         Node::Int(2),
         Node::Int(1),
@@ -5384,10 +4754,7 @@ pub static RENAME: Meta = Meta {
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5406,19 +4773,13 @@ pub static RENAME: Meta = Meta {
             ]),
             Node::Map(&[
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("update"),
-                ]),
+                Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
                 Node::Bulk("begin_search"),
                 Node::Map(&[
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(2),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5474,10 +4835,7 @@ pub static RENAMENX: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("renamenx"),
         Node::Int(3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(2),
         Node::Int(1),
@@ -5500,10 +4858,7 @@ pub static RENAMENX: Meta = Meta {
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5522,19 +4877,13 @@ pub static RENAMENX: Meta = Meta {
             ]),
             Node::Map(&[
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("insert"),
-                ]),
+                Node::Set(&[Node::Simple("OW"), Node::Simple("insert")]),
                 Node::Bulk("begin_search"),
                 Node::Map(&[
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(2),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5564,12 +4913,12 @@ pub static RENAMENX: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("3.2.0"),
-                Node::Bulk("The command no longer returns an error when source and destination names are the same."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("3.2.0"),
+            Node::Bulk(
+                "The command no longer returns an error when source and destination names are the same.",
+            ),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -5597,10 +4946,7 @@ pub static COPY: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("copy"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
         Node::Int(1),
         Node::Int(2),
         Node::Int(1),
@@ -5613,19 +4959,13 @@ pub static COPY: Meta = Meta {
         Node::Set(&[
             Node::Map(&[
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
+                Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
                 Node::Bulk("begin_search"),
                 Node::Map(&[
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5644,19 +4984,13 @@ pub static COPY: Meta = Meta {
             ]),
             Node::Map(&[
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("OW"),
-                    Node::Simple("update"),
-                ]),
+                Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
                 Node::Bulk("begin_search"),
                 Node::Map(&[
                     Node::Bulk("type"),
                     Node::Bulk("index"),
                     Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(2),
-                    ]),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
                 ]),
                 Node::Bulk("find_keys"),
                 Node::Map(&[
@@ -5684,7 +5018,9 @@ pub static COPY: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("generic"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(N) worst case for collections, where N is the number of nested items. O(1) for string values."),
+        Node::Bulk(
+            "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+        ),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -5711,9 +5047,7 @@ pub static COPY: Meta = Meta {
                 Node::Bulk("token"),
                 Node::Bulk("DB"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -5723,9 +5057,7 @@ pub static COPY: Meta = Meta {
                 Node::Bulk("token"),
                 Node::Bulk("REPLACE"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
         ]),
     ]),
@@ -5736,9 +5068,7 @@ pub static KEYS: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("keys"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -5763,16 +5093,16 @@ pub static KEYS: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("generic"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length."),
+        Node::Bulk(
+            "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
+        ),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("pattern"),
-                Node::Bulk("type"),
-                Node::Bulk("pattern"),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("pattern"),
+            Node::Bulk("type"),
+            Node::Bulk("pattern"),
+        ])]),
     ]),
 };
 
@@ -5781,9 +5111,7 @@ pub static SCAN: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("scan"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -5807,14 +5135,14 @@ pub static SCAN: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("generic"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection."),
+        Node::Bulk(
+            "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+        ),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("6.0.0"),
-                Node::Bulk("Added the `TYPE` subcommand."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("6.0.0"),
+            Node::Bulk("Added the `TYPE` subcommand."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -5831,9 +5159,7 @@ pub static SCAN: Meta = Meta {
                 Node::Bulk("token"),
                 Node::Bulk("MATCH"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -5843,9 +5169,7 @@ pub static SCAN: Meta = Meta {
                 Node::Bulk("token"),
                 Node::Bulk("COUNT"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -5857,9 +5181,7 @@ pub static SCAN: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("6.0.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
         ]),
     ]),
@@ -5870,9 +5192,7 @@ pub static RANDOMKEY: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("randomkey"),
         Node::Int(1),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -5905,10 +5225,7 @@ pub static DBSIZE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("dbsize"),
         Node::Int(1),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -5941,9 +5258,7 @@ pub static FLUSHDB: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("flushdb"),
         Node::Int(-1),
-        Node::Set(&[
-            Node::Simple("write"),
-        ]),
+        Node::Set(&[Node::Simple("write")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -5981,41 +5296,37 @@ pub static FLUSHDB: Meta = Meta {
             ]),
         ]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("async"),
-                Node::Bulk("type"),
-                Node::Bulk("oneof"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("async"),
+            Node::Bulk("type"),
+            Node::Bulk("oneof"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional")]),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("async"),
+                    Node::Bulk("type"),
+                    Node::Bulk("pure-token"),
+                    Node::Bulk("token"),
+                    Node::Bulk("ASYNC"),
+                    Node::Bulk("since"),
+                    Node::Bulk("4.0.0"),
                 ]),
-                Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("async"),
-                        Node::Bulk("type"),
-                        Node::Bulk("pure-token"),
-                        Node::Bulk("token"),
-                        Node::Bulk("ASYNC"),
-                        Node::Bulk("since"),
-                        Node::Bulk("4.0.0"),
-                    ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("sync"),
-                        Node::Bulk("type"),
-                        Node::Bulk("pure-token"),
-                        Node::Bulk("token"),
-                        Node::Bulk("SYNC"),
-                        Node::Bulk("since"),
-                        Node::Bulk("6.2.0"),
-                    ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("sync"),
+                    Node::Bulk("type"),
+                    Node::Bulk("pure-token"),
+                    Node::Bulk("token"),
+                    Node::Bulk("SYNC"),
+                    Node::Bulk("since"),
+                    Node::Bulk("6.2.0"),
                 ]),
             ]),
-        ]),
+        ])]),
     ]),
 };
 
@@ -6024,9 +5335,7 @@ pub static FLUSHALL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("flushall"),
         Node::Int(-1),
-        Node::Set(&[
-            Node::Simple("write"),
-        ]),
+        Node::Set(&[Node::Simple("write")]),
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
@@ -6064,41 +5373,37 @@ pub static FLUSHALL: Meta = Meta {
             ]),
         ]),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("async"),
-                Node::Bulk("type"),
-                Node::Bulk("oneof"),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("async"),
+            Node::Bulk("type"),
+            Node::Bulk("oneof"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional")]),
+            Node::Bulk("arguments"),
+            Node::Array(&[
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("async"),
+                    Node::Bulk("type"),
+                    Node::Bulk("pure-token"),
+                    Node::Bulk("token"),
+                    Node::Bulk("ASYNC"),
+                    Node::Bulk("since"),
+                    Node::Bulk("4.0.0"),
                 ]),
-                Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("async"),
-                        Node::Bulk("type"),
-                        Node::Bulk("pure-token"),
-                        Node::Bulk("token"),
-                        Node::Bulk("ASYNC"),
-                        Node::Bulk("since"),
-                        Node::Bulk("4.0.0"),
-                    ]),
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("sync"),
-                        Node::Bulk("type"),
-                        Node::Bulk("pure-token"),
-                        Node::Bulk("token"),
-                        Node::Bulk("SYNC"),
-                        Node::Bulk("since"),
-                        Node::Bulk("6.2.0"),
-                    ]),
+                Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("sync"),
+                    Node::Bulk("type"),
+                    Node::Bulk("pure-token"),
+                    Node::Bulk("token"),
+                    Node::Bulk("SYNC"),
+                    Node::Bulk("since"),
+                    Node::Bulk("6.2.0"),
                 ]),
             ]),
-        ]),
+        ])]),
     ]),
 };
 
@@ -6107,10 +5412,7 @@ pub static TOUCH: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("touch"),
         Node::Int(-2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
@@ -6123,43 +5425,38 @@ pub static TOUCH: Meta = Meta {
             Node::Bulk("request_policy:multi_shard"),
             Node::Bulk("response_policy:agg_sum"),
         ]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
         Node::Bulk("summary"),
-        Node::Bulk("Alters the last access time of a key(s). Returns the number of existing keys specified."),
+        Node::Bulk(
+            "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+        ),
         Node::Bulk("since"),
         Node::Bulk("3.2.1"),
         Node::Bulk("group"),
@@ -6167,20 +5464,16 @@ pub static TOUCH: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of keys that will be touched."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -6193,26 +5486,18 @@ pub static OBJECT: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-        ]),
+        Node::Set(&[Node::Simple("@slow")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Array(&[
             Node::Array(&[
                 Node::Bulk("object|help"),
                 Node::Int(2),
-                Node::Set(&[
-                    Node::Simple("loading"),
-                    Node::Simple("stale"),
-                ]),
+                Node::Set(&[Node::Simple("loading"), Node::Simple("stale")]),
                 Node::Int(0),
                 Node::Int(0),
                 Node::Int(0),
-                Node::Set(&[
-                    Node::Simple("@keyspace"),
-                    Node::Simple("@slow"),
-                ]),
+                Node::Set(&[Node::Simple("@keyspace"), Node::Simple("@slow")]),
                 Node::Set(&[]),
                 Node::Set(&[]),
                 Node::Set(&[]),
@@ -6220,9 +5505,7 @@ pub static OBJECT: Meta = Meta {
             Node::Array(&[
                 Node::Bulk("object|freq"),
                 Node::Int(3),
-                Node::Set(&[
-                    Node::Simple("readonly"),
-                ]),
+                Node::Set(&[Node::Simple("readonly")]),
                 Node::Int(2),
                 Node::Int(2),
                 Node::Int(1),
@@ -6231,49 +5514,38 @@ pub static OBJECT: Meta = Meta {
                     Node::Simple("@read"),
                     Node::Simple("@slow"),
                 ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
-                Node::Set(&[
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
+                Node::Set(&[Node::Map(&[
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("RO")]),
+                    Node::Bulk("begin_search"),
                     Node::Map(&[
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("RO"),
-                        ]),
-                        Node::Bulk("begin_search"),
+                        Node::Bulk("type"),
+                        Node::Bulk("index"),
+                        Node::Bulk("spec"),
+                        Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
+                    ]),
+                    Node::Bulk("find_keys"),
+                    Node::Map(&[
+                        Node::Bulk("type"),
+                        Node::Bulk("range"),
+                        Node::Bulk("spec"),
                         Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("index"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("index"),
-                                Node::Int(2),
-                            ]),
-                        ]),
-                        Node::Bulk("find_keys"),
-                        Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("range"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("lastkey"),
-                                Node::Int(0),
-                                Node::Bulk("keystep"),
-                                Node::Int(1),
-                                Node::Bulk("limit"),
-                                Node::Int(0),
-                            ]),
+                            Node::Bulk("lastkey"),
+                            Node::Int(0),
+                            Node::Bulk("keystep"),
+                            Node::Int(1),
+                            Node::Bulk("limit"),
+                            Node::Int(0),
                         ]),
                     ]),
-                ]),
+                ])]),
                 Node::Set(&[]),
             ]),
             Node::Array(&[
                 Node::Bulk("object|encoding"),
                 Node::Int(3),
-                Node::Set(&[
-                    Node::Simple("readonly"),
-                ]),
+                Node::Set(&[Node::Simple("readonly")]),
                 Node::Int(2),
                 Node::Int(2),
                 Node::Int(1),
@@ -6282,49 +5554,38 @@ pub static OBJECT: Meta = Meta {
                     Node::Simple("@read"),
                     Node::Simple("@slow"),
                 ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
-                Node::Set(&[
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
+                Node::Set(&[Node::Map(&[
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("RO")]),
+                    Node::Bulk("begin_search"),
                     Node::Map(&[
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("RO"),
-                        ]),
-                        Node::Bulk("begin_search"),
+                        Node::Bulk("type"),
+                        Node::Bulk("index"),
+                        Node::Bulk("spec"),
+                        Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
+                    ]),
+                    Node::Bulk("find_keys"),
+                    Node::Map(&[
+                        Node::Bulk("type"),
+                        Node::Bulk("range"),
+                        Node::Bulk("spec"),
                         Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("index"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("index"),
-                                Node::Int(2),
-                            ]),
-                        ]),
-                        Node::Bulk("find_keys"),
-                        Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("range"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("lastkey"),
-                                Node::Int(0),
-                                Node::Bulk("keystep"),
-                                Node::Int(1),
-                                Node::Bulk("limit"),
-                                Node::Int(0),
-                            ]),
+                            Node::Bulk("lastkey"),
+                            Node::Int(0),
+                            Node::Bulk("keystep"),
+                            Node::Int(1),
+                            Node::Bulk("limit"),
+                            Node::Int(0),
                         ]),
                     ]),
-                ]),
+                ])]),
                 Node::Set(&[]),
             ]),
             Node::Array(&[
                 Node::Bulk("object|idletime"),
                 Node::Int(3),
-                Node::Set(&[
-                    Node::Simple("readonly"),
-                ]),
+                Node::Set(&[Node::Simple("readonly")]),
                 Node::Int(2),
                 Node::Int(2),
                 Node::Int(1),
@@ -6333,49 +5594,38 @@ pub static OBJECT: Meta = Meta {
                     Node::Simple("@read"),
                     Node::Simple("@slow"),
                 ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
-                Node::Set(&[
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
+                Node::Set(&[Node::Map(&[
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("RO")]),
+                    Node::Bulk("begin_search"),
                     Node::Map(&[
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("RO"),
-                        ]),
-                        Node::Bulk("begin_search"),
+                        Node::Bulk("type"),
+                        Node::Bulk("index"),
+                        Node::Bulk("spec"),
+                        Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
+                    ]),
+                    Node::Bulk("find_keys"),
+                    Node::Map(&[
+                        Node::Bulk("type"),
+                        Node::Bulk("range"),
+                        Node::Bulk("spec"),
                         Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("index"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("index"),
-                                Node::Int(2),
-                            ]),
-                        ]),
-                        Node::Bulk("find_keys"),
-                        Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("range"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("lastkey"),
-                                Node::Int(0),
-                                Node::Bulk("keystep"),
-                                Node::Int(1),
-                                Node::Bulk("limit"),
-                                Node::Int(0),
-                            ]),
+                            Node::Bulk("lastkey"),
+                            Node::Int(0),
+                            Node::Bulk("keystep"),
+                            Node::Int(1),
+                            Node::Bulk("limit"),
+                            Node::Int(0),
                         ]),
                     ]),
-                ]),
+                ])]),
                 Node::Set(&[]),
             ]),
             Node::Array(&[
                 Node::Bulk("object|refcount"),
                 Node::Int(3),
-                Node::Set(&[
-                    Node::Simple("readonly"),
-                ]),
+                Node::Set(&[Node::Simple("readonly")]),
                 Node::Int(2),
                 Node::Int(2),
                 Node::Int(1),
@@ -6384,41 +5634,32 @@ pub static OBJECT: Meta = Meta {
                     Node::Simple("@read"),
                     Node::Simple("@slow"),
                 ]),
-                Node::Set(&[
-                    Node::Bulk("nondeterministic_output"),
-                ]),
-                Node::Set(&[
+                Node::Set(&[Node::Bulk("nondeterministic_output")]),
+                Node::Set(&[Node::Map(&[
+                    Node::Bulk("flags"),
+                    Node::Set(&[Node::Simple("RO")]),
+                    Node::Bulk("begin_search"),
                     Node::Map(&[
-                        Node::Bulk("flags"),
-                        Node::Set(&[
-                            Node::Simple("RO"),
-                        ]),
-                        Node::Bulk("begin_search"),
+                        Node::Bulk("type"),
+                        Node::Bulk("index"),
+                        Node::Bulk("spec"),
+                        Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
+                    ]),
+                    Node::Bulk("find_keys"),
+                    Node::Map(&[
+                        Node::Bulk("type"),
+                        Node::Bulk("range"),
+                        Node::Bulk("spec"),
                         Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("index"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("index"),
-                                Node::Int(2),
-                            ]),
-                        ]),
-                        Node::Bulk("find_keys"),
-                        Node::Map(&[
-                            Node::Bulk("type"),
-                            Node::Bulk("range"),
-                            Node::Bulk("spec"),
-                            Node::Map(&[
-                                Node::Bulk("lastkey"),
-                                Node::Int(0),
-                                Node::Bulk("keystep"),
-                                Node::Int(1),
-                                Node::Bulk("limit"),
-                                Node::Int(0),
-                            ]),
+                            Node::Bulk("lastkey"),
+                            Node::Int(0),
+                            Node::Bulk("keystep"),
+                            Node::Int(1),
+                            Node::Bulk("limit"),
+                            Node::Int(0),
                         ]),
                     ]),
-                ]),
+                ])]),
                 Node::Set(&[]),
             ]),
         ]),
@@ -6456,16 +5697,14 @@ pub static OBJECT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
+                ])]),
             ]),
             Node::Bulk("object|encoding"),
             Node::Map(&[
@@ -6478,16 +5717,14 @@ pub static OBJECT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
+                ])]),
             ]),
             Node::Bulk("object|idletime"),
             Node::Map(&[
@@ -6500,16 +5737,14 @@ pub static OBJECT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
+                ])]),
             ]),
             Node::Bulk("object|refcount"),
             Node::Map(&[
@@ -6522,16 +5757,14 @@ pub static OBJECT: Meta = Meta {
                 Node::Bulk("complexity"),
                 Node::Bulk("O(1)"),
                 Node::Bulk("arguments"),
-                Node::Array(&[
-                    Node::Map(&[
-                        Node::Bulk("name"),
-                        Node::Bulk("key"),
-                        Node::Bulk("type"),
-                        Node::Bulk("key"),
-                        Node::Bulk("key_spec_index"),
-                        Node::Int(0),
-                    ]),
-                ]),
+                Node::Array(&[Node::Map(&[
+                    Node::Bulk("name"),
+                    Node::Bulk("key"),
+                    Node::Bulk("type"),
+                    Node::Bulk("key"),
+                    Node::Bulk("key_spec_index"),
+                    Node::Int(0),
+                ])]),
             ]),
         ]),
     ]),
@@ -6552,10 +5785,7 @@ pub static MULTI: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@transaction"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@transaction")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -6586,10 +5816,7 @@ pub static EXEC: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@slow"),
-            Node::Simple("@transaction"),
-        ]),
+        Node::Set(&[Node::Simple("@slow"), Node::Simple("@transaction")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -6621,10 +5848,7 @@ pub static DISCARD: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@transaction"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@transaction")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -6656,43 +5880,33 @@ pub static WATCH: Meta = Meta {
         Node::Int(1),
         Node::Int(-1),
         Node::Int(1),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@transaction"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@transaction")]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(-1),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(-1),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -6705,20 +5919,16 @@ pub static WATCH: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1) for every key."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("multiple")]),
+        ])]),
     ]),
 };
 
@@ -6737,10 +5947,7 @@ pub static UNWATCH: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Int(0),
-        Node::Set(&[
-            Node::Simple("@fast"),
-            Node::Simple("@transaction"),
-        ]),
+        Node::Set(&[Node::Simple("@fast"), Node::Simple("@transaction")]),
         Node::Set(&[]),
         Node::Set(&[]),
         Node::Set(&[]),
@@ -6776,39 +5983,31 @@ pub static HSET: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -6819,14 +6018,14 @@ pub static HSET: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("hash"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs."),
+        Node::Bulk(
+            "O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.",
+        ),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("4.0.0"),
-                Node::Bulk("Accepts multiple `field` and `value` arguments."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("4.0.0"),
+            Node::Bulk("Accepts multiple `field` and `value` arguments."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -6843,9 +6042,7 @@ pub static HSET: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("block"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
+                Node::Set(&[Node::Simple("multiple")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -6871,10 +6068,7 @@ pub static HGET: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("hget"),
         Node::Int(3),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -6884,39 +6078,31 @@ pub static HGET: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -6953,10 +6139,7 @@ pub static HDEL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("hdel"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -6966,39 +6149,31 @@ pub static HDEL: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("delete")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("delete"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7011,12 +6186,10 @@ pub static HDEL: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the number of fields to be removed."),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("2.4.0"),
-                Node::Bulk("Accepts multiple `field` arguments."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("2.4.0"),
+            Node::Bulk("Accepts multiple `field` arguments."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -7033,9 +6206,7 @@ pub static HDEL: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("string"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
+                Node::Set(&[Node::Simple("multiple")]),
             ]),
         ]),
     ]),
@@ -7046,10 +6217,7 @@ pub static HLEN: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("hlen"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -7059,38 +6227,31 @@ pub static HLEN: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7103,16 +6264,14 @@ pub static HLEN: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -7121,9 +6280,7 @@ pub static HGETALL: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("hgetall"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-        ]),
+        Node::Set(&[Node::Simple("readonly")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -7132,42 +6289,32 @@ pub static HGETALL: Meta = Meta {
             Node::Simple("@hash"),
             Node::Simple("@slow"),
         ]),
-        Node::Set(&[
-            Node::Bulk("nondeterministic_output_order"),
-        ]),
-        Node::Set(&[
+        Node::Set(&[Node::Bulk("nondeterministic_output_order")]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7180,16 +6327,14 @@ pub static HGETALL: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(N) where N is the size of the hash."),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -7212,50 +6357,46 @@ pub static ZADD: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("update"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
         Node::Bulk("summary"),
-        Node::Bulk("Add one or more members to a sorted set, or update its score if it already exists"),
+        Node::Bulk(
+            "Add one or more members to a sorted set, or update its score if it already exists",
+        ),
         Node::Bulk("since"),
         Node::Bulk("1.2.0"),
         Node::Bulk("group"),
         Node::Bulk("sorted-set"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(log(N)) for each item added, where N is the number of elements in the sorted set."),
+        Node::Bulk(
+            "O(log(N)) for each item added, where N is the number of elements in the sorted set.",
+        ),
         Node::Bulk("history"),
         Node::Set(&[
             Node::Array(&[
@@ -7289,9 +6430,7 @@ pub static ZADD: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("3.0.2"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -7320,9 +6459,7 @@ pub static ZADD: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("6.2.0"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -7353,9 +6490,7 @@ pub static ZADD: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("3.0.2"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -7367,9 +6502,7 @@ pub static ZADD: Meta = Meta {
                 Node::Bulk("since"),
                 Node::Bulk("3.0.2"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("optional"),
-                ]),
+                Node::Set(&[Node::Simple("optional")]),
             ]),
             Node::Map(&[
                 Node::Bulk("name"),
@@ -7377,9 +6510,7 @@ pub static ZADD: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("block"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
+                Node::Set(&[Node::Simple("multiple")]),
                 Node::Bulk("arguments"),
                 Node::Array(&[
                     Node::Map(&[
@@ -7405,10 +6536,7 @@ pub static ZSCORE: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("zscore"),
         Node::Int(3),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -7418,39 +6546,31 @@ pub static ZSCORE: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                    Node::Simple("access"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7487,10 +6607,7 @@ pub static ZCARD: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("zcard"),
         Node::Int(2),
-        Node::Set(&[
-            Node::Simple("readonly"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("readonly"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -7500,38 +6617,31 @@ pub static ZCARD: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RO"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7544,16 +6654,14 @@ pub static ZCARD: Meta = Meta {
         Node::Bulk("complexity"),
         Node::Bulk("O(1)"),
         Node::Bulk("arguments"),
-        Node::Array(&[
-            Node::Map(&[
-                Node::Bulk("name"),
-                Node::Bulk("key"),
-                Node::Bulk("type"),
-                Node::Bulk("key"),
-                Node::Bulk("key_spec_index"),
-                Node::Int(0),
-            ]),
-        ]),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
     ]),
 };
 
@@ -7562,10 +6670,7 @@ pub static ZREM: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("zrem"),
         Node::Int(-3),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("fast"),
-        ]),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
         Node::Int(1),
         Node::Int(1),
         Node::Int(1),
@@ -7575,39 +6680,31 @@ pub static ZREM: Meta = Meta {
             Node::Simple("@fast"),
         ]),
         Node::Set(&[]),
-        Node::Set(&[
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RW"), Node::Simple("delete")]),
+            Node::Bulk("begin_search"),
             Node::Map(&[
-                Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("RW"),
-                    Node::Simple("delete"),
-                ]),
-                Node::Bulk("begin_search"),
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
                 Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("index"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("index"),
-                        Node::Int(1),
-                    ]),
-                ]),
-                Node::Bulk("find_keys"),
-                Node::Map(&[
-                    Node::Bulk("type"),
-                    Node::Bulk("range"),
-                    Node::Bulk("spec"),
-                    Node::Map(&[
-                        Node::Bulk("lastkey"),
-                        Node::Int(0),
-                        Node::Bulk("keystep"),
-                        Node::Int(1),
-                        Node::Bulk("limit"),
-                        Node::Int(0),
-                    ]),
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
                 ]),
             ]),
-        ]),
+        ])]),
         Node::Set(&[]),
     ]),
     docs: Node::Map(&[
@@ -7618,14 +6715,14 @@ pub static ZREM: Meta = Meta {
         Node::Bulk("group"),
         Node::Bulk("sorted-set"),
         Node::Bulk("complexity"),
-        Node::Bulk("O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed."),
+        Node::Bulk(
+            "O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.",
+        ),
         Node::Bulk("history"),
-        Node::Set(&[
-            Node::Array(&[
-                Node::Bulk("2.4.0"),
-                Node::Bulk("Accepts multiple elements."),
-            ]),
-        ]),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("2.4.0"),
+            Node::Bulk("Accepts multiple elements."),
+        ])]),
         Node::Bulk("arguments"),
         Node::Array(&[
             Node::Map(&[
@@ -7642,13 +6739,82 @@ pub static ZREM: Meta = Meta {
                 Node::Bulk("type"),
                 Node::Bulk("string"),
                 Node::Bulk("flags"),
-                Node::Set(&[
-                    Node::Simple("multiple"),
-                ]),
+                Node::Set(&[Node::Simple("multiple")]),
             ]),
         ]),
     ]),
 };
 
 /// Every generated entry.
-pub static ALL: &[&Meta] = &[&PING, &ECHO, &QUIT, &HELLO, &SELECT, &CLIENT, &COMMAND, &CONFIG, &INFO, &AUTH, &RESET, &GET, &SET, &SETNX, &SETEX, &PSETEX, &GETSET, &GETDEL, &GETEX, &MGET, &MSET, &MSETNX, &APPEND, &STRLEN, &INCR, &DECR, &INCRBY, &DECRBY, &INCRBYFLOAT, &GETRANGE, &SETRANGE, &SUBSTR, &DEL, &UNLINK, &EXISTS, &TYPE, &EXPIRE, &PEXPIRE, &EXPIREAT, &PEXPIREAT, &TTL, &PTTL, &EXPIRETIME, &PEXPIRETIME, &PERSIST, &RENAME, &RENAMENX, &COPY, &KEYS, &SCAN, &RANDOMKEY, &DBSIZE, &FLUSHDB, &FLUSHALL, &TOUCH, &OBJECT, &MULTI, &EXEC, &DISCARD, &WATCH, &UNWATCH, &HSET, &HGET, &HDEL, &HLEN, &HGETALL, &ZADD, &ZSCORE, &ZCARD, &ZREM];
+pub static ALL: &[&Meta] = &[
+    &PING,
+    &ECHO,
+    &QUIT,
+    &HELLO,
+    &SELECT,
+    &CLIENT,
+    &COMMAND,
+    &CONFIG,
+    &INFO,
+    &AUTH,
+    &RESET,
+    &GET,
+    &SET,
+    &SETNX,
+    &SETEX,
+    &PSETEX,
+    &GETSET,
+    &GETDEL,
+    &GETEX,
+    &MGET,
+    &MSET,
+    &MSETNX,
+    &APPEND,
+    &STRLEN,
+    &INCR,
+    &DECR,
+    &INCRBY,
+    &DECRBY,
+    &INCRBYFLOAT,
+    &GETRANGE,
+    &SETRANGE,
+    &SUBSTR,
+    &DEL,
+    &UNLINK,
+    &EXISTS,
+    &TYPE,
+    &EXPIRE,
+    &PEXPIRE,
+    &EXPIREAT,
+    &PEXPIREAT,
+    &TTL,
+    &PTTL,
+    &EXPIRETIME,
+    &PEXPIRETIME,
+    &PERSIST,
+    &RENAME,
+    &RENAMENX,
+    &COPY,
+    &KEYS,
+    &SCAN,
+    &RANDOMKEY,
+    &DBSIZE,
+    &FLUSHDB,
+    &FLUSHALL,
+    &TOUCH,
+    &OBJECT,
+    &MULTI,
+    &EXEC,
+    &DISCARD,
+    &WATCH,
+    &UNWATCH,
+    &HSET,
+    &HGET,
+    &HDEL,
+    &HLEN,
+    &HGETALL,
+    &ZADD,
+    &ZSCORE,
+    &ZCARD,
+    &ZREM,
+];

@@ -71,9 +71,10 @@ impl Node {
     /// In a map, the value for `key`.
     pub fn get(&self, key: &str) -> Option<&'static Node> {
         match self {
-            Node::Map(items) => {
-                items.chunks_exact(2).find(|kv| kv[0].text() == Some(key)).map(|kv| &kv[1])
-            }
+            Node::Map(items) => items
+                .chunks_exact(2)
+                .find(|kv| kv[0].text() == Some(key))
+                .map(|kv| &kv[1]),
             _ => None,
         }
     }

@@ -62,9 +62,15 @@ impl Flags {
     }
 
     fn from_names(node: &Node) -> Flags {
-        node.items().iter().filter_map(Node::text).fold(Flags(0), |acc, name| {
-            Flags::NAMES.iter().find(|(n, _)| *n == name).map_or(acc, |(_, f)| Flags(acc.0 | f.0))
-        })
+        node.items()
+            .iter()
+            .filter_map(Node::text)
+            .fold(Flags(0), |acc, name| {
+                Flags::NAMES
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or(acc, |(_, f)| Flags(acc.0 | f.0))
+            })
     }
 }
 
@@ -82,7 +88,11 @@ pub struct KeyPositions {
 
 impl KeyPositions {
     /// No keys.
-    pub const NONE: KeyPositions = KeyPositions { first: 0, last: 0, step: 0 };
+    pub const NONE: KeyPositions = KeyPositions {
+        first: 0,
+        last: 0,
+        step: 0,
+    };
 
     /// True when the command takes no keys.
     pub fn is_none(&self) -> bool {
@@ -97,7 +107,11 @@ impl KeyPositions {
             (self.last as usize).min(argc.saturating_sub(1)) as i64
         };
         let (first, step) = (self.first, self.step.max(1));
-        let end = if first == 0 || last < first as i64 { first } else { last as usize + 1 };
+        let end = if first == 0 || last < first as i64 {
+            first
+        } else {
+            last as usize + 1
+        };
         (first..end).step_by(step)
     }
 }
@@ -126,7 +140,11 @@ impl CommandSpec {
     /// Whether `argc` arguments (name included) satisfy the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i64;
-        if self.arity >= 0 { argc == self.arity } else { argc >= -self.arity }
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
     }
 
     /// Whether this is a container of subcommands.
@@ -158,14 +176,22 @@ impl CommandTable {
         table
     }
 
-    fn push(&mut self, name: &'static str, info: &'static Node, docs: &'static Node, exec: Exec) -> usize {
+    fn push(
+        &mut self,
+        name: &'static str,
+        info: &'static Node,
+        docs: &'static Node,
+        exec: Exec,
+    ) -> usize {
         let items = info.items();
         let int = |i: usize| items.get(i).and_then(Node::int).unwrap_or(0);
         let id = self.specs.len();
         self.specs.push(CommandSpec {
             name,
             arity: int(meta_node::info::ARITY),
-            flags: items.get(meta_node::info::FLAGS).map_or(Flags::default(), Flags::from_names),
+            flags: items
+                .get(meta_node::info::FLAGS)
+                .map_or(Flags::default(), Flags::from_names),
             keys: KeyPositions {
                 first: int(meta_node::info::FIRST_KEY).max(0) as usize,
                 last: int(meta_node::info::LAST_KEY),
@@ -203,13 +229,20 @@ impl CommandTable {
         let id = self.push(name, &meta.info, &meta.docs, exec);
         self.by_name.insert(name.as_bytes().into(), id);
         self.top_level.push(id);
-        let redis_subs = meta.info.items().get(meta_node::info::SUBCOMMANDS).map_or(&[][..], Node::items);
+        let redis_subs = meta
+            .info
+            .items()
+            .get(meta_node::info::SUBCOMMANDS)
+            .map_or(&[][..], Node::items);
         for &(sub, own, exec) in subcommands {
             let (info, docs) = match own {
                 Some(m) => (&m.info, &m.docs),
                 None => {
                     let info = redis_subs.iter().find(|n| {
-                        n.items().first().and_then(Node::text).and_then(|full| full.split('|').nth(1))
+                        n.items()
+                            .first()
+                            .and_then(Node::text)
+                            .and_then(|full| full.split('|').nth(1))
                             == Some(sub)
                     });
                     let Some(info) = info else {
@@ -240,9 +273,16 @@ impl CommandTable {
 
     /// The subcommand of `container` with this (case-insensitive) name.
     pub fn lookup_sub(&self, container: &CommandSpec, sub: &[u8]) -> Option<&CommandSpec> {
-        container.subcommands.iter().map(|&id| &self.specs[id]).find(|spec| {
-            spec.name.split('|').nth(1).is_some_and(|s| s.as_bytes().eq_ignore_ascii_case(sub))
-        })
+        container
+            .subcommands
+            .iter()
+            .map(|&id| &self.specs[id])
+            .find(|spec| {
+                spec.name
+                    .split('|')
+                    .nth(1)
+                    .is_some_and(|s| s.as_bytes().eq_ignore_ascii_case(sub))
+            })
     }
 
     /// Finds the command `args` invokes and checks its arity, with redis-server 7's errors.
@@ -322,13 +362,29 @@ mod tests {
 
     #[test]
     fn key_positions() {
-        let one = KeyPositions { first: 1, last: 1, step: 1 };
+        let one = KeyPositions {
+            first: 1,
+            last: 1,
+            step: 1,
+        };
         assert_eq!(one.indexes(2).collect::<Vec<_>>(), [1]);
-        let all = KeyPositions { first: 1, last: -1, step: 1 };
+        let all = KeyPositions {
+            first: 1,
+            last: -1,
+            step: 1,
+        };
         assert_eq!(all.indexes(4).collect::<Vec<_>>(), [1, 2, 3]);
-        let pairs = KeyPositions { first: 1, last: -1, step: 2 };
+        let pairs = KeyPositions {
+            first: 1,
+            last: -1,
+            step: 2,
+        };
         assert_eq!(pairs.indexes(5).collect::<Vec<_>>(), [1, 3]);
-        let two = KeyPositions { first: 1, last: 2, step: 1 };
+        let two = KeyPositions {
+            first: 1,
+            last: 2,
+            step: 1,
+        };
         assert_eq!(two.indexes(5).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(KeyPositions::NONE.indexes(3).count(), 0);
     }

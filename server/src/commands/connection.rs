@@ -2,8 +2,8 @@
 
 use goblin_protocol::{Version, parse_i64};
 
-use crate::command::meta;
 use crate::command::Meta;
+use crate::command::meta;
 use crate::command::{CommandTable, Node};
 use crate::errors::{self, c_str};
 use crate::exec::{Args, ConnCtx, Exec};
@@ -97,10 +97,10 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             return ctx.reply().error_sanitized(&msg);
         }
     }
-    if let Some((user, pass)) = auth {
-        if !authenticates(user, pass) {
-            return ctx.reply().error(errors::WRONGPASS);
-        }
+    if let Some((user, pass)) = auth
+        && !authenticates(user, pass)
+    {
+        return ctx.reply().error(errors::WRONGPASS);
     }
     if let Some(name) = name {
         ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
@@ -109,7 +109,11 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         ctx.client.resp = v;
     }
     let id = ctx.client.id as i64;
-    let proto = if ctx.client.resp == Version::Resp3 { 3 } else { 2 };
+    let proto = if ctx.client.resp == Version::Resp3 {
+        3
+    } else {
+        2
+    };
     let mut out = ctx.reply();
     out.map(7);
     out.bulk(b"server");
@@ -131,7 +135,7 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `SELECT index`: only database 0 exists.
 fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     match parse_i64(args.get(1)) {
-        Some(i) if i32::try_from(i).is_err() => ctx.reply().error(errors::NOT_INTEGER),
+        Some(i) if i32::try_from(i).is_err() => ctx.reply().error(errors::INT_OUT_OF_RANGE),
         None => ctx.reply().error(errors::NOT_INTEGER),
         Some(0) => ctx.reply().ok(),
         Some(_) => ctx.reply().error(errors::DB_INDEX_OUT_OF_RANGE),
@@ -201,7 +205,12 @@ fn client_line(ctx: &ConnCtx<'_>) -> Vec<u8> {
     let addr = c.addr.map_or_else(String::new, |a| a.to_string());
     let laddr = c.laddr.map_or_else(String::new, |a| a.to_string());
     let age = ctx.now.saturating_sub(c.created_at) / 1000;
-    let text = |v: &Option<Vec<u8>>| v.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+    let text = |v: &Option<Vec<u8>>| {
+        v.as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default()
+            .into_owned()
+    };
     let resp = if c.resp == Version::Resp3 { 3 } else { 2 };
     format!(
         "id={} addr={addr} laddr={laddr} fd=0 name={} age={age} idle=0 flags=N db={} sub=0 psub=0 \
@@ -262,7 +271,10 @@ static CLIENT_SETINFO: Meta = Meta {
         Node::Int(0),
         Node::Int(0),
         Node::Set(&[Node::Simple("@slow"), Node::Simple("@connection")]),
-        Node::Set(&[Node::Bulk("request_policy:all_nodes"), Node::Bulk("response_policy:all_succeeded")]),
+        Node::Set(&[
+            Node::Bulk("request_policy:all_nodes"),
+            Node::Bulk("response_policy:all_succeeded"),
+        ]),
         Node::Set(&[]),
         Node::Set(&[]),
     ]),

@@ -14,13 +14,19 @@ pub fn register(table: &mut CommandTable) {
 
 /// `DEL key [key ...]`: how many of the keys existed and were removed.
 fn del(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let removed = args.iter_from(1).filter(|key| ctx.db.remove(key, ctx.now).is_some()).count();
+    let removed = args
+        .iter_from(1)
+        .filter(|key| ctx.db.remove(key, ctx.now).is_some())
+        .count();
     ctx.out.integer(removed as i64);
 }
 
 /// `EXISTS key [key ...]`: how many of the keys exist, counting repeats.
 fn exists(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let found = args.iter_from(1).filter(|key| ctx.db.contains(key, ctx.now)).count();
+    let found = args
+        .iter_from(1)
+        .filter(|key| ctx.db.contains(key, ctx.now))
+        .count();
     ctx.out.integer(found as i64);
 }
 

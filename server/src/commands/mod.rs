@@ -40,7 +40,12 @@ pub enum ExpireUnit {
 /// checks and errors (`getExpireMillisecondsOrReply`): not an integer → "value is not an
 /// integer or out of range"; zero, negative, or overflowing once converted to an
 /// absolute millisecond time → "invalid expire time in '<command>' command".
-pub fn parse_expire(value: &[u8], unit: ExpireUnit, now: Millis, command: &str) -> Result<Millis, Vec<u8>> {
+pub fn parse_expire(
+    value: &[u8],
+    unit: ExpireUnit,
+    now: Millis,
+    command: &str,
+) -> Result<Millis, Vec<u8>> {
     let n = parse_i64(value).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
     let invalid = || errors::invalid_expire(command);
     let seconds = matches!(unit, ExpireUnit::Seconds | ExpireUnit::UnixSeconds);
@@ -49,7 +54,9 @@ pub fn parse_expire(value: &[u8], unit: ExpireUnit, now: Millis, command: &str) 
     }
     let ms = if seconds { n * 1000 } else { n };
     let at = match unit {
-        ExpireUnit::Seconds | ExpireUnit::Millis => ms.checked_add(now as i64).ok_or_else(invalid)?,
+        ExpireUnit::Seconds | ExpireUnit::Millis => {
+            ms.checked_add(now as i64).ok_or_else(invalid)?
+        }
         ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis => ms,
     };
     Ok(at as Millis)
@@ -69,7 +76,10 @@ pub fn merge_sum(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
 
 /// Merges parts that each reply the same status: the first error, or the first reply.
 pub fn merge_ok(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
-    let chosen = parts.iter().find(|p| p.first() == Some(&b'-')).or_else(|| parts.first());
+    let chosen = parts
+        .iter()
+        .find(|p| p.first() == Some(&b'-'))
+        .or_else(|| parts.first());
     if let Some(part) = chosen {
         ctx.reply().raw(part);
     }
@@ -82,15 +92,33 @@ mod tests {
     #[test]
     fn expire_rules() {
         let now = 1_700_000_000_000;
-        assert_eq!(parse_expire(b"10", ExpireUnit::Seconds, now, "set"), Ok(now + 10_000));
-        assert_eq!(parse_expire(b"10", ExpireUnit::Millis, now, "set"), Ok(now + 10));
-        assert_eq!(parse_expire(b"5", ExpireUnit::UnixSeconds, now, "set"), Ok(5000));
-        assert_eq!(parse_expire(b"x", ExpireUnit::Seconds, now, "set"), Err(errors::NOT_INTEGER.to_vec()));
+        assert_eq!(
+            parse_expire(b"10", ExpireUnit::Seconds, now, "set"),
+            Ok(now + 10_000)
+        );
+        assert_eq!(
+            parse_expire(b"10", ExpireUnit::Millis, now, "set"),
+            Ok(now + 10)
+        );
+        assert_eq!(
+            parse_expire(b"5", ExpireUnit::UnixSeconds, now, "set"),
+            Ok(5000)
+        );
+        assert_eq!(
+            parse_expire(b"x", ExpireUnit::Seconds, now, "set"),
+            Err(errors::NOT_INTEGER.to_vec())
+        );
         let invalid = Err(errors::invalid_expire("set"));
         assert_eq!(parse_expire(b"0", ExpireUnit::Seconds, now, "set"), invalid);
         assert_eq!(parse_expire(b"-1", ExpireUnit::Millis, now, "set"), invalid);
-        assert_eq!(parse_expire(b"9223372036854775807", ExpireUnit::Millis, now, "set"), invalid);
-        assert_eq!(parse_expire(b"9223372036854775807", ExpireUnit::Seconds, now, "set"), invalid);
+        assert_eq!(
+            parse_expire(b"9223372036854775807", ExpireUnit::Millis, now, "set"),
+            invalid
+        );
+        assert_eq!(
+            parse_expire(b"9223372036854775807", ExpireUnit::Seconds, now, "set"),
+            invalid
+        );
         assert!(parse_expire(b"9999999999999", ExpireUnit::Seconds, now, "set").is_ok());
         assert!(parse_expire(b"9223372036854775807", ExpireUnit::UnixMillis, now, "set").is_ok());
     }

@@ -26,11 +26,39 @@ pub fn register(table: &mut CommandTable) {
             ("help", None, Exec::Conn(command_help)),
         ],
     );
-    table.add_container(&meta::CONFIG, Exec::Container, &[("get", None, Exec::Conn(config_get))]);
-    table.add(&meta::INFO, Exec::AllShards { part: info_part, merge: info_merge });
-    table.add(&meta::DBSIZE, Exec::AllShards { part: dbsize_part, merge: merge_sum });
-    table.add(&meta::FLUSHALL, Exec::AllShards { part: flush_part, merge: merge_ok });
-    table.add(&meta::FLUSHDB, Exec::AllShards { part: flush_part, merge: merge_ok });
+    table.add_container(
+        &meta::CONFIG,
+        Exec::Container,
+        &[("get", None, Exec::Conn(config_get))],
+    );
+    table.add(
+        &meta::INFO,
+        Exec::AllShards {
+            part: info_part,
+            merge: info_merge,
+        },
+    );
+    table.add(
+        &meta::DBSIZE,
+        Exec::AllShards {
+            part: dbsize_part,
+            merge: merge_sum,
+        },
+    );
+    table.add(
+        &meta::FLUSHALL,
+        Exec::AllShards {
+            part: flush_part,
+            merge: merge_ok,
+        },
+    );
+    table.add(
+        &meta::FLUSHDB,
+        Exec::AllShards {
+            part: flush_part,
+            merge: merge_ok,
+        },
+    );
 }
 
 fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
@@ -43,7 +71,9 @@ fn command_all(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let table = &ctx.shared.commands;
     let mut out = ctx.reply();
     out.array(specs.len());
-    specs.into_iter().for_each(|spec| table.encode_info(spec, &mut out));
+    specs
+        .into_iter()
+        .for_each(|spec| table.encode_info(spec, &mut out));
 }
 
 /// `COMMAND COUNT`
@@ -79,7 +109,7 @@ fn command_info(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     for spec in specs {
         match spec {
             Some(spec) => table.encode_info(spec, &mut out),
-            None => out.null_array(),
+            None => out.null(),
         }
     }
 }
@@ -156,7 +186,11 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 pattern.eq_ignore_ascii_case(name.as_bytes())
             };
             let shown = if is_glob { name.as_bytes() } else { pattern };
-            if hit && !found.iter().any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())) {
+            if hit
+                && !found
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            {
                 found.push((shown.to_vec(), value.clone()));
             }
         }
@@ -179,7 +213,11 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
 /// Resident set size of the process in bytes, from /proc.
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
@@ -191,22 +229,28 @@ fn human_bytes(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{n}B") } else { format!("{v:.2}{}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{n}B")
+    } else {
+        format!("{v:.2}{}", UNITS[unit])
+    }
 }
 
 /// `INFO [section ...]`
 fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
     let (mut keys, mut expires) = (0i64, 0i64);
     for part in parts {
-        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part) {
-            if let [Frame::Integer(k), Frame::Integer(e)] = items.as_slice() {
-                keys += k;
-                expires += e;
-            }
+        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part)
+            && let [Frame::Integer(k), Frame::Integer(e)] = items.as_slice()
+        {
+            keys += k;
+            expires += e;
         }
     }
-    let wanted: Vec<String> =
-        args.iter_from(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    let wanted: Vec<String> = args
+        .iter_from(1)
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
     let everything = wanted.iter().any(|s| s == "all" || s == "everything");
     let show = |name: &str| {
         if wanted.is_empty() || wanted.iter().any(|s| s == "default") {
@@ -243,7 +287,9 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
             shared.local_addr.port(),
             ctx.now * 1000,
             uptime / 86400,
-            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             shared.threads,
         ),
     );
@@ -282,12 +328,20 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
             shared.total_commands.load(Ordering::Relaxed)
         ),
     );
-    section("replication", "Replication", "role:master\r\nconnected_slaves:0\r\n".to_string());
+    section(
+        "replication",
+        "Replication",
+        "role:master\r\nconnected_slaves:0\r\n".to_string(),
+    );
     section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());
     section(
         "keyspace",
         "Keyspace",
-        if keys > 0 { format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n") } else { String::new() },
+        if keys > 0 {
+            format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n")
+        } else {
+            String::new()
+        },
     );
     ctx.reply().verbatim(b"txt", text.as_bytes());
 }

@@ -1,4 +1,4 @@
-//! String commands: GET, SET.
+//! String commands: GET, SET, SETNX, SETEX, PSETEX.
 
 use goblin_store::{Millis, Value};
 
@@ -13,6 +13,9 @@ use super::{ExpireUnit, parse_expire};
 pub fn register(table: &mut CommandTable) {
     table.add(&meta::GET, Exec::Shard(get));
     table.add(&meta::SET, Exec::Shard(set));
+    table.add(&meta::SETNX, Exec::Shard(setnx));
+    table.add(&meta::SETEX, Exec::Shard(setex));
+    table.add(&meta::PSETEX, Exec::Shard(psetex));
 }
 
 /// `GET key`
@@ -58,16 +61,25 @@ struct SetOptions {
 /// conflicting ones a syntax error, the expiry value checked only after every option
 /// parsed.
 fn parse_set(args: &Args<'_>, now: Millis) -> Result<SetOptions, Vec<u8>> {
-    let mut opts = SetOptions { condition: Condition::Always, get: false, expire: SetExpire::Clear };
+    let mut opts = SetOptions {
+        condition: Condition::Always,
+        get: false,
+        expire: SetExpire::Clear,
+    };
     let mut expire: Option<(&[u8], ExpireUnit)> = None;
     let mut keep_ttl = false;
     let mut j = 3;
     while j < args.len() {
         let has_next = j + 1 < args.len();
-        let unit = [("EX", ExpireUnit::Seconds), ("PX", ExpireUnit::Millis), ("EXAT", ExpireUnit::UnixSeconds), ("PXAT", ExpireUnit::UnixMillis)]
-            .into_iter()
-            .find(|(word, _)| args.is(j, word))
-            .map(|(_, unit)| unit);
+        let unit = [
+            ("EX", ExpireUnit::Seconds),
+            ("PX", ExpireUnit::Millis),
+            ("EXAT", ExpireUnit::UnixSeconds),
+            ("PXAT", ExpireUnit::UnixMillis),
+        ]
+        .into_iter()
+        .find(|(word, _)| args.is(j, word))
+        .map(|(_, unit)| unit);
         if args.is(j, "NX") && opts.condition != Condition::IfPresent {
             opts.condition = Condition::IfAbsent;
         } else if args.is(j, "XX") && opts.condition != Condition::IfAbsent {
@@ -76,9 +88,9 @@ fn parse_set(args: &Args<'_>, now: Millis) -> Result<SetOptions, Vec<u8>> {
             opts.get = true;
         } else if args.is(j, "KEEPTTL") && expire.is_none() {
             keep_ttl = true;
-        } else if let Some(unit) = unit.filter(|&u| {
-            !keep_ttl && has_next && expire.is_none_or(|(_, prev)| prev == u)
-        }) {
+        } else if let Some(unit) =
+            unit.filter(|&u| !keep_ttl && has_next && expire.is_none_or(|(_, prev)| prev == u))
+        {
             expire = Some((args.get(j + 1), unit));
             j += 1;
         } else {
@@ -127,8 +139,44 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         SetExpire::Keep => old_expire,
         SetExpire::At(at) => Some(at),
     };
-    ctx.db.insert(key, Value::Str(value.to_vec()), expire_at, ctx.now);
+    ctx.db
+        .insert(key, Value::Str(value.to_vec()), expire_at, ctx.now);
     if !opts.get {
         ctx.out.ok();
     }
+}
+
+/// `SETNX key value`: 1 when it set the key, 0 when the key existed.
+fn setnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if ctx.db.contains(args.get(1), ctx.now) {
+        return ctx.out.integer(0);
+    }
+    ctx.db
+        .insert(args.get(1), Value::Str(args.get(2).to_vec()), None, ctx.now);
+    ctx.out.integer(1);
+}
+
+/// `SETEX key seconds value` and `PSETEX key milliseconds value`.
+fn set_with_expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>, unit: ExpireUnit, name: &str) {
+    let at = match parse_expire(args.get(2), unit, ctx.now, name) {
+        Ok(at) => at,
+        Err(e) => return ctx.out.error(&e),
+    };
+    ctx.db.insert(
+        args.get(1),
+        Value::Str(args.get(3).to_vec()),
+        Some(at),
+        ctx.now,
+    );
+    ctx.out.ok();
+}
+
+/// `SETEX key seconds value`
+fn setex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    set_with_expire(ctx, args, ExpireUnit::Seconds, "setex");
+}
+
+/// `PSETEX key milliseconds value`
+fn psetex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    set_with_expire(ctx, args, ExpireUnit::Millis, "psetex");
 }

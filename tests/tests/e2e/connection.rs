@@ -1,0 +1,139 @@
+//! Connection commands, and the errors every command shares.
+
+use goblin_tests::{Differential, Server, show};
+
+#[test]
+fn connection_commands_match_redis() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "
+        PING
+        ping hello
+        PING a b
+        ECHO hi
+        ECHO
+        ECHO a b
+        SELECT 0
+        SELECT 1
+        SELECT 16
+        SELECT -1
+        SELECT x
+        SELECT 99999999999
+        SELECT
+        CLIENT GETNAME
+        CLIENT SETNAME goblin
+        CLIENT GETNAME
+        CLIENT SETNAME
+        CLIENT SETNAME a b
+        CLIENT GETNAME x
+        CLIENT
+        CLIENT NOPE
+        client nope x
+        CLIENT SETNAME
+        HELLO 4
+        HELLO 1
+        HELLO x
+        HELLO 2 SETNAME
+        HELLO 2 FOO
+        HELLO 2 AUTH a b
+        HELLO 2 AUTH
+        AUTH
+        AUTH a b c
+        ",
+    );
+    d.check(&[b"CLIENT", b"SETNAME", b"has space"]);
+    d.check(&[b"CLIENT", b"SETNAME", b"new\nline"]);
+    d.check(&[b"CLIENT", b"SETNAME", b""]);
+    d.check(&[b"CLIENT", b"GETNAME"]);
+    d.check(&[b"HELLO", b"3", b"SETNAME", b"bad name"]);
+    d.check(&[b"HELLO", b"3", b"NOPE\0x"]);
+    d.check_str("CLIENT GETNAME");
+}
+
+#[test]
+fn unknown_commands_and_arity_errors_match_redis() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "
+        FOO
+        FOO a b c
+        GET
+        GET a b
+        SET a
+        TTL
+        DEL
+        EXISTS
+        DBSIZE x
+        ",
+    );
+    let long = vec![b'x'; 300];
+    d.check(&[&long[..], b"a"]);
+    d.check(&[b"FOO", &long[..], &long[..]]);
+    d.check(&[b"FOO", b"with\r\nnewline", b"nul\0byte"]);
+    d.check(&[b"with\nnewline"]);
+    d.check(&[b"CLIENT", &long[..]]);
+    d.check(&[
+        b"FOO", b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i", b"j", b"k", b"l", b"m", b"n",
+        b"o", b"p", b"q", b"r", b"s", b"t", b"u", b"v", b"w", b"x", b"y", b"z", b"0", b"1", b"2",
+        b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"10", b"11", b"12", b"13", b"14", b"15",
+    ]);
+}
+
+/// Replaces the value of the `id` field of a HELLO reply, which differs between servers.
+fn without_id(reply: &[u8]) -> String {
+    let text = show(reply);
+    let start = text.find("id\\r\\n:").map(|i| i + 6).unwrap_or(0);
+    let end = text[start..]
+        .find("\\r\\n")
+        .map_or(text.len(), |i| start + i);
+    format!("{}<id>{}", &text[..start], &text[end..])
+}
+
+#[test]
+fn hello_switches_protocols_like_redis() {
+    let mut d = Differential::new();
+    for args in [
+        &[&b"HELLO"[..]][..],
+        &[b"HELLO", b"3"],
+        &[b"HELLO", b"2"],
+        &[
+            b"HELLO", b"3", b"AUTH", b"default", b"pw", b"SETNAME", b"me",
+        ],
+    ] {
+        let want = d.r.cmd(args);
+        let got = d.g.cmd(args);
+        assert_eq!(without_id(&got), without_id(&want), "{args:?}");
+    }
+    // In RESP3, null is `_` and CLIENT GETNAME still works.
+    let (want, got) = (
+        d.r.cmd_str("HELLO 3 SETNAME x"),
+        d.g.cmd_str("HELLO 3 SETNAME x"),
+    );
+    assert_eq!(without_id(&got), without_id(&want));
+    d.check_lines("CLIENT GETNAME\nGET missing\nPING\nCOMMAND INFO get nope\nCONFIG GET save");
+}
+
+#[test]
+fn client_id_is_unique_and_setinfo_is_accepted() {
+    let server = Server::goblin();
+    let mut a = server.raw();
+    let mut b = server.raw();
+    let (ia, ib) = (a.cmd_str("CLIENT ID"), b.cmd_str("CLIENT ID"));
+    assert!(ia.starts_with(b":") && ib.starts_with(b":") && ia != ib);
+    assert_eq!(a.cmd_str("CLIENT SETINFO lib-name redis-rs"), b"+OK\r\n");
+    assert_eq!(a.cmd_str("CLIENT SETINFO LIB-VER 1.2.3"), b"+OK\r\n");
+    assert_eq!(
+        a.cmd_str("CLIENT SETINFO foo bar"),
+        b"-ERR Unrecognized option 'foo'\r\n"
+    );
+    assert_eq!(
+        a.cmd(&[b"CLIENT", b"SETINFO", b"lib-name", b"a b"]),
+        b"-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
+    );
+    assert_eq!(
+        a.cmd_str("CLIENT SETINFO lib-name"),
+        b"-ERR wrong number of arguments for 'client|setinfo' command\r\n"
+    );
+    let info = String::from_utf8(a.cmd_str("CLIENT INFO")).unwrap();
+    assert!(info.contains("lib-name=redis-rs lib-ver=1.2.3"), "{info}");
+}
