@@ -15,7 +15,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use memchr::memchr;
+use memchr::{memchr, memchr2};
 
 use crate::int::parse_i64;
 
@@ -335,14 +335,26 @@ impl RequestDecoder {
         scanned: usize,
         too_big: ProtocolError,
     ) -> Result<LineEnd, ProtocolError> {
-        let window_end = buf.len().min(start + self.limits.max_inline_len + 1);
+        let window_end = buf.len().min(
+            start
+                .saturating_add(self.limits.max_inline_len)
+                .saturating_add(1),
+        );
         let from = scanned.max(start);
+        // redis-server finds line ends with `strchr`, which stops at a NUL byte: a NUL
+        // before the `\r` means "no line end yet", however much follows.
         let hit = if from < window_end {
-            memchr(b'\r', &buf[from..window_end])
+            memchr2(b'\r', 0, &buf[from..window_end])
         } else {
             None
         };
         match hit {
+            Some(i) if buf[from + i] == 0 => {
+                if buf.len() - start > self.limits.max_inline_len {
+                    return Err(too_big);
+                }
+                Ok(LineEnd::Pending(from + i))
+            }
             Some(i) if from + i + 1 < buf.len() => Ok(LineEnd::Found(from + i)),
             Some(i) => Ok(LineEnd::Pending(from + i)),
             None if buf.len() - start > self.limits.max_inline_len => Err(too_big),
@@ -351,9 +363,17 @@ impl RequestDecoder {
     }
 
     fn inline(&mut self, buf: &mut [u8], scanned: usize) -> Result<Decoded, ProtocolError> {
-        let window_end = buf.len().min(self.limits.max_inline_len + 1);
+        let window_end = buf.len().min(self.limits.max_inline_len.saturating_add(1));
         let from = scanned.min(window_end);
-        let nl = match memchr(b'\n', &buf[from..window_end]) {
+        // As for header lines, a NUL before the `\n` hides it (Redis's `strchr`).
+        let nl = match memchr2(b'\n', 0, &buf[from..window_end]) {
+            Some(i) if buf[from + i] == 0 => {
+                if buf.len() > self.limits.max_inline_len {
+                    return Err(ProtocolError::TooBigInlineRequest);
+                }
+                self.state = State::Idle { scanned: from + i };
+                return Ok(Decoded::Incomplete);
+            }
             Some(i) => from + i,
             None if buf.len() > self.limits.max_inline_len => {
                 return Err(ProtocolError::TooBigInlineRequest);
@@ -400,8 +420,9 @@ fn hex_value(b: u8) -> Option<u8> {
 /// from, so the output never overtakes the input.
 ///
 /// Rules: blanks separate arguments; `"…"` supports `\n \r \t \b \a \xHH` and `\<any>`;
-/// `'…'` supports only `\'`; a closing quote must be followed by a blank or the end; a NUL
-/// byte ends the line (the C string Redis parses stops there).
+/// `'…'` supports only `\'`; a closing quote must be followed by a blank or the end. (A
+/// line never holds a NUL: the line search treats one as "no line end yet", as Redis's
+/// `strchr` does; the NUL handling here only keeps the function total.)
 fn split_inline(line: &mut [u8], args: &mut Vec<Range<usize>>) -> Result<(), ProtocolError> {
     let n = memchr(0, line).unwrap_or(line.len());
     let at = |line: &[u8], i: usize| if i < n { line[i] } else { 0 };
@@ -496,6 +517,7 @@ fn split_inline(line: &mut [u8], args: &mut Vec<Range<usize>>) -> Result<(), Pro
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::type_complexity)]
 mod tests {
     use super::*;
 
@@ -561,8 +583,9 @@ mod tests {
         );
         assert_eq!(one(b"a\"b c\" e\n"), vec![b"ab c".to_vec(), b"e".to_vec()]);
         assert_eq!(one(b"  GET\tk  \n"), vec![b"GET".to_vec(), b"k".to_vec()]);
-        // A NUL ends the line, as in the C string Redis parses.
-        assert_eq!(one(b"GET k\0 more\n"), vec![b"GET".to_vec(), b"k".to_vec()]);
+        // A NUL hides the line end, as Redis's `strchr` does: nothing runs.
+        assert_eq!(decode_all(b"GET k\0 more\n"), Ok(vec![]));
+        assert_eq!(decode_all(b"*1\0\r\n"), Ok(vec![]));
         // Vertical tab and form feed are blanks before a token, not inside one.
         assert_eq!(
             one(b"\x0bGET a\x0cb\n"),

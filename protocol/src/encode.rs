@@ -291,6 +291,7 @@ fn trim_fraction(s: &[u8]) -> &[u8] {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::type_complexity)]
 mod tests {
     use super::*;
 

@@ -167,7 +167,7 @@ fn parse_at<'a>(
                 return Ok(Some((Frame::Null, next)));
             }
             let count = if kind == b'%' {
-                2 * n as usize
+                (n as usize).saturating_mul(2)
             } else {
                 n as usize
             };
@@ -200,7 +200,14 @@ fn skip_at(buf: &[u8], start: usize, depth: usize) -> Result<Option<usize>, Repl
         return Ok(None);
     };
     match kind {
-        b'+' | b'-' | b',' | b'(' | b'_' | b'#' | b':' => Ok(line(buf, start + 1).map(|(_, n)| n)),
+        b'+' | b'-' | b',' | b'(' | b'_' => Ok(line(buf, start + 1).map(|(_, n)| n)),
+        // Checked like `parse_reply` checks them, so both reject the same streams.
+        b':' => Ok(int_line(buf, start + 1)?.map(|(_, n)| n)),
+        b'#' => match line(buf, start + 1) {
+            None => Ok(None),
+            Some((b"t" | b"f", n)) => Ok(Some(n)),
+            Some(_) => Err(ReplyError { at: start }),
+        },
         b'$' | b'=' | b'!' => Ok(blob(buf, start)?.map(|(_, n)| n)),
         b'*' | b'%' | b'~' | b'>' => {
             let Some((n, mut next)) = int_line(buf, start + 1)? else {
@@ -209,7 +216,7 @@ fn skip_at(buf: &[u8], start: usize, depth: usize) -> Result<Option<usize>, Repl
             let count = if n < 0 {
                 0
             } else if kind == b'%' {
-                2 * n
+                n.saturating_mul(2)
             } else {
                 n
             };
@@ -226,6 +233,7 @@ fn skip_at(buf: &[u8], start: usize, depth: usize) -> Result<Option<usize>, Repl
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::type_complexity)]
 mod tests {
     use super::*;
 
