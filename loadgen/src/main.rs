@@ -1,6 +1,6 @@
-//! goblin-loadgen: Goblin's bundled load generator (a stub until its issue lands).
+//! goblin-loadgen: Goblin's bundled load generator. See the `goblin_loadgen` library for
+//! how it works, and `goblin-loadgen --help` for its options.
 
 fn main() {
-    eprintln!("goblin-loadgen: not implemented yet; use redis-benchmark for now");
-    std::process::exit(2);
+    std::process::exit(goblin_loadgen::run_cli());
 }

@@ -1,0 +1,343 @@
+//! The run's figures and the three ways they leave the program: the table on stdout,
+//! `--json`, and `--hdr` (HdrHistogram's percentile distribution text).
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+use crate::json::Json;
+use crate::stats::{Counters, HIST_SIGFIG};
+
+/// Nanoseconds per millisecond: latencies are recorded in ns and reported in ms.
+const NS_PER_MS: f64 = 1_000_000.0;
+
+/// Percentile ticks per half distance in `--hdr` output: the value HdrHistogram's own
+/// tools (HistogramLogProcessor, wrk2) use.
+const HDR_TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// Error kinds listed in the table (the most frequent first); `--json` lists them all.
+const MAX_TABLE_ERROR_KINDS: usize = 10;
+
+/// The quantiles every report shows, with their labels.
+pub const QUANTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+];
+
+/// Everything a finished run reports.
+#[derive(Debug)]
+pub struct Summary {
+    /// `(name, value)` of the settings, in display order, for the header and the JSON.
+    pub settings: Vec<(&'static str, Json)>,
+    /// One-line description of the settings for the table's header.
+    pub headline: String,
+    /// Seconds from the start of measuring to the last measured reply.
+    pub elapsed_s: f64,
+    /// Latencies of all measured replies (the per-thread histograms merged).
+    pub hist: Histogram<u64>,
+    /// Errors and workload counters, all threads.
+    pub counters: Counters,
+    /// Which workload-specific section to show.
+    pub workload: WorkloadSection,
+    /// Connection failures; a run with any is a failed run.
+    pub failures: Vec<String>,
+}
+
+/// The workload-specific part of a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadSection {
+    /// Nothing beyond requests and errors.
+    Plain,
+    /// The claim counters and violations.
+    Claim,
+    /// The lock counters.
+    Lock,
+}
+
+impl Summary {
+    /// Measured replies.
+    pub fn requests(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Replies per second while measuring.
+    pub fn throughput(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.requests() as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+
+    fn ms(&self, ns: u64) -> f64 {
+        ns as f64 / NS_PER_MS
+    }
+
+    /// The latency at quantile `q`, in milliseconds (0 with no replies).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.ms(self.hist.value_at_quantile(q))
+        }
+    }
+
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(t, "{}", self.headline);
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "  throughput    {:>12.0} ops/s   ({} replies in {:.2} s)",
+            self.throughput(),
+            self.requests(),
+            self.elapsed_s
+        );
+        let _ = write!(t, "  latency (ms)  ");
+        for (label, _) in QUANTILES {
+            let _ = write!(t, "{label:>9}");
+        }
+        let _ = writeln!(t, "{:>9}", "max");
+        let _ = write!(t, "                ");
+        for (_, q) in QUANTILES {
+            let _ = write!(t, "{:>9.3}", self.quantile_ms(q));
+        }
+        let _ = writeln!(t, "{:>9.3}", self.ms(self.hist.max()));
+        let errors = &self.counters.errors;
+        let _ = writeln!(t, "  errors        {:>12}", errors.total());
+        let kinds = errors.sorted();
+        for (text, n) in kinds.iter().take(MAX_TABLE_ERROR_KINDS) {
+            let _ = writeln!(t, "    {n:>10}  {text}");
+        }
+        if kinds.len() > MAX_TABLE_ERROR_KINDS {
+            let _ = writeln!(
+                t,
+                "    … and {} more kinds (all of them in --json)",
+                kinds.len() - MAX_TABLE_ERROR_KINDS
+            );
+        }
+        match self.workload {
+            WorkloadSection::Plain => {}
+            WorkloadSection::Claim => {
+                let c = &self.counters.claim;
+                let _ = writeln!(
+                    t,
+                    "  claim         won {}, re-claimed after lease {}, replays served {}, nils {}, \
+                     polls {}, published {}, crashed {}",
+                    c.claims_won,
+                    c.reclaims_after_lease,
+                    c.replays_served,
+                    c.nils,
+                    c.polls,
+                    c.published,
+                    c.crashed
+                );
+                let _ = writeln!(
+                    t,
+                    "  violations    {:>12}   (two owners in one lease {}, wrong replays {}, \
+                     replays never published {})",
+                    c.violations(),
+                    c.double_owners,
+                    c.wrong_replays,
+                    c.unpublished_replays
+                );
+                for v in &self.counters.violations {
+                    let _ = writeln!(t, "    {v}");
+                }
+            }
+            WorkloadSection::Lock => {
+                let l = &self.counters.lock;
+                let _ = writeln!(
+                    t,
+                    "  lock          acquired {}, contended {}, released {}, lost before release {}",
+                    l.acquired, l.contended, l.released, l.lost
+                );
+            }
+        }
+        for f in &self.failures {
+            let _ = writeln!(t, "  FAILED        {f}");
+        }
+        t
+    }
+
+    /// The same figures as a JSON document.
+    pub fn json(&self) -> String {
+        let mut latency: Vec<(String, Json)> = QUANTILES
+            .iter()
+            .map(|(label, q)| (label.to_string(), Json::Num(self.quantile_ms(*q))))
+            .collect();
+        latency.push(("max".into(), Json::Num(self.ms(self.hist.max()))));
+        latency.push(("min".into(), Json::Num(self.ms(self.hist.min()))));
+        latency.push(("mean".into(), Json::Num(self.hist.mean() / NS_PER_MS)));
+        let errors = &self.counters.errors;
+        let by_kind = Json::Obj(
+            errors
+                .sorted()
+                .into_iter()
+                .map(|(text, n)| (text, Json::Int(n)))
+                .collect(),
+        );
+        let mut doc: Vec<(String, Json)> = self
+            .settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        doc.extend([
+            ("elapsed_s".into(), Json::Num(self.elapsed_s)),
+            ("requests".into(), Json::Int(self.requests())),
+            ("throughput_ops".into(), Json::Num(self.throughput())),
+            ("latency_ms".into(), Json::Obj(latency)),
+            (
+                "errors".into(),
+                Json::obj([("total", Json::Int(errors.total())), ("by_kind", by_kind)]),
+            ),
+        ]);
+        match self.workload {
+            WorkloadSection::Plain => {}
+            WorkloadSection::Claim => {
+                let c = &self.counters.claim;
+                doc.push((
+                    "claim".into(),
+                    Json::obj([
+                        ("claims_won", Json::Int(c.claims_won)),
+                        ("reclaims_after_lease", Json::Int(c.reclaims_after_lease)),
+                        ("replays_served", Json::Int(c.replays_served)),
+                        ("nils", Json::Int(c.nils)),
+                        ("polls", Json::Int(c.polls)),
+                        ("published", Json::Int(c.published)),
+                        ("crashed", Json::Int(c.crashed)),
+                        ("violations", Json::Int(c.violations())),
+                        ("double_owners", Json::Int(c.double_owners)),
+                        ("wrong_replays", Json::Int(c.wrong_replays)),
+                        ("unpublished_replays", Json::Int(c.unpublished_replays)),
+                        (
+                            "violation_examples",
+                            Json::Arr(self.counters.violations.iter().map(Json::str).collect()),
+                        ),
+                    ]),
+                ));
+            }
+            WorkloadSection::Lock => {
+                let l = &self.counters.lock;
+                doc.push((
+                    "lock".into(),
+                    Json::obj([
+                        ("acquired", Json::Int(l.acquired)),
+                        ("contended", Json::Int(l.contended)),
+                        ("released", Json::Int(l.released)),
+                        ("lost", Json::Int(l.lost)),
+                    ]),
+                ));
+            }
+        }
+        doc.push((
+            "failures".into(),
+            Json::Arr(self.failures.iter().map(Json::str).collect()),
+        ));
+        Json::Obj(doc).render()
+    }
+}
+
+/// Writes `hist` (nanoseconds) as HdrHistogram's percentile distribution text, values in
+/// milliseconds — byte for byte the layout of the Java `outputPercentileDistribution`
+/// (and of wrk2 and HdrHistogram_c's `hdr_percentiles_print`), which plotters parse.
+///
+/// # Errors
+/// Whatever writing to `out` returns.
+pub fn write_hdr(hist: &Histogram<u64>, out: &mut impl Write) -> io::Result<()> {
+    let digits = usize::from(HIST_SIGFIG);
+    writeln!(
+        out,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    )?;
+    let mut total = 0u64;
+    for v in hist.iter_quantiles(HDR_TICKS_PER_HALF_DISTANCE) {
+        total += v.count_since_last_iteration();
+        let value = v.value_iterated_to() as f64 / NS_PER_MS;
+        let q = v.quantile_iterated_to();
+        if q < 1.0 {
+            writeln!(
+                out,
+                "{value:>12.digits$} {q:>2.12} {total:>10} {:>14.2}",
+                1.0 / (1.0 - q)
+            )?;
+        } else {
+            writeln!(out, "{value:>12.digits$} {q:>2.12} {total:>10}")?;
+        }
+    }
+    let (mean, stdev, max) = if hist.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (
+            hist.mean() / NS_PER_MS,
+            hist.stdev() / NS_PER_MS,
+            hist.max() as f64 / NS_PER_MS,
+        )
+    };
+    let sub_buckets = (2 * 10u64.pow(u32::from(HIST_SIGFIG))).next_power_of_two();
+    writeln!(
+        out,
+        "#[Mean    = {mean:>12.digits$}, StdDeviation   = {stdev:>12.digits$}]"
+    )?;
+    writeln!(
+        out,
+        "#[Max     = {max:>12.digits$}, Total count    = {:>12}]",
+        hist.len()
+    )?;
+    writeln!(
+        out,
+        "#[Buckets = {:>12}, SubBuckets     = {sub_buckets:>12}]",
+        hist.buckets()
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::stats::new_histogram;
+
+    #[test]
+    fn hdr_text_layout() {
+        let mut h = new_histogram();
+        for i in 1..=1000u64 {
+            h.record(i * 1000).unwrap(); // 1 µs … 1 ms
+        }
+        let mut out = Vec::new();
+        write_hdr(&h, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("       Value     Percentile TotalCount 1/(1-Percentile)")
+        );
+        assert_eq!(lines.next(), Some(""));
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0], ["0.001", "0.000000000000", "1", "1.00"]);
+        let last = rows.last().unwrap();
+        assert_eq!(last[..3], ["1.000", "1.000000000000", "1000"]);
+        assert_eq!(last.len(), 3, "the 100% row has no 1/(1-p)");
+        // Values and counts never decrease.
+        for w in rows.windows(2) {
+            let v = |r: &Vec<&str>, i: usize| r[i].parse::<f64>().unwrap();
+            assert!(v(&w[1], 0) >= v(&w[0], 0) && v(&w[1], 2) >= v(&w[0], 2));
+        }
+        assert!(
+            text.contains("#[Max     =        1.000, Total count    =         1000]"),
+            "{text}"
+        );
+        assert!(text.contains("SubBuckets     =         2048]"));
+    }
+}
