@@ -12,6 +12,7 @@ use goblin_protocol::{Limits, RequestDecoder};
 use mio::net::TcpStream;
 
 use crate::client::Client;
+use crate::msg::Batch;
 
 /// Initial (and idle) size of a connection's read buffer; Redis reads 16 KiB at a time.
 const READ_BUFFER_INITIAL: usize = 16 * 1024;
@@ -44,6 +45,19 @@ pub struct Input {
     pub end: usize,
     /// The connection's request decoder.
     pub decoder: RequestDecoder,
+}
+
+impl Default for Input {
+    /// An empty placeholder, allocating nothing (used while a connection's input is
+    /// borrowed out of it).
+    fn default() -> Self {
+        Input {
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            decoder: RequestDecoder::default(),
+        }
+    }
 }
 
 impl Input {
@@ -171,11 +185,48 @@ pub struct Conn {
     pub dirty: bool,
     /// Queued on the worker's list of connections with work left for the next iteration.
     pub scheduled: bool,
+    /// Generation of the slab slot, so that late messages for a closed connection are
+    /// told apart from the one reusing the slot.
+    pub generation: u64,
+    /// Commands for a remote shard gathered this iteration, sent at its end.
+    pub open: Option<Box<Batch>>,
+    /// Batches sent to `flight_shard` (or parked on the local one) not yet answered.
+    pub in_flight: usize,
+    /// The shard the batches in flight went to.
+    pub flight_shard: usize,
+    /// A keyspace-wide command or transaction in progress.
+    pub job: Option<u64>,
+    /// MULTI state: the queued commands, and whether one was rejected.
+    pub multi: Option<MultiState>,
+    /// A request that arrived while the connection waited, parsed, to run first.
+    pub held: Option<Box<Batch>>,
+    /// The peer closed its side: once the requests already received have run and been
+    /// answered, the connection closes.
+    pub peer_closed: bool,
+    /// Closed and deregistered; the slot stays until work in flight has answered.
+    pub gone: bool,
+}
+
+/// A MULTI block being queued.
+#[derive(Debug, Default)]
+pub struct MultiState {
+    /// The queued commands, one per batch.
+    pub queued: Vec<Box<Batch>>,
+    /// A command was rejected while queueing: EXEC answers EXECABORT.
+    pub dirty: bool,
+}
+
+impl Conn {
+    /// True while the connection waits for work it started elsewhere; its next command
+    /// runs only after that, to keep the order in which its commands take effect.
+    pub fn busy(&self) -> bool {
+        self.in_flight > 0 || self.open.is_some() || self.job.is_some()
+    }
 }
 
 impl Conn {
     /// A connection over `stream`.
-    pub fn new(stream: TcpStream, client: Client, limits: Limits) -> Self {
+    pub fn new(stream: TcpStream, client: Client, limits: Limits, generation: u64) -> Self {
         Conn {
             stream,
             input: Input::new(limits),
@@ -186,6 +237,15 @@ impl Conn {
             closing: false,
             dirty: false,
             scheduled: false,
+            generation,
+            open: None,
+            in_flight: 0,
+            flight_shard: 0,
+            job: None,
+            multi: None,
+            held: None,
+            peer_closed: false,
+            gone: false,
         }
     }
 }

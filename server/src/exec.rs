@@ -17,6 +17,7 @@ use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
 use crate::client::Client;
+use crate::route::SlotTable;
 use crate::server::Shared;
 
 /// A command's arguments (the name is argument 0): byte ranges into a buffer the command
@@ -69,13 +70,6 @@ impl<'a> Args<'a> {
     }
 }
 
-/// A shard's per-thread state that handlers use.
-#[derive(Debug, Default)]
-pub struct Shard {
-    /// The keys this shard owns.
-    pub db: Keyspace,
-}
-
 /// The context of a shard handler: the shard's keyspace, the command's timestamp, the
 /// reply sink.
 pub struct ShardCtx<'a> {
@@ -85,6 +79,12 @@ pub struct ShardCtx<'a> {
     pub now: Millis,
     /// Where the reply goes.
     pub out: Encoder<'a>,
+    /// The index of the shard (and worker) running the command.
+    pub shard: usize,
+    /// The hash slots this shard owns.
+    pub owned: Range<usize>,
+    /// Which shard owns which slot.
+    pub slots: &'a SlotTable,
 }
 
 /// The context of a connection handler.
@@ -125,6 +125,9 @@ pub enum Exec {
     Conn(ConnFn),
     /// Runs on the shard that owns its keys.
     Shard(ShardFn),
+    /// Keyless, runs on the shard that owns the slot its cursor (argument 1) names
+    /// (SCAN).
+    Cursor(ShardFn),
     /// Runs `part` on every shard and `merge`s their replies.
     AllShards {
         /// The per-shard part.
@@ -134,4 +137,6 @@ pub enum Exec {
     },
     /// A container of subcommands; never runs itself.
     Container,
+    /// MULTI, EXEC, DISCARD: handled by the worker, which owns transactions.
+    Transaction,
 }

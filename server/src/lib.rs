@@ -6,7 +6,10 @@
 //!
 //! The binary `goblin-server` is [`run`] with options from the command line. The pieces:
 //! - [`server`]: start-up — the listener, the shared state, the worker threads;
-//! - [`worker`]: one thread's event loop, its connections and its shard;
+//! - [`worker`]: one thread's event loop and its connections;
+//! - [`shard`]: a worker's keys and the lock table of the multi-shard lock protocol;
+//! - [`tx`]: transactions — multi-shard commands and MULTI/EXEC — coordinated;
+//! - [`msg`], [`route`]: what workers send each other, and the slot table;
 //! - [`command`]: the command table (name, arity, flags, key positions, COMMAND INFO/DOCS);
 //! - [`commands`]: the command families, one module each;
 //! - [`exec`]: what handlers see — arguments and the context they run in;
@@ -28,6 +31,10 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod msg;
+pub mod route;
 pub mod server;
+pub mod shard;
+pub mod tx;
 pub mod util;
 pub mod worker;

@@ -3,16 +3,54 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crossbeam_channel::{Receiver, Sender};
 use goblin_store::Millis;
+use mio::{Poll, Token, Waker};
 use socket2::{Domain, Socket, Type};
 
 use crate::clock;
 use crate::command::CommandTable;
 use crate::config::Config;
+use crate::msg::Msg;
+use crate::route::SlotTable;
 use crate::worker::Worker;
+
+/// A worker's poll and inbox, made before its thread starts (the waker needs the poll).
+pub type WorkerIo = (Poll, Receiver<Vec<Msg>>);
+
+/// The token of each worker's waker.
+pub const WAKER: Token = Token(usize::MAX - 2);
+
+/// How other workers reach a worker: its inbox and its waker.
+#[derive(Debug)]
+pub struct Peer {
+    /// The worker's inbox; one message is everything one sender had for it in one
+    /// loop iteration.
+    pub inbox: Sender<Vec<Msg>>,
+    /// Wakes the worker's poll.
+    pub waker: Waker,
+    /// Set by the worker just before it blocks in poll: only then does a sender need to
+    /// wake it (a `Waker::wake` is a syscall).
+    pub sleeping: AtomicBool,
+}
+
+impl Peer {
+    /// Delivers `msgs`, waking the worker if it sleeps.
+    pub fn send(&self, msgs: Vec<Msg>) {
+        if self.inbox.send(msgs).is_err() {
+            return;
+        }
+        // Pairs with the fence in `Worker::sleep`: either the worker sees the message
+        // before it blocks, or this sees it sleeping and wakes it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+}
 
 /// The Redis version Goblin reports (HELLO, INFO): the one whose behaviour it matches, so
 /// that clients enable the features they would with that redis-server.
@@ -32,6 +70,10 @@ pub struct Shared {
     pub commands: CommandTable,
     /// Number of shard threads.
     pub threads: usize,
+    /// Which shard owns which slot.
+    pub slots: SlotTable,
+    /// Every worker's inbox and waker, by worker index.
+    pub peers: Vec<Peer>,
     /// Wall-clock start time.
     pub started_at: Millis,
     /// Monotonic start time, for uptime.
@@ -47,6 +89,46 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The shared state for `config`, and each worker's poll and inbox.
+    ///
+    /// # Errors
+    /// When a poll or waker cannot be created.
+    pub fn build(config: Config, local_addr: SocketAddr) -> io::Result<(Shared, Vec<WorkerIo>)> {
+        let threads = if config.threads == 0 {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        } else {
+            config.threads
+        };
+        let mut polls = Vec::with_capacity(threads);
+        let mut peers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let poll = Poll::new()?;
+            let waker = Waker::new(poll.registry(), WAKER)?;
+            let (tx, rx) = crossbeam_channel::unbounded();
+            peers.push(Peer {
+                inbox: tx,
+                waker,
+                sleeping: AtomicBool::new(false),
+            });
+            polls.push((poll, rx));
+        }
+        let shared = Shared {
+            local_addr,
+            config,
+            commands: CommandTable::new(),
+            threads,
+            slots: SlotTable::contiguous(threads),
+            peers,
+            started_at: clock::now_ms(),
+            started: Instant::now(),
+            next_client_id: AtomicU64::new(1),
+            connected_clients: AtomicUsize::new(0),
+            total_connections: AtomicU64::new(0),
+            total_commands: AtomicU64::new(0),
+        };
+        Ok((shared, polls))
+    }
+
     /// A new client id.
     pub fn new_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
@@ -68,6 +150,7 @@ fn bind(config: &Config) -> io::Result<TcpListener> {
 pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
+    polls: Vec<WorkerIo>,
 }
 
 impl Server {
@@ -77,24 +160,13 @@ impl Server {
     /// When the address cannot be bound.
     pub fn bind(config: Config) -> io::Result<Server> {
         let listener = bind(&config)?;
-        let threads = if config.threads == 0 {
-            std::thread::available_parallelism().map_or(1, usize::from)
-        } else {
-            config.threads
-        };
-        let shared = Arc::new(Shared {
-            local_addr: listener.local_addr()?,
-            config,
-            commands: CommandTable::new(),
-            threads,
-            started_at: clock::now_ms(),
-            started: Instant::now(),
-            next_client_id: AtomicU64::new(1),
-            connected_clients: AtomicUsize::new(0),
-            total_connections: AtomicU64::new(0),
-            total_commands: AtomicU64::new(0),
-        });
-        Ok(Server { listener, shared })
+        let local_addr = listener.local_addr()?;
+        let (shared, polls) = Shared::build(config, local_addr)?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(shared),
+            polls,
+        })
     }
 
     /// The address the server listens on.
@@ -102,13 +174,35 @@ impl Server {
         self.shared.local_addr
     }
 
-    /// Runs the server until the process ends.
+    /// Runs the server until the process ends: one worker thread per shard, each
+    /// pinned to a core this process may use; worker 0 also accepts connections.
     ///
     /// # Errors
-    /// When the event loop cannot be set up or fails.
+    /// When a worker cannot be set up, or one fails.
     pub fn run(self) -> io::Result<()> {
-        let listener = mio::net::TcpListener::from_std(self.listener);
-        let mut worker = Worker::new(0, self.shared, Some(listener))?;
-        worker.run()
+        let mut listener = Some(mio::net::TcpListener::from_std(self.listener));
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let mut handles = Vec::new();
+        for (id, (poll, inbox)) in self.polls.into_iter().enumerate() {
+            let shared = Arc::clone(&self.shared);
+            let listener = listener.take();
+            let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
+            let handle = std::thread::Builder::new()
+                .name(format!("goblin-shard-{id}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    Worker::new(id, shared, poll, inbox, listener)?.run()
+                })?;
+            handles.push(handle);
+        }
+        for handle in handles {
+            match handle.join() {
+                Ok(result) => result?,
+                Err(_) => return Err(io::Error::other("a worker thread panicked")),
+            }
+        }
+        Ok(())
     }
 }

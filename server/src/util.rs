@@ -185,3 +185,32 @@ mod tests {
         assert!(!glob_match(pat, &s, false));
     }
 }
+
+thread_local! {
+    static RNG: std::cell::Cell<u64> = std::cell::Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded from the OS once per thread; mix in the time for variety.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() | 1
+}
+
+/// A fast per-thread pseudo-random number (xorshift64*), for RANDOMKEY and sampling;
+/// not for anything that needs to be unpredictable.
+pub fn random_u64() -> u64 {
+    RNG.with(|cell| {
+        let mut x = cell.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        cell.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}

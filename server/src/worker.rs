@@ -1,16 +1,44 @@
 //! A worker: one thread's event loop, its connections and its shard.
 //!
-//! Each iteration: wait for readiness, read the clock once, serve every ready
-//! connection (read until `WouldBlock`, decode, run), then write each connection's
-//! replies once. A connection that still has input after its turn is served again next
-//! iteration, so one busy client cannot starve the others; a client that does not read
-//! its replies only fills its own output buffer.
+//! # Threading rules
+//!
+//! - A worker owns, and alone touches: its `Poll`, its connections, its [`Shard`] (the
+//!   keys of the slots it owns, with their lock table), and the transactions and
+//!   keyspace-wide commands it coordinates for its connections. None of it is `Sync`;
+//!   nothing is shared but the read-only [`Shared`] state and the peers' inboxes.
+//! - Workers talk only by message ([`Msg`]): everything one worker has for another in one
+//!   loop iteration travels as one `Vec<Msg>`, with at most one wake-up, and only when
+//!   the receiver is (about to be) asleep.
+//! - No worker ever blocks waiting for another: work that must wait (a reply from
+//!   another shard, a lock) is parked and resumed by a later message.
+//!
+//! # The per-connection contract
+//!
+//! Replies go out in request order, and a connection's commands take effect in the
+//! order it sent them. A command for the local shard runs inline; commands for one
+//! remote shard gather in a batch that is sent at the end of the iteration, and further
+//! commands for that same shard join it or follow it (channels are FIFO). Any other
+//! command waits until everything in flight has answered — so a later command never
+//! takes effect before an earlier one, while a pipeline of commands for one shard pays
+//! one round trip, not one each.
+//!
+//! # One iteration
+//!
+//! 1. `poll` for readiness (not blocking if work is pending);
+//! 2. read the clock once: every command the iteration starts uses that timestamp;
+//! 3. serve ready connections: read, decode, route and run;
+//! 4. handle messages: batches to run here, replies coming back, transaction steps;
+//! 5. send this iteration's batches and messages, one `Vec` per destination;
+//! 6. write each connection's output once; `WRITABLE` interest only after `WouldBlock`.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use goblin_protocol::{Decoded, Encoder};
+use crossbeam_channel::Receiver;
+use goblin_protocol::{Decoded, Encoder, Version, parse_i64};
 use goblin_store::Millis;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -18,10 +46,13 @@ use slab::Slab;
 
 use crate::client::Client;
 use crate::clock;
-use crate::command::Rejection;
-use crate::conn::{Conn, ReadOutcome};
-use crate::exec::{Args, ConnCtx, Exec, Shard, ShardCtx};
-use crate::server::Shared;
+use crate::command::{CommandSpec, Rejection};
+use crate::conn::{Conn, MultiState, ReadOutcome};
+use crate::exec::{Args, ConnCtx, Exec, MergeFn, ShardCtx};
+use crate::msg::{Batch, ConnRef, Msg, TxRef};
+use crate::server::{Shared, WAKER};
+use crate::shard::{Outgoing, Shard, command_needs};
+use crate::tx::{Outcome, Plan, TxJob};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 /// Readiness events handled per `poll` call.
@@ -34,12 +65,55 @@ const MAX_ACCEPTS_PER_TURN: usize = 256;
 /// read; high enough that a client writing a large pipeline before reading still works,
 /// as it does with redis-server.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+/// Batches kept for reuse.
+const BATCH_POOL: usize = 4096;
+/// A pooled batch whose buffers grew past this is dropped instead of kept.
+const BATCH_KEEP_BYTES: usize = 256 * 1024;
+
+/// Work this worker coordinates for one of its connections.
+#[derive(Debug)]
+enum Job {
+    /// A keyspace-wide command: one part per shard, then a merge.
+    Fan {
+        conn: usize,
+        merge: MergeFn,
+        cmd: Box<Batch>,
+        parts: Vec<Option<Vec<u8>>>,
+        remaining: usize,
+    },
+    /// A transaction.
+    Tx(Box<TxJob>),
+}
+
+/// What happened to a request the connection handed over.
+enum Flow {
+    /// Consumed; go on with the next request.
+    Next,
+    /// Consumed; the connection now waits for it.
+    Taken,
+    /// Not consumed: it must wait for what is in flight.
+    Wait,
+}
+
+/// Where a command's keys are.
+enum Target {
+    /// On the connection's thread (no keys, or a connection command).
+    Here,
+    /// All on one shard.
+    Shard(usize),
+    /// On several shards.
+    Many,
+}
 
 /// One thread's event loop.
 pub struct Worker {
+    id: usize,
     poll: Poll,
+    inbox: Receiver<Vec<Msg>>,
     listener: Option<TcpListener>,
+    next_target: usize,
     conns: Slab<Conn>,
+    next_gen: u64,
     shard: Shard,
     shared: Arc<Shared>,
     now: Millis,
@@ -47,32 +121,55 @@ pub struct Worker {
     dirty: Vec<usize>,
     /// Connections with work left over for the next iteration.
     scheduled: Vec<usize>,
+    /// Connections with a batch gathered this iteration.
+    opened: Vec<usize>,
+    /// Messages for each worker, sent at the end of the iteration.
+    outbox: Vec<Vec<Msg>>,
+    /// Messages for this worker itself.
+    local: VecDeque<Msg>,
+    jobs: HashMap<u64, Job>,
+    next_job: u64,
+    /// Boxed because batches travel between threads as boxes.
+    #[allow(clippy::vec_box)]
+    pool: Vec<Box<Batch>>,
     commands: u64,
 }
 
 impl Worker {
-    /// A worker; `listener` is given to the one that accepts connections.
+    /// Worker `id`; `listener` is given to the one that accepts connections.
     ///
     /// # Errors
-    /// When the poller cannot be created or the listener registered.
+    /// When the listener cannot be registered.
     pub fn new(
-        _id: usize,
+        id: usize,
         shared: Arc<Shared>,
+        poll: Poll,
+        inbox: Receiver<Vec<Msg>>,
         mut listener: Option<TcpListener>,
     ) -> io::Result<Self> {
-        let poll = Poll::new()?;
         if let Some(l) = listener.as_mut() {
             poll.registry().register(l, LISTENER, Interest::READABLE)?;
         }
+        let threads = shared.threads;
         Ok(Worker {
+            id,
             poll,
+            inbox,
             listener,
+            next_target: 0,
             conns: Slab::new(),
-            shard: Shard::default(),
+            next_gen: 0,
+            shard: Shard::new(id, shared.slots.range(id)),
             shared,
             now: clock::now_ms(),
             dirty: Vec::new(),
             scheduled: Vec::new(),
+            opened: Vec::new(),
+            outbox: (0..threads).map(|_| Vec::new()).collect(),
+            local: VecDeque::new(),
+            jobs: HashMap::new(),
+            next_job: 0,
+            pool: Vec::new(),
             commands: 0,
         })
     }
@@ -84,21 +181,12 @@ impl Worker {
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         loop {
-            let timeout = if self.scheduled.is_empty() {
-                None
-            } else {
-                Some(std::time::Duration::ZERO)
-            };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
+            self.sleep(&mut events)?;
             self.now = clock::now_ms();
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
+                    WAKER => {}
                     Token(key) => {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
@@ -116,6 +204,8 @@ impl Worker {
                     self.serve(key);
                 }
             }
+            self.drain();
+            self.send_all();
             self.flush_all();
             if self.commands > 0 {
                 self.shared
@@ -126,6 +216,238 @@ impl Worker {
         }
     }
 
+    /// Polls; blocks only when there is nothing to do and no message waiting.
+    fn sleep(&mut self, events: &mut Events) -> io::Result<()> {
+        let mut timeout = None;
+        if !self.scheduled.is_empty() || !self.local.is_empty() {
+            timeout = Some(Duration::ZERO);
+        }
+        let me = &self.shared.peers[self.id];
+        if timeout.is_none() {
+            me.sleeping.store(true, Ordering::SeqCst);
+            // Pairs with the fence in `Peer::send`.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !self.inbox.is_empty() {
+                timeout = Some(Duration::ZERO);
+            }
+        }
+        let result = self.poll.poll(events, timeout);
+        me.sleeping.store(false, Ordering::SeqCst);
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            other => other,
+        }
+    }
+
+    fn route(&mut self, out: Vec<Outgoing>) {
+        for (dest, msg) in out {
+            if dest == self.id {
+                self.local.push_back(msg);
+            } else if let Some(q) = self.outbox.get_mut(dest) {
+                q.push(msg);
+            }
+        }
+    }
+
+    /// Sends the batches gathered this iteration and everything in the outboxes.
+    fn send_all(&mut self) {
+        for key in std::mem::take(&mut self.opened) {
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
+            let Some(batch) = conn.open.take() else {
+                continue;
+            };
+            conn.in_flight += 1;
+            let from = ConnRef {
+                worker: self.id,
+                key,
+                generation: conn.generation,
+            };
+            let dest = conn.flight_shard;
+            self.route(vec![(dest, Msg::Run(from, batch))]);
+        }
+        // Anything routed to ourselves runs now rather than next iteration.
+        if !self.local.is_empty() {
+            self.drain();
+        }
+        for (dest, queue) in self.outbox.iter_mut().enumerate() {
+            if !queue.is_empty() {
+                self.shared.peers[dest].send(std::mem::take(queue));
+            }
+        }
+    }
+
+    /// Handles the messages waiting in the inbox (those there now) and every message
+    /// this worker sent itself.
+    fn drain(&mut self) {
+        loop {
+            let mut any = false;
+            for _ in 0..self.inbox.len() {
+                let Ok(msgs) = self.inbox.try_recv() else {
+                    break;
+                };
+                any = true;
+                for msg in msgs {
+                    self.handle(msg);
+                }
+            }
+            while let Some(msg) = self.local.pop_front() {
+                any = true;
+                self.handle(msg);
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        let mut out = Vec::new();
+        match msg {
+            Msg::Adopt(stream, addr) => self.adopt(stream, addr),
+            Msg::Run(from, batch) => {
+                self.shard
+                    .run_batch(&self.shared, from, batch, None, &mut out)
+            }
+            Msg::Part(from, job, batch) => {
+                self.shard
+                    .run_batch(&self.shared, from, batch, Some(job), &mut out)
+            }
+            Msg::Step(step) => self.shard.step(&self.shared, step, &mut out),
+            Msg::Done(to, batch) => self.batch_done(to, batch),
+            Msg::PartDone(to, job, shard, batch) => self.part_done(to, job, shard, batch),
+            Msg::StepDone(done) => {
+                let seq = done.tx.seq;
+                let Some(Job::Tx(job)) = self.jobs.get_mut(&seq) else {
+                    return;
+                };
+                if let Some(outcome) = job.on_done(done, self.now, &mut out) {
+                    let conn = job.conn;
+                    self.jobs.remove(&seq);
+                    self.route(out);
+                    self.finish_job(conn, outcome);
+                    return;
+                }
+            }
+        }
+        self.route(out);
+    }
+
+    fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(to.key)
+            .filter(|c| c.generation == to.generation)
+    }
+
+    fn batch_done(&mut self, to: ConnRef, mut batch: Box<Batch>) {
+        if let Some(conn) = self.live_conn(to) {
+            conn.in_flight = conn.in_flight.saturating_sub(1);
+            if conn.output.pending() == 0 && conn.output.buf.is_empty() {
+                std::mem::swap(&mut conn.output.buf, &mut batch.replies);
+            } else {
+                conn.output.buf.extend_from_slice(&batch.replies);
+            }
+            self.after_wait(to.key);
+        }
+        self.recycle(batch);
+    }
+
+    fn part_done(&mut self, to: ConnRef, job: u64, shard: usize, mut batch: Box<Batch>) {
+        let replies = std::mem::take(&mut batch.replies);
+        self.recycle(batch);
+        let Some(Job::Fan {
+            parts, remaining, ..
+        }) = self.jobs.get_mut(&job)
+        else {
+            return;
+        };
+        if let Some(part) = parts.get_mut(shard) {
+            *part = Some(replies);
+        }
+        *remaining -= 1;
+        if *remaining > 0 {
+            return;
+        }
+        let Some(Job::Fan {
+            conn,
+            merge,
+            cmd,
+            parts,
+            ..
+        }) = self.jobs.remove(&job)
+        else {
+            return;
+        };
+        let parts = parts.into_iter().map(Option::unwrap_or_default).collect();
+        if self.live_conn(to).is_some() {
+            self.finish_job(conn, Outcome::Merge(merge, cmd, parts));
+        }
+    }
+
+    /// Writes a finished job's answer and lets the connection go on.
+    fn finish_job(&mut self, key: usize, outcome: Outcome) {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        conn.job = None;
+        let Conn { client, output, .. } = conn;
+        let mut ctx = ConnCtx {
+            client,
+            shared: &shared,
+            out: &mut output.buf,
+            now,
+        };
+        write_outcome(&mut ctx, outcome);
+        self.after_wait(key);
+    }
+
+    /// A connection got back what it waited for: run its next requests, write its output.
+    fn after_wait(&mut self, key: usize) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.gone {
+            // Closed while work was in flight; now nothing is.
+            if !conn.busy() {
+                self.conns.remove(key);
+            }
+            return;
+        }
+        if !conn.busy() {
+            self.serve(key);
+        }
+        self.mark_dirty(key);
+    }
+
+    fn mark_dirty(&mut self, key: usize) {
+        if let Some(conn) = self.conns.get_mut(key)
+            && !conn.dirty
+        {
+            conn.dirty = true;
+            self.dirty.push(key);
+        }
+    }
+
+    fn new_batch(&mut self, resp: Version) -> Box<Batch> {
+        let mut batch = self.pool.pop().unwrap_or_default();
+        batch.resp = resp;
+        batch.now = self.now;
+        batch
+    }
+
+    fn recycle(&mut self, mut batch: Box<Batch>) {
+        if self.pool.len() < BATCH_POOL
+            && batch.data.capacity() <= BATCH_KEEP_BYTES
+            && batch.replies.capacity() <= BATCH_KEEP_BYTES
+        {
+            batch.clear();
+            self.pool.push(batch);
+        }
+    }
+
     fn accept(&mut self) {
         for _ in 0..MAX_ACCEPTS_PER_TURN {
             let Some(listener) = self.listener.as_ref() else {
@@ -133,13 +455,15 @@ impl Worker {
             };
             match listener.accept() {
                 Ok((stream, addr)) => {
-                    // Replies go out as soon as they are written, as with redis-server.
-                    let _ = stream.set_nodelay(true);
-                    let laddr = stream.local_addr().ok();
-                    let client =
-                        Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
-                    let conn = Conn::new(stream, client, self.shared.config.limits);
-                    self.adopt(conn);
+                    // Connections are dealt round-robin: exact balance, whatever the
+                    // number of clients (see docs/architecture.md).
+                    let target = self.next_target % self.shared.threads;
+                    self.next_target = self.next_target.wrapping_add(1);
+                    if target == self.id {
+                        self.adopt(stream, addr);
+                    } else {
+                        self.outbox[target].push(Msg::Adopt(stream, addr));
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -157,7 +481,13 @@ impl Worker {
         }
     }
 
-    fn adopt(&mut self, conn: Conn) {
+    fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
+        // Replies go out as soon as they are written, as with redis-server.
+        let _ = stream.set_nodelay(true);
+        let laddr = stream.local_addr().ok();
+        let client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
+        self.next_gen += 1;
+        let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         let conn = entry.insert(conn);
@@ -176,38 +506,30 @@ impl Worker {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
+        // Bytes may have arrived before registration.
+        self.serve(key);
     }
 
     /// Reads and runs a connection's requests until it has no complete request left and
-    /// its socket is drained, or its turn is over.
+    /// its socket is drained, it waits for work elsewhere, or its turn is over.
     fn serve(&mut self, key: usize) {
-        let Worker {
-            conns,
-            shard,
-            shared,
-            now,
-            dirty,
-            scheduled,
-            commands,
-            ..
-        } = self;
-        let Some(conn) = conns.get_mut(key) else {
-            return;
-        };
         let mut reads = 0;
-        let mut drop_now = false;
         loop {
-            *commands += run_requests(conn, shard, shared, *now);
-            if conn.closing || conn.output.pending() > OUTPUT_HIGH_WATER {
-                break;
-            }
-            if !conn.readable {
+            self.run_requests(key);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return;
+            };
+            if conn.closing
+                || conn.busy()
+                || conn.output.pending() > OUTPUT_HIGH_WATER
+                || !conn.readable
+            {
                 break;
             }
             if reads == MAX_READS_PER_TURN {
                 if !conn.scheduled {
                     conn.scheduled = true;
-                    scheduled.push(key);
+                    self.scheduled.push(key);
                 }
                 break;
             }
@@ -217,22 +539,23 @@ impl Worker {
                 Ok(ReadOutcome::WouldBlock) => conn.readable = false,
                 Ok(ReadOutcome::Eof) => {
                     conn.readable = false;
-                    *commands += run_requests(conn, shard, shared, *now);
-                    conn.closing = true;
+                    conn.peer_closed = true;
                 }
                 Err(_) => {
-                    drop_now = true;
-                    break;
+                    self.close(key);
+                    return;
                 }
             }
         }
-        if drop_now {
-            self.close(key);
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
+        };
+        if conn.peer_closed && !conn.busy() && conn.held.is_none() {
+            // Whatever is left is an incomplete request that will never be completed.
+            conn.closing = true;
         }
-        if (conn.output.pending() > 0 || conn.closing) && !conn.dirty {
-            conn.dirty = true;
-            dirty.push(key);
+        if conn.output.pending() > 0 || conn.closing {
+            self.mark_dirty(key);
         }
     }
 
@@ -245,7 +568,7 @@ impl Worker {
             conn.dirty = false;
             match conn.output.write_to(&mut conn.stream) {
                 Ok(true) => {
-                    if conn.closing {
+                    if conn.closing && !conn.busy() {
                         self.close(key);
                         continue;
                     }
@@ -258,7 +581,10 @@ impl Worker {
                         );
                     }
                     // Input held back by a full output buffer can run now.
-                    if (conn.input.has_pending() || conn.readable) && !conn.scheduled {
+                    if (conn.input.has_pending() || conn.readable)
+                        && !conn.busy()
+                        && !conn.scheduled
+                    {
                         conn.scheduled = true;
                         self.scheduled.push(key);
                     }
@@ -278,109 +604,463 @@ impl Worker {
         }
     }
 
+    /// Closes a connection; its slot stays until work in flight for it has answered.
     fn close(&mut self, key: usize) {
-        if let Some(mut conn) = self.conns.try_remove(key) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if !conn.gone {
+            conn.gone = true;
+            conn.closing = true;
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared
                 .connected_clients
                 .fetch_sub(1, Ordering::Relaxed);
         }
+        if !conn.busy() {
+            self.conns.remove(key);
+        }
     }
-}
 
-/// Decodes and runs the complete requests buffered on `conn`; returns how many ran.
-fn run_requests(conn: &mut Conn, shard: &mut Shard, shared: &Shared, now: Millis) -> u64 {
-    let mut ran = 0;
-    while !conn.closing && conn.output.pending() <= OUTPUT_HIGH_WATER {
-        let input = &mut conn.input;
-        let frame = &mut input.buf[input.start..input.end];
-        match input.decoder.decode(frame) {
-            Ok(Decoded::Command(n)) => {
-                let args = Args::new(
-                    &input.buf[input.start..input.start + n],
-                    input.decoder.args(),
-                );
-                execute(
-                    &args,
-                    &mut conn.client,
-                    &mut conn.output.buf,
-                    shard,
-                    shared,
-                    now,
-                );
-                input.consume(n);
-                ran += 1;
-                if conn.client.close_after_reply {
+    /// Decodes and dispatches the complete requests buffered on a connection.
+    fn run_requests(&mut self, key: usize) {
+        let shared = Arc::clone(&self.shared);
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.gone {
+            return;
+        }
+        let mut input = std::mem::take(&mut conn.input);
+        while let Some(conn) = self.conns.get_mut(key) {
+            if conn.closing || conn.output.pending() > OUTPUT_HIGH_WATER {
+                break;
+            }
+            // A request that had to wait goes first.
+            if let Some(held) = conn.held.take() {
+                let flow = self.dispatch(&shared, key, &held.args(0));
+                if matches!(flow, Flow::Wait) {
+                    if let Some(conn) = self.conns.get_mut(key) {
+                        conn.held = Some(held);
+                    }
+                    break;
+                }
+                self.recycle(held);
+                if self.ran(key, &flow) {
+                    break;
+                }
+                continue;
+            }
+            let frame = &mut input.buf[input.start..input.end];
+            match input.decoder.decode(frame) {
+                Ok(Decoded::Command(n)) => {
+                    let args = Args::new(
+                        &input.buf[input.start..input.start + n],
+                        input.decoder.args(),
+                    );
+                    let flow = self.dispatch(&shared, key, &args);
+                    if matches!(flow, Flow::Wait) {
+                        // Keep it parsed (an inline request was unescaped in place and
+                        // cannot be decoded twice) until what is in flight has answered.
+                        let resp = self
+                            .conns
+                            .get(key)
+                            .map_or(Version::Resp2, |c| c.client.resp);
+                        let mut held = self.new_batch(resp);
+                        held.push(0, &args);
+                        input.consume(n);
+                        if let Some(conn) = self.conns.get_mut(key) {
+                            conn.held = Some(held);
+                        }
+                        break;
+                    }
+                    input.consume(n);
+                    if self.ran(key, &flow) {
+                        break;
+                    }
+                }
+                Ok(Decoded::Empty(n)) => input.consume(n),
+                Ok(Decoded::Incomplete) => break,
+                Err(e) => {
+                    if conn.busy() {
+                        // Answer the fault after what is in flight: decoding again from
+                        // the frame's start finds it again.
+                        break;
+                    }
+                    Encoder::new(&mut conn.output.buf, conn.client.resp)
+                        .error_sanitized(&e.message());
                     conn.closing = true;
                 }
             }
-            Ok(Decoded::Empty(n)) => input.consume(n),
-            Ok(Decoded::Incomplete) => break,
-            Err(e) => {
-                Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&e.message());
-                conn.closing = true;
+        }
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.input = input;
+        }
+    }
+
+    /// Counts a request that ran; true when the connection must stop for now.
+    fn ran(&mut self, key: usize, flow: &Flow) -> bool {
+        self.commands += 1;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return true;
+        };
+        if conn.client.close_after_reply {
+            conn.closing = true;
+        }
+        matches!(flow, Flow::Taken) || conn.closing
+    }
+
+    /// Routes one request: runs it here, adds it to a batch for its shard, starts a
+    /// transaction or a keyspace-wide command, or reports that it must wait.
+    fn dispatch(&mut self, shared: &Shared, key: usize, args: &Args<'_>) -> Flow {
+        let table = &shared.commands;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let spec = match table.resolve(args) {
+            Ok(spec) => spec,
+            Err(Rejection::Error(msg)) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                if let Some(multi) = conn.multi.as_mut() {
+                    multi.dirty = true;
+                }
+                Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&msg);
+                return Flow::Next;
+            }
+        };
+        if conn.multi.is_some() && !matches!(spec.exec, Exec::Transaction) && spec.name != "quit" {
+            let resp = conn.client.resp;
+            let mut queued = self.new_batch(resp);
+            queued.push(spec.id, args);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return Flow::Next;
+            };
+            if let Some(multi) = conn.multi.as_mut() {
+                multi.queued.push(queued);
+            }
+            Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
+            return Flow::Next;
+        }
+        conn.client.last_command = spec.name;
+        match spec.exec {
+            Exec::Transaction => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                self.transaction_command(shared, key, spec, args)
+            }
+            Exec::Conn(f) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                let Conn { client, output, .. } = conn;
+                f(
+                    &mut ConnCtx {
+                        client,
+                        shared,
+                        out: &mut output.buf,
+                        now: self.now,
+                    },
+                    args,
+                );
+                Flow::Next
+            }
+            Exec::Container => Flow::Next,
+            Exec::AllShards { merge, .. } => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                self.start_fan(key, spec, merge, args);
+                Flow::Taken
+            }
+            Exec::Shard(_) | Exec::Cursor(_) => match target(shared, spec, args) {
+                Target::Many => {
+                    if conn.busy() {
+                        return Flow::Wait;
+                    }
+                    self.start_tx_command(shared, key, spec, args)
+                }
+                Target::Shard(s) if s != self.id => self.add_to_remote_batch(key, s, spec, args),
+                Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
+            },
+        }
+    }
+}
+
+/// Which shard(s) a keyed command needs.
+fn target(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> Target {
+    if let Exec::Cursor(_) = spec.exec {
+        let cursor = parse_i64(args.get(1)).unwrap_or(0);
+        return Target::Shard(shared.slots.shard_of_slot(cursor.max(0) as usize));
+    }
+    let mut keys = spec.keys.indexes(args.len());
+    let Some(first) = keys.next() else {
+        return Target::Here;
+    };
+    let shard = shared.slots.shard_of_key(args.get(first));
+    if keys.all(|i| shared.slots.shard_of_key(args.get(i)) == shard) {
+        Target::Shard(shard)
+    } else {
+        Target::Many
+    }
+}
+
+impl Worker {
+    fn run_local(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if conn.busy() {
+            return Flow::Wait;
+        }
+        if self.shard.quiet() {
+            let f = match spec.exec {
+                Exec::Shard(f) | Exec::Cursor(f) => f,
+                _ => return Flow::Next,
+            };
+            let Conn { client, output, .. } = conn;
+            let mut ctx = ShardCtx {
+                db: &mut self.shard.db,
+                now: self.now,
+                out: Encoder::new(&mut output.buf, client.resp),
+                shard: self.id,
+                owned: self.shard.owned.clone(),
+                slots: &self.shared.slots,
+            };
+            f(&mut ctx, args);
+            return Flow::Next;
+        }
+        // Locks are held or wanted here: go through the shard's queue like any batch.
+        let resp = conn.client.resp;
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        conn.in_flight += 1;
+        conn.flight_shard = self.id;
+        let mut batch = self.new_batch(resp);
+        batch.push(spec.id, args);
+        let mut out = Vec::new();
+        self.shard
+            .run_batch(&self.shared, from, batch, None, &mut out);
+        self.route(out);
+        Flow::Taken
+    }
+
+    fn add_to_remote_batch(
+        &mut self,
+        key: usize,
+        shard: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+    ) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let pending = conn.in_flight > 0 || conn.open.is_some();
+        if conn.job.is_some() || (pending && conn.flight_shard != shard) {
+            return Flow::Wait;
+        }
+        if conn.open.is_none() {
+            let resp = conn.client.resp;
+            let batch = self.new_batch(resp);
+            self.opened.push(key);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return Flow::Next;
+            };
+            conn.open = Some(batch);
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        conn.flight_shard = shard;
+        if let Some(batch) = conn.open.as_mut() {
+            batch.push(spec.id, args);
+        }
+        Flow::Next
+    }
+
+    fn start_fan(&mut self, key: usize, spec: &CommandSpec, merge: MergeFn, args: &Args<'_>) {
+        let Some(conn) = self.conns.get(key) else {
+            return;
+        };
+        let (resp, generation) = (conn.client.resp, conn.generation);
+        let job = self.next_job;
+        self.next_job += 1;
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation,
+        };
+        let mut out = Vec::new();
+        for shard in 0..self.shared.threads {
+            let mut part = self.new_batch(resp);
+            part.push(spec.id, args);
+            out.push((shard, Msg::Part(from, job, part)));
+        }
+        let mut cmd = self.new_batch(resp);
+        cmd.push(spec.id, args);
+        let n = self.shared.threads;
+        self.jobs.insert(
+            job,
+            Job::Fan {
+                conn: key,
+                merge,
+                cmd,
+                parts: vec![None; n],
+                remaining: n,
+            },
+        );
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.job = Some(job);
+        }
+        self.route(out);
+    }
+
+    fn start_tx(
+        &mut self,
+        key: usize,
+        needs: Vec<(Vec<u8>, crate::msg::LockMode)>,
+        all: bool,
+        plan: Plan,
+    ) -> Flow {
+        let seq = self.next_job;
+        self.next_job += 1;
+        let mut job = Box::new(TxJob::new(
+            TxRef {
+                worker: self.id,
+                seq,
+            },
+            key,
+            &self.shared.slots,
+            needs,
+            all,
+            plan,
+        ));
+        let mut out = Vec::new();
+        let done = job.start(self.now, &mut out);
+        self.route(out);
+        match done {
+            Some(outcome) => {
+                self.finish_job(key, outcome);
+                Flow::Next
+            }
+            None => {
+                self.jobs.insert(seq, Job::Tx(job));
+                if let Some(conn) = self.conns.get_mut(key) {
+                    conn.job = Some(seq);
+                }
+                Flow::Taken
             }
         }
     }
-    ran
+
+    fn start_tx_command(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+    ) -> Flow {
+        let resp = self
+            .conns
+            .get(key)
+            .map_or(Version::Resp2, |c| c.client.resp);
+        let Some(plan) = Plan::for_command(&shared.commands, spec.id, args, &shared.slots, resp)
+        else {
+            // Not a command that can span shards: run it where its first key lives, as
+            // Redis Cluster would refuse it; Goblin answers for the keys of one shard.
+            return self.run_local(key, spec, args);
+        };
+        let (needs, all) = command_needs(spec, args);
+        self.start_tx(key, needs, all, plan)
+    }
+
+    /// MULTI, EXEC, DISCARD.
+    fn transaction_command(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+    ) -> Flow {
+        let _ = args;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let resp = conn.client.resp;
+        let mut reply = Encoder::new(&mut conn.output.buf, resp);
+        match spec.name {
+            "multi" => {
+                if conn.multi.is_some() {
+                    reply.error(b"ERR MULTI calls can not be nested");
+                } else {
+                    conn.multi = Some(MultiState::default());
+                    reply.ok();
+                }
+                Flow::Next
+            }
+            "discard" => {
+                match conn.multi.take() {
+                    None => reply.error(b"ERR DISCARD without MULTI"),
+                    Some(multi) => {
+                        reply.ok();
+                        multi.queued.into_iter().for_each(|b| self.recycle(b));
+                    }
+                }
+                Flow::Next
+            }
+            _ => {
+                let Some(multi) = conn.multi.take() else {
+                    reply.error(b"ERR EXEC without MULTI");
+                    return Flow::Next;
+                };
+                if multi.dirty {
+                    reply.error(b"EXECABORT Transaction discarded because of previous errors.");
+                    return Flow::Next;
+                }
+                let mut needs = Vec::new();
+                let mut all = false;
+                for cmd in &multi.queued {
+                    if let Some(spec) = cmd.cmds.first().and_then(|c| shared.commands.get(c.spec)) {
+                        let (keys, whole) = command_needs(spec, &cmd.args(0));
+                        needs.extend(keys);
+                        all |= whole;
+                    }
+                }
+                let plan = Plan::for_exec(&shared.commands, &multi.queued, &shared.slots, resp);
+                multi.queued.into_iter().for_each(|b| self.recycle(b));
+                self.start_tx(key, needs, all, plan)
+            }
+        }
+    }
 }
 
-/// Looks a request up in the command table and runs it.
-fn execute(
-    args: &Args<'_>,
-    client: &mut Client,
-    out: &mut Vec<u8>,
-    shard: &mut Shard,
-    shared: &Shared,
-    now: Millis,
-) {
-    let spec = match shared.commands.resolve(args) {
-        Ok(spec) => spec,
-        Err(Rejection::Error(msg)) => {
-            Encoder::new(out, client.resp).error_sanitized(&msg);
-            return;
+/// Writes a job's outcome into a connection's output.
+fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
+    match outcome {
+        Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
+        Outcome::Merge(merge, cmd, parts) => {
+            let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            merge(ctx, &cmd.args(0), &parts);
         }
-    };
-    client.last_command = spec.name;
-    match spec.exec {
-        Exec::Conn(f) => f(
-            &mut ConnCtx {
-                client,
-                shared,
-                out,
-                now,
-            },
-            args,
-        ),
-        Exec::Shard(f) => f(
-            &mut ShardCtx {
-                db: &mut shard.db,
-                now,
-                out: Encoder::new(out, client.resp),
-            },
-            args,
-        ),
-        Exec::AllShards { part, merge } => {
-            let mut reply = Vec::new();
-            part(
-                &mut ShardCtx {
-                    db: &mut shard.db,
-                    now,
-                    out: Encoder::new(&mut reply, client.resp),
-                },
-                args,
-            );
-            merge(
-                &mut ConnCtx {
-                    client,
-                    shared,
-                    out,
-                    now,
-                },
-                args,
-                &[&reply],
-            );
+        Outcome::Conn(cmd) => {
+            let spec = cmd
+                .cmds
+                .first()
+                .and_then(|c| ctx.shared.commands.get(c.spec));
+            if let Some(Exec::Conn(f)) = spec.map(|s| s.exec) {
+                f(ctx, &cmd.args(0));
+            }
         }
-        Exec::Container => {}
+        Outcome::Exec(list) => {
+            ctx.reply().array(list.len());
+            for item in list {
+                write_outcome(ctx, item);
+            }
+        }
     }
 }

@@ -243,6 +243,33 @@ impl Keyspace {
     }
 }
 
+impl Keyspace {
+    /// A random live key, chosen with `seed`: a random slot, then the first non-empty slot
+    /// from there, then a random key in it. Expired keys met on the way are removed.
+    pub fn random_key(&mut self, seed: u64, now: Millis) -> Option<Vec<u8>> {
+        // A few tries, so that a keyspace of mostly expired keys still finds a live one.
+        for attempt in 0..8u64 {
+            if self.len == 0 {
+                return None;
+            }
+            let mixed = seed.wrapping_add(attempt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let start = (mixed % SLOTS as u64) as usize;
+            let slot = (0..SLOTS)
+                .map(|i| (start + i) % SLOTS)
+                .find(|&s| !self.slots[s].is_empty())?;
+            let table = &self.slots[slot];
+            let pick = ((mixed >> 16) % table.len() as u64) as usize;
+            let entry = table.iter().nth(pick)?;
+            if !entry.is_expired(now) {
+                return Some(entry.key.to_vec());
+            }
+            let key = entry.key.clone();
+            self.remove(&key, now);
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +319,18 @@ mod tests {
         assert!(ks.set_expire(b"k", None, 0));
         assert_eq!(ks.volatile_len(), 0);
         assert!(!ks.set_expire(b"missing", None, 0));
+    }
+
+    #[test]
+    fn random_keys_are_live_keys() {
+        let mut ks = Keyspace::new();
+        assert_eq!(ks.random_key(1, 0), None);
+        ks.insert(b"a", s(b"1"), None, 0);
+        ks.insert(b"b", s(b"1"), Some(5), 0);
+        for seed in 0..50 {
+            assert_eq!(ks.random_key(seed, 10), Some(b"a".to_vec()));
+        }
+        assert_eq!(ks.len(), 1);
     }
 
     #[test]

@@ -24,17 +24,14 @@ use goblin_protocol::{Encoder, Version, reply_len};
 /// How long a test waits for a reply before failing.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Thread counts a test should cover: `GOBLIN_TEST_THREADS` (comma-separated), else 1.
-pub fn thread_counts() -> Vec<usize> {
+/// The `--threads` of the goblin-server a test starts by default: `GOBLIN_TEST_THREADS`,
+/// else 4 — more shards than this machine has cores, so that by default every suite
+/// crosses shards. `scripts/test` runs the end-to-end suites again with 1 and 2.
+pub fn default_threads() -> usize {
     std::env::var("GOBLIN_TEST_THREADS")
         .ok()
-        .map(|s| {
-            s.split(',')
-                .filter_map(|t| t.trim().parse().ok())
-                .collect::<Vec<_>>()
-        })
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| vec![1])
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4)
 }
 
 fn workspace_root() -> PathBuf {
@@ -126,9 +123,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// goblin-server with `--threads 1`.
+    /// goblin-server with the default thread count ([`default_threads`]).
     pub fn goblin() -> Server {
-        Server::goblin_with(&["--threads", "1"])
+        Server::goblin_threads(default_threads())
     }
 
     /// goblin-server with extra arguments, on a free port.
@@ -393,7 +390,7 @@ pub struct Differential {
 }
 
 impl Differential {
-    /// Both servers, goblin-server with `--threads 1`.
+    /// Both servers, goblin-server with the default thread count ([`default_threads`]).
     pub fn new() -> Differential {
         Differential::with_goblin(Server::goblin())
     }

@@ -116,6 +116,25 @@ impl KeyPositions {
     }
 }
 
+/// How a multi-key command runs when its keys live on several shards (as a transaction;
+/// see `tx.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MultiKey {
+    /// Split by shard; the integer replies are summed (DEL, EXISTS, UNLINK, TOUCH).
+    Sum,
+    /// Split by shard; the values are put back in argument order (MGET).
+    Mget,
+    /// Split by shard; every part replies OK (MSET).
+    AllOk,
+    /// Check that no key exists on any shard, then set them all (MSETNX).
+    MsetNx,
+    /// Move a value from one shard to another (RENAME; RENAMENX with `nx`).
+    Rename {
+        /// RENAMENX.
+        nx: bool,
+    },
+}
+
 /// One command (or subcommand) as the table knows it.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -131,6 +150,8 @@ pub struct CommandSpec {
     pub exec: Exec,
     /// Index in the table, for per-command statistics.
     pub id: usize,
+    /// How it runs when its keys span shards; `None`: it never touches several keys.
+    pub multi: Option<MultiKey>,
     info: &'static Node,
     docs: &'static Node,
     subcommands: Vec<usize>,
@@ -199,6 +220,7 @@ impl CommandTable {
             },
             exec,
             id,
+            multi: None,
             info,
             docs,
             subcommands: Vec::new(),
@@ -212,6 +234,14 @@ impl CommandTable {
         let id = self.push(name, &meta.info, &meta.docs, exec);
         self.by_name.insert(name.as_bytes().into(), id);
         self.top_level.push(id);
+    }
+
+    /// Registers a multi-key command and how it runs across shards.
+    pub fn add_multi(&mut self, meta: &'static Meta, exec: Exec, multi: MultiKey) {
+        self.add(meta, exec);
+        if let Some(spec) = self.specs.last_mut() {
+            spec.multi = Some(multi);
+        }
     }
 
     /// Registers a container command (CLIENT, CONFIG, …) with the subcommands Goblin

@@ -1,18 +1,51 @@
-//! Keyspace commands: DEL, EXISTS, TTL, PTTL.
+//! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TTL, PTTL, RENAME, RENAMENX, KEYS,
+//! SCAN, RANDOMKEY.
 
-use crate::command::CommandTable;
+use goblin_protocol::{Frame, parse_reply};
+use goblin_store::SLOTS;
+
 use crate::command::meta;
-use crate::exec::{Args, Exec, ShardCtx};
+use crate::command::{CommandTable, MultiKey};
+use crate::errors;
+use crate::exec::{Args, ConnCtx, Exec, ShardCtx};
+use crate::util::{glob_match, random_u64};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add(&meta::DEL, Exec::Shard(del));
-    table.add(&meta::EXISTS, Exec::Shard(exists));
+    table.add_multi(&meta::DEL, Exec::Shard(del), MultiKey::Sum);
+    table.add_multi(&meta::UNLINK, Exec::Shard(del), MultiKey::Sum);
+    table.add_multi(&meta::EXISTS, Exec::Shard(exists), MultiKey::Sum);
+    table.add_multi(&meta::TOUCH, Exec::Shard(exists), MultiKey::Sum);
     table.add(&meta::TTL, Exec::Shard(ttl));
     table.add(&meta::PTTL, Exec::Shard(pttl));
+    table.add_multi(
+        &meta::RENAME,
+        Exec::Shard(rename),
+        MultiKey::Rename { nx: false },
+    );
+    table.add_multi(
+        &meta::RENAMENX,
+        Exec::Shard(renamenx),
+        MultiKey::Rename { nx: true },
+    );
+    table.add(
+        &meta::KEYS,
+        Exec::AllShards {
+            part: keys_part,
+            merge: merge_arrays,
+        },
+    );
+    table.add(&meta::SCAN, Exec::Cursor(scan));
+    table.add(
+        &meta::RANDOMKEY,
+        Exec::AllShards {
+            part: randomkey_part,
+            merge: randomkey_merge,
+        },
+    );
 }
 
-/// `DEL key [key ...]`: how many of the keys existed and were removed.
+/// `DEL key [key ...]` and `UNLINK key [key ...]`: how many of the keys existed and were removed.
 fn del(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let removed = args
         .iter_from(1)
@@ -21,7 +54,8 @@ fn del(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     ctx.out.integer(removed as i64);
 }
 
-/// `EXISTS key [key ...]`: how many of the keys exist, counting repeats.
+/// `EXISTS key [key ...]` and `TOUCH key [key ...]`: how many of the keys exist,
+/// counting repeats.
 fn exists(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let found = args
         .iter_from(1)
@@ -51,4 +85,203 @@ fn ttl(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn pttl(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let ms = remaining_ms(ctx, args.get(1));
     ctx.out.integer(ms);
+}
+
+/// RENAME and RENAMENX on one shard.
+fn rename_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, nx: bool) {
+    let (src, dst) = (args.get(1), args.get(2));
+    if !ctx.db.contains(src, ctx.now) {
+        return ctx.out.error(b"ERR no such key");
+    }
+    if src == dst {
+        return if nx { ctx.out.integer(0) } else { ctx.out.ok() };
+    }
+    if nx && ctx.db.contains(dst, ctx.now) {
+        return ctx.out.integer(0);
+    }
+    if let Some(entry) = ctx.db.remove(src, ctx.now) {
+        let expire = entry.expire_at();
+        ctx.db.insert(dst, entry.value, expire, ctx.now);
+    }
+    if nx { ctx.out.integer(1) } else { ctx.out.ok() }
+}
+
+/// `RENAME key newkey`
+fn rename(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    rename_generic(ctx, args, false);
+}
+
+/// `RENAMENX key newkey`
+fn renamenx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    rename_generic(ctx, args, true);
+}
+
+/// KEYS' part: this shard's keys matching the pattern.
+fn keys_part(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let pattern = args.get(1);
+    let all = pattern == b"*";
+    let mut found = Vec::new();
+    for slot in ctx.owned.clone() {
+        ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
+            if all || glob_match(pattern, e.key(), false) {
+                found.push(e.key().to_vec());
+            }
+        });
+    }
+    ctx.out.array(found.len());
+    found.iter().for_each(|k| ctx.out.bulk(k));
+}
+
+/// Merges parts that each reply an array into one array; the first error wins.
+pub fn merge_arrays(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
+    let mut total = 0usize;
+    let mut bodies = Vec::with_capacity(parts.len());
+    for part in parts {
+        if part.first() != Some(&b'*') {
+            return ctx.reply().raw(part);
+        }
+        let Some(nl) = part.iter().position(|&b| b == b'\n') else {
+            continue;
+        };
+        let count = std::str::from_utf8(&part[1..nl.saturating_sub(1)])
+            .ok()
+            .and_then(|t| t.parse::<usize>().ok());
+        total += count.unwrap_or(0);
+        bodies.push(&part[nl + 1..]);
+    }
+    let mut out = ctx.reply();
+    out.array(total);
+    bodies.iter().for_each(|b| out.raw(b));
+}
+
+/// SCAN's options.
+struct ScanOptions<'a> {
+    count: usize,
+    pattern: Option<&'a [u8]>,
+    type_name: Option<&'a [u8]>,
+}
+
+fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, &'static [u8]> {
+    let mut opts = ScanOptions {
+        count: 10,
+        pattern: None,
+        type_name: None,
+    };
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - i >= 2;
+        if args.is(i, "count") && more {
+            let n = goblin_protocol::parse_i64(args.get(i + 1)).ok_or(errors::NOT_INTEGER)?;
+            if n < 1 {
+                return Err(errors::SYNTAX);
+            }
+            opts.count = n as usize;
+        } else if args.is(i, "match") && more {
+            let p = args.get(i + 1);
+            opts.pattern = (p != b"*").then_some(p);
+        } else if args.is(i, "type") && more {
+            opts.type_name = Some(args.get(i + 1));
+        } else {
+            return Err(errors::SYNTAX);
+        }
+        i += 2;
+    }
+    Ok(opts)
+}
+
+/// A SCAN cursor as Redis reads it (`strtoul`): digits with an optional sign; anything
+/// else, or a leading blank, is an invalid cursor.
+fn parse_cursor(s: &[u8]) -> Option<u64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'+', rest)) => (false, rest),
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = std::str::from_utf8(digits).ok()?.parse::<u64>().ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// Empty slots SCAN may look at per requested element before it answers.
+const SCAN_EMPTY_SLOTS_PER_COUNT: usize = 10;
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
+///
+/// The cursor is a hash slot. Each call returns whole slots — every key the slot holds at
+/// that moment — starting at the cursor, until about COUNT keys were seen; the next
+/// cursor is the next slot (which may belong to the next shard; 0 after the last slot).
+/// A key present for the whole iteration is therefore always returned, whatever is added
+/// or removed meanwhile, and no key is returned twice unless it is re-added.
+fn scan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let Some(cursor) = parse_cursor(args.get(1)) else {
+        return ctx.out.error(b"ERR invalid cursor");
+    };
+    let opts = match parse_scan(args) {
+        Ok(o) => o,
+        Err(e) => return ctx.out.error(e),
+    };
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut slot = cursor as usize;
+    if slot < SLOTS {
+        let mut empty_budget = opts.count.saturating_mul(SCAN_EMPTY_SLOTS_PER_COUNT);
+        while slot < ctx.owned.end && keys.len() < opts.count && empty_budget > 0 {
+            let mut seen = 0;
+            ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
+                seen += 1;
+                let type_ok = opts
+                    .type_name
+                    .is_none_or(|t| t.eq_ignore_ascii_case(e.value.type_name().as_bytes()));
+                let match_ok = opts.pattern.is_none_or(|p| glob_match(p, e.key(), false));
+                if type_ok && match_ok {
+                    keys.push(e.key().to_vec());
+                }
+            });
+            if seen == 0 {
+                empty_budget -= 1;
+            }
+            slot += 1;
+        }
+    }
+    let next = if slot >= SLOTS { 0 } else { slot };
+    ctx.out.array(2);
+    ctx.out.bulk_int(next as i64);
+    ctx.out.array(keys.len());
+    keys.iter().for_each(|k| ctx.out.bulk(k));
+}
+
+/// RANDOMKEY's part: this shard's key count and one of its keys.
+fn randomkey_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
+    let key = ctx.db.random_key(random_u64(), ctx.now);
+    ctx.out.array(2);
+    ctx.out.integer(ctx.db.len() as i64);
+    match key {
+        Some(k) => ctx.out.bulk(&k),
+        None => ctx.out.null(),
+    }
+}
+
+/// RANDOMKEY: a shard chosen with odds proportional to its key count, then its key.
+fn randomkey_merge(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
+    let mut candidates: Vec<(u64, Vec<u8>)> = Vec::new();
+    for part in parts {
+        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part)
+            && let [Frame::Integer(n), Frame::Bulk(k)] = items.as_slice()
+        {
+            candidates.push(((*n).max(1) as u64, k.to_vec()));
+        }
+    }
+    let total: u64 = candidates.iter().map(|(n, _)| n).sum();
+    if total == 0 {
+        return ctx.reply().null();
+    }
+    let mut pick = random_u64() % total;
+    for (n, key) in &candidates {
+        if pick < *n {
+            return ctx.reply().bulk(key);
+        }
+        pick -= n;
+    }
+    ctx.reply().null();
 }

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod keys;
 pub mod server;
 pub mod strings;
+pub mod transactions;
 
 use goblin_protocol::{Frame, parse_i64, parse_reply};
 use goblin_store::Millis;
@@ -21,6 +22,7 @@ pub fn register_all(table: &mut CommandTable) {
     server::register(table);
     strings::register(table);
     keys::register(table);
+    transactions::register(table);
 }
 
 /// The unit and base of an expiry argument.

@@ -1,9 +1,9 @@
-//! String commands: GET, SET, SETNX, SETEX, PSETEX.
+//! String commands: GET, SET, SETNX, SETEX, PSETEX, MGET, MSET, MSETNX.
 
 use goblin_store::{Millis, Value};
 
-use crate::command::CommandTable;
 use crate::command::meta;
+use crate::command::{CommandTable, MultiKey};
 use crate::errors;
 use crate::exec::{Args, Exec, ShardCtx};
 
@@ -16,6 +16,9 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SETNX, Exec::Shard(setnx));
     table.add(&meta::SETEX, Exec::Shard(setex));
     table.add(&meta::PSETEX, Exec::Shard(psetex));
+    table.add_multi(&meta::MGET, Exec::Shard(mget), MultiKey::Mget);
+    table.add_multi(&meta::MSET, Exec::Shard(mset), MultiKey::AllOk);
+    table.add_multi(&meta::MSETNX, Exec::Shard(msetnx), MultiKey::MsetNx);
 }
 
 /// `GET key`
@@ -179,4 +182,60 @@ fn setex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `PSETEX key milliseconds value`
 fn psetex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     set_with_expire(ctx, args, ExpireUnit::Millis, "psetex");
+}
+
+/// `MGET key [key ...]`: values, nil for absent keys and non-strings.
+fn mget(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    ctx.out.array(args.len() - 1);
+    for key in args.iter_from(1) {
+        match ctx.db.get(key, ctx.now).and_then(|e| e.value.as_str()) {
+            Some(v) => ctx.out.bulk(v),
+            None => ctx.out.null(),
+        }
+    }
+}
+
+/// MSET and MSETNX take key/value pairs: an odd pair count is an arity error.
+fn pairs_ok(ctx: &mut ShardCtx<'_>, args: &Args<'_>, name: &str) -> bool {
+    if args.len().is_multiple_of(2) {
+        ctx.out.error(&errors::wrong_arity(name));
+        return false;
+    }
+    true
+}
+
+fn set_pairs(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let mut i = 1;
+    while i + 1 < args.len() {
+        ctx.db.insert(
+            args.get(i),
+            Value::Str(args.get(i + 1).to_vec()),
+            None,
+            ctx.now,
+        );
+        i += 2;
+    }
+}
+
+/// `MSET key value [key value ...]`
+fn mset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if pairs_ok(ctx, args, "mset") {
+        set_pairs(ctx, args);
+        ctx.out.ok();
+    }
+}
+
+/// `MSETNX key value [key value ...]`: sets all the keys only if none exists.
+fn msetnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if !pairs_ok(ctx, args, "msetnx") {
+        return;
+    }
+    let any = (1..args.len())
+        .step_by(2)
+        .any(|i| ctx.db.contains(args.get(i), ctx.now));
+    if any {
+        return ctx.out.integer(0);
+    }
+    set_pairs(ctx, args);
+    ctx.out.integer(1);
 }

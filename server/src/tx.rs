@@ -1,0 +1,822 @@
+//! Transactions: the coordinator side of the lock protocol.
+//!
+//! A command whose keys span shards (MGET, MSET, DEL … across shards, RENAME between
+//! shards, MULTI/EXEC) becomes a [`TxJob`] on the connection's worker. The job:
+//!
+//! 1. locks, shard by shard in ascending shard order, every key it will touch (shared for
+//!    reads, exclusive for writes, the whole shard for keyspace-wide commands), waiting
+//!    for each shard's grant before asking the next — no cycle of waits can form;
+//! 2. picks one timestamp, then runs its [`Plan`] in stages: each stage sends work to
+//!    shards (commands, or moving a value out of one shard and into another) and waits
+//!    for every result before deciding the next stage;
+//! 3. answers the client and releases every lock (strict two-phase locking: nothing is
+//!    released before everything is locked and done, so every observer sees all of the
+//!    transaction or none of it).
+//!
+//! Release messages need no answer: they travel on the same FIFO channels as the
+//! connection's later commands, so those find the locks already gone.
+
+use goblin_protocol::{Encoder, Frame, Version, parse_reply, reply_len};
+use goblin_store::Millis;
+
+use crate::command::{CommandTable, MultiKey};
+use crate::exec::{Args, Exec, MergeFn};
+use crate::msg::{Batch, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
+use crate::route::SlotTable;
+use crate::shard::{Outgoing, command_needs};
+
+/// The result of one stage's work on one shard.
+#[derive(Debug)]
+pub struct StepResult {
+    /// The shard.
+    pub shard: usize,
+    /// The replies of the commands it ran.
+    pub replies: Vec<u8>,
+    /// The value it took, if it was asked to.
+    pub taken: Option<Moved>,
+}
+
+/// Work for one shard in a stage.
+#[derive(Debug)]
+pub struct Work {
+    /// The shard.
+    pub shard: usize,
+    /// Commands to run.
+    pub batch: Option<Box<Batch>>,
+    /// A value to take or put.
+    pub special: Option<Special>,
+}
+
+/// What a plan wants next.
+#[derive(Debug)]
+pub enum Next {
+    /// Run this work, then call the plan again with the results (in the same order).
+    Stage(Vec<Work>),
+    /// Done.
+    Finish(Outcome),
+}
+
+/// A finished plan's answer.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Reply bytes.
+    Reply(Vec<u8>),
+    /// A keyspace-wide command inside MULTI: merge these parts on the connection.
+    Merge(MergeFn, Box<Batch>, Vec<Vec<u8>>),
+    /// A connection command inside MULTI: run it on the connection.
+    Conn(Box<Batch>),
+    /// EXEC's answer: one outcome per queued command.
+    Exec(Vec<Outcome>),
+}
+
+/// A command and its arguments, owned.
+fn single(spec: usize, args: &Args<'_>, resp: Version) -> Box<Batch> {
+    let mut b = Box::new(Batch {
+        resp,
+        ..Batch::default()
+    });
+    b.push(spec, args);
+    b
+}
+
+/// Splits a multi-key command into one sub-command per shard, remembering where each
+/// key came from. `step` is the distance between keys (2 for MSET's key/value pairs).
+fn split_by_shard(
+    spec: usize,
+    args: &Args<'_>,
+    first: usize,
+    step: usize,
+    slots: &SlotTable,
+    resp: Version,
+) -> Vec<(usize, Box<Batch>, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut i = first;
+    while i < args.len() {
+        let shard = slots.shard_of_key(args.get(i));
+        match groups.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((shard, vec![i])),
+        }
+        i += step;
+    }
+    groups
+        .into_iter()
+        .map(|(shard, idx)| {
+            let mut data = Vec::new();
+            let mut spans = Vec::new();
+            let mut push = |a: &[u8]| {
+                let start = data.len();
+                data.extend_from_slice(a);
+                spans.push(start..data.len());
+            };
+            push(args.get(0));
+            for &k in &idx {
+                for j in 0..step {
+                    push(args.get(k + j));
+                }
+            }
+            let sub = Args::new(&data, &spans);
+            (shard, single(spec, &sub, resp), idx)
+        })
+        .collect()
+}
+
+/// Runs a multi-key command split across shards, one stage, then merges.
+#[derive(Debug)]
+pub struct Split {
+    kind: MultiKey,
+    parts: Vec<(usize, Option<Box<Batch>>, Vec<usize>)>,
+    argc: usize,
+    step: usize,
+    resp: Version,
+}
+
+/// MSETNX: a stage of EXISTS, then, if no key exists, a stage of MSET.
+#[derive(Debug)]
+pub struct MsetNx {
+    exists: Vec<(usize, Option<Box<Batch>>)>,
+    sets: Vec<(usize, Option<Box<Batch>>)>,
+    checked: bool,
+    resp: Version,
+}
+
+/// RENAME/RENAMENX between shards: check, take the value out of the source shard, put
+/// it into the destination shard.
+#[derive(Debug)]
+pub struct Rename {
+    src: Vec<u8>,
+    dst: Vec<u8>,
+    src_shard: usize,
+    dst_shard: usize,
+    nx: bool,
+    exists_spec: usize,
+    stage: u8,
+    resp: Version,
+}
+
+/// A keyspace-wide command inside MULTI: a part on every shard, merged on the
+/// connection at the end.
+#[derive(Debug)]
+pub struct Fan {
+    cmd: Box<Batch>,
+    merge: MergeFn,
+    shards: usize,
+    sent: bool,
+}
+
+/// One queued command of a MULTI block.
+#[derive(Debug)]
+enum Queued {
+    /// Runs on one shard.
+    Single(usize, Box<Batch>),
+    /// Runs on the connection.
+    Conn(Box<Batch>),
+    /// Needs a plan of its own.
+    Plan(Box<Plan>),
+}
+
+/// EXEC: the queued commands in order; consecutive single-shard commands for the same
+/// shard travel as one step.
+#[derive(Debug)]
+pub struct Multi {
+    queued: Vec<Option<Queued>>,
+    next: usize,
+    outcomes: Vec<Option<Outcome>>,
+    /// Commands of the stage in flight: (command index, shard) in stage order.
+    in_stage: Vec<usize>,
+    /// A sub-plan in progress, for command `next - 1`.
+    current: Option<(usize, Box<Plan>)>,
+    resp: Version,
+}
+
+/// How a transaction runs once its locks are held.
+#[derive(Debug)]
+pub enum Plan {
+    /// A split multi-key command.
+    Split(Split),
+    /// MSETNX across shards.
+    MsetNx(MsetNx),
+    /// RENAME/RENAMENX across shards.
+    Rename(Rename),
+    /// A keyspace-wide command inside MULTI.
+    Fan(Fan),
+    /// EXEC.
+    Multi(Multi),
+}
+
+fn integer(reply: &[u8]) -> Option<i64> {
+    match parse_reply(reply) {
+        Ok(Some((Frame::Integer(n), _))) => Some(n),
+        _ => None,
+    }
+}
+
+fn encoded(resp: Version, f: impl FnOnce(&mut Encoder<'_>)) -> Vec<u8> {
+    let mut out = Vec::new();
+    f(&mut Encoder::new(&mut out, resp));
+    out
+}
+
+/// The elements of an array reply, as raw byte slices.
+fn elements(reply: &[u8]) -> Vec<&[u8]> {
+    let Some(nl) = reply.iter().position(|&b| b == b'\n') else {
+        return Vec::new();
+    };
+    let mut pos = nl + 1;
+    let mut out = Vec::new();
+    while pos < reply.len() {
+        match reply_len(&reply[pos..]) {
+            Ok(Some((n, _))) => {
+                out.push(&reply[pos..pos + n]);
+                pos += n;
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+impl Plan {
+    /// The plan for a multi-key command whose keys span shards.
+    pub fn for_command(
+        table: &CommandTable,
+        spec_id: usize,
+        args: &Args<'_>,
+        slots: &SlotTable,
+        resp: Version,
+    ) -> Option<Plan> {
+        let spec = table.get(spec_id)?;
+        let kind = spec.multi?;
+        let (first, step) = (spec.keys.first, spec.keys.step.max(1));
+        if matches!(kind, MultiKey::AllOk | MultiKey::MsetNx) && args.len().is_multiple_of(2) {
+            // Unpaired arguments: the command's own handler answers the arity error
+            // without touching a key, wherever it runs.
+            return None;
+        }
+        match kind {
+            MultiKey::Sum | MultiKey::Mget | MultiKey::AllOk => {
+                let parts = split_by_shard(spec_id, args, first, step, slots, resp)
+                    .into_iter()
+                    .map(|(s, b, idx)| (s, Some(b), idx))
+                    .collect();
+                Some(Plan::Split(Split {
+                    kind,
+                    parts,
+                    argc: args.len(),
+                    step,
+                    resp,
+                }))
+            }
+            MultiKey::MsetNx => {
+                let exists = table.lookup(b"exists")?.id;
+                let mset = table.lookup(b"mset")?.id;
+                let keys: Vec<&[u8]> = (first..args.len())
+                    .step_by(2)
+                    .map(|i| args.get(i))
+                    .collect();
+                let mut data = Vec::new();
+                let mut spans = Vec::new();
+                for a in std::iter::once(&b"EXISTS"[..]).chain(keys.iter().copied()) {
+                    let start = data.len();
+                    data.extend_from_slice(a);
+                    spans.push(start..data.len());
+                }
+                let exists_args = Args::new(&data, &spans);
+                let exists = split_by_shard(exists, &exists_args, 1, 1, slots, resp)
+                    .into_iter()
+                    .map(|(s, b, _)| (s, Some(b)))
+                    .collect();
+                let sets = split_by_shard(mset, args, 1, 2, slots, resp)
+                    .into_iter()
+                    .map(|(s, b, _)| (s, Some(b)))
+                    .collect();
+                Some(Plan::MsetNx(MsetNx {
+                    exists,
+                    sets,
+                    checked: false,
+                    resp,
+                }))
+            }
+            MultiKey::Rename { nx } => Some(Plan::Rename(Rename {
+                src: args.get(1).to_vec(),
+                dst: args.get(2).to_vec(),
+                src_shard: slots.shard_of_key(args.get(1)),
+                dst_shard: slots.shard_of_key(args.get(2)),
+                nx,
+                exists_spec: table.lookup(b"exists")?.id,
+                stage: 0,
+                resp,
+            })),
+        }
+    }
+
+    /// EXEC's plan for the queued commands.
+    pub fn for_exec(
+        table: &CommandTable,
+        queued: &[Box<Batch>],
+        slots: &SlotTable,
+        resp: Version,
+    ) -> Plan {
+        let mut list = Vec::with_capacity(queued.len());
+        for cmd in queued {
+            let args = cmd.args(0);
+            let spec_id = cmd.cmds.first().map_or(0, |c| c.spec);
+            let Some(spec) = table.get(spec_id) else {
+                continue;
+            };
+            let item = match spec.exec {
+                Exec::Conn(_) | Exec::Container | Exec::Transaction => {
+                    Queued::Conn(single(spec_id, &args, resp))
+                }
+                Exec::Cursor(_) => {
+                    let cursor =
+                        goblin_protocol::parse_i64(args.get(1)).unwrap_or(0).max(0) as usize;
+                    Queued::Single(slots.shard_of_slot(cursor), single(spec_id, &args, resp))
+                }
+                Exec::AllShards { merge, .. } => Queued::Plan(Box::new(Plan::Fan(Fan {
+                    cmd: single(spec_id, &args, resp),
+                    merge,
+                    shards: slots.shards(),
+                    sent: false,
+                }))),
+                Exec::Shard(_) => {
+                    let mut shards = spec
+                        .keys
+                        .indexes(args.len())
+                        .map(|i| slots.shard_of_key(args.get(i)));
+                    let first = shards.next().unwrap_or(0);
+                    if shards.all(|s| s == first) {
+                        Queued::Single(first, single(spec_id, &args, resp))
+                    } else {
+                        match Plan::for_command(table, spec_id, &args, slots, resp) {
+                            Some(plan) => Queued::Plan(Box::new(plan)),
+                            None => Queued::Single(first, single(spec_id, &args, resp)),
+                        }
+                    }
+                }
+            };
+            list.push(Some(item));
+        }
+        let n = list.len();
+        Plan::Multi(Multi {
+            queued: list,
+            next: 0,
+            outcomes: (0..n).map(|_| None).collect(),
+            in_stage: Vec::new(),
+            current: None,
+            resp,
+        })
+    }
+
+    /// Advances the plan with the results of the last stage (empty at the start).
+    pub fn next(&mut self, results: Vec<StepResult>) -> Next {
+        match self {
+            Plan::Split(p) => p.next(results),
+            Plan::MsetNx(p) => p.next(results),
+            Plan::Rename(p) => p.next(results),
+            Plan::Fan(p) => p.next(results),
+            Plan::Multi(p) => p.next(results),
+        }
+    }
+}
+
+impl Split {
+    fn next(&mut self, results: Vec<StepResult>) -> Next {
+        if results.is_empty() {
+            let work = self
+                .parts
+                .iter_mut()
+                .map(|(shard, batch, _)| Work {
+                    shard: *shard,
+                    batch: batch.take(),
+                    special: None,
+                })
+                .collect();
+            return Next::Stage(work);
+        }
+        let resp = self.resp;
+        let reply = match self.kind {
+            MultiKey::Sum => {
+                let mut sum = 0i64;
+                for r in &results {
+                    match integer(&r.replies) {
+                        Some(n) => sum += n,
+                        None => return Next::Finish(Outcome::Reply(r.replies.clone())),
+                    }
+                }
+                encoded(resp, |e| e.integer(sum))
+            }
+            MultiKey::Mget => {
+                let mut slots: Vec<&[u8]> = vec![b"$-1\r\n"; self.argc.saturating_sub(1)];
+                for (r, (_, _, idx)) in results.iter().zip(&self.parts) {
+                    for (value, &i) in elements(&r.replies).into_iter().zip(idx) {
+                        if let Some(slot) = slots.get_mut(i - 1) {
+                            *slot = value;
+                        }
+                    }
+                }
+                let mut out = encoded(resp, |e| e.array(slots.len()));
+                slots.iter().for_each(|s| out.extend_from_slice(s));
+                out
+            }
+            _ => {
+                let err = results.iter().find(|r| r.replies.first() == Some(&b'-'));
+                match err.or(results.first()) {
+                    Some(r) => r.replies.clone(),
+                    None => encoded(resp, |e| e.ok()),
+                }
+            }
+        };
+        let _ = self.step;
+        Next::Finish(Outcome::Reply(reply))
+    }
+}
+
+impl MsetNx {
+    fn next(&mut self, results: Vec<StepResult>) -> Next {
+        let stage = |parts: &mut Vec<(usize, Option<Box<Batch>>)>| {
+            Next::Stage(
+                parts
+                    .iter_mut()
+                    .map(|(s, b)| Work {
+                        shard: *s,
+                        batch: b.take(),
+                        special: None,
+                    })
+                    .collect(),
+            )
+        };
+        if results.is_empty() {
+            return stage(&mut self.exists);
+        }
+        if !self.checked {
+            self.checked = true;
+            let existing: i64 = results.iter().filter_map(|r| integer(&r.replies)).sum();
+            if existing > 0 {
+                return Next::Finish(Outcome::Reply(encoded(self.resp, |e| e.integer(0))));
+            }
+            return stage(&mut self.sets);
+        }
+        Next::Finish(Outcome::Reply(encoded(self.resp, |e| e.integer(1))))
+    }
+}
+
+impl Rename {
+    fn exists(&self, key: &[u8], shard: usize) -> Work {
+        let args_data = [&b"EXISTS"[..], key].concat();
+        let spans = [0..6, 6..args_data.len()];
+        let batch = single(self.exists_spec, &Args::new(&args_data, &spans), self.resp);
+        Work {
+            shard,
+            batch: Some(batch),
+            special: None,
+        }
+    }
+
+    fn next(&mut self, mut results: Vec<StepResult>) -> Next {
+        let resp = self.resp;
+        self.stage += 1;
+        match self.stage {
+            1 => {
+                let mut work = vec![self.exists(&self.src, self.src_shard)];
+                if self.nx {
+                    work.push(self.exists(&self.dst, self.dst_shard));
+                }
+                Next::Stage(work)
+            }
+            2 => {
+                if results.first().and_then(|r| integer(&r.replies)) != Some(1) {
+                    return Next::Finish(Outcome::Reply(encoded(resp, |e| {
+                        e.error(b"ERR no such key")
+                    })));
+                }
+                if self.nx && results.get(1).and_then(|r| integer(&r.replies)) == Some(1) {
+                    return Next::Finish(Outcome::Reply(encoded(resp, |e| e.integer(0))));
+                }
+                Next::Stage(vec![Work {
+                    shard: self.src_shard,
+                    batch: None,
+                    special: Some(Special::Take(self.src.clone())),
+                }])
+            }
+            3 => match results.pop().and_then(|r| r.taken) {
+                None => Next::Finish(Outcome::Reply(encoded(resp, |e| {
+                    e.error(b"ERR no such key")
+                }))),
+                Some(moved) => Next::Stage(vec![Work {
+                    shard: self.dst_shard,
+                    batch: None,
+                    special: Some(Special::Put(self.dst.clone(), moved)),
+                }]),
+            },
+            _ => Next::Finish(Outcome::Reply(encoded(resp, |e| {
+                if self.nx { e.integer(1) } else { e.ok() }
+            }))),
+        }
+    }
+}
+
+impl Fan {
+    fn next(&mut self, results: Vec<StepResult>) -> Next {
+        if !self.sent {
+            self.sent = true;
+            let work = (0..self.shards)
+                .map(|shard| {
+                    let mut b = Box::new(Batch {
+                        resp: self.cmd.resp,
+                        ..Batch::default()
+                    });
+                    b.push(
+                        self.cmd.cmds.first().map_or(0, |c| c.spec),
+                        &self.cmd.args(0),
+                    );
+                    Work {
+                        shard,
+                        batch: Some(b),
+                        special: None,
+                    }
+                })
+                .collect();
+            return Next::Stage(work);
+        }
+        let parts = results.into_iter().map(|r| r.replies).collect();
+        Next::Finish(Outcome::Merge(
+            self.merge,
+            std::mem::take(&mut self.cmd),
+            parts,
+        ))
+    }
+}
+
+impl Multi {
+    fn next(&mut self, results: Vec<StepResult>) -> Next {
+        // Feed results to whoever asked for them.
+        if let Some((idx, mut plan)) = self.current.take() {
+            match plan.next(results) {
+                Next::Stage(work) => {
+                    self.current = Some((idx, plan));
+                    return Next::Stage(work);
+                }
+                Next::Finish(outcome) => self.outcomes[idx] = Some(outcome),
+            }
+        } else if !self.in_stage.is_empty() {
+            let mut replies = results
+                .into_iter()
+                .next()
+                .map(|r| r.replies)
+                .unwrap_or_default();
+            // Split the stage's concatenated replies back into one per command.
+            for idx in std::mem::take(&mut self.in_stage) {
+                let n = reply_len(&replies)
+                    .ok()
+                    .flatten()
+                    .map_or(replies.len(), |(n, _)| n);
+                let rest = replies.split_off(n);
+                self.outcomes[idx] = Some(Outcome::Reply(std::mem::replace(&mut replies, rest)));
+            }
+        }
+        loop {
+            let Some(slot) = self.queued.get_mut(self.next) else {
+                let outcomes = self
+                    .outcomes
+                    .iter_mut()
+                    .map(|o| o.take().unwrap_or(Outcome::Reply(Vec::new())))
+                    .collect();
+                return Next::Finish(Outcome::Exec(outcomes));
+            };
+            let idx = self.next;
+            self.next += 1;
+            match slot.take() {
+                None => {}
+                Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
+                Some(Queued::Plan(mut plan)) => match plan.next(Vec::new()) {
+                    Next::Stage(work) => {
+                        self.current = Some((idx, plan));
+                        return Next::Stage(work);
+                    }
+                    Next::Finish(outcome) => self.outcomes[idx] = Some(outcome),
+                },
+                Some(Queued::Single(shard, mut batch)) => {
+                    self.in_stage.push(idx);
+                    // Later commands for the same shard join the step, skipping over
+                    // connection commands (which touch no keys).
+                    while let Some(next) = self.queued.get_mut(self.next) {
+                        match next {
+                            Some(Queued::Single(s, _)) if *s == shard => {
+                                if let Some(Queued::Single(_, more)) = next.take() {
+                                    batch.push(
+                                        more.cmds.first().map_or(0, |c| c.spec),
+                                        &more.args(0),
+                                    );
+                                }
+                                self.in_stage.push(self.next);
+                            }
+                            Some(Queued::Conn(_)) => {
+                                if let Some(Queued::Conn(cmd)) = next.take() {
+                                    self.outcomes[self.next] = Some(Outcome::Conn(cmd));
+                                }
+                            }
+                            _ => break,
+                        }
+                        self.next += 1;
+                    }
+                    let _ = self.resp;
+                    return Next::Stage(vec![Work {
+                        shard,
+                        batch: Some(batch),
+                        special: None,
+                    }]);
+                }
+            }
+        }
+    }
+}
+
+/// Where a transaction is.
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the grant of `shards[i]`.
+    Locking(usize),
+    /// Waiting for `n` results of a stage.
+    Running(usize),
+}
+
+/// A transaction coordinated by this worker for one of its connections.
+#[derive(Debug)]
+pub struct TxJob {
+    /// Its name on every shard.
+    pub tx: TxRef,
+    /// The connection it answers (its slab key on this worker).
+    pub conn: usize,
+    shards: Vec<usize>,
+    locks: Vec<Vec<(Vec<u8>, LockMode)>>,
+    lock_all: Vec<bool>,
+    phase: Phase,
+    results: Vec<StepResult>,
+    order: Vec<usize>,
+    plan: Plan,
+    now: Millis,
+}
+
+impl TxJob {
+    /// A transaction touching the keys `needs` (and, with `all`, every shard whole).
+    pub fn new(
+        tx: TxRef,
+        conn: usize,
+        slots: &SlotTable,
+        needs: Vec<(Vec<u8>, LockMode)>,
+        all: bool,
+        plan: Plan,
+    ) -> TxJob {
+        // (shard, keys to lock there, whole shard)
+        type ShardLocks = (usize, Vec<(Vec<u8>, LockMode)>, bool);
+        let mut by_shard: Vec<ShardLocks> = Vec::new();
+        if all {
+            by_shard.extend((0..slots.shards()).map(|s| (s, Vec::new(), true)));
+        }
+        for (key, mode) in needs {
+            let shard = slots.shard_of_key(&key);
+            let entry = match by_shard.iter_mut().position(|(s, _, _)| *s == shard) {
+                Some(i) => &mut by_shard[i],
+                None => {
+                    by_shard.push((shard, Vec::new(), false));
+                    let last = by_shard.len() - 1;
+                    &mut by_shard[last]
+                }
+            };
+            // One lock per key: exclusive wins over shared.
+            match entry.1.iter_mut().find(|(k, _)| *k == key) {
+                Some(existing) => {
+                    if mode == LockMode::Exclusive {
+                        existing.1 = LockMode::Exclusive;
+                    }
+                }
+                None => entry.1.push((key, mode)),
+            }
+        }
+        by_shard.sort_by_key(|(s, _, _)| *s);
+        TxJob {
+            tx,
+            conn,
+            shards: by_shard.iter().map(|(s, _, _)| *s).collect(),
+            lock_all: by_shard.iter().map(|(_, _, a)| *a).collect(),
+            locks: by_shard.into_iter().map(|(_, k, _)| k).collect(),
+            phase: Phase::Locking(0),
+            results: Vec::new(),
+            order: Vec::new(),
+            plan,
+            now: 0,
+        }
+    }
+
+    fn step(&self) -> TxStep {
+        TxStep {
+            tx: self.tx,
+            lock: Vec::new(),
+            lock_all: false,
+            batch: None,
+            special: None,
+            release: false,
+            now: self.now,
+        }
+    }
+
+    /// Sends the first lock request.
+    pub fn start(&mut self, now: Millis, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        self.now = now;
+        if self.shards.is_empty() {
+            return self.run_stage(Vec::new(), out);
+        }
+        self.request_lock(0, out);
+        None
+    }
+
+    fn request_lock(&mut self, i: usize, out: &mut Vec<Outgoing>) {
+        let mut step = self.step();
+        step.lock = std::mem::take(&mut self.locks[i]);
+        step.lock_all = self.lock_all[i];
+        self.phase = Phase::Locking(i);
+        out.push((self.shards[i], Msg::Step(step)));
+    }
+
+    /// Handles a step's result; returns the outcome once the transaction is done (its
+    /// release messages are then in `out`).
+    pub fn on_done(
+        &mut self,
+        done: TxStepDone,
+        now: Millis,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        match self.phase {
+            Phase::Locking(i) => {
+                if i + 1 < self.shards.len() {
+                    self.request_lock(i + 1, out);
+                    return None;
+                }
+                // Every lock is held: one timestamp for the whole transaction.
+                self.now = now;
+                self.run_stage(Vec::new(), out)
+            }
+            Phase::Running(n) => {
+                let position = self
+                    .order
+                    .iter()
+                    .position(|&s| s == done.shard)
+                    .unwrap_or(0);
+                self.results.push(StepResult {
+                    shard: position,
+                    replies: done.batch.map(|b| b.replies).unwrap_or_default(),
+                    taken: done.taken,
+                });
+                if n > 1 {
+                    self.phase = Phase::Running(n - 1);
+                    return None;
+                }
+                let mut results = std::mem::take(&mut self.results);
+                results.sort_by_key(|r| r.shard);
+                for (r, &shard) in results.iter_mut().zip(&self.order) {
+                    r.shard = shard;
+                }
+                self.run_stage(results, out)
+            }
+        }
+    }
+
+    fn run_stage(&mut self, results: Vec<StepResult>, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        match self.plan.next(results) {
+            Next::Stage(work) => {
+                self.order = work.iter().map(|w| w.shard).collect();
+                self.phase = Phase::Running(work.len());
+                for w in work {
+                    let mut step = self.step();
+                    step.batch = w.batch;
+                    step.special = w.special;
+                    out.push((w.shard, Msg::Step(step)));
+                }
+                if self.order.is_empty() {
+                    return self.run_stage(Vec::new(), out);
+                }
+                None
+            }
+            Next::Finish(outcome) => {
+                for &shard in &self.shards {
+                    let mut step = self.step();
+                    step.release = true;
+                    out.push((shard, Msg::Step(step)));
+                }
+                Some(outcome)
+            }
+        }
+    }
+
+    /// The keys a plan's command touches, for `TxJob::new`.
+    pub fn needs_of(
+        table: &CommandTable,
+        spec_id: usize,
+        args: &Args<'_>,
+    ) -> (Vec<(Vec<u8>, LockMode)>, bool) {
+        table
+            .get(spec_id)
+            .map_or((Vec::new(), false), |spec| command_needs(spec, args))
+    }
+}
