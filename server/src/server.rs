@@ -74,6 +74,8 @@ pub struct Shared {
     pub slots: SlotTable,
     /// Every worker's inbox and waker, by worker index.
     pub peers: Vec<Peer>,
+    /// More workers than cores this process may use: some share a core.
+    pub cores_shared: bool,
     /// Wall-clock start time.
     pub started_at: Millis,
     /// Monotonic start time, for uptime.
@@ -119,6 +121,7 @@ impl Shared {
             threads,
             slots: SlotTable::contiguous(threads),
             peers,
+            cores_shared: threads > std::thread::available_parallelism().map_or(1, usize::from),
             started_at: clock::now_ms(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),

@@ -35,7 +35,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use goblin_protocol::{Decoded, Encoder, Version, parse_i64};
@@ -65,6 +65,12 @@ const MAX_ACCEPTS_PER_TURN: usize = 256;
 /// read; high enough that a client writing a large pipeline before reading still works,
 /// as it does with redis-server.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+/// Replies held back while a connection waits for the rest of its pipeline are written
+/// anyway once they pass this size.
+const FLUSH_EARLY_ABOVE: usize = 64 * 1024;
+/// How long a worker that awaits replies from other shards keeps looking for them before
+/// it sleeps: about one cross-thread round trip when the other worker is busy.
+const SPIN_WHILE_AWAITING: Duration = Duration::from_micros(50);
 /// Batches kept for reuse.
 const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
@@ -133,6 +139,8 @@ pub struct Worker {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Batch>>,
     commands: u64,
+    /// Messages sent to other workers whose answer has not come back yet.
+    awaiting: usize,
 }
 
 impl Worker {
@@ -171,6 +179,7 @@ impl Worker {
             next_job: 0,
             pool: Vec::new(),
             commands: 0,
+            awaiting: 0,
         })
     }
 
@@ -222,6 +231,21 @@ impl Worker {
         if !self.scheduled.is_empty() || !self.local.is_empty() {
             timeout = Some(Duration::ZERO);
         }
+        if timeout.is_none() && self.awaiting > 0 && self.shared.cores_shared {
+            // Replies from other shards are due, and this core is shared with other
+            // workers: rather than sleep and be woken (a syscall on each side and a trip
+            // through the scheduler), hand the core to them and look again, for a short
+            // while. (On cores of their own, workers run in parallel and this would
+            // only burn CPU.)
+            let start = Instant::now();
+            while start.elapsed() < SPIN_WHILE_AWAITING {
+                if !self.inbox.is_empty() {
+                    timeout = Some(Duration::ZERO);
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
         let me = &self.shared.peers[self.id];
         if timeout.is_none() {
             me.sleeping.store(true, Ordering::SeqCst);
@@ -244,6 +268,9 @@ impl Worker {
             if dest == self.id {
                 self.local.push_back(msg);
             } else if let Some(q) = self.outbox.get_mut(dest) {
+                if matches!(msg, Msg::Run(..) | Msg::Part(..) | Msg::Step(..)) {
+                    self.awaiting += 1;
+                }
                 q.push(msg);
             }
         }
@@ -289,6 +316,9 @@ impl Worker {
                 };
                 any = true;
                 for msg in msgs {
+                    if matches!(msg, Msg::Done(..) | Msg::PartDone(..) | Msg::StepDone(..)) {
+                        self.awaiting = self.awaiting.saturating_sub(1);
+                    }
                     self.handle(msg);
                 }
             }
@@ -566,6 +596,16 @@ impl Worker {
                 continue;
             };
             conn.dirty = false;
+            // A connection waiting for replies from other shards gets its output written
+            // with the rest of its pipeline's: one write for the pipeline, as with a
+            // local one, instead of one per shard round trip. (`after_wait` marks it
+            // dirty again when the wait ends.)
+            if (conn.busy() || conn.held.is_some())
+                && !conn.closing
+                && conn.output.pending() < FLUSH_EARLY_ABOVE
+            {
+                continue;
+            }
             match conn.output.write_to(&mut conn.stream) {
                 Ok(true) => {
                     if conn.closing && !conn.busy() {

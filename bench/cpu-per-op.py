@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Server CPU time per operation, side by side, with redis-benchmark as the load.
+
+Starts each server configuration pinned to core 0 (`taskset -c 0`), runs redis-benchmark
+pinned to core 1 against each in turn (rounds alternate between servers, so drift on a
+shared machine hits all of them alike), reads each server's CPU time (utime + stime) from
+/proc before and after, and prints throughput and CPU microseconds per operation (median
+over rounds) and each configuration's CPU per op relative to the first.
+
+  bench/cpu-per-op.py                      # goblin --threads 1 and 2, and redis-server
+  bench/cpu-per-op.py --tests set,get --pipelines 16,1 --rounds 3
+
+Builds nothing: run `cargo build --release -p goblin-server` first.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOBLIN = os.path.join(ROOT, "target", "release", "goblin-server")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    total = 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total += int(fields[11]) + int(fields[12])  # utime, stime (in ticks)
+    return total / TICK
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on {port}")
+
+
+def start(name, argv, port):
+    proc = subprocess.Popen(["taskset", "-c", "0"] + argv, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return {"name": name, "proc": proc, "port": port}
+
+
+def bench(server, test, pipeline, requests, clients, keyspace):
+    before = cpu_seconds(server["proc"].pid)
+    out = subprocess.run(
+        ["taskset", "-c", "1", "redis-benchmark", "-p", str(server["port"]), "-t", test,
+         "-P", str(pipeline), "-n", str(requests), "-c", str(clients), "-r", str(keyspace),
+         "-q"], capture_output=True, text=True).stdout
+    after = cpu_seconds(server["proc"].pid)
+    m = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
+    if not m:
+        sys.exit(f"redis-benchmark failed against {server['name']}: {out}")
+    rps = float(m[-1])
+    return rps, (after - before) * 1e6 / requests
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tests", default="set,get")
+    ap.add_argument("--pipelines", default="16,1")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--keyspace", type=int, default=1_000_000)
+    ap.add_argument("--requests", type=int, default=0, help="per run (default: by pipeline)")
+    ap.add_argument("--threads", default="1,2", help="goblin-server thread counts")
+    ap.add_argument("--no-redis", action="store_true")
+    opts = ap.parse_args()
+
+    servers = []
+    try:
+        for t in opts.threads.split(","):
+            port = free_port()
+            servers.append(start(f"goblin --threads {t}",
+                                 [GOBLIN, "--port", str(port), "--threads", t], port))
+        if not opts.no_redis:
+            port = free_port()
+            servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
+                                                  "--appendonly", "no"], port))
+        print(f"# {os.uname().nodename}, {os.cpu_count()} cores; servers on core 0, "
+              f"redis-benchmark on core 1; {opts.clients} clients, random keys over "
+              f"{opts.keyspace}; median of {opts.rounds} rounds")
+        print(f"{'test':6} {'-P':>3}  {'server':22} {'ops/s':>10} {'CPU us/op':>10} {'vs first':>9}")
+        for pipeline in [int(p) for p in opts.pipelines.split(",")]:
+            requests = opts.requests or (2_000_000 if pipeline > 1 else 300_000)
+            for test in opts.tests.split(","):
+                results = {s["name"]: [] for s in servers}
+                for _ in range(opts.rounds):
+                    for s in servers:
+                        results[s["name"]].append(
+                            bench(s, test, pipeline, requests, opts.clients, opts.keyspace))
+                base = None
+                for s in servers:
+                    rps = statistics.median(r[0] for r in results[s["name"]])
+                    cpu = statistics.median(r[1] for r in results[s["name"]])
+                    base = base or cpu
+                    print(f"{test:6} {pipeline:>3}  {s['name']:22} {rps:>10.0f} {cpu:>10.3f} "
+                          f"{cpu / base:>8.2f}x")
+    finally:
+        for s in servers:
+            s["proc"].send_signal(signal.SIGTERM)
+            s["proc"].wait()
+
+
+if __name__ == "__main__":
+    main()
