@@ -123,6 +123,21 @@ pub enum Special {
     Take(Vec<u8>),
     /// Store a moved value at a key (replacing it).
     Put(Vec<u8>, Moved),
+    /// GOBLIN.CLAIM's attempt: `SET key token NX PXAT deadline`. Afterwards the step
+    /// releases the transaction's locks here if the claim was won and `release_if_won`,
+    /// or if it was held and `release_if_held`.
+    TryClaim {
+        /// The claim key.
+        key: Vec<u8>,
+        /// The token stored when the claim is won.
+        token: Vec<u8>,
+        /// The lease's end.
+        deadline: Millis,
+        /// Release after winning.
+        release_if_won: bool,
+        /// Release after finding the claim held.
+        release_if_held: bool,
+    },
 }
 
 /// One step of a transaction on one shard: acquire locks (waiting if needed), run
@@ -156,6 +171,10 @@ pub struct TxStepDone {
     pub batch: Option<Box<Batch>>,
     /// A value taken by `Special::Take` (None: the key was absent).
     pub taken: Option<Moved>,
+    /// The outcome of `Special::TryClaim`: whether the claim was won.
+    pub claimed: Option<bool>,
+    /// Whether the transaction still holds locks on this shard after the step.
+    pub holds_locks: bool,
 }
 
 /// A message between workers.

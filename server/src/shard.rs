@@ -22,13 +22,26 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use goblin_protocol::Encoder;
-use goblin_store::Keyspace;
+use std::time::Instant;
+
+use goblin_protocol::{Encoder, Version};
+use goblin_store::{Keyspace, Millis};
 
 use crate::command::{CommandSpec, CommandTable, Flags};
 use crate::exec::{Args, Exec, ShardCtx};
 use crate::msg::{Batch, ConnRef, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
 use crate::server::Shared;
+
+/// One command's statistics on one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CmdStat {
+    /// Times dispatched.
+    pub calls: u64,
+    /// Microseconds spent running it here.
+    pub usec: u64,
+    /// Times it replied an error here.
+    pub failed: u64,
+}
 
 /// Lock state of one key that is locked or wanted.
 #[derive(Debug, Default)]
@@ -72,6 +85,8 @@ pub struct Shard {
     pub db: Keyspace,
     /// The hash slots this shard owns.
     pub owned: std::ops::Range<usize>,
+    /// Per-command statistics of this worker (INFO commandstats sums them).
+    pub stats: Vec<CmdStat>,
     locks: HashMap<Vec<u8>, KeyLock>,
     held: HashMap<TxRef, Needs>,
     all_holder: Option<TxRef>,
@@ -96,12 +111,14 @@ pub fn command_needs(spec: &CommandSpec, args: &Args<'_>) -> (Vec<(Vec<u8>, Lock
 }
 
 impl Shard {
-    /// An empty shard owning the slots `owned`.
-    pub fn new(id: usize, owned: std::ops::Range<usize>) -> Self {
+    /// An empty shard owning the slots `owned`, keeping statistics for `commands`
+    /// command-table entries.
+    pub fn new(id: usize, owned: std::ops::Range<usize>, commands: usize) -> Self {
         Shard {
             id,
             db: Keyspace::new(),
             owned,
+            stats: vec![CmdStat::default(); commands],
             locks: HashMap::new(),
             held: HashMap::new(),
             all_holder: None,
@@ -303,18 +320,48 @@ impl Shard {
         let Some(spec) = shared.commands.get(cmd.spec) else {
             return;
         };
+        self.execute(shared, spec, &args, *now, replies, *resp);
+    }
+
+    /// Runs a shard handler (or a keyspace-wide command's part) on this shard, writing
+    /// its reply to `out`, and accounts for it in the command statistics.
+    pub fn execute(
+        &mut self,
+        shared: &Shared,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        now: Millis,
+        out: &mut Vec<u8>,
+        resp: Version,
+    ) {
+        let started = Instant::now();
+        let reply_at = out.len();
         let mut ctx = ShardCtx {
             db: &mut self.db,
-            now: *now,
-            out: Encoder::new(replies, *resp),
+            now,
+            out: Encoder::new(out, resp),
             shard: self.id,
             owned: self.owned.clone(),
             slots: &shared.slots,
+            stats: &self.stats,
         };
         match spec.exec {
-            Exec::Shard(f) | Exec::Cursor(f) => f(&mut ctx, &args),
-            Exec::AllShards { part, .. } => part(&mut ctx, &args),
+            Exec::Shard(f) | Exec::Cursor(f) => f(&mut ctx, args),
+            Exec::AllShards { part, .. } => part(&mut ctx, args),
             Exec::Conn(_) | Exec::Container | Exec::Transaction => {}
+        }
+        if let Some(stat) = self.stats.get_mut(spec.id) {
+            stat.usec += started.elapsed().as_micros() as u64;
+            if out.get(reply_at) == Some(&b'-') {
+                stat.failed += 1;
+            }
+        }
+    }
+
+    /// Counts a call of command `id` (on the connection's worker, where it is dispatched).
+    pub fn count_call(&mut self, id: usize) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.calls += 1;
         }
     }
 
@@ -332,15 +379,18 @@ impl Shard {
             self.blocked.push_back(Blocked::Step { step, needs });
             return;
         }
-        self.run_step(shared, step, &needs, out);
+        self.run_step(shared, step, &needs, out, true);
     }
 
+    /// Runs a step whose locks are available: acquire, run, release if asked (then, with
+    /// `retry`, let waiting items move), and report.
     fn run_step(
         &mut self,
         shared: &Shared,
         mut step: TxStep,
         needs: &Needs,
         out: &mut Vec<Outgoing>,
+        retry: bool,
     ) {
         if !needs.keys.is_empty() || needs.all {
             self.acquire(step.tx, needs);
@@ -351,6 +401,7 @@ impl Shard {
                 self.run_one(shared, batch);
             }
         }
+        let mut claimed = None;
         let taken = match step.special.take() {
             Some(Special::Take(key)) => self.db.remove(&key, step.now).map(|e| Moved {
                 expire_at: e.expire_at(),
@@ -360,21 +411,41 @@ impl Shard {
                 self.db.insert(&key, moved.value, moved.expire_at, step.now);
                 None
             }
+            Some(Special::TryClaim {
+                key,
+                token,
+                deadline,
+                release_if_won,
+                release_if_held,
+            }) => {
+                let won = crate::commands::goblin::try_claim(
+                    &mut self.db,
+                    &key,
+                    &token,
+                    deadline,
+                    step.now,
+                );
+                claimed = Some(won);
+                step.release |= if won { release_if_won } else { release_if_held };
+                None
+            }
             None => None,
         };
         if step.release {
             self.release(step.tx);
-            self.retry(shared, out);
+            if retry {
+                self.retry(shared, out);
+            }
         }
-        out.push((
-            step.tx.worker,
-            Msg::StepDone(TxStepDone {
-                tx: step.tx,
-                shard: self.id,
-                batch: step.batch,
-                taken,
-            }),
-        ));
+        let done = TxStepDone {
+            tx: step.tx,
+            shard: self.id,
+            batch: step.batch,
+            taken,
+            claimed,
+            holds_locks: self.held.contains_key(&step.tx),
+        };
+        out.push((step.tx.worker, Msg::StepDone(done)));
     }
 
     /// Retries waiting items in order after locks were released, until nothing moves.
@@ -408,7 +479,7 @@ impl Shard {
                 match item {
                     Blocked::Step { step, needs } => {
                         // A releasing step retries by itself; keep this pass simple.
-                        self.run_step_no_retry(shared, step, &needs, out);
+                        self.run_step(shared, step, &needs, out, false);
                     }
                     Blocked::Batch {
                         from,
@@ -435,23 +506,6 @@ impl Shard {
             if !progressed {
                 return;
             }
-        }
-    }
-
-    /// [`Shard::run_step`] without the retry pass (the caller is running one).
-    fn run_step_no_retry(
-        &mut self,
-        shared: &Shared,
-        mut step: TxStep,
-        needs: &Needs,
-        out: &mut Vec<Outgoing>,
-    ) {
-        let release = step.release;
-        step.release = false;
-        let tx = step.tx;
-        self.run_step(shared, step, needs, out);
-        if release {
-            self.release(tx);
         }
     }
 }
@@ -542,7 +596,7 @@ mod tests {
     fn commands_on_locked_keys_wait_and_others_do_not() {
         let shared = shared();
         let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384);
+        let mut shard = Shard::new(0, 0..16384, t.all().len());
         let mut out = Vec::new();
         shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
         assert_eq!(out.len(), 1, "lock granted at once");
@@ -561,7 +615,7 @@ mod tests {
     fn a_connections_later_batch_waits_behind_its_earlier_one() {
         let shared = shared();
         let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384);
+        let mut shard = Shard::new(0, 0..16384, t.all().len());
         let mut out = Vec::new();
         shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
         out.clear();
@@ -595,7 +649,7 @@ mod tests {
     fn shared_locks_admit_readers_and_hold_writers() {
         let shared = shared();
         let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384);
+        let mut shard = Shard::new(0, 0..16384, t.all().len());
         let mut out = Vec::new();
         shard.step(&shared, lock_step(&[b"a"], LockMode::Shared), &mut out);
         out.clear();

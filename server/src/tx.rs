@@ -34,17 +34,23 @@ pub struct StepResult {
     pub replies: Vec<u8>,
     /// The value it took, if it was asked to.
     pub taken: Option<Moved>,
+    /// Whether the claim it tried was won.
+    pub claimed: Option<bool>,
 }
 
 /// Work for one shard in a stage.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Work {
     /// The shard.
     pub shard: usize,
     /// Commands to run.
     pub batch: Option<Box<Batch>>,
-    /// A value to take or put.
+    /// Special work (take or put a value, try a claim).
     pub special: Option<Special>,
+    /// Locks to take first, when the plan takes its locks in its stages (GOBLIN.CLAIM).
+    pub lock: Vec<(Vec<u8>, LockMode)>,
+    /// Release the transaction's locks on the shard afterwards.
+    pub release: bool,
 }
 
 /// What a plan wants next.
@@ -202,6 +208,42 @@ pub enum Plan {
     Fan(Fan),
     /// EXEC.
     Multi(Multi),
+    /// GOBLIN.CLAIM across shards.
+    Claim(Claim),
+    /// Nothing to run: the answer is known (an argument error found up front).
+    Reply(Option<Vec<u8>>),
+}
+
+/// GOBLIN.CLAIM with its claim key and result key on different shards.
+///
+/// The protocol takes only the locks it needs, in ascending shard order:
+/// 1. At the claim shard C, lock the claim key (exclusive) and try the claim. Won: the
+///    reply is CLAIMED, the lock is dropped in the same step — one visit to one shard,
+///    the result shard is never touched. The linearization point is the claim's write.
+/// 2. Held, and C comes before the result shard R: keep C's lock (so the claim stays
+///    held), then at R lock the result key (shared), read it, unlock; reply what was read,
+///    unlock C. While C is locked no one can release, expire or re-take the claim, so at
+///    the instant of the read the claim is held: that instant is the linearization point.
+/// 3. Held, and R comes before C: C's lock is dropped at once (holding it while asking R
+///    would break the ascending order). Then lock the result key at R (shared) and read
+///    it, keeping the lock, and only then try the claim again at C: won → CLAIMED; held →
+///    the value read, which cannot have changed since R is still locked. The second
+///    attempt is the linearization point.
+///
+/// Inside EXEC every key is already locked, so no step takes or drops a lock.
+#[derive(Debug)]
+pub struct Claim {
+    claim_key: Vec<u8>,
+    result_key: Vec<u8>,
+    token: Vec<u8>,
+    deadline: Millis,
+    claim_shard: usize,
+    result_shard: usize,
+    get_spec: usize,
+    locked: bool,
+    stage: u8,
+    result: Option<Vec<u8>>,
+    resp: Version,
 }
 
 fn integer(reply: &[u8]) -> Option<i64> {
@@ -238,15 +280,39 @@ fn elements(reply: &[u8]) -> Vec<&[u8]> {
 
 impl Plan {
     /// The plan for a multi-key command whose keys span shards.
+    ///
+    /// `now` is the command's timestamp; `in_exec` says the transaction already holds every
+    /// key's lock (EXEC).
     pub fn for_command(
         table: &CommandTable,
         spec_id: usize,
         args: &Args<'_>,
         slots: &SlotTable,
         resp: Version,
+        now: Millis,
+        in_exec: bool,
     ) -> Option<Plan> {
         let spec = table.get(spec_id)?;
         let kind = spec.multi?;
+        if kind == MultiKey::Claim {
+            let deadline = match crate::commands::goblin::claim_deadline(args, now) {
+                Ok(d) => d,
+                Err(e) => return Some(Plan::Reply(Some(encoded(resp, |enc| enc.error(&e))))),
+            };
+            return Some(Plan::Claim(Claim {
+                claim_key: args.get(1).to_vec(),
+                result_key: args.get(2).to_vec(),
+                token: args.get(3).to_vec(),
+                deadline,
+                claim_shard: slots.shard_of_key(args.get(1)),
+                result_shard: slots.shard_of_key(args.get(2)),
+                get_spec: table.lookup(b"get")?.id,
+                locked: in_exec,
+                stage: 0,
+                result: None,
+                resp,
+            }));
+        }
         let (first, step) = (spec.keys.first, spec.keys.step.max(1));
         if matches!(kind, MultiKey::AllOk | MultiKey::MsetNx) && args.len().is_multiple_of(2) {
             // Unpaired arguments: the command's own handler answers the arity error
@@ -254,6 +320,7 @@ impl Plan {
             return None;
         }
         match kind {
+            MultiKey::Claim => None,
             MultiKey::Sum | MultiKey::Mget | MultiKey::AllOk => {
                 let parts = split_by_shard(spec_id, args, first, step, slots, resp)
                     .into_iter()
@@ -316,6 +383,7 @@ impl Plan {
         queued: &[Box<Batch>],
         slots: &SlotTable,
         resp: Version,
+        now: Millis,
     ) -> Plan {
         let mut list = Vec::with_capacity(queued.len());
         for cmd in queued {
@@ -348,7 +416,7 @@ impl Plan {
                     if shards.all(|s| s == first) {
                         Queued::Single(first, single(spec_id, &args, resp))
                     } else {
-                        match Plan::for_command(table, spec_id, &args, slots, resp) {
+                        match Plan::for_command(table, spec_id, &args, slots, resp, now, true) {
                             Some(plan) => Queued::Plan(Box::new(plan)),
                             None => Queued::Single(first, single(spec_id, &args, resp)),
                         }
@@ -376,6 +444,89 @@ impl Plan {
             Plan::Rename(p) => p.next(results),
             Plan::Fan(p) => p.next(results),
             Plan::Multi(p) => p.next(results),
+            Plan::Claim(p) => p.next(results),
+            Plan::Reply(reply) => Next::Finish(Outcome::Reply(reply.take().unwrap_or_default())),
+        }
+    }
+
+    /// Whether the transaction locks every key before the plan runs; GOBLIN.CLAIM takes
+    /// its locks in its stages instead.
+    pub fn locks_upfront(&self) -> bool {
+        !matches!(self, Plan::Claim(_) | Plan::Reply(_))
+    }
+}
+
+impl Claim {
+    /// The claim attempt at the claim shard.
+    fn attempt(&self, release_if_held: bool) -> Work {
+        Work {
+            shard: self.claim_shard,
+            lock: if self.locked {
+                Vec::new()
+            } else {
+                vec![(self.claim_key.clone(), LockMode::Exclusive)]
+            },
+            special: Some(Special::TryClaim {
+                key: self.claim_key.clone(),
+                token: self.token.clone(),
+                deadline: self.deadline,
+                release_if_won: !self.locked,
+                release_if_held: !self.locked && release_if_held,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// GET result_key at the result shard.
+    fn read(&self, release: bool) -> Work {
+        let data = [&b"GET"[..], &self.result_key].concat();
+        let spans = [0..3, 3..data.len()];
+        let batch = single(self.get_spec, &Args::new(&data, &spans), self.resp);
+        Work {
+            shard: self.result_shard,
+            batch: Some(batch),
+            lock: if self.locked {
+                Vec::new()
+            } else {
+                vec![(self.result_key.clone(), LockMode::Shared)]
+            },
+            release: !self.locked && release,
+            ..Default::default()
+        }
+    }
+
+    fn claimed(&self) -> Next {
+        Next::Finish(Outcome::Reply(encoded(self.resp, |e| {
+            e.bulk(crate::commands::goblin::CLAIMED)
+        })))
+    }
+
+    fn next(&mut self, mut results: Vec<StepResult>) -> Next {
+        // Inside EXEC the order of the keys' shards does not matter: all are locked.
+        let claim_first = self.locked || self.claim_shard < self.result_shard;
+        self.stage += 1;
+        match self.stage {
+            1 => Next::Stage(vec![self.attempt(!claim_first)]),
+            2 => {
+                if results.first().and_then(|r| r.claimed) == Some(true) {
+                    return self.claimed();
+                }
+                Next::Stage(vec![self.read(claim_first)])
+            }
+            3 => {
+                let read = results.pop().map(|r| r.replies).unwrap_or_default();
+                if claim_first {
+                    return Next::Finish(Outcome::Reply(read));
+                }
+                self.result = Some(read);
+                Next::Stage(vec![self.attempt(true)])
+            }
+            _ => {
+                if results.first().and_then(|r| r.claimed) == Some(true) {
+                    return self.claimed();
+                }
+                Next::Finish(Outcome::Reply(self.result.take().unwrap_or_default()))
+            }
         }
     }
 }
@@ -390,6 +541,7 @@ impl Split {
                     shard: *shard,
                     batch: batch.take(),
                     special: None,
+                    ..Default::default()
                 })
                 .collect();
             return Next::Stage(work);
@@ -442,6 +594,7 @@ impl MsetNx {
                         shard: *s,
                         batch: b.take(),
                         special: None,
+                        ..Default::default()
                     })
                     .collect(),
             )
@@ -469,7 +622,7 @@ impl Rename {
         Work {
             shard,
             batch: Some(batch),
-            special: None,
+            ..Default::default()
         }
     }
 
@@ -497,6 +650,7 @@ impl Rename {
                     shard: self.src_shard,
                     batch: None,
                     special: Some(Special::Take(self.src.clone())),
+                    ..Default::default()
                 }])
             }
             3 => match results.pop().and_then(|r| r.taken) {
@@ -507,6 +661,7 @@ impl Rename {
                     shard: self.dst_shard,
                     batch: None,
                     special: Some(Special::Put(self.dst.clone(), moved)),
+                    ..Default::default()
                 }]),
             },
             _ => Next::Finish(Outcome::Reply(encoded(resp, |e| {
@@ -534,6 +689,7 @@ impl Fan {
                         shard,
                         batch: Some(b),
                         special: None,
+                        ..Default::default()
                     }
                 })
                 .collect();
@@ -625,6 +781,7 @@ impl Multi {
                         shard,
                         batch: Some(batch),
                         special: None,
+                        ..Default::default()
                     }]);
                 }
             }
@@ -656,6 +813,8 @@ pub struct TxJob {
     order: Vec<usize>,
     plan: Plan,
     now: Millis,
+    /// Shards where the transaction holds locks now, released when it ends.
+    held: Vec<usize>,
 }
 
 impl TxJob {
@@ -706,6 +865,7 @@ impl TxJob {
             order: Vec::new(),
             plan,
             now: 0,
+            held: Vec::new(),
         }
     }
 
@@ -747,6 +907,16 @@ impl TxJob {
         now: Millis,
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
+        match (
+            done.holds_locks,
+            self.held.iter().position(|&s| s == done.shard),
+        ) {
+            (true, None) => self.held.push(done.shard),
+            (false, Some(i)) => {
+                self.held.swap_remove(i);
+            }
+            _ => {}
+        }
         match self.phase {
             Phase::Locking(i) => {
                 if i + 1 < self.shards.len() {
@@ -764,6 +934,7 @@ impl TxJob {
                     .position(|&s| s == done.shard)
                     .unwrap_or(0);
                 self.results.push(StepResult {
+                    claimed: done.claimed,
                     shard: position,
                     replies: done.batch.map(|b| b.replies).unwrap_or_default(),
                     taken: done.taken,
@@ -791,6 +962,8 @@ impl TxJob {
                     let mut step = self.step();
                     step.batch = w.batch;
                     step.special = w.special;
+                    step.lock = w.lock;
+                    step.release = w.release;
                     out.push((w.shard, Msg::Step(step)));
                 }
                 if self.order.is_empty() {
@@ -799,7 +972,7 @@ impl TxJob {
                 None
             }
             Next::Finish(outcome) => {
-                for &shard in &self.shards {
+                for shard in std::mem::take(&mut self.held) {
                     let mut step = self.step();
                     step.release = true;
                     out.push((shard, Msg::Step(step)));

@@ -48,7 +48,7 @@ use crate::client::Client;
 use crate::clock;
 use crate::command::{CommandSpec, Rejection};
 use crate::conn::{Conn, MultiState, ReadOutcome};
-use crate::exec::{Args, ConnCtx, Exec, MergeFn, ShardCtx};
+use crate::exec::{Args, ConnCtx, Exec, MergeFn};
 use crate::msg::{Batch, ConnRef, Msg, TxRef};
 use crate::server::{Shared, WAKER};
 use crate::shard::{Outgoing, Shard, command_needs};
@@ -167,7 +167,7 @@ impl Worker {
             next_target: 0,
             conns: Slab::new(),
             next_gen: 0,
-            shard: Shard::new(id, shared.slots.range(id)),
+            shard: Shard::new(id, shared.slots.range(id), shared.commands.all().len()),
             shared,
             now: clock::now_ms(),
             dirty: Vec::new(),
@@ -784,7 +784,7 @@ impl Worker {
             return Flow::Next;
         }
         conn.client.last_command = spec.name;
-        match spec.exec {
+        let flow = match spec.exec {
             Exec::Transaction => {
                 if conn.busy() {
                     return Flow::Wait;
@@ -825,7 +825,11 @@ impl Worker {
                 Target::Shard(s) if s != self.id => self.add_to_remote_batch(key, s, spec, args),
                 Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
             },
+        };
+        if !matches!(flow, Flow::Wait) {
+            self.shard.count_call(spec.id);
         }
+        flow
     }
 }
 
@@ -856,20 +860,15 @@ impl Worker {
             return Flow::Wait;
         }
         if self.shard.quiet() {
-            let f = match spec.exec {
-                Exec::Shard(f) | Exec::Cursor(f) => f,
-                _ => return Flow::Next,
-            };
             let Conn { client, output, .. } = conn;
-            let mut ctx = ShardCtx {
-                db: &mut self.shard.db,
-                now: self.now,
-                out: Encoder::new(&mut output.buf, client.resp),
-                shard: self.id,
-                owned: self.shard.owned.clone(),
-                slots: &self.shared.slots,
-            };
-            f(&mut ctx, args);
+            self.shard.execute(
+                &self.shared,
+                spec,
+                args,
+                self.now,
+                &mut output.buf,
+                client.resp,
+            );
             return Flow::Next;
         }
         // Locks are held or wanted here: go through the shard's queue like any batch.
@@ -1009,13 +1008,25 @@ impl Worker {
             .conns
             .get(key)
             .map_or(Version::Resp2, |c| c.client.resp);
-        let Some(plan) = Plan::for_command(&shared.commands, spec.id, args, &shared.slots, resp)
-        else {
+        let plan = Plan::for_command(
+            &shared.commands,
+            spec.id,
+            args,
+            &shared.slots,
+            resp,
+            self.now,
+            false,
+        );
+        let Some(plan) = plan else {
             // Not a command that can span shards: run it where its first key lives, as
             // Redis Cluster would refuse it; Goblin answers for the keys of one shard.
             return self.run_local(key, spec, args);
         };
-        let (needs, all) = command_needs(spec, args);
+        let (needs, all) = if plan.locks_upfront() {
+            command_needs(spec, args)
+        } else {
+            (Vec::new(), false)
+        };
         self.start_tx(key, needs, all, plan)
     }
 
@@ -1066,12 +1077,19 @@ impl Worker {
                 let mut all = false;
                 for cmd in &multi.queued {
                     if let Some(spec) = cmd.cmds.first().and_then(|c| shared.commands.get(c.spec)) {
+                        self.shard.count_call(spec.id);
                         let (keys, whole) = command_needs(spec, &cmd.args(0));
                         needs.extend(keys);
                         all |= whole;
                     }
                 }
-                let plan = Plan::for_exec(&shared.commands, &multi.queued, &shared.slots, resp);
+                let plan = Plan::for_exec(
+                    &shared.commands,
+                    &multi.queued,
+                    &shared.slots,
+                    resp,
+                    self.now,
+                );
                 multi.queued.into_iter().for_each(|b| self.recycle(b));
                 self.start_tx(key, needs, all, plan)
             }

@@ -22,4 +22,4 @@ mod value;
 
 pub use keyspace::{Entry, Keyspace, Millis};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
-pub use value::Value;
+pub use value::{Hash, SortedSet, Value};

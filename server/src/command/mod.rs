@@ -133,6 +133,9 @@ pub enum MultiKey {
         /// RENAMENX.
         nx: bool,
     },
+    /// GOBLIN.CLAIM: try the claim on its shard, read the result on the other, with the
+    /// locks the protocol needs and no more (see `tx.rs`).
+    Claim,
 }
 
 /// One command (or subcommand) as the table knows it.

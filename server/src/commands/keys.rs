@@ -1,5 +1,6 @@
-//! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TTL, PTTL, RENAME, RENAMENX, KEYS,
-//! SCAN, RANDOMKEY.
+//! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TYPE, TTL, PTTL, EXPIRE, PEXPIRE,
+//! EXPIREAT, PEXPIREAT, PERSIST, EXPIRETIME, PEXPIRETIME, RENAME, RENAMENX, KEYS, SCAN,
+//! RANDOMKEY.
 
 use goblin_protocol::{Frame, parse_reply};
 use goblin_store::SLOTS;
@@ -18,6 +19,14 @@ pub fn register(table: &mut CommandTable) {
     table.add_multi(&meta::TOUCH, Exec::Shard(exists), MultiKey::Sum);
     table.add(&meta::TTL, Exec::Shard(ttl));
     table.add(&meta::PTTL, Exec::Shard(pttl));
+    table.add(&meta::TYPE, Exec::Shard(type_cmd));
+    table.add(&meta::EXPIRE, Exec::Shard(expire));
+    table.add(&meta::PEXPIRE, Exec::Shard(pexpire));
+    table.add(&meta::EXPIREAT, Exec::Shard(expireat));
+    table.add(&meta::PEXPIREAT, Exec::Shard(pexpireat));
+    table.add(&meta::PERSIST, Exec::Shard(persist));
+    table.add(&meta::EXPIRETIME, Exec::Shard(expiretime));
+    table.add(&meta::PEXPIRETIME, Exec::Shard(pexpiretime));
     table.add_multi(
         &meta::RENAME,
         Exec::Shard(rename),
@@ -284,4 +293,153 @@ fn randomkey_merge(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
         pick -= n;
     }
     ctx.reply().null();
+}
+
+/// `TYPE key`
+fn type_cmd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let name = ctx
+        .db
+        .get(args.get(1), ctx.now)
+        .map_or("none", |e| e.value.type_name());
+    ctx.out.simple(name.as_bytes());
+}
+
+/// EXPIRE's NX|XX|GT|LT options.
+#[derive(Default)]
+struct ExpireFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+fn parse_expire_flags(args: &Args<'_>) -> Result<ExpireFlags, Vec<u8>> {
+    let mut f = ExpireFlags::default();
+    for i in 3..args.len() {
+        if args.is(i, "nx") {
+            f.nx = true;
+        } else if args.is(i, "xx") {
+            f.xx = true;
+        } else if args.is(i, "gt") {
+            f.gt = true;
+        } else if args.is(i, "lt") {
+            f.lt = true;
+        } else {
+            let mut msg = b"ERR Unsupported option ".to_vec();
+            msg.extend_from_slice(errors::c_str(args.get(i)));
+            return Err(msg);
+        }
+    }
+    if f.nx && (f.xx || f.gt || f.lt) {
+        return Err(
+            b"ERR NX and XX, GT or LT options at the same time are not compatible".to_vec(),
+        );
+    }
+    if f.gt && f.lt {
+        return Err(b"ERR GT and LT options at the same time are not compatible".to_vec());
+    }
+    Ok(f)
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (`expireGenericCommand`): `seconds` says the unit,
+/// `relative` whether the time counts from now. A time at or before now deletes the key.
+fn expire_generic(
+    ctx: &mut ShardCtx<'_>,
+    args: &Args<'_>,
+    seconds: bool,
+    relative: bool,
+    name: &str,
+) {
+    let flags = match parse_expire_flags(args) {
+        Ok(f) => f,
+        Err(e) => return ctx.out.error_sanitized(&e),
+    };
+    let Some(mut when) = goblin_protocol::parse_i64(args.get(2)) else {
+        return ctx.out.error(errors::NOT_INTEGER);
+    };
+    if seconds {
+        match when.checked_mul(1000) {
+            Some(ms) => when = ms,
+            None => return ctx.out.error(&errors::invalid_expire(name)),
+        }
+    }
+    let base = if relative { ctx.now as i64 } else { 0 };
+    let Some(when) = when.checked_add(base) else {
+        return ctx.out.error(&errors::invalid_expire(name));
+    };
+    let key = args.get(1);
+    let Some(entry) = ctx.db.get(key, ctx.now) else {
+        return ctx.out.integer(0);
+    };
+    let current = entry.expire_at().map(|at| at as i64);
+    let refused = (flags.nx && current.is_some())
+        || (flags.xx && current.is_none())
+        || (flags.gt && current.is_none_or(|c| when <= c))
+        || (flags.lt && current.is_some_and(|c| when >= c));
+    if refused {
+        return ctx.out.integer(0);
+    }
+    if when <= ctx.now as i64 {
+        ctx.db.remove(key, ctx.now);
+    } else {
+        ctx.db.set_expire(key, Some(when as u64), ctx.now);
+    }
+    ctx.out.integer(1);
+}
+
+/// `EXPIRE key seconds [NX|XX|GT|LT]`
+fn expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expire_generic(ctx, args, true, true, "expire");
+}
+
+/// `PEXPIRE key milliseconds [NX|XX|GT|LT]`
+fn pexpire(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expire_generic(ctx, args, false, true, "pexpire");
+}
+
+/// `EXPIREAT key unix-time-seconds [NX|XX|GT|LT]`
+fn expireat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expire_generic(ctx, args, true, false, "expireat");
+}
+
+/// `PEXPIREAT key unix-time-milliseconds [NX|XX|GT|LT]`
+fn pexpireat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expire_generic(ctx, args, false, false, "pexpireat");
+}
+
+/// `PERSIST key`: 1 when an expiry was removed.
+fn persist(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let key = args.get(1);
+    let had = ctx
+        .db
+        .get(key, ctx.now)
+        .and_then(|e| e.expire_at())
+        .is_some();
+    if had {
+        ctx.db.set_expire(key, None, ctx.now);
+    }
+    ctx.out.integer(i64::from(had));
+}
+
+/// EXPIRETIME and PEXPIRETIME: the absolute expiry, -1 without one, -2 without the key.
+fn expiretime_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, seconds: bool) {
+    let reply = match ctx.db.get(args.get(1), ctx.now) {
+        None => -2,
+        Some(e) => match e.expire_at() {
+            None => -1,
+            Some(at) if seconds => ((at + 500) / 1000) as i64,
+            Some(at) => at as i64,
+        },
+    };
+    ctx.out.integer(reply);
+}
+
+/// `EXPIRETIME key`
+fn expiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expiretime_generic(ctx, args, true);
+}
+
+/// `PEXPIRETIME key`
+fn pexpiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    expiretime_generic(ctx, args, false);
 }

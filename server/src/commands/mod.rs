@@ -4,8 +4,11 @@
 //! and the merge functions of keyspace-wide commands.
 
 pub mod connection;
+pub mod goblin;
+pub mod hashes;
 pub mod keys;
 pub mod server;
+pub mod sorted_sets;
 pub mod strings;
 pub mod transactions;
 
@@ -23,6 +26,9 @@ pub fn register_all(table: &mut CommandTable) {
     strings::register(table);
     keys::register(table);
     transactions::register(table);
+    goblin::register(table);
+    hashes::register(table);
+    sorted_sets::register(table);
 }
 
 /// The unit and base of an expiry argument.

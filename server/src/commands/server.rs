@@ -1,5 +1,6 @@
 //! Server commands: COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL, FLUSHDB.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
@@ -10,6 +11,7 @@ use crate::command::{CommandSpec, CommandTable};
 use crate::errors;
 use crate::exec::{Args, ConnCtx, Exec, ShardCtx};
 use crate::server::REDIS_VERSION;
+use crate::shard::CmdStat;
 use crate::util::glob_match;
 
 use super::{merge_ok, merge_sum};
@@ -203,11 +205,24 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// Per-shard statistics INFO merges: keys, keys with an expiry.
+/// Per-shard statistics INFO merges: keys, keys with an expiry, and for each command run
+/// here its table id, calls, microseconds and failures.
 fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
-    ctx.out.array(2);
+    let used: Vec<_> = ctx
+        .stats
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.calls + s.failed > 0)
+        .collect();
+    ctx.out.array(2 + 4 * used.len());
     ctx.out.integer(ctx.db.len() as i64);
     ctx.out.integer(ctx.db.volatile_len() as i64);
+    for (id, stat) in used {
+        ctx.out.integer(id as i64);
+        ctx.out.integer(stat.calls as i64);
+        ctx.out.integer(stat.usec as i64);
+        ctx.out.integer(stat.failed as i64);
+    }
 }
 
 /// Resident set size of the process in bytes, from /proc.
@@ -239,12 +254,24 @@ fn human_bytes(n: u64) -> String {
 /// `INFO [section ...]`
 fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
     let (mut keys, mut expires) = (0i64, 0i64);
+    let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
     for part in parts {
-        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part)
-            && let [Frame::Integer(k), Frame::Integer(e)] = items.as_slice()
-        {
+        let Ok(Some((Frame::Array(items), _))) = parse_reply(part) else {
+            continue;
+        };
+        let ints: Vec<i64> = items
+            .iter()
+            .map(|f| if let Frame::Integer(n) = f { *n } else { 0 })
+            .collect();
+        if let [k, e, rest @ ..] = ints.as_slice() {
             keys += k;
             expires += e;
+            for s in rest.chunks_exact(4) {
+                let stat = stats.entry(s[0] as usize).or_default();
+                stat.calls += s[1] as u64;
+                stat.usec += s[2] as u64;
+                stat.failed += s[3] as u64;
+            }
         }
     }
     let wanted: Vec<String> = args
@@ -334,6 +361,23 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
         "role:master\r\nconnected_slaves:0\r\n".to_string(),
     );
     section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());
+    let mut commandstats = String::new();
+    for (id, s) in &stats {
+        let Some(spec) = shared.commands.get(*id) else {
+            continue;
+        };
+        let per_call = if s.calls > 0 {
+            s.usec as f64 / s.calls as f64
+        } else {
+            0.0
+        };
+        let _ = write!(
+            commandstats,
+            "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls=0,failed_calls={}\r\n",
+            spec.name, s.calls, s.usec, s.failed
+        );
+    }
+    section("commandstats", "Commandstats", commandstats);
     section(
         "keyspace",
         "Keyspace",

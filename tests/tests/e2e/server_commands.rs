@@ -21,7 +21,9 @@ fn command_info_and_docs_match_redis() {
         let (Frame::Bulk(name), Frame::Array(subs)) = (&fields[0], &fields[9]) else {
             panic!("fields")
         };
-        if name.starts_with(b"goblin.") {
+        // Goblin's own commands, and those of later Redis or Valkey versions, have no
+        // redis-server 7.0 entry to compare with.
+        if name.starts_with(b"goblin.") || [&b"delex"[..], b"delifeq"].contains(name) {
             continue;
         }
         if subs.is_empty() {

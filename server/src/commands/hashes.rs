@@ -1,0 +1,55 @@
+//! Hash commands — for now the minimum that creates and reads hashes: HSET, HGET.
+
+use goblin_store::{Hash, Value};
+
+use crate::command::{CommandTable, meta};
+use crate::errors;
+use crate::exec::{Args, Exec, ShardCtx};
+
+/// Registers the family.
+pub fn register(table: &mut CommandTable) {
+    table.add(&meta::HSET, Exec::Shard(hset));
+    table.add(&meta::HGET, Exec::Shard(hget));
+}
+
+/// `HSET key field value [field value ...]`: how many fields were new.
+fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if args.len() % 2 == 1 {
+        return ctx.out.error(&errors::wrong_arity("hset"));
+    }
+    let key = args.get(1);
+    let hash = match ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) {
+        Some(Value::Hash(h)) => h,
+        Some(_) => return ctx.out.error(errors::WRONGTYPE),
+        None => {
+            ctx.db
+                .insert(key, Value::Hash(Box::default()), None, ctx.now);
+            match ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) {
+                Some(Value::Hash(h)) => h,
+                _ => return ctx.out.error(errors::WRONGTYPE),
+            }
+        }
+    };
+    let mut added = 0;
+    for i in (2..args.len()).step_by(2) {
+        if hash
+            .insert(args.get(i).to_vec(), args.get(i + 1).to_vec())
+            .is_none()
+        {
+            added += 1;
+        }
+    }
+    ctx.out.integer(added);
+}
+
+/// `HGET key field`
+fn hget(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match ctx.db.get(args.get(1), ctx.now).map(|e| &e.value) {
+        None => ctx.out.null(),
+        Some(Value::Hash(h)) => match Hash::get(h, args.get(2)) {
+            Some(v) => ctx.out.bulk(v),
+            None => ctx.out.null(),
+        },
+        Some(_) => ctx.out.error(errors::WRONGTYPE),
+    }
+}

@@ -1,0 +1,68 @@
+//! Sorted-set commands — for now the minimum that creates and reads sorted sets: ZADD
+//! (without options), ZSCORE.
+
+use goblin_store::Value;
+
+use crate::command::{CommandTable, meta};
+use crate::errors;
+use crate::exec::{Args, Exec, ShardCtx};
+
+/// Registers the family.
+pub fn register(table: &mut CommandTable) {
+    table.add(&meta::ZADD, Exec::Shard(zadd));
+    table.add(&meta::ZSCORE, Exec::Shard(zscore));
+}
+
+/// A score as Redis reads one: a decimal or `inf`/`-inf`, never NaN.
+fn parse_score(s: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(s).ok()?;
+    if text.is_empty() || text.starts_with(|c: char| c.is_whitespace()) {
+        return None;
+    }
+    let v: f64 = text.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+/// `ZADD key score member [score member ...]`: how many members were new.
+fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let pairs = args.len() - 2;
+    if pairs == 0 || pairs % 2 == 1 {
+        return ctx.out.error(errors::SYNTAX);
+    }
+    let mut scores = Vec::with_capacity(pairs / 2);
+    for i in (2..args.len()).step_by(2) {
+        match parse_score(args.get(i)) {
+            Some(score) => scores.push((score, args.get(i + 1))),
+            None => return ctx.out.error(b"ERR value is not a valid float"),
+        }
+    }
+    let key = args.get(1);
+    match ctx.db.get(key, ctx.now).map(|e| &e.value) {
+        Some(Value::ZSet(_)) => {}
+        Some(_) => return ctx.out.error(errors::WRONGTYPE),
+        None => {
+            ctx.db
+                .insert(key, Value::ZSet(Box::default()), None, ctx.now);
+        }
+    }
+    let Some(Value::ZSet(zset)) = ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) else {
+        return ctx.out.error(errors::WRONGTYPE);
+    };
+    let added = scores
+        .into_iter()
+        .filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none())
+        .count();
+    ctx.out.integer(added as i64);
+}
+
+/// `ZSCORE key member`
+fn zscore(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match ctx.db.get(args.get(1), ctx.now).map(|e| &e.value) {
+        None => ctx.out.null(),
+        Some(Value::ZSet(z)) => match z.get(args.get(2)) {
+            Some(&score) => ctx.out.double(score),
+            None => ctx.out.null(),
+        },
+        Some(_) => ctx.out.error(errors::WRONGTYPE),
+    }
+}
