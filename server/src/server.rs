@@ -84,6 +84,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     /// Connections currently open.
     pub connected_clients: AtomicUsize,
+    /// Connections currently open, per worker (INFO shows the balance).
+    pub clients_per_worker: Vec<AtomicUsize>,
     /// Connections accepted since start.
     pub total_connections: AtomicU64,
     /// Commands processed since start, summed over threads at the end of each iteration.
@@ -126,6 +128,7 @@ impl Shared {
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             connected_clients: AtomicUsize::new(0),
+            clients_per_worker: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
         };

@@ -533,6 +533,7 @@ impl Worker {
         self.shared
             .connected_clients
             .fetch_add(1, Ordering::Relaxed);
+        self.shared.clients_per_worker[self.id].fetch_add(1, Ordering::Relaxed);
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
@@ -656,6 +657,7 @@ impl Worker {
             self.shared
                 .connected_clients
                 .fetch_sub(1, Ordering::Relaxed);
+            self.shared.clients_per_worker[self.id].fetch_sub(1, Ordering::Relaxed);
         }
         if !conn.busy() {
             self.conns.remove(key);

@@ -324,8 +324,15 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
         "clients",
         "Clients",
         format!(
-            "connected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n",
-            shared.connected_clients.load(Ordering::Relaxed)
+            "connected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n\
+             goblin_clients_per_thread:{}\r\n",
+            shared.connected_clients.load(Ordering::Relaxed),
+            shared
+                .clients_per_worker
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed).to_string())
+                .collect::<Vec<_>>()
+                .join(",")
         ),
     );
     section(

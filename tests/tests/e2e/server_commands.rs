@@ -133,3 +133,26 @@ fn info_has_the_sections_clients_read() {
     raw.cmd_str("HELLO 3");
     assert!(raw.cmd_str("INFO server").starts_with(b"="));
 }
+
+/// Connections are dealt round-robin over the worker threads: with 1,000 clients every
+/// thread serves 250 (±1), whatever their ports hash to.
+#[test]
+fn connections_are_dealt_evenly_across_threads() {
+    let server = Server::goblin_threads(4);
+    let mut conns = Vec::new();
+    for _ in 0..1000 {
+        let mut raw = server.raw();
+        assert_eq!(raw.cmd(&[b"PING"]), b"+PONG\r\n");
+        conns.push(raw);
+    }
+    let mut info = server.raw();
+    let text = String::from_utf8(info.cmd_str("INFO clients")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("goblin_clients_per_thread:")).unwrap();
+    let counts: Vec<usize> =
+        line.split(':').nth(1).unwrap().split(',').map(|n| n.trim().parse().unwrap()).collect();
+    assert_eq!(counts.len(), 4);
+    assert_eq!(counts.iter().sum::<usize>(), 1001, "{line}");
+    let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(max - min <= 1, "unbalanced: {line}");
+    assert!(text.contains("connected_clients:1001\r\n"), "{text}");
+}
