@@ -1,6 +1,6 @@
 //! End-to-end tests: the real goblin-loadgen binary against real servers (redis-server,
-//! and goblin-server once it runs — see [`ServerKind::Goblin`]) and against small fake
-//! servers that break the protocol or the GOBLIN.CLAIM contract on purpose.
+//! and goblin-server — see [`ServerKind::Goblin`]) and against small fake servers that
+//! break the protocol or the GOBLIN.CLAIM contract on purpose.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};
@@ -22,9 +22,9 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 enum ServerKind {
     /// redis-server 7 from the distribution (`apt-get install -y redis-server`).
     Redis,
-    /// goblin-server, the binary built from this workspace. HOOK: the tests that use it
-    /// are `#[ignore]`d until the server runs; wiring it means checking the arguments in
-    /// `command` below and removing those `#[ignore]`s.
+    /// goblin-server, the binary built from this workspace (its default `--threads`), found
+    /// beside goblin-loadgen: `cargo build -p goblin-server` first when testing this crate
+    /// alone (`cargo test --workspace` builds it).
     Goblin,
 }
 
@@ -285,19 +285,16 @@ fn lock_against_redis_evalsha() {
 }
 
 #[test]
-#[ignore = "HOOK: enable once goblin-server runs"]
 fn get_set_mixed_against_goblin() {
     get_and_set(ServerKind::Goblin);
 }
 
 #[test]
-#[ignore = "HOOK: enable once goblin-server runs"]
 fn claim_against_goblin_has_no_violations() {
     claim(ServerKind::Goblin);
 }
 
 #[test]
-#[ignore = "HOOK: enable once goblin-server runs"]
 fn lock_against_goblin() {
     lock(ServerKind::Goblin);
 }

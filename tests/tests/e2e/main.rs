@@ -2,8 +2,18 @@
 //! oracle. One test binary, a module per area.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod atomicity;
 mod clients;
 mod connection;
+mod goblin_claim;
+mod goblin_claim_diff;
+mod goblin_claim_race;
+mod multi_exec;
+mod multikey;
+mod ordering;
 mod protocol;
+mod scan_completeness;
 mod server_commands;
+mod shards;
+mod soak;
 mod strings_keys;
