@@ -121,6 +121,8 @@ pub struct Moved {
 pub enum Special {
     /// Remove a key and send its value back.
     Take(Vec<u8>),
+    /// Send a copy of a key's value back (COPY).
+    Clone(Vec<u8>),
     /// Store a moved value at a key (replacing it).
     Put(Vec<u8>, Moved),
     /// GOBLIN.CLAIM's attempt: `SET key token NX PXAT deadline`. Afterwards the step

@@ -343,6 +343,7 @@ impl Shard {
             shard: self.id,
             owned: self.owned.clone(),
             slots: &shared.slots,
+            max_string: shared.config.limits.max_bulk_len,
             stats: &self.stats,
         };
         match spec.exec {
@@ -404,9 +405,13 @@ impl Shard {
         let mut claimed = None;
         let taken = match step.special.take() {
             Some(Special::Take(key)) => self.db.remove(&key, step.now).map(|e| Moved {
-                expire_at: e.expire_at(),
+                expire_at: e.expire_at,
                 value: e.value,
             }),
+            Some(Special::Clone(key)) => self
+                .db
+                .get(&key, step.now)
+                .map(|e| Moved { expire_at: e.expire_at(), value: e.value().to_value() }),
             Some(Special::Put(key, moved)) => {
                 self.db.insert(&key, moved.value, moved.expire_at, step.now);
                 None

@@ -71,6 +71,12 @@ const FLUSH_EARLY_ABOVE: usize = 64 * 1024;
 /// How long a worker that awaits replies from other shards keeps looking for them before
 /// it sleeps: about one cross-thread round trip when the other worker is busy.
 const SPIN_WHILE_AWAITING: Duration = Duration::from_micros(50);
+/// Keys actively expired per loop iteration at most: about 0.1–0.3 ms of work, so that a
+/// mass expiry (a million keys with one TTL) never stalls the loop for long; the rest
+/// goes on in the next iterations, which then do not sleep.
+const EXPIRE_PER_ITERATION: usize = 1000;
+/// Longest a worker sleeps waiting for a key to expire before it looks again.
+const MAX_POLL_WAIT_MS: u64 = 1000;
 /// Batches kept for reuse.
 const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
@@ -216,6 +222,7 @@ impl Worker {
             self.drain();
             self.send_all();
             self.flush_all();
+            self.expire_keys();
             if self.commands > 0 {
                 self.shared
                     .total_commands
@@ -225,13 +232,32 @@ impl Worker {
         }
     }
 
+    /// Active expiry: removes due keys, at most [`EXPIRE_PER_ITERATION`] per iteration.
+    /// Skipped while transactions hold or want locks here, so that no key a transaction
+    /// is working on vanishes under it (lazy expiry, with the transaction's own clock,
+    /// still applies).
+    fn expire_keys(&mut self) {
+        if !self.shard.quiet() {
+            return;
+        }
+        let now = clock::now_ms();
+        if self.shard.db.next_expiry().is_some_and(|at| at <= now) {
+            self.shard.db.expire_due(now, EXPIRE_PER_ITERATION);
+        }
+    }
+
     /// Polls; blocks only when there is nothing to do and no message waiting.
     fn sleep(&mut self, events: &mut Events) -> io::Result<()> {
-        let mut timeout = None;
+        // Wake for the next key expiry, if any (keys behind schedule: at once).
+        let mut timeout = self
+            .shard
+            .db
+            .next_expiry()
+            .map(|at| Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS)));
         if !self.scheduled.is_empty() || !self.local.is_empty() {
             timeout = Some(Duration::ZERO);
         }
-        if timeout.is_none() && self.awaiting > 0 && self.shared.cores_shared {
+        if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
             // Replies from other shards are due, and this core is shared with other
             // workers: rather than sleep and be woken (a syscall on each side and a trip
             // through the scheduler), hand the core to them and look again, for a short
@@ -247,7 +273,7 @@ impl Worker {
             }
         }
         let me = &self.shared.peers[self.id];
-        if timeout.is_none() {
+        if timeout != Some(Duration::ZERO) {
             me.sleeping.store(true, Ordering::SeqCst);
             // Pairs with the fence in `Peer::send`.
             std::sync::atomic::fence(Ordering::SeqCst);
