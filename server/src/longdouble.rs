@@ -49,7 +49,9 @@ impl Big {
     }
 
     fn bit(&self, i: u64) -> bool {
-        self.0.get((i / 32) as usize).is_some_and(|l| l >> (i % 32) & 1 == 1)
+        self.0
+            .get((i / 32) as usize)
+            .is_some_and(|l| l >> (i % 32) & 1 == 1)
     }
 
     fn mul_add_small(mut self, m: u32, a: u32) -> Big {
@@ -105,7 +107,11 @@ impl Big {
         let mut out = Vec::with_capacity(src.len());
         for i in 0..src.len() {
             let lo = src[i] >> bits;
-            let hi = if bits == 0 { 0 } else { src.get(i + 1).map_or(0, |&h| h << (32 - bits)) };
+            let hi = if bits == 0 {
+                0
+            } else {
+                src.get(i + 1).map_or(0, |&h| h << (32 - bits))
+            };
             out.push(lo | hi);
         }
         (Big(out).trim(), sticky)
@@ -113,7 +119,9 @@ impl Big {
 
     fn cmp(&self, other: &Big) -> Ordering {
         let (a, b) = (self.clone().trim(), other.clone().trim());
-        a.0.len().cmp(&b.0.len()).then_with(|| a.0.iter().rev().cmp(b.0.iter().rev()))
+        a.0.len()
+            .cmp(&b.0.len())
+            .then_with(|| a.0.iter().rev().cmp(b.0.iter().rev()))
     }
 
     fn add(&self, other: &Big) -> Big {
@@ -121,7 +129,9 @@ impl Big {
         let mut out = Vec::with_capacity(n + 1);
         let mut carry = 0u64;
         for i in 0..n {
-            let v = u64::from(*self.0.get(i).unwrap_or(&0)) + u64::from(*other.0.get(i).unwrap_or(&0)) + carry;
+            let v = u64::from(*self.0.get(i).unwrap_or(&0))
+                + u64::from(*other.0.get(i).unwrap_or(&0))
+                + carry;
             out.push(v as u32);
             carry = v >> 32;
         }
@@ -212,18 +222,27 @@ pub enum LongDouble {
 /// nearest-even, as the FPU does.
 fn round(negative: bool, n: &Big, exp: i64, sticky: bool) -> LongDouble {
     if n.is_zero() {
-        return LongDouble::Finite { negative, mantissa: 0, exp: 0 };
+        return LongDouble::Finite {
+            negative,
+            mantissa: 0,
+            exp: 0,
+        };
     }
     let bits = n.bits();
     let (mut mantissa, mut exp) = if bits <= 64 {
         let shifted = n.shl(64 - bits);
-        (u64::from(*shifted.0.first().unwrap_or(&0)) | u64::from(*shifted.0.get(1).unwrap_or(&0)) << 32, exp - (64 - bits) as i64)
+        (
+            u64::from(*shifted.0.first().unwrap_or(&0))
+                | u64::from(*shifted.0.get(1).unwrap_or(&0)) << 32,
+            exp - (64 - bits) as i64,
+        )
     } else {
         let drop = bits - 64;
         let (kept, _) = n.shr(drop);
         let half = n.bit(drop - 1);
         let rest = sticky || (drop >= 2 && (0..drop - 1).any(|i| n.bit(i)));
-        let mut m = u64::from(*kept.0.first().unwrap_or(&0)) | u64::from(*kept.0.get(1).unwrap_or(&0)) << 32;
+        let mut m = u64::from(*kept.0.first().unwrap_or(&0))
+            | u64::from(*kept.0.get(1).unwrap_or(&0)) << 32;
         let mut e = exp + drop as i64;
         if half && (rest || m & 1 == 1) {
             m = m.wrapping_add(1);
@@ -241,7 +260,11 @@ fn round(negative: bool, n: &Big, exp: i64, sticky: bool) -> LongDouble {
         mantissa = 0;
         exp = 0;
     }
-    LongDouble::Finite { negative, mantissa, exp }
+    LongDouble::Finite {
+        negative,
+        mantissa,
+        exp,
+    }
 }
 
 impl LongDouble {
@@ -262,43 +285,15 @@ impl LongDouble {
         if lower == "inf" || lower == "infinity" {
             return Some(LongDouble::Infinite(negative));
         }
-        let parsed = if lower.starts_with("0x") { parse_hex(negative, &lower[2..])? } else { parse_decimal(negative, body)? };
+        let parsed = match lower.strip_prefix("0x") {
+            Some(hex) => parse_hex(negative, hex)?,
+            None => parse_decimal(negative, body)?,
+        };
         match parsed {
             // strtold's ERANGE cases, which string2ld rejects.
             LongDouble::Infinite(_) => None,
             LongDouble::Finite { mantissa: 0, .. } if !all_zero_digits(body) => None,
             v => Some(v),
-        }
-    }
-
-    /// The sum, rounded once.
-    pub fn add(self, other: LongDouble) -> LongDouble {
-        match (self, other) {
-            (LongDouble::Infinite(a), LongDouble::Infinite(b)) if a != b => LongDouble::Infinite(false),
-            (LongDouble::Infinite(a), _) | (_, LongDouble::Infinite(a)) => LongDouble::Infinite(a),
-            (
-                LongDouble::Finite { negative: na, mantissa: ma, exp: ea },
-                LongDouble::Finite { negative: nb, mantissa: mb, exp: eb },
-            ) => {
-                if ma == 0 {
-                    return if mb == 0 { LongDouble::Finite { negative: na && nb, mantissa: 0, exp: 0 } } else { other };
-                }
-                if mb == 0 {
-                    return self;
-                }
-                let e = ea.min(eb);
-                let a = Big::from_u128(u128::from(ma)).shl((ea - e) as u64);
-                let b = Big::from_u128(u128::from(mb)).shl((eb - e) as u64);
-                if na == nb {
-                    round(na, &a.add(&b), e, false)
-                } else {
-                    match a.cmp(&b) {
-                        Ordering::Equal => LongDouble::Finite { negative: false, mantissa: 0, exp: 0 },
-                        Ordering::Greater => round(na, &a.sub(&b), e, false),
-                        Ordering::Less => round(nb, &b.sub(&a), e, false),
-                    }
-                }
-            }
         }
     }
 
@@ -310,8 +305,17 @@ impl LongDouble {
     /// `printf("%.17Lf")` with trailing zeros (and a trailing point) removed, and `-0`
     /// written `0`: Redis's `ld2string(…, LD_STR_HUMAN)`.
     pub fn to_human(self) -> String {
-        let LongDouble::Finite { negative, mantissa, exp } = self else {
-            return if matches!(self, LongDouble::Infinite(true)) { "-inf".into() } else { "inf".into() };
+        let LongDouble::Finite {
+            negative,
+            mantissa,
+            exp,
+        } = self
+        else {
+            return if matches!(self, LongDouble::Infinite(true)) {
+                "-inf".into()
+            } else {
+                "inf".into()
+            };
         };
         let n = mul_big(&Big::pow10(17), &Big::from_u128(u128::from(mantissa)));
         let digits = if exp >= 0 {
@@ -322,7 +326,11 @@ impl LongDouble {
             let half = shift >= 1 && n.bit(shift - 1);
             let rest = shift >= 2 && (0..shift - 1).any(|i| n.bit(i));
             let q_odd = q.bit(0);
-            if half && (rest || q_odd) { q.add(&Big::from_u128(1)) } else { q }
+            if half && (rest || q_odd) {
+                q.add(&Big::from_u128(1))
+            } else {
+                q
+            }
         };
         let mut text = digits.to_decimal();
         if text.len() < 18 {
@@ -337,7 +345,69 @@ impl LongDouble {
         out.push('.');
         out.push_str(&text[point..]);
         let trimmed = out.trim_end_matches('0').trim_end_matches('.');
-        if trimmed == "-0" { "0".into() } else { trimmed.into() }
+        if trimmed == "-0" {
+            "0".into()
+        } else {
+            trimmed.into()
+        }
+    }
+}
+
+impl std::ops::Add for LongDouble {
+    type Output = LongDouble;
+
+    /// The sum, rounded once (∞ − ∞, NaN in IEEE arithmetic, is reported as an
+    /// infinity: INCRBYFLOAT refuses both alike).
+    fn add(self, other: LongDouble) -> LongDouble {
+        match (self, other) {
+            (LongDouble::Infinite(a), LongDouble::Infinite(b)) if a != b => {
+                LongDouble::Infinite(false)
+            }
+            (LongDouble::Infinite(a), _) | (_, LongDouble::Infinite(a)) => LongDouble::Infinite(a),
+            (
+                LongDouble::Finite {
+                    negative: na,
+                    mantissa: ma,
+                    exp: ea,
+                },
+                LongDouble::Finite {
+                    negative: nb,
+                    mantissa: mb,
+                    exp: eb,
+                },
+            ) => {
+                if ma == 0 {
+                    return if mb == 0 {
+                        LongDouble::Finite {
+                            negative: na && nb,
+                            mantissa: 0,
+                            exp: 0,
+                        }
+                    } else {
+                        other
+                    };
+                }
+                if mb == 0 {
+                    return self;
+                }
+                let e = ea.min(eb);
+                let a = Big::from_u128(u128::from(ma)).shl((ea - e) as u64);
+                let b = Big::from_u128(u128::from(mb)).shl((eb - e) as u64);
+                if na == nb {
+                    round(na, &a.add(&b), e, false)
+                } else {
+                    match a.cmp(&b) {
+                        Ordering::Equal => LongDouble::Finite {
+                            negative: false,
+                            mantissa: 0,
+                            exp: 0,
+                        },
+                        Ordering::Greater => round(na, &a.sub(&b), e, false),
+                        Ordering::Less => round(nb, &b.sub(&a), e, false),
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -412,7 +482,11 @@ fn parse_decimal(negative: bool, body: &str) -> Option<LongDouble> {
     let e = exp10 - frac_digits;
     let digits = digits.trim();
     if digits.is_zero() {
-        return Some(LongDouble::Finite { negative, mantissa: 0, exp: 0 });
+        return Some(LongDouble::Finite {
+            negative,
+            mantissa: 0,
+            exp: 0,
+        });
     }
     // The value is below 10^(decimal digits + e): out of the long double range either way
     // beyond these bounds (the largest is about 1.19e4932, the smallest about 3.6e-4951).
@@ -421,10 +495,19 @@ fn parse_decimal(negative: bool, body: &str) -> Option<LongDouble> {
         return Some(LongDouble::Infinite(negative));
     }
     if magnitude < -4952 {
-        return Some(LongDouble::Finite { negative, mantissa: 0, exp: 0 });
+        return Some(LongDouble::Finite {
+            negative,
+            mantissa: 0,
+            exp: 0,
+        });
     }
     if e >= 0 {
-        return Some(round(negative, &mul_big(&digits, &Big::pow10(e as u64)), 0, false));
+        return Some(round(
+            negative,
+            &mul_big(&digits, &Big::pow10(e as u64)),
+            0,
+            false,
+        ));
     }
     // digits / 10^-e, computed as (digits << s) / (10^-e) — or digits / (10^-e << -s) —
     // with s chosen for a quotient of about 68 bits, enough to round to 64 exactly.
@@ -475,7 +558,7 @@ mod tests {
     fn incr(value: &str, by: &str) -> String {
         let a = LongDouble::parse(value.as_bytes()).unwrap();
         let b = LongDouble::parse(by.as_bytes()).unwrap();
-        a.add(b).to_human()
+        (a + b).to_human()
     }
 
     #[test]
@@ -487,18 +570,38 @@ mod tests {
         assert_eq!(incr("3", "1e-5"), "3.00001");
         assert_eq!(incr("3.00001", "1.5e3"), "1503.00000999999999995");
         assert_eq!(incr("1e20", "1"), "100000000000000000000");
-        assert_eq!(incr("100000000000000000000", "1.23456789012345678901"), "100000000000000000000");
+        assert_eq!(
+            incr("100000000000000000000", "1.23456789012345678901"),
+            "100000000000000000000"
+        );
         assert_eq!(incr("0", "3"), "3");
         assert_eq!(incr("1e400", "0x10").len(), 401);
-        assert!(incr("5200", "1e400").starts_with("10000000000000000000281880683947586514586453433629052038625910693539685534"));
+        assert!(incr("5200", "1e400").starts_with(
+            "10000000000000000000281880683947586514586453433629052038625910693539685534"
+        ));
     }
 
     #[test]
     fn parsing_follows_string2ld() {
-        for bad in ["", " 1", "1 ", "1.0.0", "abc", "nan", "1e", "e5", "1e5000", "1e-5000", "--1", "."] {
+        for bad in [
+            "", " 1", "1 ", "1.0.0", "abc", "nan", "1e", "e5", "1e5000", "1e-5000", "--1", ".",
+        ] {
             assert_eq!(LongDouble::parse(bad.as_bytes()), None, "{bad:?}");
         }
-        for good in ["1", "-1", "+1", ".5", "5.", "1e10", "1E-3", "0x10", "inf", "-Infinity", "0.0", "-0"] {
+        for good in [
+            "1",
+            "-1",
+            "+1",
+            ".5",
+            "5.",
+            "1e10",
+            "1E-3",
+            "0x10",
+            "inf",
+            "-Infinity",
+            "0.0",
+            "-0",
+        ] {
             assert!(LongDouble::parse(good.as_bytes()).is_some(), "{good:?}");
         }
         assert!(LongDouble::parse(b"inf").unwrap().is_infinite());

@@ -188,10 +188,6 @@ pub enum Msg {
     Run(ConnRef, Box<Batch>),
     /// A batch coming back with its replies.
     Done(ConnRef, Box<Batch>),
-    /// One part of a keyspace-wide command, for this shard.
-    Part(ConnRef, u64, Box<Batch>),
-    /// A part's reply coming back.
-    PartDone(ConnRef, u64, usize, Box<Batch>),
     /// A transaction step for this shard.
     Step(TxStep),
     /// A transaction step's result.

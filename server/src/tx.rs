@@ -390,6 +390,22 @@ impl Plan {
         }
     }
 
+    /// A keyspace-wide command: a part on every shard, merged on the connection.
+    pub fn for_fan(
+        spec_id: usize,
+        args: &Args<'_>,
+        merge: MergeFn,
+        shards: usize,
+        resp: Version,
+    ) -> Plan {
+        Plan::Fan(Fan {
+            cmd: single(spec_id, args, resp),
+            merge,
+            shards,
+            sent: false,
+        })
+    }
+
     /// EXEC's plan for the queued commands.
     pub fn for_exec(
         table: &CommandTable,
@@ -632,7 +648,11 @@ impl Rename {
         let args_data = [&b"EXISTS"[..], key].concat();
         let spans = [0..6, 6..args_data.len()];
         let batch = single(self.exists_spec, &Args::new(&args_data, &spans), self.resp);
-        Work { shard, batch: Some(batch), ..Default::default() }
+        Work {
+            shard,
+            batch: Some(batch),
+            ..Default::default()
+        }
     }
 
     /// Whether an existing destination stops the command (RENAMENX; COPY without REPLACE).
@@ -645,7 +665,11 @@ impl Rename {
     }
 
     fn missing_source(&self) -> Next {
-        if self.copy { self.reply(|e| e.integer(0)) } else { self.reply(|e| e.error(b"ERR no such key")) }
+        if self.copy {
+            self.reply(|e| e.integer(0))
+        } else {
+            self.reply(|e| e.error(b"ERR no such key"))
+        }
     }
 
     fn next(&mut self, mut results: Vec<StepResult>) -> Next {
@@ -665,9 +689,16 @@ impl Rename {
                 if self.guard_dst() && results.get(1).and_then(|r| integer(&r.replies)) == Some(1) {
                     return self.reply(|e| e.integer(0));
                 }
-                let special =
-                    if self.copy { Special::Clone(self.src.clone()) } else { Special::Take(self.src.clone()) };
-                Next::Stage(vec![Work { shard: self.src_shard, special: Some(special), ..Default::default() }])
+                let special = if self.copy {
+                    Special::Clone(self.src.clone())
+                } else {
+                    Special::Take(self.src.clone())
+                };
+                Next::Stage(vec![Work {
+                    shard: self.src_shard,
+                    special: Some(special),
+                    ..Default::default()
+                }])
             }
             3 => match results.pop().and_then(|r| r.taken) {
                 None => self.missing_source(),

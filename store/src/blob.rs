@@ -53,7 +53,11 @@ fn header(blob: &[u8]) -> Header {
         shift += 7;
     }
     let key_at = at + if flags & EXPIRES != 0 { 8 } else { 0 };
-    Header { flags, key_len, key_at }
+    Header {
+        flags,
+        key_len,
+        key_at,
+    }
 }
 
 /// Bytes a blob for these parts takes.
@@ -79,7 +83,11 @@ pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payloa
         w += bytes.len();
     };
     let flags = if expire.is_some() { EXPIRES } else { 0 }
-        | if matches!(payload, Payload::Boxed(_)) { BOXED } else { 0 };
+        | if matches!(payload, Payload::Boxed(_)) {
+            BOXED
+        } else {
+            0
+        };
     put(&[flags]);
     let mut n = key.len();
     loop {
@@ -121,7 +129,9 @@ pub fn expire(blob: &[u8]) -> Option<Millis> {
         return None;
     }
     let at = h.key_at - 8;
-    blob.get(at..h.key_at).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+    blob.get(at..h.key_at)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
 }
 
 /// Whether the entry is marked [`RAW`].
@@ -141,7 +151,10 @@ pub fn payload(blob: &[u8]) -> Payload<'_> {
     let h = header(blob);
     let rest = blob.get(h.key_at + h.key_len..).unwrap_or(b"");
     if h.flags & BOXED != 0 {
-        let index = rest.get(..4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
+        let index = rest
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes);
         Payload::Boxed(index)
     } else {
         Payload::Inline(rest)
@@ -158,7 +171,11 @@ mod tests {
         let long_key = vec![b'k'; 300];
         for key in [&b""[..], b"k", b"key:000000000001", &long_key] {
             for expire in [None, Some(0), Some(1_700_000_000_123)] {
-                for payload in [Payload::Inline(b""), Payload::Inline(b"value\0\r\n"), Payload::Boxed(7)] {
+                for payload in [
+                    Payload::Inline(b""),
+                    Payload::Inline(b"value\0\r\n"),
+                    Payload::Boxed(7),
+                ] {
                     let blob = build(key, expire, payload);
                     assert_eq!(blob.len(), size(key, expire, payload));
                     assert_eq!(super::key(&blob), key);

@@ -182,7 +182,10 @@ impl Default for Keyspace {
 
 impl std::fmt::Debug for Keyspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keyspace").field("len", &self.counts.len).field("volatile", &self.counts.volatile).finish()
+        f.debug_struct("Keyspace")
+            .field("len", &self.counts.len)
+            .field("volatile", &self.counts.volatile)
+            .finish()
     }
 }
 
@@ -242,10 +245,15 @@ impl Keyspace {
         forget(&mut self.counts, &mut self.boxed, blob)
     }
 
-    /// Gives a slot table's memory back after many removals.
+    /// Gives a slot table's memory back after many removals (all of it when the slot is
+    /// empty: 16384 slots of idle buckets would otherwise add up).
     fn maybe_shrink(&mut self, slot: usize) {
         let table = &mut self.slots[slot];
-        if table.capacity() > 64 && table.len() * 4 < table.capacity() {
+        if table.is_empty() {
+            if table.capacity() > 0 {
+                *table = HashTable::new();
+            }
+        } else if table.capacity() > 16 && table.len() * 4 < table.capacity() {
             let hasher = &self.hasher;
             table.shrink_to(table.len() * 2, |b| hasher.hash_one(blob::key(b)));
         }
@@ -254,7 +262,12 @@ impl Keyspace {
     /// The live entry for `key`, removing it first if it has expired.
     pub fn get(&mut self, key: &[u8], now: Millis) -> Option<Entry<'_>> {
         let (slot, hash) = self.locate(key);
-        let Keyspace { slots, boxed, counts, .. } = self;
+        let Keyspace {
+            slots,
+            boxed,
+            counts,
+            ..
+        } = self;
         match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
             Err(_) => None,
             Ok(found) if expired(found.get(), now) => {
@@ -264,7 +277,10 @@ impl Keyspace {
             }
             Ok(found) => {
                 let blob: &[u8] = found.into_mut();
-                Some(Entry { blob, value: value_ref(blob, boxed) })
+                Some(Entry {
+                    blob,
+                    value: value_ref(blob, boxed),
+                })
             }
         }
     }
@@ -277,7 +293,12 @@ impl Keyspace {
     /// The live value of `key` for changing in place; `None` when absent.
     pub fn get_mut(&mut self, key: &[u8], now: Millis) -> Option<ValueMut<'_>> {
         let (slot, hash) = self.locate(key);
-        let Keyspace { slots, boxed, counts, .. } = self;
+        let Keyspace {
+            slots,
+            boxed,
+            counts,
+            ..
+        } = self;
         match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
             Err(_) => None,
             Ok(found) if expired(found.get(), now) => {
@@ -303,7 +324,11 @@ impl Keyspace {
         let hasher = &self.hasher;
         let table = &mut self.slots[slot];
         let mut freed = None;
-        match table.entry(hash, |b| blob::key(b) == key, |b| hasher.hash_one(blob::key(b))) {
+        match table.entry(
+            hash,
+            |b| blob::key(b) == key,
+            |b| hasher.hash_one(blob::key(b)),
+        ) {
             TableEntry::Occupied(mut o) => {
                 let old = o.get_mut();
                 let (old_len, old_expire) = (old.len(), blob::expire(old));
@@ -339,7 +364,8 @@ impl Keyspace {
         if let Some(at) = expire_at {
             self.counts.volatile += 1;
             // Due once `now > at`.
-            self.wheel.insert(Timer::new(at.saturating_add(1), slot as u16, hash));
+            self.wheel
+                .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
         }
         let _ = now;
     }
@@ -356,7 +382,9 @@ impl Keyspace {
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
         match value {
-            Value::Str(s) if s.len() <= INLINE_MAX => self.put(key, expire_at, Payload::Inline(&s), now),
+            Value::Str(s) if s.len() <= INLINE_MAX => {
+                self.put(key, expire_at, Payload::Inline(&s), now)
+            }
             other => {
                 self.counts.data_bytes += boxed_bytes(&other);
                 let index = self.boxed.insert(other) as u32;
@@ -368,7 +396,9 @@ impl Keyspace {
     /// Removes `key`; its value and expiry when it was live at `now`.
     pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Removed> {
         let (slot, hash) = self.locate(key);
-        let found = self.slots[slot].find_entry(hash, |b| blob::key(b) == key).ok()?;
+        let found = self.slots[slot]
+            .find_entry(hash, |b| blob::key(b) == key)
+            .ok()?;
         let (blob, _) = found.remove();
         let boxed = self.forget(&blob);
         self.maybe_shrink(slot);
@@ -380,7 +410,10 @@ impl Keyspace {
             (Payload::Boxed(_), Some(v)) => v,
             (Payload::Boxed(_), None) => Value::Str(Vec::new()),
         };
-        Some(Removed { value, expire_at: blob::expire(&blob) })
+        Some(Removed {
+            value,
+            expire_at: blob::expire(&blob),
+        })
     }
 
     /// Deletes `key`; true when it was live at `now`. Unlike [`Keyspace::remove`], copies
@@ -423,7 +456,8 @@ impl Keyspace {
             _ => {}
         }
         if let Some(at) = expire_at {
-            self.wheel.insert(Timer::new(at.saturating_add(1), slot as u16, hash));
+            self.wheel
+                .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
         }
         true
     }
@@ -451,7 +485,9 @@ impl Keyspace {
 
     /// Calls `f` on every live key of `slot`, removing the expired ones it meets.
     pub fn for_each_in_slot(&mut self, slot: u16, now: Millis, mut f: impl FnMut(Entry<'_>)) {
-        let Some(table) = self.slots.get_mut(usize::from(slot)) else { return };
+        let Some(table) = self.slots.get_mut(usize::from(slot)) else {
+            return;
+        };
         let mut gone = Vec::new();
         table.retain(|b| {
             if expired(b, now) {
@@ -466,7 +502,10 @@ impl Keyspace {
         }
         if let Some(table) = self.slots.get(usize::from(slot)) {
             for blob in table.iter() {
-                f(Entry { blob, value: value_ref(blob, &self.boxed) });
+                f(Entry {
+                    blob,
+                    value: value_ref(blob, &self.boxed),
+                });
             }
         }
     }
@@ -481,7 +520,9 @@ impl Keyspace {
             }
             let mixed = seed.wrapping_add(attempt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let start = (mixed % SLOTS as u64) as usize;
-            let slot = (0..SLOTS).map(|i| (start + i) % SLOTS).find(|&s| !self.slots[s].is_empty())?;
+            let slot = (0..SLOTS)
+                .map(|i| (start + i) % SLOTS)
+                .find(|&s| !self.slots[s].is_empty())?;
             let table = &self.slots[slot];
             let pick = ((mixed >> 16) % table.len() as u64) as usize;
             let blob = table.iter().nth(pick)?;
@@ -510,7 +551,9 @@ impl Keyspace {
             let slot = usize::from(t.slot());
             let hasher = &self.hasher;
             let table = &mut self.slots[slot];
-            let found = table.find_entry(t.hash, |b| expired(b, now) && hasher.hash_one(blob::key(b)) == t.hash);
+            let found = table.find_entry(t.hash, |b| {
+                expired(b, now) && hasher.hash_one(blob::key(b)) == t.hash
+            });
             if let Ok(found) = found {
                 let (blob, _) = found.remove();
                 self.forget(&blob);
@@ -532,7 +575,8 @@ mod tests {
     }
 
     fn get_str(ks: &mut Keyspace, key: &[u8], now: Millis) -> Option<Vec<u8>> {
-        ks.get(key, now).and_then(|e| e.value().as_str().map(<[u8]>::to_vec))
+        ks.get(key, now)
+            .and_then(|e| e.value().as_str().map(<[u8]>::to_vec))
     }
 
     #[test]
@@ -542,7 +586,13 @@ mod tests {
         ks.set_str(b"a", b"2", None, 0);
         assert_eq!(ks.len(), 1);
         assert_eq!(get_str(&mut ks, b"a", 0), Some(b"2".to_vec()));
-        assert_eq!(ks.remove(b"a", 0), Some(Removed { value: s(b"2"), expire_at: None }));
+        assert_eq!(
+            ks.remove(b"a", 0),
+            Some(Removed {
+                value: s(b"2"),
+                expire_at: None
+            })
+        );
         assert!(ks.remove(b"a", 0).is_none());
         assert!(ks.is_empty());
         assert_eq!(ks.counts.data_bytes, 0);
@@ -629,7 +679,11 @@ mod tests {
         ks.set_str(b"k1", b"v", Some(now + 10_000), now);
         ks.set_expire(b"k2", None, now);
         assert!(ks.next_expiry().is_some_and(|d| d <= now + 101));
-        assert_eq!(ks.expire_due(now + 100, usize::MAX), 0, "alive through their last ms");
+        assert_eq!(
+            ks.expire_due(now + 100, usize::MAX),
+            0,
+            "alive through their last ms"
+        );
         let mut removed = 0;
         while removed < 998 {
             let n = ks.expire_due(now + 101, 100);

@@ -18,6 +18,11 @@ const LEVEL_BITS: u32 = 6;
 const SLOTS: usize = 1 << LEVEL_BITS;
 /// Levels: 8 × 6 bits cover 48-bit millisecond times.
 const LEVELS: usize = 8;
+/// Timers moved down a level per timer fired, at most, in one `advance` (moving one is a
+/// few times cheaper than expiring a key).
+const CASCADE_PER_FIRE: usize = 4;
+/// A fired slot's buffer is kept for reuse up to this many timers.
+const KEEP_SLOT_CAPACITY: usize = 1024;
 /// Deadlines are kept in 48 bits (the hash slot rides in the other 16).
 const DEADLINE_MASK: u64 = (1 << 48) - 1;
 
@@ -32,7 +37,10 @@ pub struct Timer {
 impl Timer {
     /// A timer firing at `deadline` for the key with `hash` in hash slot `slot`.
     pub fn new(deadline: Millis, slot: u16, hash: u64) -> Timer {
-        Timer { packed: (deadline.min(DEADLINE_MASK)) | (u64::from(slot) << 48), hash }
+        Timer {
+            packed: (deadline.min(DEADLINE_MASK)) | (u64::from(slot) << 48),
+            hash,
+        }
     }
 
     /// When it fires.
@@ -64,8 +72,17 @@ pub struct Wheel {
 impl Wheel {
     /// An empty wheel whose time starts at `now`.
     pub fn new(now: Millis) -> Wheel {
-        let levels = (0..LEVELS).map(|_| Level { slots: (0..SLOTS).map(|_| Vec::new()).collect(), occupied: 0 }).collect();
-        Wheel { levels, now: now & DEADLINE_MASK, len: 0 }
+        let levels = (0..LEVELS)
+            .map(|_| Level {
+                slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+                occupied: 0,
+            })
+            .collect();
+        Wheel {
+            levels,
+            now: now & DEADLINE_MASK,
+            len: 0,
+        }
     }
 
     /// Timers pending (stale ones included).
@@ -130,7 +147,9 @@ impl Wheel {
             if start > to {
                 break;
             }
-            let k = (0..LEVELS).find(|&k| self.levels[k].occupied != 0).unwrap_or(0);
+            let k = (0..LEVELS)
+                .find(|&k| self.levels[k].occupied != 0)
+                .unwrap_or(0);
             let shift = LEVEL_BITS * k as u32;
             let slot = ((start >> shift) as usize) & (SLOTS - 1);
             self.now = start;
@@ -153,14 +172,29 @@ impl Wheel {
                     self.levels[0].occupied |= 1 << slot;
                     return fired;
                 }
-                // Give the emptied slot's buffer back so a busy slot does not reallocate.
+                // Keep the emptied slot's buffer, so a busy slot does not reallocate —
+                // unless a mass expiry made it large.
                 let spare = &mut self.levels[0].slots[slot];
-                if spare.capacity() == 0 {
+                if spare.capacity() == 0 && timers.capacity() <= KEEP_SLOT_CAPACITY {
                     *spare = timers;
                 }
             } else {
-                for t in timers.drain(..) {
+                // Cascade into the lower levels — under a budget too, so that a slot holding
+                // a million timers (one TTL for a million keys) is moved over several calls.
+                let mut moved = 0;
+                while let Some(t) = timers.pop() {
+                    if moved == budget.saturating_mul(CASCADE_PER_FIRE) {
+                        timers.push(t);
+                        break;
+                    }
                     self.insert(t);
+                    moved += 1;
+                }
+                if !timers.is_empty() {
+                    self.len += timers.len();
+                    self.levels[k].slots[slot] = timers;
+                    self.levels[k].occupied |= 1 << slot;
+                    return fired;
                 }
             }
         }
@@ -187,14 +221,26 @@ mod tests {
     fn fires_in_time_and_not_before() {
         let now = 1_700_000_000_000;
         let mut w = Wheel::new(now);
-        let deadlines = [now + 1, now + 63, now + 64, now + 65, now + 4_000, now + 300_000, now + 86_400_000];
+        let deadlines = [
+            now + 1,
+            now + 63,
+            now + 64,
+            now + 65,
+            now + 4_000,
+            now + 300_000,
+            now + 86_400_000,
+        ];
         for (i, &d) in deadlines.iter().enumerate() {
             w.insert(Timer::new(d, i as u16, i as u64));
         }
         assert_eq!(w.len(), deadlines.len());
         for &d in &deadlines {
             assert!(w.next_deadline().unwrap() <= d);
-            assert_eq!(drain(&mut w, d - 1), Vec::<Millis>::new(), "nothing before {d}");
+            assert_eq!(
+                drain(&mut w, d - 1),
+                Vec::<Millis>::new(),
+                "nothing before {d}"
+            );
             assert_eq!(drain(&mut w, d), vec![d]);
         }
         assert!(w.is_empty());
@@ -223,9 +269,29 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_slot_cascades_over_several_calls() {
+        let mut w = Wheel::new(0);
+        for i in 0..10_000 {
+            w.insert(Timer::new(100_000, 0, i));
+        }
+        let mut fired = 0;
+        let mut calls = 0;
+        while fired < 10_000 {
+            fired += w.advance(100_000, 100, |_| {});
+            calls += 1;
+            assert!(calls < 1000);
+        }
+        assert!(calls > 10, "{calls}");
+        assert!(w.is_empty());
+    }
+
+    #[test]
     fn slot_and_hash_ride_along() {
         let t = Timer::new(123_456, 16_383, u64::MAX);
-        assert_eq!((t.deadline(), t.slot(), t.hash), (123_456, 16_383, u64::MAX));
+        assert_eq!(
+            (t.deadline(), t.slot(), t.hash),
+            (123_456, 16_383, u64::MAX)
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
     let key = args.get(1);
     if ctx.db.get_mut(key, ctx.now).is_none() {
-        ctx.db.insert(key, Value::Hash(Box::default()), None, ctx.now);
+        ctx.db
+            .insert(key, Value::Hash(Box::default()), None, ctx.now);
     }
     let hash = match ctx.db.get_mut(key, ctx.now) {
         Some(ValueMut::Boxed(Value::Hash(h))) => h,
@@ -27,7 +28,10 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     };
     let mut added = 0;
     for i in (2..args.len()).step_by(2) {
-        if hash.insert(args.get(i).to_vec(), args.get(i + 1).to_vec()).is_none() {
+        if hash
+            .insert(args.get(i).to_vec(), args.get(i + 1).to_vec())
+            .is_none()
+        {
             added += 1;
         }
     }

@@ -212,6 +212,10 @@ fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, &'static [u8]> {
 /// A SCAN cursor as Redis reads it (`strtoul`): digits with an optional sign; anything
 /// else, or a leading blank, is an invalid cursor.
 fn parse_cursor(s: &[u8]) -> Option<u64> {
+    // strtoul reads nothing from an empty string: cursor 0.
+    if s.is_empty() {
+        return Some(0);
+    }
     let (neg, digits) = match s.split_first() {
         Some((b'+', rest)) => (false, rest),
         Some((b'-', rest)) => (true, rest),
@@ -468,7 +472,9 @@ pub fn parse_copy(args: &Args<'_>) -> Result<bool, Vec<u8>> {
         } else if args.is(j, "db") && j + 1 < args.len() {
             match goblin_protocol::parse_i64(args.get(j + 1)) {
                 None => return Err(errors::NOT_INTEGER.to_vec()),
-                Some(n) if i32::try_from(n).is_err() => return Err(errors::INT_OUT_OF_RANGE.to_vec()),
+                Some(n) if i32::try_from(n).is_err() => {
+                    return Err(errors::INT_OUT_OF_RANGE.to_vec());
+                }
                 Some(0) => {}
                 Some(_) => return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec()),
             }
@@ -514,7 +520,8 @@ fn encoding(entry: &goblin_store::Entry<'_>) -> &'static str {
         ValueRef::Str(_) => "raw",
         ValueRef::Hash(h) => {
             let small = h.len() <= LISTPACK_ENTRIES
-                && h.iter().all(|(k, v)| k.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
+                && h.iter()
+                    .all(|(k, v)| k.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
             if small { "listpack" } else { "hashtable" }
         }
         ValueRef::ZSet(z) => {
@@ -555,7 +562,9 @@ fn object_idletime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `OBJECT REFCOUNT key`: Redis shares the objects of the integers 0 to 9999, reporting
 /// them with `INT_MAX` references; every other value has one.
 fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let shared = |s: &[u8]| s.len() <= 20 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n));
+    let shared = |s: &[u8]| {
+        s.len() <= 20 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n))
+    };
     let reply = ctx.db.get(args.get(2), ctx.now).map(|e| match e.value() {
         ValueRef::Str(s) if !e.is_raw() && shared(s) => i64::from(i32::MAX),
         _ => 1,

@@ -208,7 +208,12 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// Per-shard statistics INFO merges: keys, keys with an expiry, keyspace bytes, and for
 /// each command run here its table id, calls, microseconds and failures.
 fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
-    let used: Vec<_> = ctx.stats.iter().enumerate().filter(|(_, s)| s.calls + s.failed > 0).collect();
+    let used: Vec<_> = ctx
+        .stats
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.calls + s.failed > 0)
+        .collect();
     ctx.out.array(3 + 4 * used.len());
     ctx.out.integer(ctx.db.len() as i64);
     ctx.out.integer(ctx.db.volatile_len() as i64);

@@ -38,12 +38,16 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
     let key = args.get(1);
     if ctx.db.get_mut(key, ctx.now).is_none() {
-        ctx.db.insert(key, Value::ZSet(Box::default()), None, ctx.now);
+        ctx.db
+            .insert(key, Value::ZSet(Box::default()), None, ctx.now);
     }
     let Some(ValueMut::Boxed(Value::ZSet(zset))) = ctx.db.get_mut(key, ctx.now) else {
         return ctx.out.error(errors::WRONGTYPE);
     };
-    let added = scores.into_iter().filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none()).count();
+    let added = scores
+        .into_iter()
+        .filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none())
+        .count();
     ctx.out.integer(added as i64);
 }
 

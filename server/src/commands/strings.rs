@@ -110,8 +110,18 @@ enum ExtendedFor {
     GetEx,
 }
 
-fn parse_extended<'a>(args: &Args<'a>, from: usize, cmd: ExtendedFor) -> Result<Extended<'a>, &'static [u8]> {
-    let mut o = Extended { condition: Condition::Always, get: false, keep_ttl: false, persist: false, expire: None };
+fn parse_extended<'a>(
+    args: &Args<'a>,
+    from: usize,
+    cmd: ExtendedFor,
+) -> Result<Extended<'a>, &'static [u8]> {
+    let mut o = Extended {
+        condition: Condition::Always,
+        get: false,
+        keep_ttl: false,
+        persist: false,
+        expire: None,
+    };
     let set = cmd == ExtendedFor::Set;
     let mut j = from;
     while j < args.len() {
@@ -135,9 +145,9 @@ fn parse_extended<'a>(args: &Args<'a>, from: usize, cmd: ExtendedFor) -> Result<
             o.keep_ttl = true;
         } else if !set && args.is(j, "PERSIST") && !o.keep_ttl && o.expire.is_none() {
             o.persist = true;
-        } else if let Some(unit) =
-            unit.filter(|&u| !o.keep_ttl && !o.persist && has_next && o.expire.is_none_or(|(_, prev)| prev == u))
-        {
+        } else if let Some(unit) = unit.filter(|&u| {
+            !o.keep_ttl && !o.persist && has_next && o.expire.is_none_or(|(_, prev)| prev == u)
+        }) {
             o.expire = Some((args.get(j + 1), unit));
             j += 1;
         } else {
@@ -308,7 +318,9 @@ fn msetnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if !pairs_ok(ctx, args, "msetnx") {
         return;
     }
-    let any = (1..args.len()).step_by(2).any(|i| ctx.db.contains(args.get(i), ctx.now));
+    let any = (1..args.len())
+        .step_by(2)
+        .any(|i| ctx.db.contains(args.get(i), ctx.now));
     if any {
         return ctx.out.integer(0);
     }
@@ -380,7 +392,8 @@ fn incr_by(ctx: &mut ShardCtx<'_>, key: &[u8], delta: i64) {
         return ctx.out.error(b"ERR increment or decrement would overflow");
     };
     let mut buf = itoa::Buffer::new();
-    ctx.db.set_str(key, buf.format(new).as_bytes(), expire, ctx.now);
+    ctx.db
+        .set_str(key, buf.format(new).as_bytes(), expire, ctx.now);
     ctx.out.integer(new);
 }
 
@@ -423,9 +436,11 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let (Some(old), Some(delta)) = (old, LongDouble::parse(args.get(2))) else {
         return ctx.out.error(NOT_FLOAT);
     };
-    let sum = old.add(delta);
+    let sum = old + delta;
     if sum.is_infinite() {
-        return ctx.out.error(b"ERR increment would produce NaN or Infinity");
+        return ctx
+            .out
+            .error(b"ERR increment would produce NaN or Infinity");
     }
     let text = sum.to_human();
     ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
@@ -486,7 +501,10 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Str::Absent => Vec::new(),
         Str::Value(s) => s.to_vec(),
     };
-    let Some(end) = (offset as usize).checked_add(patch.len()).filter(|&e| e <= max) else {
+    let Some(end) = (offset as usize)
+        .checked_add(patch.len())
+        .filter(|&e| e <= max)
+    else {
         return ctx.out.error(TOO_BIG);
     };
     let mut new = old;

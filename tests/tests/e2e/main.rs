@@ -4,6 +4,7 @@
 
 mod clients;
 mod connection;
+mod expiry;
 mod protocol;
 mod server_commands;
 mod strings_keys;
