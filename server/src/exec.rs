@@ -85,6 +85,8 @@ pub struct ShardCtx<'a> {
     pub owned: Range<usize>,
     /// Which shard owns which slot.
     pub slots: &'a SlotTable,
+    /// Longest string a command may make (`proto-max-bulk-len`).
+    pub max_string: usize,
     /// This worker's per-command statistics (for INFO's part).
     pub stats: &'a [crate::shard::CmdStat],
 }

@@ -23,6 +23,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod client;
 pub mod clock;
 pub mod command;
@@ -31,6 +32,7 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod longdouble;
 pub mod msg;
 pub mod route;
 pub mod server;

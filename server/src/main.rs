@@ -5,7 +5,12 @@ use std::process::ExitCode;
 use goblin_server::config::{self, Cli};
 use goblin_server::server::Server;
 
+/// Every allocation is counted, for INFO's `used_memory`.
+#[global_allocator]
+static GLOBAL: goblin_server::alloc::Counting = goblin_server::alloc::Counting;
+
 fn main() -> ExitCode {
+    goblin_server::alloc::activate();
     let config = match config::parse(std::env::args().skip(1)) {
         Ok(Cli::Run(config)) => config,
         Ok(Cli::Help) => {

@@ -121,6 +121,8 @@ pub struct Moved {
 pub enum Special {
     /// Remove a key and send its value back.
     Take(Vec<u8>),
+    /// Send a copy of a key's value back (COPY).
+    Clone(Vec<u8>),
     /// Store a moved value at a key (replacing it).
     Put(Vec<u8>, Moved),
     /// GOBLIN.CLAIM's attempt: `SET key token NX PXAT deadline`. Afterwards the step
@@ -186,10 +188,6 @@ pub enum Msg {
     Run(ConnRef, Box<Batch>),
     /// A batch coming back with its replies.
     Done(ConnRef, Box<Batch>),
-    /// One part of a keyspace-wide command, for this shard.
-    Part(ConnRef, u64, Box<Batch>),
-    /// A part's reply coming back.
-    PartDone(ConnRef, u64, usize, Box<Batch>),
     /// A transaction step for this shard.
     Step(TxStep),
     /// A transaction step's result.

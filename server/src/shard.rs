@@ -66,7 +66,6 @@ enum Blocked {
     Batch {
         from: ConnRef,
         batch: Box<Batch>,
-        part: Option<u64>,
         needs: Needs,
     },
     /// A transaction step waiting for its locks.
@@ -249,7 +248,6 @@ impl Shard {
         shared: &Shared,
         from: ConnRef,
         mut batch: Box<Batch>,
-        part: Option<u64>,
         out: &mut Vec<Outgoing>,
     ) {
         let table = &shared.commands;
@@ -258,25 +256,17 @@ impl Shard {
             && (self.queued_ahead(&needs, Some(from)) || !self.compatible(&needs, None))
         {
             self.register(&needs, Some(from));
-            self.blocked.push_back(Blocked::Batch {
-                from,
-                batch,
-                part,
-                needs,
-            });
+            self.blocked
+                .push_back(Blocked::Batch { from, batch, needs });
             return;
         }
         match self.continue_batch(shared, &mut batch) {
             Some(needs) => {
                 self.register(&needs, Some(from));
-                self.blocked.push_back(Blocked::Batch {
-                    from,
-                    batch,
-                    part,
-                    needs,
-                });
+                self.blocked
+                    .push_back(Blocked::Batch { from, batch, needs });
             }
-            None => out.push(finished(from, batch, part, self.id)),
+            None => out.push(finished(from, batch)),
         }
     }
 
@@ -343,6 +333,7 @@ impl Shard {
             shard: self.id,
             owned: self.owned.clone(),
             slots: &shared.slots,
+            max_string: shared.config.limits.max_bulk_len,
             stats: &self.stats,
         };
         match spec.exec {
@@ -404,8 +395,12 @@ impl Shard {
         let mut claimed = None;
         let taken = match step.special.take() {
             Some(Special::Take(key)) => self.db.remove(&key, step.now).map(|e| Moved {
-                expire_at: e.expire_at(),
+                expire_at: e.expire_at,
                 value: e.value,
+            }),
+            Some(Special::Clone(key)) => self.db.get(&key, step.now).map(|e| Moved {
+                expire_at: e.expire_at(),
+                value: e.value().to_value(),
             }),
             Some(Special::Put(key, moved)) => {
                 self.db.insert(&key, moved.value, moved.expire_at, step.now);
@@ -482,24 +477,17 @@ impl Shard {
                         self.run_step(shared, step, &needs, out, false);
                     }
                     Blocked::Batch {
-                        from,
-                        mut batch,
-                        part,
-                        ..
+                        from, mut batch, ..
                     } => match self.continue_batch(shared, &mut batch) {
                         Some(needs) => {
                             self.register(&needs, Some(from));
                             claimed.extend(needs.keys.iter().map(|(k, _)| k.clone()));
                             claimed_all |= needs.all;
                             claimed_conns.insert(from);
-                            self.blocked.push_back(Blocked::Batch {
-                                from,
-                                batch,
-                                part,
-                                needs,
-                            });
+                            self.blocked
+                                .push_back(Blocked::Batch { from, batch, needs });
                         }
-                        None => out.push(finished(from, batch, part, self.id)),
+                        None => out.push(finished(from, batch)),
                     },
                 }
             }
@@ -511,11 +499,8 @@ impl Shard {
 }
 
 /// The message that returns a finished batch.
-fn finished(from: ConnRef, batch: Box<Batch>, part: Option<u64>, shard: usize) -> Outgoing {
-    match part {
-        Some(job) => (from.worker, Msg::PartDone(from, job, shard, batch)),
-        None => (from.worker, Msg::Done(from, batch)),
-    }
+fn finished(from: ConnRef, batch: Box<Batch>) -> Outgoing {
+    (from.worker, Msg::Done(from, batch))
 }
 
 #[cfg(test)]
@@ -601,9 +586,9 @@ mod tests {
         shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
         assert_eq!(out.len(), 1, "lock granted at once");
         out.clear();
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), None, &mut out);
+        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
         assert!(out.is_empty(), "GET a waits for the transaction");
-        shard.run_batch(&shared, C2, batch(t, &[&[b"GET", b"b"]]), None, &mut out);
+        shard.run_batch(&shared, C2, batch(t, &[&[b"GET", b"b"]]), &mut out);
         assert_eq!(out.len(), 1, "GET b runs");
         out.clear();
         shard.step(&shared, release_step(), &mut out);
@@ -619,20 +604,8 @@ mod tests {
         let mut out = Vec::new();
         shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
         out.clear();
-        shard.run_batch(
-            &shared,
-            C1,
-            batch(t, &[&[b"SET", b"a", b"1"]]),
-            None,
-            &mut out,
-        );
-        shard.run_batch(
-            &shared,
-            C1,
-            batch(t, &[&[b"SET", b"b", b"1"]]),
-            None,
-            &mut out,
-        );
+        shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"a", b"1"]]), &mut out);
+        shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"b", b"1"]]), &mut out);
         assert!(
             out.is_empty(),
             "the SET b of the same connection must not overtake"
@@ -653,19 +626,13 @@ mod tests {
         let mut out = Vec::new();
         shard.step(&shared, lock_step(&[b"a"], LockMode::Shared), &mut out);
         out.clear();
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), None, &mut out);
+        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
         assert_eq!(out.len(), 1);
         out.clear();
-        shard.run_batch(
-            &shared,
-            C2,
-            batch(t, &[&[b"SET", b"a", b"x"]]),
-            None,
-            &mut out,
-        );
+        shard.run_batch(&shared, C2, batch(t, &[&[b"SET", b"a", b"x"]]), &mut out);
         assert!(out.is_empty());
         // A reader arriving after a waiting writer queues behind it.
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), None, &mut out);
+        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
         assert!(out.is_empty());
         shard.step(&shared, release_step(), &mut out);
         assert_eq!(out.len(), 3);

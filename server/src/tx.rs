@@ -155,6 +155,10 @@ pub struct Rename {
     src_shard: usize,
     dst_shard: usize,
     nx: bool,
+    /// COPY: clone instead of take, reply 1/0.
+    copy: bool,
+    /// COPY … REPLACE.
+    replace: bool,
     exists_spec: usize,
     stage: u8,
     resp: Version,
@@ -294,6 +298,13 @@ impl Plan {
     ) -> Option<Plan> {
         let spec = table.get(spec_id)?;
         let kind = spec.multi?;
+        let mut copy_replace = false;
+        if kind == MultiKey::Copy {
+            match crate::commands::keys::parse_copy(args) {
+                Ok(replace) => copy_replace = replace,
+                Err(e) => return Some(Plan::Reply(Some(encoded(resp, |enc| enc.error(&e))))),
+            }
+        }
         if kind == MultiKey::Claim {
             let deadline = match crate::commands::goblin::claim_deadline(args, now) {
                 Ok(d) => d,
@@ -364,17 +375,35 @@ impl Plan {
                     resp,
                 }))
             }
-            MultiKey::Rename { nx } => Some(Plan::Rename(Rename {
+            MultiKey::Rename { .. } | MultiKey::Copy => Some(Plan::Rename(Rename {
                 src: args.get(1).to_vec(),
                 dst: args.get(2).to_vec(),
                 src_shard: slots.shard_of_key(args.get(1)),
                 dst_shard: slots.shard_of_key(args.get(2)),
-                nx,
+                nx: kind == MultiKey::Rename { nx: true },
+                copy: kind == MultiKey::Copy,
+                replace: copy_replace,
                 exists_spec: table.lookup(b"exists")?.id,
                 stage: 0,
                 resp,
             })),
         }
+    }
+
+    /// A keyspace-wide command: a part on every shard, merged on the connection.
+    pub fn for_fan(
+        spec_id: usize,
+        args: &Args<'_>,
+        merge: MergeFn,
+        shards: usize,
+        resp: Version,
+    ) -> Plan {
+        Plan::Fan(Fan {
+            cmd: single(spec_id, args, resp),
+            merge,
+            shards,
+            sent: false,
+        })
     }
 
     /// EXEC's plan for the queued commands.
@@ -626,47 +655,61 @@ impl Rename {
         }
     }
 
+    /// Whether an existing destination stops the command (RENAMENX; COPY without REPLACE).
+    fn guard_dst(&self) -> bool {
+        if self.copy { !self.replace } else { self.nx }
+    }
+
+    fn reply(&self, f: impl FnOnce(&mut Encoder<'_>)) -> Next {
+        Next::Finish(Outcome::Reply(encoded(self.resp, f)))
+    }
+
+    fn missing_source(&self) -> Next {
+        if self.copy {
+            self.reply(|e| e.integer(0))
+        } else {
+            self.reply(|e| e.error(b"ERR no such key"))
+        }
+    }
+
     fn next(&mut self, mut results: Vec<StepResult>) -> Next {
-        let resp = self.resp;
         self.stage += 1;
         match self.stage {
             1 => {
                 let mut work = vec![self.exists(&self.src, self.src_shard)];
-                if self.nx {
+                if self.guard_dst() {
                     work.push(self.exists(&self.dst, self.dst_shard));
                 }
                 Next::Stage(work)
             }
             2 => {
                 if results.first().and_then(|r| integer(&r.replies)) != Some(1) {
-                    return Next::Finish(Outcome::Reply(encoded(resp, |e| {
-                        e.error(b"ERR no such key")
-                    })));
+                    return self.missing_source();
                 }
-                if self.nx && results.get(1).and_then(|r| integer(&r.replies)) == Some(1) {
-                    return Next::Finish(Outcome::Reply(encoded(resp, |e| e.integer(0))));
+                if self.guard_dst() && results.get(1).and_then(|r| integer(&r.replies)) == Some(1) {
+                    return self.reply(|e| e.integer(0));
                 }
+                let special = if self.copy {
+                    Special::Clone(self.src.clone())
+                } else {
+                    Special::Take(self.src.clone())
+                };
                 Next::Stage(vec![Work {
                     shard: self.src_shard,
-                    batch: None,
-                    special: Some(Special::Take(self.src.clone())),
+                    special: Some(special),
                     ..Default::default()
                 }])
             }
             3 => match results.pop().and_then(|r| r.taken) {
-                None => Next::Finish(Outcome::Reply(encoded(resp, |e| {
-                    e.error(b"ERR no such key")
-                }))),
+                None => self.missing_source(),
                 Some(moved) => Next::Stage(vec![Work {
                     shard: self.dst_shard,
-                    batch: None,
                     special: Some(Special::Put(self.dst.clone(), moved)),
                     ..Default::default()
                 }]),
             },
-            _ => Next::Finish(Outcome::Reply(encoded(resp, |e| {
-                if self.nx { e.integer(1) } else { e.ok() }
-            }))),
+            _ if self.copy || self.nx => self.reply(|e| e.integer(1)),
+            _ => self.reply(|e| e.ok()),
         }
     }
 }

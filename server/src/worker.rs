@@ -48,7 +48,7 @@ use crate::client::Client;
 use crate::clock;
 use crate::command::{CommandSpec, Rejection};
 use crate::conn::{Conn, MultiState, ReadOutcome};
-use crate::exec::{Args, ConnCtx, Exec, MergeFn};
+use crate::exec::{Args, ConnCtx, Exec};
 use crate::msg::{Batch, ConnRef, Msg, TxRef};
 use crate::server::{Shared, WAKER};
 use crate::shard::{Outgoing, Shard, command_needs};
@@ -71,6 +71,12 @@ const FLUSH_EARLY_ABOVE: usize = 64 * 1024;
 /// How long a worker that awaits replies from other shards keeps looking for them before
 /// it sleeps: about one cross-thread round trip when the other worker is busy.
 const SPIN_WHILE_AWAITING: Duration = Duration::from_micros(50);
+/// Keys actively expired per loop iteration at most: about 0.1–0.3 ms of work, so that a
+/// mass expiry (a million keys with one TTL) never stalls the loop for long; the rest
+/// goes on in the next iterations, which then do not sleep.
+const EXPIRE_PER_ITERATION: usize = 1000;
+/// Longest a worker sleeps waiting for a key to expire before it looks again.
+const MAX_POLL_WAIT_MS: u64 = 1000;
 /// Batches kept for reuse.
 const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
@@ -79,14 +85,6 @@ const BATCH_KEEP_BYTES: usize = 256 * 1024;
 /// Work this worker coordinates for one of its connections.
 #[derive(Debug)]
 enum Job {
-    /// A keyspace-wide command: one part per shard, then a merge.
-    Fan {
-        conn: usize,
-        merge: MergeFn,
-        cmd: Box<Batch>,
-        parts: Vec<Option<Vec<u8>>>,
-        remaining: usize,
-    },
     /// A transaction.
     Tx(Box<TxJob>),
 }
@@ -216,6 +214,7 @@ impl Worker {
             self.drain();
             self.send_all();
             self.flush_all();
+            self.expire_keys();
             if self.commands > 0 {
                 self.shared
                     .total_commands
@@ -225,13 +224,30 @@ impl Worker {
         }
     }
 
+    /// Active expiry: removes due keys, at most [`EXPIRE_PER_ITERATION`] per iteration.
+    /// Skipped while transactions hold or want locks here, so that no key a transaction
+    /// is working on vanishes under it (lazy expiry, with the transaction's own clock,
+    /// still applies).
+    fn expire_keys(&mut self) {
+        if !self.shard.quiet() {
+            return;
+        }
+        let now = clock::now_ms();
+        if self.shard.db.next_expiry().is_some_and(|at| at <= now) {
+            self.shard.db.expire_due(now, EXPIRE_PER_ITERATION);
+        }
+    }
+
     /// Polls; blocks only when there is nothing to do and no message waiting.
     fn sleep(&mut self, events: &mut Events) -> io::Result<()> {
-        let mut timeout = None;
+        // Wake for the next key expiry, if any (keys behind schedule: at once).
+        let mut timeout = self.shard.db.next_expiry().map(|at| {
+            Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS))
+        });
         if !self.scheduled.is_empty() || !self.local.is_empty() {
             timeout = Some(Duration::ZERO);
         }
-        if timeout.is_none() && self.awaiting > 0 && self.shared.cores_shared {
+        if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
             // Replies from other shards are due, and this core is shared with other
             // workers: rather than sleep and be woken (a syscall on each side and a trip
             // through the scheduler), hand the core to them and look again, for a short
@@ -247,7 +263,7 @@ impl Worker {
             }
         }
         let me = &self.shared.peers[self.id];
-        if timeout.is_none() {
+        if timeout != Some(Duration::ZERO) {
             me.sleeping.store(true, Ordering::SeqCst);
             // Pairs with the fence in `Peer::send`.
             std::sync::atomic::fence(Ordering::SeqCst);
@@ -268,7 +284,7 @@ impl Worker {
             if dest == self.id {
                 self.local.push_back(msg);
             } else if let Some(q) = self.outbox.get_mut(dest) {
-                if matches!(msg, Msg::Run(..) | Msg::Part(..) | Msg::Step(..)) {
+                if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
                     self.awaiting += 1;
                 }
                 q.push(msg);
@@ -316,7 +332,7 @@ impl Worker {
                 };
                 any = true;
                 for msg in msgs {
-                    if matches!(msg, Msg::Done(..) | Msg::PartDone(..) | Msg::StepDone(..)) {
+                    if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
                         self.awaiting = self.awaiting.saturating_sub(1);
                     }
                     self.handle(msg);
@@ -336,17 +352,9 @@ impl Worker {
         let mut out = Vec::new();
         match msg {
             Msg::Adopt(stream, addr) => self.adopt(stream, addr),
-            Msg::Run(from, batch) => {
-                self.shard
-                    .run_batch(&self.shared, from, batch, None, &mut out)
-            }
-            Msg::Part(from, job, batch) => {
-                self.shard
-                    .run_batch(&self.shared, from, batch, Some(job), &mut out)
-            }
+            Msg::Run(from, batch) => self.shard.run_batch(&self.shared, from, batch, &mut out),
             Msg::Step(step) => self.shard.step(&self.shared, step, &mut out),
             Msg::Done(to, batch) => self.batch_done(to, batch),
-            Msg::PartDone(to, job, shard, batch) => self.part_done(to, job, shard, batch),
             Msg::StepDone(done) => {
                 let seq = done.tx.seq;
                 let Some(Job::Tx(job)) = self.jobs.get_mut(&seq) else {
@@ -383,40 +391,15 @@ impl Worker {
         self.recycle(batch);
     }
 
-    fn part_done(&mut self, to: ConnRef, job: u64, shard: usize, mut batch: Box<Batch>) {
-        let replies = std::mem::take(&mut batch.replies);
-        self.recycle(batch);
-        let Some(Job::Fan {
-            parts, remaining, ..
-        }) = self.jobs.get_mut(&job)
-        else {
-            return;
-        };
-        if let Some(part) = parts.get_mut(shard) {
-            *part = Some(replies);
-        }
-        *remaining -= 1;
-        if *remaining > 0 {
-            return;
-        }
-        let Some(Job::Fan {
-            conn,
-            merge,
-            cmd,
-            parts,
-            ..
-        }) = self.jobs.remove(&job)
-        else {
-            return;
-        };
-        let parts = parts.into_iter().map(Option::unwrap_or_default).collect();
-        if self.live_conn(to).is_some() {
-            self.finish_job(conn, Outcome::Merge(merge, cmd, parts));
-        }
-    }
-
     /// Writes a finished job's answer and lets the connection go on.
     fn finish_job(&mut self, key: usize, outcome: Outcome) {
+        self.write_job_outcome(key, outcome);
+        self.after_wait(key);
+    }
+
+    /// Writes a job's answer to its connection's output, without resuming the connection
+    /// (for a job that finished while the connection's requests are being run).
+    fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
         let shared = Arc::clone(&self.shared);
         let now = self.now;
         let Some(conn) = self.conns.get_mut(key) else {
@@ -431,7 +414,6 @@ impl Worker {
             now,
         };
         write_outcome(&mut ctx, outcome);
-        self.after_wait(key);
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
@@ -765,6 +747,18 @@ impl Worker {
                 if conn.busy() {
                     return Flow::Wait;
                 }
+                if args.get(0).eq_ignore_ascii_case(b"exec") {
+                    // Redis aborts the transaction when EXEC itself is rejected, in or
+                    // out of MULTI (`execCommandAbort`).
+                    let reason = msg.strip_prefix(b"ERR ").unwrap_or(&msg);
+                    let mut text = b"EXECABORT Transaction discarded because of: ".to_vec();
+                    text.extend_from_slice(reason);
+                    Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&text);
+                    if let Some(multi) = conn.multi.take() {
+                        multi.queued.into_iter().for_each(|b| self.recycle(b));
+                    }
+                    return Flow::Next;
+                }
                 if let Some(multi) = conn.multi.as_mut() {
                     multi.dirty = true;
                 }
@@ -814,8 +808,11 @@ impl Worker {
                 if conn.busy() {
                     return Flow::Wait;
                 }
-                self.start_fan(key, spec, merge, args);
-                Flow::Taken
+                // A transaction holding every shard whole, so that the parts see one state:
+                // no multi-shard write is half applied when DBSIZE or KEYS count it.
+                let resp = conn.client.resp;
+                let plan = Plan::for_fan(spec.id, args, merge, self.shared.threads, resp);
+                self.start_tx(key, Vec::new(), true, plan)
             }
             Exec::Shard(_) | Exec::Cursor(_) => match target(shared, spec, args) {
                 Target::Many => {
@@ -885,8 +882,7 @@ impl Worker {
         let mut batch = self.new_batch(resp);
         batch.push(spec.id, args);
         let mut out = Vec::new();
-        self.shard
-            .run_batch(&self.shared, from, batch, None, &mut out);
+        self.shard.run_batch(&self.shared, from, batch, &mut out);
         self.route(out);
         Flow::Taken
     }
@@ -924,43 +920,6 @@ impl Worker {
         Flow::Next
     }
 
-    fn start_fan(&mut self, key: usize, spec: &CommandSpec, merge: MergeFn, args: &Args<'_>) {
-        let Some(conn) = self.conns.get(key) else {
-            return;
-        };
-        let (resp, generation) = (conn.client.resp, conn.generation);
-        let job = self.next_job;
-        self.next_job += 1;
-        let from = ConnRef {
-            worker: self.id,
-            key,
-            generation,
-        };
-        let mut out = Vec::new();
-        for shard in 0..self.shared.threads {
-            let mut part = self.new_batch(resp);
-            part.push(spec.id, args);
-            out.push((shard, Msg::Part(from, job, part)));
-        }
-        let mut cmd = self.new_batch(resp);
-        cmd.push(spec.id, args);
-        let n = self.shared.threads;
-        self.jobs.insert(
-            job,
-            Job::Fan {
-                conn: key,
-                merge,
-                cmd,
-                parts: vec![None; n],
-                remaining: n,
-            },
-        );
-        if let Some(conn) = self.conns.get_mut(key) {
-            conn.job = Some(job);
-        }
-        self.route(out);
-    }
-
     fn start_tx(
         &mut self,
         key: usize,
@@ -986,7 +945,9 @@ impl Worker {
         self.route(out);
         match done {
             Some(outcome) => {
-                self.finish_job(key, outcome);
+                // Finished at once (no keys): the connection is inside `run_requests`,
+                // which goes on by itself — resuming it here would run it re-entrantly.
+                self.write_job_outcome(key, outcome);
                 Flow::Next
             }
             None => {

@@ -1,56 +1,177 @@
-//! One shard's keyspace: a table per hash slot, entries with an optional absolute expiry,
-//! expired lazily on every access.
+//! One shard's keyspace: a table per hash slot, compact entries, and expiry in two tiers —
+//! lazily on every access, and actively by a timer wheel under a budget.
 //!
 //! Keys are grouped by hash slot so that a slot is the unit of iteration (SCAN returns
 //! whole slots, which is what makes its guarantee hold while keys come and go) and, later,
-//! of migration between shards and nodes.
+//! of migration between shards and nodes. A table per slot also keeps every rehash small:
+//! growing never copies more than one slot's keys at once.
+//!
+//! An entry is one allocation (see `blob.rs`): key, expiry and small string value
+//! together. Hashes, sorted sets and strings longer than [`INLINE_MAX`] live boxed in a
+//! side slab and the entry holds their index.
 
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as TableEntry;
+use slab::Slab;
 
+use crate::blob::{self, Payload};
 use crate::slot::{SLOTS, key_slot};
-use crate::value::Value;
+use crate::value::{Hash, SortedSet, Value};
+use crate::wheel::{Timer, Wheel};
 
 /// Milliseconds since the Unix epoch; every command reads the clock once and passes it in.
 pub type Millis = u64;
 
-/// A key with its value and optional absolute expiry.
-#[derive(Debug)]
-pub struct Entry {
-    key: Box<[u8]>,
-    /// The value.
-    pub value: Value,
-    expire_at: Option<Millis>,
+/// Strings up to this many bytes are stored inside their entry; longer ones are boxed,
+/// so that APPEND and SETRANGE grow them in amortized constant time instead of copying
+/// the entry each time.
+pub const INLINE_MAX: usize = 256;
+
+/// Bytes a table bucket costs: the entry's fat pointer and hashbrown's control byte.
+const BUCKET_BYTES: usize = size_of::<Box<[u8]>>() + 1;
+
+/// A stored value, borrowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    /// A string.
+    Str(&'a [u8]),
+    /// A hash.
+    Hash(&'a Hash),
+    /// A sorted set.
+    ZSet(&'a SortedSet),
 }
 
-impl Entry {
+impl<'a> ValueRef<'a> {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ValueRef::Str(_) => "string",
+            ValueRef::Hash(_) => "hash",
+            ValueRef::ZSet(_) => "zset",
+        }
+    }
+
+    /// The bytes of a string; `None` for other types.
+    pub fn as_str(&self) -> Option<&'a [u8]> {
+        match self {
+            ValueRef::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_value(&self) -> Value {
+        match *self {
+            ValueRef::Str(s) => Value::Str(s.to_vec()),
+            ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
+            ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+        }
+    }
+}
+
+fn value_ref<'a>(blob: &'a [u8], boxed: &'a Slab<Value>) -> ValueRef<'a> {
+    match blob::payload(blob) {
+        Payload::Inline(s) => ValueRef::Str(s),
+        Payload::Boxed(i) => match boxed.get(i as usize) {
+            Some(Value::Str(s)) => ValueRef::Str(s),
+            Some(Value::Hash(h)) => ValueRef::Hash(h),
+            Some(Value::ZSet(z)) => ValueRef::ZSet(z),
+            None => ValueRef::Str(b""),
+        },
+    }
+}
+
+/// A live entry, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'a> {
+    blob: &'a [u8],
+    value: ValueRef<'a>,
+}
+
+impl<'a> Entry<'a> {
     /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.key
+    pub fn key(&self) -> &'a [u8] {
+        blob::key(self.blob)
     }
 
     /// The absolute expiry in milliseconds, if any.
     pub fn expire_at(&self) -> Option<Millis> {
-        self.expire_at
+        blob::expire(self.blob)
     }
 
-    /// Whether the entry is logically gone at `now`. Redis keeps a key alive through its
-    /// expiry millisecond: it is expired once `now` is strictly later.
-    pub fn is_expired(&self, now: Millis) -> bool {
-        matches!(self.expire_at, Some(at) if now > at)
+    /// The value.
+    pub fn value(&self) -> ValueRef<'a> {
+        self.value
+    }
+
+    /// Whether the string was changed in place since it was set (see
+    /// [`Keyspace::mark_raw`]).
+    pub fn is_raw(&self) -> bool {
+        blob::is_raw(self.blob)
     }
 }
 
-type Table = HashTable<Entry>;
+/// An entry taken out of the keyspace.
+#[derive(Debug, PartialEq)]
+pub struct Removed {
+    /// Its value.
+    pub value: Value,
+    /// Its expiry.
+    pub expire_at: Option<Millis>,
+}
+
+/// A boxed value, for changing it in place (HSET, ZADD, APPEND on a long string).
+#[derive(Debug)]
+pub enum ValueMut<'a> {
+    /// A short string, stored in its entry: change it with [`Keyspace::set_str`].
+    InlineStr(&'a [u8]),
+    /// A boxed value.
+    Boxed(&'a mut Value),
+}
+
+/// Whether an expiry has passed. Redis keeps a key alive through its expiry
+/// millisecond: it is expired once `now` is strictly later.
+fn expired(blob: &[u8], now: Millis) -> bool {
+    blob::expire(blob).is_some_and(|at| now > at)
+}
+
+/// The keyspace's counters.
+#[derive(Debug, Default)]
+struct Counts {
+    len: usize,
+    volatile: usize,
+    /// Bytes of entries and boxed values (the tables' own size is added on demand).
+    data_bytes: usize,
+}
+
+/// Accounts for an entry leaving: its counters, its bytes, its boxed value.
+fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<Value> {
+    counts.len -= 1;
+    counts.data_bytes -= blob.len().min(counts.data_bytes);
+    if blob::expire(blob).is_some() {
+        counts.volatile -= 1;
+    }
+    match blob::payload(blob) {
+        Payload::Boxed(i) => {
+            let v = boxed.try_remove(i as usize);
+            if let Some(v) = &v {
+                counts.data_bytes -= boxed_bytes(v).min(counts.data_bytes);
+            }
+            v
+        }
+        Payload::Inline(_) => None,
+    }
+}
 
 /// The keys of one shard.
 pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
-    slots: Box<[Table]>,
-    len: usize,
-    volatile: usize,
+    slots: Box<[HashTable<Box<[u8]>>]>,
+    boxed: Slab<Value>,
+    wheel: Wheel,
+    counts: Counts,
 }
 
 impl Default for Keyspace {
@@ -62,9 +183,18 @@ impl Default for Keyspace {
 impl std::fmt::Debug for Keyspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keyspace")
-            .field("len", &self.len)
-            .field("volatile", &self.volatile)
+            .field("len", &self.counts.len)
+            .field("volatile", &self.counts.volatile)
             .finish()
+    }
+}
+
+/// Approximate heap bytes of a boxed value, for the memory figures.
+fn boxed_bytes(v: &Value) -> usize {
+    match v {
+        Value::Str(s) => s.capacity(),
+        Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>() + 64,
+        Value::ZSet(z) => z.keys().map(|k| k.len() + 48).sum::<usize>() + 64,
     }
 }
 
@@ -73,26 +203,27 @@ impl Keyspace {
     pub fn new() -> Self {
         Keyspace {
             hasher: foldhash::fast::RandomState::default(),
-            slots: (0..SLOTS).map(|_| Table::new()).collect(),
-            len: 0,
-            volatile: 0,
+            slots: (0..SLOTS).map(|_| HashTable::new()).collect(),
+            boxed: Slab::new(),
+            wheel: Wheel::new(0),
+            counts: Counts::default(),
         }
     }
 
     /// Number of keys, including ones that expired but were not yet removed (as Redis's
     /// DBSIZE counts them).
     pub fn len(&self) -> usize {
-        self.len
+        self.counts.len
     }
 
     /// True when there are no keys.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.counts.len == 0
     }
 
     /// Number of keys that have an expiry.
     pub fn volatile_len(&self) -> usize {
-        self.volatile
+        self.counts.volatile
     }
 
     /// Number of keys stored in `slot`.
@@ -100,29 +231,57 @@ impl Keyspace {
         self.slots.get(usize::from(slot)).map_or(0, |t| t.len())
     }
 
+    /// Bytes the keyspace holds: entries, boxed values, tables and pending timers.
+    pub fn used_bytes(&self) -> usize {
+        let tables: usize = self.slots.iter().map(|t| t.capacity() * BUCKET_BYTES).sum();
+        self.counts.data_bytes + tables + self.wheel.len() * size_of::<Timer>()
+    }
+
     fn locate(&self, key: &[u8]) -> (usize, u64) {
         (usize::from(key_slot(key)), self.hasher.hash_one(key))
     }
 
-    /// The live entry for `key`, removing it first if it has expired.
-    pub fn get(&mut self, key: &[u8], now: Millis) -> Option<&Entry> {
-        self.get_mut(key, now).map(|e| &*e)
+    fn forget(&mut self, blob: &[u8]) -> Option<Value> {
+        forget(&mut self.counts, &mut self.boxed, blob)
     }
 
-    /// The live entry for `key`, mutably, removing it first if it has expired. Use
-    /// [`Keyspace::set_expire`] to change its expiry.
-    pub fn get_mut(&mut self, key: &[u8], now: Millis) -> Option<&mut Entry> {
+    /// Gives a slot table's memory back after many removals (all of it when the slot is
+    /// empty: 16384 slots of idle buckets would otherwise add up).
+    fn maybe_shrink(&mut self, slot: usize) {
+        let table = &mut self.slots[slot];
+        if table.is_empty() {
+            if table.capacity() > 0 {
+                *table = HashTable::new();
+            }
+        } else if table.capacity() > 16 && table.len() * 4 < table.capacity() {
+            let hasher = &self.hasher;
+            table.shrink_to(table.len() * 2, |b| hasher.hash_one(blob::key(b)));
+        }
+    }
+
+    /// The live entry for `key`, removing it first if it has expired.
+    pub fn get(&mut self, key: &[u8], now: Millis) -> Option<Entry<'_>> {
         let (slot, hash) = self.locate(key);
-        let hasher = &self.hasher;
-        match self.slots[slot].entry(hash, |e| *e.key == *key, |e| hasher.hash_one(&*e.key)) {
-            TableEntry::Occupied(o) if o.get().is_expired(now) => {
-                let (old, _) = o.remove();
-                self.len -= 1;
-                self.volatile -= usize::from(old.expire_at.is_some());
+        let Keyspace {
+            slots,
+            boxed,
+            counts,
+            ..
+        } = self;
+        match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
+            Err(_) => None,
+            Ok(found) if expired(found.get(), now) => {
+                let (blob, _) = found.remove();
+                forget(counts, boxed, &blob);
                 None
             }
-            TableEntry::Occupied(o) => Some(o.into_mut()),
-            TableEntry::Vacant(_) => None,
+            Ok(found) => {
+                let blob: &[u8] = found.into_mut();
+                Some(Entry {
+                    blob,
+                    value: value_ref(blob, boxed),
+                })
+            }
         }
     }
 
@@ -131,125 +290,232 @@ impl Keyspace {
         self.get(key, now).is_some()
     }
 
-    /// Stores `value` at `key` with `expire_at`, replacing whatever was there; returns the
-    /// previous value and expiry when they were still live at `now` (the returned entry's
-    /// key is empty: the stored key is kept).
-    pub fn insert(
-        &mut self,
-        key: &[u8],
-        value: Value,
-        expire_at: Option<Millis>,
-        now: Millis,
-    ) -> Option<Entry> {
+    /// The live value of `key` for changing in place; `None` when absent.
+    pub fn get_mut(&mut self, key: &[u8], now: Millis) -> Option<ValueMut<'_>> {
         let (slot, hash) = self.locate(key);
-        let hasher = &self.hasher;
-        let old =
-            match self.slots[slot].entry(hash, |e| *e.key == *key, |e| hasher.hash_one(&*e.key)) {
-                TableEntry::Occupied(mut o) => {
-                    // Keep the stored key; swap in the new value and expiry.
-                    let e = o.get_mut();
-                    let value = std::mem::replace(&mut e.value, value);
-                    let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
-                    Some(Entry {
-                        key: Box::default(),
-                        value,
-                        expire_at: old_expire,
-                    })
-                }
-                TableEntry::Vacant(v) => {
-                    v.insert(Entry {
-                        key: key.into(),
-                        value,
-                        expire_at,
-                    });
-                    None
-                }
-            };
-        if expire_at.is_some() {
-            self.volatile += 1;
-        }
-        match old {
-            Some(old) => {
-                if old.expire_at.is_some() {
-                    self.volatile -= 1;
-                }
-                (!old.is_expired(now)).then_some(old)
-            }
-            None => {
-                self.len += 1;
+        let Keyspace {
+            slots,
+            boxed,
+            counts,
+            ..
+        } = self;
+        match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
+            Err(_) => None,
+            Ok(found) if expired(found.get(), now) => {
+                let (blob, _) = found.remove();
+                forget(counts, boxed, &blob);
                 None
+            }
+            Ok(found) => {
+                let blob: &[u8] = found.into_mut();
+                match blob::payload(blob) {
+                    Payload::Inline(s) => Some(ValueMut::InlineStr(s)),
+                    Payload::Boxed(i) => boxed.get_mut(i as usize).map(ValueMut::Boxed),
+                }
             }
         }
     }
 
-    /// Removes `key`; returns its entry when it was live at `now`.
-    pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Entry> {
+    /// Stores a new entry or replaces one, reusing the entry's allocation when the new one
+    /// has the same size (a SET of a same-length value allocates nothing).
+    fn put(&mut self, key: &[u8], expire_at: Option<Millis>, payload: Payload<'_>, now: Millis) {
         let (slot, hash) = self.locate(key);
-        let found = self.slots[slot].find_entry(hash, |e| *e.key == *key).ok()?;
-        let (old, _) = found.remove();
-        self.forget(&old);
-        (!old.is_expired(now)).then_some(old)
+        let size = blob::size(key, expire_at, payload);
+        let hasher = &self.hasher;
+        let table = &mut self.slots[slot];
+        let mut freed = None;
+        match table.entry(
+            hash,
+            |b| blob::key(b) == key,
+            |b| hasher.hash_one(blob::key(b)),
+        ) {
+            TableEntry::Occupied(mut o) => {
+                let old = o.get_mut();
+                let (old_len, old_expire) = (old.len(), blob::expire(old));
+                if let Payload::Boxed(i) = blob::payload(old) {
+                    freed = Some(i);
+                }
+                if old.len() == size {
+                    blob::write(old, key, expire_at, payload);
+                } else {
+                    *old = blob::build(key, expire_at, payload);
+                }
+                self.counts.data_bytes = self.counts.data_bytes - old_len + size;
+                if old_expire.is_some() {
+                    self.counts.volatile -= 1;
+                }
+            }
+            TableEntry::Vacant(v) => {
+                v.insert(blob::build(key, expire_at, payload));
+                self.counts.len += 1;
+                self.counts.data_bytes += size;
+            }
+        }
+        if let Some(i) = freed {
+            // A boxed value being replaced by a new payload (possibly its own index:
+            // callers re-boxing pass the index they got from `boxed.insert`, never the
+            // old one).
+            if !matches!(payload, Payload::Boxed(j) if j == i)
+                && let Some(v) = self.boxed.try_remove(i as usize)
+            {
+                self.counts.data_bytes -= boxed_bytes(&v).min(self.counts.data_bytes);
+            }
+        }
+        if let Some(at) = expire_at {
+            self.counts.volatile += 1;
+            // Due once `now > at`.
+            self.wheel
+                .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
+        }
+        let _ = now;
+    }
+
+    /// Stores the string `value` at `key` with `expire_at`, replacing whatever was there.
+    pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
+        if value.len() <= INLINE_MAX {
+            self.put(key, expire_at, Payload::Inline(value), now);
+        } else {
+            self.insert(key, Value::Str(value.to_vec()), expire_at, now);
+        }
+    }
+
+    /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
+    pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
+        match value {
+            Value::Str(s) if s.len() <= INLINE_MAX => {
+                self.put(key, expire_at, Payload::Inline(&s), now)
+            }
+            other => {
+                self.counts.data_bytes += boxed_bytes(&other);
+                let index = self.boxed.insert(other) as u32;
+                self.put(key, expire_at, Payload::Boxed(index), now);
+            }
+        }
+    }
+
+    /// Removes `key`; its value and expiry when it was live at `now`.
+    pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Removed> {
+        let (slot, hash) = self.locate(key);
+        let found = self.slots[slot]
+            .find_entry(hash, |b| blob::key(b) == key)
+            .ok()?;
+        let (blob, _) = found.remove();
+        let boxed = self.forget(&blob);
+        self.maybe_shrink(slot);
+        if expired(&blob, now) {
+            return None;
+        }
+        let value = match (blob::payload(&blob), boxed) {
+            (Payload::Inline(s), _) => Value::Str(s.to_vec()),
+            (Payload::Boxed(_), Some(v)) => v,
+            (Payload::Boxed(_), None) => Value::Str(Vec::new()),
+        };
+        Some(Removed {
+            value,
+            expire_at: blob::expire(&blob),
+        })
+    }
+
+    /// Deletes `key`; true when it was live at `now`. Unlike [`Keyspace::remove`], copies
+    /// nothing out.
+    pub fn delete(&mut self, key: &[u8], now: Millis) -> bool {
+        let (slot, hash) = self.locate(key);
+        let Ok(found) = self.slots[slot].find_entry(hash, |b| blob::key(b) == key) else {
+            return false;
+        };
+        let (blob, _) = found.remove();
+        self.forget(&blob);
+        self.maybe_shrink(slot);
+        !expired(&blob, now)
     }
 
     /// Sets or clears the expiry of a live key; false when the key is absent at `now`.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
-        let Some(entry) = self.get_mut(key, now) else {
+        let (slot, hash) = self.locate(key);
+        let Some(blob) = self.slots[slot].find(hash, |b| blob::key(b) == key) else {
             return false;
         };
-        let before = entry.expire_at.is_some();
-        entry.expire_at = expire_at;
-        match (before, expire_at.is_some()) {
-            (false, true) => self.volatile += 1,
-            (true, false) => self.volatile -= 1,
+        if expired(blob, now) {
+            self.remove(key, now);
+            return false;
+        }
+        // Rewrite the entry with the new expiry and the same payload.
+        let rebuilt = match blob::payload(blob) {
+            Payload::Inline(s) => blob::build(key, expire_at, Payload::Inline(s)),
+            Payload::Boxed(i) => blob::build(key, expire_at, Payload::Boxed(i)),
+        };
+        let old_expire = blob::expire(blob);
+        let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
+            return false;
+        };
+        self.counts.data_bytes = self.counts.data_bytes - entry.len() + rebuilt.len();
+        *entry = rebuilt;
+        match (old_expire.is_some(), expire_at) {
+            (false, Some(_)) => self.counts.volatile += 1,
+            (true, None) => self.counts.volatile -= 1,
             _ => {}
+        }
+        if let Some(at) = expire_at {
+            self.wheel
+                .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
         }
         true
     }
 
-    fn forget(&mut self, old: &Entry) {
-        self.len -= 1;
-        if old.expire_at.is_some() {
-            self.volatile -= 1;
+    /// Marks a live string as changed in place (APPEND, SETRANGE), which OBJECT ENCODING
+    /// reports as `raw`; any later SET clears the mark.
+    pub fn mark_raw(&mut self, key: &[u8], now: Millis) {
+        let (slot, hash) = self.locate(key);
+        if let Some(b) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key)
+            && !expired(b, now)
+        {
+            blob::mark_raw(b);
         }
     }
 
     /// Removes every key.
     pub fn clear(&mut self) {
         for table in self.slots.iter_mut() {
-            *table = Table::new();
+            *table = HashTable::new();
         }
-        self.len = 0;
-        self.volatile = 0;
+        self.boxed = Slab::new();
+        self.wheel = Wheel::new(0);
+        self.counts = Counts::default();
     }
 
     /// Calls `f` on every live key of `slot`, removing the expired ones it meets.
-    pub fn for_each_in_slot(&mut self, slot: u16, now: Millis, mut f: impl FnMut(&Entry)) {
+    pub fn for_each_in_slot(&mut self, slot: u16, now: Millis, mut f: impl FnMut(Entry<'_>)) {
         let Some(table) = self.slots.get_mut(usize::from(slot)) else {
             return;
         };
-        let before = table.len();
-        let mut expired_volatile = 0;
-        table.retain(|e| {
-            if e.is_expired(now) {
-                expired_volatile += 1;
+        let mut gone = Vec::new();
+        table.retain(|b| {
+            if expired(b, now) {
+                gone.push(std::mem::take(b));
                 false
             } else {
-                f(e);
                 true
             }
         });
-        self.len -= before - table.len();
-        self.volatile -= expired_volatile;
+        for blob in &gone {
+            self.forget(blob);
+        }
+        if let Some(table) = self.slots.get(usize::from(slot)) {
+            for blob in table.iter() {
+                f(Entry {
+                    blob,
+                    value: value_ref(blob, &self.boxed),
+                });
+            }
+        }
     }
-}
 
-impl Keyspace {
     /// A random live key, chosen with `seed`: a random slot, then the first non-empty slot
     /// from there, then a random key in it. Expired keys met on the way are removed.
     pub fn random_key(&mut self, seed: u64, now: Millis) -> Option<Vec<u8>> {
         // A few tries, so that a keyspace of mostly expired keys still finds a live one.
         for attempt in 0..8u64 {
-            if self.len == 0 {
+            if self.counts.len == 0 {
                 return None;
             }
             let mixed = seed.wrapping_add(attempt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -259,18 +525,48 @@ impl Keyspace {
                 .find(|&s| !self.slots[s].is_empty())?;
             let table = &self.slots[slot];
             let pick = ((mixed >> 16) % table.len() as u64) as usize;
-            let entry = table.iter().nth(pick)?;
-            if !entry.is_expired(now) {
-                return Some(entry.key.to_vec());
+            let blob = table.iter().nth(pick)?;
+            let key = blob::key(blob).to_vec();
+            if !expired(blob, now) {
+                return Some(key);
             }
-            let key = entry.key.clone();
             self.remove(&key, now);
         }
         None
     }
+
+    /// When the next key may expire, per the timer wheel (never later than that).
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.wheel.next_deadline()
+    }
+
+    /// Active expiry: removes keys whose expiry passed by `now`, at most `budget` timers'
+    /// worth; returns how many keys it removed. Timers made stale by an overwrite, a
+    /// PERSIST or a DEL find no expired entry and are skipped.
+    pub fn expire_due(&mut self, now: Millis, budget: usize) -> usize {
+        let mut due = Vec::new();
+        self.wheel.advance(now, budget, |t| due.push(t));
+        let mut removed = 0;
+        for t in due {
+            let slot = usize::from(t.slot());
+            let hasher = &self.hasher;
+            let table = &mut self.slots[slot];
+            let found = table.find_entry(t.hash, |b| {
+                expired(b, now) && hasher.hash_one(blob::key(b)) == t.hash
+            });
+            if let Ok(found) = found {
+                let (blob, _) = found.remove();
+                self.forget(&blob);
+                removed += 1;
+                self.maybe_shrink(slot);
+            }
+        }
+        removed
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -278,16 +574,51 @@ mod tests {
         Value::Str(v.to_vec())
     }
 
+    fn get_str(ks: &mut Keyspace, key: &[u8], now: Millis) -> Option<Vec<u8>> {
+        ks.get(key, now)
+            .and_then(|e| e.value().as_str().map(<[u8]>::to_vec))
+    }
+
     #[test]
     fn insert_get_remove() {
         let mut ks = Keyspace::new();
-        assert!(ks.insert(b"a", s(b"1"), None, 0).is_none());
-        assert!(ks.insert(b"a", s(b"2"), None, 0).is_some());
+        ks.insert(b"a", s(b"1"), None, 0);
+        ks.set_str(b"a", b"2", None, 0);
         assert_eq!(ks.len(), 1);
-        assert!(matches!(&ks.get(b"a", 0).map(|e| &e.value), Some(Value::Str(v)) if v == b"2"));
-        assert!(ks.remove(b"a", 0).is_some());
+        assert_eq!(get_str(&mut ks, b"a", 0), Some(b"2".to_vec()));
+        assert_eq!(
+            ks.remove(b"a", 0),
+            Some(Removed {
+                value: s(b"2"),
+                expire_at: None
+            })
+        );
         assert!(ks.remove(b"a", 0).is_none());
         assert!(ks.is_empty());
+        assert_eq!(ks.counts.data_bytes, 0);
+    }
+
+    #[test]
+    fn long_strings_and_other_types_are_boxed() {
+        let mut ks = Keyspace::new();
+        let long = vec![b'x'; INLINE_MAX + 1];
+        ks.set_str(b"long", &long, Some(50), 0);
+        assert_eq!(get_str(&mut ks, b"long", 0), Some(long.clone()));
+        ks.insert(b"h", Value::Hash(Box::default()), None, 0);
+        match ks.get_mut(b"h", 0) {
+            Some(ValueMut::Boxed(Value::Hash(h))) => {
+                h.insert(b"f".to_vec(), b"v".to_vec());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ks.get(b"h", 0).map(|e| e.value().type_name()), Some("hash"));
+        // Replacing a boxed value frees it.
+        ks.set_str(b"long", b"short", None, 0);
+        assert_eq!(ks.boxed.len(), 1);
+        assert_eq!(ks.remove(b"long", 0).map(|r| r.value), Some(s(b"short")));
+        assert!(ks.delete(b"h", 0));
+        assert!(ks.boxed.is_empty());
+        assert_eq!(ks.counts.data_bytes, 0);
     }
 
     #[test]
@@ -302,23 +633,27 @@ mod tests {
     }
 
     #[test]
-    fn overwrite_of_an_expired_key_reports_no_previous_value() {
-        let mut ks = Keyspace::new();
-        ks.insert(b"k", s(b"v"), Some(10), 0);
-        assert!(ks.insert(b"k", s(b"w"), None, 50).is_none());
-        assert_eq!(ks.len(), 1);
-        assert_eq!(ks.volatile_len(), 0);
-    }
-
-    #[test]
     fn set_expire_tracks_volatile_keys() {
         let mut ks = Keyspace::new();
         ks.insert(b"k", s(b"v"), None, 0);
         assert!(ks.set_expire(b"k", Some(5), 0));
         assert_eq!(ks.volatile_len(), 1);
+        assert_eq!(ks.get(b"k", 0).and_then(|e| e.expire_at()), Some(5));
         assert!(ks.set_expire(b"k", None, 0));
         assert_eq!(ks.volatile_len(), 0);
+        assert_eq!(get_str(&mut ks, b"k", 0), Some(b"v".to_vec()));
         assert!(!ks.set_expire(b"missing", None, 0));
+    }
+
+    #[test]
+    fn slot_iteration_skips_and_removes_expired_keys() {
+        let mut ks = Keyspace::new();
+        ks.insert(b"{t}a", s(b"1"), None, 0);
+        ks.insert(b"{t}b", s(b"2"), Some(5), 0);
+        let mut seen = Vec::new();
+        ks.for_each_in_slot(key_slot(b"t"), 10, |e| seen.push(e.key().to_vec()));
+        assert_eq!(seen, vec![b"{t}a".to_vec()]);
+        assert_eq!(ks.len(), 1);
     }
 
     #[test]
@@ -334,13 +669,46 @@ mod tests {
     }
 
     #[test]
-    fn slot_iteration_skips_and_removes_expired_keys() {
+    fn active_expiry_removes_due_keys_and_skips_stale_timers() {
         let mut ks = Keyspace::new();
-        ks.insert(b"{t}a", s(b"1"), None, 0);
-        ks.insert(b"{t}b", s(b"2"), Some(5), 0);
-        let mut seen = Vec::new();
-        ks.for_each_in_slot(key_slot(b"t"), 10, |e| seen.push(e.key().to_vec()));
-        assert_eq!(seen, vec![b"{t}a".to_vec()]);
+        let now = 1_700_000_000_000;
+        for i in 0..1000u32 {
+            ks.set_str(format!("k{i}").as_bytes(), b"v", Some(now + 100), now);
+        }
+        // Overwritten with a later expiry, and persisted: their first timers are stale.
+        ks.set_str(b"k1", b"v", Some(now + 10_000), now);
+        ks.set_expire(b"k2", None, now);
+        assert!(ks.next_expiry().is_some_and(|d| d <= now + 101));
+        assert_eq!(
+            ks.expire_due(now + 100, usize::MAX),
+            0,
+            "alive through their last ms"
+        );
+        let mut removed = 0;
+        while removed < 998 {
+            let n = ks.expire_due(now + 101, 100);
+            assert!(n <= 100);
+            removed += n;
+            if n == 0 {
+                break;
+            }
+        }
+        assert_eq!(removed, 998);
+        assert_eq!(ks.len(), 2);
+        assert!(ks.contains(b"k1", now + 101) && ks.contains(b"k2", now + 101));
+        assert_eq!(ks.expire_due(now + 10_001, usize::MAX), 1);
         assert_eq!(ks.len(), 1);
+    }
+
+    #[test]
+    fn same_size_overwrites_reuse_the_entry() {
+        let mut ks = Keyspace::new();
+        ks.set_str(b"k", b"aaaa", None, 0);
+        let before = ks.used_bytes();
+        for v in [b"bbbb", b"cccc"] {
+            ks.set_str(b"k", v, None, 0);
+        }
+        assert_eq!(ks.used_bytes(), before);
+        assert_eq!(get_str(&mut ks, b"k", 0), Some(b"cccc".to_vec()));
     }
 }

@@ -1,25 +1,29 @@
 //! # goblin-store
 //!
 //! The data side of Goblin, with no sockets and no threads: hash slots computed exactly
-//! as Redis Cluster computes them, and one shard's keyspace — values with an optional
-//! absolute expiry, expired lazily on every access. The clock is always passed in (one
-//! timestamp per command), so the store is deterministic under test.
+//! as Redis Cluster computes them, and one shard's keyspace — compact entries with an
+//! optional absolute expiry, expired lazily on every access and actively by a
+//! hierarchical timer wheel. The clock is always passed in (one timestamp per command),
+//! so the store is deterministic under test.
 //!
 //! ```
-//! use goblin_store::{Keyspace, Value, key_slot};
+//! use goblin_store::{Keyspace, key_slot};
 //!
 //! let mut ks = Keyspace::new();
-//! ks.insert(b"greeting", Value::Str(b"hello".to_vec()), Some(1_000), 0);
+//! ks.set_str(b"greeting", b"hello", Some(1_000), 0);
 //! assert!(ks.get(b"greeting", 1_000).is_some());
 //! assert!(ks.get(b"greeting", 1_001).is_none()); // expired, and removed
 //! assert_eq!(key_slot(b"{user1}:a"), key_slot(b"{user1}:b"));
 //! ```
 #![deny(missing_docs)]
 
+mod blob;
 mod keyspace;
 mod slot;
 mod value;
+mod wheel;
 
-pub use keyspace::{Entry, Keyspace, Millis};
+pub use keyspace::{Entry, INLINE_MAX, Keyspace, Millis, Removed, ValueMut, ValueRef};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
 pub use value::{Hash, SortedSet, Value};
+pub use wheel::{Timer, Wheel};

@@ -283,6 +283,8 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
 pub struct Raw {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// Bytes of `buf` already returned.
+    pos: usize,
 }
 
 impl Raw {
@@ -293,6 +295,7 @@ impl Raw {
         Ok(Raw {
             stream,
             buf: Vec::new(),
+            pos: 0,
         })
     }
 
@@ -331,10 +334,22 @@ impl Raw {
     /// Reads one whole reply, or the error that stopped it (timeout, close).
     pub fn try_reply(&mut self) -> std::io::Result<Vec<u8>> {
         loop {
+            let pending = &self.buf[self.pos..];
             if let Some((n, _)) =
-                reply_len(&self.buf).map_err(|e| std::io::Error::other(e.to_string()))?
+                reply_len(pending).map_err(|e| std::io::Error::other(e.to_string()))?
             {
-                return Ok(self.buf.drain(..n).collect());
+                let reply = pending[..n].to_vec();
+                self.pos += n;
+                // Consumed bytes are dropped only once they are most of the buffer, so
+                // that reading a long pipeline's replies stays linear.
+                if self.pos == self.buf.len() {
+                    self.buf.clear();
+                    self.pos = 0;
+                } else if self.pos > self.buf.len() / 2 {
+                    self.buf.drain(..self.pos);
+                    self.pos = 0;
+                }
+                return Ok(reply);
             }
             let mut chunk = [0u8; 65536];
             let n = self.stream.read(&mut chunk)?;
@@ -349,7 +364,9 @@ impl Raw {
     /// bytes and whether it closed.
     pub fn read_to_close(&mut self, timeout: Duration) -> (Vec<u8>, bool) {
         self.stream.set_read_timeout(Some(timeout)).unwrap();
-        let mut out = std::mem::take(&mut self.buf);
+        let mut out = self.buf.split_off(self.pos);
+        self.buf.clear();
+        self.pos = 0;
         let mut chunk = [0u8; 65536];
         let closed = loop {
             match self.stream.read(&mut chunk) {

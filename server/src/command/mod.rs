@@ -133,6 +133,9 @@ pub enum MultiKey {
         /// RENAMENX.
         nx: bool,
     },
+    /// COPY between shards: check, clone the value out of one shard, put it into the
+    /// other.
+    Copy,
     /// GOBLIN.CLAIM: try the claim on its shard, read the result on the other, with the
     /// locks the protocol needs and no more (see `tx.rs`).
     Claim,

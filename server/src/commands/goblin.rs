@@ -8,7 +8,7 @@
 //! `SET … NX EX` costs. With its keys on two shards it is a transaction whose steps are
 //! in `tx.rs` (`Plan::Claim`); both paths share [`try_claim`] and GET's reply.
 
-use goblin_store::{Keyspace, Millis, Value};
+use goblin_store::{Keyspace, Millis};
 
 use crate::command::{CommandTable, Meta, MultiKey, Node};
 use crate::errors;
@@ -49,7 +49,7 @@ pub fn try_claim(
     if db.contains(key, now) {
         return false;
     }
-    db.insert(key, Value::Str(token.to_vec()), Some(deadline), now);
+    db.set_str(key, token, Some(deadline), now);
     true
 }
 
@@ -57,7 +57,7 @@ pub fn try_claim(
 pub fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) {
     match ctx.db.get(key, ctx.now) {
         None => ctx.out.null(),
-        Some(entry) => match entry.value.as_str() {
+        Some(entry) => match entry.value().as_str() {
             Some(v) => ctx.out.bulk(v),
             None => ctx.out.error(errors::WRONGTYPE),
         },
@@ -90,7 +90,7 @@ enum Compared {
 fn compare(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8]) -> Compared {
     match ctx.db.get(key, ctx.now) {
         None => Compared::Absent,
-        Some(entry) => match entry.value.as_str() {
+        Some(entry) => match entry.value().as_str() {
             Some(v) => Compared::Str(v == value),
             None => Compared::WrongType,
         },
@@ -103,7 +103,7 @@ fn delete_if(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], want_equal: bool)
         Compared::WrongType => ctx.out.error(errors::WRONGTYPE),
         Compared::Absent => ctx.out.integer(0),
         Compared::Str(equal) if equal == want_equal => {
-            ctx.db.remove(key, ctx.now);
+            ctx.db.delete(key, ctx.now);
             ctx.out.integer(1);
         }
         Compared::Str(_) => ctx.out.integer(0),
@@ -127,7 +127,7 @@ fn delex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let key = args.get(1);
     match args.len() {
         2 => {
-            let removed = ctx.db.remove(key, ctx.now).is_some();
+            let removed = ctx.db.delete(key, ctx.now);
             ctx.out.integer(i64::from(removed));
         }
         4 if args.is(2, "IFEQ") => delete_if(ctx, key, args.get(3), true),

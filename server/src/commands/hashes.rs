@@ -1,6 +1,6 @@
 //! Hash commands — for now the minimum that creates and reads hashes: HSET, HGET.
 
-use goblin_store::{Hash, Value};
+use goblin_store::{Value, ValueMut, ValueRef};
 
 use crate::command::{CommandTable, meta};
 use crate::errors;
@@ -18,17 +18,13 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         return ctx.out.error(&errors::wrong_arity("hset"));
     }
     let key = args.get(1);
-    let hash = match ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) {
-        Some(Value::Hash(h)) => h,
-        Some(_) => return ctx.out.error(errors::WRONGTYPE),
-        None => {
-            ctx.db
-                .insert(key, Value::Hash(Box::default()), None, ctx.now);
-            match ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) {
-                Some(Value::Hash(h)) => h,
-                _ => return ctx.out.error(errors::WRONGTYPE),
-            }
-        }
+    if ctx.db.get_mut(key, ctx.now).is_none() {
+        ctx.db
+            .insert(key, Value::Hash(Box::default()), None, ctx.now);
+    }
+    let hash = match ctx.db.get_mut(key, ctx.now) {
+        Some(ValueMut::Boxed(Value::Hash(h))) => h,
+        _ => return ctx.out.error(errors::WRONGTYPE),
     };
     let mut added = 0;
     for i in (2..args.len()).step_by(2) {
@@ -44,9 +40,9 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// `HGET key field`
 fn hget(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    match ctx.db.get(args.get(1), ctx.now).map(|e| &e.value) {
+    match ctx.db.get(args.get(1), ctx.now).map(|e| e.value()) {
         None => ctx.out.null(),
-        Some(Value::Hash(h)) => match Hash::get(h, args.get(2)) {
+        Some(ValueRef::Hash(h)) => match h.get(args.get(2)) {
             Some(v) => ctx.out.bulk(v),
             None => ctx.out.null(),
         },

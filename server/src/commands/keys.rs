@@ -3,7 +3,7 @@
 //! RANDOMKEY.
 
 use goblin_protocol::{Frame, parse_reply};
-use goblin_store::SLOTS;
+use goblin_store::{SLOTS, ValueRef};
 
 use crate::command::meta;
 use crate::command::{CommandTable, MultiKey};
@@ -32,6 +32,18 @@ pub fn register(table: &mut CommandTable) {
         Exec::Shard(rename),
         MultiKey::Rename { nx: false },
     );
+    table.add_multi(&meta::COPY, Exec::Shard(copy), MultiKey::Copy);
+    table.add_container(
+        &meta::OBJECT,
+        Exec::Container,
+        &[
+            ("encoding", None, Exec::Shard(object_encoding)),
+            ("freq", None, Exec::Shard(object_freq)),
+            ("idletime", None, Exec::Shard(object_idletime)),
+            ("refcount", None, Exec::Shard(object_refcount)),
+            ("help", None, Exec::Conn(object_help)),
+        ],
+    );
     table.add_multi(
         &meta::RENAMENX,
         Exec::Shard(renamenx),
@@ -58,7 +70,7 @@ pub fn register(table: &mut CommandTable) {
 fn del(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let removed = args
         .iter_from(1)
-        .filter(|key| ctx.db.remove(key, ctx.now).is_some())
+        .filter(|key| ctx.db.delete(key, ctx.now))
         .count();
     ctx.out.integer(removed as i64);
 }
@@ -109,8 +121,7 @@ fn rename_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, nx: bool) {
         return ctx.out.integer(0);
     }
     if let Some(entry) = ctx.db.remove(src, ctx.now) {
-        let expire = entry.expire_at();
-        ctx.db.insert(dst, entry.value, expire, ctx.now);
+        ctx.db.insert(dst, entry.value, entry.expire_at, ctx.now);
     }
     if nx { ctx.out.integer(1) } else { ctx.out.ok() }
 }
@@ -201,6 +212,10 @@ fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, &'static [u8]> {
 /// A SCAN cursor as Redis reads it (`strtoul`): digits with an optional sign; anything
 /// else, or a leading blank, is an invalid cursor.
 fn parse_cursor(s: &[u8]) -> Option<u64> {
+    // strtoul reads nothing from an empty string: cursor 0.
+    if s.is_empty() {
+        return Some(0);
+    }
     let (neg, digits) = match s.split_first() {
         Some((b'+', rest)) => (false, rest),
         Some((b'-', rest)) => (true, rest),
@@ -241,7 +256,7 @@ fn scan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
                 seen += 1;
                 let type_ok = opts
                     .type_name
-                    .is_none_or(|t| t.eq_ignore_ascii_case(e.value.type_name().as_bytes()));
+                    .is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()));
                 let match_ok = opts.pattern.is_none_or(|p| glob_match(p, e.key(), false));
                 if type_ok && match_ok {
                     keys.push(e.key().to_vec());
@@ -300,7 +315,7 @@ fn type_cmd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let name = ctx
         .db
         .get(args.get(1), ctx.now)
-        .map_or("none", |e| e.value.type_name());
+        .map_or("none", |e| e.value().type_name());
     ctx.out.simple(name.as_bytes());
 }
 
@@ -380,7 +395,7 @@ fn expire_generic(
         return ctx.out.integer(0);
     }
     if when <= ctx.now as i64 {
-        ctx.db.remove(key, ctx.now);
+        ctx.db.delete(key, ctx.now);
     } else {
         ctx.db.set_expire(key, Some(when as u64), ctx.now);
     }
@@ -442,4 +457,144 @@ fn expiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `PEXPIRETIME key`
 fn pexpiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     expiretime_generic(ctx, args, false);
+}
+
+/// COPY's options: `[DB destination-db] [REPLACE]`; only database 0 exists.
+///
+/// # Errors
+/// The error reply: a syntax error, a non-integer or other database, the same key twice.
+pub fn parse_copy(args: &Args<'_>) -> Result<bool, Vec<u8>> {
+    let mut replace = false;
+    let mut j = 3;
+    while j < args.len() {
+        if args.is(j, "replace") {
+            replace = true;
+        } else if args.is(j, "db") && j + 1 < args.len() {
+            match goblin_protocol::parse_i64(args.get(j + 1)) {
+                None => return Err(errors::NOT_INTEGER.to_vec()),
+                Some(n) if i32::try_from(n).is_err() => {
+                    return Err(errors::INT_OUT_OF_RANGE.to_vec());
+                }
+                Some(0) => {}
+                Some(_) => return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec()),
+            }
+            j += 1;
+        } else {
+            return Err(errors::SYNTAX.to_vec());
+        }
+        j += 1;
+    }
+    if args.get(1) == args.get(2) {
+        return Err(b"ERR source and destination objects are the same".to_vec());
+    }
+    Ok(replace)
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]`: 1 when copied.
+fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let replace = match parse_copy(args) {
+        Ok(r) => r,
+        Err(e) => return ctx.out.error(&e),
+    };
+    let (src, dst) = (args.get(1), args.get(2));
+    let Some(entry) = ctx.db.get(src, ctx.now) else {
+        return ctx.out.integer(0);
+    };
+    let (value, expire) = (entry.value().to_value(), entry.expire_at());
+    if !replace && ctx.db.contains(dst, ctx.now) {
+        return ctx.out.integer(0);
+    }
+    ctx.db.insert(dst, value, expire, ctx.now);
+    ctx.out.integer(1);
+}
+
+/// The encoding OBJECT ENCODING reports, as redis-server 7.0 would have chosen it.
+fn encoding(entry: &goblin_store::Entry<'_>) -> &'static str {
+    /// Redis keeps small hashes and sorted sets as listpacks up to these sizes.
+    const LISTPACK_ENTRIES: usize = 128;
+    const LISTPACK_VALUE: usize = 64;
+    match entry.value() {
+        ValueRef::Str(_) if entry.is_raw() => "raw",
+        ValueRef::Str(s) if s.len() <= 20 && goblin_protocol::parse_i64(s).is_some() => "int",
+        ValueRef::Str(s) if s.len() <= 44 => "embstr",
+        ValueRef::Str(_) => "raw",
+        ValueRef::Hash(h) => {
+            let small = h.len() <= LISTPACK_ENTRIES
+                && h.iter()
+                    .all(|(k, v)| k.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
+            if small { "listpack" } else { "hashtable" }
+        }
+        ValueRef::ZSet(z) => {
+            let small = z.len() <= LISTPACK_ENTRIES && z.keys().all(|k| k.len() <= LISTPACK_VALUE);
+            if small { "listpack" } else { "skiplist" }
+        }
+    }
+}
+
+/// `OBJECT ENCODING key`
+fn object_encoding(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match ctx.db.get(args.get(2), ctx.now).map(|e| encoding(&e)) {
+        Some(name) => ctx.out.bulk(name.as_bytes()),
+        None => ctx.out.null(),
+    }
+}
+
+/// `OBJECT FREQ key`: access frequencies are kept only under an LFU eviction policy,
+/// which Goblin does not have.
+fn object_freq(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if ctx.db.contains(args.get(2), ctx.now) {
+        ctx.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+    } else {
+        ctx.out.null();
+    }
+}
+
+/// `OBJECT IDLETIME key`: Goblin does not track access times, so every key reads as
+/// just used (0 seconds).
+fn object_idletime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if ctx.db.contains(args.get(2), ctx.now) {
+        ctx.out.integer(0);
+    } else {
+        ctx.out.null();
+    }
+}
+
+/// `OBJECT REFCOUNT key`: Redis shares the objects of the integers 0 to 9999, reporting
+/// them with `INT_MAX` references; every other value has one.
+fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let shared = |s: &[u8]| {
+        s.len() <= 20 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n))
+    };
+    let reply = ctx.db.get(args.get(2), ctx.now).map(|e| match e.value() {
+        ValueRef::Str(s) if !e.is_raw() && shared(s) => i64::from(i32::MAX),
+        _ => 1,
+    });
+    match reply {
+        Some(n) => ctx.out.integer(n),
+        None => ctx.out.null(),
+    }
+}
+
+/// `OBJECT HELP`
+fn object_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    const LINES: &[&str] = &[
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    let mut out = ctx.reply();
+    out.array(LINES.len());
+    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
 }

@@ -205,8 +205,8 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// Per-shard statistics INFO merges: keys, keys with an expiry, and for each command run
-/// here its table id, calls, microseconds and failures.
+/// Per-shard statistics INFO merges: keys, keys with an expiry, keyspace bytes, and for
+/// each command run here its table id, calls, microseconds and failures.
 fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
     let used: Vec<_> = ctx
         .stats
@@ -214,9 +214,10 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
         .enumerate()
         .filter(|(_, s)| s.calls + s.failed > 0)
         .collect();
-    ctx.out.array(2 + 4 * used.len());
+    ctx.out.array(3 + 4 * used.len());
     ctx.out.integer(ctx.db.len() as i64);
     ctx.out.integer(ctx.db.volatile_len() as i64);
+    ctx.out.integer(ctx.db.used_bytes() as i64);
     for (id, stat) in used {
         ctx.out.integer(id as i64);
         ctx.out.integer(stat.calls as i64);
@@ -253,7 +254,7 @@ fn human_bytes(n: u64) -> String {
 
 /// `INFO [section ...]`
 fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
-    let (mut keys, mut expires) = (0i64, 0i64);
+    let (mut keys, mut expires, mut keyspace_bytes) = (0i64, 0i64, 0i64);
     let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
     for part in parts {
         let Ok(Some((Frame::Array(items), _))) = parse_reply(part) else {
@@ -263,9 +264,10 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
             .iter()
             .map(|f| if let Frame::Integer(n) = f { *n } else { 0 })
             .collect();
-        if let [k, e, rest @ ..] = ints.as_slice() {
+        if let [k, e, b, rest @ ..] = ints.as_slice() {
             keys += k;
             expires += e;
+            keyspace_bytes += b;
             for s in rest.chunks_exact(4) {
                 let stat = stats.entry(s[0] as usize).or_default();
                 stat.calls += s[1] as u64;
@@ -289,6 +291,9 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
     let shared = ctx.shared;
     let uptime = shared.started.elapsed().as_secs();
     let rss = rss_bytes();
+    // The allocator's count of bytes in use, as redis-server reports its allocator's;
+    // the process's resident size when the counting allocator is not installed.
+    let used = crate::alloc::allocated().map_or(rss, |n| n as u64);
     let mut text = String::new();
     let mut section = |name: &str, title: &str, body: String| {
         if show(name) {
@@ -339,10 +344,10 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
         "memory",
         "Memory",
         format!(
-            "used_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+            "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
              used_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\n\
-             maxmemory_policy:noeviction\r\n",
-            human_bytes(rss),
+             maxmemory_policy:noeviction\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n",
+            human_bytes(used),
             human_bytes(rss)
         ),
     );

@@ -1,7 +1,7 @@
 //! Sorted-set commands — for now the minimum that creates and reads sorted sets: ZADD
 //! (without options), ZSCORE.
 
-use goblin_store::Value;
+use goblin_store::{Value, ValueMut, ValueRef};
 
 use crate::command::{CommandTable, meta};
 use crate::errors;
@@ -37,15 +37,11 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         }
     }
     let key = args.get(1);
-    match ctx.db.get(key, ctx.now).map(|e| &e.value) {
-        Some(Value::ZSet(_)) => {}
-        Some(_) => return ctx.out.error(errors::WRONGTYPE),
-        None => {
-            ctx.db
-                .insert(key, Value::ZSet(Box::default()), None, ctx.now);
-        }
+    if ctx.db.get_mut(key, ctx.now).is_none() {
+        ctx.db
+            .insert(key, Value::ZSet(Box::default()), None, ctx.now);
     }
-    let Some(Value::ZSet(zset)) = ctx.db.get_mut(key, ctx.now).map(|e| &mut e.value) else {
+    let Some(ValueMut::Boxed(Value::ZSet(zset))) = ctx.db.get_mut(key, ctx.now) else {
         return ctx.out.error(errors::WRONGTYPE);
     };
     let added = scores
@@ -57,9 +53,9 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// `ZSCORE key member`
 fn zscore(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    match ctx.db.get(args.get(1), ctx.now).map(|e| &e.value) {
+    match ctx.db.get(args.get(1), ctx.now).map(|e| e.value()) {
         None => ctx.out.null(),
-        Some(Value::ZSet(z)) => match z.get(args.get(2)) {
+        Some(ValueRef::ZSet(z)) => match z.get(args.get(2)) {
             Some(&score) => ctx.out.double(score),
             None => ctx.out.null(),
         },

@@ -1,11 +1,15 @@
-//! String commands: GET, SET, SETNX, SETEX, PSETEX, MGET, MSET, MSETNX.
+//! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, MGET, MSET,
+//! MSETNX, APPEND, STRLEN, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, GETRANGE, SUBSTR,
+//! SETRANGE — with redis-server 7.0's parsing, replies and errors.
 
-use goblin_store::{Millis, Value};
+use goblin_protocol::parse_i64;
+use goblin_store::{Keyspace, Millis, Value, ValueMut};
 
 use crate::command::meta;
 use crate::command::{CommandTable, MultiKey};
 use crate::errors;
 use crate::exec::{Args, Exec, ShardCtx};
+use crate::longdouble::LongDouble;
 
 use super::{ExpireUnit, parse_expire};
 
@@ -16,20 +20,67 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SETNX, Exec::Shard(setnx));
     table.add(&meta::SETEX, Exec::Shard(setex));
     table.add(&meta::PSETEX, Exec::Shard(psetex));
+    table.add(&meta::GETSET, Exec::Shard(getset));
+    table.add(&meta::GETDEL, Exec::Shard(getdel));
+    table.add(&meta::GETEX, Exec::Shard(getex));
     table.add_multi(&meta::MGET, Exec::Shard(mget), MultiKey::Mget);
     table.add_multi(&meta::MSET, Exec::Shard(mset), MultiKey::AllOk);
     table.add_multi(&meta::MSETNX, Exec::Shard(msetnx), MultiKey::MsetNx);
+    table.add(&meta::APPEND, Exec::Shard(append));
+    table.add(&meta::STRLEN, Exec::Shard(strlen));
+    table.add(&meta::INCR, Exec::Shard(incr));
+    table.add(&meta::DECR, Exec::Shard(decr));
+    table.add(&meta::INCRBY, Exec::Shard(incrby));
+    table.add(&meta::DECRBY, Exec::Shard(decrby));
+    table.add(&meta::INCRBYFLOAT, Exec::Shard(incrbyfloat));
+    table.add(&meta::GETRANGE, Exec::Shard(getrange));
+    table.add(&meta::SUBSTR, Exec::Shard(getrange));
+    table.add(&meta::SETRANGE, Exec::Shard(setrange));
+}
+
+/// A string exceeding the bulk limit.
+const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+/// A string or argument that is not a float.
+const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
+
+/// What a key holds, for string commands: its string value, nothing, or another type.
+enum Str<'a> {
+    Value(&'a [u8]),
+    Absent,
+    WrongType,
+}
+
+fn lookup<'a>(db: &'a mut Keyspace, key: &[u8], now: Millis) -> (Str<'a>, Option<Millis>) {
+    match db.get(key, now) {
+        None => (Str::Absent, None),
+        Some(entry) => {
+            let expire = entry.expire_at();
+            match entry.value().as_str() {
+                Some(s) => (Str::Value(s), expire),
+                None => (Str::WrongType, expire),
+            }
+        }
+    }
+}
+
+/// Replies as GET does; false after a WRONGTYPE error (Redis's `getGenericCommand`).
+fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
+    match ctx.db.get(key, ctx.now) {
+        None => ctx.out.null(),
+        Some(entry) => match entry.value().as_str() {
+            Some(s) => ctx.out.bulk(s),
+            None => {
+                ctx.out.error(errors::WRONGTYPE);
+                return false;
+            }
+        },
+    }
+    true
 }
 
 /// `GET key`
 fn get(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    match ctx.db.get(args.get(1), ctx.now) {
-        None => ctx.out.null(),
-        Some(entry) => match entry.value.as_str() {
-            Some(s) => ctx.out.bulk(s),
-            None => ctx.out.error(errors::WRONGTYPE),
-        },
-    }
+    reply_get(ctx, args.get(1));
 }
 
 /// SET's condition on the key's existence.
@@ -40,38 +91,39 @@ enum Condition {
     IfPresent,
 }
 
-/// What SET does with the expiry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SetExpire {
-    /// Remove any expiry.
-    Clear,
-    /// `KEEPTTL`.
-    Keep,
-    /// Expire at this time.
-    At(Millis),
-}
-
-/// SET's parsed options.
-#[derive(Debug)]
-struct SetOptions {
+/// The options of SET and GETEX, as Redis's `parseExtendedStringArgumentsOrReply` reads
+/// them: in any order, conflicting ones a syntax error, the expiry value kept unparsed
+/// until every option has been read.
+struct Extended<'a> {
     condition: Condition,
     get: bool,
-    expire: SetExpire,
+    keep_ttl: bool,
+    persist: bool,
+    expire: Option<(&'a [u8], ExpireUnit)>,
 }
 
-/// Parses `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]` the way
-/// redis-server 7 does (`parseExtendedStringArgumentsOrReply`): options in any order,
-/// conflicting ones a syntax error, the expiry value checked only after every option
-/// parsed.
-fn parse_set(args: &Args<'_>, now: Millis) -> Result<SetOptions, Vec<u8>> {
-    let mut opts = SetOptions {
+/// Which command the options are for: SET takes NX, XX, GET and KEEPTTL; GETEX takes
+/// PERSIST.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExtendedFor {
+    Set,
+    GetEx,
+}
+
+fn parse_extended<'a>(
+    args: &Args<'a>,
+    from: usize,
+    cmd: ExtendedFor,
+) -> Result<Extended<'a>, &'static [u8]> {
+    let mut o = Extended {
         condition: Condition::Always,
         get: false,
-        expire: SetExpire::Clear,
+        keep_ttl: false,
+        persist: false,
+        expire: None,
     };
-    let mut expire: Option<(&[u8], ExpireUnit)> = None;
-    let mut keep_ttl = false;
-    let mut j = 3;
+    let set = cmd == ExtendedFor::Set;
+    let mut j = from;
     while j < args.len() {
         let has_next = j + 1 < args.len();
         let unit = [
@@ -83,49 +135,54 @@ fn parse_set(args: &Args<'_>, now: Millis) -> Result<SetOptions, Vec<u8>> {
         .into_iter()
         .find(|(word, _)| args.is(j, word))
         .map(|(_, unit)| unit);
-        if args.is(j, "NX") && opts.condition != Condition::IfPresent {
-            opts.condition = Condition::IfAbsent;
-        } else if args.is(j, "XX") && opts.condition != Condition::IfAbsent {
-            opts.condition = Condition::IfPresent;
-        } else if args.is(j, "GET") {
-            opts.get = true;
-        } else if args.is(j, "KEEPTTL") && expire.is_none() {
-            keep_ttl = true;
-        } else if let Some(unit) =
-            unit.filter(|&u| !keep_ttl && has_next && expire.is_none_or(|(_, prev)| prev == u))
-        {
-            expire = Some((args.get(j + 1), unit));
+        if set && args.is(j, "NX") && o.condition != Condition::IfPresent {
+            o.condition = Condition::IfAbsent;
+        } else if set && args.is(j, "XX") && o.condition != Condition::IfAbsent {
+            o.condition = Condition::IfPresent;
+        } else if set && args.is(j, "GET") {
+            o.get = true;
+        } else if set && args.is(j, "KEEPTTL") && !o.persist && o.expire.is_none() {
+            o.keep_ttl = true;
+        } else if !set && args.is(j, "PERSIST") && !o.keep_ttl && o.expire.is_none() {
+            o.persist = true;
+        } else if let Some(unit) = unit.filter(|&u| {
+            !o.keep_ttl && !o.persist && has_next && o.expire.is_none_or(|(_, prev)| prev == u)
+        }) {
+            o.expire = Some((args.get(j + 1), unit));
             j += 1;
         } else {
-            return Err(errors::SYNTAX.to_vec());
+            return Err(errors::SYNTAX);
         }
         j += 1;
     }
-    if let Some((value, unit)) = expire {
-        opts.expire = SetExpire::At(parse_expire(value, unit, now, "set")?);
-    } else if keep_ttl {
-        opts.expire = SetExpire::Keep;
-    }
-    Ok(opts)
+    Ok(o)
 }
 
 /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT time|KEEPTTL]`
 fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let opts = match parse_set(args, ctx.now) {
+    let opts = match parse_extended(args, 3, ExtendedFor::Set) {
         Ok(opts) => opts,
-        Err(e) => return ctx.out.error(&e),
+        Err(e) => return ctx.out.error(e),
+    };
+    let deadline = match opts.expire {
+        None => None,
+        Some((value, unit)) => match parse_expire(value, unit, ctx.now, "set") {
+            Ok(at) => Some(at),
+            Err(e) => return ctx.out.error(&e),
+        },
     };
     let (key, value) = (args.get(1), args.get(2));
-    let existing = ctx.db.get(key, ctx.now);
-    let found = existing.is_some();
-    let old_expire = existing.and_then(|e| e.expire_at());
-    if opts.get {
-        match existing.map(|e| e.value.as_str()) {
-            None => ctx.out.null(),
-            Some(Some(old)) => ctx.out.bulk(old),
-            Some(None) => return ctx.out.error(errors::WRONGTYPE),
+    let (found, old_expire) = {
+        let (current, expire) = lookup(ctx.db, key, ctx.now);
+        if opts.get {
+            match current {
+                Str::Absent => ctx.out.null(),
+                Str::Value(old) => ctx.out.bulk(old),
+                Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+            }
         }
-    }
+        (!matches!(current, Str::Absent), expire)
+    };
     let blocked = match opts.condition {
         Condition::Always => false,
         Condition::IfAbsent => found,
@@ -137,13 +194,8 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         }
         return;
     }
-    let expire_at = match opts.expire {
-        SetExpire::Clear => None,
-        SetExpire::Keep => old_expire,
-        SetExpire::At(at) => Some(at),
-    };
-    ctx.db
-        .insert(key, Value::Str(value.to_vec()), expire_at, ctx.now);
+    let expire_at = if opts.keep_ttl { old_expire } else { deadline };
+    ctx.db.set_str(key, value, expire_at, ctx.now);
     if !opts.get {
         ctx.out.ok();
     }
@@ -154,8 +206,7 @@ fn setnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if ctx.db.contains(args.get(1), ctx.now) {
         return ctx.out.integer(0);
     }
-    ctx.db
-        .insert(args.get(1), Value::Str(args.get(2).to_vec()), None, ctx.now);
+    ctx.db.set_str(args.get(1), args.get(2), None, ctx.now);
     ctx.out.integer(1);
 }
 
@@ -165,12 +216,7 @@ fn set_with_expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>, unit: ExpireUnit, na
         Ok(at) => at,
         Err(e) => return ctx.out.error(&e),
     };
-    ctx.db.insert(
-        args.get(1),
-        Value::Str(args.get(3).to_vec()),
-        Some(at),
-        ctx.now,
-    );
+    ctx.db.set_str(args.get(1), args.get(3), Some(at), ctx.now);
     ctx.out.ok();
 }
 
@@ -184,11 +230,60 @@ fn psetex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     set_with_expire(ctx, args, ExpireUnit::Millis, "psetex");
 }
 
+/// `GETSET key value`: the old value, and the key set without expiry.
+fn getset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if reply_get(ctx, args.get(1)) {
+        ctx.db.set_str(args.get(1), args.get(2), None, ctx.now);
+    }
+}
+
+/// `GETDEL key`: the value, and the key deleted.
+fn getdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if reply_get(ctx, args.get(1)) {
+        ctx.db.delete(args.get(1), ctx.now);
+    }
+}
+
+/// `GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]`: the value, and its expiry changed.
+fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let opts = match parse_extended(args, 2, ExtendedFor::GetEx) {
+        Ok(opts) => opts,
+        Err(e) => return ctx.out.error(e),
+    };
+    let key = args.get(1);
+    match lookup(ctx.db, key, ctx.now).0 {
+        Str::Absent => return ctx.out.null(),
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Value(_) => {}
+    }
+    let deadline = match opts.expire {
+        None => None,
+        Some((value, unit)) => match parse_expire(value, unit, ctx.now, "getex") {
+            Ok(at) => Some((at, unit)),
+            Err(e) => return ctx.out.error(&e),
+        },
+    };
+    reply_get(ctx, key);
+    match deadline {
+        // An absolute time already past deletes the key.
+        Some((at, ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis)) if at <= ctx.now => {
+            ctx.db.delete(key, ctx.now);
+        }
+        Some((at, _)) => {
+            ctx.db.set_expire(key, Some(at), ctx.now);
+        }
+        None if opts.persist => {
+            ctx.db.set_expire(key, None, ctx.now);
+        }
+        None => {}
+    }
+}
+
 /// `MGET key [key ...]`: values, nil for absent keys and non-strings.
 fn mget(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     ctx.out.array(args.len() - 1);
     for key in args.iter_from(1) {
-        match ctx.db.get(key, ctx.now).and_then(|e| e.value.as_str()) {
+        match ctx.db.get(key, ctx.now).and_then(|e| e.value().as_str()) {
             Some(v) => ctx.out.bulk(v),
             None => ctx.out.null(),
         }
@@ -205,15 +300,8 @@ fn pairs_ok(ctx: &mut ShardCtx<'_>, args: &Args<'_>, name: &str) -> bool {
 }
 
 fn set_pairs(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let mut i = 1;
-    while i + 1 < args.len() {
-        ctx.db.insert(
-            args.get(i),
-            Value::Str(args.get(i + 1).to_vec()),
-            None,
-            ctx.now,
-        );
-        i += 2;
+    for i in (1..args.len().saturating_sub(1)).step_by(2) {
+        ctx.db.set_str(args.get(i), args.get(i + 1), None, ctx.now);
     }
 }
 
@@ -238,4 +326,192 @@ fn msetnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
     set_pairs(ctx, args);
     ctx.out.integer(1);
+}
+
+/// Replaces a string's value keeping its expiry, marking it `raw` (APPEND and SETRANGE
+/// leave Redis's strings raw-encoded, which OBJECT ENCODING shows).
+fn store_raw(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], expire: Option<Millis>) {
+    ctx.db.set_str(key, value, expire, ctx.now);
+    ctx.db.mark_raw(key, ctx.now);
+}
+
+/// `APPEND key value`: the new length.
+fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let (key, tail) = (args.get(1), args.get(2));
+    let max = ctx.max_string;
+    let (current, expire) = lookup(ctx.db, key, ctx.now);
+    let new = match current {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => {
+            ctx.db.set_str(key, tail, None, ctx.now);
+            return ctx.out.integer(tail.len() as i64);
+        }
+        Str::Value(old) if old.len() + tail.len() > max => return ctx.out.error(TOO_BIG),
+        Str::Value(old) => old.len() + tail.len(),
+    };
+    // A long string is boxed: grow it in place, amortized.
+    if let Some(ValueMut::Boxed(Value::Str(s))) = ctx.db.get_mut(key, ctx.now) {
+        s.extend_from_slice(tail);
+        ctx.db.mark_raw(key, ctx.now);
+        return ctx.out.integer(new as i64);
+    }
+    let mut joined = match lookup(ctx.db, key, ctx.now).0 {
+        Str::Value(old) => old.to_vec(),
+        _ => Vec::new(),
+    };
+    joined.extend_from_slice(tail);
+    store_raw(ctx, key, &joined, expire);
+    ctx.out.integer(joined.len() as i64);
+}
+
+/// `STRLEN key`
+fn strlen(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match lookup(ctx.db, args.get(1), ctx.now).0 {
+        Str::Value(s) => {
+            let n = s.len() as i64;
+            ctx.out.integer(n);
+        }
+        Str::Absent => ctx.out.integer(0),
+        Str::WrongType => ctx.out.error(errors::WRONGTYPE),
+    }
+}
+
+/// INCR, DECR, INCRBY, DECRBY: add `delta` to the integer the key holds (0 when absent),
+/// keeping its expiry.
+fn incr_by(ctx: &mut ShardCtx<'_>, key: &[u8], delta: i64) {
+    let (current, expire) = lookup(ctx.db, key, ctx.now);
+    let old = match current {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => 0,
+        Str::Value(s) => match parse_i64(s) {
+            Some(n) => n,
+            None => return ctx.out.error(errors::NOT_INTEGER),
+        },
+    };
+    let Some(new) = old.checked_add(delta) else {
+        return ctx.out.error(b"ERR increment or decrement would overflow");
+    };
+    let mut buf = itoa::Buffer::new();
+    ctx.db
+        .set_str(key, buf.format(new).as_bytes(), expire, ctx.now);
+    ctx.out.integer(new);
+}
+
+/// `INCR key`
+fn incr(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    incr_by(ctx, args.get(1), 1);
+}
+
+/// `DECR key`
+fn decr(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    incr_by(ctx, args.get(1), -1);
+}
+
+/// `INCRBY key increment`
+fn incrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match parse_i64(args.get(2)) {
+        Some(delta) => incr_by(ctx, args.get(1), delta),
+        None => ctx.out.error(errors::NOT_INTEGER),
+    }
+}
+
+/// `DECRBY key decrement`
+fn decrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    match parse_i64(args.get(2)) {
+        Some(i64::MIN) => ctx.out.error(b"ERR decrement would overflow"),
+        Some(delta) => incr_by(ctx, args.get(1), -delta),
+        None => ctx.out.error(errors::NOT_INTEGER),
+    }
+}
+
+/// `INCRBYFLOAT key increment`, in `long double` as Redis computes it.
+fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let key = args.get(1);
+    let (current, expire) = lookup(ctx.db, key, ctx.now);
+    let old = match current {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => LongDouble::parse(b"0"),
+        Str::Value(s) => LongDouble::parse(s),
+    };
+    let (Some(old), Some(delta)) = (old, LongDouble::parse(args.get(2))) else {
+        return ctx.out.error(NOT_FLOAT);
+    };
+    let sum = old + delta;
+    if sum.is_infinite() {
+        return ctx
+            .out
+            .error(b"ERR increment would produce NaN or Infinity");
+    }
+    let text = sum.to_human();
+    ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
+    ctx.out.bulk(text.as_bytes());
+}
+
+/// `GETRANGE key start end` (and its old name SUBSTR): Redis's index rules, an empty
+/// string when the range is empty or the key absent.
+fn getrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let (Some(mut start), Some(mut end)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) else {
+        return ctx.out.error(errors::NOT_INTEGER);
+    };
+    let s = match lookup(ctx.db, args.get(1), ctx.now).0 {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => return ctx.out.bulk(b""),
+        Str::Value(s) => s,
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return ctx.out.bulk(b"");
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        return ctx.out.bulk(b"");
+    }
+    let piece = s.get(start as usize..=end as usize).unwrap_or(b"").to_vec();
+    ctx.out.bulk(&piece);
+}
+
+/// `SETRANGE key offset value`: the new length.
+fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let Some(offset) = parse_i64(args.get(2)) else {
+        return ctx.out.error(errors::NOT_INTEGER);
+    };
+    if offset < 0 {
+        return ctx.out.error(b"ERR offset is out of range");
+    }
+    let (key, patch) = (args.get(1), args.get(3));
+    let max = ctx.max_string;
+    let (current, expire) = lookup(ctx.db, key, ctx.now);
+    let old: Vec<u8> = match current {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent if patch.is_empty() => return ctx.out.integer(0),
+        Str::Value(s) if patch.is_empty() => {
+            let n = s.len() as i64;
+            return ctx.out.integer(n);
+        }
+        Str::Absent => Vec::new(),
+        Str::Value(s) => s.to_vec(),
+    };
+    let Some(end) = (offset as usize)
+        .checked_add(patch.len())
+        .filter(|&e| e <= max)
+    else {
+        return ctx.out.error(TOO_BIG);
+    };
+    let mut new = old;
+    if new.len() < end {
+        new.resize(end, 0);
+    }
+    new[offset as usize..end].copy_from_slice(patch);
+    store_raw(ctx, key, &new, expire);
+    ctx.out.integer(new.len() as i64);
 }

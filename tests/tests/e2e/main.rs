@@ -5,6 +5,7 @@
 mod atomicity;
 mod clients;
 mod connection;
+mod expiry;
 mod goblin_claim;
 mod goblin_claim_diff;
 mod goblin_claim_race;

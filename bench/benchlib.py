@@ -1,0 +1,220 @@
+"""Helpers shared by the benchmark scripts: free ports, pinned servers, CPU accounting,
+redis-benchmark and goblin-loadgen runs, machine description."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOBLIN = os.environ.get("GOBLIN_SERVER_BIN") or os.path.join(ROOT, "target", "release", "goblin-server")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    total = 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total += int(fields[11]) + int(fields[12])  # utime, stime (in ticks)
+    return total / TICK
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on {port}")
+
+
+def start(name, argv, port, cpus="0"):
+    """Starts `argv` pinned to `cpus` (taskset execs it, so the pid is the server's) and
+    waits until it listens on `port`."""
+    proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return {"name": name, "proc": proc, "port": port}
+
+
+def bench(server, test, pipeline, requests, clients, keyspace, command=None):
+    """Runs redis-benchmark (pinned to core 1) against `server`: the `-t test` tests, or
+    the custom `command` (a list of words). Returns (requests/s, server CPU us/op)."""
+    r = redis_benchmark(server, command or ["-t", test], pipeline, requests, clients, keyspace)
+    return r["rps"], r["server_cpu_s"] * 1e6 / requests
+
+
+# --- Used by bench/compare (and free for the others) -------------------------------------
+
+LOADGEN = os.path.join(ROOT, "target", "release", "goblin-loadgen")
+
+# GOBLIN.CLAIM's oracle, byte for byte the CLAIM_SCRIPT of loadgen/src/scripts.rs, so that
+# redis-benchmark's EVALSHA runs the very script goblin-loadgen --target redis runs.
+CLAIM_ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
+  return "CLAIMED"
+end
+return redis.call("get", KEYS[2])
+"""
+
+
+def stop(servers):
+    """Kills every server in `servers` by pid and reaps it; safe to call twice."""
+    for s in servers:
+        if s["proc"].poll() is None:
+            s["proc"].kill()
+        s["proc"].wait()
+
+
+def _read_reply(f):
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise ConnectionError("connection closed mid-reply")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_read_reply(f) for _ in range(n)]
+    raise RuntimeError(f"unexpected reply {line!r}")
+
+
+def call(port, *args):
+    """Sends one command to 127.0.0.1:`port` and returns its decoded reply (RESP2); an error
+    reply raises RuntimeError."""
+    req = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        req += b"$%d\r\n%s\r\n" % (len(a), a)
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(req)
+        with s.makefile("rb") as f:
+            return _read_reply(f)
+
+
+def prefill(port, keyspace, value=b"xxx", batch=10_000):
+    """SETs key:000000000000 … key:<keyspace - 1>, the keys both redis-benchmark and
+    goblin-loadgen address, to `value` (redis-benchmark's default 3-byte value), so that GETs
+    hit. Pipelined in batches of `batch` commands."""
+    head = b"*3\r\n$3\r\nSET\r\n$16\r\nkey:"
+    tail = b"\r\n$%d\r\n%s\r\n" % (len(value), value)
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        for start_at in range(0, keyspace, batch):
+            count = min(batch, keyspace - start_at)
+            s.sendall(b"".join(head + b"%012d" % i + tail
+                               for i in range(start_at, start_at + count)))
+            want, got = b"+OK\r\n" * count, b""
+            while len(got) < len(want):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise ConnectionError("server closed the connection during prefill")
+                got += chunk
+            if got != want:
+                raise RuntimeError(f"prefill: unexpected replies {got[:80]!r}")
+
+
+def core_busy_seconds():
+    """{core number: seconds it has been busy since boot (everything but idle and iowait,
+    steal included)}, from /proc/stat. Without CONFIG_IRQ_TIME_ACCOUNTING (as here) the
+    kernel also charges interrupt and softirq ticks to the running process, so a core's busy
+    time less its server's utime + stime is what everything else took from that core."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3].isdigit():
+                name, *ticks = line.split()
+                ticks = [int(t) for t in ticks]
+                out[int(name[3:])] = (sum(ticks[:8]) - ticks[3] - ticks[4]) / TICK
+    return out
+
+
+def _timed(argv, pid):
+    """Runs argv; returns (completed process, wall seconds, CPU seconds server `pid` used,
+    {core: busy seconds of every process on that core})."""
+    cores, before, t0 = core_busy_seconds(), cpu_seconds(pid), time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall, used = time.monotonic() - t0, cpu_seconds(pid) - before
+    busy = {c: s - cores.get(c, 0) for c, s in core_busy_seconds().items()}
+    return done, wall, used, busy
+
+
+def redis_benchmark(server, words, pipeline, requests, clients, keyspace, cpu="1"):
+    """Runs redis-benchmark pinned to `cpu` against `server`: `words` is either ["-t", test]
+    or a custom command. Reads its --csv line, which in 7.x carries the percentiles.
+    Returns {rps, p50, p99 (ms), requests, wall_s, server_cpu_s, cores_busy_s, argv}."""
+    argv = ["taskset", "-c", cpu, "redis-benchmark", "-p", str(server["port"]),
+            "-P", str(pipeline), "-n", str(requests), "-c", str(clients), "-r", str(keyspace),
+            "--csv"] + list(words)
+    done, wall, cpu_s, busy = _timed(argv, server["proc"].pid)
+    rows = [l for l in done.stdout.replace("\r", "\n").splitlines() if l.startswith('"')]
+    if done.returncode != 0 or len(rows) < 2:
+        raise RuntimeError(f"redis-benchmark failed against {server['name']}:\n"
+                           f"{done.stdout}{done.stderr}")
+    head = [h.strip('"') for h in rows[0].split('","')]
+    # The test name may contain commas; the numbers are the last len(head) - 1 fields.
+    nums = [float(v.strip('"')) for v in rows[-1].rsplit(",", len(head) - 1)[1:]]
+    fig = dict(zip(head[1:], nums))
+    if "p99_latency_ms" not in fig:
+        raise RuntimeError(f"redis-benchmark --csv has no p99 column: {rows[0]}")
+    return {"rps": fig["rps"], "p50": fig["p50_latency_ms"], "p99": fig["p99_latency_ms"],
+            "requests": requests, "wall_s": wall, "server_cpu_s": cpu_s, "cores_busy_s": busy,
+            "argv": argv}
+
+
+def loadgen(server, args, json_path, cpu="1"):
+    """Runs goblin-loadgen pinned to `cpu` against `server` with the extra `args`, --quiet
+    and --json. Returns {rps, p50, p99 (ms), requests, errors, wall_s, server_cpu_s, doc,
+    cores_busy_s, argv}; a failed run (non-zero exit: connection failure, claim violation) raises."""
+    argv = ["taskset", "-c", cpu, LOADGEN, "--port", str(server["port"])] + list(args) + \
+        ["--quiet", "--json", json_path]
+    if os.path.exists(json_path):
+        os.unlink(json_path)
+    done, wall, cpu_s, busy = _timed(argv, server["proc"].pid)
+    if done.returncode != 0 or not os.path.exists(json_path):
+        raise RuntimeError(f"goblin-loadgen exited {done.returncode} against "
+                           f"{server['name']}:\n{done.stdout}{done.stderr}")
+    with open(json_path) as f:
+        doc = json.load(f)
+    return {"rps": doc["throughput_ops"], "p50": doc["latency_ms"]["p50"],
+            "p99": doc["latency_ms"]["p99"], "requests": doc["requests"],
+            "errors": doc["errors"]["total"], "wall_s": wall, "server_cpu_s": cpu_s,
+            "cores_busy_s": busy, "doc": doc, "argv": argv}
+
+
+def machine():
+    """What the figures were measured on: {nproc, cpu, kernel, redis, goblin, loadavg}."""
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+
+    def out(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        except OSError:
+            return "?"
+    commit = out(["git", "rev-parse", "--short=12", "HEAD"])
+    if out(["git", "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (with uncommitted changes)"
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    return {"nproc": os.cpu_count(), "cpu": model, "kernel": " ".join(os.uname()[2:3]),
+            "redis": out(["redis-server", "--version"]).split(" sha=")[0],
+            "goblin": commit, "loadavg": load}

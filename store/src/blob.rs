@@ -1,0 +1,194 @@
+//! The compact encoding of a keyspace entry: one heap allocation holding the key, the
+//! expiry (when there is one) and, for small strings, the value.
+//!
+//! ```text
+//! [flags: u8][key length: LEB128][expiry: u64 LE, if flags & EXPIRES][key][payload]
+//! ```
+//!
+//! The payload is the string itself (`INLINE`), or the 4-byte index of a boxed value kept
+//! beside the table (`BOXED`: hashes, sorted sets, strings too large to copy on every
+//! change). A 16-byte key with a 32-byte value and no expiry is a 50-byte allocation; a
+//! key, its value and its expiry are read from one cache line or two, and a key lookup
+//! follows one pointer.
+
+use crate::keyspace::Millis;
+
+/// The entry has an expiry.
+const EXPIRES: u8 = 1;
+/// The payload is an index into the boxed values, not the string.
+const BOXED: u8 = 1 << 1;
+/// The string was changed in place (APPEND, SETRANGE): Redis reports such strings'
+/// encoding as `raw`, whatever their length.
+pub const RAW: u8 = 1 << 2;
+
+/// What an entry's payload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// A string stored in the blob.
+    Inline(&'a [u8]),
+    /// The index of a boxed value.
+    Boxed(u32),
+}
+
+/// The parsed header of a blob.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    flags: u8,
+    key_len: usize,
+    /// Offset of the key.
+    key_at: usize,
+}
+
+fn header(blob: &[u8]) -> Header {
+    let flags = blob.first().copied().unwrap_or(0);
+    let mut key_len = 0usize;
+    let mut shift = 0;
+    let mut at = 1;
+    while let Some(&b) = blob.get(at) {
+        at += 1;
+        key_len |= usize::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 || shift > 28 {
+            break;
+        }
+        shift += 7;
+    }
+    let key_at = at + if flags & EXPIRES != 0 { 8 } else { 0 };
+    Header {
+        flags,
+        key_len,
+        key_at,
+    }
+}
+
+/// Bytes a blob for these parts takes.
+pub fn size(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> usize {
+    let mut varint = 1;
+    let mut n = key.len() >> 7;
+    while n > 0 {
+        varint += 1;
+        n >>= 7;
+    }
+    let payload_len = match payload {
+        Payload::Inline(s) => s.len(),
+        Payload::Boxed(_) => 4,
+    };
+    1 + varint + if expire.is_some() { 8 } else { 0 } + key.len() + payload_len
+}
+
+/// Writes a blob into `out`, which must be exactly [`size`] bytes long.
+pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payload<'_>) {
+    let mut w = 0;
+    let mut put = |bytes: &[u8]| {
+        out[w..w + bytes.len()].copy_from_slice(bytes);
+        w += bytes.len();
+    };
+    let flags = if expire.is_some() { EXPIRES } else { 0 }
+        | if matches!(payload, Payload::Boxed(_)) {
+            BOXED
+        } else {
+            0
+        };
+    put(&[flags]);
+    let mut n = key.len();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            put(&[byte]);
+            break;
+        }
+        put(&[byte | 0x80]);
+    }
+    if let Some(at) = expire {
+        put(&at.to_le_bytes());
+    }
+    put(key);
+    match payload {
+        Payload::Inline(s) => put(s),
+        Payload::Boxed(i) => put(&i.to_le_bytes()),
+    }
+}
+
+/// A new blob.
+pub fn build(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> Box<[u8]> {
+    let mut blob = vec![0u8; size(key, expire, payload)].into_boxed_slice();
+    write(&mut blob, key, expire, payload);
+    blob
+}
+
+/// The key.
+pub fn key(blob: &[u8]) -> &[u8] {
+    let h = header(blob);
+    blob.get(h.key_at..h.key_at + h.key_len).unwrap_or(b"")
+}
+
+/// The expiry.
+pub fn expire(blob: &[u8]) -> Option<Millis> {
+    let h = header(blob);
+    if h.flags & EXPIRES == 0 {
+        return None;
+    }
+    let at = h.key_at - 8;
+    blob.get(at..h.key_at)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+/// Whether the entry is marked [`RAW`].
+pub fn is_raw(blob: &[u8]) -> bool {
+    blob.first().is_some_and(|f| f & RAW != 0)
+}
+
+/// Marks the entry [`RAW`].
+pub fn mark_raw(blob: &mut [u8]) {
+    if let Some(f) = blob.first_mut() {
+        *f |= RAW;
+    }
+}
+
+/// The payload.
+pub fn payload(blob: &[u8]) -> Payload<'_> {
+    let h = header(blob);
+    let rest = blob.get(h.key_at + h.key_len..).unwrap_or(b"");
+    if h.flags & BOXED != 0 {
+        let index = rest
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes);
+        Payload::Boxed(index)
+    } else {
+        Payload::Inline(rest)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let long_key = vec![b'k'; 300];
+        for key in [&b""[..], b"k", b"key:000000000001", &long_key] {
+            for expire in [None, Some(0), Some(1_700_000_000_123)] {
+                for payload in [
+                    Payload::Inline(b""),
+                    Payload::Inline(b"value\0\r\n"),
+                    Payload::Boxed(7),
+                ] {
+                    let blob = build(key, expire, payload);
+                    assert_eq!(blob.len(), size(key, expire, payload));
+                    assert_eq!(super::key(&blob), key);
+                    assert_eq!(super::expire(&blob), expire);
+                    assert_eq!(super::payload(&blob), payload);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_small_entry_is_small() {
+        assert_eq!(size(&[b'k'; 16], None, Payload::Inline(&[b'v'; 32])), 50);
+        assert_eq!(size(&[b'k'; 16], Some(1), Payload::Inline(&[b'v'; 32])), 58);
+    }
+}
