@@ -214,8 +214,25 @@ pub enum Plan {
     Multi(Multi),
     /// GOBLIN.CLAIM across shards.
     Claim(Claim),
+    /// SCAN, carried over shard boundaries.
+    Scan(Scan),
     /// Nothing to run: the answer is known (an argument error found up front).
     Reply(Option<Vec<u8>>),
+}
+
+/// SCAN over the shards in slot order.
+#[derive(Debug)]
+pub struct Scan {
+    args: Vec<Vec<u8>>,
+    spec: usize,
+    /// First slot of each shard, by shard.
+    starts: Vec<usize>,
+    count: usize,
+    /// The keys found so far, as encoded bulk strings.
+    found: Vec<u8>,
+    found_len: usize,
+    resp: Version,
+    started: bool,
 }
 
 /// GOBLIN.CLAIM with its claim key and result key on different shards.
@@ -390,6 +407,28 @@ impl Plan {
         }
     }
 
+    /// SCAN: from the shard owning the cursor's slot, on to the next shards while too
+    /// few keys were found.
+    pub fn for_scan(spec_id: usize, args: &Args<'_>, slots: &SlotTable, resp: Version) -> Plan {
+        let mut count = 10;
+        for i in 2..args.len().saturating_sub(1) {
+            if args.is(i, "count") {
+                count = goblin_protocol::parse_i64(args.get(i + 1))
+                    .map_or(count, |n| n.max(1) as usize);
+            }
+        }
+        Plan::Scan(Scan {
+            args: args.iter_from(0).map(<[u8]>::to_vec).collect(),
+            spec: spec_id,
+            starts: (0..slots.shards()).map(|s| slots.range(s).start).collect(),
+            count,
+            found: Vec::new(),
+            found_len: 0,
+            resp,
+            started: false,
+        })
+    }
+
     /// A keyspace-wide command: a part on every shard, merged on the connection.
     pub fn for_fan(
         spec_id: usize,
@@ -474,6 +513,7 @@ impl Plan {
             Plan::Fan(p) => p.next(results),
             Plan::Multi(p) => p.next(results),
             Plan::Claim(p) => p.next(results),
+            Plan::Scan(p) => p.next(results),
             Plan::Reply(reply) => Next::Finish(Outcome::Reply(reply.take().unwrap_or_default())),
         }
     }
@@ -481,7 +521,70 @@ impl Plan {
     /// Whether the transaction locks every key before the plan runs; GOBLIN.CLAIM takes
     /// its locks in its stages instead.
     pub fn locks_upfront(&self) -> bool {
-        !matches!(self, Plan::Claim(_) | Plan::Reply(_))
+        !matches!(self, Plan::Claim(_) | Plan::Reply(_) | Plan::Scan(_))
+    }
+}
+
+impl Scan {
+    fn shard_of(&self, slot: usize) -> usize {
+        self.starts
+            .iter()
+            .rposition(|&start| start <= slot)
+            .unwrap_or(0)
+    }
+
+    /// SCAN from `cursor`, with the client's options.
+    fn step(&self, cursor: &[u8]) -> Next {
+        let mut data = Vec::new();
+        let mut spans = Vec::new();
+        for (i, arg) in self.args.iter().enumerate() {
+            let arg: &[u8] = if i == 1 { cursor } else { arg };
+            let start = data.len();
+            data.extend_from_slice(arg);
+            spans.push(start..data.len());
+        }
+        let slot = goblin_protocol::parse_i64(cursor).unwrap_or(0).max(0) as usize;
+        let batch = single(self.spec, &Args::new(&data, &spans), self.resp);
+        Next::Stage(vec![Work {
+            shard: self.shard_of(slot),
+            batch: Some(batch),
+            ..Default::default()
+        }])
+    }
+
+    fn next(&mut self, mut results: Vec<StepResult>) -> Next {
+        if !self.started {
+            self.started = true;
+            let cursor = self.args.get(1).cloned().unwrap_or_default();
+            return self.step(&cursor);
+        }
+        let reply = results.pop().map(|r| r.replies).unwrap_or_default();
+        let Ok(Some((Frame::Array(parts), _))) = parse_reply(&reply) else {
+            // An error (invalid cursor, bad option): as the shard answered.
+            return Next::Finish(Outcome::Reply(reply));
+        };
+        let (Some(Frame::Bulk(cursor)), Some(Frame::Array(keys))) = (parts.first(), parts.get(1))
+        else {
+            return Next::Finish(Outcome::Reply(reply));
+        };
+        let cursor = cursor.to_vec();
+        for key in keys {
+            if let Frame::Bulk(k) = key {
+                self.found_len += 1;
+                self.found
+                    .extend_from_slice(&encoded(self.resp, |e| e.bulk(k)));
+            }
+        }
+        if cursor != b"0" && self.found_len < self.count {
+            return self.step(&cursor);
+        }
+        let mut out = encoded(self.resp, |e| {
+            e.array(2);
+            e.bulk(&cursor);
+            e.array(self.found_len);
+        });
+        out.extend_from_slice(&self.found);
+        Next::Finish(Outcome::Reply(out))
     }
 }
 

@@ -814,7 +814,14 @@ impl Worker {
                 let plan = Plan::for_fan(spec.id, args, merge, self.shared.threads, resp);
                 self.start_tx(key, Vec::new(), true, plan)
             }
-            Exec::Shard(_) | Exec::Cursor(_) => match target(shared, spec, args) {
+            Exec::Cursor(_) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                let plan = Plan::for_scan(spec.id, args, &shared.slots, conn.client.resp);
+                self.start_tx(key, Vec::new(), false, plan)
+            }
+            Exec::Shard(_) => match target(shared, spec, args) {
                 Target::Many => {
                     if conn.busy() {
                         return Flow::Wait;

@@ -142,7 +142,7 @@ fn expired(blob: &[u8], now: Millis) -> bool {
 struct Counts {
     len: usize,
     volatile: usize,
-    /// Bytes of entries and boxed values (the tables' own size is added on demand).
+    /// Bytes of the entries (tables and boxed values are measured on demand).
     data_bytes: usize,
 }
 
@@ -154,13 +154,7 @@ fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<V
         counts.volatile -= 1;
     }
     match blob::payload(blob) {
-        Payload::Boxed(i) => {
-            let v = boxed.try_remove(i as usize);
-            if let Some(v) = &v {
-                counts.data_bytes -= boxed_bytes(v).min(counts.data_bytes);
-            }
-            v
-        }
+        Payload::Boxed(i) => boxed.try_remove(i as usize),
         Payload::Inline(_) => None,
     }
 }
@@ -234,7 +228,8 @@ impl Keyspace {
     /// Bytes the keyspace holds: entries, boxed values, tables and pending timers.
     pub fn used_bytes(&self) -> usize {
         let tables: usize = self.slots.iter().map(|t| t.capacity() * BUCKET_BYTES).sum();
-        self.counts.data_bytes + tables + self.wheel.len() * size_of::<Timer>()
+        let boxed: usize = self.boxed.iter().map(|(_, v)| boxed_bytes(v)).sum();
+        self.counts.data_bytes + tables + boxed + self.wheel.len() * size_of::<Timer>()
     }
 
     fn locate(&self, key: &[u8]) -> (usize, u64) {
@@ -340,7 +335,7 @@ impl Keyspace {
                 } else {
                     *old = blob::build(key, expire_at, payload);
                 }
-                self.counts.data_bytes = self.counts.data_bytes - old_len + size;
+                self.counts.data_bytes = (self.counts.data_bytes + size).saturating_sub(old_len);
                 if old_expire.is_some() {
                     self.counts.volatile -= 1;
                 }
@@ -355,10 +350,8 @@ impl Keyspace {
             // A boxed value being replaced by a new payload (possibly its own index:
             // callers re-boxing pass the index they got from `boxed.insert`, never the
             // old one).
-            if !matches!(payload, Payload::Boxed(j) if j == i)
-                && let Some(v) = self.boxed.try_remove(i as usize)
-            {
-                self.counts.data_bytes -= boxed_bytes(&v).min(self.counts.data_bytes);
+            if !matches!(payload, Payload::Boxed(j) if j == i) {
+                self.boxed.try_remove(i as usize);
             }
         }
         if let Some(at) = expire_at {
@@ -386,7 +379,6 @@ impl Keyspace {
                 self.put(key, expire_at, Payload::Inline(&s), now)
             }
             other => {
-                self.counts.data_bytes += boxed_bytes(&other);
                 let index = self.boxed.insert(other) as u32;
                 self.put(key, expire_at, Payload::Boxed(index), now);
             }
@@ -448,7 +440,8 @@ impl Keyspace {
         let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
             return false;
         };
-        self.counts.data_bytes = self.counts.data_bytes - entry.len() + rebuilt.len();
+        self.counts.data_bytes =
+            (self.counts.data_bytes + rebuilt.len()).saturating_sub(entry.len());
         *entry = rebuilt;
         match (old_expire.is_some(), expire_at) {
             (false, Some(_)) => self.counts.volatile += 1,

@@ -228,14 +228,13 @@ fn parse_cursor(s: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
-/// Empty slots SCAN may look at per requested element before it answers.
-const SCAN_EMPTY_SLOTS_PER_COUNT: usize = 10;
-
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
 ///
-/// The cursor is a hash slot. Each call returns whole slots — every key the slot holds at
-/// that moment — starting at the cursor, until about COUNT keys were seen; the next
-/// cursor is the next slot (which may belong to the next shard; 0 after the last slot).
+/// The cursor is a hash slot. On one shard, a call returns whole slots — every key the
+/// slot holds at that moment — starting at the cursor, until COUNT keys were looked at or
+/// the shard's slots end; the next cursor is the next slot (0 after the last slot). The
+/// connection's worker carries a call on to the next shards while too few keys were
+/// found (`Plan::Scan`), so an empty keyspace answers cursor 0 at once, as Redis does.
 /// A key present for the whole iteration is therefore always returned, whatever is added
 /// or removed meanwhile, and no key is returned twice unless it is re-added.
 fn scan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
@@ -248,22 +247,22 @@ fn scan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     };
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut slot = cursor as usize;
+    // COUNT bounds the keys looked at (as in Redis), not the keys returned; empty slots
+    // cost a length check each.
+    let mut visited = 0;
     if slot < SLOTS {
-        let mut empty_budget = opts.count.saturating_mul(SCAN_EMPTY_SLOTS_PER_COUNT);
-        while slot < ctx.owned.end && keys.len() < opts.count && empty_budget > 0 {
-            let mut seen = 0;
-            ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
-                seen += 1;
-                let type_ok = opts
-                    .type_name
-                    .is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()));
-                let match_ok = opts.pattern.is_none_or(|p| glob_match(p, e.key(), false));
-                if type_ok && match_ok {
-                    keys.push(e.key().to_vec());
-                }
-            });
-            if seen == 0 {
-                empty_budget -= 1;
+        while slot < ctx.owned.end && visited < opts.count {
+            if ctx.db.slot_len(slot as u16) > 0 {
+                ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
+                    visited += 1;
+                    let type_ok = opts
+                        .type_name
+                        .is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()));
+                    let match_ok = opts.pattern.is_none_or(|p| glob_match(p, e.key(), false));
+                    if type_ok && match_ok {
+                        keys.push(e.key().to_vec());
+                    }
+                });
             }
             slot += 1;
         }

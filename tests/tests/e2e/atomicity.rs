@@ -504,8 +504,6 @@ fn rename_across_shards_is_atomic_to_concurrent_readers() {
 /// spread over every shard and DELs them (each atomic), DBSIZE counts 0 or 8 of them and
 /// KEYS * lists none or all of them.
 #[test]
-#[ignore = "BUG: DBSIZE and KEYS fan out shard by shard without the lock protocol, so they \
-            see half of a multi-shard MSET or DEL (--threads 2 and 4)"]
 fn dbsize_and_keys_see_a_multi_shard_mset_whole_or_not_at_all() {
     for threads in THREAD_COUNTS {
         let server = Server::goblin_threads(threads);
@@ -576,8 +574,6 @@ fn dbsize_and_keys_see_a_multi_shard_mset_whole_or_not_at_all() {
 /// FLUSHALL is one event to observers: while 8 keys spread over every shard are MSET
 /// and FLUSHALLed again and again, a concurrent MGET of them sees all or none.
 #[test]
-#[ignore = "BUG: FLUSHALL fans out shard by shard without the lock protocol, so a \
-            concurrent MGET across shards sees a half-flushed keyspace (--threads 2 and 4)"]
 fn flushall_is_atomic_to_concurrent_mget() {
     for threads in THREAD_COUNTS {
         let server = Server::goblin_threads(threads);

@@ -250,8 +250,6 @@ fn multi_exec_in_resp3_matches_redis() {
 /// discarded because of: wrong number of arguments for 'exec' command`, inside MULTI
 /// (which it ends) and outside.
 #[test]
-#[ignore = "BUG: EXEC with wrong arity answers ERR and stays in MULTI; redis answers \
-            EXECABORT … because of: wrong number of arguments, and ends the block"]
 fn exec_with_wrong_arity_aborts_like_redis() {
     check_everywhere(
         &[],

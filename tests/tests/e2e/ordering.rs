@@ -300,8 +300,6 @@ fn a_connections_writes_take_effect_in_the_order_sent_across_shards() {
 /// finishes at once; the rest of a pipeline larger than one read must still be answered
 /// in order. Found by the mixed pipeline test above.
 #[test]
-#[ignore = "BUG: an EXEC of a block without keys, in a pipeline longer than one read, \
-            corrupts the rest of the pipeline (replies out of order, garbage, then a hang)"]
 fn keyless_multi_exec_mid_pipeline_keeps_the_stream_intact() {
     for threads in THREAD_COUNTS {
         let server = Server::goblin_threads(threads);

@@ -147,9 +147,17 @@ fn connections_are_dealt_evenly_across_threads() {
     }
     let mut info = server.raw();
     let text = String::from_utf8(info.cmd_str("INFO clients")).unwrap();
-    let line = text.lines().find(|l| l.starts_with("goblin_clients_per_thread:")).unwrap();
-    let counts: Vec<usize> =
-        line.split(':').nth(1).unwrap().split(',').map(|n| n.trim().parse().unwrap()).collect();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("goblin_clients_per_thread:"))
+        .unwrap();
+    let counts: Vec<usize> = line
+        .split(':')
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
     assert_eq!(counts.len(), 4);
     assert_eq!(counts.iter().sum::<usize>(), 1001, "{line}");
     let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
