@@ -26,8 +26,12 @@ const OUTPUT_SHRINK_ABOVE: usize = 1024 * 1024;
 /// What a read from the socket gave.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ReadOutcome {
-    /// This many bytes arrived.
-    Data(usize),
+    /// Bytes arrived and filled the space offered: there may be more.
+    Full,
+    /// Fewer bytes arrived than there was space for: the socket is drained. (With
+    /// edge-triggered readiness this is as good as `WouldBlock`: bytes arriving after the
+    /// read raise a new event. Not reading again saves a system call per turn.)
+    Drained,
     /// Nothing to read now.
     WouldBlock,
     /// The peer closed its side.
@@ -110,12 +114,17 @@ impl Input {
     /// Socket errors other than `WouldBlock` and `Interrupted`.
     pub fn read_from(&mut self, src: &mut impl Read) -> io::Result<ReadOutcome> {
         self.make_room();
+        let space = self.buf.len() - self.end;
         loop {
             match src.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(ReadOutcome::Eof),
                 Ok(n) => {
                     self.end += n;
-                    return Ok(ReadOutcome::Data(n));
+                    return Ok(if n < space {
+                        ReadOutcome::Drained
+                    } else {
+                        ReadOutcome::Full
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Ok(ReadOutcome::WouldBlock);
@@ -177,6 +186,8 @@ pub struct Conn {
     pub client: Client,
     /// The socket may hold unread bytes (edge-triggered readiness not yet drained).
     pub readable: bool,
+    /// The peer closed its side (or the socket failed): read until the end of stream.
+    pub read_to_end: bool,
     /// WRITABLE interest is registered (after a write hit `WouldBlock`).
     pub wants_writable: bool,
     /// No more requests are read or run; the connection closes once its output is sent.
@@ -233,6 +244,7 @@ impl Conn {
             output: Output::default(),
             client,
             readable: true,
+            read_to_end: false,
             wants_writable: false,
             closing: false,
             dirty: false,
@@ -259,8 +271,10 @@ mod tests {
         let mut input = Input::new(Limits::default());
         let mut src: &[u8] = &[b'x'; 300_000];
         let mut total = 0;
-        while let Ok(ReadOutcome::Data(n)) = input.read_from(&mut src) {
-            total += n;
+        let mut before = 0;
+        while let Ok(ReadOutcome::Full | ReadOutcome::Drained) = input.read_from(&mut src) {
+            total += input.end - before;
+            before = input.end;
         }
         assert_eq!(total, 300_000);
         assert!(input.buf.len() <= 2 * 300_000 + READ_BUFFER_INITIAL);

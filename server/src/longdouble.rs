@@ -219,51 +219,53 @@ pub enum LongDouble {
 }
 
 /// Rounds `n × 2^exp` (plus a sticky bit for anything below `n`) to a 64-bit mantissa,
-/// nearest-even, as the FPU does.
+/// nearest-even, as the FPU does — with fewer bits below the normal range (subnormals,
+/// whose lowest bit is 2^-16445), and to zero or infinity beyond the range.
 fn round(negative: bool, n: &Big, exp: i64, sticky: bool) -> LongDouble {
+    const MIN_LSB: i64 = MIN_EXP - 63;
+    let zero = LongDouble::Finite {
+        negative,
+        mantissa: 0,
+        exp: 0,
+    };
     if n.is_zero() {
-        return LongDouble::Finite {
-            negative,
-            mantissa: 0,
-            exp: 0,
-        };
+        return zero;
     }
-    let bits = n.bits();
-    let (mut mantissa, mut exp) = if bits <= 64 {
-        let shifted = n.shl(64 - bits);
-        (
-            u64::from(*shifted.0.first().unwrap_or(&0))
-                | u64::from(*shifted.0.get(1).unwrap_or(&0)) << 32,
-            exp - (64 - bits) as i64,
-        )
+    let bits = n.bits() as i64;
+    let drop = (bits - 64).max(MIN_LSB - exp);
+    let low_u64 = |b: &Big| {
+        u64::from(*b.0.first().unwrap_or(&0)) | u64::from(*b.0.get(1).unwrap_or(&0)) << 32
+    };
+    let (mut mantissa, mut e) = if drop <= 0 {
+        let shift = (-drop) as u64;
+        (low_u64(&n.shl(shift)), exp - shift as i64)
     } else {
-        let drop = bits - 64;
-        let (kept, _) = n.shr(drop);
-        let half = n.bit(drop - 1);
-        let rest = sticky || (drop >= 2 && (0..drop - 1).any(|i| n.bit(i)));
-        let mut m = u64::from(*kept.0.first().unwrap_or(&0))
-            | u64::from(*kept.0.get(1).unwrap_or(&0)) << 32;
-        let mut e = exp + drop as i64;
-        if half && (rest || m & 1 == 1) {
-            m = m.wrapping_add(1);
-            if m == 0 {
-                m = 1 << 63;
+        let (kept, _) = n.shr(drop as u64);
+        (low_u64(&kept), exp + drop)
+    };
+    if drop > 0 {
+        let d = drop as u64;
+        let half = n.bit(d - 1);
+        let rest = sticky || (d >= 2 && (0..(d - 1).min(n.bits())).any(|i| n.bit(i)));
+        if half && (rest || mantissa & 1 == 1) {
+            mantissa = mantissa.wrapping_add(1);
+            if mantissa == 0 {
+                mantissa = 1 << 63;
                 e += 1;
             }
         }
-        (m, e)
-    };
-    if exp + 63 > MAX_EXP {
-        return LongDouble::Infinite(negative);
     }
-    if exp + 63 < MIN_EXP - 64 {
-        mantissa = 0;
-        exp = 0;
+    if mantissa == 0 {
+        return zero;
+    }
+    let top = e + 63 - i64::from(mantissa.leading_zeros());
+    if top > MAX_EXP {
+        return LongDouble::Infinite(negative);
     }
     LongDouble::Finite {
         negative,
         mantissa,
-        exp,
+        exp: e,
     }
 }
 
@@ -605,6 +607,16 @@ mod tests {
             assert!(LongDouble::parse(good.as_bytes()).is_some(), "{good:?}");
         }
         assert!(LongDouble::parse(b"inf").unwrap().is_infinite());
+    }
+
+    #[test]
+    fn subnormals_round_like_the_fpu_and_underflow_is_refused() {
+        // Half the smallest subnormal (2^-16446) rounds to zero: strtold's ERANGE.
+        assert_eq!(LongDouble::parse(b"0x1p-16446"), None);
+        assert_eq!(LongDouble::parse(b"1.82259976594123730126e-4951"), None);
+        // The smallest subnormal itself is kept.
+        assert!(LongDouble::parse(b"0x1p-16445").is_some());
+        assert!(LongDouble::parse(b"3.7e-4951").is_some());
     }
 
     #[test]

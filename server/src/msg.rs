@@ -114,6 +114,8 @@ pub struct Moved {
     pub value: Value,
     /// Its absolute expiry.
     pub expire_at: Option<Millis>,
+    /// Its encoding flags (see `goblin_store::ENCODING_FLAGS`).
+    pub flags: u8,
 }
 
 /// Work other than commands that a transaction step can carry.

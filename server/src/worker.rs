@@ -201,6 +201,11 @@ impl Worker {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             conn.readable = true;
                         }
+                        if event.is_read_closed() || event.is_error() {
+                            // Read to the end: a short read is no sign of a drained socket
+                            // once the peer has closed (no further event will come).
+                            conn.read_to_end = true;
+                        }
                         self.serve(key);
                     }
                 }
@@ -548,8 +553,9 @@ impl Worker {
             }
             reads += 1;
             match conn.input.read_from(&mut conn.stream) {
-                Ok(ReadOutcome::Data(_)) => {}
-                Ok(ReadOutcome::WouldBlock) => conn.readable = false,
+                Ok(ReadOutcome::Full) => {}
+                Ok(ReadOutcome::Drained) if conn.read_to_end => {}
+                Ok(ReadOutcome::Drained | ReadOutcome::WouldBlock) => conn.readable = false,
                 Ok(ReadOutcome::Eof) => {
                     conn.readable = false;
                     conn.peer_closed = true;

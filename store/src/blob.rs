@@ -20,6 +20,14 @@ const BOXED: u8 = 1 << 1;
 /// The string was changed in place (APPEND, SETRANGE): Redis reports such strings'
 /// encoding as `raw`, whatever their length.
 pub const RAW: u8 = 1 << 2;
+/// The string is never integer-encoded by Redis, even if it reads as an integer (the
+/// result of INCRBYFLOAT).
+pub const NOT_INT: u8 = 1 << 3;
+/// An integer string that Redis would not share (a COPY): OBJECT REFCOUNT is 1.
+pub const UNSHARED: u8 = 1 << 4;
+/// The flags that describe Redis's encoding of a value, kept when the entry is
+/// rewritten with another expiry or moved to another key.
+pub const ENCODING_FLAGS: u8 = RAW | NOT_INT | UNSHARED;
 
 /// What an entry's payload is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,15 +142,15 @@ pub fn expire(blob: &[u8]) -> Option<Millis> {
         .map(u64::from_le_bytes)
 }
 
-/// Whether the entry is marked [`RAW`].
-pub fn is_raw(blob: &[u8]) -> bool {
-    blob.first().is_some_and(|f| f & RAW != 0)
+/// The entry's encoding flags ([`ENCODING_FLAGS`]).
+pub fn encoding_flags(blob: &[u8]) -> u8 {
+    blob.first().map_or(0, |f| f & ENCODING_FLAGS)
 }
 
-/// Marks the entry [`RAW`].
-pub fn mark_raw(blob: &mut [u8]) {
+/// Sets encoding flags on the entry.
+pub fn add_encoding_flags(blob: &mut [u8], flags: u8) {
     if let Some(f) = blob.first_mut() {
-        *f |= RAW;
+        *f |= flags & ENCODING_FLAGS;
     }
 }
 

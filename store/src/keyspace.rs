@@ -106,10 +106,9 @@ impl<'a> Entry<'a> {
         self.value
     }
 
-    /// Whether the string was changed in place since it was set (see
-    /// [`Keyspace::mark_raw`]).
-    pub fn is_raw(&self) -> bool {
-        blob::is_raw(self.blob)
+    /// The encoding flags ([`crate::ENCODING_FLAGS`]) set with [`Keyspace::add_flags`].
+    pub fn flags(&self) -> u8 {
+        blob::encoding_flags(self.blob)
     }
 }
 
@@ -120,6 +119,8 @@ pub struct Removed {
     pub value: Value,
     /// Its expiry.
     pub expire_at: Option<Millis>,
+    /// Its encoding flags.
+    pub flags: u8,
 }
 
 /// A boxed value, for changing it in place (HSET, ZADD, APPEND on a long string).
@@ -405,6 +406,7 @@ impl Keyspace {
         Some(Removed {
             value,
             expire_at: blob::expire(&blob),
+            flags: blob::encoding_flags(&blob),
         })
     }
 
@@ -432,10 +434,11 @@ impl Keyspace {
             return false;
         }
         // Rewrite the entry with the new expiry and the same payload.
-        let rebuilt = match blob::payload(blob) {
+        let mut rebuilt = match blob::payload(blob) {
             Payload::Inline(s) => blob::build(key, expire_at, Payload::Inline(s)),
             Payload::Boxed(i) => blob::build(key, expire_at, Payload::Boxed(i)),
         };
+        blob::add_encoding_flags(&mut rebuilt, blob::encoding_flags(blob));
         let old_expire = blob::expire(blob);
         let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
             return false;
@@ -455,14 +458,14 @@ impl Keyspace {
         true
     }
 
-    /// Marks a live string as changed in place (APPEND, SETRANGE), which OBJECT ENCODING
-    /// reports as `raw`; any later SET clears the mark.
-    pub fn mark_raw(&mut self, key: &[u8], now: Millis) {
+    /// Adds encoding flags ([`crate::ENCODING_FLAGS`]: what OBJECT ENCODING and REFCOUNT
+    /// report) to a live key. Any later SET clears them; expiry changes and moves keep them.
+    pub fn add_flags(&mut self, key: &[u8], flags: u8, now: Millis) {
         let (slot, hash) = self.locate(key);
         if let Some(b) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key)
             && !expired(b, now)
         {
-            blob::mark_raw(b);
+            blob::add_encoding_flags(b, flags);
         }
     }
 
@@ -583,7 +586,8 @@ mod tests {
             ks.remove(b"a", 0),
             Some(Removed {
                 value: s(b"2"),
-                expire_at: None
+                expire_at: None,
+                flags: 0
             })
         );
         assert!(ks.remove(b"a", 0).is_none());

@@ -23,6 +23,7 @@ mod slot;
 mod value;
 mod wheel;
 
+pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
 pub use keyspace::{Entry, INLINE_MAX, Keyspace, Millis, Removed, ValueMut, ValueRef};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
 pub use value::{Hash, SortedSet, Value};

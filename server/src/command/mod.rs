@@ -191,7 +191,7 @@ pub enum Rejection {
 #[derive(Debug, Default)]
 pub struct CommandTable {
     specs: Vec<CommandSpec>,
-    by_name: HashMap<Box<[u8]>, usize>,
+    by_name: HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>,
     top_level: Vec<usize>,
 }
 

@@ -3,7 +3,7 @@
 //! RANDOMKEY.
 
 use goblin_protocol::{Frame, parse_reply};
-use goblin_store::{SLOTS, ValueRef};
+use goblin_store::{NOT_INT, RAW, SLOTS, UNSHARED, ValueRef};
 
 use crate::command::meta;
 use crate::command::{CommandTable, MultiKey};
@@ -122,6 +122,7 @@ fn rename_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, nx: bool) {
     }
     if let Some(entry) = ctx.db.remove(src, ctx.now) {
         ctx.db.insert(dst, entry.value, entry.expire_at, ctx.now);
+        ctx.db.add_flags(dst, entry.flags, ctx.now);
     }
     if nx { ctx.out.integer(1) } else { ctx.out.ok() }
 }
@@ -499,32 +500,42 @@ fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let Some(entry) = ctx.db.get(src, ctx.now) else {
         return ctx.out.integer(0);
     };
-    let (value, expire) = (entry.value().to_value(), entry.expire_at());
+    let (value, expire, flags) = (entry.value().to_value(), entry.expire_at(), entry.flags());
     if !replace && ctx.db.contains(dst, ctx.now) {
         return ctx.out.integer(0);
     }
     ctx.db.insert(dst, value, expire, ctx.now);
+    // A copy is a new object: never one of Redis's shared integers.
+    ctx.db.add_flags(dst, flags | UNSHARED, ctx.now);
     ctx.out.integer(1);
+}
+
+/// Whether Redis would keep this string integer-encoded.
+fn int_encoded(entry: &goblin_store::Entry<'_>, s: &[u8]) -> bool {
+    entry.flags() & (RAW | NOT_INT) == 0 && s.len() <= 20 && goblin_protocol::parse_i64(s).is_some()
 }
 
 /// The encoding OBJECT ENCODING reports, as redis-server 7.0 would have chosen it.
 fn encoding(entry: &goblin_store::Entry<'_>) -> &'static str {
-    /// Redis keeps small hashes and sorted sets as listpacks up to these sizes.
-    const LISTPACK_ENTRIES: usize = 128;
+    /// Redis 7.0's defaults: `hash-max-listpack-entries 512`, `zset-max-listpack-entries
+    /// 128`, and 64-byte values for both.
+    const HASH_LISTPACK_ENTRIES: usize = 512;
+    const ZSET_LISTPACK_ENTRIES: usize = 128;
     const LISTPACK_VALUE: usize = 64;
     match entry.value() {
-        ValueRef::Str(_) if entry.is_raw() => "raw",
-        ValueRef::Str(s) if s.len() <= 20 && goblin_protocol::parse_i64(s).is_some() => "int",
+        ValueRef::Str(_) if entry.flags() & RAW != 0 => "raw",
+        ValueRef::Str(s) if int_encoded(entry, s) => "int",
         ValueRef::Str(s) if s.len() <= 44 => "embstr",
         ValueRef::Str(_) => "raw",
         ValueRef::Hash(h) => {
-            let small = h.len() <= LISTPACK_ENTRIES
+            let small = h.len() <= HASH_LISTPACK_ENTRIES
                 && h.iter()
                     .all(|(k, v)| k.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
             if small { "listpack" } else { "hashtable" }
         }
         ValueRef::ZSet(z) => {
-            let small = z.len() <= LISTPACK_ENTRIES && z.keys().all(|k| k.len() <= LISTPACK_VALUE);
+            let small =
+                z.len() <= ZSET_LISTPACK_ENTRIES && z.keys().all(|k| k.len() <= LISTPACK_VALUE);
             if small { "listpack" } else { "skiplist" }
         }
     }
@@ -561,11 +572,14 @@ fn object_idletime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `OBJECT REFCOUNT key`: Redis shares the objects of the integers 0 to 9999, reporting
 /// them with `INT_MAX` references; every other value has one.
 fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let shared = |s: &[u8]| {
-        s.len() <= 20 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n))
-    };
     let reply = ctx.db.get(args.get(2), ctx.now).map(|e| match e.value() {
-        ValueRef::Str(s) if !e.is_raw() && shared(s) => i64::from(i32::MAX),
+        ValueRef::Str(s)
+            if e.flags() & UNSHARED == 0
+                && int_encoded(&e, s)
+                && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n)) =>
+        {
+            i64::from(i32::MAX)
+        }
         _ => 1,
     });
     match reply {

@@ -3,7 +3,7 @@
 //! SETRANGE — with redis-server 7.0's parsing, replies and errors.
 
 use goblin_protocol::parse_i64;
-use goblin_store::{Keyspace, Millis, Value, ValueMut};
+use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 
 use crate::command::meta;
 use crate::command::{CommandTable, MultiKey};
@@ -332,7 +332,7 @@ fn msetnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// leave Redis's strings raw-encoded, which OBJECT ENCODING shows).
 fn store_raw(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], expire: Option<Millis>) {
     ctx.db.set_str(key, value, expire, ctx.now);
-    ctx.db.mark_raw(key, ctx.now);
+    ctx.db.add_flags(key, RAW, ctx.now);
 }
 
 /// `APPEND key value`: the new length.
@@ -352,7 +352,7 @@ fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     // A long string is boxed: grow it in place, amortized.
     if let Some(ValueMut::Boxed(Value::Str(s))) = ctx.db.get_mut(key, ctx.now) {
         s.extend_from_slice(tail);
-        ctx.db.mark_raw(key, ctx.now);
+        ctx.db.add_flags(key, RAW, ctx.now);
         return ctx.out.integer(new as i64);
     }
     let mut joined = match lookup(ctx.db, key, ctx.now).0 {
@@ -444,6 +444,8 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
     let text = sum.to_human();
     ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
+    // Redis stores the result as a plain string, never integer-encoded.
+    ctx.db.add_flags(key, NOT_INT, ctx.now);
     ctx.out.bulk(text.as_bytes());
 }
 
