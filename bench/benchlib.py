@@ -2,6 +2,7 @@
 redis-benchmark and goblin-loadgen runs, machine description."""
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -42,7 +43,12 @@ def start(name, argv, port, cpus="0"):
     waits until it listens on `port`."""
     proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    wait_port(port)
+    try:
+        wait_port(port)
+    except BaseException:  # not listening, or interrupted: the caller never gets to stop it
+        proc.kill()
+        proc.wait()
+        raise
     return {"name": name, "proc": proc, "port": port}
 
 
@@ -143,24 +149,30 @@ def core_busy_seconds():
     return out
 
 
+def _children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _timed(argv, pid):
-    """Runs argv; returns (completed process, wall seconds, CPU seconds server `pid` used,
-    {core: busy seconds of every process on that core})."""
-    cores, before, t0 = core_busy_seconds(), cpu_seconds(pid), time.monotonic()
+    """Runs argv (the client) and measures it: returns the completed process and
+    {wall_s, server_cpu_s (of `pid`), client_cpu_s, cores_busy_s: {core: busy seconds}}."""
+    cores, before, client, t0 = core_busy_seconds(), cpu_seconds(pid), _children_cpu(), time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True)
-    wall, used = time.monotonic() - t0, cpu_seconds(pid) - before
-    busy = {c: s - cores.get(c, 0) for c, s in core_busy_seconds().items()}
-    return done, wall, used, busy
+    fig = {"wall_s": time.monotonic() - t0, "server_cpu_s": cpu_seconds(pid) - before,
+           "client_cpu_s": _children_cpu() - client}
+    fig["cores_busy_s"] = {c: s - cores.get(c, 0) for c, s in core_busy_seconds().items()}
+    return done, fig
 
 
 def redis_benchmark(server, words, pipeline, requests, clients, keyspace, cpu="1"):
     """Runs redis-benchmark pinned to `cpu` against `server`: `words` is either ["-t", test]
     or a custom command. Reads its --csv line, which in 7.x carries the percentiles.
-    Returns {rps, p50, p99 (ms), requests, wall_s, server_cpu_s, cores_busy_s, argv}."""
+    Returns {rps, p50, p99 (ms), requests, argv} and the figures of _timed."""
     argv = ["taskset", "-c", cpu, "redis-benchmark", "-p", str(server["port"]),
             "-P", str(pipeline), "-n", str(requests), "-c", str(clients), "-r", str(keyspace),
             "--csv"] + list(words)
-    done, wall, cpu_s, busy = _timed(argv, server["proc"].pid)
+    done, fig = _timed(argv, server["proc"].pid)
     rows = [l for l in done.stdout.replace("\r", "\n").splitlines() if l.startswith('"')]
     if done.returncode != 0 or len(rows) < 2:
         raise RuntimeError(f"redis-benchmark failed against {server['name']}:\n"
@@ -168,23 +180,23 @@ def redis_benchmark(server, words, pipeline, requests, clients, keyspace, cpu="1
     head = [h.strip('"') for h in rows[0].split('","')]
     # The test name may contain commas; the numbers are the last len(head) - 1 fields.
     nums = [float(v.strip('"')) for v in rows[-1].rsplit(",", len(head) - 1)[1:]]
-    fig = dict(zip(head[1:], nums))
-    if "p99_latency_ms" not in fig:
+    csv = dict(zip(head[1:], nums))
+    if "p99_latency_ms" not in csv:
         raise RuntimeError(f"redis-benchmark --csv has no p99 column: {rows[0]}")
-    return {"rps": fig["rps"], "p50": fig["p50_latency_ms"], "p99": fig["p99_latency_ms"],
-            "requests": requests, "wall_s": wall, "server_cpu_s": cpu_s, "cores_busy_s": busy,
-            "argv": argv}
+    return {"rps": csv["rps"], "p50": csv["p50_latency_ms"], "p99": csv["p99_latency_ms"],
+            "requests": requests, "argv": argv, **fig}
 
 
-def loadgen(server, args, json_path, cpu="1"):
+def loadgen(server, args, json_path, cpu="1", binary=LOADGEN):
     """Runs goblin-loadgen pinned to `cpu` against `server` with the extra `args`, --quiet
-    and --json. Returns {rps, p50, p99 (ms), requests, errors, wall_s, server_cpu_s, doc,
-    cores_busy_s, argv}; a failed run (non-zero exit: connection failure, claim violation) raises."""
-    argv = ["taskset", "-c", cpu, LOADGEN, "--port", str(server["port"])] + list(args) + \
+    and --json. Returns {rps, p50, p99 (ms), requests, errors, doc (the JSON), argv} and the
+    figures of _timed; a failed run (non-zero exit: a connection failure, a claim violation)
+    raises RuntimeError."""
+    argv = ["taskset", "-c", cpu, binary, "--port", str(server["port"])] + list(args) + \
         ["--quiet", "--json", json_path]
     if os.path.exists(json_path):
         os.unlink(json_path)
-    done, wall, cpu_s, busy = _timed(argv, server["proc"].pid)
+    done, fig = _timed(argv, server["proc"].pid)
     if done.returncode != 0 or not os.path.exists(json_path):
         raise RuntimeError(f"goblin-loadgen exited {done.returncode} against "
                            f"{server['name']}:\n{done.stdout}{done.stderr}")
@@ -192,12 +204,12 @@ def loadgen(server, args, json_path, cpu="1"):
         doc = json.load(f)
     return {"rps": doc["throughput_ops"], "p50": doc["latency_ms"]["p50"],
             "p99": doc["latency_ms"]["p99"], "requests": doc["requests"],
-            "errors": doc["errors"]["total"], "wall_s": wall, "server_cpu_s": cpu_s,
-            "cores_busy_s": busy, "doc": doc, "argv": argv}
+            "errors": doc["errors"]["total"], "doc": doc, "argv": argv, **fig}
 
 
 def machine():
-    """What the figures were measured on: {nproc, cpu, kernel, redis, goblin, loadavg}."""
+    """What the figures were measured on: {nproc, cpu, kernel, redis, goblin, loadavg}.
+    Call it right after building: `goblin` describes the work tree the binaries come from."""
     model = "?"
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -207,14 +219,17 @@ def machine():
 
     def out(argv):
         try:
-            return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT).stdout.strip()
+            return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT).stdout
         except OSError:
             return "?"
-    commit = out(["git", "rev-parse", "--short=12", "HEAD"])
-    if out(["git", "status", "--porcelain", "--untracked-files=no"]):
-        commit += " (with uncommitted changes)"
+    commit = out(["git", "rev-parse", "--short=12", "HEAD"]).strip()
+    # "XY path" lines; changes to scripts, docs and tests do not change the binaries.
+    changed = [line[3:] for line in out(["git", "status", "--porcelain"]).splitlines()
+               if not line[3:].startswith(("bench/", "docs/", "tests/"))]
+    if changed:
+        commit += " with uncommitted changes to " + ", ".join(changed)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    return {"nproc": os.cpu_count(), "cpu": model, "kernel": " ".join(os.uname()[2:3]),
-            "redis": out(["redis-server", "--version"]).split(" sha=")[0],
+    return {"nproc": os.cpu_count(), "cpu": model, "kernel": os.uname().release,
+            "redis": out(["redis-server", "--version"]).split(" sha=")[0].strip(),
             "goblin": commit, "loadavg": load}

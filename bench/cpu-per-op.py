@@ -14,63 +14,10 @@ Builds nothing: run `cargo build --release -p goblin-server` first.
 """
 import argparse
 import os
-import re
 import signal
-import socket
 import statistics
-import subprocess
-import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOBLIN = os.path.join(ROOT, "target", "release", "goblin-server")
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    total = 0.0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total += int(fields[11]) + int(fields[12])  # utime, stime (in ticks)
-    return total / TICK
-
-
-def wait_port(port, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"nothing listens on {port}")
-
-
-def start(name, argv, port):
-    proc = subprocess.Popen(["taskset", "-c", "0"] + argv, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    wait_port(port)
-    return {"name": name, "proc": proc, "port": port}
-
-
-def bench(server, test, pipeline, requests, clients, keyspace):
-    before = cpu_seconds(server["proc"].pid)
-    out = subprocess.run(
-        ["taskset", "-c", "1", "redis-benchmark", "-p", str(server["port"]), "-t", test,
-         "-P", str(pipeline), "-n", str(requests), "-c", str(clients), "-r", str(keyspace),
-         "-q"], capture_output=True, text=True).stdout
-    after = cpu_seconds(server["proc"].pid)
-    m = re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))
-    if not m:
-        sys.exit(f"redis-benchmark failed against {server['name']}: {out}")
-    rps = float(m[-1])
-    return rps, (after - before) * 1e6 / requests
+from benchlib import GOBLIN, bench, free_port, start
 
 
 def main():

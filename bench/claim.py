@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""GOBLIN.CLAIM against the script it replaces, with redis-benchmark.
+
+Side by side in one run, servers pinned to core 0 and redis-benchmark to core 1:
+- goblin-server --threads 1: `GOBLIN.CLAIM claim:R result:R w 30` and `SET key:R v NX EX 30`;
+- redis-server 7: `EVALSHA <oracle> 2 claim:R result:R w 30` and `SET key:R v NX EX 30`;
+- goblin-server --threads 2: GOBLIN.CLAIM with both keys in one slot
+  (`claim:{R} result:{R}`) and in different slots (`claim:R result:R`).
+R is redis-benchmark's `__rand_int__` over --keyspace ids. Every run starts from an empty
+keyspace (FLUSHALL). Prints throughput and server CPU per operation (medians over rounds)
+and the ratios the issue asks for.
+
+  bench/claim.py --rounds 3
+"""
+import argparse
+import signal
+import socket
+import statistics
+
+from benchlib import GOBLIN, bench, free_port, start
+
+ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
+  return "CLAIMED"
+end
+return redis.call("get", KEYS[2])"""
+
+
+def command(port, *args):
+    """Sends one command, returns the raw reply line(s)."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a.encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(out)
+        return s.recv(65536).decode()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--keyspace", type=int, default=1_000_000)
+    ap.add_argument("--pipelines", default="16,1")
+    opts = ap.parse_args()
+
+    claim = ["GOBLIN.CLAIM", "claim:__rand_int__", "result:__rand_int__", "w", "30"]
+    tagged = ["GOBLIN.CLAIM", "claim:{__rand_int__}", "result:{__rand_int__}", "w", "30"]
+    setnx = ["SET", "key:__rand_int__", "v", "NX", "EX", "30"]
+    servers = []
+    try:
+        p1, p2, pr = free_port(), free_port(), free_port()
+        g1 = start("goblin --threads 1", [GOBLIN, "--port", str(p1), "--threads", "1"], p1)
+        g2 = start("goblin --threads 2", [GOBLIN, "--port", str(p2), "--threads", "2"], p2)
+        redis = start("redis-server", ["redis-server", "--port", str(pr), "--save", "",
+                                       "--appendonly", "no"], pr)
+        servers = [g1, g2, redis]
+        sha = command(pr, "SCRIPT", "LOAD", ORACLE).split("\r\n")[1]
+        evalsha = ["EVALSHA", sha, "2", "claim:__rand_int__", "result:__rand_int__", "w", "30"]
+        cases = [
+            ("goblin -t1 GOBLIN.CLAIM", g1, claim),
+            ("goblin -t1 SET NX EX", g1, setnx),
+            ("redis EVALSHA oracle", redis, evalsha),
+            ("redis SET NX EX", redis, setnx),
+            ("goblin -t2 CLAIM same slot", g2, tagged),
+            ("goblin -t2 CLAIM cross slot", g2, claim),
+        ]
+        print(f"# servers on core 0, redis-benchmark on core 1; {opts.clients} clients, "
+              f"{opts.keyspace} ids; median of {opts.rounds} rounds; empty keyspace per run")
+        for pipeline in [int(p) for p in opts.pipelines.split(",")]:
+            requests = 2_000_000 if pipeline > 1 else 300_000
+            results = {name: [] for name, _, _ in cases}
+            for _ in range(opts.rounds):
+                for name, server, cmd in cases:
+                    command(server["port"], "FLUSHALL")
+                    results[name].append(bench(server, None, pipeline, requests, opts.clients,
+                                               opts.keyspace, cmd))
+            med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+                   for n, v in results.items()}
+            print(f"\n-P {pipeline}")
+            print(f"{'case':30} {'ops/s':>10} {'CPU us/op':>10}")
+            for name, _, _ in cases:
+                print(f"{name:30} {med[name][0]:>10.0f} {med[name][1]:>10.3f}")
+            claim_rps = med["goblin -t1 GOBLIN.CLAIM"][0]
+            print(f"GOBLIN.CLAIM / EVALSHA throughput: {claim_rps / med['redis EVALSHA oracle'][0]:.2f}x")
+            print(f"GOBLIN.CLAIM / goblin SET NX EX:   {claim_rps / med['goblin -t1 SET NX EX'][0]:.2f}x")
+    finally:
+        for s in servers:
+            s["proc"].send_signal(signal.SIGTERM)
+            s["proc"].wait()
+
+
+if __name__ == "__main__":
+    main()
