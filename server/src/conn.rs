@@ -13,6 +13,7 @@ use mio::net::TcpStream;
 
 use crate::client::Client;
 use crate::msg::Batch;
+use crate::route::Route;
 
 /// Initial (and idle) size of a connection's read buffer; Redis reads 16 KiB at a time.
 const READ_BUFFER_INITIAL: usize = 16 * 1024;
@@ -173,6 +174,16 @@ impl Output {
     }
 }
 
+/// A request that arrived while its connection waited: its frame's length at the start of
+/// the input, and what routing found out about it.
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    /// The frame's length.
+    pub len: usize,
+    /// Its command and shards.
+    pub route: Route,
+}
+
 /// One client connection.
 #[derive(Debug)]
 pub struct Conn {
@@ -209,8 +220,11 @@ pub struct Conn {
     pub job: Option<u64>,
     /// MULTI state: the queued commands, and whether one was rejected.
     pub multi: Option<MultiState>,
-    /// A request that arrived while the connection waited, parsed, to run first.
-    pub held: Option<Box<Batch>>,
+    /// A request that arrived while the connection waited: the length of the frame at the
+    /// start of the input, already decoded (its arguments are still the decoder's), to run
+    /// first. It stays where it is, uncopied, and the decoder is not called again until it
+    /// has run (an inline request was unescaped in place and cannot be decoded twice).
+    pub held: Option<Held>,
     /// The peer closed its side: once the requests already received have run and been
     /// answered, the connection closes.
     pub peer_closed: bool,

@@ -4,6 +4,27 @@ use std::ops::Range;
 
 use goblin_store::{SLOTS, key_slot};
 
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// On the connection's thread (no keys, or a connection command).
+    Here,
+    /// All on one shard.
+    Shard(usize),
+    /// On several shards.
+    Many,
+}
+
+/// What routing found out about a request, kept while it waits so that it is worked out
+/// once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Route {
+    /// The command's index in the command table, once resolved.
+    pub spec: Option<usize>,
+    /// Where its keys are, once looked at.
+    pub target: Option<Target>,
+}
+
 /// Which shard owns each of the 16384 hash slots. Contiguous ranges at start-up; a
 /// table (not arithmetic) so that slots can move later.
 #[derive(Debug, Clone)]

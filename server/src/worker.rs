@@ -47,9 +47,10 @@ use slab::Slab;
 use crate::client::Client;
 use crate::clock;
 use crate::command::{CommandSpec, Rejection};
-use crate::conn::{Conn, MultiState, ReadOutcome};
+use crate::conn::{Conn, Held, MultiState, ReadOutcome};
 use crate::exec::{Args, ConnCtx, Exec};
 use crate::msg::{Batch, ConnRef, Msg, TxRef};
+use crate::route::{Route, Target};
 use crate::server::{Shared, WAKER};
 use crate::shard::{Outgoing, Shard, command_needs};
 use crate::tx::{Outcome, Plan, TxJob};
@@ -97,16 +98,6 @@ enum Flow {
     Taken,
     /// Not consumed: it must wait for what is in flight.
     Wait,
-}
-
-/// Where a command's keys are.
-enum Target {
-    /// On the connection's thread (no keys, or a connection command).
-    Here,
-    /// All on one shard.
-    Shard(usize),
-    /// On several shards.
-    Many,
 }
 
 /// One thread's event loop.
@@ -254,7 +245,15 @@ impl Worker {
         }
         if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
             // Replies from other shards are due, and this core is shared with other
-            // workers: rather than sleep and be woken (a syscall on each side and a trip
+            // workers. First, any socket work there is: the longer this worker runs,
+            // the more each hand-over of the core carries (a context switch costs far
+            // more than a poll that finds something).
+            match self.poll.poll(events, Some(Duration::ZERO)) {
+                Ok(()) if !events.is_empty() => return Ok(()),
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
+                _ => {}
+            }
+            // Nothing: rather than sleep and be woken (a syscall on each side and a trip
             // through the scheduler), hand the core to them and look again, for a short
             // while. (On cores of their own, workers run in parallel and this would
             // only burn CPU.)
@@ -666,41 +665,24 @@ impl Worker {
             if conn.closing || conn.output.pending() > OUTPUT_HIGH_WATER {
                 break;
             }
-            // A request that had to wait goes first.
-            if let Some(held) = conn.held.take() {
-                let flow = self.dispatch(&shared, key, &held.args(0));
-                if matches!(flow, Flow::Wait) {
-                    if let Some(conn) = self.conns.get_mut(key) {
-                        conn.held = Some(held);
-                    }
-                    break;
-                }
-                self.recycle(held);
-                if self.ran(key, &flow) {
-                    break;
-                }
-                continue;
-            }
-            let frame = &mut input.buf[input.start..input.end];
-            match input.decoder.decode(frame) {
+            // A request that had to wait goes first: it is still decoded.
+            let (decoded, mut route) = match conn.held.take() {
+                Some(held) => (Ok(Decoded::Command(held.len)), held.route),
+                None => (
+                    input.decoder.decode(&mut input.buf[input.start..input.end]),
+                    Route::default(),
+                ),
+            };
+            match decoded {
                 Ok(Decoded::Command(n)) => {
                     let args = Args::new(
                         &input.buf[input.start..input.start + n],
                         input.decoder.args(),
                     );
-                    let flow = self.dispatch(&shared, key, &args);
+                    let flow = self.dispatch(&shared, key, &args, &mut route);
                     if matches!(flow, Flow::Wait) {
-                        // Keep it parsed (an inline request was unescaped in place and
-                        // cannot be decoded twice) until what is in flight has answered.
-                        let resp = self
-                            .conns
-                            .get(key)
-                            .map_or(Version::Resp2, |c| c.client.resp);
-                        let mut held = self.new_batch(resp);
-                        held.push(0, &args);
-                        input.consume(n);
                         if let Some(conn) = self.conns.get_mut(key) {
-                            conn.held = Some(held);
+                            conn.held = Some(Held { len: n, route });
                         }
                         break;
                     }
@@ -741,14 +723,29 @@ impl Worker {
     }
 
     /// Routes one request: runs it here, adds it to a batch for its shard, starts a
-    /// transaction or a keyspace-wide command, or reports that it must wait.
-    fn dispatch(&mut self, shared: &Shared, key: usize, args: &Args<'_>) -> Flow {
+    /// transaction or a keyspace-wide command, or reports that it must wait. `route`
+    /// keeps what was worked out about the request (its command, its keys' shards) for
+    /// when it must wait and come back.
+    fn dispatch(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        args: &Args<'_>,
+        route: &mut Route,
+    ) -> Flow {
         let table = &shared.commands;
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
-        let spec = match table.resolve(args) {
-            Ok(spec) => spec,
+        let resolved = match route.spec.and_then(|id| table.get(id)) {
+            Some(spec) => Ok(spec),
+            None => table.resolve(args),
+        };
+        let spec = match resolved {
+            Ok(spec) => {
+                route.spec = Some(spec.id);
+                spec
+            }
             Err(Rejection::Error(msg)) => {
                 if conn.busy() {
                     return Flow::Wait;
@@ -827,7 +824,10 @@ impl Worker {
                 let plan = Plan::for_scan(spec.id, args, &shared.slots, conn.client.resp);
                 self.start_tx(key, Vec::new(), false, plan)
             }
-            Exec::Shard(_) => match target(shared, spec, args) {
+            Exec::Shard(_) => match *route
+                .target
+                .get_or_insert_with(|| target(shared, spec, args))
+            {
                 Target::Many => {
                     if conn.busy() {
                         return Flow::Wait;
