@@ -130,6 +130,10 @@ enum State {
         bulk: Option<usize>,
         scanned: usize,
     },
+    /// The request was malformed: every call reports the same error until [`RequestDecoder::reset`].
+    /// (An inline request is unescaped in place as it is split, so its bytes may no longer
+    /// be the ones that failed: decoding them again could find a different request.)
+    Failed(ProtocolError),
 }
 
 /// Where a header line ends, or how far it was searched.
@@ -217,10 +221,12 @@ impl RequestDecoder {
     /// requests are unescaped in place, which is why the buffer is mutable.
     ///
     /// # Errors
-    /// A [`ProtocolError`] when the bytes cannot be a valid request; the decoder is then
-    /// reset, and the connection should reply with the error and close.
+    /// A [`ProtocolError`] when the bytes cannot be a valid request; the decoder then
+    /// reports that error on every call until [`RequestDecoder::reset`], and the connection
+    /// should reply with the error and close.
     pub fn decode(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         let result = match self.state {
+            State::Failed(e) => return Err(e),
             State::Idle { scanned } => match buf.first() {
                 None => Ok(Decoded::Incomplete),
                 Some(b'*') => self.multibulk_header(buf, scanned),
@@ -228,8 +234,9 @@ impl RequestDecoder {
             },
             State::Multibulk { .. } => self.multibulk_args(buf),
         };
-        if result.is_err() {
-            self.reset();
+        if let Err(e) = result {
+            self.args.clear();
+            self.state = State::Failed(e);
         }
         result
     }
@@ -615,6 +622,21 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+
+    /// An inline request is unescaped in place while it is split: after a quoting error its
+    /// bytes are changed, and decoding them again must not find a request in them.
+    #[test]
+    fn a_protocol_error_stays_until_reset() {
+        let mut dec = RequestDecoder::default();
+        let mut buf = br#""\x22\x22\x20\x20"#.to_vec();
+        buf.extend_from_slice(b"\r\n");
+        assert_eq!(dec.decode(&mut buf), Err(ProtocolError::UnbalancedQuotes));
+        assert_eq!(dec.decode(&mut buf), Err(ProtocolError::UnbalancedQuotes));
+        assert!(dec.args().is_empty());
+        dec.reset();
+        let mut ping = b"PING\r\n".to_vec();
+        assert_eq!(dec.decode(&mut ping), Ok(Decoded::Command(6)));
     }
 
     #[test]
