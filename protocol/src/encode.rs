@@ -74,18 +74,21 @@ impl<'a> Encoder<'a> {
         self.out.extend_from_slice(b"+OK\r\n");
     }
 
-    /// A simple string; `s` must not contain CR or LF.
-    pub fn simple(&mut self, s: &[u8]) {
-        self.out.push(b'+');
+    /// One line: `prefix`, `s` (no CR or LF in it), CRLF.
+    fn line(&mut self, prefix: u8, s: &[u8]) {
+        self.out.push(prefix);
         self.out.extend_from_slice(s);
         self.out.extend_from_slice(b"\r\n");
     }
 
+    /// A simple string; `s` must not contain CR or LF.
+    pub fn simple(&mut self, s: &[u8]) {
+        self.line(b'+', s);
+    }
+
     /// An error whose text (code included, e.g. `ERR syntax error`) is known to be clean.
     pub fn error(&mut self, msg: &[u8]) {
-        self.out.push(b'-');
-        self.out.extend_from_slice(msg);
-        self.out.extend_from_slice(b"\r\n");
+        self.line(b'-', msg);
     }
 
     /// An error whose text holds client bytes, cleaned the way Redis's
@@ -175,11 +178,7 @@ impl<'a> Encoder<'a> {
         let text = format_double(d, &mut buf);
         match self.version {
             Version::Resp2 => self.bulk(text),
-            Version::Resp3 => {
-                self.out.push(b',');
-                self.out.extend_from_slice(text);
-                self.out.extend_from_slice(b"\r\n");
-            }
+            Version::Resp3 => self.line(b',', text),
         }
     }
 
@@ -213,11 +212,7 @@ impl<'a> Encoder<'a> {
     pub fn big_number(&mut self, digits: &[u8]) {
         match self.version {
             Version::Resp2 => self.bulk(digits),
-            Version::Resp3 => {
-                self.out.push(b'(');
-                self.out.extend_from_slice(digits);
-                self.out.extend_from_slice(b"\r\n");
-            }
+            Version::Resp3 => self.line(b'(', digits),
         }
     }
 }

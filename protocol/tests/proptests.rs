@@ -843,13 +843,12 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------
-// Known bugs and divergences in `protocol/src`, found by the tests above or while writing
-// them. Each test states the correct behaviour and is ignored until the code is fixed:
-// `cargo test -p goblin-protocol --test proptests -- --ignored`.
+// Regression tests for bugs and divergences in `protocol/src`, found by the tests above or
+// while writing them, and fixed. Each test states the correct behaviour.
 
-/// `reply_len` computes a map's element count as `2 * n` in `i64`: it overflows for
-/// `n >= 2^62` (a panic in debug builds; in release the count wraps negative and a
-/// reply that has not arrived is reported complete). `parse_reply` says incomplete.
+/// `reply_len` computed a map's element count as `2 * n` in `i64`, which overflowed for
+/// `n >= 2^62` (a panic in debug builds; in release a reply that had not arrived was
+/// reported complete). Both parsers say incomplete.
 #[test]
 fn regression_reply_len_huge_map_count_overflows() {
     let input = b"%4611686018427387904\r\n";
@@ -857,9 +856,8 @@ fn regression_reply_len_huge_map_count_overflows() {
     assert_eq!(reply_len(input), Ok(None));
 }
 
-/// `Limits` with `usize::MAX` (meaning "no limit") overflows `start + max_inline_len + 1`
-/// in the line search: a panic in debug builds; in release the search window is empty
-/// and no inline request or header line is ever found.
+/// `Limits` with `usize::MAX` (meaning "no limit") overflowed `start + max_inline_len + 1`
+/// in the line search (a panic in debug builds; in release no line was ever found).
 #[test]
 fn regression_unlimited_limits_overflow() {
     let unlimited = Limits {
@@ -881,9 +879,7 @@ fn regression_unlimited_limits_overflow() {
 
 /// redis-server finds the end of header and inline lines with `strchr`, which stops at
 /// a NUL: a NUL before the line's end leaves it waiting (until 64 KiB are buffered,
-/// then the too-big error). Goblin parses the line instead: it runs the inline command
-/// up to the NUL, or reports a malformed header. Whether to copy Redis here is a choice;
-/// this test states Redis's behaviour.
+/// then the too-big error). Goblin once parsed such a line; it now waits as Redis does.
 #[test]
 fn regression_nul_before_line_end_stalls_like_redis() {
     let cases: [&[u8]; 4] = [
