@@ -255,8 +255,9 @@ impl Keyspace {
         }
     }
 
-    /// The live entry for `key`, removing it first if it has expired.
-    pub fn get(&mut self, key: &[u8], now: Millis) -> Option<Entry<'_>> {
+    /// The blob of `key`'s live entry, with the boxed values beside it; an expired entry is
+    /// removed on the way (lazy expiry).
+    fn live(&mut self, key: &[u8], now: Millis) -> Option<(&[u8], &mut Slab<Value>)> {
         let (slot, hash) = self.locate(key);
         let Keyspace {
             slots,
@@ -271,44 +272,30 @@ impl Keyspace {
                 forget(counts, boxed, &blob);
                 None
             }
-            Ok(found) => {
-                let blob: &[u8] = found.into_mut();
-                Some(Entry {
-                    blob,
-                    value: value_ref(blob, boxed),
-                })
-            }
+            Ok(found) => Some((found.into_mut(), boxed)),
         }
+    }
+
+    /// The live entry for `key`, removing it first if it has expired.
+    pub fn get(&mut self, key: &[u8], now: Millis) -> Option<Entry<'_>> {
+        let (blob, boxed) = self.live(key, now)?;
+        Some(Entry {
+            blob,
+            value: value_ref(blob, boxed),
+        })
     }
 
     /// Whether `key` holds a live value.
     pub fn contains(&mut self, key: &[u8], now: Millis) -> bool {
-        self.get(key, now).is_some()
+        self.live(key, now).is_some()
     }
 
     /// The live value of `key` for changing in place; `None` when absent.
     pub fn get_mut(&mut self, key: &[u8], now: Millis) -> Option<ValueMut<'_>> {
-        let (slot, hash) = self.locate(key);
-        let Keyspace {
-            slots,
-            boxed,
-            counts,
-            ..
-        } = self;
-        match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
-            Err(_) => None,
-            Ok(found) if expired(found.get(), now) => {
-                let (blob, _) = found.remove();
-                forget(counts, boxed, &blob);
-                None
-            }
-            Ok(found) => {
-                let blob: &[u8] = found.into_mut();
-                match blob::payload(blob) {
-                    Payload::Inline(s) => Some(ValueMut::InlineStr(s)),
-                    Payload::Boxed(i) => boxed.get_mut(i as usize).map(ValueMut::Boxed),
-                }
-            }
+        let (blob, boxed) = self.live(key, now)?;
+        match blob::payload(blob) {
+            Payload::Inline(s) => Some(ValueMut::InlineStr(s)),
+            Payload::Boxed(i) => boxed.get_mut(i as usize).map(ValueMut::Boxed),
         }
     }
 
@@ -320,6 +307,7 @@ impl Keyspace {
         let hasher = &self.hasher;
         let table = &mut self.slots[slot];
         let mut freed = None;
+        let mut replaced_expire = None;
         match table.entry(
             hash,
             |b| blob::key(b) == key,
@@ -340,6 +328,7 @@ impl Keyspace {
                 if old_expire.is_some() {
                     self.counts.volatile -= 1;
                 }
+                replaced_expire = old_expire;
             }
             TableEntry::Vacant(v) => {
                 v.insert(blob::build(key, expire_at, payload));
@@ -357,11 +346,21 @@ impl Keyspace {
         }
         if let Some(at) = expire_at {
             self.counts.volatile += 1;
+            self.schedule(slot, hash, at, replaced_expire);
+        }
+        let _ = now;
+    }
+
+    /// Schedules the expiry of the entry at (`slot`, `hash`) at `at`, unless the timer of
+    /// its earlier deadline `previous` is still pending: that one fires first and, finding
+    /// the entry alive, schedules it again (see [`Keyspace::expire_due`]). So a key whose
+    /// TTL is refreshed over and over keeps one timer, not one per refresh.
+    fn schedule(&mut self, slot: usize, hash: u64, at: Millis, previous: Option<Millis>) {
+        if previous.is_none_or(|p| at < p) {
             // Due once `now > at`.
             self.wheel
                 .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
         }
-        let _ = now;
     }
 
     /// Stores the string `value` at `key` with `expire_at`, replacing whatever was there.
@@ -426,23 +425,17 @@ impl Keyspace {
     /// Sets or clears the expiry of a live key; false when the key is absent at `now`.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
-        let Some(blob) = self.slots[slot].find(hash, |b| blob::key(b) == key) else {
-            return false;
-        };
-        if expired(blob, now) {
-            self.remove(key, now);
-            return false;
-        }
-        // Rewrite the entry with the new expiry and the same payload.
-        let mut rebuilt = match blob::payload(blob) {
-            Payload::Inline(s) => blob::build(key, expire_at, Payload::Inline(s)),
-            Payload::Boxed(i) => blob::build(key, expire_at, Payload::Boxed(i)),
-        };
-        blob::add_encoding_flags(&mut rebuilt, blob::encoding_flags(blob));
-        let old_expire = blob::expire(blob);
         let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
             return false;
         };
+        if expired(entry, now) {
+            self.delete(key, now);
+            return false;
+        }
+        // Rewrite the entry with the new expiry, the same payload and encoding flags.
+        let old_expire = blob::expire(entry);
+        let mut rebuilt = blob::build(key, expire_at, blob::payload(entry));
+        blob::add_encoding_flags(&mut rebuilt, blob::encoding_flags(entry));
         self.counts.data_bytes =
             (self.counts.data_bytes + rebuilt.len()).saturating_sub(entry.len());
         *entry = rebuilt;
@@ -452,8 +445,7 @@ impl Keyspace {
             _ => {}
         }
         if let Some(at) = expire_at {
-            self.wheel
-                .insert(Timer::new(at.saturating_add(1), slot as u16, hash));
+            self.schedule(slot, hash, at, old_expire);
         }
         true
     }
@@ -547,14 +539,19 @@ impl Keyspace {
             let slot = usize::from(t.slot());
             let hasher = &self.hasher;
             let table = &mut self.slots[slot];
-            let found = table.find_entry(t.hash, |b| {
-                expired(b, now) && hasher.hash_one(blob::key(b)) == t.hash
-            });
-            if let Ok(found) = found {
+            let Ok(found) = table.find_entry(t.hash, |b| hasher.hash_one(blob::key(b)) == t.hash)
+            else {
+                continue;
+            };
+            if expired(found.get(), now) {
                 let (blob, _) = found.remove();
                 self.forget(&blob);
                 removed += 1;
                 self.maybe_shrink(slot);
+            } else if let Some(at) = blob::expire(found.get()) {
+                // Its deadline moved later since this timer was set: one timer follows it.
+                self.wheel
+                    .insert(Timer::new(at.saturating_add(1), t.slot(), t.hash));
             }
         }
         removed
@@ -695,6 +692,29 @@ mod tests {
         assert!(ks.contains(b"k1", now + 101) && ks.contains(b"k2", now + 101));
         assert_eq!(ks.expire_due(now + 10_001, usize::MAX), 1);
         assert_eq!(ks.len(), 1);
+    }
+
+    #[test]
+    fn a_refreshed_ttl_keeps_one_timer() {
+        let mut ks = Keyspace::new();
+        let now = 1_700_000_000_000;
+        for i in 0..1000 {
+            ks.set_str(b"set", b"v", Some(now + 100 + i), now);
+            assert!(ks.set_expire(b"expire", Some(now + 100 + i), now) || i == 0);
+            if i == 0 {
+                ks.set_str(b"expire", b"v", None, now);
+            }
+        }
+        assert!(ks.wheel.len() <= 2, "{} timers", ks.wheel.len());
+        // The first timers fire, find the keys alive, and follow their deadlines.
+        assert_eq!(ks.expire_due(now + 101, usize::MAX), 0);
+        assert_eq!(ks.len(), 2);
+        assert_eq!(ks.expire_due(now + 1100, usize::MAX), 2);
+        assert_eq!(ks.len(), 0);
+        // A deadline moved earlier gets a timer of its own.
+        ks.set_str(b"k", b"v", Some(now + 5000), now);
+        ks.set_expire(b"k", Some(now + 2000), now);
+        assert_eq!(ks.expire_due(now + 2001, usize::MAX), 1);
     }
 
     #[test]
