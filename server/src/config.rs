@@ -39,8 +39,8 @@ Usage: goblin-server [options]
 Options:
   --bind ADDR               address to listen on (default 127.0.0.1)
   --port PORT               TCP port (default 6379; 0 picks a free port)
-  --threads N               shard threads, one pinned per core (default: the cores this
-                            process may use)
+  --threads N               shard threads, one pinned per core, at most 1024 (default:
+                            the cores this process may use)
   --proto-max-bulk-len N    largest bulk argument in bytes (default 536870912)
   -h, --help                print this help
   -v, --version             print the version
@@ -56,6 +56,10 @@ pub enum Cli {
     /// Print the version.
     Version,
 }
+
+/// The most shard threads: far more than any machine's cores, and far fewer than the 16384
+/// hash slots, so that every shard owns slots.
+pub const MAX_THREADS: usize = 1024;
 
 fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
     value
@@ -83,7 +87,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
         match name {
             "--bind" => config.bind = parse_num(name, &value)?,
             "--port" => config.port = parse_num(name, &value)?,
-            "--threads" => config.threads = parse_num(name, &value)?,
+            "--threads" => {
+                config.threads = parse_num(name, &value)?;
+                if config.threads > MAX_THREADS {
+                    return Err(format!("--threads must be at most {MAX_THREADS}"));
+                }
+            }
             "--proto-max-bulk-len" => {
                 config.limits.max_bulk_len = parse_num(name, &value)?;
                 if config.limits.max_bulk_len < 1024 {
@@ -118,6 +127,8 @@ mod tests {
         assert!(parse(args("--port")).is_err());
         assert!(parse(args("--port x")).is_err());
         assert!(parse(args("--nope 1")).is_err());
+        assert!(parse(args("--threads 1025")).is_err());
+        assert!(parse(args("--threads 99999999999999")).is_err());
         assert!(matches!(parse(args("--help")), Ok(Cli::Help)));
     }
 }

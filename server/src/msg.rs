@@ -3,8 +3,8 @@
 //! Messages to one destination from one loop iteration travel together, as one
 //! `Vec<Msg>` with one wake-up. A command that runs on another shard travels in a
 //! [`Batch`]: its arguments copied into one buffer, its replies written by the owner into
-//! another, and the same box comes back. Batches are recycled, so steady traffic
-//! allocates nothing.
+//! another, and the same box comes back. Batches are recycled with their buffers, so a
+//! batch allocates nothing in steady traffic.
 
 use std::ops::Range;
 

@@ -138,11 +138,6 @@ impl Shard {
         self.locks.is_empty() && self.held.is_empty() && self.blocked.is_empty()
     }
 
-    /// Number of items waiting.
-    pub fn waiting(&self) -> usize {
-        self.blocked.len()
-    }
-
     fn compatible(&self, needs: &Needs, holder: Option<TxRef>) -> bool {
         if self.all_holder.is_some() && self.all_holder != holder {
             return false;

@@ -23,7 +23,7 @@ use crate::command::{CommandTable, MultiKey};
 use crate::exec::{Args, Exec, MergeFn};
 use crate::msg::{Batch, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
 use crate::route::SlotTable;
-use crate::shard::{Outgoing, command_needs};
+use crate::shard::Outgoing;
 
 /// The result of one stage's work on one shard.
 #[derive(Debug)]
@@ -989,15 +989,19 @@ impl TxJob {
                     &mut by_shard[last]
                 }
             };
-            // One lock per key: exclusive wins over shared.
-            match entry.1.iter_mut().find(|(k, _)| *k == key) {
-                Some(existing) => {
-                    if mode == LockMode::Exclusive {
-                        existing.1 = LockMode::Exclusive;
-                    }
+            entry.1.push((key, mode));
+        }
+        // One lock per key, exclusive winning over shared (sorting first: a request may
+        // name a million keys, and comparing each with the others would stall the loop).
+        for (_, keys, _) in &mut by_shard {
+            keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            keys.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same && later.1 == LockMode::Exclusive {
+                    kept.1 = LockMode::Exclusive;
                 }
-                None => entry.1.push((key, mode)),
-            }
+                same
+            });
         }
         by_shard.sort_by_key(|(s, _, _)| *s);
         TxJob {
@@ -1126,16 +1130,5 @@ impl TxJob {
                 Some(outcome)
             }
         }
-    }
-
-    /// The keys a plan's command touches, for `TxJob::new`.
-    pub fn needs_of(
-        table: &CommandTable,
-        spec_id: usize,
-        args: &Args<'_>,
-    ) -> (Vec<(Vec<u8>, LockMode)>, bool) {
-        table
-            .get(spec_id)
-            .map_or((Vec::new(), false), |spec| command_needs(spec, args))
     }
 }

@@ -48,6 +48,7 @@ use crate::client::Client;
 use crate::clock;
 use crate::command::{CommandSpec, Rejection};
 use crate::conn::{Conn, Held, MultiState, ReadOutcome};
+use crate::errors;
 use crate::exec::{Args, ConnCtx, Exec};
 use crate::msg::{Batch, ConnRef, Msg, TxRef};
 use crate::route::{Route, Target};
@@ -83,13 +84,6 @@ const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
 const BATCH_KEEP_BYTES: usize = 256 * 1024;
 
-/// Work this worker coordinates for one of its connections.
-#[derive(Debug)]
-enum Job {
-    /// A transaction.
-    Tx(Box<TxJob>),
-}
-
 /// What happened to a request the connection handed over.
 enum Flow {
     /// Consumed; go on with the next request.
@@ -122,7 +116,8 @@ pub struct Worker {
     outbox: Vec<Vec<Msg>>,
     /// Messages for this worker itself.
     local: VecDeque<Msg>,
-    jobs: HashMap<u64, Job>,
+    /// Transactions this worker coordinates for its connections, by sequence number.
+    jobs: HashMap<u64, Box<TxJob>>,
     next_job: u64,
     /// Boxed because batches travel between threads as boxes.
     #[allow(clippy::vec_box)]
@@ -236,8 +231,11 @@ impl Worker {
 
     /// Polls; blocks only when there is nothing to do and no message waiting.
     fn sleep(&mut self, events: &mut Events) -> io::Result<()> {
-        // Wake for the next key expiry, if any (keys behind schedule: at once).
-        let mut timeout = self.shard.db.next_expiry().map(|at| {
+        // Wake for the next key expiry, if any (keys behind schedule: at once) — unless
+        // active expiry is paused for transactions here: then the message that ends the
+        // last of them wakes this worker, and an overdue key must not make it spin.
+        let next_expiry = self.shard.db.next_expiry().filter(|_| self.shard.quiet());
+        let mut timeout = next_expiry.map(|at| {
             Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS))
         });
         if !self.scheduled.is_empty() || !self.local.is_empty() {
@@ -361,7 +359,7 @@ impl Worker {
             Msg::Done(to, batch) => self.batch_done(to, batch),
             Msg::StepDone(done) => {
                 let seq = done.tx.seq;
-                let Some(Job::Tx(job)) = self.jobs.get_mut(&seq) else {
+                let Some(job) = self.jobs.get_mut(&seq) else {
                     return;
                 };
                 if let Some(outcome) = job.on_done(done, self.now, &mut out) {
@@ -788,7 +786,7 @@ impl Worker {
                 if conn.busy() {
                     return Flow::Wait;
                 }
-                self.transaction_command(shared, key, spec, args)
+                self.transaction_command(shared, key, spec)
             }
             Exec::Conn(f) => {
                 if conn.busy() {
@@ -806,7 +804,13 @@ impl Worker {
                 );
                 Flow::Next
             }
-            Exec::Container => Flow::Next,
+            Exec::Container => {
+                // Unreachable: a container without a subcommand of its own fails its arity
+                // check first. Answered anyway, so that replies cannot fall out of step.
+                Encoder::new(&mut conn.output.buf, conn.client.resp)
+                    .error(&errors::wrong_arity(spec.name));
+                Flow::Next
+            }
             Exec::AllShards { merge, .. } => {
                 if conn.busy() {
                     return Flow::Wait;
@@ -964,7 +968,7 @@ impl Worker {
                 Flow::Next
             }
             None => {
-                self.jobs.insert(seq, Job::Tx(job));
+                self.jobs.insert(seq, job);
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.job = Some(seq);
                 }
@@ -994,8 +998,9 @@ impl Worker {
             false,
         );
         let Some(plan) = plan else {
-            // Not a command that can span shards: run it where its first key lives, as
-            // Redis Cluster would refuse it; Goblin answers for the keys of one shard.
+            // No plan: arguments that cannot be split (MSET with unpaired arguments). The
+            // command's own handler answers its error without touching a key, wherever it
+            // runs. (Every multi-key command has a plan for well-formed arguments.)
             return self.run_local(key, spec, args);
         };
         let (needs, all) = if plan.locks_upfront() {
@@ -1007,14 +1012,7 @@ impl Worker {
     }
 
     /// MULTI, EXEC, DISCARD.
-    fn transaction_command(
-        &mut self,
-        shared: &Shared,
-        key: usize,
-        spec: &CommandSpec,
-        args: &Args<'_>,
-    ) -> Flow {
-        let _ = args;
+    fn transaction_command(&mut self, shared: &Shared, key: usize, spec: &CommandSpec) -> Flow {
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
