@@ -525,8 +525,11 @@ fn parse_decimal(negative: bool, body: &str) -> Option<LongDouble> {
 
 /// Hex notation (after `0x`): hex digits, an optional point, an optional `p` exponent.
 fn parse_hex(negative: bool, body: &str) -> Option<LongDouble> {
+    // Exponents beyond ±2^40 round the same as ±2^40 (no mantissa a client can send has
+    // 2^40 bits to make up for it), and keep the arithmetic below far from overflow.
+    const EXP_LIMIT: i64 = 1 << 40;
     let (mantissa, exp) = match body.split_once('p') {
-        Some((m, e)) => (m, e.parse::<i64>().ok()?),
+        Some((m, e)) => (m, e.parse::<i64>().ok()?.clamp(-EXP_LIMIT, EXP_LIMIT)),
         None => (body, 0),
     };
     let mut n = Big(Vec::new());
@@ -561,6 +564,20 @@ mod tests {
         let a = LongDouble::parse(value.as_bytes()).unwrap();
         let b = LongDouble::parse(by.as_bytes()).unwrap();
         (a + b).to_human()
+    }
+
+    /// Hex exponents at the ends of i64 (client input) overflow nothing: they round like
+    /// any exponent far out of range.
+    #[test]
+    fn extreme_hex_exponents() {
+        let parse = |s: &str| LongDouble::parse(s.as_bytes());
+        assert_eq!(
+            parse("0x1p9223372036854775807"),
+            parse("0x1p100000"),
+            "overflows like any huge exponent"
+        );
+        assert_eq!(parse("0x1.8p-9223372036854775808"), parse("0x1.8p-100000"));
+        assert_eq!(parse("-0x1p-9223372036854775808"), parse("-0x1p-100000"));
     }
 
     #[test]
