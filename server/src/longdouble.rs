@@ -433,7 +433,7 @@ fn mul_big(a: &Big, b: &Big) -> Big {
     Big(out).trim()
 }
 
-fn all_zero_digits(body: &str) -> bool {
+pub(crate) fn all_zero_digits(body: &str) -> bool {
     let mantissa = body.split(['e', 'E', 'p', 'P']).next().unwrap_or("");
     let mantissa = mantissa.trim_start_matches("0x").trim_start_matches("0X");
     mantissa.chars().all(|c| c == '0' || c == '.')

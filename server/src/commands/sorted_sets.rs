@@ -6,6 +6,7 @@ use goblin_store::{Value, ValueMut, ValueRef};
 use crate::command::{CommandTable, meta};
 use crate::errors;
 use crate::exec::{Args, Exec, ShardCtx};
+use crate::longdouble::all_zero_digits;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -13,14 +14,21 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::ZSCORE, Exec::Shard(zscore));
 }
 
-/// A score as Redis reads one: a decimal or `inf`/`-inf`, never NaN.
+/// A score as Redis's `string2d` reads one: a decimal or `inf`/`-inf`, never NaN, and
+/// not a number out of range (strtod's ERANGE: overflow to infinity, underflow to zero).
+/// (Hex notation, which strtod also reads, is not accepted.)
 fn parse_score(s: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(s).ok()?;
     if text.is_empty() || text.starts_with(|c: char| c.is_whitespace()) {
         return None;
     }
     let v: f64 = text.parse().ok()?;
-    (!v.is_nan()).then_some(v)
+    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let overflow = v.is_infinite()
+        && !body.eq_ignore_ascii_case("inf")
+        && !body.eq_ignore_ascii_case("infinity");
+    let underflow = v == 0.0 && !all_zero_digits(body);
+    (!v.is_nan() && !overflow && !underflow).then_some(v)
 }
 
 /// `ZADD key score member [score member ...]`: how many members were new.

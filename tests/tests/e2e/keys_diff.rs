@@ -828,6 +828,34 @@ fn object_subcommands_match_redis() {
     script_everywhere(12, &text);
 }
 
+/// ZADD scores read as Redis's `string2d` reads them: infinities by name, and numbers out
+/// of a double's range (overflow, or underflow to zero) refused; subnormals kept.
+#[test]
+fn zadd_scores_match_redis() {
+    script_everywhere(
+        1,
+        r#"
+        ZADD K0 1e400 a
+        ZADD K0 -1e400 a
+        ZADD K0 1e-400 a
+        ZADD K0 0e-400 a
+        ZADD K0 0.0e-5 b
+        ZADD K0 1e-310 c
+        ZADD K0 inf d -Infinity e +INF f
+        ZADD K0 nan g
+        ZADD K0 " 1" h
+        ZADD K0 "1 " h
+        ZADD K0 1.5e308 i
+        ZSCORE K0 a
+        ZSCORE K0 b
+        ZSCORE K0 c
+        ZSCORE K0 d
+        ZSCORE K0 e
+        ZSCORE K0 i
+        "#,
+    );
+}
+
 /// redis-server 7.0 keeps a hash as a listpack up to `hash-max-listpack-entries` 512
 /// (128 is the sorted sets' limit).
 #[test]
