@@ -76,19 +76,22 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             Some(_) => return ctx.reply().error(errors::NOPROTO),
         }
     }
-    let mut auth = None;
-    let mut name = None;
+    // Options take effect as they are read, as in redis-server 7.0: a later bad option
+    // does not undo an earlier SETNAME, and a failed AUTH stops before later options.
     let mut j = next;
     while j < args.len() {
         let more = args.len() - 1 - j;
         if args.is(j, "AUTH") && more >= 2 {
-            auth = Some((args.get(j + 1), args.get(j + 2)));
+            if !authenticates(args.get(j + 1), args.get(j + 2)) {
+                return ctx.reply().error(errors::WRONGPASS);
+            }
             j += 3;
         } else if args.is(j, "SETNAME") && more >= 1 {
-            if !valid_client_attr(args.get(j + 1)) {
+            let name = args.get(j + 1);
+            if !valid_client_attr(name) {
                 return ctx.reply().error(errors::BAD_CLIENT_NAME);
             }
-            name = Some(args.get(j + 1));
+            ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
             j += 2;
         } else {
             let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
@@ -96,14 +99,6 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             msg.push(b'\'');
             return ctx.reply().error_sanitized(&msg);
         }
-    }
-    if let Some((user, pass)) = auth
-        && !authenticates(user, pass)
-    {
-        return ctx.reply().error(errors::WRONGPASS);
-    }
-    if let Some(name) = name {
-        ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
     }
     if let Some(v) = version {
         ctx.client.resp = v;

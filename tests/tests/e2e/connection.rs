@@ -48,6 +48,18 @@ fn connection_commands_match_redis() {
     d.check(&[b"HELLO", b"3", b"SETNAME", b"bad name"]);
     d.check(&[b"HELLO", b"3", b"NOPE\0x"]);
     d.check_str("CLIENT GETNAME");
+    // Options take effect in order: a name set before a bad option stays; a failed AUTH
+    // is reported before a bad option after it.
+    d.check_lines(
+        "
+        HELLO 2 SETNAME early FOO
+        CLIENT GETNAME
+        HELLO 2 AUTH nobody x SETNAME \"a b\"
+        HELLO 2 AUTH nobody x FOO
+        HELLO 2 SETNAME \"a b\" AUTH nobody x
+        CLIENT GETNAME
+        ",
+    );
 }
 
 #[test]
