@@ -281,12 +281,10 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .collect();
     let everything = wanted.iter().any(|s| s == "all" || s == "everything");
+    // Sections add up, as in redis-server 7.0: `INFO default commandstats` is both.
+    let default = wanted.is_empty() || wanted.iter().any(|s| s == "default");
     let show = |name: &str| {
-        if wanted.is_empty() || wanted.iter().any(|s| s == "default") {
-            name != "commandstats"
-        } else {
-            everything || wanted.iter().any(|s| s == name)
-        }
+        everything || wanted.iter().any(|s| s == name) || (default && name != "commandstats")
     };
     let shared = ctx.shared;
     let uptime = shared.started.elapsed().as_secs();

@@ -130,6 +130,13 @@ fn info_has_the_sections_clients_read() {
     }
     let keyspace = String::from_utf8(raw.cmd_str("INFO keyspace")).unwrap();
     assert!(keyspace.contains("# Keyspace") && !keyspace.contains("# Server"));
+    // Sections add up, as in redis-server: default ones and commandstats.
+    assert!(!info.contains("# Commandstats"));
+    let both = String::from_utf8(raw.cmd_str("INFO default commandstats")).unwrap();
+    assert!(
+        both.contains("# Server\r\n") && both.contains("# Commandstats\r\n"),
+        "{both}"
+    );
     raw.cmd_str("HELLO 3");
     assert!(raw.cmd_str("INFO server").starts_with(b"="));
 }
