@@ -493,27 +493,42 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let (key, patch) = (args.get(1), args.get(3));
     let max = ctx.max_string;
     let (current, expire) = lookup(ctx.db, key, ctx.now);
-    let old: Vec<u8> = match current {
+    let len = match current {
         Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
         Str::Absent if patch.is_empty() => return ctx.out.integer(0),
         Str::Value(s) if patch.is_empty() => {
             let n = s.len() as i64;
             return ctx.out.integer(n);
         }
-        Str::Absent => Vec::new(),
-        Str::Value(s) => s.to_vec(),
+        Str::Absent => 0,
+        Str::Value(s) => s.len(),
     };
+    // The length is checked before anything is copied or grown.
     let Some(end) = (offset as usize)
         .checked_add(patch.len())
         .filter(|&e| e <= max)
     else {
         return ctx.out.error(TOO_BIG);
     };
-    let mut new = old;
+    let start = offset as usize;
+    let new_len = len.max(end) as i64;
+    // A long string is boxed: patch it in place, as APPEND grows it.
+    if let Some(ValueMut::Boxed(Value::Str(s))) = ctx.db.get_mut(key, ctx.now) {
+        if s.len() < end {
+            s.resize(end, 0);
+        }
+        s[start..end].copy_from_slice(patch);
+        ctx.db.add_flags(key, RAW, ctx.now);
+        return ctx.out.integer(new_len);
+    }
+    let mut new = match lookup(ctx.db, key, ctx.now).0 {
+        Str::Value(old) => old.to_vec(),
+        _ => Vec::new(),
+    };
     if new.len() < end {
         new.resize(end, 0);
     }
-    new[offset as usize..end].copy_from_slice(patch);
+    new[start..end].copy_from_slice(patch);
     store_raw(ctx, key, &new, expire);
-    ctx.out.integer(new.len() as i64);
+    ctx.out.integer(new_len);
 }

@@ -1412,15 +1412,27 @@ fn getrange_substr_match_redis() {
 /// patch on absent and existing keys (no key created; the length answered), negative
 /// offsets (`offset is out of range`, even with an empty patch), offsets reaching past
 /// 512 MiB (`string exceeds maximum allowed size (proto-max-bulk-len)`), offsets that are
-/// not integers, the TTL kept, an integer patched, other types, arity.
+/// not integers, the TTL kept, an integer patched, long (boxed) values patched and grown,
+/// other types, arity.
 #[test]
 fn setrange_matches_redis() {
     script_on_both(
-        4,
+        5,
         r#"
         SET K0 "Hello World"
         SETRANGE K0 6 Redis
         GET K0
+        SETRANGE K4 300 x
+        SETRANGE K4 10 abc
+        SETRANGE K4 299 yz
+        SETRANGE K4 400 tail
+        GET K4
+        STRLEN K4
+        OBJECT ENCODING K4
+        EXPIRE K4 100
+        SETRANGE K4 0 head
+        ~TTL K4
+        GETRANGE K4 0 12
         SETRANGE K0 0 HELLO
         SETRANGE K0 11 "!"
         SETRANGE K0 9 "XYZ!!"
