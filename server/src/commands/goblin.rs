@@ -14,6 +14,7 @@ use crate::command::{CommandTable, Meta, MultiKey, Node};
 use crate::errors;
 use crate::exec::{Args, Exec, ShardCtx};
 
+use super::strings::{Str, lookup, reply_get};
 use super::{ExpireUnit, parse_expire};
 
 /// The reply to a won claim.
@@ -23,7 +24,7 @@ pub const CLAIMED: &[u8] = b"CLAIMED";
 pub fn register(table: &mut CommandTable) {
     table.add_multi(&CLAIM_META, Exec::Shard(claim), MultiKey::Claim);
     table.add(&CAD_META, Exec::Shard(cad));
-    table.add(&DELIFEQ_META, Exec::Shard(delifeq));
+    table.add(&DELIFEQ_META, Exec::Shard(cad));
     table.add(&DELEX_META, Exec::Shard(delex));
 }
 
@@ -53,17 +54,6 @@ pub fn try_claim(
     true
 }
 
-/// GET's reply for `key`: its value, nil, or WRONGTYPE.
-pub fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) {
-    match ctx.db.get(key, ctx.now) {
-        None => ctx.out.null(),
-        Some(entry) => match entry.value().as_str() {
-            Some(v) => ctx.out.bulk(v),
-            None => ctx.out.error(errors::WRONGTYPE),
-        },
-    }
-}
-
 /// `GOBLIN.CLAIM claim_key result_key token seconds`, both keys on this shard.
 fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let deadline = match claim_deadline(args, ctx.now) {
@@ -77,46 +67,22 @@ fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// What compare-and-delete found.
-enum Compared {
-    /// The key held a string; whether it equalled the value.
-    Str(bool),
-    /// No key.
-    Absent,
-    /// A key of another type.
-    WrongType,
-}
-
-fn compare(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8]) -> Compared {
-    match ctx.db.get(key, ctx.now) {
-        None => Compared::Absent,
-        Some(entry) => match entry.value().as_str() {
-            Some(v) => Compared::Str(v == value),
-            None => Compared::WrongType,
-        },
-    }
-}
-
 /// Deletes `key` when its string value equals (`want_equal`) or differs from `value`.
 fn delete_if(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], want_equal: bool) {
-    match compare(ctx, key, value) {
-        Compared::WrongType => ctx.out.error(errors::WRONGTYPE),
-        Compared::Absent => ctx.out.integer(0),
-        Compared::Str(equal) if equal == want_equal => {
-            ctx.db.delete(key, ctx.now);
-            ctx.out.integer(1);
-        }
-        Compared::Str(_) => ctx.out.integer(0),
+    let matches = match lookup(ctx.db, key, ctx.now).0 {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => false,
+        Str::Value(v) => (v == value) == want_equal,
+    };
+    if matches {
+        ctx.db.delete(key, ctx.now);
     }
+    ctx.out.integer(i64::from(matches));
 }
 
-/// `GOBLIN.CAD key value`: delete the key if it holds exactly this string.
+/// `GOBLIN.CAD key value`, and `DELIFEQ key value` (Valkey 9): delete the key if it
+/// holds exactly this string.
 fn cad(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    delete_if(ctx, args.get(1), args.get(2), true);
-}
-
-/// `DELIFEQ key value` (Valkey 9): GOBLIN.CAD under Valkey's name.
-fn delifeq(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     delete_if(ctx, args.get(1), args.get(2), true);
 }
 
@@ -189,146 +155,94 @@ macro_rules! arg {
     };
 }
 
+/// A COMMAND INFO/DOCS entry for one of this family's commands: string commands of O(1),
+/// with no tips and no subcommands.
+macro_rules! string_command_meta {
+    (
+        $name:expr, arity $arity:expr,
+        flags [$($flag:expr),*], keys ($first:expr, $last:expr, $step:expr),
+        acl [$($acl:expr),*], key_specs [$($spec:expr),*],
+        summary $summary:expr, since $since:expr, arguments [$($arg:expr),*] $(,)?
+    ) => {
+        Meta {
+            info: Node::Array(&[
+                Node::Bulk($name),
+                Node::Int($arity),
+                Node::Set(&[$(Node::Simple($flag)),*]),
+                Node::Int($first),
+                Node::Int($last),
+                Node::Int($step),
+                Node::Set(&[$(Node::Simple($acl)),*]),
+                Node::Set(&[]),
+                Node::Set(&[$($spec),*]),
+                Node::Set(&[]),
+            ]),
+            docs: Node::Map(&[
+                Node::Bulk("summary"),
+                Node::Bulk($summary),
+                Node::Bulk("since"),
+                Node::Bulk($since),
+                Node::Bulk("group"),
+                Node::Bulk("string"),
+                Node::Bulk("complexity"),
+                Node::Bulk("O(1)"),
+                Node::Bulk("arguments"),
+                Node::Array(&[$($arg),*]),
+            ]),
+        }
+    };
+}
+
 /// GOBLIN.CLAIM's COMMAND INFO/DOCS: keys 1 and 2 (first 1, last 2, step 1), so that
 /// cluster-aware clients route it like any two-key command.
-pub static CLAIM_META: Meta = Meta {
-    info: Node::Array(&[
-        Node::Bulk("goblin.claim"),
-        Node::Int(5),
-        Node::Set(&[
-            Node::Simple("write"),
-            Node::Simple("denyoom"),
-            Node::Simple("fast"),
-        ]),
-        Node::Int(1),
-        Node::Int(2),
-        Node::Int(1),
-        Node::Set(&[
-            Node::Simple("@write"),
-            Node::Simple("@string"),
-            Node::Simple("@fast"),
-        ]),
-        Node::Set(&[]),
-        Node::Set(&[
-            key_spec!(1, ["RW", "access", "insert"]),
-            key_spec!(2, ["RO", "access"]),
-        ]),
-        Node::Set(&[]),
-    ]),
-    docs: Node::Map(&[
-        Node::Bulk("summary"),
-        Node::Bulk(
-            "Claims a piece of work exactly once (SET claim_key token NX EX seconds), or returns \
-             the result the winner published at result_key.",
-        ),
-        Node::Bulk("since"),
-        Node::Bulk("0.1.0"),
-        Node::Bulk("group"),
-        Node::Bulk("string"),
-        Node::Bulk("complexity"),
-        Node::Bulk("O(1)"),
-        Node::Bulk("arguments"),
-        Node::Array(&[
-            arg!(key "claim_key", 0),
-            arg!(key "result_key", 1),
-            arg!("string", "token"),
-            arg!("integer", "seconds"),
-        ]),
-    ]),
-};
+pub static CLAIM_META: Meta = string_command_meta!(
+    "goblin.claim", arity 5,
+    flags ["write", "denyoom", "fast"], keys (1, 2, 1),
+    acl ["@write", "@string", "@fast"],
+    key_specs [
+        key_spec!(1, ["RW", "access", "insert"]),
+        key_spec!(2, ["RO", "access"])
+    ],
+    summary "Claims a piece of work exactly once (SET claim_key token NX EX seconds), or \
+             returns the result the winner published at result_key.",
+    since "0.1.0",
+    arguments [
+        arg!(key "claim_key", 0),
+        arg!(key "result_key", 1),
+        arg!("string", "token"),
+        arg!("integer", "seconds")
+    ],
+);
 
 /// GOBLIN.CAD's COMMAND INFO/DOCS.
-pub static CAD_META: Meta = Meta {
-    info: Node::Array(&[
-        Node::Bulk("goblin.cad"),
-        Node::Int(3),
-        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Set(&[
-            Node::Simple("@write"),
-            Node::Simple("@string"),
-            Node::Simple("@fast"),
-        ]),
-        Node::Set(&[]),
-        Node::Set(&[key_spec!(1, ["RW", "access", "delete"])]),
-        Node::Set(&[]),
-    ]),
-    docs: Node::Map(&[
-        Node::Bulk("summary"),
-        Node::Bulk("Deletes a key if it holds exactly the given string (compare-and-delete)."),
-        Node::Bulk("since"),
-        Node::Bulk("0.1.0"),
-        Node::Bulk("group"),
-        Node::Bulk("string"),
-        Node::Bulk("complexity"),
-        Node::Bulk("O(1)"),
-        Node::Bulk("arguments"),
-        Node::Array(&[arg!(key "key", 0), arg!("string", "value")]),
-    ]),
-};
+pub static CAD_META: Meta = string_command_meta!(
+    "goblin.cad", arity 3,
+    flags ["write", "fast"], keys (1, 1, 1),
+    acl ["@write", "@string", "@fast"],
+    key_specs [key_spec!(1, ["RW", "access", "delete"])],
+    summary "Deletes a key if it holds exactly the given string (compare-and-delete).",
+    since "0.1.0",
+    arguments [arg!(key "key", 0), arg!("string", "value")],
+);
 
 /// DELIFEQ's COMMAND INFO/DOCS, as Valkey 9 describes the command.
-pub static DELIFEQ_META: Meta = Meta {
-    info: Node::Array(&[
-        Node::Bulk("delifeq"),
-        Node::Int(3),
-        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Set(&[
-            Node::Simple("@write"),
-            Node::Simple("@string"),
-            Node::Simple("@fast"),
-        ]),
-        Node::Set(&[]),
-        Node::Set(&[key_spec!(1, ["RW", "access", "delete"])]),
-        Node::Set(&[]),
-    ]),
-    docs: Node::Map(&[
-        Node::Bulk("summary"),
-        Node::Bulk("Delete key if value matches string."),
-        Node::Bulk("since"),
-        Node::Bulk("9.0.0"),
-        Node::Bulk("group"),
-        Node::Bulk("string"),
-        Node::Bulk("complexity"),
-        Node::Bulk("O(1)"),
-        Node::Bulk("arguments"),
-        Node::Array(&[arg!(key "key", 0), arg!("string", "value")]),
-    ]),
-};
+pub static DELIFEQ_META: Meta = string_command_meta!(
+    "delifeq", arity 3,
+    flags ["write", "fast"], keys (1, 1, 1),
+    acl ["@write", "@string", "@fast"],
+    key_specs [key_spec!(1, ["RW", "access", "delete"])],
+    summary "Delete key if value matches string.",
+    since "9.0.0",
+    arguments [arg!(key "key", 0), arg!("string", "value")],
+);
 
 /// DELEX's COMMAND INFO/DOCS, as Redis 8.4 describes the command.
-pub static DELEX_META: Meta = Meta {
-    info: Node::Array(&[
-        Node::Bulk("delex"),
-        Node::Int(-2),
-        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Int(1),
-        Node::Set(&[
-            Node::Simple("@write"),
-            Node::Simple("@string"),
-            Node::Simple("@fast"),
-        ]),
-        Node::Set(&[]),
-        Node::Set(&[key_spec!(1, ["RW", "delete", "variable_flags"])]),
-        Node::Set(&[]),
-    ]),
-    docs: Node::Map(&[
-        Node::Bulk("summary"),
-        Node::Bulk("Conditionally removes the specified key based on value comparison."),
-        Node::Bulk("since"),
-        Node::Bulk("8.4.0"),
-        Node::Bulk("group"),
-        Node::Bulk("string"),
-        Node::Bulk("complexity"),
-        Node::Bulk("O(1)"),
-        Node::Bulk("arguments"),
-        Node::Array(&[arg!(key "key", 0), arg!("string", "condition")]),
-    ]),
-};
+pub static DELEX_META: Meta = string_command_meta!(
+    "delex", arity -2,
+    flags ["write", "fast"], keys (1, 1, 1),
+    acl ["@write", "@string", "@fast"],
+    key_specs [key_spec!(1, ["RW", "delete", "variable_flags"])],
+    summary "Conditionally removes the specified key based on value comparison.",
+    since "8.4.0",
+    arguments [arg!(key "key", 0), arg!("string", "condition")],
+);

@@ -44,13 +44,18 @@ const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk
 const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 
 /// What a key holds, for string commands: its string value, nothing, or another type.
-enum Str<'a> {
+pub(crate) enum Str<'a> {
     Value(&'a [u8]),
     Absent,
     WrongType,
 }
 
-fn lookup<'a>(db: &'a mut Keyspace, key: &[u8], now: Millis) -> (Str<'a>, Option<Millis>) {
+/// What `key` holds at `now`, and its expiry.
+pub(crate) fn lookup<'a>(
+    db: &'a mut Keyspace,
+    key: &[u8],
+    now: Millis,
+) -> (Str<'a>, Option<Millis>) {
     match db.get(key, now) {
         None => (Str::Absent, None),
         Some(entry) => {
@@ -64,7 +69,7 @@ fn lookup<'a>(db: &'a mut Keyspace, key: &[u8], now: Millis) -> (Str<'a>, Option
 }
 
 /// Replies as GET does; false after a WRONGTYPE error (Redis's `getGenericCommand`).
-fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
+pub(crate) fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
     match ctx.db.get(key, ctx.now) {
         None => ctx.out.null(),
         Some(entry) => match entry.value().as_str() {
