@@ -369,8 +369,10 @@ impl Generator {
         let s = &mut self.scratch;
         match (op, &mut self.kind) {
             (Op::Claim { id, attempt }, Kind::Claim(c)) => {
-                c.detector.hold(id);
-                if attempt > 0 {
+                // A poll (attempt > 0) was held when it was scheduled.
+                if attempt == 0 {
+                    c.detector.hold(id);
+                } else {
                     c.detector.stats_mut().polls += 1;
                 }
                 match self.target {
@@ -729,6 +731,27 @@ mod tests {
         );
         assert_eq!(stats.violations(), 0);
         assert!(g.on_reply(&mut conn, publish, &nil, 0, 0).is_err());
+    }
+
+    /// Every request the detector holds an id for is released once: ids that were polled
+    /// are forgotten once they leave the duplicate window.
+    #[test]
+    fn polled_claims_are_forgotten() {
+        let mut conn = ConnWork::new(0);
+        let mut out = Vec::new();
+        let mut g = generator(&["--workload", "claim", "--dup-ratio", "0"], Target::Goblin);
+        let (nil, _) = parse_reply(b"$-1\r\n").unwrap().unwrap();
+        let (err, _) = parse_reply(b"-ERR busy\r\n").unwrap().unwrap();
+        for _ in 0..3 * DUP_WINDOW {
+            out.clear();
+            let op = g.next(&mut conn, &mut out);
+            g.on_reply(&mut conn, op, &nil, 0, 0).unwrap();
+            let (_, poll) = conn.pop_due(u64::MAX).unwrap();
+            g.encode_followup(poll, &conn, &mut out);
+            g.on_reply(&mut conn, poll, &err, 0, 0).unwrap();
+        }
+        let tracked = g.claim_detector().unwrap().tracked();
+        assert!(tracked <= DUP_WINDOW, "{tracked} ids still tracked");
     }
 
     #[test]
