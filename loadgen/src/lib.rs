@@ -143,7 +143,10 @@ fn plan(cfg: &Config) -> Plan {
     let threads = c.threads as usize;
     let measure_start = cfg.warmup.as_nanos() as u64;
     let (end, requests_per_thread) = match cfg.stop {
-        Stop::Duration(d) => (Some(measure_start + d.as_nanos() as u64), None),
+        Stop::Duration(d) => (
+            Some(measure_start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))),
+            None,
+        ),
         Stop::Requests(n) => {
             let t = threads as u64;
             let share = (0..t).map(|i| n / t + u64::from(i < n % t)).collect();

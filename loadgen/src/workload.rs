@@ -472,7 +472,7 @@ impl Generator {
                             c.detector.stats_mut().crashed += 1;
                         } else {
                             c.detector.hold(id);
-                            conn.schedule(now + c.work_ns, Op::Publish { id });
+                            conn.schedule(now.saturating_add(c.work_ns), Op::Publish { id });
                         }
                         Ok(())
                     }
@@ -489,7 +489,7 @@ impl Generator {
                             .min(MAX_POLL_BACKOFF_NS);
                         c.detector.hold(id);
                         conn.schedule(
-                            now + backoff,
+                            now.saturating_add(backoff),
                             Op::Claim {
                                 id,
                                 attempt: attempt + 1,
@@ -514,7 +514,7 @@ impl Generator {
             (Op::Acquire { key, token }, Kind::Lock(l)) => match frame {
                 Frame::Simple(b"OK") => {
                     l.stats.acquired += 1;
-                    conn.schedule(now + l.hold_ns, Op::Release { key, token });
+                    conn.schedule(now.saturating_add(l.hold_ns), Op::Release { key, token });
                     Ok(())
                 }
                 Frame::Null => {
