@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Generates server/src/command/meta.rs: the COMMAND INFO and COMMAND DOCS entries of the
+"""Generates server/src/table/meta.rs: the COMMAND INFO and COMMAND DOCS entries of the
 Redis commands Goblin implements, read from a running redis-server 7.0 over RESP3.
 
 Redis builds its own command table from src/commands/*.json; Goblin takes the same data
 from the reference server, so that COMMAND INFO/DOCS (what cluster-aware clients and
 redis-cli read) are byte-identical, and arity, flags and key positions have one source.
 
-Usage: scripts/gen-command-meta.py [--port 6379] > server/src/command/meta.rs
+Usage: scripts/gen-command-meta.py [--port 6379] > server/src/table/meta.rs
 """
 import argparse
 import socket

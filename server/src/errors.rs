@@ -4,7 +4,7 @@
 //! `%s` semantics (a NUL ends the string) and are sent through
 //! [`goblin_protocol::Encoder::error_sanitized`], as Redis's `addReplyErrorFormat` does.
 
-use crate::exec::Args;
+use crate::table::handler::Args;
 
 /// A syntax error in the options.
 pub const SYNTAX: &[u8] = b"ERR syntax error";

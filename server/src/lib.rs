@@ -17,26 +17,24 @@
 //!
 //! ```no_run
 //! let config = goblin_server::config::Config { port: 0, ..Default::default() };
-//! let server = goblin_server::server::Server::bind(config).unwrap();
+//! let server = goblin_server::runtime::server::Server::bind(config).unwrap();
 //! println!("listening on {}", server.local_addr());
 //! server.run().unwrap();
 //! ```
 #![deny(missing_docs)]
 
 pub mod alloc;
-pub mod client;
+
 pub mod clock;
-pub mod command;
-pub mod commands;
 pub mod config;
-pub mod conn;
+pub mod families;
+pub mod table;
+
 pub mod errors;
-pub mod exec;
+
 pub mod longdouble;
-pub mod msg;
-pub mod route;
-pub mod server;
+
+pub mod runtime;
 pub mod shard;
-pub mod tx;
+pub mod txn;
 pub mod util;
-pub mod worker;

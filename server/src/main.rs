@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use goblin_server::config::{self, Cli};
-use goblin_server::server::Server;
+use goblin_server::runtime::server::Server;
 
 /// Every allocation is counted, for INFO's `used_memory`.
 #[global_allocator]

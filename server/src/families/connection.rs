@@ -2,11 +2,11 @@
 
 use goblin_protocol::{Version, parse_i64};
 
-use crate::command::Meta;
-use crate::command::meta;
-use crate::command::{CommandTable, Node};
 use crate::errors::{self, c_str};
-use crate::exec::{Args, ConnCtx, Exec};
+use crate::table::Meta;
+use crate::table::handler::{Args, ConnCtx, Exec};
+use crate::table::meta;
+use crate::table::{CommandTable, Node};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -114,7 +114,7 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     out.bulk(b"server");
     out.bulk(b"redis");
     out.bulk(b"version");
-    out.bulk(crate::server::REDIS_VERSION.as_bytes());
+    out.bulk(crate::runtime::server::REDIS_VERSION.as_bytes());
     out.bulk(b"proto");
     out.integer(proto);
     out.bulk(b"id");

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Frame, parse_reply};
 
-use crate::command::meta;
-use crate::command::{CommandSpec, CommandTable};
 use crate::errors;
-use crate::exec::{Args, ConnCtx, Exec, ShardCtx};
-use crate::server::REDIS_VERSION;
+use crate::runtime::server::REDIS_VERSION;
 use crate::shard::CmdStat;
+use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
+use crate::table::meta;
+use crate::table::{CommandSpec, CommandTable};
 use crate::util::glob_match;
 
 use super::{merge_ok, merge_sum};

@@ -19,11 +19,11 @@
 use goblin_protocol::{Encoder, Frame, Version, parse_reply, reply_len};
 use goblin_store::Millis;
 
-use crate::command::{CommandTable, MultiKey};
-use crate::exec::{Args, Exec, MergeFn};
-use crate::msg::{Batch, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
-use crate::route::SlotTable;
+use crate::runtime::msg::{Batch, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
+use crate::runtime::route::SlotTable;
 use crate::shard::Outgoing;
+use crate::table::handler::{Args, Exec, MergeFn};
+use crate::table::{CommandTable, MultiKey};
 
 /// The result of one stage's work on one shard.
 #[derive(Debug)]
@@ -317,13 +317,13 @@ impl Plan {
         let kind = spec.multi?;
         let mut copy_replace = false;
         if kind == MultiKey::Copy {
-            match crate::commands::keys::parse_copy(args) {
+            match crate::families::keys::parse_copy(args) {
                 Ok(replace) => copy_replace = replace,
                 Err(e) => return Some(Plan::Reply(Some(encoded(resp, |enc| enc.error(&e))))),
             }
         }
         if kind == MultiKey::Claim {
-            let deadline = match crate::commands::goblin::claim_deadline(args, now) {
+            let deadline = match crate::families::goblin::claim_deadline(args, now) {
                 Ok(d) => d,
                 Err(e) => return Some(Plan::Reply(Some(encoded(resp, |enc| enc.error(&e))))),
             };
@@ -629,7 +629,7 @@ impl Claim {
 
     fn claimed(&self) -> Next {
         Next::Finish(Outcome::Reply(encoded(self.resp, |e| {
-            e.bulk(crate::commands::goblin::CLAIMED)
+            e.bulk(crate::families::goblin::CLAIMED)
         })))
     }
 

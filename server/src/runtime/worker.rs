@@ -44,17 +44,17 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use crate::client::Client;
 use crate::clock;
-use crate::command::{CommandSpec, Rejection};
-use crate::conn::{Conn, Held, MultiState, ReadOutcome};
 use crate::errors;
-use crate::exec::{Args, ConnCtx, Exec};
-use crate::msg::{Batch, ConnRef, Msg, TxRef};
-use crate::route::{Route, Target};
-use crate::server::{Shared, WAKER};
+use crate::runtime::client::Client;
+use crate::runtime::conn::{Conn, Held, MultiState, ReadOutcome};
+use crate::runtime::msg::{Batch, ConnRef, Msg, TxRef};
+use crate::runtime::route::{Route, Target};
+use crate::runtime::server::{Shared, WAKER};
 use crate::shard::{Outgoing, Shard, command_needs};
-use crate::tx::{Outcome, Plan, TxJob};
+use crate::table::handler::{Args, ConnCtx, Exec};
+use crate::table::{CommandSpec, Rejection};
+use crate::txn::{Outcome, Plan, TxJob};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 /// Readiness events handled per `poll` call.
@@ -940,7 +940,7 @@ impl Worker {
     fn start_tx(
         &mut self,
         key: usize,
-        needs: Vec<(Vec<u8>, crate::msg::LockMode)>,
+        needs: Vec<(Vec<u8>, crate::runtime::msg::LockMode)>,
         all: bool,
         plan: Plan,
     ) -> Flow {

@@ -27,10 +27,12 @@ use std::time::Instant;
 use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
-use crate::command::{CommandSpec, CommandTable, Flags};
-use crate::exec::{Args, Exec, ShardCtx};
-use crate::msg::{Batch, ConnRef, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone};
-use crate::server::Shared;
+use crate::runtime::msg::{
+    Batch, ConnRef, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone,
+};
+use crate::runtime::server::Shared;
+use crate::table::handler::{Args, Exec, ShardCtx};
+use crate::table::{CommandSpec, CommandTable, Flags};
 
 /// Commands are timed one run in this many, for INFO commandstats' `usec` (an estimate).
 const TIMING_SAMPLE: u64 = 16;
@@ -426,7 +428,7 @@ impl Shard {
                 release_if_won,
                 release_if_held,
             }) => {
-                let won = crate::commands::goblin::try_claim(
+                let won = crate::families::goblin::try_claim(
                     &mut self.db,
                     &key,
                     &token,

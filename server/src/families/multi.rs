@@ -1,9 +1,9 @@
 //! MULTI, EXEC, DISCARD. The worker runs them: it owns the queue of a MULTI block and
 //! the transaction EXEC starts (see `tx.rs`).
 
-use crate::command::CommandTable;
-use crate::command::meta;
-use crate::exec::Exec;
+use crate::table::CommandTable;
+use crate::table::handler::Exec;
+use crate::table::meta;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {

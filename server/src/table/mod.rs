@@ -8,13 +8,14 @@
 //! drift from what COMMAND INFO reports; Goblin's own commands write the same entry by
 //! hand.
 
+pub mod handler;
 pub mod meta;
 pub mod meta_node;
 
 use std::collections::HashMap;
 
 use crate::errors;
-use crate::exec::Exec;
+use crate::table::handler::Exec;
 pub use meta_node::{Meta, Node};
 
 /// Longest command name looked up; longer names are unknown without hashing them.
@@ -199,7 +200,7 @@ impl CommandTable {
     /// The full table, with every family registered.
     pub fn new() -> Self {
         let mut table = CommandTable::default();
-        crate::commands::register_all(&mut table);
+        crate::families::register_all(&mut table);
         table
     }
 
@@ -325,7 +326,7 @@ impl CommandTable {
     ///
     /// # Errors
     /// [`Rejection`] for an unknown command or subcommand, or a wrong argument count.
-    pub fn resolve(&self, args: &crate::exec::Args<'_>) -> Result<&CommandSpec, Rejection> {
+    pub fn resolve(&self, args: &handler::Args<'_>) -> Result<&CommandSpec, Rejection> {
         let name = args.get(0);
         let Some(mut spec) = self.lookup(name) else {
             return Err(Rejection::Error(errors::unknown_command(args)));

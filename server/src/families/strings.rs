@@ -5,11 +5,11 @@
 use goblin_protocol::parse_i64;
 use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 
-use crate::command::meta;
-use crate::command::{CommandTable, MultiKey};
 use crate::errors;
-use crate::exec::{Args, Exec, ShardCtx};
 use crate::longdouble::LongDouble;
+use crate::table::handler::{Args, Exec, ShardCtx};
+use crate::table::meta;
+use crate::table::{CommandTable, MultiKey};
 
 use super::{ExpireUnit, parse_expire};
 

@@ -2,9 +2,9 @@
 
 use goblin_store::{Value, ValueMut, ValueRef};
 
-use crate::command::{CommandTable, meta};
 use crate::errors;
-use crate::exec::{Args, Exec, ShardCtx};
+use crate::table::handler::{Args, Exec, ShardCtx};
+use crate::table::{CommandTable, meta};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {

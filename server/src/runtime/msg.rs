@@ -11,7 +11,7 @@ use std::ops::Range;
 use goblin_protocol::Version;
 use goblin_store::{Millis, Value};
 
-use crate::exec::Args;
+use crate::table::handler::Args;
 
 /// A connection, named across threads: its worker, its slab key, and a generation that
 /// tells a reused slab key apart.

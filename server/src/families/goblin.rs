@@ -10,9 +10,9 @@
 
 use goblin_store::{Keyspace, Millis};
 
-use crate::command::{CommandTable, Meta, MultiKey, Node};
 use crate::errors;
-use crate::exec::{Args, Exec, ShardCtx};
+use crate::table::handler::{Args, Exec, ShardCtx};
+use crate::table::{CommandTable, Meta, MultiKey, Node};
 
 use super::strings::{Str, lookup, reply_get};
 use super::{ExpireUnit, parse_expire};

@@ -7,17 +7,17 @@ pub mod connection;
 pub mod goblin;
 pub mod hashes;
 pub mod keys;
+pub mod multi;
 pub mod server;
 pub mod sorted_sets;
 pub mod strings;
-pub mod transactions;
 
 use goblin_protocol::{Frame, parse_i64, parse_reply};
 use goblin_store::Millis;
 
-use crate::command::CommandTable;
 use crate::errors;
-use crate::exec::{Args, ConnCtx};
+use crate::table::CommandTable;
+use crate::table::handler::{Args, ConnCtx};
 
 /// Registers every family.
 pub fn register_all(table: &mut CommandTable) {
@@ -25,7 +25,7 @@ pub fn register_all(table: &mut CommandTable) {
     server::register(table);
     strings::register(table);
     keys::register(table);
-    transactions::register(table);
+    multi::register(table);
     goblin::register(table);
     hashes::register(table);
     sorted_sets::register(table);

@@ -12,11 +12,11 @@ use mio::{Poll, Token, Waker};
 use socket2::{Domain, Socket, Type};
 
 use crate::clock;
-use crate::command::CommandTable;
 use crate::config::Config;
-use crate::msg::Msg;
-use crate::route::SlotTable;
-use crate::worker::Worker;
+use crate::runtime::msg::Msg;
+use crate::runtime::route::SlotTable;
+use crate::runtime::worker::Worker;
+use crate::table::CommandTable;
 
 /// A worker's poll and inbox, made before its thread starts (the waker needs the poll).
 pub type WorkerIo = (Poll, Receiver<Vec<Msg>>);

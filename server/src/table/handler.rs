@@ -16,9 +16,9 @@ use std::ops::Range;
 use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
-use crate::client::Client;
-use crate::route::SlotTable;
-use crate::server::Shared;
+use crate::runtime::client::Client;
+use crate::runtime::route::SlotTable;
+use crate::runtime::server::Shared;
 
 /// A command's arguments (the name is argument 0): byte ranges into a buffer the command
 /// does not own — the connection's read buffer, or the payload of a cross-shard message.

@@ -11,9 +11,9 @@ use std::io::{self, Read, Write};
 use goblin_protocol::{Limits, RequestDecoder};
 use mio::net::TcpStream;
 
-use crate::client::Client;
-use crate::msg::Batch;
-use crate::route::Route;
+use crate::runtime::client::Client;
+use crate::runtime::msg::Batch;
+use crate::runtime::route::Route;
 
 /// Initial (and idle) size of a connection's read buffer; Redis reads 16 KiB at a time.
 const READ_BUFFER_INITIAL: usize = 16 * 1024;

@@ -5,10 +5,10 @@
 use goblin_protocol::{Frame, parse_reply};
 use goblin_store::{NOT_INT, RAW, SLOTS, UNSHARED, ValueRef};
 
-use crate::command::meta;
-use crate::command::{CommandTable, MultiKey};
 use crate::errors;
-use crate::exec::{Args, ConnCtx, Exec, ShardCtx};
+use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
+use crate::table::meta;
+use crate::table::{CommandTable, MultiKey};
 use crate::util::{glob_match, random_u64};
 
 /// Registers the family.

@@ -1,0 +1,9 @@
+//! The runtime: start-up, the worker threads' event loops, connections, and the messages
+//! workers send each other.
+
+pub mod client;
+pub mod conn;
+pub mod msg;
+pub mod route;
+pub mod server;
+pub mod worker;
