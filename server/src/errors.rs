@@ -13,6 +13,8 @@ pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
 /// An argument that must fit a C `int` does not (`getIntFromObjectOrReply`).
 pub const INT_OUT_OF_RANGE: &[u8] =
     b"ERR value is out of range, value must between -2147483648 and 2147483647";
+/// An argument (or a stored string) that must be a float is not one.
+pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 /// The key holds a value of another type.
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 /// SELECT of a database other than 0.
@@ -29,6 +31,23 @@ pub const HELLO_VERSION_NOT_INTEGER: &[u8] =
 pub const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
 /// AUTH with no password configured.
 pub const AUTH_NO_PASSWORD: &[u8] = b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+
+/// MULTI inside MULTI.
+pub const MULTI_NESTED: &[u8] = b"ERR MULTI calls can not be nested";
+/// DISCARD outside MULTI.
+pub const DISCARD_WITHOUT_MULTI: &[u8] = b"ERR DISCARD without MULTI";
+/// EXEC outside MULTI.
+pub const EXEC_WITHOUT_MULTI: &[u8] = b"ERR EXEC without MULTI";
+/// EXEC after a command was rejected while queueing.
+pub const EXECABORT_PREVIOUS_ERRORS: &[u8] =
+    b"EXECABORT Transaction discarded because of previous errors.";
+/// The start of EXEC's answer when EXEC itself is rejected; the reason follows.
+pub const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
+
+/// RENAME of a key that does not exist.
+pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
+/// SCAN with a cursor that is not an unsigned number.
+pub const INVALID_CURSOR: &[u8] = b"ERR invalid cursor";
 
 /// The prefix of a string as C's `%s` prints it: up to the first NUL.
 pub fn c_str(s: &[u8]) -> &[u8] {
@@ -79,4 +98,18 @@ pub fn wrong_arity(name: &str) -> Vec<u8> {
 /// `ERR invalid expire time in '<name>' command`
 pub fn invalid_expire(name: &str) -> Vec<u8> {
     format!("ERR invalid expire time in '{name}' command").into_bytes()
+}
+
+/// Work on a key of a hash slot that the shard running it does not own (a routing fault:
+/// the slot moved, or a bug); the shard refuses it rather than answer wrongly.
+pub fn not_owned(slot: usize, shard: usize) -> Vec<u8> {
+    format!("ERR internal error: hash slot {slot} is not served by thread {shard}; retry")
+        .into_bytes()
+}
+
+/// A command whose keys span shards and that has no cross-shard plan (refused when the
+/// command table is built; this answers it anyway).
+pub fn no_plan(name: &str) -> Vec<u8> {
+    format!("CROSSSLOT Keys in request don't hash to the same slot ('{name}' cannot span shards)")
+        .into_bytes()
 }

@@ -9,6 +9,11 @@
 //! An entry is one allocation (see `blob.rs`): key, expiry and small string value
 //! together. Hashes, sorted sets and strings longer than [`INLINE_MAX`] live boxed in a
 //! side slab and the entry holds their index.
+//!
+//! Every change goes through the methods here, and each records its [`Event`] (written,
+//! deleted, expired, flushed) while the keyspace is observed: lazy expiry inside a read
+//! and active expiry included. Values change in place only through [`Keyspace::modify`]
+//! and [`Keyspace::upsert`], which delete a collection left empty.
 
 use std::hash::BuildHasher;
 
@@ -17,8 +22,9 @@ use hashbrown::hash_table::Entry as TableEntry;
 use slab::Slab;
 
 use crate::blob::{self, Payload};
+use crate::events::{Change, Event, Recorder};
 use crate::slot::{SLOTS, key_slot};
-use crate::value::{Hash, SortedSet, Value};
+use crate::types::{Value, ValueRef};
 use crate::wheel::{Timer, Wheel};
 
 /// Milliseconds since the Unix epoch; every command reads the clock once and passes it in.
@@ -31,45 +37,6 @@ pub const INLINE_MAX: usize = 256;
 
 /// Bytes a table bucket costs: the entry's fat pointer and hashbrown's control byte.
 const BUCKET_BYTES: usize = size_of::<Box<[u8]>>() + 1;
-
-/// A stored value, borrowed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ValueRef<'a> {
-    /// A string.
-    Str(&'a [u8]),
-    /// A hash.
-    Hash(&'a Hash),
-    /// A sorted set.
-    ZSet(&'a SortedSet),
-}
-
-impl<'a> ValueRef<'a> {
-    /// The name `TYPE` reports.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            ValueRef::Str(_) => "string",
-            ValueRef::Hash(_) => "hash",
-            ValueRef::ZSet(_) => "zset",
-        }
-    }
-
-    /// The bytes of a string; `None` for other types.
-    pub fn as_str(&self) -> Option<&'a [u8]> {
-        match self {
-            ValueRef::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// An owned copy.
-    pub fn to_value(&self) -> Value {
-        match *self {
-            ValueRef::Str(s) => Value::Str(s.to_vec()),
-            ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
-            ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
-        }
-    }
-}
 
 fn value_ref<'a>(blob: &'a [u8], boxed: &'a Slab<Value>) -> ValueRef<'a> {
     match blob::payload(blob) {
@@ -110,6 +77,11 @@ impl<'a> Entry<'a> {
     pub fn flags(&self) -> u8 {
         blob::encoding_flags(self.blob)
     }
+
+    /// The encoding OBJECT ENCODING reports for the value.
+    pub fn encoding(&self) -> &'static str {
+        self.value.encoding(self.flags())
+    }
 }
 
 /// An entry taken out of the keyspace.
@@ -123,19 +95,27 @@ pub struct Removed {
     pub flags: u8,
 }
 
-/// A boxed value, for changing it in place (HSET, ZADD, APPEND on a long string).
+/// A value being changed in place (HSET, ZADD, APPEND on a long string).
 #[derive(Debug)]
 pub enum ValueMut<'a> {
-    /// A short string, stored in its entry: change it with [`Keyspace::set_str`].
+    /// A short string, stored in its entry: replace it with [`Keyspace::set_str`].
     InlineStr(&'a [u8]),
     /// A boxed value.
     Boxed(&'a mut Value),
 }
 
-/// Whether an expiry has passed. Redis keeps a key alive through its expiry
-/// millisecond: it is expired once `now` is strictly later.
+/// Whether an entry has expired at `now`.
 fn expired(blob: &[u8], now: Millis) -> bool {
-    blob::expire(blob).is_some_and(|at| now > at)
+    crate::events::is_past(blob::expire(blob), now)
+}
+
+/// Whether a removed entry's removal is an expiry or a deletion.
+fn removal(blob: &[u8], now: Millis) -> Change {
+    if expired(blob, now) {
+        Change::Expired
+    } else {
+        Change::Deleted
+    }
 }
 
 /// The keyspace's counters.
@@ -167,6 +147,8 @@ pub struct Keyspace {
     boxed: Slab<Value>,
     wheel: Wheel,
     counts: Counts,
+    db: u16,
+    recorder: Recorder,
 }
 
 impl Default for Keyspace {
@@ -184,25 +166,52 @@ impl std::fmt::Debug for Keyspace {
     }
 }
 
-/// Approximate heap bytes of a boxed value, for the memory figures.
-fn boxed_bytes(v: &Value) -> usize {
-    match v {
-        Value::Str(s) => s.capacity(),
-        Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>() + 64,
-        Value::ZSet(z) => z.keys().map(|k| k.len() + 48).sum::<usize>() + 64,
-    }
-}
-
 impl Keyspace {
-    /// An empty keyspace (with a randomly seeded hasher: keys are client-controlled).
+    /// An empty keyspace of database 0 (with a randomly seeded hasher: keys are
+    /// client-controlled).
     pub fn new() -> Self {
+        Keyspace::for_db(0)
+    }
+
+    /// An empty keyspace of database `db` (the database its events name).
+    pub fn for_db(db: u16) -> Self {
         Keyspace {
             hasher: foldhash::fast::RandomState::default(),
             slots: (0..SLOTS).map(|_| HashTable::new()).collect(),
             boxed: Slab::new(),
             wheel: Wheel::new(0),
             counts: Counts::default(),
+            db,
+            recorder: Recorder::default(),
         }
+    }
+
+    /// Starts or stops recording an [`Event`] for every change. Stopping drops the events
+    /// not yet taken.
+    pub fn observe(&mut self, on: bool) {
+        self.recorder.on = on;
+        if !on {
+            self.recorder.events.clear();
+        }
+    }
+
+    /// Whether changes are being recorded.
+    pub fn observed(&self) -> bool {
+        self.recorder.on
+    }
+
+    /// Takes the events recorded since the last call, oldest first.
+    pub fn take_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.recorder.events.drain(..)
+    }
+
+    /// Whether events are waiting to be taken.
+    pub fn has_events(&self) -> bool {
+        !self.recorder.events.is_empty()
+    }
+
+    fn record(&mut self, change: Change, slot: usize, key: &[u8]) {
+        self.recorder.key(change, self.db, slot, key);
     }
 
     /// Number of keys, including ones that expired but were not yet removed (as Redis's
@@ -229,7 +238,7 @@ impl Keyspace {
     /// Bytes the keyspace holds: entries, boxed values, tables and pending timers.
     pub fn used_bytes(&self) -> usize {
         let tables: usize = self.slots.iter().map(|t| t.capacity() * BUCKET_BYTES).sum();
-        let boxed: usize = self.boxed.iter().map(|(_, v)| boxed_bytes(v)).sum();
+        let boxed: usize = self.boxed.iter().map(|(_, v)| v.heap_bytes()).sum();
         self.counts.data_bytes + tables + boxed + self.wheel.len() * size_of::<Timer>()
     }
 
@@ -263,6 +272,8 @@ impl Keyspace {
             slots,
             boxed,
             counts,
+            recorder,
+            db,
             ..
         } = self;
         match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
@@ -270,6 +281,7 @@ impl Keyspace {
             Ok(found) if expired(found.get(), now) => {
                 let (blob, _) = found.remove();
                 forget(counts, boxed, &blob);
+                recorder.key(Change::Expired, *db, slot, key);
                 None
             }
             Ok(found) => Some((found.into_mut(), boxed)),
@@ -290,18 +302,79 @@ impl Keyspace {
         self.live(key, now).is_some()
     }
 
-    /// The live value of `key` for changing in place; `None` when absent.
-    pub fn get_mut(&mut self, key: &[u8], now: Millis) -> Option<ValueMut<'_>> {
+    /// Changes the live value of `key` in place. `f` returns its result and whether it
+    /// changed the value; a change records [`Change::Written`], and a collection the
+    /// change left empty is deleted ([`Change::Deleted`]). `None` when the key is absent.
+    pub fn modify<R>(
+        &mut self,
+        key: &[u8],
+        now: Millis,
+        f: impl FnOnce(ValueMut<'_>) -> (R, bool),
+    ) -> Option<R> {
+        let (result, changed, emptied) = self.change_in_place(key, now, f)?;
+        if emptied {
+            self.delete_quietly(key);
+            self.record(Change::Deleted, usize::from(key_slot(key)), key);
+        } else if changed {
+            self.record(Change::Written, usize::from(key_slot(key)), key);
+        }
+        Some(result)
+    }
+
+    /// Like [`Keyspace::modify`], creating the key with `make()` first when it is absent.
+    /// A created value that `f` leaves empty is removed again, and records nothing.
+    /// (Always `Some`: the key is there when `f` runs.)
+    pub fn upsert<R>(
+        &mut self,
+        key: &[u8],
+        now: Millis,
+        make: impl FnOnce() -> Value,
+        f: impl FnOnce(ValueMut<'_>) -> (R, bool),
+    ) -> Option<R> {
+        let created = !self.contains(key, now);
+        if created {
+            self.put_value(key, make(), None);
+        }
+        let (result, changed, emptied) = self.change_in_place(key, now, f)?;
+        let slot = usize::from(key_slot(key));
+        if emptied {
+            self.delete_quietly(key);
+            if !created {
+                self.record(Change::Deleted, slot, key);
+            }
+        } else if changed || created {
+            self.record(Change::Written, slot, key);
+        }
+        Some(result)
+    }
+
+    /// Runs `f` on the live value: its result, whether it changed the value, and whether
+    /// the value is now an empty collection.
+    fn change_in_place<R>(
+        &mut self,
+        key: &[u8],
+        now: Millis,
+        f: impl FnOnce(ValueMut<'_>) -> (R, bool),
+    ) -> Option<(R, bool, bool)> {
         let (blob, boxed) = self.live(key, now)?;
         match blob::payload(blob) {
-            Payload::Inline(s) => Some(ValueMut::InlineStr(s)),
-            Payload::Boxed(i) => boxed.get_mut(i as usize).map(ValueMut::Boxed),
+            Payload::Inline(s) => {
+                let (r, changed) = f(ValueMut::InlineStr(s));
+                Some((r, changed, false))
+            }
+            Payload::Boxed(i) => {
+                let value = boxed.get_mut(i as usize)?;
+                let (r, changed) = f(ValueMut::Boxed(value));
+                let emptied = value.is_empty_collection();
+                Some((r, changed, emptied))
+            }
         }
     }
 
     /// Stores a new entry or replaces one, reusing the entry's allocation when the new one
-    /// has the same size (a SET of a same-length value allocates nothing).
-    fn put(&mut self, key: &[u8], expire_at: Option<Millis>, payload: Payload<'_>, now: Millis) {
+    /// has the same size (a SET of a same-length value allocates nothing). Records
+    /// nothing: the public methods that call it do.
+    fn put(&mut self, key: &[u8], expire_at: Option<Millis>, payload: Payload<'_>) -> usize {
         let (slot, hash) = self.locate(key);
         let size = blob::size(key, expire_at, payload);
         let hasher = &self.hasher;
@@ -348,7 +421,7 @@ impl Keyspace {
             self.counts.volatile += 1;
             self.schedule(slot, hash, at, replaced_expire);
         }
-        let _ = now;
+        slot
     }
 
     /// Schedules the expiry of the entry at (`slot`, `hash`) at `at`, unless the timer of
@@ -364,24 +437,42 @@ impl Keyspace {
     }
 
     /// Stores the string `value` at `key` with `expire_at`, replacing whatever was there.
+    /// (`now` is the command's time, kept for symmetry with every other change.)
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
-        if value.len() <= INLINE_MAX {
-            self.put(key, expire_at, Payload::Inline(value), now);
+        let _ = now;
+        let slot = if value.len() <= INLINE_MAX {
+            self.put(key, expire_at, Payload::Inline(value))
         } else {
-            self.insert(key, Value::Str(value.to_vec()), expire_at, now);
-        }
+            self.put_value(key, Value::Str(value.to_vec()), expire_at)
+        };
+        self.record(Change::Written, slot, key);
     }
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
+        let _ = now;
+        let slot = self.put_value(key, value, expire_at);
+        self.record(Change::Written, slot, key);
+    }
+
+    /// Stores a value, inline when it is a short string; records nothing.
+    fn put_value(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> usize {
         match value {
-            Value::Str(s) if s.len() <= INLINE_MAX => {
-                self.put(key, expire_at, Payload::Inline(&s), now)
-            }
+            Value::Str(s) if s.len() <= INLINE_MAX => self.put(key, expire_at, Payload::Inline(&s)),
             other => {
                 let index = self.boxed.insert(other) as u32;
-                self.put(key, expire_at, Payload::Boxed(index), now);
+                self.put(key, expire_at, Payload::Boxed(index))
             }
+        }
+    }
+
+    /// Removes `key` whatever its state; records nothing.
+    fn delete_quietly(&mut self, key: &[u8]) {
+        let (slot, hash) = self.locate(key);
+        if let Ok(found) = self.slots[slot].find_entry(hash, |b| blob::key(b) == key) {
+            let (blob, _) = found.remove();
+            self.forget(&blob);
+            self.maybe_shrink(slot);
         }
     }
 
@@ -394,6 +485,7 @@ impl Keyspace {
         let (blob, _) = found.remove();
         let boxed = self.forget(&blob);
         self.maybe_shrink(slot);
+        self.record(removal(&blob, now), slot, key);
         if expired(&blob, now) {
             return None;
         }
@@ -419,7 +511,9 @@ impl Keyspace {
         let (blob, _) = found.remove();
         self.forget(&blob);
         self.maybe_shrink(slot);
-        !expired(&blob, now)
+        let change = removal(&blob, now);
+        self.record(change, slot, key);
+        change == Change::Deleted
     }
 
     /// Sets or clears the expiry of a live key; false when the key is absent at `now`.
@@ -447,6 +541,7 @@ impl Keyspace {
         if let Some(at) = expire_at {
             self.schedule(slot, hash, at, old_expire);
         }
+        self.record(Change::Written, slot, key);
         true
     }
 
@@ -461,7 +556,7 @@ impl Keyspace {
         }
     }
 
-    /// Removes every key.
+    /// Removes every key (one [`Event::Flushed`], not an event per key).
     pub fn clear(&mut self) {
         for table in self.slots.iter_mut() {
             *table = HashTable::new();
@@ -469,6 +564,7 @@ impl Keyspace {
         self.boxed = Slab::new();
         self.wheel = Wheel::new(0);
         self.counts = Counts::default();
+        self.recorder.flushed(self.db);
     }
 
     /// Calls `f` on every live key of `slot`, removing the expired ones it meets.
@@ -487,6 +583,7 @@ impl Keyspace {
         });
         for blob in &gone {
             self.forget(blob);
+            self.record(Change::Expired, usize::from(slot), blob::key(blob));
         }
         if let Some(table) = self.slots.get(usize::from(slot)) {
             for blob in table.iter() {
@@ -546,6 +643,7 @@ impl Keyspace {
             if expired(found.get(), now) {
                 let (blob, _) = found.remove();
                 self.forget(&blob);
+                self.record(Change::Expired, slot, blob::key(&blob));
                 removed += 1;
                 self.maybe_shrink(slot);
             } else if let Some(at) = blob::expire(found.get()) {
@@ -599,12 +697,11 @@ mod tests {
         ks.set_str(b"long", &long, Some(50), 0);
         assert_eq!(get_str(&mut ks, b"long", 0), Some(long.clone()));
         ks.insert(b"h", Value::Hash(Box::default()), None, 0);
-        match ks.get_mut(b"h", 0) {
-            Some(ValueMut::Boxed(Value::Hash(h))) => {
-                h.insert(b"f".to_vec(), b"v".to_vec());
-            }
+        let added = ks.modify(b"h", 0, |v| match v {
+            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f".to_vec(), b"v".to_vec()), true),
             other => panic!("{other:?}"),
-        }
+        });
+        assert_eq!(added, Some(None));
         assert_eq!(ks.get(b"h", 0).map(|e| e.value().type_name()), Some("hash"));
         // Replacing a boxed value frees it.
         ks.set_str(b"long", b"short", None, 0);
@@ -727,5 +824,114 @@ mod tests {
         }
         assert_eq!(ks.used_bytes(), before);
         assert_eq!(get_str(&mut ks, b"k", 0), Some(b"cccc".to_vec()));
+    }
+
+    fn events(ks: &mut Keyspace) -> Vec<(Change, Vec<u8>)> {
+        ks.take_events()
+            .map(|e| match e {
+                Event::Key(k) => (k.change, k.key.to_vec()),
+                Event::Flushed { .. } => (Change::Deleted, b"*flushed*".to_vec()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nothing_is_recorded_unless_observed() {
+        let mut ks = Keyspace::new();
+        ks.set_str(b"a", b"1", None, 0);
+        ks.delete(b"a", 0);
+        assert!(!ks.has_events());
+        ks.observe(true);
+        ks.set_str(b"a", b"1", None, 0);
+        assert!(ks.has_events());
+        ks.observe(false);
+        assert!(!ks.has_events());
+    }
+
+    #[test]
+    fn every_change_records_its_event() {
+        use Change::{Deleted, Expired, Written};
+        let mut ks = Keyspace::new();
+        ks.observe(true);
+        ks.set_str(b"s", b"v", None, 0);
+        ks.insert(b"long", Value::Str(vec![b'x'; INLINE_MAX + 1]), Some(10), 0);
+        ks.set_expire(b"s", Some(5), 0);
+        ks.set_expire(b"missing", Some(5), 0);
+        assert_eq!(
+            events(&mut ks),
+            [
+                (Written, b"s".to_vec()),
+                (Written, b"long".to_vec()),
+                (Written, b"s".to_vec())
+            ]
+        );
+        // Lazy expiry, on a read.
+        assert!(ks.get(b"s", 6).is_none());
+        assert_eq!(events(&mut ks), [(Expired, b"s".to_vec())]);
+        // A deletion of a live key, and of an expired one.
+        ks.set_str(b"d", b"v", Some(3), 0);
+        ks.set_str(b"e", b"v", None, 0);
+        events(&mut ks);
+        assert!(ks.delete(b"e", 0));
+        assert!(!ks.delete(b"d", 4));
+        assert!(ks.remove(b"long", 0).is_some());
+        assert_eq!(
+            events(&mut ks),
+            [
+                (Deleted, b"e".to_vec()),
+                (Expired, b"d".to_vec()),
+                (Deleted, b"long".to_vec())
+            ]
+        );
+        // Active expiry.
+        ks.set_str(b"t", b"v", Some(100), 0);
+        events(&mut ks);
+        ks.expire_due(101, usize::MAX);
+        assert_eq!(events(&mut ks), [(Expired, b"t".to_vec())]);
+        // Slot iteration meets an expired key.
+        ks.set_str(b"{x}a", b"v", Some(100), 0);
+        events(&mut ks);
+        ks.for_each_in_slot(key_slot(b"x"), 200, |_| {});
+        assert_eq!(events(&mut ks), [(Expired, b"{x}a".to_vec())]);
+        // A flush is one event.
+        ks.set_str(b"a", b"v", None, 0);
+        ks.set_str(b"b", b"v", None, 0);
+        events(&mut ks);
+        ks.clear();
+        assert_eq!(events(&mut ks), [(Deleted, b"*flushed*".to_vec())]);
+    }
+
+    #[test]
+    fn changes_in_place_and_emptied_collections() {
+        use Change::{Deleted, Written};
+        let mut ks = Keyspace::new();
+        ks.observe(true);
+        let hash = || Value::Hash(Box::default());
+        let add = |v: ValueMut<'_>| match v {
+            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f".to_vec(), b"v".to_vec()), true),
+            _ => (None, false),
+        };
+        let drop_f = |v: ValueMut<'_>| match v {
+            ValueMut::Boxed(Value::Hash(h)) => {
+                let gone = h.remove(b"f".as_slice()).is_some();
+                (gone, gone)
+            }
+            _ => (false, false),
+        };
+        assert_eq!(ks.upsert(b"h", 0, hash, add), Some(None));
+        // Unchanged: no event.
+        assert_eq!(ks.modify(b"h", 0, |_| ((), false)), Some(()));
+        assert_eq!(ks.modify(b"h", 0, drop_f), Some(true));
+        assert!(!ks.contains(b"h", 0), "an emptied hash deletes its key");
+        // A collection created and left empty was never there.
+        assert_eq!(ks.upsert(b"h2", 0, hash, |_| ((), false)), Some(()));
+        assert!(!ks.contains(b"h2", 0));
+        assert_eq!(ks.modify(b"absent", 0, |_| ((), true)), None);
+        assert_eq!(
+            events(&mut ks),
+            [(Written, b"h".to_vec()), (Deleted, b"h".to_vec())]
+        );
+        assert_eq!(ks.len(), 0);
+        assert!(ks.boxed.is_empty());
     }
 }

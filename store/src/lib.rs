@@ -18,13 +18,15 @@
 #![deny(missing_docs)]
 
 mod blob;
+mod events;
 mod keyspace;
 mod slot;
-mod value;
+pub mod types;
 mod wheel;
 
 pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
-pub use keyspace::{Entry, INLINE_MAX, Keyspace, Millis, Removed, ValueMut, ValueRef};
+pub use events::{Change, Event, KeyEvent};
+pub use keyspace::{Entry, INLINE_MAX, Keyspace, Millis, Removed, ValueMut};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
-pub use value::{Hash, SortedSet, Value};
+pub use types::{Hash, SortedSet, Value, ValueRef};
 pub use wheel::{Timer, Wheel};

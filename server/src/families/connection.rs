@@ -12,7 +12,8 @@ use crate::table::{CommandTable, Node};
 pub fn register(table: &mut CommandTable) {
     table.add(&meta::PING, Exec::Conn(ping));
     table.add(&meta::ECHO, Exec::Conn(echo));
-    table.add(&meta::QUIT, Exec::Conn(quit));
+    // QUIT ends the connection at once, inside MULTI too.
+    table.add(&meta::QUIT, Exec::Conn(quit)).not_queued();
     table.add(&meta::HELLO, Exec::Conn(hello));
     table.add(&meta::SELECT, Exec::Conn(select));
     table.add(&meta::AUTH, Exec::Conn(auth));

@@ -5,16 +5,18 @@
 //! replies exactly what redis-server replies to that script.
 //!
 //! GOBLIN.CLAIM with both keys on one shard runs here, as one shard command costing what
-//! `SET … NX EX` costs. With its keys on two shards it is a transaction whose steps are
-//! in `tx.rs` (`Plan::Claim`); both paths share [`try_claim`] and GET's reply.
+//! `SET … NX EX` costs. With its keys on two shards it is a transaction, [`ClaimPlan`],
+//! which takes only the locks it needs; both paths share [`try_claim`] and GET's reply.
 
-use goblin_store::{Keyspace, Millis};
+use goblin_store::Millis;
 
 use crate::errors;
+use crate::runtime::msg::LockMode;
 use crate::table::handler::{Args, Exec, ShardCtx};
-use crate::table::{CommandTable, Meta, MultiKey, Node};
+use crate::table::{CommandTable, Meta, Node};
+use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
 
-use super::strings::{Str, lookup, reply_get};
+use super::strings::{Str, StrRead, log_set_pxat, lookup, reply_get};
 use super::{ExpireUnit, parse_expire};
 
 /// The reply to a won claim.
@@ -22,7 +24,9 @@ pub const CLAIMED: &[u8] = b"CLAIMED";
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add_multi(&CLAIM_META, Exec::Shard(claim), MultiKey::Claim);
+    table
+        .add(&CLAIM_META, Exec::Shard(claim))
+        .cross_shard(claim_plan, Locking::InHops);
     table.add(&CAD_META, Exec::Shard(cad));
     table.add(&DELIFEQ_META, Exec::Shard(cad));
     table.add(&DELEX_META, Exec::Shard(delex));
@@ -39,18 +43,14 @@ pub fn claim_deadline(args: &Args<'_>, now: Millis) -> Result<Millis, Vec<u8>> {
 }
 
 /// The claim attempt: `SET claim_key token NX PXAT deadline`. True when it won. A key of
-/// any type holds the claim (NX tests existence only).
-pub fn try_claim(
-    db: &mut Keyspace,
-    key: &[u8],
-    token: &[u8],
-    deadline: Millis,
-    now: Millis,
-) -> bool {
-    if db.contains(key, now) {
+/// any type holds the claim (NX tests existence only). A won claim's effect is that SET:
+/// replayed, the lease keeps its deadline.
+pub fn try_claim(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], deadline: Millis) -> bool {
+    if ctx.db.contains(key, ctx.now) {
         return false;
     }
-    db.set_str(key, token, Some(deadline), now);
+    ctx.db.set_str(key, token, Some(deadline), ctx.now);
+    log_set_pxat(ctx, key, token, deadline);
     true
 }
 
@@ -60,11 +60,135 @@ fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(d) => d,
         Err(e) => return ctx.out.error(&e),
     };
-    if try_claim(ctx.db, args.get(1), args.get(3), deadline, ctx.now) {
+    if try_claim(ctx, args.get(1), args.get(3), deadline) {
         ctx.out.bulk(CLAIMED);
     } else {
         reply_get(ctx, args.get(2));
     }
+}
+
+/// GOBLIN.CLAIM with its claim key and result key on different shards.
+///
+/// The protocol takes only the locks it needs, in ascending shard order:
+/// 1. At the claim shard C, lock the claim key (exclusive) and try the claim. Won: the
+///    reply is CLAIMED, the lock is dropped in the same step — one visit to one shard,
+///    the result shard is never touched. The linearization point is the claim's write.
+/// 2. Held, and C comes before the result shard R: keep C's lock (so the claim stays
+///    held), then at R lock the result key (shared), read it, unlock; reply what was read,
+///    unlock C. While C is locked no one can release, expire or re-take the claim, so at
+///    the instant of the read the claim is held: that instant is the linearization point.
+/// 3. Held, and R comes before C: C's lock is dropped at once (holding it while asking R
+///    would break the ascending order). Then lock the result key at R (shared) and read
+///    it, keeping the lock, and only then try the claim again at C: won → CLAIMED; held →
+///    the value read, which cannot have changed since R is still locked. The second
+///    attempt is the linearization point.
+///
+/// Inside EXEC every key is already locked, so no hop takes or drops a lock.
+#[derive(Debug)]
+pub struct ClaimPlan {
+    claim_key: Vec<u8>,
+    result_key: Vec<u8>,
+    token: Vec<u8>,
+    deadline: Millis,
+    claim_shard: usize,
+    result_shard: usize,
+    locked: bool,
+    stage: u8,
+    result: Option<StrRead>,
+}
+
+impl ClaimPlan {
+    /// The claim attempt at the claim shard.
+    fn attempt(&self, release_if_held: bool) -> Hop {
+        let (key, token, deadline) = (self.claim_key.clone(), self.token.clone(), self.deadline);
+        let locked = self.locked;
+        let hop = Hop::run(self.claim_shard, move |ctx| {
+            let won = try_claim(ctx, &key, &token, deadline);
+            if !locked && (won || release_if_held) {
+                ctx.release_locks_after();
+            }
+            HopOut::Flag(won)
+        });
+        if locked {
+            hop
+        } else {
+            hop.locking(&self.claim_key, LockMode::Exclusive)
+        }
+    }
+
+    /// GET result_key at the result shard.
+    fn read(&self, release: bool) -> Hop {
+        let key = self.result_key.clone();
+        let hop = Hop::run(self.result_shard, move |ctx| {
+            HopOut::Other(Box::new(StrRead::of(ctx.db, &key, ctx.now)))
+        });
+        match (self.locked, release) {
+            (true, _) => hop,
+            (false, false) => hop.locking(&self.result_key, LockMode::Shared),
+            (false, true) => hop.locking(&self.result_key, LockMode::Shared).releasing(),
+        }
+    }
+}
+
+fn won(results: &[HopOut]) -> bool {
+    matches!(results.first(), Some(HopOut::Flag(true)))
+}
+
+fn read_of(results: Vec<HopOut>) -> StrRead {
+    match results.into_iter().next() {
+        Some(HopOut::Other(any)) => any.downcast::<StrRead>().map_or(StrRead::Absent, |r| *r),
+        _ => StrRead::Absent,
+    }
+}
+
+impl Plan for ClaimPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        // Inside EXEC the order of the keys' shards does not matter: all are locked.
+        let claim_first = self.locked || self.claim_shard < self.result_shard;
+        self.stage += 1;
+        match self.stage {
+            1 => Step::Hops(vec![self.attempt(!claim_first)]),
+            2 => {
+                if won(&results) {
+                    return cx.done(|e| e.bulk(CLAIMED));
+                }
+                Step::Hops(vec![self.read(claim_first)])
+            }
+            3 => {
+                let read = read_of(results);
+                if claim_first {
+                    return cx.done(|e| read.reply(e));
+                }
+                self.result = Some(read);
+                Step::Hops(vec![self.attempt(true)])
+            }
+            _ => {
+                if won(&results) {
+                    return cx.done(|e| e.bulk(CLAIMED));
+                }
+                let read = self.result.take().unwrap_or(StrRead::Absent);
+                cx.done(|e| read.reply(e))
+            }
+        }
+    }
+}
+
+/// GOBLIN.CLAIM with its keys on two shards; its lease is checked first (an invalid one
+/// errors even when the claim is held).
+fn claim_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let deadline = claim_deadline(args, start.now)?;
+    Ok(Box::new(ClaimPlan {
+        claim_key: args.get(1).to_vec(),
+        result_key: args.get(2).to_vec(),
+        token: args.get(3).to_vec(),
+        deadline,
+        claim_shard: start.slots.shard_of_key(args.get(1)),
+        result_shard: start.slots.shard_of_key(args.get(2)),
+        locked: start.locked,
+        stage: 0,
+        result: None,
+    }))
 }
 
 /// Deletes `key` when its string value equals (`want_equal`) or differs from `value`.
@@ -76,6 +200,7 @@ fn delete_if(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], want_equal: bool)
     };
     if matches {
         ctx.db.delete(key, ctx.now);
+        ctx.log(&[b"DEL", key]);
     }
     ctx.out.integer(i64::from(matches));
 }

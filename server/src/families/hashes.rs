@@ -17,25 +17,28 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if args.len() % 2 == 1 {
         return ctx.out.error(&errors::wrong_arity("hset"));
     }
-    let key = args.get(1);
-    if ctx.db.get_mut(key, ctx.now).is_none() {
-        ctx.db
-            .insert(key, Value::Hash(Box::default()), None, ctx.now);
+    let added = ctx.db.upsert(
+        args.get(1),
+        ctx.now,
+        || Value::Hash(Box::default()),
+        |value| match value {
+            ValueMut::Boxed(Value::Hash(hash)) => {
+                let added = (2..args.len())
+                    .step_by(2)
+                    .filter(|&i| {
+                        hash.insert(args.get(i).to_vec(), args.get(i + 1).to_vec())
+                            .is_none()
+                    })
+                    .count();
+                (Some(added as i64), true)
+            }
+            _ => (None, false),
+        },
+    );
+    match added.flatten() {
+        Some(n) => ctx.out.integer(n),
+        None => ctx.out.error(errors::WRONGTYPE),
     }
-    let hash = match ctx.db.get_mut(key, ctx.now) {
-        Some(ValueMut::Boxed(Value::Hash(h))) => h,
-        _ => return ctx.out.error(errors::WRONGTYPE),
-    };
-    let mut added = 0;
-    for i in (2..args.len()).step_by(2) {
-        if hash
-            .insert(args.get(i).to_vec(), args.get(i + 1).to_vec())
-            .is_none()
-        {
-            added += 1;
-        }
-    }
-    ctx.out.integer(added);
 }
 
 /// `HGET key field`

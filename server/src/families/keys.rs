@@ -2,21 +2,33 @@
 //! EXPIREAT, PEXPIREAT, PERSIST, EXPIRETIME, PEXPIRETIME, RENAME, RENAMENX, KEYS, SCAN,
 //! RANDOMKEY.
 
-use goblin_protocol::{Frame, parse_reply};
-use goblin_store::{NOT_INT, RAW, SLOTS, UNSHARED, ValueRef};
+use goblin_store::{Millis, SLOTS, UNSHARED, ValueRef, types};
 
 use crate::errors;
 use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
-use crate::table::meta;
-use crate::table::{CommandTable, MultiKey};
+use crate::table::{CommandTable, meta};
+use crate::txn::plan::{
+    CrossShard, Hop, HopOut, Locking, Moved, Outcome, Plan, PlanCx, PlanStart, Step,
+};
+use crate::txn::shapes::{FanOut, Split, merge_sum};
 use crate::util::{glob_match, random_u64};
+
+use super::decimal;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add_multi(&meta::DEL, Exec::Shard(del), MultiKey::Sum);
-    table.add_multi(&meta::UNLINK, Exec::Shard(del), MultiKey::Sum);
-    table.add_multi(&meta::EXISTS, Exec::Shard(exists), MultiKey::Sum);
-    table.add_multi(&meta::TOUCH, Exec::Shard(exists), MultiKey::Sum);
+    table
+        .add(&meta::DEL, Exec::Shard(del))
+        .cross_shard(del_plan, Locking::Keys);
+    table
+        .add(&meta::UNLINK, Exec::Shard(del))
+        .cross_shard(del_plan, Locking::Keys);
+    table
+        .add(&meta::EXISTS, Exec::Shard(exists))
+        .cross_shard(exists_plan, Locking::Keys);
+    table
+        .add(&meta::TOUCH, Exec::Shard(exists))
+        .cross_shard(exists_plan, Locking::Keys);
     table.add(&meta::TTL, Exec::Shard(ttl));
     table.add(&meta::PTTL, Exec::Shard(pttl));
     table.add(&meta::TYPE, Exec::Shard(type_cmd));
@@ -27,12 +39,12 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::PERSIST, Exec::Shard(persist));
     table.add(&meta::EXPIRETIME, Exec::Shard(expiretime));
     table.add(&meta::PEXPIRETIME, Exec::Shard(pexpiretime));
-    table.add_multi(
-        &meta::RENAME,
-        Exec::Shard(rename),
-        MultiKey::Rename { nx: false },
-    );
-    table.add_multi(&meta::COPY, Exec::Shard(copy), MultiKey::Copy);
+    table
+        .add(&meta::RENAME, Exec::Shard(rename))
+        .cross_shard(rename_plan, Locking::Keys);
+    table
+        .add(&meta::COPY, Exec::Shard(copy))
+        .cross_shard(copy_plan, Locking::Keys);
     table.add_container(
         &meta::OBJECT,
         Exec::Container,
@@ -44,25 +56,29 @@ pub fn register(table: &mut CommandTable) {
             ("help", None, Exec::Conn(object_help)),
         ],
     );
-    table.add_multi(
-        &meta::RENAMENX,
-        Exec::Shard(renamenx),
-        MultiKey::Rename { nx: true },
-    );
+    table
+        .add(&meta::RENAMENX, Exec::Shard(renamenx))
+        .cross_shard(renamenx_plan, Locking::Keys);
     table.add(
         &meta::KEYS,
-        Exec::AllShards {
-            part: keys_part,
-            merge: merge_arrays,
-        },
+        Exec::Plan(CrossShard {
+            plan: keys_plan,
+            locking: Locking::WholeShards,
+        }),
     );
-    table.add(&meta::SCAN, Exec::Cursor(scan));
+    table.add(
+        &meta::SCAN,
+        Exec::Plan(CrossShard {
+            plan: scan_plan,
+            locking: Locking::InHops,
+        }),
+    );
     table.add(
         &meta::RANDOMKEY,
-        Exec::AllShards {
-            part: randomkey_part,
-            merge: randomkey_merge,
-        },
+        Exec::Plan(CrossShard {
+            plan: randomkey_plan,
+            locking: Locking::WholeShards,
+        }),
     );
 }
 
@@ -73,6 +89,46 @@ fn del(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         .filter(|key| ctx.db.delete(key, ctx.now))
         .count();
     ctx.out.integer(removed as i64);
+}
+
+/// DEL's part on one shard: how many of its keys it removed.
+fn del_part(ctx: &mut ShardCtx<'_>, keys: &[Vec<u8>]) -> HopOut {
+    let removed = keys.iter().filter(|k| ctx.db.delete(k, ctx.now)).count();
+    if ctx.logging() && removed > 0 {
+        let mut argv: Vec<&[u8]> = vec![b"DEL"];
+        argv.extend(keys.iter().map(Vec::as_slice));
+        ctx.log(&argv);
+    }
+    HopOut::Int(removed as i64)
+}
+
+/// EXISTS's part on one shard: how many of its keys exist, counting repeats.
+fn exists_part(ctx: &mut ShardCtx<'_>, keys: &[Vec<u8>]) -> HopOut {
+    HopOut::Int(keys.iter().filter(|k| ctx.db.contains(k, ctx.now)).count() as i64)
+}
+
+/// DEL and UNLINK across shards: each shard removes its keys; the counts add up.
+fn del_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(Split::new(
+        start.args,
+        1,
+        1,
+        start.slots,
+        del_part,
+        merge_sum,
+    )))
+}
+
+/// EXISTS and TOUCH across shards: each shard counts its keys; the counts add up.
+fn exists_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(Split::new(
+        start.args,
+        1,
+        1,
+        start.slots,
+        exists_part,
+        merge_sum,
+    )))
 }
 
 /// `EXISTS key [key ...]` and `TOUCH key [key ...]`: how many of the keys exist,
@@ -112,7 +168,7 @@ fn pttl(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn rename_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, nx: bool) {
     let (src, dst) = (args.get(1), args.get(2));
     if !ctx.db.contains(src, ctx.now) {
-        return ctx.out.error(b"ERR no such key");
+        return ctx.out.error(errors::NO_SUCH_KEY);
     }
     if src == dst {
         return if nx { ctx.out.integer(0) } else { ctx.out.ok() };
@@ -137,42 +193,247 @@ fn renamenx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     rename_generic(ctx, args, true);
 }
 
+/// How a [`MoveValue`] answers, by command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveReply {
+    /// RENAME: `no such key` without a source, OK when done.
+    Rename,
+    /// RENAMENX: like RENAME, but 0 when the destination exists and 1 when done.
+    RenameNx,
+    /// COPY: 0 without a source (or with a destination, unless REPLACE), 1 when done.
+    Copy {
+        /// REPLACE: an existing destination is overwritten.
+        replace: bool,
+    },
+}
+
+/// Moves (or copies) a value, with its expiry and encoding, from a key of one shard to
+/// a key of another: check the source (and the destination, unless it may be replaced),
+/// take or copy the value out of the source shard, put it into the destination shard.
+/// The transaction holds both keys' locks throughout.
+#[derive(Debug)]
+pub struct MoveValue {
+    src: Vec<u8>,
+    dst: Vec<u8>,
+    src_shard: usize,
+    dst_shard: usize,
+    reply: MoveReply,
+    stage: u8,
+}
+
+impl MoveValue {
+    /// A move from `src` to `dst` (argument 1 to argument 2 of the command).
+    pub fn new(start: &PlanStart<'_>, reply: MoveReply) -> MoveValue {
+        let (src, dst) = (start.args.get(1), start.args.get(2));
+        MoveValue {
+            src: src.to_vec(),
+            dst: dst.to_vec(),
+            src_shard: start.slots.shard_of_key(src),
+            dst_shard: start.slots.shard_of_key(dst),
+            reply,
+            stage: 0,
+        }
+    }
+
+    /// Whether an existing destination stops the move.
+    fn guard_dst(&self) -> bool {
+        match self.reply {
+            MoveReply::Rename => false,
+            MoveReply::RenameNx => true,
+            MoveReply::Copy { replace } => !replace,
+        }
+    }
+
+    fn missing_source(&self, cx: &PlanCx<'_>) -> Step {
+        match self.reply {
+            MoveReply::Copy { .. } => cx.done(|e| e.integer(0)),
+            _ => cx.done(|e| e.error(errors::NO_SUCH_KEY)),
+        }
+    }
+}
+
+fn exists_hop(shard: usize, key: &[u8]) -> Hop {
+    let key = key.to_vec();
+    Hop::run(shard, move |ctx| {
+        HopOut::Flag(ctx.db.contains(&key, ctx.now))
+    })
+}
+
+impl Plan for MoveValue {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        self.stage += 1;
+        match self.stage {
+            1 => {
+                let mut hops = vec![exists_hop(self.src_shard, &self.src)];
+                if self.guard_dst() {
+                    hops.push(exists_hop(self.dst_shard, &self.dst));
+                }
+                Step::Hops(hops)
+            }
+            2 => {
+                let found = |i: usize| matches!(results.get(i), Some(HopOut::Flag(true)));
+                if !found(0) {
+                    return self.missing_source(cx);
+                }
+                if self.guard_dst() && found(1) {
+                    return cx.done(|e| e.integer(0));
+                }
+                let key = self.src.clone();
+                let copy = matches!(self.reply, MoveReply::Copy { .. });
+                Step::Hops(vec![Hop::run(self.src_shard, move |ctx| {
+                    HopOut::Moved(if copy {
+                        clone_out(ctx, &key)
+                    } else {
+                        take_out(ctx, &key)
+                    })
+                })])
+            }
+            3 => match results.into_iter().next() {
+                Some(HopOut::Moved(Some(moved))) => {
+                    let key = self.dst.clone();
+                    Step::Hops(vec![Hop::run(self.dst_shard, move |ctx| {
+                        put_in(ctx, &key, moved);
+                        HopOut::Done
+                    })])
+                }
+                _ => self.missing_source(cx),
+            },
+            _ => match self.reply {
+                MoveReply::Rename => cx.done(|e| e.ok()),
+                MoveReply::RenameNx | MoveReply::Copy { .. } => cx.done(|e| e.integer(1)),
+            },
+        }
+    }
+}
+
+/// Takes `key`'s value out of this shard.
+fn take_out(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Moved> {
+    let removed = ctx.db.remove(key, ctx.now)?;
+    ctx.log(&[b"DEL", key]);
+    Some(Moved {
+        value: removed.value,
+        expire_at: removed.expire_at,
+        flags: removed.flags,
+    })
+}
+
+/// Copies `key`'s value out of this shard.
+fn clone_out(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Moved> {
+    let entry = ctx.db.get(key, ctx.now)?;
+    Some(Moved {
+        value: entry.value().to_value(),
+        expire_at: entry.expire_at(),
+        // A copy is a new object: never one of Redis's shared integers.
+        flags: entry.flags() | UNSHARED,
+    })
+}
+
+/// Stores a moved value at `key` of this shard, replacing what was there.
+fn put_in(ctx: &mut ShardCtx<'_>, key: &[u8], moved: Moved) {
+    if ctx.logging() {
+        for argv in restore_commands(key, moved.value.as_ref(), moved.expire_at) {
+            let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+            ctx.log(&argv);
+        }
+    }
+    ctx.db.insert(key, moved.value, moved.expire_at, ctx.now);
+    if moved.flags != 0 {
+        ctx.db.add_flags(key, moved.flags, ctx.now);
+    }
+}
+
+/// The commands that rebuild `value` at `key` (as an append-only log rewrites a key).
+pub fn restore_commands(
+    key: &[u8],
+    value: ValueRef<'_>,
+    expire: Option<Millis>,
+) -> Vec<Vec<Vec<u8>>> {
+    let mut out = vec![vec![b"DEL".to_vec(), key.to_vec()]];
+    let mut cmd = |name: &[u8]| {
+        out.push(vec![name.to_vec(), key.to_vec()]);
+        out.len() - 1
+    };
+    match value {
+        ValueRef::Str(s) => {
+            let i = cmd(b"SET");
+            out[i].push(s.to_vec());
+        }
+        ValueRef::Hash(h) => {
+            let i = cmd(b"HSET");
+            for (f, v) in h.iter() {
+                out[i].push(f.clone());
+                out[i].push(v.clone());
+            }
+        }
+        ValueRef::ZSet(z) => {
+            let i = cmd(b"ZADD");
+            for (m, score) in z.iter() {
+                let mut buf = [0u8; 32];
+                out[i].push(goblin_protocol::format_double(*score, &mut buf).to_vec());
+                out[i].push(m.clone());
+            }
+        }
+    }
+    if let Some(at) = expire {
+        out.push(vec![
+            b"PEXPIREAT".to_vec(),
+            key.to_vec(),
+            decimal(at as i64),
+        ]);
+    }
+    out
+}
+
+/// RENAME across shards.
+fn rename_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(MoveValue::new(start, MoveReply::Rename)))
+}
+
+/// RENAMENX across shards.
+fn renamenx_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(MoveValue::new(start, MoveReply::RenameNx)))
+}
+
+/// COPY across shards (its options are checked first).
+fn copy_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let replace = parse_copy(start.args)?;
+    Ok(Box::new(MoveValue::new(start, MoveReply::Copy { replace })))
+}
+
 /// KEYS' part: this shard's keys matching the pattern.
-fn keys_part(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let pattern = args.get(1);
+fn keys_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
+    let pattern = args.get(1).map_or(&b"*"[..], Vec::as_slice);
     let all = pattern == b"*";
     let mut found = Vec::new();
-    for slot in ctx.owned.clone() {
+    let owned: Vec<usize> = ctx.owned_slots().collect();
+    for slot in owned {
         ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
             if all || glob_match(pattern, e.key(), false) {
                 found.push(e.key().to_vec());
             }
         });
     }
-    ctx.out.array(found.len());
-    found.iter().for_each(|k| ctx.out.bulk(k));
+    HopOut::Keys(found)
 }
 
-/// Merges parts that each reply an array into one array; the first error wins.
-pub fn merge_arrays(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
-    let mut total = 0usize;
-    let mut bodies = Vec::with_capacity(parts.len());
-    for part in parts {
-        if part.first() != Some(&b'*') {
-            return ctx.reply().raw(part);
-        }
-        let Some(nl) = part.iter().position(|&b| b == b'\n') else {
-            continue;
-        };
-        let count = std::str::from_utf8(&part[1..nl.saturating_sub(1)])
-            .ok()
-            .and_then(|t| t.parse::<usize>().ok());
-        total += count.unwrap_or(0);
-        bodies.push(&part[nl + 1..]);
-    }
-    let mut out = ctx.reply();
-    out.array(total);
-    bodies.iter().for_each(|b| out.raw(b));
+/// KEYS: every shard's matching keys, together.
+fn keys_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let keys: Vec<Vec<u8>> = parts
+        .into_iter()
+        .flat_map(|p| match p {
+            HopOut::Keys(k) => k,
+            _ => Vec::new(),
+        })
+        .collect();
+    cx.reply(|e| {
+        e.array(keys.len());
+        keys.iter().for_each(|k| e.bulk(k));
+    })
+}
+
+/// `KEYS pattern`: every shard, seen whole.
+fn keys_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(start.args, keys_part, keys_merge)))
 }
 
 /// SCAN's options.
@@ -229,85 +490,167 @@ fn parse_cursor(s: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
+/// What one shard's SCAN found: the next cursor and the keys.
+#[derive(Debug)]
+struct ScanPart {
+    next: usize,
+    keys: Vec<Vec<u8>>,
+}
+
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`.
 ///
 /// The cursor is a hash slot. On one shard, a call returns whole slots — every key the
 /// slot holds at that moment — starting at the cursor, until COUNT keys were looked at or
-/// the shard's slots end; the next cursor is the next slot (0 after the last slot). The
-/// connection's worker carries a call on to the next shards while too few keys were
-/// found (`Plan::Scan`), so an empty keyspace answers cursor 0 at once, as Redis does.
-/// A key present for the whole iteration is therefore always returned, whatever is added
-/// or removed meanwhile, and no key is returned twice unless it is re-added.
-fn scan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let Some(cursor) = parse_cursor(args.get(1)) else {
-        return ctx.out.error(b"ERR invalid cursor");
-    };
-    let opts = match parse_scan(args) {
-        Ok(o) => o,
-        Err(e) => return ctx.out.error(e),
-    };
-    let mut keys: Vec<Vec<u8>> = Vec::new();
-    let mut slot = cursor as usize;
+/// the next slot belongs to another shard; the next cursor is the next slot (0 after the
+/// last slot). The plan carries the call on to the shard of the next slot while too few
+/// keys were found, so an empty keyspace answers cursor 0 at once, as Redis does. A key
+/// present for the whole iteration is therefore always returned, whatever is added or
+/// removed meanwhile, and no key is returned twice unless it is re-added. Nothing assumes
+/// a shard's slots are contiguous.
+#[derive(Debug)]
+struct ScanPlan {
+    cursor: usize,
+    count: usize,
+    pattern: Option<Vec<u8>>,
+    type_name: Option<Vec<u8>>,
+    found: Vec<Vec<u8>>,
+}
+
+impl ScanPlan {
+    fn hop(&self, cx: &PlanCx<'_>) -> Step {
+        let (cursor, count) = (self.cursor, self.count);
+        let pattern = self.pattern.clone();
+        let type_name = self.type_name.clone();
+        Step::Hops(vec![Hop::run(cx.slots.shard_of_slot(cursor), move |ctx| {
+            HopOut::Other(Box::new(scan_part(
+                ctx,
+                cursor,
+                count,
+                pattern.as_deref(),
+                type_name.as_deref(),
+            )))
+        })])
+    }
+}
+
+impl Plan for ScanPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        if let Some(HopOut::Other(part)) = results.into_iter().next()
+            && let Ok(part) = part.downcast::<ScanPart>()
+        {
+            let stuck = part.next == self.cursor && part.keys.is_empty();
+            self.found.extend(part.keys);
+            self.cursor = part.next;
+            if self.cursor != 0 && self.found.len() < self.count && !stuck {
+                return self.hop(cx);
+            }
+            let next = decimal(self.cursor as i64);
+            let found = std::mem::take(&mut self.found);
+            return cx.done(|e| {
+                e.array(2);
+                e.bulk(&next);
+                e.array(found.len());
+                found.iter().for_each(|k| e.bulk(k));
+            });
+        }
+        if self.cursor >= SLOTS {
+            // Past the last slot: nothing to look at.
+            return cx.done(|e| {
+                e.array(2);
+                e.bulk(b"0");
+                e.array(0);
+            });
+        }
+        self.hop(cx)
+    }
+}
+
+/// One shard's SCAN: whole slots from `cursor` on, while this shard owns them and fewer
+/// than `count` keys were looked at.
+fn scan_part(
+    ctx: &mut ShardCtx<'_>,
+    cursor: usize,
+    count: usize,
+    pattern: Option<&[u8]>,
+    type_name: Option<&[u8]>,
+) -> ScanPart {
+    let mut keys = Vec::new();
+    let mut slot = cursor;
     // COUNT bounds the keys looked at (as in Redis), not the keys returned; empty slots
     // cost a length check each.
     let mut visited = 0;
-    if slot < SLOTS {
-        while slot < ctx.owned.end && visited < opts.count {
-            if ctx.db.slot_len(slot as u16) > 0 {
-                ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
-                    visited += 1;
-                    let type_ok = opts
-                        .type_name
-                        .is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()));
-                    let match_ok = opts.pattern.is_none_or(|p| glob_match(p, e.key(), false));
-                    if type_ok && match_ok {
-                        keys.push(e.key().to_vec());
-                    }
-                });
-            }
-            slot += 1;
+    while slot < SLOTS && ctx.owns(slot) && visited < count {
+        if ctx.db.slot_len(slot as u16) > 0 {
+            ctx.db.for_each_in_slot(slot as u16, ctx.now, |e| {
+                visited += 1;
+                let type_ok = type_name
+                    .is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()));
+                let match_ok = pattern.is_none_or(|p| glob_match(p, e.key(), false));
+                if type_ok && match_ok {
+                    keys.push(e.key().to_vec());
+                }
+            });
         }
+        slot += 1;
     }
-    let next = if slot >= SLOTS { 0 } else { slot };
-    ctx.out.array(2);
-    ctx.out.bulk_int(next as i64);
-    ctx.out.array(keys.len());
-    keys.iter().for_each(|k| ctx.out.bulk(k));
+    ScanPart {
+        next: if slot >= SLOTS { 0 } else { slot },
+        keys,
+    }
+}
+
+/// SCAN: its cursor and options checked, then shard after shard in slot order.
+fn scan_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let cursor = parse_cursor(args.get(1)).ok_or_else(|| errors::INVALID_CURSOR.to_vec())?;
+    let opts = parse_scan(args).map_err(<[u8]>::to_vec)?;
+    Ok(Box::new(ScanPlan {
+        cursor: usize::try_from(cursor).unwrap_or(usize::MAX),
+        count: opts.count,
+        pattern: opts.pattern.map(<[u8]>::to_vec),
+        type_name: opts.type_name.map(<[u8]>::to_vec),
+        found: Vec::new(),
+    }))
 }
 
 /// RANDOMKEY's part: this shard's key count and one of its keys.
-fn randomkey_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
+fn randomkey_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
     let key = ctx.db.random_key(random_u64(), ctx.now);
-    ctx.out.array(2);
-    ctx.out.integer(ctx.db.len() as i64);
-    match key {
-        Some(k) => ctx.out.bulk(&k),
-        None => ctx.out.null(),
-    }
+    HopOut::Other(Box::new((ctx.db.len() as u64, key)))
 }
 
 /// RANDOMKEY: a shard chosen with odds proportional to its key count, then its key.
-fn randomkey_merge(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
+fn randomkey_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     let mut candidates: Vec<(u64, Vec<u8>)> = Vec::new();
     for part in parts {
-        if let Ok(Some((Frame::Array(items), _))) = parse_reply(part)
-            && let [Frame::Integer(n), Frame::Bulk(k)] = items.as_slice()
+        if let HopOut::Other(any) = part
+            && let Ok(found) = any.downcast::<(u64, Option<Vec<u8>>)>()
+            && let (n, Some(key)) = *found
         {
-            candidates.push(((*n).max(1) as u64, k.to_vec()));
+            candidates.push((n.max(1), key));
         }
     }
     let total: u64 = candidates.iter().map(|(n, _)| n).sum();
     if total == 0 {
-        return ctx.reply().null();
+        return cx.reply(|e| e.null());
     }
     let mut pick = random_u64() % total;
     for (n, key) in &candidates {
         if pick < *n {
-            return ctx.reply().bulk(key);
+            return cx.reply(|e| e.bulk(key));
         }
         pick -= n;
     }
-    ctx.reply().null();
+    cx.reply(|e| e.null())
+}
+
+/// `RANDOMKEY`: every shard, seen whole.
+fn randomkey_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(
+        start.args,
+        randomkey_part,
+        randomkey_merge,
+    )))
 }
 
 /// `TYPE key`
@@ -396,8 +739,13 @@ fn expire_generic(
     }
     if when <= ctx.now as i64 {
         ctx.db.delete(key, ctx.now);
+        ctx.log(&[b"DEL", key]);
     } else {
         ctx.db.set_expire(key, Some(when as u64), ctx.now);
+        // Replayed later, a relative time would count from then.
+        if ctx.logging() {
+            ctx.log(&[b"PEXPIREAT", key, &decimal(when)]);
+        }
     }
     ctx.out.integer(1);
 }
@@ -510,40 +858,9 @@ fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     ctx.out.integer(1);
 }
 
-/// Whether Redis would keep this string integer-encoded.
-fn int_encoded(entry: &goblin_store::Entry<'_>, s: &[u8]) -> bool {
-    entry.flags() & (RAW | NOT_INT) == 0 && s.len() <= 20 && goblin_protocol::parse_i64(s).is_some()
-}
-
-/// The encoding OBJECT ENCODING reports, as redis-server 7.0 would have chosen it.
-fn encoding(entry: &goblin_store::Entry<'_>) -> &'static str {
-    /// Redis 7.0's defaults: `hash-max-listpack-entries 512`, `zset-max-listpack-entries
-    /// 128`, and 64-byte values for both.
-    const HASH_LISTPACK_ENTRIES: usize = 512;
-    const ZSET_LISTPACK_ENTRIES: usize = 128;
-    const LISTPACK_VALUE: usize = 64;
-    match entry.value() {
-        ValueRef::Str(_) if entry.flags() & RAW != 0 => "raw",
-        ValueRef::Str(s) if int_encoded(entry, s) => "int",
-        ValueRef::Str(s) if s.len() <= 44 => "embstr",
-        ValueRef::Str(_) => "raw",
-        ValueRef::Hash(h) => {
-            let small = h.len() <= HASH_LISTPACK_ENTRIES
-                && h.iter()
-                    .all(|(k, v)| k.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
-            if small { "listpack" } else { "hashtable" }
-        }
-        ValueRef::ZSet(z) => {
-            let small =
-                z.len() <= ZSET_LISTPACK_ENTRIES && z.keys().all(|k| k.len() <= LISTPACK_VALUE);
-            if small { "listpack" } else { "skiplist" }
-        }
-    }
-}
-
 /// `OBJECT ENCODING key`
 fn object_encoding(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    match ctx.db.get(args.get(2), ctx.now).map(|e| encoding(&e)) {
+    match ctx.db.get(args.get(2), ctx.now).map(|e| e.encoding()) {
         Some(name) => ctx.out.bulk(name.as_bytes()),
         None => ctx.out.null(),
     }
@@ -575,7 +892,7 @@ fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let reply = ctx.db.get(args.get(2), ctx.now).map(|e| match e.value() {
         ValueRef::Str(s)
             if e.flags() & UNSHARED == 0
-                && int_encoded(&e, s)
+                && types::string::int_encoded(s, e.flags())
                 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n)) =>
         {
             i64::from(i32::MAX)

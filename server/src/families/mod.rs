@@ -1,7 +1,8 @@
-//! The command families, one module each; each exposes `register(&mut CommandTable)`.
+//! The command families, one module each; each exposes `register(&mut CommandTable)`,
+//! with its commands' handlers and, for commands whose keys can span shards, their
+//! cross-shard plans.
 //!
-//! Also here: what several families share — expiry-argument parsing with Redis's rules,
-//! and the merge functions of keyspace-wide commands.
+//! Also here: what several families share — expiry-argument parsing with Redis's rules.
 
 pub mod connection;
 pub mod goblin;
@@ -12,12 +13,19 @@ pub mod server;
 pub mod sorted_sets;
 pub mod strings;
 
-use goblin_protocol::{Frame, parse_i64, parse_reply};
+use goblin_protocol::parse_i64;
 use goblin_store::Millis;
 
 use crate::errors;
 use crate::table::CommandTable;
-use crate::table::handler::{Args, ConnCtx};
+
+/// The command table with every family registered.
+///
+/// # Errors
+/// A command whose keys can span shards has no plan (see [`CommandTable::build`]).
+pub fn table() -> Result<CommandTable, String> {
+    CommandTable::build(register_all)
+}
 
 /// Registers every family.
 pub fn register_all(table: &mut CommandTable) {
@@ -70,27 +78,9 @@ pub fn parse_expire(
     Ok(at as Millis)
 }
 
-/// Merges parts that each reply an integer by summing them; the first error wins.
-pub fn merge_sum(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
-    let mut sum = 0i64;
-    for part in parts {
-        match parse_reply(part) {
-            Ok(Some((Frame::Integer(n), _))) => sum = sum.saturating_add(n),
-            _ => return ctx.reply().raw(part),
-        }
-    }
-    ctx.reply().integer(sum);
-}
-
-/// Merges parts that each reply the same status: the first error, or the first reply.
-pub fn merge_ok(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, parts: &[&[u8]]) {
-    let chosen = parts
-        .iter()
-        .find(|p| p.first() == Some(&b'-'))
-        .or_else(|| parts.first());
-    if let Some(part) = chosen {
-        ctx.reply().raw(part);
-    }
+/// The decimal form of `n`, for logging effects.
+pub fn decimal(n: i64) -> Vec<u8> {
+    itoa::Buffer::new().format(n).as_bytes().to_vec()
 }
 
 #[cfg(test)]

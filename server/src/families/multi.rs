@@ -1,13 +1,257 @@
-//! MULTI, EXEC, DISCARD. The worker runs them: it owns the queue of a MULTI block and
-//! the transaction EXEC starts (see `tx.rs`).
+//! MULTI, EXEC, DISCARD: the connection queues commands between MULTI and EXEC (the
+//! pipeline does the queueing), and EXEC runs them as one transaction: every key of every
+//! queued command locked (every shard whole if one of them is keyspace-wide), then the
+//! commands in order, consecutive commands for one shard in one hop.
 
-use crate::table::CommandTable;
-use crate::table::handler::Exec;
-use crate::table::meta;
+use goblin_protocol::{Encoder, reply_len};
+
+use crate::errors;
+use crate::runtime::msg::Batch;
+use crate::table::handler::{Exec, MultiCall, MultiCtx, Started};
+use crate::table::{CommandTable, meta};
+use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add(&meta::MULTI, Exec::Transaction);
-    table.add(&meta::EXEC, Exec::Transaction);
-    table.add(&meta::DISCARD, Exec::Transaction);
+    table.add(&meta::MULTI, Exec::Multi(multi));
+    table.add(&meta::EXEC, Exec::Multi(exec));
+    table.add(&meta::DISCARD, Exec::Multi(discard));
+}
+
+/// A transaction command rejected before running (`MULTI x`): its error, and the
+/// transaction flagged, as for any rejected command.
+fn rejected(ctx: &mut MultiCtx<'_>, msg: &[u8]) {
+    if let Some(multi) = ctx.multi.as_mut() {
+        multi.dirty = true;
+    }
+    ctx.conn.reply().error_sanitized(msg);
+}
+
+/// `MULTI`
+fn multi(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
+    match call {
+        MultiCall::Rejected(msg) => rejected(ctx, msg),
+        // Nested: an error that does not abort the transaction.
+        MultiCall::Run(_) if ctx.multi.is_some() => ctx.conn.reply().error(errors::MULTI_NESTED),
+        MultiCall::Run(_) => {
+            *ctx.multi = Some(Default::default());
+            ctx.conn.reply().ok();
+        }
+    }
+    None
+}
+
+/// `DISCARD`
+fn discard(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
+    match call {
+        MultiCall::Rejected(msg) => rejected(ctx, msg),
+        MultiCall::Run(_) => match ctx.multi.take() {
+            None => ctx.conn.reply().error(errors::DISCARD_WITHOUT_MULTI),
+            Some(_) => ctx.conn.reply().ok(),
+        },
+    }
+    None
+}
+
+/// `EXEC`
+fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
+    if let MultiCall::Rejected(msg) = call {
+        // Redis aborts the transaction when EXEC itself is rejected, in or out of MULTI
+        // (`execCommandAbort`).
+        let reason = msg.strip_prefix(b"ERR ").unwrap_or(msg);
+        let mut text = errors::EXECABORT_BECAUSE_OF.to_vec();
+        text.extend_from_slice(reason);
+        ctx.conn.reply().error_sanitized(&text);
+        *ctx.multi = None;
+        return None;
+    }
+    let Some(multi) = ctx.multi.take() else {
+        ctx.conn.reply().error(errors::EXEC_WITHOUT_MULTI);
+        return None;
+    };
+    if multi.dirty {
+        ctx.conn.reply().error(errors::EXECABORT_PREVIOUS_ERRORS);
+        return None;
+    }
+    let table = &ctx.conn.shared.commands;
+    let mut locks = Vec::new();
+    let mut whole_shards = false;
+    let mut calls = Vec::with_capacity(multi.queued.len());
+    let mut queued = Vec::with_capacity(multi.queued.len());
+    for cmd in multi.queued {
+        let args = cmd.args(0);
+        let Some(spec) = cmd.cmds.first().and_then(|c| table.get(c.spec)) else {
+            continue;
+        };
+        calls.push(spec.id);
+        locks.extend(spec.lock_needs(&args));
+        whole_shards |=
+            matches!(spec.exec, Exec::Plan(cross) if cross.locking == Locking::WholeShards);
+        let start = PlanStart {
+            spec,
+            args: &args,
+            slots: ctx.slots,
+            now: ctx.conn.now,
+            locked: true,
+        };
+        let resp = ctx.conn.client.resp;
+        let item = match spec.exec {
+            Exec::Conn(_) | Exec::Container | Exec::Multi(_) => Queued::Conn(cmd),
+            Exec::Plan(cross) => match (cross.plan)(&start) {
+                Ok(plan) => Queued::Plan(plan),
+                Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
+            },
+            Exec::Shard(_) => {
+                let mut shards = Vec::new();
+                spec.for_each_key(&args, |i, _| {
+                    shards.push(ctx.slots.shard_of_key(args.get(i)))
+                });
+                let first = shards.first().copied().unwrap_or(0);
+                match spec.cross_shard {
+                    Some(cross) if shards.iter().any(|&s| s != first) => {
+                        match (cross.plan)(&start) {
+                            Ok(plan) => Queued::Plan(plan),
+                            Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
+                        }
+                    }
+                    _ => Queued::Single(first, cmd),
+                }
+            }
+        };
+        queued.push(Some(item));
+    }
+    let n = queued.len();
+    Some(Started {
+        plan: Box::new(ExecPlan {
+            queued,
+            next: 0,
+            outcomes: (0..n).map(|_| None).collect(),
+            in_stage: Vec::new(),
+            current: None,
+        }),
+        locks,
+        whole_shards,
+        calls,
+    })
+}
+
+fn error_reply(resp: goblin_protocol::Version, text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Encoder::new(&mut out, resp).error_sanitized(text);
+    out
+}
+
+/// One queued command of a MULTI block.
+#[derive(Debug)]
+enum Queued {
+    /// Runs on one shard.
+    Single(usize, Box<Batch>),
+    /// Runs on the connection.
+    Conn(Box<Batch>),
+    /// Needs a plan of its own.
+    Plan(Box<dyn Plan>),
+    /// Answered already (its arguments were refused).
+    Ready(Outcome),
+}
+
+/// EXEC's plan: the queued commands in order; consecutive single-shard commands for the
+/// same shard travel as one hop.
+#[derive(Debug)]
+struct ExecPlan {
+    queued: Vec<Option<Queued>>,
+    next: usize,
+    outcomes: Vec<Option<Outcome>>,
+    /// Commands of the hop in flight, in order.
+    in_stage: Vec<usize>,
+    /// A sub-plan in progress, for command `next - 1`.
+    current: Option<(usize, Box<dyn Plan>)>,
+}
+
+/// A sub-plan's next step inside EXEC, where nothing blocks: a plan that would park
+/// times out at once, as a blocking command does inside MULTI in Redis.
+fn step_without_parking(plan: &mut dyn Plan, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+    let mut step = plan.next(cx, results);
+    while let Step::Park(_) = step {
+        step = plan.next(cx, vec![HopOut::TimedOut]);
+    }
+    step
+}
+
+impl Plan for ExecPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        // Feed results to whoever asked for them.
+        if let Some((idx, mut plan)) = self.current.take() {
+            match step_without_parking(plan.as_mut(), cx, results) {
+                Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
+                step => {
+                    self.current = Some((idx, plan));
+                    return step;
+                }
+            }
+        } else if !self.in_stage.is_empty() {
+            let mut replies = match results.into_iter().next() {
+                Some(HopOut::Reply(r)) => r,
+                _ => Vec::new(),
+            };
+            // Split the hop's concatenated replies back into one per command.
+            for idx in std::mem::take(&mut self.in_stage) {
+                let n = reply_len(&replies)
+                    .ok()
+                    .flatten()
+                    .map_or(replies.len(), |(n, _)| n);
+                let rest = replies.split_off(n);
+                self.outcomes[idx] = Some(Outcome::Reply(std::mem::replace(&mut replies, rest)));
+            }
+        }
+        loop {
+            let Some(slot) = self.queued.get_mut(self.next) else {
+                let outcomes = self
+                    .outcomes
+                    .iter_mut()
+                    .map(|o| o.take().unwrap_or(Outcome::Reply(Vec::new())))
+                    .collect();
+                return Step::Done(Outcome::Exec(outcomes));
+            };
+            let idx = self.next;
+            self.next += 1;
+            match slot.take() {
+                None => {}
+                Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
+                Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
+                Some(Queued::Plan(mut plan)) => {
+                    match step_without_parking(plan.as_mut(), cx, Vec::new()) {
+                        Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
+                        step => {
+                            self.current = Some((idx, plan));
+                            return step;
+                        }
+                    }
+                }
+                Some(Queued::Single(shard, mut batch)) => {
+                    self.in_stage.push(idx);
+                    // Later commands for the same shard join the hop, skipping over
+                    // connection commands (which touch no keys).
+                    while let Some(next) = self.queued.get_mut(self.next) {
+                        match next {
+                            Some(Queued::Single(s, _)) if *s == shard => {
+                                if let Some(Queued::Single(_, more)) = next.take() {
+                                    let spec = more.cmds.first().map_or(0, |c| c.spec);
+                                    batch.push(spec, &more.args(0));
+                                }
+                                self.in_stage.push(self.next);
+                            }
+                            Some(Queued::Conn(_)) => {
+                                if let Some(Queued::Conn(cmd)) = next.take() {
+                                    self.outcomes[self.next] = Some(Outcome::Conn(cmd));
+                                }
+                            }
+                            _ => break,
+                        }
+                        self.next += 1;
+                    }
+                    return Step::Hops(vec![Hop::commands(shard, batch)]);
+                }
+            }
+        }
+    }
 }

@@ -4,17 +4,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use goblin_protocol::{Frame, parse_reply};
-
 use crate::errors;
 use crate::runtime::server::REDIS_VERSION;
-use crate::shard::CmdStat;
-use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
-use crate::table::meta;
-use crate::table::{CommandSpec, CommandTable};
+use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
+use crate::table::{CommandSpec, CommandTable, meta};
+use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
+use crate::txn::shapes::{FanOut, sum};
 use crate::util::glob_match;
-
-use super::{merge_ok, merge_sum};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -33,34 +29,18 @@ pub fn register(table: &mut CommandTable) {
         Exec::Container,
         &[("get", None, Exec::Conn(config_get))],
     );
-    table.add(
-        &meta::INFO,
-        Exec::AllShards {
-            part: info_part,
-            merge: info_merge,
-        },
-    );
-    table.add(
-        &meta::DBSIZE,
-        Exec::AllShards {
-            part: dbsize_part,
-            merge: merge_sum,
-        },
-    );
-    table.add(
-        &meta::FLUSHALL,
-        Exec::AllShards {
-            part: flush_part,
-            merge: merge_ok,
-        },
-    );
-    table.add(
-        &meta::FLUSHDB,
-        Exec::AllShards {
-            part: flush_part,
-            merge: merge_ok,
-        },
-    );
+    // Keyspace-wide: a part on every shard, each seen whole, so that no multi-shard
+    // write is half applied when they count or clear it.
+    let whole = |plan| {
+        Exec::Plan(CrossShard {
+            plan,
+            locking: Locking::WholeShards,
+        })
+    };
+    table.add(&meta::INFO, whole(info_plan));
+    table.add(&meta::DBSIZE, whole(dbsize_plan));
+    table.add(&meta::FLUSHALL, whole(flush_plan));
+    table.add(&meta::FLUSHDB, whole(flush_plan));
 }
 
 fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
@@ -205,25 +185,75 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// Per-shard statistics INFO merges: keys, keys with an expiry, keyspace bytes, and for
-/// each command run here its table id, calls, microseconds and failures.
-fn info_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
-    let used: Vec<_> = ctx
+/// What one shard tells INFO: its keys, keys with an expiry, keyspace bytes, and its
+/// worker's command statistics.
+#[derive(Debug)]
+struct InfoPart {
+    keys: usize,
+    expires: usize,
+    bytes: usize,
+    stats: Vec<(usize, CmdStat)>,
+}
+
+/// INFO's part on one shard.
+fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+    let stats = ctx
         .stats
         .iter()
         .enumerate()
         .filter(|(_, s)| s.calls + s.failed > 0)
+        .map(|(id, s)| (id, *s))
         .collect();
-    ctx.out.array(3 + 4 * used.len());
-    ctx.out.integer(ctx.db.len() as i64);
-    ctx.out.integer(ctx.db.volatile_len() as i64);
-    ctx.out.integer(ctx.db.used_bytes() as i64);
-    for (id, stat) in used {
-        ctx.out.integer(id as i64);
-        ctx.out.integer(stat.calls as i64);
-        ctx.out.integer(stat.usec as i64);
-        ctx.out.integer(stat.failed as i64);
+    HopOut::Other(Box::new(InfoPart {
+        keys: ctx.db.len(),
+        expires: ctx.db.volatile_len(),
+        bytes: ctx.db.used_bytes(),
+        stats,
+    }))
+}
+
+/// `INFO [section ...]`: every shard's part, then the sections.
+fn info_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(start.args, info_part, info_merge)))
+}
+
+/// DBSIZE's part: this shard's key count.
+fn dbsize_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+    HopOut::Int(ctx.db.len() as i64)
+}
+
+fn dbsize_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let n = sum(&parts);
+    cx.reply(|e| e.integer(n))
+}
+
+/// `DBSIZE`: the shards' key counts added up.
+fn dbsize_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(start.args, dbsize_part, dbsize_merge)))
+}
+
+/// FLUSHALL/FLUSHDB's part: clear this shard.
+fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
+    ctx.db.clear();
+    if ctx.logging() {
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        ctx.log(&argv);
     }
+    HopOut::Done
+}
+
+fn flush_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+    cx.reply(|e| e.ok())
+}
+
+/// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked, then every shard
+/// cleared.
+fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    if args.len() > 2 || (args.len() == 2 && !args.is(1, "async") && !args.is(1, "sync")) {
+        return Err(errors::SYNTAX.to_vec());
+    }
+    Ok(Box::new(FanOut::new(args, flush_part, flush_merge)))
 }
 
 /// Resident set size of the process in bytes, from /proc.
@@ -252,32 +282,28 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// `INFO [section ...]`
-fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
-    let (mut keys, mut expires, mut keyspace_bytes) = (0i64, 0i64, 0i64);
+/// INFO's sections, from every shard's part.
+fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let (mut keys, mut expires, mut keyspace_bytes) = (0usize, 0usize, 0usize);
     let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
     for part in parts {
-        let Ok(Some((Frame::Array(items), _))) = parse_reply(part) else {
+        let HopOut::Other(any) = part else { continue };
+        let Ok(part) = any.downcast::<InfoPart>() else {
             continue;
         };
-        let ints: Vec<i64> = items
-            .iter()
-            .map(|f| if let Frame::Integer(n) = f { *n } else { 0 })
-            .collect();
-        if let [k, e, b, rest @ ..] = ints.as_slice() {
-            keys += k;
-            expires += e;
-            keyspace_bytes += b;
-            for s in rest.chunks_exact(4) {
-                let stat = stats.entry(s[0] as usize).or_default();
-                stat.calls += s[1] as u64;
-                stat.usec += s[2] as u64;
-                stat.failed += s[3] as u64;
-            }
+        keys += part.keys;
+        expires += part.expires;
+        keyspace_bytes += part.bytes;
+        for (id, s) in part.stats {
+            let stat = stats.entry(id).or_default();
+            stat.calls += s.calls;
+            stat.usec += s.usec;
+            stat.failed += s.failed;
         }
     }
     let wanted: Vec<String> = args
-        .iter_from(1)
+        .iter()
+        .skip(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .collect();
     let everything = wanted.iter().any(|s| s == "all" || s == "everything");
@@ -286,7 +312,7 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
     let show = |name: &str| {
         everything || wanted.iter().any(|s| s == name) || (default && name != "commandstats")
     };
-    let shared = ctx.shared;
+    let shared = cx.shared;
     let uptime = shared.started.elapsed().as_secs();
     let rss = rss_bytes();
     // The allocator's count of bytes in use, as redis-server reports its allocator's;
@@ -315,7 +341,7 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
             std::env::consts::ARCH,
             std::process::id(),
             shared.local_addr.port(),
-            ctx.now * 1000,
+            cx.now * 1000,
             uptime / 86400,
             std::env::current_exe()
                 .map(|p| p.display().to_string())
@@ -397,20 +423,5 @@ fn info_merge(ctx: &mut ConnCtx<'_>, args: &Args<'_>, parts: &[&[u8]]) {
             String::new()
         },
     );
-    ctx.reply().verbatim(b"txt", text.as_bytes());
-}
-
-/// DBSIZE's part: this shard's key count.
-fn dbsize_part(ctx: &mut ShardCtx<'_>, _args: &Args<'_>) {
-    ctx.out.integer(ctx.db.len() as i64);
-}
-
-/// FLUSHALL/FLUSHDB's part: `[ASYNC|SYNC]`, then clear this shard. Every part checks the
-/// options the same way, so an error comes from all of them and nothing is flushed.
-fn flush_part(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if args.len() > 2 || (args.len() == 2 && !args.is(1, "async") && !args.is(1, "sync")) {
-        return ctx.out.error(errors::SYNTAX);
-    }
-    ctx.db.clear();
-    ctx.out.ok();
+    cx.reply(|e| e.verbatim(b"txt", text.as_bytes()))
 }

@@ -41,22 +41,28 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     for i in (2..args.len()).step_by(2) {
         match parse_score(args.get(i)) {
             Some(score) => scores.push((score, args.get(i + 1))),
-            None => return ctx.out.error(b"ERR value is not a valid float"),
+            None => return ctx.out.error(errors::NOT_FLOAT),
         }
     }
-    let key = args.get(1);
-    if ctx.db.get_mut(key, ctx.now).is_none() {
-        ctx.db
-            .insert(key, Value::ZSet(Box::default()), None, ctx.now);
+    let added = ctx.db.upsert(
+        args.get(1),
+        ctx.now,
+        || Value::ZSet(Box::default()),
+        |value| match value {
+            ValueMut::Boxed(Value::ZSet(zset)) => {
+                let added = scores
+                    .into_iter()
+                    .filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none())
+                    .count();
+                (Some(added as i64), true)
+            }
+            _ => (None, false),
+        },
+    );
+    match added.flatten() {
+        Some(n) => ctx.out.integer(n),
+        None => ctx.out.error(errors::WRONGTYPE),
     }
-    let Some(ValueMut::Boxed(Value::ZSet(zset))) = ctx.db.get_mut(key, ctx.now) else {
-        return ctx.out.error(errors::WRONGTYPE);
-    };
-    let added = scores
-        .into_iter()
-        .filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none())
-        .count();
-    ctx.out.integer(added as i64);
 }
 
 /// `ZSCORE key member`

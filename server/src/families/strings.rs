@@ -8,10 +8,11 @@ use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 use crate::errors;
 use crate::longdouble::LongDouble;
 use crate::table::handler::{Args, Exec, ShardCtx};
-use crate::table::meta;
-use crate::table::{CommandTable, MultiKey};
+use crate::table::{CommandTable, meta};
+use crate::txn::plan::{HopOut, Locking, Plan, PlanCx, PlanStart};
+use crate::txn::shapes::{Decision, ReadThenWrite, Split, merge_ok, merge_values_in_order, sum};
 
-use super::{ExpireUnit, parse_expire};
+use super::{ExpireUnit, decimal, parse_expire};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -23,9 +24,15 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::GETSET, Exec::Shard(getset));
     table.add(&meta::GETDEL, Exec::Shard(getdel));
     table.add(&meta::GETEX, Exec::Shard(getex));
-    table.add_multi(&meta::MGET, Exec::Shard(mget), MultiKey::Mget);
-    table.add_multi(&meta::MSET, Exec::Shard(mset), MultiKey::AllOk);
-    table.add_multi(&meta::MSETNX, Exec::Shard(msetnx), MultiKey::MsetNx);
+    table
+        .add(&meta::MGET, Exec::Shard(mget))
+        .cross_shard(mget_plan, Locking::Keys);
+    table
+        .add(&meta::MSET, Exec::Shard(mset))
+        .cross_shard(mset_plan, Locking::Keys);
+    table
+        .add(&meta::MSETNX, Exec::Shard(msetnx))
+        .cross_shard(msetnx_plan, Locking::Keys);
     table.add(&meta::APPEND, Exec::Shard(append));
     table.add(&meta::STRLEN, Exec::Shard(strlen));
     table.add(&meta::INCR, Exec::Shard(incr));
@@ -40,8 +47,6 @@ pub fn register(table: &mut CommandTable) {
 
 /// A string exceeding the bulk limit.
 const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
-/// A string or argument that is not a float.
-const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 
 /// What a key holds, for string commands: its string value, nothing, or another type.
 pub(crate) enum Str<'a> {
@@ -64,6 +69,34 @@ pub(crate) fn lookup<'a>(
                 Some(s) => (Str::Value(s), expire),
                 None => (Str::WrongType, expire),
             }
+        }
+    }
+}
+
+/// What a string read found, owned (a plan's hop sends it to the coordinator).
+#[derive(Debug)]
+pub(crate) enum StrRead {
+    Value(Vec<u8>),
+    Absent,
+    WrongType,
+}
+
+impl StrRead {
+    /// Reads `key` as GET does.
+    pub(crate) fn of(db: &mut Keyspace, key: &[u8], now: Millis) -> StrRead {
+        match lookup(db, key, now).0 {
+            Str::Value(v) => StrRead::Value(v.to_vec()),
+            Str::Absent => StrRead::Absent,
+            Str::WrongType => StrRead::WrongType,
+        }
+    }
+
+    /// Replies as GET does.
+    pub(crate) fn reply(&self, e: &mut goblin_protocol::Encoder<'_>) {
+        match self {
+            StrRead::Value(v) => e.bulk(v),
+            StrRead::Absent => e.null(),
+            StrRead::WrongType => e.error(errors::WRONGTYPE),
         }
     }
 }
@@ -201,8 +234,19 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
     let expire_at = if opts.keep_ttl { old_expire } else { deadline };
     ctx.db.set_str(key, value, expire_at, ctx.now);
+    if let Some(at) = deadline {
+        // Replayed later, a relative expiry would count from then.
+        log_set_pxat(ctx, key, value, at);
+    }
     if !opts.get {
         ctx.out.ok();
+    }
+}
+
+/// Logs `SET key value PXAT at`: the deterministic form of a SET with an expiry.
+pub(crate) fn log_set_pxat(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], at: Millis) {
+    if ctx.logging() {
+        ctx.log(&[b"SET", key, value, b"PXAT", &decimal(at as i64)]);
     }
 }
 
@@ -222,6 +266,7 @@ fn set_with_expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>, unit: ExpireUnit, na
         Err(e) => return ctx.out.error(&e),
     };
     ctx.db.set_str(args.get(1), args.get(3), Some(at), ctx.now);
+    log_set_pxat(ctx, args.get(1), args.get(3), at);
     ctx.out.ok();
 }
 
@@ -244,8 +289,8 @@ fn getset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// `GETDEL key`: the value, and the key deleted.
 fn getdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if reply_get(ctx, args.get(1)) {
-        ctx.db.delete(args.get(1), ctx.now);
+    if reply_get(ctx, args.get(1)) && ctx.db.delete(args.get(1), ctx.now) {
+        ctx.log(&[b"DEL", args.get(1)]);
     }
 }
 
@@ -273,12 +318,17 @@ fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         // An absolute time already past deletes the key.
         Some((at, ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis)) if at <= ctx.now => {
             ctx.db.delete(key, ctx.now);
+            ctx.log(&[b"DEL", key]);
         }
         Some((at, _)) => {
             ctx.db.set_expire(key, Some(at), ctx.now);
+            if ctx.logging() {
+                ctx.log(&[b"PEXPIREAT", key, &decimal(at as i64)]);
+            }
         }
         None if opts.persist => {
             ctx.db.set_expire(key, None, ctx.now);
+            ctx.log(&[b"PERSIST", key]);
         }
         None => {}
     }
@@ -333,6 +383,87 @@ fn msetnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     ctx.out.integer(1);
 }
 
+/// MGET's part on one shard: each key's string value, or nothing.
+fn mget_part(ctx: &mut ShardCtx<'_>, keys: &[Vec<u8>]) -> HopOut {
+    HopOut::Bulks(
+        keys.iter()
+            .map(|k| {
+                ctx.db
+                    .get(k, ctx.now)
+                    .and_then(|e| e.value().as_str().map(<[u8]>::to_vec))
+            })
+            .collect(),
+    )
+}
+
+/// MSET's part on one shard: its key/value pairs.
+fn mset_part(ctx: &mut ShardCtx<'_>, pairs: &[Vec<u8>]) -> HopOut {
+    for kv in pairs.chunks_exact(2) {
+        ctx.db.set_str(&kv[0], &kv[1], None, ctx.now);
+    }
+    if ctx.logging() {
+        let mut argv: Vec<&[u8]> = vec![b"MSET"];
+        argv.extend(pairs.iter().map(Vec::as_slice));
+        ctx.log(&argv);
+    }
+    HopOut::Done
+}
+
+/// How many of its keys exist on one shard (MSETNX's check).
+fn exists_part(ctx: &mut ShardCtx<'_>, pairs: &[Vec<u8>]) -> HopOut {
+    let found = pairs
+        .chunks_exact(2)
+        .filter(|kv| ctx.db.contains(&kv[0], ctx.now))
+        .count();
+    HopOut::Int(found as i64)
+}
+
+/// MGET across shards: each shard reads its keys, the values go back in argument order.
+fn mget_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(Split::new(
+        start.args,
+        1,
+        1,
+        start.slots,
+        mget_part,
+        merge_values_in_order,
+    )))
+}
+
+/// MSET across shards: each shard sets its pairs.
+fn mset_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    if start.args.len().is_multiple_of(2) {
+        return Err(errors::wrong_arity("mset"));
+    }
+    Ok(Box::new(Split::new(
+        start.args,
+        1,
+        2,
+        start.slots,
+        mset_part,
+        merge_ok,
+    )))
+}
+
+/// MSETNX across shards: every shard counts its existing keys; if none exists, each sets
+/// its pairs.
+fn msetnx_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    if start.args.len().is_multiple_of(2) {
+        return Err(errors::wrong_arity("msetnx"));
+    }
+    let mut check = Split::new(start.args, 1, 2, start.slots, exists_part, merge_ok);
+    let sets = Split::new(start.args, 1, 2, start.slots, mset_part, merge_ok);
+    let reads = check.hops();
+    Ok(Box::new(ReadThenWrite::new(sets, reads, decide_msetnx)))
+}
+
+fn decide_msetnx(sets: &mut Split, cx: &PlanCx<'_>, existing: Vec<HopOut>) -> Decision {
+    if sum(&existing) > 0 {
+        return Decision::Reply(cx.reply(|e| e.integer(0)));
+    }
+    Decision::Write(sets.hops(), cx.reply(|e| e.integer(1)))
+}
+
 /// Replaces a string's value keeping its expiry, marking it `raw` (APPEND and SETRANGE
 /// leave Redis's strings raw-encoded, which OBJECT ENCODING shows).
 fn store_raw(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], expire: Option<Millis>) {
@@ -355,8 +486,14 @@ fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Str::Value(old) => old.len() + tail.len(),
     };
     // A long string is boxed: grow it in place, amortized.
-    if let Some(ValueMut::Boxed(Value::Str(s))) = ctx.db.get_mut(key, ctx.now) {
-        s.extend_from_slice(tail);
+    let grown = ctx.db.modify(key, ctx.now, |v| match v {
+        ValueMut::Boxed(Value::Str(s)) => {
+            s.extend_from_slice(tail);
+            (true, true)
+        }
+        _ => (false, false),
+    });
+    if grown == Some(true) {
         ctx.db.add_flags(key, RAW, ctx.now);
         return ctx.out.integer(new as i64);
     }
@@ -439,7 +576,7 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Str::Value(s) => LongDouble::parse(s),
     };
     let (Some(old), Some(delta)) = (old, LongDouble::parse(args.get(2))) else {
-        return ctx.out.error(NOT_FLOAT);
+        return ctx.out.error(errors::NOT_FLOAT);
     };
     let sum = old + delta;
     if sum.is_infinite() {
@@ -451,6 +588,8 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
     // Redis stores the result as a plain string, never integer-encoded.
     ctx.db.add_flags(key, NOT_INT, ctx.now);
+    // Replayed, the float arithmetic could round differently: log the result.
+    ctx.log(&[b"SET", key, text.as_bytes(), b"KEEPTTL"]);
     ctx.out.bulk(text.as_bytes());
 }
 
@@ -518,11 +657,17 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let start = offset as usize;
     let new_len = len.max(end) as i64;
     // A long string is boxed: patch it in place, as APPEND grows it.
-    if let Some(ValueMut::Boxed(Value::Str(s))) = ctx.db.get_mut(key, ctx.now) {
-        if s.len() < end {
-            s.resize(end, 0);
+    let patched = ctx.db.modify(key, ctx.now, |v| match v {
+        ValueMut::Boxed(Value::Str(s)) => {
+            if s.len() < end {
+                s.resize(end, 0);
+            }
+            s[start..end].copy_from_slice(patch);
+            (true, true)
         }
-        s[start..end].copy_from_slice(patch);
+        _ => (false, false),
+    });
+    if patched == Some(true) {
         ctx.db.add_flags(key, RAW, ctx.now);
         return ctx.out.integer(new_len);
     }

@@ -13,7 +13,8 @@ use mio::net::TcpStream;
 
 use crate::runtime::client::Client;
 use crate::runtime::msg::Batch;
-use crate::runtime::route::Route;
+use crate::runtime::pipeline::Route;
+use crate::table::handler::MultiState;
 
 /// Initial (and idle) size of a connection's read buffer; Redis reads 16 KiB at a time.
 const READ_BUFFER_INITIAL: usize = 16 * 1024;
@@ -216,6 +217,12 @@ pub struct Conn {
     pub in_flight: usize,
     /// The shard the batches in flight went to.
     pub flight_shard: usize,
+    /// Reply bytes the batches in flight may bring back at most (their budgets): counted
+    /// with the unsent output against the connection's bound.
+    pub reserved: usize,
+    /// A batch in flight stopped at its reply budget and waits at its shard for the
+    /// client to read: resume it once the output drains.
+    pub stalled: bool,
     /// A keyspace-wide command or transaction in progress.
     pub job: Option<u64>,
     /// MULTI state: the queued commands, and whether one was rejected.
@@ -232,20 +239,17 @@ pub struct Conn {
     pub gone: bool,
 }
 
-/// A MULTI block being queued.
-#[derive(Debug, Default)]
-pub struct MultiState {
-    /// The queued commands, one per batch.
-    pub queued: Vec<Box<Batch>>,
-    /// A command was rejected while queueing: EXEC answers EXECABORT.
-    pub dirty: bool,
-}
-
 impl Conn {
     /// True while the connection waits for work it started elsewhere; its next command
     /// runs only after that, to keep the order in which its commands take effect.
     pub fn busy(&self) -> bool {
         self.in_flight > 0 || self.open.is_some() || self.job.is_some()
+    }
+
+    /// Reply bytes held for the connection: unsent output, and what its batches in
+    /// flight may bring back.
+    pub fn held_replies(&self) -> usize {
+        self.output.pending() + self.reserved
     }
 }
 
@@ -267,6 +271,8 @@ impl Conn {
             open: None,
             in_flight: 0,
             flight_shard: 0,
+            reserved: 0,
+            stalled: false,
             job: None,
             multi: None,
             held: None,

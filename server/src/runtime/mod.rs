@@ -4,6 +4,6 @@
 pub mod client;
 pub mod conn;
 pub mod msg;
-pub mod route;
+pub mod pipeline;
 pub mod server;
 pub mod worker;

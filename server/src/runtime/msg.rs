@@ -7,11 +7,14 @@
 //! batch allocates nothing in steady traffic.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use goblin_protocol::Version;
-use goblin_store::{Millis, Value};
+use goblin_store::Millis;
 
+use crate::shard::slots::SlotMap;
 use crate::table::handler::Args;
+use crate::txn::plan::{HopOut, ReadyFn, Work};
 
 /// A connection, named across threads: its worker, its slab key, and a generation that
 /// tells a reused slab key apart.
@@ -53,7 +56,7 @@ pub struct Cmd {
 }
 
 /// Commands to run on one shard, and their replies.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Batch {
     /// Argument bytes of every command.
     pub data: Vec<u8>,
@@ -69,6 +72,28 @@ pub struct Batch {
     pub resp: Version,
     /// The timestamp the commands use (the origin's clock for this iteration).
     pub now: Millis,
+    /// At most this many reply bytes: the owner stops after the command that reaches it,
+    /// sends those replies back and keeps the rest until the connection's output drains
+    /// (a connection's unsent replies are bounded wherever they are held).
+    pub reply_budget: usize,
+    /// The version of the slot map the batch was routed with.
+    pub slots_version: u64,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            data: Vec::new(),
+            spans: Vec::new(),
+            cmds: Vec::new(),
+            next: 0,
+            replies: Vec::new(),
+            resp: Version::Resp2,
+            now: 0,
+            reply_budget: usize::MAX,
+            slots_version: 0,
+        }
+    }
 }
 
 impl Batch {
@@ -99,69 +124,41 @@ impl Batch {
         self.cmds.clear();
         self.next = 0;
         self.replies.clear();
+        self.reply_budget = usize::MAX;
     }
 
     /// True when every command has run.
     pub fn finished(&self) -> bool {
         self.next >= self.cmds.len()
     }
+
+    /// True when the replies reached the budget: the rest waits (at least one command
+    /// runs per visit, so a batch always makes progress).
+    pub fn over_budget(&self) -> bool {
+        self.replies.len() >= self.reply_budget
+    }
 }
 
-/// A value moved out of one shard and into another (RENAME across shards).
-#[derive(Debug)]
-pub struct Moved {
-    /// The value.
-    pub value: Value,
-    /// Its absolute expiry.
-    pub expire_at: Option<Millis>,
-    /// Its encoding flags (see `goblin_store::ENCODING_FLAGS`).
-    pub flags: u8,
-}
-
-/// Work other than commands that a transaction step can carry.
-#[derive(Debug)]
-pub enum Special {
-    /// Remove a key and send its value back.
-    Take(Vec<u8>),
-    /// Send a copy of a key's value back (COPY).
-    Clone(Vec<u8>),
-    /// Store a moved value at a key (replacing it).
-    Put(Vec<u8>, Moved),
-    /// GOBLIN.CLAIM's attempt: `SET key token NX PXAT deadline`. Afterwards the step
-    /// releases the transaction's locks here if the claim was won and `release_if_won`,
-    /// or if it was held and `release_if_held`.
-    TryClaim {
-        /// The claim key.
-        key: Vec<u8>,
-        /// The token stored when the claim is won.
-        token: Vec<u8>,
-        /// The lease's end.
-        deadline: Millis,
-        /// Release after winning.
-        release_if_won: bool,
-        /// Release after finding the claim held.
-        release_if_held: bool,
-    },
-}
-
-/// One step of a transaction on one shard: acquire locks (waiting if needed), run
-/// commands and special work under them, release them.
+/// One visit of a transaction to one shard: take locks (waiting if needed), run work
+/// under them, release them.
 #[derive(Debug)]
 pub struct TxStep {
     /// The transaction.
     pub tx: TxRef,
+    /// Which hop of its stage this is (the result goes back in that place).
+    pub index: usize,
     /// Keys to lock before anything else (empty when already held).
     pub lock: Vec<(Vec<u8>, LockMode)>,
-    /// Lock the whole shard (keyspace-wide commands inside a transaction).
+    /// Lock the whole shard (keyspace-wide commands).
     pub lock_all: bool,
-    /// Commands to run once the locks are held.
-    pub batch: Option<Box<Batch>>,
-    /// Special work to do once the locks are held.
-    pub special: Option<Special>,
+    /// The work to run once the locks are held.
+    pub work: Option<Work>,
     /// Release every lock the transaction holds on this shard afterwards.
     pub release: bool,
     /// The transaction's one timestamp.
     pub now: Millis,
+    /// The version of the slot map the transaction was routed with.
+    pub slots_version: u64,
 }
 
 /// What a transaction step gives back.
@@ -169,16 +166,30 @@ pub struct TxStep {
 pub struct TxStepDone {
     /// The transaction.
     pub tx: TxRef,
+    /// The hop's place in its stage.
+    pub index: usize,
     /// The shard that ran the step.
     pub shard: usize,
-    /// The batch, with its replies.
-    pub batch: Option<Box<Batch>>,
-    /// A value taken by `Special::Take` (None: the key was absent).
-    pub taken: Option<Moved>,
-    /// The outcome of `Special::TryClaim`: whether the claim was won.
-    pub claimed: Option<bool>,
+    /// The work's result; `Err` when the shard refused the step (a key it does not own):
+    /// the error reply.
+    pub out: Result<HopOut, Vec<u8>>,
     /// Whether the transaction still holds locks on this shard after the step.
     pub holds_locks: bool,
+}
+
+/// A parked plan's wait, registered on one shard.
+#[derive(Debug)]
+pub struct ParkReq {
+    /// The transaction.
+    pub tx: TxRef,
+    /// Which wait of the transaction this is (a later one makes earlier wake-ups stale).
+    pub id: u64,
+    /// The keys of this shard to watch.
+    pub keys: Vec<Vec<u8>>,
+    /// A key already ready wakes the plan at once.
+    pub ready: Option<ReadyFn>,
+    /// The time the readiness check uses.
+    pub now: Millis,
 }
 
 /// A message between workers.
@@ -190,8 +201,22 @@ pub enum Msg {
     Run(ConnRef, Box<Batch>),
     /// A batch coming back with its replies.
     Done(ConnRef, Box<Batch>),
+    /// The replies of a batch that reached its reply budget, from this shard: the rest of
+    /// it waits there until [`Msg::Resume`].
+    Replies(ConnRef, usize, Vec<u8>),
+    /// The connection's output has room again: go on with its stalled batch, with this
+    /// reply budget (`None`: the connection is gone; send the batch back unrun).
+    Resume(ConnRef, Option<usize>),
     /// A transaction step for this shard.
     Step(TxStep),
     /// A transaction step's result.
     StepDone(TxStepDone),
+    /// Watch keys of this shard for a parked plan.
+    Park(ParkReq),
+    /// Stop watching for a parked plan's wait.
+    Unpark(TxRef, u64),
+    /// A watched key changed: the wait `id` of the transaction can go on.
+    Woken(TxRef, u64, Vec<u8>),
+    /// A new slot map.
+    Slots(Arc<SlotMap>),
 }

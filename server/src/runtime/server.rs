@@ -13,9 +13,10 @@ use socket2::{Domain, Socket, Type};
 
 use crate::clock;
 use crate::config::Config;
+use crate::families;
 use crate::runtime::msg::Msg;
-use crate::runtime::route::SlotTable;
 use crate::runtime::worker::Worker;
+use crate::shard::slots::SlotMap;
 use crate::table::CommandTable;
 
 /// A worker's poll and inbox, made before its thread starts (the waker needs the poll).
@@ -70,8 +71,9 @@ pub struct Shared {
     pub commands: CommandTable,
     /// Number of shard threads.
     pub threads: usize,
-    /// Which shard owns which slot.
-    pub slots: SlotTable,
+    /// The slot map workers start with (each then keeps its own copy, updated by
+    /// message).
+    pub slots: Arc<SlotMap>,
     /// Every worker's inbox and waker, by worker index.
     pub peers: Vec<Peer>,
     /// More workers than cores this process may use: some share a core.
@@ -103,6 +105,7 @@ impl Shared {
         } else {
             config.threads
         };
+        let commands = families::table().map_err(io::Error::other)?;
         let mut polls = Vec::with_capacity(threads);
         let mut peers = Vec::with_capacity(threads);
         for _ in 0..threads {
@@ -119,9 +122,9 @@ impl Shared {
         let shared = Shared {
             local_addr,
             config,
-            commands: CommandTable::new(),
+            commands,
             threads,
-            slots: SlotTable::contiguous(threads),
+            slots: Arc::new(SlotMap::contiguous(threads)),
             peers,
             cores_shared: threads > std::thread::available_parallelism().map_or(1, usize::from),
             started_at: clock::now_ms(),

@@ -10,51 +10,42 @@
 //!   loop iteration travels as one `Vec<Msg>`, with at most one wake-up, and only when
 //!   the receiver is (about to be) asleep.
 //! - No worker ever blocks waiting for another: work that must wait (a reply from
-//!   another shard, a lock) is parked and resumed by a later message.
-//!
-//! # The per-connection contract
-//!
-//! Replies go out in request order, and a connection's commands take effect in the
-//! order it sent them. A command for the local shard runs inline; commands for one
-//! remote shard gather in a batch that is sent at the end of the iteration, and further
-//! commands for that same shard join it or follow it (channels are FIFO). Any other
-//! command waits until everything in flight has answered — so a later command never
-//! takes effect before an earlier one, while a pipeline of commands for one shard pays
-//! one round trip, not one each.
+//!   another shard, a lock, a key event) is parked and resumed by a later message.
 //!
 //! # One iteration
 //!
 //! 1. `poll` for readiness (not blocking if work is pending);
 //! 2. read the clock once: every command the iteration starts uses that timestamp;
-//! 3. serve ready connections: read, decode, route and run;
-//! 4. handle messages: batches to run here, replies coming back, transaction steps;
+//! 3. serve ready connections: read, decode, route and run (`pipeline.rs`, which keeps
+//!    the per-connection ordering contract);
+//! 4. handle messages: batches to run here, replies coming back, transaction steps,
+//!    parked plans' wake-ups;
 //! 5. send this iteration's batches and messages, one `Vec` per destination;
-//! 6. write each connection's output once; `WRITABLE` interest only after `WouldBlock`.
+//! 6. write each connection's output once; `WRITABLE` interest only after `WouldBlock`;
+//! 7. expire keys actively, and time out parked plans whose deadline passed.
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use goblin_protocol::{Decoded, Encoder, Version, parse_i64};
+use goblin_protocol::Version;
 use goblin_store::Millis;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::clock;
-use crate::errors;
 use crate::runtime::client::Client;
-use crate::runtime::conn::{Conn, Held, MultiState, ReadOutcome};
-use crate::runtime::msg::{Batch, ConnRef, Msg, TxRef};
-use crate::runtime::route::{Route, Target};
+use crate::runtime::conn::{Conn, ReadOutcome};
+use crate::runtime::msg::{Batch, ConnRef, Msg};
 use crate::runtime::server::{Shared, WAKER};
-use crate::shard::{Outgoing, Shard, command_needs};
-use crate::table::handler::{Args, ConnCtx, Exec};
-use crate::table::{CommandSpec, Rejection};
-use crate::txn::{Outcome, Plan, TxJob};
+use crate::shard::{Outgoing, Shard};
+use crate::txn::coordinator::{Env, TxJob};
+use crate::txn::plan::Outcome;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 /// Readiness events handled per `poll` call.
@@ -63,10 +54,16 @@ const EVENTS_CAPACITY: usize = 1024;
 const MAX_READS_PER_TURN: usize = 16;
 /// Connections accepted per listener event before the loop serves the others.
 const MAX_ACCEPTS_PER_TURN: usize = 256;
-/// Unsent output above which a connection's further requests wait for the client to
-/// read; high enough that a client writing a large pipeline before reading still works,
-/// as it does with redis-server.
-const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+/// Reply bytes held for a connection (unsent output, and what its batches in flight may
+/// bring back) above which its further requests wait for the client to read; high enough
+/// that a client writing a large pipeline before reading still works, as it does with
+/// redis-server.
+pub(crate) const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
+/// Reply bytes a batch sent to another shard may bring back in one trip: past it the
+/// owner sends what it has and keeps the rest until the client reads. Small replies
+/// never come near it; a pipeline of GETs of large values is held back at the owner
+/// instead of growing the server's memory.
+pub(crate) const BATCH_REPLY_BUDGET: usize = 4 * 1024 * 1024;
 /// Replies held back while a connection waits for the rest of its pipeline are written
 /// anyway once they pass this size.
 const FLUSH_EARLY_ABOVE: usize = 64 * 1024;
@@ -84,45 +81,38 @@ const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
 const BATCH_KEEP_BYTES: usize = 256 * 1024;
 
-/// What happened to a request the connection handed over.
-enum Flow {
-    /// Consumed; go on with the next request.
-    Next,
-    /// Consumed; the connection now waits for it.
-    Taken,
-    /// Not consumed: it must wait for what is in flight.
-    Wait,
-}
-
 /// One thread's event loop.
 pub struct Worker {
-    id: usize,
+    pub(crate) id: usize,
     poll: Poll,
     inbox: Receiver<Vec<Msg>>,
     listener: Option<TcpListener>,
     next_target: usize,
-    conns: Slab<Conn>,
+    pub(crate) conns: Slab<Conn>,
     next_gen: u64,
-    shard: Shard,
-    shared: Arc<Shared>,
-    now: Millis,
+    pub(crate) shard: Shard,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) now: Millis,
     /// Connections with replies to write this iteration.
     dirty: Vec<usize>,
     /// Connections with work left over for the next iteration.
-    scheduled: Vec<usize>,
+    pub(crate) scheduled: Vec<usize>,
     /// Connections with a batch gathered this iteration.
-    opened: Vec<usize>,
+    pub(crate) opened: Vec<usize>,
     /// Messages for each worker, sent at the end of the iteration.
     outbox: Vec<Vec<Msg>>,
     /// Messages for this worker itself.
     local: VecDeque<Msg>,
     /// Transactions this worker coordinates for its connections, by sequence number.
-    jobs: HashMap<u64, Box<TxJob>>,
-    next_job: u64,
+    pub(crate) jobs: HashMap<u64, Box<TxJob>, foldhash::fast::RandomState>,
+    pub(crate) next_job: u64,
+    /// Deadlines of parked jobs (a job re-parked or finished leaves a stale entry, which
+    /// is skipped).
+    pub(crate) deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Boxed because batches travel between threads as boxes.
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Batch>>,
-    commands: u64,
+    pub(crate) commands: u64,
     /// Messages sent to other workers whose answer has not come back yet.
     awaiting: usize,
 }
@@ -143,6 +133,7 @@ impl Worker {
             poll.registry().register(l, LISTENER, Interest::READABLE)?;
         }
         let threads = shared.threads;
+        let shard = Shard::new(id, Arc::clone(&shared.slots), shared.commands.all().len());
         Ok(Worker {
             id,
             poll,
@@ -151,7 +142,7 @@ impl Worker {
             next_target: 0,
             conns: Slab::new(),
             next_gen: 0,
-            shard: Shard::new(id, shared.slots.range(id), shared.commands.all().len()),
+            shard,
             shared,
             now: clock::now_ms(),
             dirty: Vec::new(),
@@ -159,8 +150,9 @@ impl Worker {
             opened: Vec::new(),
             outbox: (0..threads).map(|_| Vec::new()).collect(),
             local: VecDeque::new(),
-            jobs: HashMap::new(),
+            jobs: HashMap::default(),
             next_job: 0,
+            deadlines: BinaryHeap::new(),
             pool: Vec::new(),
             commands: 0,
             awaiting: 0,
@@ -203,6 +195,7 @@ impl Worker {
                 }
             }
             self.drain();
+            self.time_out_parked();
             self.send_all();
             self.flush_all();
             self.expire_keys();
@@ -224,9 +217,44 @@ impl Worker {
             return;
         }
         let now = clock::now_ms();
-        if self.shard.db.next_expiry().is_some_and(|at| at <= now) {
-            self.shard.db.expire_due(now, EXPIRE_PER_ITERATION);
+        if self
+            .shard
+            .keyspace()
+            .next_expiry()
+            .is_some_and(|at| at <= now)
+        {
+            let shared = Arc::clone(&self.shared);
+            self.shard.expire(&shared, now, EXPIRE_PER_ITERATION);
+            self.route_shard_out();
+            if !self.local.is_empty() {
+                self.drain();
+            }
         }
+    }
+
+    /// Parked jobs whose deadline passed go on (with a timeout).
+    fn time_out_parked(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((at, seq))) = self.deadlines.peek() {
+            if at > now {
+                return;
+            }
+            self.deadlines.pop();
+            let due = self
+                .jobs
+                .get(&seq)
+                .is_some_and(|job| job.deadline() == Some(at));
+            if due {
+                self.now = clock::now_ms();
+                self.job_event(seq, |job, env, out| job.on_timeout(env, out));
+            }
+        }
+    }
+
+    /// How long the loop may sleep before a parked job's deadline.
+    fn next_deadline(&self) -> Option<Duration> {
+        let Reverse((at, _)) = self.deadlines.peek()?;
+        Some(at.saturating_duration_since(Instant::now()))
     }
 
     /// Polls; blocks only when there is nothing to do and no message waiting.
@@ -234,10 +262,17 @@ impl Worker {
         // Wake for the next key expiry, if any (keys behind schedule: at once) — unless
         // active expiry is paused for transactions here: then the message that ends the
         // last of them wakes this worker, and an overdue key must not make it spin.
-        let next_expiry = self.shard.db.next_expiry().filter(|_| self.shard.quiet());
+        let next_expiry = self
+            .shard
+            .keyspace()
+            .next_expiry()
+            .filter(|_| self.shard.quiet());
         let mut timeout = next_expiry.map(|at| {
             Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS))
         });
+        if let Some(deadline) = self.next_deadline() {
+            timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
+        }
         if !self.scheduled.is_empty() || !self.local.is_empty() {
             timeout = Some(Duration::ZERO);
         }
@@ -281,7 +316,8 @@ impl Worker {
         }
     }
 
-    fn route(&mut self, out: Vec<Outgoing>) {
+    /// Queues messages for their destinations.
+    pub(crate) fn route(&mut self, out: Vec<Outgoing>) {
         for (dest, msg) in out {
             if dest == self.id {
                 self.local.push_back(msg);
@@ -294,23 +330,18 @@ impl Worker {
         }
     }
 
+    /// Routes what the shard produced.
+    pub(crate) fn route_shard_out(&mut self) {
+        if self.shard.has_out() {
+            let out = self.shard.take_out();
+            self.route(out);
+        }
+    }
+
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
         for key in std::mem::take(&mut self.opened) {
-            let Some(conn) = self.conns.get_mut(key) else {
-                continue;
-            };
-            let Some(batch) = conn.open.take() else {
-                continue;
-            };
-            conn.in_flight += 1;
-            let from = ConnRef {
-                worker: self.id,
-                key,
-                generation: conn.generation,
-            };
-            let dest = conn.flight_shard;
-            self.route(vec![(dest, Msg::Run(from, batch))]);
+            self.send_open_batch(key);
         }
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
@@ -325,7 +356,7 @@ impl Worker {
 
     /// Handles the messages waiting in the inbox (those there now) and every message
     /// this worker sent itself.
-    fn drain(&mut self) {
+    pub(crate) fn drain(&mut self) {
         loop {
             let mut any = false;
             for _ in 0..self.inbox.len() {
@@ -351,92 +382,66 @@ impl Worker {
     }
 
     fn handle(&mut self, msg: Msg) {
-        let mut out = Vec::new();
+        let shared = Arc::clone(&self.shared);
         match msg {
             Msg::Adopt(stream, addr) => self.adopt(stream, addr),
-            Msg::Run(from, batch) => self.shard.run_batch(&self.shared, from, batch, &mut out),
-            Msg::Step(step) => self.shard.step(&self.shared, step, &mut out),
+            Msg::Run(from, batch) => self.shard.run_batch(&shared, from, batch),
+            Msg::Resume(from, budget) => self.shard.resume(&shared, from, budget),
+            Msg::Step(step) => self.shard.step(&shared, step),
+            Msg::Park(req) => self.shard.park(&shared, req),
+            Msg::Unpark(tx, id) => self.shard.unpark(tx, id),
+            Msg::Slots(map) => self.shard.set_slots(map),
             Msg::Done(to, batch) => self.batch_done(to, batch),
+            Msg::Replies(to, shard, replies) => self.batch_stalled(to, shard, replies),
             Msg::StepDone(done) => {
-                let seq = done.tx.seq;
-                let Some(job) = self.jobs.get_mut(&seq) else {
-                    return;
-                };
-                if let Some(outcome) = job.on_done(done, self.now, &mut out) {
-                    let conn = job.conn;
-                    self.jobs.remove(&seq);
-                    self.route(out);
-                    self.finish_job(conn, outcome);
-                    return;
-                }
+                self.job_event(done.tx.seq, |job, env, out| job.on_done(done, env, out));
+            }
+            Msg::Woken(tx, id, key) => {
+                self.now = clock::now_ms();
+                self.job_event(tx.seq, |job, env, out| job.on_woken(id, key, env, out));
             }
         }
-        self.route(out);
+        self.route_shard_out();
     }
 
-    fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
+    /// Feeds an event to job `seq`; finishes the job when it is done, and keeps its
+    /// deadline when it parked.
+    pub(crate) fn job_event(
+        &mut self,
+        seq: u64,
+        f: impl FnOnce(&mut TxJob, &Env<'_>, &mut Vec<Outgoing>) -> Option<Outcome>,
+    ) {
+        let Some(mut job) = self.jobs.remove(&seq) else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        let slots = Arc::clone(self.shard.slots());
+        let env = Env {
+            shared: &shared,
+            slots: &slots,
+            now: self.now,
+        };
+        let mut out = Vec::new();
+        let outcome = f(&mut job, &env, &mut out);
+        self.route(out);
+        match outcome {
+            Some(outcome) => self.finish_job(job.conn, outcome),
+            None => {
+                if let Some(at) = job.deadline() {
+                    self.deadlines.push(Reverse((at, seq)));
+                }
+                self.jobs.insert(seq, job);
+            }
+        }
+    }
+
+    pub(crate) fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
         self.conns
             .get_mut(to.key)
             .filter(|c| c.generation == to.generation)
     }
 
-    fn batch_done(&mut self, to: ConnRef, mut batch: Box<Batch>) {
-        if let Some(conn) = self.live_conn(to) {
-            conn.in_flight = conn.in_flight.saturating_sub(1);
-            if conn.output.pending() == 0 && conn.output.buf.is_empty() {
-                std::mem::swap(&mut conn.output.buf, &mut batch.replies);
-            } else {
-                conn.output.buf.extend_from_slice(&batch.replies);
-            }
-            self.after_wait(to.key);
-        }
-        self.recycle(batch);
-    }
-
-    /// Writes a finished job's answer and lets the connection go on.
-    fn finish_job(&mut self, key: usize, outcome: Outcome) {
-        self.write_job_outcome(key, outcome);
-        self.after_wait(key);
-    }
-
-    /// Writes a job's answer to its connection's output, without resuming the connection
-    /// (for a job that finished while the connection's requests are being run).
-    fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
-        let shared = Arc::clone(&self.shared);
-        let now = self.now;
-        let Some(conn) = self.conns.get_mut(key) else {
-            return;
-        };
-        conn.job = None;
-        let Conn { client, output, .. } = conn;
-        let mut ctx = ConnCtx {
-            client,
-            shared: &shared,
-            out: &mut output.buf,
-            now,
-        };
-        write_outcome(&mut ctx, outcome);
-    }
-
-    /// A connection got back what it waited for: run its next requests, write its output.
-    fn after_wait(&mut self, key: usize) {
-        let Some(conn) = self.conns.get_mut(key) else {
-            return;
-        };
-        if conn.gone {
-            // Closed while work was in flight; now nothing is.
-            if !conn.busy() {
-                self.conns.remove(key);
-            }
-            return;
-        }
-        if !conn.busy() {
-            self.serve(key);
-        }
-        self.mark_dirty(key);
-    }
-
-    fn mark_dirty(&mut self, key: usize) {
+    pub(crate) fn mark_dirty(&mut self, key: usize) {
         if let Some(conn) = self.conns.get_mut(key)
             && !conn.dirty
         {
@@ -445,14 +450,15 @@ impl Worker {
         }
     }
 
-    fn new_batch(&mut self, resp: Version) -> Box<Batch> {
+    pub(crate) fn new_batch(&mut self, resp: Version) -> Box<Batch> {
         let mut batch = self.pool.pop().unwrap_or_default();
         batch.resp = resp;
         batch.now = self.now;
+        batch.slots_version = self.shard.slots().version();
         batch
     }
 
-    fn recycle(&mut self, mut batch: Box<Batch>) {
+    pub(crate) fn recycle(&mut self, mut batch: Box<Batch>) {
         if self.pool.len() < BATCH_POOL
             && batch.data.capacity() <= BATCH_KEEP_BYTES
             && batch.replies.capacity() <= BATCH_KEEP_BYTES
@@ -527,7 +533,7 @@ impl Worker {
 
     /// Reads and runs a connection's requests until it has no complete request left and
     /// its socket is drained, it waits for work elsewhere, or its turn is over.
-    fn serve(&mut self, key: usize) {
+    pub(crate) fn serve(&mut self, key: usize) {
         let mut reads = 0;
         loop {
             self.run_requests(key);
@@ -536,7 +542,7 @@ impl Worker {
             };
             if conn.closing
                 || conn.busy()
-                || conn.output.pending() > OUTPUT_HIGH_WATER
+                || conn.held_replies() > OUTPUT_HIGH_WATER
                 || !conn.readable
             {
                 break;
@@ -588,6 +594,7 @@ impl Worker {
             // dirty again when the wait ends.)
             if (conn.busy() || conn.held.is_some())
                 && !conn.closing
+                && !conn.stalled
                 && conn.output.pending() < FLUSH_EARLY_ABOVE
             {
                 continue;
@@ -606,7 +613,14 @@ impl Worker {
                             Interest::READABLE,
                         );
                     }
+                    // A batch held back at its shard can go on.
+                    if conn.stalled {
+                        self.resume_stalled(key);
+                    }
                     // Input held back by a full output buffer can run now.
+                    let Some(conn) = self.conns.get_mut(key) else {
+                        continue;
+                    };
                     if (conn.input.has_pending() || conn.readable)
                         && !conn.busy()
                         && !conn.scheduled
@@ -628,10 +642,19 @@ impl Worker {
                 Err(_) => self.close(key),
             }
         }
+        // Resumed batches and their messages go out now.
+        if !self.local.is_empty() {
+            self.drain();
+        }
+        for (dest, queue) in self.outbox.iter_mut().enumerate() {
+            if !queue.is_empty() {
+                self.shared.peers[dest].send(std::mem::take(queue));
+            }
+        }
     }
 
     /// Closes a connection; its slot stays until work in flight for it has answered.
-    fn close(&mut self, key: usize) {
+    pub(crate) fn close(&mut self, key: usize) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
@@ -643,455 +666,42 @@ impl Worker {
                 .connected_clients
                 .fetch_sub(1, Ordering::Relaxed);
             self.shared.clients_per_worker[self.id].fetch_sub(1, Ordering::Relaxed);
+            let stalled = std::mem::take(&mut conn.stalled);
+            let (job, generation, shard) = (conn.job, conn.generation, conn.flight_shard);
+            if stalled {
+                // Its stalled batch will never be read: back, unrun.
+                let from = ConnRef {
+                    worker: self.id,
+                    key,
+                    generation,
+                };
+                self.route(vec![(shard, Msg::Resume(from, None))]);
+            }
+            if let Some(seq) = job {
+                self.cancel_parked(key, seq);
+            }
         }
+        let Some(conn) = self.conns.get(key) else {
+            return;
+        };
         if !conn.busy() {
             self.conns.remove(key);
         }
     }
 
-    /// Decodes and dispatches the complete requests buffered on a connection.
-    fn run_requests(&mut self, key: usize) {
-        let shared = Arc::clone(&self.shared);
-        let Some(conn) = self.conns.get_mut(key) else {
-            return;
-        };
-        if conn.gone {
-            return;
-        }
-        let mut input = std::mem::take(&mut conn.input);
-        while let Some(conn) = self.conns.get_mut(key) {
-            if conn.closing || conn.output.pending() > OUTPUT_HIGH_WATER {
-                break;
-            }
-            // A request that had to wait goes first: it is still decoded.
-            let (decoded, mut route) = match conn.held.take() {
-                Some(held) => (Ok(Decoded::Command(held.len)), held.route),
-                None => (
-                    input.decoder.decode(&mut input.buf[input.start..input.end]),
-                    Route::default(),
-                ),
-            };
-            match decoded {
-                Ok(Decoded::Command(n)) => {
-                    let args = Args::new(
-                        &input.buf[input.start..input.start + n],
-                        input.decoder.args(),
-                    );
-                    let flow = self.dispatch(&shared, key, &args, &mut route);
-                    if matches!(flow, Flow::Wait) {
-                        if let Some(conn) = self.conns.get_mut(key) {
-                            conn.held = Some(Held { len: n, route });
-                        }
-                        break;
-                    }
-                    input.consume(n);
-                    if self.ran(key, &flow) {
-                        break;
-                    }
-                }
-                Ok(Decoded::Empty(n)) => input.consume(n),
-                Ok(Decoded::Incomplete) => break,
-                Err(e) => {
-                    if conn.busy() {
-                        // Answer the fault after what is in flight: decoding again from
-                        // the frame's start finds it again.
-                        break;
-                    }
-                    Encoder::new(&mut conn.output.buf, conn.client.resp)
-                        .error_sanitized(&e.message());
-                    conn.closing = true;
-                }
-            }
-        }
-        if let Some(conn) = self.conns.get_mut(key) {
-            conn.input = input;
-        }
-    }
-
-    /// Counts a request that ran; true when the connection must stop for now.
-    fn ran(&mut self, key: usize, flow: &Flow) -> bool {
-        self.commands += 1;
-        let Some(conn) = self.conns.get_mut(key) else {
-            return true;
-        };
-        if conn.client.close_after_reply {
-            conn.closing = true;
-        }
-        matches!(flow, Flow::Taken) || conn.closing
-    }
-
-    /// Routes one request: runs it here, adds it to a batch for its shard, starts a
-    /// transaction or a keyspace-wide command, or reports that it must wait. `route`
-    /// keeps what was worked out about the request (its command, its keys' shards) for
-    /// when it must wait and come back.
-    fn dispatch(
-        &mut self,
-        shared: &Shared,
-        key: usize,
-        args: &Args<'_>,
-        route: &mut Route,
-    ) -> Flow {
-        let table = &shared.commands;
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        let resolved = match route.spec.and_then(|id| table.get(id)) {
-            Some(spec) => Ok(spec),
-            None => table.resolve(args),
-        };
-        let spec = match resolved {
-            Ok(spec) => {
-                route.spec = Some(spec.id);
-                spec
-            }
-            Err(Rejection::Error(msg)) => {
-                if conn.busy() {
-                    return Flow::Wait;
-                }
-                if args.get(0).eq_ignore_ascii_case(b"exec") {
-                    // Redis aborts the transaction when EXEC itself is rejected, in or
-                    // out of MULTI (`execCommandAbort`).
-                    let reason = msg.strip_prefix(b"ERR ").unwrap_or(&msg);
-                    let mut text = b"EXECABORT Transaction discarded because of: ".to_vec();
-                    text.extend_from_slice(reason);
-                    Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&text);
-                    if let Some(multi) = conn.multi.take() {
-                        multi.queued.into_iter().for_each(|b| self.recycle(b));
-                    }
-                    return Flow::Next;
-                }
-                if let Some(multi) = conn.multi.as_mut() {
-                    multi.dirty = true;
-                }
-                Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&msg);
-                return Flow::Next;
-            }
-        };
-        if conn.multi.is_some() && !matches!(spec.exec, Exec::Transaction) && spec.name != "quit" {
-            let resp = conn.client.resp;
-            let mut queued = self.new_batch(resp);
-            queued.push(spec.id, args);
-            let Some(conn) = self.conns.get_mut(key) else {
-                return Flow::Next;
-            };
-            if let Some(multi) = conn.multi.as_mut() {
-                multi.queued.push(queued);
-            }
-            Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
-            return Flow::Next;
-        }
-        conn.client.last_command = spec.name;
-        let flow = match spec.exec {
-            Exec::Transaction => {
-                if conn.busy() {
-                    return Flow::Wait;
-                }
-                self.transaction_command(shared, key, spec)
-            }
-            Exec::Conn(f) => {
-                if conn.busy() {
-                    return Flow::Wait;
-                }
-                let Conn { client, output, .. } = conn;
-                f(
-                    &mut ConnCtx {
-                        client,
-                        shared,
-                        out: &mut output.buf,
-                        now: self.now,
-                    },
-                    args,
-                );
-                Flow::Next
-            }
-            Exec::Container => {
-                // Unreachable: a container without a subcommand of its own fails its arity
-                // check first. Answered anyway, so that replies cannot fall out of step.
-                Encoder::new(&mut conn.output.buf, conn.client.resp)
-                    .error(&errors::wrong_arity(spec.name));
-                Flow::Next
-            }
-            Exec::AllShards { merge, .. } => {
-                if conn.busy() {
-                    return Flow::Wait;
-                }
-                // A transaction holding every shard whole, so that the parts see one state:
-                // no multi-shard write is half applied when DBSIZE or KEYS count it.
-                let resp = conn.client.resp;
-                let plan = Plan::for_fan(spec.id, args, merge, self.shared.threads, resp);
-                self.start_tx(key, Vec::new(), true, plan)
-            }
-            Exec::Cursor(_) => {
-                if conn.busy() {
-                    return Flow::Wait;
-                }
-                let plan = Plan::for_scan(spec.id, args, &shared.slots, conn.client.resp);
-                self.start_tx(key, Vec::new(), false, plan)
-            }
-            Exec::Shard(_) => match *route
-                .target
-                .get_or_insert_with(|| target(shared, spec, args))
-            {
-                Target::Many => {
-                    if conn.busy() {
-                        return Flow::Wait;
-                    }
-                    self.start_tx_command(shared, key, spec, args)
-                }
-                Target::Shard(s) if s != self.id => self.add_to_remote_batch(key, s, spec, args),
-                Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
-            },
-        };
-        if !matches!(flow, Flow::Wait) {
-            self.shard.count_call(spec.id);
-        }
-        flow
-    }
-}
-
-/// Which shard(s) a keyed command needs.
-fn target(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> Target {
-    if let Exec::Cursor(_) = spec.exec {
-        let cursor = parse_i64(args.get(1)).unwrap_or(0);
-        return Target::Shard(shared.slots.shard_of_slot(cursor.max(0) as usize));
-    }
-    let mut keys = spec.keys.indexes(args.len());
-    let Some(first) = keys.next() else {
-        return Target::Here;
-    };
-    let shard = shared.slots.shard_of_key(args.get(first));
-    if keys.all(|i| shared.slots.shard_of_key(args.get(i)) == shard) {
-        Target::Shard(shard)
-    } else {
-        Target::Many
-    }
-}
-
-impl Worker {
-    fn run_local(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        if conn.busy() {
-            return Flow::Wait;
-        }
-        if self.shard.quiet() {
-            let Conn { client, output, .. } = conn;
-            self.shard.execute(
-                &self.shared,
-                spec,
-                args,
-                self.now,
-                &mut output.buf,
-                client.resp,
-            );
-            return Flow::Next;
-        }
-        // Locks are held or wanted here: go through the shard's queue like any batch.
-        let resp = conn.client.resp;
-        let from = ConnRef {
-            worker: self.id,
-            key,
-            generation: conn.generation,
-        };
-        conn.in_flight += 1;
-        conn.flight_shard = self.id;
-        let mut batch = self.new_batch(resp);
-        batch.push(spec.id, args);
+    /// A parked job of a closed connection is given up (a job with steps in flight
+    /// finishes first, to release its locks).
+    fn cancel_parked(&mut self, key: usize, seq: u64) {
         let mut out = Vec::new();
-        self.shard.run_batch(&self.shared, from, batch, &mut out);
+        let cancelled = self
+            .jobs
+            .get_mut(&seq)
+            .is_some_and(|job| job.cancel(&mut out));
         self.route(out);
-        Flow::Taken
-    }
-
-    fn add_to_remote_batch(
-        &mut self,
-        key: usize,
-        shard: usize,
-        spec: &CommandSpec,
-        args: &Args<'_>,
-    ) -> Flow {
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        let pending = conn.in_flight > 0 || conn.open.is_some();
-        if conn.job.is_some() || (pending && conn.flight_shard != shard) {
-            return Flow::Wait;
-        }
-        if conn.open.is_none() {
-            let resp = conn.client.resp;
-            let batch = self.new_batch(resp);
-            self.opened.push(key);
-            let Some(conn) = self.conns.get_mut(key) else {
-                return Flow::Next;
-            };
-            conn.open = Some(batch);
-        }
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        conn.flight_shard = shard;
-        if let Some(batch) = conn.open.as_mut() {
-            batch.push(spec.id, args);
-        }
-        Flow::Next
-    }
-
-    fn start_tx(
-        &mut self,
-        key: usize,
-        needs: Vec<(Vec<u8>, crate::runtime::msg::LockMode)>,
-        all: bool,
-        plan: Plan,
-    ) -> Flow {
-        let seq = self.next_job;
-        self.next_job += 1;
-        let mut job = Box::new(TxJob::new(
-            TxRef {
-                worker: self.id,
-                seq,
-            },
-            key,
-            &self.shared.slots,
-            needs,
-            all,
-            plan,
-        ));
-        let mut out = Vec::new();
-        let done = job.start(self.now, &mut out);
-        self.route(out);
-        match done {
-            Some(outcome) => {
-                // Finished at once (no keys): the connection is inside `run_requests`,
-                // which goes on by itself — resuming it here would run it re-entrantly.
-                self.write_job_outcome(key, outcome);
-                Flow::Next
-            }
-            None => {
-                self.jobs.insert(seq, job);
-                if let Some(conn) = self.conns.get_mut(key) {
-                    conn.job = Some(seq);
-                }
-                Flow::Taken
-            }
-        }
-    }
-
-    fn start_tx_command(
-        &mut self,
-        shared: &Shared,
-        key: usize,
-        spec: &CommandSpec,
-        args: &Args<'_>,
-    ) -> Flow {
-        let resp = self
-            .conns
-            .get(key)
-            .map_or(Version::Resp2, |c| c.client.resp);
-        let plan = Plan::for_command(
-            &shared.commands,
-            spec.id,
-            args,
-            &shared.slots,
-            resp,
-            self.now,
-            false,
-        );
-        let Some(plan) = plan else {
-            // No plan: arguments that cannot be split (MSET with unpaired arguments). The
-            // command's own handler answers its error without touching a key, wherever it
-            // runs. (Every multi-key command has a plan for well-formed arguments.)
-            return self.run_local(key, spec, args);
-        };
-        let (needs, all) = if plan.locks_upfront() {
-            command_needs(spec, args)
-        } else {
-            (Vec::new(), false)
-        };
-        self.start_tx(key, needs, all, plan)
-    }
-
-    /// MULTI, EXEC, DISCARD.
-    fn transaction_command(&mut self, shared: &Shared, key: usize, spec: &CommandSpec) -> Flow {
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        let resp = conn.client.resp;
-        let mut reply = Encoder::new(&mut conn.output.buf, resp);
-        match spec.name {
-            "multi" => {
-                if conn.multi.is_some() {
-                    reply.error(b"ERR MULTI calls can not be nested");
-                } else {
-                    conn.multi = Some(MultiState::default());
-                    reply.ok();
-                }
-                Flow::Next
-            }
-            "discard" => {
-                match conn.multi.take() {
-                    None => reply.error(b"ERR DISCARD without MULTI"),
-                    Some(multi) => {
-                        reply.ok();
-                        multi.queued.into_iter().for_each(|b| self.recycle(b));
-                    }
-                }
-                Flow::Next
-            }
-            _ => {
-                let Some(multi) = conn.multi.take() else {
-                    reply.error(b"ERR EXEC without MULTI");
-                    return Flow::Next;
-                };
-                if multi.dirty {
-                    reply.error(b"EXECABORT Transaction discarded because of previous errors.");
-                    return Flow::Next;
-                }
-                let mut needs = Vec::new();
-                let mut all = false;
-                for cmd in &multi.queued {
-                    if let Some(spec) = cmd.cmds.first().and_then(|c| shared.commands.get(c.spec)) {
-                        self.shard.count_call(spec.id);
-                        let (keys, whole) = command_needs(spec, &cmd.args(0));
-                        needs.extend(keys);
-                        all |= whole;
-                    }
-                }
-                let plan = Plan::for_exec(
-                    &shared.commands,
-                    &multi.queued,
-                    &shared.slots,
-                    resp,
-                    self.now,
-                );
-                multi.queued.into_iter().for_each(|b| self.recycle(b));
-                self.start_tx(key, needs, all, plan)
-            }
-        }
-    }
-}
-
-/// Writes a job's outcome into a connection's output.
-fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
-    match outcome {
-        Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
-        Outcome::Merge(merge, cmd, parts) => {
-            let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-            merge(ctx, &cmd.args(0), &parts);
-        }
-        Outcome::Conn(cmd) => {
-            let spec = cmd
-                .cmds
-                .first()
-                .and_then(|c| ctx.shared.commands.get(c.spec));
-            if let Some(Exec::Conn(f)) = spec.map(|s| s.exec) {
-                f(ctx, &cmd.args(0));
-            }
-        }
-        Outcome::Exec(list) => {
-            ctx.reply().array(list.len());
-            for item in list {
-                write_outcome(ctx, item);
+        if cancelled {
+            self.jobs.remove(&seq);
+            if let Some(conn) = self.conns.get_mut(key) {
+                conn.job = None;
             }
         }
     }

@@ -1,68 +1,66 @@
-//! A shard: the keys of the hash slots one worker owns, and the lock table that makes
-//! multi-shard commands atomic.
+//! A shard: the keys of the hash slots one worker owns, the one way work reaches them,
+//! and the participant side of the lock protocol.
+//!
+//! # The write path
+//!
+//! Every unit of work on the keys — a command, a step of a cross-shard plan, a round of
+//! active expiry (lazy expiry happens inside the others) — goes through
+//! [`Shard::unit`]: it gives the work a [`ShardCtx`], then hands the key events the work
+//! caused, with its effect, to the shard's observers and wakes the plans parked on those
+//! keys (`events.rs`, `park.rs`). Nothing else holds the keyspace mutably.
+//!
+//! # Ownership
+//!
+//! The shard owns the slots its worker's slot map gives it (`slots.rs`). Work routed with
+//! another version of the map is checked key by key, and a key of a slot the shard does
+//! not own is refused with an error reply and a log line, never run.
 //!
 //! # The lock protocol
 //!
 //! A command whose keys span shards runs as a transaction coordinated by the
-//! connection's worker (`tx.rs`). On each shard it visits, in ascending shard order, it
+//! connection's worker (`txn/`). On each shard it visits, in ascending shard order, it
 //! first locks its keys — shared for reads, exclusive for writes, or the whole shard for
-//! keyspace-wide commands — then runs its steps with one timestamp, then releases. Locks
+//! keyspace-wide commands — then runs its hops with one timestamp, then releases. Locks
 //! are taken on one shard at a time and only in ascending shard order, so the waits-for
 //! graph has no cycle: no deadlock.
 //!
-//! Everything that cannot proceed waits here, in one FIFO list ([`Shard::blocked`]):
-//! a transaction's lock request whose keys are taken, and a plain command (with the rest
-//! of its batch) that touches a locked key. A waiting item holds no lock on this shard.
-//! Fairness: a newcomer that needs a key some waiting item needs queues behind it; when
-//! locks are released the list is retried in order, and an item never overtakes an
-//! earlier one that wants the same key, nor an earlier batch of the same connection.
+//! Everything that cannot proceed waits here, in one FIFO list: a transaction's lock
+//! request whose keys are taken, and a plain command (with the rest of its batch) that
+//! touches a locked key. A waiting item holds no lock on this shard. Fairness: a
+//! newcomer that needs a key some waiting item needs queues behind it; when locks are
+//! released the list is retried in order, and an item never overtakes an earlier one that
+//! wants the same key, nor an earlier batch of the same connection.
 //!
 //! Single-shard commands pay one branch for all this: while no lock is held or wanted
 //! (`Shard::quiet`), nothing is looked up.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+pub mod events;
+pub mod park;
+pub mod slots;
 
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use goblin_protocol::{Encoder, Version};
-use goblin_store::{Keyspace, Millis};
+use goblin_store::{Event, Keyspace, Millis, key_slot};
 
-use crate::runtime::msg::{
-    Batch, ConnRef, LockMode, Moved, Msg, Special, TxRef, TxStep, TxStepDone,
-};
+use crate::errors;
+use crate::runtime::msg::{Batch, ConnRef, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
-use crate::table::handler::{Args, Exec, ShardCtx};
-use crate::table::{CommandSpec, CommandTable, Flags};
+use crate::table::CommandSpec;
+use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
+use crate::txn::locks::{LockTable, Needs};
+use crate::txn::plan::{HopOut, Work};
+use events::{Effect, Observer, Origin, Write};
+use park::Waiters;
+use slots::SlotMap;
 
 /// Commands are timed one run in this many, for INFO commandstats' `usec` (an estimate).
 const TIMING_SAMPLE: u64 = 16;
 
-/// One command's statistics on one worker.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CmdStat {
-    /// Times dispatched.
-    pub calls: u64,
-    /// Microseconds spent running it here.
-    pub usec: u64,
-    /// Times it replied an error here.
-    pub failed: u64,
-}
-
-/// Lock state of one key that is locked or wanted.
-#[derive(Debug, Default)]
-struct KeyLock {
-    readers: u32,
-    writer: bool,
-    /// Waiting items that need the key.
-    queued: u32,
-}
-
-/// What a waiting item needs before it can go on.
-#[derive(Debug, Default, Clone)]
-struct Needs {
-    keys: Vec<(Vec<u8>, LockMode)>,
-    all: bool,
-}
+/// A message this shard produced for a worker (possibly its own).
+pub type Outgoing = (usize, Msg);
 
 /// Something waiting on this shard.
 #[derive(Debug)]
@@ -77,247 +75,217 @@ enum Blocked {
     Step { step: TxStep, needs: Needs },
 }
 
-/// A message this shard produced for a worker (possibly its own).
-pub type Outgoing = (usize, Msg);
+/// How far a batch got.
+enum Ran {
+    /// Every command ran.
+    Finished,
+    /// The replies reached the batch's budget: the rest goes back unrun.
+    OverBudget,
+    /// The next command needs locks it cannot have now.
+    Blocked(Needs),
+}
 
 /// One worker's shard.
 #[derive(Debug)]
 pub struct Shard {
     /// Index of the shard (and of its worker).
     pub id: usize,
-    /// The keys.
-    pub db: Keyspace,
-    /// The hash slots this shard owns.
-    pub owned: std::ops::Range<usize>,
-    /// Per-command statistics of this worker (INFO commandstats sums them).
-    pub stats: Vec<CmdStat>,
+    db: Keyspace,
+    slots: Arc<SlotMap>,
+    stats: Vec<CmdStat>,
     /// Commands run here, for sampling their timing.
     executed: u64,
-    locks: HashMap<Vec<u8>, KeyLock>,
-    held: HashMap<TxRef, Needs>,
-    all_holder: Option<TxRef>,
-    queued_all: usize,
-    blocked_conns: HashMap<ConnRef, usize>,
+    locks: LockTable,
     blocked: VecDeque<Blocked>,
-}
-
-/// The keys a command touches, with the lock mode its flags imply.
-pub fn command_needs(spec: &CommandSpec, args: &Args<'_>) -> (Vec<(Vec<u8>, LockMode)>, bool) {
-    let mode = if spec.flags.contains(Flags::WRITE) {
-        LockMode::Exclusive
-    } else {
-        LockMode::Shared
-    };
-    let keys = spec
-        .keys
-        .indexes(args.len())
-        .map(|i| (args.get(i).to_vec(), mode))
-        .collect();
-    (keys, matches!(spec.exec, Exec::AllShards { .. }))
+    waiters: Waiters,
+    observers: Vec<Box<dyn Observer>>,
+    /// The effect of the unit of work in progress, when observers want effects.
+    effects: Vec<Vec<Vec<u8>>>,
+    /// The events of the unit of work being published.
+    events: Vec<Event>,
+    /// Messages produced, for the worker to route.
+    out: Vec<Outgoing>,
+    /// Batches that reached their reply budget, by connection, with the connection's
+    /// later batches behind them: they wait for its client to read (`Msg::Resume`).
+    stalled: HashMap<ConnRef, VecDeque<Box<Batch>>, foldhash::fast::RandomState>,
 }
 
 impl Shard {
-    /// An empty shard owning the slots `owned`, keeping statistics for `commands`
-    /// command-table entries.
-    pub fn new(id: usize, owned: std::ops::Range<usize>, commands: usize) -> Self {
+    /// An empty shard owning what `slots` gives shard `id`, keeping statistics for
+    /// `commands` command-table entries.
+    pub fn new(id: usize, slots: Arc<SlotMap>, commands: usize) -> Self {
         Shard {
             id,
             db: Keyspace::new(),
-            owned,
+            slots,
             stats: vec![CmdStat::default(); commands],
             executed: 0,
-            locks: HashMap::new(),
-            held: HashMap::new(),
-            all_holder: None,
-            queued_all: 0,
-            blocked_conns: HashMap::new(),
+            locks: LockTable::default(),
             blocked: VecDeque::new(),
+            waiters: Waiters::default(),
+            observers: Vec::new(),
+            effects: Vec::new(),
+            events: Vec::new(),
+            out: Vec::new(),
+            stalled: HashMap::default(),
         }
+    }
+
+    /// The keys, to read (their counts, the next expiry).
+    pub fn keyspace(&self) -> &Keyspace {
+        &self.db
+    }
+
+    /// The slot map the shard owns its slots by.
+    pub fn slots(&self) -> &Arc<SlotMap> {
+        &self.slots
+    }
+
+    /// Takes a newer slot map (an older one is ignored).
+    pub fn set_slots(&mut self, slots: Arc<SlotMap>) {
+        if slots.version() > self.slots.version() {
+            self.slots = slots;
+        }
+    }
+
+    /// Per-command statistics of this worker.
+    pub fn stats(&self) -> &[CmdStat] {
+        &self.stats
     }
 
     /// True when no lock is held or wanted: commands run without looking anything up.
     pub fn quiet(&self) -> bool {
-        self.locks.is_empty() && self.held.is_empty() && self.blocked.is_empty()
+        self.locks.quiet() && self.blocked.is_empty()
     }
 
-    fn compatible(&self, needs: &Needs, holder: Option<TxRef>) -> bool {
-        if self.all_holder.is_some() && self.all_holder != holder {
-            return false;
-        }
-        if needs.all && self.held.keys().any(|t| Some(*t) != holder) {
-            return false;
-        }
-        needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
-            None => true,
-            Some(l) => match mode {
-                LockMode::Shared => !l.writer,
-                LockMode::Exclusive => !l.writer && l.readers == 0,
-            },
-        })
+    /// Adds an observer of this shard's writes.
+    pub fn add_observer(&mut self, observer: Box<dyn Observer>) {
+        self.observers.push(observer);
+        self.update_observed();
     }
 
-    /// Whether a newcomer must queue behind waiting items.
-    fn queued_ahead(&self, needs: &Needs, from: Option<ConnRef>) -> bool {
-        if self.queued_all > 0 {
-            return true;
-        }
-        if needs.all && !self.blocked.is_empty() {
-            return true;
-        }
-        if from.is_some_and(|c| self.blocked_conns.contains_key(&c)) {
-            return true;
-        }
-        needs
-            .keys
-            .iter()
-            .any(|(k, _)| self.locks.get(k).is_some_and(|l| l.queued > 0))
+    /// The messages produced since the last call, for the worker to route.
+    pub fn take_out(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.out)
     }
 
-    fn register(&mut self, needs: &Needs, from: Option<ConnRef>) {
-        for (k, _) in &needs.keys {
-            self.locks.entry(k.clone()).or_default().queued += 1;
-        }
-        if needs.all {
-            self.queued_all += 1;
-        }
-        if let Some(c) = from {
-            *self.blocked_conns.entry(c).or_default() += 1;
-        }
+    /// Whether messages are waiting in [`Shard::take_out`].
+    pub fn has_out(&self) -> bool {
+        !self.out.is_empty()
     }
 
-    fn unregister(&mut self, needs: &Needs, from: Option<ConnRef>) {
-        for (k, _) in &needs.keys {
-            if let Some(l) = self.locks.get_mut(k) {
-                l.queued = l.queued.saturating_sub(1);
-                if l.queued == 0 && l.readers == 0 && !l.writer {
-                    self.locks.remove(k);
-                }
-            }
-        }
-        if needs.all {
-            self.queued_all = self.queued_all.saturating_sub(1);
-        }
-        if let Some(c) = from
-            && let Some(n) = self.blocked_conns.get_mut(&c)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.blocked_conns.remove(&c);
-            }
-        }
+    fn update_observed(&mut self) {
+        self.db
+            .observe(!self.observers.is_empty() || !self.waiters.is_empty());
     }
 
-    fn acquire(&mut self, tx: TxRef, needs: &Needs) {
-        for (k, mode) in &needs.keys {
-            let l = self.locks.entry(k.clone()).or_default();
-            match mode {
-                LockMode::Shared => l.readers += 1,
-                LockMode::Exclusive => l.writer = true,
-            }
-        }
-        if needs.all {
-            self.all_holder = Some(tx);
-        }
-        let held = self.held.entry(tx).or_default();
-        held.keys.extend(needs.keys.iter().cloned());
-        held.all |= needs.all;
-    }
-
-    fn release(&mut self, tx: TxRef) {
-        let Some(held) = self.held.remove(&tx) else {
-            return;
-        };
-        for (k, mode) in held.keys {
-            if let Some(l) = self.locks.get_mut(&k) {
-                match mode {
-                    LockMode::Shared => l.readers = l.readers.saturating_sub(1),
-                    LockMode::Exclusive => l.writer = false,
-                }
-                if l.queued == 0 && l.readers == 0 && !l.writer {
-                    self.locks.remove(&k);
-                }
-            }
-        }
-        if self.all_holder == Some(tx) {
-            self.all_holder = None;
-        }
-    }
-
-    /// Runs a batch of plain commands that arrived from connection `from` (a part of a
-    /// keyspace-wide command when `part` is set). Its replies go back to the connection's
-    /// worker, or it waits here for a lock.
-    pub fn run_batch(
+    /// The one way work reaches the keys: runs `f` with this shard's context, then
+    /// publishes the key events it caused. Returns `f`'s result and whether the work
+    /// asked for the transaction's locks to be released.
+    #[allow(clippy::too_many_arguments)]
+    fn unit<R>(
         &mut self,
         shared: &Shared,
-        from: ConnRef,
-        mut batch: Box<Batch>,
-        out: &mut Vec<Outgoing>,
-    ) {
-        let table = &shared.commands;
-        if !self.quiet()
-            && let Some(needs) = self.next_needs(table, &batch)
-            && (self.queued_ahead(&needs, Some(from)) || !self.compatible(&needs, None))
-        {
-            self.register(&needs, Some(from));
-            self.blocked
-                .push_back(Blocked::Batch { from, batch, needs });
-            return;
-        }
-        match self.continue_batch(shared, &mut batch) {
-            Some(needs) => {
-                self.register(&needs, Some(from));
-                self.blocked
-                    .push_back(Blocked::Batch { from, batch, needs });
-            }
-            None => out.push(finished(from, batch)),
-        }
-    }
-
-    /// What the next command of `batch` needs.
-    fn next_needs(&self, table: &CommandTable, batch: &Batch) -> Option<Needs> {
-        let cmd = batch.cmds.get(batch.next)?;
-        let spec = table.get(cmd.spec)?;
-        let (keys, all) = command_needs(spec, &batch.args(batch.next));
-        Some(Needs { keys, all })
-    }
-
-    /// Runs the batch's commands from `batch.next` until it ends (None) or a command
-    /// needs a lock it cannot have (its needs).
-    fn continue_batch(&mut self, shared: &Shared, batch: &mut Batch) -> Option<Needs> {
-        while !batch.finished() {
-            if !self.quiet()
-                && let Some(needs) = self.next_needs(&shared.commands, batch)
-                && !self.compatible(&needs, None)
-            {
-                return Some(needs);
-            }
-            self.run_one(shared, batch);
-        }
-        None
-    }
-
-    /// Runs command `batch.next` with no lock checks.
-    fn run_one(&mut self, shared: &Shared, batch: &mut Batch) {
-        let Batch {
-            data,
-            spans,
-            cmds,
-            next,
-            replies,
-            resp,
+        origin: Origin<'_>,
+        now: Millis,
+        out: &mut Vec<u8>,
+        resp: Version,
+        f: impl FnOnce(&mut ShardCtx<'_>) -> R,
+    ) -> (R, bool) {
+        let logging = !self.observers.is_empty();
+        let mut ctx = ShardCtx::new(
+            &mut self.db,
             now,
-        } = batch;
-        let Some(cmd) = cmds.get(*next) else { return };
-        *next += 1;
-        let args = Args::new(data, spans.get(cmd.args.clone()).unwrap_or(&[]));
-        let Some(spec) = shared.commands.get(cmd.spec) else {
-            return;
-        };
-        self.execute(shared, spec, &args, *now, replies, *resp);
+            Encoder::new(out, resp),
+            self.id,
+            &self.slots,
+            shared.config.limits.max_bulk_len,
+            &self.stats,
+            logging.then_some(&mut self.effects),
+        );
+        let result = f(&mut ctx);
+        let release = ctx.wants_release();
+        if self.db.has_events() {
+            self.publish(origin);
+        }
+        self.effects.clear();
+        (result, release)
     }
 
-    /// Runs a shard handler (or a keyspace-wide command's part) on this shard, writing
-    /// its reply to `out`, and accounts for it in the command statistics.
+    /// Hands the events of the unit of work just done to the parked plans and the
+    /// observers.
+    fn publish(&mut self, origin: Origin<'_>) {
+        self.events.clear();
+        self.events.extend(self.db.take_events());
+        if !self.waiters.is_empty() {
+            for (tx, id, key) in self.waiters.woken_by(&self.events) {
+                self.out.push((tx.worker, Msg::Woken(tx, id, key)));
+            }
+        }
+        if !self.observers.is_empty() {
+            let effect = if !self.effects.is_empty() {
+                Effect::Commands(&self.effects)
+            } else if matches!(origin, Origin::Command(..)) {
+                Effect::AsSent
+            } else {
+                Effect::Events
+            };
+            let write = Write {
+                origin,
+                events: &self.events,
+                effect,
+            };
+            for observer in &mut self.observers {
+                observer.on_write(&write);
+            }
+        }
+        self.update_observed();
+    }
+
+    /// Active expiry: removes keys whose expiry passed, at most `budget` timers' worth;
+    /// how many keys it removed.
+    pub fn expire(&mut self, shared: &Shared, now: Millis, budget: usize) -> usize {
+        let mut scratch = Vec::new();
+        self.unit(
+            shared,
+            Origin::Expiry,
+            now,
+            &mut scratch,
+            Version::Resp2,
+            |ctx| ctx.db.expire_due(now, budget),
+        )
+        .0
+    }
+
+    /// The first slot among the command's keys that this shard does not own.
+    fn foreign_slot(&self, spec: &CommandSpec, args: &Args<'_>) -> Option<usize> {
+        let mut foreign = None;
+        spec.for_each_key(args, |i, _| {
+            let slot = usize::from(key_slot(args.get(i)));
+            if foreign.is_none() && !self.slots.owns(self.id, slot) {
+                foreign = Some(slot);
+            }
+        });
+        foreign
+    }
+
+    /// The refusal of work on a key whose slot this shard does not own: logged, and the
+    /// error reply.
+    fn refusal(&self, slot: usize, routed_with: u64) -> Vec<u8> {
+        eprintln!(
+            "goblin-server: shard {} refused a key of hash slot {slot}, which it does not own \
+             (routed with slot map version {routed_with}, this shard has {})",
+            self.id,
+            self.slots.version()
+        );
+        errors::not_owned(slot, self.id)
+    }
+
+    /// Runs a shard handler on this shard, writing its reply to `out`, and accounts for
+    /// it in the command statistics. `routed_with` is the version of the slot map the
+    /// command was routed with: another version than this shard's makes it check that it
+    /// owns the command's keys. `tx`: the transaction it is part of.
+    #[allow(clippy::too_many_arguments)]
     pub fn execute(
         &mut self,
         shared: &Shared,
@@ -326,28 +294,31 @@ impl Shard {
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
+        tx: Option<TxRef>,
+        routed_with: u64,
     ) {
+        let Exec::Shard(handler) = spec.exec else {
+            // Only shard handlers are sent to shards; answered anyway, so that replies
+            // cannot fall out of step.
+            Encoder::new(out, resp).error(&errors::wrong_arity(spec.name));
+            return;
+        };
+        if routed_with != self.slots.version()
+            && let Some(slot) = self.foreign_slot(spec, args)
+        {
+            let refusal = self.refusal(slot, routed_with);
+            Encoder::new(out, resp).error(&refusal);
+            return;
+        }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
         // about as much as a GET's own work) and count it TIMING_SAMPLE times.
         self.executed = self.executed.wrapping_add(1);
         let timed = self.executed.is_multiple_of(TIMING_SAMPLE);
         let started = timed.then(Instant::now);
         let reply_at = out.len();
-        let mut ctx = ShardCtx {
-            db: &mut self.db,
-            now,
-            out: Encoder::new(out, resp),
-            shard: self.id,
-            owned: self.owned.clone(),
-            slots: &shared.slots,
-            max_string: shared.config.limits.max_bulk_len,
-            stats: &self.stats,
-        };
-        match spec.exec {
-            Exec::Shard(f) | Exec::Cursor(f) => f(&mut ctx, args),
-            Exec::AllShards { part, .. } => part(&mut ctx, args),
-            Exec::Conn(_) | Exec::Container | Exec::Transaction => {}
-        }
+        self.unit(shared, Origin::Command(args, tx), now, out, resp, |ctx| {
+            handler(ctx, args)
+        });
         if let Some(stat) = self.stats.get_mut(spec.id) {
             if let Some(started) = started {
                 stat.usec += started.elapsed().as_micros() as u64 * TIMING_SAMPLE;
@@ -365,145 +336,304 @@ impl Shard {
         }
     }
 
+    /// Runs a batch of plain commands that arrived from connection `from`. Its replies go
+    /// back to the connection's worker — all of them, or those its reply budget allowed —
+    /// or it waits here for a lock.
+    pub fn run_batch(&mut self, shared: &Shared, from: ConnRef, mut batch: Box<Batch>) {
+        if !self.stalled.is_empty()
+            && let Some(queue) = self.stalled.get_mut(&from)
+        {
+            queue.push_back(batch);
+            return;
+        }
+        if !self.quiet()
+            && let Some(needs) = self.next_needs(shared, &batch)
+            && (self
+                .locks
+                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
+                || !self.locks.compatible(&needs, None))
+        {
+            self.locks.wait(&needs, Some(from));
+            self.blocked
+                .push_back(Blocked::Batch { from, batch, needs });
+            return;
+        }
+        match self.continue_batch(shared, &mut batch) {
+            Ran::Blocked(needs) => {
+                self.locks.wait(&needs, Some(from));
+                self.blocked
+                    .push_back(Blocked::Batch { from, batch, needs });
+            }
+            Ran::OverBudget => self.stall(from, batch),
+            Ran::Finished => self.out.push(finished(from, batch)),
+        }
+    }
+
+    /// A batch reached its reply budget: its replies go back now, the rest of it (and
+    /// the connection's later batches) waits for [`Shard::resume`].
+    fn stall(&mut self, from: ConnRef, mut batch: Box<Batch>) {
+        let replies = std::mem::take(&mut batch.replies);
+        self.out
+            .push((from.worker, Msg::Replies(from, self.id, replies)));
+        self.stalled.entry(from).or_default().push_front(batch);
+    }
+
+    /// Goes on with a connection's stalled batch with a new reply budget, then with its
+    /// later batches, in order; `None`: the connection is gone, the batches go back
+    /// unrun.
+    pub fn resume(&mut self, shared: &Shared, from: ConnRef, budget: Option<usize>) {
+        let Some(mut queue) = self.stalled.remove(&from) else {
+            return;
+        };
+        let Some(budget) = budget else {
+            for batch in queue {
+                self.out.push(finished(from, batch));
+            }
+            return;
+        };
+        if let Some(first) = queue.front_mut() {
+            first.reply_budget = budget;
+        }
+        while let Some(batch) = queue.pop_front() {
+            self.run_batch(shared, from, batch);
+            if let Some(again) = self.stalled.get_mut(&from) {
+                // Stalled again: the rest waits behind it.
+                again.extend(queue.drain(..));
+                return;
+            }
+        }
+    }
+
+    /// What the next command of `batch` needs.
+    fn next_needs(&self, shared: &Shared, batch: &Batch) -> Option<Needs> {
+        let cmd = batch.cmds.get(batch.next)?;
+        let spec = shared.commands.get(cmd.spec)?;
+        let args = batch.args(batch.next);
+        Some(Needs {
+            keys: spec.lock_needs(&args),
+            all: false,
+        })
+    }
+
+    /// Runs the batch's commands from `batch.next` until it ends, its replies reach its
+    /// budget (at least one command runs), or a command needs a lock it cannot have.
+    fn continue_batch(&mut self, shared: &Shared, batch: &mut Batch) -> Ran {
+        let first = batch.next;
+        while !batch.finished() {
+            if batch.next > first && batch.over_budget() {
+                return Ran::OverBudget;
+            }
+            if !self.quiet()
+                && let Some(needs) = self.next_needs(shared, batch)
+                && !self.locks.compatible(&needs, None)
+            {
+                return Ran::Blocked(needs);
+            }
+            self.run_one(shared, batch, None);
+        }
+        Ran::Finished
+    }
+
+    /// Runs command `batch.next` with no lock checks.
+    fn run_one(&mut self, shared: &Shared, batch: &mut Batch, tx: Option<TxRef>) {
+        let Batch {
+            data,
+            spans,
+            cmds,
+            next,
+            replies,
+            resp,
+            now,
+            slots_version,
+            ..
+        } = batch;
+        let Some(cmd) = cmds.get(*next) else { return };
+        *next += 1;
+        let args = Args::new(data, spans.get(cmd.args.clone()).unwrap_or(&[]));
+        let Some(spec) = shared.commands.get(cmd.spec) else {
+            return;
+        };
+        self.execute(
+            shared,
+            spec,
+            &args,
+            *now,
+            replies,
+            *resp,
+            tx,
+            *slots_version,
+        );
+    }
+
     /// Handles a transaction step: lock (or wait), run, release.
-    pub fn step(&mut self, shared: &Shared, step: TxStep, out: &mut Vec<Outgoing>) {
+    pub fn step(&mut self, shared: &Shared, mut step: TxStep) {
+        if step.slots_version != self.slots.version()
+            && let Some(slot) = step
+                .lock
+                .iter()
+                .map(|(k, _)| usize::from(key_slot(k)))
+                .find(|&slot| !self.slots.owns(self.id, slot))
+        {
+            let refusal = self.refusal(slot, step.slots_version);
+            self.report(&step, Err(refusal));
+            return;
+        }
         let needs = Needs {
-            keys: step.lock.clone(),
+            keys: std::mem::take(&mut step.lock),
             all: step.lock_all,
         };
-        let wants_locks = !needs.keys.is_empty() || needs.all;
-        if wants_locks
-            && (self.queued_ahead(&needs, None) || !self.compatible(&needs, Some(step.tx)))
+        if !needs.is_empty()
+            && (self
+                .locks
+                .queued_ahead(&needs, None, !self.blocked.is_empty())
+                || !self.locks.compatible(&needs, Some(step.tx)))
         {
-            self.register(&needs, None);
+            self.locks.wait(&needs, None);
             self.blocked.push_back(Blocked::Step { step, needs });
             return;
         }
-        self.run_step(shared, step, &needs, out, true);
+        self.run_step(shared, step, &needs, true);
+    }
+
+    fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
+        let done = TxStepDone {
+            tx: step.tx,
+            index: step.index,
+            shard: self.id,
+            out,
+            holds_locks: self.locks.holds(step.tx),
+        };
+        self.out.push((step.tx.worker, Msg::StepDone(done)));
     }
 
     /// Runs a step whose locks are available: acquire, run, release if asked (then, with
     /// `retry`, let waiting items move), and report.
-    fn run_step(
-        &mut self,
-        shared: &Shared,
-        mut step: TxStep,
-        needs: &Needs,
-        out: &mut Vec<Outgoing>,
-        retry: bool,
-    ) {
-        if !needs.keys.is_empty() || needs.all {
-            self.acquire(step.tx, needs);
+    fn run_step(&mut self, shared: &Shared, mut step: TxStep, needs: &Needs, retry: bool) {
+        if !needs.is_empty() {
+            self.locks.acquire(step.tx, needs);
         }
-        if let Some(batch) = step.batch.as_mut() {
-            batch.now = step.now;
-            while !batch.finished() {
-                self.run_one(shared, batch);
-            }
-        }
-        let mut claimed = None;
-        let taken = match step.special.take() {
-            Some(Special::Take(key)) => self.db.remove(&key, step.now).map(|e| Moved {
-                expire_at: e.expire_at,
-                value: e.value,
-                flags: e.flags,
-            }),
-            Some(Special::Clone(key)) => self.db.get(&key, step.now).map(|e| Moved {
-                expire_at: e.expire_at(),
-                value: e.value().to_value(),
-                // A copy is a new object: never one of Redis's shared integers.
-                flags: e.flags() | goblin_store::UNSHARED,
-            }),
-            Some(Special::Put(key, moved)) => {
-                self.db.insert(&key, moved.value, moved.expire_at, step.now);
-                if moved.flags != 0 {
-                    self.db.add_flags(&key, moved.flags, step.now);
+        let out = match step.work.take() {
+            None => HopOut::Done,
+            Some(Work::Commands(mut batch)) => {
+                batch.now = step.now;
+                batch.slots_version = step.slots_version;
+                while !batch.finished() {
+                    self.run_one(shared, &mut batch, Some(step.tx));
                 }
-                None
+                HopOut::Reply(std::mem::take(&mut batch.replies))
             }
-            Some(Special::TryClaim {
-                key,
-                token,
-                deadline,
-                release_if_won,
-                release_if_held,
-            }) => {
-                let won = crate::families::goblin::try_claim(
-                    &mut self.db,
-                    &key,
-                    &token,
-                    deadline,
+            Some(Work::Run(f)) => {
+                let mut scratch = Vec::new();
+                let (out, release) = self.unit(
+                    shared,
+                    Origin::Step(step.tx),
                     step.now,
+                    &mut scratch,
+                    Version::Resp2,
+                    f,
                 );
-                claimed = Some(won);
-                step.release |= if won { release_if_won } else { release_if_held };
-                None
+                step.release |= release;
+                out
             }
-            None => None,
         };
         if step.release {
-            self.release(step.tx);
+            self.locks.release(step.tx);
             if retry {
-                self.retry(shared, out);
+                self.retry(shared);
             }
         }
-        let done = TxStepDone {
-            tx: step.tx,
-            shard: self.id,
-            batch: step.batch,
-            taken,
-            claimed,
-            holds_locks: self.held.contains_key(&step.tx),
-        };
-        out.push((step.tx.worker, Msg::StepDone(done)));
+        self.report(&step, Ok(out));
+    }
+
+    /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one
+    /// of them is ready already.
+    pub fn park(&mut self, shared: &Shared, req: ParkReq) {
+        if let Some(ready) = req.ready {
+            let keys = &req.keys;
+            let mut scratch = Vec::new();
+            let (found, _) = self.unit(
+                shared,
+                Origin::Step(req.tx),
+                req.now,
+                &mut scratch,
+                Version::Resp2,
+                |ctx| keys.iter().find(|k| ready(ctx.db, k, req.now)).cloned(),
+            );
+            if let Some(key) = found {
+                self.out
+                    .push((req.tx.worker, Msg::Woken(req.tx, req.id, key)));
+                return;
+            }
+        }
+        self.waiters.register(req.tx, req.id, req.keys);
+        self.update_observed();
+    }
+
+    /// Cancels a parked plan's wait here.
+    pub fn unpark(&mut self, tx: TxRef, id: u64) {
+        self.waiters.cancel(tx, id);
+        self.update_observed();
     }
 
     /// Retries waiting items in order after locks were released, until nothing moves.
-    fn retry(&mut self, shared: &Shared, out: &mut Vec<Outgoing>) {
+    fn retry(&mut self, shared: &Shared) {
         loop {
             let mut progressed = false;
-            let mut claimed: HashSet<Vec<u8>> = HashSet::new();
-            let mut claimed_all = false;
-            let mut claimed_conns: HashSet<ConnRef> = HashSet::new();
+            // Keys, the whole shard and connections that earlier waiting items still
+            // want: a later item needing any of them must not overtake.
+            let mut wanted: HashSet<Vec<u8>> = HashSet::new();
+            let mut wanted_all = false;
+            let mut wanted_conns: HashSet<ConnRef> = HashSet::new();
             let items = std::mem::take(&mut self.blocked);
             for item in items {
                 let (needs, from, tx) = match &item {
-                    Blocked::Batch { needs, from, .. } => (needs.clone(), Some(*from), None),
-                    Blocked::Step { needs, step } => (needs.clone(), None, Some(step.tx)),
+                    Blocked::Batch { needs, from, .. } => (needs, Some(*from), None),
+                    Blocked::Step { needs, step } => (needs, None, Some(step.tx)),
                 };
-                let overtakes = claimed_all
-                    || (needs.all && (!claimed.is_empty() || !claimed_conns.is_empty()))
-                    || needs.keys.iter().any(|(k, _)| claimed.contains(k))
-                    || from.is_some_and(|c| claimed_conns.contains(&c));
-                if overtakes || !self.compatible(&needs, tx) {
-                    claimed.extend(needs.keys.iter().map(|(k, _)| k.clone()));
-                    claimed_all |= needs.all;
+                let overtakes = wanted_all
+                    || (needs.all && (!wanted.is_empty() || !wanted_conns.is_empty()))
+                    || needs.keys.iter().any(|(k, _)| wanted.contains(k))
+                    || from.is_some_and(|c| wanted_conns.contains(&c));
+                if overtakes || !self.locks.compatible(needs, tx) {
+                    wanted.extend(needs.keys.iter().map(|(k, _)| k.clone()));
+                    wanted_all |= needs.all;
                     if let Some(c) = from {
-                        claimed_conns.insert(c);
+                        wanted_conns.insert(c);
                     }
                     self.blocked.push_back(item);
                     continue;
                 }
                 progressed = true;
-                self.unregister(&needs, from);
                 match item {
                     Blocked::Step { step, needs } => {
+                        self.locks.unwait(&needs, None);
                         // A releasing step retries by itself; keep this pass simple.
-                        self.run_step(shared, step, &needs, out, false);
+                        self.run_step(shared, step, &needs, false);
                     }
                     Blocked::Batch {
-                        from, mut batch, ..
-                    } => match self.continue_batch(shared, &mut batch) {
-                        Some(needs) => {
-                            self.register(&needs, Some(from));
-                            claimed.extend(needs.keys.iter().map(|(k, _)| k.clone()));
-                            claimed_all |= needs.all;
-                            claimed_conns.insert(from);
-                            self.blocked
-                                .push_back(Blocked::Batch { from, batch, needs });
+                        from,
+                        mut batch,
+                        needs,
+                    } => {
+                        self.locks.unwait(&needs, Some(from));
+                        if let Some(queue) = self.stalled.get_mut(&from) {
+                            // An earlier batch of the connection stalled on its budget.
+                            queue.push_back(batch);
+                            continue;
                         }
-                        None => out.push(finished(from, batch)),
-                    },
+                        match self.continue_batch(shared, &mut batch) {
+                            Ran::Blocked(needs) => {
+                                self.locks.wait(&needs, Some(from));
+                                wanted.extend(needs.keys.iter().map(|(k, _)| k.clone()));
+                                wanted_all |= needs.all;
+                                wanted_conns.insert(from);
+                                self.blocked
+                                    .push_back(Blocked::Batch { from, batch, needs });
+                            }
+                            Ran::OverBudget => self.stall(from, batch),
+                            Ran::Finished => self.out.push(finished(from, batch)),
+                        }
+                    }
                 }
             }
             if !progressed {
@@ -513,143 +643,7 @@ impl Shard {
     }
 }
 
-/// The message that returns a finished batch.
+/// The message that returns a batch.
 fn finished(from: ConnRef, batch: Box<Batch>) -> Outgoing {
     (from.worker, Msg::Done(from, batch))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shared() -> Shared {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        Shared::build(
-            crate::config::Config {
-                threads: 1,
-                ..Default::default()
-            },
-            addr,
-        )
-        .map(|(s, _)| s)
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn batch(table: &CommandTable, cmds: &[&[&[u8]]]) -> Box<Batch> {
-        let mut b = Box::<Batch>::default();
-        for args in cmds {
-            let spans: Vec<_> = {
-                let mut pos = 0;
-                args.iter()
-                    .map(|a| {
-                        let r = pos..pos + a.len();
-                        pos += a.len();
-                        r
-                    })
-                    .collect()
-            };
-            let data: Vec<u8> = args.concat();
-            let a = Args::new(&data, &spans);
-            let spec = table.resolve(&a).map(|s| s.id).unwrap_or(0);
-            b.push(spec, &a);
-        }
-        b
-    }
-
-    const C1: ConnRef = ConnRef {
-        worker: 1,
-        key: 1,
-        generation: 1,
-    };
-    const C2: ConnRef = ConnRef {
-        worker: 1,
-        key: 2,
-        generation: 1,
-    };
-    const T1: TxRef = TxRef { worker: 2, seq: 1 };
-
-    fn lock_step(keys: &[&[u8]], mode: LockMode) -> TxStep {
-        TxStep {
-            tx: T1,
-            lock: keys.iter().map(|k| (k.to_vec(), mode)).collect(),
-            lock_all: false,
-            batch: None,
-            special: None,
-            release: false,
-            now: 0,
-        }
-    }
-
-    fn release_step() -> TxStep {
-        TxStep {
-            tx: T1,
-            lock: vec![],
-            lock_all: false,
-            batch: None,
-            special: None,
-            release: true,
-            now: 0,
-        }
-    }
-
-    #[test]
-    fn commands_on_locked_keys_wait_and_others_do_not() {
-        let shared = shared();
-        let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384, t.all().len());
-        let mut out = Vec::new();
-        shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
-        assert_eq!(out.len(), 1, "lock granted at once");
-        out.clear();
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
-        assert!(out.is_empty(), "GET a waits for the transaction");
-        shard.run_batch(&shared, C2, batch(t, &[&[b"GET", b"b"]]), &mut out);
-        assert_eq!(out.len(), 1, "GET b runs");
-        out.clear();
-        shard.step(&shared, release_step(), &mut out);
-        assert_eq!(out.len(), 2, "release runs the waiting GET, then reports");
-        assert!(shard.quiet());
-    }
-
-    #[test]
-    fn a_connections_later_batch_waits_behind_its_earlier_one() {
-        let shared = shared();
-        let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384, t.all().len());
-        let mut out = Vec::new();
-        shard.step(&shared, lock_step(&[b"a"], LockMode::Exclusive), &mut out);
-        out.clear();
-        shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"a", b"1"]]), &mut out);
-        shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"b", b"1"]]), &mut out);
-        assert!(
-            out.is_empty(),
-            "the SET b of the same connection must not overtake"
-        );
-        shard.step(&shared, release_step(), &mut out);
-        let done: Vec<_> = out
-            .iter()
-            .filter(|(_, m)| matches!(m, Msg::Done(..)))
-            .collect();
-        assert_eq!(done.len(), 2);
-    }
-
-    #[test]
-    fn shared_locks_admit_readers_and_hold_writers() {
-        let shared = shared();
-        let t = &shared.commands;
-        let mut shard = Shard::new(0, 0..16384, t.all().len());
-        let mut out = Vec::new();
-        shard.step(&shared, lock_step(&[b"a"], LockMode::Shared), &mut out);
-        out.clear();
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
-        assert_eq!(out.len(), 1);
-        out.clear();
-        shard.run_batch(&shared, C2, batch(t, &[&[b"SET", b"a", b"x"]]), &mut out);
-        assert!(out.is_empty());
-        // A reader arriving after a waiting writer queues behind it.
-        shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]), &mut out);
-        assert!(out.is_empty());
-        shard.step(&shared, release_step(), &mut out);
-        assert_eq!(out.len(), 3);
-    }
 }

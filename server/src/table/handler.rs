@@ -1,12 +1,15 @@
 //! What a command handler sees: its arguments, and the context of the thread it runs on.
 //!
-//! Handlers come in three kinds, by where they run (see [`Exec`]):
+//! Handlers come in kinds, by where they run (see [`Exec`]):
 //! - connection handlers (`Conn`) run on the connection's thread with its client state
 //!   (PING, HELLO, CLIENT …);
 //! - shard handlers (`Shard`) run on the thread that owns the command's keys, against that
-//!   shard's keyspace (GET, SET …);
-//! - keyspace-wide commands (`AllShards`) run a part on every shard and merge the parts'
-//!   replies on the connection's thread (DBSIZE, FLUSHALL …).
+//!   shard's keyspace (GET, SET …); when its keys span shards, the command runs as its
+//!   family's plan ([`CrossShard`]);
+//! - plan commands (`Plan`) always run as a plan: keyspace-wide commands (DBSIZE,
+//!   FLUSHALL …) and SCAN;
+//! - transaction commands (`Multi`: MULTI, EXEC, DISCARD) act on the connection's
+//!   MULTI state and may start a transaction.
 //!
 //! Every handler writes its reply (or error) with the [`Encoder`] it is given; nothing it
 //! does panics on client input.
@@ -17,8 +20,10 @@ use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
 use crate::runtime::client::Client;
-use crate::runtime::route::SlotTable;
+use crate::runtime::msg::{Batch, LockMode};
 use crate::runtime::server::Shared;
+use crate::shard::slots::SlotMap;
+use crate::txn::plan::{CrossShard, Plan};
 
 /// A command's arguments (the name is argument 0): byte ranges into a buffer the command
 /// does not own — the connection's read buffer, or the payload of a cross-shard message.
@@ -70,10 +75,21 @@ impl<'a> Args<'a> {
     }
 }
 
-/// The context of a shard handler: the shard's keyspace, the command's timestamp, the
-/// reply sink.
+/// One command's statistics on one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CmdStat {
+    /// Times dispatched.
+    pub calls: u64,
+    /// Microseconds spent running it here.
+    pub usec: u64,
+    /// Times it replied an error here.
+    pub failed: u64,
+}
+
+/// The context of a shard handler (and of a plan's hop): the shard's keyspace, the
+/// command's timestamp, the reply sink.
 pub struct ShardCtx<'a> {
-    /// The owning shard's keyspace.
+    /// The owning shard's keyspace. Every change made through it records its key event.
     pub db: &'a mut Keyspace,
     /// The one timestamp this command uses for every key it touches.
     pub now: Millis,
@@ -81,14 +97,79 @@ pub struct ShardCtx<'a> {
     pub out: Encoder<'a>,
     /// The index of the shard (and worker) running the command.
     pub shard: usize,
-    /// The hash slots this shard owns.
-    pub owned: Range<usize>,
-    /// Which shard owns which slot.
-    pub slots: &'a SlotTable,
+    /// The shard's slot map: which slots it owns.
+    pub slots: &'a SlotMap,
     /// Longest string a command may make (`proto-max-bulk-len`).
     pub max_string: usize,
     /// This worker's per-command statistics (for INFO's part).
-    pub stats: &'a [crate::shard::CmdStat],
+    pub stats: &'a [CmdStat],
+    effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
+    release: bool,
+}
+
+impl<'a> ShardCtx<'a> {
+    /// A context; `effects` is where effects go when the shard's observers want them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        db: &'a mut Keyspace,
+        now: Millis,
+        out: Encoder<'a>,
+        shard: usize,
+        slots: &'a SlotMap,
+        max_string: usize,
+        stats: &'a [CmdStat],
+        effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
+    ) -> Self {
+        ShardCtx {
+            db,
+            now,
+            out,
+            shard,
+            slots,
+            max_string,
+            stats,
+            effects,
+            release: false,
+        }
+    }
+
+    /// Whether this shard owns `slot`.
+    pub fn owns(&self, slot: usize) -> bool {
+        self.slots.owns(self.shard, slot)
+    }
+
+    /// The slots this shard owns, ascending.
+    pub fn owned_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots.slots_of(self.shard)
+    }
+
+    /// Whether anyone records this command's effect: only then is it worth building a
+    /// rewritten form ([`ShardCtx::log`]).
+    pub fn logging(&self) -> bool {
+        self.effects.is_some()
+    }
+
+    /// Records `argv` as (part of) the effect of this command: what replaying it must
+    /// do. A command whose replay would differ from what it did (a relative expiry, a
+    /// float increment, a lease, a random pick) logs its deterministic form, as Redis
+    /// rewrites `SET k v EX 10` into `SET k v PXAT <ms>`; a command that logs nothing is
+    /// its own effect. Does nothing unless [`ShardCtx::logging`].
+    pub fn log(&mut self, argv: &[&[u8]]) {
+        if let Some(effects) = self.effects.as_deref_mut() {
+            effects.push(argv.iter().map(|a| a.to_vec()).collect());
+        }
+    }
+
+    /// A plan's hop: release the transaction's locks on this shard once the hop is done
+    /// (a hop that decides on the spot whether it still needs them).
+    pub fn release_locks_after(&mut self) {
+        self.release = true;
+    }
+
+    /// Whether [`ShardCtx::release_locks_after`] was called.
+    pub(crate) fn wants_release(&self) -> bool {
+        self.release
+    }
 }
 
 /// The context of a connection handler.
@@ -115,32 +196,66 @@ impl ConnCtx<'_> {
     }
 }
 
+/// A MULTI block being queued.
+#[derive(Debug, Default)]
+pub struct MultiState {
+    /// The queued commands, one per batch.
+    pub queued: Vec<Box<Batch>>,
+    /// A command was rejected while queueing: EXEC answers EXECABORT.
+    pub dirty: bool,
+}
+
+/// The context of a transaction command (MULTI, EXEC, DISCARD).
+pub struct MultiCtx<'a> {
+    /// The connection.
+    pub conn: ConnCtx<'a>,
+    /// Its MULTI state: `Some` between MULTI and EXEC or DISCARD.
+    pub multi: &'a mut Option<MultiState>,
+    /// The connection's worker's slot map.
+    pub slots: &'a SlotMap,
+}
+
+/// Why a transaction command is called.
+#[derive(Clone, Copy, Debug)]
+pub enum MultiCall<'a, 'b> {
+    /// To run, with these arguments.
+    Run(&'b Args<'a>),
+    /// It was rejected before running (a wrong argument count), with this error: some
+    /// abort the transaction (EXEC), others only answer it.
+    Rejected(&'b [u8]),
+}
+
+/// A transaction a transaction command starts (EXEC).
+#[derive(Debug)]
+pub struct Started {
+    /// What it runs.
+    pub plan: Box<dyn Plan>,
+    /// Every key it locks, and how.
+    pub locks: Vec<(Vec<u8>, LockMode)>,
+    /// Whether it locks every shard whole.
+    pub whole_shards: bool,
+    /// The table ids of the commands it runs, for INFO commandstats' calls.
+    pub calls: Vec<usize>,
+}
+
 /// A handler that runs on the connection's thread.
 pub type ConnFn = fn(&mut ConnCtx<'_>, &Args<'_>);
 /// A handler that runs on the shard owning the command's keys.
 pub type ShardFn = fn(&mut ShardCtx<'_>, &Args<'_>);
-/// Merges the replies of a keyspace-wide command's parts, one per shard.
-pub type MergeFn = fn(&mut ConnCtx<'_>, &Args<'_>, &[&[u8]]);
+/// A transaction command.
+pub type MultiFn = fn(&mut MultiCtx<'_>, MultiCall<'_, '_>) -> Option<Started>;
 
 /// How and where a command runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Exec {
     /// Keyless; runs where the connection lives.
     Conn(ConnFn),
-    /// Runs on the shard that owns its keys.
+    /// Runs on the shard that owns its keys (its family's plan, when they span shards).
     Shard(ShardFn),
-    /// Keyless, runs on the shard that owns the slot its cursor (argument 1) names
-    /// (SCAN).
-    Cursor(ShardFn),
-    /// Runs `part` on every shard and `merge`s their replies.
-    AllShards {
-        /// The per-shard part.
-        part: ShardFn,
-        /// Combines the parts' replies into the command's reply.
-        merge: MergeFn,
-    },
+    /// Always a plan: keyspace-wide commands, and SCAN.
+    Plan(CrossShard),
+    /// MULTI, EXEC, DISCARD: acts on the connection's MULTI state.
+    Multi(MultiFn),
     /// A container of subcommands; never runs itself.
     Container,
-    /// MULTI, EXEC, DISCARD: handled by the worker, which owns transactions.
-    Transaction,
 }

@@ -15,7 +15,9 @@ pub mod meta_node;
 use std::collections::HashMap;
 
 use crate::errors;
-use crate::table::handler::Exec;
+use crate::runtime::msg::LockMode;
+use crate::table::handler::{Args, Exec};
+use crate::txn::plan::{CrossShard, Locking, PlanFn};
 pub use meta_node::{Meta, Node};
 
 /// Longest command name looked up; longer names are unknown without hashing them.
@@ -117,31 +119,6 @@ impl KeyPositions {
     }
 }
 
-/// How a multi-key command runs when its keys live on several shards (as a transaction;
-/// see `tx.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MultiKey {
-    /// Split by shard; the integer replies are summed (DEL, EXISTS, UNLINK, TOUCH).
-    Sum,
-    /// Split by shard; the values are put back in argument order (MGET).
-    Mget,
-    /// Split by shard; every part replies OK (MSET).
-    AllOk,
-    /// Check that no key exists on any shard, then set them all (MSETNX).
-    MsetNx,
-    /// Move a value from one shard to another (RENAME; RENAMENX with `nx`).
-    Rename {
-        /// RENAMENX.
-        nx: bool,
-    },
-    /// COPY between shards: check, clone the value out of one shard, put it into the
-    /// other.
-    Copy,
-    /// GOBLIN.CLAIM: try the claim on its shard, read the result on the other, with the
-    /// locks the protocol needs and no more (see `tx.rs`).
-    Claim,
-}
-
 /// One command (or subcommand) as the table knows it.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -157,8 +134,12 @@ pub struct CommandSpec {
     pub exec: Exec,
     /// Index in the table, for per-command statistics.
     pub id: usize,
-    /// How it runs when its keys span shards; `None`: it never touches several keys.
-    pub multi: Option<MultiKey>,
+    /// How it runs when its keys span shards (its family's plan); `None`: its keys never
+    /// span shards.
+    pub cross_shard: Option<CrossShard>,
+    /// Whether MULTI queues it (QUIT, like the transaction commands themselves, runs at
+    /// once).
+    pub queued_in_multi: bool,
     info: &'static Node,
     docs: &'static Node,
     subcommands: Vec<usize>,
@@ -179,13 +160,67 @@ impl CommandSpec {
     pub fn is_container(&self) -> bool {
         !self.subcommands.is_empty()
     }
+
+    /// Calls `f` with the argument index of each key of the command `args`, and the lock a
+    /// transaction takes on it: shared for a key the command only reads, exclusive
+    /// otherwise.
+    pub fn for_each_key(&self, args: &Args<'_>, mut f: impl FnMut(usize, LockMode)) {
+        let mode = if self.flags.contains(Flags::WRITE) {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        for i in self.keys.indexes(args.len()) {
+            f(i, mode);
+        }
+    }
+
+    /// The keys of the command `args` with their lock modes.
+    pub fn lock_needs(&self, args: &Args<'_>) -> Vec<(Vec<u8>, LockMode)> {
+        let mut needs = Vec::new();
+        self.for_each_key(args, |i, mode| needs.push((args.get(i).to_vec(), mode)));
+        needs
+    }
+
+    /// Whether some invocation names more than one key.
+    pub fn may_name_several_keys(&self) -> bool {
+        !self.keys.is_none() && self.keys.last != self.keys.first as i64
+    }
+
+    /// Plans this command's transaction when its keys span shards (or always, for a
+    /// [`Exec::Plan`] command).
+    pub fn plan(&self) -> Option<CrossShard> {
+        match self.exec {
+            Exec::Plan(cross) => Some(cross),
+            _ => self.cross_shard,
+        }
+    }
+}
+
+/// Options of a command being registered.
+pub struct Registered<'a>(&'a mut CommandSpec);
+
+impl Registered<'_> {
+    /// How the command runs when its keys span shards: its family's plan.
+    pub fn cross_shard(self, plan: PlanFn, locking: Locking) -> Self {
+        self.0.cross_shard = Some(CrossShard { plan, locking });
+        self
+    }
+
+    /// MULTI does not queue the command: it runs at once (QUIT).
+    pub fn not_queued(self) -> Self {
+        self.0.queued_in_multi = false;
+        self
+    }
 }
 
 /// Why a command was rejected before running.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Rejection {
+pub struct Rejection {
+    /// The command, when it was found (its arguments were wrong).
+    pub spec: Option<usize>,
     /// The error reply, already formatted (and to be sanitised when sent).
-    Error(Vec<u8>),
+    pub message: Vec<u8>,
 }
 
 /// All commands, by lowercase name.
@@ -197,11 +232,29 @@ pub struct CommandTable {
 }
 
 impl CommandTable {
-    /// The full table, with every family registered.
-    pub fn new() -> Self {
+    /// A table with the commands `register` adds, checked: a command whose keys can span
+    /// shards must have a plan for it.
+    ///
+    /// # Errors
+    /// The commands that can name keys of several shards and have no plan.
+    pub fn build(register: impl FnOnce(&mut CommandTable)) -> Result<CommandTable, String> {
         let mut table = CommandTable::default();
-        crate::families::register_all(&mut table);
-        table
+        register(&mut table);
+        let unplanned: Vec<&str> = table
+            .specs
+            .iter()
+            .filter(|s| matches!(s.exec, Exec::Shard(_)))
+            .filter(|s| s.may_name_several_keys() && s.cross_shard.is_none())
+            .map(|s| s.name)
+            .collect();
+        if unplanned.is_empty() {
+            Ok(table)
+        } else {
+            Err(format!(
+                "commands whose keys can span shards but that have no cross-shard plan: {}",
+                unplanned.join(", ")
+            ))
+        }
     }
 
     fn push(
@@ -227,7 +280,8 @@ impl CommandTable {
             },
             exec,
             id,
-            multi: None,
+            cross_shard: None,
+            queued_in_multi: !matches!(exec, Exec::Multi(_)),
             info,
             docs,
             subcommands: Vec::new(),
@@ -235,20 +289,13 @@ impl CommandTable {
         id
     }
 
-    /// Registers a command described by `meta`.
-    pub fn add(&mut self, meta: &'static Meta, exec: Exec) {
+    /// Registers a command described by `meta`; options follow on what it returns.
+    pub fn add(&mut self, meta: &'static Meta, exec: Exec) -> Registered<'_> {
         let name = meta.info.items().first().and_then(Node::text).unwrap_or("");
         let id = self.push(name, &meta.info, &meta.docs, exec);
         self.by_name.insert(name.as_bytes().into(), id);
         self.top_level.push(id);
-    }
-
-    /// Registers a multi-key command and how it runs across shards.
-    pub fn add_multi(&mut self, meta: &'static Meta, exec: Exec, multi: MultiKey) {
-        self.add(meta, exec);
-        if let Some(spec) = self.specs.last_mut() {
-            spec.multi = Some(multi);
-        }
+        Registered(&mut self.specs[id])
     }
 
     /// Registers a container command (CLIENT, CONFIG, …) with the subcommands Goblin
@@ -326,18 +373,27 @@ impl CommandTable {
     ///
     /// # Errors
     /// [`Rejection`] for an unknown command or subcommand, or a wrong argument count.
-    pub fn resolve(&self, args: &handler::Args<'_>) -> Result<&CommandSpec, Rejection> {
+    pub fn resolve(&self, args: &Args<'_>) -> Result<&CommandSpec, Rejection> {
         let name = args.get(0);
         let Some(mut spec) = self.lookup(name) else {
-            return Err(Rejection::Error(errors::unknown_command(args)));
+            return Err(Rejection {
+                spec: None,
+                message: errors::unknown_command(args),
+            });
         };
         if spec.is_container() && args.len() >= 2 {
             spec = self
                 .lookup_sub(spec, args.get(1))
-                .ok_or_else(|| Rejection::Error(errors::unknown_subcommand(name, args.get(1))))?;
+                .ok_or_else(|| Rejection {
+                    spec: None,
+                    message: errors::unknown_subcommand(name, args.get(1)),
+                })?;
         }
         if !spec.arity_ok(args.len()) {
-            return Err(Rejection::Error(errors::wrong_arity(spec.name)));
+            return Err(Rejection {
+                spec: Some(spec.id),
+                message: errors::wrong_arity(spec.name),
+            });
         }
         Ok(spec)
     }

@@ -1,0 +1,642 @@
+//! The per-connection pipeline: decode, route and run a connection's requests, keeping
+//! the contract Redis users rely on.
+//!
+//! # The per-connection contract
+//!
+//! Replies go out in request order, and a connection's commands take effect in the
+//! order it sent them. A command for the local shard runs inline; commands for one
+//! remote shard gather in a batch that is sent at the end of the iteration, and further
+//! commands for that same shard join it or follow it (channels are FIFO, and the owner
+//! runs a connection's batches in order). Any other command waits until everything in
+//! flight has answered — so a later command never takes effect before an earlier one,
+//! while a pipeline of commands for one shard pays one round trip, not one each.
+//!
+//! A request that arrives while the connection waits stays decoded in the input buffer
+//! (`held`), with its resolved command and target, and runs first when the wait ends.
+//!
+//! # Bounded replies
+//!
+//! Every reply held for a connection counts against its bound
+//! ([`OUTPUT_HIGH_WATER`]): its unsent output, and the reply budget of each batch in
+//! flight (a batch brings back at most [`BATCH_REPLY_BUDGET`] bytes per trip; past it,
+//! the owner sends what it has and keeps the rest until the client reads). Past the
+//! bound the connection reads and dispatches nothing more.
+
+use std::sync::Arc;
+
+use goblin_protocol::{Decoded, Encoder, Version};
+
+use crate::runtime::conn::{Conn, Held};
+use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
+use crate::runtime::server::Shared;
+use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
+use crate::shard::slots::SlotMap;
+use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
+use crate::table::{CommandSpec, Rejection};
+use crate::txn::coordinator::{Env, TxJob};
+use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
+
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// On the connection's thread (no keys, or a connection command).
+    Here,
+    /// All on one shard.
+    Shard(usize),
+    /// On several shards.
+    Many,
+}
+
+/// What routing found out about a request, kept while it waits so that it is worked out
+/// once.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Route {
+    /// The command's index in the command table, once resolved.
+    pub spec: Option<usize>,
+    /// Where its keys are, once looked at.
+    pub target: Option<Target>,
+}
+
+/// What happened to a request the connection handed over.
+pub(crate) enum Flow {
+    /// Consumed; go on with the next request.
+    Next,
+    /// Consumed; the connection now waits for it.
+    Taken,
+    /// Not consumed: it must wait for what is in flight.
+    Wait,
+}
+
+impl Worker {
+    /// Decodes and dispatches the complete requests buffered on a connection.
+    pub(crate) fn run_requests(&mut self, key: usize) {
+        let shared = Arc::clone(&self.shared);
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.gone {
+            return;
+        }
+        let mut input = std::mem::take(&mut conn.input);
+        while let Some(conn) = self.conns.get_mut(key) {
+            if conn.closing || conn.held_replies() > OUTPUT_HIGH_WATER {
+                break;
+            }
+            // A request that had to wait goes first: it is still decoded.
+            let (decoded, mut route) = match conn.held.take() {
+                Some(held) => (Ok(Decoded::Command(held.len)), held.route),
+                None => (
+                    input.decoder.decode(&mut input.buf[input.start..input.end]),
+                    Route::default(),
+                ),
+            };
+            match decoded {
+                Ok(Decoded::Command(n)) => {
+                    let args = Args::new(
+                        &input.buf[input.start..input.start + n],
+                        input.decoder.args(),
+                    );
+                    let flow = self.dispatch(&shared, key, &args, &mut route);
+                    if matches!(flow, Flow::Wait) {
+                        if let Some(conn) = self.conns.get_mut(key) {
+                            conn.held = Some(Held { len: n, route });
+                        }
+                        break;
+                    }
+                    input.consume(n);
+                    if self.ran(key, &flow) {
+                        break;
+                    }
+                }
+                Ok(Decoded::Empty(n)) => input.consume(n),
+                Ok(Decoded::Incomplete) => break,
+                Err(e) => {
+                    if conn.busy() {
+                        // Answer the fault after what is in flight: decoding again from
+                        // the frame's start finds it again.
+                        break;
+                    }
+                    Encoder::new(&mut conn.output.buf, conn.client.resp)
+                        .error_sanitized(&e.message());
+                    conn.closing = true;
+                }
+            }
+        }
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.input = input;
+        }
+    }
+
+    /// Counts a request that ran; true when the connection must stop for now.
+    fn ran(&mut self, key: usize, flow: &Flow) -> bool {
+        self.commands += 1;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return true;
+        };
+        if conn.client.close_after_reply {
+            conn.closing = true;
+        }
+        matches!(flow, Flow::Taken) || conn.closing
+    }
+
+    /// Routes one request: runs it here, adds it to a batch for its shard, starts a
+    /// transaction, or reports that it must wait. `route` keeps what was worked out about
+    /// the request (its command, its keys' shards) for when it must wait and come back.
+    fn dispatch(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        args: &Args<'_>,
+        route: &mut Route,
+    ) -> Flow {
+        let table = &shared.commands;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let resolved = match route.spec.and_then(|id| table.get(id)) {
+            Some(spec) => Ok(spec),
+            None => table.resolve(args),
+        };
+        let spec = match resolved {
+            Ok(spec) => {
+                route.spec = Some(spec.id);
+                spec
+            }
+            Err(rejection) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                return self.reject(shared, key, rejection);
+            }
+        };
+        if conn.multi.is_some() && spec.queued_in_multi {
+            let resp = conn.client.resp;
+            let mut queued = self.new_batch(resp);
+            queued.push(spec.id, args);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return Flow::Next;
+            };
+            if let Some(multi) = conn.multi.as_mut() {
+                multi.queued.push(queued);
+            }
+            Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
+            return Flow::Next;
+        }
+        conn.client.last_command = spec.name;
+        let flow = match spec.exec {
+            Exec::Multi(f) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                self.multi_command(shared, key, f, MultiCall::Run(args))
+            }
+            Exec::Conn(f) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                let Conn { client, output, .. } = conn;
+                f(
+                    &mut ConnCtx {
+                        client,
+                        shared,
+                        out: &mut output.buf,
+                        now: self.now,
+                    },
+                    args,
+                );
+                Flow::Next
+            }
+            Exec::Container => {
+                // Unreachable: a container without a subcommand of its own fails its arity
+                // check first. Answered anyway, so that replies cannot fall out of step.
+                Encoder::new(&mut conn.output.buf, conn.client.resp)
+                    .error(&crate::errors::wrong_arity(spec.name));
+                Flow::Next
+            }
+            Exec::Plan(_) => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                self.start_plan(key, spec, args)
+            }
+            Exec::Shard(_) => match *route
+                .target
+                .get_or_insert_with(|| target(self.shard.slots(), spec, args))
+            {
+                Target::Many => {
+                    if conn.busy() {
+                        return Flow::Wait;
+                    }
+                    self.start_plan(key, spec, args)
+                }
+                Target::Shard(s) if s != self.id => self.add_to_remote_batch(key, s, spec, args),
+                Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
+            },
+        };
+        if !matches!(flow, Flow::Wait) {
+            self.shard.count_call(spec.id);
+        }
+        flow
+    }
+
+    /// A request rejected before running (unknown command, wrong argument count): its
+    /// error, and inside MULTI the transaction is flagged (or, for the command that ends
+    /// it, aborted, as its family decides).
+    fn reject(&mut self, shared: &Shared, key: usize, rejection: Rejection) -> Flow {
+        let spec = rejection.spec.and_then(|id| shared.commands.get(id));
+        if let Some(Exec::Multi(f)) = spec.map(|s| s.exec) {
+            return self.multi_command(shared, key, f, MultiCall::Rejected(&rejection.message));
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if let Some(multi) = conn.multi.as_mut() {
+            multi.dirty = true;
+        }
+        Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&rejection.message);
+        Flow::Next
+    }
+}
+
+/// Which shard(s) a keyed command needs.
+fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
+    let mut target = Target::Here;
+    spec.for_each_key(args, |i, _| {
+        let shard = slots.shard_of_key(args.get(i));
+        target = match target {
+            Target::Here => Target::Shard(shard),
+            Target::Shard(s) if s == shard => target,
+            _ => Target::Many,
+        };
+    });
+    target
+}
+
+impl Worker {
+    fn run_local(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if conn.busy() {
+            return Flow::Wait;
+        }
+        if self.shard.quiet() {
+            let Conn { client, output, .. } = conn;
+            let version = self.shard.slots().version();
+            self.shard.execute(
+                &self.shared,
+                spec,
+                args,
+                self.now,
+                &mut output.buf,
+                client.resp,
+                None,
+                version,
+            );
+            self.route_shard_out();
+            return Flow::Next;
+        }
+        // Locks are held or wanted here: go through the shard's queue like any batch.
+        let resp = conn.client.resp;
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        let mut batch = self.new_batch(resp);
+        batch.push(spec.id, args);
+        self.send_batch(key, from, self.id, batch);
+        Flow::Taken
+    }
+
+    fn add_to_remote_batch(
+        &mut self,
+        key: usize,
+        shard: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+    ) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let pending = conn.in_flight > 0 || conn.open.is_some();
+        if conn.job.is_some() || (pending && conn.flight_shard != shard) {
+            return Flow::Wait;
+        }
+        if conn.open.is_none() {
+            let resp = conn.client.resp;
+            let batch = self.new_batch(resp);
+            self.opened.push(key);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return Flow::Next;
+            };
+            conn.open = Some(batch);
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        conn.flight_shard = shard;
+        if let Some(batch) = conn.open.as_mut() {
+            batch.push(spec.id, args);
+        }
+        Flow::Next
+    }
+
+    /// Sends the batch a connection gathered this iteration.
+    pub(crate) fn send_open_batch(&mut self, key: usize) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let Some(batch) = conn.open.take() else {
+            return;
+        };
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        let dest = conn.flight_shard;
+        self.send_batch(key, from, dest, batch);
+    }
+
+    /// Sends a batch to its shard with a reply budget, counted against the connection's
+    /// bound until it comes back.
+    fn send_batch(&mut self, key: usize, from: ConnRef, dest: usize, mut batch: Box<Batch>) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let budget = BATCH_REPLY_BUDGET
+            .min(OUTPUT_HIGH_WATER.saturating_sub(conn.held_replies()))
+            .max(1);
+        batch.reply_budget = budget;
+        conn.reserved += budget;
+        conn.in_flight += 1;
+        conn.flight_shard = dest;
+        if dest == self.id {
+            let shared = Arc::clone(&self.shared);
+            self.shard.run_batch(&shared, from, batch);
+            self.route_shard_out();
+        } else {
+            self.route(vec![(dest, Msg::Run(from, batch))]);
+        }
+    }
+
+    /// A batch came back with its replies.
+    pub(crate) fn batch_done(&mut self, to: ConnRef, mut batch: Box<Batch>) {
+        if let Some(conn) = self.live_conn(to) {
+            conn.in_flight = conn.in_flight.saturating_sub(1);
+            conn.reserved = conn.reserved.saturating_sub(batch.reply_budget);
+            conn.stalled = false;
+            if conn.output.pending() == 0 && conn.output.buf.is_empty() {
+                std::mem::swap(&mut conn.output.buf, &mut batch.replies);
+            } else {
+                conn.output.buf.extend_from_slice(&batch.replies);
+            }
+            self.after_wait(to.key);
+        }
+        self.recycle(batch);
+    }
+
+    /// A batch reached its reply budget: its replies so far arrive, the rest waits at
+    /// its shard until the client reads them.
+    pub(crate) fn batch_stalled(&mut self, to: ConnRef, shard: usize, replies: Vec<u8>) {
+        let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
+            // The connection is gone: the rest of the batch comes back unrun.
+            self.route(vec![(shard, Msg::Resume(to, None))]);
+            return;
+        };
+        conn.output.buf.extend_from_slice(&replies);
+        conn.stalled = true;
+        let key = to.key;
+        self.mark_dirty(key);
+        // A client that reads fast may have room already.
+        self.resume_stalled(key);
+    }
+
+    /// Resumes a connection's stalled batch if its output has room for more.
+    pub(crate) fn resume_stalled(&mut self, key: usize) {
+        let worker = self.id;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if !conn.stalled || conn.gone {
+            return;
+        }
+        let room = OUTPUT_HIGH_WATER.saturating_sub(conn.held_replies());
+        if room < BATCH_REPLY_BUDGET {
+            // Wait until the client has read enough.
+            return;
+        }
+        conn.stalled = false;
+        let from = ConnRef {
+            worker,
+            key,
+            generation: conn.generation,
+        };
+        let shard = conn.flight_shard;
+        // The budget already reserved for the batch stands; the new one is what the
+        // output has room for now.
+        let budget = BATCH_REPLY_BUDGET.min(room);
+        self.route(vec![(shard, Msg::Resume(from, Some(budget)))]);
+    }
+
+    /// Starts a cross-shard command's plan (or a keyspace-wide command's).
+    fn start_plan(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let Some(cross) = spec.plan() else {
+            // Refused when the table was built; answered anyway.
+            return self.reply_now(key, &crate::errors::no_plan(spec.name));
+        };
+        let slots = Arc::clone(self.shard.slots());
+        let start = PlanStart {
+            spec,
+            args,
+            slots: &slots,
+            now: self.now,
+            locked: false,
+        };
+        let plan = match (cross.plan)(&start) {
+            Ok(plan) => plan,
+            Err(reply) => return self.reply_now(key, &reply),
+        };
+        let (locks, whole_shards) = match cross.locking {
+            Locking::Keys => (spec.lock_needs(args), false),
+            Locking::WholeShards => (Vec::new(), true),
+            Locking::InHops => (Vec::new(), false),
+        };
+        self.start_job(key, locks, whole_shards, plan)
+    }
+
+    /// Writes an error reply at once.
+    fn reply_now(&mut self, key: usize, error: &[u8]) -> Flow {
+        if let Some(conn) = self.conns.get_mut(key) {
+            Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(error);
+        }
+        Flow::Next
+    }
+
+    /// Starts a transaction for connection `key`.
+    fn start_job(
+        &mut self,
+        key: usize,
+        locks: Vec<(Vec<u8>, LockMode)>,
+        whole_shards: bool,
+        plan: Box<dyn Plan>,
+    ) -> Flow {
+        let resp = self
+            .conns
+            .get(key)
+            .map_or(Version::Resp2, |c| c.client.resp);
+        let seq = self.next_job;
+        self.next_job += 1;
+        let tx = TxRef {
+            worker: self.id,
+            seq,
+        };
+        let slots = Arc::clone(self.shard.slots());
+        let mut job = Box::new(TxJob::new(tx, key, &slots, locks, whole_shards, plan, resp));
+        let shared = Arc::clone(&self.shared);
+        let env = Env {
+            shared: &shared,
+            slots: &slots,
+            now: self.now,
+        };
+        let mut out = Vec::new();
+        let done = job.start(&env, &mut out);
+        self.route(out);
+        match done {
+            Some(outcome) => {
+                // Finished at once (no keys): the connection is inside `run_requests`,
+                // which goes on by itself — resuming it here would run it re-entrantly.
+                self.write_job_outcome(key, outcome);
+                Flow::Next
+            }
+            None => {
+                if let Some(at) = job.deadline() {
+                    self.deadlines.push(std::cmp::Reverse((at, seq)));
+                }
+                self.jobs.insert(seq, job);
+                if let Some(conn) = self.conns.get_mut(key) {
+                    conn.job = Some(seq);
+                }
+                Flow::Taken
+            }
+        }
+    }
+
+    /// Runs a transaction command (MULTI, EXEC, DISCARD), which may start a transaction.
+    fn multi_command(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        f: crate::table::handler::MultiFn,
+        call: MultiCall<'_, '_>,
+    ) -> Flow {
+        let slots = Arc::clone(self.shard.slots());
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let Conn {
+            client,
+            output,
+            multi,
+            ..
+        } = conn;
+        let started = f(
+            &mut MultiCtx {
+                conn: ConnCtx {
+                    client,
+                    shared,
+                    out: &mut output.buf,
+                    now,
+                },
+                multi,
+                slots: &slots,
+            },
+            call,
+        );
+        let Some(Started {
+            plan,
+            locks,
+            whole_shards,
+            calls,
+        }) = started
+        else {
+            return Flow::Next;
+        };
+        for id in calls {
+            self.shard.count_call(id);
+        }
+        self.start_job(key, locks, whole_shards, plan)
+    }
+
+    /// Writes a finished job's answer and lets the connection go on.
+    pub(crate) fn finish_job(&mut self, key: usize, outcome: Outcome) {
+        self.write_job_outcome(key, outcome);
+        self.after_wait(key);
+    }
+
+    /// Writes a job's answer to its connection's output, without resuming the connection
+    /// (for a job that finished while the connection's requests are being run).
+    fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        conn.job = None;
+        let Conn { client, output, .. } = conn;
+        let mut ctx = ConnCtx {
+            client,
+            shared: &shared,
+            out: &mut output.buf,
+            now,
+        };
+        write_outcome(&mut ctx, outcome);
+    }
+
+    /// A connection got back what it waited for: run its next requests, write its output.
+    pub(crate) fn after_wait(&mut self, key: usize) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.gone {
+            // Closed while work was in flight; now nothing is.
+            if !conn.busy() {
+                self.conns.remove(key);
+            }
+            return;
+        }
+        if !conn.busy() {
+            self.serve(key);
+        }
+        self.mark_dirty(key);
+    }
+}
+
+/// Writes a job's outcome into a connection's output.
+fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
+    match outcome {
+        Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
+        Outcome::Conn(cmd) => {
+            let spec = cmd
+                .cmds
+                .first()
+                .and_then(|c| ctx.shared.commands.get(c.spec));
+            match spec.map(|s| s.exec) {
+                Some(Exec::Conn(f)) => f(ctx, &cmd.args(0)),
+                // Never queued as a connection command; answered, so that EXEC's array
+                // keeps one reply per command.
+                _ => ctx
+                    .reply()
+                    .error(&crate::errors::wrong_arity(spec.map_or("exec", |s| s.name))),
+            }
+        }
+        Outcome::Exec(list) => {
+            ctx.reply().array(list.len());
+            for item in list {
+                write_outcome(ctx, item);
+            }
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The coordinator: runs one cross-shard command's plan on the connection's worker.
+//!
+//! A [`TxJob`]:
+//! 1. locks, shard by shard in ascending shard order, the keys the plan's locking asks
+//!    for (shared for reads, exclusive for writes, or every shard whole), waiting for
+//!    each shard's grant before asking the next — no cycle of waits can form;
+//! 2. picks one timestamp, then runs the plan: each step sends hops to shards and waits
+//!    for all their results, which go back to the plan in the order of its hops; a plan
+//!    may also park until a key changes or a timeout passes;
+//! 3. answers the client and releases every lock (strict two-phase locking: nothing is
+//!    released before everything is locked and done, so every observer sees all of the
+//!    transaction or none of it).
+//!
+//! A shard that refuses a step (a key it does not own) fails the transaction: the
+//! coordinator waits for the rest of the step, releases everything, and replies the
+//! refusal. Release messages need no answer: they travel on the same FIFO channels as the
+//! connection's later commands, so those find the locks already gone (their
+//! acknowledgements, marked [`RELEASE`], only update which shards hold locks).
+
+use std::time::Instant;
+
+use goblin_protocol::Version;
+use goblin_store::Millis;
+
+use crate::runtime::msg::{LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
+use crate::runtime::server::Shared;
+use crate::shard::Outgoing;
+use crate::shard::slots::SlotMap;
+use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step};
+
+/// The `index` of a step that only releases locks: its acknowledgement carries no result.
+pub const RELEASE: usize = usize::MAX;
+
+/// What a job needs from its worker to go on.
+pub struct Env<'a> {
+    /// The shared state.
+    pub shared: &'a Shared,
+    /// The worker's slot map.
+    pub slots: &'a SlotMap,
+    /// The worker's clock.
+    pub now: Millis,
+}
+
+/// Where a transaction is.
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the grant of `shards[i]`.
+    Locking(usize),
+    /// Waiting for this many results of a step.
+    Running(usize),
+    /// Waiting for wait `id` to be woken, on these shards, until `deadline`.
+    Parked {
+        id: u64,
+        shards: Vec<usize>,
+        deadline: Option<Instant>,
+    },
+    /// Finished.
+    Done,
+}
+
+/// A transaction coordinated by this worker for one of its connections.
+#[derive(Debug)]
+pub struct TxJob {
+    /// Its name on every shard.
+    pub tx: TxRef,
+    /// The connection it answers (its slab key on this worker).
+    pub conn: usize,
+    shards: Vec<usize>,
+    locks: Vec<Vec<(Vec<u8>, LockMode)>>,
+    lock_all: Vec<bool>,
+    phase: Phase,
+    results: Vec<Option<HopOut>>,
+    failed: Option<Vec<u8>>,
+    plan: Box<dyn Plan>,
+    now: Millis,
+    resp: Version,
+    slots_version: u64,
+    /// Shards where the transaction holds locks now, released when it ends.
+    locked_on: Vec<usize>,
+    waits: u64,
+}
+
+impl TxJob {
+    /// A transaction running `plan` after locking the keys `needs` (and, with
+    /// `whole_shards`, every shard whole), answering in `resp`.
+    pub fn new(
+        tx: TxRef,
+        conn: usize,
+        slots: &SlotMap,
+        needs: Vec<(Vec<u8>, LockMode)>,
+        whole_shards: bool,
+        plan: Box<dyn Plan>,
+        resp: Version,
+    ) -> TxJob {
+        // (shard, keys to lock there, whole shard)
+        type ShardLocks = (usize, Vec<(Vec<u8>, LockMode)>, bool);
+        let mut by_shard: Vec<ShardLocks> = Vec::new();
+        if whole_shards {
+            by_shard.extend((0..slots.shards()).map(|s| (s, Vec::new(), true)));
+        }
+        for (key, mode) in needs {
+            let shard = slots.shard_of_key(&key);
+            let at = match by_shard.iter().position(|(s, _, _)| *s == shard) {
+                Some(at) => at,
+                None => {
+                    by_shard.push((shard, Vec::new(), false));
+                    by_shard.len() - 1
+                }
+            };
+            by_shard[at].1.push((key, mode));
+        }
+        // One lock per key, exclusive winning over shared (sorting first: a request may
+        // name a million keys, and comparing each with the others would stall the loop).
+        for (_, keys, _) in &mut by_shard {
+            keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            keys.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same && later.1 == LockMode::Exclusive {
+                    kept.1 = LockMode::Exclusive;
+                }
+                same
+            });
+        }
+        by_shard.sort_by_key(|(s, _, _)| *s);
+        TxJob {
+            tx,
+            conn,
+            shards: by_shard.iter().map(|(s, _, _)| *s).collect(),
+            lock_all: by_shard.iter().map(|(_, _, a)| *a).collect(),
+            locks: by_shard.into_iter().map(|(_, k, _)| k).collect(),
+            phase: Phase::Locking(0),
+            results: Vec::new(),
+            failed: None,
+            plan,
+            now: 0,
+            resp,
+            slots_version: slots.version(),
+            locked_on: Vec::new(),
+            waits: 0,
+        }
+    }
+
+    fn step(&self, index: usize) -> TxStep {
+        TxStep {
+            tx: self.tx,
+            index,
+            lock: Vec::new(),
+            lock_all: false,
+            work: None,
+            release: false,
+            now: self.now,
+            slots_version: self.slots_version,
+        }
+    }
+
+    /// Starts: asks for the first lock, or runs the plan at once when there is none.
+    /// The outcome when it finished at once.
+    pub fn start(&mut self, env: &Env<'_>, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        self.now = env.now;
+        if self.shards.is_empty() {
+            return self.advance(env, Vec::new(), out);
+        }
+        self.request_lock(0, out);
+        None
+    }
+
+    fn request_lock(&mut self, i: usize, out: &mut Vec<Outgoing>) {
+        let mut step = self.step(0);
+        step.lock = std::mem::take(&mut self.locks[i]);
+        step.lock_all = self.lock_all[i];
+        self.phase = Phase::Locking(i);
+        out.push((self.shards[i], Msg::Step(step)));
+    }
+
+    /// Handles a step's result; the outcome once the transaction is done (its release
+    /// messages are then in `out`).
+    pub fn on_done(
+        &mut self,
+        done: TxStepDone,
+        env: &Env<'_>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        let at = self.locked_on.iter().position(|&s| s == done.shard);
+        match (done.holds_locks, at) {
+            (true, None) => self.locked_on.push(done.shard),
+            (false, Some(i)) => {
+                self.locked_on.swap_remove(i);
+            }
+            _ => {}
+        }
+        if done.index == RELEASE {
+            return None;
+        }
+        let result = match done.out {
+            Ok(result) => Some(result),
+            Err(refusal) => {
+                self.failed.get_or_insert(refusal);
+                None
+            }
+        };
+        match self.phase {
+            Phase::Locking(i) => {
+                if self.failed.is_some() {
+                    return self.fail(out);
+                }
+                if i + 1 < self.shards.len() {
+                    self.request_lock(i + 1, out);
+                    return None;
+                }
+                // Every lock is held: one timestamp for the whole transaction.
+                self.now = env.now;
+                self.advance(env, Vec::new(), out)
+            }
+            Phase::Running(waiting) => {
+                if let Some(slot) = self.results.get_mut(done.index) {
+                    *slot = result;
+                }
+                if waiting > 1 {
+                    self.phase = Phase::Running(waiting - 1);
+                    return None;
+                }
+                if self.failed.is_some() {
+                    return self.fail(out);
+                }
+                let results = std::mem::take(&mut self.results)
+                    .into_iter()
+                    .map(|r| r.unwrap_or(HopOut::Done))
+                    .collect();
+                self.advance(env, results, out)
+            }
+            Phase::Parked { .. } | Phase::Done => None,
+        }
+    }
+
+    /// Wait `id` was woken by a change of `key`.
+    pub fn on_woken(
+        &mut self,
+        id: u64,
+        key: Vec<u8>,
+        env: &Env<'_>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        if !matches!(&self.phase, Phase::Parked { id: parked, .. } if *parked == id) {
+            return None;
+        }
+        self.unpark(out);
+        self.now = env.now;
+        self.advance(env, vec![HopOut::Woken(key)], out)
+    }
+
+    /// When the current wait times out, if the job is parked with a timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Parked { deadline, .. } => deadline,
+            _ => None,
+        }
+    }
+
+    /// The wait's timeout passed (the caller checked [`TxJob::deadline`]).
+    pub fn on_timeout(&mut self, env: &Env<'_>, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        if !matches!(self.phase, Phase::Parked { .. }) {
+            return None;
+        }
+        self.unpark(out);
+        self.now = env.now;
+        self.advance(env, vec![HopOut::TimedOut], out)
+    }
+
+    /// Gives up a parked job whose connection is gone: cancels its wait. False when the
+    /// job is not parked (it has steps in flight and must finish to release its locks).
+    pub fn cancel(&mut self, out: &mut Vec<Outgoing>) -> bool {
+        if !matches!(self.phase, Phase::Parked { .. }) {
+            return false;
+        }
+        self.unpark(out);
+        self.release_all(out);
+        self.phase = Phase::Done;
+        true
+    }
+
+    fn unpark(&mut self, out: &mut Vec<Outgoing>) {
+        if let Phase::Parked { id, shards, .. } = std::mem::replace(&mut self.phase, Phase::Done) {
+            for shard in shards {
+                out.push((shard, Msg::Unpark(self.tx, id)));
+            }
+        }
+    }
+
+    fn release_all(&mut self, out: &mut Vec<Outgoing>) {
+        for shard in std::mem::take(&mut self.locked_on) {
+            let mut step = self.step(RELEASE);
+            step.release = true;
+            out.push((shard, Msg::Step(step)));
+        }
+    }
+
+    fn fail(&mut self, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        self.release_all(out);
+        self.phase = Phase::Done;
+        self.failed.take().map(Outcome::Reply)
+    }
+
+    fn park(&mut self, park: Park, env: &Env<'_>, out: &mut Vec<Outgoing>) {
+        // A parked plan holds no lock: others must be able to make it ready.
+        self.release_all(out);
+        self.waits += 1;
+        let id = self.waits;
+        let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+        for key in park.keys {
+            let shard = env.slots.shard_of_key(&key);
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, keys)) => keys.push(key),
+                None => by_shard.push((shard, vec![key])),
+            }
+        }
+        let shards = by_shard.iter().map(|(s, _)| *s).collect();
+        for (shard, keys) in by_shard {
+            let req = ParkReq {
+                tx: self.tx,
+                id,
+                keys,
+                ready: park.ready,
+                now: self.now,
+            };
+            out.push((shard, Msg::Park(req)));
+        }
+        self.phase = Phase::Parked {
+            id,
+            shards,
+            deadline: park.timeout.map(|t| Instant::now() + t),
+        };
+    }
+
+    /// Feeds the plan until it sends hops, parks or finishes.
+    fn advance(
+        &mut self,
+        env: &Env<'_>,
+        mut results: Vec<HopOut>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        loop {
+            let cx = PlanCx {
+                shared: env.shared,
+                slots: env.slots,
+                resp: self.resp,
+                now: self.now,
+            };
+            match self.plan.next(&cx, results) {
+                Step::Hops(hops) if hops.is_empty() => results = Vec::new(),
+                Step::Hops(hops) => {
+                    self.send(hops, out);
+                    return None;
+                }
+                Step::Park(park) if park.keys.is_empty() => results = vec![HopOut::TimedOut],
+                Step::Park(park) => {
+                    self.park(park, env, out);
+                    return None;
+                }
+                Step::Done(outcome) => {
+                    self.release_all(out);
+                    self.phase = Phase::Done;
+                    return Some(outcome);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, hops: Vec<Hop>, out: &mut Vec<Outgoing>) {
+        self.phase = Phase::Running(hops.len());
+        self.results = hops.iter().map(|_| None).collect();
+        for (index, hop) in hops.into_iter().enumerate() {
+            let mut step = self.step(index);
+            step.lock = hop.lock;
+            step.release = hop.release;
+            step.work = hop.work;
+            out.push((hop.shard, Msg::Step(step)));
+        }
+    }
+}

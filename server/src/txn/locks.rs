@@ -1,0 +1,234 @@
+//! A shard's lock table: per-key lock state for the keys that transactions hold or wait
+//! for, and which transaction holds what.
+//!
+//! The table only answers questions and records grants; the shard keeps the FIFO list of
+//! waiting items and decides when they run (see `shard/mod.rs`). Keys that nobody holds
+//! or wants have no entry, so an idle table is empty and [`LockTable::quiet`] is one
+//! branch.
+
+use std::collections::HashMap;
+
+use crate::runtime::msg::{ConnRef, LockMode, TxRef};
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Lock state of one key that is locked or wanted.
+#[derive(Debug, Default)]
+struct KeyLock {
+    readers: u32,
+    writer: bool,
+    /// Waiting items that need the key.
+    queued: u32,
+}
+
+/// What a waiting item needs before it can go on: keys in a mode, or the whole shard.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Needs {
+    /// Keys and how.
+    pub keys: Vec<(Vec<u8>, LockMode)>,
+    /// The whole shard (keyspace-wide commands).
+    pub all: bool,
+}
+
+impl Needs {
+    /// True when nothing is needed.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && !self.all
+    }
+}
+
+/// Who holds and who waits for which key on one shard.
+#[derive(Debug, Default)]
+pub struct LockTable {
+    locks: FastMap<Vec<u8>, KeyLock>,
+    held: FastMap<TxRef, Needs>,
+    all_holder: Option<TxRef>,
+    queued_all: usize,
+    waiting_conns: FastMap<ConnRef, usize>,
+}
+
+impl LockTable {
+    /// True when nothing is locked or wanted.
+    pub fn quiet(&self) -> bool {
+        self.locks.is_empty() && self.held.is_empty()
+    }
+
+    /// Whether `tx` holds any lock here.
+    pub fn holds(&self, tx: TxRef) -> bool {
+        self.held.contains_key(&tx)
+    }
+
+    /// Whether `needs` can be granted now (to `holder`, whose own locks do not conflict
+    /// with it).
+    pub fn compatible(&self, needs: &Needs, holder: Option<TxRef>) -> bool {
+        if self.all_holder.is_some() && self.all_holder != holder {
+            return false;
+        }
+        if needs.all && self.held.keys().any(|t| Some(*t) != holder) {
+            return false;
+        }
+        needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
+            None => true,
+            Some(l) => match mode {
+                LockMode::Shared => !l.writer,
+                LockMode::Exclusive => !l.writer && l.readers == 0,
+            },
+        })
+    }
+
+    /// Whether a newcomer must queue behind waiting items: it needs a key (or the whole
+    /// shard) some waiting item needs, or its connection already has an item waiting.
+    pub fn queued_ahead(&self, needs: &Needs, from: Option<ConnRef>, anyone_waits: bool) -> bool {
+        if self.queued_all > 0 {
+            return true;
+        }
+        if needs.all && anyone_waits {
+            return true;
+        }
+        if from.is_some_and(|c| self.waiting_conns.contains_key(&c)) {
+            return true;
+        }
+        needs
+            .keys
+            .iter()
+            .any(|(k, _)| self.locks.get(k).is_some_and(|l| l.queued > 0))
+    }
+
+    /// Records that an item with `needs` (from connection `from`) waits.
+    pub fn wait(&mut self, needs: &Needs, from: Option<ConnRef>) {
+        for (k, _) in &needs.keys {
+            self.locks.entry(k.clone()).or_default().queued += 1;
+        }
+        if needs.all {
+            self.queued_all += 1;
+        }
+        if let Some(c) = from {
+            *self.waiting_conns.entry(c).or_default() += 1;
+        }
+    }
+
+    /// Records that a waiting item stopped waiting.
+    pub fn unwait(&mut self, needs: &Needs, from: Option<ConnRef>) {
+        for (k, _) in &needs.keys {
+            if let Some(l) = self.locks.get_mut(k) {
+                l.queued = l.queued.saturating_sub(1);
+                if l.queued == 0 && l.readers == 0 && !l.writer {
+                    self.locks.remove(k);
+                }
+            }
+        }
+        if needs.all {
+            self.queued_all = self.queued_all.saturating_sub(1);
+        }
+        if let Some(c) = from
+            && let Some(n) = self.waiting_conns.get_mut(&c)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.waiting_conns.remove(&c);
+            }
+        }
+    }
+
+    /// Grants `needs` to `tx` (the caller checked [`LockTable::compatible`]).
+    pub fn acquire(&mut self, tx: TxRef, needs: &Needs) {
+        for (k, mode) in &needs.keys {
+            let l = self.locks.entry(k.clone()).or_default();
+            match mode {
+                LockMode::Shared => l.readers += 1,
+                LockMode::Exclusive => l.writer = true,
+            }
+        }
+        if needs.all {
+            self.all_holder = Some(tx);
+        }
+        let held = self.held.entry(tx).or_default();
+        held.keys.extend(needs.keys.iter().cloned());
+        held.all |= needs.all;
+    }
+
+    /// Releases every lock `tx` holds here; false when it held none.
+    pub fn release(&mut self, tx: TxRef) -> bool {
+        let Some(held) = self.held.remove(&tx) else {
+            return false;
+        };
+        for (k, mode) in held.keys {
+            if let Some(l) = self.locks.get_mut(&k) {
+                match mode {
+                    LockMode::Shared => l.readers = l.readers.saturating_sub(1),
+                    LockMode::Exclusive => l.writer = false,
+                }
+                if l.queued == 0 && l.readers == 0 && !l.writer {
+                    self.locks.remove(&k);
+                }
+            }
+        }
+        if self.all_holder == Some(tx) {
+            self.all_holder = None;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T1: TxRef = TxRef { worker: 0, seq: 1 };
+    const T2: TxRef = TxRef { worker: 0, seq: 2 };
+
+    fn needs(keys: &[(&[u8], LockMode)]) -> Needs {
+        Needs {
+            keys: keys.iter().map(|(k, m)| (k.to_vec(), *m)).collect(),
+            all: false,
+        }
+    }
+
+    #[test]
+    fn readers_share_and_writers_exclude() {
+        let mut t = LockTable::default();
+        let read = needs(&[(b"a", LockMode::Shared)]);
+        let write = needs(&[(b"a", LockMode::Exclusive)]);
+        t.acquire(T1, &read);
+        assert!(t.compatible(&read, Some(T2)));
+        assert!(!t.compatible(&write, Some(T2)));
+        assert!(t.release(T1));
+        assert!(t.compatible(&write, Some(T2)));
+        assert!(t.quiet());
+    }
+
+    #[test]
+    fn the_whole_shard_waits_for_every_holder() {
+        let mut t = LockTable::default();
+        t.acquire(T1, &needs(&[(b"a", LockMode::Shared)]));
+        let all = Needs {
+            keys: Vec::new(),
+            all: true,
+        };
+        assert!(!t.compatible(&all, Some(T2)));
+        assert!(
+            t.compatible(&all, Some(T1)),
+            "a holder may widen its own locks"
+        );
+        t.release(T1);
+        t.acquire(T2, &all);
+        assert!(!t.compatible(&needs(&[(b"z", LockMode::Shared)]), Some(T1)));
+    }
+
+    #[test]
+    fn waiting_items_are_counted_per_key_and_connection() {
+        let mut t = LockTable::default();
+        let c = ConnRef {
+            worker: 0,
+            key: 1,
+            generation: 1,
+        };
+        let n = needs(&[(b"a", LockMode::Exclusive)]);
+        t.wait(&n, Some(c));
+        assert!(t.queued_ahead(&needs(&[(b"a", LockMode::Shared)]), None, true));
+        assert!(t.queued_ahead(&needs(&[(b"b", LockMode::Shared)]), Some(c), true));
+        assert!(!t.queued_ahead(&needs(&[(b"b", LockMode::Shared)]), None, true));
+        t.unwait(&n, Some(c));
+        assert!(t.quiet());
+    }
+}

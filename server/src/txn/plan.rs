@@ -1,0 +1,245 @@
+//! The interface between the coordinator and the command families: a [`Plan`] says what
+//! a cross-shard command does, hop by hop; the coordinator (`coordinator.rs`) takes the
+//! locks, runs each hop on its shard, hands the typed results back, and replies.
+//!
+//! A family writes a plan next to its commands and registers it with the command
+//! ([`CrossShard`]); reusable shapes (split by shard and merge, fan out to every shard,
+//! read then write) are in `shapes.rs`. Nothing here knows any command.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+use goblin_protocol::{Encoder, Version};
+use goblin_store::{Keyspace, Millis, Value};
+
+use crate::runtime::msg::{Batch, LockMode};
+use crate::runtime::server::Shared;
+use crate::shard::slots::SlotMap;
+use crate::table::CommandSpec;
+use crate::table::handler::{Args, ShardCtx};
+
+/// Work a hop does on its shard: a closure over the shard's context, returning a typed
+/// result. It runs on the shard's thread, with the shard's keyspace, under the locks the
+/// transaction holds there.
+pub type HopFn = Box<dyn FnOnce(&mut ShardCtx<'_>) -> HopOut + Send>;
+
+/// What a hop runs on its shard.
+pub enum Work {
+    /// Whole commands, run as they would run alone (their replies come back as
+    /// [`HopOut::Reply`]): what EXEC sends a shard.
+    Commands(Box<Batch>),
+    /// A closure.
+    Run(HopFn),
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Work::Commands(b) => write!(f, "Commands({} commands)", b.cmds.len()),
+            Work::Run(_) => f.write_str("Run(..)"),
+        }
+    }
+}
+
+/// One visit to one shard.
+#[derive(Debug)]
+pub struct Hop {
+    /// The shard.
+    pub shard: usize,
+    /// Keys to lock first (plans that take their locks in their hops; empty otherwise).
+    pub lock: Vec<(Vec<u8>, LockMode)>,
+    /// Release every lock the transaction holds on the shard afterwards.
+    pub release: bool,
+    /// What to run once the locks are held; `None`: only lock or release.
+    pub work: Option<Work>,
+}
+
+impl Hop {
+    /// A hop that runs `f` on `shard`.
+    pub fn run(shard: usize, f: impl FnOnce(&mut ShardCtx<'_>) -> HopOut + Send + 'static) -> Hop {
+        Hop {
+            shard,
+            lock: Vec::new(),
+            release: false,
+            work: Some(Work::Run(Box::new(f))),
+        }
+    }
+
+    /// A hop that runs whole commands on `shard`.
+    pub fn commands(shard: usize, batch: Box<Batch>) -> Hop {
+        Hop {
+            shard,
+            lock: Vec::new(),
+            release: false,
+            work: Some(Work::Commands(batch)),
+        }
+    }
+
+    /// Locks `key` in `mode` before the work.
+    pub fn locking(mut self, key: &[u8], mode: LockMode) -> Hop {
+        self.lock.push((key.to_vec(), mode));
+        self
+    }
+
+    /// Releases the transaction's locks on the shard after the work.
+    pub fn releasing(mut self) -> Hop {
+        self.release = true;
+        self
+    }
+}
+
+/// A value moved (or copied) between shards, with what makes it the same value.
+#[derive(Debug)]
+pub struct Moved {
+    /// The value.
+    pub value: Value,
+    /// Its absolute expiry.
+    pub expire_at: Option<Millis>,
+    /// Its encoding flags (see `goblin_store::ENCODING_FLAGS`).
+    pub flags: u8,
+}
+
+/// What a hop gives back: typed, never RESP to be parsed again (but for whole commands,
+/// whose replies are what the client gets).
+#[derive(Debug)]
+pub enum HopOut {
+    /// Nothing to report.
+    Done,
+    /// A count.
+    Int(i64),
+    /// A yes or no.
+    Flag(bool),
+    /// Values in the order asked for (absent: `None`).
+    Bulks(Vec<Option<Vec<u8>>>),
+    /// Keys or members.
+    Keys(Vec<Vec<u8>>),
+    /// A value taken or copied out of a key (`None`: the key was absent).
+    Moved(Option<Moved>),
+    /// Encoded replies of whole commands ([`Work::Commands`]).
+    Reply(Vec<u8>),
+    /// A family's own type, for the family's plan to downcast.
+    Other(Box<dyn Any + Send>),
+    /// A parked plan woke: this key changed.
+    Woken(Vec<u8>),
+    /// A parked plan's timeout passed first.
+    TimedOut,
+}
+
+/// Tells shards which keys ready a parked plan, to skip a wait that is not needed.
+pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> bool;
+
+/// A wait for a key event: the plan sleeps until one of `keys` changes (on whichever
+/// shards own them) or `timeout` passes, then goes on with [`HopOut::Woken`] or
+/// [`HopOut::TimedOut`]. Parking releases every lock the transaction holds.
+#[derive(Debug)]
+pub struct Park {
+    /// The keys to watch.
+    pub keys: Vec<Vec<u8>>,
+    /// How long at most; `None`: forever.
+    pub timeout: Option<Duration>,
+    /// Checked on each key as the wait registers: a key already ready wakes the plan at
+    /// once (nothing can change between the check and the registration: both run on the
+    /// key's shard, in one step).
+    pub ready: Option<ReadyFn>,
+}
+
+/// What a plan wants next.
+#[derive(Debug)]
+pub enum Step {
+    /// Run these hops (at most one per shard), then call the plan again with their results
+    /// in the same order.
+    Hops(Vec<Hop>),
+    /// Wait for a key event or a timeout.
+    Park(Park),
+    /// Finished: the answer.
+    Done(Outcome),
+}
+
+/// A finished plan's answer.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Reply bytes, in the connection's protocol.
+    Reply(Vec<u8>),
+    /// A connection command to run on the connection (a queued one, inside EXEC).
+    Conn(Box<Batch>),
+    /// EXEC's answer: one outcome per queued command.
+    Exec(Vec<Outcome>),
+}
+
+/// What a plan sees on the coordinating thread.
+pub struct PlanCx<'a> {
+    /// The shared state (configuration, command table, counters).
+    pub shared: &'a Shared,
+    /// The coordinator's slot map.
+    pub slots: &'a SlotMap,
+    /// The connection's protocol version.
+    pub resp: Version,
+    /// The transaction's timestamp.
+    pub now: Millis,
+}
+
+impl PlanCx<'_> {
+    /// A reply encoded in the connection's protocol.
+    pub fn reply(&self, f: impl FnOnce(&mut Encoder<'_>)) -> Outcome {
+        Outcome::Reply(encoded(self.resp, f))
+    }
+
+    /// [`Step::Done`] with a reply.
+    pub fn done(&self, f: impl FnOnce(&mut Encoder<'_>)) -> Step {
+        Step::Done(self.reply(f))
+    }
+}
+
+/// Bytes encoded in `resp`.
+pub fn encoded(resp: Version, f: impl FnOnce(&mut Encoder<'_>)) -> Vec<u8> {
+    let mut out = Vec::new();
+    f(&mut Encoder::new(&mut out, resp));
+    out
+}
+
+/// A cross-shard command, hop by hop: a state machine fed with the results of its hops.
+pub trait Plan: Send + fmt::Debug {
+    /// The next step, given the results of the last one (empty at the start; one
+    /// [`HopOut`] per hop, in the order of the hops; one `Woken`/`TimedOut` after a park).
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step;
+}
+
+/// What a plan is made from.
+pub struct PlanStart<'a> {
+    /// The command.
+    pub spec: &'a CommandSpec,
+    /// Its arguments.
+    pub args: &'a Args<'a>,
+    /// The coordinator's slot map.
+    pub slots: &'a SlotMap,
+    /// The command's timestamp.
+    pub now: Millis,
+    /// Every key is locked already (inside EXEC): hops take and release no lock.
+    pub locked: bool,
+}
+
+/// Makes a command's plan, or the error reply its arguments deserve.
+pub type PlanFn = fn(&PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>>;
+
+/// How a plan's transaction takes its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locking {
+    /// The coordinator locks every key the command names, shard by shard in ascending
+    /// order, before the first hop: shared for keys the command only reads, exclusive
+    /// otherwise.
+    Keys,
+    /// Every shard, whole (keyspace-wide commands that must see one state: DBSIZE, KEYS).
+    WholeShards,
+    /// The plan locks in its own hops, or needs no lock.
+    InHops,
+}
+
+/// How a command runs when its keys span shards (or, for keyspace-wide commands, always).
+#[derive(Clone, Copy, Debug)]
+pub struct CrossShard {
+    /// Makes the plan.
+    pub plan: PlanFn,
+    /// How it locks.
+    pub locking: Locking,
+}

@@ -1,0 +1,90 @@
+//! Key events: what a change to the keyspace tells those who watch it.
+//!
+//! The keyspace records an event for every change it makes — whatever made it: a
+//! command, a step of a cross-shard plan, lazy expiry on access, active expiry, a flush —
+//! but only while someone observes it ([`crate::Keyspace::observe`]); otherwise recording
+//! costs one branch per change. The shard hands the events of each unit of work to its
+//! observers (WATCH, blocking waits, notifications, the log, snapshots, migration).
+
+use crate::keyspace::Millis;
+
+/// What happened to a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// Created or changed: a new value, a changed value, a changed expiry.
+    Written,
+    /// Removed by a command (DEL, GETDEL, an emptied collection, RENAME's source …).
+    Deleted,
+    /// Found expired and removed (lazily on access, or actively by the timer wheel).
+    Expired,
+}
+
+/// A change to one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyEvent {
+    /// What happened.
+    pub change: Change,
+    /// The database of the key.
+    pub db: u16,
+    /// The key's hash slot.
+    pub slot: u16,
+    /// The key.
+    pub key: Box<[u8]>,
+}
+
+/// One event of the keyspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// One key changed.
+    Key(KeyEvent),
+    /// Every key of the database was removed at once (FLUSHALL, FLUSHDB).
+    Flushed {
+        /// The database.
+        db: u16,
+    },
+}
+
+impl Event {
+    /// The key event, if this is one.
+    pub fn key(&self) -> Option<&KeyEvent> {
+        match self {
+            Event::Key(k) => Some(k),
+            Event::Flushed { .. } => None,
+        }
+    }
+}
+
+/// The events of a keyspace, recorded only while it is observed.
+#[derive(Debug, Default)]
+pub(crate) struct Recorder {
+    pub(crate) on: bool,
+    pub(crate) events: Vec<Event>,
+}
+
+impl Recorder {
+    /// Records a key event, when observed.
+    #[inline]
+    pub(crate) fn key(&mut self, change: Change, db: u16, slot: usize, key: &[u8]) {
+        if self.on {
+            self.events.push(Event::Key(KeyEvent {
+                change,
+                db,
+                slot: slot as u16,
+                key: key.into(),
+            }));
+        }
+    }
+
+    /// Records a flush, when observed.
+    pub(crate) fn flushed(&mut self, db: u16) {
+        if self.on {
+            self.events.push(Event::Flushed { db });
+        }
+    }
+}
+
+/// Whether an entry with this expiry is gone at `now`. Redis keeps a key alive through
+/// its expiry millisecond: it is expired once `now` is strictly later.
+pub(crate) fn is_past(expire: Option<Millis>, now: Millis) -> bool {
+    expire.is_some_and(|at| now > at)
+}

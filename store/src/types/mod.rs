@@ -1,0 +1,114 @@
+//! The values a key can hold, one module per type. Each type owns what is particular to
+//! it: its representation, the encoding name OBJECT ENCODING reports for it (as
+//! redis-server 7.0 would have chosen it), its memory use, and whether it is an empty
+//! collection (which never stays in the keyspace: the key is deleted with its last
+//! element).
+
+pub mod hash;
+pub mod string;
+pub mod zset;
+
+pub use hash::Hash;
+pub use zset::SortedSet;
+
+/// A key's value. Strings are binary-safe byte strings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A string.
+    Str(Vec<u8>),
+    /// A hash.
+    Hash(Box<Hash>),
+    /// A sorted set.
+    ZSet(Box<SortedSet>),
+}
+
+impl Value {
+    /// The name `TYPE` reports for the value.
+    pub fn type_name(&self) -> &'static str {
+        self.as_ref().type_name()
+    }
+
+    /// The bytes of a string value; `None` for other types.
+    pub fn as_str(&self) -> Option<&[u8]> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value, borrowed.
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Str(s) => ValueRef::Str(s),
+            Value::Hash(h) => ValueRef::Hash(h),
+            Value::ZSet(z) => ValueRef::ZSet(z),
+        }
+    }
+
+    /// True for a collection with no elements left: its key must go.
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+
+    /// Approximate heap bytes of the value when it is boxed beside its entry.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Str(s) => s.capacity(),
+            Value::Hash(h) => hash::heap_bytes(h),
+            Value::ZSet(z) => zset::heap_bytes(z),
+        }
+    }
+}
+
+/// A stored value, borrowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    /// A string.
+    Str(&'a [u8]),
+    /// A hash.
+    Hash(&'a Hash),
+    /// A sorted set.
+    ZSet(&'a SortedSet),
+}
+
+impl<'a> ValueRef<'a> {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ValueRef::Str(_) => "string",
+            ValueRef::Hash(_) => "hash",
+            ValueRef::ZSet(_) => "zset",
+        }
+    }
+
+    /// The bytes of a string; `None` for other types.
+    pub fn as_str(&self) -> Option<&'a [u8]> {
+        match self {
+            ValueRef::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_value(&self) -> Value {
+        match *self {
+            ValueRef::Str(s) => Value::Str(s.to_vec()),
+            ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
+            ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+        }
+    }
+
+    /// The encoding OBJECT ENCODING reports; `flags` are the entry's encoding flags
+    /// ([`crate::ENCODING_FLAGS`]), which only strings read.
+    pub fn encoding(&self, flags: u8) -> &'static str {
+        match self {
+            ValueRef::Str(s) => string::encoding(s, flags),
+            ValueRef::Hash(h) => hash::encoding(h),
+            ValueRef::ZSet(z) => zset::encoding(z),
+        }
+    }
+}
