@@ -9,6 +9,7 @@
 //! hand.
 
 pub mod handler;
+pub mod keys;
 pub mod meta;
 pub mod meta_node;
 
@@ -16,6 +17,7 @@ use std::collections::HashMap;
 
 use crate::errors;
 use crate::table::handler::Exec;
+pub use keys::{KeyFinder, KeyFlags};
 pub use meta_node::{Meta, Node};
 
 /// Longest command name looked up; longer names are unknown without hashing them.
@@ -44,6 +46,8 @@ impl Flags {
     pub const NO_AUTH: Flags = Flags(1 << 7);
     /// Key positions cannot be read from first/last/step alone.
     pub const MOVABLE_KEYS: Flags = Flags(1 << 8);
+    /// May be called without keys (COMMAND GETKEYS then answers an empty list).
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 9);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -55,6 +59,7 @@ impl Flags {
         ("no_multi", Flags::NO_MULTI),
         ("no_auth", Flags::NO_AUTH),
         ("movablekeys", Flags::MOVABLE_KEYS),
+        ("no_mandatory_keys", Flags::NO_MANDATORY_KEYS),
     ];
 
     /// Whether every flag of `other` is set.
@@ -151,8 +156,10 @@ pub struct CommandSpec {
     pub arity: i64,
     /// Flags.
     pub flags: Flags,
-    /// Key positions.
+    /// Key positions (the legacy first/last/step).
     pub keys: KeyPositions,
+    /// Where the keys are, from the key specs (see [`keys`]).
+    pub key_finder: KeyFinder,
     /// How and where it runs.
     pub exec: Exec,
     /// Index in the table, for per-command statistics.
@@ -225,6 +232,7 @@ impl CommandTable {
                 last: int(meta_node::info::LAST_KEY),
                 step: int(meta_node::info::STEP).max(0) as usize,
             },
+            key_finder: KeyFinder::from_info(info),
             exec,
             id,
             multi: None,
@@ -424,6 +432,47 @@ mod tests {
         };
         assert_eq!(two.indexes(5).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(KeyPositions::NONE.indexes(3).count(), 0);
+    }
+
+    /// For every command in the table, the key specs find the keys the legacy
+    /// first/last/step find, at every argument count the arity allows (up to a few past
+    /// the minimum).
+    #[test]
+    fn key_finder_agrees_with_the_legacy_positions() {
+        let table = CommandTable::new();
+        let buf = [b'x'; 16];
+        let spans: Vec<std::ops::Range<usize>> = (0..16).map(|i| i..i + 1).collect();
+        for spec in table.all() {
+            let counts = if spec.arity >= 0 {
+                spec.arity..spec.arity + 1
+            } else {
+                -spec.arity..-spec.arity + 6
+            };
+            for argc in counts {
+                let args = handler::Args::new(&buf, &spans[..argc as usize]);
+                let mut found = Vec::new();
+                let result = spec.key_finder.find(&args, |i, _| found.push(i));
+                let legacy: Vec<usize> = spec.keys.indexes(argc as usize).collect();
+                assert_eq!(
+                    (result, found),
+                    (Ok(()), legacy),
+                    "{} with {argc} arguments",
+                    spec.name
+                );
+            }
+            assert_eq!(
+                spec.key_finder.has_keys(),
+                !spec.keys.is_none(),
+                "{}",
+                spec.name
+            );
+            assert_eq!(
+                spec.key_finder.may_span_several_keys(),
+                !spec.keys.is_none() && spec.keys.last != spec.keys.first as i64,
+                "{}",
+                spec.name
+            );
+        }
     }
 
     #[test]
