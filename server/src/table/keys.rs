@@ -378,6 +378,8 @@ impl KeySpec {
                 firstkey,
                 keystep,
             } => {
+                // redis-server 7.0.15 checks only `keynumidx >= argc` and may then read
+                // past the arguments; the count's own position is what must exist.
                 let at = first + keynumidx;
                 if at < 0 || at >= argc {
                     return Err(InvalidKeys);
@@ -537,7 +539,9 @@ impl KeyFinder {
     /// redis-server 7.0 finds them (`getKeysFromCommandWithSpecs`): from the key specs,
     /// skipping NOT_KEY specs; from the custom finder when a spec has VARIABLE_FLAGS, or
     /// when the specs cannot answer. `f` is called only once the search has succeeded.
-    /// A keyless command calls nothing. Nothing is allocated.
+    /// A keyless command calls nothing. Nothing is allocated. (A spec with VARIABLE_FLAGS
+    /// and no custom finder is searched as any other: redis-server would name no keys,
+    /// but no command of its has such a spec.)
     ///
     /// # Errors
     /// [`InvalidKeys`] when the arguments do not hold the keys the specs describe (the

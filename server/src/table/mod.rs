@@ -158,7 +158,7 @@ pub struct CommandSpec {
     pub flags: Flags,
     /// Key positions (the legacy first/last/step).
     pub keys: KeyPositions,
-    /// Where the keys are, from the key specs (see [`keys`]).
+    /// Where the keys are, from the key specs (see the `keys` module).
     pub key_finder: KeyFinder,
     /// How and where it runs.
     pub exec: Exec,
