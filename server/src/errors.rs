@@ -31,6 +31,14 @@ pub const HELLO_VERSION_NOT_INTEGER: &[u8] =
 pub const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
 /// AUTH with no password configured.
 pub const AUTH_NO_PASSWORD: &[u8] = b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+/// COMMAND GETKEYS of a command (or subcommand) the server lacks.
+pub const GETKEYS_INVALID_COMMAND: &[u8] = b"ERR Invalid command specified";
+/// COMMAND GETKEYS of a command without key arguments.
+pub const GETKEYS_NO_KEYS: &[u8] = b"ERR The command has no key arguments";
+/// COMMAND GETKEYS of a command with a wrong argument count.
+pub const GETKEYS_ARITY: &[u8] = b"ERR Invalid number of arguments specified for command";
+/// COMMAND GETKEYS of arguments that name no keys.
+pub const GETKEYS_INVALID_ARGUMENTS: &[u8] = b"ERR Invalid arguments specified for command";
 
 /// MULTI inside MULTI.
 pub const MULTI_NESTED: &[u8] = b"ERR MULTI calls can not be nested";

@@ -13,7 +13,8 @@ use goblin_store::Millis;
 use crate::errors;
 use crate::runtime::msg::LockMode;
 use crate::table::handler::{Args, Exec, ShardCtx};
-use crate::table::{CommandTable, Meta, Node};
+use crate::table::keys::InvalidKeys;
+use crate::table::{CommandTable, KeyFlags, Meta, Node};
 use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
 
 use super::strings::{Str, StrRead, log_set_pxat, lookup, reply_get};
@@ -29,7 +30,9 @@ pub fn register(table: &mut CommandTable) {
         .cross_shard(claim_plan, Locking::InHops);
     table.add(&CAD_META, Exec::Shard(cad));
     table.add(&DELIFEQ_META, Exec::Shard(cad));
-    table.add(&DELEX_META, Exec::Shard(delex));
+    table
+        .add(&DELEX_META, Exec::Shard(delex))
+        .custom_keys(delex_keys);
 }
 
 /// Parses GOBLIN.CLAIM's `seconds` (argument 4) into the lease's deadline, with SET EX's
@@ -203,6 +206,25 @@ fn delete_if(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], want_equal: bool)
         ctx.log(&[b"DEL", key]);
     }
     ctx.out.integer(i64::from(matches));
+}
+
+/// DELEX's keys (Redis 8.4, whose key spec has `variable_flags`): a plain delete (RM)
+/// without a condition; with one (IFEQ, IFNE, IFDEQ, IFDNE) the value is read before it
+/// is deleted (RW).
+fn delex_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
+    let conditional = args.iter_from(2).any(|a| {
+        let a = errors::c_str(a);
+        ["ifeq", "ifne", "ifdeq", "ifdne"]
+            .iter()
+            .any(|c| a.eq_ignore_ascii_case(c.as_bytes()))
+    });
+    let access = if conditional {
+        KeyFlags::RW
+    } else {
+        KeyFlags::RM
+    };
+    found(1, access | KeyFlags::DELETE);
+    Ok(())
 }
 
 /// `GOBLIN.CAD key value`, and `DELIFEQ key value` (Valkey 9): delete the key if it

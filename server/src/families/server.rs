@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::errors;
 use crate::runtime::server::REDIS_VERSION;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
-use crate::table::{CommandSpec, CommandTable, meta};
+use crate::table::{CommandSpec, CommandTable, Flags, meta};
 use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{FanOut, sum};
 use crate::util::glob_match;
@@ -21,6 +21,8 @@ pub fn register(table: &mut CommandTable) {
             ("count", None, Exec::Conn(command_count)),
             ("info", None, Exec::Conn(command_info)),
             ("docs", None, Exec::Conn(command_docs)),
+            ("getkeys", None, Exec::Conn(command_getkeys)),
+            ("getkeysandflags", None, Exec::Conn(command_getkeysandflags)),
             ("help", None, Exec::Conn(command_help)),
         ],
     );
@@ -108,6 +110,61 @@ fn command_docs(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
+/// `COMMAND GETKEYS command [arg ...]`
+fn command_getkeys(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    getkeys(ctx, args, false);
+}
+
+/// `COMMAND GETKEYSANDFLAGS command [arg ...]`
+fn command_getkeysandflags(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    getkeys(ctx, args, true);
+}
+
+/// The keys of the command in `args[2..]`, found by its [`KeyFinder`], with their flags
+/// when `with_flags`, as redis-server 7.0's `getKeysSubcommandImpl` replies: the command
+/// (or its subcommand) is looked up in Goblin's table, then must have keys, then an
+/// argument count its arity allows.
+///
+/// [`KeyFinder`]: crate::table::KeyFinder
+fn getkeys(ctx: &mut ConnCtx<'_>, args: &Args<'_>, with_flags: bool) {
+    let table = &ctx.shared.commands;
+    let cmd = args.skip(2);
+    let mut spec = table.lookup(cmd.get(0));
+    if let Some(container) = spec.filter(|s| s.is_container() && cmd.len() > 1) {
+        spec = table.lookup_sub(container, cmd.get(1));
+    }
+    let Some(spec) = spec else {
+        return ctx.reply().error(errors::GETKEYS_INVALID_COMMAND);
+    };
+    if !spec.key_finder.has_keys() {
+        return ctx.reply().error(errors::GETKEYS_NO_KEYS);
+    }
+    if !spec.arity_ok(cmd.len()) {
+        return ctx.reply().error(errors::GETKEYS_ARITY);
+    }
+    // At most a few keys per argument: as many as the client sent, not as it declared.
+    let mut keys = Vec::new();
+    let found = spec.key_finder.find(&cmd, |i, flags| keys.push((i, flags)));
+    let mut out = ctx.reply();
+    if found.is_err() || keys.is_empty() {
+        if spec.flags.contains(Flags::NO_MANDATORY_KEYS) {
+            return out.array(0);
+        }
+        return out.error(errors::GETKEYS_INVALID_ARGUMENTS);
+    }
+    out.array(keys.len());
+    for (i, flags) in keys {
+        if with_flags {
+            out.array(2);
+            out.bulk(cmd.get(i));
+            out.set(flags.count());
+            flags.names().for_each(|name| out.simple(name.as_bytes()));
+        } else {
+            out.bulk(cmd.get(i));
+        }
+    }
+}
+
 /// `COMMAND HELP`
 fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
@@ -124,6 +181,10 @@ fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "    Return documentation details about multiple Redis commands.",
         "    If no command names are given, documentation details for all",
         "    commands are returned.",
+        "GETKEYS <full-command>",
+        "    Return the keys from a full Redis command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full Redis command.",
         "HELP",
         "    Prints this help.",
     ];

@@ -8,7 +8,8 @@ use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 use crate::errors;
 use crate::longdouble::LongDouble;
 use crate::table::handler::{Args, Exec, ShardCtx};
-use crate::table::{CommandTable, meta};
+use crate::table::keys::InvalidKeys;
+use crate::table::{CommandTable, KeyFlags, meta};
 use crate::txn::plan::{HopOut, Locking, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{Decision, ReadThenWrite, Split, merge_ok, merge_values_in_order, sum};
 
@@ -17,7 +18,9 @@ use super::{ExpireUnit, decimal, parse_expire};
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
     table.add(&meta::GET, Exec::Shard(get));
-    table.add(&meta::SET, Exec::Shard(set));
+    table
+        .add(&meta::SET, Exec::Shard(set))
+        .custom_keys(set_keys);
     table.add(&meta::SETNX, Exec::Shard(setnx));
     table.add(&meta::SETEX, Exec::Shard(setex));
     table.add(&meta::PSETEX, Exec::Shard(psetex));
@@ -114,6 +117,22 @@ pub(crate) fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
         },
     }
     true
+}
+
+/// SET's keys (`setGetKeys`): the key is read as well as overwritten when an argument
+/// after the value is GET (compared as C compares it: up to a NUL byte). SET's key spec
+/// has `variable_flags`: its flags depend on the arguments.
+fn set_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
+    let get = args
+        .iter_from(3)
+        .any(|a| errors::c_str(a).eq_ignore_ascii_case(b"get"));
+    let flags = if get {
+        KeyFlags::RW | KeyFlags::ACCESS | KeyFlags::UPDATE
+    } else {
+        KeyFlags::OW | KeyFlags::UPDATE
+    };
+    found(1, flags);
+    Ok(())
 }
 
 /// `GET key`

@@ -68,6 +68,15 @@ impl<'a> Args<'a> {
             .map(move |r| buf.get(r.clone()).unwrap_or(b""))
     }
 
+    /// The arguments from `from` on, as the arguments of a command of their own (COMMAND
+    /// GETKEYS looks at the command it is given this way).
+    pub fn skip(&self, from: usize) -> Args<'a> {
+        Args {
+            buf: self.buf,
+            spans: self.spans.get(from..).unwrap_or(&[]),
+        }
+    }
+
     /// Whether argument `i` equals `word`, ignoring ASCII case and C-string tails: Redis
     /// compares option keywords with `strcasecmp`, which stops at a NUL byte.
     pub fn is(&self, i: usize, word: &str) -> bool {

@@ -9,6 +9,7 @@
 //! hand.
 
 pub mod handler;
+pub mod keys;
 pub mod meta;
 pub mod meta_node;
 
@@ -18,6 +19,7 @@ use crate::errors;
 use crate::runtime::msg::LockMode;
 use crate::table::handler::{Args, Exec};
 use crate::txn::plan::{CrossShard, Locking, PlanFn};
+pub use keys::{KeyFinder, KeyFlags};
 pub use meta_node::{Meta, Node};
 
 /// Longest command name looked up; longer names are unknown without hashing them.
@@ -46,6 +48,8 @@ impl Flags {
     pub const NO_AUTH: Flags = Flags(1 << 7);
     /// Key positions cannot be read from first/last/step alone.
     pub const MOVABLE_KEYS: Flags = Flags(1 << 8);
+    /// May be called without keys (COMMAND GETKEYS then answers an empty list).
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 9);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -57,6 +61,7 @@ impl Flags {
         ("no_multi", Flags::NO_MULTI),
         ("no_auth", Flags::NO_AUTH),
         ("movablekeys", Flags::MOVABLE_KEYS),
+        ("no_mandatory_keys", Flags::NO_MANDATORY_KEYS),
     ];
 
     /// Whether every flag of `other` is set.
@@ -77,48 +82,6 @@ impl Flags {
     }
 }
 
-/// Where a command's keys are: arguments `first`, `first + step`, … up to `last`
-/// (negative `last` counts from the end, -1 being the last argument). `first == 0`: no keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyPositions {
-    /// Index of the first key.
-    pub first: usize,
-    /// Index of the last key, negative from the end.
-    pub last: i64,
-    /// Distance between keys.
-    pub step: usize,
-}
-
-impl KeyPositions {
-    /// No keys.
-    pub const NONE: KeyPositions = KeyPositions {
-        first: 0,
-        last: 0,
-        step: 0,
-    };
-
-    /// True when the command takes no keys.
-    pub fn is_none(&self) -> bool {
-        self.first == 0
-    }
-
-    /// The argument indexes holding keys, for a command of `argc` arguments.
-    pub fn indexes(&self, argc: usize) -> impl Iterator<Item = usize> + use<> {
-        let last = if self.last < 0 {
-            argc as i64 + self.last
-        } else {
-            (self.last as usize).min(argc.saturating_sub(1)) as i64
-        };
-        let (first, step) = (self.first, self.step.max(1));
-        let end = if first == 0 || last < first as i64 {
-            first
-        } else {
-            last as usize + 1
-        };
-        (first..end).step_by(step)
-    }
-}
-
 /// One command (or subcommand) as the table knows it.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -128,8 +91,8 @@ pub struct CommandSpec {
     pub arity: i64,
     /// Flags.
     pub flags: Flags,
-    /// Key positions.
-    pub keys: KeyPositions,
+    /// Where the keys are, from the key specs (see the `keys` module).
+    pub key_finder: KeyFinder,
     /// How and where it runs.
     pub exec: Exec,
     /// Index in the table, for per-command statistics.
@@ -164,15 +127,19 @@ impl CommandSpec {
     /// Calls `f` with the argument index of each key of the command `args`, and the lock a
     /// transaction takes on it: shared for a key the command only reads, exclusive
     /// otherwise.
+    /// (Arguments that do not hold the keys the command's key specs describe name no
+    /// key: the command answers its own arity or syntax error, wherever it runs.)
     pub fn for_each_key(&self, args: &Args<'_>, mut f: impl FnMut(usize, LockMode)) {
-        let mode = if self.flags.contains(Flags::WRITE) {
-            LockMode::Exclusive
-        } else {
-            LockMode::Shared
-        };
-        for i in self.keys.indexes(args.len()) {
-            f(i, mode);
-        }
+        let _ = self.key_finder.find(args, |i, flags| {
+            f(
+                i,
+                if flags.is_read_only() {
+                    LockMode::Shared
+                } else {
+                    LockMode::Exclusive
+                },
+            )
+        });
     }
 
     /// The keys of the command `args` with their lock modes.
@@ -184,7 +151,7 @@ impl CommandSpec {
 
     /// Whether some invocation names more than one key.
     pub fn may_name_several_keys(&self) -> bool {
-        !self.keys.is_none() && self.keys.last != self.keys.first as i64
+        self.key_finder.may_span_several_keys()
     }
 
     /// Plans this command's transaction when its keys span shards (or always, for a
@@ -204,6 +171,13 @@ impl Registered<'_> {
     /// How the command runs when its keys span shards: its family's plan.
     pub fn cross_shard(self, plan: PlanFn, locking: Locking) -> Self {
         self.0.cross_shard = Some(CrossShard { plan, locking });
+        self
+    }
+
+    /// The command's own key search, for what its key specs cannot say (Redis's
+    /// `getkeys_proc`).
+    pub fn custom_keys(self, finder: keys::CustomFinder) -> Self {
+        self.0.key_finder = self.0.key_finder.clone().with_custom(finder);
         self
     }
 
@@ -273,11 +247,7 @@ impl CommandTable {
             flags: items
                 .get(meta_node::info::FLAGS)
                 .map_or(Flags::default(), Flags::from_names),
-            keys: KeyPositions {
-                first: int(meta_node::info::FIRST_KEY).max(0) as usize,
-                last: int(meta_node::info::LAST_KEY),
-                step: int(meta_node::info::STEP).max(0) as usize,
-            },
+            key_finder: KeyFinder::from_info(info),
             exec,
             id,
             cross_shard: None,
@@ -453,33 +423,71 @@ impl CommandTable {
 mod tests {
     use super::*;
 
+    /// COMMAND INFO's legacy first key, last key and step.
+    fn legacy_triple(spec: &CommandSpec) -> (i64, i64, i64) {
+        let items = spec.info.items();
+        let int = |i: usize| items.get(i).and_then(Node::int).unwrap_or(0);
+        (
+            int(meta_node::info::FIRST_KEY),
+            int(meta_node::info::LAST_KEY),
+            int(meta_node::info::STEP),
+        )
+    }
+
+    /// The argument indexes the legacy triple names for `argc` arguments.
+    fn legacy_indexes(spec: &CommandSpec, argc: usize) -> Vec<usize> {
+        let (first, last, step) = legacy_triple(spec);
+        if first <= 0 {
+            return Vec::new();
+        }
+        let last = if last < 0 {
+            argc as i64 + last
+        } else {
+            last.min(argc as i64 - 1)
+        };
+        (first..=last)
+            .step_by(step.max(1) as usize)
+            .map(|i| i as usize)
+            .collect()
+    }
+
+    /// For every command in the table, the key specs find the keys the legacy
+    /// first/last/step find, at every argument count the arity allows (up to a few past
+    /// the minimum).
     #[test]
-    fn key_positions() {
-        let one = KeyPositions {
-            first: 1,
-            last: 1,
-            step: 1,
+    fn key_finder_agrees_with_the_legacy_positions() {
+        let Ok(table) = crate::families::table() else {
+            panic!("the command table does not build");
         };
-        assert_eq!(one.indexes(2).collect::<Vec<_>>(), [1]);
-        let all = KeyPositions {
-            first: 1,
-            last: -1,
-            step: 1,
-        };
-        assert_eq!(all.indexes(4).collect::<Vec<_>>(), [1, 2, 3]);
-        let pairs = KeyPositions {
-            first: 1,
-            last: -1,
-            step: 2,
-        };
-        assert_eq!(pairs.indexes(5).collect::<Vec<_>>(), [1, 3]);
-        let two = KeyPositions {
-            first: 1,
-            last: 2,
-            step: 1,
-        };
-        assert_eq!(two.indexes(5).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(KeyPositions::NONE.indexes(3).count(), 0);
+        let buf = [b'x'; 16];
+        let spans: Vec<std::ops::Range<usize>> = (0..16).map(|i| i..i + 1).collect();
+        for spec in table.all() {
+            let counts = if spec.arity >= 0 {
+                spec.arity..spec.arity + 1
+            } else {
+                -spec.arity..-spec.arity + 6
+            };
+            for argc in counts {
+                let args = Args::new(&buf, &spans[..argc as usize]);
+                let mut found = Vec::new();
+                let result = spec.key_finder.find(&args, |i, _| found.push(i));
+                let legacy = legacy_indexes(spec, argc as usize);
+                assert_eq!(
+                    (result, found),
+                    (Ok(()), legacy),
+                    "{} with {argc} arguments",
+                    spec.name
+                );
+            }
+            let (first, last, _) = legacy_triple(spec);
+            assert_eq!(spec.key_finder.has_keys(), first > 0, "{}", spec.name);
+            assert_eq!(
+                spec.key_finder.may_span_several_keys(),
+                first > 0 && last != first,
+                "{}",
+                spec.name
+            );
+        }
     }
 
     #[test]

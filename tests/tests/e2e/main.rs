@@ -6,6 +6,7 @@ mod atomicity;
 mod clients;
 mod connection;
 mod expiry;
+mod getkeys;
 mod goblin_claim;
 mod goblin_claim_diff;
 mod goblin_claim_race;

@@ -1,0 +1,635 @@
+//! COMMAND GETKEYS and COMMAND GETKEYSANDFLAGS, differentially against redis-server 7.0,
+//! for every command and subcommand in Goblin's table.
+//!
+//! The list of commands is read from goblin-server's own `COMMAND` reply, so that a
+//! command added to the table without samples here fails the test, by name. Each
+//! command has sample invocations (keys present or missing, odd and even argument
+//! counts, options, wrong arities, odd bytes); each is sent as `COMMAND GETKEYS …` and as
+//! `COMMAND GETKEYSANDFLAGS …` to both servers, in RESP2 and in RESP3, and the raw replies
+//! must be byte-identical. Commands redis-server 7.0 lacks (Goblin's own, and those of
+//! later Redis or Valkey versions) are checked against replies derived from their key
+//! specs instead.
+
+use std::fmt::Write as _;
+
+use goblin_protocol::{Frame, parse_reply};
+use goblin_tests::{Raw, Server, default_threads};
+
+/// Sample invocations of the commands redis-server 7.0 has, by full lowercase name
+/// (`container|sub` for subcommands); words are separated by single spaces (`''` is an
+/// empty argument).
+const SAMPLES: &[(&str, &[&str])] = &[
+    // Connection.
+    ("ping", &["PING", "PING x", "PING x y"]),
+    ("echo", &["ECHO", "ECHO x", "ECHO x y"]),
+    ("quit", &["QUIT", "QUIT x"]),
+    ("hello", &["HELLO", "HELLO 3", "HELLO 3 AUTH u p"]),
+    ("select", &["SELECT", "SELECT 0", "SELECT 0 1"]),
+    ("auth", &["AUTH", "AUTH p", "AUTH u p"]),
+    ("client", &["CLIENT", "CLIENT NOPE x", "CLIENT k v"]),
+    (
+        "client|setname",
+        &["CLIENT SETNAME n", "client setname", "CLIENT SETNAME n x"],
+    ),
+    ("client|getname", &["CLIENT GETNAME", "CLIENT GETNAME x"]),
+    ("client|id", &["CLIENT ID", "CLIENT ID x"]),
+    ("client|info", &["CLIENT INFO", "CLIENT INFO x"]),
+    ("client|help", &["CLIENT HELP", "CLIENT HELP x"]),
+    // Server.
+    ("command", &["COMMAND", "COMMAND NOPE", "COMMAND GET k"]),
+    ("command|count", &["COMMAND COUNT", "COMMAND COUNT x"]),
+    ("command|info", &["COMMAND INFO", "COMMAND INFO get"]),
+    ("command|docs", &["COMMAND DOCS", "COMMAND DOCS get"]),
+    (
+        "command|getkeys",
+        &[
+            "COMMAND GETKEYS",
+            "COMMAND GETKEYS GET k",
+            "COMMAND GETKEYS GET",
+        ],
+    ),
+    (
+        "command|getkeysandflags",
+        &["COMMAND GETKEYSANDFLAGS GET k", "COMMAND GETKEYSANDFLAGS"],
+    ),
+    ("command|help", &["COMMAND HELP", "COMMAND HELP x"]),
+    ("config", &["CONFIG", "CONFIG NOPE x", "config x"]),
+    (
+        "config|get",
+        &["CONFIG GET", "CONFIG GET save", "CONFIG GET a b"],
+    ),
+    ("info", &["INFO", "INFO server", "INFO a b"]),
+    ("dbsize", &["DBSIZE", "DBSIZE x"]),
+    ("flushall", &["FLUSHALL", "FLUSHALL ASYNC"]),
+    ("flushdb", &["FLUSHDB", "FLUSHDB SYNC"]),
+    // Strings.
+    (
+        "get",
+        &["GET", "GET k", "get k", "GET k x", "GET ''", "GET k\0x"],
+    ),
+    (
+        "set",
+        &[
+            "SET k v",
+            "SET k v GET",
+            "SET k v get",
+            "SET k v NX GET",
+            "SET k v GET NX",
+            "SET k v EX 10 GET",
+            "SET k v EX GET",
+            "SET k v GET\0x",
+            "SET k v GETX",
+            "SET k v GE",
+            "SET k v ''",
+            "SET k v KEEPTTL",
+            "SET k GET",
+            "SET GET v",
+            "SET k",
+            "SET",
+        ],
+    ),
+    ("setnx", &["SETNX k v", "SETNX k", "SETNX k v x"]),
+    ("setex", &["SETEX k 10 v", "SETEX k 10", "SETEX k 10 v x"]),
+    (
+        "psetex",
+        &["PSETEX k 10 v", "PSETEX k 10", "PSETEX k 10 v x"],
+    ),
+    ("getset", &["GETSET k v", "GETSET k", "GETSET k v x"]),
+    ("getdel", &["GETDEL k", "GETDEL", "GETDEL k x"]),
+    (
+        "getex",
+        &[
+            "GETEX k",
+            "GETEX k EX 10",
+            "GETEX k PERSIST",
+            "GETEX k GET",
+            "GETEX",
+        ],
+    ),
+    (
+        "mget",
+        &[
+            "MGET",
+            "MGET a",
+            "MGET a b",
+            "MGET a b c",
+            "MGET a a",
+            "MGET '' a",
+        ],
+    ),
+    (
+        "mset",
+        &[
+            "MSET",
+            "MSET a",
+            "MSET a 1",
+            "MSET a 1 b",
+            "MSET a 1 b 2",
+            "MSET a 1 b 2 c",
+            "MSET a 1 a 2",
+        ],
+    ),
+    (
+        "msetnx",
+        &[
+            "MSETNX a",
+            "MSETNX a 1",
+            "MSETNX a 1 b",
+            "MSETNX a 1 b 2",
+            "MSETNX a 1 b 2 c 3",
+        ],
+    ),
+    ("append", &["APPEND k v", "APPEND k", "APPEND k v x"]),
+    ("strlen", &["STRLEN k", "STRLEN", "STRLEN k x"]),
+    ("incr", &["INCR k", "INCR k 1"]),
+    ("decr", &["DECR k", "DECR k 1"]),
+    ("incrby", &["INCRBY k 1", "INCRBY k", "INCRBY k 1 2"]),
+    ("decrby", &["DECRBY k 1", "DECRBY k", "DECRBY k 1 2"]),
+    ("incrbyfloat", &["INCRBYFLOAT k 1.5", "INCRBYFLOAT k"]),
+    (
+        "getrange",
+        &["GETRANGE k 0 1", "GETRANGE k 0", "GETRANGE k 0 1 2"],
+    ),
+    (
+        "setrange",
+        &["SETRANGE k 0 v", "SETRANGE k 0", "SETRANGE k 0 v x"],
+    ),
+    ("substr", &["SUBSTR k 0 1", "SUBSTR k 0"]),
+    // Keys.
+    ("del", &["DEL", "DEL a", "DEL a b", "DEL a b c", "DEL a a"]),
+    ("unlink", &["UNLINK a", "UNLINK a b", "UNLINK a b c"]),
+    ("exists", &["EXISTS a", "EXISTS a b", "EXISTS a a a"]),
+    ("touch", &["TOUCH a", "TOUCH a b", "TOUCH a b c"]),
+    ("type", &["TYPE k", "TYPE", "TYPE k x"]),
+    (
+        "expire",
+        &[
+            "EXPIRE k 10",
+            "EXPIRE k 10 NX",
+            "EXPIRE k 10 NX GT",
+            "EXPIRE k",
+        ],
+    ),
+    ("pexpire", &["PEXPIRE k 10", "PEXPIRE k 10 XX", "PEXPIRE k"]),
+    (
+        "expireat",
+        &["EXPIREAT k 10", "EXPIREAT k 10 LT", "EXPIREAT k"],
+    ),
+    (
+        "pexpireat",
+        &["PEXPIREAT k 10", "PEXPIREAT k 10 GT", "PEXPIREAT k"],
+    ),
+    ("ttl", &["TTL k", "TTL k x"]),
+    ("pttl", &["PTTL k", "PTTL k x"]),
+    ("expiretime", &["EXPIRETIME k", "EXPIRETIME k x"]),
+    ("pexpiretime", &["PEXPIRETIME k", "PEXPIRETIME k x"]),
+    ("persist", &["PERSIST k", "PERSIST k x"]),
+    (
+        "rename",
+        &["RENAME a b", "RENAME a a", "RENAME a", "RENAME a b c"],
+    ),
+    (
+        "renamenx",
+        &["RENAMENX a b", "RENAMENX a", "RENAMENX a b c"],
+    ),
+    (
+        "copy",
+        &[
+            "COPY a b",
+            "COPY a b REPLACE",
+            "COPY a b DB 0 REPLACE",
+            "COPY a a",
+            "COPY a",
+        ],
+    ),
+    ("keys", &["KEYS *", "KEYS"]),
+    ("scan", &["SCAN 0", "SCAN 0 MATCH k*", "SCAN"]),
+    ("randomkey", &["RANDOMKEY", "RANDOMKEY x"]),
+    (
+        "object",
+        &["OBJECT", "OBJECT k", "OBJECT NOPE k", "OBJECT ENCODING"],
+    ),
+    (
+        "object|encoding",
+        &[
+            "OBJECT ENCODING k",
+            "object encoding k",
+            "OBJECT ENCODING k x",
+        ],
+    ),
+    ("object|freq", &["OBJECT FREQ k", "OBJECT FREQ k x"]),
+    (
+        "object|idletime",
+        &["OBJECT IDLETIME k", "OBJECT IDLETIME k x"],
+    ),
+    (
+        "object|refcount",
+        &["OBJECT REFCOUNT k", "OBJECT REFCOUNT k x"],
+    ),
+    ("object|help", &["OBJECT HELP", "OBJECT HELP x"]),
+    // Transactions.
+    ("multi", &["MULTI", "MULTI x"]),
+    ("exec", &["EXEC", "EXEC x"]),
+    ("discard", &["DISCARD", "DISCARD x"]),
+    // Hashes.
+    (
+        "hset",
+        &[
+            "HSET k f v",
+            "HSET k f v g w",
+            "HSET k f v g",
+            "HSET k f",
+            "HSET k",
+        ],
+    ),
+    ("hget", &["HGET k f", "HGET k", "HGET k f g"]),
+    // Sorted sets.
+    (
+        "zadd",
+        &["ZADD k 1 m", "ZADD k NX 1 m 2 n", "ZADD k 1", "ZADD k"],
+    ),
+    ("zscore", &["ZSCORE k m", "ZSCORE k", "ZSCORE k m n"]),
+];
+
+/// Invocations that name no command of the table, or name it oddly, compared with
+/// redis-server as the samples are.
+const ODD: &[&str] = &[
+    "NOPE",
+    "NOPE k",
+    "'' k",
+    "get\0x k",
+    "object|encoding k",
+    "GET|x k",
+    "OBJECT ENCODING|x k",
+    "COMMAND GETKEYS OBJECT ENCODING k",
+];
+
+/// What COMMAND GETKEYSANDFLAGS answers: the keys with their flags, or an error.
+enum Want {
+    Keys(&'static [(&'static str, &'static [&'static str])]),
+    Error(&'static str),
+    /// The arity error of COMMAND GETKEYS (or GETKEYSANDFLAGS) itself.
+    GetkeysArity,
+}
+
+const ARITY: Want = Want::Error("ERR Invalid number of arguments specified for command");
+const NO_KEYS: Want = Want::Error("ERR The command has no key arguments");
+const INVALID_COMMAND: Want = Want::Error("ERR Invalid command specified");
+
+/// The commands redis-server 7.0 lacks, with the replies their key specs give.
+const OWN: &[(&str, &[(&str, Want)])] = &[
+    (
+        "goblin.claim",
+        &[
+            (
+                "GOBLIN.CLAIM c r t 10",
+                Want::Keys(&[("c", &["RW", "access", "insert"]), ("r", &["RO", "access"])]),
+            ),
+            (
+                "goblin.claim c c t 10",
+                Want::Keys(&[("c", &["RW", "access", "insert"]), ("c", &["RO", "access"])]),
+            ),
+            ("GOBLIN.CLAIM c r t", ARITY),
+            ("GOBLIN.CLAIM c r t 10 x", ARITY),
+            ("GOBLIN.CLAIM", Want::GetkeysArity),
+        ],
+    ),
+    (
+        "goblin.cad",
+        &[
+            (
+                "GOBLIN.CAD k v",
+                Want::Keys(&[("k", &["RW", "access", "delete"])]),
+            ),
+            ("GOBLIN.CAD k", ARITY),
+            ("GOBLIN.CAD k v x", ARITY),
+        ],
+    ),
+    (
+        "delifeq",
+        &[
+            (
+                "DELIFEQ k v",
+                Want::Keys(&[("k", &["RW", "access", "delete"])]),
+            ),
+            ("delifeq k", ARITY),
+            ("DELIFEQ k v x", ARITY),
+        ],
+    ),
+    (
+        // VARIABLE_FLAGS: a plain delete (RM) without a condition, RW with one.
+        "delex",
+        &[
+            ("DELEX k", Want::Keys(&[("k", &["RM", "delete"])])),
+            ("DELEX k IFEQ v", Want::Keys(&[("k", &["RW", "delete"])])),
+            ("DELEX k ifne v", Want::Keys(&[("k", &["RW", "delete"])])),
+            ("DELEX k IFDEQ d", Want::Keys(&[("k", &["RW", "delete"])])),
+            ("DELEX k NOPE", Want::Keys(&[("k", &["RM", "delete"])])),
+            ("DELEX", Want::GetkeysArity),
+        ],
+    ),
+    (
+        "client|setinfo",
+        &[
+            ("CLIENT SETINFO lib-name x", NO_KEYS),
+            ("CLIENT SETINFO", NO_KEYS),
+        ],
+    ),
+];
+
+/// Commands redis-server 7.0 has and goblin-server does not: Goblin looks up its own
+/// table, so they are invalid commands to it.
+const ABSENT: &[&str] = &[
+    "LPUSH k v",
+    "SORT k STORE d",
+    "ZUNIONSTORE d 2 a b",
+    "CLIENT KILL a b",
+    "CONFIG SET k v",
+    "EVAL s 1 k",
+    "WATCH a b",
+    "HDEL k f",
+    "ZREM k m",
+];
+
+/// The words of a sample (`''` is the empty argument).
+fn words(line: &str) -> Vec<&[u8]> {
+    line.split(' ')
+        .map(|w| if w == "''" { &b""[..] } else { w.as_bytes() })
+        .collect()
+}
+
+/// `COMMAND <sub> <words of line>`.
+fn getkeys_args<'a>(sub: &'a str, line: &'a str) -> Vec<&'a [u8]> {
+    let mut args = vec![&b"COMMAND"[..], sub.as_bytes()];
+    args.extend(words(line));
+    args
+}
+
+fn show(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .replace('\r', "\\r")
+        .replace('\n', "\\n")
+}
+
+/// The reply `want` makes to COMMAND `sub`, in RESP3 or RESP2.
+fn encode(want: &Want, sub: &str, resp3: bool) -> Vec<u8> {
+    let with_flags = sub == "GETKEYSANDFLAGS";
+    let mut out = String::new();
+    match want {
+        Want::Error(msg) => {
+            let _ = write!(out, "-{msg}\r\n");
+        }
+        Want::GetkeysArity => {
+            let sub = sub.to_lowercase();
+            let _ = write!(
+                out,
+                "-ERR wrong number of arguments for 'command|{sub}' command\r\n"
+            );
+        }
+        Want::Keys(keys) => {
+            let _ = write!(out, "*{}\r\n", keys.len());
+            for (key, flags) in *keys {
+                if with_flags {
+                    out.push_str("*2\r\n");
+                }
+                let _ = write!(out, "${}\r\n{key}\r\n", key.len());
+                if with_flags {
+                    let _ = write!(out, "{}{}\r\n", if resp3 { '~' } else { '*' }, flags.len());
+                    for flag in *flags {
+                        let _ = write!(out, "+{flag}\r\n");
+                    }
+                }
+            }
+        }
+    }
+    out.into_bytes()
+}
+
+/// Every command and subcommand goblin-server's `COMMAND` lists, by full lowercase name.
+fn goblin_commands(raw: &mut Raw) -> Vec<String> {
+    let all = raw.cmd(&[b"COMMAND"]);
+    let Ok(Some((Frame::Array(entries), _))) = parse_reply(&all) else {
+        panic!("COMMAND: {}", show(&all))
+    };
+    let mut names = Vec::new();
+    for entry in &entries {
+        let Frame::Array(fields) = entry else {
+            panic!("COMMAND entry")
+        };
+        let (Some(Frame::Bulk(name)), Some(Frame::Array(subs))) = (fields.first(), fields.get(9))
+        else {
+            panic!("COMMAND entry fields")
+        };
+        names.push(String::from_utf8_lossy(name).into_owned());
+        for sub in subs {
+            let Frame::Array(sub_fields) = sub else {
+                panic!("subcommand")
+            };
+            let Some(Frame::Bulk(sub_name)) = sub_fields.first() else {
+                panic!("subcommand name")
+            };
+            names.push(String::from_utf8_lossy(sub_name).into_owned());
+        }
+    }
+    names
+}
+
+/// Whether redis-server has the command (`COMMAND INFO` does not answer nil).
+fn redis_has(redis: &mut Raw, name: &str) -> bool {
+    redis.cmd(&[b"COMMAND", b"INFO", name.as_bytes()]) != b"*1\r\n$-1\r\n"
+}
+
+/// One connection to each server, in one protocol version.
+struct Pair {
+    g: Raw,
+    r: Raw,
+    resp3: bool,
+}
+
+impl Pair {
+    fn new(goblin: &Server, redis: &Server, resp3: bool) -> Pair {
+        let (mut g, mut r) = (goblin.raw(), redis.raw());
+        if resp3 {
+            // The HELLO replies differ (server name, version): not compared.
+            g.cmd(&[b"HELLO", b"3"]);
+            r.cmd(&[b"HELLO", b"3"]);
+        }
+        Pair { g, r, resp3 }
+    }
+
+    /// Sends `line` as GETKEYS and GETKEYSANDFLAGS to both; records differences.
+    fn compare(&mut self, line: &str, failures: &mut Vec<String>) -> usize {
+        for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            let args = getkeys_args(sub, line);
+            let want = self.r.cmd(&args);
+            let got = self.g.cmd(&args);
+            if got != want {
+                failures.push(format!(
+                    "COMMAND {sub} {} (RESP{}):\n  goblin: {}\n  redis:  {}",
+                    show(line.as_bytes()),
+                    if self.resp3 { 3 } else { 2 },
+                    show(&got),
+                    show(&want)
+                ));
+            }
+        }
+        2
+    }
+
+    /// Sends `line` as GETKEYS and GETKEYSANDFLAGS to goblin-server; records where its
+    /// replies are not `want`'s.
+    fn expect(&mut self, line: &str, want: &Want, failures: &mut Vec<String>) -> usize {
+        for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+            let want_bytes = encode(want, sub, self.resp3);
+            let got = self.g.cmd(&getkeys_args(sub, line));
+            if got != want_bytes {
+                failures.push(format!(
+                    "COMMAND {sub} {} (RESP{}):\n  goblin: {}\n  wanted: {}",
+                    show(line.as_bytes()),
+                    if self.resp3 { 3 } else { 2 },
+                    show(&got),
+                    show(&want_bytes)
+                ));
+            }
+        }
+        2
+    }
+}
+
+/// Every command in Goblin's table has samples, and they answer as redis-server 7.0
+/// answers them (or, for commands it lacks, as their key specs say), in RESP2 and RESP3.
+#[test]
+fn getkeys_matches_redis_for_every_command() {
+    let goblin = Server::goblin_threads(default_threads());
+    let redis = Server::redis();
+    let mut g = goblin.raw();
+    let mut r = redis.raw();
+    let names = goblin_commands(&mut g);
+    assert!(names.len() > 80, "{names:?}");
+
+    let mut problems = Vec::new();
+    for name in &names {
+        let sampled = SAMPLES.iter().any(|(n, _)| n == name);
+        let own = OWN.iter().any(|(n, _)| n == name);
+        match (sampled, own, redis_has(&mut r, name)) {
+            (false, false, true) => problems.push(format!(
+                "{name} has no COMMAND GETKEYS samples: add them to SAMPLES in getkeys.rs"
+            )),
+            (false, false, false) => problems.push(format!(
+                "{name} has no COMMAND GETKEYS samples: it is not in redis-server 7.0, so add \
+                 its expected replies to OWN in getkeys.rs"
+            )),
+            (true, _, false) => problems.push(format!(
+                "{name} is not in redis-server 7.0: move its samples to OWN, with expected replies"
+            )),
+            (false, true, true) => problems.push(format!(
+                "{name} is in redis-server 7.0: compare it, in SAMPLES"
+            )),
+            _ => {}
+        }
+    }
+    let sampled = SAMPLES.iter().map(|(n, _)| *n);
+    for name in sampled.chain(OWN.iter().map(|(n, _)| *n)) {
+        if !names.iter().any(|n| n == name) {
+            problems.push(format!("{name} has samples but is not in goblin's table"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    let mut failures = Vec::new();
+    let mut checks = 0;
+    for resp3 in [false, true] {
+        let mut pair = Pair::new(&goblin, &redis, resp3);
+        for (_, lines) in SAMPLES {
+            for line in *lines {
+                checks += pair.compare(line, &mut failures);
+            }
+        }
+        for line in ODD {
+            checks += pair.compare(line, &mut failures);
+        }
+        for (_, samples) in OWN {
+            for (line, want) in *samples {
+                checks += pair.expect(line, want, &mut failures);
+            }
+        }
+        for line in ABSENT {
+            checks += pair.expect(line, &INVALID_COMMAND, &mut failures);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {checks} replies differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Long invocations: every key of a long DEL, MGET, MSET (odd and even), and key names
+/// that are long or hold any byte.
+#[test]
+fn getkeys_of_long_invocations_matches_redis() {
+    let goblin = Server::goblin_threads(default_threads());
+    let redis = Server::redis();
+    let mut g = goblin.raw();
+    let mut r = redis.raw();
+    let keys: Vec<Vec<u8>> = (0..1001).map(|i| format!("key:{i}").into_bytes()).collect();
+    let long_key = vec![b'k'; 70_000];
+    let binary_key: Vec<u8> = (0..=255).collect();
+    let mut invocations: Vec<Vec<&[u8]>> = Vec::new();
+    for name in ["DEL", "MGET", "EXISTS", "MSET", "MSETNX", "TOUCH", "UNLINK"] {
+        for n in [1000, 1001] {
+            let mut args = vec![name.as_bytes()];
+            args.extend(keys[..n].iter().map(Vec::as_slice));
+            invocations.push(args);
+        }
+    }
+    invocations.push(vec![b"GET", &long_key]);
+    invocations.push(vec![b"SET", &binary_key, b"v", b"GET"]);
+    invocations.push(vec![b"RENAME", &binary_key, &long_key]);
+    for args in &invocations {
+        for sub in [&b"GETKEYS"[..], b"GETKEYSANDFLAGS"] {
+            let mut full = vec![&b"COMMAND"[..], sub];
+            full.extend(args.iter().copied());
+            let want = r.cmd(&full);
+            let got = g.cmd(&full);
+            assert!(
+                got == want,
+                "COMMAND {} {} … ({} arguments) differs",
+                show(sub),
+                show(args[0]),
+                args.len()
+            );
+        }
+    }
+}
+
+/// COMMAND HELP lists GETKEYS and GETKEYSANDFLAGS as redis-server 7.0 does: its text is
+/// redis-server's, less the entry of COMMAND LIST, which Goblin lacks.
+#[test]
+fn command_help_lists_getkeys_as_redis_does() {
+    let goblin = Server::goblin_threads(default_threads());
+    let redis = Server::redis();
+    let lines = |reply: &[u8]| -> Vec<Vec<u8>> {
+        let Ok(Some((Frame::Array(items), _))) = parse_reply(reply) else {
+            panic!("COMMAND HELP: {}", show(reply))
+        };
+        items
+            .into_iter()
+            .map(|f| match f {
+                Frame::Simple(s) => s.to_vec(),
+                other => panic!("COMMAND HELP line {other:?}"),
+            })
+            .collect()
+    };
+    let got = lines(&goblin.raw().cmd(&[b"COMMAND", b"HELP"]));
+    let mut want = lines(&redis.raw().cmd(&[b"COMMAND", b"HELP"]));
+    let list = want.iter().position(|l| l.starts_with(b"LIST")).unwrap();
+    want.remove(list);
+    while want.get(list).is_some_and(|l| l.starts_with(b" ")) {
+        want.remove(list);
+    }
+    let show_all = |ls: &[Vec<u8>]| ls.iter().map(|l| show(l)).collect::<Vec<_>>().join("\n");
+    assert_eq!(show_all(&got), show_all(&want));
+    assert!(got.iter().any(|l| l.starts_with(b"GETKEYSANDFLAGS")));
+}
