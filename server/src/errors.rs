@@ -52,6 +52,10 @@ pub const EXECABORT_PREVIOUS_ERRORS: &[u8] =
 /// The start of EXEC's answer when EXEC itself is rejected; the reason follows.
 pub const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
 
+/// A queued command that cannot run where EXEC runs it (never queued; answered so that
+/// EXEC's array keeps one reply per command).
+pub const NOT_RUN: &[u8] = b"ERR internal error: a queued command could not run";
+
 /// RENAME of a key that does not exist.
 pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
 /// SCAN with a cursor that is not an unsigned number.

@@ -38,3 +38,6 @@ pub mod runtime;
 pub mod shard;
 pub mod txn;
 pub mod util;
+
+#[cfg(test)]
+mod testkit;

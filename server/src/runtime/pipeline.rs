@@ -627,9 +627,7 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
                 Some(Exec::Conn(f)) => f(ctx, &cmd.args(0)),
                 // Never queued as a connection command; answered, so that EXEC's array
                 // keeps one reply per command.
-                _ => ctx
-                    .reply()
-                    .error(&crate::errors::wrong_arity(spec.map_or("exec", |s| s.name))),
+                _ => ctx.reply().error(crate::errors::NOT_RUN),
             }
         }
         Outcome::Exec(list) => {

@@ -38,6 +38,9 @@ pub mod events;
 pub mod park;
 pub mod slots;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
@@ -156,6 +159,11 @@ impl Shard {
     /// True when no lock is held or wanted: commands run without looking anything up.
     pub fn quiet(&self) -> bool {
         self.locks.quiet() && self.blocked.is_empty()
+    }
+
+    /// Whether plans wait on keys of this shard.
+    pub fn has_parked(&self) -> bool {
+        !self.waiters.is_empty()
     }
 
     /// Adds an observer of this shard's writes.

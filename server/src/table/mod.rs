@@ -491,6 +491,25 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_key_command_without_a_plan_is_refused_when_the_table_is_built() {
+        fn noop(_: &mut handler::ShardCtx<'_>, _: &Args<'_>) {}
+        let refused = CommandTable::build(|t| {
+            t.add(&meta::GET, Exec::Shard(noop));
+            t.add(&meta::MGET, Exec::Shard(noop));
+        });
+        assert_eq!(
+            refused.err().as_deref(),
+            Some("commands whose keys can span shards but that have no cross-shard plan: mget")
+        );
+        assert!(
+            CommandTable::build(|t| {
+                t.add(&meta::GET, Exec::Shard(noop));
+            })
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn every_generated_entry_is_well_formed() {
         for meta in meta::ALL {
             let items = meta.info.items();

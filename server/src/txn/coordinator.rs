@@ -26,7 +26,7 @@ use crate::runtime::msg::{LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::shard::Outgoing;
 use crate::shard::slots::SlotMap;
-use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step};
+use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, encoded};
 
 /// The `index` of a step that only releases locks: its acknowledgement carries no result.
 pub const RELEASE: usize = usize::MAX;
@@ -297,7 +297,10 @@ impl TxJob {
     fn fail(&mut self, out: &mut Vec<Outgoing>) -> Option<Outcome> {
         self.release_all(out);
         self.phase = Phase::Done;
-        self.failed.take().map(Outcome::Reply)
+        let resp = self.resp;
+        self.failed
+            .take()
+            .map(|text| Outcome::Reply(encoded(resp, |e| e.error_sanitized(&text))))
     }
 
     fn park(&mut self, park: Park, env: &Env<'_>, out: &mut Vec<Outgoing>) {

@@ -12,3 +12,6 @@ pub mod coordinator;
 pub mod locks;
 pub mod plan;
 pub mod shapes;
+
+#[cfg(test)]
+mod tests;

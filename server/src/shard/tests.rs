@@ -1,0 +1,485 @@
+//! The shard: its lock table in action, ownership, reply budgets, and the write path —
+//! every way keys change emits its event, with its effect.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use goblin_store::{Change, Event, SLOTS, key_slot};
+
+use super::events::{Effect, Observer, Origin, Write};
+use super::*;
+use crate::runtime::msg::LockMode;
+use crate::table::Flags;
+use crate::testkit::{Loopback, NOW, batch, shared};
+
+const C1: ConnRef = ConnRef {
+    worker: 1,
+    key: 1,
+    generation: 1,
+};
+const C2: ConnRef = ConnRef {
+    worker: 1,
+    key: 2,
+    generation: 1,
+};
+const T1: TxRef = TxRef { worker: 2, seq: 1 };
+
+fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
+    TxStep {
+        tx: T1,
+        index: 0,
+        lock: keys.iter().map(|k| (k.to_vec(), mode)).collect(),
+        lock_all: false,
+        work: None,
+        release,
+        now: NOW,
+        slots_version: 1,
+    }
+}
+
+fn one_shard() -> (Shared, Shard) {
+    let shared = shared(1);
+    let shard = Shard::new(0, Arc::clone(&shared.slots), shared.commands.all().len());
+    (shared, shard)
+}
+
+fn dones(out: &[Outgoing]) -> usize {
+    out.iter()
+        .filter(|(_, m)| matches!(m, Msg::Done(..)))
+        .count()
+}
+
+#[test]
+fn commands_on_locked_keys_wait_and_others_do_not() {
+    let (shared, mut shard) = one_shard();
+    let t = &shared.commands;
+    shard.step(&shared, step(&[b"a"], LockMode::Exclusive, false));
+    assert_eq!(shard.take_out().len(), 1, "lock granted at once");
+    shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]));
+    assert!(
+        shard.take_out().is_empty(),
+        "GET a waits for the transaction"
+    );
+    shard.run_batch(&shared, C2, batch(t, &[&[b"GET", b"b"]]));
+    assert_eq!(shard.take_out().len(), 1, "GET b runs");
+    shard.step(&shared, step(&[], LockMode::Shared, true));
+    assert_eq!(
+        shard.take_out().len(),
+        2,
+        "release runs the waiting GET, then reports"
+    );
+    assert!(shard.quiet());
+}
+
+#[test]
+fn a_connections_later_batch_waits_behind_its_earlier_one() {
+    let (shared, mut shard) = one_shard();
+    let t = &shared.commands;
+    shard.step(&shared, step(&[b"a"], LockMode::Exclusive, false));
+    shard.take_out();
+    shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"a", b"1"]]));
+    shard.run_batch(&shared, C1, batch(t, &[&[b"SET", b"b", b"1"]]));
+    assert!(
+        shard.take_out().is_empty(),
+        "the SET b of the same connection must not overtake"
+    );
+    shard.step(&shared, step(&[], LockMode::Shared, true));
+    assert_eq!(dones(&shard.take_out()), 2);
+}
+
+#[test]
+fn shared_locks_admit_readers_and_hold_writers() {
+    let (shared, mut shard) = one_shard();
+    let t = &shared.commands;
+    shard.step(&shared, step(&[b"a"], LockMode::Shared, false));
+    shard.take_out();
+    shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]));
+    assert_eq!(shard.take_out().len(), 1);
+    shard.run_batch(&shared, C2, batch(t, &[&[b"SET", b"a", b"x"]]));
+    assert!(shard.take_out().is_empty());
+    // A reader arriving after a waiting writer queues behind it.
+    shard.run_batch(&shared, C1, batch(t, &[&[b"GET", b"a"]]));
+    assert!(shard.take_out().is_empty());
+    shard.step(&shared, step(&[], LockMode::Shared, true));
+    assert_eq!(shard.take_out().len(), 3);
+}
+
+/// A key of a slot shard 0 does not own in a two-shard map.
+fn foreign_key(slots: &SlotMap) -> Vec<u8> {
+    (0..)
+        .map(|i| format!("k{i}").into_bytes())
+        .find(|k| slots.shard_of_key(k) == 1)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_shard_refuses_keys_it_does_not_own() {
+    let shared = shared(2);
+    let t = &shared.commands;
+    let mut shard = Shard::new(0, Arc::clone(&shared.slots), t.all().len());
+    let foreign = foreign_key(&shared.slots);
+    // Routed with the same map version: trusted, not checked (the same map routed it).
+    // Routed with another version: checked, and refused.
+    let mut b = batch(t, &[&[b"SET", &foreign, b"v"], &[b"SET", b"{x}", b"v"]]);
+    b.slots_version = 0;
+    shard.run_batch(&shared, C1, b);
+    let out = shard.take_out();
+    let Some((_, Msg::Done(_, b))) = out.first() else {
+        panic!("{out:?}");
+    };
+    let slot = key_slot(&foreign);
+    let refusal =
+        format!("-ERR internal error: hash slot {slot} is not served by thread 0; retry\r\n");
+    let replies = String::from_utf8_lossy(&b.replies);
+    assert!(replies.starts_with(&refusal), "{replies}");
+    assert_eq!(
+        shard.keyspace().len(),
+        usize::from(shared.slots.owns(0, usize::from(key_slot(b"{x}"))))
+    );
+    // A transaction step locking a foreign key is refused, and locks nothing.
+    let mut s = step(&[&foreign], LockMode::Exclusive, false);
+    s.slots_version = 0;
+    shard.step(&shared, s);
+    match shard.take_out().pop() {
+        Some((_, Msg::StepDone(done))) => {
+            assert!(done.out.is_err() && !done.holds_locks);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(shard.quiet());
+}
+
+#[test]
+fn a_newer_slot_map_moves_ownership() {
+    let shared = shared(2);
+    let mut shard = Shard::new(0, Arc::clone(&shared.slots), shared.commands.all().len());
+    let slot = SLOTS - 1;
+    assert!(!shard.slots().owns(0, slot));
+    let moved = Arc::new(shared.slots.with_moves(&[(slot, 0)]));
+    shard.set_slots(Arc::clone(&moved));
+    assert!(shard.slots().owns(0, slot));
+    // An older map is ignored.
+    shard.set_slots(Arc::clone(&shared.slots));
+    assert_eq!(shard.slots().version(), moved.version());
+}
+
+#[test]
+fn a_batch_stops_at_its_reply_budget_and_resumes_in_order() {
+    let (shared, mut shard) = one_shard();
+    let t = &shared.commands;
+    let value = vec![b'v'; 100];
+    let mut out = Vec::new();
+    let set = crate::testkit::Cmd::new(&[b"SET", b"big", &value]);
+    let Ok(spec) = t.resolve(&set.args()) else {
+        panic!()
+    };
+    shard.execute(
+        &shared,
+        spec,
+        &set.args(),
+        NOW,
+        &mut out,
+        Version::Resp2,
+        None,
+        1,
+    );
+    let get: &[&[u8]] = &[b"GET", b"big"];
+    let mut first = batch(t, &[get, get, get]);
+    first.reply_budget = 150;
+    shard.run_batch(&shared, C1, first);
+    let later = batch(t, &[&[b"SET", b"big", b"x"]]);
+    shard.run_batch(&shared, C1, later);
+    let out = shard.take_out();
+    assert_eq!(out.len(), 1, "{out:?}");
+    let Some((_, Msg::Replies(_, 0, replies))) = out.first() else {
+        panic!("{out:?}");
+    };
+    assert_eq!(
+        replies.len(),
+        2 * 108,
+        "stopped once the replies reached the budget"
+    );
+    // The later batch did not overtake: the value is still there when the rest runs.
+    shard.resume(&shared, C1, Some(1 << 20));
+    let out = shard.take_out();
+    assert_eq!(dones(&out), 2);
+    let Some((_, Msg::Done(_, rest))) = out.first() else {
+        panic!("{out:?}")
+    };
+    assert_eq!(rest.replies.len(), 108);
+    // A gone connection's stalled batch comes back unrun.
+    let mut again = batch(t, &[get, get]);
+    again.reply_budget = 1;
+    shard.run_batch(&shared, C2, again);
+    shard.take_out();
+    shard.resume(&shared, C2, None);
+    let out = shard.take_out();
+    let Some((_, Msg::Done(_, back))) = out.first() else {
+        panic!("{out:?}")
+    };
+    assert_eq!((back.next, back.replies.len()), (1, 0));
+}
+
+/// What an observer saw of one write.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    events: Vec<(Change, Vec<u8>)>,
+    flushed: bool,
+    effect: Option<Vec<Vec<Vec<u8>>>>,
+    expiry: bool,
+}
+
+#[derive(Debug, Default)]
+struct Recorder(Rc<RefCell<Vec<Seen>>>);
+
+impl Observer for Recorder {
+    fn on_write(&mut self, write: &Write<'_>) {
+        let events = write
+            .events
+            .iter()
+            .filter_map(Event::key)
+            .map(|k| (k.change, k.key.to_vec()))
+            .collect();
+        let flushed = write
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Flushed { .. }));
+        let effect = match write.effect {
+            Effect::AsSent => None,
+            Effect::Commands(c) => Some(c.to_vec()),
+            Effect::Events => Some(Vec::new()),
+        };
+        self.0.borrow_mut().push(Seen {
+            events,
+            flushed,
+            effect,
+            expiry: matches!(write.origin, Origin::Expiry),
+        });
+    }
+}
+
+/// A loopback of `threads` shards, each observed by one recorder.
+fn observed(threads: usize) -> (Loopback, Rc<RefCell<Vec<Seen>>>) {
+    let mut lb = Loopback::new(threads);
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    for shard in &mut lb.shards {
+        shard.add_observer(Box::new(Recorder(Rc::clone(&seen))));
+    }
+    (lb, seen)
+}
+
+/// A command's arguments.
+type Argv = &'static [&'static [u8]];
+
+/// A sample invocation of every command flagged `write`, after its setup commands: each
+/// must record at least one key event.
+const WRITES: &[(Argv, &[Argv])] = &[
+    (&[b"SET", b"k", b"v"], &[]),
+    (&[b"SETNX", b"k", b"v"], &[]),
+    (&[b"SETEX", b"k", b"10", b"v"], &[]),
+    (&[b"PSETEX", b"k", b"10", b"v"], &[]),
+    (&[b"GETSET", b"k", b"v"], &[]),
+    (&[b"GETDEL", b"k"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"GETEX", b"k", b"EX", b"10"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"MSET", b"{t}a", b"1", b"{t}b", b"2"], &[]),
+    (&[b"MSETNX", b"{t}a", b"1", b"{t}b", b"2"], &[]),
+    (&[b"APPEND", b"k", b"v"], &[]),
+    (&[b"INCR", b"k"], &[]),
+    (&[b"DECR", b"k"], &[]),
+    (&[b"INCRBY", b"k", b"2"], &[]),
+    (&[b"DECRBY", b"k", b"2"], &[]),
+    (&[b"INCRBYFLOAT", b"k", b"1.5"], &[]),
+    (&[b"SETRANGE", b"k", b"2", b"v"], &[]),
+    (&[b"DEL", b"k"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"UNLINK", b"k"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"EXPIRE", b"k", b"10"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"PEXPIRE", b"k", b"10"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"EXPIREAT", b"k", b"1"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"PEXPIREAT", b"k", b"1"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"PERSIST", b"k"], &[&[b"SET", b"k", b"v", b"EX", b"10"]]),
+    (&[b"RENAME", b"{t}a", b"{t}b"], &[&[b"SET", b"{t}a", b"v"]]),
+    (
+        &[b"RENAMENX", b"{t}a", b"{t}b"],
+        &[&[b"SET", b"{t}a", b"v"]],
+    ),
+    (&[b"COPY", b"{t}a", b"{t}b"], &[&[b"SET", b"{t}a", b"v"]]),
+    (&[b"HSET", b"h", b"f", b"v"], &[]),
+    (&[b"ZADD", b"z", b"1", b"m"], &[]),
+    (&[b"GOBLIN.CLAIM", b"{t}c", b"{t}r", b"w", b"30"], &[]),
+    (&[b"GOBLIN.CAD", b"k", b"v"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"DELIFEQ", b"k", b"v"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"DELEX", b"k"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"FLUSHALL"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"FLUSHDB"], &[&[b"SET", b"k", b"v"]]),
+];
+
+#[test]
+fn every_write_command_records_its_events() {
+    let (mut lb, seen) = observed(1);
+    let table_writes: Vec<&str> = lb
+        .shared
+        .commands
+        .all()
+        .iter()
+        .filter(|s| s.flags.contains(Flags::WRITE))
+        .map(|s| s.name)
+        .collect();
+    for name in &table_writes {
+        assert!(
+            WRITES
+                .iter()
+                .any(|(argv, _)| argv[0].eq_ignore_ascii_case(name.as_bytes())),
+            "{name} is a write command with no sample here: add one"
+        );
+    }
+    for (argv, setup) in WRITES {
+        lb.plan(&[b"FLUSHALL"]);
+        for cmd in *setup {
+            if cmd[0] == b"FLUSHALL" {
+                continue;
+            }
+            lb.exec(cmd);
+        }
+        seen.borrow_mut().clear();
+        let reply = match lb
+            .shared
+            .commands
+            .resolve(&crate::testkit::Cmd::new(argv).args())
+        {
+            Ok(spec) if matches!(spec.exec, Exec::Plan(_)) => lb.plan(argv).unwrap_or_default(),
+            _ => lb.exec(argv),
+        };
+        let name = String::from_utf8_lossy(argv[0]);
+        assert_ne!(
+            reply.first(),
+            Some(&b'-'),
+            "{name}: {}",
+            String::from_utf8_lossy(&reply)
+        );
+        let seen = seen.borrow();
+        assert!(
+            seen.iter().any(|s| !s.events.is_empty() || s.flushed),
+            "{name} recorded no event: {seen:?}"
+        );
+    }
+}
+
+fn ms(n: u64) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+fn argv(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.to_vec()).collect()
+}
+
+#[test]
+fn effects_are_what_replaying_must_do() {
+    let (mut lb, seen) = observed(1);
+    let last = |seen: &Rc<RefCell<Vec<Seen>>>| seen.borrow().last().cloned();
+    lb.exec(&[b"SET", b"k", b"v", b"EX", b"10"]);
+    let at = ms(NOW + 10_000);
+    assert_eq!(
+        last(&seen).and_then(|s| s.effect),
+        Some(vec![argv(&[b"SET", b"k", b"v", b"PXAT", &at])])
+    );
+    lb.exec(&[b"SET", b"k", b"v"]);
+    assert_eq!(last(&seen).map(|s| s.effect), Some(None), "as sent");
+    lb.exec(&[b"EXPIRE", b"k", b"10"]);
+    assert_eq!(
+        last(&seen).and_then(|s| s.effect),
+        Some(vec![argv(&[b"PEXPIREAT", b"k", &at])])
+    );
+    lb.exec(&[b"INCRBYFLOAT", b"n", b"1.5"]);
+    assert_eq!(
+        last(&seen).and_then(|s| s.effect),
+        Some(vec![argv(&[b"SET", b"n", b"1.5", b"KEEPTTL"])])
+    );
+    lb.exec(&[b"GOBLIN.CLAIM", b"{e}c", b"{e}r", b"w", b"30"]);
+    let lease = ms(NOW + 30_000);
+    assert_eq!(
+        last(&seen).and_then(|s| s.effect),
+        Some(vec![argv(&[b"SET", b"{e}c", b"w", b"PXAT", &lease])])
+    );
+    // A held claim writes nothing: nothing to observe.
+    let before = seen.borrow().len();
+    lb.exec(&[b"GOBLIN.CLAIM", b"{e}c", b"{e}r", b"w", b"30"]);
+    assert_eq!(seen.borrow().len(), before);
+}
+
+#[test]
+fn expiry_lazy_and_active_records_expired() {
+    let (mut lb, seen) = observed(1);
+    lb.exec(&[b"SET", b"a", b"v", b"PX", b"5"]);
+    lb.exec(&[b"SET", b"b", b"v", b"PX", b"5"]);
+    seen.borrow_mut().clear();
+    // Lazy: a read after the deadline.
+    let mut out = Vec::new();
+    let get = crate::testkit::Cmd::new(&[b"GET", b"a"]);
+    let Ok(spec) = lb.shared.commands.resolve(&get.args()) else {
+        panic!()
+    };
+    lb.shards[0].execute(
+        &lb.shared,
+        spec,
+        &get.args(),
+        NOW + 6,
+        &mut out,
+        Version::Resp2,
+        None,
+        1,
+    );
+    assert_eq!(out, b"$-1\r\n");
+    assert_eq!(
+        seen.borrow().last().map(|s| s.events.clone()),
+        Some(vec![(Change::Expired, b"a".to_vec())])
+    );
+    // Active: the timer wheel.
+    let shared = &lb.shared;
+    assert_eq!(lb.shards[0].expire(shared, NOW + 6, 100), 1);
+    let last = seen.borrow().last().cloned();
+    let Some(last) = last else { panic!() };
+    assert!(last.expiry);
+    assert_eq!(last.events, vec![(Change::Expired, b"b".to_vec())]);
+    assert_eq!(
+        last.effect,
+        Some(Vec::new()),
+        "expiry's effect is its events"
+    );
+}
+
+#[test]
+fn plan_hops_record_their_events_on_each_shard() {
+    let (mut lb, seen) = observed(2);
+    let (a, b) = lb.keys_on_two_shards();
+    assert_eq!(
+        lb.plan(&[b"MSET", &a, b"1", &b, b"2"]),
+        Some(b"+OK\r\n".to_vec())
+    );
+    let written: Vec<(Change, Vec<u8>)> = seen
+        .borrow()
+        .iter()
+        .flat_map(|s| s.events.clone())
+        .collect();
+    assert_eq!(written.len(), 2);
+    assert!(written.contains(&(Change::Written, a.clone())));
+    assert!(written.contains(&(Change::Written, b.clone())));
+    seen.borrow_mut().clear();
+    assert_eq!(lb.plan(&[b"RENAME", &a, &b]), Some(b"+OK\r\n".to_vec()));
+    let events: Vec<(Change, Vec<u8>)> = seen
+        .borrow()
+        .iter()
+        .flat_map(|s| s.events.clone())
+        .collect();
+    assert_eq!(
+        events,
+        vec![(Change::Deleted, a.clone()), (Change::Written, b.clone())]
+    );
+    // The destination's effect rebuilds the moved value.
+    let effects = seen.borrow().last().and_then(|s| s.effect.clone());
+    assert_eq!(
+        effects,
+        Some(vec![argv(&[b"DEL", &b]), argv(&[b"SET", &b, b"1"])])
+    );
+    assert!(lb.all_quiet());
+}

@@ -1,0 +1,300 @@
+//! What the unit tests of the shard and the coordinator share: a [`Shared`] state, owned
+//! commands, and [`Loopback`], a set of shards and one coordinator exchanging their
+//! messages in-process, in order, so that plans run as state machines with no threads.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use goblin_protocol::{Encoder, Version};
+use goblin_store::Millis;
+
+use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
+use crate::runtime::server::Shared;
+use crate::shard::Shard;
+use crate::table::CommandTable;
+use crate::table::handler::Args;
+use crate::txn::coordinator::{Env, TxJob};
+use crate::txn::plan::{Outcome, Plan, PlanStart};
+
+/// A fixed clock for the tests (late 2023), far from zero so expiries are realistic.
+pub const NOW: Millis = 1_700_000_000_000;
+
+/// The shared state of a server with `threads` shards.
+pub fn shared(threads: usize) -> Shared {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    Shared::build(
+        crate::config::Config {
+            threads,
+            ..Default::default()
+        },
+        addr,
+    )
+    .map(|(s, _)| s)
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A command's arguments, owned: `Cmd::new(&[b"SET", b"k", b"v"]).args()`.
+pub struct Cmd {
+    data: Vec<u8>,
+    spans: Vec<Range<usize>>,
+}
+
+impl Cmd {
+    /// The command `argv`.
+    pub fn new(argv: &[&[u8]]) -> Cmd {
+        let mut data = Vec::new();
+        let mut spans = Vec::new();
+        for a in argv {
+            let start = data.len();
+            data.extend_from_slice(a);
+            spans.push(start..data.len());
+        }
+        Cmd { data, spans }
+    }
+
+    /// Its arguments.
+    pub fn args(&self) -> Args<'_> {
+        Args::new(&self.data, &self.spans)
+    }
+}
+
+/// A batch of commands, resolved in `table`.
+pub fn batch(table: &CommandTable, cmds: &[&[&[u8]]]) -> Box<Batch> {
+    let mut b = Box::<Batch>::default();
+    for argv in cmds {
+        let cmd = Cmd::new(argv);
+        let spec = table.resolve(&cmd.args()).map(|s| s.id).unwrap_or(0);
+        b.push(spec, &cmd.args());
+    }
+    b
+}
+
+/// Shards and one coordinating worker (number 0), wired in-process.
+pub struct Loopback {
+    /// The shared state.
+    pub shared: Shared,
+    /// The shards, by id.
+    pub shards: Vec<Shard>,
+    /// Messages not yet delivered: (destination, message).
+    pub queue: VecDeque<(usize, Msg)>,
+    /// Batches that came back to their connection.
+    pub done: Vec<(ConnRef, Box<Batch>)>,
+    /// Wake-ups that reached the coordinator.
+    pub woken: usize,
+    job: Option<TxJob>,
+    outcome: Option<Outcome>,
+    next_seq: u64,
+}
+
+impl Loopback {
+    /// `threads` empty shards.
+    pub fn new(threads: usize) -> Loopback {
+        let shared = shared(threads);
+        let shards = (0..threads)
+            .map(|id| {
+                Shard::new(
+                    id,
+                    std::sync::Arc::clone(&shared.slots),
+                    shared.commands.all().len(),
+                )
+            })
+            .collect();
+        Loopback {
+            shared,
+            shards,
+            queue: VecDeque::new(),
+            done: Vec::new(),
+            woken: 0,
+            job: None,
+            outcome: None,
+            next_seq: 0,
+        }
+    }
+
+    /// Runs one command on the shard that owns its first key (or shard 0), as a local
+    /// command would run there; its reply in RESP2.
+    pub fn exec(&mut self, argv: &[&[u8]]) -> Vec<u8> {
+        let cmd = Cmd::new(argv);
+        let args = cmd.args();
+        let Ok(spec) = self.shared.commands.resolve(&args) else {
+            panic!("unknown {argv:?}");
+        };
+        let mut shard = 0;
+        spec.for_each_key(&args, |i, _| {
+            shard = self.shared.slots.shard_of_key(args.get(i))
+        });
+        let mut out = Vec::new();
+        let version = self.shared.slots.version();
+        self.shards[shard].execute(
+            &self.shared,
+            spec,
+            &args,
+            NOW,
+            &mut out,
+            Version::Resp2,
+            None,
+            version,
+        );
+        self.collect(shard);
+        self.deliver();
+        out
+    }
+
+    /// Starts `plan` (locking `locks` first) and delivers messages until it finishes or
+    /// nothing moves; its reply, if it finished.
+    pub fn start(
+        &mut self,
+        plan: Box<dyn Plan>,
+        locks: Vec<(Vec<u8>, LockMode)>,
+    ) -> Option<Vec<u8>> {
+        self.next_seq += 1;
+        let tx = TxRef {
+            worker: 0,
+            seq: self.next_seq,
+        };
+        let mut job = TxJob::new(
+            tx,
+            0,
+            &self.shared.slots,
+            locks,
+            false,
+            plan,
+            Version::Resp2,
+        );
+        let mut out = Vec::new();
+        let env = Env {
+            shared: &self.shared,
+            slots: &self.shared.slots,
+            now: NOW,
+        };
+        self.outcome = job.start(&env, &mut out);
+        self.queue.extend(out);
+        self.job = Some(job);
+        self.deliver();
+        self.reply()
+    }
+
+    /// The command `argv`'s own cross-shard plan, run to its end (its locks as the
+    /// pipeline would take them); its reply.
+    pub fn plan(&mut self, argv: &[&[u8]]) -> Option<Vec<u8>> {
+        let cmd = Cmd::new(argv);
+        let args = cmd.args();
+        let Ok(spec) = self.shared.commands.resolve(&args) else {
+            panic!("unknown {argv:?}");
+        };
+        let Some(cross) = spec.plan() else {
+            panic!("{} has no plan", spec.name);
+        };
+        let start = PlanStart {
+            spec,
+            args: &args,
+            slots: &self.shared.slots,
+            now: NOW,
+            locked: false,
+        };
+        let plan = match (cross.plan)(&start) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let mut out = Vec::new();
+                Encoder::new(&mut out, Version::Resp2).error(&e);
+                return Some(out);
+            }
+        };
+        let locks = match cross.locking {
+            crate::txn::plan::Locking::Keys => spec.lock_needs(&args),
+            _ => Vec::new(),
+        };
+        self.start(plan, locks)
+    }
+
+    /// The finished job's reply (in RESP2), taken.
+    pub fn reply(&mut self) -> Option<Vec<u8>> {
+        match self.outcome.take()? {
+            Outcome::Reply(r) => Some(r),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// Whether a job is still running (parked, or waiting for a lock).
+    pub fn running(&self) -> bool {
+        self.job.is_some() && self.outcome.is_none()
+    }
+
+    /// Times the running job out, as its worker would once its deadline passed.
+    pub fn time_out(&mut self) {
+        let Some(job) = self.job.as_mut() else { return };
+        let mut out = Vec::new();
+        let env = Env {
+            shared: &self.shared,
+            slots: &self.shared.slots,
+            now: NOW,
+        };
+        if let Some(o) = job.on_timeout(&env, &mut out) {
+            self.outcome = Some(o);
+        }
+        self.queue.extend(out);
+        self.deliver();
+    }
+
+    fn collect(&mut self, shard: usize) {
+        let out = self.shards[shard].take_out();
+        self.queue.extend(out);
+    }
+
+    /// Delivers messages until none is left.
+    pub fn deliver(&mut self) {
+        while let Some((dest, msg)) = self.queue.pop_front() {
+            let env = Env {
+                shared: &self.shared,
+                slots: &self.shared.slots,
+                now: NOW,
+            };
+            let mut out = Vec::new();
+            match msg {
+                Msg::Run(from, batch) => self.shards[dest].run_batch(&self.shared, from, batch),
+                Msg::Resume(from, budget) => self.shards[dest].resume(&self.shared, from, budget),
+                Msg::Step(step) => self.shards[dest].step(&self.shared, step),
+                Msg::Park(req) => self.shards[dest].park(&self.shared, req),
+                Msg::Unpark(tx, id) => self.shards[dest].unpark(tx, id),
+                Msg::Slots(map) => self.shards[dest].set_slots(map),
+                Msg::Done(to, batch) => self.done.push((to, batch)),
+                Msg::Replies(..) | Msg::Adopt(..) => {}
+                Msg::StepDone(done) => {
+                    if let Some(job) = self.job.as_mut()
+                        && let Some(o) = job.on_done(done, &env, &mut out)
+                    {
+                        self.outcome = Some(o);
+                    }
+                }
+                Msg::Woken(_, id, key) => {
+                    self.woken += 1;
+                    if let Some(job) = self.job.as_mut()
+                        && let Some(o) = job.on_woken(id, key, &env, &mut out)
+                    {
+                        self.outcome = Some(o);
+                    }
+                }
+            }
+            self.queue.extend(out);
+            if dest < self.shards.len() {
+                self.collect(dest);
+            }
+        }
+    }
+
+    /// True when no shard holds or wants a lock, and no plan waits on any.
+    pub fn all_quiet(&self) -> bool {
+        self.shards.iter().all(|s| s.quiet() && !s.has_parked())
+    }
+
+    /// Two keys owned by different shards (0 and 1).
+    pub fn keys_on_two_shards(&self) -> (Vec<u8>, Vec<u8>) {
+        let find = |shard: usize| {
+            (0..)
+                .map(|i| format!("key:{i}").into_bytes())
+                .find(|k| self.shared.slots.shard_of_key(k) == shard)
+                .unwrap_or_default()
+        };
+        (find(0), find(1))
+    }
+}

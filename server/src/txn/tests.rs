@@ -1,0 +1,261 @@
+//! Plans as state machines: the coordinator and real shards exchanging their messages
+//! in-process (`testkit::Loopback`), with no threads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use goblin_store::{Keyspace, Millis};
+
+use crate::runtime::msg::{LockMode, Msg};
+use crate::testkit::Loopback;
+use crate::txn::plan::{Hop, HopOut, Park, Plan, PlanCx, Step};
+
+fn bulk(v: &[u8]) -> Vec<u8> {
+    let mut out = format!("${}\r\n", v.len()).into_bytes();
+    out.extend_from_slice(v);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+#[test]
+fn mget_answers_in_argument_order_across_shards() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    lb.exec(&[b"SET", &a, b"1"]);
+    let reply = lb.plan(&[b"MGET", &b, &a, &b]);
+    assert_eq!(reply, Some(b"*3\r\n$-1\r\n$1\r\n1\r\n$-1\r\n".to_vec()));
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn msetnx_writes_nothing_when_a_key_exists() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    lb.exec(&[b"SET", &b, b"old"]);
+    assert_eq!(
+        lb.plan(&[b"MSETNX", &a, b"1", &b, b"2"]),
+        Some(b":0\r\n".to_vec())
+    );
+    assert_eq!(lb.exec(&[b"GET", &a]), b"$-1\r\n");
+    lb.exec(&[b"DEL", &b]);
+    assert_eq!(
+        lb.plan(&[b"MSETNX", &a, b"1", &b, b"2"]),
+        Some(b":1\r\n".to_vec())
+    );
+    assert_eq!(lb.exec(&[b"GET", &b]), bulk(b"2"));
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn moving_a_value_between_shards() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    assert_eq!(
+        lb.plan(&[b"RENAME", &a, &b]),
+        Some(b"-ERR no such key\r\n".to_vec())
+    );
+    assert_eq!(lb.plan(&[b"COPY", &a, &b]), Some(b":0\r\n".to_vec()));
+    lb.exec(&[b"SET", &a, b"v", b"PX", b"100000"]);
+    lb.exec(&[b"SET", &b, b"w"]);
+    assert_eq!(lb.plan(&[b"RENAMENX", &a, &b]), Some(b":0\r\n".to_vec()));
+    assert_eq!(lb.plan(&[b"COPY", &a, &b]), Some(b":0\r\n".to_vec()));
+    assert_eq!(
+        lb.plan(&[b"COPY", &a, &b, b"REPLACE"]),
+        Some(b":1\r\n".to_vec())
+    );
+    assert_eq!(lb.exec(&[b"GET", &b]), bulk(b"v"));
+    assert_eq!(lb.plan(&[b"RENAME", &b, &a]), Some(b"+OK\r\n".to_vec()));
+    assert_eq!(lb.exec(&[b"EXISTS", &b]), b":0\r\n");
+    assert_eq!(
+        lb.exec(&[b"PTTL", &a]),
+        b":100000\r\n",
+        "the expiry moves with the value"
+    );
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn a_claim_across_shards_in_either_order() {
+    for claim_on in [0, 1] {
+        let mut lb = Loopback::new(2);
+        let (x, y) = lb.keys_on_two_shards();
+        let (c, r) = if claim_on == 0 { (x, y) } else { (y, x) };
+        let claim = |lb: &mut Loopback| lb.plan(&[b"GOBLIN.CLAIM", &c, &r, b"w", b"30"]);
+        assert_eq!(claim(&mut lb), Some(bulk(b"CLAIMED")));
+        assert!(lb.all_quiet(), "a won claim keeps no lock");
+        assert_eq!(
+            claim(&mut lb),
+            Some(b"$-1\r\n".to_vec()),
+            "held, no result yet"
+        );
+        lb.exec(&[b"SET", &r, b"done"]);
+        assert_eq!(claim(&mut lb), Some(bulk(b"done")));
+        lb.exec(&[b"DEL", &r]);
+        lb.exec(&[b"HSET", &r, b"f", b"v"]);
+        assert_eq!(
+            claim(&mut lb),
+            Some(
+                b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n".to_vec()
+            )
+        );
+        lb.exec(&[b"DEL", &c]);
+        assert_eq!(
+            claim(&mut lb),
+            Some(bulk(b"CLAIMED")),
+            "released: won again"
+        );
+        assert_eq!(
+            lb.plan(&[b"GOBLIN.CLAIM", &c, &r, b"w", b"0"]),
+            Some(b"-ERR invalid expire time in 'goblin.claim' command\r\n".to_vec())
+        );
+        assert!(lb.all_quiet());
+    }
+}
+
+#[test]
+fn a_refused_step_fails_the_transaction_and_releases_everything() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    // Shard 1 gives b's slot away in a newer map that the coordinator has not seen.
+    let slot = usize::from(goblin_store::key_slot(&b));
+    let moved = Arc::new(lb.shared.slots.with_moves(&[(slot, 0)]));
+    lb.queue.push_back((1, Msg::Slots(moved)));
+    lb.deliver();
+    let reply = lb.plan(&[b"MSET", &a, b"1", &b, b"2"]).unwrap_or_default();
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.starts_with(&format!(
+            "-ERR internal error: hash slot {slot} is not served by thread 1"
+        )),
+        "{text}"
+    );
+    assert_eq!(lb.exec(&[b"EXISTS", &a]), b":0\r\n", "nothing was written");
+    assert!(lb.all_quiet(), "the lock taken on shard 0 was released");
+}
+
+/// A test plan that parks: waits for `key` to exist (or `timeout`), then reads it.
+#[derive(Debug)]
+struct WaitThenGet {
+    keys: Vec<Vec<u8>>,
+    timeout: Option<Duration>,
+    lock_first: bool,
+    read: bool,
+}
+
+fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> bool {
+    db.contains(key, now)
+}
+
+impl Plan for WaitThenGet {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        match results.into_iter().next() {
+            None if self.lock_first => {
+                // Lock the key first: parking must give the lock up.
+                self.lock_first = false;
+                let key = &self.keys[0];
+                let hop = Hop::run(cx.slots.shard_of_key(key), |_| HopOut::Done)
+                    .locking(key, LockMode::Exclusive);
+                Step::Hops(vec![hop])
+            }
+            None | Some(HopOut::Done) => Step::Park(Park {
+                keys: self.keys.clone(),
+                timeout: self.timeout,
+                ready: Some(exists),
+            }),
+            Some(HopOut::Woken(key)) if !self.read => {
+                self.read = true;
+                let shard = cx.slots.shard_of_key(&key);
+                Step::Hops(vec![Hop::run(shard, move |ctx| {
+                    HopOut::Bulks(vec![
+                        ctx.db
+                            .get(&key, ctx.now)
+                            .and_then(|e| e.value().as_str().map(<[u8]>::to_vec)),
+                    ])
+                })])
+            }
+            Some(HopOut::Bulks(mut v)) => match v.pop().flatten() {
+                Some(v) => cx.done(|e| e.bulk(&v)),
+                None => cx.done(|e| e.null()),
+            },
+            _ => cx.done(|e| e.null()),
+        }
+    }
+}
+
+fn wait(keys: &[&[u8]], timeout: Option<Duration>, lock_first: bool) -> Box<dyn Plan> {
+    Box::new(WaitThenGet {
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        timeout,
+        lock_first,
+        read: false,
+    })
+}
+
+#[test]
+fn a_parked_plan_wakes_when_its_key_is_written() {
+    let mut lb = Loopback::new(2);
+    let (a, _) = lb.keys_on_two_shards();
+    assert_eq!(lb.start(wait(&[&a], None, false), Vec::new()), None);
+    assert!(lb.running());
+    assert!(lb.shards[0].has_parked());
+    lb.exec(&[b"SET", &a, b"v"]);
+    assert_eq!(lb.reply(), Some(bulk(b"v")));
+    assert_eq!(lb.woken, 1);
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn a_key_ready_when_the_plan_parks_wakes_it_at_once() {
+    let mut lb = Loopback::new(1);
+    lb.exec(&[b"SET", b"k", b"here"]);
+    assert_eq!(
+        lb.start(wait(&[b"k"], None, false), Vec::new()),
+        Some(bulk(b"here"))
+    );
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn a_parked_plan_times_out_and_leaves_nothing_behind() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    assert_eq!(
+        lb.start(
+            wait(&[&a, &b], Some(Duration::from_millis(5)), false),
+            Vec::new()
+        ),
+        None
+    );
+    assert!(lb.shards[0].has_parked() && lb.shards[1].has_parked());
+    lb.time_out();
+    assert_eq!(lb.reply(), Some(b"$-1\r\n".to_vec()));
+    assert!(lb.all_quiet(), "the wait is cancelled on both shards");
+    // A write after the timeout wakes nothing.
+    lb.exec(&[b"SET", &a, b"late"]);
+    assert_eq!(lb.woken, 0);
+}
+
+#[test]
+fn a_wait_on_two_shards_is_woken_by_either_and_cancelled_on_the_other() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    assert_eq!(lb.start(wait(&[&a, &b], None, false), Vec::new()), None);
+    lb.exec(&[b"SET", &b, b"second"]);
+    assert_eq!(lb.reply(), Some(bulk(b"second")));
+    assert!(lb.all_quiet(), "shard 0 forgot the wait");
+    lb.exec(&[b"SET", &a, b"first"]);
+    assert_eq!(lb.woken, 1);
+}
+
+#[test]
+fn a_parked_plan_holds_no_lock() {
+    let mut lb = Loopback::new(1);
+    assert_eq!(lb.start(wait(&[b"k"], None, true), Vec::new()), None);
+    assert!(
+        lb.shards[0].quiet(),
+        "the lock was released when the plan parked"
+    );
+    lb.exec(&[b"SET", b"k", b"v"]);
+    assert_eq!(lb.reply(), Some(bulk(b"v")));
+    assert!(lb.all_quiet());
+}
