@@ -14,6 +14,7 @@ mod keys_diff;
 mod multi_exec;
 mod multikey;
 mod ordering;
+mod output_bound;
 mod protocol;
 mod scan_completeness;
 mod server_commands;

@@ -1,0 +1,149 @@
+//! A connection's unsent replies are bounded wherever they are held: a client that
+//! pipelines requests for large values on another shard and does not read makes the
+//! server hold its output bound (64 MiB) and a batch's reply budget, not every reply.
+//! (Before the bound counted replies held for a connection on other shards, 512 GETs of
+//! a 4 MiB value there — 12 KB sent — made the server hold 2.1 GB.)
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use goblin_store::key_slot;
+use goblin_tests::{Raw, Server, encode};
+
+const VALUE: usize = 4 * 1024 * 1024;
+const GETS: usize = 512;
+
+fn info_field(raw: &mut Raw, field: &str) -> String {
+    let reply = raw.cmd(&[b"INFO", b"everything"]);
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+}
+
+/// The worker a new connection lands on: the one whose client count grew.
+fn connect_and_locate(server: &Server) -> (Raw, usize) {
+    let mut probe = server.raw();
+    let before: Vec<usize> = info_field(&mut probe, "goblin_clients_per_thread")
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    let conn = server.raw();
+    let after: Vec<usize> = info_field(&mut probe, "goblin_clients_per_thread")
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    let worker = (0..after.len())
+        .find(|&i| after[i] > before[i])
+        .expect("the new connection shows in INFO");
+    (conn, worker)
+}
+
+#[test]
+fn unread_replies_from_another_shard_stay_bounded() {
+    let server = Server::goblin_threads(2);
+    let (mut flood, worker) = connect_and_locate(&server);
+    // With two shards, shard 0 owns slots 0..8192 and shard 1 the rest.
+    let other = 1 - worker;
+    let key = (0..)
+        .map(|i| format!("big:{i}"))
+        .find(|k| (usize::from(key_slot(k.as_bytes())) >= 8192) == (other == 1))
+        .unwrap();
+    let mut admin = server.raw();
+    let value = vec![b'x'; VALUE];
+    assert_eq!(admin.cmd(&[b"SET", key.as_bytes(), &value]), b"+OK\r\n");
+    let baseline: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
+
+    let mut pipeline = Vec::new();
+    for _ in 0..GETS {
+        pipeline.extend_from_slice(&encode(&[b"GET", key.as_bytes()]));
+    }
+    flood.send(&pipeline);
+    // The client does not read. Watch the server's memory for a while.
+    let mut worst = 0i64;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let used: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
+        worst = worst.max(used - baseline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "unread replies: the server held at most {} MiB more",
+        worst >> 20
+    );
+    assert!(
+        worst < 300 << 20,
+        "the server held {} MiB for a client that does not read (the bound is 64 MiB \
+         of output and a 4 MiB batch budget)",
+        worst >> 20
+    );
+    // Every reply still arrives, in full and in order, once the client reads.
+    let header = format!("${VALUE}\r\n").into_bytes();
+    let per_reply = header.len() + VALUE + 2;
+    let stream = flood.stream();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reply = vec![0u8; per_reply];
+    for i in 0..GETS {
+        stream
+            .read_exact(&mut reply)
+            .unwrap_or_else(|e| panic!("reply {i}: {e}"));
+        assert!(reply.starts_with(&header), "reply {i}");
+        assert!(
+            reply[header.len()..header.len() + VALUE]
+                .iter()
+                .all(|&b| b == b'x')
+        );
+        assert!(reply.ends_with(b"\r\n"));
+    }
+    // And the connection goes on.
+    stream.write_all(&encode(&[b"PING"])).unwrap();
+    assert_eq!(flood.reply(), b"+PONG\r\n");
+    let after: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
+    assert!(
+        after - baseline < 32 << 20,
+        "{} MiB left",
+        (after - baseline) >> 20
+    );
+}
+
+#[test]
+fn a_client_that_leaves_with_replies_unread_frees_them() {
+    let server = Server::goblin_threads(2);
+    let (mut flood, worker) = connect_and_locate(&server);
+    let other = 1 - worker;
+    let key = (0..)
+        .map(|i| format!("big:{i}"))
+        .find(|k| (usize::from(key_slot(k.as_bytes())) >= 8192) == (other == 1))
+        .unwrap();
+    let mut admin = server.raw();
+    assert_eq!(
+        admin.cmd(&[b"SET", key.as_bytes(), &vec![b'x'; VALUE]]),
+        b"+OK\r\n"
+    );
+    let baseline: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
+    let mut pipeline = Vec::new();
+    for _ in 0..GETS {
+        pipeline.extend_from_slice(&encode(&[b"GET", key.as_bytes()]));
+    }
+    flood.send(&pipeline);
+    std::thread::sleep(Duration::from_millis(500));
+    drop(flood);
+    // Its stalled batch is dropped at the owner and its output freed.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let used: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
+        let clients = info_field(&mut admin, "connected_clients");
+        if used - baseline < 16 << 20 && clients == "1" {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} MiB still held, {clients} clients",
+            (used - baseline) >> 20
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(admin.cmd(&[b"DBSIZE"]), b":1\r\n");
+}
