@@ -157,6 +157,37 @@ pub fn pipeline(raw: &mut Raw, cmds: &[Cmd]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A full SCAN iteration, cursor 0 back to cursor 0, with `options` (MATCH, COUNT,
+/// TYPE…): `each` gets every call's keys, and the connection to act on before the next
+/// call. Returns the number of calls, or the first error reply.
+///
+/// # Panics
+/// When a reply is neither a SCAN reply nor an error, or when the cursor has not come
+/// back to 0 after 200 000 calls.
+pub fn scan_all<S: AsRef<[u8]>>(
+    raw: &mut Raw,
+    options: &[S],
+    mut each: impl FnMut(&mut Raw, Vec<Vec<u8>>),
+) -> Result<usize, Vec<u8>> {
+    let mut cursor = 0u64;
+    for calls in 1..=200_000 {
+        let mut c = cmd(&["SCAN", &cursor.to_string()]);
+        c.extend(options.iter().map(|o| o.as_ref().to_vec()));
+        let reply = call(raw, &c);
+        if reply.starts_with(b"-") {
+            return Err(reply);
+        }
+        let (next, keys) = crate::reply::scan_reply(&reply);
+        each(raw, keys);
+        if next == 0 {
+            return Ok(calls);
+        }
+        cursor = next;
+    }
+    let options: Vec<Vec<u8>> = options.iter().map(|o| o.as_ref().to_vec()).collect();
+    panic!("SCAN {} did not come back to cursor 0", show_cmd(&options));
+}
+
 /// A command, readably.
 pub fn show_cmd(c: &[Vec<u8>]) -> String {
     c.iter().map(|a| show(a)).collect::<Vec<_>>().join(" ")

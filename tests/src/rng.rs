@@ -84,6 +84,52 @@ pub fn seeds(test: &str, count: u64) -> Vec<u64> {
     seeds
 }
 
+/// A random INCRBYFLOAT operand: mostly decimals with up to 25 integer and 24 fraction
+/// digits, a sign now and then, sometimes an exponent (now and then one in the thousands,
+/// where the sum overflows or underflows); sometimes `inf`, `-inf` or `nan`.
+pub fn random_decimal(rng: &mut Rng) -> String {
+    if rng.percent(4) {
+        return (*rng.pick(&["inf", "-inf", "nan"])).to_string();
+    }
+    let mut s = String::new();
+    match rng.below(20) {
+        0..=7 => s.push('-'),
+        8 => s.push('+'),
+        _ => {}
+    }
+    let digits = |n: usize, rng: &mut Rng| -> String {
+        (0..n)
+            .map(|_| char::from(b'0' + rng.below(10) as u8))
+            .collect()
+    };
+    let int_len = *rng.pick(&[0, 1, 1, 1, 2, 3, 5, 8, 12, 19, 25]);
+    let frac_len = if int_len == 0 {
+        1 + rng.below(20)
+    } else {
+        *rng.pick(&[0, 0, 1, 2, 3, 6, 10, 17, 20, 24])
+    };
+    s.push_str(&digits(int_len, rng));
+    if frac_len > 0 || rng.percent(5) {
+        s.push('.');
+        s.push_str(&digits(frac_len, rng));
+    }
+    if rng.percent(25) {
+        s.push(if rng.percent(80) { 'e' } else { 'E' });
+        match rng.below(10) {
+            0..=3 => s.push('-'),
+            4 => s.push('+'),
+            _ => {}
+        }
+        let exp = if rng.percent(10) {
+            rng.below(4900)
+        } else {
+            rng.below(30)
+        };
+        s.push_str(&exp.to_string());
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::Rng;

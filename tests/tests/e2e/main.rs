@@ -16,7 +16,6 @@ mod ordering;
 mod protocol;
 mod scan_completeness;
 mod server_commands;
-mod shards;
 mod soak;
 mod strings_diff;
 mod strings_keys;

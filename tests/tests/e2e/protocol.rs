@@ -3,6 +3,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use goblin_tests::rng::Rng;
 use goblin_tests::{Differential, Server, encode, show};
 
 const QUIET: Duration = Duration::from_millis(300);
@@ -148,13 +149,8 @@ fn declared_but_unsent_sizes_are_not_allocated() {
 #[test]
 fn garbage_never_crashes_the_server() {
     let mut server = Server::goblin();
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
+    let mut next = || rng.next_u64();
     for round in 0..300 {
         let mut raw = server.raw();
         let len = (next() % 512) as usize;
