@@ -320,7 +320,9 @@ impl Differential {
     /// the connection. Returns goblin's replies and whether it closed.
     ///
     /// # Panics
-    /// Also when redis-server does not send `replies` replies: the test's count is wrong.
+    /// Also when redis-server does not send exactly `replies` replies before the ECHO's:
+    /// the test's count is wrong. (The input must leave the connection where ECHO is
+    /// answered: not inside MULTI.)
     pub fn check_raw_replies(&mut self, bytes: &[u8], replies: usize) -> (Vec<u8>, bool) {
         let mut r = self.redis.raw();
         let mut g = self.goblin.raw();
@@ -336,6 +338,14 @@ impl Differential {
             brief(bytes),
             sent.len(),
             show(&want.bytes)
+        );
+        assert!(
+            want.closed || want.after == crate::reply::bulk(PROBE),
+            "raw input {}: after the {replies} replies the test expects, redis-server sent {} \
+             instead of answering the ECHO probe: the test's count is too low (or the input \
+             leaves the connection where ECHO is not answered: use check_raw_to_close)",
+            brief(bytes),
+            show(&want.after)
         );
         let got = read_replies(&mut g, replies, "goblin-server", bytes);
         if let Err(e) = raw_verdict(bytes, &got, &want) {

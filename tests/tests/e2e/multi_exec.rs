@@ -258,7 +258,7 @@ fn quit_inside_multi_closes_like_redis() {
             "MULTI\r\nSET {} 1\r\nSET {} 1\r\nQUIT\r\nEXEC\r\n",
             keys[0], keys[1]
         );
-        let (_, closed) = d.check_raw(input.as_bytes(), std::time::Duration::from_millis(300));
+        let (_, closed) = d.check_raw_to_close(input.as_bytes());
         assert!(closed, "--threads {threads}: QUIT must close");
         d.check(&[b"MGET", keys[0].as_bytes(), keys[1].as_bytes()]);
     }

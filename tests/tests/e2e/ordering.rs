@@ -400,7 +400,7 @@ fn quit_and_protocol_errors_wait_for_the_commands_in_flight() {
         for tail in [&b"*1\r\n$4\r\nQUIT\r\nPING\r\n"[..], b"*1\r\n!\r\nPING\r\n"] {
             d.check(&[b"FLUSHALL"]);
             let input = [head.as_slice(), tail].concat();
-            let (_, closed) = d.check_raw(&input, std::time::Duration::from_millis(300));
+            let (_, closed) = d.check_raw_to_close(&input);
             assert!(closed, "--threads {threads}: {} must close", show(tail));
         }
     }
@@ -473,7 +473,9 @@ fn inline_pipelines_across_shards_match_redis() {
     }
     for threads in THREAD_COUNTS {
         let mut d = goblin_tests::Differential::threads(threads);
-        let (_, closed) = d.check_raw(input.as_bytes(), std::time::Duration::from_millis(300));
+        // One reply per line: no value holds a line break (`\\n` is an escape).
+        let replies = input.matches("\r\n").count();
+        let (_, closed) = d.check_raw_replies(input.as_bytes(), replies);
         assert!(!closed, "--threads {threads}");
     }
 }
