@@ -8,12 +8,12 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use goblin_tests::StopOnDrop;
+use goblin_tests::assert_bytes_eq;
+use goblin_tests::cmd::{Cmd, call, cmd, over_keys, pipeline};
+use goblin_tests::keys::{THREAD_COUNTS, spread};
+use goblin_tests::reply::{array, bulks, int, integer, ok, simple};
 use goblin_tests::{Raw, Server, show};
-
-use crate::shards::{
-    Cmd, StopOnDrop, THREAD_COUNTS, bulks, call, cmd, int, integer, ok, over_keys, pipeline,
-    simple, spread,
-};
 
 /// How long the writers run for each thread count, at least.
 const RUN: Duration = Duration::from_millis(700);
@@ -78,7 +78,7 @@ fn multi_exec(raw: &mut Raw, cmds: &[Cmd], what: &str) -> Vec<u8> {
     let exec = replies.pop().unwrap_or_default();
     assert_eq!(replies[0], ok(), "{what}: MULTI");
     for r in &replies[1..] {
-        assert_eq!(show(r), show(&simple("QUEUED")), "{what}");
+        assert_bytes_eq!(r, &simple("QUEUED"), "{what}");
     }
     exec
 }
@@ -203,9 +203,9 @@ fn multi_exec_is_atomic_to_concurrent_readers() {
                         block.extend(keys.iter().map(|k| cmd(&["SET", k, &v])));
                         let mut want = vec![int(1); keys.len()];
                         want.extend(vec![ok(); keys.len()]);
-                        assert_eq!(
-                            show(&multi_exec(&mut raw, &block, what)),
-                            show(&crate::shards::array(&want)),
+                        assert_bytes_eq!(
+                            &multi_exec(&mut raw, &block, what),
+                            &array(&want),
                             "{what}: the block's replies"
                         );
                     }
@@ -444,7 +444,7 @@ fn rename_across_shards_is_atomic_to_concurrent_readers() {
                         if reply == success {
                             moved += 1;
                         } else {
-                            assert_eq!(show(&reply), "-ERR no such key\\r\\n", "{what}");
+                            assert_bytes_eq!(reply, b"-ERR no such key\r\n", "{what}");
                         }
                         i += 1;
                     }
@@ -470,7 +470,7 @@ fn rename_across_shards_is_atomic_to_concurrent_readers() {
                     moved += 1;
                 } else {
                     // The other renamer moved it: find where it is now.
-                    assert_eq!(show(&reply), "-ERR no such key\\r\\n", "{what}");
+                    assert_bytes_eq!(reply, b"-ERR no such key\r\n", "{what}");
                     let values = bulks(&call(&mut forward, &over_keys("MGET", &ring, None)));
                     at = values.iter().position(Option::is_some).unwrap();
                 }

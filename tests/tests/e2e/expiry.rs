@@ -4,13 +4,13 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use goblin_tests::reply::info_field;
 use goblin_tests::{Raw, Server, encode};
 
 fn info_int(raw: &mut Raw, section: &str, field: &str) -> i64 {
     let text = String::from_utf8(raw.cmd(&[b"INFO", section.as_bytes()])).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
+    info_field(&text, field)
+        .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("INFO {section} lacks {field}: {text}"))
 }
 
@@ -22,7 +22,7 @@ fn now_ms() -> u64 {
 }
 
 /// Sends `commands` pipelined in chunks, checking every reply is `expect`.
-fn pipeline(raw: &mut Raw, commands: impl Iterator<Item = Vec<u8>>, expect: &[u8]) {
+fn send_expecting(raw: &mut Raw, commands: impl Iterator<Item = Vec<u8>>, expect: &[u8]) {
     let mut chunk = Vec::new();
     let mut n = 0;
     let flush = |raw: &mut Raw, chunk: &mut Vec<u8>, n: &mut usize| {
@@ -51,7 +51,7 @@ fn a_million_keys_expire_together_without_stalling_the_loop() {
     let baseline = info_int(&mut loader, "memory", "used_memory");
     let key = |i: usize| format!("key:{i:012}").into_bytes();
     let started = Instant::now();
-    pipeline(
+    send_expecting(
         &mut loader,
         (0..KEYS).map(|i| encode(&[b"SET", &key(i), &[b'v'; 32]])),
         b"+OK\r\n",
@@ -60,7 +60,7 @@ fn a_million_keys_expire_together_without_stalling_the_loop() {
     // (about what loading took; twice that, to be safe on a slow machine).
     let deadline = now_ms() + 2 * started.elapsed().as_millis() as u64 + 1000;
     let at = deadline.to_string();
-    pipeline(
+    send_expecting(
         &mut loader,
         (0..KEYS).map(|i| encode(&[b"PEXPIREAT", &key(i), at.as_bytes()])),
         b":1\r\n",

@@ -5,187 +5,34 @@
 //! expiry of both keys; DELEX and DELIFEQ as spellings of compare-and-delete; and the
 //! payment-webhook walk-through of the spec, crash and re-claim included.
 //!
-//! The helpers here (key placement, expected replies, a labelled connection) are shared
-//! with `goblin_claim_diff` and `goblin_claim_race`. Key placement is computed with a
-//! CRC16 written here, checked against Redis Cluster's published vectors, rather than
-//! with the store's own `key_slot`: a test that asks the code under test where a key
-//! lives cannot notice that it lives elsewhere.
+//! Key placement (`goblin_tests::claim::Layout`, shared with `goblin_claim_diff` and
+//! `goblin_claim_race`) is computed with the CRC16 of `goblin_tests::keys`, checked here
+//! against Redis Cluster's published vectors, rather than with the store's own
+//! `key_slot`: a test that asks the code under test where a key lives cannot notice that
+//! it lives elsewhere.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use goblin_protocol::{Frame, parse_reply};
+use goblin_tests::assert_bytes_eq;
+use goblin_tests::claim::{CLAIMED, INVALID_EXPIRE, Layout, NOT_INTEGER, WRONGTYPE};
+use goblin_tests::keys::{SLOTS, THREADS, crc16, shard_of, slot};
+use goblin_tests::reply::{bulk, err, int, integer, nil};
 use goblin_tests::{Raw, Server, show};
 
-/// The `--threads` every suite of this issue runs with: one shard, and more shards than
-/// this machine has cores.
-pub const THREADS: [usize; 2] = [1, 4];
-
-/// Redis Cluster's slot count.
-const SLOTS: usize = 16384;
-
-/// The reply to a won claim.
-pub const CLAIMED: &[u8] = b"$7\r\nCLAIMED\r\n";
-/// `ERR value is not an integer or out of range`.
-pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-/// GOBLIN.CLAIM's invalid-lease error.
-pub const INVALID_EXPIRE: &str = "ERR invalid expire time in 'goblin.claim' command";
-/// WRONGTYPE.
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-
-/// CRC16-XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's key hash.
-pub fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-/// The hash slot of a key: CRC16 of its first non-empty `{hash tag}`, else of the key.
-pub fn slot(key: &[u8]) -> usize {
-    let hashed = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&close| close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(key);
-    usize::from(crc16(hashed)) % SLOTS
-}
-
-/// The shard owning `key` with `threads` threads: slots are dealt in contiguous ranges.
-pub fn shard_of(key: &[u8], threads: usize) -> usize {
-    slot(key) * threads / SLOTS
-}
-
-/// Where a claim's two keys live relative to each other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// One slot (hash tags `claim:{id}` / `result:{id}`): one shard, the fast path.
-    SameSlot,
-    /// Different slots; with more than one thread, the claim key's shard comes first in
-    /// the lock order (the protocol keeps the claim locked while it reads the result).
-    CrossUp,
-    /// Different slots; with more than one thread, the result key's shard comes first
-    /// (the protocol drops the claim, reads the result, then tries the claim again).
-    CrossDown,
-}
-
-impl Layout {
-    /// Every layout.
-    pub const ALL: [Layout; 3] = [Layout::SameSlot, Layout::CrossUp, Layout::CrossDown];
-
-    /// The claim key and the result key of claim `id` (no braces in it) under this
-    /// layout with `threads` threads.
-    pub fn keys(self, id: &str, threads: usize) -> (String, String) {
-        assert!(!id.contains(['{', '}']), "{id}");
-        match self {
-            Layout::SameSlot => {
-                let (claim, result) = (format!("claim:{{{id}}}"), format!("result:{{{id}}}"));
-                assert_eq!(slot(claim.as_bytes()), slot(result.as_bytes()));
-                (claim, result)
-            }
-            Layout::CrossUp | Layout::CrossDown => {
-                // Order by shard when there are several, else by slot (still two slots).
-                let rank = |k: &str| {
-                    if threads > 1 {
-                        shard_of(k.as_bytes(), threads)
-                    } else {
-                        slot(k.as_bytes())
-                    }
-                };
-                let (low, high) = if threads > 1 {
-                    (0, threads - 1)
-                } else {
-                    (0, SLOTS / 2)
-                };
-                let (claim_rank, result_rank) = match self {
-                    Layout::CrossUp => (low, high),
-                    _ => (high, low),
-                };
-                let pick = |prefix: &str, want: usize| {
-                    (0..)
-                        .map(|n| format!("{prefix}:{id}.{n}"))
-                        .find(|k| {
-                            let r = rank(k);
-                            if threads > 1 {
-                                r == want
-                            } else if want == low {
-                                r < SLOTS / 2
-                            } else {
-                                r >= SLOTS / 2
-                            }
-                        })
-                        .unwrap()
-                };
-                let claim = pick("claim", claim_rank);
-                let result = pick("result", result_rank);
-                let (c, r) = (rank(&claim), rank(&result));
-                match self {
-                    Layout::CrossUp => assert!(c < r, "{claim} {result}"),
-                    _ => assert!(c > r, "{claim} {result}"),
-                }
-                (claim, result)
-            }
-        }
-    }
-}
-
-/// The RESP encoding of a bulk string.
-pub fn bulk(v: &[u8]) -> Vec<u8> {
-    let mut out = format!("${}\r\n", v.len()).into_bytes();
-    out.extend_from_slice(v);
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-/// The RESP encoding of an integer.
-pub fn int(n: i64) -> Vec<u8> {
-    format!(":{n}\r\n").into_bytes()
-}
-
-/// The RESP encoding of an error.
-pub fn err(text: &str) -> Vec<u8> {
-    format!("-{text}\r\n").into_bytes()
-}
-
-/// The null reply of a protocol version.
-pub fn nil(resp3: bool) -> &'static [u8] {
-    if resp3 { b"_\r\n" } else { b"$-1\r\n" }
-}
-
-/// The value of an integer reply.
-pub fn integer(reply: &[u8]) -> i64 {
-    match parse_reply(reply) {
-        Ok(Some((Frame::Integer(n), _))) => n,
-        _ => panic!("not an integer reply: {}", show(reply)),
-    }
-}
-
 /// A connection that labels its failures with what it is testing.
-pub struct Conn {
+struct Conn {
     raw: Raw,
     /// Whether HELLO 3 switched it to RESP3.
-    pub resp3: bool,
+    resp3: bool,
     /// Thread count, layout, protocol: printed with every failed assertion.
-    pub label: String,
+    label: String,
 }
 
 impl Conn {
     /// A connection to `server`, in RESP3 when `resp3`.
-    pub fn open(server: &Server, resp3: bool, label: String) -> Conn {
+    fn open(server: &Server, resp3: bool, label: String) -> Conn {
         let mut raw = server.raw();
         if resp3 {
             let hello = raw.cmd(&[b"HELLO", b"3"]);
@@ -195,17 +42,17 @@ impl Conn {
     }
 
     /// Sends a command, returns the reply's bytes.
-    pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+    fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
         let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
         self.raw.cmd(&args)
     }
 
     /// Sends a command and asserts its reply, byte for byte.
-    pub fn expect<A: AsRef<[u8]>>(&mut self, args: &[A], want: &[u8]) {
+    fn expect<A: AsRef<[u8]>>(&mut self, args: &[A], want: &[u8]) {
         let got = self.cmd(args);
-        assert_eq!(
-            show(&got),
-            show(want),
+        assert_bytes_eq!(
+            &got,
+            want,
             "[{}] reply to {:?}",
             self.label,
             args.iter().map(|a| show(a.as_ref())).collect::<Vec<_>>()
@@ -213,7 +60,7 @@ impl Conn {
     }
 
     /// This connection's null reply.
-    pub fn nil(&self) -> &'static [u8] {
+    fn nil(&self) -> &'static [u8] {
         nil(self.resp3)
     }
 }

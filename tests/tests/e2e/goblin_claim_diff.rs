@@ -22,11 +22,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use goblin_tests::claim::{CLAIMED, Layout};
+use goblin_tests::cmd::{Cmd, cmd, show_cmd};
+use goblin_tests::diff::{How, ask, ask_both, same, ttl_class};
+use goblin_tests::keys::THREADS;
+use goblin_tests::rng::{Rng, seeds};
 use goblin_tests::{Raw, Server, show};
-
-use crate::goblin_claim::{CLAIMED, Layout, THREADS};
 
 /// GOBLIN.CLAIM's oracle, exactly as the contract gives it.
 const CLAIM_SCRIPT: &str = r#"if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
@@ -92,35 +95,6 @@ const MUST_SEE: [&str; 11] = [
     "DELIFEQ → :1\\r\\n",
 ];
 
-/// SplitMix64: small, seedable, good enough to pick commands.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn percent(&mut self, p: usize) -> bool {
-        self.below(100) < p
-    }
-}
-
 /// What a step does to the deadlines the runner tracks, once its reply is known.
 #[derive(Debug)]
 enum Effect {
@@ -138,24 +112,17 @@ enum Effect {
     Expire(usize, i64),
 }
 
-/// How replies are compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compare {
-    /// Byte for byte.
-    Exact,
-    /// Byte for byte after removing the script's suffix from redis's error.
-    Script,
-    /// PTTL: -2, -1, or some positive number.
-    TtlClass,
-}
-
 /// One command of a sequence.
 struct Step {
     goblin: Vec<Vec<u8>>,
     redis: Vec<Vec<u8>>,
     keys: Vec<usize>,
     effect: Effect,
-    compare: Compare,
+    /// How goblin's reply is compared with redis's.
+    how: How,
+    /// Whether redis runs the command's Lua oracle: the script's location is removed from
+    /// its errors ([`normalize_script_reply`]) before they are compared.
+    script_oracle: bool,
 }
 
 impl Step {
@@ -165,13 +132,14 @@ impl Step {
             goblin: args,
             keys,
             effect,
-            compare: Compare::Exact,
+            how: How::Exact,
+            script_oracle: false,
         }
     }
 }
 
-fn words(items: &[&[u8]]) -> Vec<Vec<u8>> {
-    items.iter().map(|w| w.to_vec()).collect()
+fn words(items: &[&[u8]]) -> Cmd {
+    cmd(items)
 }
 
 /// The key space of one sequence: four claim ids, two with both keys in one slot, one
@@ -284,7 +252,8 @@ fn generate(rng: &mut Rng, space: &Space, sha_claim: &str, sha_cad: &str) -> Opt
                     Some(ms) if ms > 0 => Effect::Claim(claim, ms),
                     _ => Effect::None,
                 },
-                compare: Compare::Script,
+                how: How::Exact,
+                script_oracle: true,
             }
         }
         // Compare-and-delete, in every spelling.
@@ -310,7 +279,8 @@ fn generate(rng: &mut Rng, space: &Space, sha_claim: &str, sha_cad: &str) -> Opt
                 redis: words(&[b"EVALSHA", sha_cad.as_bytes(), b"1", space.key(key), value]),
                 keys: vec![key],
                 effect: Effect::Cad(key),
-                compare: Compare::Script,
+                how: How::Exact,
+                script_oracle: true,
             }
         }
         // SET, with a short PX, EX 1, or none.
@@ -392,7 +362,7 @@ fn generate(rng: &mut Rng, space: &Space, sha_claim: &str, sha_cad: &str) -> Opt
         85..=88 => {
             let key = any_key(rng);
             let mut step = Step::same(words(&[b"PTTL", space.key(key)]), vec![key], Effect::None);
-            step.compare = Compare::TtlClass;
+            step.how = How::TtlClass;
             step
         }
         89..=91 => {
@@ -436,15 +406,6 @@ fn normalize_script_reply(reply: &[u8]) -> Vec<u8> {
         "invalid expire time in 'goblin.claim' command",
     );
     format!("-{text}\r\n").into_bytes()
-}
-
-/// The class of a PTTL reply: -2 (no key), -1 (no expiry), 1 (an expiry).
-fn ttl_class(reply: &[u8]) -> Vec<u8> {
-    match reply {
-        b":-2\r\n" | b":-1\r\n" => reply.to_vec(),
-        _ if reply.starts_with(b":") && reply.len() > 3 => b":<positive>\r\n".to_vec(),
-        _ => reply.to_vec(),
-    }
 }
 
 /// The interval in which a tracked key's deadline falls on both servers.
@@ -506,14 +467,6 @@ impl Runner {
             if self.resp3 { 3 } else { 2 }
         );
     }
-
-    fn both(&mut self, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
-        (self.g.cmd(args), self.r.cmd(args))
-    }
-}
-
-fn args_text(args: &[Vec<u8>]) -> String {
-    args.iter().map(|a| show(a)).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs one sequence; `Err` when a stall made it inconclusive.
@@ -525,7 +478,7 @@ fn run_sequence(
     shas: &(String, String),
     tally: &Tally,
 ) -> Result<(), String> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let resp3 = seed % 2 == 1;
     let mut run = Runner {
         g: goblin.raw(),
@@ -536,7 +489,7 @@ fn run_sequence(
         log: Vec::new(),
     };
     if resp3 {
-        let (g, r) = run.both(&[b"HELLO", b"3"]);
+        let (g, r) = ask_both(&mut run.g, &mut run.r, &[b"HELLO", b"3"]);
         assert!(g.starts_with(b"%") && r.starts_with(b"%"), "HELLO 3");
     }
     let space = Space::new(seed, threads);
@@ -554,18 +507,17 @@ fn run_sequence(
         let t0 = Instant::now();
         let g_args: Vec<&[u8]> = step.goblin.iter().map(Vec::as_slice).collect();
         let r_args: Vec<&[u8]> = step.redis.iter().map(Vec::as_slice).collect();
-        let want = run.r.cmd(&r_args);
-        let got = run.g.cmd(&g_args);
+        let (got, want) = ask(&mut run.g, &g_args, &mut run.r, &r_args);
         let t1 = Instant::now();
 
-        let (got_cmp, want_cmp) = match step.compare {
-            Compare::Exact => (got.clone(), want.clone()),
-            Compare::Script => (got.clone(), normalize_script_reply(&want)),
-            Compare::TtlClass => (ttl_class(&got), ttl_class(&want)),
+        let want_cmp = if step.script_oracle {
+            normalize_script_reply(&want)
+        } else {
+            want.clone()
         };
         run.log.push(format!(
             "#{n} {} → {} | {}",
-            args_text(&step.goblin),
+            show_cmd(&step.goblin),
             show(&got),
             show(&want)
         ));
@@ -575,16 +527,27 @@ fn run_sequence(
                 t1 - t0
             ));
         }
-        if got_cmp != want_cmp {
+        if !same(&got, &want_cmp, step.how, &step.goblin[0]) {
             run.fail(&format!(
-                "step #{n}: {} replied {} on goblin, {} on redis (normalized: {} vs {})",
-                args_text(&step.goblin),
+                "step #{n}: {} replied {} on goblin, {} on redis (compared {:?} with {}{})",
+                show_cmd(&step.goblin),
                 show(&got),
                 show(&want),
-                show(&got_cmp),
-                show(&want_cmp)
+                step.how,
+                show(&want_cmp),
+                if step.script_oracle {
+                    ", the script's location removed"
+                } else {
+                    ""
+                }
             ));
         }
+        // PTTL replies are tallied by class.
+        let got_cmp = if step.how == How::TtlClass {
+            ttl_class(&got)
+        } else {
+            got.clone()
+        };
         *tally
             .lock()
             .unwrap()
@@ -621,12 +584,12 @@ fn run_sequence(
     wait_clear(&mut windows, &all);
     for k in all {
         let key = space.key(k).to_vec();
-        for cmd in [&b"TYPE"[..], b"GET"] {
-            let (g, r) = run.both(&[cmd, &key]);
+        for name in [&b"TYPE"[..], b"GET"] {
+            let (g, r) = ask_both(&mut run.g, &mut run.r, &[name, &key]);
             if g != r {
                 run.fail(&format!(
                     "final state: {} {} is {} on goblin, {} on redis",
-                    show(cmd),
+                    show(name),
                     show(&key),
                     show(&g),
                     show(&r)
@@ -652,29 +615,10 @@ fn load_scripts(redis: &Server) -> (String, String) {
     (load(CLAIM_SCRIPT), load(CAD_SCRIPT))
 }
 
-/// The seeds to run: `GOBLIN_DIFF_SEED` alone, or `SEQUENCES` from a fresh base.
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("GOBLIN_DIFF_SEED") {
-        let seed = seed.trim();
-        let seed = seed
-            .strip_prefix("0x")
-            .map_or_else(|| seed.parse(), |hex| u64::from_str_radix(hex, 16))
-            .expect("GOBLIN_DIFF_SEED is a number");
-        return vec![seed];
-    }
-    let base = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    let base = Rng(base).next() >> 8;
-    (0..SEQUENCES).map(|i| base + i).collect()
-}
-
 #[test]
 fn claim_and_cad_match_their_lua_oracles() {
-    let seeds = seeds();
+    let seeds = seeds("goblin_claim_diff", SEQUENCES);
     let tally = Tally::default();
-    eprintln!("goblin_claim_diff: seeds {seeds:?} (reproduce one with GOBLIN_DIFF_SEED=<seed>)");
     thread::scope(|scope| {
         for threads in THREADS {
             let (seeds, tally) = (&seeds, &tally);

@@ -13,9 +13,12 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use goblin_tests::assert_bytes_eq;
+use goblin_tests::claim::{CLAIMED, Layout};
+use goblin_tests::keys::THREADS;
+use goblin_tests::reply::{bulk, nil};
+use goblin_tests::rng::Rng;
 use goblin_tests::{Server, show};
-
-use crate::goblin_claim::{CLAIMED, Layout, THREADS, bulk, nil};
 
 /// Connections racing.
 const CONNS: usize = 32;
@@ -31,19 +34,6 @@ const SHORT_RUN: Duration = Duration::from_millis(3600);
 const LEASE: Duration = Duration::from_secs(1);
 /// Clock disagreement forgiven between the test and the server (millisecond clocks).
 const TOLERANCE: Duration = Duration::from_millis(50);
-
-/// A small seedable generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 /// One GOBLIN.CLAIM as a connection saw it.
 #[derive(Debug, Clone)]
@@ -92,14 +82,14 @@ fn long_lease_race(threads: usize) {
                 scope.spawn(move || {
                     // Connection `conn` lands on worker `conn % threads`.
                     let mut raw = server.raw();
-                    let mut rng = Rng(conn as u64);
+                    let mut rng = Rng::new(conn as u64);
                     let token = format!("c{conn}");
                     let (mut attempts, mut publishes) = (Vec::new(), Vec::new());
                     barrier.wait();
                     for _ in 0..LONG_ROUNDS {
                         let mut order: Vec<usize> = (0..ids.len()).collect();
                         for i in (1..order.len()).rev() {
-                            order.swap(i, rng.below(i as u64 + 1) as usize);
+                            order.swap(i, rng.below(i + 1));
                         }
                         for id in order {
                             let (_, claim, result) = &ids[id];
@@ -123,7 +113,7 @@ fn long_lease_race(threads: usize) {
                             });
                             if won {
                                 // The work takes a while; duplicates arrive meanwhile.
-                                thread::sleep(Duration::from_millis(5 + rng.below(15)));
+                                thread::sleep(Duration::from_millis(5 + rng.below(15) as u64));
                                 let value = format!("v{conn}:{id}").into_bytes();
                                 let sent = start.elapsed();
                                 let ok =
@@ -241,12 +231,12 @@ fn short_lease_race(threads: usize) {
                 let (server, ids, barrier) = (&server, &ids, &barrier);
                 scope.spawn(move || {
                     let mut raw = server.raw();
-                    let mut rng = Rng(1000 + conn as u64);
+                    let mut rng = Rng::new(1000 + conn as u64);
                     let mut attempts = Vec::new();
                     barrier.wait();
                     let mut n = 0;
                     while start.elapsed() < SHORT_RUN {
-                        let id = rng.below(ids.len() as u64) as usize;
+                        let id = rng.below(ids.len());
                         let (_, claim, result) = &ids[id];
                         let token = format!("c{conn}.{n}");
                         n += 1;
@@ -268,7 +258,7 @@ fn short_lease_race(threads: usize) {
                             reply,
                         });
                         // Winners never publish: they crash, and their lease lapses.
-                        thread::sleep(Duration::from_millis(1 + rng.below(3)));
+                        thread::sleep(Duration::from_millis(1 + rng.below(3) as u64));
                     }
                     attempts
                 })
@@ -288,9 +278,9 @@ fn short_lease_race(threads: usize) {
             if a.reply == CLAIMED {
                 holders.push(a);
             } else {
-                assert_eq!(
-                    show(&a.reply),
-                    show(nil(false)),
+                assert_bytes_eq!(
+                    &a.reply,
+                    nil(false),
                     "{what}: conn {} at {:?}",
                     a.conn,
                     a.sent
@@ -331,7 +321,7 @@ fn short_lease_race(threads: usize) {
         let current = raw.cmd(&[b"GET", claim.as_bytes()]);
         let surely_held = start.elapsed() + TOLERANCE < last.sent + LEASE;
         if surely_held || current != nil(false) {
-            assert_eq!(show(&current), show(&bulk(last.token.as_bytes())), "{what}");
+            assert_bytes_eq!(&current, &bulk(last.token.as_bytes()), "{what}");
         }
     }
 }

@@ -22,13 +22,15 @@ use std::fmt::Write as _;
 use std::thread;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use goblin_tests::{Differential, Raw, show};
-
-use crate::shards::{Cmd, Rng, bulks, call, cmd, keys_on, scan_reply, show_cmd};
-use crate::strings_diff::{
-    How, LAYOUTS, Layout, THREADS, compare, for_each_thread_count, random_decimal, same, script,
-    script_everywhere, script_on_both, seeds, words,
+use goblin_tests::cmd::{self, Cmd, brief, cmd, show_cmd, words};
+use goblin_tests::diff::{
+    How, ask_both, compare, differences, for_each_thread_count, same, script, script_everywhere,
+    script_on_both,
 };
+use goblin_tests::keys::{LAYOUTS, Layout, THREADS, keys_on};
+use goblin_tests::reply::bulks;
+use goblin_tests::rng::{Rng, random_decimal, seeds};
+use goblin_tests::{Differential, Raw, show};
 
 /// Seconds since the Unix epoch.
 fn unix_secs() -> i64 {
@@ -596,23 +598,8 @@ fn keys_glob_patterns_match_redis() {
 /// A full SCAN iteration (cursor 0 back to 0) with these options: every key returned, or
 /// the error of the first call.
 fn scan_all(raw: &mut Raw, options: &[Vec<u8>]) -> Result<BTreeSet<Vec<u8>>, Vec<u8>> {
-    let mut cursor = b"0".to_vec();
     let mut found = BTreeSet::new();
-    for _ in 0..100_000 {
-        let mut c = vec![b"SCAN".to_vec(), cursor];
-        c.extend(options.iter().cloned());
-        let reply = call(raw, &c);
-        if reply.starts_with(b"-") {
-            return Err(reply);
-        }
-        let (next, keys) = scan_reply(&reply);
-        found.extend(keys);
-        if next == 0 {
-            return Ok(found);
-        }
-        cursor = next.to_string().into_bytes();
-    }
-    panic!("SCAN {} did not come back to cursor 0", show_cmd(options));
+    cmd::scan_all(raw, options, |_, keys| found.extend(keys)).map(|_| found)
 }
 
 /// Full SCAN iterations agree as sets with MATCH (glob patterns), COUNT and TYPE (each
@@ -966,7 +953,7 @@ impl Gen {
     }
 
     fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.rng.below((hi - lo + 1) as usize) as i64
+        self.rng.range(lo, hi)
     }
 
     fn value(&mut self) -> Vec<u8> {
@@ -1281,15 +1268,6 @@ impl Gen {
     }
 }
 
-/// Bytes shown readably, long ones cut short.
-fn brief(bytes: &[u8]) -> String {
-    const SHOWN: usize = 100;
-    if bytes.len() <= SHOWN {
-        return show(bytes);
-    }
-    format!("{}…({} bytes)", show(&bytes[..SHOWN]), bytes.len())
-}
-
 /// Replies seen, by command and kind, over a whole run.
 type Tally = BTreeMap<String, usize>;
 
@@ -1377,20 +1355,15 @@ impl Run<'_> {
         match step.check {
             Check::Reply(how) => {
                 let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                let want = self.d.r.cmd(&refs);
-                let got = self.d.g.cmd(&refs);
+                let (got, want) = ask_both(&mut self.d.g, &mut self.d.r, &refs);
                 let line = args.iter().map(|a| brief(a)).collect::<Vec<_>>().join(" ");
                 self.log
                     .push(format!("#{n} {line} → {} | {}", brief(&got), brief(&want)));
                 *self.tally.entry(reply_kind(&args[0], &want)).or_default() += 1;
                 if !same(&got, &want, how, &args[0]) {
-                    let at = got.iter().zip(&want).take_while(|(g, r)| g == r).count();
-                    let window = |r: &[u8]| show(&r[at.saturating_sub(20)..(at + 40).min(r.len())]);
                     self.fail(&format!(
-                        "step #{n} {line} differs ({how:?}): from byte {at}, goblin has {} and \
-                         redis {}",
-                        window(&got),
-                        window(&want)
+                        "step #{n} {line} differs ({how:?}):\n{}",
+                        differences(&got, &want)
                     ));
                 }
             }

@@ -18,7 +18,6 @@ mod output_bound;
 mod protocol;
 mod scan_completeness;
 mod server_commands;
-mod shards;
 mod soak;
 mod strings_diff;
 mod strings_keys;

@@ -2,11 +2,9 @@
 //! block's keys spread over every shard; each script runs command by command and again
 //! as one pipelined write.
 
-use std::time::Duration;
-
 use goblin_tests::Differential;
-
-use crate::shards::{Cmd, THREAD_COUNTS, check_pipeline, spread};
+use goblin_tests::cmd::{Cmd, script_commands};
+use goblin_tests::keys::{THREAD_COUNTS, spread};
 
 /// Twelve keys: `K0`…`K11` in the scripts; with 4 threads `Ki` lives on shard `i % 4`
 /// (and with 2 threads, keys 0, 1, 4, 5… on shard 0, the others on shard 1).
@@ -14,24 +12,9 @@ fn keys() -> Vec<String> {
     spread("k", 4, 3)
 }
 
-/// The script's commands, one per line (words split on spaces), `Ki` replaced by key i.
+/// The script's commands, one per line (words split on blanks), `Ki` replaced by key i.
 fn script(text: &str) -> Vec<Cmd> {
-    let keys = keys();
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|line| {
-            line.split(' ')
-                .map(|w| {
-                    let key = w
-                        .strip_prefix('K')
-                        .and_then(|n| n.parse::<usize>().ok())
-                        .map(|i| keys[i].clone());
-                    key.unwrap_or_else(|| w.to_string()).into_bytes()
-                })
-                .collect()
-        })
-        .collect()
+    script_commands(text, &keys())
 }
 
 /// Runs the script against both servers command by command, then (after FLUSHALL) again
@@ -47,7 +30,7 @@ fn check_everywhere(setup: &[Cmd], text: &str) {
             d.check(&c.iter().map(Vec::as_slice).collect::<Vec<_>>());
         }
         d.check(&[b"FLUSHALL"]);
-        check_pipeline(&mut d, &cmds);
+        d.check_pipeline(&cmds);
     }
 }
 
@@ -242,7 +225,7 @@ fn multi_exec_in_resp3_matches_redis() {
             d.check(&c.iter().map(Vec::as_slice).collect::<Vec<_>>());
         }
         d.check(&[b"FLUSHALL"]);
-        check_pipeline(&mut d, &cmds);
+        d.check_pipeline(&cmds);
     }
 }
 
@@ -275,7 +258,7 @@ fn quit_inside_multi_closes_like_redis() {
             "MULTI\r\nSET {} 1\r\nSET {} 1\r\nQUIT\r\nEXEC\r\n",
             keys[0], keys[1]
         );
-        let (_, closed) = d.check_raw(input.as_bytes(), Duration::from_millis(300));
+        let (_, closed) = d.check_raw_to_close(input.as_bytes());
         assert!(closed, "--threads {threads}: QUIT must close");
         d.check(&[b"MGET", keys[0].as_bytes(), keys[1].as_bytes()]);
     }

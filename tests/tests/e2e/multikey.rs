@@ -5,40 +5,20 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
+use goblin_tests::cmd::{self, args, call, cmd, over_keys, script_commands};
+use goblin_tests::keys::{THREAD_COUNTS, shard_of, spread};
+use goblin_tests::reply::{bulks, integer, scan_reply};
 use goblin_tests::{Differential, Raw, Server, show};
-
-use crate::shards::{
-    Cmd, THREAD_COUNTS, bulks, call, cmd, integer, over_keys, scan_reply, shard_of, spread,
-};
 
 /// Twelve keys, `K0`…`K11` in the scripts; with 4 threads `Ki` lives on shard `i % 4`.
 fn keys() -> Vec<String> {
     spread("q", 4, 3)
 }
 
-/// A script line with `Ki` replaced by key i.
-fn line(text: &str, keys: &[String]) -> Cmd {
-    text.split(' ')
-        .map(|w| {
-            let key = w
-                .strip_prefix('K')
-                .and_then(|n| n.parse::<usize>().ok())
-                .map(|i| keys[i].clone());
-            key.unwrap_or_else(|| w.to_string()).into_bytes()
-        })
-        .collect()
-}
-
-/// Checks every line of the script against both servers.
+/// Checks every line of the script (`Ki` standing for key i) against both servers.
 fn check_script(d: &mut Differential, text: &str) {
-    let keys = keys();
-    for l in text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let c = line(l, &keys);
-        d.check(&c.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    for c in script_commands(text, &keys()) {
+        d.check(&args(&c));
     }
 }
 
@@ -246,19 +226,10 @@ fn keys_patterns_match_redis_as_sets() {
 
 /// Every key a full SCAN iteration (cursor 0 to cursor 0) returns.
 fn scan_all(raw: &mut Raw, options: &[&str]) -> HashSet<Vec<u8>> {
-    let mut cursor = 0u64;
     let mut found = HashSet::new();
-    for _ in 0..100_000 {
-        let mut c = cmd(&["SCAN", &cursor.to_string()]);
-        c.extend(options.iter().map(|o| o.as_bytes().to_vec()));
-        let (next, keys) = scan_reply(&call(raw, &c));
-        found.extend(keys);
-        if next == 0 {
-            return found;
-        }
-        cursor = next;
-    }
-    panic!("SCAN {options:?} did not come back to cursor 0");
+    cmd::scan_all(raw, options, |_, keys| found.extend(keys))
+        .unwrap_or_else(|e| panic!("SCAN {options:?}: {}", show(&e)));
+    found
 }
 
 /// A full SCAN iteration returns the same set of keys as redis-server's, with every

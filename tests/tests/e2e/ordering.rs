@@ -5,11 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
+use goblin_tests::assert_bytes_eq;
+use goblin_tests::cmd::{Cmd, call, cmd, pipeline, show_cmd};
+use goblin_tests::keys::{THREAD_COUNTS, keys_on, spread};
+use goblin_tests::model::Model;
+use goblin_tests::reply::bulks;
+use goblin_tests::rng::{Rng, seed};
 use goblin_tests::{Server, show};
-
-use crate::shards::{
-    Cmd, Model, Rng, THREAD_COUNTS, bulks, call, cmd, keys_on, pipeline, seed, show_cmd, spread,
-};
 
 /// Commands per pipelined write.
 const PIPELINE_LEN: usize = 2500;
@@ -60,9 +62,9 @@ fn run_against_model(raw: &mut goblin_tests::Raw, model: &mut Model, cmds: &[Cmd
     let got = pipeline(raw, cmds);
     for (i, (c, reply)) in cmds.iter().zip(&got).enumerate() {
         let want = model.apply(c);
-        assert_eq!(
-            show(reply),
-            show(&want),
+        assert_bytes_eq!(
+            reply,
+            &want,
             "{what}: reply {i} (to {}) differs from the sequential model",
             show_cmd(c)
         );
@@ -361,9 +363,9 @@ fn hello_mid_pipeline_switches_the_protocol_exactly_there() {
                 assert_eq!(got[i].first(), Some(&first), "{}", show(&got[i]));
                 continue;
             }
-            assert_eq!(
-                show(&got[i]),
-                show(&want[i]),
+            assert_bytes_eq!(
+                &got[i],
+                &want[i],
                 "--threads {threads}: reply {i} to {} (left: goblin, right: redis)",
                 show_cmd(c)
             );
@@ -398,7 +400,7 @@ fn quit_and_protocol_errors_wait_for_the_commands_in_flight() {
         for tail in [&b"*1\r\n$4\r\nQUIT\r\nPING\r\n"[..], b"*1\r\n!\r\nPING\r\n"] {
             d.check(&[b"FLUSHALL"]);
             let input = [head.as_slice(), tail].concat();
-            let (_, closed) = d.check_raw(&input, std::time::Duration::from_millis(300));
+            let (_, closed) = d.check_raw_to_close(&input);
             assert!(closed, "--threads {threads}: {} must close", show(tail));
         }
     }
@@ -471,7 +473,9 @@ fn inline_pipelines_across_shards_match_redis() {
     }
     for threads in THREAD_COUNTS {
         let mut d = goblin_tests::Differential::threads(threads);
-        let (_, closed) = d.check_raw(input.as_bytes(), std::time::Duration::from_millis(300));
+        // One reply per line: no value holds a line break (`\\n` is an escape).
+        let replies = input.matches("\r\n").count();
+        let (_, closed) = d.check_raw_replies(input.as_bytes(), replies);
         assert!(!closed, "--threads {threads}");
     }
 }

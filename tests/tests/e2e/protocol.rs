@@ -3,9 +3,8 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use goblin_tests::rng::Rng;
 use goblin_tests::{Differential, Server, encode, show};
-
-const QUIET: Duration = Duration::from_millis(300);
 
 #[test]
 fn protocol_errors_match_redis_and_close_the_connection() {
@@ -27,7 +26,7 @@ fn protocol_errors_match_redis_and_close_the_connection() {
         b"PING\r\n*1\r\n$4\r\nPING\r\n*1\r\n!\r\n",
     ];
     for case in cases {
-        let (_, closed) = d.check_raw(case, QUIET);
+        let (_, closed) = d.check_raw_to_close(case);
         assert!(closed, "{} should close the connection", show(case));
     }
 }
@@ -36,30 +35,36 @@ fn protocol_errors_match_redis_and_close_the_connection() {
 fn oversized_lines_are_protocol_errors() {
     let mut d = Differential::new();
     let mut inline = vec![b'a'; 70 * 1024];
-    let (reply, closed) = d.check_raw(&inline, QUIET);
+    let (reply, closed) = d.check_raw_to_close(&inline);
     assert!(closed && reply.starts_with(b"-ERR Protocol error: too big inline request"));
     inline.truncate(60 * 1024);
     inline.extend_from_slice(b"\r\n");
-    d.check_raw(&inline, QUIET);
+    // A long unknown command: one error reply.
+    d.check_raw_replies(&inline, 1);
     let mut header = b"*".to_vec();
     header.resize(70 * 1024, b'1');
-    d.check_raw(&header, QUIET);
+    d.check_raw_to_close(&header);
     let mut bulk = b"*1\r\n$".to_vec();
     bulk.resize(70 * 1024, b'1');
-    d.check_raw(&bulk, QUIET);
+    d.check_raw_to_close(&bulk);
 }
 
 #[test]
 fn redis_leniencies_are_kept() {
     let mut d = Differential::new();
-    for case in [
-        &b"*0\r\n*-1\r\nPING\r\n"[..],
-        b"*1\r\n$4\r\nPINGxxPING\r\n",
-        b"\r\n\n   \nPING\n",
-        b"SET \"a b\" 'c\\'d'\r\nGET \"a b\"\r\nECHO \"\\x41\\n\\t\"\r\n",
-        b"ECHO \"\"\r\nECHO ''\r\n",
+    // Each input, and the number of replies it gets.
+    for (case, replies) in [
+        (&b"*0\r\n*-1\r\nPING\r\n"[..], 1),
+        // The two bytes after a bulk argument are skipped, whatever they are.
+        (b"*1\r\n$4\r\nPINGxxPING\r\n", 2),
+        (b"\r\n\n   \nPING\n", 1),
+        (
+            b"SET \"a b\" 'c\\'d'\r\nGET \"a b\"\r\nECHO \"\\x41\\n\\t\"\r\n",
+            3,
+        ),
+        (b"ECHO \"\"\r\nECHO ''\r\n", 2),
     ] {
-        let (_, closed) = d.check_raw(case, QUIET);
+        let (_, closed) = d.check_raw_replies(case, replies);
         assert!(!closed, "{} must not close", show(case));
     }
 }
@@ -148,13 +153,8 @@ fn declared_but_unsent_sizes_are_not_allocated() {
 #[test]
 fn garbage_never_crashes_the_server() {
     let mut server = Server::goblin();
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
+    let mut next = || rng.next_u64();
     for round in 0..300 {
         let mut raw = server.raw();
         let len = (next() % 512) as usize;
@@ -201,7 +201,15 @@ fn a_slow_reader_does_not_stall_others() {
 #[test]
 fn quit_replies_then_closes() {
     let mut d = Differential::new();
-    let (reply, closed) = d.check_raw(b"PING\r\nQUIT\r\nPING\r\n", QUIET);
+    let (reply, closed) = d.check_raw_to_close(b"PING\r\nQUIT\r\nPING\r\n");
     assert!(closed);
     assert_eq!(reply, b"+PONG\r\n+OK\r\n");
+}
+
+/// The harness's own check: `check_raw_replies` reads exactly the replies it is told to
+/// expect, so a count that is too low fails instead of leaving replies unread.
+#[test]
+#[should_panic(expected = "the test's count is too low")]
+fn check_raw_replies_refuses_a_count_that_is_too_low() {
+    Differential::new().check_raw_replies(b"PING\r\nPING\r\n", 1);
 }

@@ -6,9 +6,12 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
-use goblin_tests::{Raw, Server};
-
-use crate::shards::{Rng, StopOnDrop, THREAD_COUNTS, call, cmd, over_keys, scan_reply, seed};
+use goblin_tests::StopOnDrop;
+use goblin_tests::cmd::{self, call, cmd, over_keys};
+use goblin_tests::keys::THREAD_COUNTS;
+use goblin_tests::reply::scan_reply;
+use goblin_tests::rng::{Rng, seed};
+use goblin_tests::{Raw, Server, show};
 
 /// Keys present throughout.
 const STABLE: usize = 400;
@@ -33,12 +36,8 @@ fn churn_key(i: usize) -> String {
 /// With `delete`, the churn keys each call returns are deleted (one DEL across shards)
 /// before the next call, as a SCAN-and-delete loop does.
 fn scan_all(raw: &mut Raw, options: &[&str], delete: bool) -> (HashSet<Vec<u8>>, usize) {
-    let mut cursor = 0u64;
     let mut found = HashSet::new();
-    for calls in 1..=200_000 {
-        let mut c = cmd(&["SCAN", &cursor.to_string()]);
-        c.extend(options.iter().map(|o| o.as_bytes().to_vec()));
-        let (next, keys) = scan_reply(&call(raw, &c));
+    let calls = cmd::scan_all(raw, options, |raw, keys| {
         if delete {
             let churn: Vec<String> = keys
                 .iter()
@@ -50,12 +49,9 @@ fn scan_all(raw: &mut Raw, options: &[&str], delete: bool) -> (HashSet<Vec<u8>>,
             }
         }
         found.extend(keys);
-        if next == 0 {
-            return (found, calls);
-        }
-        cursor = next;
-    }
-    panic!("SCAN {options:?} did not come back to cursor 0");
+    })
+    .unwrap_or_else(|e| panic!("SCAN {options:?}: {}", show(&e)));
+    (found, calls)
 }
 
 /// While a mutator connection keeps adding and removing keys (SET, DEL, MSET and DEL
@@ -104,7 +100,7 @@ fn scan_returns_every_key_present_throughout_while_others_come_and_go() {
                             _ => over_keys("DEL", &some(&mut rng, 8), None),
                         };
                         let reply = call(&mut raw, &c);
-                        assert!(reply[0] != b'-', "{}", goblin_tests::show(&reply));
+                        assert!(reply[0] != b'-', "{}", show(&reply));
                         ops.fetch_add(1, Ordering::SeqCst);
                     }
                 })

@@ -17,12 +17,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use goblin_tests::assert_bytes_eq;
+use goblin_tests::cmd::{Cmd, call, cmd, over_keys, pipeline, show_cmd};
+use goblin_tests::keys::spread;
+use goblin_tests::model::Model;
+use goblin_tests::reply::{bulk_or_nil, bulks, elements, int, integer, ok, simple};
+use goblin_tests::rng::{Rng, seed};
 use goblin_tests::{Raw, Server, show};
-
-use crate::shards::{
-    Cmd, Model, Rng, bulk_or_nil, bulks, call, cmd, elements, int, integer, ok, over_keys,
-    pipeline, seed, show_cmd, simple, spread,
-};
 
 const THREADS: usize = 4;
 const CONNECTIONS: usize = 64;
@@ -236,7 +237,7 @@ impl Client {
     fn check(&mut self, c: &[Vec<u8>], want: &Want, reply: &[u8]) {
         let what = format!("{}: reply to {}", self.what(), show_cmd(c));
         match want {
-            Want::Exact(bytes) => assert_eq!(show(reply), show(bytes), "{what}"),
+            Want::Exact(bytes) => assert_bytes_eq!(reply, bytes, "{what}"),
             Want::IntIn(lo, hi) => {
                 let n = integer(reply);
                 assert!((*lo..=*hi).contains(&n), "{what}: {n} not in {lo}..={hi}");
@@ -262,7 +263,7 @@ impl Client {
                         self.saw_claim(k, Some(&mine), &what);
                     }
                 } else {
-                    assert_eq!(show(reply), show(&int(0)), "{what}");
+                    assert_bytes_eq!(reply, &int(0), "{what}");
                 }
             }
         }
@@ -280,7 +281,7 @@ impl Client {
         }
         match (self.seen_claims.get(key), value) {
             (Some(before), Some(now)) => {
-                assert_eq!(show(now), show(before), "{what}: claim {key} changed")
+                assert_bytes_eq!(now, before, "{what}: claim {key} changed")
             }
             (Some(before), None) => panic!("{what}: claim {key} ({}) vanished", show(before)),
             (None, Some(now)) => {
@@ -336,13 +337,13 @@ impl Client {
         cmds.push(cmd(&[if discard { "DISCARD" } else { "EXEC" }]));
         let replies = pipeline(&mut self.raw, &cmds);
         let what = self.what();
-        assert_eq!(show(&replies[0]), show(&ok()), "{what}: MULTI");
+        assert_bytes_eq!(&replies[0], &ok(), "{what}: MULTI");
         for (r, (c, _)) in replies[1..=queued.len()].iter().zip(&queued) {
-            assert_eq!(show(r), show(&simple("QUEUED")), "{what}: {}", show_cmd(c));
+            assert_bytes_eq!(r, &simple("QUEUED"), "{what}: {}", show_cmd(c));
         }
         let last = &replies[queued.len() + 1];
         if discard {
-            assert_eq!(show(last), show(&ok()), "{what}: DISCARD");
+            assert_bytes_eq!(last, &ok(), "{what}: DISCARD");
         } else {
             let items = elements(last);
             assert_eq!(items.len(), queued.len(), "{what}: EXEC {}", show(last));

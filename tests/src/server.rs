@@ -1,0 +1,312 @@
+//! Server processes: goblin-server under test and redis-server as the oracle.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::Raw;
+use crate::reply::info_field;
+
+/// The redis-server release the differential tests compare with: Goblin matches
+/// redis-server 7.0, so the oracle must report a `redis_version` starting with this.
+pub const ORACLE_VERSION: &str = "7.0.";
+
+/// The `--threads` of the goblin-server a test starts by default: `GOBLIN_TEST_THREADS`,
+/// else 4 — more shards than this machine has cores, so that by default every suite
+/// crosses shards. `scripts/test` runs the end-to-end suites again with 1 and 2.
+pub fn default_threads() -> usize {
+    std::env::var("GOBLIN_TEST_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4)
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn newest_source(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let t = if path.is_dir() {
+                newest_source(&path)
+            } else {
+                entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(SystemTime::UNIX_EPOCH)
+            };
+            newest = newest.max(t);
+        }
+    }
+    newest
+}
+
+/// The goblin-server binary: `GOBLIN_SERVER_BIN`, or the one cargo built beside this test.
+/// `cargo test --workspace` builds it (the server crate has integration tests); a binary
+/// older than its sources fails the test rather than test stale code.
+pub fn goblin_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("GOBLIN_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = profile_dir.join("goblin-server");
+    let built = std::fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} not found: run `cargo build -p goblin-server` first, or run the whole suite \
+             with `cargo test --workspace` (scripts/test)",
+                bin.display()
+            )
+        });
+    let root = workspace_root();
+    let sources = ["server/src", "store/src", "protocol/src"]
+        .iter()
+        .map(|d| newest_source(&root.join(d)))
+        .max();
+    if sources.is_some_and(|s| s > built) {
+        panic!(
+            "{} is older than its sources: run `cargo build -p goblin-server` (or `cargo test \
+             --workspace`, which builds it)",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Which server a [`Server`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// goblin-server.
+    Goblin,
+    /// redis-server, the oracle.
+    Redis,
+}
+
+/// A running server process on 127.0.0.1, killed when dropped.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+    /// Which server it is.
+    pub kind: Kind,
+}
+
+impl Server {
+    /// goblin-server with the default thread count ([`default_threads`]).
+    pub fn goblin() -> Server {
+        Server::goblin_threads(default_threads())
+    }
+
+    /// goblin-server with extra arguments, on a free port.
+    pub fn goblin_with(args: &[&str]) -> Server {
+        let mut child = Command::new(goblin_binary())
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start goblin-server");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let port = line
+            .trim()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("goblin-server did not report its port: {line:?}"));
+        let server = Server {
+            child,
+            port,
+            kind: Kind::Goblin,
+        };
+        server.wait_ready();
+        server
+    }
+
+    /// goblin-server with `--threads n`.
+    pub fn goblin_threads(n: usize) -> Server {
+        Server::goblin_with(&["--threads", &n.to_string()])
+    }
+
+    /// A fresh redis-server (no persistence) on a free port: the oracle of the
+    /// differential tests, so it must be redis-server 7.0.x ([`ORACLE_VERSION`]).
+    ///
+    /// # Panics
+    /// When redis-server is not installed, or is not 7.0.x (as `INFO server` reports its
+    /// `redis_version`), with what was found and the command that installs 7.0.
+    pub fn redis() -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args([
+                    "--protected-mode",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--loglevel",
+                    "warning",
+                ])
+                // Goblin has one database, like redis-server with `databases 1`.
+                .args(["--databases", "1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                    "redis-server is not installed; the differential tests need it as their \
+                     oracle. Install it with `apt-get install -y redis-server redis-tools` (or run \
+                     scripts/test, which does)"
+                ),
+                Err(e) => panic!("cannot start redis-server: {e}"),
+            };
+            let mut server = Server {
+                child,
+                port,
+                kind: Kind::Redis,
+            };
+            if server.try_wait_ready() {
+                let info = server.raw().cmd(&[b"INFO", b"server"]);
+                if let Err(e) = check_oracle_version(&String::from_utf8_lossy(&info)) {
+                    panic!("{e}");
+                }
+                return server;
+            }
+            let _ = server.child.kill();
+        }
+        panic!("redis-server did not start");
+    }
+
+    fn try_wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut raw) = Raw::try_connect(self.port)
+                && raw.cmd(&[b"PING"]) == b"+PONG\r\n"
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if Raw::try_connect(self.port).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("server on port {} not reachable", self.port);
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// A raw connection.
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+
+    /// A `redis` crate connection.
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        client.get_connection().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Checks the `INFO server` text of the redis-server started as the oracle: `Ok` with its
+/// version when it is [`ORACLE_VERSION`]`x`, else the message a test fails with.
+///
+/// # Errors
+/// When the version is another one, or missing.
+pub fn check_oracle_version(info: &str) -> Result<String, String> {
+    let install = "Goblin matches redis-server 7.0, and the differential tests compare its \
+                   replies byte for byte with redis-server 7.0.x's. Install 7.0 with \
+                   `apt-get install redis-server` on Debian 12 (which gives 7.0.15), or put a \
+                   7.0 redis-server first on PATH";
+    match info_field(info, "redis_version") {
+        Some(v) if v.starts_with(ORACLE_VERSION) => Ok(v.to_string()),
+        Some(v) => Err(format!(
+            "the redis-server on PATH is version {v}, but the oracle must be redis-server \
+             {ORACLE_VERSION}x. {install}"
+        )),
+        None => Err(format!(
+            "the redis-server on PATH did not report its version (no redis_version in INFO \
+             server), but the oracle must be redis-server {ORACLE_VERSION}x. {install}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_oracle_version;
+
+    #[test]
+    fn the_oracle_must_be_redis_7_0() {
+        let info = |v: &str| format!("# Server\r\nredis_version:{v}\r\nredis_git_sha1:0\r\n");
+        assert_eq!(check_oracle_version(&info("7.0.15")), Ok("7.0.15".into()));
+        assert_eq!(check_oracle_version(&info("7.0.0")), Ok("7.0.0".into()));
+        for other in ["7.2.4", "6.2.14", "8.0.0", "70.0.1"] {
+            let e = check_oracle_version(&info(other)).unwrap_err();
+            assert!(
+                e.contains(&format!("version {other}"))
+                    && e.contains("7.0.x")
+                    && e.contains("apt-get install redis-server")
+                    && e.contains("7.0.15"),
+                "{e}"
+            );
+        }
+        let e = check_oracle_version("# Server\r\nredis_mode:standalone\r\n").unwrap_err();
+        assert!(e.contains("did not report its version"), "{e}");
+    }
+}
