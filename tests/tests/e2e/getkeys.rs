@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 
 use goblin_protocol::{Frame, parse_reply};
-use goblin_tests::{Raw, Server, default_threads};
+use goblin_tests::{Raw, Server, default_threads, show};
 
 /// Sample invocations of the commands redis-server 7.0 has, by full lowercase name
 /// (`container|sub` for subcommands); words are separated by single spaces (`''` is an
@@ -363,12 +363,6 @@ fn getkeys_args<'a>(sub: &'a str, line: &'a str) -> Vec<&'a [u8]> {
     let mut args = vec![&b"COMMAND"[..], sub.as_bytes()];
     args.extend(words(line));
     args
-}
-
-fn show(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .replace('\r', "\\r")
-        .replace('\n', "\\n")
 }
 
 /// The reply `want` makes to COMMAND `sub`, in RESP3 or RESP2.

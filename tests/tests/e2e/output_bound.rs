@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use goblin_store::key_slot;
-use goblin_tests::{Raw, Server, encode};
+use goblin_tests::{Raw, Server, encode, reply};
 
 const VALUE: usize = 4 * 1024 * 1024;
 const GETS: usize = 512;
@@ -16,9 +16,9 @@ const GETS: usize = 512;
 fn info_field(raw: &mut Raw, field: &str) -> String {
     let reply = raw.cmd(&[b"INFO", b"everything"]);
     let text = String::from_utf8_lossy(&reply).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+    reply::info_field(&text, field)
         .unwrap_or_else(|| panic!("no {field} in INFO"))
+        .to_string()
 }
 
 /// The worker a new connection lands on: the one whose client count grew.
