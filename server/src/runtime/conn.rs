@@ -178,7 +178,7 @@ impl Output {
 /// A request that arrived while its connection waited: its frame's length at the start of
 /// the input, and what routing found out about it.
 #[derive(Debug, Clone, Copy)]
-pub struct Held {
+pub struct Deferred {
     /// The frame's length.
     pub len: usize,
     /// Its command and shards.
@@ -231,7 +231,7 @@ pub struct Conn {
     /// start of the input, already decoded (its arguments are still the decoder's), to run
     /// first. It stays where it is, uncopied, and the decoder is not called again until it
     /// has run (an inline request was unescaped in place and cannot be decoded twice).
-    pub held: Option<Held>,
+    pub deferred: Option<Deferred>,
     /// The peer closed its side: once the requests already received have run and been
     /// answered, the connection closes.
     pub peer_closed: bool,
@@ -275,7 +275,7 @@ impl Conn {
             stalled: false,
             job: None,
             multi: None,
-            held: None,
+            deferred: None,
             peer_closed: false,
             gone: false,
         }

@@ -12,7 +12,7 @@
 //! while a pipeline of commands for one shard pays one round trip, not one each.
 //!
 //! A request that arrives while the connection waits stays decoded in the input buffer
-//! (`held`), with its resolved command and target, and runs first when the wait ends.
+//! (`deferred`), with its resolved command and target, and runs first when the wait ends.
 //!
 //! # Bounded replies
 //!
@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use goblin_protocol::{Decoded, Encoder, Version};
 
-use crate::runtime::conn::{Conn, Held};
+use crate::runtime::conn::{Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
@@ -83,8 +83,8 @@ impl Worker {
                 break;
             }
             // A request that had to wait goes first: it is still decoded.
-            let (decoded, mut route) = match conn.held.take() {
-                Some(held) => (Ok(Decoded::Command(held.len)), held.route),
+            let (decoded, mut route) = match conn.deferred.take() {
+                Some(deferred) => (Ok(Decoded::Command(deferred.len)), deferred.route),
                 None => (
                     input.decoder.decode(&mut input.buf[input.start..input.end]),
                     Route::default(),
@@ -99,7 +99,7 @@ impl Worker {
                     let flow = self.dispatch(&shared, key, &args, &mut route);
                     if matches!(flow, Flow::Wait) {
                         if let Some(conn) = self.conns.get_mut(key) {
-                            conn.held = Some(Held { len: n, route });
+                            conn.deferred = Some(Deferred { len: n, route });
                         }
                         break;
                     }

@@ -273,7 +273,7 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if !self.scheduled.is_empty() || !self.local.is_empty() {
+        if !self.scheduled.is_empty() || !self.local.is_empty() || !self.dirty.is_empty() {
             timeout = Some(Duration::ZERO);
         }
         if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
@@ -572,7 +572,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        if conn.peer_closed && !conn.busy() && conn.held.is_none() {
+        if conn.peer_closed && !conn.busy() && conn.deferred.is_none() {
             // Whatever is left is an incomplete request that will never be completed.
             conn.closing = true;
         }
@@ -592,7 +592,7 @@ impl Worker {
             // with the rest of its pipeline's: one write for the pipeline, as with a
             // local one, instead of one per shard round trip. (`after_wait` marks it
             // dirty again when the wait ends.)
-            if (conn.busy() || conn.held.is_some())
+            if (conn.busy() || conn.deferred.is_some())
                 && !conn.closing
                 && !conn.stalled
                 && conn.output.pending() < FLUSH_EARLY_ABOVE

@@ -41,7 +41,7 @@ impl Needs {
 #[derive(Debug, Default)]
 pub struct LockTable {
     locks: FastMap<Vec<u8>, KeyLock>,
-    held: FastMap<TxRef, Needs>,
+    holders: FastMap<TxRef, Needs>,
     all_holder: Option<TxRef>,
     queued_all: usize,
     waiting_conns: FastMap<ConnRef, usize>,
@@ -50,12 +50,12 @@ pub struct LockTable {
 impl LockTable {
     /// True when nothing is locked or wanted.
     pub fn quiet(&self) -> bool {
-        self.locks.is_empty() && self.held.is_empty()
+        self.locks.is_empty() && self.holders.is_empty()
     }
 
     /// Whether `tx` holds any lock here.
     pub fn holds(&self, tx: TxRef) -> bool {
-        self.held.contains_key(&tx)
+        self.holders.contains_key(&tx)
     }
 
     /// Whether `needs` can be granted now (to `holder`, whose own locks do not conflict
@@ -64,7 +64,7 @@ impl LockTable {
         if self.all_holder.is_some() && self.all_holder != holder {
             return false;
         }
-        if needs.all && self.held.keys().any(|t| Some(*t) != holder) {
+        if needs.all && self.holders.keys().any(|t| Some(*t) != holder) {
             return false;
         }
         needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
@@ -142,14 +142,14 @@ impl LockTable {
         if needs.all {
             self.all_holder = Some(tx);
         }
-        let held = self.held.entry(tx).or_default();
+        let held = self.holders.entry(tx).or_default();
         held.keys.extend(needs.keys.iter().cloned());
         held.all |= needs.all;
     }
 
     /// Releases every lock `tx` holds here; false when it held none.
     pub fn release(&mut self, tx: TxRef) -> bool {
-        let Some(held) = self.held.remove(&tx) else {
+        let Some(held) = self.holders.remove(&tx) else {
             return false;
         };
         for (k, mode) in held.keys {

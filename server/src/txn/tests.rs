@@ -259,3 +259,53 @@ fn a_parked_plan_holds_no_lock() {
     assert_eq!(lb.reply(), Some(bulk(b"v")));
     assert!(lb.all_quiet());
 }
+
+#[test]
+fn scan_walks_slots_whose_owners_interleave() {
+    let mut lb = Loopback::new(3);
+    // Every third slot to each shard: nothing contiguous.
+    let moves: Vec<(usize, usize)> = (0..goblin_store::SLOTS).map(|s| (s, s % 3)).collect();
+    let map = Arc::new(lb.shared.slots.with_moves(&moves));
+    lb.shared.slots = Arc::clone(&map);
+    for shard in &mut lb.shards {
+        shard.set_slots(Arc::clone(&map));
+    }
+    let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("k{i}").into_bytes()).collect();
+    for k in &keys {
+        lb.exec(&[b"SET", k, b"v"]);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = b"0".to_vec();
+    for _ in 0..10_000 {
+        let Some(reply) = lb.plan(&[b"SCAN", &cursor, b"COUNT", b"7"]) else {
+            panic!("SCAN did not finish");
+        };
+        let Ok(Some((goblin_protocol::Frame::Array(parts), _))) =
+            goblin_protocol::parse_reply(&reply)
+        else {
+            panic!("{}", String::from_utf8_lossy(&reply));
+        };
+        let [
+            goblin_protocol::Frame::Bulk(next),
+            goblin_protocol::Frame::Array(found),
+        ] = parts.as_slice()
+        else {
+            panic!("{parts:?}");
+        };
+        for k in found {
+            if let goblin_protocol::Frame::Bulk(k) = k {
+                seen.push(k.to_vec());
+            }
+        }
+        cursor = next.to_vec();
+        if cursor == b"0" {
+            break;
+        }
+    }
+    assert_eq!(cursor, b"0", "the iteration ended");
+    seen.sort();
+    let mut want = keys.clone();
+    want.sort();
+    assert_eq!(seen, want, "every key once");
+    assert!(lb.all_quiet());
+}
