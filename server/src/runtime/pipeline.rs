@@ -373,8 +373,7 @@ impl Worker {
         conn.in_flight += 1;
         conn.flight_shard = dest;
         if dest == self.id {
-            let shared = Arc::clone(&self.shared);
-            self.shard.run_batch(&shared, from, batch);
+            self.shard.run_batch(&self.shared, from, batch);
             self.route_shard_out();
         } else {
             self.route(vec![(dest, Msg::Run(from, batch))]);

@@ -223,8 +223,7 @@ impl Worker {
             .next_expiry()
             .is_some_and(|at| at <= now)
         {
-            let shared = Arc::clone(&self.shared);
-            self.shard.expire(&shared, now, EXPIRE_PER_ITERATION);
+            self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
             self.route_shard_out();
             if !self.local.is_empty() {
                 self.drain();
@@ -382,13 +381,13 @@ impl Worker {
     }
 
     fn handle(&mut self, msg: Msg) {
-        let shared = Arc::clone(&self.shared);
+        let shared = &self.shared;
         match msg {
             Msg::Adopt(stream, addr) => self.adopt(stream, addr),
-            Msg::Run(from, batch) => self.shard.run_batch(&shared, from, batch),
-            Msg::Resume(from, budget) => self.shard.resume(&shared, from, budget),
-            Msg::Step(step) => self.shard.step(&shared, step),
-            Msg::Park(req) => self.shard.park(&shared, req),
+            Msg::Run(from, batch) => self.shard.run_batch(shared, from, batch),
+            Msg::Resume(from, budget) => self.shard.resume(shared, from, budget),
+            Msg::Step(step) => self.shard.step(shared, step),
+            Msg::Park(req) => self.shard.park(shared, req),
             Msg::Unpark(tx, id) => self.shard.unpark(tx, id),
             Msg::Slots(map) => self.shard.set_slots(map),
             Msg::Done(to, batch) => self.batch_done(to, batch),
@@ -414,11 +413,9 @@ impl Worker {
         let Some(mut job) = self.jobs.remove(&seq) else {
             return;
         };
-        let shared = Arc::clone(&self.shared);
-        let slots = Arc::clone(self.shard.slots());
         let env = Env {
-            shared: &shared,
-            slots: &slots,
+            shared: &self.shared,
+            slots: self.shard.slots(),
             now: self.now,
         };
         let mut out = Vec::new();
