@@ -4,7 +4,53 @@
 //! `%s` semantics (a NUL ends the string) and are sent through
 //! [`goblin_protocol::Encoder::error_sanitized`], as Redis's `addReplyErrorFormat` does.
 
-use crate::table::handler::Args;
+use goblin_protocol::Encoder;
+
+use crate::table::args::Args;
+
+/// An error reply, as parsers and handlers return it: a fixed text, or one built around
+/// client bytes. Plans hand theirs on as bytes (`Vec<u8>: From<ErrorReply>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorReply {
+    /// A fixed text, sent as it is (Redis's `addReplyError` and shared error objects).
+    Fixed(&'static [u8]),
+    /// A text that carries client bytes, sent as Redis's `addReplyErrorFormat` sends it:
+    /// CR and LF trimmed from both ends and turned into spaces within.
+    Formatted(Vec<u8>),
+}
+
+impl ErrorReply {
+    /// The error text.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            ErrorReply::Fixed(text) => text,
+            ErrorReply::Formatted(text) => text,
+        }
+    }
+
+    /// Sends the error.
+    pub fn send(&self, out: &mut Encoder<'_>) {
+        match self {
+            ErrorReply::Fixed(text) => out.error(text),
+            ErrorReply::Formatted(text) => out.error_sanitized(text),
+        }
+    }
+}
+
+impl From<&'static [u8]> for ErrorReply {
+    fn from(text: &'static [u8]) -> Self {
+        ErrorReply::Fixed(text)
+    }
+}
+
+impl From<ErrorReply> for Vec<u8> {
+    fn from(e: ErrorReply) -> Self {
+        match e {
+            ErrorReply::Fixed(text) => text.to_vec(),
+            ErrorReply::Formatted(text) => text,
+        }
+    }
+}
 
 /// A syntax error in the options.
 pub const SYNTAX: &[u8] = b"ERR syntax error";
