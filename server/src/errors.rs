@@ -102,6 +102,14 @@ pub const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded becaus
 /// EXEC's array keeps one reply per command).
 pub const NOT_RUN: &[u8] = b"ERR internal error: a queued command could not run";
 
+/// EXPIRE with NX and any of XX, GT, LT.
+pub const EXPIRE_NX_AND_OTHERS: &[u8] =
+    b"ERR NX and XX, GT or LT options at the same time are not compatible";
+/// EXPIRE with both GT and LT.
+pub const EXPIRE_GT_AND_LT: &[u8] = b"ERR GT and LT options at the same time are not compatible";
+/// COPY of a key onto itself.
+pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
+
 /// RENAME of a key that does not exist.
 pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
 /// SCAN with a cursor that is not an unsigned number.
@@ -154,8 +162,28 @@ pub fn wrong_arity(name: &str) -> Vec<u8> {
 }
 
 /// `ERR invalid expire time in '<name>' command`
-pub fn invalid_expire(name: &str) -> Vec<u8> {
-    format!("ERR invalid expire time in '{name}' command").into_bytes()
+pub fn invalid_expire(name: &str) -> ErrorReply {
+    ErrorReply::Formatted(format!("ERR invalid expire time in '{name}' command").into_bytes())
+}
+
+/// `<prefix><arg><suffix>`, with `arg` as C's `%s` prints it.
+fn formatted(prefix: &[u8], arg: &[u8], suffix: &[u8]) -> ErrorReply {
+    let arg = c_str(arg);
+    let mut msg = Vec::with_capacity(prefix.len() + arg.len() + suffix.len());
+    msg.extend_from_slice(prefix);
+    msg.extend_from_slice(arg);
+    msg.extend_from_slice(suffix);
+    ErrorReply::Formatted(msg)
+}
+
+/// `ERR Unsupported option <opt>` (EXPIRE's options).
+pub fn unsupported_option(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Unsupported option ", opt, b"")
+}
+
+/// `ERR Syntax error in HELLO option '<opt>'`
+pub fn hello_syntax(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Syntax error in HELLO option '", opt, b"'")
 }
 
 /// Work on a key of a hash slot that the shard running it does not own (a routing fault:

@@ -5,8 +5,9 @@
 use goblin_protocol::parse_i64;
 use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 
-use crate::errors;
+use crate::errors::{self, ErrorReply};
 use crate::longdouble::LongDouble;
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::InvalidKeys;
 use crate::table::{CommandTable, KeyFlags, meta};
@@ -123,9 +124,7 @@ pub(crate) fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
 /// after the value is GET (compared as C compares it: up to a NUL byte). SET's key spec
 /// has `variable_flags`: its flags depend on the arguments.
 fn set_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
-    let get = args
-        .iter_from(3)
-        .any(|a| errors::c_str(a).eq_ignore_ascii_case(b"get"));
+    let get = args.iter_from(3).any(|a| is_keyword(a, "get"));
     let flags = if get {
         KeyFlags::RW | KeyFlags::ACCESS | KeyFlags::UPDATE
     } else {
@@ -167,11 +166,14 @@ enum ExtendedFor {
     GetEx,
 }
 
+/// Reads the options from argument `from` on. A word is taken as the first option it
+/// names whose conflicts allow it, else it is a syntax error; an expiry unit needs its
+/// value after it, and may repeat (the last value counts) but not change.
 fn parse_extended<'a>(
     args: &Args<'a>,
     from: usize,
     cmd: ExtendedFor,
-) -> Result<Extended<'a>, &'static [u8]> {
+) -> Result<Extended<'a>, ErrorReply> {
     let mut o = Extended {
         condition: Condition::Always,
         get: false,
@@ -180,9 +182,9 @@ fn parse_extended<'a>(
         expire: None,
     };
     let set = cmd == ExtendedFor::Set;
-    let mut j = from;
-    while j < args.len() {
-        let has_next = j + 1 < args.len();
+    let mut c = args.cursor(from);
+    while let Some(opt) = c.next() {
+        let is = |word: &str| is_keyword(opt, word);
         let unit = [
             ("EX", ExpireUnit::Seconds),
             ("PX", ExpireUnit::Millis),
@@ -190,27 +192,25 @@ fn parse_extended<'a>(
             ("PXAT", ExpireUnit::UnixMillis),
         ]
         .into_iter()
-        .find(|(word, _)| args.is(j, word))
+        .find(|(word, _)| is(word))
         .map(|(_, unit)| unit);
-        if set && args.is(j, "NX") && o.condition != Condition::IfPresent {
+        if set && is("NX") && o.condition != Condition::IfPresent {
             o.condition = Condition::IfAbsent;
-        } else if set && args.is(j, "XX") && o.condition != Condition::IfAbsent {
+        } else if set && is("XX") && o.condition != Condition::IfAbsent {
             o.condition = Condition::IfPresent;
-        } else if set && args.is(j, "GET") {
+        } else if set && is("GET") {
             o.get = true;
-        } else if set && args.is(j, "KEEPTTL") && !o.persist && o.expire.is_none() {
+        } else if set && is("KEEPTTL") && !o.persist && o.expire.is_none() {
             o.keep_ttl = true;
-        } else if !set && args.is(j, "PERSIST") && !o.keep_ttl && o.expire.is_none() {
+        } else if !set && is("PERSIST") && !o.keep_ttl && o.expire.is_none() {
             o.persist = true;
         } else if let Some(unit) = unit.filter(|&u| {
-            !o.keep_ttl && !o.persist && has_next && o.expire.is_none_or(|(_, prev)| prev == u)
+            !o.keep_ttl && !o.persist && !c.is_empty() && o.expire.is_none_or(|(_, p)| p == u)
         }) {
-            o.expire = Some((args.get(j + 1), unit));
-            j += 1;
+            o.expire = Some((c.next_arg()?, unit));
         } else {
-            return Err(errors::SYNTAX);
+            return Err(errors::SYNTAX.into());
         }
-        j += 1;
     }
     Ok(o)
 }
@@ -219,13 +219,13 @@ fn parse_extended<'a>(
 fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_extended(args, 3, ExtendedFor::Set) {
         Ok(opts) => opts,
-        Err(e) => return ctx.out.error(e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let deadline = match opts.expire {
         None => None,
         Some((value, unit)) => match parse_expire(value, unit, ctx.now, "set") {
             Ok(at) => Some(at),
-            Err(e) => return ctx.out.error(&e),
+            Err(e) => return e.send(&mut ctx.out),
         },
     };
     let (key, value) = (args.get(1), args.get(2));
@@ -282,7 +282,7 @@ fn setnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn set_with_expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>, unit: ExpireUnit, name: &str) {
     let at = match parse_expire(args.get(2), unit, ctx.now, name) {
         Ok(at) => at,
-        Err(e) => return ctx.out.error(&e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     ctx.db.set_str(args.get(1), args.get(3), Some(at), ctx.now);
     log_set_pxat(ctx, args.get(1), args.get(3), at);
@@ -317,7 +317,7 @@ fn getdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_extended(args, 2, ExtendedFor::GetEx) {
         Ok(opts) => opts,
-        Err(e) => return ctx.out.error(e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let key = args.get(1);
     match lookup(ctx.db, key, ctx.now).0 {
@@ -329,7 +329,7 @@ fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         None => None,
         Some((value, unit)) => match parse_expire(value, unit, ctx.now, "getex") {
             Ok(at) => Some((at, unit)),
-            Err(e) => return ctx.out.error(&e),
+            Err(e) => return e.send(&mut ctx.out),
         },
     };
     reply_get(ctx, key);
@@ -501,7 +501,9 @@ fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             ctx.db.set_str(key, tail, None, ctx.now);
             return ctx.out.integer(tail.len() as i64);
         }
-        Str::Value(old) if old.len() + tail.len() > max => return ctx.out.error(TOO_BIG),
+        Str::Value(old) if old.len() + tail.len() > max => {
+            return ctx.out.error(TOO_BIG);
+        }
         Str::Value(old) => old.len() + tail.len(),
     };
     // A long string is boxed: grow it in place, amortized.
