@@ -96,11 +96,22 @@ pub const EXEC_WITHOUT_MULTI: &[u8] = b"ERR EXEC without MULTI";
 pub const EXECABORT_PREVIOUS_ERRORS: &[u8] =
     b"EXECABORT Transaction discarded because of previous errors.";
 /// The start of EXEC's answer when EXEC itself is rejected; the reason follows.
-pub const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
+const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
 
 /// A queued command that cannot run where EXEC runs it (never queued; answered so that
 /// EXEC's array keeps one reply per command).
 pub const NOT_RUN: &[u8] = b"ERR internal error: a queued command could not run";
+
+/// A string command would make a string longer than `proto-max-bulk-len`.
+pub const STRING_TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+/// INCR, DECR, INCRBY, DECRBY past the range of a 64-bit integer.
+pub const INCR_OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
+/// DECRBY of the smallest 64-bit integer, which cannot be negated.
+pub const DECR_OVERFLOW: &[u8] = b"ERR decrement would overflow";
+/// INCRBYFLOAT to an infinite result.
+pub const INCR_NAN_OR_INFINITY: &[u8] = b"ERR increment would produce NaN or Infinity";
+/// SETRANGE at a negative offset.
+pub const OFFSET_OUT_OF_RANGE: &[u8] = b"ERR offset is out of range";
 
 /// EXPIRE with NX and any of XX, GT, LT.
 pub const EXPIRE_NX_AND_OTHERS: &[u8] =
@@ -109,6 +120,8 @@ pub const EXPIRE_NX_AND_OTHERS: &[u8] =
 pub const EXPIRE_GT_AND_LT: &[u8] = b"ERR GT and LT options at the same time are not compatible";
 /// COPY of a key onto itself.
 pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
+/// OBJECT FREQ without an LFU eviction policy (Goblin has none).
+pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 /// RENAME of a key that does not exist.
 pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
@@ -184,6 +197,30 @@ pub fn unsupported_option(opt: &[u8]) -> ErrorReply {
 /// `ERR Syntax error in HELLO option '<opt>'`
 pub fn hello_syntax(opt: &[u8]) -> ErrorReply {
     formatted(b"ERR Syntax error in HELLO option '", opt, b"'")
+}
+
+/// `ERR Unrecognized option '<opt>'` (CLIENT SETINFO's attribute).
+pub fn unrecognized_option(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Unrecognized option '", opt, b"'")
+}
+
+/// `ERR <attr> cannot contain spaces, newlines or special characters.` (CLIENT SETINFO's
+/// value).
+pub fn bad_client_attr(attr: &[u8]) -> ErrorReply {
+    formatted(
+        b"ERR ",
+        attr,
+        b" cannot contain spaces, newlines or special characters.",
+    )
+}
+
+/// EXEC's answer when EXEC itself is rejected with `reason`: `EXECABORT Transaction
+/// discarded because of: <reason>`, without the reason's `ERR ` (`execCommandAbort`).
+pub fn exec_abort(reason: &[u8]) -> ErrorReply {
+    let reason = reason.strip_prefix(b"ERR ").unwrap_or(reason);
+    let mut msg = EXECABORT_BECAUSE_OF.to_vec();
+    msg.extend_from_slice(reason);
+    ErrorReply::Formatted(msg)
 }
 
 /// Work on a key of a hash slot that the shard running it does not own (a routing fault:

@@ -2,7 +2,7 @@
 
 use goblin_protocol::{Version, parse_i64};
 
-use crate::errors::{self, ErrorReply, c_str};
+use crate::errors::{self, ErrorReply};
 use crate::table::Meta;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec};
@@ -185,16 +185,10 @@ fn client_setinfo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     } else if args.is(2, "lib-ver") {
         &mut ctx.client.lib_ver
     } else {
-        let mut msg = b"ERR Unrecognized option '".to_vec();
-        msg.extend_from_slice(c_str(attr));
-        msg.push(b'\'');
-        return ctx.reply().error_sanitized(&msg);
+        return errors::unrecognized_option(attr).send(&mut ctx.reply());
     };
     if !valid_client_attr(value) {
-        let mut msg = b"ERR ".to_vec();
-        msg.extend_from_slice(c_str(attr));
-        msg.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
-        return ctx.reply().error_sanitized(&msg);
+        return errors::bad_client_attr(attr).send(&mut ctx.reply());
     }
     *slot = (!value.is_empty()).then(|| value.to_vec());
     ctx.reply().ok();

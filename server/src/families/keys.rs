@@ -863,7 +863,7 @@ fn object_encoding(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// which Goblin does not have.
 fn object_freq(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if ctx.db.contains(args.get(2), ctx.now) {
-        ctx.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+        ctx.out.error(errors::NO_LFU_POLICY);
     } else {
         ctx.out.null();
     }

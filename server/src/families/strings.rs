@@ -49,9 +49,6 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SETRANGE, Exec::Shard(setrange));
 }
 
-/// A string exceeding the bulk limit.
-const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
-
 /// What a key holds, for string commands: its string value, nothing, or another type.
 pub(crate) enum Str<'a> {
     Value(&'a [u8]),
@@ -502,7 +499,7 @@ fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             return ctx.out.integer(tail.len() as i64);
         }
         Str::Value(old) if old.len() + tail.len() > max => {
-            return ctx.out.error(TOO_BIG);
+            return ctx.out.error(errors::STRING_TOO_BIG);
         }
         Str::Value(old) => old.len() + tail.len(),
     };
@@ -552,7 +549,7 @@ fn incr_by(ctx: &mut ShardCtx<'_>, key: &[u8], delta: i64) {
         },
     };
     let Some(new) = old.checked_add(delta) else {
-        return ctx.out.error(b"ERR increment or decrement would overflow");
+        return ctx.out.error(errors::INCR_OVERFLOW);
     };
     let mut buf = itoa::Buffer::new();
     ctx.db
@@ -581,7 +578,7 @@ fn incrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `DECRBY key decrement`
 fn decrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     match parse_i64(args.get(2)) {
-        Some(i64::MIN) => ctx.out.error(b"ERR decrement would overflow"),
+        Some(i64::MIN) => ctx.out.error(errors::DECR_OVERFLOW),
         Some(delta) => incr_by(ctx, args.get(1), -delta),
         None => ctx.out.error(errors::NOT_INTEGER),
     }
@@ -601,9 +598,7 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     };
     let sum = old + delta;
     if sum.is_infinite() {
-        return ctx
-            .out
-            .error(b"ERR increment would produce NaN or Infinity");
+        return ctx.out.error(errors::INCR_NAN_OR_INFINITY);
     }
     let text = sum.to_human();
     ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
@@ -653,7 +648,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         return ctx.out.error(errors::NOT_INTEGER);
     };
     if offset < 0 {
-        return ctx.out.error(b"ERR offset is out of range");
+        return ctx.out.error(errors::OFFSET_OUT_OF_RANGE);
     }
     let (key, patch) = (args.get(1), args.get(3));
     let max = ctx.max_string;
@@ -673,7 +668,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         .checked_add(patch.len())
         .filter(|&e| e <= max)
     else {
-        return ctx.out.error(TOO_BIG);
+        return ctx.out.error(errors::STRING_TOO_BIG);
     };
     let start = offset as usize;
     let new_len = len.max(end) as i64;
