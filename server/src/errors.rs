@@ -4,7 +4,53 @@
 //! `%s` semantics (a NUL ends the string) and are sent through
 //! [`goblin_protocol::Encoder::error_sanitized`], as Redis's `addReplyErrorFormat` does.
 
-use crate::table::handler::Args;
+use goblin_protocol::Encoder;
+
+use crate::table::args::Args;
+
+/// An error reply, as parsers and handlers return it: a fixed text, or one built around
+/// client bytes. Plans hand theirs on as bytes (`Vec<u8>: From<ErrorReply>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorReply {
+    /// A fixed text, sent as it is (Redis's `addReplyError` and shared error objects).
+    Fixed(&'static [u8]),
+    /// A text that carries client bytes, sent as Redis's `addReplyErrorFormat` sends it:
+    /// CR and LF trimmed from both ends and turned into spaces within.
+    Formatted(Vec<u8>),
+}
+
+impl ErrorReply {
+    /// The error text.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            ErrorReply::Fixed(text) => text,
+            ErrorReply::Formatted(text) => text,
+        }
+    }
+
+    /// Sends the error.
+    pub fn send(&self, out: &mut Encoder<'_>) {
+        match self {
+            ErrorReply::Fixed(text) => out.error(text),
+            ErrorReply::Formatted(text) => out.error_sanitized(text),
+        }
+    }
+}
+
+impl From<&'static [u8]> for ErrorReply {
+    fn from(text: &'static [u8]) -> Self {
+        ErrorReply::Fixed(text)
+    }
+}
+
+impl From<ErrorReply> for Vec<u8> {
+    fn from(e: ErrorReply) -> Self {
+        match e {
+            ErrorReply::Fixed(text) => text.to_vec(),
+            ErrorReply::Formatted(text) => text,
+        }
+    }
+}
 
 /// A syntax error in the options.
 pub const SYNTAX: &[u8] = b"ERR syntax error";
@@ -50,11 +96,32 @@ pub const EXEC_WITHOUT_MULTI: &[u8] = b"ERR EXEC without MULTI";
 pub const EXECABORT_PREVIOUS_ERRORS: &[u8] =
     b"EXECABORT Transaction discarded because of previous errors.";
 /// The start of EXEC's answer when EXEC itself is rejected; the reason follows.
-pub const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
+const EXECABORT_BECAUSE_OF: &[u8] = b"EXECABORT Transaction discarded because of: ";
 
 /// A queued command that cannot run where EXEC runs it (never queued; answered so that
 /// EXEC's array keeps one reply per command).
 pub const NOT_RUN: &[u8] = b"ERR internal error: a queued command could not run";
+
+/// A string command would make a string longer than `proto-max-bulk-len`.
+pub const STRING_TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+/// INCR, DECR, INCRBY, DECRBY past the range of a 64-bit integer.
+pub const INCR_OVERFLOW: &[u8] = b"ERR increment or decrement would overflow";
+/// DECRBY of the smallest 64-bit integer, which cannot be negated.
+pub const DECR_OVERFLOW: &[u8] = b"ERR decrement would overflow";
+/// INCRBYFLOAT to an infinite result.
+pub const INCR_NAN_OR_INFINITY: &[u8] = b"ERR increment would produce NaN or Infinity";
+/// SETRANGE at a negative offset.
+pub const OFFSET_OUT_OF_RANGE: &[u8] = b"ERR offset is out of range";
+
+/// EXPIRE with NX and any of XX, GT, LT.
+pub const EXPIRE_NX_AND_OTHERS: &[u8] =
+    b"ERR NX and XX, GT or LT options at the same time are not compatible";
+/// EXPIRE with both GT and LT.
+pub const EXPIRE_GT_AND_LT: &[u8] = b"ERR GT and LT options at the same time are not compatible";
+/// COPY of a key onto itself.
+pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
+/// OBJECT FREQ without an LFU eviction policy (Goblin has none).
+pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 /// RENAME of a key that does not exist.
 pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
@@ -108,8 +175,52 @@ pub fn wrong_arity(name: &str) -> Vec<u8> {
 }
 
 /// `ERR invalid expire time in '<name>' command`
-pub fn invalid_expire(name: &str) -> Vec<u8> {
-    format!("ERR invalid expire time in '{name}' command").into_bytes()
+pub fn invalid_expire(name: &str) -> ErrorReply {
+    ErrorReply::Formatted(format!("ERR invalid expire time in '{name}' command").into_bytes())
+}
+
+/// `<prefix><arg><suffix>`, with `arg` as C's `%s` prints it.
+fn formatted(prefix: &[u8], arg: &[u8], suffix: &[u8]) -> ErrorReply {
+    let arg = c_str(arg);
+    let mut msg = Vec::with_capacity(prefix.len() + arg.len() + suffix.len());
+    msg.extend_from_slice(prefix);
+    msg.extend_from_slice(arg);
+    msg.extend_from_slice(suffix);
+    ErrorReply::Formatted(msg)
+}
+
+/// `ERR Unsupported option <opt>` (EXPIRE's options).
+pub fn unsupported_option(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Unsupported option ", opt, b"")
+}
+
+/// `ERR Syntax error in HELLO option '<opt>'`
+pub fn hello_syntax(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Syntax error in HELLO option '", opt, b"'")
+}
+
+/// `ERR Unrecognized option '<opt>'` (CLIENT SETINFO's attribute).
+pub fn unrecognized_option(opt: &[u8]) -> ErrorReply {
+    formatted(b"ERR Unrecognized option '", opt, b"'")
+}
+
+/// `ERR <attr> cannot contain spaces, newlines or special characters.` (CLIENT SETINFO's
+/// value).
+pub fn bad_client_attr(attr: &[u8]) -> ErrorReply {
+    formatted(
+        b"ERR ",
+        attr,
+        b" cannot contain spaces, newlines or special characters.",
+    )
+}
+
+/// EXEC's answer when EXEC itself is rejected with `reason`: `EXECABORT Transaction
+/// discarded because of: <reason>`, without the reason's `ERR ` (`execCommandAbort`).
+pub fn exec_abort(reason: &[u8]) -> ErrorReply {
+    let reason = reason.strip_prefix(b"ERR ").unwrap_or(reason);
+    let mut msg = EXECABORT_BECAUSE_OF.to_vec();
+    msg.extend_from_slice(reason);
+    ErrorReply::Formatted(msg)
 }
 
 /// Work on a key of a hash slot that the shard running it does not own (a routing fault:

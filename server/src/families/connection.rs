@@ -2,11 +2,14 @@
 
 use goblin_protocol::{Version, parse_i64};
 
-use crate::errors::{self, c_str};
+use crate::errors::{self, ErrorReply};
 use crate::table::Meta;
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::meta;
 use crate::table::{CommandTable, Node};
+
+use super::select_db;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -64,45 +67,51 @@ fn authenticates(user: &[u8], _password: &[u8]) -> bool {
     user == b"default"
 }
 
+/// Names the connection (`clientSetNameOrReply`); an empty name removes its name.
+fn set_client_name(ctx: &mut ConnCtx<'_>, name: &[u8]) -> Result<(), ErrorReply> {
+    if !valid_client_attr(name) {
+        return Err(errors::BAD_CLIENT_NAME.into());
+    }
+    ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
+    Ok(())
+}
+
+/// HELLO's version and options. Options take effect as they are read, as in
+/// redis-server 7.0: a later bad option does not undo an earlier SETNAME, and a failed
+/// AUTH stops before later options. The version is the one to switch to, once all went
+/// well.
+fn hello_args(ctx: &mut ConnCtx<'_>, args: &Args<'_>) -> Result<Option<Version>, ErrorReply> {
+    let mut c = args.cursor(1);
+    let version = if c.is_empty() {
+        None
+    } else {
+        match c.next_parsed(parse_i64, errors::HELLO_VERSION_NOT_INTEGER)? {
+            2 => Some(Version::Resp2),
+            3 => Some(Version::Resp3),
+            _ => return Err(errors::NOPROTO.into()),
+        }
+    };
+    while let Some(opt) = c.next() {
+        if is_keyword(opt, "AUTH") && c.remaining() >= 2 {
+            let (user, password) = (c.next_arg()?, c.next_arg()?);
+            if !authenticates(user, password) {
+                return Err(errors::WRONGPASS.into());
+            }
+        } else if is_keyword(opt, "SETNAME") && !c.is_empty() {
+            set_client_name(ctx, c.next_arg()?)?;
+        } else {
+            return Err(errors::hello_syntax(opt));
+        }
+    }
+    Ok(version)
+}
+
 /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
 fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let mut version = None;
-    let mut next = 1;
-    if args.len() >= 2 {
-        next = 2;
-        match parse_i64(args.get(1)) {
-            None => return ctx.reply().error(errors::HELLO_VERSION_NOT_INTEGER),
-            Some(2) => version = Some(Version::Resp2),
-            Some(3) => version = Some(Version::Resp3),
-            Some(_) => return ctx.reply().error(errors::NOPROTO),
-        }
-    }
-    // Options take effect as they are read, as in redis-server 7.0: a later bad option
-    // does not undo an earlier SETNAME, and a failed AUTH stops before later options.
-    let mut j = next;
-    while j < args.len() {
-        let more = args.len() - 1 - j;
-        if args.is(j, "AUTH") && more >= 2 {
-            if !authenticates(args.get(j + 1), args.get(j + 2)) {
-                return ctx.reply().error(errors::WRONGPASS);
-            }
-            j += 3;
-        } else if args.is(j, "SETNAME") && more >= 1 {
-            let name = args.get(j + 1);
-            if !valid_client_attr(name) {
-                return ctx.reply().error(errors::BAD_CLIENT_NAME);
-            }
-            ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
-            j += 2;
-        } else {
-            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
-            msg.extend_from_slice(c_str(args.get(j)));
-            msg.push(b'\'');
-            return ctx.reply().error_sanitized(&msg);
-        }
-    }
-    if let Some(v) = version {
-        ctx.client.resp = v;
+    match hello_args(ctx, args) {
+        Ok(Some(v)) => ctx.client.resp = v,
+        Ok(None) => {}
+        Err(e) => return e.send(&mut ctx.reply()),
     }
     let id = ctx.client.id as i64;
     let proto = if ctx.client.resp == Version::Resp3 {
@@ -130,11 +139,9 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `SELECT index`: only database 0 exists.
 fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    match parse_i64(args.get(1)) {
-        Some(i) if i32::try_from(i).is_err() => ctx.reply().error(errors::INT_OUT_OF_RANGE),
-        None => ctx.reply().error(errors::NOT_INTEGER),
-        Some(0) => ctx.reply().ok(),
-        Some(_) => ctx.reply().error(errors::DB_INDEX_OUT_OF_RANGE),
+    match args.cursor(1).next_i32().and_then(select_db) {
+        Ok(()) => ctx.reply().ok(),
+        Err(e) => e.send(&mut ctx.reply()),
     }
 }
 
@@ -150,12 +157,10 @@ fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `CLIENT SETNAME name`
 fn client_setname(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let name = args.get(2);
-    if !valid_client_attr(name) {
-        return ctx.reply().error(errors::BAD_CLIENT_NAME);
+    match set_client_name(ctx, args.get(2)) {
+        Ok(()) => ctx.reply().ok(),
+        Err(e) => e.send(&mut ctx.reply()),
     }
-    ctx.client.name = (!name.is_empty()).then(|| name.to_vec());
-    ctx.reply().ok();
 }
 
 /// `CLIENT GETNAME`
@@ -180,16 +185,10 @@ fn client_setinfo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     } else if args.is(2, "lib-ver") {
         &mut ctx.client.lib_ver
     } else {
-        let mut msg = b"ERR Unrecognized option '".to_vec();
-        msg.extend_from_slice(c_str(attr));
-        msg.push(b'\'');
-        return ctx.reply().error_sanitized(&msg);
+        return errors::unrecognized_option(attr).send(&mut ctx.reply());
     };
     if !valid_client_attr(value) {
-        let mut msg = b"ERR ".to_vec();
-        msg.extend_from_slice(c_str(attr));
-        msg.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
-        return ctx.reply().error_sanitized(&msg);
+        return errors::bad_client_attr(attr).send(&mut ctx.reply());
     }
     *slot = (!value.is_empty()).then(|| value.to_vec());
     ctx.reply().ok();

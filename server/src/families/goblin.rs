@@ -10,8 +10,9 @@
 
 use goblin_store::Millis;
 
-use crate::errors;
+use crate::errors::{self, ErrorReply};
 use crate::runtime::msg::LockMode;
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::InvalidKeys;
 use crate::table::{CommandTable, KeyFlags, Meta, Node};
@@ -41,7 +42,7 @@ pub fn register(table: &mut CommandTable) {
 ///
 /// # Errors
 /// The error reply.
-pub fn claim_deadline(args: &Args<'_>, now: Millis) -> Result<Millis, Vec<u8>> {
+pub fn claim_deadline(args: &Args<'_>, now: Millis) -> Result<Millis, ErrorReply> {
     parse_expire(args.get(4), ExpireUnit::Seconds, now, "goblin.claim")
 }
 
@@ -61,7 +62,7 @@ pub fn try_claim(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], deadline: Mil
 fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let deadline = match claim_deadline(args, ctx.now) {
         Ok(d) => d,
-        Err(e) => return ctx.out.error(&e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     if try_claim(ctx, args.get(1), args.get(3), deadline) {
         ctx.out.bulk(CLAIMED);
@@ -213,10 +214,9 @@ fn delete_if(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], want_equal: bool)
 /// is deleted (RW).
 fn delex_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
     let conditional = args.iter_from(2).any(|a| {
-        let a = errors::c_str(a);
         ["ifeq", "ifne", "ifdeq", "ifdne"]
             .iter()
-            .any(|c| a.eq_ignore_ascii_case(c.as_bytes()))
+            .any(|c| is_keyword(a, c))
     });
     let access = if conditional {
         KeyFlags::RW
@@ -238,15 +238,33 @@ fn cad(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// IFDNE) are not supported and are a syntax error.
 fn delex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let key = args.get(1);
-    match args.len() {
-        2 => {
+    match delex_condition(args) {
+        Ok(None) => {
             let removed = ctx.db.delete(key, ctx.now);
             ctx.out.integer(i64::from(removed));
         }
-        4 if args.is(2, "IFEQ") => delete_if(ctx, key, args.get(3), true),
-        4 if args.is(2, "IFNE") => delete_if(ctx, key, args.get(3), false),
-        _ => ctx.out.error(errors::SYNTAX),
+        Ok(Some((value, want_equal))) => delete_if(ctx, key, value, want_equal),
+        Err(e) => e.send(&mut ctx.out),
     }
+}
+
+/// DELEX's condition: none, or the value and whether it must be equal (IFEQ) or differ
+/// (IFNE). Anything else, or anything after the value, is a syntax error.
+fn delex_condition<'a>(args: &Args<'a>) -> Result<Option<(&'a [u8], bool)>, ErrorReply> {
+    let mut c = args.cursor(2);
+    if c.is_empty() {
+        return Ok(None);
+    }
+    let want_equal = if c.next_is("IFEQ") {
+        true
+    } else if c.next_is("IFNE") {
+        false
+    } else {
+        return Err(errors::SYNTAX.into());
+    };
+    let value = c.next_arg()?;
+    c.finish()?;
+    Ok(Some((value, want_equal)))
 }
 
 /// A key spec entry in COMMAND INFO's form: `flags`, `begin_search` at `index`, one key.

@@ -4,7 +4,8 @@
 
 use goblin_store::{Millis, SLOTS, UNSHARED, ValueRef, types};
 
-use crate::errors;
+use crate::errors::{self, ErrorReply};
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{
@@ -13,7 +14,7 @@ use crate::txn::plan::{
 use crate::txn::shapes::{FanOut, Split, merge_sum};
 use crate::util::{glob_match, random_u64};
 
-use super::decimal;
+use super::{decimal, select_db};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -436,37 +437,41 @@ fn keys_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(FanOut::new(start.args, keys_part, keys_merge)))
 }
 
-/// SCAN's options.
+/// SCAN's cursor and options.
 struct ScanOptions<'a> {
+    cursor: u64,
     count: usize,
     pattern: Option<&'a [u8]>,
     type_name: Option<&'a [u8]>,
 }
 
-fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, &'static [u8]> {
+/// SCAN's arguments as redis-server 7.0 checks them: the cursor (`scanCommand`), then the
+/// options in order (`scanGenericCommand`), each needing its value; a later option of a
+/// kind replaces an earlier one.
+fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, ErrorReply> {
+    let mut c = args.cursor(1);
     let mut opts = ScanOptions {
+        cursor: c.next_parsed(parse_cursor, errors::INVALID_CURSOR)?,
         count: 10,
         pattern: None,
         type_name: None,
     };
-    let mut i = 2;
-    while i < args.len() {
-        let more = args.len() - i >= 2;
-        if args.is(i, "count") && more {
-            let n = goblin_protocol::parse_i64(args.get(i + 1)).ok_or(errors::NOT_INTEGER)?;
+    while let Some(opt) = c.next() {
+        let more = !c.is_empty();
+        if is_keyword(opt, "count") && more {
+            let n = c.next_i64()?;
             if n < 1 {
-                return Err(errors::SYNTAX);
+                return Err(errors::SYNTAX.into());
             }
             opts.count = n as usize;
-        } else if args.is(i, "match") && more {
-            let p = args.get(i + 1);
+        } else if is_keyword(opt, "match") && more {
+            let p = c.next_arg()?;
             opts.pattern = (p != b"*").then_some(p);
-        } else if args.is(i, "type") && more {
-            opts.type_name = Some(args.get(i + 1));
+        } else if is_keyword(opt, "type") && more {
+            opts.type_name = Some(c.next_arg()?);
         } else {
-            return Err(errors::SYNTAX);
+            return Err(errors::SYNTAX.into());
         }
-        i += 2;
     }
     Ok(opts)
 }
@@ -601,11 +606,9 @@ fn scan_part(
 
 /// SCAN: its cursor and options checked, then shard after shard in slot order.
 fn scan_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    let args = start.args;
-    let cursor = parse_cursor(args.get(1)).ok_or_else(|| errors::INVALID_CURSOR.to_vec())?;
-    let opts = parse_scan(args).map_err(<[u8]>::to_vec)?;
+    let opts = parse_scan(start.args)?;
     Ok(Box::new(ScanPlan {
-        cursor: usize::try_from(cursor).unwrap_or(usize::MAX),
+        cursor: usize::try_from(opts.cursor).unwrap_or(usize::MAX),
         count: opts.count,
         pattern: opts.pattern.map(<[u8]>::to_vec),
         type_name: opts.type_name.map(<[u8]>::to_vec),
@@ -671,30 +674,29 @@ struct ExpireFlags {
     lt: bool,
 }
 
-fn parse_expire_flags(args: &Args<'_>) -> Result<ExpireFlags, Vec<u8>> {
+/// EXPIRE's options as `parseExtendedExpireArgumentsOrReply` reads them: every word an
+/// option (repeats allowed), then the conflicts checked.
+fn parse_expire_flags(args: &Args<'_>) -> Result<ExpireFlags, ErrorReply> {
     let mut f = ExpireFlags::default();
-    for i in 3..args.len() {
-        if args.is(i, "nx") {
-            f.nx = true;
-        } else if args.is(i, "xx") {
-            f.xx = true;
-        } else if args.is(i, "gt") {
-            f.gt = true;
-        } else if args.is(i, "lt") {
-            f.lt = true;
+    for opt in args.cursor(3) {
+        let flag = if is_keyword(opt, "nx") {
+            &mut f.nx
+        } else if is_keyword(opt, "xx") {
+            &mut f.xx
+        } else if is_keyword(opt, "gt") {
+            &mut f.gt
+        } else if is_keyword(opt, "lt") {
+            &mut f.lt
         } else {
-            let mut msg = b"ERR Unsupported option ".to_vec();
-            msg.extend_from_slice(errors::c_str(args.get(i)));
-            return Err(msg);
-        }
+            return Err(errors::unsupported_option(opt));
+        };
+        *flag = true;
     }
     if f.nx && (f.xx || f.gt || f.lt) {
-        return Err(
-            b"ERR NX and XX, GT or LT options at the same time are not compatible".to_vec(),
-        );
+        return Err(errors::EXPIRE_NX_AND_OTHERS.into());
     }
     if f.gt && f.lt {
-        return Err(b"ERR GT and LT options at the same time are not compatible".to_vec());
+        return Err(errors::EXPIRE_GT_AND_LT.into());
     }
     Ok(f)
 }
@@ -710,7 +712,7 @@ fn expire_generic(
 ) {
     let flags = match parse_expire_flags(args) {
         Ok(f) => f,
-        Err(e) => return ctx.out.error_sanitized(&e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let Some(mut when) = goblin_protocol::parse_i64(args.get(2)) else {
         return ctx.out.error(errors::NOT_INTEGER);
@@ -718,12 +720,12 @@ fn expire_generic(
     if seconds {
         match when.checked_mul(1000) {
             Some(ms) => when = ms,
-            None => return ctx.out.error(&errors::invalid_expire(name)),
+            None => return errors::invalid_expire(name).send(&mut ctx.out),
         }
     }
     let base = if relative { ctx.now as i64 } else { 0 };
     let Some(when) = when.checked_add(base) else {
-        return ctx.out.error(&errors::invalid_expire(name));
+        return errors::invalid_expire(name).send(&mut ctx.out);
     };
     let key = args.get(1);
     let Some(entry) = ctx.db.get(key, ctx.now) else {
@@ -811,29 +813,20 @@ fn pexpiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 ///
 /// # Errors
 /// The error reply: a syntax error, a non-integer or other database, the same key twice.
-pub fn parse_copy(args: &Args<'_>) -> Result<bool, Vec<u8>> {
+pub fn parse_copy(args: &Args<'_>) -> Result<bool, ErrorReply> {
     let mut replace = false;
-    let mut j = 3;
-    while j < args.len() {
-        if args.is(j, "replace") {
+    let mut c = args.cursor(3);
+    while let Some(opt) = c.next() {
+        if is_keyword(opt, "replace") {
             replace = true;
-        } else if args.is(j, "db") && j + 1 < args.len() {
-            match goblin_protocol::parse_i64(args.get(j + 1)) {
-                None => return Err(errors::NOT_INTEGER.to_vec()),
-                Some(n) if i32::try_from(n).is_err() => {
-                    return Err(errors::INT_OUT_OF_RANGE.to_vec());
-                }
-                Some(0) => {}
-                Some(_) => return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec()),
-            }
-            j += 1;
+        } else if is_keyword(opt, "db") && !c.is_empty() {
+            select_db(c.next_i32()?)?;
         } else {
-            return Err(errors::SYNTAX.to_vec());
+            return Err(errors::SYNTAX.into());
         }
-        j += 1;
     }
     if args.get(1) == args.get(2) {
-        return Err(b"ERR source and destination objects are the same".to_vec());
+        return Err(errors::SAME_OBJECT.into());
     }
     Ok(replace)
 }
@@ -842,7 +835,7 @@ pub fn parse_copy(args: &Args<'_>) -> Result<bool, Vec<u8>> {
 fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let replace = match parse_copy(args) {
         Ok(r) => r,
-        Err(e) => return ctx.out.error(&e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let (src, dst) = (args.get(1), args.get(2));
     let Some(entry) = ctx.db.get(src, ctx.now) else {
@@ -870,7 +863,7 @@ fn object_encoding(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// which Goblin does not have.
 fn object_freq(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if ctx.db.contains(args.get(2), ctx.now) {
-        ctx.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+        ctx.out.error(errors::NO_LFU_POLICY);
     } else {
         ctx.out.null();
     }

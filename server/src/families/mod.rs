@@ -16,7 +16,7 @@ pub mod strings;
 use goblin_protocol::parse_i64;
 use goblin_store::Millis;
 
-use crate::errors;
+use crate::errors::{self, ErrorReply};
 use crate::table::CommandTable;
 
 /// The command table with every family registered.
@@ -56,13 +56,16 @@ pub enum ExpireUnit {
 /// checks and errors (`getExpireMillisecondsOrReply`): not an integer → "value is not an
 /// integer or out of range"; zero, negative, or overflowing once converted to an
 /// absolute millisecond time → "invalid expire time in '<command>' command".
+///
+/// # Errors
+/// The error reply.
 pub fn parse_expire(
     value: &[u8],
     unit: ExpireUnit,
     now: Millis,
     command: &str,
-) -> Result<Millis, Vec<u8>> {
-    let n = parse_i64(value).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
+) -> Result<Millis, ErrorReply> {
+    let n = parse_i64(value).ok_or(ErrorReply::Fixed(errors::NOT_INTEGER))?;
     let invalid = || errors::invalid_expire(command);
     let seconds = matches!(unit, ExpireUnit::Seconds | ExpireUnit::UnixSeconds);
     if n <= 0 || (seconds && n > i64::MAX / 1000) {
@@ -76,6 +79,18 @@ pub fn parse_expire(
         ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis => ms,
     };
     Ok(at as Millis)
+}
+
+/// Selects database `db` (SELECT, COPY's DB option): only database 0 exists.
+///
+/// # Errors
+/// `ERR DB index is out of range` for any other.
+pub fn select_db(db: i32) -> Result<(), ErrorReply> {
+    if db == 0 {
+        Ok(())
+    } else {
+        Err(errors::DB_INDEX_OUT_OF_RANGE.into())
+    }
 }
 
 /// The decimal form of `n`, for logging effects.
@@ -104,7 +119,7 @@ mod tests {
         );
         assert_eq!(
             parse_expire(b"x", ExpireUnit::Seconds, now, "set"),
-            Err(errors::NOT_INTEGER.to_vec())
+            Err(ErrorReply::Fixed(errors::NOT_INTEGER))
         );
         let invalid = Err(errors::invalid_expire("set"));
         assert_eq!(parse_expire(b"0", ExpireUnit::Seconds, now, "set"), invalid);

@@ -58,10 +58,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     if let MultiCall::Rejected(msg) = call {
         // Redis aborts the transaction when EXEC itself is rejected, in or out of MULTI
         // (`execCommandAbort`).
-        let reason = msg.strip_prefix(b"ERR ").unwrap_or(msg);
-        let mut text = errors::EXECABORT_BECAUSE_OF.to_vec();
-        text.extend_from_slice(reason);
-        ctx.conn.reply().error_sanitized(&text);
+        errors::exec_abort(msg).send(&mut ctx.conn.reply());
         *ctx.multi = None;
         return None;
     }

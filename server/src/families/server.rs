@@ -307,13 +307,13 @@ fn flush_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outco
     cx.reply(|e| e.ok())
 }
 
-/// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked, then every shard
-/// cleared.
+/// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked (one at most;
+/// both clear at once here), then every shard cleared.
 fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
-    if args.len() > 2 || (args.len() == 2 && !args.is(1, "async") && !args.is(1, "sync")) {
-        return Err(errors::SYNTAX.to_vec());
-    }
+    let mut c = args.cursor(1);
+    let _ = c.next_is("async") || c.next_is("sync");
+    c.finish()?;
     Ok(Box::new(FanOut::new(args, flush_part, flush_merge)))
 }
 

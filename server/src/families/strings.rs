@@ -5,8 +5,9 @@
 use goblin_protocol::parse_i64;
 use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 
-use crate::errors;
+use crate::errors::{self, ErrorReply};
 use crate::longdouble::LongDouble;
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::InvalidKeys;
 use crate::table::{CommandTable, KeyFlags, meta};
@@ -47,9 +48,6 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SUBSTR, Exec::Shard(getrange));
     table.add(&meta::SETRANGE, Exec::Shard(setrange));
 }
-
-/// A string exceeding the bulk limit.
-const TOO_BIG: &[u8] = b"ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 
 /// What a key holds, for string commands: its string value, nothing, or another type.
 pub(crate) enum Str<'a> {
@@ -123,9 +121,7 @@ pub(crate) fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
 /// after the value is GET (compared as C compares it: up to a NUL byte). SET's key spec
 /// has `variable_flags`: its flags depend on the arguments.
 fn set_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
-    let get = args
-        .iter_from(3)
-        .any(|a| errors::c_str(a).eq_ignore_ascii_case(b"get"));
+    let get = args.iter_from(3).any(|a| is_keyword(a, "get"));
     let flags = if get {
         KeyFlags::RW | KeyFlags::ACCESS | KeyFlags::UPDATE
     } else {
@@ -167,11 +163,14 @@ enum ExtendedFor {
     GetEx,
 }
 
+/// Reads the options from argument `from` on. A word is taken as the first option it
+/// names whose conflicts allow it, else it is a syntax error; an expiry unit needs its
+/// value after it, and may repeat (the last value counts) but not change.
 fn parse_extended<'a>(
     args: &Args<'a>,
     from: usize,
     cmd: ExtendedFor,
-) -> Result<Extended<'a>, &'static [u8]> {
+) -> Result<Extended<'a>, ErrorReply> {
     let mut o = Extended {
         condition: Condition::Always,
         get: false,
@@ -180,9 +179,9 @@ fn parse_extended<'a>(
         expire: None,
     };
     let set = cmd == ExtendedFor::Set;
-    let mut j = from;
-    while j < args.len() {
-        let has_next = j + 1 < args.len();
+    let mut c = args.cursor(from);
+    while let Some(opt) = c.next() {
+        let is = |word: &str| is_keyword(opt, word);
         let unit = [
             ("EX", ExpireUnit::Seconds),
             ("PX", ExpireUnit::Millis),
@@ -190,27 +189,25 @@ fn parse_extended<'a>(
             ("PXAT", ExpireUnit::UnixMillis),
         ]
         .into_iter()
-        .find(|(word, _)| args.is(j, word))
+        .find(|(word, _)| is(word))
         .map(|(_, unit)| unit);
-        if set && args.is(j, "NX") && o.condition != Condition::IfPresent {
+        if set && is("NX") && o.condition != Condition::IfPresent {
             o.condition = Condition::IfAbsent;
-        } else if set && args.is(j, "XX") && o.condition != Condition::IfAbsent {
+        } else if set && is("XX") && o.condition != Condition::IfAbsent {
             o.condition = Condition::IfPresent;
-        } else if set && args.is(j, "GET") {
+        } else if set && is("GET") {
             o.get = true;
-        } else if set && args.is(j, "KEEPTTL") && !o.persist && o.expire.is_none() {
+        } else if set && is("KEEPTTL") && !o.persist && o.expire.is_none() {
             o.keep_ttl = true;
-        } else if !set && args.is(j, "PERSIST") && !o.keep_ttl && o.expire.is_none() {
+        } else if !set && is("PERSIST") && !o.keep_ttl && o.expire.is_none() {
             o.persist = true;
         } else if let Some(unit) = unit.filter(|&u| {
-            !o.keep_ttl && !o.persist && has_next && o.expire.is_none_or(|(_, prev)| prev == u)
+            !o.keep_ttl && !o.persist && !c.is_empty() && o.expire.is_none_or(|(_, p)| p == u)
         }) {
-            o.expire = Some((args.get(j + 1), unit));
-            j += 1;
+            o.expire = Some((c.next_arg()?, unit));
         } else {
-            return Err(errors::SYNTAX);
+            return Err(errors::SYNTAX.into());
         }
-        j += 1;
     }
     Ok(o)
 }
@@ -219,13 +216,13 @@ fn parse_extended<'a>(
 fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_extended(args, 3, ExtendedFor::Set) {
         Ok(opts) => opts,
-        Err(e) => return ctx.out.error(e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let deadline = match opts.expire {
         None => None,
         Some((value, unit)) => match parse_expire(value, unit, ctx.now, "set") {
             Ok(at) => Some(at),
-            Err(e) => return ctx.out.error(&e),
+            Err(e) => return e.send(&mut ctx.out),
         },
     };
     let (key, value) = (args.get(1), args.get(2));
@@ -282,7 +279,7 @@ fn setnx(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn set_with_expire(ctx: &mut ShardCtx<'_>, args: &Args<'_>, unit: ExpireUnit, name: &str) {
     let at = match parse_expire(args.get(2), unit, ctx.now, name) {
         Ok(at) => at,
-        Err(e) => return ctx.out.error(&e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     ctx.db.set_str(args.get(1), args.get(3), Some(at), ctx.now);
     log_set_pxat(ctx, args.get(1), args.get(3), at);
@@ -317,7 +314,7 @@ fn getdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_extended(args, 2, ExtendedFor::GetEx) {
         Ok(opts) => opts,
-        Err(e) => return ctx.out.error(e),
+        Err(e) => return e.send(&mut ctx.out),
     };
     let key = args.get(1);
     match lookup(ctx.db, key, ctx.now).0 {
@@ -329,7 +326,7 @@ fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         None => None,
         Some((value, unit)) => match parse_expire(value, unit, ctx.now, "getex") {
             Ok(at) => Some((at, unit)),
-            Err(e) => return ctx.out.error(&e),
+            Err(e) => return e.send(&mut ctx.out),
         },
     };
     reply_get(ctx, key);
@@ -501,7 +498,9 @@ fn append(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             ctx.db.set_str(key, tail, None, ctx.now);
             return ctx.out.integer(tail.len() as i64);
         }
-        Str::Value(old) if old.len() + tail.len() > max => return ctx.out.error(TOO_BIG),
+        Str::Value(old) if old.len() + tail.len() > max => {
+            return ctx.out.error(errors::STRING_TOO_BIG);
+        }
         Str::Value(old) => old.len() + tail.len(),
     };
     // A long string is boxed: grow it in place, amortized.
@@ -550,7 +549,7 @@ fn incr_by(ctx: &mut ShardCtx<'_>, key: &[u8], delta: i64) {
         },
     };
     let Some(new) = old.checked_add(delta) else {
-        return ctx.out.error(b"ERR increment or decrement would overflow");
+        return ctx.out.error(errors::INCR_OVERFLOW);
     };
     let mut buf = itoa::Buffer::new();
     ctx.db
@@ -579,7 +578,7 @@ fn incrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `DECRBY key decrement`
 fn decrby(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     match parse_i64(args.get(2)) {
-        Some(i64::MIN) => ctx.out.error(b"ERR decrement would overflow"),
+        Some(i64::MIN) => ctx.out.error(errors::DECR_OVERFLOW),
         Some(delta) => incr_by(ctx, args.get(1), -delta),
         None => ctx.out.error(errors::NOT_INTEGER),
     }
@@ -599,9 +598,7 @@ fn incrbyfloat(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     };
     let sum = old + delta;
     if sum.is_infinite() {
-        return ctx
-            .out
-            .error(b"ERR increment would produce NaN or Infinity");
+        return ctx.out.error(errors::INCR_NAN_OR_INFINITY);
     }
     let text = sum.to_human();
     ctx.db.set_str(key, text.as_bytes(), expire, ctx.now);
@@ -651,7 +648,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         return ctx.out.error(errors::NOT_INTEGER);
     };
     if offset < 0 {
-        return ctx.out.error(b"ERR offset is out of range");
+        return ctx.out.error(errors::OFFSET_OUT_OF_RANGE);
     }
     let (key, patch) = (args.get(1), args.get(3));
     let max = ctx.max_string;
@@ -671,7 +668,7 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         .checked_add(patch.len())
         .filter(|&e| e <= max)
     else {
-        return ctx.out.error(TOO_BIG);
+        return ctx.out.error(errors::STRING_TOO_BIG);
     };
     let start = offset as usize;
     let new_len = len.max(end) as i64;

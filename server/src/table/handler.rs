@@ -1,4 +1,6 @@
-//! What a command handler sees: its arguments, and the context of the thread it runs on.
+//! What a command handler sees: its arguments ([`Args`], read in order with an
+//! [`ArgCursor`]; both live in [`crate::table::args`]), and the context of the thread it
+//! runs on.
 //!
 //! Handlers come in kinds, by where they run (see [`Exec`]):
 //! - connection handlers (`Conn`) run on the connection's thread with its client state
@@ -14,8 +16,6 @@
 //! Every handler writes its reply (or error) with the [`Encoder`] it is given; nothing it
 //! does panics on client input.
 
-use std::ops::Range;
-
 use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
@@ -25,64 +25,7 @@ use crate::runtime::server::Shared;
 use crate::shard::slots::SlotMap;
 use crate::txn::plan::{CrossShard, Plan};
 
-/// A command's arguments (the name is argument 0): byte ranges into a buffer the command
-/// does not own — the connection's read buffer, or the payload of a cross-shard message.
-#[derive(Clone, Copy, Debug)]
-pub struct Args<'a> {
-    buf: &'a [u8],
-    spans: &'a [Range<usize>],
-}
-
-impl<'a> Args<'a> {
-    /// Arguments `spans` within `buf`.
-    pub fn new(buf: &'a [u8], spans: &'a [Range<usize>]) -> Self {
-        Args { buf, spans }
-    }
-
-    /// Number of arguments, the name included.
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    /// True when there are no arguments (never, for a dispatched command).
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    /// Argument `i`, or the empty string past the end (arity is checked before handlers
-    /// run, so a handler reading within its arity always gets the real argument).
-    pub fn get(&self, i: usize) -> &'a [u8] {
-        self.spans
-            .get(i)
-            .and_then(|r| self.buf.get(r.clone()))
-            .unwrap_or(b"")
-    }
-
-    /// Arguments from `from` on.
-    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &'a [u8]> + use<'a> {
-        let buf = self.buf;
-        self.spans
-            .get(from..)
-            .unwrap_or(&[])
-            .iter()
-            .map(move |r| buf.get(r.clone()).unwrap_or(b""))
-    }
-
-    /// The arguments from `from` on, as the arguments of a command of their own (COMMAND
-    /// GETKEYS looks at the command it is given this way).
-    pub fn skip(&self, from: usize) -> Args<'a> {
-        Args {
-            buf: self.buf,
-            spans: self.spans.get(from..).unwrap_or(&[]),
-        }
-    }
-
-    /// Whether argument `i` equals `word`, ignoring ASCII case and C-string tails: Redis
-    /// compares option keywords with `strcasecmp`, which stops at a NUL byte.
-    pub fn is(&self, i: usize, word: &str) -> bool {
-        crate::errors::c_str(self.get(i)).eq_ignore_ascii_case(word.as_bytes())
-    }
-}
+pub use crate::table::args::{ArgCursor, Args};
 
 /// One command's statistics on one worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 //! drift from what COMMAND INFO reports; Goblin's own commands write the same entry by
 //! hand.
 
+pub mod args;
 pub mod handler;
 pub mod keys;
 pub mod meta;

@@ -47,6 +47,12 @@ fn connection_commands_match_redis() {
     d.check(&[b"CLIENT", b"GETNAME"]);
     d.check(&[b"HELLO", b"3", b"SETNAME", b"bad name"]);
     d.check(&[b"HELLO", b"3", b"NOPE\0x"]);
+    // Keywords end at a NUL byte; quoted options are cut there, CR and LF made spaces.
+    d.check(&[b"HELLO", b"2", b"SETNAME\0x"]);
+    d.check(&[b"HELLO", b"2", b"auth\0x", b"default"]);
+    d.check(&[b"HELLO", b"2", b"\r\nNO\r\nPE\r\n"]);
+    d.check(&[b"HELLO", b"2", b"SETNAME", b"a\r\nb"]);
+    d.check(&[b"HELLO", b"2\0", b"SETNAME", b"x"]);
     d.check_str("CLIENT GETNAME");
     // Options take effect in order: a name set before a bad option stays; a failed AUTH
     // is reported before a bad option after it.
@@ -140,6 +146,19 @@ fn client_id_is_unique_and_setinfo_is_accepted() {
     );
     assert_eq!(
         a.cmd(&[b"CLIENT", b"SETINFO", b"lib-name", b"a b"]),
+        b"-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
+    );
+    // The attribute is quoted as C's `%s` quotes it (up to a NUL), CR and LF made spaces.
+    assert_eq!(
+        a.cmd(&[b"CLIENT", b"SETINFO", b"lib-x\0y", b"v"]),
+        b"-ERR Unrecognized option 'lib-x'\r\n"
+    );
+    assert_eq!(
+        a.cmd(&[b"CLIENT", b"SETINFO", b"foo\r\nbar", b"v"]),
+        b"-ERR Unrecognized option 'foo  bar'\r\n"
+    );
+    assert_eq!(
+        a.cmd(&[b"CLIENT", b"SETINFO", b"lib-name\0x", b"a\nb"]),
         b"-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
     );
     assert_eq!(

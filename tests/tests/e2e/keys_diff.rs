@@ -860,6 +860,57 @@ fn hash_listpack_limit_is_512_entries_like_redis() {
     );
 }
 
+/// The option parsers (issue 9: SET, GETEX, EXPIRE, COPY, SCAN, FLUSHDB, FLUSHALL) read
+/// a keyword as Redis's `strcasecmp` does, up to a NUL byte, in any case; a keyword's value
+/// is still the next argument whatever it holds; error texts that quote an argument quote
+/// it up to its NUL, with CR and LF made spaces. COPY and SCAN run as plans when their keys
+/// span shards (SCAN always), so their errors take the plans' path.
+#[test]
+fn option_keywords_end_at_a_nul_byte_like_redis() {
+    script_everywhere(
+        4,
+        r#"
+        SET K0 v "nx\0junk"
+        SET K0 v "Xx\0"
+        GET K0
+        SET K0 w "get\0x"
+        SET K0 v "NX\0" "xx\0"
+        SET K0 v "ex\0" 100 "EX\0y" 200
+        ~TTL K0
+        SET K0 v "keepttl\0" "px\0" 5
+        SET K0 v "pxat\0" "nx"
+        SET K0 v EX "nx"
+        SET K0 v "\0nx"
+        SET K0 v "nx\r\n"
+        GETEX K0 "persist\0x"
+        TTL K0
+        GETEX K0 "exat\0" 99999999999 "persist\0"
+        GETEX K0 "Persist" "EX" 5
+        EXPIRE K0 50 "gt\0" "lt\0"
+        EXPIRE K0 50 "nx\0" "xx"
+        EXPIRE K0 50 "nx\0" "F\0O"
+        EXPIRE K0 50 "\r\nx\r\ny\r\n"
+        COPY K0 K1 "replace\0x"
+        COPY K0 K1 "db\0" 0 "REPLACE\0"
+        COPY K0 K1 "DB" "REPLACE"
+        COPY K0 K1 "db\0" 1
+        COPY K0 K1 "db\0"
+        COPY K0 K1 "db" "0\0"
+        COPY K0 K0 "db\0" 0
+        SCAN 0 "count\0" 0
+        SCAN 0 "count\0" x
+        SCAN 0 "type\0"
+        SCAN 0 "match\0x" "*" "count" "-5"
+        SCAN x "count" 0
+        FLUSHDB "async\0x" "sync"
+        FLUSHDB "sync\0x"
+        FLUSHALL "ASYNC\0"
+        FLUSHALL "\0sync"
+        DBSIZE
+        "#,
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Randomized sequences.
 
