@@ -902,6 +902,11 @@ fn option_keywords_end_at_a_nul_byte_like_redis() {
         SCAN 0 "type\0"
         SCAN 0 "match\0x" "*" "count" "-5"
         SCAN x "count" 0
+        SCAN "1\0x" COUNT 0
+        SCAN "0\0x" COUNT 0
+        SCAN "\0" COUNT 0
+        SCAN "+\0"
+        SCAN "18446744073709551616\0"
         FLUSHDB "async\0x" "sync"
         FLUSHDB "sync\0x"
         FLUSHALL "ASYNC\0"
