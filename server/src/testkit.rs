@@ -120,7 +120,7 @@ impl Loopback {
             panic!("unknown {argv:?}");
         };
         let mut shard = 0;
-        spec.for_each_key(&args, |i, _| {
+        spec.for_each_key_position(&args, |i| {
             shard = self.shared.slots.shard_of_key(args.get(i))
         });
         let mut out = Vec::new();

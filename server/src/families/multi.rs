@@ -100,7 +100,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             },
             Exec::Shard(_) => {
                 let mut shards = Vec::new();
-                spec.for_each_key(&args, |i, _| {
+                spec.for_each_key_position(&args, |i| {
                     shards.push(ctx.slots.shard_of_key(args.get(i)))
                 });
                 let first = shards.first().copied().unwrap_or(0);

@@ -261,7 +261,7 @@ impl Worker {
 /// Which shard(s) a keyed command needs.
 fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
     let mut target = Target::Here;
-    spec.for_each_key(args, |i, _| {
+    spec.for_each_key_position(args, |i| {
         let shard = slots.shard_of_key(args.get(i));
         target = match target {
             Target::Here => Target::Shard(shard),

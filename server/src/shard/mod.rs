@@ -268,7 +268,7 @@ impl Shard {
     /// The first slot among the command's keys that this shard does not own.
     fn foreign_slot(&self, spec: &CommandSpec, args: &Args<'_>) -> Option<usize> {
         let mut foreign = None;
-        spec.for_each_key(args, |i, _| {
+        spec.for_each_key_position(args, |i| {
             let slot = usize::from(key_slot(args.get(i)));
             if foreign.is_none() && !self.slots.owns(self.id, slot) {
                 foreign = Some(slot);

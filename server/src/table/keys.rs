@@ -212,6 +212,15 @@ struct KeySpec {
     layout: Layout,
 }
 
+/// One spec of the common shape: keys at `first`, `first + step`, … through `lastkey`
+/// (after `first`; negative: from the end of the arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Simple {
+    first: usize,
+    lastkey: i64,
+    step: usize,
+}
+
 /// The arguments a spec names as keys: `first`, `first + step`, … up to `last`, all
 /// within the arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,6 +427,10 @@ impl Specs {
 #[derive(Clone, Debug, Default)]
 pub struct KeyFinder {
     specs: Specs,
+    /// The common shape — one spec, keys from a fixed index through a last key, every
+    /// `step` — kept as plain numbers, so that routing (which needs the positions, not
+    /// the flags) costs what the legacy first/last/step did.
+    simple: Option<Simple>,
     /// The command's own search, asked when the specs cannot answer.
     custom: Option<CustomFinder>,
     /// Some spec names keys (is not NOT_KEY).
@@ -434,6 +447,7 @@ impl KeyFinder {
     /// The finder of a keyless command.
     pub const NONE: KeyFinder = KeyFinder {
         specs: Specs::None,
+        simple: None,
         custom: None,
         has_key_spec: false,
         variable_flags: false,
@@ -468,14 +482,70 @@ impl KeyFinder {
             Err(specs) if specs.is_empty() => Specs::None,
             Err(specs) => Specs::Many(specs.into_boxed_slice()),
         };
+        let simple = match &specs {
+            Specs::One(KeySpec {
+                flags,
+                begin: Begin::Index(first),
+                layout:
+                    Layout::Range {
+                        lastkey,
+                        keystep,
+                        limit: 0,
+                    },
+            }) if !flags.intersects(KeyFlags::NOT_KEY | KeyFlags::INCOMPLETE)
+                && *first > 0
+                && *keystep > 0 =>
+            {
+                Some(Simple {
+                    first: *first as usize,
+                    lastkey: *lastkey,
+                    step: *keystep as usize,
+                })
+            }
+            _ => None,
+        };
         KeyFinder {
             specs,
+            simple,
             custom: None,
             has_key_spec,
             variable_flags,
             may_span,
             key_flags,
         }
+    }
+
+    /// Calls `f(argument index)` for every key of the invocation `args`: the positions
+    /// [`KeyFinder::find`] finds, without their flags — which the specs of the common
+    /// shape give at once, even when a custom search would be asked for the flags.
+    ///
+    /// # Errors
+    /// As [`KeyFinder::find`].
+    #[inline]
+    pub fn positions(&self, args: &Args<'_>, mut f: impl FnMut(usize)) -> Result<(), InvalidKeys> {
+        let Some(Simple {
+            first,
+            lastkey,
+            step,
+        }) = self.simple
+        else {
+            return self.find(args, |i, _| f(i));
+        };
+        let argc = args.len() as i64;
+        let last = if lastkey >= 0 {
+            first as i64 + lastkey
+        } else {
+            argc + lastkey
+        };
+        if last >= argc || last < first as i64 {
+            return Err(InvalidKeys);
+        }
+        let mut i = first;
+        while i as i64 <= last {
+            f(i);
+            i += step;
+        }
+        Ok(())
     }
 
     /// The same finder, with a custom search for what the specs cannot say.

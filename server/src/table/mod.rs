@@ -143,6 +143,13 @@ impl CommandSpec {
         });
     }
 
+    /// Calls `f` with the argument index of each key of the command `args` (routing and
+    /// ownership need the positions only, which cost less than the flags).
+    #[inline]
+    pub fn for_each_key_position(&self, args: &Args<'_>, f: impl FnMut(usize)) {
+        let _ = self.key_finder.positions(args, f);
+    }
+
     /// The keys of the command `args` with their lock modes.
     pub fn lock_needs(&self, args: &Args<'_>) -> Vec<(Vec<u8>, LockMode)> {
         let mut needs = Vec::new();
@@ -473,6 +480,14 @@ mod tests {
                 let mut found = Vec::new();
                 let result = spec.key_finder.find(&args, |i, _| found.push(i));
                 let legacy = legacy_indexes(spec, argc as usize);
+                let mut positions = Vec::new();
+                let by_position = spec.key_finder.positions(&args, |i| positions.push(i));
+                assert_eq!(
+                    (by_position, &positions),
+                    (Ok(()), &legacy),
+                    "{} positions with {argc} arguments",
+                    spec.name
+                );
                 assert_eq!(
                     (result, found),
                     (Ok(()), legacy),
