@@ -212,13 +212,51 @@ struct KeySpec {
     layout: Layout,
 }
 
-/// One spec of the common shape: keys at `first`, `first + step`, … through `lastkey`
-/// (after `first`; negative: from the end of the arguments).
+/// Most commands' keys, as plain numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Simple {
-    first: usize,
-    lastkey: i64,
-    step: usize,
+enum Simple {
+    /// One spec: keys at `first`, `first + step`, … through `lastkey` (after `first`;
+    /// negative: from the end of the arguments).
+    Range {
+        first: usize,
+        lastkey: i64,
+        step: usize,
+    },
+    /// Up to four specs, of one key each at a fixed index (GOBLIN.CLAIM, RENAME, COPY).
+    Fixed { at: [u16; 4], n: u8 },
+}
+
+impl Simple {
+    /// The fixed positions of `specs`, when every one names one key at a fixed index.
+    fn fixed(specs: &[KeySpec]) -> Option<Simple> {
+        if specs.len() > 4 {
+            return None;
+        }
+        let mut at = [0u16; 4];
+        for (slot, spec) in at.iter_mut().zip(specs) {
+            match spec {
+                KeySpec {
+                    flags,
+                    begin: Begin::Index(i),
+                    layout:
+                        Layout::Range {
+                            lastkey: 0,
+                            limit: 0,
+                            ..
+                        },
+                } if !flags.intersects(KeyFlags::NOT_KEY | KeyFlags::INCOMPLETE)
+                    && (1..=i64::from(u16::MAX)).contains(i) =>
+                {
+                    *slot = *i as u16;
+                }
+                _ => return None,
+            }
+        }
+        Some(Simple::Fixed {
+            at,
+            n: specs.len() as u8,
+        })
+    }
 }
 
 /// The arguments a spec names as keys: `first`, `first + step`, … up to `last`, all
@@ -427,9 +465,10 @@ impl Specs {
 #[derive(Clone, Debug, Default)]
 pub struct KeyFinder {
     specs: Specs,
-    /// The common shape — one spec, keys from a fixed index through a last key, every
-    /// `step` — kept as plain numbers, so that routing (which needs the positions, not
-    /// the flags) costs what the legacy first/last/step did.
+    /// The common shapes — one spec, keys from a fixed index through a last key, every
+    /// `step`; or a few specs of one key each at fixed indexes — kept as plain numbers,
+    /// so that routing (which needs the positions, not the flags) costs what the legacy
+    /// first/last/step did.
     simple: Option<Simple>,
     /// The command's own search, asked when the specs cannot answer.
     custom: Option<CustomFinder>,
@@ -496,12 +535,13 @@ impl KeyFinder {
                 && *first > 0
                 && *keystep > 0 =>
             {
-                Some(Simple {
+                Some(Simple::Range {
                     first: *first as usize,
                     lastkey: *lastkey,
                     step: *keystep as usize,
                 })
             }
+            Specs::Many(many) => Simple::fixed(many),
             _ => None,
         };
         KeyFinder {
@@ -523,13 +563,21 @@ impl KeyFinder {
     /// As [`KeyFinder::find`].
     #[inline]
     pub fn positions(&self, args: &Args<'_>, mut f: impl FnMut(usize)) -> Result<(), InvalidKeys> {
-        let Some(Simple {
-            first,
-            lastkey,
-            step,
-        }) = self.simple
-        else {
-            return self.find(args, |i, _| f(i));
+        let (first, lastkey, step) = match self.simple {
+            Some(Simple::Range {
+                first,
+                lastkey,
+                step,
+            }) => (first, lastkey, step),
+            Some(Simple::Fixed { at, n }) => {
+                let at = &at[..usize::from(n)];
+                if at.iter().any(|&i| usize::from(i) >= args.len()) {
+                    return Err(InvalidKeys);
+                }
+                at.iter().for_each(|&i| f(usize::from(i)));
+                return Ok(());
+            }
+            None => return self.find(args, |i, _| f(i)),
         };
         let argc = args.len() as i64;
         let last = if lastkey >= 0 {
