@@ -19,7 +19,16 @@ incr decr incrby decrby incrbyfloat getrange setrange substr
 del unlink exists type expire pexpire expireat pexpireat ttl pttl expiretime pexpiretime
 persist rename renamenx copy keys scan randomkey dbsize flushdb flushall touch object
 multi exec discard watch unwatch
-hset hget hdel hlen hgetall zadd zscore zcard zrem
+hset hsetnx hget hmget hmset hdel hlen hexists hgetall hkeys hvals hincrby hincrbyfloat
+hstrlen hrandfield hscan
+sadd srem smembers sismember smismember scard spop srandmember smove sinter sunion sdiff
+sintercard sinterstore sunionstore sdiffstore sscan
+zadd zrem zscore zmscore zincrby zcard zcount zlexcount zrank zrevrank zrange
+zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zrevrange zrangestore
+zremrangebyrank zremrangebyscore zremrangebylex zpopmin zpopmax zmpop zrandmember zunion
+zinter zdiff zunionstore zinterstore zdiffstore zintercard zscan
+lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos lmove
+rpoplpush lmpop blpop brpop blmove brpoplpush blmpop bzpopmin bzpopmax bzmpop
 """.split()
 
 

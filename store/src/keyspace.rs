@@ -42,9 +42,7 @@ fn value_ref<'a>(blob: &'a [u8], boxed: &'a Slab<Value>) -> ValueRef<'a> {
     match blob::payload(blob) {
         Payload::Inline(s) => ValueRef::Str(s),
         Payload::Boxed(i) => match boxed.get(i as usize) {
-            Some(Value::Str(s)) => ValueRef::Str(s),
-            Some(Value::Hash(h)) => ValueRef::Hash(h),
-            Some(Value::ZSet(z)) => ValueRef::ZSet(z),
+            Some(v) => v.as_ref(),
             None => ValueRef::Str(b""),
         },
     }
@@ -698,10 +696,10 @@ mod tests {
         assert_eq!(get_str(&mut ks, b"long", 0), Some(long.clone()));
         ks.insert(b"h", Value::Hash(Box::default()), None, 0);
         let added = ks.modify(b"h", 0, |v| match v {
-            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f".to_vec(), b"v".to_vec()), true),
+            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f", b"v"), true),
             other => panic!("{other:?}"),
         });
-        assert_eq!(added, Some(None));
+        assert_eq!(added, Some(true));
         assert_eq!(ks.get(b"h", 0).map(|e| e.value().type_name()), Some("hash"));
         // Replacing a boxed value frees it.
         ks.set_str(b"long", b"short", None, 0);
@@ -908,17 +906,17 @@ mod tests {
         ks.observe(true);
         let hash = || Value::Hash(Box::default());
         let add = |v: ValueMut<'_>| match v {
-            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f".to_vec(), b"v".to_vec()), true),
-            _ => (None, false),
+            ValueMut::Boxed(Value::Hash(h)) => (h.insert(b"f", b"v"), true),
+            _ => (false, false),
         };
         let drop_f = |v: ValueMut<'_>| match v {
             ValueMut::Boxed(Value::Hash(h)) => {
-                let gone = h.remove(b"f".as_slice()).is_some();
+                let gone = h.remove(b"f");
                 (gone, gone)
             }
             _ => (false, false),
         };
-        assert_eq!(ks.upsert(b"h", 0, hash, add), Some(None));
+        assert_eq!(ks.upsert(b"h", 0, hash, add), Some(true));
         // Unchanged: no event.
         assert_eq!(ks.modify(b"h", 0, |_| ((), false)), Some(()));
         assert_eq!(ks.modify(b"h", 0, drop_f), Some(true));

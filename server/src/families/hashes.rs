@@ -25,10 +25,7 @@ fn hset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             ValueMut::Boxed(Value::Hash(hash)) => {
                 let added = (2..args.len())
                     .step_by(2)
-                    .filter(|&i| {
-                        hash.insert(args.get(i).to_vec(), args.get(i + 1).to_vec())
-                            .is_none()
-                    })
+                    .filter(|&i| hash.insert(args.get(i), args.get(i + 1)))
                     .count();
                 (Some(added as i64), true)
             }

@@ -350,31 +350,37 @@ pub fn restore_commands(
     expire: Option<Millis>,
 ) -> Vec<Vec<Vec<u8>>> {
     let mut out = vec![vec![b"DEL".to_vec(), key.to_vec()]];
-    let mut cmd = |name: &[u8]| {
-        out.push(vec![name.to_vec(), key.to_vec()]);
-        out.len() - 1
-    };
-    match value {
+    let argv = |name: &[u8]| vec![name.to_vec(), key.to_vec()];
+    let rebuild = match value {
         ValueRef::Str(s) => {
-            let i = cmd(b"SET");
-            out[i].push(s.to_vec());
+            let mut set = argv(b"SET");
+            set.push(s.to_vec());
+            set
         }
         ValueRef::Hash(h) => {
-            let i = cmd(b"HSET");
-            for (f, v) in h.iter() {
-                out[i].push(f.clone());
-                out[i].push(v.clone());
-            }
+            let mut hset = argv(b"HSET");
+            h.for_each(|f, v| {
+                hset.push(f.to_vec());
+                hset.push(v.to_vec());
+            });
+            hset
+        }
+        ValueRef::Set(m) => {
+            let mut sadd = argv(b"SADD");
+            m.for_each(|member| sadd.push(member.to_vec()));
+            sadd
         }
         ValueRef::ZSet(z) => {
-            let i = cmd(b"ZADD");
-            for (m, score) in z.iter() {
+            let mut zadd = argv(b"ZADD");
+            z.for_each(|member, score| {
                 let mut buf = [0u8; 32];
-                out[i].push(goblin_protocol::format_double(*score, &mut buf).to_vec());
-                out[i].push(m.clone());
-            }
+                zadd.push(goblin_protocol::format_double(score, &mut buf).to_vec());
+                zadd.push(member.to_vec());
+            });
+            zadd
         }
-    }
+    };
+    out.push(rebuild);
     if let Some(at) = expire {
         out.push(vec![
             b"PEXPIREAT".to_vec(),

@@ -10,6 +10,7 @@ pub mod hashes;
 pub mod keys;
 pub mod multi;
 pub mod server;
+pub mod sets;
 pub mod sorted_sets;
 pub mod strings;
 
@@ -36,6 +37,7 @@ pub fn register_all(table: &mut CommandTable) {
     multi::register(table);
     goblin::register(table);
     hashes::register(table);
+    sets::register(table);
     sorted_sets::register(table);
 }
 

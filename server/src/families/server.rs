@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
+use goblin_store::types::{hash, set, zset};
+
 use crate::errors;
 use crate::runtime::server::REDIS_VERSION;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
@@ -212,6 +214,17 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("notify-keyspace-events", String::new()),
         ("hz", "10".into()),
         ("io-threads", ctx.shared.threads.to_string()),
+        (
+            "hash-max-listpack-entries",
+            hash::LISTPACK_ENTRIES.to_string(),
+        ),
+        ("hash-max-listpack-value", hash::LISTPACK_VALUE.to_string()),
+        ("set-max-intset-entries", set::INTSET_ENTRIES.to_string()),
+        (
+            "zset-max-listpack-entries",
+            zset::LISTPACK_ENTRIES.to_string(),
+        ),
+        ("zset-max-listpack-value", zset::LISTPACK_VALUE.to_string()),
     ]
 }
 

@@ -52,7 +52,7 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             ValueMut::Boxed(Value::ZSet(zset)) => {
                 let added = scores
                     .into_iter()
-                    .filter(|(score, member)| zset.insert(member.to_vec(), *score).is_none())
+                    .filter(|(score, member)| zset.insert(member, *score).is_none())
                     .count();
                 (Some(added as i64), true)
             }
@@ -69,8 +69,8 @@ fn zadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn zscore(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     match ctx.db.get(args.get(1), ctx.now).map(|e| e.value()) {
         None => ctx.out.null(),
-        Some(ValueRef::ZSet(z)) => match z.get(args.get(2)) {
-            Some(&score) => ctx.out.double(score),
+        Some(ValueRef::ZSet(z)) => match z.score(args.get(2)) {
+            Some(score) => ctx.out.double(score),
             None => ctx.out.null(),
         },
         Some(_) => ctx.out.error(errors::WRONGTYPE),

@@ -5,10 +5,12 @@
 //! element).
 
 pub mod hash;
+pub mod set;
 pub mod string;
 pub mod zset;
 
 pub use hash::Hash;
+pub use set::Set;
 pub use zset::SortedSet;
 
 /// A key's value. Strings are binary-safe byte strings.
@@ -18,6 +20,8 @@ pub enum Value {
     Str(Vec<u8>),
     /// A hash.
     Hash(Box<Hash>),
+    /// A set.
+    Set(Box<Set>),
     /// A sorted set.
     ZSet(Box<SortedSet>),
 }
@@ -41,6 +45,7 @@ impl Value {
         match self {
             Value::Str(s) => ValueRef::Str(s),
             Value::Hash(h) => ValueRef::Hash(h),
+            Value::Set(m) => ValueRef::Set(m),
             Value::ZSet(z) => ValueRef::ZSet(z),
         }
     }
@@ -50,6 +55,7 @@ impl Value {
         match self {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
+            Value::Set(m) => m.is_empty(),
             Value::ZSet(z) => z.is_empty(),
         }
     }
@@ -58,8 +64,9 @@ impl Value {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Value::Str(s) => s.capacity(),
-            Value::Hash(h) => hash::heap_bytes(h),
-            Value::ZSet(z) => zset::heap_bytes(z),
+            Value::Hash(h) => h.heap_bytes(),
+            Value::Set(m) => m.heap_bytes(),
+            Value::ZSet(z) => z.heap_bytes(),
         }
     }
 }
@@ -71,6 +78,8 @@ pub enum ValueRef<'a> {
     Str(&'a [u8]),
     /// A hash.
     Hash(&'a Hash),
+    /// A set.
+    Set(&'a Set),
     /// A sorted set.
     ZSet(&'a SortedSet),
 }
@@ -81,6 +90,7 @@ impl<'a> ValueRef<'a> {
         match self {
             ValueRef::Str(_) => "string",
             ValueRef::Hash(_) => "hash",
+            ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
         }
     }
@@ -98,6 +108,7 @@ impl<'a> ValueRef<'a> {
         match *self {
             ValueRef::Str(s) => Value::Str(s.to_vec()),
             ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
+            ValueRef::Set(m) => Value::Set(Box::new(m.clone())),
             ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
         }
     }
@@ -107,8 +118,9 @@ impl<'a> ValueRef<'a> {
     pub fn encoding(&self, flags: u8) -> &'static str {
         match self {
             ValueRef::Str(s) => string::encoding(s, flags),
-            ValueRef::Hash(h) => hash::encoding(h),
-            ValueRef::ZSet(z) => zset::encoding(z),
+            ValueRef::Hash(h) => h.encoding(),
+            ValueRef::Set(m) => m.encoding(),
+            ValueRef::ZSet(z) => z.encoding(),
         }
     }
 }
