@@ -39,8 +39,17 @@ fn connect_and_locate(server: &Server) -> (Raw, usize) {
     (conn, worker)
 }
 
-#[test]
-fn unread_replies_from_another_shard_stay_bounded() {
+/// A two-thread server, a connection, and a 4 MiB value stored on the shard that is not
+/// the connection's; a second connection for INFO; the server's used_memory then. The
+/// connection has already sent (and not read) GETS GETs of the value.
+struct Flood {
+    _server: Server,
+    flood: Raw,
+    admin: Raw,
+    baseline: i64,
+}
+
+fn flood_from_another_shard() -> Flood {
     let server = Server::goblin_threads(2);
     let (mut flood, worker) = connect_and_locate(&server);
     // With two shards, shard 0 owns slots 0..8192 and shard 1 the rest.
@@ -50,15 +59,32 @@ fn unread_replies_from_another_shard_stay_bounded() {
         .find(|k| (usize::from(key_slot(k.as_bytes())) >= 8192) == (other == 1))
         .unwrap();
     let mut admin = server.raw();
-    let value = vec![b'x'; VALUE];
-    assert_eq!(admin.cmd(&[b"SET", key.as_bytes(), &value]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd(&[b"SET", key.as_bytes(), &vec![b'x'; VALUE]]),
+        b"+OK\r\n"
+    );
     let baseline: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
-
     let mut pipeline = Vec::new();
     for _ in 0..GETS {
         pipeline.extend_from_slice(&encode(&[b"GET", key.as_bytes()]));
     }
     flood.send(&pipeline);
+    Flood {
+        _server: server,
+        flood,
+        admin,
+        baseline,
+    }
+}
+
+#[test]
+fn unread_replies_from_another_shard_stay_bounded() {
+    let Flood {
+        _server,
+        mut flood,
+        mut admin,
+        baseline,
+    } = flood_from_another_shard();
     // The client does not read. Watch the server's memory for a while.
     let mut worst = 0i64;
     let until = Instant::now() + Duration::from_secs(3);
@@ -110,24 +136,12 @@ fn unread_replies_from_another_shard_stay_bounded() {
 
 #[test]
 fn a_client_that_leaves_with_replies_unread_frees_them() {
-    let server = Server::goblin_threads(2);
-    let (mut flood, worker) = connect_and_locate(&server);
-    let other = 1 - worker;
-    let key = (0..)
-        .map(|i| format!("big:{i}"))
-        .find(|k| (usize::from(key_slot(k.as_bytes())) >= 8192) == (other == 1))
-        .unwrap();
-    let mut admin = server.raw();
-    assert_eq!(
-        admin.cmd(&[b"SET", key.as_bytes(), &vec![b'x'; VALUE]]),
-        b"+OK\r\n"
-    );
-    let baseline: i64 = info_field(&mut admin, "used_memory").parse().unwrap();
-    let mut pipeline = Vec::new();
-    for _ in 0..GETS {
-        pipeline.extend_from_slice(&encode(&[b"GET", key.as_bytes()]));
-    }
-    flood.send(&pipeline);
+    let Flood {
+        _server,
+        flood,
+        mut admin,
+        baseline,
+    } = flood_from_another_shard();
     std::thread::sleep(Duration::from_millis(500));
     drop(flood);
     // Its stalled batch is dropped at the owner and its output freed.
