@@ -365,6 +365,11 @@ pub fn restore_commands(
             });
             hset
         }
+        ValueRef::List(l) => {
+            let mut rpush = argv(b"RPUSH");
+            l.for_each(|element| rpush.push(element.to_vec()));
+            rpush
+        }
         ValueRef::Set(m) => {
             let mut sadd = argv(b"SADD");
             m.for_each(|member| sadd.push(member.to_vec()));

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod goblin;
 pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod multi;
 pub mod server;
 pub mod sets;
@@ -37,6 +38,7 @@ pub fn register_all(table: &mut CommandTable) {
     multi::register(table);
     goblin::register(table);
     hashes::register(table);
+    lists::register(table);
     sets::register(table);
     sorted_sets::register(table);
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use goblin_store::types::{hash, set, zset};
+use goblin_store::types::{hash, list, set, zset};
 
 use crate::errors;
 use crate::runtime::server::REDIS_VERSION;
@@ -219,6 +219,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             hash::LISTPACK_ENTRIES.to_string(),
         ),
         ("hash-max-listpack-value", hash::LISTPACK_VALUE.to_string()),
+        ("list-max-listpack-size", list::LISTPACK_SIZE.to_string()),
         ("set-max-intset-entries", set::INTSET_ENTRIES.to_string()),
         (
             "zset-max-listpack-entries",

@@ -5,11 +5,13 @@
 //! element).
 
 pub mod hash;
+pub mod list;
 pub mod set;
 pub mod string;
 pub mod zset;
 
 pub use hash::Hash;
+pub use list::List;
 pub use set::Set;
 pub use zset::SortedSet;
 
@@ -20,6 +22,8 @@ pub enum Value {
     Str(Vec<u8>),
     /// A hash.
     Hash(Box<Hash>),
+    /// A list.
+    List(Box<List>),
     /// A set.
     Set(Box<Set>),
     /// A sorted set.
@@ -45,6 +49,7 @@ impl Value {
         match self {
             Value::Str(s) => ValueRef::Str(s),
             Value::Hash(h) => ValueRef::Hash(h),
+            Value::List(l) => ValueRef::List(l),
             Value::Set(m) => ValueRef::Set(m),
             Value::ZSet(z) => ValueRef::ZSet(z),
         }
@@ -55,6 +60,7 @@ impl Value {
         match self {
             Value::Str(_) => false,
             Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
             Value::Set(m) => m.is_empty(),
             Value::ZSet(z) => z.is_empty(),
         }
@@ -65,6 +71,7 @@ impl Value {
         match self {
             Value::Str(s) => s.capacity(),
             Value::Hash(h) => h.heap_bytes(),
+            Value::List(l) => l.heap_bytes(),
             Value::Set(m) => m.heap_bytes(),
             Value::ZSet(z) => z.heap_bytes(),
         }
@@ -78,6 +85,8 @@ pub enum ValueRef<'a> {
     Str(&'a [u8]),
     /// A hash.
     Hash(&'a Hash),
+    /// A list.
+    List(&'a List),
     /// A set.
     Set(&'a Set),
     /// A sorted set.
@@ -90,6 +99,7 @@ impl<'a> ValueRef<'a> {
         match self {
             ValueRef::Str(_) => "string",
             ValueRef::Hash(_) => "hash",
+            ValueRef::List(_) => "list",
             ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
         }
@@ -108,6 +118,7 @@ impl<'a> ValueRef<'a> {
         match *self {
             ValueRef::Str(s) => Value::Str(s.to_vec()),
             ValueRef::Hash(h) => Value::Hash(Box::new(h.clone())),
+            ValueRef::List(l) => Value::List(Box::new(l.clone())),
             ValueRef::Set(m) => Value::Set(Box::new(m.clone())),
             ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
         }
@@ -119,6 +130,7 @@ impl<'a> ValueRef<'a> {
         match self {
             ValueRef::Str(s) => string::encoding(s, flags),
             ValueRef::Hash(h) => h.encoding(),
+            ValueRef::List(l) => l.encoding(),
             ValueRef::Set(m) => m.encoding(),
             ValueRef::ZSet(z) => z.encoding(),
         }
