@@ -123,6 +123,11 @@ pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same
 /// OBJECT FREQ without an LFU eviction policy (Goblin has none).
 pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
+/// CLIENT UNBLOCK with a reason other than TIMEOUT or ERROR.
+pub const UNBLOCK_REASON: &[u8] = b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR";
+/// What a client blocked in a command gets when CLIENT UNBLOCK … ERROR unblocks it.
+pub const UNBLOCKED: &[u8] = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
+
 /// RENAME of a key that does not exist.
 pub const NO_SUCH_KEY: &[u8] = b"ERR no such key";
 /// SCAN with a cursor that is not an unsigned number.
@@ -162,6 +167,18 @@ pub fn unknown_command(args: &Args<'_>) -> Vec<u8> {
 /// `ERR unknown subcommand '<sub>'. Try <CONTAINER> HELP.`
 pub fn unknown_subcommand(container: &[u8], sub: &[u8]) -> Vec<u8> {
     let mut msg = b"ERR unknown subcommand '".to_vec();
+    msg.extend_from_slice(c_str_max(sub, 128));
+    msg.extend_from_slice(b"'. Try ");
+    msg.extend(c_str(container).iter().map(u8::to_ascii_uppercase));
+    msg.extend_from_slice(b" HELP.");
+    msg
+}
+
+/// `ERR unknown subcommand or wrong number of arguments for '<sub>'. Try <CONTAINER>
+/// HELP.` (Redis's `addReplySubcommandSyntaxError`, for a subcommand whose handler checks
+/// its own argument count).
+pub fn subcommand_syntax(container: &[u8], sub: &[u8]) -> Vec<u8> {
+    let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
     msg.extend_from_slice(c_str_max(sub, 128));
     msg.extend_from_slice(b"'. Try ");
     msg.extend(c_str(container).iter().map(u8::to_ascii_uppercase));

@@ -81,8 +81,8 @@ pub struct Loopback {
     pub done: Vec<(ConnRef, Box<Batch>)>,
     /// Wake-ups that reached the coordinator.
     pub woken: usize,
-    job: Option<TxJob>,
-    outcome: Option<Outcome>,
+    jobs: std::collections::HashMap<u64, TxJob>,
+    outcomes: std::collections::HashMap<u64, Outcome>,
     next_seq: u64,
 }
 
@@ -105,8 +105,8 @@ impl Loopback {
             queue: VecDeque::new(),
             done: Vec::new(),
             woken: 0,
-            job: None,
-            outcome: None,
+            jobs: std::collections::HashMap::new(),
+            outcomes: std::collections::HashMap::new(),
             next_seq: 0,
         }
     }
@@ -147,11 +147,16 @@ impl Loopback {
         plan: Box<dyn Plan>,
         locks: Vec<(Vec<u8>, LockMode)>,
     ) -> Option<Vec<u8>> {
+        self.start_job(plan, locks);
+        self.reply()
+    }
+
+    /// Starts `plan` (locking `locks` first) and delivers messages until nothing moves;
+    /// the job's number, for [`Loopback::reply_of`].
+    pub fn start_job(&mut self, plan: Box<dyn Plan>, locks: Vec<(Vec<u8>, LockMode)>) -> u64 {
         self.next_seq += 1;
-        let tx = TxRef {
-            worker: 0,
-            seq: self.next_seq,
-        };
+        let seq = self.next_seq;
+        let tx = TxRef { worker: 0, seq };
         let mut job = TxJob::new(
             tx,
             0,
@@ -167,11 +172,34 @@ impl Loopback {
             slots: &self.shared.slots,
             now: NOW,
         };
-        self.outcome = job.start(&env, &mut out);
+        if let Some(o) = job.start(&env, &mut out) {
+            self.outcomes.insert(seq, o);
+        }
         self.queue.extend(out);
-        self.job = Some(job);
+        self.jobs.insert(seq, job);
         self.deliver();
-        self.reply()
+        seq
+    }
+
+    /// Job `seq`'s reply (in RESP2), taken, if it finished.
+    pub fn reply_of(&mut self, seq: u64) -> Option<Vec<u8>> {
+        match self.outcomes.remove(&seq)? {
+            Outcome::Reply(r) => Some(r),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// Gives up job `seq` as a worker does when its connection closes; true when it was
+    /// cancelled at once.
+    pub fn cancel(&mut self, seq: u64) -> bool {
+        let Some(job) = self.jobs.get_mut(&seq) else {
+            return false;
+        };
+        let mut out = Vec::new();
+        let cancelled = job.cancel(&mut out);
+        self.queue.extend(out);
+        self.deliver();
+        cancelled
     }
 
     /// The command `argv`'s own cross-shard plan, run to its end (its locks as the
@@ -207,22 +235,22 @@ impl Loopback {
         self.start(plan, locks)
     }
 
-    /// The finished job's reply (in RESP2), taken.
+    /// The latest job's reply (in RESP2), taken, if it finished.
     pub fn reply(&mut self) -> Option<Vec<u8>> {
-        match self.outcome.take()? {
-            Outcome::Reply(r) => Some(r),
-            other => panic!("unexpected outcome {other:?}"),
-        }
+        self.reply_of(self.next_seq)
     }
 
-    /// Whether a job is still running (parked, or waiting for a lock).
+    /// Whether the latest job is still running (parked, or waiting for a lock).
     pub fn running(&self) -> bool {
-        self.job.is_some() && self.outcome.is_none()
+        self.jobs.contains_key(&self.next_seq) && !self.outcomes.contains_key(&self.next_seq)
     }
 
-    /// Times the running job out, as its worker would once its deadline passed.
+    /// Times the latest job out, as its worker would once its deadline passed.
     pub fn time_out(&mut self) {
-        let Some(job) = self.job.as_mut() else { return };
+        let seq = self.next_seq;
+        let Some(job) = self.jobs.get_mut(&seq) else {
+            return;
+        };
         let mut out = Vec::new();
         let env = Env {
             shared: &self.shared,
@@ -230,13 +258,16 @@ impl Loopback {
             now: NOW,
         };
         if let Some(o) = job.on_timeout(&env, &mut out) {
-            self.outcome = Some(o);
+            self.outcomes.insert(seq, o);
         }
         self.queue.extend(out);
         self.deliver();
     }
 
     fn collect(&mut self, shard: usize) {
+        if self.shards[shard].has_wakes() {
+            self.shards[shard].serve_wakes(&self.shared);
+        }
         let out = self.shards[shard].take_out();
         self.queue.extend(out);
     }
@@ -258,20 +289,24 @@ impl Loopback {
                 Msg::Unpark(tx, id) => self.shards[dest].unpark(tx, id),
                 Msg::Slots(map) => self.shards[dest].set_slots(map),
                 Msg::Done(to, batch) => self.done.push((to, batch)),
-                Msg::Replies(..) | Msg::Adopt(..) => {}
+                Msg::Replies(..) | Msg::Adopt(..) | Msg::Ask(..) | Msg::Answer(..) => {}
                 Msg::StepDone(done) => {
-                    if let Some(job) = self.job.as_mut()
+                    let seq = done.tx.seq;
+                    if done.index == crate::txn::coordinator::WOKEN {
+                        self.woken += 1;
+                    }
+                    if let Some(job) = self.jobs.get_mut(&seq)
                         && let Some(o) = job.on_done(done, &env, &mut out)
                     {
-                        self.outcome = Some(o);
+                        self.outcomes.insert(seq, o);
                     }
                 }
-                Msg::Woken(_, id, key) => {
+                Msg::Woken(tx, id, key) => {
                     self.woken += 1;
-                    if let Some(job) = self.job.as_mut()
+                    if let Some(job) = self.jobs.get_mut(&tx.seq)
                         && let Some(o) = job.on_woken(id, key, &env, &mut out)
                     {
-                        self.outcome = Some(o);
+                        self.outcomes.insert(tx.seq, o);
                     }
                 }
             }

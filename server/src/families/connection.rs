@@ -3,6 +3,7 @@
 use goblin_protocol::{Version, parse_i64};
 
 use crate::errors::{self, ErrorReply};
+use crate::runtime::ask::WorkerView;
 use crate::table::Meta;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec};
@@ -30,6 +31,14 @@ pub fn register(table: &mut CommandTable) {
             ("setinfo", Some(&CLIENT_SETINFO), Exec::Conn(client_setinfo)),
             ("info", None, Exec::Conn(client_info)),
             ("help", None, Exec::Conn(client_help)),
+            (
+                "unblock",
+                None,
+                Exec::AskWorkers {
+                    ask: client_unblock_ask,
+                    gather: client_unblock_gather,
+                },
+            ),
         ],
     );
 }
@@ -175,6 +184,46 @@ fn client_getname(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 fn client_id(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let id = ctx.client.id as i64;
     ctx.reply().integer(id);
+}
+
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`'s arguments, checked in redis-server's
+/// order (the reason, then the id): the id, and the error the blocked client gets
+/// (`None`: it times out).
+fn unblock_args(args: &Args<'_>) -> Result<(u64, Option<&'static [u8]>), ErrorReply> {
+    let error = match args.len() {
+        n if n > 4 => {
+            return Err(ErrorReply::Formatted(errors::subcommand_syntax(
+                args.get(0),
+                args.get(1),
+            )));
+        }
+        3 => None,
+        _ if args.is(3, "timeout") => None,
+        _ if args.is(3, "error") => Some(errors::UNBLOCKED),
+        _ => return Err(ErrorReply::Fixed(errors::UNBLOCK_REASON)),
+    };
+    let id = parse_i64(args.get(2)).ok_or(ErrorReply::Fixed(errors::NOT_INTEGER))?;
+    // Ids are positive: a negative one names no client.
+    Ok((u64::try_from(id).unwrap_or(0), error))
+}
+
+/// CLIENT UNBLOCK on one worker: "1" when it unblocked the client here.
+fn client_unblock_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
+    let unblocked = match unblock_args(args) {
+        Ok((id, error)) => view.unblock_client(id, error),
+        Err(_) => false,
+    };
+    vec![u8::from(unblocked)]
+}
+
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`: 1 when the client was blocked (on any
+/// worker) and is now unblocked, else 0.
+fn client_unblock_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u8>>) {
+    if let Err(e) = unblock_args(args) {
+        return e.send(&mut ctx.reply());
+    }
+    let unblocked = answers.iter().any(|a| a.first() == Some(&1));
+    ctx.reply().integer(i64::from(unblocked));
 }
 
 /// `CLIENT SETINFO <LIB-NAME|LIB-VER> value` (Redis 7.2; clients send it on connect).

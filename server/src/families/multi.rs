@@ -93,7 +93,9 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {
-            Exec::Conn(_) | Exec::Container | Exec::Multi(_) => Queued::Conn(cmd),
+            Exec::Conn(_) | Exec::Container | Exec::Multi(_) | Exec::AskWorkers { .. } => {
+                Queued::Conn(cmd)
+            }
             Exec::Plan(cross) => match (cross.plan)(&start) {
                 Ok(plan) => Queued::Plan(plan),
                 Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),

@@ -428,9 +428,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "clients",
         "Clients",
         format!(
-            "connected_clients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\n\
-             goblin_clients_per_thread:{}\r\n",
+            "connected_clients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\n\
+             clients_in_timeout_table:{}\r\ngoblin_clients_per_thread:{}\r\n",
             shared.connected_clients.load(Ordering::Relaxed),
+            shared.blocked_clients.load(Ordering::Relaxed),
+            shared.blocked_with_timeout.load(Ordering::Relaxed),
             shared
                 .clients_per_worker
                 .iter()

@@ -185,6 +185,17 @@ pub struct Deferred {
     pub route: Route,
 }
 
+/// A question a connection asked every worker.
+#[derive(Debug)]
+pub struct Asking {
+    /// The command that asks.
+    pub command: std::sync::Arc<Batch>,
+    /// The answers so far.
+    pub answers: Vec<Vec<u8>>,
+    /// How many answers are due in all.
+    pub due: usize,
+}
+
 /// One client connection.
 #[derive(Debug)]
 pub struct Conn {
@@ -225,6 +236,8 @@ pub struct Conn {
     pub stalled: bool,
     /// A keyspace-wide command or transaction in progress.
     pub job: Option<u64>,
+    /// A question asked of every worker, until every answer is in.
+    pub asking: Option<Asking>,
     /// MULTI state: the queued commands, and whether one was rejected.
     pub multi: Option<MultiState>,
     /// A request that arrived while the connection waited: the length of the frame at the
@@ -243,7 +256,7 @@ impl Conn {
     /// True while the connection waits for work it started elsewhere; its next command
     /// runs only after that, to keep the order in which its commands take effect.
     pub fn busy(&self) -> bool {
-        self.in_flight > 0 || self.open.is_some() || self.job.is_some()
+        self.in_flight > 0 || self.open.is_some() || self.job.is_some() || self.asking.is_some()
     }
 
     /// Reply bytes held for the connection: unsent output, and what its batches in
@@ -274,6 +287,7 @@ impl Conn {
             reserved: 0,
             stalled: false,
             job: None,
+            asking: None,
             multi: None,
             deferred: None,
             peer_closed: false,

@@ -1,6 +1,7 @@
 //! The runtime: start-up, the worker threads' event loops, connections, and the messages
 //! workers send each other.
 
+pub mod ask;
 pub mod client;
 pub mod conn;
 pub mod msg;

@@ -8,13 +8,14 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use goblin_protocol::Version;
 use goblin_store::Millis;
 
 use crate::shard::slots::SlotMap;
 use crate::table::handler::Args;
-use crate::txn::plan::{HopOut, ReadyFn, Work};
+use crate::txn::plan::{HopOut, ReadyFn, Serve, Work};
 
 /// A connection, named across threads: its worker, its slab key, and a generation that
 /// tells a reused slab key apart.
@@ -188,6 +189,13 @@ pub struct ParkReq {
     pub keys: Vec<Vec<u8>>,
     /// A key already ready wakes the plan at once.
     pub ready: Option<ReadyFn>,
+    /// How the wait is served.
+    pub serve: Serve,
+    /// Set by whichever serves the wait, or gives it up, first: every shard of the wait
+    /// and its coordinator share it.
+    pub claim: Arc<AtomicBool>,
+    /// The plan was served and waits again: it keeps its turn (front of each queue).
+    pub first_in_line: bool,
     /// The time the readiness check uses.
     pub now: Millis,
 }
@@ -219,4 +227,8 @@ pub enum Msg {
     Woken(TxRef, u64, Vec<u8>),
     /// A new slot map.
     Slots(Arc<SlotMap>),
+    /// A connection's question to every worker: the command (its batch) asks.
+    Ask(ConnRef, Arc<Batch>),
+    /// A worker's answer to a connection's question.
+    Answer(ConnRef, Vec<u8>),
 }

@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use goblin_protocol::{Decoded, Encoder, Version};
 
-use crate::runtime::conn::{Conn, Deferred};
+use crate::runtime::ask::WorkerView;
+use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
@@ -218,6 +219,12 @@ impl Worker {
                     return Flow::Wait;
                 }
                 self.start_plan(key, spec, args)
+            }
+            Exec::AskWorkers { .. } => {
+                if conn.busy() {
+                    return Flow::Wait;
+                }
+                self.ask_workers(key, spec, args)
             }
             Exec::Shard(_) => match *route
                 .target
@@ -439,6 +446,94 @@ impl Worker {
         self.route(vec![(shard, Msg::Resume(from, Some(budget)))]);
     }
 
+    /// Sends a connection's question (the command) to every worker.
+    fn ask_workers(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let Some(conn) = self.conns.get(key) else {
+            return Flow::Next;
+        };
+        let (resp, generation) = (conn.client.resp, conn.generation);
+        let mut batch = self.new_batch(resp);
+        batch.push(spec.id, args);
+        let command: Arc<Batch> = Arc::from(batch);
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation,
+        };
+        let workers = self.shared.threads;
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.asking = Some(Asking {
+                command: Arc::clone(&command),
+                answers: Vec::with_capacity(workers),
+                due: workers,
+            });
+        }
+        let out = (0..workers)
+            .map(|w| (w, Msg::Ask(from, Arc::clone(&command))))
+            .collect();
+        self.route(out);
+        Flow::Taken
+    }
+
+    /// A worker's answer to a connection's question; the last one replies.
+    pub(crate) fn answered(&mut self, to: ConnRef, answer: Vec<u8>) {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.live_conn(to) else {
+            return;
+        };
+        let complete = conn.asking.as_mut().is_some_and(|asking| {
+            asking.answers.push(answer);
+            asking.answers.len() >= asking.due
+        });
+        if !complete {
+            return;
+        }
+        let Some(asking) = conn.asking.take() else {
+            return;
+        };
+        let args = asking.command.args(0);
+        let spec = asking
+            .command
+            .cmds
+            .first()
+            .and_then(|c| shared.commands.get(c.spec));
+        if let Some(Exec::AskWorkers { gather, .. }) = spec.map(|s| s.exec) {
+            let Conn { client, output, .. } = conn;
+            let mut ctx = ConnCtx {
+                client,
+                shared: &shared,
+                out: &mut output.buf,
+                now,
+            };
+            gather(&mut ctx, &args, asking.answers);
+        }
+        self.after_wait(to.key);
+    }
+
+    /// Answers a connection's question on this worker.
+    pub(crate) fn answer(&mut self, from: ConnRef, command: Arc<Batch>) {
+        let shared = Arc::clone(&self.shared);
+        let spec = command
+            .cmds
+            .first()
+            .and_then(|c| shared.commands.get(c.spec));
+        let answer = match spec.map(|s| s.exec) {
+            Some(Exec::AskWorkers { ask, .. }) => {
+                let mut view = WorkerView::new(self);
+                let answer = ask(&mut view, &command.args(0));
+                let (out, finished) = view.finish();
+                self.route(out);
+                for (key, outcome) in finished {
+                    self.finish_job(key, outcome);
+                }
+                answer
+            }
+            _ => Vec::new(),
+        };
+        self.route(vec![(from.worker, Msg::Answer(from, answer))]);
+    }
+
     /// Starts a cross-shard command's plan (or a keyspace-wide command's).
     fn start_plan(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
         let Some(cross) = spec.plan() else {
@@ -513,6 +608,7 @@ impl Worker {
                 if let Some(at) = job.deadline() {
                     self.deadlines.push(std::cmp::Reverse((at, seq)));
                 }
+                self.note_blocked((false, false), job.parked_state());
                 self.jobs.insert(seq, job);
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.job = Some(seq);

@@ -92,6 +92,10 @@ pub struct Shared {
     pub total_connections: AtomicU64,
     /// Commands processed since start, summed over threads at the end of each iteration.
     pub total_commands: AtomicU64,
+    /// Clients blocked in a command (a parked plan), on every worker.
+    pub blocked_clients: AtomicUsize,
+    /// Of those, the ones with a timeout.
+    pub blocked_with_timeout: AtomicUsize,
 }
 
 impl Shared {
@@ -134,6 +138,8 @@ impl Shared {
             clients_per_worker: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
+            blocked_clients: AtomicUsize::new(0),
+            blocked_with_timeout: AtomicUsize::new(0),
         };
         Ok((shared, polls))
     }

@@ -331,6 +331,9 @@ impl Worker {
 
     /// Routes what the shard produced.
     pub(crate) fn route_shard_out(&mut self) {
+        if self.shard.has_wakes() {
+            self.shard.serve_wakes(&self.shared);
+        }
         if self.shard.has_out() {
             let out = self.shard.take_out();
             self.route(out);
@@ -395,6 +398,8 @@ impl Worker {
             Msg::StepDone(done) => {
                 self.job_event(done.tx.seq, |job, env, out| job.on_done(done, env, out));
             }
+            Msg::Ask(from, command) => self.answer(from, command),
+            Msg::Answer(to, answer) => self.answered(to, answer),
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();
                 self.job_event(tx.seq, |job, env, out| job.on_woken(id, key, env, out));
@@ -419,7 +424,9 @@ impl Worker {
             now: self.now,
         };
         let mut out = Vec::new();
+        let was = job.parked_state();
         let outcome = f(&mut job, &env, &mut out);
+        self.note_blocked(was, job.parked_state());
         self.route(out);
         match outcome {
             Some(outcome) => self.finish_job(job.conn, outcome),
@@ -430,6 +437,24 @@ impl Worker {
                 self.jobs.insert(seq, job);
             }
         }
+    }
+
+    /// Keeps INFO's count of blocked clients as a job parks, or stops waiting:
+    /// `(parked, with a timeout)` before and after.
+    pub(crate) fn note_blocked(&self, was: (bool, bool), is: (bool, bool)) {
+        let adjust = |counter: &std::sync::atomic::AtomicUsize, before: bool, after: bool| match (
+            before, after,
+        ) {
+            (false, true) => {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                counter.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        };
+        adjust(&self.shared.blocked_clients, was.0, is.0);
+        adjust(&self.shared.blocked_with_timeout, was.1, is.1);
     }
 
     pub(crate) fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
@@ -690,10 +715,13 @@ impl Worker {
     /// finishes first, to release its locks).
     fn cancel_parked(&mut self, key: usize, seq: u64) {
         let mut out = Vec::new();
-        let cancelled = self
-            .jobs
-            .get_mut(&seq)
-            .is_some_and(|job| job.cancel(&mut out));
+        let mut cancelled = false;
+        if let Some(job) = self.jobs.get_mut(&seq) {
+            let was = job.parked_state();
+            cancelled = job.cancel(&mut out);
+            let is = job.parked_state();
+            self.note_blocked(was, is);
+        }
         self.route(out);
         if cancelled {
             self.jobs.remove(&seq);

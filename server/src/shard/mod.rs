@@ -46,17 +46,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use goblin_protocol::{Encoder, Version};
-use goblin_store::{Event, Keyspace, Millis, key_slot};
+use std::sync::atomic::Ordering;
+
+use goblin_store::{Change, Event, Keyspace, Millis, key_slot};
 
 use crate::errors;
-use crate::runtime::msg::{Batch, ConnRef, Msg, ParkReq, TxRef, TxStep, TxStepDone};
+use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::table::CommandSpec;
 use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
+use crate::txn::coordinator::WOKEN;
 use crate::txn::locks::{LockTable, Needs};
 use crate::txn::plan::{HopOut, Work};
 use events::{Effect, Observer, Origin, Write};
-use park::Waiters;
+use park::{Serve, Waiters};
 use slots::SlotMap;
 
 /// Commands are timed one run in this many, for INFO commandstats' `usec` (an estimate).
@@ -108,6 +111,10 @@ pub struct Shard {
     events: Vec<Event>,
     /// Messages produced, for the worker to route.
     out: Vec<Outgoing>,
+    /// Lock waits served, whose locks are still to be granted (`serve_wakes`).
+    wakes: Vec<(TxRef, Vec<u8>)>,
+    /// The time of the last unit of work, for readiness checks made after it.
+    clock_hint: Millis,
     /// Batches that reached their reply budget, by connection, with the connection's
     /// later batches behind them: they wait for its client to read (`Msg::Resume`).
     stalled: HashMap<ConnRef, VecDeque<Box<Batch>>, foldhash::fast::RandomState>,
@@ -130,6 +137,8 @@ impl Shard {
             effects: Vec::new(),
             events: Vec::new(),
             out: Vec::new(),
+            wakes: Vec::new(),
+            clock_hint: 0,
             stalled: HashMap::default(),
         }
     }
@@ -201,6 +210,7 @@ impl Shard {
         f: impl FnOnce(&mut ShardCtx<'_>) -> R,
     ) -> (R, bool) {
         let logging = !self.observers.is_empty();
+        self.clock_hint = now;
         let mut ctx = ShardCtx::new(
             &mut self.db,
             now,
@@ -226,9 +236,7 @@ impl Shard {
         self.events.clear();
         self.events.extend(self.db.take_events());
         if !self.waiters.is_empty() {
-            for (tx, id, key) in self.waiters.woken_by(&self.events) {
-                self.out.push((tx.worker, Msg::Woken(tx, id, key)));
-            }
+            self.serve_waiters();
         }
         if !self.observers.is_empty() {
             let effect = if !self.effects.is_empty() {
@@ -248,6 +256,58 @@ impl Shard {
             }
         }
         self.update_observed();
+    }
+
+    /// After a unit of work: the waits its writes serve (`park.rs`). A notify wait is told
+    /// at once; a lock wait is granted its lock by a step queued like any other (so that
+    /// it comes after whoever already waits for the key), in [`Shard::serve_wakes`].
+    fn serve_waiters(&mut self) {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for event in &self.events {
+            match event {
+                Event::Key(k) if k.change == Change::Written && self.waiters.waits_for(&k.key) => {
+                    if !keys.iter().any(|done| **done == *k.key) {
+                        keys.push(k.key.to_vec());
+                    }
+                }
+                Event::Flushed { .. } => keys = self.waiters.keys(),
+                Event::Key(_) => {}
+            }
+        }
+        let now = self.clock_hint;
+        for key in keys {
+            for (tx, id, key, serve) in self.waiters.serve(&key, &mut self.db, now) {
+                match serve {
+                    Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
+                    Serve::Lock => self.wakes.push((tx, key)),
+                }
+            }
+        }
+    }
+
+    /// Whether lock waits were served and their locks are still to be granted.
+    pub fn has_wakes(&self) -> bool {
+        !self.wakes.is_empty()
+    }
+
+    /// Grants served lock waits their locks: a step per wait that locks the key and
+    /// reports `Woken` (index [`WOKEN`]) once it holds it. Called by the worker after each
+    /// message or command, never from inside a unit of work.
+    pub fn serve_wakes(&mut self, shared: &Shared) {
+        while let Some((tx, key)) = self.wakes.pop() {
+            let woken = key.clone();
+            let step = TxStep {
+                tx,
+                index: WOKEN,
+                lock: vec![(key, LockMode::Exclusive)],
+                lock_all: false,
+                work: Some(Work::Run(Box::new(move |_| HopOut::Woken(woken)))),
+                release: false,
+                now: self.clock_hint,
+                slots_version: self.slots.version(),
+            };
+            self.step(shared, step);
+        }
     }
 
     /// Active expiry: removes keys whose expiry passed, at most `budget` timers' worth;
@@ -568,13 +628,36 @@ impl Shard {
                 |ctx| keys.iter().find(|k| ready(ctx.db, k, req.now)).cloned(),
             );
             if let Some(key) = found {
-                self.out
-                    .push((req.tx.worker, Msg::Woken(req.tx, req.id, key)));
+                if req
+                    .claim
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    match req.serve {
+                        Serve::Notify => self
+                            .out
+                            .push((req.tx.worker, Msg::Woken(req.tx, req.id, key))),
+                        Serve::Lock => self.wakes.push((req.tx, key)),
+                    }
+                }
                 return;
             }
         }
-        self.waiters.register(req.tx, req.id, req.keys);
+        self.waiters.register(
+            req.tx,
+            req.id,
+            req.keys,
+            req.claim,
+            req.ready,
+            req.serve,
+            req.first_in_line,
+        );
         self.update_observed();
+    }
+
+    /// Number of plans waiting on keys of this shard.
+    pub fn parked(&self) -> usize {
+        self.waiters.len()
     }
 
     /// Cancels a parked plan's wait here.

@@ -1,27 +1,56 @@
-//! Parked plans waiting on this shard's keys: a registry by key, consulted with each
-//! unit of work's events.
+//! Plans parked on this shard's keys: who waits for which key, in the order they came.
 //!
-//! A plan parks on keys of one or more shards; each shard keeps, for its keys, who waits.
-//! The first event on a watched key wakes the wait on every key of this shard (the
-//! coordinator cancels it on the other shards); a flush wakes every wait.
+//! A plan parks on keys of one or more shards; each shard keeps, for its keys, a FIFO
+//! queue of waits. Every wait carries a claim flag shared by all its shards: whichever
+//! shard serves it first sets the flag, so a plan waiting on keys of several shards is
+//! served at most once; the coordinator sets it too when the wait times out or is given
+//! up, so a late event serves nobody.
+//!
+//! After a unit of work wrote a key that some plan waits for, the shard looks down that
+//! key's queue: a wait whose key is ready (per the plan's readiness test) is served —
+//! a *notify* wait is told (`Msg::Woken`), a *lock* wait is granted an exclusive lock on
+//! the key first (so nothing else can take what made it ready: the wait is served in the
+//! same step as the write, and the plan runs with the key locked). Lock waits are served
+//! one per write, the first in line first: the plan's own write to the key (a pop) serves
+//! the next. The flag is the one piece of state shared across threads besides the inboxes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use goblin_store::Event;
+use goblin_store::{Keyspace, Millis};
 
 use crate::runtime::msg::TxRef;
+use crate::txn::plan::ReadyFn;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// One wait: a transaction's wait number.
-type Waiter = (TxRef, u64);
-/// A transaction's registered wait: its number and its keys here.
-type Wait = (u64, Vec<Box<[u8]>>);
+/// How a wait is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serve {
+    /// Tell the plan which key changed.
+    Notify,
+    /// Lock the key exclusively for the plan's transaction, then tell it.
+    Lock,
+}
+
+/// One transaction's wait on this shard.
+#[derive(Debug)]
+struct Wait {
+    id: u64,
+    keys: Vec<Box<[u8]>>,
+    claim: Arc<AtomicBool>,
+    ready: Option<ReadyFn>,
+    serve: Serve,
+}
+
+/// A wait to serve: the transaction, its wait number, the key, how.
+pub type Wake = (TxRef, u64, Vec<u8>, Serve);
 
 /// Who waits for which key on one shard.
 #[derive(Debug, Default)]
 pub struct Waiters {
-    by_key: FastMap<Box<[u8]>, Vec<Waiter>>,
+    by_key: FastMap<Box<[u8]>, VecDeque<TxRef>>,
     by_tx: FastMap<TxRef, Wait>,
 }
 
@@ -31,113 +60,238 @@ impl Waiters {
         self.by_tx.is_empty()
     }
 
-    /// Registers wait `id` of `tx` on `keys`, replacing an earlier wait of `tx`.
-    pub fn register(&mut self, tx: TxRef, id: u64, keys: Vec<Vec<u8>>) {
+    /// Number of waits registered here.
+    pub fn len(&self) -> usize {
+        self.by_tx.len()
+    }
+
+    /// Whether anyone waits for `key`.
+    pub fn waits_for(&self, key: &[u8]) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    /// Registers wait `id` of `tx` on `keys` (replacing an earlier wait of `tx`), at the
+    /// back of each key's queue, or at the front for a plan that was served and must wait
+    /// again (it keeps its turn).
+    #[allow(clippy::too_many_arguments)]
+    pub fn register(
+        &mut self,
+        tx: TxRef,
+        id: u64,
+        keys: Vec<Vec<u8>>,
+        claim: Arc<AtomicBool>,
+        ready: Option<ReadyFn>,
+        serve: Serve,
+        first_in_line: bool,
+    ) {
         self.remove(tx);
         let keys: Vec<Box<[u8]>> = keys.into_iter().map(Vec::into_boxed_slice).collect();
         for k in &keys {
-            self.by_key.entry(k.clone()).or_default().push((tx, id));
+            let queue = self.by_key.entry(k.clone()).or_default();
+            if first_in_line {
+                queue.push_front(tx);
+            } else {
+                queue.push_back(tx);
+            }
         }
-        self.by_tx.insert(tx, (id, keys));
+        self.by_tx.insert(
+            tx,
+            Wait {
+                id,
+                keys,
+                claim,
+                ready,
+                serve,
+            },
+        );
     }
 
     /// Removes wait `id` of `tx` (if it is still the registered one).
     pub fn cancel(&mut self, tx: TxRef, id: u64) {
-        if self.by_tx.get(&tx).is_some_and(|(i, _)| *i == id) {
+        if self.by_tx.get(&tx).is_some_and(|w| w.id == id) {
             self.remove(tx);
         }
     }
 
     fn remove(&mut self, tx: TxRef) {
-        let Some((_, keys)) = self.by_tx.remove(&tx) else {
+        let Some(wait) = self.by_tx.remove(&tx) else {
             return;
         };
-        for k in keys {
-            if let Some(list) = self.by_key.get_mut(&k) {
-                list.retain(|(t, _)| *t != tx);
-                if list.is_empty() {
+        for k in wait.keys {
+            if let Some(queue) = self.by_key.get_mut(&k) {
+                queue.retain(|t| *t != tx);
+                if queue.is_empty() {
                     self.by_key.remove(&k);
                 }
             }
         }
     }
 
-    /// The waits `events` wake, each with the key that woke it; they are removed.
-    pub fn woken_by(&mut self, events: &[Event]) -> Vec<(TxRef, u64, Vec<u8>)> {
-        let mut woken = Vec::new();
-        for event in events {
-            match event {
-                Event::Key(k) => {
-                    let Some(list) = self.by_key.get(&k.key) else {
-                        continue;
-                    };
-                    let list = list.clone();
-                    for (tx, id) in list {
-                        self.remove(tx);
-                        woken.push((tx, id, k.key.to_vec()));
-                    }
-                }
-                Event::Flushed { .. } => {
-                    let all: Vec<(TxRef, u64, Vec<u8>)> = self
-                        .by_tx
-                        .iter()
-                        .map(|(tx, (id, keys))| {
-                            (
-                                *tx,
-                                *id,
-                                keys.first().map(|k| k.to_vec()).unwrap_or_default(),
-                            )
-                        })
-                        .collect();
-                    for (tx, _, _) in &all {
-                        self.remove(*tx);
-                    }
-                    woken.extend(all);
-                }
+    /// The waits `key` serves now that it changed, in the order they came: a ready
+    /// lock wait (the first only) and every ready notify wait, each claimed (a wait
+    /// another shard or the coordinator claimed first is dropped). They are removed.
+    pub fn serve(&mut self, key: &[u8], db: &mut Keyspace, now: Millis) -> Vec<Wake> {
+        let Some(queue) = self.by_key.get(key) else {
+            return Vec::new();
+        };
+        let mut served = Vec::new();
+        let mut dropped = Vec::new();
+        let mut locked = false;
+        for &tx in queue {
+            let Some(wait) = self.by_tx.get(&tx) else {
+                continue;
+            };
+            if wait.claim.load(Ordering::Acquire) {
+                dropped.push(tx);
+                continue;
             }
+            if (wait.serve == Serve::Lock && locked)
+                || wait.ready.is_some_and(|ready| !ready(db, key, now))
+            {
+                continue;
+            }
+            if wait
+                .claim
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                dropped.push(tx);
+                continue;
+            }
+            locked |= wait.serve == Serve::Lock;
+            served.push((tx, wait.id, key.to_vec(), wait.serve));
         }
-        woken
+        for tx in dropped.into_iter().chain(served.iter().map(|w| w.0)) {
+            self.remove(tx);
+        }
+        served
+    }
+
+    /// Every key someone waits for (a flush may have changed them all).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        self.by_key.keys().map(|k| k.to_vec()).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goblin_store::{Change, KeyEvent};
 
     const T1: TxRef = TxRef { worker: 0, seq: 1 };
     const T2: TxRef = TxRef { worker: 1, seq: 1 };
+    const T3: TxRef = TxRef { worker: 1, seq: 2 };
 
-    fn written(key: &[u8]) -> Event {
-        Event::Key(KeyEvent {
-            change: Change::Written,
-            db: 0,
-            slot: 0,
-            key: key.into(),
-        })
+    fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> bool {
+        db.contains(key, now)
+    }
+
+    fn flag() -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(false))
     }
 
     #[test]
-    fn an_event_wakes_each_wait_once() {
+    fn lock_waits_are_served_one_at_a_time_in_order() {
         let mut w = Waiters::default();
-        w.register(T1, 1, vec![b"a".to_vec(), b"b".to_vec()]);
-        w.register(T2, 7, vec![b"b".to_vec()]);
-        let woken = w.woken_by(&[written(b"b"), written(b"a")]);
-        assert_eq!(woken, [(T1, 1, b"b".to_vec()), (T2, 7, b"b".to_vec())]);
+        let mut db = Keyspace::new();
+        for tx in [T1, T2] {
+            w.register(
+                tx,
+                1,
+                vec![b"k".to_vec()],
+                flag(),
+                Some(exists),
+                Serve::Lock,
+                false,
+            );
+        }
+        assert!(
+            w.serve(b"k", &mut db, 0).is_empty(),
+            "not ready: nobody served"
+        );
+        db.set_str(b"k", b"v", None, 0);
+        assert_eq!(
+            w.serve(b"k", &mut db, 0),
+            [(T1, 1, b"k".to_vec(), Serve::Lock)]
+        );
+        assert_eq!(
+            w.serve(b"k", &mut db, 0),
+            [(T2, 1, b"k".to_vec(), Serve::Lock)]
+        );
         assert!(w.is_empty());
     }
 
     #[test]
-    fn a_cancelled_or_replaced_wait_is_not_woken() {
+    fn a_wait_served_elsewhere_or_given_up_is_dropped() {
         let mut w = Waiters::default();
-        w.register(T1, 1, vec![b"a".to_vec()]);
+        let mut db = Keyspace::new();
+        db.set_str(b"k", b"v", None, 0);
+        let taken = flag();
+        w.register(
+            T1,
+            1,
+            vec![b"k".to_vec(), b"j".to_vec()],
+            Arc::clone(&taken),
+            None,
+            Serve::Lock,
+            false,
+        );
+        w.register(
+            T2,
+            1,
+            vec![b"k".to_vec()],
+            flag(),
+            None,
+            Serve::Notify,
+            false,
+        );
+        w.register(
+            T3,
+            4,
+            vec![b"k".to_vec()],
+            flag(),
+            None,
+            Serve::Notify,
+            true,
+        );
+        taken.store(true, Ordering::Release);
+        let served = w.serve(b"k", &mut db, 0);
+        assert_eq!(
+            served,
+            [
+                (T3, 4, b"k".to_vec(), Serve::Notify),
+                (T2, 1, b"k".to_vec(), Serve::Notify)
+            ],
+            "first in line first; T1 was claimed elsewhere"
+        );
+        assert!(w.is_empty(), "T1's other key forgotten too");
+    }
+
+    #[test]
+    fn a_cancelled_or_replaced_wait_is_not_served() {
+        let mut w = Waiters::default();
+        let mut db = Keyspace::new();
+        w.register(
+            T1,
+            1,
+            vec![b"a".to_vec()],
+            flag(),
+            None,
+            Serve::Notify,
+            false,
+        );
         w.cancel(T1, 0);
-        assert!(!w.is_empty(), "an older wait's cancel leaves the newer one");
-        w.register(T1, 2, vec![b"c".to_vec()]);
-        assert!(w.woken_by(&[written(b"a")]).is_empty());
+        assert_eq!(w.len(), 1, "an older wait's cancel leaves the newer one");
+        w.register(
+            T1,
+            2,
+            vec![b"c".to_vec()],
+            flag(),
+            None,
+            Serve::Notify,
+            false,
+        );
+        assert!(w.serve(b"a", &mut db, 0).is_empty());
         w.cancel(T1, 2);
         assert!(w.is_empty());
-        w.register(T2, 3, vec![b"x".to_vec()]);
-        assert_eq!(w.woken_by(&[Event::Flushed { db: 0 }]).len(), 1);
     }
 }

@@ -19,6 +19,7 @@
 use goblin_protocol::{Encoder, Version};
 use goblin_store::{Keyspace, Millis};
 
+use crate::runtime::ask::WorkerView;
 use crate::runtime::client::Client;
 use crate::runtime::msg::{Batch, LockMode};
 use crate::runtime::server::Shared;
@@ -196,6 +197,10 @@ pub type ConnFn = fn(&mut ConnCtx<'_>, &Args<'_>);
 pub type ShardFn = fn(&mut ShardCtx<'_>, &Args<'_>);
 /// A transaction command.
 pub type MultiFn = fn(&mut MultiCtx<'_>, MultiCall<'_, '_>) -> Option<Started>;
+/// A question a connection command asks every worker, with the command's arguments.
+pub type AskFn = fn(&mut WorkerView<'_>, &Args<'_>) -> Vec<u8>;
+/// Replies, on the asking connection, from every worker's answer.
+pub type GatherFn = fn(&mut ConnCtx<'_>, &Args<'_>, Vec<Vec<u8>>);
 
 /// How and where a command runs.
 #[derive(Clone, Copy, Debug)]
@@ -208,6 +213,14 @@ pub enum Exec {
     Plan(CrossShard),
     /// MULTI, EXEC, DISCARD: acts on the connection's MULTI state.
     Multi(MultiFn),
+    /// Keyless, about connections on every worker: `ask` runs on each worker, `gather`
+    /// replies on the connection once all have answered (CLIENT UNBLOCK).
+    AskWorkers {
+        /// The question.
+        ask: AskFn,
+        /// The reply from the answers.
+        gather: GatherFn,
+    },
     /// A container of subcommands; never runs itself.
     Container,
 }

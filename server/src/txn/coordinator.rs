@@ -17,6 +17,8 @@
 //! connection's later commands, so those find the locks already gone (their
 //! acknowledgements, marked [`RELEASE`], only update which shards hold locks).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use goblin_protocol::Version;
@@ -30,6 +32,9 @@ use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, encoded};
 
 /// The `index` of a step that only releases locks: its acknowledgement carries no result.
 pub const RELEASE: usize = usize::MAX;
+/// The `index` of the step a shard runs for a parked plan served with a lock: it reports
+/// `HopOut::Woken` once the transaction holds the key's lock.
+pub const WOKEN: usize = usize::MAX - 1;
 
 /// What a job needs from its worker to go on.
 pub struct Env<'a> {
@@ -42,18 +47,23 @@ pub struct Env<'a> {
 }
 
 /// Where a transaction is.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Phase {
     /// Waiting for the grant of `shards[i]`.
     Locking(usize),
     /// Waiting for this many results of a step.
     Running(usize),
-    /// Waiting for wait `id` to be woken, on these shards, until `deadline`.
+    /// Waiting for wait `id` to be served, on these shards, until `deadline`; `claim` is
+    /// set by whoever serves it or gives it up first.
     Parked {
         id: u64,
         shards: Vec<usize>,
         deadline: Option<Instant>,
+        claim: Arc<AtomicBool>,
     },
+    /// The connection is gone while a shard was serving the wait: the grant it sends
+    /// is given back, and the job ends without a reply.
+    Abandoned,
     /// Finished.
     Done,
 }
@@ -78,6 +88,8 @@ pub struct TxJob {
     /// Shards where the transaction holds locks now, released when it ends.
     locked_on: Vec<usize>,
     waits: u64,
+    /// The last wait was served: a wait that follows keeps its turn.
+    served: bool,
 }
 
 impl TxJob {
@@ -137,6 +149,7 @@ impl TxJob {
             slots_version: slots.version(),
             locked_on: Vec::new(),
             waits: 0,
+            served: false,
         }
     }
 
@@ -191,6 +204,9 @@ impl TxJob {
         if done.index == RELEASE {
             return None;
         }
+        if done.index == WOKEN {
+            return self.on_served(done, env, out);
+        }
         let result = match done.out {
             Ok(result) => Some(result),
             Err(refusal) => {
@@ -228,8 +244,33 @@ impl TxJob {
                     .collect();
                 self.advance(env, results, out)
             }
-            Phase::Parked { .. } | Phase::Done => None,
+            Phase::Parked { .. } | Phase::Abandoned | Phase::Done => None,
         }
+    }
+
+    /// A shard served the wait with a lock: the plan goes on holding it.
+    fn on_served(
+        &mut self,
+        done: TxStepDone,
+        env: &Env<'_>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        if matches!(self.phase, Phase::Abandoned) {
+            self.release_all(out);
+            self.phase = Phase::Done;
+            return Some(Outcome::Reply(Vec::new()));
+        }
+        if !matches!(self.phase, Phase::Parked { .. }) {
+            return None;
+        }
+        self.unpark(out);
+        self.served = true;
+        self.now = env.now;
+        let woken = match done.out {
+            Ok(woken @ HopOut::Woken(_)) => woken,
+            Ok(_) | Err(_) => HopOut::TimedOut,
+        };
+        self.advance(env, vec![woken], out)
     }
 
     /// Wait `id` was woken by a change of `key`.
@@ -244,6 +285,7 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
+        self.served = true;
         self.now = env.now;
         self.advance(env, vec![HopOut::Woken(key)], out)
     }
@@ -256,20 +298,73 @@ impl TxJob {
         }
     }
 
-    /// The wait's timeout passed (the caller checked [`TxJob::deadline`]).
+    /// Claims the wait for the coordinator (a timeout, a cancel): false when a shard
+    /// served it first — its grant is on the way, and wins.
+    fn claim(&self) -> bool {
+        match &self.phase {
+            Phase::Parked { claim, .. } => claim
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok(),
+            _ => false,
+        }
+    }
+
+    /// The wait's timeout passed (the caller checked [`TxJob::deadline`]). Nothing
+    /// happens when a shard served the wait first: the client is served.
     pub fn on_timeout(&mut self, env: &Env<'_>, out: &mut Vec<Outgoing>) -> Option<Outcome> {
-        if !matches!(self.phase, Phase::Parked { .. }) {
+        if !self.claim() {
+            // Served first: no timeout any more; the grant decides.
+            if let Phase::Parked { deadline, .. } = &mut self.phase {
+                *deadline = None;
+            }
             return None;
         }
         self.unpark(out);
+        self.served = false;
         self.now = env.now;
         self.advance(env, vec![HopOut::TimedOut], out)
     }
 
+    /// Whether the job waits for a key event, and whether with a timeout.
+    pub fn parked_state(&self) -> (bool, bool) {
+        match &self.phase {
+            Phase::Parked { deadline, .. } => (true, deadline.is_some()),
+            _ => (false, false),
+        }
+    }
+
+    /// Unblocks a parked job as if its wait had timed out (`CLIENT UNBLOCK … TIMEOUT`),
+    /// or with `error` as its reply. False when it was not parked, or a shard served it
+    /// first.
+    pub fn unblock(
+        &mut self,
+        error: Option<&[u8]>,
+        env: &Env<'_>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Option<Outcome>> {
+        if !self.claim() {
+            return None;
+        }
+        self.unpark(out);
+        self.release_all(out);
+        if let Some(text) = error {
+            self.phase = Phase::Done;
+            let resp = self.resp;
+            return Some(Some(Outcome::Reply(encoded(resp, |e| e.error(text)))));
+        }
+        self.now = env.now;
+        Some(self.advance(env, vec![HopOut::TimedOut], out))
+    }
+
     /// Gives up a parked job whose connection is gone: cancels its wait. False when the
-    /// job is not parked (it has steps in flight and must finish to release its locks).
+    /// job must finish first: it has steps in flight (it finishes to release its locks),
+    /// or a shard served its wait (its grant is given back when it arrives).
     pub fn cancel(&mut self, out: &mut Vec<Outgoing>) -> bool {
         if !matches!(self.phase, Phase::Parked { .. }) {
+            return false;
+        }
+        if !self.claim() {
+            self.phase = Phase::Abandoned;
             return false;
         }
         self.unpark(out);
@@ -317,12 +412,17 @@ impl TxJob {
             }
         }
         let shards = by_shard.iter().map(|(s, _)| *s).collect();
+        let claim = Arc::new(AtomicBool::new(false));
+        let first_in_line = std::mem::take(&mut self.served);
         for (shard, keys) in by_shard {
             let req = ParkReq {
                 tx: self.tx,
                 id,
                 keys,
                 ready: park.ready,
+                serve: park.serve,
+                claim: Arc::clone(&claim),
+                first_in_line,
                 now: self.now,
             };
             out.push((shard, Msg::Park(req)));
@@ -331,6 +431,7 @@ impl TxJob {
             id,
             shards,
             deadline: park.timeout.map(|t| Instant::now() + t),
+            claim,
         };
     }
 
@@ -362,6 +463,7 @@ impl TxJob {
                 Step::Done(outcome) => {
                     self.release_all(out);
                     self.phase = Phase::Done;
+                    self.served = false;
                     return Some(outcome);
                 }
             }

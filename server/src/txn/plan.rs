@@ -129,19 +129,28 @@ pub enum HopOut {
 /// Tells shards which keys ready a parked plan, to skip a wait that is not needed.
 pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> bool;
 
+pub use crate::shard::park::Serve;
+
 /// A wait for a key event: the plan sleeps until one of `keys` changes (on whichever
 /// shards own them) or `timeout` passes, then goes on with [`HopOut::Woken`] or
-/// [`HopOut::TimedOut`]. Parking releases every lock the transaction holds.
+/// [`HopOut::TimedOut`]. Parking releases every lock the transaction holds. Waits on a key
+/// are served in the order they came, and a wait at most once, whatever the number of
+/// shards it spans.
 #[derive(Debug)]
 pub struct Park {
     /// The keys to watch.
     pub keys: Vec<Vec<u8>>,
     /// How long at most; `None`: forever.
     pub timeout: Option<Duration>,
-    /// Checked on each key as the wait registers: a key already ready wakes the plan at
-    /// once (nothing can change between the check and the registration: both run on the
-    /// key's shard, in one step).
+    /// Whether a key is ready for the plan. Checked as the wait registers (a key already
+    /// ready serves it at once: nothing can change between the check and the
+    /// registration, both run on the key's shard in one step) and after every write to a
+    /// key it waits for. `None`: any write serves it.
     pub ready: Option<ReadyFn>,
+    /// How the wait is served: `Serve::Lock` grants the plan an exclusive lock on the key
+    /// in the very step that made it ready, so that what made it ready is the plan's (a
+    /// blocked pop gets the element pushed); the plan then runs with that lock held.
+    pub serve: Serve,
 }
 
 /// What a plan wants next.

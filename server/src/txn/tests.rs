@@ -8,7 +8,7 @@ use goblin_store::{Keyspace, Millis};
 
 use crate::runtime::msg::{LockMode, Msg};
 use crate::testkit::Loopback;
-use crate::txn::plan::{Hop, HopOut, Park, Plan, PlanCx, Step};
+use crate::txn::plan::{Hop, HopOut, Park, Plan, PlanCx, Serve, Step};
 
 fn bulk(v: &[u8]) -> Vec<u8> {
     let mut out = format!("${}\r\n", v.len()).into_bytes();
@@ -161,6 +161,7 @@ impl Plan for WaitThenGet {
                 keys: self.keys.clone(),
                 timeout: self.timeout,
                 ready: Some(exists),
+                serve: Serve::Notify,
             }),
             Some(HopOut::Woken(key)) if !self.read => {
                 self.read = true;
@@ -307,5 +308,186 @@ fn scan_walks_slots_whose_owners_interleave() {
     let mut want = keys.clone();
     want.sort();
     assert_eq!(seen, want, "every key once");
+    assert!(lb.all_quiet());
+}
+
+/// A test consumer: waits (served with the key's lock) until one of `keys` exists, then
+/// takes it (GETDEL, under the lock); waits again when it finds nothing.
+#[derive(Debug)]
+struct Take {
+    keys: Vec<Vec<u8>>,
+    timeout: Option<Duration>,
+}
+
+impl Take {
+    fn park(&self) -> Step {
+        Step::Park(Park {
+            keys: self.keys.clone(),
+            timeout: self.timeout,
+            ready: Some(exists),
+            serve: Serve::Lock,
+        })
+    }
+}
+
+impl Plan for Take {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        match results.into_iter().next() {
+            None => self.park(),
+            Some(HopOut::Woken(key)) => {
+                let shard = cx.slots.shard_of_key(&key);
+                Step::Hops(vec![Hop::run(shard, move |ctx| {
+                    let value = ctx
+                        .db
+                        .remove(&key, ctx.now)
+                        .and_then(|r| r.value.as_str().map(<[u8]>::to_vec));
+                    HopOut::Bulks(vec![value])
+                })])
+            }
+            Some(HopOut::Bulks(mut v)) => match v.pop().flatten() {
+                Some(v) => cx.done(|e| e.bulk(&v)),
+                None => self.park(),
+            },
+            _ => cx.done(|e| e.null()),
+        }
+    }
+}
+
+fn take(keys: &[&[u8]], timeout: Option<Duration>) -> Box<dyn Plan> {
+    Box::new(Take {
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        timeout,
+    })
+}
+
+#[test]
+fn consumers_are_served_in_the_order_they_waited_one_value_each() {
+    let mut lb = Loopback::new(2);
+    let (a, _) = lb.keys_on_two_shards();
+    let first = lb.start_job(take(&[&a], None), Vec::new());
+    let second = lb.start_job(take(&[&a], None), Vec::new());
+    let third = lb.start_job(take(&[&a], None), Vec::new());
+    lb.exec(&[b"SET", &a, b"one"]);
+    // The write served the first consumer in the same step: the value is its.
+    assert_eq!(lb.exec(&[b"EXISTS", &a]), b":0\r\n");
+    assert_eq!(lb.reply_of(first), Some(bulk(b"one")));
+    assert_eq!((lb.reply_of(second), lb.reply_of(third)), (None, None));
+    lb.exec(&[b"SET", &a, b"two"]);
+    assert_eq!(lb.reply_of(second), Some(bulk(b"two")));
+    assert_eq!(lb.reply_of(third), None);
+    assert!(lb.shards[0].has_parked() || lb.shards[1].has_parked());
+}
+
+#[test]
+fn a_consumer_waiting_on_two_shards_is_served_once() {
+    let mut lb = Loopback::new(2);
+    let (a, b) = lb.keys_on_two_shards();
+    let both = lb.start_job(take(&[&a, &b], None), Vec::new());
+    // Both keys written before anything is delivered: each shard sees its write.
+    let set = |k: &[u8], v: &[u8]| crate::testkit::Cmd::new(&[b"SET", k, v]);
+    for (k, v) in [(&a, b"x"), (&b, b"y")] {
+        let cmd = set(k, v);
+        let Ok(spec) = lb.shared.commands.resolve(&cmd.args()) else {
+            panic!()
+        };
+        let shard = lb.shared.slots.shard_of_key(k);
+        let mut out = Vec::new();
+        lb.shards[shard].execute(
+            &lb.shared,
+            spec,
+            &cmd.args(),
+            crate::testkit::NOW,
+            &mut out,
+            goblin_protocol::Version::Resp2,
+            None,
+            1,
+        );
+    }
+    for shard in 0..2 {
+        if lb.shards[shard].has_wakes() {
+            lb.shards[shard].serve_wakes(&lb.shared);
+        }
+        let out = lb.shards[shard].take_out();
+        lb.queue.extend(out);
+    }
+    lb.deliver();
+    let got = lb.reply_of(both);
+    assert!(
+        got == Some(bulk(b"x")) || got == Some(bulk(b"y")),
+        "{got:?}"
+    );
+    // Exactly one key was taken; the other is still there.
+    let left = [lb.exec(&[b"EXISTS", &a]), lb.exec(&[b"EXISTS", &b])];
+    assert_eq!(left.iter().filter(|r| r.as_slice() == b":1\r\n").count(), 1);
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn a_consumer_that_leaves_takes_nothing_with_it() {
+    let mut lb = Loopback::new(1);
+    let gone = lb.start_job(take(&[b"k"], None), Vec::new());
+    assert!(lb.cancel(gone), "parked and not served: cancelled at once");
+    lb.exec(&[b"SET", b"k", b"kept"]);
+    assert_eq!(lb.exec(&[b"GET", b"k"]), bulk(b"kept"));
+    assert!(lb.all_quiet());
+    // Served (its lock granted) but gone before it ran: the value stays.
+    let job = lb.start_job(take(&[b"j"], None), Vec::new());
+    let cmd = crate::testkit::Cmd::new(&[b"SET", b"j", b"v"]);
+    let Ok(spec) = lb.shared.commands.resolve(&cmd.args()) else {
+        panic!()
+    };
+    let mut out = Vec::new();
+    lb.shards[0].execute(
+        &lb.shared,
+        spec,
+        &cmd.args(),
+        crate::testkit::NOW,
+        &mut out,
+        goblin_protocol::Version::Resp2,
+        None,
+        1,
+    );
+    lb.shards[0].serve_wakes(&lb.shared);
+    let grant = lb.shards[0].take_out();
+    assert!(
+        !lb.cancel(job),
+        "the shard served it first: the job must finish"
+    );
+    lb.queue.extend(grant);
+    lb.deliver();
+    assert_eq!(lb.exec(&[b"GET", b"j"]), bulk(b"v"));
+    assert!(lb.all_quiet());
+}
+
+#[test]
+fn a_timeout_loses_to_a_shard_that_served_first() {
+    let mut lb = Loopback::new(1);
+    let job = lb.start_job(take(&[b"k"], Some(Duration::from_millis(1))), Vec::new());
+    let cmd = crate::testkit::Cmd::new(&[b"SET", b"k", b"v"]);
+    let Ok(spec) = lb.shared.commands.resolve(&cmd.args()) else {
+        panic!()
+    };
+    let mut out = Vec::new();
+    lb.shards[0].execute(
+        &lb.shared,
+        spec,
+        &cmd.args(),
+        crate::testkit::NOW,
+        &mut out,
+        goblin_protocol::Version::Resp2,
+        None,
+        1,
+    );
+    lb.shards[0].serve_wakes(&lb.shared);
+    let grant = lb.shards[0].take_out();
+    lb.time_out();
+    assert_eq!(
+        lb.reply_of(job),
+        None,
+        "the timeout does nothing: the grant is on its way"
+    );
+    lb.queue.extend(grant);
+    lb.deliver();
+    assert_eq!(lb.reply_of(job), Some(bulk(b"v")));
     assert!(lb.all_quiet());
 }

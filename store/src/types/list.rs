@@ -69,6 +69,10 @@ impl List {
 
     /// Approximate heap bytes.
     pub fn heap_bytes(&self) -> usize {
-        self.elements.iter().map(|e| e.len() + PER_ELEMENT).sum::<usize>() + BASE
+        self.elements
+            .iter()
+            .map(|e| e.len() + PER_ELEMENT)
+            .sum::<usize>()
+            + BASE
     }
 }

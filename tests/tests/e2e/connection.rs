@@ -168,3 +168,23 @@ fn client_id_is_unique_and_setinfo_is_accepted() {
     let info = String::from_utf8(a.cmd_str("CLIENT INFO")).unwrap();
     assert!(info.contains("lib-name=redis-rs lib-ver=1.2.3"), "{info}");
 }
+
+#[test]
+fn client_unblock_of_a_client_that_is_not_blocked_answers_like_redis() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "CLIENT UNBLOCK 999999\n\
+         CLIENT UNBLOCK 999999 TIMEOUT\n\
+         CLIENT UNBLOCK 999999 error\n\
+         CLIENT UNBLOCK 999999 nope\n\
+         CLIENT UNBLOCK x\n\
+         CLIENT UNBLOCK x nope\n\
+         CLIENT UNBLOCK -1\n\
+         CLIENT UNBLOCK 1 TIMEOUT extra\n\
+         CLIENT UNBLOCK",
+    );
+    // A client that is connected but not blocked: 0, on every worker it might live on.
+    let idle = d.g.cmd_str("CLIENT ID");
+    let id = String::from_utf8_lossy(&idle[1..idle.len() - 2]).into_owned();
+    assert_eq!(d.g.cmd_str(&format!("CLIENT UNBLOCK {id}")), b":0\r\n");
+}

@@ -33,6 +33,14 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("client|getname", &["CLIENT GETNAME", "CLIENT GETNAME x"]),
     ("client|id", &["CLIENT ID", "CLIENT ID x"]),
+    (
+        "client|unblock",
+        &[
+            "CLIENT UNBLOCK 5",
+            "CLIENT UNBLOCK 5 ERROR",
+            "CLIENT UNBLOCK",
+        ],
+    ),
     ("client|info", &["CLIENT INFO", "CLIENT INFO x"]),
     ("client|help", &["CLIENT HELP", "CLIENT HELP x"]),
     // Server.

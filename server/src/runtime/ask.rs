@@ -1,0 +1,86 @@
+//! Questions a connection asks every worker, and the answers it gathers: what a command
+//! about connections needs when they live on other threads (CLIENT UNBLOCK; later CLIENT
+//! LIST, CLIENT KILL). The command is an [`Exec::AskWorkers`]: its `ask` runs on every
+//! worker with a [`WorkerView`] and answers bytes; once every worker has answered, its
+//! `gather` runs on the asking connection and replies. The connection waits meanwhile,
+//! like for any other work in flight.
+//!
+//! [`Exec::AskWorkers`]: crate::table::handler::Exec::AskWorkers
+
+use crate::runtime::client::Client;
+use crate::runtime::worker::Worker;
+use crate::shard::Outgoing;
+use crate::txn::coordinator::Env;
+
+/// What one worker shows of itself to a question.
+pub struct WorkerView<'a> {
+    worker: &'a mut Worker,
+    /// Messages produced (unblocking a job may release locks on other shards).
+    out: Vec<Outgoing>,
+    /// Jobs that finished while answering, to write to their connections afterwards.
+    finished: Vec<(usize, crate::txn::plan::Outcome)>,
+}
+
+impl<'a> WorkerView<'a> {
+    pub(crate) fn new(worker: &'a mut Worker) -> Self {
+        WorkerView {
+            worker,
+            out: Vec::new(),
+            finished: Vec::new(),
+        }
+    }
+
+    /// The clients connected to this worker.
+    pub fn clients(&self) -> impl Iterator<Item = &Client> {
+        self.worker
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.gone)
+            .map(|(_, c)| &c.client)
+    }
+
+    /// Unblocks the client with this id if it is blocked here (a parked plan): as if its
+    /// wait timed out, or with `error` as its reply. False when no such client is blocked
+    /// here (or a shard served it first).
+    pub fn unblock_client(&mut self, id: u64, error: Option<&[u8]>) -> bool {
+        let found = self
+            .worker
+            .conns
+            .iter()
+            .find(|(_, c)| c.client.id == id && !c.gone)
+            .and_then(|(key, c)| c.job.map(|seq| (key, seq)));
+        let Some((key, seq)) = found else {
+            return false;
+        };
+        let Some(mut job) = self.worker.jobs.remove(&seq) else {
+            return false;
+        };
+        let env = Env {
+            shared: &self.worker.shared,
+            slots: self.worker.shard.slots(),
+            now: self.worker.now,
+        };
+        let was = job.parked_state();
+        let result = job.unblock(error, &env, &mut self.out);
+        self.worker.note_blocked(was, job.parked_state());
+        match result {
+            None => {
+                self.worker.jobs.insert(seq, job);
+                false
+            }
+            Some(Some(outcome)) => {
+                self.finished.push((key, outcome));
+                true
+            }
+            Some(None) => {
+                self.worker.jobs.insert(seq, job);
+                true
+            }
+        }
+    }
+
+    /// What answering produced: messages to route, finished jobs to write.
+    pub(crate) fn finish(self) -> (Vec<Outgoing>, Vec<(usize, crate::txn::plan::Outcome)>) {
+        (self.out, self.finished)
+    }
+}
