@@ -123,6 +123,10 @@ pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same
 /// OBJECT FREQ without an LFU eviction policy (Goblin has none).
 pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
+/// A blocking command's timeout that is not a number.
+pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of range";
+/// A blocking command's negative timeout.
+pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
 /// CLIENT UNBLOCK with a reason other than TIMEOUT or ERROR.
 pub const UNBLOCK_REASON: &[u8] = b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR";
 /// What a client blocked in a command gets when CLIENT UNBLOCK … ERROR unblocks it.

@@ -299,6 +299,80 @@ impl LongDouble {
         }
     }
 
+    /// `ceill(self * 1000)` as x87 `long double` arithmetic computes it (the product
+    /// rounded to a 64-bit mantissa, to nearest even, then rounded up to an integer), as
+    /// Redis turns a timeout in seconds into milliseconds; `None` when the result does not
+    /// fit an `i64` (or is infinite).
+    pub fn times_1000_ceil(&self) -> Option<i64> {
+        let LongDouble::Finite {
+            negative,
+            mantissa,
+            exp,
+        } = *self
+        else {
+            return None;
+        };
+        if mantissa == 0 {
+            return Some(0);
+        }
+        // The exact product, then rounded to 64 significant bits.
+        let mut p = u128::from(mantissa) * 1000;
+        let mut e = exp;
+        let bits = 128 - p.leading_zeros() as i64;
+        if bits > 64 {
+            let shift = (bits - 64) as u32;
+            let rest = p & ((1u128 << shift) - 1);
+            let half = 1u128 << (shift - 1);
+            p >>= shift;
+            e += i64::from(shift);
+            if rest > half || (rest == half && p & 1 == 1) {
+                p += 1;
+            }
+        }
+        // Now the value is p * 2^e, p < 2^65.
+        if e >= 0 {
+            let magnitude = if e >= 64 {
+                None
+            } else {
+                p.checked_shl(e as u32)
+            }?;
+            let magnitude = i64::try_from(magnitude).ok()?;
+            return Some(if negative { -magnitude } else { magnitude });
+        }
+        let shift = (-e).min(127) as u32;
+        let whole = p >> shift;
+        let fraction = p & ((1u128 << shift) - 1) != 0;
+        let whole = i64::try_from(whole).ok()?;
+        Some(match (negative, fraction) {
+            // Up: towards +∞.
+            (false, true) => whole + 1,
+            (false, false) => whole,
+            (true, _) => -whole,
+        })
+    }
+
+    /// The nearest `f64` (±∞ for ±∞).
+    pub fn to_f64(&self) -> f64 {
+        match *self {
+            LongDouble::Infinite(negative) => {
+                if negative {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            LongDouble::Finite {
+                negative,
+                mantissa,
+                exp,
+            } => {
+                let exp = i32::try_from(exp).unwrap_or(if exp < 0 { i32::MIN } else { i32::MAX });
+                let v = mantissa as f64 * 2f64.powi(exp);
+                if negative { -v } else { v }
+            }
+        }
+    }
+
     /// True for ±∞.
     pub fn is_infinite(&self) -> bool {
         matches!(self, LongDouble::Infinite(_))

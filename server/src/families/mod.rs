@@ -15,10 +15,13 @@ pub mod sets;
 pub mod sorted_sets;
 pub mod strings;
 
+use std::time::Duration;
+
 use goblin_protocol::parse_i64;
 use goblin_store::Millis;
 
 use crate::errors::{self, ErrorReply};
+use crate::longdouble::LongDouble;
 use crate::table::CommandTable;
 
 /// The command table with every family registered.
@@ -97,6 +100,32 @@ pub fn select_db(db: i32) -> Result<(), ErrorReply> {
     }
 }
 
+/// The longest wait a timeout asks for that Goblin keeps as a deadline; longer ones wait
+/// forever (redis-server 7.0 adds any timeout to its clock, and one past the end of time
+/// never comes).
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A blocking command's timeout, in seconds as a float, read as redis-server 7.0.15's
+/// `getTimeoutFromObjectOrReply` reads it: `strtold`, times 1000 and rounded up in `long
+/// double`, then cast to a 64-bit integer — which turns an out-of-range product into the
+/// most negative one. 0 (or anything that rounds up to it, like -0.0001) waits forever
+/// (`None`).
+///
+/// # Errors
+/// "timeout is not a float or out of range", "timeout is negative" (also for ±∞ and
+/// products past the 64-bit range, as the cast makes them).
+pub fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, ErrorReply> {
+    let seconds = LongDouble::parse(arg).ok_or(ErrorReply::Fixed(errors::TIMEOUT_NOT_FLOAT))?;
+    let ms = seconds
+        .times_1000_ceil()
+        .ok_or(ErrorReply::Fixed(errors::TIMEOUT_NEGATIVE))?;
+    if ms < 0 {
+        return Err(ErrorReply::Fixed(errors::TIMEOUT_NEGATIVE));
+    }
+    let wait = Duration::from_millis(ms as u64);
+    Ok((ms > 0 && wait <= LONGEST_TIMEOUT).then_some(wait))
+}
+
 /// The decimal form of `n`, for logging effects.
 pub fn decimal(n: i64) -> Vec<u8> {
     itoa::Buffer::new().format(n).as_bytes().to_vec()
@@ -105,6 +134,41 @@ pub fn decimal(n: i64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What redis-server 7.0.15 answers to `BLPOP k <timeout>` (checked against it).
+    #[test]
+    fn timeouts_as_redis_reads_them() {
+        let ms = |n| Ok(Some(Duration::from_millis(n)));
+        assert_eq!(parse_timeout(b"0"), Ok(None));
+        assert_eq!(parse_timeout(b"0.1"), ms(100));
+        assert_eq!(parse_timeout(b".5"), ms(500));
+        assert_eq!(parse_timeout(b"+1"), ms(1000));
+        assert_eq!(parse_timeout(b"0x10"), ms(16_000));
+        assert_eq!(parse_timeout(b"0.0001"), ms(1), "rounded up");
+        assert_eq!(parse_timeout(b"1e-3"), ms(1));
+        assert_eq!(
+            parse_timeout(b"-0.0001"),
+            Ok(None),
+            "rounds up to -0: forever"
+        );
+        assert_eq!(
+            parse_timeout(b"-0.001"),
+            Ok(None),
+            "-1 ms in long double is -0.99…"
+        );
+        assert_eq!(
+            parse_timeout(b"9.2e15"),
+            Ok(None),
+            "past the end of time: forever"
+        );
+        let fixed = |t: &'static [u8]| Err(ErrorReply::Fixed(t));
+        assert_eq!(parse_timeout(b"x"), fixed(errors::TIMEOUT_NOT_FLOAT));
+        assert_eq!(parse_timeout(b"1 "), fixed(errors::TIMEOUT_NOT_FLOAT));
+        assert_eq!(parse_timeout(b"nan"), fixed(errors::TIMEOUT_NOT_FLOAT));
+        assert_eq!(parse_timeout(b"-1"), fixed(errors::TIMEOUT_NEGATIVE));
+        assert_eq!(parse_timeout(b"inf"), fixed(errors::TIMEOUT_NEGATIVE));
+        assert_eq!(parse_timeout(b"1e16"), fixed(errors::TIMEOUT_NEGATIVE));
+    }
 
     #[test]
     fn expire_rules() {

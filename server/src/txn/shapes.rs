@@ -280,3 +280,243 @@ impl<S: Send + fmt::Debug> Plan for ReadThenWrite<S> {
         }
     }
 }
+
+/// What a key holds, for a blocking command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holds {
+    /// Something the command can take.
+    Ready,
+    /// Nothing (no key, or an empty one).
+    Empty,
+    /// A value of another type: WRONGTYPE.
+    WrongType,
+}
+
+/// What a key holds for the command.
+pub type HoldsFn = fn(&mut goblin_store::Keyspace, &[u8], goblin_store::Millis) -> Holds;
+/// Takes what the command takes from a ready key (under its lock), given the command's
+/// arguments; `None` when nothing is there after all.
+pub type TakeFn = fn(&mut ShardCtx<'_>, &[u8], &[Vec<u8>]) -> Option<HopOut>;
+/// The reply for what was taken from `key`.
+pub type AnswerFn = fn(&PlanCx<'_>, &[u8], HopOut) -> Outcome;
+/// The reply when the timeout passed first.
+pub type TimedOutFn = fn(&PlanCx<'_>) -> Outcome;
+
+/// What a blocking command does: how it sees a key, how it takes, how it answers.
+#[derive(Clone, Copy)]
+pub struct BlockingOps {
+    /// What a key holds.
+    pub holds: HoldsFn,
+    /// Whether a key is ready (`holds` is `Ready`): the wait's readiness test.
+    pub ready: crate::txn::plan::ReadyFn,
+    /// Takes from a ready key.
+    pub take: TakeFn,
+    /// The reply for what was taken.
+    pub answer: AnswerFn,
+    /// The reply on timeout.
+    pub timed_out: TimedOutFn,
+}
+
+/// A blocking pop (BLPOP, BZPOPMIN, BLMPOP …): with every key locked, take from the first
+/// key (in argument order) that holds something — WRONGTYPE if a key of another type
+/// comes first —; when none does, wait, served with the key's lock, until one does or the
+/// timeout passes.
+pub struct BlockingPop {
+    args: Arc<[Vec<u8>]>,
+    keys: Vec<Vec<u8>>,
+    timeout: Option<std::time::Duration>,
+    ops: BlockingOps,
+    state: PopState,
+}
+
+/// Where a blocking pop is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PopState {
+    Start,
+    /// The keys' states asked for, shard by shard.
+    Looked,
+    /// Taking from the key at this index.
+    Taking(usize),
+    /// Waiting.
+    Parked,
+    /// Taking from the key that served the wait.
+    TakingWoken,
+}
+
+impl fmt::Debug for BlockingPop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingPop")
+            .field("keys", &self.keys.len())
+            .field("timeout", &self.timeout)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one shard found of its keys, in argument order: the first it could take from,
+/// with what it took, or each key's state.
+#[derive(Debug)]
+enum Found {
+    Taken(Vec<u8>, HopOut),
+    WrongType,
+    States(Vec<Holds>),
+}
+
+impl BlockingPop {
+    /// A blocking pop of `keys` (argument order), waiting at most `timeout` (`None`:
+    /// forever); `args` are the command's arguments, for `take`.
+    pub fn new(
+        args: &Args<'_>,
+        keys: Vec<Vec<u8>>,
+        timeout: Option<std::time::Duration>,
+        ops: BlockingOps,
+    ) -> BlockingPop {
+        BlockingPop {
+            args: args.iter_from(0).map(<[u8]>::to_vec).collect(),
+            keys,
+            timeout,
+            ops,
+            state: PopState::Start,
+        }
+    }
+
+    fn park(&mut self) -> Step {
+        self.state = PopState::Parked;
+        Step::Park(crate::txn::plan::Park {
+            keys: self.keys.clone(),
+            timeout: self.timeout,
+            ready: Some(self.ops.ready),
+            serve: crate::txn::plan::Serve::Lock,
+        })
+    }
+
+    fn take_hop(&self, cx: &PlanCx<'_>, key: &[u8]) -> Step {
+        let (take, args, key) = (self.ops.take, Arc::clone(&self.args), key.to_vec());
+        Step::Hops(vec![Hop::run(
+            cx.slots.shard_of_key(&key),
+            move |ctx| match take(ctx, &key, &args) {
+                Some(out) => HopOut::Other(Box::new(Found::Taken(key, out))),
+                None => HopOut::Other(Box::new(Found::States(vec![Holds::Empty]))),
+            },
+        )])
+    }
+
+    /// The hops that look at every key (and, on a shard that has the first key in
+    /// argument order among its keys ready, take from it at once).
+    fn look(&mut self, cx: &PlanCx<'_>) -> Step {
+        let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+        for key in &self.keys {
+            let shard = cx.slots.shard_of_key(key);
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, keys)) => keys.push(key.clone()),
+                None => by_shard.push((shard, vec![key.clone()])),
+            }
+        }
+        let one_shard = by_shard.len() == 1;
+        let (ops, args) = (self.ops, Arc::clone(&self.args));
+        let hops = by_shard
+            .into_iter()
+            .map(|(shard, keys)| {
+                let args = Arc::clone(&args);
+                Hop::run(shard, move |ctx| {
+                    let mut states = Vec::with_capacity(keys.len());
+                    for key in &keys {
+                        let holds = (ops.holds)(ctx.db, key, ctx.now);
+                        // Alone, the shard can settle it: the first key that holds
+                        // something (or another type) decides.
+                        if one_shard {
+                            match holds {
+                                Holds::WrongType => {
+                                    return HopOut::Other(Box::new(Found::WrongType));
+                                }
+                                Holds::Ready => {
+                                    if let Some(out) = (ops.take)(ctx, key, &args) {
+                                        return HopOut::Other(Box::new(Found::Taken(
+                                            key.clone(),
+                                            out,
+                                        )));
+                                    }
+                                }
+                                Holds::Empty => {}
+                            }
+                        }
+                        states.push(holds);
+                    }
+                    HopOut::Other(Box::new(Found::States(states)))
+                })
+            })
+            .collect();
+        self.state = PopState::Looked;
+        Step::Hops(hops)
+    }
+}
+
+fn found(result: HopOut) -> Option<Found> {
+    match result {
+        HopOut::Other(any) => any.downcast::<Found>().ok().map(|f| *f),
+        _ => None,
+    }
+}
+
+impl Plan for BlockingPop {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        match self.state {
+            PopState::Start => self.look(cx),
+            PopState::Looked => {
+                // The keys' states, back in argument order.
+                let mut states: Vec<(usize, Holds)> = Vec::new();
+                let mut shards: Vec<usize> = Vec::new();
+                for key in &self.keys {
+                    let shard = cx.slots.shard_of_key(key);
+                    if !shards.contains(&shard) {
+                        shards.push(shard);
+                    }
+                }
+                let mut per_shard: Vec<std::vec::IntoIter<Holds>> = Vec::new();
+                for result in results {
+                    match found(result) {
+                        Some(Found::Taken(key, out)) => {
+                            return Step::Done((self.ops.answer)(cx, &key, out));
+                        }
+                        Some(Found::WrongType) => {
+                            return cx.done(|e| e.error(crate::errors::WRONGTYPE));
+                        }
+                        Some(Found::States(s)) => per_shard.push(s.into_iter()),
+                        None => per_shard.push(Vec::new().into_iter()),
+                    }
+                }
+                for (i, key) in self.keys.iter().enumerate() {
+                    let shard = cx.slots.shard_of_key(key);
+                    let at = shards.iter().position(|&s| s == shard).unwrap_or(0);
+                    let holds = per_shard
+                        .get_mut(at)
+                        .and_then(Iterator::next)
+                        .unwrap_or(Holds::Empty);
+                    states.push((i, holds));
+                }
+                match states.iter().find(|(_, h)| *h != Holds::Empty) {
+                    Some((_, Holds::WrongType)) => cx.done(|e| e.error(crate::errors::WRONGTYPE)),
+                    Some(&(i, _)) => {
+                        self.state = PopState::Taking(i);
+                        let key = self.keys[i].clone();
+                        self.take_hop(cx, &key)
+                    }
+                    None => self.park(),
+                }
+            }
+            PopState::Taking(_) | PopState::TakingWoken => {
+                match results.into_iter().next().and_then(found) {
+                    Some(Found::Taken(key, out)) => Step::Done((self.ops.answer)(cx, &key, out)),
+                    _ => self.park(),
+                }
+            }
+            PopState::Parked => match results.into_iter().next() {
+                Some(HopOut::Woken(key)) => {
+                    self.state = PopState::TakingWoken;
+                    self.take_hop(cx, &key)
+                }
+                _ => Step::Done((self.ops.timed_out)(cx)),
+            },
+        }
+    }
+}
