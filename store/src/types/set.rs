@@ -89,7 +89,7 @@ fn format_i64(v: i64, buf: &mut [u8; I64_DIGITS]) -> &[u8] {
 }
 
 /// A member, borrowed: an intset's integer, or a hashtable's bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Member<'a> {
     /// An integer of an intset.
     Int(i64),
@@ -373,7 +373,7 @@ impl Table {
         None
     }
 
-    fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8])) -> u64 {
+    fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8])) -> u64 {
         let shift = 64 - self.bits;
         let mut p = part_of(cursor, self.bits);
         // A cursor made with finer parts may fall inside a part: what lies below it was
@@ -587,7 +587,7 @@ impl Set {
     /// returns whole parts, the members whose hash lies between `cursor` and the next
     /// cursor. Parts split and merge along hash prefixes, so every member present for a
     /// whole iteration is returned, exactly once, whatever happens meanwhile.
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(Member<'_>)) -> u64 {
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(Member<'a>)) -> u64 {
         match &self.repr {
             Repr::Ints(ints) => {
                 ints.iter().for_each(|x| f(Member::Int(x)));
