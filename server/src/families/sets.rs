@@ -778,7 +778,9 @@ fn compute(ctx: &mut ShardCtx<'_>, op: Op, keys: &[&[u8]], store: bool) -> Resul
             whole_first,
         } => (start, rest, whole_first),
     };
-    let first = read(ctx.db, keys[start], ctx.now)?.cloned().unwrap_or_default();
+    let first = read(ctx.db, keys[start], ctx.now)?
+        .cloned()
+        .unwrap_or_default();
     let mut fold = Fold::start(op, first, whole_first);
     for i in rest {
         if let Some(source) = read(ctx.db, keys[i], ctx.now)? {
@@ -804,7 +806,8 @@ fn store(ctx: &mut ShardCtx<'_>, dst: &[u8], result: Set, log: bool) -> i64 {
             ctx.log(&argv);
         }
     }
-    ctx.db.insert(dst, Value::Set(Box::new(result)), None, ctx.now);
+    ctx.db
+        .insert(dst, Value::Set(Box::new(result)), None, ctx.now);
     n
 }
 
@@ -875,10 +878,7 @@ fn parse_sintercard(args: &Args<'_>) -> Result<(usize, usize), ErrorReply> {
     let mut c = args.cursor(2 + numkeys);
     while let Some(opt) = c.next() {
         if is_keyword(opt, "limit") && !c.is_empty() {
-            let n = c.next_parsed(
-                |s| parse_i64(s).filter(|&n| n >= 0),
-                errors::LIMIT_NEGATIVE,
-            )?;
+            let n = c.next_parsed(|s| parse_i64(s).filter(|&n| n >= 0), errors::LIMIT_NEGATIVE)?;
             limit = usize::try_from(n).unwrap_or(usize::MAX);
         } else {
             return Err(errors::SYNTAX.into());
@@ -945,7 +945,10 @@ enum Stage {
 }
 
 /// The sources of `indices`, grouped by shard (shards in order of first appearance).
-fn by_shard(shards: &[usize], indices: impl IntoIterator<Item = usize>) -> Vec<(usize, Vec<usize>)> {
+fn by_shard(
+    shards: &[usize],
+    indices: impl IntoIterator<Item = usize>,
+) -> Vec<(usize, Vec<usize>)> {
     let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
     for i in indices {
         let shard = shards[i];
@@ -1144,15 +1147,33 @@ fn algebra_plan(
 }
 
 fn sinter_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    Ok(algebra_plan(start, Op::Inter, Output::Members, 1, usize::MAX))
+    Ok(algebra_plan(
+        start,
+        Op::Inter,
+        Output::Members,
+        1,
+        usize::MAX,
+    ))
 }
 
 fn sunion_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    Ok(algebra_plan(start, Op::Union, Output::Members, 1, usize::MAX))
+    Ok(algebra_plan(
+        start,
+        Op::Union,
+        Output::Members,
+        1,
+        usize::MAX,
+    ))
 }
 
 fn sdiff_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    Ok(algebra_plan(start, Op::Diff, Output::Members, 1, usize::MAX))
+    Ok(algebra_plan(
+        start,
+        Op::Diff,
+        Output::Members,
+        1,
+        usize::MAX,
+    ))
 }
 
 fn sintercard_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {

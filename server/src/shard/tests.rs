@@ -307,7 +307,10 @@ const WRITES: &[(Argv, &[Argv])] = &[
     (&[b"SADD", b"s", b"m"], &[]),
     (&[b"SREM", b"s", b"m"], &[&[b"SADD", b"s", b"m"]]),
     (&[b"SPOP", b"s"], &[&[b"SADD", b"s", b"m"]]),
-    (&[b"SMOVE", b"{t}a", b"{t}b", b"m"], &[&[b"SADD", b"{t}a", b"m"]]),
+    (
+        &[b"SMOVE", b"{t}a", b"{t}b", b"m"],
+        &[&[b"SADD", b"{t}a", b"m"]],
+    ),
     (
         &[b"SINTERSTORE", b"{t}d", b"{t}a"],
         &[&[b"SADD", b"{t}a", b"m"]],

@@ -65,7 +65,8 @@ fn inner(h: u64) -> u64 {
     h.rotate_left(32)
 }
 
-fn rehash(member: &Box<[u8]>) -> u64 {
+/// The hash a part's table sees for a stored member (what the table rehashes with).
+fn rehash(member: &[u8]) -> u64 {
     inner(hash(member))
 }
 
@@ -156,6 +157,8 @@ impl Ints {
         each_width!(self, v => v.len())
     }
 
+    // `i64::from` widens the narrower widths (and is the identity on the widest).
+    #[allow(clippy::useless_conversion)]
     fn get(&self, i: usize) -> Option<i64> {
         each_width!(self, v => v.get(i).map(|&x| i64::from(x)))
     }
@@ -202,6 +205,7 @@ impl Ints {
         Some(x)
     }
 
+    #[allow(clippy::useless_conversion)]
     fn retain(&mut self, mut keep: impl FnMut(i64) -> bool) {
         each_width!(self, v => v.retain(|&x| keep(i64::from(x))));
     }
@@ -234,7 +238,7 @@ struct Table {
 fn shrink_part(part: &mut HashTable<Box<[u8]>>) -> bool {
     let shrink = part.num_buckets() > 8 && part.len() * SHRINK_FACTOR < part.num_buckets();
     if shrink {
-        part.shrink_to(part.len(), rehash);
+        part.shrink_to(part.len(), |b| rehash(b));
     }
     shrink
 }
@@ -274,7 +278,7 @@ impl Table {
         let h = hash(m);
         let p = part_of(h, self.bits);
         let part = &mut self.parts[p];
-        match part.entry(inner(h), |b| **b == *m, rehash) {
+        match part.entry(inner(h), |b| **b == *m, |b| rehash(b)) {
             Entry::Occupied(_) => return false,
             Entry::Vacant(v) => {
                 v.insert(m.into());
@@ -325,7 +329,12 @@ impl Table {
             self.parts.iter_mut().for_each(|part| {
                 shrink_part(part);
             });
-            self.max_buckets = self.parts.iter().map(HashTable::num_buckets).max().unwrap_or(1);
+            self.max_buckets = self
+                .parts
+                .iter()
+                .map(HashTable::num_buckets)
+                .max()
+                .unwrap_or(1);
         }
     }
 
@@ -339,7 +348,7 @@ impl Table {
             sizes.iter().map(|&n| HashTable::with_capacity(n)).collect();
         for m in std::mem::take(&mut self.parts).into_iter().flatten() {
             let h = hash(&m);
-            parts[part_of(h, bits)].insert_unique(inner(h), m, rehash);
+            parts[part_of(h, bits)].insert_unique(inner(h), m, |b| rehash(b));
         }
         self.max_buckets = parts.iter().map(HashTable::num_buckets).max().unwrap_or(1);
         self.parts = parts;
@@ -410,9 +419,20 @@ impl Table {
         let tables: usize = self
             .parts
             .iter()
-            .map(|t| if t.num_buckets() > 1 { t.num_buckets() * slot + 16 } else { 0 })
+            .map(|t| {
+                if t.num_buckets() > 1 {
+                    t.num_buckets() * slot + 16
+                } else {
+                    0
+                }
+            })
             .sum();
-        let members: usize = self.parts.iter().flat_map(HashTable::iter).map(|m| m.len()).sum();
+        let members: usize = self
+            .parts
+            .iter()
+            .flat_map(HashTable::iter)
+            .map(|m| m.len())
+            .sum();
         tables + members + self.parts.capacity() * size_of::<HashTable<Box<[u8]>>>()
     }
 }
@@ -866,7 +886,9 @@ mod tests {
         }
         let mut hits = std::collections::HashMap::new();
         for _ in 0..200_000 {
-            *hits.entry(s.random(&mut next).unwrap().to_vec()).or_insert(0) += 1;
+            *hits
+                .entry(s.random(&mut next).unwrap().to_vec())
+                .or_insert(0) += 1;
         }
         // 1000 expected each; six standard deviations is about 190.
         assert!(hits.values().all(|&n| (800..1200).contains(&n)), "{hits:?}");
@@ -903,13 +925,13 @@ mod tests {
                 for _ in 0..20 {
                     churn += 1;
                     let m = format!("tmp{}", next() % 3000);
-                    if next() % 2 == 0 {
+                    if next().is_multiple_of(2) {
                         s.insert(m.as_bytes());
                     } else {
                         s.remove(m.as_bytes());
                     }
                 }
-                if churn % 400 == 0 {
+                if churn.is_multiple_of(400) {
                     // A burst that forces a split, then one that forces merges.
                     for i in 0..5000 {
                         s.insert(format!("burst{i}").as_bytes());
@@ -919,7 +941,11 @@ mod tests {
                     }
                 }
             });
-            assert!(stay.is_subset(&got), "count {count}: missed {:?}", stay.difference(&got).next());
+            assert!(
+                stay.is_subset(&got),
+                "count {count}: missed {:?}",
+                stay.difference(&got).next()
+            );
         }
         // Unchanged, a scan is the whole set.
         let mut s = of(&["a", "b", "c"]);

@@ -61,7 +61,10 @@ fn round_of(m: &[u8]) -> u64 {
 /// panics when they mix rounds.
 fn one_round(set: &BTreeSet<Vec<u8>>, what: &str) -> Option<u64> {
     let rounds: BTreeSet<u64> = set.iter().map(|m| round_of(m)).collect();
-    assert!(rounds.len() <= 1, "{what}: members of rounds {rounds:?} mixed");
+    assert!(
+        rounds.len() <= 1,
+        "{what}: members of rounds {rounds:?} mixed"
+    );
     rounds.into_iter().next()
 }
 
@@ -176,11 +179,13 @@ fn stores_across_shards_are_never_seen_half_done() {
 /// count and tags); returns the round.
 fn check_result(d: &BTreeSet<Vec<u8>>, what: &str) -> Option<u64> {
     let round = one_round(d, &format!("{what}: the destination"))?;
-    let common = d.iter().filter(|m| String::from_utf8_lossy(m).contains(":common")).count();
+    let common = d
+        .iter()
+        .filter(|m| String::from_utf8_lossy(m).contains(":common"))
+        .count();
     let own = d.len() - common;
     let half = PER_SOURCE / 2;
-    let whole = (common == half && own == 3 * (PER_SOURCE - half))
-        || (common == half && own == 0)
+    let whole = (common == half && (own == 3 * (PER_SOURCE - half) || own == 0))
         || (common == 0 && own == PER_SOURCE - half);
     assert!(
         whole,
@@ -226,7 +231,8 @@ fn smove_across_shards_never_loses_or_duplicates_a_member() {
                             && !stop.load(Ordering::SeqCst)
                         {
                             let member = format!("m{}", rng.below(MEMBERS));
-                            moved += integer(&call(&mut raw, &cmd(&["SMOVE", &from, &to, &member])));
+                            moved +=
+                                integer(&call(&mut raw, &cmd(&["SMOVE", &from, &to, &member])));
                         }
                         (m % 2, moved)
                     })
@@ -235,13 +241,17 @@ fn smove_across_shards_never_loses_or_duplicates_a_member() {
             let readers: Vec<_> = (0..2)
                 .map(|reader| {
                     let mut raw = server.raw();
-                    let (a, b, all, what, stop, reads) = (a.clone(), b.clone(), &all, &what, &stop, &reads);
+                    let (a, b, all, what, stop, reads) =
+                        (a.clone(), b.clone(), &all, &what, &stop, &reads);
                     s.spawn(move || {
                         while !stop.load(Ordering::SeqCst) {
                             if reader == 0 {
-                                let replies =
-                                    multi_exec(&mut raw, &[cmd(&["SMEMBERS", &a]), cmd(&["SMEMBERS", &b])]);
-                                let (in_a, in_b) = (members_of(&replies[0]), members_of(&replies[1]));
+                                let replies = multi_exec(
+                                    &mut raw,
+                                    &[cmd(&["SMEMBERS", &a]), cmd(&["SMEMBERS", &b])],
+                                );
+                                let (in_a, in_b) =
+                                    (members_of(&replies[0]), members_of(&replies[1]));
                                 assert!(in_a.is_disjoint(&in_b), "{what}: a member in both sets");
                                 let union: BTreeSet<Vec<u8>> = in_a.union(&in_b).cloned().collect();
                                 assert_eq!(&union, all, "{what}: members lost");
@@ -275,7 +285,14 @@ fn smove_across_shards_never_loses_or_duplicates_a_member() {
         let in_b = integer(&call(&mut raw, &cmd(&["SCARD", &b])));
         let in_a = integer(&call(&mut raw, &cmd(&["SCARD", &a])));
         assert_eq!(in_a + in_b, MEMBERS as i64, "{what}");
-        assert_eq!(in_b, moved_to_b - moved_to_a, "{what}: the moves do not add up");
-        assert!(moved_to_b > 0 && moved_to_a > 0, "{what}: no moves both ways");
+        assert_eq!(
+            in_b,
+            moved_to_b - moved_to_a,
+            "{what}: the moves do not add up"
+        );
+        assert!(
+            moved_to_b > 0 && moved_to_a > 0,
+            "{what}: no moves both ways"
+        );
     }
 }

@@ -105,7 +105,10 @@ fn hello(d: &mut Differential, version: &str) {
     let c = cmd(&["HELLO", version]);
     let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
     let (g, r) = ask_both(&mut d.g, &mut d.r, &args);
-    assert!(!g.starts_with(b"-") && !r.starts_with(b"-"), "HELLO {version}");
+    assert!(
+        !g.starts_with(b"-") && !r.starts_with(b"-"),
+        "HELLO {version}"
+    );
 }
 
 /// Runs `text` in RESP2 then in RESP3 with `n` keys in every layout, from an empty
@@ -534,7 +537,12 @@ fn drawn(reply: &[u8], pool: &BTreeSet<Vec<u8>>, what: &str) -> Vec<Vec<u8>> {
 /// Sends a random command (SPOP, SRANDMEMBER) to both servers: the replies must have the
 /// same shape (type, count), draw members of the key, distinct unless repetition is
 /// asked; returns (goblin's members, redis's members).
-fn compare_random(d: &mut Differential, c: &Cmd, key: &str, ctx: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn compare_random(
+    d: &mut Differential,
+    c: &Cmd,
+    key: &str,
+    ctx: &str,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let pool_g = members(&mut d.g, key);
     let pool_r = members(&mut d.r, key);
     assert_eq!(pool_g, pool_r, "{ctx}: {key} before {}", show_cmd(c));
@@ -560,7 +568,12 @@ fn compare_random(d: &mut Differential, c: &Cmd, key: &str, ctx: &str) -> (Vec<V
     let repeats = c.get(2).is_some_and(|n| n.starts_with(b"-"));
     if !repeats {
         let distinct: BTreeSet<_> = g.iter().collect();
-        assert_eq!(distinct.len(), g.len(), "{what}: repeated members {}", show(&got));
+        assert_eq!(
+            distinct.len(),
+            g.len(),
+            "{what}: repeated members {}",
+            show(&got)
+        );
     }
     (g, r)
 }
@@ -671,7 +684,12 @@ fn spop_and_srandmember_match_redis() {
             }
             // Encodings SPOP leaves, whatever it picks: a hashtable of integers stays one
             // when a few go, becomes an intset when most go; SPOP of one never rebuilds.
-            for (pop, count) in [("SPOP h 2", 18), ("SPOP h 17", 3), ("SPOP h 19", 1), ("SPOP h", 19)] {
+            for (pop, count) in [
+                ("SPOP h 2", 18),
+                ("SPOP h 17", 3),
+                ("SPOP h 19", 1),
+                ("SPOP h", 19),
+            ] {
                 run(d, &[], ctx, &format!("DEL h\nSADD h {base} a\nSREM h a"));
                 compare_random(d, &words(pop), "h", ctx);
                 run(d, &[], ctx, "OBJECT ENCODING h\nSCARD h");
@@ -692,14 +710,17 @@ fn huge_negative_srandmember_counts_are_refused() {
     let server = Server::goblin_threads(2);
     let mut raw = server.raw();
     call(&mut raw, &words("SADD s a b c"));
-    let refused = b"-ERR value is out of range, value must between -16777216 and 9223372036854775807\r\n";
+    let refused =
+        b"-ERR value is out of range, value must between -16777216 and 9223372036854775807\r\n";
     for n in ["-9223372036854775807", "-16777217", "-1000000000000"] {
         let reply = call(&mut raw, &words(&format!("SRANDMEMBER s {n}")));
         assert_eq!(show(&reply), show(refused), "SRANDMEMBER s {n}");
     }
     // Redis's own refusal comes first.
     let reply = call(&mut raw, &words("SRANDMEMBER s -9223372036854775808"));
-    assert!(reply.starts_with(b"-ERR value is out of range, value must between -9223372036854775807"));
+    assert!(
+        reply.starts_with(b"-ERR value is out of range, value must between -9223372036854775807")
+    );
     // At the bound the picks come (here a smaller count: the same path).
     let reply = call(&mut raw, &words("SRANDMEMBER s -100000"));
     assert_eq!(elements(&reply).len(), 100_000);
@@ -757,7 +778,12 @@ fn sscan_matches_redis() {
                 sadd.extend(chunk.iter().map(|m| m.as_bytes().to_vec()));
                 compare(d, &sadd, Cmp::Exact, ctx);
             }
-            for options in [vec![], vec!["COUNT", "7"], vec!["MATCH", "m:1*"], vec!["MATCH", "*5", "COUNT", "100"]] {
+            for options in [
+                vec![],
+                vec!["COUNT", "7"],
+                vec!["MATCH", "m:1*"],
+                vec!["MATCH", "*5", "COUNT", "100"],
+            ] {
                 let all = |raw: &mut Raw| {
                     let mut seen = Vec::new();
                     let mut cursor = 0u64;
@@ -777,7 +803,11 @@ fn sscan_matches_redis() {
                 let n = got.len();
                 got.sort();
                 got.dedup();
-                assert_eq!(got.len(), n, "{ctx}: SSCAN {options:?} returned a member twice");
+                assert_eq!(
+                    got.len(),
+                    n,
+                    "{ctx}: SSCAN {options:?} returned a member twice"
+                );
                 want.sort();
                 want.dedup();
                 assert_eq!(got, want, "{ctx}: SSCAN h {options:?}");
@@ -815,11 +845,15 @@ fn sscan_returns_every_member_present_throughout() {
                     let wave: Vec<Vec<u8>> = (0..500)
                         .map(|_| format!("tmp:{}", rng.below(20_000)).into_bytes())
                         .collect();
-                    let verb = if round % 3 == 0 { "SREM" } else { "SADD" };
+                    let verb = if round.is_multiple_of(3) {
+                        "SREM"
+                    } else {
+                        "SADD"
+                    };
                     let mut c = cmd(&[verb, "big"]);
                     c.extend(wave);
                     call(&mut churn, &c);
-                    if round % 10 == 0 {
+                    if round.is_multiple_of(10) {
                         let mut c = cmd(&["SREM", "big"]);
                         c.extend((0..20_000).map(|i| format!("tmp:{i}").into_bytes()));
                         call(&mut churn, &c);
@@ -884,7 +918,8 @@ fn member(rng: &mut Rng) -> String {
 /// random).
 fn random_command(rng: &mut Rng, keys: &[String]) -> (Cmd, Cmp, Option<String>) {
     let key = |rng: &mut Rng| rng.pick(keys).clone();
-    let members = |rng: &mut Rng, n: usize| -> Vec<String> { (0..n).map(|_| member(rng)).collect() };
+    let members =
+        |rng: &mut Rng, n: usize| -> Vec<String> { (0..n).map(|_| member(rng)).collect() };
     let some_keys = |rng: &mut Rng| -> Vec<String> {
         let n = 1 + rng.below(3);
         (0..n).map(|_| key(rng)).collect()
@@ -933,7 +968,9 @@ fn random_command(rng: &mut Rng, keys: &[String]) -> (Cmd, Cmp, Option<String>) 
             (Cmp::Sorted, None)
         }
         12..=13 => {
-            let name = rng.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]).to_string();
+            let name = rng
+                .pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"])
+                .to_string();
             parts.extend([name, k]);
             parts.extend(some_keys(rng));
             (Cmp::Exact, None)
