@@ -1203,3 +1203,228 @@ fn sunionstore_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 fn sdiffstore_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(store_plan(start, Op::Diff))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::shard::events::{Effect, Observer, Write};
+    use crate::testkit::Loopback;
+
+    /// A write's effect: `None` for a command that is its own effect.
+    type Logged = Option<Vec<Vec<Vec<u8>>>>;
+
+    /// Records each write's effect, per shard.
+    #[derive(Debug)]
+    struct Effects(usize, Rc<RefCell<Vec<(usize, Logged)>>>);
+
+    impl Observer for Effects {
+        fn on_write(&mut self, write: &Write<'_>) {
+            let effect = match write.effect {
+                Effect::AsSent => None,
+                Effect::Commands(c) => Some(c.to_vec()),
+                Effect::Events => Some(Vec::new()),
+            };
+            self.1.borrow_mut().push((self.0, effect));
+        }
+    }
+
+    fn observed(threads: usize) -> (Loopback, Rc<RefCell<Vec<(usize, Logged)>>>) {
+        let mut lb = Loopback::new(threads);
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        for (i, shard) in lb.shards.iter_mut().enumerate() {
+            shard.add_observer(Box::new(Effects(i, Rc::clone(&seen))));
+        }
+        (lb, seen)
+    }
+
+    /// The bulk strings of a RESP2 reply (a bulk, or an array of bulks).
+    fn bulks(reply: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut rest = reply;
+        while let Some(at) = rest.iter().position(|&b| b == b'$') {
+            let line_end = rest[at..].iter().position(|&b| b == b'\r').unwrap() + at;
+            let n: usize = std::str::from_utf8(&rest[at + 1..line_end])
+                .unwrap()
+                .parse()
+                .unwrap();
+            out.push(rest[line_end + 2..line_end + 2 + n].to_vec());
+            rest = &rest[line_end + 4 + n..];
+        }
+        out
+    }
+
+    fn argv(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+        parts.iter().map(|p| p.to_vec()).collect()
+    }
+
+    #[test]
+    fn spop_logs_the_members_it_popped_as_srem() {
+        let (mut lb, seen) = observed(1);
+        lb.exec(&[
+            b"SADD", b"s", b"a", b"b", b"c", b"1", b"2", b"3", b"4", b"5",
+        ]);
+        assert_eq!(
+            seen.borrow().last().cloned(),
+            Some((0, None)),
+            "SADD as sent"
+        );
+        let one = bulks(&lb.exec(&[b"SPOP", b"s"]));
+        let mut want = argv(&[b"SREM", b"s"]);
+        want.extend(one);
+        assert_eq!(seen.borrow().last().cloned(), Some((0, Some(vec![want]))));
+        // A few of many, most of the rest (the set rebuilt), then all that is left.
+        for count in [&b"2"[..], b"4", b"9"] {
+            let popped = bulks(&lb.exec(&[b"SPOP", b"s", count]));
+            let logged = seen.borrow().last().cloned().unwrap().1.unwrap();
+            let want = if count == b"9" {
+                vec![argv(&[b"DEL", b"s"])]
+            } else {
+                let mut srem = argv(&[b"SREM", b"s"]);
+                srem.extend(popped.clone());
+                vec![srem]
+            };
+            assert_eq!(logged, want, "SPOP s {}", String::from_utf8_lossy(count));
+        }
+        assert_eq!(lb.exec(&[b"EXISTS", b"s"]), b":0\r\n");
+        // Reads log nothing.
+        let before = seen.borrow().len();
+        lb.exec(&[b"SRANDMEMBER", b"s", b"-5"]);
+        lb.exec(&[b"SPOP", b"s", b"3"]);
+        assert_eq!(seen.borrow().len(), before);
+    }
+
+    #[test]
+    fn cross_shard_stores_and_smove_log_what_each_shard_wrote() {
+        let (mut lb, seen) = observed(2);
+        let (a, b) = lb.keys_on_two_shards();
+        lb.exec(&[b"SADD", &a, b"x", b"1"]);
+        lb.exec(&[b"SADD", &b, b"y", b"1"]);
+        seen.borrow_mut().clear();
+        // The destination on b's shard: DEL, then the SADD that rebuilds it.
+        assert_eq!(
+            lb.plan(&[b"SUNIONSTORE", &b, &a, &b]),
+            Some(b":3\r\n".to_vec())
+        );
+        let logged = seen.borrow().clone();
+        assert_eq!(
+            logged.len(),
+            1,
+            "only the destination's shard wrote: {logged:?}"
+        );
+        let (shard, effect) = logged[0].clone();
+        assert_eq!(shard, 1);
+        let effect = effect.unwrap();
+        assert_eq!(effect[0], argv(&[b"DEL", &b]));
+        assert_eq!(&effect[1][..2], &argv(&[b"SADD", &b])[..]);
+        let members: BTreeSet<Vec<u8>> = effect[1][2..].iter().cloned().collect();
+        assert_eq!(
+            members,
+            BTreeSet::from([b"x".to_vec(), b"y".to_vec(), b"1".to_vec()])
+        );
+        // An empty result deletes the destination.
+        seen.borrow_mut().clear();
+        assert_eq!(
+            lb.plan(&[b"SDIFFSTORE", &b, &a, &b]),
+            Some(b":0\r\n".to_vec())
+        );
+        assert_eq!(
+            seen.borrow().clone(),
+            vec![(1, Some(vec![argv(&[b"DEL", &b])]))]
+        );
+        // SMOVE: each shard logs its half.
+        lb.exec(&[b"SADD", &b, b"z"]);
+        seen.borrow_mut().clear();
+        assert_eq!(lb.plan(&[b"SMOVE", &a, &b, b"x"]), Some(b":1\r\n".to_vec()));
+        let mut logged = seen.borrow().clone();
+        logged.sort();
+        assert_eq!(
+            logged,
+            vec![
+                (0, Some(vec![argv(&[b"SREM", &a, b"x"])])),
+                (1, Some(vec![argv(&[b"SADD", &b, b"x"])])),
+            ]
+        );
+        // A source of the wrong type: nothing written anywhere.
+        lb.exec(&[b"SET", &a, b"v"]);
+        seen.borrow_mut().clear();
+        let wrongtype = format!("-{}\r\n", String::from_utf8_lossy(errors::WRONGTYPE));
+        for cmd in [&b"SINTERSTORE"[..], b"SUNIONSTORE", b"SDIFFSTORE"] {
+            assert_eq!(
+                lb.plan(&[cmd, &b, &b, &a]),
+                Some(wrongtype.clone().into_bytes())
+            );
+        }
+        assert_eq!(
+            lb.plan(&[b"SMOVE", &b, &a, b"z"]),
+            Some(wrongtype.into_bytes())
+        );
+        assert!(seen.borrow().is_empty());
+        assert_eq!(lb.exec(&[b"SCARD", &b]), b":2\r\n", "z and x");
+    }
+
+    fn outline_of(op: Op, keys: &[&str], probes: &[Probe]) -> Outline {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        outline(op, &keys, probes)
+    }
+
+    #[test]
+    fn outlines_follow_redis() {
+        use Probe::{Len, Missing, WrongType as Wrong};
+        let fold = |start, rest: &[usize], whole_first| Outline::Fold {
+            start,
+            rest: rest.to_vec(),
+            whole_first,
+        };
+        // Any wrong type is an error, even after an absent key.
+        assert_eq!(
+            outline_of(Op::Inter, &["a", "b"], &[Missing, Wrong]),
+            Outline::WrongType
+        );
+        // Intersections: an absent key empties them; smallest first, then by size; a key
+        // named twice is folded once.
+        assert_eq!(
+            outline_of(Op::Inter, &["a", "b"], &[Len(3), Missing]),
+            Outline::Empty
+        );
+        assert_eq!(
+            outline_of(
+                Op::Inter,
+                &["a", "b", "c", "b"],
+                &[Len(5), Len(9), Len(2), Len(9)]
+            ),
+            fold(2, &[0, 1], false)
+        );
+        // Unions: the largest first; absent keys skipped.
+        assert_eq!(
+            outline_of(Op::Union, &["a", "b", "c"], &[Len(2), Missing, Len(7)]),
+            fold(2, &[0], false)
+        );
+        assert_eq!(
+            outline_of(Op::Union, &["a", "b"], &[Missing, Missing]),
+            Outline::Empty
+        );
+        // Differences: from the first set; empty without it or with it named again.
+        assert_eq!(
+            outline_of(Op::Diff, &["a", "b"], &[Missing, Len(3)]),
+            Outline::Empty
+        );
+        assert_eq!(
+            outline_of(Op::Diff, &["a", "b", "a"], &[Len(3), Len(3), Len(3)]),
+            Outline::Empty
+        );
+        // Redis's second algorithm when (first × sets) / 2 exceeds all the members.
+        assert_eq!(
+            outline_of(Op::Diff, &["a", "b"], &[Len(600), Len(10)]),
+            fold(0, &[1], false)
+        );
+        assert_eq!(
+            outline_of(Op::Diff, &["a", "b", "c"], &[Len(600), Len(10), Len(10)]),
+            fold(0, &[1, 2], true)
+        );
+    }
+}
