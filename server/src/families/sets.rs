@@ -1218,9 +1218,12 @@ mod tests {
     /// A write's effect: `None` for a command that is its own effect.
     type Logged = Option<Vec<Vec<Vec<u8>>>>;
 
+    /// Each write's shard and effect, in order.
+    type Seen = Rc<RefCell<Vec<(usize, Logged)>>>;
+
     /// Records each write's effect, per shard.
     #[derive(Debug)]
-    struct Effects(usize, Rc<RefCell<Vec<(usize, Logged)>>>);
+    struct Effects(usize, Seen);
 
     impl Observer for Effects {
         fn on_write(&mut self, write: &Write<'_>) {
@@ -1233,7 +1236,7 @@ mod tests {
         }
     }
 
-    fn observed(threads: usize) -> (Loopback, Rc<RefCell<Vec<(usize, Logged)>>>) {
+    fn observed(threads: usize) -> (Loopback, Seen) {
         let mut lb = Loopback::new(threads);
         let seen = Rc::new(RefCell::new(Vec::new()));
         for (i, shard) in lb.shards.iter_mut().enumerate() {
