@@ -498,6 +498,34 @@ fn smove_matches_redis() {
     );
 }
 
+/// Set commands inside MULTI/EXEC, multi-key ones across shards among them: replies
+/// inside EXEC's array, WRONGTYPE inside it, and the state after.
+#[test]
+fn set_commands_in_multi_exec_match_redis() {
+    everywhere(
+        4,
+        r#"
+        MULTI
+        SADD K0 1 2 x
+        SADD K1 2 3 y
+        SUNIONSTORE K2 K0 K1
+        SINTERCARD 2 K0 K1
+        SMOVE K0 K1 x
+        SINTERSTORE K0 K0 K1
+        SET K3 v
+        SDIFFSTORE K2 K3 K0
+        SMOVE K1 K3 2
+        SINTER K0 K1
+        SCARD K2
+        EXEC
+        %SMEMBERS K1
+        SMEMBERS K0
+        OBJECT ENCODING K0
+        OBJECT ENCODING K2
+        "#,
+    );
+}
+
 /// Shape of a SPOP or SRANDMEMBER reply: a nil, a bulk, or the elements of an array or
 /// set with its type byte.
 fn shape(reply: &[u8]) -> (u8, Option<Vec<Vec<u8>>>) {
