@@ -1060,6 +1060,26 @@ mod tests {
         }
         // 1000 expected each; six standard deviations is about 190.
         assert!(hits.values().all(|&n| (800..1200).contains(&n)), "{hits:?}");
+        // Across parts of different sizes too.
+        for i in 200..3000 {
+            s.insert(format!("x{i}").as_bytes());
+        }
+        for i in (0..3000).step_by(3) {
+            s.remove(format!("x{i}").as_bytes());
+        }
+        let Repr::Table(t) = &s.repr else {
+            panic!("a hashtable")
+        };
+        assert!(t.parts.len() > 20);
+        let mut hits = std::collections::HashMap::new();
+        for _ in 0..400_000 {
+            *hits
+                .entry(s.random(&mut next).unwrap().to_vec())
+                .or_insert(0) += 1;
+        }
+        // 200 expected each; six standard deviations is about 85.
+        assert_eq!(hits.len(), s.len());
+        assert!(hits.values().all(|&n| (115..285).contains(&n)), "{hits:?}");
     }
 
     /// Scans `s` to the end, changing it between steps with `change`; returns what the
