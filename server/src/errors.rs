@@ -257,3 +257,24 @@ pub fn no_plan(name: &str) -> Vec<u8> {
     format!("CROSSSLOT Keys in request don't hash to the same slot ('{name}' cannot span shards)")
         .into_bytes()
 }
+
+// --- sets
+
+/// SPOP's count when it is not a non-negative integer (`getPositiveLongFromObjectOrReply`
+/// without a message of its own).
+pub const NOT_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
+/// SRANDMEMBER's count of -2^63, whose negation does not fit (`getRangeLongFromObjectOrReply`
+/// from -LONG_MAX to LONG_MAX).
+pub const SRANDMEMBER_COUNT_RANGE: &[u8] =
+    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+/// SRANDMEMBER asking for more repeated picks than Goblin answers (see
+/// `families::sets::MAX_REPEATS`; Redis would stream them until its memory ran out). Worded
+/// as Redis words its own bounds on a count.
+pub const SRANDMEMBER_TOO_MANY: &[u8] =
+    b"ERR value is out of range, value must between -16777216 and 9223372036854775807";
+/// SINTERCARD's numkeys is not a positive integer.
+pub const NUMKEYS_NOT_POSITIVE: &[u8] = b"ERR numkeys should be greater than 0";
+/// SINTERCARD's numkeys is more than the arguments after it.
+pub const NUMKEYS_TOO_MANY: &[u8] = b"ERR Number of keys can't be greater than number of args";
+/// SINTERCARD's LIMIT is not a non-negative integer.
+pub const LIMIT_NEGATIVE: &[u8] = b"ERR LIMIT can't be negative";

@@ -489,7 +489,7 @@ fn parse_scan<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, ErrorReply> {
 
 /// A SCAN cursor as Redis reads it (`strtoul`): digits with an optional sign; anything
 /// else, or a leading blank, is an invalid cursor.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(s: &[u8]) -> Option<u64> {
     // strtoul reads a C string: up to the first NUL.
     let s = errors::c_str(s);
     // strtoul reads nothing from an empty string: cursor 0.

@@ -304,6 +304,25 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[&[b"SET", b"{t}a", b"v"]],
     ),
     (&[b"COPY", b"{t}a", b"{t}b"], &[&[b"SET", b"{t}a", b"v"]]),
+    (&[b"SADD", b"s", b"m"], &[]),
+    (&[b"SREM", b"s", b"m"], &[&[b"SADD", b"s", b"m"]]),
+    (&[b"SPOP", b"s"], &[&[b"SADD", b"s", b"m"]]),
+    (
+        &[b"SMOVE", b"{t}a", b"{t}b", b"m"],
+        &[&[b"SADD", b"{t}a", b"m"]],
+    ),
+    (
+        &[b"SINTERSTORE", b"{t}d", b"{t}a"],
+        &[&[b"SADD", b"{t}a", b"m"]],
+    ),
+    (
+        &[b"SUNIONSTORE", b"{t}d", b"{t}a"],
+        &[&[b"SADD", b"{t}a", b"m"]],
+    ),
+    (
+        &[b"SDIFFSTORE", b"{t}d", b"{t}a"],
+        &[&[b"SADD", b"{t}a", b"m"]],
+    ),
     (&[b"HSET", b"h", b"f", b"v"], &[]),
     (&[b"ZADD", b"z", b"1", b"m"], &[]),
     (&[b"GOBLIN.CLAIM", b"{t}c", b"{t}r", b"w", b"30"], &[]),

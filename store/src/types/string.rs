@@ -30,7 +30,7 @@ pub fn encoding(s: &[u8], flags: u8) -> &'static str {
 
 /// A 64-bit integer as Redis's `string2ll` reads one: an optional `-`, digits, no
 /// leading zeros (but `0` itself), no `+`, no spaces.
-fn parse_i64(s: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.split_first()? {
         (b'-', rest) => (true, rest),
         _ => (false, s),

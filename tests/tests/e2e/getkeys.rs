@@ -239,6 +239,53 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("multi", &["MULTI", "MULTI x"]),
     ("exec", &["EXEC", "EXEC x"]),
     ("discard", &["DISCARD", "DISCARD x"]),
+    // Sets.
+    ("sadd", &["SADD k m", "SADD k m n", "SADD k"]),
+    ("srem", &["SREM k m", "SREM k m n", "SREM k"]),
+    ("smembers", &["SMEMBERS k", "SMEMBERS", "SMEMBERS k x"]),
+    (
+        "sismember",
+        &["SISMEMBER k m", "SISMEMBER k", "SISMEMBER k m n"],
+    ),
+    (
+        "smismember",
+        &["SMISMEMBER k m", "SMISMEMBER k m n", "SMISMEMBER k"],
+    ),
+    ("scard", &["SCARD k", "SCARD", "SCARD k x"]),
+    ("spop", &["SPOP k", "SPOP k 2", "SPOP k 2 x", "SPOP"]),
+    (
+        "srandmember",
+        &["SRANDMEMBER k", "SRANDMEMBER k -2", "SRANDMEMBER"],
+    ),
+    ("sscan", &["SSCAN k 0", "SSCAN k 0 COUNT 5", "SSCAN k"]),
+    ("smove", &["SMOVE a b m", "SMOVE a a m", "SMOVE a b"]),
+    ("sinter", &["SINTER a", "SINTER a b c", "SINTER"]),
+    ("sunion", &["SUNION a", "SUNION a b c", "SUNION"]),
+    ("sdiff", &["SDIFF a", "SDIFF a b c", "SDIFF"]),
+    (
+        "sintercard",
+        &[
+            "SINTERCARD 2 a b",
+            "SINTERCARD 1 a LIMIT 2",
+            "SINTERCARD 3 a b",
+            "SINTERCARD 0 a",
+            "SINTERCARD x a",
+            "SINTERCARD 2",
+            "SINTERCARD",
+        ],
+    ),
+    (
+        "sinterstore",
+        &["SINTERSTORE d a b", "SINTERSTORE d a", "SINTERSTORE d"],
+    ),
+    (
+        "sunionstore",
+        &["SUNIONSTORE d a b", "SUNIONSTORE d d", "SUNIONSTORE d"],
+    ),
+    (
+        "sdiffstore",
+        &["SDIFFSTORE d a b", "SDIFFSTORE d a", "SDIFFSTORE d"],
+    ),
     // Hashes.
     (
         "hset",

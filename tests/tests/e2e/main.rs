@@ -18,6 +18,8 @@ mod output_bound;
 mod protocol;
 mod scan_completeness;
 mod server_commands;
+mod sets_atomicity;
+mod sets_diff;
 mod soak;
 mod strings_diff;
 mod strings_keys;
