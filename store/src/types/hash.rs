@@ -100,7 +100,7 @@ impl Hash {
 
     /// Calls `f` with every field and its value, in the hash's order (insertion order
     /// while packed, as a listpack keeps it).
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+    pub fn for_each<'a>(&'a self, mut f: impl FnMut(&'a [u8], &'a [u8])) {
         for (field, value) in self.iter() {
             f(field, value);
         }
@@ -140,7 +140,7 @@ impl Hash {
     /// successive calls cover the hash space once whatever happens in between, and every
     /// field present for the whole iteration is returned (at least once: a table that
     /// shrank meanwhile may return a slot's fields again).
-    pub fn scan(&self, cursor: u64, count: usize, f: impl FnMut(&[u8], &[u8])) -> u64 {
+    pub fn scan<'a>(&'a self, cursor: u64, count: usize, f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
         match &self.repr {
             Repr::Packed(_) => {
                 self.for_each(f);
@@ -177,11 +177,11 @@ impl Hash {
     /// Calls `f` with `count` distinct fields and their values, chosen at random (every
     /// subset equally likely); all of them when `count >= len`. A packed hash gives them in
     /// its order (as Redis's `lpRandomPairsUnique`); a table in no particular order.
-    pub fn distinct_sample(
-        &self,
+    pub fn distinct_sample<'a>(
+        &'a self,
         count: usize,
         rng: &mut impl FnMut() -> u64,
-        mut f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
     ) {
         let n = self.len();
         if count >= n {
@@ -761,11 +761,11 @@ impl Table {
     /// `count` (< len) distinct random entries: from a shuffled list of the occupied slots
     /// when they are most of the table (Redis's "CASE 3"), else by drawing slots and
     /// skipping repeats ("CASE 4").
-    fn distinct_sample(
-        &self,
+    fn distinct_sample<'a>(
+        &'a self,
         count: usize,
         rng: &mut impl FnMut() -> u64,
-        mut f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
     ) {
         if count.saturating_mul(3) > self.len {
             let mut occupied: Vec<usize> = (0..self.cap()).filter(|&p| self.dist[p] != 0).collect();
@@ -798,7 +798,7 @@ impl Table {
     /// once `count` entries were found (or ten times `count` slots looked at) the slots
     /// taken are those before the current one, whose entries displaced past it are still
     /// gathered; the next cursor is the first slot not taken, in hash space.
-    fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+    fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
         let cap = self.cap();
         let shift = self.shift();
         let first = (cursor >> shift) as usize;
