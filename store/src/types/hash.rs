@@ -49,7 +49,7 @@ impl Hash {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Packed(p) => p.len(),
-            Repr::Table(t) => t.len,
+            Repr::Table(t) => t.len(),
         }
     }
 
@@ -110,7 +110,10 @@ impl Hash {
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Packed(p) => Iter(IterInner::Packed(p.pairs())),
-            Repr::Table(t) => Iter(IterInner::Table(t.slots.iter())),
+            Repr::Table(t) => {
+                let old = t.old.as_ref().map_or(&[][..], |(o, _)| &o.slots[..]);
+                Iter(IterInner::Table(t.main.slots.iter().chain(old.iter())))
+            }
         }
     }
 
@@ -161,7 +164,7 @@ impl Hash {
                 }
                 p.pairs().nth(below(rng(), n))
             }
-            Repr::Table(t) => t.random_slot(rng).and_then(|i| t.pair_at(i)),
+            Repr::Table(t) => t.random_pair(rng),
         }
     }
 
@@ -250,10 +253,16 @@ fn below(r: u64, n: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct Iter<'a>(IterInner<'a>);
 
+/// The slots of a table's arrays, in order.
+type SlotsIter<'a> = std::iter::Chain<
+    std::slice::Iter<'a, Option<Box<[u8]>>>,
+    std::slice::Iter<'a, Option<Box<[u8]>>>,
+>;
+
 #[derive(Clone, Debug)]
 enum IterInner<'a> {
     Packed(PackedPairs<'a>),
-    Table(std::slice::Iter<'a, Option<Box<[u8]>>>),
+    Table(SlotsIter<'a>),
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -284,7 +293,7 @@ impl<'a> Sampler<'a> {
         match &self.0 {
             SamplerInner::Pairs(pairs) if pairs.is_empty() => None,
             SamplerInner::Pairs(pairs) => pairs.get(below(rng(), pairs.len())).copied(),
-            SamplerInner::Table(t) => t.random_slot(rng).and_then(|i| t.pair_at(i)),
+            SamplerInner::Table(t) => t.random_pair(rng),
         }
     }
 }
@@ -447,12 +456,25 @@ impl<'a> Iterator for PackedPairs<'a> {
 
 // --- The table ----------------------------------------------------------------------------
 
-/// Smallest table: slots.
+/// Smallest array: slots.
 const MIN_CAP: usize = 8;
 /// Largest distance of a field from its home slot that a distance byte holds (it stores
-/// the distance plus one); past it the table grows. With random hashes and a load of at
-/// most 7/8, Robin Hood distances stay far below it.
+/// the distance plus one); past it the array grows. With random hashes and a load of at
+/// most [`MAX_LOAD`], Robin Hood distances stay far below it.
 const MAX_DIST: usize = 254;
+/// Slots of the array being drained that each write looks at (finishing the run of
+/// occupied slots it is in): a resize moves the fields a few at a time, as Redis's
+/// incremental rehashing does, instead of stalling one command for all of them.
+const DRAIN_STEP: usize = 16;
+/// The most an array is filled, as a fraction: with linear probing the runs of occupied
+/// slots (what a lookup of an absent field and an insertion walk) lengthen quickly past
+/// it.
+const MAX_LOAD: (usize, usize) = (3, 4);
+
+/// Whether `n` entries overfill an array of `cap` slots.
+fn overfull(n: usize, cap: usize) -> bool {
+    n.saturating_mul(MAX_LOAD.1) > cap.saturating_mul(MAX_LOAD.0)
+}
 
 /// The process's field hasher: seeded once, randomly (fields are client-controlled).
 fn hasher() -> &'static foldhash::quality::RandomState {
@@ -506,6 +528,21 @@ fn entry_field(e: &[u8]) -> &[u8] {
     split_entry(e).0
 }
 
+/// Replaces the value of an entry; the change in its size.
+fn set_value(e: &mut Box<[u8]>, value: &[u8]) -> isize {
+    let value_at = e.len() - split_entry(e).1.len();
+    if e.len() - value_at == value.len() {
+        e[value_at..].copy_from_slice(value);
+        return 0;
+    }
+    let mut new = Vec::with_capacity(value_at + value.len());
+    new.extend_from_slice(&e[..value_at]);
+    new.extend_from_slice(value);
+    let delta = new.len() as isize - e.len() as isize;
+    *e = new.into_boxed_slice();
+    delta
+}
+
 /// Where a field is, or where it would go.
 enum Probe {
     /// At this slot.
@@ -514,59 +551,40 @@ enum Probe {
     Vacant(usize, usize),
 }
 
-/// A large hash: open addressing with linear probing and Robin Hood ordering (along a
-/// run of occupied slots the home slots never decrease), removals by backward shifting.
+/// Where an HSCAN call over an array stops.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Once about this many entries were found (or ten times as many slots looked at).
+    Count(usize),
+    /// At this position in hash space (exclusive; 2^64 is the end), a slot boundary.
+    At(u128),
+}
+
+/// One open-addressing array: linear probing with Robin Hood ordering (along a run of
+/// occupied slots the home slots never decrease), removals by backward shifting. A
+/// field's home slot is the top bits of its hash, so the slots are in hash order.
 #[derive(Clone)]
-struct Table {
+struct Slots {
     /// Per slot: 0 when empty, else the entry's distance from its home slot plus one.
     dist: Box<[u8]>,
     /// Per slot: the entry.
     slots: Box<[Option<Box<[u8]>>]>,
     /// Number of entries.
     len: usize,
-    /// Bytes of the entries.
-    bytes: usize,
 }
 
-impl fmt::Debug for Table {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Table")
-            .field("len", &self.len)
-            .field("cap", &self.dist.len())
-            .finish()
-    }
-}
-
-impl Table {
-    /// An empty table for `n` entries.
-    fn with_capacity(n: usize) -> Table {
-        Table::empty(Table::cap_for(n))
-    }
-
-    fn empty(cap: usize) -> Table {
-        Table {
+impl Slots {
+    fn empty(cap: usize) -> Slots {
+        // Both zeroed: allocated as zeroed memory, which the system provides lazily.
+        Slots {
             dist: vec![0; cap].into_boxed_slice(),
-            slots: std::iter::repeat_with(|| None).take(cap).collect(),
+            slots: vec![None; cap].into_boxed_slice(),
             len: 0,
-            bytes: 0,
         }
-    }
-
-    /// Slots for `n` entries: a power of two, loaded at most 7/8.
-    fn cap_for(n: usize) -> usize {
-        (n.saturating_mul(8) / 7 + 1)
-            .checked_next_power_of_two()
-            .unwrap_or(usize::MAX / 2 + 1)
-            .max(MIN_CAP)
     }
 
     fn cap(&self) -> usize {
         self.dist.len()
-    }
-
-    /// The home slot of a hash: its top bits.
-    fn home(&self, hash: u64) -> usize {
-        (hash >> self.shift()) as usize
     }
 
     /// How far a hash shifts right to give its home slot.
@@ -574,8 +592,13 @@ impl Table {
         64 - self.cap().trailing_zeros()
     }
 
+    /// The home slot of a hash: its top bits.
+    fn home(&self, hash: u64) -> usize {
+        (hash >> self.shift()) as usize
+    }
+
     fn heap_bytes(&self) -> usize {
-        self.cap() * (1 + size_of::<Option<Box<[u8]>>>()) + self.bytes
+        self.cap() * (1 + size_of::<Option<Box<[u8]>>>())
     }
 
     fn pair_at(&self, slot: usize) -> Option<(&[u8], &[u8])> {
@@ -602,74 +625,16 @@ impl Table {
         }
     }
 
-    fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        match self.probe(field, hash_of(field)) {
-            Probe::Found(p) => self.pair_at(p).map(|(_, v)| v),
+    fn find(&self, field: &[u8], hash: u64) -> Option<usize> {
+        match self.probe(field, hash) {
+            Probe::Found(p) => Some(p),
             Probe::Vacant(..) => None,
         }
     }
 
-    /// Sets a field; true when it is new.
-    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
-        let hash = hash_of(field);
-        match self.probe(field, hash) {
-            Probe::Found(p) => {
-                let Some(e) = self.slots[p].as_mut() else {
-                    return false;
-                };
-                let value_at = e.len() - split_entry(e).1.len();
-                if e.len() - value_at == value.len() {
-                    e[value_at..].copy_from_slice(value);
-                } else {
-                    self.bytes = self.bytes - e.len() + value_at + value.len();
-                    let mut new = Vec::with_capacity(value_at + value.len());
-                    new.extend_from_slice(&e[..value_at]);
-                    new.extend_from_slice(value);
-                    *e = new.into_boxed_slice();
-                }
-                false
-            }
-            Probe::Vacant(p, d) => {
-                let e = entry(field, value);
-                if (self.len + 1) * 8 > self.cap() * 7 {
-                    self.insert_new(e);
-                } else {
-                    self.len += 1;
-                    self.bytes += e.len();
-                    if let Err(carry) = self.place(e, p, d) {
-                        self.rebuild(self.cap() * 2, vec![carry]);
-                    }
-                }
-                true
-            }
-        }
-    }
-
-    /// Adds an entry whose field is not in the table.
-    fn insert_new(&mut self, e: Box<[u8]>) {
-        self.len += 1;
-        self.bytes += e.len();
-        if self.len * 8 > self.cap() * 7 {
-            self.rebuild(self.cap() * 2, vec![e]);
-        } else if let Err(carry) = self.place_fresh(e) {
-            self.rebuild(self.cap() * 2, vec![carry]);
-        }
-    }
-
-    /// Places an entry whose field is absent (not counted: the callers count).
-    fn place_fresh(&mut self, e: Box<[u8]>) -> Result<(), Box<[u8]>> {
-        let mask = self.cap() - 1;
-        let (mut p, mut d) = (self.home(hash_of(entry_field(&e))), 0usize);
-        while usize::from(self.dist[p]) > d {
-            p = (p + 1) & mask;
-            d += 1;
-        }
-        self.place(e, p, d)
-    }
-
     /// Puts `e` at slot `p`, `d` from its home, shifting the rest of the run one slot on.
     /// When a distance would pass [`MAX_DIST`], the entry left in hand is handed back (the
-    /// table is consistent without it) for the caller to place in a larger table.
+    /// array is consistent without it) for the caller to place in a larger array.
     fn place(&mut self, e: Box<[u8]>, mut p: usize, d: usize) -> Result<(), Box<[u8]>> {
         if d > MAX_DIST {
             return Err(e);
@@ -680,7 +645,10 @@ impl Table {
             let t = usize::from(self.dist[p]);
             self.dist[p] = (cd + 1) as u8;
             match self.slots[p].replace(carry) {
-                None => return Ok(()),
+                None => {
+                    self.len += 1;
+                    return Ok(());
+                }
                 Some(moved) => carry = moved,
             }
             // The entry moved on is one slot further from its home.
@@ -692,39 +660,23 @@ impl Table {
         }
     }
 
-    /// Moves every entry (and `pending` ones) into a table of `cap` slots, doubling it
-    /// again in the (improbable) case that a distance does not fit a byte.
-    fn rebuild(&mut self, mut cap: usize, mut pending: Vec<Box<[u8]>>) {
-        loop {
-            let old = std::mem::replace(self, Table::empty(cap));
-            self.len = old.len;
-            self.bytes = old.bytes;
-            let mut failed = Vec::new();
-            let entries = old.slots.into_vec().into_iter().flatten();
-            for e in entries.chain(pending.drain(..)) {
-                if let Err(carry) = self.place_fresh(e) {
-                    failed.push(carry);
-                }
-            }
-            if failed.is_empty() {
-                return;
-            }
-            pending = failed;
-            cap *= 2;
+    /// Places an entry whose field is not in the array.
+    fn place_fresh(&mut self, e: Box<[u8]>) -> Result<(), Box<[u8]>> {
+        let mask = self.cap() - 1;
+        let (mut p, mut d) = (self.home(hash_of(entry_field(&e))), 0usize);
+        while usize::from(self.dist[p]) > d {
+            p = (p + 1) & mask;
+            d += 1;
         }
+        self.place(e, p, d)
     }
 
-    fn remove(&mut self, field: &[u8]) -> bool {
-        let Probe::Found(p) = self.probe(field, hash_of(field)) else {
-            return false;
-        };
-        let mask = self.cap() - 1;
-        if let Some(e) = self.slots[p].take() {
-            self.bytes -= e.len();
-        }
+    /// Takes the entry at slot `p` out; the rest of its run moves one slot back (until an
+    /// empty slot or an entry at its home).
+    fn take(&mut self, p: usize) -> Option<Box<[u8]>> {
+        let e = self.slots[p].take()?;
         self.len -= 1;
-        // Backward shift: the rest of the run moves one slot back, until an empty slot or
-        // an entry at its home.
+        let mask = self.cap() - 1;
         let mut hole = p;
         loop {
             let next = (hole + 1) & mask;
@@ -737,74 +689,27 @@ impl Table {
             hole = next;
         }
         self.dist[hole] = 0;
-        // Redis shrinks a hash table filled under 10%; here under 1/8, to half full.
-        if self.cap() > MIN_CAP && self.len * 8 < self.cap() {
-            self.rebuild(Table::cap_for(self.len * 2).max(MIN_CAP), Vec::new());
-        }
-        true
+        Some(e)
     }
 
-    /// A random occupied slot, each equally likely (the table is at least 1/8 full unless
-    /// it is the smallest, so few draws are needed).
-    fn random_slot(&self, rng: &mut impl FnMut() -> u64) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        loop {
-            let p = below(rng(), self.cap());
-            if self.dist[p] != 0 {
-                return Some(p);
-            }
-        }
-    }
-
-    /// `count` (< len) distinct random entries: from a shuffled list of the occupied slots
-    /// when they are most of the table (Redis's "CASE 3"), else by drawing slots and
-    /// skipping repeats ("CASE 4").
-    fn distinct_sample<'a>(
-        &'a self,
-        count: usize,
-        rng: &mut impl FnMut() -> u64,
-        mut f: impl FnMut(&'a [u8], &'a [u8]),
-    ) {
-        if count.saturating_mul(3) > self.len {
-            let mut occupied: Vec<usize> = (0..self.cap()).filter(|&p| self.dist[p] != 0).collect();
-            for i in 0..count {
-                let j = i + below(rng(), occupied.len() - i);
-                occupied.swap(i, j);
-                if let Some((field, value)) = self.pair_at(occupied[i]) {
-                    f(field, value);
-                }
-            }
-        } else {
-            let mut seen = hashbrown::HashSet::with_capacity_and_hasher(
-                count,
-                foldhash::fast::FixedState::default(),
-            );
-            while seen.len() < count {
-                let Some(p) = self.random_slot(rng) else {
-                    return;
-                };
-                if seen.insert(p)
-                    && let Some((field, value)) = self.pair_at(p)
-                {
-                    f(field, value);
-                }
-            }
-        }
-    }
-
-    /// One HSCAN call (see [`Hash::scan`]). The slots are visited from the cursor's on;
-    /// once `count` entries were found (or ten times `count` slots looked at) the slots
-    /// taken are those before the current one, whose entries displaced past it are still
-    /// gathered; the next cursor is the first slot not taken, in hash space.
-    fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+    /// The entries of an HSCAN call: those whose home slot is in `[first slot, end)`,
+    /// where `first` is rounded down to a slot and `end` is given or decided by a count;
+    /// returns `end` in hash space. Slots are visited from `first`'s on; with a count, once
+    /// enough entries were found the slots taken are those before the current one, whose
+    /// entries displaced past it are still gathered.
+    fn scan<'a>(&'a self, first: u64, stop: Stop, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u128 {
         let cap = self.cap();
         let shift = self.shift();
-        let first = (cursor >> shift) as usize;
-        let looked = count.saturating_mul(10);
+        let first = (first >> shift) as usize;
         // The end of the slots taken (exclusive), once decided.
-        let mut end: Option<usize> = None;
+        let mut end = match stop {
+            Stop::At(e) => Some(((e >> shift) as usize).min(cap)),
+            Stop::Count(_) => None,
+        };
+        let (count, looked) = match stop {
+            Stop::Count(n) => (n.max(1), n.max(1).saturating_mul(10)),
+            Stop::At(_) => (usize::MAX, usize::MAX),
+        };
         let (mut found, mut p) = (0usize, first);
         let mut stopped = false;
         while p < cap {
@@ -813,7 +718,7 @@ impl Table {
             }
             let t = usize::from(self.dist[p]);
             if t == 0 {
-                if end.is_some() {
+                if end.is_some_and(|e| p >= e) {
                     stopped = true;
                     break;
                 }
@@ -823,11 +728,10 @@ impl Table {
             let d = t - 1;
             // Skipped: an entry displaced past the last slot (it sits at the start, its
             // home at the end: the call that reaches the end takes it), and one whose home
-            // is before the cursor's slot (an earlier call took it). Both only come before
+            // is before the first slot (an earlier call took it). Both only come before
             // the entries of the slots taken, in the run that holds the first of them.
-            let wrapped = d > p;
             let home = p.wrapping_sub(d);
-            if wrapped || home < first {
+            if d > p || home < first {
                 p += 1;
                 continue;
             }
@@ -861,7 +765,300 @@ impl Table {
                 }
             }
         }
-        if end >= cap { 0 } else { (end as u64) << shift }
+        (end as u128) << shift
+    }
+}
+
+/// A large hash: an array of slots ([`Slots`]), and while it is being resized the former
+/// array too, drained into the new one a few slots per write (runs of occupied slots
+/// move whole, so what is left of the former array is still a valid array). Lookups look
+/// in both; new fields go to the new one.
+#[derive(Clone)]
+struct Table {
+    main: Slots,
+    /// The array being drained, and the next slot of it to look at.
+    old: Option<(Slots, usize)>,
+    /// Bytes of the entries.
+    bytes: usize,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("len", &self.len())
+            .field("cap", &self.main.cap())
+            .field("draining", &self.old.as_ref().map(|(o, _)| o.cap()))
+            .finish()
+    }
+}
+
+impl Table {
+    /// An empty table for `n` entries.
+    fn with_capacity(n: usize) -> Table {
+        Table {
+            main: Slots::empty(Table::cap_for(n)),
+            old: None,
+            bytes: 0,
+        }
+    }
+
+    /// Slots for `n` entries: a power of two, loaded at most [`MAX_LOAD`].
+    fn cap_for(n: usize) -> usize {
+        (n.saturating_mul(MAX_LOAD.1) / MAX_LOAD.0 + 1)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX / 2 + 1)
+            .max(MIN_CAP)
+    }
+
+    fn len(&self) -> usize {
+        self.main.len + self.old.as_ref().map_or(0, |(o, _)| o.len)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.main.heap_bytes() + self.old.as_ref().map_or(0, |(o, _)| o.heap_bytes()) + self.bytes
+    }
+
+    /// The arrays: the main one, then the one being drained.
+    fn arrays(&self) -> impl Iterator<Item = &Slots> {
+        std::iter::once(&self.main).chain(self.old.as_ref().map(|(o, _)| o))
+    }
+
+    fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        let hash = hash_of(field);
+        self.arrays()
+            .find_map(|a| a.find(field, hash).and_then(|p| a.pair_at(p)))
+            .map(|(_, v)| v)
+    }
+
+    /// Sets a field; true when it is new.
+    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        self.drain(DRAIN_STEP);
+        let hash = hash_of(field);
+        let found = match self.main.probe(field, hash) {
+            Probe::Found(p) => Some(&mut self.main.slots[p]),
+            Probe::Vacant(..) => self
+                .old
+                .as_mut()
+                .and_then(|(o, _)| o.find(field, hash).map(|p| &mut o.slots[p])),
+        };
+        if let Some(Some(e)) = found {
+            self.bytes = self.bytes.wrapping_add_signed(set_value(e, value));
+            return false;
+        }
+        if overfull(self.len() + 1, self.main.cap()) {
+            self.resize(self.main.cap() * 2);
+        }
+        // Absent from both arrays (a resize only moves entries between them).
+        if let Probe::Vacant(p, d) = self.main.probe(field, hash) {
+            let e = entry(field, value);
+            self.bytes += e.len();
+            if let Err(carry) = self.main.place(e, p, d) {
+                self.rebuild(self.main.cap() * 2, carry);
+            }
+        }
+        true
+    }
+
+    /// Adds an entry whose field is not in the table (filling a new table).
+    fn insert_new(&mut self, e: Box<[u8]>) {
+        if overfull(self.len() + 1, self.main.cap()) {
+            self.resize(self.main.cap() * 2);
+        }
+        self.bytes += e.len();
+        if let Err(carry) = self.main.place_fresh(e) {
+            self.rebuild(self.main.cap() * 2, carry);
+        }
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        self.drain(DRAIN_STEP);
+        let hash = hash_of(field);
+        let taken = match self.main.find(field, hash) {
+            Some(p) => self.main.take(p),
+            None => match &mut self.old {
+                Some((o, _)) => o.find(field, hash).and_then(|p| o.take(p)),
+                None => None,
+            },
+        };
+        let Some(e) = taken else {
+            return false;
+        };
+        self.bytes -= e.len();
+        if self.old.as_ref().is_some_and(|(o, _)| o.len == 0) {
+            self.old = None;
+        }
+        // Redis shrinks a hash table filled under 10%; here under 1/8, to half full.
+        if self.old.is_none() && self.main.cap() > MIN_CAP && self.len() * 8 < self.main.cap() {
+            self.resize(Table::cap_for(self.len() * 2));
+        }
+        true
+    }
+
+    /// Starts moving the entries to a new array of `cap` slots (finishing a resize still
+    /// under way first).
+    fn resize(&mut self, cap: usize) {
+        self.drain(usize::MAX);
+        let old = std::mem::replace(&mut self.main, Slots::empty(cap));
+        if old.len == 0 {
+            return;
+        }
+        // Draining starts after an empty slot, where a run starts (the array is never
+        // full), and goes round from there.
+        let empty = old.dist.iter().position(|&d| d == 0).unwrap_or(0);
+        let start = (empty + 1) & (old.cap() - 1);
+        self.old = Some((old, start));
+    }
+
+    /// Moves the runs of the array being drained that start in its next `step` slots into
+    /// the main one; drops it once empty.
+    fn drain(&mut self, step: usize) {
+        let Some((old, at)) = &mut self.old else {
+            return;
+        };
+        let mask = old.cap() - 1;
+        let mut looked = 0;
+        let mut failed = None;
+        while old.len > 0 && looked < step {
+            // A run is moved whole, from its first slot (the one before it is empty).
+            while let Some(e) = old.slots[*at].take() {
+                old.dist[*at] = 0;
+                old.len -= 1;
+                if let Err(carry) = self.main.place_fresh(e) {
+                    failed = Some(carry);
+                    break;
+                }
+                *at = (*at + 1) & mask;
+                looked += 1;
+            }
+            if failed.is_some() {
+                break;
+            }
+            *at = (*at + 1) & mask;
+            looked += 1;
+        }
+        let empty = old.len == 0;
+        if let Some(carry) = failed {
+            self.rebuild(self.main.cap() * 2, carry);
+        } else if empty {
+            self.old = None;
+        }
+    }
+
+    /// Moves every entry (and `pending`) into one new array of `cap` slots at once,
+    /// doubling it again while a distance does not fit a byte: the improbable way out of
+    /// [`MAX_DIST`].
+    fn rebuild(&mut self, mut cap: usize, pending: Box<[u8]>) {
+        let mut entries: Vec<Box<[u8]>> = vec![pending];
+        let old = self.old.take().map(|(o, _)| o);
+        for array in std::iter::once(std::mem::replace(&mut self.main, Slots::empty(0))).chain(old)
+        {
+            entries.extend(array.slots.into_vec().into_iter().flatten());
+        }
+        'sizes: loop {
+            let mut main = Slots::empty(cap);
+            for e in &entries {
+                if main.place_fresh(e.clone()).is_err() {
+                    cap *= 2;
+                    continue 'sizes;
+                }
+            }
+            self.main = main;
+            return;
+        }
+    }
+
+    /// A random entry, each equally likely: a random slot of either array until an
+    /// occupied one (the arrays are at least 1/8 full together, unless the smallest).
+    fn random_slot(&self, rng: &mut impl FnMut() -> u64) -> Option<(&Slots, usize)> {
+        if self.len() == 0 {
+            return None;
+        }
+        let total: usize = self.arrays().map(Slots::cap).sum();
+        loop {
+            let mut p = below(rng(), total);
+            for a in self.arrays() {
+                if p < a.cap() {
+                    if a.dist[p] != 0 {
+                        return Some((a, p));
+                    }
+                    break;
+                }
+                p -= a.cap();
+            }
+        }
+    }
+
+    fn random_pair(&self, rng: &mut impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
+        self.random_slot(rng).and_then(|(a, p)| a.pair_at(p))
+    }
+
+    /// `count` (< len) distinct random entries: from a shuffled list of the occupied slots
+    /// when they are most of the table (Redis's "CASE 3"), else by drawing slots and
+    /// skipping repeats ("CASE 4").
+    fn distinct_sample<'a>(
+        &'a self,
+        count: usize,
+        rng: &mut impl FnMut() -> u64,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) {
+        if count.saturating_mul(3) > self.len() {
+            let mut occupied: Vec<(&Slots, usize)> = self
+                .arrays()
+                .flat_map(|a| {
+                    (0..a.cap())
+                        .filter(|&p| a.dist[p] != 0)
+                        .map(move |p| (a, p))
+                })
+                .collect();
+            for i in 0..count.min(occupied.len()) {
+                let j = i + below(rng(), occupied.len() - i);
+                occupied.swap(i, j);
+                let (a, p) = occupied[i];
+                if let Some((field, value)) = a.pair_at(p) {
+                    f(field, value);
+                }
+            }
+        } else {
+            let mut seen = hashbrown::HashSet::with_capacity_and_hasher(
+                count,
+                foldhash::fast::FixedState::default(),
+            );
+            while seen.len() < count {
+                let Some((a, p)) = self.random_slot(rng) else {
+                    return;
+                };
+                if seen.insert((std::ptr::from_ref(a), p))
+                    && let Some((field, value)) = a.pair_at(p)
+                {
+                    f(field, value);
+                }
+            }
+        }
+    }
+
+    /// One HSCAN call (see [`Hash::scan`]). While a resize is under way, the array with
+    /// more slots decides where the call ends (by the count), rounded up to a slot boundary
+    /// of the other; both give their entries of that range of hash space.
+    fn scan<'a>(&'a self, cursor: u64, count: usize, mut f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
+        let end = match &self.old {
+            None => self.main.scan(cursor, Stop::Count(count), f),
+            Some((old, _)) => {
+                let (fine, coarse) = if self.main.cap() >= old.cap() {
+                    (&self.main, old)
+                } else {
+                    (old, &self.main)
+                };
+                let fine_end = fine.scan(cursor, Stop::Count(count), &mut f);
+                let unit = 1u128 << coarse.shift();
+                let end = fine_end.div_ceil(unit) * unit;
+                if end > fine_end {
+                    fine.scan(fine_end as u64, Stop::At(end), &mut f);
+                }
+                coarse.scan(cursor, Stop::At(end), &mut f);
+                end
+            }
+        };
+        u64::try_from(end).unwrap_or(0)
     }
 }
 
@@ -890,21 +1087,20 @@ mod tests {
         h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect()
     }
 
-    /// Every structural invariant of a table: counts, bytes, distances, Robin Hood order.
-    fn check_table(t: &Table) {
-        let cap = t.cap();
+    /// Every structural invariant of an array: its count, distances, Robin Hood order.
+    fn check_slots(a: &Slots) -> usize {
+        let cap = a.cap();
         assert!(cap.is_power_of_two() && cap >= MIN_CAP);
-        let mut len = 0;
-        let mut bytes = 0;
+        let (mut len, mut bytes) = (0, 0);
         for p in 0..cap {
-            let d = t.dist[p];
-            assert_eq!(d == 0, t.slots[p].is_none(), "slot {p}");
-            let Some(e) = t.slots[p].as_deref() else {
+            let d = a.dist[p];
+            assert_eq!(d == 0, a.slots[p].is_none(), "slot {p}");
+            let Some(e) = a.slots[p].as_deref() else {
                 continue;
             };
             len += 1;
             bytes += e.len();
-            let home = t.home(hash_of(entry_field(e)));
+            let home = a.home(hash_of(entry_field(e)));
             assert_eq!(
                 (home + usize::from(d) - 1) & (cap - 1),
                 p,
@@ -914,12 +1110,28 @@ mod tests {
             // home is not after this one's (Robin Hood order).
             if d > 1 {
                 let prev = (p + cap - 1) & (cap - 1);
-                assert!(t.dist[prev] >= d - 1, "slot {prev} before {p}");
+                assert!(a.dist[prev] >= d - 1, "slot {prev} before {p}");
             }
         }
-        assert_eq!(len, t.len);
+        assert_eq!(len, a.len);
+        bytes
+    }
+
+    /// A table's invariants: each array's, the bytes, the load, a drain that stops after
+    /// an empty slot.
+    fn check_table(t: &Table) {
+        let mut bytes = check_slots(&t.main);
+        if let Some((old, at)) = &t.old {
+            bytes += check_slots(old);
+            assert!(old.len > 0, "an empty array left to drain");
+            let before = (*at + old.cap() - 1) & (old.cap() - 1);
+            assert_eq!(
+                old.dist[before], 0,
+                "draining resumes at the start of a run"
+            );
+        }
         assert_eq!(bytes, t.bytes);
-        assert!(t.len * 8 <= cap * 7);
+        assert!(!overfull(t.len(), t.main.cap()));
     }
 
     fn check(h: &Hash) {
@@ -1035,7 +1247,73 @@ mod tests {
         let Repr::Table(t) = &h.repr else {
             panic!("a table")
         };
-        assert_eq!(t.cap(), MIN_CAP);
+        assert!(t.main.cap() <= 32, "{t:?}");
+    }
+
+    /// A resize moves the fields a few at a time: each write looks at a few slots of the
+    /// former array; every field stays readable, iterable and scannable meanwhile.
+    #[test]
+    fn resizes_move_fields_a_few_at_a_time() {
+        let mut h = Hash::default();
+        let n = 2000;
+        for i in 0..n {
+            h.insert(&field(i), b"v");
+        }
+        let draining = |h: &Hash| match &h.repr {
+            Repr::Table(t) => t.old.as_ref().map(|(o, _)| o.len),
+            Repr::Packed(_) => None,
+        };
+        // Let any earlier resize finish, then pass the load limit.
+        let mut i = n;
+        while draining(&h).is_some() {
+            h.insert(&field(i), b"v");
+            i += 1;
+        }
+        let grows_at = |h: &Hash| match &h.repr {
+            Repr::Table(t) => t.main.cap() * MAX_LOAD.0 / MAX_LOAD.1,
+            Repr::Packed(_) => 0,
+        };
+        while h.len() < grows_at(&h) {
+            h.insert(&field(i), b"v");
+            i += 1;
+        }
+        h.insert(&field(i), b"v");
+        i += 1;
+        let mut left = draining(&h).expect("a resize under way");
+        let mut writes = 0;
+        while let Some(now) = draining(&h) {
+            check(&h);
+            // The slots looked at, and the rest of the run the last of them is in.
+            assert!(
+                left - now <= DRAIN_STEP + 400,
+                "{} moved by one write",
+                left - now
+            );
+            left = now;
+            // Mid-way: every field is there, once, to reads, iteration and HSCAN.
+            assert_eq!(h.iter().count(), i);
+            let (seen, _) = scan_all(&mut h, 5, |_, _| {});
+            assert_eq!(seen.iter().collect::<HashSet<_>>().len(), i);
+            assert_eq!(seen.len(), i, "a field returned twice");
+            for j in (0..i).step_by(97) {
+                assert!(h.contains(&field(j)));
+            }
+            h.insert(&field(0), b"w");
+            writes += 1;
+        }
+        assert!(writes > 3, "{writes} writes");
+        check(&h);
+        // Shrinking too.
+        for j in 0..i - 10 {
+            h.remove(&field(j));
+        }
+        for j in i - 10..i {
+            assert!(h.contains(&field(j)));
+        }
+        while draining(&h).is_some() {
+            h.remove(b"absent");
+        }
+        check(&h);
     }
 
     #[test]
