@@ -386,11 +386,11 @@ fn hrandfield(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         let start = out.len();
         header(out, n);
         let sampler = hash.sampler();
-        for i in 0..n {
+        for _ in 0..n {
             if let Some((field, value)) = sampler.pick(&mut random_u64) {
                 pair(out, field, value);
             }
-            if i % 1024 == 1023 && out.len() - start > budget {
+            if out.len() - start > budget {
                 out.truncate(start);
                 return out.error(errors::VALUE_OUT_OF_RANGE);
             }
