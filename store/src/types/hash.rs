@@ -11,7 +11,9 @@
 //!   field (`[field length (LEB128)][field][value]`), and beside each slot a byte holding
 //!   its distance from its home slot (0: empty). A field's home slot is the top bits of its
 //!   hash, so the slots are in hash order — across resizes too, which is what HSCAN's
-//!   cursor relies on ([`Hash::scan`]).
+//!   cursor relies on ([`Hash::scan`]). Filled at most 3/4; a resize (doubling, or
+//!   shrinking once under 1/8 full) drains the former array into the new one a few runs of slots per
+//!   write, as Redis rehashes incrementally, so no command pays for a whole rehash.
 //!
 //! Fields are hashed with one foldhash state per process, seeded randomly (fields are
 //! client-controlled); a hash holds no hasher of its own.
@@ -142,7 +144,8 @@ impl Hash {
     /// returns every field whose hash lies in `[cursor rounded down to a slot, next)`, so
     /// successive calls cover the hash space once whatever happens in between, and every
     /// field present for the whole iteration is returned (at least once: a table that
-    /// shrank meanwhile may return a slot's fields again).
+    /// shrank meanwhile may return a slot's fields again). During a resize, both arrays
+    /// give their fields of the call's range.
     pub fn scan<'a>(&'a self, cursor: u64, count: usize, f: impl FnMut(&'a [u8], &'a [u8])) -> u64 {
         match &self.repr {
             Repr::Packed(_) => {
