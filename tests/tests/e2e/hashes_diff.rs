@@ -1067,8 +1067,8 @@ fn hash_commands_in_transactions_match_redis() {
     );
 }
 
-/// The words of a random command over `keys`: hash commands mostly, now and then one
-/// that changes the key's type or removes it.
+/// The words of a random command over `keys` (or of a few in a row): hash commands
+/// mostly, now and then a key removed or made a string for a moment.
 fn random_command(rng: &mut Rng, keys: &[String]) -> Vec<Cmd> {
     let key = rng.pick(keys).clone();
     let field = |rng: &mut Rng| format!("f{}", rng.below(12));
@@ -1142,7 +1142,17 @@ fn random_command(rng: &mut Rng, keys: &[String]) -> Vec<Cmd> {
         90..=91 => c(&["HRANDFIELD", &key, "0"]),
         92..=93 => c(&["TYPE", &key]),
         94..=95 => c(&["OBJECT", "ENCODING", &key]),
-        96 => c(&["SET", &key, "s"]),
+        // A string for a moment: hash commands meet WRONGTYPE, and string ones a hash.
+        96 => {
+            return vec![
+                c(&["SET", &key, "s"]),
+                c(&["HGET", &key, &field(rng)]),
+                c(&["HSET", &key, &field(rng), "v"]),
+                c(&["DEL", &key]),
+                c(&["HSET", &key, &field(rng), &value(rng)]),
+                c(&["GET", &key]),
+            ];
+        }
         97 => c(&["DEL", &key]),
         _ => c(&["EXISTS", &key]),
     };
