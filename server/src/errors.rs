@@ -278,3 +278,19 @@ pub const NUMKEYS_NOT_POSITIVE: &[u8] = b"ERR numkeys should be greater than 0";
 pub const NUMKEYS_TOO_MANY: &[u8] = b"ERR Number of keys can't be greater than number of args";
 /// SINTERCARD's LIMIT is not a non-negative integer.
 pub const LIMIT_NEGATIVE: &[u8] = b"ERR LIMIT can't be negative";
+// --- hashes
+
+/// HINCRBY of a field whose value is not an integer.
+pub const HASH_VALUE_NOT_INTEGER: &[u8] = b"ERR hash value is not an integer";
+/// HINCRBYFLOAT of a field whose value is not a float.
+pub const HASH_VALUE_NOT_FLOAT: &[u8] = b"ERR hash value is not a float";
+/// HINCRBYFLOAT by an infinite increment.
+pub const VALUE_NAN_OR_INFINITY: &[u8] = b"ERR value is NaN or Infinity";
+/// HRANDFIELD's count with WITHVALUES past half a `long` (its reply would have twice as
+/// many elements); also a negative count whose reply Goblin refuses to build (see
+/// HRANDFIELD).
+pub const VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
+/// HRANDFIELD's count of the smallest `long`, which cannot be negated
+/// (`getRangeLongFromObjectOrReply` between -LONG_MAX and LONG_MAX).
+pub const COUNT_OUT_OF_RANGE: &[u8] =
+    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";

@@ -298,6 +298,39 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     ("hget", &["HGET k f", "HGET k", "HGET k f g"]),
+    (
+        "hmset",
+        &["HMSET k f v", "HMSET k f v g w", "HMSET k f", "HMSET k"],
+    ),
+    ("hsetnx", &["HSETNX k f v", "HSETNX k f", "HSETNX k f v w"]),
+    ("hmget", &["HMGET k f", "HMGET k f g h", "HMGET k"]),
+    ("hdel", &["HDEL k f", "HDEL k f g", "HDEL k"]),
+    ("hlen", &["HLEN k", "HLEN", "HLEN k f"]),
+    ("hexists", &["HEXISTS k f", "HEXISTS k", "HEXISTS k f g"]),
+    ("hstrlen", &["HSTRLEN k f", "HSTRLEN k", "HSTRLEN k f g"]),
+    ("hgetall", &["HGETALL k", "HGETALL", "HGETALL k f"]),
+    ("hkeys", &["HKEYS k", "HKEYS", "HKEYS k f"]),
+    ("hvals", &["HVALS k", "HVALS", "HVALS k f"]),
+    (
+        "hincrby",
+        &["HINCRBY k f 1", "HINCRBY k f", "HINCRBY k f 1 2"],
+    ),
+    (
+        "hincrbyfloat",
+        &[
+            "HINCRBYFLOAT k f 1.5",
+            "HINCRBYFLOAT k f",
+            "HINCRBYFLOAT k f 1 2",
+        ],
+    ),
+    (
+        "hrandfield",
+        &["HRANDFIELD k", "HRANDFIELD k -5 WITHVALUES", "HRANDFIELD"],
+    ),
+    (
+        "hscan",
+        &["HSCAN k 0", "HSCAN k 0 MATCH * COUNT 5", "HSCAN k"],
+    ),
     // Sorted sets.
     (
         "zadd",
@@ -402,7 +435,7 @@ const ABSENT: &[&str] = &[
     "CONFIG SET k v",
     "EVAL s 1 k",
     "WATCH a b",
-    "HDEL k f",
+    "RPUSH k v",
     "ZREM k m",
 ];
 

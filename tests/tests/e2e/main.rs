@@ -10,6 +10,7 @@ mod getkeys;
 mod goblin_claim;
 mod goblin_claim_diff;
 mod goblin_claim_race;
+mod hashes_diff;
 mod keys_diff;
 mod multi_exec;
 mod multikey;
