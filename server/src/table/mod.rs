@@ -470,6 +470,11 @@ mod tests {
         let buf = [b'x'; 16];
         let spans: Vec<std::ops::Range<usize>> = (0..16).map(|i| i..i + 1).collect();
         for spec in table.all() {
+            // Movable keys (numkeys commands: LMPOP, ZUNIONSTORE …) have no legacy
+            // positions to agree with: COMMAND INFO gives them 0 0 0.
+            if spec.flags.contains(Flags::MOVABLE_KEYS) {
+                continue;
+            }
             let counts = if spec.arity >= 0 {
                 spec.arity..spec.arity + 1
             } else {
