@@ -267,6 +267,9 @@ pub fn lmove_local(
     Ok(Some(element))
 }
 
+/// What a pop from one of several keys took: the key, and its elements in pop order.
+pub type Popped<'k> = (&'k [u8], Vec<Vec<u8>>);
+
 /// LMPOP on this shard: pops up to `count` elements at `end` of the first of `keys` that
 /// holds a list; that key and the elements, `None` when every key is absent. Logs
 /// nothing.
@@ -279,7 +282,7 @@ pub fn mpop_local<'k>(
     keys: impl Iterator<Item = &'k [u8]>,
     end: End,
     count: usize,
-) -> Result<Option<(&'k [u8], Vec<Vec<u8>>)>, WrongType> {
+) -> Result<Option<Popped<'k>>, WrongType> {
     for key in keys {
         match state(db, key, now) {
             ListState::Absent | ListState::Len(0) => continue,

@@ -888,12 +888,12 @@ mod tests {
             let e = vec![b'x'; n];
             let p = packed(&e);
             assert_eq!(p.len(), packed_len(&e));
-            let (data, next) = decode_at(&p, 0).unwrap();
+            let (data, next) = decode_at(&p, 0).expect("decodes forwards");
             assert_eq!(
                 (data.clone(), next),
                 (varint_len(n)..varint_len(n) + n, p.len())
             );
-            let (back, pos) = decode_before(&p, p.len()).unwrap();
+            let (back, pos) = decode_before(&p, p.len()).expect("decodes backwards");
             assert_eq!((back, pos), (data, 0));
         }
         assert_eq!(packed_len(b"abc"), 5);

@@ -11,6 +11,7 @@ mod goblin_claim;
 mod goblin_claim_diff;
 mod goblin_claim_race;
 mod keys_diff;
+mod lists_diff;
 mod multi_exec;
 mod multikey;
 mod ordering;
