@@ -38,8 +38,13 @@ pub const LISTPACK_SIZE: i64 = -2;
 /// `list-max-listpack-size -2` allows a listpack. A larger element gets a node of its own.
 pub const NODE_BYTES: usize = 8192;
 
-/// A node whose buffer is larger than this and at most a quarter used gives memory back.
+/// A list's only node whose buffer is larger than this and at most a quarter used gives
+/// memory back.
 const SHRINK_ABOVE: usize = 64;
+
+/// Free bytes a node may keep when it stops being an end node: less than most elements
+/// take, not worth copying the node for.
+const SEAL_SLACK: usize = 64;
 
 /// Bytes a LEB128 varint of `n` takes.
 fn varint_len(mut n: usize) -> usize {
@@ -211,6 +216,23 @@ impl Node {
         }
     }
 
+    /// A node of one element at an end of a list that already filled a node there: room
+    /// for a full node at once, on the side pushes go (at the front or the back), so that
+    /// a growing list does not grow each of its nodes step by step.
+    fn first_of_many(element: &[u8], front: bool) -> Node {
+        let need = packed_len(element);
+        let cap = NODE_BYTES.max(need);
+        let mut buf = vec![0u8; cap].into_boxed_slice();
+        let head = if front { cap - need } else { 0 };
+        pack(&mut buf[head..head + need], element);
+        Node {
+            buf,
+            head,
+            tail: head + need,
+            count: 1,
+        }
+    }
+
     /// The packed elements.
     #[inline]
     fn bytes(&self) -> &[u8] {
@@ -303,7 +325,6 @@ impl Node {
         }
         self.head += it.front;
         self.count -= dropped;
-        self.shrink_if_sparse();
     }
 
     /// Drops the last `n` elements (at most all of them).
@@ -315,7 +336,6 @@ impl Node {
         }
         self.tail = self.head + it.back;
         self.count -= dropped;
-        self.shrink_if_sparse();
     }
 
     /// Gives memory back when at most a quarter of a large buffer is used (half of it
@@ -327,10 +347,10 @@ impl Node {
         }
     }
 
-    /// Cuts the buffer to the elements' exact size (the node is no longer at an end of
-    /// the list, where pushes go).
+    /// Cuts the buffer to the elements' exact size when more than a little of it is free
+    /// (the node is no longer at an end of the list, where pushes go).
     fn seal(&mut self) {
-        if self.buf.len() != self.used() {
+        if self.buf.len() - self.used() > SEAL_SLACK {
             self.resize_to(self.used());
         }
     }
@@ -446,10 +466,11 @@ impl List {
         let need = packed_len(element);
         match self.nodes.front_mut() {
             Some(node) if node.accepts(need) => node.push_front(element, need),
-            front => {
-                if let Some(node) = front {
-                    node.seal();
-                }
+            Some(node) => {
+                node.seal();
+                self.nodes.push_front(Node::first_of_many(element, true));
+            }
+            None => {
                 self.room_for_a_node();
                 self.nodes.push_front(Node::single(element));
             }
@@ -462,10 +483,11 @@ impl List {
         let need = packed_len(element);
         match self.nodes.back_mut() {
             Some(node) if node.accepts(need) => node.push_back(element, need),
-            back => {
-                if let Some(node) = back {
-                    node.seal();
-                }
+            Some(node) => {
+                node.seal();
+                self.nodes.push_back(Node::first_of_many(element, false));
+            }
+            None => {
                 self.room_for_a_node();
                 self.nodes.push_back(Node::single(element));
             }
@@ -492,6 +514,7 @@ impl List {
             self.nodes.pop_front();
         }
         self.len -= 1;
+        self.shrink_if_sparse();
         Some(r)
     }
 
@@ -504,6 +527,7 @@ impl List {
             self.nodes.pop_back();
         }
         self.len -= 1;
+        self.shrink_if_sparse();
         Some(r)
     }
 
@@ -533,6 +557,7 @@ impl List {
                 n = 0;
             }
         }
+        self.shrink_if_sparse();
     }
 
     /// Removes the last `n` elements (all of them when `n` is at least the length).
@@ -550,6 +575,17 @@ impl List {
                 node.drop_back(n);
                 n = 0;
             }
+        }
+        self.shrink_if_sparse();
+    }
+
+    /// Gives memory back when the list is down to one node that uses at most a quarter of
+    /// its buffer (the end nodes of a longer list are emptied and dropped whole).
+    fn shrink_if_sparse(&mut self) {
+        if self.nodes.len() == 1
+            && let Some(node) = self.nodes.front_mut()
+        {
+            node.shrink_if_sparse();
         }
     }
 
@@ -937,9 +973,13 @@ mod tests {
         l.push_back(b"after");
         l.check();
         assert_eq!(l.get(10_000), Some(&big[..]));
-        // Interior nodes are exactly sized.
+        // Interior nodes are (nearly) exactly sized.
         let interior: Vec<&Node> = l.nodes.range(1..l.nodes.len() - 1).collect();
-        assert!(interior.iter().all(|n| n.buf.len() == n.used()));
+        assert!(
+            interior
+                .iter()
+                .all(|n| n.buf.len() - n.used() <= SEAL_SLACK)
+        );
         // The bytes per element stay small.
         let per = (l.heap_bytes() - 20_000) as f64 / 10_001.0;
         assert!(per < 16.0, "{per} bytes per element");
