@@ -46,6 +46,19 @@ const SHRINK_ABOVE: usize = 64;
 /// take, not worth copying the node for.
 const SEAL_SLACK: usize = 64;
 
+/// The buffer size a node grows to for at least `n` bytes: multiples of 16 up to 128,
+/// then four sizes per doubling (jemalloc's size classes, which Redis's listpacks
+/// grow through): each step adds about a quarter, so a push copies each byte a few
+/// times at most and a node leaves at most a fifth of its buffer free.
+fn size_class(n: usize) -> usize {
+    if n <= 128 {
+        return n.div_ceil(16) * 16;
+    }
+    let log = usize::BITS - 1 - (n - 1).leading_zeros();
+    let step = 1usize << (log - 2);
+    n.div_ceil(step) * step
+}
+
 /// Bytes a LEB128 varint of `n` takes.
 fn varint_len(mut n: usize) -> usize {
     let mut k = 1;
@@ -254,7 +267,7 @@ impl Node {
 
     /// Makes `need` bytes of room at the front (or the back) of the buffer: moves the
     /// elements within it when there is room enough elsewhere to pay for the move,
-    /// otherwise grows it (doubling, up to the node limit).
+    /// otherwise grows it (to the next [`size_class`], up to the node limit).
     fn reserve(&mut self, need: usize, front: bool) {
         let room = if front {
             self.head
@@ -279,9 +292,7 @@ impl Node {
             self.tail = head + used;
             return;
         }
-        let cap = (used + need)
-            .max(2 * self.buf.len())
-            .min(NODE_BYTES.max(used + need));
+        let cap = size_class(used + need).min(NODE_BYTES.max(used + need));
         let mut buf = vec![0u8; cap].into_boxed_slice();
         let head = if front { cap - used } else { 0 };
         buf[head..head + used].copy_from_slice(self.bytes());
@@ -916,6 +927,21 @@ mod tests {
 
     fn all(l: &List) -> Vec<Vec<u8>> {
         l.iter().map(<[u8]>::to_vec).collect()
+    }
+
+    #[test]
+    fn size_classes_grow_by_a_quarter() {
+        assert_eq!(size_class(1), 16);
+        assert_eq!(size_class(128), 128);
+        assert_eq!(size_class(129), 160);
+        assert_eq!(size_class(130), 160);
+        assert_eq!(size_class(256), 256);
+        assert_eq!(size_class(257), 320);
+        assert_eq!(size_class(8192), 8192);
+        for n in 1..20_000 {
+            let c = size_class(n);
+            assert!(c >= n && c - n < 16.max(c / 4 + 1), "{n} -> {c}");
+        }
     }
 
     #[test]
