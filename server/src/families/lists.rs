@@ -7,7 +7,7 @@
 //! ([`MoveAcross`]: check both keys, then pop at the source and push at the destination;
 //! [`MpopAcross`]: look at every key, then pop from the first non-empty one). Both paths
 //! share the pieces below, which the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
-//! BLMPOP) reuse: [`state`], [`pop`], [`push`], [`lmove_local`], [`mpop_local`],
+//! BLMPOP) reuse: [`state`], [`is_ready`], [`pop`], [`push`], [`lmove_local`], [`mpop_local`],
 //! [`parse_mpop`], the reply helpers, and the plans' pieces.
 //!
 //! Effects: every list command is deterministic, so handlers log nothing (a command is its
@@ -122,6 +122,12 @@ pub fn state(db: &mut Keyspace, key: &[u8], now: Millis) -> ListState {
         Some(ValueRef::List(l)) => ListState::Len(l.len()),
         Some(_) => ListState::WrongType,
     }
+}
+
+/// Whether `key` holds a list, which a blocked pop could take from (a
+/// [`crate::txn::plan::ReadyFn`]: a key of another type does not serve a waiting client).
+pub fn is_ready(db: &mut Keyspace, key: &[u8], now: Millis) -> bool {
+    matches!(state(db, key, now), ListState::Len(n) if n > 0)
 }
 
 /// The list at `key`: `None` when the key is absent.
