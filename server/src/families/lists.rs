@@ -1141,6 +1141,131 @@ mod tests {
         assert_eq!(resolve_index(i64::MAX, 3), None);
     }
 
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use crate::shard::events::{Effect, Observer, Write};
+    use crate::testkit::Loopback;
+
+    /// The effects a shard's observer saw, one list of commands per unit of work.
+    #[derive(Debug, Default)]
+    struct Effects(Rc<RefCell<Vec<Vec<String>>>>);
+
+    impl Observer for Effects {
+        fn on_write(&mut self, write: &Write<'_>) {
+            let logged = match write.effect {
+                Effect::Commands(cmds) => cmds
+                    .iter()
+                    .map(|c| {
+                        let words: Vec<String> = c
+                            .iter()
+                            .map(|w| String::from_utf8_lossy(w).into())
+                            .collect();
+                        words.join(" ")
+                    })
+                    .collect(),
+                Effect::AsSent => vec!["(as sent)".to_string()],
+                Effect::Events => vec!["(events)".to_string()],
+            };
+            self.0.borrow_mut().push(logged);
+        }
+    }
+
+    /// Plans' hops log what they wrote on their shards: the pop at the source and the
+    /// push at the destination, the pop of LMPOP with its count.
+    #[test]
+    fn cross_shard_hops_log_what_they_wrote() {
+        let mut lb = Loopback::new(2);
+        let seen: Vec<Rc<RefCell<Vec<Vec<String>>>>> = (0..2)
+            .map(|i| {
+                let seen = Rc::new(RefCell::new(Vec::new()));
+                lb.shards[i].add_observer(Box::new(Effects(Rc::clone(&seen))));
+                seen
+            })
+            .collect();
+        let (a, b) = lb.keys_on_two_shards();
+        let (sa, sb) = (String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+        lb.exec(&[b"RPUSH", &a, b"x", b"y", b"z"]);
+        assert_eq!(
+            seen[0].borrow_mut().drain(..).collect::<Vec<_>>(),
+            [["(as sent)"]]
+        );
+        let moved = lb.plan(&[b"LMOVE", &a, &b, b"RIGHT", b"LEFT"]);
+        assert_eq!(moved.as_deref(), Some(&b"$1\r\nz\r\n"[..]));
+        assert_eq!(
+            seen[0].borrow_mut().drain(..).collect::<Vec<_>>(),
+            [[format!("RPOP {sa}")]]
+        );
+        assert_eq!(
+            seen[1].borrow_mut().drain(..).collect::<Vec<_>>(),
+            [[format!("LPUSH {sb} z")]]
+        );
+        let popped = lb.plan(&[b"LMPOP", b"2", &b, &a, b"LEFT", b"COUNT", b"5"]);
+        assert_eq!(
+            popped.as_deref(),
+            Some(format!("*2\r\n${}\r\n{sb}\r\n*1\r\n$1\r\nz\r\n", b.len()).as_bytes())
+        );
+        assert_eq!(
+            seen[1].borrow_mut().drain(..).collect::<Vec<_>>(),
+            [[format!("LPOP {sb} 1")]]
+        );
+        assert!(seen[0].borrow().is_empty());
+        // A source of another type: nothing moves, nothing is written.
+        lb.exec(&[b"SET", &b, b"s"]);
+        seen[1].borrow_mut().clear();
+        let refused = lb.plan(&[b"LMOVE", &a, &b, b"LEFT", b"LEFT"]);
+        assert_eq!(
+            refused.as_deref(),
+            Some(&b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"[..])
+        );
+        assert!(seen[0].borrow().is_empty() && seen[1].borrow().is_empty());
+        assert_eq!(lb.exec(&[b"LLEN", &a]), b":2\r\n");
+    }
+
+    /// `Args` of space-separated words.
+    fn with_args<R>(line: &str, f: impl FnOnce(&Args<'_>) -> R) -> R {
+        let mut spans = Vec::new();
+        let mut at = 0;
+        for w in line.split(' ') {
+            spans.push(at..at + w.len());
+            at += w.len() + 1;
+        }
+        f(&Args::new(line.as_bytes(), &spans))
+    }
+
+    #[test]
+    fn mpop_arguments_parse_as_redis_does() {
+        let parse = |line: &str| with_args(line, |a| parse_mpop(a, 1));
+        assert_eq!(
+            parse("LMPOP 2 a b left COUNT 3"),
+            Ok(MpopArgs {
+                first_key: 2,
+                numkeys: 2,
+                end: End::Left,
+                count: 3
+            })
+        );
+        assert_eq!(
+            parse("LMPOP 1 a RIGHT").map(|m| (m.end, m.count)),
+            Ok((End::Right, 1))
+        );
+        let numkeys = Err(ErrorReply::Fixed(errors::LMPOP_NUMKEYS));
+        assert_eq!(parse("LMPOP 0 a LEFT"), numkeys);
+        assert_eq!(parse("LMPOP x a LEFT"), numkeys);
+        let syntax = Err(ErrorReply::Fixed(errors::SYNTAX));
+        assert_eq!(parse("LMPOP 2 a LEFT"), syntax);
+        assert_eq!(parse("LMPOP 9223372036854775807 a LEFT"), syntax);
+        assert_eq!(parse("LMPOP 1 a UP"), syntax);
+        assert_eq!(parse("LMPOP 1 a LEFT COUNT 1 COUNT 1"), syntax);
+        assert_eq!(parse("LMPOP 1 a LEFT COUNT"), syntax);
+        let count = Err(ErrorReply::Fixed(errors::LMPOP_COUNT));
+        assert_eq!(parse("LMPOP 1 a LEFT COUNT 0"), count);
+        assert_eq!(parse("LMPOP 1 a LEFT COUNT -1"), count);
+        // BLMPOP's numkeys comes after its timeout.
+        let blocking = with_args("BLMPOP 0 1 a LEFT", |a| parse_mpop(a, 2));
+        assert_eq!(blocking.map(|m| (m.first_key, m.numkeys)), Ok((3, 1)));
+    }
+
     #[test]
     fn lpos_keeps_redis_arithmetic() {
         let l: List = [b"a", b"b", b"a", b"c", b"a"]
