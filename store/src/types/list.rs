@@ -230,11 +230,12 @@ impl Node {
     }
 
     /// A node of one element at an end of a list that already filled a node there: room
-    /// for a full node at once, on the side pushes go (at the front or the back), so that
-    /// a growing list does not grow each of its nodes step by step.
+    /// for a quarter of a node at once, on the side pushes go (at the front or the back),
+    /// so that a growing list grows each node in a few steps — not so much that a list
+    /// whose length hovers at a node boundary allocates a whole node per push.
     fn first_of_many(element: &[u8], front: bool) -> Node {
         let need = packed_len(element);
-        let cap = NODE_BYTES.max(need);
+        let cap = (NODE_BYTES / 4).max(need);
         let mut buf = vec![0u8; cap].into_boxed_slice();
         let head = if front { cap - need } else { 0 };
         pack(&mut buf[head..head + need], element);
