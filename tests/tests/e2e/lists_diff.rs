@@ -229,6 +229,16 @@ fn linsert_lrem_ltrim_match_redis() {
         LINSERT K0 BEFORE a
         LREM K0 1
         LTRIM K0 1
+        RPUSH K5 1 01 -0 +1 " 1" 1.0 -1 9223372036854775807 9223372036854775808 1
+        LPOS K5 1 COUNT 0
+        LPOS K5 01 COUNT 0
+        LPOS K5 -0
+        LPOS K5 9223372036854775808
+        LINSERT K5 AFTER 01 x
+        LINSERT K5 BEFORE 1 y
+        LREM K5 0 1
+        LREM K5 0 -1
+        LRANGE K5 0 -1
         "#,
     );
     for (a, b) in [
@@ -247,7 +257,7 @@ fn linsert_lrem_ltrim_match_redis() {
             "DEL K3\nRPUSH K3 a b c d e f\nLTRIM K3 {a} {b}\nLRANGE K3 0 -1\nEXISTS K3\n"
         ));
     }
-    script_both_protocols(4, &text);
+    script_both_protocols(6, &text);
 }
 
 /// LPOS with every option, alone and combined, repeated, in any case, and every error:
@@ -403,6 +413,11 @@ fn lmpop_matches_redis() {
         LMPOP -1 K0 LEFT
         LMPOP x K0 LEFT
         LMPOP 1.5 K0 LEFT
+        LMPOP 9223372036854775807 K0 LEFT
+        LMPOP 9223372036854775806 K0 LEFT
+        LMPOP 4294967298 K0 K1 LEFT
+        LMPOP 2147483648 K0 LEFT
+        LMPOP 4294967297 K0 LEFT
         LMPOP 2 K0 LEFT
         LMPOP 3 K0 K1 LEFT
         LMPOP 1 K0 MIDDLE
