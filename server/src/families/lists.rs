@@ -7,8 +7,8 @@
 //! ([`MoveAcross`]: check both keys, then pop at the source and push at the destination;
 //! [`MpopAcross`]: look at every key, then pop from the first non-empty one). Both paths
 //! share the pieces below, which the blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
-//! BLMPOP) reuse: [`state`], [`is_ready`], [`pop`], [`push`], [`lmove_local`], [`mpop_local`],
-//! [`parse_mpop`], the reply helpers, and the plans' pieces.
+//! BLMPOP) reuse: [`state`], [`is_ready`], [`pop`], [`push`], [`lmove_local`],
+//! [`mpop_local`], [`parse_mpop`], the reply helpers, and the plans' pieces.
 //!
 //! Effects: every list command is deterministic, so handlers log nothing (a command is its
 //! own effect). A plan's hop logs what it wrote on its shard: `LPOP src` / `RPOP src`,
