@@ -26,6 +26,14 @@ CUSTOM = {
     "claim": ["GOBLIN.CLAIM", "claim:__rand_int__", "result:__rand_int__", "w", "30"],
 }
 
+# Tests that need data first, and the redis-benchmark words that make it (the same in both
+# runs, so not counted): LPOP and RPOP pop from redis-benchmark's `mylist`, filled with
+# more elements than the larger run pops (2N with the default N).
+PREFILL = {
+    "lpop": ["-n", "100000", "-t", "lpush"],
+    "rpop": ["-n", "100000", "-t", "lpush"],
+}
+
 
 def instructions(binary, threads, test, pipeline, requests, clients, keyspace):
     """Total instructions of a server that served `requests` of `test`."""
@@ -42,6 +50,9 @@ def instructions(binary, threads, test, pipeline, requests, clients, keyspace):
             subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(keyspace), "-r",
                             str(keyspace), "-P", "64", "-c", "10", "-t", "set", "-q"],
                            capture_output=True, check=True)
+        if test in PREFILL:
+            subprocess.run(["redis-benchmark", "-p", str(port), "-P", "64", "-c", "10", "-q"]
+                           + PREFILL[test], capture_output=True, check=True)
         words = CUSTOM.get(test, ["-t", test])
         subprocess.run(["redis-benchmark", "-p", str(port), "-n", str(requests), "-r",
                         str(keyspace), "-P", str(pipeline), "-c", str(clients), "-q"] + words,

@@ -294,3 +294,19 @@ pub const VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
 /// (`getRangeLongFromObjectOrReply` between -LONG_MAX and LONG_MAX).
 pub const COUNT_OUT_OF_RANGE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+// --- lists
+
+/// LPOP/RPOP with a count that is negative or not an integer.
+pub const POP_COUNT_NOT_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
+/// LSET at an index past either end.
+pub const INDEX_OUT_OF_RANGE: &[u8] = b"ERR index out of range";
+/// LPOS with RANK 0.
+pub const LPOS_RANK_ZERO: &[u8] = b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list";
+/// LPOS with a COUNT that is negative or not an integer.
+pub const LPOS_COUNT_NEGATIVE: &[u8] = b"ERR COUNT can't be negative";
+/// LPOS with a MAXLEN that is negative or not an integer.
+pub const LPOS_MAXLEN_NEGATIVE: &[u8] = b"ERR MAXLEN can't be negative";
+/// LMPOP (and BLMPOP) with a numkeys that is not a positive integer.
+pub const LMPOP_NUMKEYS: &[u8] = b"ERR numkeys should be greater than 0";
+/// LMPOP (and BLMPOP) with a COUNT that is not a positive integer.
+pub const LMPOP_COUNT: &[u8] = b"ERR count should be greater than 0";

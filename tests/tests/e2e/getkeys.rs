@@ -331,6 +331,48 @@ const SAMPLES: &[(&str, &[&str])] = &[
         "hscan",
         &["HSCAN k 0", "HSCAN k 0 MATCH * COUNT 5", "HSCAN k"],
     ),
+    // Lists.
+    ("lpush", &["LPUSH k a", "LPUSH k a b", "LPUSH k"]),
+    ("rpush", &["RPUSH k a", "RPUSH k a b", "RPUSH k"]),
+    ("lpushx", &["LPUSHX k a", "LPUSHX k"]),
+    ("rpushx", &["RPUSHX k a", "RPUSHX k"]),
+    ("lpop", &["LPOP k", "LPOP k 2", "LPOP k 2 3", "LPOP"]),
+    ("rpop", &["RPOP k", "RPOP k 2", "RPOP"]),
+    ("llen", &["LLEN k", "LLEN k x", "LLEN"]),
+    ("lrange", &["LRANGE k 0 -1", "LRANGE k 0"]),
+    ("lindex", &["LINDEX k 0", "LINDEX k"]),
+    ("lset", &["LSET k 0 v", "LSET k 0"]),
+    (
+        "linsert",
+        &["LINSERT k BEFORE p v", "LINSERT k AFTER p", "LINSERT k"],
+    ),
+    ("lrem", &["LREM k 0 v", "LREM k 0"]),
+    ("ltrim", &["LTRIM k 0 1", "LTRIM k 0"]),
+    ("lpos", &["LPOS k v", "LPOS k v RANK 1 COUNT 0", "LPOS k"]),
+    (
+        "lmove",
+        &[
+            "LMOVE a b LEFT RIGHT",
+            "LMOVE a a LEFT LEFT",
+            "LMOVE a b LEFT",
+        ],
+    ),
+    (
+        "rpoplpush",
+        &["RPOPLPUSH a b", "RPOPLPUSH a", "RPOPLPUSH a b c"],
+    ),
+    (
+        "lmpop",
+        &[
+            "LMPOP 1 a LEFT",
+            "LMPOP 2 a b RIGHT COUNT 3",
+            "LMPOP 3 a b LEFT",
+            "LMPOP 0 a LEFT",
+            "LMPOP x a LEFT",
+            "LMPOP 1",
+            "LMPOP 5 a",
+        ],
+    ),
     // Sorted sets.
     (
         "zadd",
@@ -428,7 +470,7 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 /// Commands redis-server 7.0 has and goblin-server does not: Goblin looks up its own
 /// table, so they are invalid commands to it.
 const ABSENT: &[&str] = &[
-    "LPUSH k v",
+    "XADD s * f v",
     "SORT k STORE d",
     "ZUNIONSTORE d 2 a b",
     "CLIENT KILL a b",

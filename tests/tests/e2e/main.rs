@@ -12,6 +12,7 @@ mod goblin_claim_diff;
 mod goblin_claim_race;
 mod hashes_diff;
 mod keys_diff;
+mod lists_diff;
 mod multi_exec;
 mod multikey;
 mod ordering;
