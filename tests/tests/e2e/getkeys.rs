@@ -472,13 +472,13 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 const ABSENT: &[&str] = &[
     "XADD s * f v",
     "SORT k STORE d",
-    "ZUNIONSTORE d 2 a b",
     "CLIENT KILL a b",
     "CONFIG SET k v",
     "EVAL s 1 k",
     "WATCH a b",
-    "RPUSH k v",
-    "ZREM k m",
+    "PFADD k a",
+    "GEOADD k 1 2 m",
+    "XREAD COUNT 1 STREAMS s 0",
 ];
 
 /// The words of a sample (`''` is the empty argument).
