@@ -18,13 +18,17 @@ use goblin_protocol::{Encoder, parse_i64};
 use goblin_store::{Keyspace, List, Millis, Value, ValueMut, ValueRef};
 
 use crate::errors::{self, ErrorReply};
+use crate::runtime::msg::LockMode;
 use crate::shard::slots::SlotMap;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
+use crate::txn::plan::{
+    CrossShard, Hop, HopOut, Locking, Outcome, Park, Plan, PlanCx, PlanStart, Serve, Step,
+};
+use crate::txn::shapes::{BlockingOps, BlockingPop, Holds};
 
-use super::decimal;
+use super::{decimal, parse_timeout};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -51,6 +55,18 @@ pub fn register(table: &mut CommandTable) {
     table
         .add(&meta::LMPOP, Exec::Shard(lmpop))
         .cross_shard(lmpop_plan, Locking::Keys);
+    // Blocking commands always run as plans: they may wait.
+    let blocking = |plan| {
+        Exec::Plan(CrossShard {
+            plan,
+            locking: Locking::Keys,
+        })
+    };
+    table.add(&meta::BLPOP, blocking(blpop_plan));
+    table.add(&meta::BRPOP, blocking(brpop_plan));
+    table.add(&meta::BLMPOP, blocking(blmpop_plan));
+    table.add(&meta::BLMOVE, blocking(blmove_plan));
+    table.add(&meta::BRPOPLPUSH, blocking(brpoplpush_plan));
 }
 
 /// An end of a list: LEFT is the head, RIGHT the tail.
@@ -804,10 +820,10 @@ fn peek(db: &mut Keyspace, key: &[u8], now: Millis, end: End) -> SourceCheck {
 /// per step.)
 #[derive(Clone, Debug)]
 pub struct MoveAcross {
-    src: Vec<u8>,
-    dst: Vec<u8>,
-    src_shard: usize,
-    dst_shard: usize,
+    pub(crate) src: Vec<u8>,
+    pub(crate) dst: Vec<u8>,
+    pub(crate) src_shard: usize,
+    pub(crate) dst_shard: usize,
     from: End,
     to: End,
 }
@@ -1290,4 +1306,270 @@ mod tests {
             Vec::<i64>::new()
         );
     }
+}
+
+// --- Blocking commands: BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH --------------------------
+
+/// What a key holds for a blocked pop.
+fn list_holds(db: &mut Keyspace, key: &[u8], now: Millis) -> Holds {
+    match state(db, key, now) {
+        ListState::Len(n) if n > 0 => Holds::Ready,
+        ListState::WrongType => Holds::WrongType,
+        _ => Holds::Empty,
+    }
+}
+
+/// Pops one element at `end` of a ready list, logging the pop.
+fn take_one(ctx: &mut ShardCtx<'_>, key: &[u8], end: End) -> Option<HopOut> {
+    let element = pop(ctx.db, key, ctx.now, end, 1).ok()?.pop()?;
+    ctx.log(&[end.pop_command(), key]);
+    Some(HopOut::Bulks(vec![Some(element)]))
+}
+
+fn take_left(ctx: &mut ShardCtx<'_>, key: &[u8], _args: &[Vec<u8>]) -> Option<HopOut> {
+    take_one(ctx, key, End::Left)
+}
+
+fn take_right(ctx: &mut ShardCtx<'_>, key: &[u8], _args: &[Vec<u8>]) -> Option<HopOut> {
+    take_one(ctx, key, End::Right)
+}
+
+/// BLPOP's and BRPOP's reply: `[key, element]`.
+fn answer_key_element(cx: &PlanCx<'_>, key: &[u8], taken: HopOut) -> Outcome {
+    let element = match taken {
+        HopOut::Bulks(mut v) => v.pop().flatten().unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    cx.reply(|e| {
+        e.array(2);
+        e.bulk(key);
+        e.bulk(&element);
+    })
+}
+
+/// The reply of BLPOP, BRPOP and BLMPOP when their timeout passes.
+fn timed_out_null_array(cx: &PlanCx<'_>) -> Outcome {
+    cx.reply(|e| e.null_array())
+}
+
+/// BLPOP: pops at the head.
+const BLPOP_OPS: BlockingOps = BlockingOps {
+    holds: list_holds,
+    ready: is_ready,
+    take: take_left,
+    answer: answer_key_element,
+    timed_out: timed_out_null_array,
+};
+
+/// BRPOP: pops at the tail.
+const BRPOP_OPS: BlockingOps = BlockingOps {
+    take: take_right,
+    ..BLPOP_OPS
+};
+
+/// `BLPOP key [key ...] timeout` and BRPOP: the timeout is checked first.
+fn blocking_pop_plan(start: &PlanStart<'_>, ops: BlockingOps) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let timeout = parse_timeout(args.get(args.len() - 1))?;
+    let keys = args
+        .iter_from(1)
+        .take(args.len() - 2)
+        .map(<[u8]>::to_vec)
+        .collect();
+    Ok(Box::new(BlockingPop::new(args, keys, timeout, ops)))
+}
+
+fn blpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    blocking_pop_plan(start, BLPOP_OPS)
+}
+
+fn brpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    blocking_pop_plan(start, BRPOP_OPS)
+}
+
+/// BLMPOP's pop: COUNT elements at its end (its arguments say which), logged.
+fn take_mpop(ctx: &mut ShardCtx<'_>, key: &[u8], args: &[Vec<u8>]) -> Option<HopOut> {
+    let spans: Vec<std::ops::Range<usize>> = {
+        let mut at = 0;
+        args.iter()
+            .map(|a| {
+                at += a.len();
+                at - a.len()..at
+            })
+            .collect()
+    };
+    let data = args.concat();
+    let m = parse_mpop(&Args::new(&data, &spans), 2).ok()?;
+    let elements = pop(ctx.db, key, ctx.now, m.end, m.count).ok()?;
+    if elements.is_empty() {
+        return None;
+    }
+    if ctx.logging() {
+        ctx.log(&[m.end.pop_command(), key, &decimal(elements.len() as i64)]);
+    }
+    Some(HopOut::Keys(elements))
+}
+
+/// BLMPOP's reply: `[key, [element, ...]]`.
+fn answer_mpop(cx: &PlanCx<'_>, key: &[u8], taken: HopOut) -> Outcome {
+    let elements = match taken {
+        HopOut::Keys(v) => v,
+        _ => Vec::new(),
+    };
+    cx.reply(|e| reply_key_elements(e, key, &elements))
+}
+
+/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`: the timeout is
+/// checked first, then the rest as LMPOP checks it.
+fn blmpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let timeout = parse_timeout(args.get(1))?;
+    let m = parse_mpop(args, 2)?;
+    let keys = m.keys(args).map(<[u8]>::to_vec).collect();
+    let ops = BlockingOps {
+        take: take_mpop,
+        answer: answer_mpop,
+        ..BLPOP_OPS
+    };
+    Ok(Box::new(BlockingPop::new(args, keys, timeout, ops)))
+}
+
+/// Where a blocking move is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MoveState {
+    /// Both keys locked: looking at them.
+    Checking,
+    /// Moving the element.
+    Moving,
+    /// Waiting for the source.
+    Parked,
+    /// Served with the source locked: trying the destination's lock.
+    TryingDst,
+    /// The destination was busy: the source's lock given back.
+    Releasing,
+    /// Locking both keys again, in ascending shard order: the first, then the second.
+    Relocking(u8),
+}
+
+/// BLMOVE and BRPOPLPUSH: the move of LMOVE when the source has an element; else a wait
+/// for the source, served with its lock (so the element pushed is this client's, in the
+/// order clients waited); then the destination's lock is taken if it is free — if not
+/// (another client holds it, maybe waiting for this source), the source's lock is given
+/// back and both are locked again in ascending order, and a source emptied meanwhile
+/// means waiting again, first in line.
+#[derive(Debug)]
+struct BlockingMove {
+    across: MoveAcross,
+    timeout: Option<std::time::Duration>,
+    state: MoveState,
+    element: Option<Vec<u8>>,
+}
+
+impl BlockingMove {
+    fn check(&mut self) -> Step {
+        self.state = MoveState::Checking;
+        Step::Hops(self.across.check_hops())
+    }
+
+    fn park(&mut self) -> Step {
+        self.state = MoveState::Parked;
+        Step::Park(Park {
+            keys: vec![self.across.src.clone()],
+            timeout: self.timeout,
+            ready: Some(is_ready),
+            serve: Serve::Lock,
+        })
+    }
+
+    /// The lock-only hops that lock the keys again, in ascending shard order.
+    fn relock(&mut self, which: u8) -> Step {
+        let a = &self.across;
+        let mut keys = [(a.src_shard, a.src.clone()), (a.dst_shard, a.dst.clone())];
+        keys.sort_by_key(|(s, _)| *s);
+        self.state = MoveState::Relocking(which);
+        if keys[0].0 == keys[1].0 {
+            let hop = Hop::run(keys[0].0, |_| HopOut::Done)
+                .locking(&keys[0].1, LockMode::Exclusive)
+                .locking(&keys[1].1, LockMode::Exclusive);
+            self.state = MoveState::Relocking(1);
+            return Step::Hops(vec![hop]);
+        }
+        let (shard, key) = &keys[usize::from(which)];
+        Step::Hops(vec![
+            Hop::run(*shard, |_| HopOut::Done).locking(key, LockMode::Exclusive),
+        ])
+    }
+}
+
+impl Plan for BlockingMove {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        match self.state {
+            MoveState::Checking if results.is_empty() => self.check(),
+            MoveState::Checking => match MoveAcross::decide(results) {
+                Ok(Some(e)) => {
+                    self.element = Some(e.clone());
+                    self.state = MoveState::Moving;
+                    Step::Hops(self.across.apply_hops(e))
+                }
+                Ok(None) => self.park(),
+                Err(WrongType) => cx.done(|e| e.error(errors::WRONGTYPE)),
+            },
+            MoveState::Moving => {
+                let element = self.element.take().unwrap_or_default();
+                cx.done(|e| e.bulk(&element))
+            }
+            MoveState::Parked => match results.into_iter().next() {
+                Some(HopOut::Woken(_)) if self.across.src == self.across.dst => self.check(),
+                Some(HopOut::Woken(_)) => {
+                    self.state = MoveState::TryingDst;
+                    let a = &self.across;
+                    Step::Hops(vec![
+                        Hop::run(a.dst_shard, |_| HopOut::Done)
+                            .try_locking(&a.dst, LockMode::Exclusive),
+                    ])
+                }
+                // Inside MULTI, Redis answers a null string at once; after a timeout (or
+                // CLIENT UNBLOCK), the null array of every blocked list command.
+                Some(HopOut::WouldBlock) => cx.done(|e| e.null()),
+                _ => cx.done(|e| e.null_array()),
+            },
+            MoveState::TryingDst => match results.into_iter().next() {
+                Some(HopOut::Busy) => {
+                    self.state = MoveState::Releasing;
+                    Step::Hops(vec![Hop::release(self.across.src_shard)])
+                }
+                _ => self.check(),
+            },
+            MoveState::Releasing => self.relock(0),
+            MoveState::Relocking(0) => self.relock(1),
+            MoveState::Relocking(_) => self.check(),
+        }
+    }
+}
+
+/// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout`: the directions, then the
+/// timeout, are checked first.
+fn blmove_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let from = End::parse(args.get(3))?;
+    let to = End::parse(args.get(4))?;
+    let timeout = parse_timeout(args.get(5))?;
+    Ok(Box::new(BlockingMove {
+        across: MoveAcross::new(args.get(1), args.get(2), from, to, start.slots),
+        timeout,
+        state: MoveState::Checking,
+        element: None,
+    }))
+}
+
+/// `BRPOPLPUSH source destination timeout`.
+fn brpoplpush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let timeout = parse_timeout(args.get(3))?;
+    Ok(Box::new(BlockingMove {
+        across: MoveAcross::new(args.get(1), args.get(2), End::Right, End::Left, start.slots),
+        timeout,
+        state: MoveState::Checking,
+        element: None,
+    }))
 }

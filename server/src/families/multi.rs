@@ -171,7 +171,7 @@ struct ExecPlan {
 fn step_without_parking(plan: &mut dyn Plan, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
     let mut step = plan.next(cx, results);
     while let Step::Park(_) = step {
-        step = plan.next(cx, vec![HopOut::TimedOut]);
+        step = plan.next(cx, vec![HopOut::WouldBlock]);
     }
     step
 }

@@ -76,6 +76,11 @@ impl Input {
         }
     }
 
+    /// Received bytes not yet consumed.
+    pub fn pending(&self) -> usize {
+        self.end - self.start
+    }
+
     /// True when there are received bytes not yet consumed.
     pub fn has_pending(&self) -> bool {
         self.start < self.end

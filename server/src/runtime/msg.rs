@@ -152,6 +152,8 @@ pub struct TxStep {
     pub lock: Vec<(Vec<u8>, LockMode)>,
     /// Lock the whole shard (keyspace-wide commands).
     pub lock_all: bool,
+    /// Take the locks only if they are free now; else answer `HopOut::Busy`.
+    pub try_lock: bool,
     /// The work to run once the locks are held.
     pub work: Option<Work>,
     /// Release every lock the transaction holds on this shard afterwards.

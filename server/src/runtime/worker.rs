@@ -64,6 +64,9 @@ pub(crate) const OUTPUT_HIGH_WATER: usize = 64 * 1024 * 1024;
 /// never come near it; a pipeline of GETs of large values is held back at the owner
 /// instead of growing the server's memory.
 pub(crate) const BATCH_REPLY_BUDGET: usize = 4 * 1024 * 1024;
+/// Bytes a client blocked in a command may send before the server stops reading it
+/// (it reads on, meanwhile, to see the client leave).
+const BLOCKED_INPUT_MAX: usize = 1024 * 1024;
 /// Replies held back while a connection waits for the rest of its pipeline are written
 /// anyway once they pass this size.
 const FLUSH_EARLY_ABOVE: usize = 64 * 1024;
@@ -457,6 +460,15 @@ impl Worker {
         adjust(&self.shared.blocked_with_timeout, was.1, is.1);
     }
 
+    /// Whether the connection's command waits for a key event (a parked plan).
+    fn blocked_in_a_wait(&self, key: usize) -> bool {
+        self.conns
+            .get(key)
+            .and_then(|c| c.job)
+            .and_then(|seq| self.jobs.get(&seq))
+            .is_some_and(|job| job.parked_state().0)
+    }
+
     pub(crate) fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
         self.conns
             .get_mut(to.key)
@@ -559,14 +571,14 @@ impl Worker {
         let mut reads = 0;
         loop {
             self.run_requests(key);
+            let blocked = self.blocked_in_a_wait(key);
             let Some(conn) = self.conns.get_mut(key) else {
                 return;
             };
-            if conn.closing
-                || conn.busy()
-                || conn.held_replies() > OUTPUT_HIGH_WATER
-                || !conn.readable
-            {
+            // A client blocked in a command is still read (up to a bound), so that its
+            // disconnect is seen and ends the wait, as in Redis.
+            let busy = conn.busy() && !(blocked && conn.input.pending() < BLOCKED_INPUT_MAX);
+            if conn.closing || busy || conn.held_replies() > OUTPUT_HIGH_WATER || !conn.readable {
                 break;
             }
             if reads == MAX_READS_PER_TURN {
@@ -581,6 +593,10 @@ impl Worker {
                 Ok(ReadOutcome::Full) => {}
                 Ok(ReadOutcome::Drained) if conn.read_to_end => {}
                 Ok(ReadOutcome::Drained | ReadOutcome::WouldBlock) => conn.readable = false,
+                Ok(ReadOutcome::Eof) if blocked => {
+                    self.close(key);
+                    return;
+                }
                 Ok(ReadOutcome::Eof) => {
                     conn.readable = false;
                     conn.peer_closed = true;

@@ -301,6 +301,7 @@ impl Shard {
                 index: WOKEN,
                 lock: vec![(key, LockMode::Exclusive)],
                 lock_all: false,
+                try_lock: false,
                 work: Some(Work::Run(Box::new(move |_| HopOut::Woken(woken)))),
                 release: false,
                 now: self.clock_hint,
@@ -556,6 +557,10 @@ impl Shard {
                 .queued_ahead(&needs, None, !self.blocked.is_empty())
                 || !self.locks.compatible(&needs, Some(step.tx)))
         {
+            if step.try_lock {
+                self.report(&step, Ok(HopOut::Busy));
+                return;
+            }
             self.locks.wait(&needs, None);
             self.blocked.push_back(Blocked::Step { step, needs });
             return;

@@ -31,6 +31,7 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         index: 0,
         lock: keys.iter().map(|k| (k.to_vec(), mode)).collect(),
         lock_all: false,
+        try_lock: false,
         work: None,
         release,
         now: NOW,
@@ -347,6 +348,20 @@ const WRITES: &[(Argv, &[Argv])] = &[
     (
         &[b"LMPOP", b"2", b"{t}a", b"{t}b", b"LEFT"],
         &[&[b"RPUSH", b"{t}b", b"v"]],
+    ),
+    (&[b"BLPOP", b"l", b"0"], &[&[b"RPUSH", b"l", b"v"]]),
+    (&[b"BRPOP", b"l", b"0"], &[&[b"RPUSH", b"l", b"v"]]),
+    (
+        &[b"BLMPOP", b"0", b"1", b"l", b"LEFT"],
+        &[&[b"RPUSH", b"l", b"v"]],
+    ),
+    (
+        &[b"BLMOVE", b"{t}a", b"{t}b", b"LEFT", b"RIGHT", b"0"],
+        &[&[b"RPUSH", b"{t}a", b"v"]],
+    ),
+    (
+        &[b"BRPOPLPUSH", b"{t}a", b"{t}b", b"0"],
+        &[&[b"RPUSH", b"{t}a", b"v"]],
     ),
     (&[b"HSET", b"h", b"f", b"v"], &[]),
     (&[b"HMSET", b"h", b"f", b"v"], &[]),

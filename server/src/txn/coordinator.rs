@@ -159,6 +159,7 @@ impl TxJob {
             index,
             lock: Vec::new(),
             lock_all: false,
+            try_lock: false,
             work: None,
             release: false,
             now: self.now,
@@ -476,6 +477,7 @@ impl TxJob {
         for (index, hop) in hops.into_iter().enumerate() {
             let mut step = self.step(index);
             step.lock = hop.lock;
+            step.try_lock = hop.try_lock;
             step.release = hop.release;
             step.work = hop.work;
             out.push((hop.shard, Msg::Step(step)));

@@ -49,6 +49,10 @@ pub struct Hop {
     pub shard: usize,
     /// Keys to lock first (plans that take their locks in their hops; empty otherwise).
     pub lock: Vec<(Vec<u8>, LockMode)>,
+    /// Take the locks only if they are free now: otherwise the hop does nothing and
+    /// answers [`HopOut::Busy`] (a plan that already holds a lock out of the ascending
+    /// order must not wait for another).
+    pub try_lock: bool,
     /// Release every lock the transaction holds on the shard afterwards.
     pub release: bool,
     /// What to run once the locks are held; `None`: only lock or release.
@@ -61,6 +65,7 @@ impl Hop {
         Hop {
             shard,
             lock: Vec::new(),
+            try_lock: false,
             release: false,
             work: Some(Work::Run(Box::new(f))),
         }
@@ -71,6 +76,7 @@ impl Hop {
         Hop {
             shard,
             lock: Vec::new(),
+            try_lock: false,
             release: false,
             work: Some(Work::Commands(batch)),
         }
@@ -80,6 +86,25 @@ impl Hop {
     pub fn locking(mut self, key: &[u8], mode: LockMode) -> Hop {
         self.lock.push((key.to_vec(), mode));
         self
+    }
+
+    /// Locks `key` in `mode` before the work if it is free now; else the hop runs
+    /// nothing and answers [`HopOut::Busy`].
+    pub fn try_locking(mut self, key: &[u8], mode: LockMode) -> Hop {
+        self.lock.push((key.to_vec(), mode));
+        self.try_lock = true;
+        self
+    }
+
+    /// Only releases the transaction's locks on `shard`.
+    pub fn release(shard: usize) -> Hop {
+        Hop {
+            shard,
+            lock: Vec::new(),
+            try_lock: false,
+            release: true,
+            work: None,
+        }
     }
 
     /// Releases the transaction's locks on the shard after the work.
@@ -124,6 +149,11 @@ pub enum HopOut {
     Woken(Vec<u8>),
     /// A parked plan's timeout passed first.
     TimedOut,
+    /// A hop that tried a lock found it taken, and ran nothing.
+    Busy,
+    /// The plan would wait, but it runs where nothing waits (inside EXEC): it answers as
+    /// a blocking command that must not block answers in Redis.
+    WouldBlock,
 }
 
 /// Tells shards which keys ready a parked plan, to skip a wait that is not needed.

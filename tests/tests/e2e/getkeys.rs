@@ -373,6 +373,27 @@ const SAMPLES: &[(&str, &[&str])] = &[
             "LMPOP 5 a",
         ],
     ),
+    ("blpop", &["BLPOP k 0", "BLPOP a b c 1.5", "BLPOP k"]),
+    ("brpop", &["BRPOP k 0", "BRPOP a b 0", "BRPOP k"]),
+    (
+        "blmpop",
+        &[
+            "BLMPOP 0 1 a LEFT",
+            "BLMPOP 1 2 a b RIGHT COUNT 3",
+            "BLMPOP 0 3 a b LEFT",
+            "BLMPOP 0 0 a LEFT",
+            "BLMPOP 0 1",
+        ],
+    ),
+    (
+        "blmove",
+        &[
+            "BLMOVE a b LEFT RIGHT 0",
+            "BLMOVE a a LEFT LEFT 1",
+            "BLMOVE a b LEFT",
+        ],
+    ),
+    ("brpoplpush", &["BRPOPLPUSH a b 0", "BRPOPLPUSH a b"]),
     // Sorted sets.
     (
         "zadd",

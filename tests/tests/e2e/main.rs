@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod atomicity;
+mod blocking;
 mod clients;
 mod connection;
 mod expiry;

@@ -1,0 +1,348 @@
+//! Blocking commands, side by side with redis-server: the same scenario on both servers,
+//! the same replies. Clients are served in the order they blocked, one element each; a
+//! push serves a blocked client in the same step (the list is empty when the pusher's
+//! reply arrives); waits span shards; timeouts, MULTI, CLIENT UNBLOCK and disconnects
+//! behave as in Redis; and under load nothing pushed is lost or popped twice.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use goblin_tests::keys::{keys_on, shard_of};
+use goblin_tests::{Raw, Server, default_threads, encode, reply};
+
+/// The value of `field` in INFO.
+fn info(raw: &mut Raw, field: &str) -> String {
+    let text = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"everything"])).into_owned();
+    reply::info_field(&text, field)
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+        .to_string()
+}
+
+/// Waits until the server counts `n` blocked clients.
+fn until_blocked(admin: &mut Raw, n: usize) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while info(admin, "blocked_clients") != n.to_string() {
+        assert!(Instant::now() < give_up, "never {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sends a command without reading its reply.
+fn send(raw: &mut Raw, line: &str) {
+    let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    raw.send(&encode(&words));
+}
+
+/// Both servers, to run a scenario on each.
+fn servers() -> [Server; 2] {
+    [Server::goblin_threads(default_threads()), Server::redis()]
+}
+
+/// Runs `scenario` on goblin and on redis and asserts the same transcript.
+fn same(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {
+    let [g, r] = servers();
+    let (got, want) = (scenario(&g), scenario(&r));
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            goblin_tests::show(a),
+            goblin_tests::show(b),
+            "step {i} differs (goblin, redis)"
+        );
+    }
+    assert_eq!(got.len(), want.len());
+}
+
+/// Keys a test uses: on different shards of goblin when it has several.
+fn two_keys() -> (String, String) {
+    let threads = default_threads();
+    let a = keys_on("a:", 0, threads, 1).remove(0);
+    let b = keys_on("b:", threads - 1, threads, 1).remove(0);
+    assert!(threads == 1 || shard_of(a.as_bytes(), threads) != shard_of(b.as_bytes(), threads));
+    (a, b)
+}
+
+#[test]
+fn data_already_there_is_served_at_once_and_errors_are_redis() {
+    same(|s| {
+        let mut c = s.raw();
+        [
+            "RPUSH l a b c",
+            "BLPOP l 0",
+            "BRPOP l 0",
+            "BLMPOP 0 1 l LEFT COUNT 5",
+            "RPUSH l x",
+            "BLMOVE l d LEFT RIGHT 0",
+            "BRPOPLPUSH d l 0",
+            "BLPOP l x",
+            "BLPOP l -1",
+            "BLPOP l inf",
+            "BLPOP l 1 ",
+            "BLMPOP 0 0 l LEFT",
+            "BLMPOP x 1 l LEFT",
+            "BLMPOP 0 1 l UP",
+            "BLMOVE l d UP LEFT 0",
+            "BLMOVE l d LEFT LEFT x",
+            "SET s v",
+            "BLPOP s 0",
+            "BLPOP nothing s 0",
+            "BLMOVE s d LEFT LEFT 0",
+            "RPUSH l y",
+            "BLMOVE l s LEFT LEFT 0",
+            "BLPOP l 0",
+        ]
+        .iter()
+        .map(|line| c.cmd_str(line))
+        .collect()
+    });
+}
+
+#[test]
+fn a_timeout_answers_nil_after_the_time_given() {
+    same(|s| {
+        let mut c = s.raw();
+        let mut out = Vec::new();
+        for line in ["BLPOP t 0.1", "BRPOPLPUSH t u 0.1", "BLMPOP 0.1 1 t RIGHT"] {
+            let started = Instant::now();
+            out.push(c.cmd_str(line));
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(100), "{line}: {took:?}");
+            assert!(took < Duration::from_millis(600), "{line}: {took:?}");
+        }
+        out
+    });
+    // The precision the issue asks for: 0.1–0.15 s (best of a few, on a busy machine).
+    let g = Server::goblin_threads(default_threads());
+    let mut c = g.raw();
+    let best = (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            assert_eq!(c.cmd_str("BLPOP t 0.1"), b"*-1\r\n");
+            started.elapsed()
+        })
+        .min()
+        .unwrap();
+    assert!(
+        best >= Duration::from_millis(100) && best < Duration::from_millis(150),
+        "{best:?}"
+    );
+}
+
+#[test]
+fn clients_are_served_in_the_order_they_blocked_one_element_each() {
+    same(|s| {
+        let mut admin = s.raw();
+        let mut clients: Vec<Raw> = (0..3).map(|_| s.raw()).collect();
+        for (i, c) in clients.iter_mut().enumerate() {
+            send(c, "BLPOP q 0");
+            until_blocked(&mut admin, i + 1);
+        }
+        let mut out = vec![admin.cmd_str("RPUSH q one two")];
+        // Served in the push's step: the list is already empty.
+        out.push(admin.cmd_str("LLEN q"));
+        out.push(clients[0].reply());
+        out.push(clients[1].reply());
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("RPUSH q three"));
+        out.push(clients[2].reply());
+        out.push(admin.cmd_str("EXISTS q"));
+        out
+    });
+}
+
+#[test]
+fn a_wait_on_keys_of_several_shards_is_served_by_a_push_on_either() {
+    let (a, b) = two_keys();
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut out = Vec::new();
+        for (first, second) in [(&a, &b), (&b, &a)] {
+            send(&mut c, &format!("BLPOP {a} {b} 0"));
+            until_blocked(&mut admin, 1);
+            out.push(admin.cmd_str(&format!("RPUSH {second} v")));
+            out.push(c.reply());
+            until_blocked(&mut admin, 0);
+            // The other key's push serves nobody: the client was served once.
+            out.push(admin.cmd_str(&format!("RPUSH {first} w")));
+            out.push(admin.cmd_str(&format!("LPOP {first}")));
+        }
+        out
+    });
+}
+
+#[test]
+fn blmove_across_shards_moves_what_is_pushed() {
+    let (a, b) = two_keys();
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut out = Vec::new();
+        send(&mut c, &format!("BLMOVE {a} {b} LEFT RIGHT 0"));
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str(&format!("RPUSH {a} x")));
+        out.push(c.reply());
+        out.push(admin.cmd_str(&format!("LRANGE {a} 0 -1")));
+        out.push(admin.cmd_str(&format!("LRANGE {b} 0 -1")));
+        send(&mut c, &format!("BRPOPLPUSH {b}x {a} 0"));
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str(&format!("LPUSH {b}x y")));
+        out.push(c.reply());
+        out.push(admin.cmd_str(&format!("LRANGE {a} 0 -1")));
+        out
+    });
+}
+
+#[test]
+fn inside_multi_a_blocking_command_does_not_block() {
+    same(|s| {
+        let mut c = s.raw();
+        [
+            "MULTI",
+            "BLPOP none 0",
+            "BLMOVE none d LEFT LEFT 0",
+            "BLMPOP 0 1 none LEFT",
+            "RPUSH l v",
+            "BLPOP l 0",
+            "EXEC",
+        ]
+        .iter()
+        .map(|line| c.cmd_str(line))
+        .collect()
+    });
+}
+
+#[test]
+fn client_unblock_and_a_disconnect_leave_nothing_behind() {
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let id = c.cmd_str("CLIENT ID");
+        let id = String::from_utf8_lossy(&id[1..id.len() - 2]).into_owned();
+        let mut out = Vec::new();
+        send(&mut c, "BLPOP k 0");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str(&format!("CLIENT UNBLOCK {id}")));
+        out.push(c.reply());
+        send(&mut c, "BLMOVE k d LEFT LEFT 0");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str(&format!("CLIENT UNBLOCK {id} ERROR")));
+        out.push(c.reply());
+        out.push(admin.cmd_str(&format!("CLIENT UNBLOCK {id}")));
+        // A client that leaves while blocked takes nothing with it.
+        let mut gone = s.raw();
+        send(&mut gone, "BLPOP k 0");
+        until_blocked(&mut admin, 1);
+        drop(gone);
+        until_blocked(&mut admin, 0);
+        out.push(admin.cmd_str("RPUSH k kept"));
+        out.push(admin.cmd_str("LRANGE k 0 -1"));
+        out
+    });
+}
+
+#[test]
+fn a_key_of_another_type_keeps_its_waiters_waiting() {
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut out = Vec::new();
+        send(&mut c, "BLPOP k 0");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("SET k string"));
+        out.push(admin.cmd_str("HSET h f v"));
+        out.push(admin.cmd_str("RENAME h k"));
+        std::thread::sleep(Duration::from_millis(50));
+        out.push(info(&mut admin, "blocked_clients").into_bytes());
+        out.push(admin.cmd_str("DEL k"));
+        out.push(admin.cmd_str("RPUSH k v"));
+        out.push(c.reply());
+        out
+    });
+}
+
+/// Producers push numbered elements onto a few lists; consumers pop them with blocking
+/// pops on keys of every shard; every element is popped exactly once.
+#[test]
+fn blocking_stress_loses_and_duplicates_nothing() {
+    const PRODUCERS: usize = 4;
+    const CONSUMERS: usize = 6;
+    const RUN: Duration = Duration::from_secs(20);
+    let threads = 4;
+    let server = Server::goblin_threads(threads);
+    let keys: Vec<String> = (0..threads)
+        .map(|s| keys_on("queue:", s, threads, 1).remove(0))
+        .collect();
+    let stop_at = Instant::now() + RUN;
+    let port = server.port;
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                let mut pushed = 0u64;
+                while Instant::now() < stop_at {
+                    let key = &keys[pushed as usize % keys.len()];
+                    let element = format!("{p}:{pushed}");
+                    let cmd = if pushed.is_multiple_of(3) {
+                        "LPUSH"
+                    } else {
+                        "RPUSH"
+                    };
+                    c.cmd(&[cmd.as_bytes(), key.as_bytes(), element.as_bytes()]);
+                    pushed += 1;
+                }
+                pushed
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|i| {
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                let mut got = Vec::new();
+                loop {
+                    let mut args: Vec<&[u8]> = vec![if i % 2 == 0 { b"BLPOP" } else { b"BRPOP" }];
+                    args.extend(keys.iter().map(|k| k.as_bytes()));
+                    args.push(b"0.5");
+                    let r = c.cmd(&args);
+                    if r == b"*-1\r\n" {
+                        if Instant::now() > stop_at {
+                            return got;
+                        }
+                        continue;
+                    }
+                    let parts = reply::bulks(&r);
+                    assert_eq!(parts.len(), 2, "{}", goblin_tests::show(&r));
+                    got.push(parts[1].clone().unwrap_or_default());
+                }
+            })
+        })
+        .collect();
+    let pushed: u64 = producers.into_iter().map(|h| h.join().unwrap()).sum();
+    let mut seen = HashSet::new();
+    let mut popped = 0u64;
+    for h in consumers {
+        for element in h.join().unwrap() {
+            assert!(seen.insert(element.clone()), "popped twice: {element:?}");
+            popped += 1;
+        }
+    }
+    // What the consumers left (none, normally) is still in the lists.
+    let mut admin = server.raw();
+    for key in &keys {
+        for element in reply::bulks(&admin.cmd(&[b"LRANGE", key.as_bytes(), b"0", b"-1"])) {
+            assert!(
+                seen.insert(element.unwrap_or_default()),
+                "left behind and popped"
+            );
+            popped += 1;
+        }
+    }
+    println!("blocking stress: {pushed} pushed, {popped} popped or left");
+    assert!(
+        pushed > 1000,
+        "too little traffic to mean anything: {pushed}"
+    );
+    assert_eq!(popped, pushed, "elements lost");
+}
