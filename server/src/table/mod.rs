@@ -470,6 +470,17 @@ mod tests {
         let buf = [b'x'; 16];
         let spans: Vec<std::ops::Range<usize>> = (0..16).map(|i| i..i + 1).collect();
         for spec in table.all() {
+            // A command with movable keys (numkeys: ZUNIONSTORE, ZMPOP …) has no legacy
+            // triple that describes them: its keys are checked by the key finder's own
+            // tests.
+            let movable = spec
+                .info
+                .items()
+                .get(meta_node::info::FLAGS)
+                .is_some_and(|f| f.items().iter().any(|n| n.text() == Some("movablekeys")));
+            if movable {
+                continue;
+            }
             let counts = if spec.arity >= 0 {
                 spec.arity..spec.arity + 1
             } else {
