@@ -21,3 +21,4 @@ mod server_commands;
 mod soak;
 mod strings_diff;
 mod strings_keys;
+mod zsets_diff;
