@@ -9,11 +9,14 @@
 //!   walks it in both directions, as a listpack's back-lengths do). Lookups are linear
 //!   scans within those limits, as Redis's are. Like a listpack, which stores an integral
 //!   score as an integer, it keeps no negative zero: `-0` is stored as `0`.
-//! - **large** (`skiplist`): Redis's skiplist with spans (rank and range in O(log n + m)),
-//!   its nodes in one arena linked by `u32` indexes, each node's levels and member in one
-//!   allocation; and a member → node index: a chained hash table whose chains run through
-//!   the nodes, so it costs a `u32` bucket and a `u32` link per member. Its buckets are
-//!   what [`SortedSet::scan_step`] walks with Redis's reverse-binary cursor.
+//! - **large** (reported `skiplist`, Redis's name for it): an order-statistic B+tree —
+//!   leaves of up to 64 scores and element ids linked in order, inner nodes of up to 32
+//!   children with each one's element count and lowest element — for rank and range in
+//!   O(log n + m) with a few cache lines per level (a skiplist misses the cache at every
+//!   step); the elements in one arena, linked by `u32` indexes; and a member → element
+//!   index, a chained hash table whose chains run through the arena (a `u32` bucket and a
+//!   `u32` link per member). Its buckets are what [`SortedSet::scan_step`] walks with
+//!   Redis's reverse-binary cursor.
 //!
 //! A small set becomes large when a member would be one too many or too long, and never
 //! goes back, as in Redis; [`SortedSet::from_entries`] (the destination of a STORE
@@ -26,23 +29,16 @@
 use std::cmp::Ordering;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use foldhash::fast::RandomState;
 
-/// redis-server 7.0's `zset-max-listpack-entries`: more members make it a skiplist.
+/// redis-server 7.0's `zset-max-listpack-entries`: more members make it large (`skiplist`).
 pub const LISTPACK_ENTRIES: usize = 128;
-/// redis-server 7.0's `zset-max-listpack-value`: a longer member makes it a skiplist.
+/// redis-server 7.0's `zset-max-listpack-value`: a longer member makes it large.
 pub const LISTPACK_VALUE: usize = 64;
 
-/// Levels a skiplist node has at most (Redis's `ZSKIPLIST_MAXLEVEL`).
-const MAX_LEVEL: usize = 32;
-/// No node: the end of a level, of the backward links, of a hash chain.
+/// No element or node: the end of a list, of a hash chain.
 const NIL: u32 = u32::MAX;
-/// The skiplist's header node: always the first node of the arena.
-const HEAD: u32 = 0;
-/// Bytes of one level in a node's data: its forward link and its span, `u32` each.
-const LEVEL_BYTES: usize = 8;
 /// Bytes a small entry costs beyond its member: the length before and after it, the score.
 const ENTRY_OVERHEAD: usize = 10;
 /// Fewest hash buckets a large set keeps (it has more than 128 members anyway).
@@ -50,11 +46,15 @@ const MIN_BUCKETS: usize = 16;
 /// A large set's bucket array shrinks once fewer than one bucket in this many is used
 /// (Redis's `HASHTABLE_MIN_FILL` of 10%).
 const MIN_FILL: usize = 10;
-/// The arena is compacted once fewer than one node in this many is in use (so a set that
-/// shrank gives its memory back).
+/// The arenas are rebuilt once fewer than one element slot in this many is in use (so a
+/// set that shrank gives its memory back).
 const ARENA_MIN_FILL: usize = 4;
 /// Arenas smaller than this are never compacted.
 const ARENA_COMPACT_FLOOR: usize = 1024;
+/// An arena grows by one part in this many of its size (amortized O(1) still).
+const ARENA_GROWTH: usize = 4;
+/// An arena grows by at least this many slots.
+const ARENA_GROWTH_MIN: usize = 16;
 /// Bytes a sorted set costs before its members (its box and bookkeeping).
 const BASE: usize = 64;
 
@@ -67,13 +67,6 @@ fn hasher() -> &'static RandomState {
 
 fn hash(member: &[u8]) -> u64 {
     hasher().hash_one(member)
-}
-
-/// A fresh seed for a skiplist's level generator: random per process, different per set.
-fn level_seed() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, AtomicOrdering::Relaxed);
-    hasher().hash_one(n) | 1
 }
 
 /// Whether `(s1, m1)` sorts before `(s2, m2)`: by score, then by member. Scores compare as
@@ -235,7 +228,10 @@ pub struct NotANumber;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pos {
     rank: usize,
+    /// The small form's byte offset, or the large form's leaf.
     at: u32,
+    /// The large form's slot in its leaf.
+    slot: u32,
 }
 
 impl Pos {
@@ -256,7 +252,7 @@ enum Repr {
     /// A count byte and the entries (see the module's documentation); empty when the
     /// set is.
     Small(Box<[u8]>),
-    /// The skiplist and the member index.
+    /// The tree and the member index.
     Large(Box<Large>),
 }
 
@@ -381,123 +377,179 @@ fn lp_remove(buf: &[u8], from: usize, to: usize, n: usize) -> Box<[u8]> {
     out.into_boxed_slice()
 }
 
-// --- the large form ---
+// --- the large form: an order-statistic B+tree, and a member index ---
 
-/// A skiplist node in the arena. `data` holds its height, its levels (forward link and
-/// span, `u32` each) and its member; the header's member is empty. A free node has empty
-/// data and `next` links the free list.
+/// Entries a leaf holds at most.
+const LEAF: usize = 64;
+/// Children an inner node has at most.
+const FAN: usize = 32;
+/// A leaf with fewer entries than this (but the root) is merged with or refilled from a
+/// neighbour: every leaf stays at least a quarter full, which keeps the tree O(log n)
+/// deep and its memory proportional to its elements.
+const LEAF_MIN: usize = LEAF / 4;
+/// An inner node with fewer children than this (but the root) is merged or refilled.
+const FAN_MIN: usize = FAN / 4;
+/// Depth of the tree at most: a tree of quarter-full nodes holding 2^32 elements is less
+/// than half as deep.
+const MAX_DEPTH: usize = 24;
+
+/// An element: its score, its member, and the next element of its hash chain (or of the
+/// free list).
 #[derive(Clone, Debug)]
-struct Node {
+struct Elem {
     score: f64,
-    data: Box<[u8]>,
-    /// The previous node at level 0 (`NIL` for the first).
-    back: u32,
-    /// The next node in its hash chain (or in the free list).
+    member: Box<[u8]>,
     next: u32,
 }
 
-fn rd(d: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+/// A leaf: its elements' scores and ids in order, linked to its neighbours.
+#[derive(Clone, Debug)]
+struct Leaf {
+    n: u32,
+    prev: u32,
+    next: u32,
+    scores: [f64; LEAF],
+    ids: [u32; LEAF],
 }
 
-fn wr(d: &mut [u8], at: usize, v: u32) {
-    d[at..at + 4].copy_from_slice(&v.to_le_bytes());
+impl Leaf {
+    fn empty() -> Leaf {
+        Leaf {
+            n: 0,
+            prev: NIL,
+            next: NIL,
+            scores: [0.0; LEAF],
+            ids: [NIL; LEAF],
+        }
+    }
 }
 
-/// Redis's skiplist with spans, in an arena, and a chained hash index of its members.
+/// An inner node: its children, how many elements each holds, and each one's lowest
+/// element (score and id).
+#[derive(Clone, Debug)]
+struct Inner {
+    n: u32,
+    child: [u32; FAN],
+    count: [u32; FAN],
+    min_score: [f64; FAN],
+    min_id: [u32; FAN],
+}
+
+impl Inner {
+    fn empty() -> Inner {
+        Inner {
+            n: 0,
+            child: [NIL; FAN],
+            count: [0; FAN],
+            min_score: [0.0; FAN],
+            min_id: [NIL; FAN],
+        }
+    }
+
+    /// Elements under the children before `c`.
+    fn before(&self, c: usize) -> usize {
+        self.count[..c].iter().map(|&k| k as usize).sum()
+    }
+
+    /// Removes `k` entries from `at`.
+    fn remove(&mut self, at: usize, k: usize) {
+        let n = self.n as usize;
+        self.child.copy_within(at + k..n, at);
+        self.count.copy_within(at + k..n, at);
+        self.min_score.copy_within(at + k..n, at);
+        self.min_id.copy_within(at + k..n, at);
+        self.n -= k as u32;
+    }
+}
+
+/// The way down to a node: each inner node passed (from the root) and the child taken.
+#[derive(Clone, Copy)]
+struct Path {
+    steps: [(u32, usize); MAX_DEPTH],
+    len: usize,
+}
+
+impl Path {
+    fn new() -> Path {
+        Path {
+            steps: [(NIL, 0); MAX_DEPTH],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, node: u32, child: usize) {
+        self.steps[self.len] = (node, child);
+        self.len += 1;
+    }
+}
+
+/// The large form: elements in an arena, chained by member hash into buckets; their ids
+/// in an order-statistic B+tree ordered by (score, member) — leaves of up to [`LEAF`]
+/// scores and ids linked in order, inner nodes of up to [`FAN`] children with each
+/// child's element count and lowest element. Rank, position by rank and range bounds are
+/// one descent; ranges then walk the leaves.
 #[derive(Clone, Debug)]
 struct Large {
-    nodes: Vec<Node>,
+    elems: Vec<Elem>,
+    free_elem: u32,
     /// Chain heads; a power of two of them.
     buckets: Box<[u32]>,
-    /// Head of the free list.
-    free: u32,
+    leaves: Vec<Leaf>,
+    free_leaf: u32,
+    inners: Vec<Inner>,
+    free_inner: u32,
+    root: u32,
+    /// Inner levels above the leaves (0: the root is a leaf).
+    height: usize,
+    first_leaf: u32,
+    last_leaf: u32,
     len: u32,
-    /// Levels in use (at least 1).
-    level: u8,
-    tail: u32,
-    /// Bytes of the live nodes' data.
+    /// Bytes of the members.
     bytes: usize,
-    /// The level generator's state (xorshift).
-    rng: u64,
 }
 
 impl Large {
-    /// An empty skiplist with room for `capacity` members.
+    /// An empty tree with room for `capacity` members.
     fn new(capacity: usize) -> Large {
-        let mut head = vec![0u8; 1 + MAX_LEVEL * LEVEL_BYTES];
-        head[0] = MAX_LEVEL as u8;
-        for i in 0..MAX_LEVEL {
-            wr(&mut head, 1 + i * LEVEL_BYTES, NIL);
-        }
-        let mut nodes = Vec::with_capacity(capacity + 1);
-        nodes.push(Node {
-            score: 0.0,
-            data: head.into_boxed_slice(),
-            back: NIL,
-            next: NIL,
-        });
+        let mut leaves = Vec::with_capacity(capacity.div_ceil(LEAF).max(1));
+        leaves.push(Leaf::empty());
         Large {
-            nodes,
+            elems: Vec::with_capacity(capacity),
+            free_elem: NIL,
             buckets: vec![NIL; bucket_count(capacity)].into_boxed_slice(),
-            free: NIL,
+            leaves,
+            free_leaf: NIL,
+            inners: Vec::new(),
+            free_inner: NIL,
+            root: 0,
+            height: 0,
+            first_leaf: 0,
+            last_leaf: 0,
             len: 0,
-            level: 1,
-            tail: NIL,
             bytes: 0,
-            rng: level_seed(),
         }
     }
 
-    fn node(&self, n: u32) -> &Node {
-        &self.nodes[n as usize]
+    fn score(&self, id: u32) -> f64 {
+        self.elems[id as usize].score
     }
 
-    fn fwd(&self, n: u32, i: usize) -> u32 {
-        rd(&self.node(n).data, 1 + i * LEVEL_BYTES)
+    fn member(&self, id: u32) -> &[u8] {
+        &self.elems[id as usize].member
     }
 
-    fn span(&self, n: u32, i: usize) -> u32 {
-        rd(&self.node(n).data, 5 + i * LEVEL_BYTES)
+    /// Whether `(score, member)` sorts before the element `id` of score `s` (its member is
+    /// read only on a tie).
+    fn key_before(&self, score: f64, member: &[u8], s: f64, id: u32) -> bool {
+        score < s || (score == s && member < self.member(id))
     }
 
-    fn set_fwd(&mut self, n: u32, i: usize, v: u32) {
-        wr(&mut self.nodes[n as usize].data, 1 + i * LEVEL_BYTES, v);
+    fn leaf(&self, l: u32) -> &Leaf {
+        &self.leaves[l as usize]
     }
 
-    fn set_span(&mut self, n: u32, i: usize, v: u32) {
-        wr(&mut self.nodes[n as usize].data, 5 + i * LEVEL_BYTES, v);
-    }
-
-    fn height(&self, n: u32) -> usize {
-        usize::from(self.node(n).data[0])
-    }
-
-    fn member(&self, n: u32) -> &[u8] {
-        let d = &self.node(n).data;
-        &d[1 + usize::from(d[0]) * LEVEL_BYTES..]
-    }
-
-    fn score(&self, n: u32) -> f64 {
-        self.node(n).score
-    }
-
-    fn first(&self) -> u32 {
-        self.fwd(HEAD, 0)
-    }
-
-    /// Redis's `zslRandomLevel`: each further level with probability 1/4.
-    fn random_level(&mut self) -> usize {
-        let mut level = 1;
-        loop {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            if level >= MAX_LEVEL || (self.rng >> 48) & 0xFFFF >= 0x4000 {
-                return level;
-            }
-            level += 1;
-        }
+    fn inner(&self, i: u32) -> &Inner {
+        &self.inners[i as usize]
     }
 
     // --- the member index ---
@@ -506,36 +558,37 @@ impl Large {
         (h as usize) & (self.buckets.len() - 1)
     }
 
-    /// The node of `member`, or `NIL`.
+    /// The element of `member`, or `NIL`.
     fn find(&self, member: &[u8]) -> u32 {
-        let mut n = self.buckets[self.bucket(hash(member))];
-        while n != NIL {
-            if self.member(n) == member {
-                return n;
+        let mut e = self.buckets[self.bucket(hash(member))];
+        while e != NIL {
+            let elem = &self.elems[e as usize];
+            if *elem.member == *member {
+                return e;
             }
-            n = self.node(n).next;
+            e = elem.next;
         }
         NIL
     }
 
-    fn index(&mut self, n: u32) {
-        let b = self.bucket(hash(self.member(n)));
-        self.nodes[n as usize].next = self.buckets[b];
-        self.buckets[b] = n;
+    fn index(&mut self, id: u32) {
+        let b = self.bucket(hash(self.member(id)));
+        self.elems[id as usize].next = self.buckets[b];
+        self.buckets[b] = id;
     }
 
-    fn unindex(&mut self, n: u32) {
-        let b = self.bucket(hash(self.member(n)));
-        let after = self.node(n).next;
-        if self.buckets[b] == n {
+    fn unindex(&mut self, id: u32) {
+        let b = self.bucket(hash(self.member(id)));
+        let after = self.elems[id as usize].next;
+        if self.buckets[b] == id {
             self.buckets[b] = after;
             return;
         }
         let mut c = self.buckets[b];
         while c != NIL {
-            let next = self.node(c).next;
-            if next == n {
-                self.nodes[c as usize].next = after;
+            let next = self.elems[c as usize].next;
+            if next == id {
+                self.elems[c as usize].next = after;
                 return;
             }
             c = next;
@@ -545,296 +598,649 @@ impl Large {
     /// Rebuilds the index with `size` buckets.
     fn rehash(&mut self, size: usize) {
         self.buckets = vec![NIL; size].into_boxed_slice();
-        let mut n = self.first();
-        while n != NIL {
-            self.index(n);
-            n = self.fwd(n, 0);
+        let mut leaf = self.first_leaf;
+        while leaf != NIL {
+            for slot in 0..self.leaf(leaf).n as usize {
+                let id = self.leaf(leaf).ids[slot];
+                self.index(id);
+            }
+            leaf = self.leaf(leaf).next;
         }
     }
 
-    // --- the arena ---
+    // --- the arenas ---
 
-    fn alloc(&mut self, score: f64, member: &[u8]) -> u32 {
-        let height = self.random_level();
-        let mut data = Vec::with_capacity(1 + height * LEVEL_BYTES + member.len());
-        data.push(height as u8);
-        data.resize(1 + height * LEVEL_BYTES, 0);
-        data.extend_from_slice(member);
-        let data = data.into_boxed_slice();
-        self.bytes += data.len();
-        let node = Node {
+    fn alloc_elem(&mut self, score: f64, member: &[u8]) -> u32 {
+        let elem = Elem {
             score,
-            data,
-            back: NIL,
+            member: member.into(),
             next: NIL,
         };
-        if self.free == NIL {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as u32
+        self.bytes += member.len();
+        if self.free_elem == NIL {
+            push_arena(&mut self.elems, elem)
         } else {
-            let n = self.free;
-            self.free = self.node(n).next;
-            self.nodes[n as usize] = node;
-            n
+            let id = self.free_elem;
+            self.free_elem = self.elems[id as usize].next;
+            self.elems[id as usize] = elem;
+            id
         }
     }
 
-    fn release(&mut self, n: u32) {
-        let free = self.free;
-        let node = &mut self.nodes[n as usize];
-        self.bytes -= node.data.len();
-        node.data = Box::default();
-        node.next = free;
-        self.free = n;
+    fn release_elem(&mut self, id: u32) {
+        let free = self.free_elem;
+        let e = &mut self.elems[id as usize];
+        self.bytes -= e.member.len();
+        e.member = Box::default();
+        e.next = free;
+        self.free_elem = id;
     }
 
-    // --- the skiplist (Redis's zsl* functions) ---
-
-    /// Links the node `n` (allocated, with its score and member) into the skiplist
-    /// (`zslInsert`).
-    fn link(&mut self, n: u32) {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut rank = [0u32; MAX_LEVEL];
-        let score = self.score(n);
-        let top = usize::from(self.level);
-        let mut x = HEAD;
-        for i in (0..top).rev() {
-            rank[i] = if i == top - 1 { 0 } else { rank[i + 1] };
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL && before(self.score(f), self.member(f), score, self.member(n)) {
-                    rank[i] += self.span(x, i);
-                    x = f;
-                } else {
-                    break;
-                }
-            }
-            update[i] = x;
-        }
-        let level = self.height(n);
-        if level > top {
-            for i in top..level {
-                rank[i] = 0;
-                update[i] = HEAD;
-                self.set_span(HEAD, i, self.len);
-            }
-            self.level = level as u8;
-        }
-        for i in 0..level {
-            let u = update[i];
-            self.set_fwd(n, i, self.fwd(u, i));
-            self.set_fwd(u, i, n);
-            self.set_span(n, i, self.span(u, i) - (rank[0] - rank[i]));
-            self.set_span(u, i, rank[0] - rank[i] + 1);
-        }
-        for (i, &u) in update
-            .iter()
-            .enumerate()
-            .take(usize::from(self.level))
-            .skip(level)
-        {
-            self.set_span(u, i, self.span(u, i) + 1);
-        }
-        self.nodes[n as usize].back = if update[0] == HEAD { NIL } else { update[0] };
-        let f0 = self.fwd(n, 0);
-        if f0 == NIL {
-            self.tail = n;
+    fn alloc_leaf(&mut self) -> u32 {
+        if self.free_leaf == NIL {
+            push_arena(&mut self.leaves, Leaf::empty())
         } else {
-            self.nodes[f0 as usize].back = n;
+            let l = self.free_leaf;
+            self.free_leaf = self.leaf(l).next;
+            self.leaves[l as usize] = Leaf::empty();
+            l
         }
-        self.len += 1;
     }
 
-    /// The last node at each level before `(score, member)`; returns the node after
-    /// them at level 0.
-    fn path(&self, score: f64, member: &[u8], update: &mut [u32; MAX_LEVEL]) -> u32 {
-        let mut x = HEAD;
-        for i in (0..usize::from(self.level)).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL && before(self.score(f), self.member(f), score, member) {
-                    x = f;
-                } else {
-                    break;
-                }
-            }
-            update[i] = x;
-        }
-        self.fwd(x, 0)
+    fn release_leaf(&mut self, l: u32) {
+        let leaf = &mut self.leaves[l as usize];
+        leaf.n = 0;
+        leaf.next = self.free_leaf;
+        self.free_leaf = l;
     }
 
-    /// Unlinks `x`, given the path to it (`zslDeleteNode`).
-    fn unlink(&mut self, x: u32, update: &[u32; MAX_LEVEL]) {
-        for (i, &u) in update.iter().enumerate().take(usize::from(self.level)) {
-            if self.fwd(u, i) == x {
-                self.set_span(u, i, self.span(u, i) + self.span(x, i) - 1);
-                self.set_fwd(u, i, self.fwd(x, i));
+    fn alloc_inner(&mut self) -> u32 {
+        if self.free_inner == NIL {
+            push_arena(&mut self.inners, Inner::empty())
+        } else {
+            let i = self.free_inner;
+            self.free_inner = self.inner(i).child[0];
+            self.inners[i as usize] = Inner::empty();
+            i
+        }
+    }
+
+    fn release_inner(&mut self, i: u32) {
+        let inner = &mut self.inners[i as usize];
+        inner.n = 0;
+        inner.child[0] = self.free_inner;
+        self.free_inner = i;
+    }
+
+    // --- nodes of either kind, by height (0: a leaf) ---
+
+    fn size(&self, node: u32, h: usize) -> usize {
+        if h == 0 {
+            self.leaf(node).n as usize
+        } else {
+            self.inner(node).n as usize
+        }
+    }
+
+    fn capacity(h: usize) -> usize {
+        if h == 0 { LEAF } else { FAN }
+    }
+
+    /// Elements under `node`.
+    fn total(&self, node: u32, h: usize) -> u32 {
+        if h == 0 {
+            self.leaf(node).n
+        } else {
+            let i = self.inner(node);
+            i.count[..i.n as usize].iter().sum()
+        }
+    }
+
+    /// The lowest element under `node`: score and id (`NIL` when it is empty).
+    fn min_of(&self, node: u32, h: usize) -> (f64, u32) {
+        if h == 0 {
+            let l = self.leaf(node);
+            if l.n == 0 {
+                (0.0, NIL)
             } else {
-                self.set_span(u, i, self.span(u, i) - 1);
+                (l.scores[0], l.ids[0])
+            }
+        } else {
+            let i = self.inner(node);
+            (i.min_score[0], i.min_id[0])
+        }
+    }
+
+    /// The child of `node` whose range holds `(score, member)`: the last whose lowest
+    /// element does not sort after it (the first child when every one does).
+    fn route(&self, node: u32, score: f64, member: &[u8]) -> usize {
+        let i = self.inner(node);
+        let (mut lo, mut hi) = (1usize, i.n as usize);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key_before(score, member, i.min_score[mid], i.min_id[mid]) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        let f0 = self.fwd(x, 0);
-        let back = self.node(x).back;
-        if f0 == NIL {
-            self.tail = back;
-        } else {
-            self.nodes[f0 as usize].back = back;
-        }
-        while self.level > 1 && self.fwd(HEAD, usize::from(self.level) - 1) == NIL {
-            self.level -= 1;
-        }
-        self.len -= 1;
+        lo - 1
     }
+
+    /// In a leaf, the first slot whose element does not sort before `(score, member)`.
+    fn leaf_slot(&self, leaf: u32, score: f64, member: &[u8]) -> usize {
+        let l = self.leaf(leaf);
+        let (mut lo, mut hi) = (0usize, l.n as usize);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if before(l.scores[mid], self.member(l.ids[mid]), score, member) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    // --- insertion ---
 
     fn insert(&mut self, member: &[u8], score: f64) {
-        let n = self.alloc(score, member);
-        self.link(n);
-        self.index(n);
+        let id = self.alloc_elem(score, member);
+        self.index(id);
+        self.link(id);
         if self.len as usize > self.buckets.len() {
             self.rehash(self.buckets.len() * 2);
         }
     }
 
-    /// Gives `n` a new score (`zslUpdateScore`): in place when it keeps its place,
-    /// else unlinked and linked again (keeping its height).
-    fn update(&mut self, n: u32, score: f64) {
-        let back = self.node(n).back;
-        let f0 = self.fwd(n, 0);
-        if (back == NIL || self.score(back) < score) && (f0 == NIL || self.score(f0) > score) {
-            self.nodes[n as usize].score = score;
-            return;
+    /// Puts the element `id` into the tree, down from the root, splitting each full node
+    /// on the way first (so that its parent always has room for the new half).
+    fn link(&mut self, id: u32) {
+        let score = self.score(id);
+        if self.size(self.root, self.height) == Large::capacity(self.height) {
+            self.grow_root();
         }
-        let mut update = [HEAD; MAX_LEVEL];
-        self.path(self.score(n), self.member(n), &mut update);
-        self.unlink(n, &update);
-        self.nodes[n as usize].score = score;
-        self.link(n);
-    }
-
-    /// Removes `n` from the skiplist and the index, and frees it.
-    fn delete(&mut self, n: u32) {
-        let mut update = [HEAD; MAX_LEVEL];
-        self.path(self.score(n), self.member(n), &mut update);
-        self.unlink(n, &update);
-        self.unindex(n);
-        self.release(n);
-        self.shrink();
-    }
-
-    /// Removes the elements of ranks `start..=end` (1-based; `zslDeleteRangeByRank`).
-    fn delete_ranks(&mut self, start: u32, end: u32) -> usize {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut traversed = 0u32;
-        let mut x = HEAD;
-        for i in (0..usize::from(self.level)).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL && traversed + self.span(x, i) < start {
-                    traversed += self.span(x, i);
-                    x = f;
-                } else {
-                    break;
+        let mut node = self.root;
+        let mut h = self.height;
+        while h > 0 {
+            let mut c = self.route(node, score, self.member(id));
+            let child = self.inner(node).child[c];
+            if self.size(child, h - 1) == Large::capacity(h - 1) {
+                self.split(node, c, h - 1, score, id);
+                let i = self.inner(node);
+                if !self.key_before(score, self.member(id), i.min_score[c + 1], i.min_id[c + 1]) {
+                    c += 1;
                 }
             }
-            update[i] = x;
+            let new_min = c == 0 && {
+                let i = self.inner(node);
+                self.key_before(score, self.member(id), i.min_score[0], i.min_id[0])
+            };
+            let inner = &mut self.inners[node as usize];
+            inner.count[c] += 1;
+            if new_min {
+                inner.min_score[0] = score;
+                inner.min_id[0] = id;
+            }
+            node = inner.child[c];
+            h -= 1;
         }
-        traversed += 1;
-        x = self.fwd(x, 0);
-        let mut removed = 0;
-        while x != NIL && traversed <= end {
-            let next = self.fwd(x, 0);
-            self.unlink(x, &update);
-            self.unindex(x);
-            self.release(x);
-            removed += 1;
-            traversed += 1;
-            x = next;
-        }
-        self.shrink();
-        removed
+        let slot = self.leaf_slot(node, score, self.member(id));
+        let l = &mut self.leaves[node as usize];
+        let n = l.n as usize;
+        l.scores.copy_within(slot..n, slot + 1);
+        l.ids.copy_within(slot..n, slot + 1);
+        l.scores[slot] = score;
+        l.ids[slot] = id;
+        l.n += 1;
+        self.len += 1;
     }
 
-    /// Gives memory back after removals: fewer buckets, and a compacted arena.
+    /// A new root above the old one.
+    fn grow_root(&mut self) {
+        let (old, h) = (self.root, self.height);
+        let (min_score, min_id) = self.min_of(old, h);
+        let total = self.total(old, h);
+        let root = self.alloc_inner();
+        let r = &mut self.inners[root as usize];
+        r.n = 1;
+        r.child[0] = old;
+        r.count[0] = total;
+        r.min_score[0] = min_score;
+        r.min_id[0] = min_id;
+        self.root = root;
+        self.height += 1;
+    }
+
+    /// Splits the full child `c` of `p` (of height `h`) in two, the new half after it. The
+    /// last leaf, when `(score, id)` would be appended to it, keeps all but its last entry
+    /// (so that ascending inserts fill their leaves, and only the last leaf may be less
+    /// than a quarter full); any other node is halved.
+    fn split(&mut self, p: u32, c: usize, h: usize, score: f64, id: u32) {
+        let child = self.inner(p).child[c];
+        let (right, moved) = if h == 0 {
+            let last = LEAF - 1;
+            let l = self.leaf(child);
+            // Only the last leaf: a small leaf in the middle could stay small.
+            let appends = l.next == NIL
+                && !self.key_before(score, self.member(id), l.scores[last], l.ids[last]);
+            let at = if appends { last } else { LEAF / 2 };
+            let r = self.alloc_leaf();
+            let (scores, ids, next) = {
+                let l = self.leaf(child);
+                (l.scores, l.ids, l.next)
+            };
+            let k = LEAF - at;
+            let rl = &mut self.leaves[r as usize];
+            rl.scores[..k].copy_from_slice(&scores[at..]);
+            rl.ids[..k].copy_from_slice(&ids[at..]);
+            rl.n = k as u32;
+            rl.prev = child;
+            rl.next = next;
+            let l = &mut self.leaves[child as usize];
+            l.n = at as u32;
+            l.next = r;
+            if next == NIL {
+                self.last_leaf = r;
+            } else {
+                self.leaves[next as usize].prev = r;
+            }
+            (r, k as u32)
+        } else {
+            let at = FAN / 2;
+            let r = self.alloc_inner();
+            let src = self.inner(child).clone();
+            let k = FAN - at;
+            let ri = &mut self.inners[r as usize];
+            ri.child[..k].copy_from_slice(&src.child[at..]);
+            ri.count[..k].copy_from_slice(&src.count[at..]);
+            ri.min_score[..k].copy_from_slice(&src.min_score[at..]);
+            ri.min_id[..k].copy_from_slice(&src.min_id[at..]);
+            ri.n = k as u32;
+            self.inners[child as usize].n = at as u32;
+            (r, src.count[at..].iter().sum())
+        };
+        let (min_score, min_id) = self.min_of(right, h);
+        let pi = &mut self.inners[p as usize];
+        let n = pi.n as usize;
+        pi.child.copy_within(c + 1..n, c + 2);
+        pi.count.copy_within(c + 1..n, c + 2);
+        pi.min_score.copy_within(c + 1..n, c + 2);
+        pi.min_id.copy_within(c + 1..n, c + 2);
+        pi.child[c + 1] = right;
+        pi.count[c + 1] = moved;
+        pi.min_score[c + 1] = min_score;
+        pi.min_id[c + 1] = min_id;
+        pi.count[c] -= moved;
+        pi.n += 1;
+    }
+
+    // --- lookups by key and by rank ---
+
+    /// The leaf and slot of the element `id`, with the path to its leaf.
+    fn locate(&self, id: u32, path: &mut Path) -> (u32, usize) {
+        let (score, member) = (self.score(id), self.member(id));
+        let mut node = self.root;
+        for _ in 0..self.height {
+            let c = self.route(node, score, member);
+            path.push(node, c);
+            node = self.inner(node).child[c];
+        }
+        (node, self.leaf_slot(node, score, member))
+    }
+
+    /// The rank (0-based) of the element `id`.
+    fn rank_of(&self, id: u32) -> usize {
+        let (score, member) = (self.score(id), self.member(id));
+        let mut rank = 0;
+        let mut node = self.root;
+        for _ in 0..self.height {
+            let c = self.route(node, score, member);
+            rank += self.inner(node).before(c);
+            node = self.inner(node).child[c];
+        }
+        rank + self.leaf_slot(node, score, member)
+    }
+
+    /// The leaf and slot of rank `rank` (0-based, below the length), with the path.
+    fn at_rank(&self, mut rank: usize, path: &mut Path) -> (u32, usize) {
+        let mut node = self.root;
+        for _ in 0..self.height {
+            let i = self.inner(node);
+            let mut c = 0;
+            while c + 1 < i.n as usize && rank >= i.count[c] as usize {
+                rank -= i.count[c] as usize;
+                c += 1;
+            }
+            path.push(node, c);
+            node = i.child[c];
+        }
+        (node, rank)
+    }
+
+    /// The first element for which `holds` is true, given that it is false for some first
+    /// elements and true for the rest: its leaf, slot and rank.
+    fn first_where(&self, holds: impl Fn(f64, u32) -> bool) -> Option<(u32, usize, usize)> {
+        let mut node = self.root;
+        let mut rank = 0;
+        for _ in 0..self.height {
+            let i = self.inner(node);
+            let (mut lo, mut hi) = (1usize, i.n as usize);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if holds(i.min_score[mid], i.min_id[mid]) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            rank += i.before(lo - 1);
+            node = i.child[lo - 1];
+        }
+        let l = self.leaf(node);
+        let n = l.n as usize;
+        let slot = (0..n)
+            .position(|s| holds(l.scores[s], l.ids[s]))
+            .unwrap_or(n);
+        if slot < n {
+            Some((node, slot, rank + slot))
+        } else if l.next != NIL {
+            Some((l.next, 0, rank + n))
+        } else {
+            None
+        }
+    }
+
+    /// The last element for which `holds` is true, given that it is true for some first
+    /// elements and false for the rest.
+    fn last_where(&self, holds: impl Fn(f64, u32) -> bool) -> Option<(u32, usize, usize)> {
+        let mut node = self.root;
+        let mut rank = 0;
+        for _ in 0..self.height {
+            let i = self.inner(node);
+            let (mut lo, mut hi) = (1usize, i.n as usize);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if holds(i.min_score[mid], i.min_id[mid]) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            rank += i.before(lo - 1);
+            node = i.child[lo - 1];
+        }
+        let l = self.leaf(node);
+        let n = l.n as usize;
+        let held = (0..n)
+            .position(|s| !holds(l.scores[s], l.ids[s]))
+            .unwrap_or(n);
+        if held > 0 {
+            Some((node, held - 1, rank + held - 1))
+        } else if l.prev != NIL && rank > 0 {
+            let prev = self.leaf(l.prev);
+            Some((l.prev, prev.n as usize - 1, rank - 1))
+        } else {
+            None
+        }
+    }
+
+    // --- removal ---
+
+    /// Takes the element `id` out of the tree (it stays in the arena and the index).
+    fn unlink(&mut self, id: u32) {
+        let mut path = Path::new();
+        let (leaf, slot) = self.locate(id, &mut path);
+        self.remove_slots(&mut path, leaf, slot, 1);
+    }
+
+    /// Removes `k` entries of `leaf` from `slot` on (the path leads to it), then keeps the
+    /// tree's invariants: counts, lowest elements, fill.
+    fn remove_slots(&mut self, path: &mut Path, leaf: u32, slot: usize, k: usize) {
+        let l = &mut self.leaves[leaf as usize];
+        let n = l.n as usize;
+        l.scores.copy_within(slot + k..n, slot);
+        l.ids.copy_within(slot + k..n, slot);
+        l.n -= k as u32;
+        for &(node, c) in &path.steps[..path.len] {
+            self.inners[node as usize].count[c] -= k as u32;
+        }
+        self.len -= k as u32;
+        if slot == 0 {
+            self.refresh_min(path, path.len);
+        }
+        self.rebalance(path, leaf);
+    }
+
+    /// The node at depth `depth` of `path` has a new lowest element: its parent's entry
+    /// for it, and up while it is a first child.
+    fn refresh_min(&mut self, path: &Path, depth: usize) {
+        for k in (0..depth).rev() {
+            let (p, c) = path.steps[k];
+            let child = self.inner(p).child[c];
+            let (score, id) = self.min_of(child, self.height - k - 1);
+            let pi = &mut self.inners[p as usize];
+            pi.min_score[c] = score;
+            pi.min_id[c] = id;
+            if c != 0 {
+                break;
+            }
+        }
+    }
+
+    /// After removals from `node` (at the end of `path`): merges it with a neighbour or
+    /// refills it from one while it is too small, up to the root; a root left with one
+    /// child gives way to it.
+    fn rebalance(&mut self, path: &mut Path, mut node: u32) {
+        loop {
+            let depth = path.len;
+            let h = self.height - depth;
+            if depth == 0 {
+                if h > 0 && self.inner(node).n == 1 {
+                    let child = self.inner(node).child[0];
+                    self.release_inner(node);
+                    self.root = child;
+                    self.height -= 1;
+                    node = child;
+                    continue;
+                }
+                return;
+            }
+            let min = if h == 0 { LEAF_MIN } else { FAN_MIN };
+            if self.size(node, h) >= min {
+                return;
+            }
+            let (p, c) = path.steps[depth - 1];
+            let siblings = self.inner(p).n as usize;
+            if siblings < 2 {
+                return;
+            }
+            let left = if c + 1 < siblings { c } else { c - 1 };
+            let (l, r) = (self.inner(p).child[left], self.inner(p).child[left + 1]);
+            if self.size(l, h) + self.size(r, h) <= Large::capacity(h) {
+                self.merge(p, left, h);
+            } else {
+                self.redistribute(p, left, h);
+            }
+            path.steps[depth - 1] = (p, left);
+            self.refresh_min(path, depth);
+            path.len = depth - 1;
+            node = p;
+        }
+    }
+
+    /// Moves the child `i + 1` of `p` (of height `h`) into the child `i`.
+    fn merge(&mut self, p: u32, i: usize, h: usize) {
+        let (l, r) = (self.inner(p).child[i], self.inner(p).child[i + 1]);
+        if h == 0 {
+            let src = self.leaf(r).clone();
+            let dst = &mut self.leaves[l as usize];
+            let (at, k) = (dst.n as usize, src.n as usize);
+            dst.scores[at..at + k].copy_from_slice(&src.scores[..k]);
+            dst.ids[at..at + k].copy_from_slice(&src.ids[..k]);
+            dst.n += src.n;
+            dst.next = src.next;
+            if src.next == NIL {
+                self.last_leaf = l;
+            } else {
+                self.leaves[src.next as usize].prev = l;
+            }
+            self.release_leaf(r);
+        } else {
+            let src = self.inner(r).clone();
+            let dst = &mut self.inners[l as usize];
+            let (at, k) = (dst.n as usize, src.n as usize);
+            dst.child[at..at + k].copy_from_slice(&src.child[..k]);
+            dst.count[at..at + k].copy_from_slice(&src.count[..k]);
+            dst.min_score[at..at + k].copy_from_slice(&src.min_score[..k]);
+            dst.min_id[at..at + k].copy_from_slice(&src.min_id[..k]);
+            dst.n += src.n;
+            self.release_inner(r);
+        }
+        let pi = &mut self.inners[p as usize];
+        pi.count[i] += pi.count[i + 1];
+        pi.remove(i + 1, 1);
+    }
+
+    /// Evens out the children `i` and `i + 1` of `p` (of height `h`).
+    fn redistribute(&mut self, p: u32, i: usize, h: usize) {
+        let (l, r) = (self.inner(p).child[i], self.inner(p).child[i + 1]);
+        let (nl, nr) = (self.size(l, h), self.size(r, h));
+        let half = (nl + nr) / 2;
+        if h == 0 {
+            let (mut a, mut b) = (self.leaf(l).clone(), self.leaf(r).clone());
+            let (sa, sb) = redistribute_arrays(&mut a.scores, &mut b.scores, nl, nr, half);
+            redistribute_arrays(&mut a.ids, &mut b.ids, nl, nr, half);
+            a.n = sa as u32;
+            b.n = sb as u32;
+            self.leaves[l as usize] = a;
+            self.leaves[r as usize] = b;
+        } else {
+            let (mut a, mut b) = (self.inner(l).clone(), self.inner(r).clone());
+            let (sa, sb) = redistribute_arrays(&mut a.child, &mut b.child, nl, nr, half);
+            redistribute_arrays(&mut a.count, &mut b.count, nl, nr, half);
+            redistribute_arrays(&mut a.min_score, &mut b.min_score, nl, nr, half);
+            redistribute_arrays(&mut a.min_id, &mut b.min_id, nl, nr, half);
+            a.n = sa as u32;
+            b.n = sb as u32;
+            self.inners[l as usize] = a;
+            self.inners[r as usize] = b;
+        }
+        let (cl, cr) = (self.total(l, h), self.total(r, h));
+        let (min_score, min_id) = self.min_of(r, h);
+        let pi = &mut self.inners[p as usize];
+        pi.count[i] = cl;
+        pi.count[i + 1] = cr;
+        pi.min_score[i + 1] = min_score;
+        pi.min_id[i + 1] = min_id;
+    }
+
+    /// Gives `id` a new score: in place when it keeps its place in its leaf, else taken
+    /// out and put back.
+    fn update(&mut self, id: u32, score: f64) {
+        let mut path = Path::new();
+        let (leaf, slot) = self.locate(id, &mut path);
+        let l = self.leaf(leaf);
+        let n = l.n as usize;
+        let member = self.member(id);
+        let after_prev = slot > 0
+            && before(
+                l.scores[slot - 1],
+                self.member(l.ids[slot - 1]),
+                score,
+                member,
+            );
+        let before_next =
+            slot + 1 < n && self.key_before(score, member, l.scores[slot + 1], l.ids[slot + 1]);
+        if after_prev && before_next {
+            self.leaves[leaf as usize].scores[slot] = score;
+            self.elems[id as usize].score = score;
+            return;
+        }
+        self.remove_slots(&mut path, leaf, slot, 1);
+        self.elems[id as usize].score = score;
+        self.link(id);
+    }
+
+    /// Removes the element `id` for good.
+    fn delete(&mut self, id: u32) {
+        self.unlink(id);
+        self.unindex(id);
+        self.release_elem(id);
+        self.shrink();
+    }
+
+    /// Removes the elements of ranks `start..=end` (0-based, within the set): a leaf's
+    /// worth per descent.
+    fn delete_ranks(&mut self, start: usize, end: usize) -> usize {
+        let mut left = end - start + 1;
+        while left > 0 {
+            let mut path = Path::new();
+            let (leaf, slot) = self.at_rank(start, &mut path);
+            let k = left.min(self.leaf(leaf).n as usize - slot);
+            for s in slot..slot + k {
+                let id = self.leaf(leaf).ids[s];
+                self.unindex(id);
+                self.release_elem(id);
+            }
+            self.remove_slots(&mut path, leaf, slot, k);
+            left -= k;
+        }
+        self.shrink();
+        end - start + 1
+    }
+
+    /// Gives memory back after removals: fewer buckets, and compacted arenas.
     fn shrink(&mut self) {
         let len = self.len as usize;
         if self.buckets.len() > MIN_BUCKETS && len * MIN_FILL < self.buckets.len() {
             self.rehash(bucket_count(len));
         }
-        if self.nodes.len() > ARENA_COMPACT_FLOOR && len * ARENA_MIN_FILL < self.nodes.len() {
+        if self.elems.len() > ARENA_COMPACT_FLOOR && len * ARENA_MIN_FILL < self.elems.len() {
             let mut compact = Large::new(len);
-            let mut n = self.first();
-            while n != NIL {
-                compact.insert(self.member(n), self.score(n));
-                n = self.fwd(n, 0);
+            let mut leaf = self.first_leaf;
+            while leaf != NIL {
+                let l = self.leaf(leaf);
+                for s in 0..l.n as usize {
+                    compact.insert(self.member(l.ids[s]), l.scores[s]);
+                }
+                leaf = l.next;
             }
             *self = compact;
         }
     }
+}
 
-    /// The 1-based rank of `n` (`zslGetRank`).
-    fn rank_of(&self, n: u32) -> usize {
-        let (score, member) = (self.score(n), self.member(n));
-        let mut rank = 0usize;
-        let mut x = HEAD;
-        for i in (0..usize::from(self.level)).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL
-                    && (self.score(f) < score
-                        || (self.score(f) == score && self.member(f) <= member))
-                {
-                    rank += self.span(x, i) as usize;
-                    x = f;
-                } else {
-                    break;
-                }
-            }
-            if x == n {
-                return rank;
-            }
-        }
-        rank
+/// Pushes onto an arena, growing it by a quarter at a time: a doubling `Vec` may leave
+/// half its room unused, and the arenas of a large set are large. Returns the index.
+fn push_arena<T>(arena: &mut Vec<T>, item: T) -> u32 {
+    if arena.len() == arena.capacity() {
+        arena.reserve_exact(arena.capacity() / ARENA_GROWTH + ARENA_GROWTH_MIN);
     }
+    arena.push(item);
+    (arena.len() - 1) as u32
+}
 
-    /// The node of 1-based rank `rank` (`zslGetElementByRank`).
-    fn at_rank(&self, rank: usize) -> u32 {
-        let mut traversed = 0usize;
-        let mut x = HEAD;
-        for i in (0..usize::from(self.level)).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL && traversed + self.span(x, i) as usize <= rank {
-                    traversed += self.span(x, i) as usize;
-                    x = f;
-                } else {
-                    break;
-                }
-            }
-            if traversed == rank {
-                return x;
-            }
-        }
-        NIL
+/// Moves entries between two neighbouring arrays of `nl` and `nr` entries so that the
+/// first holds `half` of them: from the front of the second to the end of the first, or
+/// from the end of the first to the front of the second. Returns the new sizes.
+fn redistribute_arrays<T: Copy, const N: usize>(
+    a: &mut [T; N],
+    b: &mut [T; N],
+    nl: usize,
+    nr: usize,
+    half: usize,
+) -> (usize, usize) {
+    if nl < half {
+        let k = half - nl;
+        a[nl..half].copy_from_slice(&b[..k]);
+        b.copy_within(k..nr, 0);
+    } else {
+        let k = nl - half;
+        b.copy_within(0..nr, k);
+        b[..k].copy_from_slice(&a[half..nl]);
     }
-
-    /// Goes forward from the header while `skip` holds for the next node at each level;
-    /// returns the last node passed (the header when none) and its 1-based rank.
-    fn walk(&self, skip: impl Fn(u32) -> bool) -> (u32, usize) {
-        let mut rank = 0usize;
-        let mut x = HEAD;
-        for i in (0..usize::from(self.level)).rev() {
-            loop {
-                let f = self.fwd(x, i);
-                if f != NIL && skip(f) {
-                    rank += self.span(x, i) as usize;
-                    x = f;
-                } else {
-                    break;
-                }
-            }
-        }
-        (x, rank)
-    }
+    (half, nl + nr - half)
 }
 
 /// The bucket count for `n` members: the next power of two, at least [`MIN_BUCKETS`].
@@ -861,8 +1267,8 @@ impl SortedSet {
         match &self.repr {
             Repr::Small(b) => lp_find(b, member).map(|(_, s)| s),
             Repr::Large(l) => {
-                let n = l.find(member);
-                (n != NIL).then(|| l.score(n))
+                let id = l.find(member);
+                (id != NIL).then(|| l.score(id))
             }
         }
     }
@@ -910,9 +1316,9 @@ impl SortedSet {
                     }
                 }
                 Repr::Large(l) => {
-                    let n = l.find(member);
-                    if n != NIL {
-                        l.update(n, score);
+                    let id = l.find(member);
+                    if id != NIL {
+                        l.update(id, score);
                     }
                 }
             }
@@ -956,12 +1362,12 @@ impl SortedSet {
                 Some(score)
             }
             Repr::Large(l) => {
-                let n = l.find(member);
-                if n == NIL {
+                let id = l.find(member);
+                if id == NIL {
                     return None;
                 }
-                let score = l.score(n);
-                l.delete(n);
+                let score = l.score(id);
+                l.delete(id);
                 Some(score)
             }
         }
@@ -983,7 +1389,7 @@ impl SortedSet {
                 *b = lp_remove(b, from, to, n);
                 n
             }
-            Repr::Large(l) => l.delete_ranks(start as u32 + 1, end as u32 + 1),
+            Repr::Large(l) => l.delete_ranks(start, end),
         }
     }
 
@@ -1016,10 +1422,11 @@ impl SortedSet {
             Repr::Small(b) => b.len(),
             Repr::Large(l) => {
                 size_of::<Large>()
-                    + l.nodes.capacity() * size_of::<Node>()
+                    + l.elems.capacity() * size_of::<Elem>()
                     + l.bytes
                     + l.buckets.len() * size_of::<u32>()
-                    + MAX_LEVEL * LEVEL_BYTES
+                    + l.leaves.capacity() * size_of::<Leaf>()
+                    + l.inners.capacity() * size_of::<Inner>()
             }
         }
     }
@@ -1075,11 +1482,13 @@ impl SortedSet {
             Repr::Small(b) => lp_first(b).map(|at| Pos {
                 rank: 0,
                 at: at as u32,
+                slot: 0,
             }),
-            Repr::Large(l) => {
-                let n = l.first();
-                (n != NIL).then_some(Pos { rank: 0, at: n })
-            }
+            Repr::Large(l) => (l.len > 0).then_some(Pos {
+                rank: 0,
+                at: l.first_leaf,
+                slot: 0,
+            }),
         }
     }
 
@@ -1090,40 +1499,79 @@ impl SortedSet {
             Repr::Small(b) => lp_last(b).map(|at| Pos {
                 rank,
                 at: at as u32,
+                slot: 0,
             }),
-            Repr::Large(l) => (l.tail != NIL).then_some(Pos { rank, at: l.tail }),
+            Repr::Large(l) => Some(Pos {
+                rank,
+                at: l.last_leaf,
+                slot: l.leaf(l.last_leaf).n.checked_sub(1)?,
+            }),
         }
     }
 
     /// The element after `p`.
     pub fn next(&self, p: Pos) -> Option<Pos> {
-        let at = match &self.repr {
-            Repr::Small(b) => lp_next(b, p.at as usize)? as u32,
-            Repr::Large(l) => Some(l.fwd(p.at, 0)).filter(|&n| n != NIL)?,
-        };
-        Some(Pos {
-            rank: p.rank + 1,
-            at,
-        })
+        let rank = p.rank + 1;
+        match &self.repr {
+            Repr::Small(b) => lp_next(b, p.at as usize).map(|at| Pos {
+                rank,
+                at: at as u32,
+                slot: 0,
+            }),
+            Repr::Large(l) => {
+                let leaf = l.leaf(p.at);
+                if p.slot + 1 < leaf.n {
+                    return Some(Pos {
+                        rank,
+                        at: p.at,
+                        slot: p.slot + 1,
+                    });
+                }
+                (leaf.next != NIL).then_some(Pos {
+                    rank,
+                    at: leaf.next,
+                    slot: 0,
+                })
+            }
+        }
     }
 
     /// The element before `p`.
     pub fn prev(&self, p: Pos) -> Option<Pos> {
-        let at = match &self.repr {
-            Repr::Small(b) => lp_prev(b, p.at as usize)? as u32,
-            Repr::Large(l) => Some(l.node(p.at).back).filter(|&n| n != NIL)?,
-        };
-        Some(Pos {
-            rank: p.rank.checked_sub(1)?,
-            at,
-        })
+        let rank = p.rank.checked_sub(1)?;
+        match &self.repr {
+            Repr::Small(b) => lp_prev(b, p.at as usize).map(|at| Pos {
+                rank,
+                at: at as u32,
+                slot: 0,
+            }),
+            Repr::Large(l) => {
+                if p.slot > 0 {
+                    return Some(Pos {
+                        rank,
+                        at: p.at,
+                        slot: p.slot - 1,
+                    });
+                }
+                let prev = l.leaf(p.at).prev;
+                (prev != NIL).then(|| Pos {
+                    rank,
+                    at: prev,
+                    slot: l.leaf(prev).n - 1,
+                })
+            }
+        }
     }
 
     /// The member and score at `p`.
     pub fn entry(&self, p: Pos) -> (&[u8], f64) {
         match &self.repr {
             Repr::Small(b) => lp_entry(b, p.at as usize),
-            Repr::Large(l) => (l.member(p.at), l.score(p.at)),
+            Repr::Large(l) => {
+                let leaf = l.leaf(p.at);
+                let slot = p.slot as usize;
+                (l.member(leaf.ids[slot]), leaf.scores[slot])
+            }
         }
     }
 
@@ -1136,10 +1584,15 @@ impl SortedSet {
             Repr::Small(b) => nth(b, rank).map(|at| Pos {
                 rank,
                 at: at as u32,
+                slot: 0,
             }),
             Repr::Large(l) => {
-                let n = l.at_rank(rank + 1);
-                (n != NIL && n != HEAD).then_some(Pos { rank, at: n })
+                let (leaf, slot) = l.at_rank(rank, &mut Path::new());
+                Some(Pos {
+                    rank,
+                    at: leaf,
+                    slot: slot as u32,
+                })
             }
         }
     }
@@ -1160,8 +1613,8 @@ impl SortedSet {
                 None
             }
             Repr::Large(l) => {
-                let n = l.find(member);
-                (n != NIL).then(|| l.rank_of(n).saturating_sub(1))
+                let id = l.find(member);
+                (id != NIL).then(|| l.rank_of(id))
             }
         }
     }
@@ -1194,14 +1647,7 @@ impl SortedSet {
                 }
                 p?
             }
-            Repr::Large(l) => {
-                let (x, rank) = l.walk(|f| !range.gte_min(l.score(f)));
-                let n = l.fwd(x, 0);
-                if n == NIL {
-                    return None;
-                }
-                Pos { rank, at: n }
-            }
+            Repr::Large(l) => large_pos(l.first_where(|s, _| range.gte_min(s)))?,
         };
         range.lte_max(self.entry(p).1).then_some(p)
     }
@@ -1222,16 +1668,7 @@ impl SortedSet {
                 }
                 p?
             }
-            Repr::Large(l) => {
-                let (x, rank) = l.walk(|f| range.lte_max(l.score(f)));
-                if x == HEAD {
-                    return None;
-                }
-                Pos {
-                    rank: rank - 1,
-                    at: x,
-                }
-            }
+            Repr::Large(l) => large_pos(l.last_where(|s, _| range.lte_max(s)))?,
         };
         range.gte_min(self.entry(p).1).then_some(p)
     }
@@ -1247,9 +1684,10 @@ impl SortedSet {
         }
     }
 
-    /// The first element in the lex `range`, found as Redis finds it (a scan of a small
-    /// set, a walk of a skiplist; with members of different scores, what is found is
-    /// Redis's unspecified answer).
+    /// The first element in the lex `range`: in a small set found as Redis scans a
+    /// listpack (exactly Redis's answer, whatever the scores); in a large one by a descent
+    /// of the tree, which assumes members of equal scores (over different scores Redis's
+    /// own answer depends on its skiplist's random levels: unspecified).
     pub fn first_in_lex_range(&self, range: &LexRange) -> Option<Pos> {
         if !self.may_hold_members(range) {
             return None;
@@ -1265,14 +1703,7 @@ impl SortedSet {
                 }
                 p?
             }
-            Repr::Large(l) => {
-                let (x, rank) = l.walk(|f| !range.gte_min(l.member(f)));
-                let n = l.fwd(x, 0);
-                if n == NIL {
-                    return None;
-                }
-                Pos { rank, at: n }
-            }
+            Repr::Large(l) => large_pos(l.first_where(|_, id| range.gte_min(l.member(id))))?,
         };
         range.lte_max(self.entry(p).0).then_some(p)
     }
@@ -1293,16 +1724,7 @@ impl SortedSet {
                 }
                 p?
             }
-            Repr::Large(l) => {
-                let (x, rank) = l.walk(|f| range.lte_max(l.member(f)));
-                if x == HEAD {
-                    return None;
-                }
-                Pos {
-                    rank: rank - 1,
-                    at: x,
-                }
-            }
+            Repr::Large(l) => large_pos(l.last_where(|_, id| range.lte_max(l.member(id))))?,
         };
         range.gte_min(self.entry(p).0).then_some(p)
     }
@@ -1383,10 +1805,11 @@ impl SortedSet {
             }
             Repr::Large(l) => {
                 let mask = (l.buckets.len() - 1) as u64;
-                let mut n = l.buckets[(cursor & mask) as usize];
-                while n != NIL {
-                    f(l.member(n), l.score(n));
-                    n = l.node(n).next;
+                let mut e = l.buckets[(cursor & mask) as usize];
+                while e != NIL {
+                    let elem = &l.elems[e as usize];
+                    f(&elem.member, elem.score);
+                    e = elem.next;
                 }
                 (cursor | !mask)
                     .reverse_bits()
@@ -1395,6 +1818,15 @@ impl SortedSet {
             }
         }
     }
+}
+
+/// A position in a large set from a leaf, a slot and a rank.
+fn large_pos(found: Option<(u32, usize, usize)>) -> Option<Pos> {
+    found.map(|(leaf, slot, rank)| Pos {
+        rank,
+        at: leaf,
+        slot: slot as u32,
+    })
 }
 
 /// The offset of the small set's entry of rank `rank`.
@@ -1429,8 +1861,9 @@ mod tests {
         out
     }
 
-    /// Checks the skiplist's invariants: spans add up to ranks, backward links mirror
-    /// forward ones, every node is indexed, the order is right.
+    /// Checks the large form's invariants: every count and lowest element right, nodes
+    /// at least a quarter full (but the root), leaves linked in order, elements sorted
+    /// and indexed.
     fn check(z: &SortedSet) {
         let Repr::Large(l) = &z.repr else {
             let e = elements(z);
@@ -1441,47 +1874,79 @@ mod tests {
             );
             return;
         };
-        let mut ranks = std::collections::HashMap::new();
-        let mut n = l.first();
-        let mut r = 1usize;
-        let mut prev = NIL;
-        while n != NIL {
-            ranks.insert(n, r);
-            assert_eq!(l.node(n).back, prev);
-            assert_eq!(l.find(l.member(n)), n);
-            if prev != NIL {
-                assert!(before(
-                    l.score(prev),
-                    l.member(prev),
-                    l.score(n),
-                    l.member(n)
-                ));
+        /// The elements under `node` in order, its leaves appended to `leaves`.
+        fn walk_node(
+            l: &Large,
+            node: u32,
+            h: usize,
+            root: bool,
+            leaves: &mut Vec<u32>,
+        ) -> Vec<u32> {
+            if h == 0 {
+                let leaf = l.leaf(node);
+                let last = leaf.next == NIL && leaf.n > 0;
+                assert!(
+                    root || last || leaf.n as usize >= LEAF_MIN,
+                    "leaf of {}",
+                    leaf.n
+                );
+                leaves.push(node);
+                return leaf.ids[..leaf.n as usize].to_vec();
             }
-            prev = n;
-            n = l.fwd(n, 0);
-            r += 1;
-        }
-        assert_eq!(l.tail, prev);
-        assert_eq!(ranks.len(), l.len as usize);
-        for i in 0..usize::from(l.level) {
-            let mut x = HEAD;
-            let mut at = 0usize;
-            loop {
-                let f = l.fwd(x, i);
-                let next = if f == NIL {
-                    l.len as usize + 1
+            let i = l.inner(node);
+            assert!(
+                if root {
+                    i.n >= 2
                 } else {
-                    ranks[&f]
-                };
-                if f != NIL {
-                    assert_eq!(at + l.span(x, i) as usize, next, "level {i}");
-                }
-                if f == NIL {
-                    break;
-                }
-                at = next;
-                x = f;
+                    i.n as usize >= FAN_MIN
+                },
+                "inner of {}",
+                i.n
+            );
+            let mut out = Vec::new();
+            for c in 0..i.n as usize {
+                let ids = walk_node(l, i.child[c], h - 1, false, leaves);
+                assert_eq!(i.count[c] as usize, ids.len(), "count");
+                assert_eq!(
+                    (i.min_score[c], i.min_id[c]),
+                    (l.score(ids[0]), ids[0]),
+                    "min"
+                );
+                out.extend(ids);
             }
+            out
+        }
+        let mut leaves = Vec::new();
+        let ids = walk_node(l, l.root, l.height, true, &mut leaves);
+        assert_eq!(ids.len(), l.len as usize);
+        assert_eq!(ids.len(), z.len());
+        let mut linked = Vec::new();
+        let mut prev = NIL;
+        let mut leaf = l.first_leaf;
+        while leaf != NIL {
+            assert_eq!(l.leaf(leaf).prev, prev);
+            linked.push(leaf);
+            prev = leaf;
+            leaf = l.leaf(leaf).next;
+        }
+        assert_eq!(l.last_leaf, prev);
+        assert_eq!(linked, leaves);
+        for &leaf in &leaves {
+            let lf = l.leaf(leaf);
+            for s in 0..lf.n as usize {
+                assert_eq!(lf.scores[s].to_bits(), l.score(lf.ids[s]).to_bits());
+            }
+        }
+        for w in ids.windows(2) {
+            assert!(before(
+                l.score(w[0]),
+                l.member(w[0]),
+                l.score(w[1]),
+                l.member(w[1])
+            ));
+        }
+        for &id in &ids {
+            assert_eq!(l.find(l.member(id)), id);
         }
     }
 
@@ -1619,6 +2084,69 @@ mod tests {
             assert!(seen.contains(format!("m{i}").as_bytes()), "m{i} missed");
         }
         check(&z);
+    }
+
+    /// Ascending inserts fill their leaves; random ones leave them about two thirds
+    /// full; either way the tree is shallow.
+    #[test]
+    fn the_tree_stays_full_and_shallow() {
+        let mut z = large();
+        for i in 0..100_000 {
+            z.insert(format!("m{i}").as_bytes(), f64::from(i));
+        }
+        check(&z);
+        let Repr::Large(l) = &z.repr else { panic!() };
+        assert!(
+            l.leaves.len() * LEAF < 100_000 * 102 / 100,
+            "{} leaves",
+            l.leaves.len()
+        );
+        assert!(l.height <= 3, "height {}", l.height);
+        let mut z = large();
+        let mut x: u64 = 1;
+        for i in 0..100_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            z.insert(format!("m{i}").as_bytes(), (x >> 40) as f64);
+        }
+        check(&z);
+        let Repr::Large(l) = &z.repr else { panic!() };
+        assert!(
+            l.leaves.len() * LEAF < 100_000 * 2,
+            "{} leaves",
+            l.leaves.len()
+        );
+    }
+
+    /// A tree three levels deep shrinks level by level (merges and refills of inner nodes
+    /// too) back to a lone leaf, every invariant holding on the way.
+    #[test]
+    fn a_deep_tree_shrinks_through_every_level() {
+        let mut z = large();
+        let mut model = DeepModel::default();
+        apply_bulk(&mut z, &mut model, &Bulk::Insert(0, 65535, -20));
+        apply_bulk(&mut z, &mut model, &Bulk::Insert(7, 60000, 3));
+        check(&z);
+        let height = |z: &SortedSet| match &z.repr {
+            Repr::Large(l) => l.height,
+            Repr::Small(_) => 0,
+        };
+        assert!(height(&z) >= 2, "height {}", height(&z));
+        for op in [
+            Bulk::RemoveEvery(2),
+            Bulk::Rescore(3, -7),
+            Bulk::RemoveRanks(1000, 20000),
+            Bulk::RemoveEvery(3),
+            Bulk::RemoveScores(-20, 0),
+            Bulk::RemoveRanks(0, 65535),
+        ] {
+            apply_bulk(&mut z, &mut model, &op);
+            check(&z);
+            assert_eq!(z.len(), model.order.len(), "{op:?}");
+        }
+        assert_eq!(z.len(), 0);
+        assert_eq!(height(&z), 0);
     }
 
     #[test]
@@ -1850,6 +2378,146 @@ mod tests {
                         .retain(|(m, _)| !(range.gte_min(m) && range.lte_max(m)));
                     assert_eq!(z.remove_lex_range(&range), before - model.0.len());
                 }
+            }
+        }
+    }
+
+    /// Bulk operations, to grow trees several levels deep and shrink them again.
+    #[derive(Clone, Debug)]
+    enum Bulk {
+        /// Members `start..start + count`, scores in halves from `base` (many ties).
+        Insert(u16, u16, i8),
+        /// Every member of a stride, re-scored.
+        Rescore(u16, i8),
+        RemoveRanks(u16, u16),
+        RemoveScores(i8, i8),
+        RemoveEvery(u8),
+    }
+
+    fn bulk() -> impl Strategy<Value = Bulk> {
+        prop_oneof![
+            4 => (any::<u16>(), 0u16..6000, -20i8..20).prop_map(|(a, n, s)| Bulk::Insert(a, n, s)),
+            1 => (1u16..50, -20i8..20).prop_map(|(k, s)| Bulk::Rescore(k, s)),
+            2 => (any::<u16>(), any::<u16>()).prop_map(|(a, b)| Bulk::RemoveRanks(a / 4, b / 2)),
+            1 => (-20i8..20, -20i8..20).prop_map(|(a, b)| Bulk::RemoveScores(a, b)),
+            1 => (2u8..10).prop_map(Bulk::RemoveEvery),
+        ]
+    }
+
+    /// The model of a deep set: (twice the score, member) in order, and member → score.
+    #[derive(Default)]
+    struct DeepModel {
+        order: std::collections::BTreeSet<(i64, Vec<u8>)>,
+        scores: std::collections::HashMap<Vec<u8>, i64>,
+    }
+
+    impl DeepModel {
+        fn insert(&mut self, m: Vec<u8>, twice: i64) {
+            if let Some(old) = self.scores.insert(m.clone(), twice) {
+                self.order.remove(&(old, m.clone()));
+            }
+            self.order.insert((twice, m));
+        }
+        fn remove(&mut self, m: &[u8]) {
+            if let Some(old) = self.scores.remove(m) {
+                self.order.remove(&(old, m.to_vec()));
+            }
+        }
+    }
+
+    fn deep_member(i: u32) -> Vec<u8> {
+        format!("{:x}", i.wrapping_mul(2654435761) % 65536).into_bytes()
+    }
+
+    fn apply_bulk(z: &mut SortedSet, model: &mut DeepModel, op: &Bulk) {
+        match *op {
+            Bulk::Insert(start, n, base) => {
+                for i in 0..u32::from(n) {
+                    let m = deep_member(u32::from(start) + i);
+                    let twice = i64::from(base) + i64::from(i % 7);
+                    z.insert(&m, twice as f64 / 2.0);
+                    model.insert(m, twice);
+                }
+            }
+            Bulk::Rescore(stride, base) => {
+                let all: Vec<Vec<u8>> = model.scores.keys().cloned().collect();
+                for (k, m) in all.into_iter().enumerate() {
+                    if k % usize::from(stride) == 0 {
+                        let twice = i64::from(base) + (k % 5) as i64;
+                        z.insert(&m, twice as f64 / 2.0);
+                        model.insert(m, twice);
+                    }
+                }
+            }
+            Bulk::RemoveRanks(a, b) => {
+                let (a, b) = (usize::from(a), usize::from(b));
+                let doomed: Vec<Vec<u8>> = model
+                    .order
+                    .iter()
+                    .enumerate()
+                    .filter(|(r, _)| *r >= a && *r <= b)
+                    .map(|(_, (_, m))| m.clone())
+                    .collect();
+                assert_eq!(z.remove_ranks(a, b), doomed.len());
+                doomed.iter().for_each(|m| model.remove(m));
+            }
+            Bulk::RemoveScores(a, b) => {
+                let range = score_range(a, b, false, true);
+                let doomed: Vec<Vec<u8>> = model
+                    .order
+                    .iter()
+                    .filter(|(t, _)| {
+                        range.gte_min(*t as f64 / 2.0) && range.lte_max(*t as f64 / 2.0)
+                    })
+                    .map(|(_, m)| m.clone())
+                    .collect();
+                assert_eq!(z.remove_score_range(&range), doomed.len());
+                doomed.iter().for_each(|m| model.remove(m));
+            }
+            Bulk::RemoveEvery(k) => {
+                let doomed: Vec<Vec<u8>> = model
+                    .order
+                    .iter()
+                    .step_by(usize::from(k))
+                    .map(|(_, m)| m.clone())
+                    .collect();
+                for m in &doomed {
+                    assert!(z.remove(m).is_some());
+                    model.remove(m);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Trees several levels deep (tens of thousands of members, many equal scores),
+        /// grown and shrunk in bulk: structure checked after every operation, contents,
+        /// ranks and positions against the model.
+        #[test]
+        fn deep_trees_agree_with_the_model(ops in prop::collection::vec(bulk(), 1..24)) {
+            let mut z = large();
+            let mut model = DeepModel::default();
+            for op in &ops {
+                apply_bulk(&mut z, &mut model, op);
+                check(&z);
+                prop_assert_eq!(z.len(), model.order.len());
+            }
+            let want: Vec<(Vec<u8>, f64)> =
+                model.order.iter().map(|(t, m)| (m.clone(), *t as f64 / 2.0)).collect();
+            prop_assert_eq!(elements(&z), want.clone());
+            for (r, (m, s)) in want.iter().enumerate().step_by(97) {
+                prop_assert_eq!(z.rank(m), Some(r));
+                let p = z.at_rank(r).unwrap();
+                prop_assert_eq!(z.entry(p), (m.as_slice(), *s));
+                let back = walk(&z, Some(p), true, 300, |_, _| true);
+                prop_assert_eq!(back.len(), (r + 1).min(300));
+            }
+            for a in (-20..20).step_by(7) {
+                let range = score_range(a, a + 5, a % 2 == 0, false);
+                let inside = want.iter().filter(|(_, s)| range.gte_min(*s) && range.lte_max(*s)).count();
+                prop_assert_eq!(z.count_in_score_range(&range), inside);
             }
         }
     }
