@@ -1593,3 +1593,33 @@ fn two_shards_store_and_read_back() {
         b"*1\r\n$1\r\ny\r\n".to_vec()
     );
 }
+
+/// ZRANDMEMBER with a negative count past `RANDOM_PICKS_MAX` (2^24) is refused — with
+/// such counts redis-server streams picks until its client goes away — and the server
+/// goes on; a huge positive count is the whole set.
+#[test]
+fn zrandmember_refuses_counts_beyond_any_reply() {
+    let server = Server::goblin();
+    let mut raw = server.raw();
+    call(&mut raw, &cmd(&["ZADD", "k", "1", "a", "2", "b"]));
+    let refused = b"-ERR value is out of range\r\n".to_vec();
+    for count in ["-9223372036854775808", "-16777217"] {
+        assert_eq!(call(&mut raw, &cmd(&["ZRANDMEMBER", "k", count])), refused);
+    }
+    assert_eq!(
+        call(
+            &mut raw,
+            &cmd(&["ZRANDMEMBER", "k", "-9223372036854775808", "WITHSCORES"])
+        ),
+        refused
+    );
+    assert_eq!(
+        call(&mut raw, &cmd(&["ZRANDMEMBER", "k", "9223372036854775807"])),
+        b"*2\r\n$1\r\nb\r\n$1\r\na\r\n".to_vec()
+    );
+    assert_eq!(
+        elements(&call(&mut raw, &cmd(&["ZRANDMEMBER", "k", "-1000"]))).len(),
+        1000
+    );
+    assert_eq!(call(&mut raw, &cmd(&["PING"])), b"+PONG\r\n".to_vec());
+}
