@@ -328,7 +328,8 @@ const SAMPLES: &[(&str, &[&str])] = &[
     (
         "zunionstore",
         &[
-                    "ZUNIONSTORE d 1 a WEIGHTS 2",
+            "ZUNIONSTORE d 2 a b",
+            "ZUNIONSTORE d 1 a WEIGHTS 2",
             "ZUNIONSTORE d 3 a b",
             "ZUNIONSTORE d 0 a",
             "ZUNIONSTORE d x a",
