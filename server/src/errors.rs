@@ -310,3 +310,45 @@ pub const LPOS_MAXLEN_NEGATIVE: &[u8] = b"ERR MAXLEN can't be negative";
 pub const LMPOP_NUMKEYS: &[u8] = b"ERR numkeys should be greater than 0";
 /// LMPOP (and BLMPOP) with a COUNT that is not a positive integer.
 pub const LMPOP_COUNT: &[u8] = b"ERR count should be greater than 0";
+// --- sorted sets
+
+/// ZADD with both NX and XX.
+pub const ZADD_NX_AND_XX: &[u8] = b"ERR XX and NX options at the same time are not compatible";
+/// ZADD with GT and LT, or either with NX.
+pub const ZADD_GT_LT_NX: &[u8] =
+    b"ERR GT, LT, and/or NX options at the same time are not compatible";
+/// ZADD INCR with more than one score and member.
+pub const ZADD_INCR_PAIRS: &[u8] = b"ERR INCR option supports a single increment-element pair";
+/// ZADD INCR or ZINCRBY to a score that is not a number (`inf` plus `-inf`).
+pub const ZSET_SCORE_NAN: &[u8] = b"ERR resulting score is not a number (NaN)";
+/// A score range bound that is not a float.
+pub const ZSET_MIN_MAX_NOT_FLOAT: &[u8] = b"ERR min or max is not a float";
+/// A lex range bound that does not start with `(`, `[`, or is not `-` or `+`.
+pub const ZSET_MIN_MAX_NOT_LEX: &[u8] = b"ERR min or max not valid string range item";
+/// ZRANGE's LIMIT with a range by rank.
+pub const ZRANGE_LIMIT_BY_RANK: &[u8] =
+    b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX";
+/// ZRANGE's WITHSCORES with BYLEX.
+pub const ZRANGE_WITHSCORES_BYLEX: &[u8] =
+    b"ERR syntax error, WITHSCORES not supported in combination with BYLEX";
+/// ZUNION/ZINTER WEIGHTS with a weight that is not a float.
+pub const ZSET_WEIGHT_NOT_FLOAT: &[u8] = b"ERR weight value is not a float";
+/// ZINTERCARD's LIMIT below zero (or not an integer).
+pub const ZSET_LIMIT_NEGATIVE: &[u8] = b"ERR LIMIT can't be negative";
+/// ZMPOP's numkeys below 1 (or not an integer).
+pub const ZSET_NUMKEYS_POSITIVE: &[u8] = b"ERR numkeys should be greater than 0";
+/// ZMPOP's COUNT below 1 (or not an integer).
+pub const ZSET_COUNT_POSITIVE: &[u8] = b"ERR count should be greater than 0";
+/// ZPOPMIN/ZPOPMAX with a negative count (or not an integer).
+pub const ZSET_MUST_BE_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
+/// ZRANDMEMBER WITHSCORES with a count whose reply length would overflow, or a negative
+/// count too large to answer.
+pub const ZSET_VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
+
+/// `ERR at least 1 input key is needed for '<name>' command` (ZUNION, ZINTER, ZDIFF, their
+/// STORE forms, ZINTERCARD with numkeys 0 or less).
+pub fn zset_no_input_key(name: &str) -> ErrorReply {
+    ErrorReply::Formatted(
+        format!("ERR at least 1 input key is needed for '{name}' command").into_bytes(),
+    )
+}

@@ -370,6 +370,43 @@ const WRITES: &[(Argv, &[Argv])] = &[
     (&[b"HINCRBY", b"h", b"f", b"2"], &[]),
     (&[b"HINCRBYFLOAT", b"h", b"f", b"1.5"], &[]),
     (&[b"ZADD", b"z", b"1", b"m"], &[]),
+    // sorted sets
+    (&[b"ZINCRBY", b"z", b"1", b"m"], &[]),
+    (&[b"ZREM", b"z", b"m"], &[&[b"ZADD", b"z", b"1", b"m"]]),
+    (
+        &[b"ZRANGESTORE", b"{t}d", b"{t}z", b"0", b"-1"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZREMRANGEBYRANK", b"z", b"0", b"-1"],
+        &[&[b"ZADD", b"z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZREMRANGEBYSCORE", b"z", b"-inf", b"+inf"],
+        &[&[b"ZADD", b"z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZREMRANGEBYLEX", b"z", b"-", b"+"],
+        &[&[b"ZADD", b"z", b"1", b"m"]],
+    ),
+    (&[b"ZPOPMIN", b"z"], &[&[b"ZADD", b"z", b"1", b"m"]]),
+    (&[b"ZPOPMAX", b"z"], &[&[b"ZADD", b"z", b"1", b"m"]]),
+    (
+        &[b"ZMPOP", b"2", b"{t}a", b"{t}z", b"MIN"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZUNIONSTORE", b"{t}d", b"1", b"{t}z"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZINTERSTORE", b"{t}d", b"1", b"{t}z"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
+    (
+        &[b"ZDIFFSTORE", b"{t}d", b"1", b"{t}z"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
     (&[b"GOBLIN.CLAIM", b"{t}c", b"{t}r", b"w", b"30"], &[]),
     (&[b"GOBLIN.CAD", b"k", b"v"], &[&[b"SET", b"k", b"v"]]),
     (&[b"DELIFEQ", b"k", b"v"], &[&[b"SET", b"k", b"v"]]),

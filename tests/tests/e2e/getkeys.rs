@@ -400,6 +400,105 @@ const SAMPLES: &[(&str, &[&str])] = &[
         &["ZADD k 1 m", "ZADD k NX 1 m 2 n", "ZADD k 1", "ZADD k"],
     ),
     ("zscore", &["ZSCORE k m", "ZSCORE k", "ZSCORE k m n"]),
+    ("zincrby", &["ZINCRBY k 1 m", "ZINCRBY k 1"]),
+    ("zrem", &["ZREM k m", "ZREM k m n", "ZREM k"]),
+    ("zmscore", &["ZMSCORE k m", "ZMSCORE k m n", "ZMSCORE k"]),
+    ("zcard", &["ZCARD k", "ZCARD", "ZCARD k x"]),
+    ("zcount", &["ZCOUNT k 0 1", "ZCOUNT k 0"]),
+    ("zlexcount", &["ZLEXCOUNT k - +", "ZLEXCOUNT k -"]),
+    ("zrank", &["ZRANK k m", "ZRANK k"]),
+    ("zrevrank", &["ZREVRANK k m", "ZREVRANK k"]),
+    (
+        "zrange",
+        &["ZRANGE k 0 1", "ZRANGE k 0 1 REV WITHSCORES", "ZRANGE k 0"],
+    ),
+    (
+        "zrangebyscore",
+        &["ZRANGEBYSCORE k 0 1", "ZRANGEBYSCORE k 0"],
+    ),
+    (
+        "zrevrangebyscore",
+        &["ZREVRANGEBYSCORE k 1 0", "ZREVRANGEBYSCORE k 1"],
+    ),
+    ("zrangebylex", &["ZRANGEBYLEX k - +", "ZRANGEBYLEX k -"]),
+    (
+        "zrevrangebylex",
+        &["ZREVRANGEBYLEX k + -", "ZREVRANGEBYLEX k +"],
+    ),
+    ("zrevrange", &["ZREVRANGE k 0 1", "ZREVRANGE k 0"]),
+    (
+        "zrangestore",
+        &[
+            "ZRANGESTORE d k 0 1",
+            "ZRANGESTORE d k 0 1 BYSCORE",
+            "ZRANGESTORE d k 0",
+        ],
+    ),
+    (
+        "zremrangebyrank",
+        &["ZREMRANGEBYRANK k 0 1", "ZREMRANGEBYRANK k 0"],
+    ),
+    (
+        "zremrangebyscore",
+        &["ZREMRANGEBYSCORE k 0 1", "ZREMRANGEBYSCORE k 0"],
+    ),
+    (
+        "zremrangebylex",
+        &["ZREMRANGEBYLEX k - +", "ZREMRANGEBYLEX k -"],
+    ),
+    ("zpopmin", &["ZPOPMIN k", "ZPOPMIN k 2", "ZPOPMIN"]),
+    ("zpopmax", &["ZPOPMAX k", "ZPOPMAX k 2", "ZPOPMAX"]),
+    (
+        "zmpop",
+        &[
+            "ZMPOP 1 k MIN",
+            "ZMPOP 2 a b MAX COUNT 3",
+            "ZMPOP 3 a b MIN",
+            "ZMPOP 0 a MIN",
+            "ZMPOP -1 a MIN",
+            "ZMPOP x a MIN",
+            "ZMPOP 1 a",
+        ],
+    ),
+    (
+        "zrandmember",
+        &["ZRANDMEMBER k", "ZRANDMEMBER k 2 WITHSCORES", "ZRANDMEMBER"],
+    ),
+    (
+        "zunion",
+        &[
+            "ZUNION 2 a b",
+            "ZUNION 1 a WITHSCORES",
+            "ZUNION 3 a b",
+            "ZUNION 0 a",
+            "ZUNION x a",
+        ],
+    ),
+    ("zinter", &["ZINTER 2 a b", "ZINTER 2 a", "ZINTER -1 a"]),
+    ("zdiff", &["ZDIFF 2 a b", "ZDIFF 2 a", "ZDIFF 0 a"]),
+    (
+        "zunionstore",
+        &[
+            "ZUNIONSTORE d 2 a b",
+            "ZUNIONSTORE d 1 a WEIGHTS 2",
+            "ZUNIONSTORE d 3 a b",
+            "ZUNIONSTORE d 0 a",
+            "ZUNIONSTORE d x a",
+            "ZUNIONSTORE d 1",
+        ],
+    ),
+    ("zinterstore", &["ZINTERSTORE d 2 a b", "ZINTERSTORE d 2 a"]),
+    ("zdiffstore", &["ZDIFFSTORE d 2 a b", "ZDIFFSTORE d 2 a"]),
+    (
+        "zintercard",
+        &[
+            "ZINTERCARD 2 a b",
+            "ZINTERCARD 1 a LIMIT 1",
+            "ZINTERCARD 3 a b",
+            "ZINTERCARD 0 a",
+        ],
+    ),
+    ("zscan", &["ZSCAN k 0", "ZSCAN k 0 COUNT 1", "ZSCAN k"]),
 ];
 
 /// Invocations that name no command of the table, or name it oddly, compared with

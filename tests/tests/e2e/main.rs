@@ -26,3 +26,4 @@ mod sets_diff;
 mod soak;
 mod strings_diff;
 mod strings_keys;
+mod zsets_diff;
