@@ -294,7 +294,9 @@ impl Shard {
     /// reports `Woken` (index [`WOKEN`]) once it holds it. Called by the worker after each
     /// message or command, never from inside a unit of work.
     pub fn serve_wakes(&mut self, shared: &Shared) {
-        while let Some((tx, key)) = self.wakes.pop() {
+        // In the order the waits were served (their lock requests queue in that order).
+        let wakes = std::mem::take(&mut self.wakes);
+        for (tx, key) in wakes {
             let woken = key.clone();
             let step = TxStep {
                 tx,
@@ -630,7 +632,7 @@ impl Shard {
                 req.now,
                 &mut scratch,
                 Version::Resp2,
-                |ctx| keys.iter().find(|k| ready(ctx.db, k, req.now)).cloned(),
+                |ctx| keys.iter().find(|k| ready(ctx.db, k, req.now) > 0).cloned(),
             );
             if let Some(key) = found {
                 if req

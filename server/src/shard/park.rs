@@ -127,16 +127,19 @@ impl Waiters {
         }
     }
 
-    /// The waits `key` serves now that it changed, in the order they came: a ready
-    /// lock wait (the first only) and every ready notify wait, each claimed (a wait
-    /// another shard or the coordinator claimed first is dropped). They are removed.
+    /// The waits `key` serves now that it changed, in the order they came: as many ready
+    /// lock waits as the key can serve (its readiness count: a list of two elements
+    /// serves the first two), and every ready notify wait, each claimed (a wait another
+    /// shard or the coordinator claimed first is dropped). They are removed.
     pub fn serve(&mut self, key: &[u8], db: &mut Keyspace, now: Millis) -> Vec<Wake> {
         let Some(queue) = self.by_key.get(key) else {
             return Vec::new();
         };
         let mut served = Vec::new();
         let mut dropped = Vec::new();
-        let mut locked = false;
+        // Lock waits served so far, and how many the key can serve (its readiness count,
+        // read once, before any of them takes anything).
+        let (mut locked, mut capacity) = (0usize, None);
         for &tx in queue {
             let Some(wait) = self.by_tx.get(&tx) else {
                 continue;
@@ -145,9 +148,11 @@ impl Waiters {
                 dropped.push(tx);
                 continue;
             }
-            if (wait.serve == Serve::Lock && locked)
-                || wait.ready.is_some_and(|ready| !ready(db, key, now))
-            {
+            let ready = wait.ready.map_or(1, |ready| ready(db, key, now));
+            if ready == 0 {
+                continue;
+            }
+            if wait.serve == Serve::Lock && locked >= *capacity.get_or_insert(ready) {
                 continue;
             }
             if wait
@@ -158,7 +163,7 @@ impl Waiters {
                 dropped.push(tx);
                 continue;
             }
-            locked |= wait.serve == Serve::Lock;
+            locked += usize::from(wait.serve == Serve::Lock);
             served.push((tx, wait.id, key.to_vec(), wait.serve));
         }
         for tx in dropped.into_iter().chain(served.iter().map(|w| w.0)) {
@@ -181,8 +186,8 @@ mod tests {
     const T2: TxRef = TxRef { worker: 1, seq: 1 };
     const T3: TxRef = TxRef { worker: 1, seq: 2 };
 
-    fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> bool {
-        db.contains(key, now)
+    fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+        usize::from(db.contains(key, now))
     }
 
     fn flag() -> Arc<AtomicBool> {

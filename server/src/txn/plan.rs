@@ -156,8 +156,11 @@ pub enum HopOut {
     WouldBlock,
 }
 
-/// Tells shards which keys ready a parked plan, to skip a wait that is not needed.
-pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> bool;
+/// Tells shards which keys ready a parked plan, to skip a wait that is not needed, and
+/// how many plans a key can serve.
+/// How many waiting plans a key can serve now (0: it is not ready): a list's length for
+/// blocked pops, so that a push of several elements serves as many clients at once.
+pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> usize;
 
 pub use crate::shard::park::Serve;
 

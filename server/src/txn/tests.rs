@@ -142,8 +142,8 @@ struct WaitThenGet {
     read: bool,
 }
 
-fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> bool {
-    db.contains(key, now)
+fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+    usize::from(db.contains(key, now))
 }
 
 impl Plan for WaitThenGet {
