@@ -1392,17 +1392,7 @@ fn brpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 
 /// BLMPOP's pop: COUNT elements at its end (its arguments say which), logged.
 fn take_mpop(ctx: &mut ShardCtx<'_>, key: &[u8], args: &[Vec<u8>]) -> Option<HopOut> {
-    let spans: Vec<std::ops::Range<usize>> = {
-        let mut at = 0;
-        args.iter()
-            .map(|a| {
-                at += a.len();
-                at - a.len()..at
-            })
-            .collect()
-    };
-    let data = args.concat();
-    let m = parse_mpop(&Args::new(&data, &spans), 2).ok()?;
+    let m = Args::with_owned(args, |args| parse_mpop(args, 2)).ok()?;
     let elements = pop(ctx.db, key, ctx.now, m.end, m.count).ok()?;
     if elements.is_empty() {
         return None;

@@ -3,7 +3,7 @@
 //! ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES) and its
 //! older forms, ZRANGESTORE, ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN,
 //! ZPOPMAX, ZMPOP, ZRANDMEMBER, ZUNION, ZINTER, ZDIFF and their STORE forms, ZINTERCARD,
-//! ZSCAN.
+//! ZSCAN, and the blocking pops BZPOPMIN, BZPOPMAX and BZMPOP.
 //!
 //! Scores are read as Redis reads them (`strtod`: decimal or hexadecimal, `inf`, never
 //! NaN; a range bound may be `(`-exclusive and, like Redis's, tolerates leading blanks and
@@ -18,7 +18,9 @@
 //! destination written ([`store_part`]). ZRANGESTORE reads its range at the source and
 //! stores it at the destination; ZMPOP finds the first non-empty key in argument order and
 //! pops it. Under the plan's locks each is atomic, and a source of the wrong type answers
-//! WRONGTYPE before anything is written.
+//! WRONGTYPE before anything is written. The blocking pops take the lists' blocking-pop
+//! shape ([`BlockingPop`]): served at once when a key has members, else parked on every
+//! key's shard until a write makes one non-empty.
 //!
 //! **One deliberate difference.** ZRANDMEMBER with a negative count asks for that many
 //! picks; redis-server streams them however many there are (2^63 picks never end). Goblin
@@ -37,10 +39,11 @@ use crate::errors::{self, ErrorReply};
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
+use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
+use crate::txn::shapes::{BlockingOps, BlockingPop, Holds};
 use crate::util::{glob_match, random_u64};
 
-use super::decimal;
+use super::{decimal, parse_timeout};
 
 /// Picks ZRANDMEMBER makes at most for a negative count: a reply beyond any a client
 /// reads in one piece, refused rather than built (redis-server would stream it forever).
@@ -112,6 +115,16 @@ pub fn register(table: &mut CommandTable) {
         .add(&meta::ZINTERCARD, Exec::Shard(zintercard))
         .cross_shard(zintercard_plan, Locking::Keys);
     table.add(&meta::ZSCAN, Exec::Shard(zscan));
+    // Blocking commands always run as plans: they may wait.
+    let blocking = |plan| {
+        Exec::Plan(CrossShard {
+            plan,
+            locking: Locking::Keys,
+        })
+    };
+    table.add(&meta::BZPOPMIN, blocking(bzpopmin_plan));
+    table.add(&meta::BZPOPMAX, blocking(bzpopmax_plan));
+    table.add(&meta::BZMPOP, blocking(bzmpop_plan));
 }
 
 // --- numbers as Redis reads them ---
@@ -1293,12 +1306,12 @@ struct Zmpop {
     count: u64,
 }
 
-/// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`, checked as `zmpopGenericCommand`
-/// checks it, before any key is looked at.
-fn parse_zmpop(args: &Args<'_>) -> Result<Zmpop, ErrorReply> {
-    let numkeys = int_at_least(args.get(1), 1, errors::ZSET_NUMKEYS_POSITIVE)? as u64;
+/// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]` (numkeys at `at`: 1, or 2 for
+/// BZMPOP), checked as `zmpopGenericCommand` checks it, before any key is looked at.
+fn parse_zmpop(args: &Args<'_>, at: usize) -> Result<Zmpop, ErrorReply> {
+    let numkeys = int_at_least(args.get(at), 1, errors::ZSET_NUMKEYS_POSITIVE)? as u64;
     let where_at = numkeys
-        .checked_add(2)
+        .checked_add(at as u64 + 1)
         .and_then(|w| usize::try_from(w).ok())
         .filter(|&w| w < args.len())
         .ok_or(ErrorReply::Fixed(errors::SYNTAX))?;
@@ -1319,7 +1332,7 @@ fn parse_zmpop(args: &Args<'_>) -> Result<Zmpop, ErrorReply> {
         }
     }
     Ok(Zmpop {
-        keys: (2..where_at).map(|i| args.get(i).to_vec()).collect(),
+        keys: (at + 1..where_at).map(|i| args.get(i).to_vec()).collect(),
         max,
         count: count.unwrap_or(1),
     })
@@ -1340,7 +1353,7 @@ fn reply_zmpop(out: &mut Encoder<'_>, key: &[u8], popped: &Elements) {
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`, every key on this shard: pops from
 /// the first key that exists.
 fn zmpop(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let z = match parse_zmpop(args) {
+    let z = match parse_zmpop(args, 1) {
         Ok(z) => z,
         Err(e) => return e.send(&mut ctx.out),
     };
@@ -1406,7 +1419,7 @@ impl Plan for ZmpopPlan {
 
 /// ZMPOP across shards; its arguments are checked first.
 fn zmpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    let z = parse_zmpop(start.args)?;
+    let z = parse_zmpop(start.args, 1)?;
     let shards = z.keys.iter().map(|k| start.slots.shard_of_key(k)).collect();
     Ok(Box::new(ZmpopPlan {
         z,
@@ -1414,6 +1427,121 @@ fn zmpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         stage: 0,
         chosen: 0,
     }))
+}
+
+// --- blocking pops: BZPOPMIN, BZPOPMAX, BZMPOP ---
+
+/// What a key holds for a blocked pop (a sorted set is never empty: an emptied one is
+/// deleted).
+fn zset_holds(db: &mut Keyspace, key: &[u8], now: Millis) -> Holds {
+    match find(db, key, now) {
+        Found::ZSet(_) => Holds::Ready,
+        Found::Absent => Holds::Empty,
+        Found::WrongType => Holds::WrongType,
+    }
+}
+
+/// How many members a blocked pop could take from `key` (a
+/// [`crate::txn::plan::ReadyFn`]: a key of another type serves no waiting client).
+fn zset_ready(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+    match find(db, key, now) {
+        Found::ZSet(z) => z.len(),
+        _ => 0,
+    }
+}
+
+/// Pops `count` members at the low end (or the high end, `max`) of a ready sorted set,
+/// logged as ZPOPMIN or ZPOPMAX.
+fn take_members(ctx: &mut ShardCtx<'_>, key: &[u8], max: bool, count: u64) -> Option<HopOut> {
+    match pop_part(ctx, key, max, count, true)? {
+        Ok(popped) if !popped.is_empty() => Some(HopOut::Other(Box::new(popped))),
+        _ => None,
+    }
+}
+
+fn take_min(ctx: &mut ShardCtx<'_>, key: &[u8], _args: &[Vec<u8>]) -> Option<HopOut> {
+    take_members(ctx, key, false, 1)
+}
+
+fn take_max(ctx: &mut ShardCtx<'_>, key: &[u8], _args: &[Vec<u8>]) -> Option<HopOut> {
+    take_members(ctx, key, true, 1)
+}
+
+/// BZMPOP's pop: COUNT members at its end (its arguments say which).
+fn take_zmpop(ctx: &mut ShardCtx<'_>, key: &[u8], args: &[Vec<u8>]) -> Option<HopOut> {
+    let z = Args::with_owned(args, |args| parse_zmpop(args, 2)).ok()?;
+    take_members(ctx, key, z.max, z.count)
+}
+
+fn taken(out: HopOut) -> Elements {
+    downcast::<Elements>(out).unwrap_or_default()
+}
+
+/// BZPOPMIN's and BZPOPMAX's reply: `[key, member, score]`.
+fn answer_key_member_score(cx: &PlanCx<'_>, key: &[u8], out: HopOut) -> Outcome {
+    let popped = taken(out);
+    cx.reply(|e| {
+        e.array(1 + 2 * popped.len());
+        e.bulk(key);
+        for (m, s) in &popped {
+            e.bulk(m);
+            e.double(*s);
+        }
+    })
+}
+
+/// BZMPOP's reply, ZMPOP's.
+fn answer_zmpop(cx: &PlanCx<'_>, key: &[u8], out: HopOut) -> Outcome {
+    let popped = taken(out);
+    cx.reply(|e| reply_zmpop(e, key, &popped))
+}
+
+/// The reply when the timeout passes (and, in MULTI, when there is nothing to pop).
+fn timed_out_null_array(cx: &PlanCx<'_>) -> Outcome {
+    cx.reply(|e| e.null_array())
+}
+
+/// BZPOPMIN: the lowest score.
+const BZPOPMIN_OPS: BlockingOps = BlockingOps {
+    holds: zset_holds,
+    ready: zset_ready,
+    take: take_min,
+    answer: answer_key_member_score,
+    timed_out: timed_out_null_array,
+};
+
+/// `BZPOPMIN key [key ...] timeout` and BZPOPMAX: the timeout is checked first.
+fn bzpop_plan(start: &PlanStart<'_>, ops: BlockingOps) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let timeout = parse_timeout(args.get(args.len() - 1))?;
+    let keys = (1..args.len() - 1).map(|i| args.get(i).to_vec()).collect();
+    Ok(Box::new(BlockingPop::new(args, keys, timeout, ops)))
+}
+
+fn bzpopmin_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    bzpop_plan(start, BZPOPMIN_OPS)
+}
+
+fn bzpopmax_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let ops = BlockingOps {
+        take: take_max,
+        ..BZPOPMIN_OPS
+    };
+    bzpop_plan(start, ops)
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`: the timeout is checked
+/// first, then the rest as ZMPOP checks it.
+fn bzmpop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let timeout = parse_timeout(args.get(1))?;
+    let z = parse_zmpop(args, 2)?;
+    let ops = BlockingOps {
+        take: take_zmpop,
+        answer: answer_zmpop,
+        ..BZPOPMIN_OPS
+    };
+    Ok(Box::new(BlockingPop::new(args, z.keys, timeout, ops)))
 }
 
 // --- ZRANDMEMBER ---

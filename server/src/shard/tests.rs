@@ -395,6 +395,12 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"ZMPOP", b"2", b"{t}a", b"{t}z", b"MIN"],
         &[&[b"ZADD", b"{t}z", b"1", b"m"]],
     ),
+    (&[b"BZPOPMIN", b"z", b"0"], &[&[b"ZADD", b"z", b"1", b"m"]]),
+    (&[b"BZPOPMAX", b"z", b"0"], &[&[b"ZADD", b"z", b"1", b"m"]]),
+    (
+        &[b"BZMPOP", b"0", b"2", b"{t}a", b"{t}z", b"MIN"],
+        &[&[b"ZADD", b"{t}z", b"1", b"m"]],
+    ),
     (
         &[b"ZUNIONSTORE", b"{t}d", b"1", b"{t}z"],
         &[&[b"ZADD", b"{t}z", b"1", b"m"]],

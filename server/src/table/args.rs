@@ -33,6 +33,21 @@ impl<'a> Args<'a> {
         Args { buf, spans }
     }
 
+    /// Runs `f` over arguments held one by one (a plan keeps its command's arguments so,
+    /// to parse them again on another shard).
+    pub fn with_owned<R>(args: &[Vec<u8>], f: impl FnOnce(&Args<'_>) -> R) -> R {
+        let mut at = 0;
+        let spans: Vec<Range<usize>> = args
+            .iter()
+            .map(|a| {
+                at += a.len();
+                at - a.len()..at
+            })
+            .collect();
+        let buf = args.concat();
+        f(&Args::new(&buf, &spans))
+    }
+
     /// Number of arguments, the name included.
     pub fn len(&self) -> usize {
         self.spans.len()

@@ -260,6 +260,70 @@ fn a_key_of_another_type_keeps_its_waiters_waiting() {
     });
 }
 
+#[test]
+fn sorted_set_pops_block_as_redis_does() {
+    let (a, b) = two_keys();
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut out: Vec<Vec<u8>> = [
+            "ZADD z 1 a 2 b 3 c 4 d",
+            "BZPOPMIN z 0",
+            "BZPOPMAX z 0",
+            "BZMPOP 0 1 z MIN COUNT 5",
+            "BZPOPMIN z x",
+            "BZPOPMIN z -1",
+            "BZMPOP 0 0 z MIN",
+            "BZMPOP x 1 z MIN",
+            "BZMPOP 0 1 z UP",
+            "BZMPOP 0 2 z MAX",
+            "BZMPOP 0 1 z MAX COUNT 0",
+            "SET s v",
+            "BZPOPMIN s 0",
+            "BZPOPMIN nothing s 0",
+            "BZMPOP 0 2 nothing s MIN",
+            "RPUSH l v",
+            "BZPOPMAX l 0.01",
+            "BZPOPMIN z 0.01",
+            "BZMPOP 0.01 1 z MAX",
+            "MULTI",
+            "BZPOPMIN none 0",
+            "BZMPOP 0 1 none MIN",
+            "ZADD y 1 one",
+            "BZPOPMAX y 0",
+            "EXEC",
+        ]
+        .iter()
+        .map(|line| c.cmd_str(line))
+        .collect();
+        // Waits served in the order they began, across shards, by ZADD and ZUNIONSTORE.
+        let mut waiters: Vec<Raw> = (0..3).map(|_| s.raw()).collect();
+        send(&mut waiters[0], &format!("BZPOPMIN {a} {b} 0"));
+        until_blocked(&mut admin, 1);
+        send(&mut waiters[1], &format!("BZMPOP 0 1 {b} MAX COUNT 2"));
+        until_blocked(&mut admin, 2);
+        send(&mut waiters[2], &format!("BZPOPMAX {b} 0"));
+        until_blocked(&mut admin, 3);
+        out.push(admin.cmd_str(&format!("ZADD {b} 1 x 2 y 3 z 4 w")));
+        out.push(admin.cmd_str(&format!("ZRANGE {b} 0 -1 WITHSCORES")));
+        for w in &mut waiters {
+            out.push(w.reply());
+        }
+        out.push(admin.cmd_str(&format!("ZADD {b} 5 v 6 u")));
+        send(&mut waiters[0], &format!("BZPOPMAX {a} 0"));
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str(&format!("ZUNIONSTORE {a} 1 {b}")));
+        out.push(waiters[0].reply());
+        // In RESP3 the score is a double.
+        c.cmd_str("HELLO 3");
+        out.push(c.cmd_str("ZADD r 1.5 m 2 n"));
+        out.push(c.cmd_str("BZPOPMIN r 0"));
+        out.push(c.cmd_str("BZMPOP 0 1 r MAX"));
+        out.push(c.cmd_str("BZPOPMIN r 0.01"));
+        out
+    });
+}
+
 /// Producers push numbered elements onto a few lists; consumers pop them with blocking
 /// pops on keys of every shard; every element is popped exactly once.
 #[test]

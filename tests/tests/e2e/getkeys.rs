@@ -461,6 +461,24 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "bzpopmin",
+        &["BZPOPMIN k 0", "BZPOPMIN a b 1.5", "BZPOPMIN k"],
+    ),
+    (
+        "bzpopmax",
+        &["BZPOPMAX k 0", "BZPOPMAX a b 0", "BZPOPMAX k"],
+    ),
+    (
+        "bzmpop",
+        &[
+            "BZMPOP 0 1 k MIN",
+            "BZMPOP 1 2 a b MAX COUNT 3",
+            "BZMPOP 0 3 a b MIN",
+            "BZMPOP 0 0 a MIN",
+            "BZMPOP 0 1",
+        ],
+    ),
+    (
         "zrandmember",
         &["ZRANDMEMBER k", "ZRANDMEMBER k 2 WITHSCORES", "ZRANDMEMBER"],
     ),
