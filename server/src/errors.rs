@@ -127,6 +127,8 @@ pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, 
 pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of range";
 /// A blocking command's negative timeout.
 pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
+/// A millisecond timeout (XREAD BLOCK, GOBLIN.CLAIM BLOCK) that is not an integer.
+pub const TIMEOUT_NOT_INTEGER: &[u8] = b"ERR timeout is not an integer or out of range";
 /// CLIENT UNBLOCK with a reason other than TIMEOUT or ERROR.
 pub const UNBLOCK_REASON: &[u8] = b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR";
 /// What a client blocked in a command gets when CLIENT UNBLOCK … ERROR unblocks it.

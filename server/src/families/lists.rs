@@ -1466,12 +1466,12 @@ impl BlockingMove {
 
     fn park(&mut self) -> Step {
         self.state = MoveState::Parked;
-        Step::Park(Park {
-            keys: vec![self.across.src.clone()],
-            timeout: self.timeout,
-            ready: Some(is_ready),
-            serve: Serve::Lock,
-        })
+        Step::Park(Park::on(
+            vec![self.across.src.clone()],
+            Some(is_ready),
+            Serve::Lock,
+            self.timeout,
+        ))
     }
 
     /// The lock-only hops that lock the keys again, in ascending shard order.

@@ -103,7 +103,7 @@ pub fn select_db(db: i32) -> Result<(), ErrorReply> {
 /// The longest wait a timeout asks for that Goblin keeps as a deadline; longer ones wait
 /// forever (redis-server 7.0 adds any timeout to its clock, and one past the end of time
 /// never comes).
-const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub(crate) const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A blocking command's timeout, in seconds as a float, read as redis-server 7.0.15's
 /// `getTimeoutFromObjectOrReply` reads it: `strtold`, times 1000 and rounded up in `long

@@ -121,7 +121,9 @@ pub(crate) fn reply_get(ctx: &mut ShardCtx<'_>, key: &[u8]) -> bool {
 /// after the value is GET (compared as C compares it: up to a NUL byte). SET's key spec
 /// has `variable_flags`: its flags depend on the arguments.
 fn set_keys(args: &Args<'_>, found: &mut dyn FnMut(usize, KeyFlags)) -> Result<(), InvalidKeys> {
-    let get = args.iter_from(3).any(|a| is_keyword(a, "get"));
+    let get = args
+        .iter_from(3)
+        .any(|a| is_keyword(a, "get") || is_keyword(a, "ifeq") || is_keyword(a, "ifne"));
     let flags = if get {
         KeyFlags::RW | KeyFlags::ACCESS | KeyFlags::UPDATE
     } else {
@@ -136,19 +138,24 @@ fn get(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     reply_get(ctx, args.get(1));
 }
 
-/// SET's condition on the key's existence.
+/// SET's condition: on the key's existence (NX, XX), or on its value (Redis 8.4's IFEQ
+/// and IFNE: compare-and-set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Condition {
+enum Condition<'a> {
     Always,
     IfAbsent,
     IfPresent,
+    /// IFEQ: only a string equal to this is replaced; a missing key is not created.
+    IfEqual(&'a [u8]),
+    /// IFNE: anything but a string equal to this is replaced; a missing key is created.
+    IfNotEqual(&'a [u8]),
 }
 
 /// The options of SET and GETEX, as Redis's `parseExtendedStringArgumentsOrReply` reads
 /// them: in any order, conflicting ones a syntax error, the expiry value kept unparsed
 /// until every option has been read.
 struct Extended<'a> {
-    condition: Condition,
+    condition: Condition<'a>,
     get: bool,
     keep_ttl: bool,
     persist: bool,
@@ -165,7 +172,9 @@ enum ExtendedFor {
 
 /// Reads the options from argument `from` on. A word is taken as the first option it
 /// names whose conflicts allow it, else it is a syntax error; an expiry unit needs its
-/// value after it, and may repeat (the last value counts) but not change.
+/// value after it, and may repeat (the last value counts) but not change. The conditions
+/// (NX, XX, IFEQ, IFNE) exclude each other; IFEQ and IFNE need their value, and may
+/// repeat (the last value counts).
 fn parse_extended<'a>(
     args: &Args<'a>,
     from: usize,
@@ -191,10 +200,25 @@ fn parse_extended<'a>(
         .into_iter()
         .find(|(word, _)| is(word))
         .map(|(_, unit)| unit);
-        if set && is("NX") && o.condition != Condition::IfPresent {
+        let condition_free = |allowed: fn(&Condition<'_>) -> bool| {
+            o.condition == Condition::Always || allowed(&o.condition)
+        };
+        if set && is("NX") && condition_free(|c| *c == Condition::IfAbsent) {
             o.condition = Condition::IfAbsent;
-        } else if set && is("XX") && o.condition != Condition::IfAbsent {
+        } else if set && is("XX") && condition_free(|c| *c == Condition::IfPresent) {
             o.condition = Condition::IfPresent;
+        } else if set
+            && is("IFEQ")
+            && !c.is_empty()
+            && condition_free(|c| matches!(c, Condition::IfEqual(_)))
+        {
+            o.condition = Condition::IfEqual(c.next_arg()?);
+        } else if set
+            && is("IFNE")
+            && !c.is_empty()
+            && condition_free(|c| matches!(c, Condition::IfNotEqual(_)))
+        {
+            o.condition = Condition::IfNotEqual(c.next_arg()?);
         } else if set && is("GET") {
             o.get = true;
         } else if set && is("KEEPTTL") && !o.persist && o.expire.is_none() {
@@ -212,7 +236,7 @@ fn parse_extended<'a>(
     Ok(o)
 }
 
-/// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT time|KEEPTTL]`
+/// `SET key value [NX|XX|IFEQ v|IFNE v] [GET] [EX|PX|EXAT|PXAT time|KEEPTTL]`
 fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_extended(args, 3, ExtendedFor::Set) {
         Ok(opts) => opts,
@@ -226,21 +250,32 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         },
     };
     let (key, value) = (args.get(1), args.get(2));
-    let (found, old_expire) = {
+    let compares = matches!(
+        opts.condition,
+        Condition::IfEqual(_) | Condition::IfNotEqual(_)
+    );
+    let (blocked, old_expire) = {
         let (current, expire) = lookup(ctx.db, key, ctx.now);
+        if matches!(current, Str::WrongType) && (opts.get || compares) {
+            return ctx.out.error(errors::WRONGTYPE);
+        }
         if opts.get {
             match current {
-                Str::Absent => ctx.out.null(),
                 Str::Value(old) => ctx.out.bulk(old),
-                Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+                Str::Absent | Str::WrongType => ctx.out.null(),
             }
         }
-        (!matches!(current, Str::Absent), expire)
-    };
-    let blocked = match opts.condition {
-        Condition::Always => false,
-        Condition::IfAbsent => found,
-        Condition::IfPresent => !found,
+        let found = !matches!(current, Str::Absent);
+        let blocked = match (opts.condition, current) {
+            (Condition::Always, _) => false,
+            (Condition::IfAbsent, _) => found,
+            (Condition::IfPresent, _) => !found,
+            (Condition::IfEqual(want), Str::Value(v)) => v != want,
+            (Condition::IfEqual(_), _) => true,
+            (Condition::IfNotEqual(want), Str::Value(v)) => v == want,
+            (Condition::IfNotEqual(_), _) => false,
+        };
+        (blocked, expire)
     };
     if blocked {
         if !opts.get {
@@ -253,6 +288,12 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if let Some(at) = deadline {
         // Replayed later, a relative expiry would count from then.
         log_set_pxat(ctx, key, value, at);
+    } else if compares && ctx.logging() {
+        // The condition held: what it did is a plain SET.
+        let keep: &[&[u8]] = if opts.keep_ttl { &[b"KEEPTTL"] } else { &[] };
+        let mut argv: Vec<&[u8]> = vec![b"SET", key, value];
+        argv.extend_from_slice(keep);
+        ctx.log(&argv);
     }
     if !opts.get {
         ctx.out.ok();

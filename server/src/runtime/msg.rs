@@ -15,7 +15,7 @@ use goblin_store::Millis;
 
 use crate::shard::slots::SlotMap;
 use crate::table::handler::Args;
-use crate::txn::plan::{HopOut, ReadyFn, Serve, Work};
+use crate::txn::plan::{HopOut, Watch, Work};
 
 /// A connection, named across threads: its worker, its slab key, and a generation that
 /// tells a reused slab key apart.
@@ -187,12 +187,8 @@ pub struct ParkReq {
     pub tx: TxRef,
     /// Which wait of the transaction this is (a later one makes earlier wake-ups stale).
     pub id: u64,
-    /// The keys of this shard to watch.
-    pub keys: Vec<Vec<u8>>,
-    /// A key already ready wakes the plan at once.
-    pub ready: Option<ReadyFn>,
-    /// How the wait is served.
-    pub serve: Serve,
+    /// The keys of this shard to watch (a key already ready wakes the plan at once).
+    pub keys: Vec<Watch>,
     /// Set by whichever serves the wait, or gives it up, first: every shard of the wait
     /// and its coordinator share it.
     pub claim: Arc<AtomicBool>,

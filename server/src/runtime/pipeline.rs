@@ -265,8 +265,12 @@ impl Worker {
     }
 }
 
-/// Which shard(s) a keyed command needs.
+/// Which shard(s) a keyed command needs (an invocation that may block needs a plan,
+/// like one whose keys span shards).
 fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
+    if spec.plan_if.is_some_and(|when| when(args)) {
+        return Target::Many;
+    }
     let mut target = Target::Here;
     spec.for_each_key_position(args, |i| {
         let shard = slots.shard_of_key(args.get(i));

@@ -197,11 +197,13 @@ impl Worker {
                     self.serve(key);
                 }
             }
+            // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
+            // in this iteration, not after the next event.
+            self.expire_keys();
             self.drain();
             self.time_out_parked();
             self.send_all();
             self.flush_all();
-            self.expire_keys();
             if self.commands > 0 {
                 self.shared
                     .total_commands
@@ -228,9 +230,6 @@ impl Worker {
         {
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
             self.route_shard_out();
-            if !self.local.is_empty() {
-                self.drain();
-            }
         }
     }
 

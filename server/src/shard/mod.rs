@@ -48,7 +48,7 @@ use std::time::Instant;
 use goblin_protocol::{Encoder, Version};
 use std::sync::atomic::Ordering;
 
-use goblin_store::{Change, Event, Keyspace, Millis, key_slot};
+use goblin_store::{Event, Keyspace, Millis, key_slot};
 
 use crate::errors;
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
@@ -265,7 +265,8 @@ impl Shard {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         for event in &self.events {
             match event {
-                Event::Key(k) if k.change == Change::Written && self.waiters.waits_for(&k.key) => {
+                // Any change: a write readies a pop, a delete or an expiry frees a claim.
+                Event::Key(k) if self.waiters.waits_for(&k.key) => {
                     if !keys.iter().any(|done| **done == *k.key) {
                         keys.push(k.key.to_vec());
                     }
@@ -623,7 +624,7 @@ impl Shard {
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one
     /// of them is ready already.
     pub fn park(&mut self, shared: &Shared, req: ParkReq) {
-        if let Some(ready) = req.ready {
+        if req.keys.iter().any(|w| w.ready.is_some()) {
             let keys = &req.keys;
             let mut scratch = Vec::new();
             let (found, _) = self.unit(
@@ -632,15 +633,19 @@ impl Shard {
                 req.now,
                 &mut scratch,
                 Version::Resp2,
-                |ctx| keys.iter().find(|k| ready(ctx.db, k, req.now) > 0).cloned(),
+                |ctx| {
+                    keys.iter()
+                        .find(|w| w.ready.is_some_and(|ready| ready(ctx.db, &w.key, req.now) > 0))
+                        .map(|w| (w.key.clone(), w.serve))
+                },
             );
-            if let Some(key) = found {
+            if let Some((key, serve)) = found {
                 if req
                     .claim
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
-                    match req.serve {
+                    match serve {
                         Serve::Notify => self
                             .out
                             .push((req.tx.worker, Msg::Woken(req.tx, req.id, key))),
@@ -655,8 +660,6 @@ impl Shard {
             req.id,
             req.keys,
             req.claim,
-            req.ready,
-            req.serve,
             req.first_in_line,
         );
         self.update_observed();

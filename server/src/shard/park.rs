@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use goblin_store::{Keyspace, Millis};
 
 use crate::runtime::msg::TxRef;
-use crate::txn::plan::ReadyFn;
+use crate::txn::plan::{ReadyFn, Watch};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -38,8 +38,14 @@ pub enum Serve {
 #[derive(Debug)]
 struct Wait {
     id: u64,
-    keys: Vec<Box<[u8]>>,
+    keys: Vec<Watched>,
     claim: Arc<AtomicBool>,
+}
+
+/// A key a wait watches, with its readiness test and how it serves the wait.
+#[derive(Debug)]
+struct Watched {
+    key: Box<[u8]>,
     ready: Option<ReadyFn>,
     serve: Serve,
 }
@@ -73,37 +79,32 @@ impl Waiters {
     /// Registers wait `id` of `tx` on `keys` (replacing an earlier wait of `tx`), at the
     /// back of each key's queue, or at the front for a plan that was served and must wait
     /// again (it keeps its turn).
-    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &mut self,
         tx: TxRef,
         id: u64,
-        keys: Vec<Vec<u8>>,
+        keys: Vec<Watch>,
         claim: Arc<AtomicBool>,
-        ready: Option<ReadyFn>,
-        serve: Serve,
         first_in_line: bool,
     ) {
         self.remove(tx);
-        let keys: Vec<Box<[u8]>> = keys.into_iter().map(Vec::into_boxed_slice).collect();
-        for k in &keys {
-            let queue = self.by_key.entry(k.clone()).or_default();
+        let keys: Vec<Watched> = keys
+            .into_iter()
+            .map(|w| Watched {
+                key: w.key.into_boxed_slice(),
+                ready: w.ready,
+                serve: w.serve,
+            })
+            .collect();
+        for w in &keys {
+            let queue = self.by_key.entry(w.key.clone()).or_default();
             if first_in_line {
                 queue.push_front(tx);
             } else {
                 queue.push_back(tx);
             }
         }
-        self.by_tx.insert(
-            tx,
-            Wait {
-                id,
-                keys,
-                claim,
-                ready,
-                serve,
-            },
-        );
+        self.by_tx.insert(tx, Wait { id, keys, claim });
     }
 
     /// Removes wait `id` of `tx` (if it is still the registered one).
@@ -117,11 +118,11 @@ impl Waiters {
         let Some(wait) = self.by_tx.remove(&tx) else {
             return;
         };
-        for k in wait.keys {
-            if let Some(queue) = self.by_key.get_mut(&k) {
+        for w in wait.keys {
+            if let Some(queue) = self.by_key.get_mut(&w.key) {
                 queue.retain(|t| *t != tx);
                 if queue.is_empty() {
-                    self.by_key.remove(&k);
+                    self.by_key.remove(&w.key);
                 }
             }
         }
@@ -148,11 +149,15 @@ impl Waiters {
                 dropped.push(tx);
                 continue;
             }
-            let ready = wait.ready.map_or(1, |ready| ready(db, key, now));
+            let Some(watched) = wait.keys.iter().find(|w| *w.key == *key) else {
+                continue;
+            };
+            let ready = watched.ready.map_or(1, |ready| ready(db, key, now));
             if ready == 0 {
                 continue;
             }
-            if wait.serve == Serve::Lock && locked >= *capacity.get_or_insert(ready) {
+            let serve = watched.serve;
+            if serve == Serve::Lock && locked >= *capacity.get_or_insert(ready) {
                 continue;
             }
             if wait
@@ -163,8 +168,8 @@ impl Waiters {
                 dropped.push(tx);
                 continue;
             }
-            locked += usize::from(wait.serve == Serve::Lock);
-            served.push((tx, wait.id, key.to_vec(), wait.serve));
+            locked += usize::from(serve == Serve::Lock);
+            served.push((tx, wait.id, key.to_vec(), serve));
         }
         for tx in dropped.into_iter().chain(served.iter().map(|w| w.0)) {
             self.remove(tx);
@@ -190,6 +195,16 @@ mod tests {
         usize::from(db.contains(key, now))
     }
 
+    fn watch(keys: &[&[u8]], ready: Option<ReadyFn>, serve: Serve) -> Vec<Watch> {
+        keys.iter()
+            .map(|k| Watch {
+                key: k.to_vec(),
+                ready,
+                serve,
+            })
+            .collect()
+    }
+
     fn flag() -> Arc<AtomicBool> {
         Arc::new(AtomicBool::new(false))
     }
@@ -199,15 +214,7 @@ mod tests {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
         for tx in [T1, T2] {
-            w.register(
-                tx,
-                1,
-                vec![b"k".to_vec()],
-                flag(),
-                Some(exists),
-                Serve::Lock,
-                false,
-            );
+            w.register(tx, 1, watch(&[b"k"], Some(exists), Serve::Lock), flag(), false);
         }
         assert!(
             w.serve(b"k", &mut db, 0).is_empty(),
@@ -231,33 +238,9 @@ mod tests {
         let mut db = Keyspace::new();
         db.set_str(b"k", b"v", None, 0);
         let taken = flag();
-        w.register(
-            T1,
-            1,
-            vec![b"k".to_vec(), b"j".to_vec()],
-            Arc::clone(&taken),
-            None,
-            Serve::Lock,
-            false,
-        );
-        w.register(
-            T2,
-            1,
-            vec![b"k".to_vec()],
-            flag(),
-            None,
-            Serve::Notify,
-            false,
-        );
-        w.register(
-            T3,
-            4,
-            vec![b"k".to_vec()],
-            flag(),
-            None,
-            Serve::Notify,
-            true,
-        );
+        w.register(T1, 1, watch(&[b"k", b"j"], None, Serve::Lock), Arc::clone(&taken), false);
+        w.register(T2, 1, watch(&[b"k"], None, Serve::Notify), flag(), false);
+        w.register(T3, 4, watch(&[b"k"], None, Serve::Notify), flag(), true);
         taken.store(true, Ordering::Release);
         let served = w.serve(b"k", &mut db, 0);
         assert_eq!(
@@ -275,26 +258,10 @@ mod tests {
     fn a_cancelled_or_replaced_wait_is_not_served() {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
-        w.register(
-            T1,
-            1,
-            vec![b"a".to_vec()],
-            flag(),
-            None,
-            Serve::Notify,
-            false,
-        );
+        w.register(T1, 1, watch(&[b"a"], None, Serve::Notify), flag(), false);
         w.cancel(T1, 0);
         assert_eq!(w.len(), 1, "an older wait's cancel leaves the newer one");
-        w.register(
-            T1,
-            2,
-            vec![b"c".to_vec()],
-            flag(),
-            None,
-            Serve::Notify,
-            false,
-        );
+        w.register(T1, 2, watch(&[b"c"], None, Serve::Notify), flag(), false);
         assert!(w.serve(b"a", &mut db, 0).is_empty());
         w.cancel(T1, 2);
         assert!(w.is_empty());

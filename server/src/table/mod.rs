@@ -101,6 +101,10 @@ pub struct CommandSpec {
     /// How it runs when its keys span shards (its family's plan); `None`: its keys never
     /// span shards.
     pub cross_shard: Option<CrossShard>,
+    /// When this holds of an invocation, the command runs as its plan even with its keys
+    /// on one shard: an invocation that may wait (GOBLIN.CLAIM … BLOCK), since only a
+    /// plan can park.
+    pub plan_if: Option<fn(&Args<'_>) -> bool>,
     /// Whether MULTI queues it (QUIT, like the transaction commands themselves, runs at
     /// once).
     pub queued_in_multi: bool,
@@ -182,6 +186,13 @@ impl Registered<'_> {
         self
     }
 
+    /// Runs the command as its cross-shard plan whenever `when` holds of an invocation,
+    /// wherever its keys are (invocations that may block: only a plan can park).
+    pub fn plan_if(self, when: fn(&Args<'_>) -> bool) -> Self {
+        self.0.plan_if = Some(when);
+        self
+    }
+
     /// The command's own key search, for what its key specs cannot say (Redis's
     /// `getkeys_proc`).
     pub fn custom_keys(self, finder: keys::CustomFinder) -> Self {
@@ -259,6 +270,7 @@ impl CommandTable {
             exec,
             id,
             cross_shard: None,
+            plan_if: None,
             queued_in_multi: !matches!(exec, Exec::Multi(_)),
             info,
             docs,

@@ -28,7 +28,7 @@ use crate::runtime::msg::{LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::shard::Outgoing;
 use crate::shard::slots::SlotMap;
-use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, encoded};
+use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, Watch, encoded};
 
 /// The `index` of a step that only releases locks: its acknowledgement carries no result.
 pub const RELEASE: usize = usize::MAX;
@@ -404,12 +404,12 @@ impl TxJob {
         self.release_all(out);
         self.waits += 1;
         let id = self.waits;
-        let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
-        for key in park.keys {
-            let shard = env.slots.shard_of_key(&key);
+        let mut by_shard: Vec<(usize, Vec<Watch>)> = Vec::new();
+        for watch in park.keys {
+            let shard = env.slots.shard_of_key(&watch.key);
             match by_shard.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, keys)) => keys.push(key),
-                None => by_shard.push((shard, vec![key])),
+                Some((_, keys)) => keys.push(watch),
+                None => by_shard.push((shard, vec![watch])),
             }
         }
         let shards = by_shard.iter().map(|(s, _)| *s).collect();
@@ -420,8 +420,6 @@ impl TxJob {
                 tx: self.tx,
                 id,
                 keys,
-                ready: park.ready,
-                serve: park.serve,
                 claim: Arc::clone(&claim),
                 first_in_line,
                 now: self.now,

@@ -164,25 +164,52 @@ pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> usize;
 
 pub use crate::shard::park::Serve;
 
-/// A wait for a key event: the plan sleeps until one of `keys` changes (on whichever
-/// shards own them) or `timeout` passes, then goes on with [`HopOut::Woken`] or
-/// [`HopOut::TimedOut`]. Parking releases every lock the transaction holds. Waits on a key
-/// are served in the order they came, and a wait at most once, whatever the number of
-/// shards it spans.
+/// A wait for a key event: the plan sleeps until one of its watched keys changes (on
+/// whichever shards own them) and is ready, or `timeout` passes, then goes on with
+/// [`HopOut::Woken`] or [`HopOut::TimedOut`]. Parking releases every lock the transaction
+/// holds. Waits on a key are served in the order they came, and a wait at most once,
+/// whatever the number of shards it spans.
 #[derive(Debug)]
 pub struct Park {
-    /// The keys to watch.
-    pub keys: Vec<Vec<u8>>,
+    /// The keys to watch, each with its readiness test and how it serves the wait.
+    pub keys: Vec<Watch>,
     /// How long at most; `None`: forever.
     pub timeout: Option<Duration>,
-    /// Whether a key is ready for the plan. Checked as the wait registers (a key already
+}
+
+impl Park {
+    /// A wait on `keys` that are all alike: the same readiness test, served the same way.
+    pub fn on(
+        keys: Vec<Vec<u8>>,
+        ready: Option<ReadyFn>,
+        serve: Serve,
+        timeout: Option<Duration>,
+    ) -> Park {
+        Park {
+            keys: keys
+                .into_iter()
+                .map(|key| Watch { key, ready, serve })
+                .collect(),
+            timeout,
+        }
+    }
+}
+
+/// One key a parked plan watches.
+#[derive(Clone, Debug)]
+pub struct Watch {
+    /// The key.
+    pub key: Vec<u8>,
+    /// Whether the key is ready for the plan. Checked as the wait registers (a key already
     /// ready serves it at once: nothing can change between the check and the
-    /// registration, both run on the key's shard in one step) and after every write to a
-    /// key it waits for. `None`: any write serves it.
+    /// registration, both run on the key's shard in one step) and after every change of
+    /// the key (a write, a delete, an expiry). `None`: any change serves it.
     pub ready: Option<ReadyFn>,
-    /// How the wait is served: `Serve::Lock` grants the plan an exclusive lock on the key
-    /// in the very step that made it ready, so that what made it ready is the plan's (a
-    /// blocked pop gets the element pushed); the plan then runs with that lock held.
+    /// How the wait is served through this key: `Serve::Lock` grants the plan an
+    /// exclusive lock on the key in the very step that made it ready, so that what made
+    /// it ready is the plan's (a blocked pop gets the element pushed, a freed claim goes
+    /// to the waiter first in line); the plan then runs with that lock held.
+    /// `Serve::Notify` tells every ready waiter.
     pub serve: Serve,
 }
 

@@ -382,12 +382,12 @@ impl BlockingPop {
 
     fn park(&mut self) -> Step {
         self.state = PopState::Parked;
-        Step::Park(crate::txn::plan::Park {
-            keys: self.keys.clone(),
-            timeout: self.timeout,
-            ready: Some(self.ops.ready),
-            serve: crate::txn::plan::Serve::Lock,
-        })
+        Step::Park(crate::txn::plan::Park::on(
+            self.keys.clone(),
+            Some(self.ops.ready),
+            crate::txn::plan::Serve::Lock,
+            self.timeout,
+        ))
     }
 
     fn take_hop(&self, cx: &PlanCx<'_>, key: &[u8]) -> Step {

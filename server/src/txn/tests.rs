@@ -157,12 +157,12 @@ impl Plan for WaitThenGet {
                     .locking(key, LockMode::Exclusive);
                 Step::Hops(vec![hop])
             }
-            None | Some(HopOut::Done) => Step::Park(Park {
-                keys: self.keys.clone(),
-                timeout: self.timeout,
-                ready: Some(exists),
-                serve: Serve::Notify,
-            }),
+            None | Some(HopOut::Done) => Step::Park(Park::on(
+                self.keys.clone(),
+                Some(exists),
+                Serve::Notify,
+                self.timeout,
+            )),
             Some(HopOut::Woken(key)) if !self.read => {
                 self.read = true;
                 let shard = cx.slots.shard_of_key(&key);
@@ -321,12 +321,12 @@ struct Take {
 
 impl Take {
     fn park(&self) -> Step {
-        Step::Park(Park {
-            keys: self.keys.clone(),
-            timeout: self.timeout,
-            ready: Some(exists),
-            serve: Serve::Lock,
-        })
+        Step::Park(Park::on(
+            self.keys.clone(),
+            Some(exists),
+            Serve::Lock,
+            self.timeout,
+        ))
     }
 }
 

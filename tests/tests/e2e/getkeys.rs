@@ -557,9 +557,48 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
                 "goblin.claim c c t 10",
                 Want::Keys(&[("c", &["RW", "access", "insert"]), ("c", &["RO", "access"])]),
             ),
+            (
+                "GOBLIN.CLAIM c r t 10 BLOCK 100",
+                Want::Keys(&[("c", &["RW", "access", "insert"]), ("r", &["RO", "access"])]),
+            ),
+            (
+                "GOBLIN.CLAIM c r t 10 x",
+                Want::Keys(&[("c", &["RW", "access", "insert"]), ("r", &["RO", "access"])]),
+            ),
             ("GOBLIN.CLAIM c r t", ARITY),
-            ("GOBLIN.CLAIM c r t 10 x", ARITY),
             ("GOBLIN.CLAIM", Want::GetkeysArity),
+        ],
+    ),
+    (
+        "goblin.publish",
+        &[
+            (
+                "GOBLIN.PUBLISH c r t v 10",
+                Want::Keys(&[("c", &["RW", "access", "update"]), ("r", &["OW", "update"])]),
+            ),
+            ("GOBLIN.PUBLISH c r t v", ARITY),
+            ("GOBLIN.PUBLISH c r t v 10 x", ARITY),
+        ],
+    ),
+    (
+        "goblin.renew",
+        &[
+            (
+                "GOBLIN.RENEW c t 10",
+                Want::Keys(&[("c", &["RW", "access", "update"])]),
+            ),
+            ("GOBLIN.RENEW c t", ARITY),
+        ],
+    ),
+    (
+        "goblin.status",
+        &[
+            (
+                "GOBLIN.STATUS c r",
+                Want::Keys(&[("c", &["RO", "access"]), ("r", &["RO", "access"])]),
+            ),
+            ("GOBLIN.STATUS c", ARITY),
+            ("GOBLIN.STATUS c r x", ARITY),
         ],
     ),
     (

@@ -426,7 +426,8 @@ fn arity_errors_and_case_insensitive_names() {
                 c.expect(&[name, "c"], &claim_arity);
                 c.expect(&[name, "c", "r"], &claim_arity);
                 c.expect(&[name, "c", "r", "t"], &claim_arity);
-                c.expect(&[name, "c", "r", "t", "30", "extra"], &claim_arity);
+                // Options follow `seconds` (BLOCK ms): anything else is a syntax error.
+                c.expect(&[name, "c", "r", "t", "30", "extra"], &err("ERR syntax error"));
                 c.expect(&["EXISTS", "c"], &int(0));
             }
             for name in ["GOBLIN.CAD", "goblin.cad", "Goblin.Cad"] {
@@ -645,7 +646,10 @@ fn command_info_gives_arity_and_key_positions() {
     let server = Server::goblin_threads(4);
     let mut c = Conn::open(&server, false, "COMMAND INFO".into());
     for (name, want) in [
-        ("goblin.claim", vec![5, 1, 2, 1]),
+        ("goblin.claim", vec![-5, 1, 2, 1]),
+        ("goblin.publish", vec![6, 1, 2, 1]),
+        ("goblin.renew", vec![4, 1, 1, 1]),
+        ("goblin.status", vec![3, 1, 2, 1]),
         ("goblin.cad", vec![3, 1, 1, 1]),
         ("delifeq", vec![3, 1, 1, 1]),
         ("delex", vec![-2, 1, 1, 1]),
