@@ -6,7 +6,9 @@ Cases (each on a fresh pair of servers, goblin --threads 1 and redis-server 7):
 - set:    one set of N string members (`member:%09d`);
 - intset: one set of N integer members (big: past the intset limit, a hashtable);
 - zset:   one sorted set of N members (`m:%09d`) with distinct scores;
-- small:  N/10 hashes of 10 fields each (listpack-encoded in Redis).
+- small:  N/10 hashes of 10 fields each (listpack-encoded in Redis);
+- list:   one list of N elements (`e:%09d`, RPUSH);
+- lists:  N/10 lists of 10 elements each.
 Reports each server's `used_memory` growth (its allocator's count) per element, and
 goblin ÷ redis. The target is goblin ≤ redis.
 
@@ -67,6 +69,10 @@ def commands(case, n):
                 args += [f"field{j}", f"value-{k % 1000:03d}"]
             out.append(encode(*args))
         return out
+    if case == "lists":
+        for k in range(n // 10):
+            out.append(encode("RPUSH", f"list:{k:09d}", *[f"e:{k * 10 + j:09d}" for j in range(10)]))
+        return out
     for start_at in range(0, n, per):
         ids = range(start_at, min(n, start_at + per))
         if case == "hash":
@@ -75,6 +81,8 @@ def commands(case, n):
             args = ["SADD", "big"] + [f"member:{i:09d}" for i in ids]
         elif case == "intset":
             args = ["SADD", "big"] + [str(i * 7) for i in ids]
+        elif case == "list":
+            args = ["RPUSH", "big"] + [f"e:{i:09d}" for i in ids]
         elif case == "zset":
             args = ["ZADD", "big"] + [x for i in ids for x in (str(i), f"m:{i:09d}")]
         else:
@@ -86,10 +94,10 @@ def commands(case, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--elements", type=int, default=1_000_000)
-    ap.add_argument("--cases", default="hash,set,intset,zset,small")
+    ap.add_argument("--cases", default="hash,set,intset,zset,small,list,lists")
     opts = ap.parse_args()
     print(f"# used_memory growth per element, {opts.elements} elements "
-          "(small: elements/10 hashes of 10 fields)")
+          "(small, lists: elements/10 keys of 10)")
     print("| case | goblin B/element | redis B/element | goblin ÷ redis |")
     print("|---|--:|--:|--:|")
     for case in opts.cases.split(","):

@@ -287,6 +287,7 @@ impl Loopback {
                 Msg::Step(step) => self.shards[dest].step(&self.shared, step),
                 Msg::Park(req) => self.shards[dest].park(&self.shared, req),
                 Msg::Unpark(tx, id) => self.shards[dest].unpark(tx, id),
+                Msg::Reserve(key) => self.shards[dest].serve_key(&key),
                 Msg::Slots(map) => self.shards[dest].set_slots(map),
                 Msg::Done(to, batch) => self.done.push((to, batch)),
                 Msg::Replies(..) | Msg::Adopt(..) | Msg::Ask(..) | Msg::Answer(..) => {}

@@ -26,9 +26,7 @@ use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::InvalidKeys;
 use crate::table::{CommandTable, KeyFlags, Meta, Node};
-use crate::txn::plan::{
-    Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Serve, Step, Watch,
-};
+use crate::txn::plan::{Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Serve, Step, Watch};
 
 use super::strings::{Str, StrRead, log_set_pxat, lookup, reply_get};
 use super::{ExpireUnit, LONGEST_TIMEOUT, decimal, parse_expire};
@@ -276,7 +274,9 @@ impl ClaimPlan {
                 if won(&results) {
                     return Err(ClaimEnd::Claimed);
                 }
-                Err(ClaimEnd::Read(self.result.take().unwrap_or(StrRead::Absent)))
+                Err(ClaimEnd::Read(
+                    self.result.take().unwrap_or(StrRead::Absent),
+                ))
             }
         }
     }

@@ -221,6 +221,9 @@ pub enum Msg {
     Park(ParkReq),
     /// Stop watching for a parked plan's wait.
     Unpark(TxRef, u64),
+    /// A wait this key served with its lock was given up (its client left) before using
+    /// what made the key ready: serve the key's next waits.
+    Reserve(Vec<u8>),
     /// A watched key changed: the wait `id` of the transaction can go on.
     Woken(TxRef, u64, Vec<u8>),
     /// A new slot map.

@@ -394,6 +394,7 @@ impl Worker {
             Msg::Step(step) => self.shard.step(shared, step),
             Msg::Park(req) => self.shard.park(shared, req),
             Msg::Unpark(tx, id) => self.shard.unpark(tx, id),
+            Msg::Reserve(key) => self.shard.serve_key(&key),
             Msg::Slots(map) => self.shard.set_slots(map),
             Msg::Done(to, batch) => self.batch_done(to, batch),
             Msg::Replies(to, shard, replies) => self.batch_stalled(to, shard, replies),

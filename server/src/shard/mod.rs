@@ -275,13 +275,19 @@ impl Shard {
                 Event::Key(_) => {}
             }
         }
-        let now = self.clock_hint;
         for key in keys {
-            for (tx, id, key, serve) in self.waiters.serve(&key, &mut self.db, now) {
-                match serve {
-                    Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
-                    Serve::Lock => self.wakes.push((tx, key)),
-                }
+            self.serve_key(&key);
+        }
+    }
+
+    /// Serves the waits `key` is ready for, in order: a notify wait is told at once, a
+    /// lock wait is queued for [`Shard::serve_wakes`].
+    pub fn serve_key(&mut self, key: &[u8]) {
+        let now = self.clock_hint;
+        for (tx, id, key, serve) in self.waiters.serve(key, &mut self.db, now) {
+            match serve {
+                Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
+                Serve::Lock => self.wakes.push((tx, key)),
             }
         }
     }
@@ -635,7 +641,10 @@ impl Shard {
                 Version::Resp2,
                 |ctx| {
                     keys.iter()
-                        .find(|w| w.ready.is_some_and(|ready| ready(ctx.db, &w.key, req.now) > 0))
+                        .find(|w| {
+                            w.ready
+                                .is_some_and(|ready| ready(ctx.db, &w.key, req.now) > 0)
+                        })
                         .map(|w| (w.key.clone(), w.serve))
                 },
             );
@@ -655,13 +664,8 @@ impl Shard {
                 return;
             }
         }
-        self.waiters.register(
-            req.tx,
-            req.id,
-            req.keys,
-            req.claim,
-            req.first_in_line,
-        );
+        self.waiters
+            .register(req.tx, req.id, req.keys, req.claim, req.first_in_line);
         self.update_observed();
     }
 

@@ -214,7 +214,13 @@ mod tests {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
         for tx in [T1, T2] {
-            w.register(tx, 1, watch(&[b"k"], Some(exists), Serve::Lock), flag(), false);
+            w.register(
+                tx,
+                1,
+                watch(&[b"k"], Some(exists), Serve::Lock),
+                flag(),
+                false,
+            );
         }
         assert!(
             w.serve(b"k", &mut db, 0).is_empty(),
@@ -238,7 +244,13 @@ mod tests {
         let mut db = Keyspace::new();
         db.set_str(b"k", b"v", None, 0);
         let taken = flag();
-        w.register(T1, 1, watch(&[b"k", b"j"], None, Serve::Lock), Arc::clone(&taken), false);
+        w.register(
+            T1,
+            1,
+            watch(&[b"k", b"j"], None, Serve::Lock),
+            Arc::clone(&taken),
+            false,
+        );
         w.register(T2, 1, watch(&[b"k"], None, Serve::Notify), flag(), false);
         w.register(T3, 4, watch(&[b"k"], None, Serve::Notify), flag(), true);
         taken.store(true, Ordering::Release);

@@ -419,7 +419,10 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"GOBLIN.PUBLISH", b"{t}c", b"{t}r", b"w", b"v", b"30"],
         &[&[b"SET", b"{t}c", b"w"]],
     ),
-    (&[b"GOBLIN.RENEW", b"c", b"w", b"30"], &[&[b"SET", b"c", b"w"]]),
+    (
+        &[b"GOBLIN.RENEW", b"c", b"w", b"30"],
+        &[&[b"SET", b"c", b"w"]],
+    ),
     (&[b"DELIFEQ", b"k", b"v"], &[&[b"SET", b"k", b"v"]]),
     (&[b"DELEX", b"k"], &[&[b"SET", b"k", b"v"]]),
     (&[b"FLUSHALL"], &[&[b"SET", b"k", b"v"]]),

@@ -258,6 +258,11 @@ impl TxJob {
     ) -> Option<Outcome> {
         if matches!(self.phase, Phase::Abandoned) {
             self.release_all(out);
+            // What made the key ready is still there: the next waiter's (the release
+            // travels first on the same channel).
+            if let Ok(HopOut::Woken(key)) = done.out {
+                out.push((done.shard, Msg::Reserve(key)));
+            }
             self.phase = Phase::Done;
             return Some(Outcome::Reply(Vec::new()));
         }

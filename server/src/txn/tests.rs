@@ -430,8 +430,10 @@ fn a_consumer_that_leaves_takes_nothing_with_it() {
     lb.exec(&[b"SET", b"k", b"kept"]);
     assert_eq!(lb.exec(&[b"GET", b"k"]), bulk(b"kept"));
     assert!(lb.all_quiet());
-    // Served (its lock granted) but gone before it ran: the value stays.
+    // Served (its lock granted) but gone before it ran: the value stays, and goes to the
+    // next consumer in line.
     let job = lb.start_job(take(&[b"j"], None), Vec::new());
+    let next = lb.start_job(take(&[b"j"], None), Vec::new());
     let cmd = crate::testkit::Cmd::new(&[b"SET", b"j", b"v"]);
     let Ok(spec) = lb.shared.commands.resolve(&cmd.args()) else {
         panic!()
@@ -455,7 +457,8 @@ fn a_consumer_that_leaves_takes_nothing_with_it() {
     );
     lb.queue.extend(grant);
     lb.deliver();
-    assert_eq!(lb.exec(&[b"GET", b"j"]), bulk(b"v"));
+    assert_eq!(lb.reply_of(next), Some(bulk(b"v")), "passed on to the next");
+    assert_eq!(lb.exec(&[b"GET", b"j"]), b"$-1\r\n");
     assert!(lb.all_quiet());
 }
 
