@@ -45,6 +45,9 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--threads", default="1")
     ap.add_argument("--tests", default=",".join(TESTS))
+    ap.add_argument("--noise", action="store_true",
+                    help="also a second redis-server: its throughput and CPU ratios to the "
+                         "first are the run's noise")
     a = ap.parse_args()
     m = machine()
     servers = []
@@ -52,27 +55,33 @@ def main():
         port = free_port()
         servers.append(start(f"goblin --threads {a.threads}",
                              [GOBLIN, "--port", str(port), "--threads", a.threads], port))
-        port = free_port()
-        servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
-                                              "--appendonly", "no"], port))
+        for name in ["redis-server", "redis-server B"][:2 if a.noise else 1]:
+            port = free_port()
+            servers.append(start(name, ["redis-server", "--port", str(port), "--save", "",
+                                        "--appendonly", "no"], port))
         print(f"# {m['cpu']}, {m['nproc']} cores, redis {m['redis']}, goblin {m['goblin']}; "
               f"servers on core 0, redis-benchmark on core 1; -n {a.requests} -c {a.clients}; "
               f"median of {a.rounds} rounds")
+        noise_head = " noise: redis B ÷ redis, throughput / ops per CPU-s |" if a.noise else ""
         print(f"| test | -P | goblin ops/s | redis ops/s | throughput ratio | goblin CPU µs/op "
-              f"| redis CPU µs/op | ops per CPU-s ratio |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+              f"| redis CPU µs/op | ops per CPU-s ratio |{noise_head}")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if a.noise else ""))
         for pipeline in [int(p) for p in a.pipelines.split(",")]:
             for test in a.tests.split(","):
                 got = {s["name"]: [] for s in servers}
                 for _ in range(a.rounds):
                     for s in servers:
                         got[s["name"]].append(run(s, test, pipeline, a.requests, a.clients))
-                g, r = (got[s["name"]] for s in servers)
-                g_rps, r_rps = statistics.median(x[0] for x in g), statistics.median(x[0] for x in r)
-                g_cpu, r_cpu = statistics.median(x[1] for x in g), statistics.median(x[1] for x in r)
+                med = [(statistics.median(x[0] for x in got[s["name"]]),
+                        statistics.median(x[1] for x in got[s["name"]])) for s in servers]
+                (g_rps, g_cpu), (r_rps, r_cpu) = med[0], med[1]
+                noise = ""
+                if a.noise:
+                    b_rps, b_cpu = med[2]
+                    noise = f" {b_rps / r_rps:.2f} / {r_cpu / b_cpu:.2f} |"
                 print(f"| {test.upper()} | {pipeline} | {g_rps:,.0f} | {r_rps:,.0f} | "
-                      f"{g_rps / r_rps:.2f} | {g_cpu:.2f} | {r_cpu:.2f} | {r_cpu / g_cpu:.2f} |",
-                      flush=True)
+                      f"{g_rps / r_rps:.2f} | {g_cpu:.2f} | {r_cpu:.2f} | {r_cpu / g_cpu:.2f} |"
+                      f"{noise}", flush=True)
     finally:
         stop(servers)
 

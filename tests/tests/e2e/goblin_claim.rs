@@ -427,7 +427,10 @@ fn arity_errors_and_case_insensitive_names() {
                 c.expect(&[name, "c", "r"], &claim_arity);
                 c.expect(&[name, "c", "r", "t"], &claim_arity);
                 // Options follow `seconds` (BLOCK ms): anything else is a syntax error.
-                c.expect(&[name, "c", "r", "t", "30", "extra"], &err("ERR syntax error"));
+                c.expect(
+                    &[name, "c", "r", "t", "30", "extra"],
+                    &err("ERR syntax error"),
+                );
                 c.expect(&["EXISTS", "c"], &int(0));
             }
             for name in ["GOBLIN.CAD", "goblin.cad", "Goblin.Cad"] {
