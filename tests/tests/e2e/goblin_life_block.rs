@@ -146,15 +146,23 @@ fn claim_block<'a>(
     ]
 }
 
-/// Asserts that no reply arrives on `raw` within `quiet`.
-fn assert_silent(raw: &mut Raw, quiet: Duration, what: &str) {
-    raw.stream().set_read_timeout(Some(quiet)).unwrap();
-    let outcome = raw.try_reply();
-    raw.stream().set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
-    match outcome {
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-        Ok(reply) => panic!("{what}: got {} while it should still wait", show(&reply)),
-        Err(e) => panic!("{what}: {e} while it should still wait"),
+/// Asserts that no reply arrives on any of `waiters` within `quiet` (watched together).
+fn assert_silent<'a>(waiters: impl IntoIterator<Item = &'a mut Raw>, quiet: Duration, what: &str) {
+    thread::sleep(quiet);
+    for (i, raw) in waiters.into_iter().enumerate() {
+        raw.stream()
+            .set_read_timeout(Some(Duration::from_millis(1)))
+            .unwrap();
+        let outcome = raw.try_reply();
+        raw.stream().set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        match outcome {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Ok(reply) => panic!(
+                "{what}: waiter {i} watched got {} while it should still wait",
+                show(&reply)
+            ),
+            Err(e) => panic!("{what}: waiter {i} watched: {e} while it should still wait"),
+        }
     }
 }
 
@@ -190,9 +198,7 @@ fn a_written_result_wakes_every_waiter_with_the_value() {
                 send(w, &claim_block(&keys, token.as_bytes(), b"30", ms));
                 run.until_blocked(i + 1);
             }
-            for w in &mut waiters {
-                assert_silent(w, QUIET, &run.label);
-            }
+            assert_silent(&mut waiters, QUIET, &run.label);
             let (c, r) = (&keys.0[..], &keys.1[..]);
             match n {
                 0 => run.expect(
@@ -240,9 +246,7 @@ fn a_release_serves_the_longest_waiter_and_the_rest_keep_waiting() {
             assert_bytes_eq!(waiters[0].reply(), CLAIMED, "[{}] first waiter", run.label);
             run.expect(&[b"GET", &keys.0], &bulk(b"w0"));
             assert_fresh_lease(run, &keys.0, 30, released);
-            for w in &mut waiters[1..] {
-                assert_silent(w, QUIET, &run.label);
-            }
+            assert_silent(&mut waiters[1..], QUIET, &run.label);
             assert_eq!(run.blocked(), 2, "[{}] the others keep waiting", run.label);
             // The new owner publishes: the others get its result.
             run.expect(
@@ -304,34 +308,37 @@ fn waiters_get_the_claim_in_the_order_they_blocked() {
             );
             holder = format!("w{i}").into_bytes();
             run.expect(&[b"GET", &keys.0], &bulk(&holder));
-            for &j in &order[turn + 1..] {
-                assert_silent(
-                    &mut waiters[j],
-                    QUIET,
-                    &format!("[{}] waiter {j}", run.label),
-                );
-            }
+            let waiting = order[turn + 1..].to_vec();
+            assert_silent(
+                waiters
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(j, _)| waiting.contains(j))
+                    .map(|(_, w)| w),
+                QUIET,
+                &format!("[{}] waiters {waiting:?}", run.label),
+            );
             assert_eq!(run.blocked(), order.len() - turn - 1, "[{}]", run.label);
         }
     });
 }
 
 /// One lapsed-lease measurement: how late after the claim's deadline its waiter was
-/// served, and the checks on what it was served.
+/// served at most (its reply's arrival, from the earliest the deadline can be), and the
+/// checks on what it was served.
 fn lapsed_lease_once(run: &mut Run<'_>, n: usize) -> Duration {
     let keys = run.keys(n);
     let mut owner = run.conn(false);
     let mut waiter = run.conn(false);
     let sent = Instant::now();
     let reply = owner.cmd(&[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"crashes", b"1"]);
-    let granted = Instant::now();
     assert_bytes_eq!(reply, CLAIMED, "[{}]", run.label);
     send(&mut waiter, &claim_block(&keys, b"next", b"2", b"5000"));
     let reply = waiter.reply();
     let woken = Instant::now();
     assert_bytes_eq!(reply, CLAIMED, "[{}] the waiter after the lapse", run.label);
-    // The deadline was set between `sent` and `granted`, a second later (the server's
-    // millisecond clock may put it up to a millisecond earlier).
+    // The deadline is a second after the claim was won, no earlier than `sent` (the
+    // server's millisecond clock may put it up to a millisecond earlier).
     let earliest = sent + Duration::from_millis(999);
     assert!(
         woken >= earliest,
@@ -342,7 +349,7 @@ fn lapsed_lease_once(run: &mut Run<'_>, n: usize) -> Duration {
     // Its lease counts from the wake: 2 s, not what was left of 2 s since it asked.
     assert_fresh_lease(run, &keys.0, 2, earliest);
     run.expect(&[b"GET", &keys.0], &bulk(b"next"));
-    woken.saturating_duration_since(granted + Duration::from_secs(1))
+    woken.saturating_duration_since(earliest)
 }
 
 #[test]
@@ -356,7 +363,10 @@ fn a_lapsed_lease_wakes_its_waiter_within_20_ms() {
                 break;
             }
         }
-        eprintln!("[{}] served after the deadline: {late:?}", run.label);
+        eprintln!(
+            "[{}] served after the deadline, at most: {late:?}",
+            run.label
+        );
         let best = late.iter().min().copied().unwrap_or_default();
         assert!(
             best <= EXPIRY_WAKE,
@@ -378,7 +388,7 @@ fn a_timeout_answers_nil_and_changes_nothing() {
         for resp3 in [false, true] {
             let mut w = run.conn(resp3);
             let mut took = Vec::new();
-            for _ in 0..4 {
+            for _ in 0..3 {
                 let started = Instant::now();
                 let reply = w.cmd(&claim_block(&keys, b"w", b"30", b"100"));
                 took.push(started.elapsed());
@@ -415,7 +425,7 @@ fn block_0_waits_until_served() {
         let mut w = run.conn(false);
         send(&mut w, &claim_block(&keys, b"w", b"30", b"0"));
         run.until_blocked(1);
-        assert_silent(&mut w, Duration::from_millis(400), &run.label);
+        assert_silent([&mut w], Duration::from_millis(400), &run.label);
         assert_eq!(run.blocked(), 1, "[{}]", run.label);
         run.expect(&[b"SET", &keys.1, b"at last"], b"+OK\r\n");
         assert_bytes_eq!(w.reply(), bulk(b"at last"), "[{}]", run.label);

@@ -197,9 +197,9 @@ fn worker(
         if reply == CLAIMED {
             let plan = match rng.below(100) {
                 0..=9 => Plan::Crash,
-                10..=14 => Plan::Release,
-                15..=26 => Plan::Overrun,
-                27..=46 => Plan::Renew,
+                10..=19 => Plan::Release,
+                20..=31 => Plan::Overrun,
+                32..=51 => Plan::Renew,
                 _ => Plan::Publish,
             };
             let mut c = Claim {
