@@ -84,3 +84,39 @@ impl Layout {
         }
     }
 }
+
+/// `ERR syntax error`: GOBLIN.CLAIM's unknown option or BLOCK without a value, and SET's
+/// conflicting conditions.
+pub const SYNTAX: &str = "ERR syntax error";
+/// GOBLIN.CLAIM's BLOCK value that is not an integer (XREAD's text).
+pub const TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
+/// GOBLIN.CLAIM's negative BLOCK value (XREAD's text).
+pub const TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
+
+/// The invalid-expire error of the command `name`, as Redis names it (lower case).
+pub fn invalid_expire(name: &str) -> String {
+    format!("ERR invalid expire time in '{name}' command")
+}
+
+/// GOBLIN.CLAIM's oracle script of the spec: `EVAL <it> 2 claim_key result_key token
+/// seconds`.
+pub const CLAIM_ORACLE: &str = r#"if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
+  return "CLAIMED"
+end
+return redis.call("get", KEYS[2])"#;
+
+/// GOBLIN.PUBLISH's oracle script of the spec, for valid `seconds`: `EVAL <it> 2 claim_key
+/// result_key token value seconds`.
+pub const PUBLISH_ORACLE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+  redis.call("set", KEYS[2], ARGV[2], "EX", ARGV[3])
+  redis.call("expire", KEYS[1], ARGV[3])
+  return 1
+end
+return 0"#;
+
+/// GOBLIN.RENEW's oracle script of the spec, for valid `seconds`: `EVAL <it> 1 claim_key
+/// token seconds`.
+pub const RENEW_ORACLE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("expire", KEYS[1], ARGV[2])
+end
+return 0"#;
