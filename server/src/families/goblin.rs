@@ -118,7 +118,8 @@ pub fn try_claim(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], deadline: Mil
 }
 
 /// `GOBLIN.CLAIM claim_key result_key token seconds [BLOCK ms]`, both keys on this shard.
-/// BLOCK reaches here only where nothing waits (inside EXEC): it is checked, and the
+/// With BLOCK, run alone on its connection's shard, a claim that would answer nil asks to
+/// wait (its plan takes over and parks); elsewhere (inside EXEC) BLOCK is checked and the
 /// command answers as without it.
 fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let opts = match parse_claim(args, ctx.now) {
@@ -127,6 +128,11 @@ fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     };
     if try_claim(ctx, args.get(1), args.get(3), opts.deadline) {
         ctx.out.bulk(CLAIMED);
+    } else if opts.block.is_some()
+        && ctx.may_wait()
+        && matches!(lookup(ctx.db, args.get(2), ctx.now).0, Str::Absent)
+    {
+        ctx.wait();
     } else {
         reply_get(ctx, args.get(2));
     }

@@ -226,19 +226,37 @@ impl Worker {
                 }
                 self.ask_workers(key, spec, args)
             }
-            Exec::Shard(_) => match *route
-                .target
-                .get_or_insert_with(|| target(self.shard.slots(), spec, args))
-            {
-                Target::Many => {
-                    if conn.busy() {
-                        return Flow::Wait;
+            Exec::Shard(_) => {
+                let target = *route
+                    .target
+                    .get_or_insert_with(|| target(self.shard.slots(), spec, args));
+                // An invocation that may wait needs its plan, which alone can park; on
+                // this shard it first runs as a plain command, which answers at once
+                // unless it must wait.
+                let may_wait = spec.plan_if.is_some_and(|when| when(args));
+                match target {
+                    Target::Many => {
+                        if conn.busy() {
+                            return Flow::Wait;
+                        }
+                        self.start_plan(key, spec, args)
                     }
-                    self.start_plan(key, spec, args)
+                    Target::Shard(s) if s != self.id => {
+                        if may_wait {
+                            if conn.busy() {
+                                return Flow::Wait;
+                            }
+                            self.start_plan(key, spec, args)
+                        } else {
+                            self.add_to_remote_batch(key, s, spec, args)
+                        }
+                    }
+                    Target::Shard(_) | Target::Here if may_wait => {
+                        self.run_local_or_wait(key, spec, args)
+                    }
+                    Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
                 }
-                Target::Shard(s) if s != self.id => self.add_to_remote_batch(key, s, spec, args),
-                Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
-            },
+            }
         };
         if !matches!(flow, Flow::Wait) {
             self.shard.count_call(spec.id);
@@ -265,12 +283,8 @@ impl Worker {
     }
 }
 
-/// Which shard(s) a keyed command needs (an invocation that may block needs a plan,
-/// like one whose keys span shards).
+/// Which shard(s) a keyed command needs.
 fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
-    if spec.plan_if.is_some_and(|when| when(args)) {
-        return Target::Many;
-    }
     let mut target = Target::Here;
     spec.for_each_key_position(args, |i| {
         let shard = slots.shard_of_key(args.get(i));
@@ -318,6 +332,33 @@ impl Worker {
         batch.push(spec.id, args);
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
+    }
+
+    /// A command that may wait, with its keys on this shard: run at once when nothing is
+    /// locked here, and its plan only if it asks to wait (or when locks are about).
+    fn run_local_or_wait(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if conn.busy() {
+            return Flow::Wait;
+        }
+        if self.shard.quiet() {
+            let Conn { client, output, .. } = conn;
+            let waits = self.shard.execute_may_wait(
+                &self.shared,
+                spec,
+                args,
+                self.now,
+                &mut output.buf,
+                client.resp,
+            );
+            self.route_shard_out();
+            if !waits {
+                return Flow::Next;
+            }
+        }
+        self.start_plan(key, spec, args)
     }
 
     fn add_to_remote_batch(

@@ -375,18 +375,50 @@ impl Shard {
         tx: Option<TxRef>,
         routed_with: u64,
     ) {
+        self.run_command(shared, spec, args, now, out, resp, tx, routed_with, false);
+    }
+
+    /// Runs a command that may ask to wait (see [`ShardCtx::wait`]), alone on its
+    /// connection's shard: true when it did — it answered nothing, and its plan must run.
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_may_wait(
+        &mut self,
+        shared: &Shared,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        now: Millis,
+        out: &mut Vec<u8>,
+        resp: Version,
+    ) -> bool {
+        let version = self.slots.version();
+        self.run_command(shared, spec, args, now, out, resp, None, version, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_command(
+        &mut self,
+        shared: &Shared,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        now: Millis,
+        out: &mut Vec<u8>,
+        resp: Version,
+        tx: Option<TxRef>,
+        routed_with: u64,
+        may_wait: bool,
+    ) -> bool {
         let Exec::Shard(handler) = spec.exec else {
             // Only shard handlers are sent to shards; answered anyway, so that replies
             // cannot fall out of step.
             Encoder::new(out, resp).error(&errors::wrong_arity(spec.name));
-            return;
+            return false;
         };
         if routed_with != self.slots.version()
             && let Some(slot) = self.foreign_slot(spec, args)
         {
             let refusal = self.refusal(slot, routed_with);
             Encoder::new(out, resp).error(&refusal);
-            return;
+            return false;
         }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
         // about as much as a GET's own work) and count it TIMING_SAMPLE times.
@@ -394,8 +426,10 @@ impl Shard {
         let timed = self.executed.is_multiple_of(TIMING_SAMPLE);
         let started = timed.then(Instant::now);
         let reply_at = out.len();
-        self.unit(shared, Origin::Command(args, tx), now, out, resp, |ctx| {
-            handler(ctx, args)
+        let (waits, _) = self.unit(shared, Origin::Command(args, tx), now, out, resp, |ctx| {
+            ctx.set_may_wait(may_wait);
+            handler(ctx, args);
+            ctx.waits()
         });
         if let Some(stat) = self.stats.get_mut(spec.id) {
             if let Some(started) = started {
@@ -405,6 +439,7 @@ impl Shard {
                 stat.failed += 1;
             }
         }
+        waits
     }
 
     /// Counts a call of command `id` (on the connection's worker, where it is dispatched).

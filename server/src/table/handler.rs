@@ -58,6 +58,8 @@ pub struct ShardCtx<'a> {
     pub stats: &'a [CmdStat],
     effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
     release: bool,
+    may_wait: bool,
+    waits: bool,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -83,6 +85,8 @@ impl<'a> ShardCtx<'a> {
             stats,
             effects,
             release: false,
+            may_wait: false,
+            waits: false,
         }
     }
 
@@ -122,6 +126,29 @@ impl<'a> ShardCtx<'a> {
     /// Whether [`ShardCtx::release_locks_after`] was called.
     pub(crate) fn wants_release(&self) -> bool {
         self.release
+    }
+
+    /// Lets the command ask to wait (the shard sets it for a command run alone).
+    pub(crate) fn set_may_wait(&mut self, may: bool) {
+        self.may_wait = may;
+    }
+
+    /// Whether the command asked to wait.
+    pub(crate) fn waits(&self) -> bool {
+        self.waits
+    }
+
+    /// Whether the command may ask to wait ([`ShardCtx::wait`]): it runs alone, on its
+    /// connection's own shard, where its plan can take over.
+    pub fn may_wait(&self) -> bool {
+        self.may_wait
+    }
+
+    /// The command would wait (its answer now would be nil, and it was asked to block):
+    /// it answers nothing and changes nothing; its plan runs instead and parks. Only when
+    /// [`ShardCtx::may_wait`].
+    pub fn wait(&mut self) {
+        self.waits = self.may_wait;
     }
 }
 

@@ -101,9 +101,10 @@ pub struct CommandSpec {
     /// How it runs when its keys span shards (its family's plan); `None`: its keys never
     /// span shards.
     pub cross_shard: Option<CrossShard>,
-    /// When this holds of an invocation, the command runs as its plan even with its keys
-    /// on one shard: an invocation that may wait (GOBLIN.CLAIM … BLOCK), since only a
-    /// plan can park.
+    /// When this holds of an invocation, it may wait (GOBLIN.CLAIM … BLOCK), which only a
+    /// plan can do: with its keys on its connection's own shard it runs there first, and
+    /// its plan takes over only if it asks to wait (`ShardCtx::wait`); with them on
+    /// another shard, its plan runs.
     pub plan_if: Option<fn(&Args<'_>) -> bool>,
     /// Whether MULTI queues it (QUIT, like the transaction commands themselves, runs at
     /// once).
@@ -186,8 +187,8 @@ impl Registered<'_> {
         self
     }
 
-    /// Runs the command as its cross-shard plan whenever `when` holds of an invocation,
-    /// wherever its keys are (invocations that may block: only a plan can park).
+    /// Invocations for which `when` holds may wait: they run as the command's plan unless
+    /// their keys are on the connection's own shard and they answer at once there.
     pub fn plan_if(self, when: fn(&Args<'_>) -> bool) -> Self {
         self.0.plan_if = Some(when);
         self
