@@ -67,6 +67,10 @@ pub struct Wheel {
     /// Time up to which every timer has been handed out (exclusive of later ones).
     now: Millis,
     len: usize,
+    /// A higher-level slot whose cascade the budget cut short (level, slot): its timers
+    /// may be due before anything in the lower levels, so it is finished before anything
+    /// else fires, and until then the next deadline is now.
+    cascading: Option<(usize, usize)>,
 }
 
 impl Wheel {
@@ -82,6 +86,7 @@ impl Wheel {
             levels,
             now: now & DEADLINE_MASK,
             len: 0,
+            cascading: None,
         }
     }
 
@@ -116,6 +121,9 @@ impl Wheel {
     /// The start of the earliest occupied slot: no timer fires before it. `None` when
     /// the wheel is empty.
     pub fn next_deadline(&self) -> Option<Millis> {
+        if self.cascading.is_some() {
+            return Some(self.now);
+        }
         for (k, level) in self.levels.iter().enumerate() {
             if level.occupied == 0 {
                 continue;
@@ -147,12 +155,18 @@ impl Wheel {
             if start > to {
                 break;
             }
-            let k = (0..LEVELS)
-                .find(|&k| self.levels[k].occupied != 0)
-                .unwrap_or(0);
-            let shift = LEVEL_BITS * k as u32;
-            let slot = ((start >> shift) as usize) & (SLOTS - 1);
-            self.now = start;
+            let (k, slot) = match self.cascading.take() {
+                // A cascade cut short goes on first: its slot may hold the earliest timer.
+                Some(unfinished) => unfinished,
+                None => {
+                    let k = (0..LEVELS)
+                        .find(|&k| self.levels[k].occupied != 0)
+                        .unwrap_or(0);
+                    let shift = LEVEL_BITS * k as u32;
+                    self.now = start;
+                    (k, ((start >> shift) as usize) & (SLOTS - 1))
+                }
+            };
             let mut timers = std::mem::take(&mut self.levels[k].slots[slot]);
             self.levels[k].occupied &= !(1 << slot);
             self.len -= timers.len();
@@ -190,10 +204,13 @@ impl Wheel {
                     self.insert(t);
                     moved += 1;
                 }
+                // (A timer moved down never lands in this slot again: its deadline lies
+                // within the slot, so a lower level tells it apart from now.)
                 if !timers.is_empty() {
                     self.len += timers.len();
                     self.levels[k].slots[slot] = timers;
                     self.levels[k].occupied |= 1 << slot;
+                    self.cascading = Some((k, slot));
                     return fired;
                 }
             }
@@ -252,6 +269,39 @@ mod tests {
         let mut w = Wheel::new(1000);
         w.insert(Timer::new(10, 0, 0));
         assert_eq!(drain(&mut w, 1000), vec![10]);
+    }
+
+    #[test]
+    fn a_cascade_cut_short_still_fires_its_earliest_timer_in_time() {
+        // A level-2 slot (4,096 ms) holding far more timers than one cascade moves: the
+        // earliest of them must fire at its deadline, not once the others have.
+        let now = 1_700_000_000_000 & !4095;
+        let mut w = Wheel::new(now);
+        // First in, so that a cascade taking the slot's timers from the end moves it last.
+        w.insert(Timer::new(now + 8192 + 500, 0, u64::MAX));
+        for i in 0..20_000u64 {
+            w.insert(Timer::new(now + 8192 + 3000 + (i % 1000), 0, i));
+        }
+        let mut fired = Vec::new();
+        let mut t = now;
+        while t < now + 8192 + 600 {
+            t += 1;
+            // The worker's loop: advance while the wheel says something is due.
+            while w.next_deadline().is_some_and(|d| d <= t) {
+                if w.advance(t, 1000, |timer| fired.push((t, timer))) == 0
+                    && w.next_deadline().is_some_and(|d| d > t)
+                {
+                    break;
+                }
+            }
+        }
+        let lease = fired.iter().find(|(_, timer)| timer.hash == u64::MAX);
+        assert_eq!(
+            lease.map(|(at, _)| *at),
+            Some(now + 8192 + 500),
+            "fired at its deadline"
+        );
+        assert!(fired.iter().all(|(at, timer)| timer.deadline() <= *at));
     }
 
     #[test]
