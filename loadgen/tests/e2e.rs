@@ -170,11 +170,22 @@ fn temp_file(name: &str) -> TempPath {
 
 /// Runs a workload for two seconds with --json and checks the run was clean.
 fn clean_run(server: &Server, kind: ServerKind, name: &str, args: &[&str]) -> Value {
+    clean_run_for(server, kind, name, "2", args)
+}
+
+/// Runs a workload for `secs` seconds with --json and checks the run was clean.
+fn clean_run_for(
+    server: &Server,
+    kind: ServerKind,
+    name: &str,
+    secs: &str,
+    args: &[&str],
+) -> Value {
     let path = temp_file(&format!("{name}.json"));
     let path_s = path.str();
     let mut all = vec![
         "--duration",
-        "2",
+        secs,
         "--connections",
         "8",
         "--target",
@@ -191,7 +202,7 @@ fn clean_run(server: &Server, kind: ServerKind, name: &str, args: &[&str]) -> Va
     assert_eq!(doc["errors"]["total"], 0, "{name}: {}", doc["errors"]);
     assert!(doc["requests"].as_u64().unwrap() > 0, "{name}: no requests");
     assert!(doc["throughput_ops"].as_f64().unwrap() > 0.0);
-    assert!(doc["elapsed_s"].as_f64().unwrap() >= 1.9);
+    assert!(doc["elapsed_s"].as_f64().unwrap() >= secs.parse::<f64>().unwrap() - 0.1);
     let lat = &doc["latency_ms"];
     let p50 = lat["p50"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 <= lat["p99"].as_f64().unwrap());
@@ -253,6 +264,96 @@ fn claim(kind: ServerKind) {
     ] {
         assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
     }
+}
+
+/// The claim's whole life for three seconds: duplicates wait (`--block`, goblin) or poll
+/// (redis, the oracle scripts), and winners publish, crash, run long and renew, or stall
+/// past their 1 s lease and are fenced off. Every kind of event must occur, and no
+/// violation.
+fn claim_life(kind: ServerKind, extra: &[&str]) -> Value {
+    let server = Server::start(kind);
+    let mut args = vec![
+        "--workload",
+        "claim",
+        "--dup-ratio",
+        "0.5",
+        "--crash-ratio",
+        "0.05",
+        "--renew-ratio",
+        "0.05",
+        "--stale-ratio",
+        "0.05",
+        "--lease-secs",
+        "1",
+        "--long-work-ms",
+        "1200",
+        "--work-ms",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    let doc = clean_run_for(&server, kind, "claim-life", "3", &args);
+    let claim = &doc["claim"];
+    assert_eq!(claim["violations"], 0, "{claim}");
+    for counter in [
+        "completed",
+        "claims_won",
+        "reclaims_after_lease",
+        "takeovers",
+        "replays_served",
+        "dups_served_at_once",
+        "published",
+        "publish_refused",
+        "crashed",
+        "long_workers",
+        "renewals",
+        "stalled",
+    ] {
+        assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
+    }
+    // A refused renewal is no violation unless the lease certainly still ran (then it is
+    // counted as "owner refused"): on a loaded machine a renewal due half a lease after
+    // its grant can reach the server after the lease.
+    let wait = &claim["dup_wait_ms"];
+    assert!(wait["count"].as_u64().unwrap() > 0, "{claim}");
+    assert!(wait["p50"].as_f64().unwrap() <= wait["p99"].as_f64().unwrap());
+    let per_s = claim["completed_per_s"].as_f64().unwrap();
+    let elapsed = doc["elapsed_s"].as_f64().unwrap();
+    let completed = claim["completed"].as_f64().unwrap();
+    assert!(
+        (per_s * elapsed - completed).abs() < 1.0,
+        "{per_s} × {elapsed} vs {completed}"
+    );
+    doc
+}
+
+#[test]
+fn claim_life_against_goblin_with_block_has_no_violations() {
+    let doc = claim_life(ServerKind::Goblin, &["--block", "3000", "--waiters", "32"]);
+    let claim = &doc["claim"];
+    assert_eq!(doc["block_ms"], 3000);
+    assert!(claim["blocking_replies"].as_u64().unwrap() > 0, "{claim}");
+    assert_eq!(claim["polls"], 0, "nobody polls: {claim}");
+    // A wait outlasts any lease or work here: none may time out.
+    assert_eq!(claim["block_timeouts"], 0, "{claim}");
+}
+
+#[test]
+fn claim_life_against_redis_polling_has_no_violations() {
+    let doc = claim_life(ServerKind::Redis, &["--poll-ms", "50"]);
+    let claim = &doc["claim"];
+    assert_eq!(doc["poll_ms"], 50);
+    assert!(claim["polls"].as_u64().unwrap() > 0, "{claim}");
+    assert_eq!(claim["blocking_replies"], 0, "{claim}");
+}
+
+#[test]
+fn block_against_redis_is_refused() {
+    let out = loadgen(
+        free_port(),
+        &["--workload", "claim", "--target", "redis", "--block", "100"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--block needs --target goblin"));
 }
 
 fn lock(kind: ServerKind) {
@@ -394,6 +495,10 @@ fn bad_usage_exits_2() {
         "--lock-ttl-ms",
         "--hdr",
         "--target",
+        "--block",
+        "--poll-ms",
+        "--renew-ratio",
+        "--stale-ratio",
     ] {
         assert!(help.contains(opt), "--help documents {opt}");
     }
@@ -503,6 +608,107 @@ fn a_server_replaying_unpublished_values_is_caught() {
     );
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no outcome was published"));
+}
+
+/// A claim server with the life cycle's bugs: GOBLIN.PUBLISH and GOBLIN.RENEW are not
+/// fenced (they always succeed), and `BLOCK` answers nil at once instead of waiting. The
+/// keyspace is shared by every connection; expiry is checked lazily.
+fn unfenced(args: &[Vec<u8>]) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Keyspace = HashMap<Vec<u8>, (Vec<u8>, Instant)>;
+    static KEYS: OnceLock<Mutex<Keyspace>> = OnceLock::new();
+    let mut keys = KEYS.get_or_init(Default::default).lock().unwrap();
+    let now = Instant::now();
+    keys.retain(|_, (_, until)| *until > now);
+    let secs = |a: &Vec<u8>| Duration::from_secs(String::from_utf8_lossy(a).parse().unwrap());
+    let bulk = |v: &[u8]| [format!("${}\r\n", v.len()).as_bytes(), v, b"\r\n"].concat();
+    match args[0].to_ascii_uppercase().as_slice() {
+        b"GOBLIN.CLAIM" => {
+            if keys.contains_key(&args[1]) {
+                keys.get(&args[2])
+                    .map_or(b"$-1\r\n".to_vec(), |(v, _)| bulk(v))
+            } else {
+                keys.insert(args[1].clone(), (args[3].clone(), now + secs(&args[4])));
+                bulk(b"CLAIMED")
+            }
+        }
+        b"GOBLIN.PUBLISH" => {
+            let until = now + secs(&args[5]);
+            keys.insert(args[2].clone(), (args[4].clone(), until));
+            keys.insert(args[1].clone(), (args[3].clone(), until));
+            b":1\r\n".to_vec()
+        }
+        b"GOBLIN.RENEW" => b":1\r\n".to_vec(),
+        _ => b"+OK\r\n".to_vec(),
+    }
+}
+
+#[test]
+fn a_server_accepting_stale_publications_is_caught() {
+    let port = fake_server(unfenced, None);
+    let json = temp_file("stale.json");
+    let out = loadgen(
+        port,
+        &[
+            "--workload",
+            "claim",
+            "--duration",
+            "1.5",
+            "--connections",
+            "2",
+            "--crash-ratio",
+            "0",
+            "--stale-ratio",
+            "1",
+            "--lease-secs",
+            "1",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "violations exit with status 3");
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert!(
+        doc["claim"]["stale_publishes"].as_u64().unwrap() > 0,
+        "{}",
+        doc["claim"]
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a stale publication accepted"));
+}
+
+#[test]
+fn a_server_whose_block_does_not_wait_is_caught() {
+    let port = fake_server(unfenced, None);
+    let json = temp_file("noblock.json");
+    let out = loadgen(
+        port,
+        &[
+            "--workload",
+            "claim",
+            "--requests",
+            "2000",
+            "--dup-ratio",
+            "0.5",
+            "--work-ms",
+            "20",
+            "--block",
+            "1000",
+            "--connections",
+            "2",
+            "--waiters",
+            "2",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert!(
+        doc["claim"]["early_timeouts"].as_u64().unwrap() > 0,
+        "{}",
+        doc["claim"]
+    );
 }
 
 #[test]
