@@ -14,7 +14,8 @@ duplicates wait: --dup-ratio of the requests repeat a recent id, and of the winn
 --crash-ratio never publish, --renew-ratio work --long-work-ms renewing every half lease,
 --stale-ratio stall past their lease and are refused. Every run starts from an empty
 keyspace (FLUSHALL) and must end without a violation (goblin-loadgen exits 3 otherwise,
-and this script fails).
+and this script fails) — unless --allow-violations, which records such runs and shows
+their violations in the table (to measure a server with a known bug).
 
 Per case (medians over rounds): completed requests per second (a result in hand: replayed,
 or published by the winner), calls per second, server CPU microseconds per completed
@@ -30,7 +31,27 @@ import os
 import statistics
 import tempfile
 
-from benchlib import GOBLIN, LOADGEN, call, free_port, loadgen, machine, start, stop
+from benchlib import GOBLIN, LOADGEN, _timed, call, free_port, loadgen, machine, start, stop
+
+# goblin-loadgen's exit status for a run that found violations.
+EXIT_VIOLATION = 3
+
+
+def run(server, args, json_path, allow_violations):
+    """benchlib.loadgen, or with `allow_violations` the same run accepting exit status 3."""
+    if not allow_violations:
+        return loadgen(server, args, json_path)
+    argv = ["taskset", "-c", "1", LOADGEN, "--port", str(server["port"])] + list(args) + \
+        ["--quiet", "--json", json_path]
+    if os.path.exists(json_path):
+        os.unlink(json_path)
+    done, fig = _timed(argv, server["proc"].pid)
+    if done.returncode not in (0, EXIT_VIOLATION) or not os.path.exists(json_path):
+        raise RuntimeError(f"goblin-loadgen exited {done.returncode} against "
+                           f"{server['name']}:\n{done.stdout}{done.stderr}")
+    with open(json_path) as f:
+        doc = json.load(f)
+    return {"doc": doc, "argv": argv, **fig}
 
 
 def workload(opts):
@@ -53,6 +74,7 @@ def figures(r):
         "calls_s": doc["throughput_ops"],
         "cpu_us": r["server_cpu_s"] * 1e6 / completed if completed else float("nan"),
         "server_busy": r["server_cpu_s"] / r["wall_s"],
+        "client_busy": r["client_cpu_s"] / r["wall_s"],
         "core0_other": max(0.0, r["cores_busy_s"].get(0, 0.0) - r["server_cpu_s"]) / r["wall_s"],
         "wait_p50": claim["dup_wait_ms"]["p50"],
         "wait_p99": claim["dup_wait_ms"]["p99"],
@@ -62,6 +84,7 @@ def figures(r):
         "refused": claim["publish_refused"],
         "renewals": claim["renewals"],
         "timeouts": claim["block_timeouts"],
+        "waiting_at_end": claim["waiting_at_end"],
         "violations": claim["violations"],
     }
 
@@ -85,6 +108,8 @@ def main():
     ap.add_argument("--goblin-threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--json", help="write every run's figures and goblin-loadgen JSON here")
+    ap.add_argument("--allow-violations", action="store_true",
+                    help="record runs that found violations instead of failing")
     opts = ap.parse_args()
 
     common = workload(opts)
@@ -110,7 +135,7 @@ def main():
         for rnd in range(opts.rounds):
             for name, server, extra in cases:
                 call(server["port"], "FLUSHALL")
-                r = loadgen(server, common + extra, json_path)
+                r = run(server, common + extra, json_path, opts.allow_violations)
                 f = figures(r)
                 runs[name].append({"figures": f, "argv": r["argv"], "loadgen": r["doc"]})
                 print(f"# round {rnd + 1} {name}: {f['completed_s']:.0f} completed/s, "
@@ -121,7 +146,7 @@ def main():
     finally:
         stop(servers)
 
-    med = {name: {k: statistics.median(run["figures"][k] for run in rs)
+    med = {name: {k: statistics.median(r["figures"][k] for r in rs)
                   for k in rs[0]["figures"]} for name, rs in runs.items()}
     print(f"\n{m['cpu']}, {m['nproc']} cores, kernel {m['kernel']}; {m['redis']}; goblin "
           f"{m['goblin']}; load average {m['loadavg']} before, {load_after} after")
@@ -137,6 +162,14 @@ def main():
               f"{f['waits']:,.0f} | {f['polls_s']:,.0f} | {f['violations']:.0f} |")
     print("\nOther work on core 0 (besides the server), share of the run: " + ", ".join(
         f"{name} {med[name]['core0_other']:.0%}" for name, _, _ in cases))
+    print("goblin-loadgen's CPU, share of core 1: " + ", ".join(
+        f"{name} {med[name]['client_busy']:.0%}" for name, _, _ in cases))
+    for name, _, _ in cases:
+        bad = [r["loadgen"]["claim"] for r in runs[name] if r["figures"]["violations"]]
+        if bad:
+            print(f"\n{name}: violations in {len(bad)} of {len(runs[name])} runs, e.g.:")
+            for text in bad[0]["violation_examples"][:3]:
+                print(f"  {text}")
     print("\ngoblin-loadgen commands (ports vary):")
     for name, _, _ in cases:
         argv = runs[name][0]["argv"]
