@@ -180,8 +180,9 @@ pub struct ClaimStats {
     pub claims_won: u64,
     /// `CLAIMED` for an id granted before, once the earlier lease can have ended.
     pub reclaims_after_lease: u64,
-    /// Of the grants, those won by a duplicate (a waiter or a poll, once the earlier
-    /// owner's lease had run out).
+    /// Of the grants (won or re-claimed), those won by a duplicate's call: one that
+    /// reached the server before the request's own first call, or a waiter or poll served
+    /// once the earlier owner's lease had run out.
     pub takeovers: u64,
     /// Duplicates that started after their id's result was published (served at once),
     /// while measuring; the others are in the duplicate wait figures.

@@ -179,8 +179,9 @@ impl Summary {
                 );
                 let _ = writeln!(
                     t,
-                    "  claim         won {}, re-claimed after lease {} (by duplicates {}), replays \
-                     served {}, nils {}, polls {}, wait timeouts {}, still waiting at the end {}",
+                    "  claim         won {}, re-claimed after lease {}, won by a duplicate {}, \
+                     replays served {}, nils {}, polls {}, wait timeouts {}, still waiting at the \
+                     end {}",
                     c.claims_won,
                     c.reclaims_after_lease,
                     c.takeovers,
