@@ -126,7 +126,6 @@ pub struct Cli {
     pub crash_ratio: f64,
 
     /// claim: simulated work between CLAIMED and publishing the result, in milliseconds.
-    /// Duplicates answered nil poll again after this long, doubling up to 250 ms.
     #[arg(
         long,
         value_name = "MS",
@@ -134,6 +133,54 @@ pub struct Cli {
         help_heading = "Claim workload"
     )]
     pub work_ms: u64,
+
+    /// claim: duplicates wait for the result with `GOBLIN.CLAIM … BLOCK MS` (0: without
+    /// limit) on waiter connections of their own, instead of polling; every claim call
+    /// carries BLOCK. goblin target only (redis-server has no blocking claim: a redis run
+    /// polls).
+    #[arg(long, value_name = "MS", help_heading = "Claim workload")]
+    pub block: Option<u64>,
+
+    /// claim, with --block: waiter connections per thread, each holding one waiting
+    /// duplicate at a time (more duplicates queue in the load generator until one frees).
+    #[arg(long, value_name = "N", default_value_t = 100, help_heading = "Claim workload",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub waiters: u32,
+
+    /// claim, without --block: a duplicate answered nil (claimed, not yet published) asks
+    /// again after this many milliseconds, as polling idempotency libraries do.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 100,
+        conflicts_with = "block",
+        help_heading = "Claim workload"
+    )]
+    pub poll_ms: u64,
+
+    /// claim: fraction of won claims whose worker runs long (--long-work-ms) and renews
+    /// its lease with GOBLIN.RENEW every half lease, then publishes.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        help_heading = "Claim workload"
+    )]
+    pub renew_ratio: f64,
+
+    /// claim: how long a renewing worker works, in milliseconds [default: twice the lease].
+    #[arg(long, value_name = "MS", help_heading = "Claim workload")]
+    pub long_work_ms: Option<u64>,
+
+    /// claim: fraction of won claims whose worker stalls past its lease without renewing
+    /// and then publishes (a stale winner: its GOBLIN.PUBLISH must be refused).
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        help_heading = "Claim workload"
+    )]
+    pub stale_ratio: f64,
 
     /// claim: lease (claim key TTL) in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 5, help_heading = "Claim workload",
@@ -170,6 +217,7 @@ Examples:
   goblin-loadgen --workload mixed:0.9 --key-dist zipf:0.99 --threads 2 --json out.json
   goblin-loadgen --workload set --rate 50000 --hdr set.hgrm
   goblin-loadgen --workload claim --dup-ratio 0.3 --crash-ratio 0.05 --lease-secs 2
+  goblin-loadgen --workload claim --block 5000 --renew-ratio 0.01 --lease-secs 1
   goblin-loadgen --target redis --workload lock --hold-ms 2 --lock-ttl-ms 500
   goblin-loadgen --workload command --command 'HSET h:__rand_int__ f v'";
 
@@ -273,6 +321,8 @@ pub struct Config {
     pub template: Option<Template>,
     /// The seed actually used.
     pub seed: u64,
+    /// How long a renewing claim worker works (`--long-work-ms`, resolved).
+    pub long_work_ms: u64,
 }
 
 impl Config {
@@ -306,10 +356,32 @@ impl Config {
         for (name, v) in [
             ("dup-ratio", cli.dup_ratio),
             ("crash-ratio", cli.crash_ratio),
+            ("renew-ratio", cli.renew_ratio),
+            ("stale-ratio", cli.stale_ratio),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("--{name} must be in [0, 1], got {v}"));
             }
+        }
+        let fates = cli.crash_ratio + cli.renew_ratio + cli.stale_ratio;
+        if fates > 1.0 {
+            return Err(format!(
+                "--crash-ratio, --renew-ratio and --stale-ratio share the winners: their sum \
+                 must be at most 1, got {fates}"
+            ));
+        }
+        if cli.block.is_some() && cli.target == Target::Redis {
+            return Err(
+                "--block needs --target goblin: redis-server has no blocking claim, \
+                        so a redis run polls (--poll-ms)"
+                    .into(),
+            );
+        }
+        if cli.block.is_some() && cli.workload != WorkloadSpec::Claim {
+            return Err("--block is an option of --workload claim".into());
+        }
+        if cli.poll_ms == 0 {
+            return Err("--poll-ms must be at least 1".into());
         }
         let template = match (&cli.workload, &cli.command) {
             (WorkloadSpec::Command, Some(t)) => Some(Template::parse(t)?),
@@ -320,13 +392,26 @@ impl Config {
             (_, None) => None,
         };
         let seed = cli.seed.unwrap_or_else(clock_seed);
+        let long_work_ms = cli
+            .long_work_ms
+            .unwrap_or_else(|| cli.lease_secs.saturating_mul(2_000));
         Ok(Config {
             cli,
             stop,
             warmup,
             template,
             seed,
+            long_work_ms,
         })
+    }
+
+    /// Waiter connections per thread: `--waiters` with `--block`, none otherwise.
+    pub fn waiters(&self) -> usize {
+        if self.cli.block.is_some() {
+            self.cli.waiters as usize
+        } else {
+            0
+        }
     }
 
     /// Total connections over all threads.
@@ -391,5 +476,70 @@ mod tests {
         assert!(config(&["--rate", "0"]).is_err());
         assert!(config(&["--threads", "0"]).is_err());
         assert!(config(&["--dup-ratio", "1.5"]).is_err());
+    }
+
+    #[test]
+    fn claim_life_options() {
+        let c = config(&["--workload", "claim"]).unwrap();
+        assert_eq!((c.cli.block, c.cli.poll_ms, c.waiters()), (None, 100, 0));
+        assert_eq!(c.long_work_ms, 10_000, "twice the 5 s lease");
+        let c = config(&[
+            "--workload",
+            "claim",
+            "--block",
+            "0",
+            "--waiters",
+            "7",
+            "--lease-secs",
+            "2",
+            "--renew-ratio",
+            "0.25",
+            "--stale-ratio",
+            "0.25",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.cli.block, c.waiters(), c.long_work_ms),
+            (Some(0), 7, 4_000)
+        );
+        assert_eq!((c.cli.renew_ratio, c.cli.stale_ratio), (0.25, 0.25));
+        let c = config(&["--workload", "claim", "--long-work-ms", "30"]).unwrap();
+        assert_eq!(c.long_work_ms, 30);
+        assert_eq!(
+            config(&["--workload", "claim", "--poll-ms", "250"])
+                .unwrap()
+                .cli
+                .poll_ms,
+            250
+        );
+    }
+
+    #[test]
+    fn claim_life_options_are_checked() {
+        let err = |args: &[&str]| config(args).unwrap_err();
+        assert!(
+            err(&["--workload", "claim", "--block", "10", "--target", "redis"])
+                .contains("needs --target goblin")
+        );
+        assert!(err(&["--workload", "get", "--block", "10"]).contains("--workload claim"));
+        assert!(err(&["--workload", "claim", "--block", "-1"]).contains("-1"));
+        assert!(
+            err(&["--workload", "claim", "--block", "1", "--poll-ms", "5"])
+                .contains("cannot be used with")
+        );
+        assert!(err(&["--workload", "claim", "--poll-ms", "0"]).contains("--poll-ms"));
+        assert!(err(&["--workload", "claim", "--renew-ratio", "1.1"]).contains("[0, 1]"));
+        assert!(err(&["--workload", "claim", "--block", "1", "--waiters", "0"]).contains("0"));
+        let shares = err(&[
+            "--workload",
+            "claim",
+            "--crash-ratio",
+            "0.5",
+            "--renew-ratio",
+            "0.3",
+            "--stale-ratio",
+            "0.3",
+        ]);
+        assert!(shares.contains("at most 1"), "{shares}");
     }
 }

@@ -15,6 +15,13 @@
 //! measured with `reply_len` without building frames (unless the workload needs their
 //! values), requests encoded into the connection's reused output buffer and written with
 //! one `write` per event, and `WRITABLE` interest registered only after a short write.
+//!
+//! With the claim workload's `--block`, each thread also opens `--waiters` *waiter
+//! connections*. Each carries one duplicate's `GOBLIN.CLAIM … BLOCK` at a time, so that a
+//! waiting call never holds up other requests (above all the publication it waits for),
+//! and its reply's latency, a wait rather than a service time, stays out of the latency
+//! figures. When the run ends, waits still parked get a short grace ([`END_GRACE`]) and
+//! are then left unanswered: the detector judges them, and the connections close.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -30,7 +37,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use crate::stats::{Counters, new_histogram};
-use crate::workload::{ConnWork, Generator, Op};
+use crate::workload::{Generator, Op};
 
 /// Initial read buffer per connection; grows (doubling) only for a reply larger than it.
 const READ_BUF: usize = 64 * 1024;
@@ -54,6 +61,11 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(100);
 /// open-loop runs and follow-up-heavy workloads, so pin the load generator, and do not run
 /// it under SCHED_FIFO: real-time throttling would stall it for 50 ms every second.
 const SPIN_BELOW_NS: u64 = 1_000_000;
+/// Once the run has ended and only waits on waiter connections are unanswered, how long
+/// they may still take: a wait whose result or claim came just before the end is answered
+/// well within this; one that is not has nothing coming (its worker crashed, stalled or
+/// was cut off by the end) and would hold the run for up to a lease.
+const END_GRACE: Duration = Duration::from_millis(200);
 
 /// What every thread needs to know about the run's timeline. Times are nanoseconds since
 /// `t0`, the instant all threads were connected.
@@ -63,6 +75,8 @@ pub struct Plan {
     pub pipeline: usize,
     /// Connections per thread.
     pub connections: usize,
+    /// Waiter connections per thread (claim `--block`), after the others.
+    pub waiters: usize,
     /// Threads.
     pub threads: usize,
     /// When measuring starts (the warmup's end).
@@ -150,7 +164,8 @@ struct Conn {
     wpos: usize,
     want_write: bool,
     inflight: VecDeque<Pending>,
-    work: ConnWork,
+    /// A waiter connection: one blocking claim at a time, nothing else.
+    waiter: bool,
     /// Open loop: this connection's first intended send, and requests scheduled so far.
     phase_ns: f64,
     scheduled: u64,
@@ -197,6 +212,15 @@ impl Recorder {
         }
     }
 
+    /// A reply to a call that may have waited: counted, kept out of the latencies.
+    #[inline]
+    fn blocking_reply(&mut self, now: u64) {
+        if self.measuring {
+            self.counters.blocking_replies += 1;
+        }
+        self.last_reply = now;
+    }
+
     fn error(&mut self, text: &[u8]) {
         self.counters.errors.add(text);
         self.interval_errors += 1;
@@ -234,7 +258,7 @@ pub fn run_thread(spec: ThreadSpec) {
         tx,
         barrier,
     } = spec;
-    let connected = connect_all(addr, plan.connections);
+    let connected = connect_all(addr, plan.connections, plan.waiters);
     barrier.wait();
     barrier.wait();
     let t0 = shared.start_clock();
@@ -265,6 +289,7 @@ pub fn run_thread(spec: ThreadSpec) {
             budget,
             stopping: false,
             drain_deadline: u64::MAX,
+            waits_only_since: None,
             next_tick: TICK_NS,
         };
         let r = w.run(&mut rec);
@@ -285,10 +310,11 @@ pub fn run_thread(spec: ThreadSpec) {
     let _ = tx.send(Message::Done(Box::new(result)));
 }
 
-fn connect_all(addr: SocketAddr, n: usize) -> Result<(Poll, Vec<Conn>), String> {
+/// Connects `n` connections, then `waiters` waiter connections.
+fn connect_all(addr: SocketAddr, n: usize, waiters: usize) -> Result<(Poll, Vec<Conn>), String> {
     let poll = Poll::new().map_err(|e| format!("creating the poller: {e}"))?;
-    let mut conns = Vec::with_capacity(n);
-    for i in 0..n {
+    let mut conns = Vec::with_capacity(n + waiters);
+    for i in 0..n + waiters {
         let fail = |e: io::Error| format!("connection {i}: connect to {addr}: {e}");
         let std = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(fail)?;
         std.set_nodelay(true).map_err(fail)?;
@@ -306,7 +332,7 @@ fn connect_all(addr: SocketAddr, n: usize) -> Result<(Poll, Vec<Conn>), String> 
             wpos: 0,
             want_write: false,
             inflight: VecDeque::new(),
-            work: ConnWork::new(i as u32),
+            waiter: i >= n,
             phase_ns: 0.0,
             scheduled: 0,
         });
@@ -328,6 +354,8 @@ struct Worker<'a> {
     /// No more requests are sent; outstanding replies are awaited.
     stopping: bool,
     drain_deadline: u64,
+    /// Since when, after the end, only waits have been unanswered.
+    waits_only_since: Option<u64>,
     next_tick: u64,
 }
 
@@ -368,6 +396,17 @@ impl Worker<'_> {
                 let outstanding: usize = self.conns.iter().map(|c| c.inflight.len()).sum();
                 if outstanding == 0 {
                     return Ok(());
+                }
+                let waits_only = self.conns.iter().all(|c| c.waiter || c.inflight.is_empty());
+                if !waits_only {
+                    self.waits_only_since = None;
+                } else if let Some(since) = self.waits_only_since {
+                    if now.saturating_sub(since) >= END_GRACE.as_nanos() as u64 {
+                        self.abandon_waits(now);
+                        return Ok(());
+                    }
+                } else {
+                    self.waits_only_since = Some(now);
                 }
                 if now > self.drain_deadline {
                     return Err(format!(
@@ -448,11 +487,26 @@ impl Worker<'_> {
         rec.interval_errors = 0;
     }
 
+    /// Gives up on the waits still unanswered at the end: the generator judges them.
+    fn abandon_waits(&mut self, now: u64) {
+        let waits: Vec<(Op, u64)> = self
+            .conns
+            .iter_mut()
+            .filter(|c| c.waiter)
+            .flat_map(|c| c.inflight.drain(..))
+            .map(|p| (p.op, p.sent))
+            .collect();
+        self.generator.abandon(&waits, now);
+    }
+
     /// Copies the workload's counters into the recorder at the end of the run.
     fn collect(&self, rec: &mut Recorder) {
         if let Some(d) = self.generator.claim_detector() {
             rec.counters.claim = d.stats().clone();
             rec.counters.violations = d.described().to_vec();
+        }
+        if let Some(h) = self.generator.dup_wait() {
+            rec.counters.dup_wait.0 = h.clone();
         }
         if let Some(l) = self.generator.lock_stats() {
             rec.counters.lock = l.clone();
@@ -466,21 +520,26 @@ impl Worker<'_> {
         }
         if self.stopping {
             wake = wake.min(self.drain_deadline);
+            if let Some(since) = self.waits_only_since {
+                wake = wake.min(since.saturating_add(END_GRACE.as_nanos() as u64));
+            }
         } else {
             if let Some(end) = self.plan.end {
                 wake = wake.min(end);
             }
             if timers {
+                let mut room = false;
                 for c in &self.conns {
-                    if c.inflight.len() >= self.plan.pipeline {
+                    if c.waiter || c.inflight.len() >= self.plan.pipeline {
                         continue;
                     }
-                    if let Some(due) = c.work.next_due() {
-                        wake = wake.min(due);
-                    }
+                    room = true;
                     if let Some(interval) = self.plan.interval_ns {
                         wake = wake.min(c.next_intended(interval));
                     }
+                }
+                if room && let Some(due) = self.generator.next_due() {
+                    wake = wake.min(due);
                 }
             }
         }
@@ -493,18 +552,31 @@ impl Worker<'_> {
     }
 
     /// Fills connection `i` up to the pipeline depth: due follow-ups first, then new
-    /// requests (closed loop: now; open loop: those whose intended time has come).
+    /// requests (closed loop: now; open loop: those whose intended time has come). A
+    /// waiter connection takes the longest-queued wait, if it is idle.
     #[inline]
     fn top_up(&mut self, i: usize, now: u64, rec: &Recorder) {
         let pipeline = self.plan.pipeline;
         let Some(c) = self.conns.get_mut(i) else {
             return;
         };
+        if c.waiter {
+            if c.inflight.is_empty()
+                && !self.stopping
+                && let Some(op) = self.generator.next_wait(&mut c.wbuf, now)
+            {
+                c.inflight.push_back(Pending { sent: now, op });
+            }
+            return;
+        }
         while c.inflight.len() < pipeline && !self.stopping {
-            if let Some((due, op)) = c.work.pop_due(now) {
-                self.generator.encode_followup(op, &c.work, &mut c.wbuf);
+            if let Some((due, op)) = self.generator.pop_due(now) {
+                self.generator.encode_followup(op, &mut c.wbuf, due);
                 c.inflight.push_back(Pending { sent: due, op });
                 continue;
+            }
+            if self.generator.backlogged() {
+                break;
             }
             let intended = match self.plan.interval_ns {
                 None => now,
@@ -525,8 +597,9 @@ impl Worker<'_> {
                 }
                 *b -= 1;
             }
-            let op = self.generator.next(&mut c.work, &mut c.wbuf);
-            c.inflight.push_back(Pending { sent: intended, op });
+            if let Some(op) = self.generator.next(&mut c.wbuf, intended) {
+                c.inflight.push_back(Pending { sent: intended, op });
+            }
         }
     }
 
@@ -627,7 +700,11 @@ fn consume(
                 excerpt(reply)
             ));
         };
-        rec.reply(p.sent, now);
+        if p.op.is_blocking() {
+            rec.blocking_reply(now);
+        } else {
+            rec.reply(p.sent, now);
+        }
         if is_error {
             rec.error(&error_text(reply));
         }
@@ -641,7 +718,7 @@ fn consume(
                     ));
                 }
             };
-            if let Err(what) = generator.on_reply(&mut c.work, p.op, &frame, p.sent, now) {
+            if let Err(what) = generator.on_reply(p.op, &frame, p.sent, now) {
                 let mut text = format!("(client) {what}: ").into_bytes();
                 text.extend_from_slice(excerpt(reply).as_bytes());
                 rec.error(&text);

@@ -12,10 +12,12 @@
 //!
 //! Workloads: `get`, `set`, `mixed:R`, `command` (a redis-benchmark style template with
 //! `__rand_int__`), and two that exercise Goblin's native commands —
-//! `claim` (idempotent request handling with GOBLIN.CLAIM, checked by a violation
-//! detector, see [`detector`]) and `lock` (SET NX PX + GOBLIN.CAD). With
-//! `--target redis`, claim and lock run the commands' oracle Lua scripts through EVALSHA,
-//! so the same workload runs on both servers.
+//! `claim` (idempotent request handling through the claim's whole life: GOBLIN.CLAIM,
+//! duplicates that poll or wait with `BLOCK`, fenced GOBLIN.PUBLISH, GOBLIN.RENEW by long
+//! workers, crashed and stale workers; checked by a violation detector, see [`detector`])
+//! and `lock` (SET NX PX + GOBLIN.CAD). With `--target redis`, claim and lock run the
+//! commands' oracle Lua scripts through EVALSHA, so the same workload runs on both
+//! servers (polling: redis-server has no blocking claim).
 //!
 //! Modules, in the order a request meets them: [`cli`] (options), [`workload`] (what to
 //! send, what replies mean), `engine` (event loops), [`stats`] and [`report`] (figures).
@@ -156,6 +158,7 @@ fn plan(cfg: &Config) -> Plan {
     Plan {
         pipeline: c.pipeline as usize,
         connections: c.connections as usize,
+        waiters: cfg.waiters(),
         threads,
         measure_start,
         end,
@@ -231,9 +234,33 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
         Some(r) => format!("open loop at {r} ops/s"),
         None => "closed loop".to_string(),
     };
+    let claim_line = if c.workload == WorkloadSpec::Claim {
+        let wait = match c.block {
+            Some(ms) => format!(
+                "duplicates wait with BLOCK {ms} on {} waiter connection(s) per thread",
+                cfg.waiters()
+            ),
+            None => format!("duplicates poll every {} ms", c.poll_ms),
+        };
+        format!(
+            "\n  claim: {wait}; {:.0}% duplicates; winners: {:.0}% crash, {:.0}% run {} ms and \
+             renew, {:.0}% stall past the lease; work {} ms, lease {} s, result TTL {} s{}",
+            c.dup_ratio * 100.0,
+            c.crash_ratio * 100.0,
+            c.renew_ratio * 100.0,
+            cfg.long_work_ms,
+            c.stale_ratio * 100.0,
+            c.work_ms,
+            c.lease_secs,
+            c.result_ttl,
+            if c.hash_tag { ", hash-tagged keys" } else { "" },
+        )
+    } else {
+        String::new()
+    };
     let headline = format!(
         "goblin-loadgen {}: workload {} on {} at {}:{}\n  {} thread(s) x {} connection(s), \
-         pipeline {}, {mode}, keyspace {} ({}), value {} B, warmup {:.1} s, seed {}",
+         pipeline {}, {mode}, keyspace {} ({}), value {} B, warmup {:.1} s, seed {}{claim_line}",
         env!("CARGO_PKG_VERSION"),
         workload_label(cfg),
         c.target.name(),
@@ -274,6 +301,30 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
         ("warmup_s", Json::Num(cfg.warmup.as_secs_f64())),
         ("seed", Json::Int(cfg.seed)),
     ];
+    let mut settings = settings;
+    if c.workload == WorkloadSpec::Claim {
+        settings.extend([
+            ("dup_ratio", Json::Num(c.dup_ratio)),
+            ("crash_ratio", Json::Num(c.crash_ratio)),
+            ("renew_ratio", Json::Num(c.renew_ratio)),
+            ("stale_ratio", Json::Num(c.stale_ratio)),
+            ("work_ms", Json::Int(c.work_ms)),
+            ("long_work_ms", Json::Int(cfg.long_work_ms)),
+            ("lease_secs", Json::Int(c.lease_secs)),
+            ("result_ttl_secs", Json::Int(c.result_ttl)),
+            ("hash_tag", Json::Bool(c.hash_tag)),
+            ("block_ms", c.block.map_or(Json::Null, Json::Int)),
+            ("waiters_per_thread", Json::Int(cfg.waiters() as u64)),
+            (
+                "poll_ms",
+                if c.block.is_some() {
+                    Json::Null
+                } else {
+                    Json::Int(c.poll_ms)
+                },
+            ),
+        ]);
+    }
     Summary {
         settings,
         headline,

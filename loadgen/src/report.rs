@@ -59,9 +59,28 @@ pub enum WorkloadSection {
 }
 
 impl Summary {
-    /// Measured replies.
+    /// Measured replies (blocking ones included, though their latencies are not).
     pub fn requests(&self) -> u64 {
-        self.hist.len()
+        self.hist.len() + self.counters.blocking_replies
+    }
+
+    /// Claim workload: requests completed (a result in hand) per second while measuring.
+    pub fn completed_per_s(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.counters.claim.completed as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Claim workload: the duplicate wait at quantile `q`, in milliseconds (0 with none).
+    pub fn dup_wait_ms(&self, q: f64) -> f64 {
+        let h = &self.counters.dup_wait.0;
+        if h.is_empty() {
+            0.0
+        } else {
+            self.ms(h.value_at_quantile(q))
+        }
     }
 
     /// Replies per second while measuring.
@@ -98,6 +117,14 @@ impl Summary {
             self.requests(),
             self.elapsed_s
         );
+        if self.counters.blocking_replies > 0 {
+            let _ = writeln!(
+                t,
+                "                  ({} of them to waiting calls, whose latencies are the \
+                 duplicate wait below, not the latency figures)",
+                self.counters.blocking_replies
+            );
+        }
         let _ = write!(t, "  latency (ms)  ");
         for (label, _) in QUANTILES {
             let _ = write!(t, "{label:>9}");
@@ -125,26 +152,74 @@ impl Summary {
             WorkloadSection::Plain => {}
             WorkloadSection::Claim => {
                 let c = &self.counters.claim;
+                let waits = &self.counters.dup_wait.0;
                 let _ = writeln!(
                     t,
-                    "  claim         won {}, re-claimed after lease {}, replays served {}, nils {}, \
-                     polls {}, published {}, crashed {}",
-                    c.claims_won,
-                    c.reclaims_after_lease,
-                    c.replays_served,
-                    c.nils,
-                    c.polls,
-                    c.published,
-                    c.crashed
+                    "  completed     {:>12.0} requests/s   ({} requests with a result in hand: \
+                     replayed, or published by their winner)",
+                    self.completed_per_s(),
+                    c.completed
+                );
+                let _ = write!(t, "  dup wait (ms) ");
+                for (label, _) in QUANTILES {
+                    let _ = write!(t, "{label:>9}");
+                }
+                let _ = writeln!(t, "{:>9}", "max");
+                let _ = write!(t, "                ");
+                for (_, q) in QUANTILES {
+                    let _ = write!(t, "{:>9.3}", self.dup_wait_ms(q));
+                }
+                let _ = writeln!(
+                    t,
+                    "{:>9.3}   ({} duplicates that found the work in flight, from first call \
+                     to result; {} more served at once)",
+                    self.ms(waits.max()),
+                    waits.len(),
+                    c.dups_served_at_once
                 );
                 let _ = writeln!(
                     t,
-                    "  violations    {:>12}   (two owners in one lease {}, wrong replays {}, \
-                     replays never published {})",
+                    "  claim         won {}, re-claimed after lease {}, won by a duplicate {}, \
+                     replays served {}, nils {}, polls {}, wait timeouts {}, still waiting at the \
+                     end {}",
+                    c.claims_won,
+                    c.reclaims_after_lease,
+                    c.takeovers,
+                    c.replays_served,
+                    c.nils,
+                    c.polls,
+                    c.block_timeouts,
+                    c.waiting_at_end
+                );
+                let _ = writeln!(
+                    t,
+                    "  workers       published {} (refused {}), crashed {}, ran long {} (renewals \
+                     {}, refused {}), stalled past the lease {}",
+                    c.published,
+                    c.publish_refused,
+                    c.crashed,
+                    c.long_workers,
+                    c.renewals,
+                    c.renew_refused,
+                    c.stalled
+                );
+                let _ = writeln!(
+                    t,
+                    "  violations    {:>12}   (two owners in one lease {}, results re-computed {}, \
+                     stale publications accepted {}, stale renewals accepted {}, owner refused {}, \
+                     wrong replays {}, replays never published {}, early wait timeouts {}, \
+                     waiters not given the result {}, waiters not given the free claim {})",
                     c.violations(),
                     c.double_owners,
+                    c.recomputes,
+                    c.stale_publishes,
+                    c.stale_renewals,
+                    c.owner_refused,
                     c.wrong_replays,
-                    c.unpublished_replays
+                    c.unpublished_replays,
+                    c.early_timeouts,
+                    c.missed_results,
+                    c.missed_claims
                 );
                 for v in &self.counters.violations {
                     let _ = writeln!(t, "    {v}");
@@ -201,20 +276,59 @@ impl Summary {
             WorkloadSection::Plain => {}
             WorkloadSection::Claim => {
                 let c = &self.counters.claim;
+                let waits = &self.counters.dup_wait.0;
+                let mut wait: Vec<(String, Json)> = vec![("count".into(), Json::Int(waits.len()))];
+                wait.extend(
+                    QUANTILES
+                        .iter()
+                        .map(|(label, q)| (label.to_string(), Json::Num(self.dup_wait_ms(*q)))),
+                );
+                wait.push(("max".into(), Json::Num(self.ms(waits.max()))));
+                wait.push((
+                    "mean".into(),
+                    Json::Num(if waits.is_empty() {
+                        0.0
+                    } else {
+                        waits.mean() / NS_PER_MS
+                    }),
+                ));
                 doc.push((
                     "claim".into(),
                     Json::obj([
+                        ("completed", Json::Int(c.completed)),
+                        ("completed_per_s", Json::Num(self.completed_per_s())),
+                        ("dup_wait_ms", Json::Obj(wait)),
+                        ("dups_served_at_once", Json::Int(c.dups_served_at_once)),
+                        (
+                            "blocking_replies",
+                            Json::Int(self.counters.blocking_replies),
+                        ),
                         ("claims_won", Json::Int(c.claims_won)),
                         ("reclaims_after_lease", Json::Int(c.reclaims_after_lease)),
+                        ("takeovers", Json::Int(c.takeovers)),
                         ("replays_served", Json::Int(c.replays_served)),
                         ("nils", Json::Int(c.nils)),
                         ("polls", Json::Int(c.polls)),
+                        ("block_timeouts", Json::Int(c.block_timeouts)),
+                        ("waiting_at_end", Json::Int(c.waiting_at_end)),
                         ("published", Json::Int(c.published)),
+                        ("publish_refused", Json::Int(c.publish_refused)),
                         ("crashed", Json::Int(c.crashed)),
+                        ("long_workers", Json::Int(c.long_workers)),
+                        ("renewals", Json::Int(c.renewals)),
+                        ("renew_refused", Json::Int(c.renew_refused)),
+                        ("stalled", Json::Int(c.stalled)),
                         ("violations", Json::Int(c.violations())),
                         ("double_owners", Json::Int(c.double_owners)),
+                        ("recomputes", Json::Int(c.recomputes)),
+                        ("stale_publishes", Json::Int(c.stale_publishes)),
+                        ("stale_renewals", Json::Int(c.stale_renewals)),
+                        ("owner_refused", Json::Int(c.owner_refused)),
                         ("wrong_replays", Json::Int(c.wrong_replays)),
                         ("unpublished_replays", Json::Int(c.unpublished_replays)),
+                        ("early_timeouts", Json::Int(c.early_timeouts)),
+                        ("missed_results", Json::Int(c.missed_results)),
+                        ("missed_claims", Json::Int(c.missed_claims)),
                         (
                             "violation_examples",
                             Json::Arr(self.counters.violations.iter().map(Json::str).collect()),

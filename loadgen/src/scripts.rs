@@ -24,6 +24,23 @@ end
 return 0
 "#;
 
+/// GOBLIN.PUBLISH's oracle (for a valid `seconds`):
+/// `EVAL <script> 2 claim_key result_key token value seconds`.
+pub const PUBLISH_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+  redis.call("set", KEYS[2], ARGV[2], "EX", ARGV[3])
+  redis.call("expire", KEYS[1], ARGV[3])
+  return 1
+end
+return 0
+"#;
+
+/// GOBLIN.RENEW's oracle: `EVAL <script> 1 claim_key token seconds`.
+pub const RENEW_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("expire", KEYS[1], ARGV[2])
+end
+return 0
+"#;
+
 /// How long the set-up connection waits for the server.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -58,7 +75,7 @@ pub fn call(stream: &mut TcpStream, args: &[&[u8]]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Loads both oracle scripts into the redis-server at `addr`.
+/// Loads the oracle scripts into the redis-server at `addr`.
 ///
 /// # Errors
 /// A message when the server cannot be reached or refuses a script.
@@ -85,5 +102,7 @@ pub fn load(addr: SocketAddr) -> Result<Shas, String> {
     Ok(Shas {
         claim: one(CLAIM_SCRIPT)?,
         cad: one(CAD_SCRIPT)?,
+        publish: one(PUBLISH_SCRIPT)?,
+        renew: one(RENEW_SCRIPT)?,
     })
 }

@@ -127,13 +127,29 @@ impl LockStats {
     }
 }
 
+/// A histogram of durations in nanoseconds that starts empty (for [`Counters`]).
+#[derive(Clone, Debug)]
+pub struct Durations(pub Histogram<u64>);
+
+impl Default for Durations {
+    fn default() -> Self {
+        Durations(new_histogram())
+    }
+}
+
 /// Everything a thread counts besides latencies.
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
     /// Server error replies.
     pub errors: ErrorCounts,
+    /// Replies to calls that may wait (claim `--block` waits), received while measuring:
+    /// they count as replies, but their latencies are not in the latency figures.
+    pub blocking_replies: u64,
     /// Claim workload counters.
     pub claim: ClaimStats,
+    /// Claim workload: from a duplicate's first call to the result in hand, for the
+    /// duplicates that found the work in flight.
+    pub dup_wait: Durations,
     /// Claim workload violation descriptions (the first few).
     pub violations: Vec<String>,
     /// Lock workload counters.
@@ -144,7 +160,10 @@ impl Counters {
     /// Adds another thread's counters into these.
     pub fn merge(&mut self, o: &Counters) {
         self.errors.merge(&o.errors);
+        self.blocking_replies += o.blocking_replies;
         self.claim.merge(&o.claim);
+        // Same bounds on both sides: cannot fail.
+        let _ = self.dup_wait.0.add(&o.dup_wait.0);
         self.violations.extend(o.violations.iter().cloned());
         self.lock.merge(&o.lock);
     }

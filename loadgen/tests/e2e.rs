@@ -73,9 +73,15 @@ struct Server {
 
 impl Server {
     fn start(kind: ServerKind) -> Server {
+        Server::start_with(kind, &[])
+    }
+
+    /// Starts `kind` with extra command-line arguments.
+    fn start_with(kind: ServerKind, extra: &[&str]) -> Server {
         let port = free_port();
         let child = match kind
             .command(port)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -170,11 +176,22 @@ fn temp_file(name: &str) -> TempPath {
 
 /// Runs a workload for two seconds with --json and checks the run was clean.
 fn clean_run(server: &Server, kind: ServerKind, name: &str, args: &[&str]) -> Value {
+    clean_run_for(server, kind, name, "2", args)
+}
+
+/// Runs a workload for `secs` seconds with --json and checks the run was clean.
+fn clean_run_for(
+    server: &Server,
+    kind: ServerKind,
+    name: &str,
+    secs: &str,
+    args: &[&str],
+) -> Value {
     let path = temp_file(&format!("{name}.json"));
     let path_s = path.str();
     let mut all = vec![
         "--duration",
-        "2",
+        secs,
         "--connections",
         "8",
         "--target",
@@ -191,7 +208,7 @@ fn clean_run(server: &Server, kind: ServerKind, name: &str, args: &[&str]) -> Va
     assert_eq!(doc["errors"]["total"], 0, "{name}: {}", doc["errors"]);
     assert!(doc["requests"].as_u64().unwrap() > 0, "{name}: no requests");
     assert!(doc["throughput_ops"].as_f64().unwrap() > 0.0);
-    assert!(doc["elapsed_s"].as_f64().unwrap() >= 1.9);
+    assert!(doc["elapsed_s"].as_f64().unwrap() >= secs.parse::<f64>().unwrap() - 0.1);
     let lat = &doc["latency_ms"];
     let p50 = lat["p50"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 <= lat["p99"].as_f64().unwrap());
@@ -253,6 +270,96 @@ fn claim(kind: ServerKind) {
     ] {
         assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
     }
+}
+
+/// The claim's whole life for three seconds: duplicates wait (`--block`, goblin) or poll
+/// (redis, the oracle scripts), and winners publish, crash, run long and renew, or stall
+/// past their 1 s lease and are fenced off. Every kind of event must occur, and no
+/// violation.
+fn claim_life(kind: ServerKind, extra: &[&str]) -> Value {
+    let server = Server::start(kind);
+    let mut args = vec![
+        "--workload",
+        "claim",
+        "--dup-ratio",
+        "0.5",
+        "--crash-ratio",
+        "0.05",
+        "--renew-ratio",
+        "0.05",
+        "--stale-ratio",
+        "0.05",
+        "--lease-secs",
+        "1",
+        "--long-work-ms",
+        "1200",
+        "--work-ms",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    let doc = clean_run_for(&server, kind, "claim-life", "3", &args);
+    let claim = &doc["claim"];
+    assert_eq!(claim["violations"], 0, "{claim}");
+    for counter in [
+        "completed",
+        "claims_won",
+        "reclaims_after_lease",
+        "takeovers",
+        "replays_served",
+        "dups_served_at_once",
+        "published",
+        "publish_refused",
+        "crashed",
+        "long_workers",
+        "renewals",
+        "stalled",
+    ] {
+        assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
+    }
+    // A refused renewal is no violation unless the lease certainly still ran (then it is
+    // counted as "owner refused"): on a loaded machine a renewal due half a lease after
+    // its grant can reach the server after the lease.
+    let wait = &claim["dup_wait_ms"];
+    assert!(wait["count"].as_u64().unwrap() > 0, "{claim}");
+    assert!(wait["p50"].as_f64().unwrap() <= wait["p99"].as_f64().unwrap());
+    let per_s = claim["completed_per_s"].as_f64().unwrap();
+    let elapsed = doc["elapsed_s"].as_f64().unwrap();
+    let completed = claim["completed"].as_f64().unwrap();
+    assert!(
+        (per_s * elapsed - completed).abs() < 1.0,
+        "{per_s} × {elapsed} vs {completed}"
+    );
+    doc
+}
+
+#[test]
+fn claim_life_against_goblin_with_block_has_no_violations() {
+    let doc = claim_life(ServerKind::Goblin, &["--block", "3000", "--waiters", "32"]);
+    let claim = &doc["claim"];
+    assert_eq!(doc["block_ms"], 3000);
+    assert!(claim["blocking_replies"].as_u64().unwrap() > 0, "{claim}");
+    assert_eq!(claim["polls"], 0, "nobody polls: {claim}");
+    // A wait outlasts any lease or work here: none may time out.
+    assert_eq!(claim["block_timeouts"], 0, "{claim}");
+}
+
+#[test]
+fn claim_life_against_redis_polling_has_no_violations() {
+    let doc = claim_life(ServerKind::Redis, &["--poll-ms", "50"]);
+    let claim = &doc["claim"];
+    assert_eq!(doc["poll_ms"], 50);
+    assert!(claim["polls"].as_u64().unwrap() > 0, "{claim}");
+    assert_eq!(claim["blocking_replies"], 0, "{claim}");
+}
+
+#[test]
+fn block_against_redis_is_refused() {
+    let out = loadgen(
+        free_port(),
+        &["--workload", "claim", "--target", "redis", "--block", "100"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--block needs --target goblin"));
 }
 
 fn lock(kind: ServerKind) {
@@ -394,6 +501,10 @@ fn bad_usage_exits_2() {
         "--lock-ttl-ms",
         "--hdr",
         "--target",
+        "--block",
+        "--poll-ms",
+        "--renew-ratio",
+        "--stale-ratio",
     ] {
         assert!(help.contains(opt), "--help documents {opt}");
     }
@@ -503,6 +614,212 @@ fn a_server_replaying_unpublished_values_is_caught() {
     );
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no outcome was published"));
+}
+
+/// A claim server with the life cycle's bugs: GOBLIN.PUBLISH and GOBLIN.RENEW are not
+/// fenced (they always succeed), and `BLOCK` answers nil at once instead of waiting. The
+/// keyspace is shared by every connection; expiry is checked lazily.
+fn unfenced(args: &[Vec<u8>]) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Keyspace = HashMap<Vec<u8>, (Vec<u8>, Instant)>;
+    static KEYS: OnceLock<Mutex<Keyspace>> = OnceLock::new();
+    let mut keys = KEYS.get_or_init(Default::default).lock().unwrap();
+    let now = Instant::now();
+    keys.retain(|_, (_, until)| *until > now);
+    let secs = |a: &Vec<u8>| Duration::from_secs(String::from_utf8_lossy(a).parse().unwrap());
+    let bulk = |v: &[u8]| [format!("${}\r\n", v.len()).as_bytes(), v, b"\r\n"].concat();
+    match args[0].to_ascii_uppercase().as_slice() {
+        b"GOBLIN.CLAIM" => {
+            if keys.contains_key(&args[1]) {
+                keys.get(&args[2])
+                    .map_or(b"$-1\r\n".to_vec(), |(v, _)| bulk(v))
+            } else {
+                keys.insert(args[1].clone(), (args[3].clone(), now + secs(&args[4])));
+                bulk(b"CLAIMED")
+            }
+        }
+        b"GOBLIN.PUBLISH" => {
+            let until = now + secs(&args[5]);
+            keys.insert(args[2].clone(), (args[4].clone(), until));
+            keys.insert(args[1].clone(), (args[3].clone(), until));
+            b":1\r\n".to_vec()
+        }
+        b"GOBLIN.RENEW" => b":1\r\n".to_vec(),
+        _ => b"+OK\r\n".to_vec(),
+    }
+}
+
+#[test]
+fn a_server_accepting_stale_publications_is_caught() {
+    let port = fake_server(unfenced, None);
+    let json = temp_file("stale.json");
+    let out = loadgen(
+        port,
+        &[
+            "--workload",
+            "claim",
+            "--duration",
+            "1.5",
+            "--connections",
+            "2",
+            "--crash-ratio",
+            "0",
+            "--stale-ratio",
+            "1",
+            "--lease-secs",
+            "1",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "violations exit with status 3");
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert!(
+        doc["claim"]["stale_publishes"].as_u64().unwrap() > 0,
+        "{}",
+        doc["claim"]
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a stale publication accepted"));
+}
+
+#[test]
+fn a_server_whose_block_does_not_wait_is_caught() {
+    let port = fake_server(unfenced, None);
+    let json = temp_file("noblock.json");
+    let out = loadgen(
+        port,
+        &[
+            "--workload",
+            "claim",
+            "--requests",
+            "2000",
+            "--dup-ratio",
+            "0.5",
+            "--work-ms",
+            "20",
+            "--block",
+            "1000",
+            "--connections",
+            "2",
+            "--waiters",
+            "2",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert!(
+        doc["claim"]["early_timeouts"].as_u64().unwrap() > 0,
+        "{}",
+        doc["claim"]
+    );
+}
+
+/// Sends `args` on `stream` and reads one reply (whole, RESP2), as bytes.
+fn command(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
+    let mut req = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        req.extend_from_slice(a);
+        req.extend_from_slice(b"\r\n");
+    }
+    stream.write_all(&req).unwrap();
+    read_reply(stream)
+}
+
+fn read_reply(stream: &mut TcpStream) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Ok(Some((_, n))) = goblin_protocol::parse_reply(&buf) {
+            assert_eq!(n, buf.len(), "one reply at a time");
+            return buf;
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "connection closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Found by the claim workload with `--block` (waiters "not given the free claim"): a
+/// crashed owner's lease that ends while the server's timer wheel holds many other
+/// expiries in the same 4,096 ms slot wakes its waiter seconds late. The wheel cascades a
+/// slot into the lower levels at most `budget × 4` timers per call (store/src/wheel.rs,
+/// `advance`), and looks at the rest again only once the lower levels are empty; the
+/// server's budget is 1000 per iteration, so a slot with more than 4000 timers keeps the
+/// rest, the lease among them, until the timers cascaded first have all fired.
+///
+/// Here: one shard; a lease that ends 500 ms past a 4,096 ms boundary of the server's
+/// clock; 20,000 keys (`SET … PXAT`) that expire later in the same slot. The waiter
+/// should be given the claim when the lease ends.
+#[test]
+#[ignore = "server bug: a lease expiry in a timer-wheel slot holding more than 4000 timers \
+            wakes its waiters up to ~4 s late (partial cascade in store/src/wheel.rs)"]
+fn lease_expiry_wakes_its_waiter_despite_a_crowded_wheel_slot() {
+    let server = Server::start_with(ServerKind::Goblin, &["--threads", "1"]);
+    let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut boundary = (unix_ms() / 4096 + 1) * 4096;
+    if boundary - unix_ms() < 1_500 {
+        boundary += 4096;
+    }
+    std::thread::sleep(Duration::from_millis(boundary - 500 - unix_ms()));
+    // The owner takes a 1 s lease (ending 500 ms past the boundary) and crashes.
+    let claimed = command(
+        &mut c,
+        &[b"GOBLIN.CLAIM", b"claim:{p}", b"result:{p}", b"owner", b"1"],
+    );
+    assert_eq!(claimed, b"$7\r\nCLAIMED\r\n");
+    let lease_end = unix_ms() + 1000;
+    // Other keys expiring later in the same slot, pipelined.
+    let mut bulk = Vec::new();
+    for i in 0..20_000u64 {
+        let key = format!("bulk:{i}");
+        let at = (boundary + 1_000 + i % 3_000).to_string();
+        bulk.extend_from_slice(
+            format!(
+                "*5\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nx\r\n$4\r\nPXAT\r\n${}\r\n{at}\r\n",
+                key.len(),
+                at.len()
+            )
+            .as_bytes(),
+        );
+    }
+    c.write_all(&bulk).unwrap();
+    let mut oks = 0;
+    let mut chunk = vec![0u8; 1 << 16];
+    while oks < 20_000 {
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0);
+        oks += chunk[..n].iter().filter(|&&b| b == b'+').count();
+    }
+    let mut w = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let reply = command(
+        &mut w,
+        &[
+            b"GOBLIN.CLAIM",
+            b"claim:{p}",
+            b"result:{p}",
+            b"waiter",
+            b"1",
+            b"BLOCK",
+            b"9000",
+        ],
+    );
+    let late = unix_ms() as i64 - lease_end as i64;
+    assert_eq!(reply, b"$7\r\nCLAIMED\r\n");
+    assert!(
+        late < 200,
+        "the waiter was given the claim {late} ms after the lease ended"
+    );
 }
 
 #[test]
