@@ -251,10 +251,7 @@ impl Worker {
                             self.add_to_remote_batch(key, s, spec, args)
                         }
                     }
-                    Target::Shard(_) | Target::Here if may_wait => {
-                        self.run_local_or_wait(key, spec, args)
-                    }
-                    Target::Shard(_) | Target::Here => self.run_local(key, spec, args),
+                    Target::Shard(_) | Target::Here => self.run_local(key, spec, args, may_wait),
                 }
             }
         };
@@ -298,7 +295,16 @@ fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
 }
 
 impl Worker {
-    fn run_local(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+    /// Runs a command whose keys are on this shard: at once when nothing is locked here,
+    /// else through the shard's queue like any batch. A command that `may_wait` runs at
+    /// once too, and its plan takes over if it asks to wait (or when locks are about).
+    fn run_local(
+        &mut self,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        may_wait: bool,
+    ) -> Flow {
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
@@ -307,19 +313,37 @@ impl Worker {
         }
         if self.shard.quiet() {
             let Conn { client, output, .. } = conn;
-            let version = self.shard.slots().version();
-            self.shard.execute(
-                &self.shared,
-                spec,
-                args,
-                self.now,
-                &mut output.buf,
-                client.resp,
-                None,
-                version,
-            );
+            let waits = if may_wait {
+                self.shard.execute_may_wait(
+                    &self.shared,
+                    spec,
+                    args,
+                    self.now,
+                    &mut output.buf,
+                    client.resp,
+                )
+            } else {
+                let version = self.shard.slots().version();
+                self.shard.execute(
+                    &self.shared,
+                    spec,
+                    args,
+                    self.now,
+                    &mut output.buf,
+                    client.resp,
+                    None,
+                    version,
+                );
+                false
+            };
             self.route_shard_out();
-            return Flow::Next;
+            if !waits {
+                return Flow::Next;
+            }
+            return self.start_plan(key, spec, args);
+        }
+        if may_wait {
+            return self.start_plan(key, spec, args);
         }
         // Locks are held or wanted here: go through the shard's queue like any batch.
         let resp = conn.client.resp;
@@ -332,33 +356,6 @@ impl Worker {
         batch.push(spec.id, args);
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
-    }
-
-    /// A command that may wait, with its keys on this shard: run at once when nothing is
-    /// locked here, and its plan only if it asks to wait (or when locks are about).
-    fn run_local_or_wait(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
-        let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
-        };
-        if conn.busy() {
-            return Flow::Wait;
-        }
-        if self.shard.quiet() {
-            let Conn { client, output, .. } = conn;
-            let waits = self.shard.execute_may_wait(
-                &self.shared,
-                spec,
-                args,
-                self.now,
-                &mut output.buf,
-                client.resp,
-            );
-            self.route_shard_out();
-            if !waits {
-                return Flow::Next;
-            }
-        }
-        self.start_plan(key, spec, args)
     }
 
     fn add_to_remote_batch(
