@@ -156,6 +156,12 @@ impl Server {
     /// When redis-server is not installed, or is not 7.0.x (as `INFO server` reports its
     /// `redis_version`), with what was found and the command that installs 7.0.
     pub fn redis() -> Server {
+        Server::redis_with(&[])
+    }
+
+    /// [`Server::redis`] with extra arguments, which come last (and so win: `--dir`,
+    /// `--dbfilename`, `--save …`).
+    pub fn redis_with(extra: &[&str]) -> Server {
         for _ in 0..5 {
             let port = free_port();
             let child = Command::new("redis-server")
@@ -179,6 +185,7 @@ impl Server {
                 ])
                 // Goblin has one database, like redis-server with `databases 1`.
                 .args(["--databases", "1"])
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn();

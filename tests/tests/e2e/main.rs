@@ -22,6 +22,7 @@ mod multikey;
 mod ordering;
 mod output_bound;
 mod protocol;
+mod rdb_interop;
 mod scan_completeness;
 mod server_commands;
 mod sets_atomicity;
