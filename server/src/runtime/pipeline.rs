@@ -313,29 +313,15 @@ impl Worker {
         }
         if self.shard.quiet() {
             let Conn { client, output, .. } = conn;
-            let waits = if may_wait {
-                self.shard.execute_may_wait(
-                    &self.shared,
-                    spec,
-                    args,
-                    self.now,
-                    &mut output.buf,
-                    client.resp,
-                )
-            } else {
-                let version = self.shard.slots().version();
-                self.shard.execute(
-                    &self.shared,
-                    spec,
-                    args,
-                    self.now,
-                    &mut output.buf,
-                    client.resp,
-                    None,
-                    version,
-                );
-                false
-            };
+            let waits = self.shard.execute_here(
+                &self.shared,
+                spec,
+                args,
+                self.now,
+                &mut output.buf,
+                client.resp,
+                may_wait,
+            );
             self.route_shard_out();
             if !waits {
                 return Flow::Next;

@@ -378,10 +378,11 @@ impl Shard {
         self.run_command(shared, spec, args, now, out, resp, tx, routed_with, false);
     }
 
-    /// Runs a command that may ask to wait (see [`ShardCtx::wait`]), alone on its
-    /// connection's shard: true when it did — it answered nothing, and its plan must run.
+    /// Runs a command from a connection of this shard's own worker, outside any
+    /// transaction; one that `may_wait` may ask to (see [`ShardCtx::wait`]): true when it
+    /// did — it answered nothing, and its plan must run.
     #[allow(clippy::too_many_arguments)]
-    pub fn execute_may_wait(
+    pub fn execute_here(
         &mut self,
         shared: &Shared,
         spec: &CommandSpec,
@@ -389,9 +390,10 @@ impl Shard {
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
+        may_wait: bool,
     ) -> bool {
         let version = self.slots.version();
-        self.run_command(shared, spec, args, now, out, resp, None, version, true)
+        self.run_command(shared, spec, args, now, out, resp, None, version, may_wait)
     }
 
     #[allow(clippy::too_many_arguments)]
