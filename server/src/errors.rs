@@ -270,7 +270,7 @@ pub const NOT_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
 pub const SRANDMEMBER_COUNT_RANGE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 /// SRANDMEMBER asking for more repeated picks than Goblin answers (see
-/// `families::sets::MAX_REPEATS`; Redis would stream them until its memory ran out). Worded
+/// `families::RANDOM_PICKS_MAX`; Redis would stream them until its memory ran out). Worded
 /// as Redis words its own bounds on a count.
 pub const SRANDMEMBER_TOO_MANY: &[u8] =
     b"ERR value is out of range, value must between -16777216 and 9223372036854775807";
@@ -289,8 +289,8 @@ pub const HASH_VALUE_NOT_FLOAT: &[u8] = b"ERR hash value is not a float";
 /// HINCRBYFLOAT by an infinite increment.
 pub const VALUE_NAN_OR_INFINITY: &[u8] = b"ERR value is NaN or Infinity";
 /// HRANDFIELD's count with WITHVALUES past half a `long` (its reply would have twice as
-/// many elements); also a negative count whose reply Goblin refuses to build (see
-/// HRANDFIELD).
+/// many elements), ZRANDMEMBER WITHSCORES likewise; also a negative count of HRANDFIELD
+/// or ZRANDMEMBER whose reply Goblin refuses to build.
 pub const VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
 /// HRANDFIELD's count of the smallest `long`, which cannot be negated
 /// (`getRangeLongFromObjectOrReply` between -LONG_MAX and LONG_MAX).
@@ -343,9 +343,6 @@ pub const ZSET_NUMKEYS_POSITIVE: &[u8] = b"ERR numkeys should be greater than 0"
 pub const ZSET_COUNT_POSITIVE: &[u8] = b"ERR count should be greater than 0";
 /// ZPOPMIN/ZPOPMAX with a negative count (or not an integer).
 pub const ZSET_MUST_BE_POSITIVE: &[u8] = b"ERR value is out of range, must be positive";
-/// ZRANDMEMBER WITHSCORES with a count whose reply length would overflow, or a negative
-/// count too large to answer.
-pub const ZSET_VALUE_OUT_OF_RANGE: &[u8] = b"ERR value is out of range";
 
 /// `ERR at least 1 input key is needed for '<name>' command` (ZUNION, ZINTER, ZDIFF, their
 /// STORE forms, ZINTERCARD with numkeys 0 or less).

@@ -419,7 +419,7 @@ impl<'a> Reader<'a> {
         Ok(Some(match kind {
             TYPE_STRING => RdbValue::Str(self.string()?),
             TYPE_LIST | TYPE_SET => {
-                let n = self.count()?;
+                let n = self.bounded_length()?;
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(self.string()?);
@@ -431,7 +431,7 @@ impl<'a> Reader<'a> {
                 }
             }
             TYPE_HASH => {
-                let n = self.count()?;
+                let n = self.bounded_length()?;
                 let mut pairs = Vec::with_capacity(n);
                 for _ in 0..n {
                     pairs.push((self.string()?, self.string()?));
@@ -439,7 +439,7 @@ impl<'a> Reader<'a> {
                 RdbValue::Hash(pairs)
             }
             TYPE_ZSET | TYPE_ZSET_2 => {
-                let n = self.count()?;
+                let n = self.bounded_length()?;
                 let mut members = Vec::with_capacity(n);
                 for _ in 0..n {
                     let member = self.string()?;
@@ -462,14 +462,9 @@ impl<'a> Reader<'a> {
                 if items.len() % 2 != 0 {
                     return Err(corrupt("a listpack of pairs with an odd count"));
                 }
-                let mut pairs = items.chunks_exact(2);
+                let pairs = items.chunks_exact(2);
                 if kind == TYPE_HASH_LISTPACK {
-                    RdbValue::Hash(
-                        pairs
-                            .by_ref()
-                            .map(|p| (p[0].clone(), p[1].clone()))
-                            .collect(),
-                    )
+                    RdbValue::Hash(pairs.map(|p| (p[0].clone(), p[1].clone())).collect())
                 } else {
                     let mut members = Vec::with_capacity(items.len() / 2);
                     for p in pairs {
@@ -483,7 +478,7 @@ impl<'a> Reader<'a> {
                 }
             }
             TYPE_LIST_QUICKLIST_2 => {
-                let nodes = self.count()?;
+                let nodes = self.bounded_length()?;
                 let mut items = Vec::new();
                 for _ in 0..nodes {
                     let container = self.length()?;
@@ -500,11 +495,6 @@ impl<'a> Reader<'a> {
             }
             _ => return Ok(None),
         }))
-    }
-
-    /// A count of things to come, each at least one byte: bounded by what is left.
-    fn count(&mut self) -> Result<usize, RdbError> {
-        self.bounded_length()
     }
 
     /// A score of the old sorted-set type: a length byte (253 NaN, 254 +inf, 255 -inf)
@@ -576,7 +566,8 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A length that must fit in what is left of the file (nothing is allocated for more).
+    /// A length (or a count of things of at least a byte each) that must fit in what is
+    /// left of the file: nothing is allocated for more.
     fn bounded_length(&mut self) -> Result<usize, RdbError> {
         let at = self.at;
         let n = self.length()?;

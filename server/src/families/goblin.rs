@@ -417,9 +417,6 @@ impl ClaimWait {
 impl Plan for ClaimWait {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         match self.state {
-            WaitState::Attempting if results.is_empty() && self.attempt.stage == 0 => {
-                self.advance(cx, results)
-            }
             WaitState::Attempting => self.advance(cx, results),
             WaitState::Parked => match results.into_iter().next() {
                 // Served by the freed claim, holding its lock: claim it now.

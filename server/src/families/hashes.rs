@@ -17,6 +17,8 @@ use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::{CommandTable, meta};
 use crate::util::{glob_match, random_u64};
 
+use super::keys::parse_cursor;
+
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
     table.add(&meta::HSET, Exec::Shard(hset));
@@ -454,26 +456,6 @@ fn parse_scan_options<'a>(args: &Args<'a>) -> Result<ScanOptions<'a>, ErrorReply
     Ok(opts)
 }
 
-/// A SCAN cursor as Redis reads it (`strtoul`, up to a NUL byte): digits with an optional
-/// sign, nothing at all meaning 0; anything else, a leading blank, or a value past 64
-/// bits is an invalid cursor.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
-    let s = errors::c_str(s);
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match s.split_first() {
-        Some((b'+', rest)) => (false, rest),
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v = std::str::from_utf8(digits).ok()?.parse::<u64>().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`: the next cursor and fields with their
 /// values. Checked in Redis's order: the cursor, the key (an absent one answers an empty
 /// scan whatever the options), its type, then the options.
@@ -519,7 +501,6 @@ fn hscan(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::ops::Range;
     use std::rc::Rc;
 
     use goblin_store::{Change, Event};
@@ -608,22 +589,10 @@ mod tests {
         assert_eq!(lb.exec(&[b"TYPE", b"s"]), b"+string\r\n");
     }
 
-    fn argv(words: &[&[u8]]) -> (Vec<u8>, Vec<Range<usize>>) {
-        let mut buf = Vec::new();
-        let mut spans = Vec::new();
-        for w in words {
-            let start = buf.len();
-            buf.extend_from_slice(w);
-            spans.push(start..buf.len());
-        }
-        (buf, spans)
-    }
-
     fn hrandfield_args(words: &[&[u8]]) -> Result<(i64, bool), ErrorReply> {
         let mut all: Vec<&[u8]> = vec![b"HRANDFIELD", b"k"];
         all.extend_from_slice(words);
-        let (buf, spans) = argv(&all);
-        parse_hrandfield(&Args::new(&buf, &spans))
+        parse_hrandfield(&crate::testkit::Cmd::new(&all).args())
     }
 
     #[test]
@@ -658,17 +627,5 @@ mod tests {
             hrandfield_args(&[b"-4611686018427387903", b"withvalues"]),
             Ok((-4611686018427387903, true))
         );
-    }
-
-    #[test]
-    fn cursors_read_like_strtoul() {
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"12\0x"), Some(12));
-        assert_eq!(parse_cursor(b" 1"), None);
-        assert_eq!(parse_cursor(b"1x"), None);
-        assert_eq!(parse_cursor(b"+"), None);
     }
 }

@@ -934,3 +934,20 @@ fn object_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     out.array(LINES.len());
     LINES.iter().for_each(|l| out.simple(l.as_bytes()));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_like_strtoul() {
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"12\0x"), Some(12));
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"1x"), None);
+        assert_eq!(parse_cursor(b"+"), None);
+    }
+}

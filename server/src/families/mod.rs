@@ -103,6 +103,12 @@ pub fn select_db(db: i32) -> Result<(), ErrorReply> {
 /// The longest wait a timeout asks for that Goblin keeps as a deadline; longer ones wait
 /// forever (redis-server 7.0 adds any timeout to its clock, and one past the end of time
 /// never comes).
+/// The most repeated random picks SRANDMEMBER and ZRANDMEMBER answer (a negative
+/// count): each is at least six bytes of reply, so this many already make 100 MB.
+/// redis-server streams any count until its memory runs out; a count past this is refused
+/// instead, and nothing is allocated for it.
+pub const RANDOM_PICKS_MAX: u64 = 1 << 24;
+
 pub(crate) const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A blocking command's timeout, in seconds as a float, read as redis-server 7.0.15's

@@ -34,6 +34,7 @@ use crate::table::{CommandTable, meta};
 use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
 use crate::util::{glob_match, random_u64};
 
+use super::RANDOM_PICKS_MAX;
 use super::keys::{parse_cursor, restore_commands};
 
 /// SPOP with a count answers it by removing random members while more than a fifth as
@@ -45,11 +46,6 @@ const SPOP_MOVE_STRATEGY_MUL: u64 = 5;
 /// at least this many times as many members; otherwise it shuffles them all (Redis's
 /// `SRANDMEMBER_SUB_STRATEGY_MUL`).
 const SRANDMEMBER_SUB_STRATEGY_MUL: u64 = 3;
-/// The most repeated picks SRANDMEMBER answers (a negative count): their reply is at
-/// least six bytes each, so this many already make a reply of 100 MB. Redis streams any
-/// count until its memory runs out; a count past this is refused instead
-/// ([`errors::SRANDMEMBER_TOO_MANY`]) and nothing is allocated for it.
-pub const MAX_REPEATS: u64 = 1 << 24;
 /// SSCAN's COUNT when none is given.
 const SCAN_COUNT: usize = 10;
 
@@ -326,7 +322,7 @@ fn srandmember_count(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let out = &mut ctx.out;
     if !distinct || count == 1 {
         // Repeated picks, streamed: nothing is allocated for the count.
-        if count > MAX_REPEATS {
+        if count > RANDOM_PICKS_MAX {
             return out.error(errors::SRANDMEMBER_TOO_MANY);
         }
         out.array(count as usize);

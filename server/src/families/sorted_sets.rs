@@ -43,11 +43,9 @@ use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Outcome, Plan, PlanCx, 
 use crate::txn::shapes::{BlockingOps, BlockingPop, Holds};
 use crate::util::{glob_match, random_u64};
 
-use super::{decimal, parse_timeout};
+use super::keys::parse_cursor;
+use super::{RANDOM_PICKS_MAX, decimal, parse_timeout};
 
-/// Picks ZRANDMEMBER makes at most for a negative count: a reply beyond any a client
-/// reads in one piece, refused rather than built (redis-server would stream it forever).
-pub const RANDOM_PICKS_MAX: u64 = 1 << 24;
 /// ZRANDMEMBER with a count: below this many times the count, the set is sampled by
 /// picking random members; above, by dropping random members from a copy (Redis's
 /// `ZRANDMEMBER_SUB_STRATEGY_MUL`).
@@ -447,25 +445,6 @@ fn int_at_least(s: &[u8], min: i64, err: &'static [u8]) -> Result<i64, ErrorRepl
     parse_i64(s)
         .filter(|&n| n >= min)
         .ok_or(ErrorReply::Fixed(err))
-}
-
-/// A SCAN cursor as Redis reads it (`strtoul`): digits with an optional sign; anything
-/// else, or a leading blank, is an invalid cursor.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
-    let s = errors::c_str(s);
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'+', rest)) => (false, rest),
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let v = std::str::from_utf8(digits).ok()?.parse::<u64>().ok()?;
-    Some(if negative { v.wrapping_neg() } else { v })
 }
 
 // --- lookups and replies ---
@@ -1562,7 +1541,7 @@ fn zrandmember(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         }
         let withscores = args.len() == 4;
         if withscores && !(i64::MIN / 2..=i64::MAX / 2).contains(&l) {
-            return ctx.out.error(errors::ZSET_VALUE_OUT_OF_RANGE);
+            return ctx.out.error(errors::VALUE_OUT_OF_RANGE);
         }
         return zrandmember_count(ctx, args.get(1), l, withscores);
     }
@@ -1593,7 +1572,7 @@ fn zrandmember_count(ctx: &mut ShardCtx<'_>, key: &[u8], l: i64, withscores: boo
     let pick = |r: usize| z.at_rank(r).map(|p| z.entry(p));
     if !unique || count == 1 {
         if count > RANDOM_PICKS_MAX {
-            return ctx.out.error(errors::ZSET_VALUE_OUT_OF_RANGE);
+            return ctx.out.error(errors::VALUE_OUT_OF_RANGE);
         }
         // Streamed: nothing is allocated for the count.
         reply_header(&mut ctx.out, count as usize, withscores);

@@ -288,12 +288,11 @@ fn set(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if let Some(at) = deadline {
         // Replayed later, a relative expiry would count from then.
         log_set_pxat(ctx, key, value, at);
-    } else if compares && ctx.logging() {
+    } else if compares && opts.keep_ttl {
         // The condition held: what it did is a plain SET.
-        let keep: &[&[u8]] = if opts.keep_ttl { &[b"KEEPTTL"] } else { &[] };
-        let mut argv: Vec<&[u8]> = vec![b"SET", key, value];
-        argv.extend_from_slice(keep);
-        ctx.log(&argv);
+        ctx.log(&[b"SET", key, value, b"KEEPTTL"]);
+    } else if compares {
+        ctx.log(&[b"SET", key, value]);
     }
     if !opts.get {
         ctx.out.ok();

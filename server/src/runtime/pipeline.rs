@@ -235,23 +235,15 @@ impl Worker {
                 // unless it must wait.
                 let may_wait = spec.plan_if.is_some_and(|when| when(args));
                 match target {
-                    Target::Many => {
+                    Target::Here => self.run_local(key, spec, args, may_wait),
+                    Target::Shard(s) if s == self.id => self.run_local(key, spec, args, may_wait),
+                    Target::Shard(s) if !may_wait => self.add_to_remote_batch(key, s, spec, args),
+                    Target::Shard(_) | Target::Many => {
                         if conn.busy() {
                             return Flow::Wait;
                         }
                         self.start_plan(key, spec, args)
                     }
-                    Target::Shard(s) if s != self.id => {
-                        if may_wait {
-                            if conn.busy() {
-                                return Flow::Wait;
-                            }
-                            self.start_plan(key, spec, args)
-                        } else {
-                            self.add_to_remote_batch(key, s, spec, args)
-                        }
-                    }
-                    Target::Shard(_) | Target::Here => self.run_local(key, spec, args, may_wait),
                 }
             }
         };
