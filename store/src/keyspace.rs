@@ -23,6 +23,7 @@ use slab::Slab;
 
 use crate::blob::{self, Payload};
 use crate::events::{Change, Event, Recorder};
+use crate::rdb::RdbWriter;
 use crate::slot::{SLOTS, key_slot};
 use crate::types::{Value, ValueRef};
 use crate::wheel::{Timer, Wheel};
@@ -138,6 +139,37 @@ fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<V
     }
 }
 
+/// A point-in-time image of the keyspace, written slot by slot while the keyspace keeps
+/// changing (see [`Keyspace::begin_snapshot`]).
+struct Snapshot {
+    /// One bit per slot not yet written.
+    pending: Vec<u64>,
+    /// Where the walk over the slots goes on.
+    next: usize,
+    /// The time of the image: keys expired by then are left out.
+    at: Millis,
+    out: RdbWriter,
+    keys: u64,
+}
+
+impl Snapshot {
+    fn is_pending(&self, slot: usize) -> bool {
+        self.pending[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    /// Writes `slot`'s keys as they are now, and marks it written.
+    fn write_slot(&mut self, slot: usize, table: &HashTable<Box<[u8]>>, boxed: &Slab<Value>) {
+        self.pending[slot / 64] &= !(1 << (slot % 64));
+        for blob in table.iter() {
+            if !expired(blob, self.at) {
+                self.out
+                    .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
+                self.keys += 1;
+            }
+        }
+    }
+}
+
 /// The keys of one shard.
 pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
@@ -147,6 +179,7 @@ pub struct Keyspace {
     counts: Counts,
     db: u16,
     recorder: Recorder,
+    snapshot: Option<Box<Snapshot>>,
 }
 
 impl Default for Keyspace {
@@ -181,6 +214,7 @@ impl Keyspace {
             counts: Counts::default(),
             db,
             recorder: Recorder::default(),
+            snapshot: None,
         }
     }
 
@@ -210,6 +244,91 @@ impl Keyspace {
 
     fn record(&mut self, change: Change, slot: usize, key: &[u8]) {
         self.recorder.key(change, self.db, slot, key);
+    }
+
+    /// Starts a point-in-time image of the keyspace as it is now, in RDB key records
+    /// (replacing one in progress). It is written slot by slot by
+    /// [`Keyspace::snapshot_step`], and a slot not yet written is written first whenever
+    /// a change is about to touch it (copy before write, at the grain of a slot): the
+    /// image is the keyspace at this instant, while it keeps changing, with at most a
+    /// slot's worth of keys copied ahead of the walk. Returns the number of keys and of
+    /// keys with an expiry (the sizes an RDB file announces).
+    pub fn begin_snapshot(&mut self, now: Millis) -> (usize, usize) {
+        self.snapshot = Some(Box::new(Snapshot {
+            pending: vec![u64::MAX; SLOTS.div_ceil(64)],
+            next: 0,
+            at: now,
+            out: RdbWriter::records(),
+            keys: 0,
+        }));
+        (self.counts.len, self.counts.volatile)
+    }
+
+    /// Whether an image is being written.
+    pub fn snapshot_active(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// Writes the image's next slots, until at least `max_keys` keys or `max_bytes` bytes
+    /// are waiting in it or every slot is written; true once every slot is.
+    pub fn snapshot_step(&mut self, max_keys: usize, max_bytes: usize) -> bool {
+        let Some(snap) = self.snapshot.as_deref_mut() else {
+            return true;
+        };
+        let start_keys = snap.keys;
+        while snap.next < SLOTS {
+            let slot = snap.next;
+            snap.next += 1;
+            if snap.is_pending(slot) {
+                snap.write_slot(slot, &self.slots[slot], &self.boxed);
+                if snap.keys - start_keys >= max_keys as u64 || snap.out.pending() >= max_bytes {
+                    break;
+                }
+            }
+        }
+        snap.next >= SLOTS
+    }
+
+    /// Takes the image's bytes written so far.
+    pub fn snapshot_take(&mut self) -> Vec<u8> {
+        self.snapshot
+            .as_deref_mut()
+            .map(|s| s.out.take())
+            .unwrap_or_default()
+    }
+
+    /// Bytes of the image waiting in [`Keyspace::snapshot_take`].
+    pub fn snapshot_pending(&self) -> usize {
+        self.snapshot.as_deref().map_or(0, |s| s.out.pending())
+    }
+
+    /// Ends the image: its last bytes and the number of keys it holds. (Slots not yet
+    /// written are left out: call it once [`Keyspace::snapshot_step`] is done.)
+    pub fn end_snapshot(&mut self) -> (Vec<u8>, u64) {
+        match self.snapshot.take() {
+            Some(mut s) => (s.out.take(), s.keys),
+            None => (Vec::new(), 0),
+        }
+    }
+
+    /// Before a change to a key of `slot`: an image in progress that has not written
+    /// the slot yet writes it now, as it is.
+    #[inline]
+    fn preserve(&mut self, slot: usize) {
+        if let Some(snap) = self.snapshot.as_deref_mut()
+            && snap.is_pending(slot)
+        {
+            snap.write_slot(slot, &self.slots[slot], &self.boxed);
+        }
+    }
+
+    /// [`Keyspace::preserve`] for `key`'s slot (its hash computed only while an image
+    /// is in progress).
+    #[inline]
+    fn preserve_key(&mut self, key: &[u8]) {
+        if self.snapshot.is_some() {
+            self.preserve(usize::from(key_slot(key)));
+        }
     }
 
     /// Number of keys, including ones that expired but were not yet removed (as Redis's
@@ -309,6 +428,7 @@ impl Keyspace {
         now: Millis,
         f: impl FnOnce(ValueMut<'_>) -> (R, bool),
     ) -> Option<R> {
+        self.preserve_key(key);
         let (result, changed, emptied) = self.change_in_place(key, now, f)?;
         if emptied {
             self.delete_quietly(key);
@@ -329,6 +449,7 @@ impl Keyspace {
         make: impl FnOnce() -> Value,
         f: impl FnOnce(ValueMut<'_>) -> (R, bool),
     ) -> Option<R> {
+        self.preserve_key(key);
         let created = !self.contains(key, now);
         if created {
             self.put_value(key, make(), None);
@@ -438,6 +559,7 @@ impl Keyspace {
     /// (`now` is the command's time, kept for symmetry with every other change.)
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
         let _ = now;
+        self.preserve_key(key);
         let slot = if value.len() <= INLINE_MAX {
             self.put(key, expire_at, Payload::Inline(value))
         } else {
@@ -449,6 +571,7 @@ impl Keyspace {
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
         let _ = now;
+        self.preserve_key(key);
         let slot = self.put_value(key, value, expire_at);
         self.record(Change::Written, slot, key);
     }
@@ -477,6 +600,7 @@ impl Keyspace {
     /// Removes `key`; its value and expiry when it was live at `now`.
     pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Removed> {
         let (slot, hash) = self.locate(key);
+        self.preserve(slot);
         let found = self.slots[slot]
             .find_entry(hash, |b| blob::key(b) == key)
             .ok()?;
@@ -503,6 +627,7 @@ impl Keyspace {
     /// nothing out.
     pub fn delete(&mut self, key: &[u8], now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
+        self.preserve(slot);
         let Ok(found) = self.slots[slot].find_entry(hash, |b| blob::key(b) == key) else {
             return false;
         };
@@ -517,6 +642,7 @@ impl Keyspace {
     /// Sets or clears the expiry of a live key; false when the key is absent at `now`.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
+        self.preserve(slot);
         let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
             return false;
         };
@@ -556,6 +682,9 @@ impl Keyspace {
 
     /// Removes every key (one [`Event::Flushed`], not an event per key).
     pub fn clear(&mut self) {
+        if self.snapshot.is_some() {
+            (0..SLOTS).for_each(|slot| self.preserve(slot));
+        }
         for table in self.slots.iter_mut() {
             *table = HashTable::new();
         }

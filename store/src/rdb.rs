@@ -17,6 +17,8 @@
 use std::fmt;
 
 use crate::keyspace::Millis;
+use crate::types::set::Member;
+use crate::types::{Hash, List, Set, SortedSet, Value, ValueRef};
 
 /// The version Goblin writes (redis-server 7.0's).
 pub const RDB_VERSION: u32 = 10;
@@ -116,10 +118,6 @@ impl RdbWriter {
     /// Redis encodes one, a collection in its plain form (redis-server chooses its
     /// encoding as it loads it).
     pub fn key(&mut self, key: &[u8], value: &RdbValue, expire_at: Option<Millis>) {
-        if let Some(at) = expire_at {
-            self.out.push(OP_EXPIRETIME_MS);
-            self.out.extend_from_slice(&at.to_le_bytes());
-        }
         let kind = match value {
             RdbValue::Str(_) => TYPE_STRING,
             RdbValue::List(_) => TYPE_LIST,
@@ -127,31 +125,110 @@ impl RdbWriter {
             RdbValue::Hash(_) => TYPE_HASH,
             RdbValue::ZSet(_) => TYPE_ZSET_2,
         };
-        self.out.push(kind);
-        self.string(key);
+        self.key_header(kind, key, expire_at);
         match value {
             RdbValue::Str(v) => self.string(v),
             RdbValue::List(items) | RdbValue::Set(items) => {
-                self.length(items.len() as u64);
-                for item in items {
-                    self.string(item);
-                }
+                self.strings(items.len(), items.iter().map(Vec::as_slice));
             }
             RdbValue::Hash(pairs) => {
-                self.length(pairs.len() as u64);
-                for (field, value) in pairs {
-                    self.string(field);
-                    self.string(value);
-                }
+                self.pairs(pairs.len(), pairs.iter().map(|(f, v)| (&f[..], &v[..])));
             }
             RdbValue::ZSet(members) => {
                 self.length(members.len() as u64);
                 for (member, score) in members {
-                    self.string(member);
-                    self.out.extend_from_slice(&score.to_le_bytes());
+                    self.scored(member, *score);
                 }
             }
         }
+    }
+
+    /// A stored key, written from the store's own representation (nothing is copied
+    /// first), in the same forms as [`RdbWriter::key`].
+    pub fn entry(&mut self, key: &[u8], value: ValueRef<'_>, expire_at: Option<Millis>) {
+        match value {
+            ValueRef::Str(v) => {
+                self.key_header(TYPE_STRING, key, expire_at);
+                self.string(v);
+            }
+            ValueRef::List(list) => {
+                self.key_header(TYPE_LIST, key, expire_at);
+                self.strings(list.len(), list.iter());
+            }
+            ValueRef::Set(set) => {
+                self.key_header(TYPE_SET, key, expire_at);
+                self.length(set.len() as u64);
+                for member in set.iter() {
+                    match member {
+                        Member::Int(n) => self.string(n.to_string().as_bytes()),
+                        Member::Bytes(b) => self.string(b),
+                    }
+                }
+            }
+            ValueRef::Hash(hash) => {
+                self.key_header(TYPE_HASH, key, expire_at);
+                self.pairs(hash.len(), hash.iter());
+            }
+            ValueRef::ZSet(zset) => {
+                self.key_header(TYPE_ZSET_2, key, expire_at);
+                self.length(zset.len() as u64);
+                zset.for_each(|member, score| self.scored(member, score));
+            }
+        }
+    }
+
+    /// A writer of key records alone, for a part of a file that another writer frames
+    /// (one shard's keys in a snapshot).
+    pub fn records() -> RdbWriter {
+        RdbWriter { out: Vec::new() }
+    }
+
+    /// Bytes written and not yet taken.
+    pub fn pending(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Takes the bytes written so far (a part written in pieces).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The end of a file whose bytes before it have checksum `crc` (see [`crc64`]):
+    /// `EOF` and the checksum of everything up to and including it.
+    pub fn trailer(crc: u64) -> [u8; 9] {
+        let crc = crc64(crc, &[OP_EOF]);
+        let mut out = [OP_EOF; 9];
+        out[1..].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn key_header(&mut self, kind: u8, key: &[u8], expire_at: Option<Millis>) {
+        if let Some(at) = expire_at {
+            self.out.push(OP_EXPIRETIME_MS);
+            self.out.extend_from_slice(&at.to_le_bytes());
+        }
+        self.out.push(kind);
+        self.string(key);
+    }
+
+    fn strings<'s>(&mut self, n: usize, items: impl Iterator<Item = &'s [u8]>) {
+        self.length(n as u64);
+        for item in items {
+            self.string(item);
+        }
+    }
+
+    fn pairs<'s>(&mut self, n: usize, pairs: impl Iterator<Item = (&'s [u8], &'s [u8])>) {
+        self.length(n as u64);
+        for (field, value) in pairs {
+            self.string(field);
+            self.string(value);
+        }
+    }
+
+    fn scored(&mut self, member: &[u8], score: f64) {
+        self.string(member);
+        self.out.extend_from_slice(&score.to_le_bytes());
     }
 
     /// Ends the file: `EOF` and the checksum of everything before it.
@@ -284,6 +361,37 @@ pub enum RdbValue {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// A sorted set's members and scores.
     ZSet(Vec<(Vec<u8>, f64)>),
+}
+
+impl RdbValue {
+    /// The value to store; `None` for an empty collection (redis-server skips such keys
+    /// as it loads them).
+    pub fn into_value(self) -> Option<Value> {
+        let value = match self {
+            RdbValue::Str(s) => return Some(Value::Str(s)),
+            RdbValue::List(items) => {
+                let mut list = List::default();
+                items.iter().for_each(|item| list.push_back(item));
+                Value::List(Box::new(list))
+            }
+            RdbValue::Set(members) => {
+                let mut set = Set::default();
+                members.iter().for_each(|m| {
+                    set.insert(m);
+                });
+                Value::Set(Box::new(set))
+            }
+            RdbValue::Hash(pairs) => {
+                let mut hash = Hash::default();
+                pairs.iter().for_each(|(f, v)| {
+                    hash.insert(f, v);
+                });
+                Value::Hash(Box::new(hash))
+            }
+            RdbValue::ZSet(members) => Value::ZSet(Box::new(SortedSet::from_entries(members))),
+        };
+        (!value.is_empty_collection()).then_some(value)
+    }
 }
 
 /// A key read from a file.
@@ -905,5 +1013,100 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("\"s\""));
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::Keyspace;
+
+    /// A file from a keyspace's image: header, the records, trailer.
+    fn file_of(records: &[u8], keys: usize, expires: usize) -> Vec<u8> {
+        let mut w = RdbWriter::new(&[(b"redis-ver", b"7.0.15")]);
+        w.select_db(0, keys as u64, expires as u64);
+        let mut out = w.take();
+        out.extend_from_slice(records);
+        let crc = crc64(0, &out);
+        out.extend_from_slice(&RdbWriter::trailer(crc));
+        out
+    }
+
+    fn contents(file: &[u8]) -> Vec<(Vec<u8>, RdbValue, Option<Millis>)> {
+        let mut keys = Vec::new();
+        read(file, |k| {
+            keys.push((k.key, k.value, k.expire_at));
+            Ok(())
+        })
+        .expect("the image reads back");
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        keys
+    }
+
+    #[test]
+    fn an_image_is_the_keyspace_at_its_start_whatever_changes_after() {
+        let now = 1_000;
+        let mut ks = Keyspace::new();
+        for i in 0..2_000 {
+            ks.set_str(
+                format!("k{i}").as_bytes(),
+                format!("v{i}").as_bytes(),
+                None,
+                now,
+            );
+        }
+        ks.set_str(b"ttl", b"x", Some(50_000), now);
+        ks.set_str(b"dead", b"x", Some(999), now);
+        let mut hash = Hash::default();
+        hash.insert(b"f", b"1");
+        ks.insert(b"h", Value::Hash(Box::new(hash)), None, now);
+        let (n, volatile) = ks.begin_snapshot(now);
+        assert_eq!((n, volatile), (2_003, 2));
+        // Changes after the start, mixed with the walk.
+        let mut records = Vec::new();
+        let mut done = false;
+        let mut round = 0;
+        while !done {
+            done = ks.snapshot_step(100, usize::MAX);
+            records.extend(ks.snapshot_take());
+            let i = round * 37 % 2_000;
+            ks.set_str(format!("k{i}").as_bytes(), b"changed", None, now);
+            ks.delete(format!("k{}", (i + 1) % 2_000).as_bytes(), now);
+            ks.set_str(format!("new{round}").as_bytes(), b"n", None, now);
+            ks.modify(b"h", now, |_| ((), true));
+            round += 1;
+        }
+        ks.clear();
+        let (rest, keys) = ks.end_snapshot();
+        records.extend(rest);
+        assert_eq!(keys, 2_002, "every live key once, the expired one left out");
+        let got = contents(&file_of(&records, n, volatile));
+        let mut want: Vec<(Vec<u8>, RdbValue, Option<Millis>)> = (0..2_000)
+            .map(|i| {
+                let v = RdbValue::Str(format!("v{i}").into_bytes());
+                (format!("k{i}").into_bytes(), v, None)
+            })
+            .collect();
+        want.push((b"ttl".to_vec(), RdbValue::Str(b"x".to_vec()), Some(50_000)));
+        want.push((
+            b"h".to_vec(),
+            RdbValue::Hash(vec![(b"f".to_vec(), b"1".to_vec())]),
+            None,
+        ));
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(got, want);
+        assert!(round > 5, "the walk took several steps");
+    }
+
+    #[test]
+    fn values_read_back_into_the_store() {
+        let list = RdbValue::List(vec![b"a".to_vec(), b"b".to_vec()]);
+        let Some(Value::List(l)) = list.into_value() else {
+            panic!("a list");
+        };
+        assert_eq!(l.iter().collect::<Vec<_>>(), vec![&b"a"[..], b"b"]);
+        assert!(RdbValue::Set(Vec::new()).into_value().is_none());
+        let z = RdbValue::ZSet(vec![(b"m".to_vec(), 2.5)]).into_value();
+        assert!(matches!(z, Some(Value::ZSet(z)) if z.score(b"m") == Some(2.5)));
     }
 }
