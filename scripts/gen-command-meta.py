@@ -29,6 +29,7 @@ zremrangebyrank zremrangebyscore zremrangebylex zpopmin zpopmax zmpop zrandmembe
 zinter zdiff zunionstore zinterstore zdiffstore zintercard zscan
 lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos lmove
 rpoplpush lmpop blpop brpop blmove brpoplpush blmpop bzpopmin bzpopmax bzmpop
+save bgsave lastsave bgrewriteaof shutdown
 """.split()
 
 

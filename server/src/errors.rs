@@ -351,3 +351,24 @@ pub fn zset_no_input_key(name: &str) -> ErrorReply {
         format!("ERR at least 1 input key is needed for '{name}' command").into_bytes(),
     )
 }
+
+/// A command without the `loading` flag while the dataset loads.
+pub const LOADING: &[u8] = b"LOADING Redis is loading the dataset in memory";
+
+/// A write while snapshots fail (`stop-writes-on-bgsave-error`).
+pub const MISCONF_RDB: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+/// A write while the append-only log cannot be written.
+pub fn misconf_aof(reason: &str) -> Vec<u8> {
+    format!("MISCONF Errors writing to the AOF file: {reason}").into_bytes()
+}
+
+/// SAVE or BGSAVE while one runs.
+pub const BGSAVE_IN_PROGRESS: &[u8] = b"ERR Background save already in progress";
+
+/// BGREWRITEAOF while one runs.
+pub const BGREWRITEAOF_IN_PROGRESS: &[u8] =
+    b"ERR Background append only file rewriting already in progress";
+
+/// SHUTDOWN whose save failed.
+pub const SHUTDOWN_FAILED: &[u8] = b"ERR Errors trying to SHUTDOWN. Check logs.";

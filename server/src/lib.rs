@@ -33,6 +33,7 @@ pub mod table;
 pub mod errors;
 
 pub mod longdouble;
+pub mod persist;
 
 pub mod runtime;
 pub mod shard;

@@ -12,7 +12,7 @@ static GLOBAL: goblin_server::alloc::Counting = goblin_server::alloc::Counting;
 fn main() -> ExitCode {
     goblin_server::alloc::activate();
     let config = match config::parse(std::env::args().skip(1)) {
-        Ok(Cli::Run(config)) => config,
+        Ok(Cli::Run(config)) => *config,
         Ok(Cli::Help) => {
             print!("{}", config::USAGE);
             return ExitCode::SUCCESS;

@@ -290,7 +290,12 @@ impl Loopback {
                 Msg::Reserve(key) => self.shards[dest].serve_key(&key),
                 Msg::Slots(map) => self.shards[dest].set_slots(map),
                 Msg::Done(to, batch) => self.done.push((to, batch)),
-                Msg::Replies(..) | Msg::Adopt(..) | Msg::Ask(..) | Msg::Answer(..) => {}
+                Msg::Replies(..)
+                | Msg::Adopt(..)
+                | Msg::Ask(..)
+                | Msg::Answer(..)
+                | Msg::Load(..)
+                | Msg::Loaded(..) => {}
                 Msg::StepDone(done) => {
                     let seq = done.tx.seq;
                     if done.index == crate::txn::coordinator::WOKEN {

@@ -722,6 +722,33 @@ impl Keyspace {
         }
     }
 
+    /// Removes every key of `slot`, handing each live one to `f` with its value and
+    /// expiry (moving, not copying, boxed values); expired ones are dropped. Records
+    /// nothing: for moving a whole keyspace elsewhere (loading).
+    pub fn drain_slot(
+        &mut self,
+        slot: u16,
+        now: Millis,
+        mut f: impl FnMut(Vec<u8>, Value, Option<Millis>),
+    ) {
+        let Some(table) = self.slots.get_mut(usize::from(slot)) else {
+            return;
+        };
+        let table = std::mem::take(table);
+        for blob in table {
+            let boxed = self.forget(&blob);
+            if expired(&blob, now) {
+                continue;
+            }
+            let value = match (blob::payload(&blob), boxed) {
+                (Payload::Inline(s), _) => Value::Str(s.to_vec()),
+                (Payload::Boxed(_), Some(v)) => v,
+                (Payload::Boxed(_), None) => continue,
+            };
+            f(blob::key(&blob).to_vec(), value, blob::expire(&blob));
+        }
+    }
+
     /// A random live key, chosen with `seed`: a random slot, then the first non-empty slot
     /// from there, then a random key in it. Expired keys met on the way are removed.
     pub fn random_key(&mut self, seed: u64, now: Millis) -> Option<Vec<u8>> {

@@ -314,6 +314,8 @@ pub enum RdbError {
         /// The content's.
         computed: u64,
     },
+    /// A key the caller refused, with its reason.
+    Refused(String),
     /// A value of a type this reader does not load (yet).
     UnsupportedType {
         /// The key.
@@ -337,6 +339,7 @@ impl fmt::Display for RdbError {
                 f,
                 "wrong checksum: the file says {stored:016x}, its content gives {computed:016x}"
             ),
+            RdbError::Refused(why) => f.write_str(why),
             RdbError::UnsupportedType { key, kind } => write!(
                 f,
                 "key {:?} holds a value of RDB type {kind}, which Goblin does not load",

@@ -109,6 +109,20 @@ pub struct Server {
     pub port: u16,
     /// Which server it is.
     pub kind: Kind,
+    /// A directory of its own for its files (goblin-server's default `--dir`), removed
+    /// when it is dropped.
+    scratch: Option<PathBuf>,
+}
+
+/// A new empty directory under the system's temporary directory, for one test's files.
+pub fn scratch_dir(what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("goblin-{what}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
 }
 
 impl Server {
@@ -117,10 +131,14 @@ impl Server {
         Server::goblin_threads(default_threads())
     }
 
-    /// goblin-server with extra arguments, on a free port.
+    /// goblin-server with extra arguments, on a free port, without `save` rules and with
+    /// a directory of its own (arguments given win: `--dir`, `--save …`).
     pub fn goblin_with(args: &[&str]) -> Server {
+        let scratch = scratch_dir("server");
         let mut child = Command::new(goblin_binary())
-            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .args(["--bind", "127.0.0.1", "--port", "0", "--save", ""])
+            .arg("--dir")
+            .arg(&scratch)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -139,6 +157,7 @@ impl Server {
             child,
             port,
             kind: Kind::Goblin,
+            scratch: Some(scratch),
         };
         server.wait_ready();
         server
@@ -202,6 +221,7 @@ impl Server {
                 child,
                 port,
                 kind: Kind::Redis,
+                scratch: None,
             };
             if server.try_wait_ready() {
                 let info = server.raw().cmd(&[b"INFO", b"server"]);
@@ -231,15 +251,37 @@ impl Server {
         false
     }
 
+    /// Waits until the server answers PING with PONG (not `LOADING`).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if Raw::try_connect(self.port).is_ok() {
+            if let Ok(mut raw) = Raw::try_connect(self.port)
+                && raw.cmd(&[b"PING"]) == b"+PONG\r\n"
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("server on port {} not reachable", self.port);
+        panic!("server on port {} not ready", self.port);
+    }
+
+    /// Kills the process at once (SIGKILL: no chance to save or sync anything) and
+    /// waits for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to end by itself (SHUTDOWN); its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
     }
 
     /// The process id.
@@ -268,6 +310,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

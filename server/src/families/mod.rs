@@ -10,6 +10,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod multi;
+pub mod persistence;
 pub mod server;
 pub mod sets;
 pub mod sorted_sets;
@@ -44,6 +45,7 @@ pub fn register_all(table: &mut CommandTable) {
     lists::register(table);
     sets::register(table);
     sorted_sets::register(table);
+    persistence::register(table);
 }
 
 /// The unit and base of an expiry argument.

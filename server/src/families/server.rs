@@ -201,8 +201,26 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
     vec![
         ("bind", c.bind.to_string()),
         ("port", ctx.shared.local_addr.port().to_string()),
-        ("save", String::new()),
-        ("appendonly", "no".into()),
+        ("save", c.persist.save_text()),
+        ("appendonly", yes_no(c.persist.appendonly)),
+        ("appendfsync", c.persist.appendfsync.name().into()),
+        ("dir", absolute(&c.persist.dir)),
+        ("dbfilename", c.persist.dbfilename.clone()),
+        ("appenddirname", c.persist.appenddirname.clone()),
+        ("appendfilename", c.persist.appendfilename.clone()),
+        ("aof-load-truncated", yes_no(c.persist.aof_load_truncated)),
+        (
+            "stop-writes-on-bgsave-error",
+            yes_no(c.persist.stop_writes_on_bgsave_error),
+        ),
+        (
+            "auto-aof-rewrite-percentage",
+            c.persist.auto_aof_rewrite_percentage.to_string(),
+        ),
+        (
+            "auto-aof-rewrite-min-size",
+            c.persist.auto_aof_rewrite_min_size.to_string(),
+        ),
         ("databases", "1".into()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
@@ -227,6 +245,18 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ),
         ("zset-max-listpack-value", zset::LISTPACK_VALUE.to_string()),
     ]
+}
+
+fn yes_no(on: bool) -> String {
+    if on { "yes" } else { "no" }.into()
+}
+
+/// A directory as CONFIG GET shows `dir`: absolute, as redis-server (which chdirs there).
+fn absolute(dir: &std::path::Path) -> String {
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string()
 }
 
 /// `CONFIG GET parameter [parameter ...]`: exact names answer with the name as given,
@@ -455,9 +485,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     section(
         "persistence",
         "Persistence",
-        "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n\
-         rdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
-            .to_string(),
+        super::persistence::info(shared),
     );
     section(
         "stats",

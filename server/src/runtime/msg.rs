@@ -178,6 +178,8 @@ pub struct TxStepDone {
     pub out: Result<HopOut, Vec<u8>>,
     /// Whether the transaction still holds locks on this shard after the step.
     pub holds_locks: bool,
+    /// Whether the step changed keys (and so the transaction has a part in the log).
+    pub wrote: bool,
 }
 
 /// A parked plan's wait, registered on one shard.
@@ -232,4 +234,8 @@ pub enum Msg {
     Ask(ConnRef, Arc<Batch>),
     /// A worker's answer to a connection's question.
     Answer(ConnRef, Vec<u8>),
+    /// Keys loaded at start-up, for this worker's shard.
+    Load(Vec<crate::persist::load::Loaded>),
+    /// Loading is over: this worker's log, when the log is on.
+    Loaded(Option<Box<crate::persist::aof::AofLog>>),
 }

@@ -33,7 +33,7 @@ use crate::runtime::server::Shared;
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
-use crate::table::{CommandSpec, Rejection};
+use crate::table::{CommandSpec, Flags, Rejection};
 use crate::txn::coordinator::{Env, TxJob};
 use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
 
@@ -170,6 +170,21 @@ impl Worker {
                 return self.reject(shared, key, rejection);
             }
         };
+        if shared.persist.gate() != 0
+            && let Some(refusal) = gate_refusal(shared, spec)
+        {
+            if conn.busy() {
+                return Flow::Wait;
+            }
+            return self.reject(
+                shared,
+                key,
+                Rejection {
+                    spec: None,
+                    message: refusal,
+                },
+            );
+        }
         if conn.multi.is_some() && spec.queued_in_multi {
             let resp = conn.client.resp;
             let mut queued = self.new_batch(resp);
@@ -270,6 +285,20 @@ impl Worker {
         Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&rejection.message);
         Flow::Next
     }
+}
+
+/// Why persistence refuses `spec` now, if it does: `LOADING` for a command not allowed
+/// while the dataset loads, `MISCONF` for a write (and PING, as redis-server does) while
+/// the log or the snapshots cannot be written.
+fn gate_refusal(shared: &Shared, spec: &CommandSpec) -> Option<Vec<u8>> {
+    let persist = &shared.persist;
+    if persist.loading() && !spec.flags.contains(Flags::LOADING) {
+        return Some(crate::errors::LOADING.to_vec());
+    }
+    if spec.flags.contains(Flags::WRITE) || spec.name == "ping" {
+        return persist.write_refusal();
+    }
+    None
 }
 
 /// Which shard(s) a keyed command needs.
@@ -589,7 +618,7 @@ impl Worker {
     }
 
     /// Starts a transaction for connection `key`.
-    fn start_job(
+    pub(crate) fn start_job(
         &mut self,
         key: usize,
         locks: Vec<(Vec<u8>, LockMode)>,

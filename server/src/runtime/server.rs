@@ -14,6 +14,7 @@ use socket2::{Domain, Socket, Type};
 use crate::clock;
 use crate::config::Config;
 use crate::families;
+use crate::persist::Persist;
 use crate::runtime::msg::Msg;
 use crate::runtime::worker::Worker;
 use crate::shard::slots::SlotMap;
@@ -94,6 +95,8 @@ pub struct Shared {
     pub total_commands: AtomicU64,
     /// Clients blocked in a command (a parked plan), on every worker.
     pub blocked_clients: AtomicUsize,
+    /// Persistence: loading, the log's state, saves.
+    pub persist: Arc<Persist>,
     /// Of those, the ones with a timeout.
     pub blocked_with_timeout: AtomicUsize,
 }
@@ -123,7 +126,9 @@ impl Shared {
             });
             polls.push((poll, rx));
         }
+        let persist = Arc::new(Persist::new(&config.persist));
         let shared = Shared {
+            persist,
             local_addr,
             config,
             commands,
@@ -211,6 +216,12 @@ impl Server {
                     Worker::new(id, shared, poll, inbox, listener)?.run()
                 })?;
             handles.push(handle);
+        }
+        // The dataset loads while the workers answer LOADING.
+        crate::persist::load::start(Arc::clone(&self.shared))?;
+        let persist = &self.shared.config.persist;
+        if persist.appendonly && persist.appendfsync == crate::config::Fsync::Everysec {
+            crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;
         }
         for handle in handles {
             match handle.join() {

@@ -39,6 +39,8 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::clock;
+use crate::persist::aof::AofLog;
+use crate::persist::snapshot::{self, SaveJob, SaveKind, SavePlan};
 use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
@@ -84,6 +86,11 @@ const BATCH_POOL: usize = 4096;
 /// A pooled batch whose buffers grew past this is dropped instead of kept.
 const BATCH_KEEP_BYTES: usize = 256 * 1024;
 
+/// Keys of a background save's image a worker writes per loop iteration at most (plus
+/// the rest of a slot: a slot is written whole), and bytes.
+const SAVE_KEYS_PER_ITERATION: usize = 1_000;
+const SAVE_BYTES_PER_ITERATION: usize = 1 << 20;
+
 /// One thread's event loop.
 pub struct Worker {
     pub(crate) id: usize,
@@ -118,6 +125,10 @@ pub struct Worker {
     pub(crate) commands: u64,
     /// Messages sent to other workers whose answer has not come back yet.
     awaiting: usize,
+    /// The background save this shard's image goes to.
+    save_job: Option<Arc<SaveJob>>,
+    /// The last run of [`Worker::cron`].
+    last_cron: Instant,
 }
 
 impl Worker {
@@ -159,6 +170,8 @@ impl Worker {
             pool: Vec::new(),
             commands: 0,
             awaiting: 0,
+            save_job: None,
+            last_cron: Instant::now(),
         })
     }
 
@@ -200,6 +213,10 @@ impl Worker {
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
+            self.save_work();
+            if self.id == 0 {
+                self.cron();
+            }
             self.drain();
             self.time_out_parked();
             self.send_all();
@@ -209,6 +226,13 @@ impl Worker {
                     .total_commands
                     .fetch_add(self.commands, Ordering::Relaxed);
                 self.commands = 0;
+            }
+            let writes = self.shard.take_writes();
+            if writes > 0 {
+                self.shared
+                    .persist
+                    .dirty
+                    .fetch_add(writes, Ordering::Relaxed);
             }
         }
     }
@@ -230,6 +254,85 @@ impl Worker {
         {
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
             self.route_shard_out();
+        }
+    }
+
+    /// A background save's walk: the next slots of this shard's image go to the writer
+    /// (unless too much is queued for it already); the last piece ends this shard's part.
+    fn save_work(&mut self) {
+        if !self.shard.keyspace().snapshot_active() {
+            return;
+        }
+        if self.save_job.is_none() {
+            // The transaction that began the image set the job before its hops ran.
+            self.save_job = self.shared.persist.job.lock().ok().and_then(|j| j.clone());
+        }
+        let Some(job) = self.save_job.clone() else {
+            return;
+        };
+        if job.backlog.load(Ordering::Relaxed) > snapshot::BACKLOG_MAX {
+            return;
+        }
+        let db = self.shard.keyspace_mut();
+        let done = db.snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION);
+        if done {
+            let (rest, _) = db.end_snapshot();
+            job.records(rest);
+            job.shard_done();
+            self.save_job = None;
+        } else {
+            job.records(db.snapshot_take());
+        }
+    }
+
+    /// Whether a background save has work for this worker now.
+    fn saving(&self) -> bool {
+        self.shard.keyspace().snapshot_active()
+            && self
+                .save_job
+                .as_ref()
+                .is_none_or(|job| job.backlog.load(Ordering::Relaxed) <= snapshot::BACKLOG_MAX)
+    }
+
+    /// Once a second, on worker 0: the `save` rules (a background save after so many
+    /// seconds with so many changes, as redis-server's cron does).
+    fn cron(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_cron) < Duration::from_secs(1) {
+            return;
+        }
+        self.last_cron = now;
+        let persist = &self.shared.persist;
+        let config = &self.shared.config.persist;
+        if config.save.is_empty() || persist.loading() || persist.saving.load(Ordering::Relaxed) {
+            return;
+        }
+        let unix = clock::now_ms() / 1000;
+        let dirty = persist.dirty.load(Ordering::Relaxed);
+        let since = unix.saturating_sub(persist.last_save.load(Ordering::Relaxed));
+        // After a failure, wait a little before trying again (redis-server: 5 s).
+        let retry_ok = !persist.bgsave_failed()
+            || unix.saturating_sub(persist.last_bgsave_try.load(Ordering::Relaxed)) >= 5;
+        if retry_ok
+            && config
+                .save
+                .iter()
+                .any(|&(secs, changes)| dirty >= changes && since >= secs)
+        {
+            eprintln!("goblin-server: {dirty} changes in {since} seconds. Saving...");
+            let plan = SavePlan::new(SaveKind::Background);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
+        }
+    }
+
+    /// Loading is over for this worker: its log, from now on, records its writes.
+    fn loaded(&mut self, log: Option<Box<AofLog>>) {
+        if let Some(log) = log {
+            self.shard.add_observer(log);
+        }
+        let persist = &self.shared.persist;
+        if persist.loading_workers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            persist.loaded();
         }
     }
 
@@ -274,7 +377,16 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if !self.scheduled.is_empty() || !self.local.is_empty() || !self.dirty.is_empty() {
+        if self.id == 0 && !self.shared.config.persist.save.is_empty() {
+            // The cron's `save` rules.
+            let second = Duration::from_secs(1);
+            timeout = Some(timeout.map_or(second, |t| t.min(second)));
+        }
+        if !self.scheduled.is_empty()
+            || !self.local.is_empty()
+            || !self.dirty.is_empty()
+            || self.saving()
+        {
             timeout = Some(Duration::ZERO);
         }
         if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
@@ -351,6 +463,8 @@ impl Worker {
         if !self.local.is_empty() {
             self.drain();
         }
+        // What leaves the thread now must be durable first (the log's group commit).
+        self.shard.sync_observers();
         for (dest, queue) in self.outbox.iter_mut().enumerate() {
             if !queue.is_empty() {
                 self.shared.peers[dest].send(std::mem::take(queue));
@@ -403,6 +517,8 @@ impl Worker {
             }
             Msg::Ask(from, command) => self.answer(from, command),
             Msg::Answer(to, answer) => self.answered(to, answer),
+            Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
+            Msg::Loaded(log) => self.loaded(log),
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();
                 self.job_event(tx.seq, |job, env, out| job.on_woken(id, key, env, out));
@@ -432,7 +548,12 @@ impl Worker {
         self.note_blocked(was, job.parked_state());
         self.route(out);
         match outcome {
-            Some(outcome) => self.finish_job(job.conn, outcome),
+            Some(outcome) => {
+                if job.wrote() {
+                    self.shard.commit(job.tx);
+                }
+                self.finish_job(job.conn, outcome);
+            }
             None => {
                 if let Some(at) = job.deadline() {
                     self.deadlines.push(Reverse((at, seq)));
@@ -621,6 +742,7 @@ impl Worker {
 
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
+        self.shard.sync_observers();
         for key in std::mem::take(&mut self.dirty) {
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
@@ -684,6 +806,7 @@ impl Worker {
         if !self.local.is_empty() {
             self.drain();
         }
+        self.shard.sync_observers();
         for (dest, queue) in self.outbox.iter_mut().enumerate() {
             if !queue.is_empty() {
                 self.shared.peers[dest].send(std::mem::take(queue));

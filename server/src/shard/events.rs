@@ -55,4 +55,15 @@ pub struct Write<'a> {
 pub trait Observer: std::fmt::Debug {
     /// Called once per unit of work that changed keys.
     fn on_write(&mut self, write: &Write<'_>);
+
+    /// Called on the worker that coordinated transaction `tx`, when it ends having
+    /// written on some shard: its parts (units whose origin names it) are complete. A log
+    /// records it, so that a transaction comes back from a crash whole or not at all.
+    fn on_commit(&mut self, _tx: TxRef) {}
+
+    /// Called before anything the units so far caused leaves the thread — replies
+    /// written to clients, messages sent to other workers: a log makes its records
+    /// durable here (one write, and one fsync with `appendfsync always`, per loop
+    /// iteration: group commit).
+    fn sync(&mut self) {}
 }

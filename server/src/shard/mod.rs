@@ -48,7 +48,7 @@ use std::time::Instant;
 use goblin_protocol::{Encoder, Version};
 use std::sync::atomic::Ordering;
 
-use goblin_store::{Event, Keyspace, Millis, key_slot};
+use goblin_store::{Event, Keyspace, Millis, Value, key_slot};
 
 use crate::errors;
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
@@ -118,6 +118,10 @@ pub struct Shard {
     /// Batches that reached their reply budget, by connection, with the connection's
     /// later batches behind them: they wait for its client to read (`Msg::Resume`).
     stalled: HashMap<ConnRef, VecDeque<Box<Batch>>, foldhash::fast::RandomState>,
+    /// Units of work published (see [`Shard::published`]).
+    published: u64,
+    /// Write commands run since [`Shard::take_writes`].
+    writes: u64,
 }
 
 impl Shard {
@@ -140,7 +144,70 @@ impl Shard {
             wakes: Vec::new(),
             clock_hint: 0,
             stalled: HashMap::default(),
+            published: 0,
+            writes: 0,
         }
+    }
+
+    /// Stores loaded keys (start-up). Not a unit of work: nothing observes them, and
+    /// nothing can wait on them yet.
+    pub fn load(&mut self, keys: Vec<crate::persist::load::Loaded>, now: Millis) {
+        for (key, value, expire_at) in keys {
+            self.db.insert(&key, value, expire_at, now);
+        }
+        self.db.take_events().for_each(drop);
+    }
+
+    /// Stores one loaded key (the loader's own keyspace).
+    pub fn load_one(&mut self, key: Vec<u8>, value: Value, expire_at: Option<Millis>, now: Millis) {
+        self.db.insert(&key, value, expire_at, now);
+    }
+
+    /// Empties the keyspace (a FLUSHALL replayed by the loader).
+    pub fn clear_for_load(&mut self) {
+        self.db.clear();
+        self.db.take_events().for_each(drop);
+    }
+
+    /// Moves a slot's live keys out (the loader's keyspace, to the shards that own them).
+    pub fn drain_slot_for_load(
+        &mut self,
+        slot: u16,
+        now: Millis,
+        f: impl FnMut(Vec<u8>, Value, Option<Millis>),
+    ) {
+        self.db.drain_slot(slot, now, f);
+    }
+
+    /// Makes what the units so far recorded durable, before anything they caused leaves
+    /// the thread (see [`Observer::sync`]).
+    pub fn sync_observers(&mut self) {
+        for observer in &mut self.observers {
+            observer.sync();
+        }
+    }
+
+    /// Transaction `tx`, coordinated by this shard's worker, ended having written.
+    pub fn commit(&mut self, tx: TxRef) {
+        for observer in &mut self.observers {
+            observer.on_commit(tx);
+        }
+    }
+
+    /// Units of work that changed keys while observed, since start (a step's report
+    /// says whether it wrote).
+    pub fn published(&self) -> u64 {
+        self.published
+    }
+
+    /// Write commands run since the last call (the changes a save covers).
+    pub fn take_writes(&mut self) -> u64 {
+        std::mem::take(&mut self.writes)
+    }
+
+    /// The keyspace, for a save's walk over it.
+    pub fn keyspace_mut(&mut self) -> &mut Keyspace {
+        &mut self.db
     }
 
     /// The keys, to read (their counts, the next expiry).
@@ -233,6 +300,7 @@ impl Shard {
     /// Hands the events of the unit of work just done to the parked plans and the
     /// observers.
     fn publish(&mut self, origin: Origin<'_>) {
+        self.published += 1;
         self.events.clear();
         self.events.extend(self.db.take_events());
         if !self.waiters.is_empty() {
@@ -428,6 +496,9 @@ impl Shard {
         let timed = self.executed.is_multiple_of(TIMING_SAMPLE);
         let started = timed.then(Instant::now);
         let reply_at = out.len();
+        if spec.flags.contains(crate::table::Flags::WRITE) {
+            self.writes += 1;
+        }
         let (waits, _) = self.unit(shared, Origin::Command(args, tx), now, out, resp, |ctx| {
             ctx.set_may_wait(may_wait);
             handler(ctx, args);
@@ -615,7 +686,13 @@ impl Shard {
     }
 
     fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
+        self.report_wrote(step, out, false);
+    }
+
+    /// [`Shard::report`] of a step that `wrote` keys.
+    fn report_wrote(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>, wrote: bool) {
         let done = TxStepDone {
+            wrote,
             tx: step.tx,
             index: step.index,
             shard: self.id,
@@ -631,6 +708,7 @@ impl Shard {
         if !needs.is_empty() {
             self.locks.acquire(step.tx, needs);
         }
+        let published = self.published;
         let out = match step.work.take() {
             None => HopOut::Done,
             Some(Work::Commands(mut batch)) => {
@@ -661,7 +739,8 @@ impl Shard {
                 self.retry(shared);
             }
         }
-        self.report(&step, Ok(out));
+        let wrote = self.published != published;
+        self.report_wrote(&step, Ok(out), wrote);
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one

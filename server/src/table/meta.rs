@@ -14390,6 +14390,271 @@ pub static BZMPOP: Meta = Meta {
     ]),
 };
 
+/// `SAVE`
+pub static SAVE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("save"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("no_async_loading"),
+            Node::Simple("no_multi"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Synchronously save the dataset to disk"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(N) where N is the total number of keys in all databases"),
+    ]),
+};
+
+/// `BGSAVE`
+pub static BGSAVE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("bgsave"),
+        Node::Int(-1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("no_async_loading"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Asynchronously save the dataset to disk"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+        Node::Bulk("history"),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("3.2.2"),
+            Node::Bulk("Added the `SCHEDULE` option."),
+        ])]),
+        Node::Bulk("arguments"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("schedule"),
+            Node::Bulk("type"),
+            Node::Bulk("pure-token"),
+            Node::Bulk("token"),
+            Node::Bulk("SCHEDULE"),
+            Node::Bulk("since"),
+            Node::Bulk("3.2.2"),
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("optional")]),
+        ])]),
+    ]),
+};
+
+/// `LASTSAVE`
+pub static LASTSAVE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("lastsave"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+            Node::Simple("fast"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@fast"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[Node::Bulk("nondeterministic_output")]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Get the UNIX time stamp of the last successful save to disk"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+    ]),
+};
+
+/// `BGREWRITEAOF`
+pub static BGREWRITEAOF: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("bgrewriteaof"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("no_async_loading"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Asynchronously rewrite the append-only file"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+    ]),
+};
+
+/// `SHUTDOWN`
+pub static SHUTDOWN: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("shutdown"),
+        Node::Int(-1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+            Node::Simple("no_multi"),
+            Node::Simple("allow_busy"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Synchronously save the dataset to disk and then shut down the server"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk(
+            "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
+        ),
+        Node::Bulk("history"),
+        Node::Set(&[Node::Array(&[
+            Node::Bulk("7.0.0"),
+            Node::Bulk("Added the `NOW`, `FORCE` and `ABORT` modifiers."),
+        ])]),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("nosave_save"),
+                Node::Bulk("type"),
+                Node::Bulk("oneof"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+                Node::Bulk("arguments"),
+                Node::Array(&[
+                    Node::Map(&[
+                        Node::Bulk("name"),
+                        Node::Bulk("nosave"),
+                        Node::Bulk("type"),
+                        Node::Bulk("pure-token"),
+                        Node::Bulk("token"),
+                        Node::Bulk("NOSAVE"),
+                    ]),
+                    Node::Map(&[
+                        Node::Bulk("name"),
+                        Node::Bulk("save"),
+                        Node::Bulk("type"),
+                        Node::Bulk("pure-token"),
+                        Node::Bulk("token"),
+                        Node::Bulk("SAVE"),
+                    ]),
+                ]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("now"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("NOW"),
+                Node::Bulk("since"),
+                Node::Bulk("7.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("force"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("FORCE"),
+                Node::Bulk("since"),
+                Node::Bulk("7.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("abort"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("ABORT"),
+                Node::Bulk("since"),
+                Node::Bulk("7.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+        ]),
+    ]),
+};
+
 /// Every generated entry.
 pub static ALL: &[&Meta] = &[
     &PING,
@@ -14543,4 +14808,9 @@ pub static ALL: &[&Meta] = &[
     &BZPOPMIN,
     &BZPOPMAX,
     &BZMPOP,
+    &SAVE,
+    &BGSAVE,
+    &LASTSAVE,
+    &BGREWRITEAOF,
+    &SHUTDOWN,
 ];

@@ -51,6 +51,8 @@ impl Flags {
     pub const MOVABLE_KEYS: Flags = Flags(1 << 8);
     /// May be called without keys (COMMAND GETKEYS then answers an empty list).
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 9);
+    /// Allowed while the dataset is loading.
+    pub const LOADING: Flags = Flags(1 << 10);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -63,6 +65,7 @@ impl Flags {
         ("no_auth", Flags::NO_AUTH),
         ("movablekeys", Flags::MOVABLE_KEYS),
         ("no_mandatory_keys", Flags::NO_MANDATORY_KEYS),
+        ("loading", Flags::LOADING),
     ];
 
     /// Whether every flag of `other` is set.

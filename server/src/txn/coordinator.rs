@@ -90,9 +90,17 @@ pub struct TxJob {
     waits: u64,
     /// The last wait was served: a wait that follows keeps its turn.
     served: bool,
+    /// Some step changed keys: the transaction has parts in the log, and its end is
+    /// recorded as their commit.
+    wrote: bool,
 }
 
 impl TxJob {
+    /// Whether some step changed keys.
+    pub fn wrote(&self) -> bool {
+        self.wrote
+    }
+
     /// A transaction running `plan` after locking the keys `needs` (and, with
     /// `whole_shards`, every shard whole), answering in `resp`.
     pub fn new(
@@ -150,6 +158,7 @@ impl TxJob {
             locked_on: Vec::new(),
             waits: 0,
             served: false,
+            wrote: false,
         }
     }
 
@@ -194,6 +203,7 @@ impl TxJob {
         env: &Env<'_>,
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
+        self.wrote |= done.wrote;
         let at = self.locked_on.iter().position(|&s| s == done.shard);
         match (done.holds_locks, at) {
             (true, None) => self.locked_on.push(done.shard),

@@ -70,6 +70,11 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("dbsize", &["DBSIZE", "DBSIZE x"]),
     ("flushall", &["FLUSHALL", "FLUSHALL ASYNC"]),
     ("flushdb", &["FLUSHDB", "FLUSHDB SYNC"]),
+    // Persistence.
+    ("save", &["SAVE", "SAVE x"]),
+    ("bgsave", &["BGSAVE", "BGSAVE SCHEDULE"]),
+    ("lastsave", &["LASTSAVE"]),
+    ("shutdown", &["SHUTDOWN", "SHUTDOWN NOSAVE"]),
     // Strings.
     (
         "get",

@@ -1,0 +1,513 @@
+//! Loading at start-up, on a thread of its own while the workers answer `LOADING`.
+//!
+//! With `appendonly yes`: the log's base snapshot and then its records, generation by
+//! generation, replayed into one keyspace that owns every slot (the log's files were
+//! written by as many shards as the last run had; this run may have another number), then
+//! moved to the shards that own the keys now. A torn last record is cut off (with
+//! `aof-load-truncated yes`, the default), anything else malformed stops the server with
+//! the file, the offset and the reason. Without the log: the snapshot (`--loadrdb`, or
+//! `dir/dbfilename` when it exists), whose keys go straight to their shards.
+//!
+//! Keys already expired are dropped. The workers take their keys in chunks, then their
+//! log (the file this run appends to), and the last one to do so ends the loading.
+
+use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use goblin_protocol::Version;
+use goblin_store::rdb::{self, RdbKey};
+use goblin_store::{Millis, Value};
+
+use super::aof::{self, AofLog, LogFile, Manifest, TXCOMMIT, TXPART};
+use crate::clock;
+use crate::runtime::msg::Msg;
+use crate::runtime::server::Shared;
+use crate::shard::Shard;
+use crate::shard::slots::SlotMap;
+use crate::table::handler::{Args, Exec};
+
+/// Keys sent to a worker in one message.
+const CHUNK: usize = 1024;
+
+/// A key on its way to its shard: the key, its value, its expiry.
+pub type Loaded = (Vec<u8>, Value, Option<Millis>);
+
+/// Starts the loader thread.
+///
+/// # Errors
+/// When the thread cannot start.
+pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
+    shared
+        .persist
+        .loading_workers
+        .store(shared.threads, Ordering::SeqCst);
+    std::thread::Builder::new()
+        .name("goblin-loader".into())
+        .spawn(move || match load(&shared) {
+            Ok(logs) => finish(&shared, logs),
+            Err(e) => {
+                eprintln!("goblin-server: {e}");
+                eprintln!("goblin-server: can't load the dataset; exiting");
+                std::process::exit(1);
+            }
+        })
+        .map(|_| ())
+}
+
+/// Keys to their shards, in chunks; progress in the log.
+struct Sink<'a> {
+    shared: &'a Shared,
+    chunks: Vec<Vec<Loaded>>,
+    keys: u64,
+    started: Instant,
+    reported: Instant,
+}
+
+impl<'a> Sink<'a> {
+    fn new(shared: &'a Shared) -> Sink<'a> {
+        Sink {
+            shared,
+            chunks: (0..shared.threads).map(|_| Vec::new()).collect(),
+            keys: 0,
+            started: Instant::now(),
+            reported: Instant::now(),
+        }
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Value, expire_at: Option<Millis>) {
+        let shard = self.shared.slots.shard_of_key(&key);
+        let Some(chunk) = self.chunks.get_mut(shard) else {
+            return;
+        };
+        chunk.push((key, value, expire_at));
+        if chunk.len() >= CHUNK {
+            let chunk = std::mem::take(chunk);
+            self.shared.peers[shard].send(vec![Msg::Load(chunk)]);
+        }
+        self.keys += 1;
+        self.progress();
+    }
+
+    fn progress(&mut self) {
+        if self.keys.is_multiple_of(CHUNK as u64) {
+            self.shared
+                .persist
+                .loaded_keys
+                .store(self.keys, Ordering::Relaxed);
+            if self.reported.elapsed().as_secs() >= 1 {
+                self.reported = Instant::now();
+                let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+                eprintln!(
+                    "goblin-server: Loading: {} keys, {:.0} keys/s",
+                    self.keys,
+                    self.keys as f64 / secs
+                );
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        for (shard, chunk) in self.chunks.iter_mut().enumerate() {
+            if !chunk.is_empty() {
+                self.shared.peers[shard].send(vec![Msg::Load(std::mem::take(chunk))]);
+            }
+        }
+        self.shared
+            .persist
+            .loaded_keys
+            .store(self.keys, Ordering::Relaxed);
+    }
+}
+
+/// Loads the dataset; returns each worker's log, when the log is on.
+fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
+    let config = &shared.config.persist;
+    let mut sink = Sink::new(shared);
+    let started = Instant::now();
+    let logs = if config.appendonly {
+        load_log(shared, &mut sink)?
+    } else {
+        if let Some(path) = snapshot_source(shared)? {
+            let now = clock::now_ms();
+            load_rdb(&path, now, &mut |k, v, at| sink.put(k, v, at))?;
+        }
+        (0..shared.threads).map(|_| None).collect()
+    };
+    sink.flush();
+    if sink.keys > 0 {
+        eprintln!(
+            "goblin-server: DB loaded from disk: {} keys in {:.3} seconds",
+            sink.keys,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(logs)
+}
+
+/// The snapshot to load without the log: `--loadrdb` (which must exist), or
+/// `dir/dbfilename` when it exists.
+fn snapshot_source(shared: &Shared) -> Result<Option<PathBuf>, String> {
+    let config = &shared.config.persist;
+    match &config.loadrdb {
+        Some(path) if path.exists() => Ok(Some(path.clone())),
+        Some(path) => Err(format!("--loadrdb {}: no such file", path.display())),
+        None => {
+            let path = config.rdb_path();
+            Ok(path.exists().then_some(path))
+        }
+    }
+}
+
+/// Reads an RDB file, handing each live key of database 0 to `put`.
+fn load_rdb(
+    path: &Path,
+    now: Millis,
+    put: &mut dyn FnMut(Vec<u8>, Value, Option<Millis>),
+) -> Result<(), String> {
+    let data = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    rdb::read(&data, |k: RdbKey| {
+        if k.db != 0 {
+            return Err(rdb::RdbError::Refused(format!(
+                "key '{}' is in database {}, and Goblin has one database (0)",
+                String::from_utf8_lossy(&k.key),
+                k.db
+            )));
+        }
+        if k.expire_at.is_some_and(|at| at < now) {
+            return Ok(());
+        }
+        if let Some(value) = k.value.into_value() {
+            put(k.key, value, k.expire_at);
+        }
+        Ok(())
+    })
+    .map(|_| ())
+    .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A keyspace owning every slot, that replays a log's commands.
+struct Replay<'a> {
+    shared: &'a Shared,
+    shard: Shard,
+    out: Vec<u8>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(shared: &'a Shared) -> Replay<'a> {
+        Replay {
+            shared,
+            shard: Shard::new(
+                0,
+                Arc::new(SlotMap::contiguous(1)),
+                shared.commands.all().len(),
+            ),
+            out: Vec::new(),
+        }
+    }
+
+    /// Runs one logged command.
+    fn apply(&mut self, args: &Args<'_>) -> Result<(), String> {
+        let spec = self
+            .shared
+            .commands
+            .resolve(args)
+            .map_err(|r| String::from_utf8_lossy(&r.message).into_owned())?;
+        let now = clock::now_ms();
+        match spec.exec {
+            Exec::Shard(_) => {
+                let version = self.shard.slots().version();
+                self.out.clear();
+                self.shard.execute(
+                    self.shared,
+                    spec,
+                    args,
+                    now,
+                    &mut self.out,
+                    Version::Resp2,
+                    None,
+                    version,
+                );
+                Ok(())
+            }
+            _ if matches!(spec.name, "flushall" | "flushdb") => {
+                self.shard.clear_for_load();
+                Ok(())
+            }
+            _ => Err(format!("the command '{}' cannot be in a log", spec.name)),
+        }
+    }
+
+    /// Moves every key to its shard.
+    fn drain(mut self, sink: &mut Sink<'_>) {
+        let now = clock::now_ms();
+        for slot in 0..goblin_store::SLOTS as u16 {
+            self.shard
+                .drain_slot_for_load(slot, now, |k, v, at| sink.put(k, v, at));
+        }
+    }
+}
+
+/// Loads the log (or, on its first start, the snapshot as its base) and sets up the
+/// files this run appends to.
+fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>, String> {
+    let config = &shared.config.persist;
+    let dir = config.aof_dir();
+    let name = &config.appendfilename;
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut replay = Replay::new(shared);
+    let now = clock::now_ms();
+    let mut manifest = match Manifest::load(&dir, name)? {
+        Some(manifest) => {
+            if let Some(base) = &manifest.base {
+                load_rdb(&dir.join(&base.name), now, &mut |k, v, at| {
+                    replay.shard.load_one(k, v, at, now);
+                })?;
+            }
+            let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
+            seqs.dedup();
+            for seq in seqs {
+                let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
+                replay_generation(&mut replay, &dir, &files, config.aof_load_truncated)?;
+            }
+            manifest
+        }
+        None => {
+            // The log's first start: an existing snapshot becomes its base.
+            let mut manifest = Manifest::default();
+            if let Some(path) = snapshot_source(shared)? {
+                load_rdb(&path, now, &mut |k, v, at| {
+                    replay.shard.load_one(k, v, at, now);
+                })?;
+                let base = aof::base_name(name, 1);
+                fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
+                manifest.base = Some(LogFile {
+                    name: base,
+                    seq: 1,
+                    shard: None,
+                });
+            }
+            manifest
+        }
+    };
+    replay.drain(sink);
+    // This run's files: the last generation's when it has one file per shard of this
+    // run, else a new generation.
+    let shards = shared.threads;
+    let files = match manifest.last_generation(shards) {
+        Some(files) => files,
+        None => {
+            let seq = manifest.last_seq() + 1;
+            let files: Vec<LogFile> = (0..shards)
+                .map(|shard| LogFile {
+                    name: aof::incr_name(name, seq, shard),
+                    seq,
+                    shard: Some((shard, shards)),
+                })
+                .collect();
+            for f in &files {
+                aof::open_append(&dir.join(&f.name)).map_err(|e| format!("{}: {e}", f.name))?;
+            }
+            manifest.incr.extend(files.iter().cloned());
+            aof::sync_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            manifest
+                .save(&dir, name)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            files
+        }
+    };
+    let persist = &shared.persist;
+    let mut total = 0;
+    let mut logs = Vec::with_capacity(shards);
+    let mut handles = Vec::with_capacity(shards);
+    for f in &files {
+        let path = dir.join(&f.name);
+        let file = aof::open_append(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        total += len;
+        if let Ok(clone) = file.try_clone() {
+            handles.push(clone);
+        }
+        logs.push(Some(AofLog::new(
+            Arc::clone(persist),
+            config.appendfsync,
+            file,
+            path,
+            len,
+        )));
+    }
+    let sizes: u64 = manifest
+        .incr
+        .iter()
+        .chain(manifest.base.iter())
+        .filter_map(|f| fs::metadata(dir.join(&f.name)).ok())
+        .map(|m| m.len())
+        .sum();
+    persist.aof_current_size.store(sizes, Ordering::Relaxed);
+    persist
+        .aof_base_size
+        .store(sizes - total.min(sizes), Ordering::Relaxed);
+    if let Ok(mut slot) = persist.aof_files.lock() {
+        *slot = handles;
+    }
+    Ok(logs)
+}
+
+/// A unit of a log being replayed: plain commands, a `MULTI` block, a transaction's part.
+enum Unit {
+    Plain,
+    Multi,
+    Part { id: Vec<u8>, left: usize },
+}
+
+/// Replays one generation: its transactions' commits first (from every file), then
+/// each file's records.
+fn replay_generation(
+    replay: &mut Replay<'_>,
+    dir: &Path,
+    files: &[&LogFile],
+    truncate_torn: bool,
+) -> Result<(), String> {
+    let mut data = Vec::with_capacity(files.len());
+    for f in files {
+        let path = dir.join(&f.name);
+        match fs::read(&path) {
+            Ok(bytes) => data.push((path, bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    let mut commits: HashSet<Vec<u8>> = HashSet::new();
+    for (path, bytes) in &data {
+        let mut at = 0;
+        while let Ok(Some((args, len))) = aof::parse_record(&bytes[at..]) {
+            let record = Args::new(&bytes[at..], &args);
+            if record.len() == 2 && record.get(0).eq_ignore_ascii_case(TXCOMMIT) {
+                commits.insert(record.get(1).to_vec());
+            }
+            at += len;
+        }
+        let _ = path;
+    }
+    for (path, bytes) in &data {
+        if let Some(torn) = replay_file(replay, path, bytes, &commits)? {
+            let cut = bytes.len() - torn;
+            if !truncate_torn {
+                return Err(format!(
+                    "{}: the last record is torn ({cut} bytes at offset {torn}); start with \
+                     --aof-load-truncated yes to cut it",
+                    path.display()
+                ));
+            }
+            eprintln!(
+                "goblin-server: {}: the last record is torn ({cut} bytes at offset {torn}); \
+                 cutting the file there",
+                path.display()
+            );
+            OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_len(torn as u64))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Replays a file's records; `Some(offset)` of a torn last unit.
+fn replay_file(
+    replay: &mut Replay<'_>,
+    path: &Path,
+    bytes: &[u8],
+    commits: &HashSet<Vec<u8>>,
+) -> Result<Option<usize>, String> {
+    let mut at = 0;
+    let mut unit = Unit::Plain;
+    let mut unit_start = 0;
+    // Records of the open unit, replayed when it closes.
+    let mut pending: Vec<(usize, Vec<std::ops::Range<usize>>)> = Vec::new();
+    let fail = |offset: usize, why: &str| {
+        format!("{}: bad format at offset {offset}: {why}", path.display())
+    };
+    loop {
+        let rest = &bytes[at..];
+        if rest.is_empty() {
+            return Ok(match unit {
+                Unit::Plain => None,
+                _ => Some(unit_start),
+            });
+        }
+        let (args, len) = match aof::parse_record(rest) {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                return Ok(Some(match unit {
+                    Unit::Plain => at,
+                    _ => unit_start,
+                }));
+            }
+            Err(why) => return Err(fail(at, &why)),
+        };
+        let record = Args::new(rest, &args);
+        let name = record.get(0);
+        match &mut unit {
+            Unit::Plain if name.eq_ignore_ascii_case(b"MULTI") => {
+                unit = Unit::Multi;
+                unit_start = at;
+            }
+            Unit::Plain if name.eq_ignore_ascii_case(TXPART) => {
+                let count = (record.len() == 3)
+                    .then(|| {
+                        std::str::from_utf8(record.get(2))
+                            .ok()?
+                            .parse::<usize>()
+                            .ok()
+                    })
+                    .flatten()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| fail(at, "a malformed GOBLIN.TXPART"))?;
+                unit = Unit::Part {
+                    id: record.get(1).to_vec(),
+                    left: count,
+                };
+                unit_start = at;
+            }
+            Unit::Plain if name.eq_ignore_ascii_case(TXCOMMIT) => {}
+            Unit::Plain => replay.apply(&record).map_err(|e| fail(at, &e))?,
+            Unit::Multi if name.eq_ignore_ascii_case(b"EXEC") => {
+                for (offset, args) in pending.drain(..) {
+                    replay
+                        .apply(&Args::new(&bytes[offset..], &args))
+                        .map_err(|e| fail(offset, &e))?;
+                }
+                unit = Unit::Plain;
+            }
+            Unit::Multi => pending.push((at, args)),
+            Unit::Part { id, left } => {
+                pending.push((at, args));
+                *left -= 1;
+                if *left == 0 {
+                    let committed = commits.contains(id.as_slice());
+                    for (offset, args) in pending.drain(..) {
+                        if committed {
+                            replay
+                                .apply(&Args::new(&bytes[offset..], &args))
+                                .map_err(|e| fail(offset, &e))?;
+                        }
+                    }
+                    unit = Unit::Plain;
+                }
+            }
+        }
+        at += len;
+    }
+}
+
+/// Hands each worker its log (and with it, the end of loading).
+fn finish(shared: &Shared, logs: Vec<Option<AofLog>>) {
+    for (worker, log) in logs.into_iter().enumerate() {
+        shared.peers[worker].send(vec![Msg::Loaded(log.map(Box::new))]);
+    }
+}

@@ -1,0 +1,198 @@
+//! Persistence: the append-only log (`aof.rs`), snapshots in Redis's RDB format
+//! (`snapshot.rs`), and loading both at start-up (`load.rs`).
+//!
+//! The log is an observer of each shard's write path: every unit of work that changed
+//! keys appends its effect (RESP commands) to the shard's own file, and the worker makes
+//! the iteration's records durable (`appendfsync always`) before any reply or message of
+//! that iteration leaves the thread. Snapshots need no fork: each shard writes its slots
+//! in the background while serving, copying a slot before a change touches it.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+
+use crate::clock;
+use crate::config::PersistConfig;
+
+pub mod aof;
+pub mod load;
+pub mod snapshot;
+
+/// [`Persist::gate`]: the dataset is loading.
+pub const GATE_LOADING: u8 = 1;
+/// [`Persist::gate`]: writes are refused (MISCONF).
+pub const GATE_DENY_WRITES: u8 = 2;
+
+/// Persistence state shared by every thread.
+#[derive(Debug)]
+pub struct Persist {
+    /// Why commands may be refused ([`GATE_LOADING`], [`GATE_DENY_WRITES`]); 0 when
+    /// nothing is, which is all a command looks at in the common case.
+    gate: AtomicU8,
+    /// Identifies this run in the log (transaction ids are unique per run).
+    pub run_id: u64,
+    /// The last failed write or fsync of the log, while it lasts.
+    aof_error: Mutex<Option<String>>,
+    /// Whether the last background save failed.
+    bgsave_failed: AtomicBool,
+    /// Whether the configuration has `save` rules (MISCONF applies only then).
+    has_save_rules: bool,
+    stop_writes_on_bgsave_error: bool,
+    /// Unix time of the last successful save, in seconds.
+    pub last_save: AtomicU64,
+    /// Changes since the last successful save (approximately: write commands run).
+    pub dirty: AtomicU64,
+    /// A background save runs.
+    pub saving: AtomicBool,
+    /// A log rewrite runs.
+    pub rewriting: AtomicBool,
+    /// Unix time, ms, the running save started.
+    pub save_started: AtomicU64,
+    /// How long the last background save took, seconds (-1: none yet).
+    pub last_bgsave_secs: AtomicI64,
+    /// Unix time of the last failed save attempt (for the retry delay).
+    pub last_bgsave_try: AtomicU64,
+    /// Whether the last rewrite failed.
+    pub rewrite_failed: AtomicBool,
+    /// Keys loaded so far while loading; when loading started (ms).
+    pub loaded_keys: AtomicU64,
+    /// When loading started, Unix ms.
+    pub loading_started: AtomicU64,
+    /// Bytes the log had at its last rewrite (or at start), and has now.
+    pub aof_base_size: AtomicU64,
+    /// Bytes of the log now.
+    pub aof_current_size: AtomicU64,
+    /// Rewrites done.
+    pub aof_rewrites: AtomicU64,
+    /// Saves done since start.
+    pub saves: AtomicU64,
+    /// The log's files, for the background fsync thread and SHUTDOWN.
+    pub aof_files: Mutex<Vec<std::fs::File>>,
+    /// The background save in progress, which shards send their images to.
+    pub job: Mutex<Option<std::sync::Arc<snapshot::SaveJob>>>,
+    /// Workers that have not yet taken their part of the loaded dataset.
+    pub loading_workers: AtomicUsize,
+}
+
+impl Persist {
+    /// The state at start-up: loading until the loader says it is done.
+    pub fn new(config: &PersistConfig) -> Persist {
+        Persist {
+            gate: AtomicU8::new(GATE_LOADING),
+            run_id: clock::now_ms() ^ (u64::from(std::process::id()) << 40),
+            aof_error: Mutex::new(None),
+            bgsave_failed: AtomicBool::new(false),
+            has_save_rules: !config.save.is_empty(),
+            stop_writes_on_bgsave_error: config.stop_writes_on_bgsave_error,
+            last_save: AtomicU64::new(clock::now_ms() / 1000),
+            dirty: AtomicU64::new(0),
+            saving: AtomicBool::new(false),
+            rewriting: AtomicBool::new(false),
+            save_started: AtomicU64::new(0),
+            last_bgsave_secs: AtomicI64::new(-1),
+            last_bgsave_try: AtomicU64::new(0),
+            rewrite_failed: AtomicBool::new(false),
+            loaded_keys: AtomicU64::new(0),
+            loading_started: AtomicU64::new(clock::now_ms()),
+            aof_base_size: AtomicU64::new(0),
+            aof_current_size: AtomicU64::new(0),
+            aof_rewrites: AtomicU64::new(0),
+            saves: AtomicU64::new(0),
+            aof_files: Mutex::new(Vec::new()),
+            job: Mutex::new(None),
+            loading_workers: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// What refuses commands now: 0 (nothing) in the common case.
+    #[inline]
+    pub fn gate(&self) -> u8 {
+        self.gate.load(Ordering::Relaxed)
+    }
+
+    /// Whether the dataset is loading.
+    pub fn loading(&self) -> bool {
+        self.gate() & GATE_LOADING != 0
+    }
+
+    /// Loading is over.
+    pub fn loaded(&self) {
+        self.gate.fetch_and(!GATE_LOADING, Ordering::SeqCst);
+    }
+
+    /// Why a write is refused now (the MISCONF error), if it is.
+    pub fn write_refusal(&self) -> Option<Vec<u8>> {
+        if self.has_save_rules
+            && self.stop_writes_on_bgsave_error
+            && self.bgsave_failed.load(Ordering::Relaxed)
+        {
+            return Some(crate::errors::MISCONF_RDB.to_vec());
+        }
+        let error = self.aof_error.lock().ok()?.clone()?;
+        Some(crate::errors::misconf_aof(&error))
+    }
+
+    fn update_gate(&self) {
+        let deny = self.write_refusal().is_some();
+        if deny {
+            self.gate.fetch_or(GATE_DENY_WRITES, Ordering::SeqCst);
+        } else {
+            self.gate.fetch_and(!GATE_DENY_WRITES, Ordering::SeqCst);
+        }
+    }
+
+    /// The log could not be written or synced (`Some(reason)`), or can again (`None`).
+    pub fn set_aof_error(&self, error: Option<String>) {
+        if let Ok(mut e) = self.aof_error.lock() {
+            if *e == error {
+                return;
+            }
+            match &error {
+                Some(reason) => {
+                    eprintln!("goblin-server: error writing the append-only log: {reason}")
+                }
+                None => eprintln!("goblin-server: the append-only log is written again"),
+            }
+            *e = error;
+        }
+        self.update_gate();
+    }
+
+    /// Whether the log's last write or fsync failed.
+    pub fn aof_failed(&self) -> bool {
+        self.aof_error.lock().is_ok_and(|e| e.is_some())
+    }
+
+    /// The outcome of a background save.
+    pub fn set_bgsave_failed(&self, failed: bool) {
+        self.bgsave_failed.store(failed, Ordering::Relaxed);
+        self.update_gate();
+    }
+
+    /// Whether the last background save failed.
+    pub fn bgsave_failed(&self) -> bool {
+        self.bgsave_failed.load(Ordering::Relaxed)
+    }
+
+    /// A save of the state with `dirty_at_start` changes succeeded.
+    pub fn saved(&self, dirty_at_start: u64) {
+        self.last_save
+            .store(clock::now_ms() / 1000, Ordering::Relaxed);
+        self.saves.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .dirty
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                Some(d.saturating_sub(dirty_at_start))
+            });
+    }
+
+    /// Syncs every file of the log to disk (SHUTDOWN).
+    pub fn sync_log(&self) {
+        if let Ok(files) = self.aof_files.lock() {
+            for file in files.iter() {
+                if let Err(e) = file.sync_data() {
+                    eprintln!("goblin-server: fsync of the append-only log failed: {e}");
+                }
+            }
+        }
+    }
+}
