@@ -29,6 +29,7 @@ use std::time::Duration;
 
 pub mod claim;
 pub mod cmd;
+pub mod dataset;
 pub mod diff;
 pub mod keys;
 pub mod model;
@@ -41,6 +42,7 @@ pub use diff::Differential;
 pub use raw::{Raw, encode};
 pub use server::{
     Kind, ORACLE_VERSION, Server, check_oracle_version, default_threads, free_port, goblin_binary,
+    scratch_dir,
 };
 
 /// How long a test waits for a reply before failing.

@@ -134,6 +134,14 @@ impl Server {
     /// goblin-server with extra arguments, on a free port, without `save` rules and with
     /// a directory of its own (arguments given win: `--dir`, `--save …`).
     pub fn goblin_with(args: &[&str]) -> Server {
+        let server = Server::goblin_starting(args);
+        server.wait_ready();
+        server
+    }
+
+    /// [`Server::goblin_with`], returning as soon as it listens: it may still be
+    /// loading its dataset (and answer `LOADING`).
+    pub fn goblin_starting(args: &[&str]) -> Server {
         let scratch = scratch_dir("server");
         let mut child = Command::new(goblin_binary())
             .args(["--bind", "127.0.0.1", "--port", "0", "--save", ""])
@@ -153,14 +161,12 @@ impl Server {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("goblin-server did not report its port: {line:?}"));
-        let server = Server {
+        Server {
             child,
             port,
             kind: Kind::Goblin,
             scratch: Some(scratch),
-        };
-        server.wait_ready();
-        server
+        }
     }
 
     /// goblin-server with `--threads n`.
@@ -252,7 +258,7 @@ impl Server {
     }
 
     /// Waits until the server answers PING with PONG (not `LOADING`).
-    fn wait_ready(&self) {
+    pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Ok(mut raw) = Raw::try_connect(self.port)

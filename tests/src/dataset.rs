@@ -1,0 +1,93 @@
+//! A whole dataset read out of a server, to compare two servers (or one server before and
+//! after a restart) key by key: type, value and absolute expiry.
+
+use std::collections::BTreeMap;
+
+use redis::{Connection, Value};
+
+/// One key's content, in a form that compares equal when the content is the same
+/// (members of sets sorted; hashes by field; sorted sets in rank order with scores).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    /// A string.
+    Str(Vec<u8>),
+    /// A list, head first.
+    List(Vec<Vec<u8>>),
+    /// A set, sorted.
+    Set(Vec<Vec<u8>>),
+    /// A hash, by field.
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    /// A sorted set, in rank order.
+    ZSet(Vec<(Vec<u8>, String)>),
+    /// Another type, by name.
+    Other(String),
+}
+
+/// A key: its content and its absolute expiry (PEXPIRETIME; -1 without one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    /// What it holds.
+    pub content: Content,
+    /// Its deadline in Unix ms, or -1.
+    pub expire_at: i64,
+}
+
+/// Every key of the server (through KEYS *), with its content and expiry.
+///
+/// # Panics
+/// When a command fails.
+pub fn dataset(con: &mut Connection) -> BTreeMap<Vec<u8>, Key> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(con).expect("KEYS");
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE").arg(&key).query(con).expect("TYPE");
+        let content = match kind.as_str() {
+            "string" => Content::Str(redis::cmd("GET").arg(&key).query(con).expect("GET")),
+            "list" => Content::List(
+                redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query(con)
+                    .expect("LRANGE"),
+            ),
+            "set" => {
+                let mut m: Vec<Vec<u8>> =
+                    redis::cmd("SMEMBERS").arg(&key).query(con).expect("SMEMBERS");
+                m.sort();
+                Content::Set(m)
+            }
+            "hash" => Content::Hash(
+                redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query(con)
+                    .expect("HGETALL"),
+            ),
+            "zset" => {
+                let flat: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query(con)
+                    .expect("ZRANGE");
+                Content::ZSet(
+                    flat.chunks(2)
+                        .map(|p| (p[0].clone(), String::from_utf8_lossy(&p[1]).into_owned()))
+                        .collect(),
+                )
+            }
+            "none" => continue,
+            other => Content::Other(other.to_string()),
+        };
+        let expire_at: i64 = match redis::cmd("PEXPIRETIME").arg(&key).query(con) {
+            Ok(Value::Int(n)) => n,
+            _ => -1,
+        };
+        if expire_at == -2 {
+            continue;
+        }
+        out.insert(key, Key { content, expire_at });
+    }
+    out
+}
