@@ -52,17 +52,14 @@ pub fn dataset(con: &mut Connection) -> BTreeMap<Vec<u8>, Key> {
                     .expect("LRANGE"),
             ),
             "set" => {
-                let mut m: Vec<Vec<u8>> =
-                    redis::cmd("SMEMBERS").arg(&key).query(con).expect("SMEMBERS");
+                let mut m: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+                    .arg(&key)
+                    .query(con)
+                    .expect("SMEMBERS");
                 m.sort();
                 Content::Set(m)
             }
-            "hash" => Content::Hash(
-                redis::cmd("HGETALL")
-                    .arg(&key)
-                    .query(con)
-                    .expect("HGETALL"),
-            ),
+            "hash" => Content::Hash(redis::cmd("HGETALL").arg(&key).query(con).expect("HGETALL")),
             "zset" => {
                 let flat: Vec<Vec<u8>> = redis::cmd("ZRANGE")
                     .arg(&key)

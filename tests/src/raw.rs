@@ -27,7 +27,8 @@ pub struct Raw {
 }
 
 impl Raw {
-    pub(crate) fn try_connect(port: u16) -> std::io::Result<Raw> {
+    /// Connects, or the error (the server may not listen yet).
+    pub fn try_connect(port: u16) -> std::io::Result<Raw> {
         let stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
         stream.set_nodelay(true)?;

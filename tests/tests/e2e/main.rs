@@ -21,6 +21,7 @@ mod multi_exec;
 mod multikey;
 mod ordering;
 mod output_bound;
+mod persistence;
 mod protocol;
 mod rdb_interop;
 mod scan_completeness;

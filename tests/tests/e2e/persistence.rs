@@ -1,0 +1,541 @@
+//! Persistence through the real server: the append-only log across restarts (every type,
+//! expiries, deterministic effects, a different thread count), torn and corrupt logs,
+//! snapshots (SAVE, BGSAVE under write load, SHUTDOWN) and their migration both ways with
+//! redis-server 7.0, LOADING while a large file loads, MISCONF when snapshots fail.
+//! SIGKILL crash tests under load are in `persistence_crash.rs`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use goblin_tests::dataset::{Content, Key, dataset};
+use goblin_tests::keys::keys_on;
+use goblin_tests::{Raw, Server, default_threads, scratch_dir, show};
+
+/// A directory removed when the test ends.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(what: &str) -> Dir {
+        Dir(scratch_dir(what))
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temporary path")
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cmd(raw: &mut Raw, line: &str) -> Vec<u8> {
+    raw.cmd_str(line)
+}
+
+fn ok(raw: &mut Raw, line: &str) {
+    let reply = cmd(raw, line);
+    assert!(!reply.starts_with(b"-"), "{line}: {}", show(&reply));
+}
+
+/// A dataset of every type, with expiries and commands whose replay must be their
+/// effect, not the command (relative expiries, INCRBYFLOAT, SPOP, a claim's lease),
+/// spread over shards, with cross-shard transactions.
+fn write_everything(raw: &mut Raw, threads: usize, goblin: bool) {
+    if goblin {
+        for line in [
+            "GOBLIN.CLAIM claim:{job1} result:{job1} token-1 600",
+            "GOBLIN.CLAIM claim:{job2} result:{job2} token-2 600",
+            "GOBLIN.PUBLISH claim:{job2} result:{job2} token-2 done 600",
+        ] {
+            ok(raw, line);
+        }
+    }
+    for line in [
+        "SET s:plain hello",
+        "SET s:int 12345",
+        "SET s:ttl v EX 1000",
+        "PSETEX s:pttl 900000 v",
+        "SET s:gone v PX 1",
+        "SET s:float 1.5",
+        "INCRBYFLOAT s:float 0.25",
+        "APPEND s:plain ,world",
+        "INCR s:int",
+        "SETRANGE s:range 3 abc",
+        "EXPIRE s:int 5000",
+        "RPUSH l:list a b c d e",
+        "LPOP l:list",
+        "LPUSH l:list z",
+        "SADD set:ints 1 2 3 400",
+        "SADD set:strs x y z w",
+        "SPOP set:strs",
+        "SREM set:ints 2",
+        "HSET h:hash f1 v1 f2 v2 f3 v3",
+        "HDEL h:hash f2",
+        "HINCRBYFLOAT h:hash n 2.5",
+        "ZADD z:zset 1 a 2 b 3.5 c",
+        "ZINCRBY z:zset 10 a",
+        "ZPOPMIN z:zset",
+        "SET temp:del x",
+        "DEL temp:del",
+        "MULTI",
+        "SET tx:a 1",
+        "INCR tx:b",
+        "EXEC",
+    ] {
+        ok(raw, line);
+    }
+    // Big collections (other encodings), and keys on every shard.
+    let members: Vec<String> = (0..700).map(|i| format!("m{i}")).collect();
+    ok(raw, &format!("SADD set:big {}", members.join(" ")));
+    let pairs: Vec<String> = (0..300).map(|i| format!("f{i} {i}")).collect();
+    ok(raw, &format!("HSET h:big {}", pairs.join(" ")));
+    let scored: Vec<String> = (0..200).map(|i| format!("{i} m{i}")).collect();
+    ok(raw, &format!("ZADD z:big {}", scored.join(" ")));
+    for shard in 0..threads {
+        let keys = keys_on("spread", shard, threads, 3);
+        let mset: Vec<String> = keys.iter().map(|k| format!("{k} on-{shard}")).collect();
+        ok(raw, &format!("MSET {}", mset.join(" ")));
+    }
+    // Across shards: MSET, RENAME, SMOVE, a store command.
+    let a = keys_on("xa", 0, threads, 1).remove(0);
+    let b = keys_on("xb", threads - 1, threads, 1).remove(0);
+    ok(raw, &format!("MSET {a} 1 {b} 2"));
+    ok(raw, &format!("RENAME {a} {a}.renamed"));
+    ok(raw, &format!("SADD {b}.set p q"));
+    ok(raw, &format!("SUNIONSTORE {a}.union {b}.set set:ints"));
+}
+
+/// The dataset, once it no longer has keys about to expire.
+fn settled(server: &Server) -> BTreeMap<Vec<u8>, Key> {
+    std::thread::sleep(Duration::from_millis(5));
+    dataset(&mut server.client())
+}
+
+#[test]
+fn the_log_brings_every_type_back_after_a_kill_with_any_thread_count() {
+    let dir = Dir::new("aof-types");
+    let threads = default_threads();
+    let args = |t: usize| {
+        vec![
+            "--dir".to_string(),
+            dir.arg().to_string(),
+            "--appendonly".into(),
+            "yes".into(),
+            "--appendfsync".into(),
+            "always".into(),
+            "--threads".into(),
+            t.to_string(),
+        ]
+    };
+    let start = |t: usize| {
+        let a = args(t);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        Server::goblin_with(&refs)
+    };
+    let mut server = start(threads);
+    write_everything(&mut server.raw(), threads, true);
+    let before = settled(&server);
+    assert!(before.len() > 20, "{before:?}");
+    assert!(!before.contains_key(&b"s:gone"[..]));
+    server.kill();
+    for t in [threads, 1, 3] {
+        let mut again = start(t);
+        let after = dataset(&mut again.client());
+        assert_eq!(after, before, "after a restart with --threads {t}");
+        // The log goes on: a write after the restart is there after the next.
+        ok(&mut again.raw(), &format!("SET after:{t} x"));
+        again.kill();
+        let check = start(t);
+        let mut con = check.client();
+        let v: Option<String> = redis::cmd("GET")
+            .arg(format!("after:{t}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(v.as_deref(), Some("x"));
+        let _: () = redis::cmd("DEL")
+            .arg(format!("after:{t}"))
+            .query(&mut con)
+            .unwrap();
+    }
+    let manifest = fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest"))
+        .expect("a manifest");
+    assert!(manifest.contains("type i"), "{manifest}");
+}
+
+/// The shard files of the log's last generation.
+fn incr_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir.join("appendonlydir"))
+        .expect("the log's directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_torn_last_record_is_cut_and_a_corrupt_one_stops_the_start() {
+    let dir = Dir::new("aof-torn");
+    let base = [
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--threads",
+        "1",
+    ];
+    let mut server = Server::goblin_with(&base);
+    ok(&mut server.raw(), "SET kept 1");
+    ok(&mut server.raw(), "RPUSH list a b");
+    server.kill();
+    let file = incr_files(dir.path()).pop().expect("a log file");
+    let whole = fs::read(&file).unwrap();
+    // A record cut in the middle, as a crash during a write leaves it.
+    let mut torn = whole.clone();
+    torn.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$4\r\nlost");
+    fs::write(&file, &torn).unwrap();
+
+    // Refused when asked to refuse.
+    let mut strict = base.to_vec();
+    strict.extend(["--aof-load-truncated", "no"]);
+    let mut refused = Server::goblin_starting(&strict);
+    let status = refused.wait_exit(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+
+    // Cut by default, with the rest kept, and the file cut to its whole records.
+    let mut server = Server::goblin_with(&base);
+    let mut raw = server.raw();
+    assert_eq!(cmd(&mut raw, "GET kept"), b"$1\r\n1\r\n");
+    assert_eq!(cmd(&mut raw, "EXISTS lost"), b":0\r\n");
+    assert_eq!(cmd(&mut raw, "LLEN list"), b":2\r\n");
+    ok(&mut raw, "SET next 2");
+    server.kill();
+    let mut server = Server::goblin_with(&base);
+    assert_eq!(cmd(&mut server.raw(), "GET next"), b"$1\r\n2\r\n");
+    server.kill();
+
+    // A transaction's part without its end is dropped whole.
+    let mut part = fs::read(&file).unwrap();
+    part.extend_from_slice(
+        b"*3\r\n$13\r\nGOBLIN.TXPART\r\n$5\r\nx-0-1\r\n$1\r\n2\r\n*3\r\n$3\r\nSET\r\n$2\r\nt1\r\n$1\r\n1\r\n",
+    );
+    fs::write(&file, &part).unwrap();
+    let mut server = Server::goblin_with(&base);
+    assert_eq!(cmd(&mut server.raw(), "EXISTS t1"), b":0\r\n");
+    server.kill();
+
+    // Garbage in the middle: the start stops, naming the file and the offset.
+    let good = fs::read(&file).unwrap();
+    let mut corrupt = good.clone();
+    corrupt.splice(0..0, b"GARBAGE\r\n".iter().copied());
+    fs::write(&file, &corrupt).unwrap();
+    let out = std::process::Command::new(goblin_tests::goblin_binary())
+        .args(["--port", "0", "--save", ""])
+        .args(base)
+        .output()
+        .expect("run goblin-server");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&*file.file_name().unwrap().to_string_lossy())
+            && stderr.contains("offset 0"),
+        "{stderr}"
+    );
+}
+
+/// The dataset of a server loaded from `file` (`--loadrdb`).
+fn goblin_loading(file: &Path) -> (Server, BTreeMap<Vec<u8>, Key>) {
+    let server = Server::goblin_with(&["--loadrdb", file.to_str().unwrap()]);
+    let data = dataset(&mut server.client());
+    (server, data)
+}
+
+#[test]
+fn snapshots_migrate_both_ways_with_redis_server() {
+    let threads = default_threads();
+    // Goblin → redis-server: SAVE, then redis-server starts on the file.
+    let dir = Dir::new("rdb-out");
+    let goblin = Server::goblin_with(&["--dir", dir.arg()]);
+    write_everything(&mut goblin.raw(), threads, true);
+    let want = settled(&goblin);
+    assert_eq!(cmd(&mut goblin.raw(), "SAVE"), b"+OK\r\n");
+    let redis = Server::redis_with(&["--dir", dir.arg(), "--dbfilename", "dump.rdb"]);
+    let got = dataset(&mut redis.client());
+    assert_eq!(got, want, "redis-server loading Goblin's dump.rdb");
+
+    // redis-server → Goblin: its SAVE (listpacks, intsets, quicklists …), loaded.
+    let dir2 = Dir::new("rdb-in");
+    let redis2 = Server::redis_with(&["--dir", dir2.arg(), "--dbfilename", "dump.rdb"]);
+    write_everything(&mut redis2.raw(), threads, false);
+    let want = settled(&redis2);
+    assert_eq!(cmd(&mut redis2.raw(), "SAVE"), b"+OK\r\n");
+    let (_g, got) = goblin_loading(&dir2.path().join("dump.rdb"));
+    assert_eq!(got, want, "Goblin loading redis-server's dump.rdb");
+
+    // And Goblin's own file, at start-up from dir/dbfilename.
+    let again = Server::goblin_with(&["--dir", dir.arg()]);
+    assert_eq!(dataset(&mut again.client()), settled(&goblin));
+}
+
+#[test]
+fn a_background_save_is_the_dataset_at_its_start_under_writes() {
+    let threads = default_threads();
+    let dir = Dir::new("bgsave");
+    let server = Server::goblin_with(&["--dir", dir.arg()]);
+    let n = 30_000;
+    let mut raw = server.raw();
+    let mut pipeline = Vec::new();
+    for i in 0..n {
+        pipeline.extend(goblin_tests::encode(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            format!("v{i}").as_bytes(),
+        ]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..n {
+        raw.reply();
+    }
+    // Pairs on two shards, always written together with one value.
+    let a = keys_on("pa", 0, threads, 1).remove(0);
+    let b = keys_on("pb", threads - 1, threads, 1).remove(0);
+    ok(&mut raw, &format!("MSET {a} 0 {b} 0"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = std::sync::Arc::clone(&stop);
+        let mut raw = server.raw();
+        let (a, b) = (a.clone(), b.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let reply = raw.cmd_str(&format!("MSET {a} {i} {b} {i}"));
+                assert_eq!(reply, b"+OK\r\n");
+            }
+            i
+        })
+    };
+    // BGSAVE, then, on the same connection (so after the save's instant), every key
+    // changed or deleted while the shards write their images.
+    let mut changes = goblin_tests::encode(&[b"BGSAVE"]);
+    for i in 0..n {
+        let key = format!("k{i}");
+        if i % 3 == 0 {
+            changes.extend(goblin_tests::encode(&[b"DEL", key.as_bytes()]));
+        } else {
+            changes.extend(goblin_tests::encode(&[b"SET", key.as_bytes(), b"changed"]));
+        }
+    }
+    raw.send(&changes);
+    assert_eq!(raw.reply(), b"+Background saving started\r\n");
+    for _ in 0..n {
+        raw.reply();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence")).into_owned();
+        if info.contains("rdb_bgsave_in_progress:0") {
+            assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the save did not end: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    assert!(rounds > 0);
+    let (_g, image) = goblin_loading(&dir.path().join("dump.rdb"));
+    for i in 0..n {
+        let key = format!("k{i}");
+        let want = Content::Str(format!("v{i}").into_bytes());
+        assert_eq!(
+            image.get(key.as_bytes()).map(|k| &k.content),
+            Some(&want),
+            "{key} as it was when the save began"
+        );
+    }
+    // Never half of a multi-shard write.
+    let (va, vb) = (image.get(a.as_bytes()), image.get(b.as_bytes()));
+    assert!(va.is_some() && va == vb, "{va:?} {vb:?}");
+}
+
+#[test]
+fn shutdown_saves_when_rules_are_set_and_not_with_nosave() {
+    let dir = Dir::new("shutdown");
+    let mut server = Server::goblin_with(&["--dir", dir.arg(), "--save", "3600 1"]);
+    ok(&mut server.raw(), "SET k v");
+    let mut raw = server.raw();
+    raw.send(&goblin_tests::encode(&[b"SHUTDOWN"]));
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(dir.path().join("dump.rdb").exists());
+    let again = Server::goblin_with(&["--dir", dir.arg()]);
+    assert_eq!(cmd(&mut again.raw(), "GET k"), b"$1\r\nv\r\n");
+    ok(&mut again.raw(), "SET k changed");
+    let mut again = again;
+    again
+        .raw()
+        .send(&goblin_tests::encode(&[b"SHUTDOWN", b"NOSAVE"]));
+    assert!(again.wait_exit(Duration::from_secs(10)).is_some());
+    let last = Server::goblin_with(&["--dir", dir.arg()]);
+    assert_eq!(cmd(&mut last.raw(), "GET k"), b"$1\r\nv\r\n");
+    assert_eq!(
+        cmd(&mut last.raw(), "SHUTDOWN ABORT"),
+        b"-ERR No shutdown in progress.\r\n"
+    );
+    assert_eq!(
+        cmd(&mut last.raw(), "SHUTDOWN SAVE NOSAVE"),
+        b"-ERR syntax error\r\n"
+    );
+}
+
+#[test]
+fn clients_get_loading_while_a_large_file_loads() {
+    // redis-server makes the file: a million keys.
+    let dir = Dir::new("loading");
+    let redis = Server::redis_with(&[
+        "--dir",
+        dir.arg(),
+        "--dbfilename",
+        "dump.rdb",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    ok(&mut redis.raw(), "DEBUG POPULATE 1000000");
+    ok(&mut redis.raw(), "SAVE");
+    drop(redis);
+    let file = dir.path().join("dump.rdb");
+    let server = Server::goblin_starting(&["--loadrdb", file.to_str().unwrap()]);
+    let mut saw_loading = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let Ok(mut raw) = Raw::try_connect(server.port) else {
+            continue;
+        };
+        let reply = raw.cmd(&[b"GET", b"key:1"]);
+        if reply == b"-LOADING Redis is loading the dataset in memory\r\n" {
+            saw_loading = true;
+            let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"persistence"])).into_owned();
+            assert!(info.contains("loading:1"), "{info}");
+        } else {
+            assert_eq!(reply, b"$7\r\nvalue:1\r\n");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still loading after 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        saw_loading,
+        "a million keys loaded before a client could ask"
+    );
+    assert_eq!(cmd(&mut server.raw(), "DBSIZE"), b":1000000\r\n");
+}
+
+#[test]
+fn writes_get_misconf_while_snapshots_fail_and_reads_go_on() {
+    let dir = Dir::new("misconf");
+    let gone = dir.path().join("gone");
+    fs::create_dir_all(&gone).unwrap();
+    let server = Server::goblin_with(&["--dir", gone.to_str().unwrap(), "--save", "3600 1"]);
+    let mut raw = server.raw();
+    ok(&mut raw, "SET k v");
+    fs::remove_dir_all(&gone).unwrap();
+    assert_eq!(cmd(&mut raw, "BGSAVE"), b"+Background saving started\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence"))
+        .contains("rdb_last_bgsave_status:err")
+    {
+        assert!(Instant::now() < deadline, "the save did not fail");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let misconf = cmd(&mut raw, "SET k2 v");
+    assert!(
+        misconf.starts_with(b"-MISCONF Redis is configured to save RDB snapshots"),
+        "{}",
+        show(&misconf)
+    );
+    assert!(cmd(&mut raw, "PING").starts_with(b"-MISCONF"));
+    assert_eq!(cmd(&mut raw, "GET k"), b"$1\r\nv\r\n");
+    // Inside MULTI the refusal flags the transaction.
+    ok(&mut raw, "MULTI");
+    assert!(cmd(&mut raw, "SET k3 v").starts_with(b"-MISCONF"));
+    assert!(cmd(&mut raw, "EXEC").starts_with(b"-EXECABORT"));
+    // The disk is back: the next save succeeds and writes are accepted again.
+    fs::create_dir_all(&gone).unwrap();
+    assert_eq!(cmd(&mut raw, "BGSAVE"), b"+Background saving started\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence"))
+        .contains("rdb_last_bgsave_status:ok")
+    {
+        assert!(Instant::now() < deadline, "the save did not succeed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(cmd(&mut raw, "SET k2 v"), b"+OK\r\n");
+}
+
+#[test]
+fn persistence_settings_and_lastsave_answer_as_redis_server() {
+    let dir = Dir::new("config");
+    let server = Server::goblin_with(&[
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        "--save",
+        "900 1 300 10",
+    ]);
+    let mut raw = server.raw();
+    let canonical = fs::canonicalize(dir.path()).unwrap();
+    let want = |pairs: &[(&str, &str)]| {
+        let mut out = format!("*{}\r\n", pairs.len() * 2).into_bytes();
+        for (k, v) in pairs {
+            out.extend(format!("${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).bytes());
+        }
+        out
+    };
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET appendfsync"),
+        want(&[("appendfsync", "no")])
+    );
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET save"),
+        want(&[("save", "900 1 300 10")])
+    );
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET dir"),
+        want(&[("dir", canonical.to_str().unwrap())])
+    );
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET appendonly"),
+        want(&[("appendonly", "yes")])
+    );
+    let before = cmd(&mut raw, "LASTSAVE");
+    assert!(before.starts_with(b":"), "{}", show(&before));
+    std::thread::sleep(Duration::from_millis(1100));
+    ok(&mut raw, "SAVE");
+    let after = cmd(&mut raw, "LASTSAVE");
+    assert!(after > before, "{} then {}", show(&before), show(&after));
+    let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence")).into_owned();
+    for field in [
+        "aof_enabled:1",
+        "rdb_changes_since_last_save:0",
+        "rdb_saves:1",
+        "aof_last_write_status:ok",
+        "aof_current_size:",
+    ] {
+        assert!(info.contains(field), "{field} in {info}");
+    }
+}
