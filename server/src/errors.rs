@@ -372,3 +372,6 @@ pub const BGREWRITEAOF_IN_PROGRESS: &[u8] =
 
 /// SHUTDOWN whose save failed.
 pub const SHUTDOWN_FAILED: &[u8] = b"ERR Errors trying to SHUTDOWN. Check logs.";
+
+/// BGSAVE while a log rewrite runs.
+pub const BGSAVE_WHILE_REWRITING: &[u8] = b"ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";

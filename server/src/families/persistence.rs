@@ -22,6 +22,7 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SAVE, whole(save_plan));
     table.add(&meta::BGSAVE, whole(bgsave_plan));
     table.add(&meta::SHUTDOWN, whole(shutdown_plan));
+    table.add(&meta::BGREWRITEAOF, whole(bgrewriteaof_plan));
     table.add(&meta::LASTSAVE, Exec::Conn(lastsave));
 }
 
@@ -30,14 +31,19 @@ fn save_plan(_start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(SavePlan::new(SaveKind::Foreground)))
 }
 
-/// `BGSAVE [SCHEDULE]`: a snapshot written in the background. (SCHEDULE matters to
-/// redis-server only while its fork is busy with a log rewrite; here nothing blocks a
-/// save but another save.)
+/// `BGSAVE [SCHEDULE]`: a snapshot written in the background; with SCHEDULE, during a
+/// log rewrite, once it ends.
 fn bgsave_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let mut c = start.args.cursor(1);
-    let _ = c.next_is("schedule");
+    let schedule = c.next_is("schedule");
     c.finish()?;
-    Ok(Box::new(SavePlan::new(SaveKind::Background)))
+    Ok(Box::new(SavePlan::new(SaveKind::Background { schedule })))
+}
+
+/// `BGREWRITEAOF`: the log compacted — a snapshot as its new base, taken in the
+/// background while every shard goes on logging into new files.
+fn bgrewriteaof_plan(_start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(SavePlan::new(SaveKind::Rewrite)))
 }
 
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: save when asked or when `save` rules
@@ -86,6 +92,14 @@ pub fn info(shared: &Shared) -> String {
     } else {
         -1
     };
+    let rewriting = p.rewriting.load(Ordering::Relaxed);
+    let saving = saving && !rewriting;
+    let current_rewrite = if rewriting {
+        (now_ms.saturating_sub(p.rewrite_started.load(Ordering::Relaxed)) / 1000) as i64
+    } else {
+        -1
+    };
+    let current_bgsave = if saving { current_bgsave } else { -1 };
     let status = |failed: bool| if failed { "err" } else { "ok" };
     let loading = p.loading();
     let mut text = format!(
@@ -96,8 +110,9 @@ pub fn info(shared: &Shared) -> String {
          rdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current_bgsave}\r\n\
          rdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\n\
          rdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\n\
-         aof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\n\
-         aof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\n\
+         aof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\n\
+         aof_current_rewrite_time_sec:{current_rewrite}\r\naof_last_bgrewrite_status:{}\r\n\
+         aof_rewrites:{}\r\n\
          aof_rewrites_consecutive_failures:0\r\naof_last_write_status:{}\r\n\
          aof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
         u8::from(loading),
@@ -109,7 +124,9 @@ pub fn info(shared: &Shared) -> String {
         p.saves.load(Ordering::Relaxed),
         p.loaded_keys.load(Ordering::Relaxed),
         u8::from(config.appendonly),
-        u8::from(p.rewriting.load(Ordering::Relaxed)),
+        u8::from(rewriting),
+        u8::from(p.rewrite_scheduled.load(Ordering::Relaxed)),
+        p.last_rewrite_secs.load(Ordering::Relaxed),
         status(p.rewrite_failed.load(Ordering::Relaxed)),
         p.aof_rewrites.load(Ordering::Relaxed),
         status(p.aof_failed()),

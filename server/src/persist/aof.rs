@@ -70,6 +70,11 @@ pub struct AofLog {
     persist: Arc<Persist>,
     file: File,
     path: PathBuf,
+    /// The log's directory and base name, and this shard (for the files of a new
+    /// generation).
+    dir: PathBuf,
+    name: String,
+    shard: usize,
     /// Records not yet written.
     buf: Vec<u8>,
     /// Bytes in the file that hold whole records.
@@ -80,24 +85,38 @@ pub struct AofLog {
 }
 
 impl AofLog {
-    /// A log appending to `file` (at `path`), which holds `written` bytes of whole
-    /// records.
-    pub fn new(
+    /// Shard `shard`'s log, appending to its file of generation `seq` in `dir`.
+    ///
+    /// # Errors
+    /// When the file cannot be opened.
+    pub fn open(
         persist: Arc<Persist>,
         fsync: Fsync,
-        file: File,
-        path: PathBuf,
-        written: u64,
-    ) -> AofLog {
-        AofLog {
+        dir: PathBuf,
+        name: String,
+        shard: usize,
+        seq: u64,
+    ) -> io::Result<AofLog> {
+        let path = dir.join(incr_name(&name, seq, shard));
+        let file = open_append(&path)?;
+        let written = file.metadata()?.len();
+        Ok(AofLog {
             persist,
             file,
             path,
+            dir,
+            name,
+            shard,
             buf: Vec::new(),
             written,
             fsync,
             warned: false,
-        }
+        })
+    }
+
+    /// A handle on the current file, for the background fsync thread.
+    pub fn handle(&self) -> io::Result<File> {
+        self.file.try_clone()
     }
 
     /// Reports, once, a unit that wrote without saying how to replay it.
@@ -211,6 +230,38 @@ impl Observer for AofLog {
         Self::commands(write, &mut self.buf, |buf, cmd| cmd.encode(buf));
         if framed {
             command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
+        }
+    }
+
+    fn rotate(&mut self, seq: u64) {
+        self.sync();
+        if self.fsync != Fsync::No
+            && let Err(e) = self.file.sync_data()
+        {
+            self.persist.set_aof_error(Some(e.to_string()));
+        }
+        let path = self.dir.join(incr_name(&self.name, seq, self.shard));
+        match open_append(&path) {
+            Ok(file) => {
+                if let (Ok(mut files), Ok(clone)) =
+                    (self.persist.aof_files.lock(), file.try_clone())
+                    && let Some(slot) = files.get_mut(self.shard)
+                {
+                    *slot = clone;
+                }
+                self.written = file.metadata().map_or(0, |m| m.len());
+                self.file = file;
+                self.path = path;
+            }
+            Err(e) => {
+                // The rewrite that asked must not drop the old files, which this shard
+                // goes on appending to.
+                eprintln!(
+                    "goblin-server: can't open {} for the rewritten log: {e}",
+                    path.display()
+                );
+                self.persist.rotation_failed.store(true, Ordering::SeqCst);
+            }
         }
     }
 

@@ -320,24 +320,20 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         }
     };
     let persist = &shared.persist;
-    let mut total = 0;
     let mut logs = Vec::with_capacity(shards);
     let mut handles = Vec::with_capacity(shards);
     for f in &files {
-        let path = dir.join(&f.name);
-        let file = aof::open_append(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        total += len;
-        if let Ok(clone) = file.try_clone() {
-            handles.push(clone);
-        }
-        logs.push(Some(AofLog::new(
+        let log = AofLog::open(
             Arc::clone(persist),
             config.appendfsync,
-            file,
-            path,
-            len,
-        )));
+            dir.clone(),
+            name.clone(),
+            f.shard.map_or(0, |(shard, _)| shard),
+            f.seq,
+        )
+        .map_err(|e| format!("{}: {e}", f.name))?;
+        handles.push(log.handle().map_err(|e| format!("{}: {e}", f.name))?);
+        logs.push(Some(log));
     }
     let sizes: u64 = manifest
         .incr
@@ -347,11 +343,12 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         .map(|m| m.len())
         .sum();
     persist.aof_current_size.store(sizes, Ordering::Relaxed);
-    persist
-        .aof_base_size
-        .store(sizes - total.min(sizes), Ordering::Relaxed);
+    persist.aof_base_size.store(sizes, Ordering::Relaxed);
     if let Ok(mut slot) = persist.aof_files.lock() {
         *slot = handles;
+    }
+    if let Ok(mut slot) = persist.manifest.lock() {
+        *slot = Some(manifest);
     }
     Ok(logs)
 }

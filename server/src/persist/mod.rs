@@ -71,6 +71,19 @@ pub struct Persist {
     pub job: Mutex<Option<std::sync::Arc<snapshot::SaveJob>>>,
     /// Workers that have not yet taken their part of the loaded dataset.
     pub loading_workers: AtomicUsize,
+    /// The log's manifest as it is on disk (with the log on).
+    pub manifest: Mutex<Option<aof::Manifest>>,
+    /// A shard could not switch to a rewrite's new files (the rewrite then keeps the
+    /// old ones).
+    pub rotation_failed: AtomicBool,
+    /// BGREWRITEAOF waits for the running save to end.
+    pub rewrite_scheduled: AtomicBool,
+    /// BGSAVE SCHEDULE waits for the running rewrite to end.
+    pub bgsave_scheduled: AtomicBool,
+    /// When the running rewrite started, Unix ms; how long the last one took, seconds.
+    pub rewrite_started: AtomicU64,
+    /// How long the last rewrite took, seconds (-1: none yet).
+    pub last_rewrite_secs: AtomicI64,
 }
 
 impl Persist {
@@ -100,6 +113,12 @@ impl Persist {
             aof_files: Mutex::new(Vec::new()),
             job: Mutex::new(None),
             loading_workers: AtomicUsize::new(usize::MAX),
+            manifest: Mutex::new(None),
+            rotation_failed: AtomicBool::new(false),
+            rewrite_scheduled: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
+            rewrite_started: AtomicU64::new(0),
+            last_rewrite_secs: AtomicI64::new(-1),
         }
     }
 

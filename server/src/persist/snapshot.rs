@@ -20,11 +20,12 @@ use std::io::{self, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use goblin_store::rdb::{RdbWriter, crc64};
 
+use super::aof::{self, LogFile, Manifest};
 use crate::clock;
 use crate::persist::Persist;
 use crate::runtime::server::REDIS_VERSION;
@@ -82,7 +83,7 @@ impl FileOut {
         file.sync_all()?;
         fs::rename(&self.tmp, &self.target)?;
         let dir = self.target.parent().unwrap_or(Path::new("."));
-        super::aof::sync_dir(if dir.as_os_str().is_empty() {
+        aof::sync_dir(if dir.as_os_str().is_empty() {
             Path::new(".")
         } else {
             dir
@@ -130,6 +131,10 @@ enum Piece {
     Done,
 }
 
+/// What runs when a background save's file is written (or failed): the outcome (bytes
+/// of records), and how long it took.
+pub type SaveDone = Box<dyn FnOnce(&Persist, io::Result<u64>, Duration) + Send>;
+
 /// A background save: the pieces' way to the writer thread, and how much is queued.
 #[derive(Debug)]
 pub struct SaveJob {
@@ -143,8 +148,8 @@ pub struct SaveJob {
 pub const BACKLOG_MAX: usize = 64 << 20;
 
 impl SaveJob {
-    /// Starts the writer of a save to `target` by `shards` shards. `dirty` is the
-    /// number of changes it covers.
+    /// Starts the writer of a file at `target` from the images of `shards` shards (an
+    /// RDB file; marked as a log's base with `aof_base`); `done` runs at the end.
     ///
     /// # Errors
     /// When the writer thread cannot start.
@@ -152,7 +157,8 @@ impl SaveJob {
         persist: Arc<Persist>,
         target: PathBuf,
         shards: usize,
-        dirty: u64,
+        aof_base: bool,
+        done: SaveDone,
     ) -> io::Result<Arc<SaveJob>> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let job = Arc::new(SaveJob {
@@ -164,27 +170,8 @@ impl SaveJob {
             .name("goblin-bgsave".into())
             .spawn(move || {
                 let started = Instant::now();
-                let result = writer.write(&rx, &target, shards);
-                match &result {
-                    Ok(bytes) => {
-                        persist.saved(dirty);
-                        eprintln!(
-                            "goblin-server: background saving terminated with success \
-                             ({bytes} bytes of records in {:.3} s)",
-                            started.elapsed().as_secs_f64()
-                        );
-                    }
-                    Err(e) => {
-                        persist
-                            .last_bgsave_try
-                            .store(clock::now_ms() / 1000, Ordering::Relaxed);
-                        eprintln!("goblin-server: background saving error: {e}");
-                    }
-                }
-                persist.set_bgsave_failed(result.is_err());
-                persist
-                    .last_bgsave_secs
-                    .store(started.elapsed().as_secs() as i64, Ordering::Relaxed);
+                let result = writer.write(&rx, &target, shards, aof_base);
+                done(&persist, result, started.elapsed());
                 if let Ok(mut job) = persist.job.lock() {
                     *job = None;
                 }
@@ -214,12 +201,23 @@ impl SaveJob {
     /// The writer: header (once its sizes are known; records that come before wait),
     /// records as they come, until every shard is done. Returns how many bytes of
     /// records it wrote.
-    fn write(&self, rx: &Receiver<Piece>, target: &Path, shards: usize) -> io::Result<u64> {
+    fn write(
+        &self,
+        rx: &Receiver<Piece>,
+        target: &Path,
+        shards: usize,
+        aof_base: bool,
+    ) -> io::Result<u64> {
         let mut file = FileOut::create(target)?;
         let mut early: Vec<Vec<u8>> = Vec::new();
         let mut header_written = false;
         let mut done = 0;
         let mut bytes = 0u64;
+        let mut put = |file: &mut FileOut, records: &[u8]| {
+            self.backlog.fetch_sub(records.len(), Ordering::Relaxed);
+            bytes += records.len() as u64;
+            file.write(records)
+        };
         let result = (|| {
             while done < shards || !header_written {
                 let Ok(piece) = rx.recv() else {
@@ -227,19 +225,13 @@ impl SaveJob {
                 };
                 match piece {
                     Piece::Header { keys, expires } => {
-                        file.write(&header(keys, expires, false))?;
+                        file.write(&header(keys, expires, aof_base))?;
                         header_written = true;
                         for records in early.drain(..) {
-                            self.backlog.fetch_sub(records.len(), Ordering::Relaxed);
-                            bytes += records.len() as u64;
-                            file.write(&records)?;
+                            put(&mut file, &records)?;
                         }
                     }
-                    Piece::Records(records) if header_written => {
-                        self.backlog.fetch_sub(records.len(), Ordering::Relaxed);
-                        bytes += records.len() as u64;
-                        file.write(&records)?;
-                    }
+                    Piece::Records(records) if header_written => put(&mut file, &records)?,
                     Piece::Records(records) => early.push(records),
                     Piece::Done => done += 1,
                 }
@@ -256,13 +248,120 @@ impl SaveJob {
     }
 }
 
+/// The end of a background save (BGSAVE, the `save` rules).
+fn bgsave_done(dirty: u64) -> SaveDone {
+    Box::new(
+        move |persist: &Persist, result: io::Result<u64>, took: Duration| {
+            match &result {
+                Ok(bytes) => {
+                    persist.saved(dirty);
+                    eprintln!(
+                        "goblin-server: background saving terminated with success ({bytes} bytes \
+                     of records in {:.3} s)",
+                        took.as_secs_f64()
+                    );
+                }
+                Err(e) => {
+                    persist
+                        .last_bgsave_try
+                        .store(clock::now_ms() / 1000, Ordering::Relaxed);
+                    eprintln!("goblin-server: background saving error: {e}");
+                }
+            }
+            persist.set_bgsave_failed(result.is_err());
+            persist
+                .last_bgsave_secs
+                .store(took.as_secs() as i64, Ordering::Relaxed);
+        },
+    )
+}
+
+/// The end of a log rewrite: with the new base written and every shard appending to
+/// the new generation, the manifest names only them and the old files go; otherwise
+/// the manifest keeps the old files before the new generation (as it has since the
+/// rewrite's instant), and nothing is lost.
+fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
+    Box::new(
+        move |persist: &Persist, result: io::Result<u64>, took: Duration| {
+            let outcome = result.and_then(|_| {
+                if persist.rotation_failed.load(Ordering::SeqCst) {
+                    return Err(io::Error::other(
+                        "a shard could not switch to the new files",
+                    ));
+                }
+                let mut slot = persist
+                    .manifest
+                    .lock()
+                    .map_err(|_| io::Error::other("the manifest's lock is poisoned"))?;
+                let old = slot.clone().unwrap_or_default();
+                let new = Manifest {
+                    base: Some(LogFile {
+                        name: aof::base_name(&name, seq),
+                        seq,
+                        shard: None,
+                    }),
+                    incr: old.incr.iter().filter(|f| f.seq == seq).cloned().collect(),
+                };
+                new.save(&dir, &name)?;
+                for f in old.base.iter().chain(old.incr.iter()) {
+                    if !new
+                        .base
+                        .iter()
+                        .chain(new.incr.iter())
+                        .any(|n| n.name == f.name)
+                    {
+                        let _ = fs::remove_file(dir.join(&f.name));
+                    }
+                }
+                let size: u64 = new
+                    .base
+                    .iter()
+                    .chain(new.incr.iter())
+                    .filter_map(|f| fs::metadata(dir.join(&f.name)).ok())
+                    .map(|m| m.len())
+                    .sum();
+                *slot = Some(new);
+                Ok(size)
+            });
+            match outcome {
+                Ok(size) => {
+                    persist.aof_current_size.store(size, Ordering::Relaxed);
+                    persist.aof_base_size.store(size, Ordering::Relaxed);
+                    persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
+                    persist.rewrite_failed.store(false, Ordering::Relaxed);
+                    eprintln!(
+                        "goblin-server: background AOF rewrite finished successfully ({size} bytes \
+                     in {:.3} s)",
+                        took.as_secs_f64()
+                    );
+                }
+                Err(e) => {
+                    persist.rewrite_failed.store(true, Ordering::Relaxed);
+                    eprintln!("goblin-server: background AOF rewrite failed: {e}");
+                }
+            }
+            persist
+                .last_rewrite_secs
+                .store(took.as_secs() as i64, Ordering::Relaxed);
+            persist.rewriting.store(false, Ordering::SeqCst);
+        },
+    )
+}
+
 /// What a save does once the images are taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SaveKind {
     /// SAVE: write everything now, reply when the file is on disk.
     Foreground,
-    /// BGSAVE: the shards write in the background; reply at once.
-    Background,
+    /// BGSAVE: the shards write in the background; reply at once. With `schedule`, a
+    /// save asked for during a log rewrite runs after it.
+    Background {
+        /// BGSAVE SCHEDULE.
+        schedule: bool,
+    },
+    /// BGREWRITEAOF: a background save into the log's directory as its new base, with
+    /// every shard's log going on in a new generation of files from the same instant.
+    Rewrite,
     /// SHUTDOWN: save now when asked (`save`) or when `save` rules are set (unless
     /// `nosave`), then end the process; a failed save stops the shutdown unless `force`.
     Shutdown {
@@ -275,7 +374,13 @@ pub enum SaveKind {
     },
 }
 
-/// A shard's whole image (SAVE).
+impl SaveKind {
+    fn in_background(self) -> bool {
+        matches!(self, SaveKind::Background { .. } | SaveKind::Rewrite)
+    }
+}
+
+/// A shard's image: its sizes, and (SAVE) its records.
 #[derive(Debug)]
 struct Part {
     records: Vec<u8>,
@@ -288,51 +393,85 @@ struct Part {
 pub struct SavePlan {
     kind: SaveKind,
     started: bool,
-    /// The file; `None`: `dir/dbfilename`.
-    target: Option<PathBuf>,
     dirty: u64,
     job: Option<Arc<SaveJob>>,
 }
 
 impl SavePlan {
-    /// A save of `kind` to `dir/dbfilename`.
+    /// A save of `kind`.
     pub fn new(kind: SaveKind) -> SavePlan {
         SavePlan {
             kind,
             started: false,
-            target: None,
             dirty: 0,
             job: None,
         }
     }
 
-    fn target(&self, cx: &PlanCx<'_>) -> PathBuf {
-        self.target
-            .clone()
-            .unwrap_or_else(|| cx.shared.config.persist.rdb_path())
+    /// Refuses or defers a save while another runs; `Some(reply)` when it does.
+    fn busy(&self, cx: &PlanCx<'_>) -> Option<Step> {
+        let persist = &cx.shared.persist;
+        if persist
+            .saving
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return None;
+        }
+        let rewriting = persist.rewriting.load(Ordering::SeqCst);
+        Some(match self.kind {
+            SaveKind::Rewrite if rewriting => {
+                cx.done(|e| e.error(crate::errors::BGREWRITEAOF_IN_PROGRESS))
+            }
+            SaveKind::Rewrite => {
+                persist.rewrite_scheduled.store(true, Ordering::SeqCst);
+                cx.done(|e| e.simple(b"Background append only file rewriting scheduled"))
+            }
+            SaveKind::Background { schedule: true } if rewriting => {
+                persist.bgsave_scheduled.store(true, Ordering::SeqCst);
+                cx.done(|e| e.simple(b"Background saving scheduled"))
+            }
+            SaveKind::Background { .. } if rewriting => {
+                cx.done(|e| e.error(crate::errors::BGSAVE_WHILE_REWRITING))
+            }
+            _ => cx.done(|e| e.error(crate::errors::BGSAVE_IN_PROGRESS)),
+        })
     }
 
     fn start(&mut self, cx: &PlanCx<'_>) -> Step {
         let persist = &cx.shared.persist;
-        if let SaveKind::Shutdown { save, nosave, .. } = self.kind {
-            let rules = !cx.shared.config.persist.save.is_empty();
-            if nosave || !(save || rules) {
-                exit(cx);
-            }
-        }
-        if persist
-            .saving
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
+        let config = &cx.shared.config.persist;
+        // SHUTDOWN saves when asked to, or when `save` rules are set, unless NOSAVE.
+        if let SaveKind::Shutdown { save, nosave, .. } = self.kind
+            && (nosave || (!save && config.save.is_empty()))
         {
-            return cx.done(|e| e.error(crate::errors::BGSAVE_IN_PROGRESS));
+            exit(cx);
+        }
+        if self.kind == SaveKind::Rewrite && !config.appendonly {
+            // Nothing to rewrite: the log is off.
+            return cx.done(|e| e.simple(b"Background append only file rewriting started"));
+        }
+        if let Some(refused) = self.busy(cx) {
+            return refused;
         }
         self.dirty = persist.dirty.load(Ordering::Relaxed);
         let shards = cx.slots.shards();
-        let kind = self.kind;
-        if kind == SaveKind::Background {
-            let persist = Arc::clone(persist);
-            match SaveJob::start(Arc::clone(&persist), self.target(cx), shards, self.dirty) {
+        let mut rotate = None;
+        if self.kind.in_background() {
+            let started = match self.kind {
+                SaveKind::Rewrite => self.start_rewrite(cx, shards).map(|(job, seq)| {
+                    rotate = Some(seq);
+                    job
+                }),
+                _ => SaveJob::start(
+                    Arc::clone(persist),
+                    config.rdb_path(),
+                    shards,
+                    false,
+                    bgsave_done(self.dirty),
+                ),
+            };
+            match started {
                 Ok(job) => {
                     if let Ok(mut slot) = persist.job.lock() {
                         *slot = Some(Arc::clone(&job));
@@ -342,7 +481,12 @@ impl SavePlan {
                 Err(e) => {
                     eprintln!("goblin-server: can't start a background save: {e}");
                     persist.saving.store(false, Ordering::SeqCst);
-                    persist.set_bgsave_failed(true);
+                    if self.kind == SaveKind::Rewrite {
+                        persist.rewriting.store(false, Ordering::SeqCst);
+                        persist.rewrite_failed.store(true, Ordering::Relaxed);
+                    } else {
+                        persist.set_bgsave_failed(true);
+                    }
                     return cx.done(|e| e.error(b"ERR Background saving error"));
                 }
             }
@@ -350,16 +494,20 @@ impl SavePlan {
                 .save_started
                 .store(clock::now_ms(), Ordering::Relaxed);
         }
+        let kind = self.kind;
         let hops = (0..shards)
             .map(|shard| {
                 Hop::run(shard, move |ctx| {
                     let (keys, expires) = ctx.db.begin_snapshot(ctx.now);
+                    if let Some(seq) = rotate {
+                        ctx.rotate_log(seq);
+                    }
                     let mut part = Part {
                         records: Vec::new(),
                         keys: keys as u64,
                         expires: expires as u64,
                     };
-                    if kind != SaveKind::Background {
+                    if !kind.in_background() {
                         ctx.db.snapshot_step(usize::MAX, usize::MAX);
                         part.records = ctx.db.end_snapshot().0;
                     }
@@ -368,6 +516,45 @@ impl SavePlan {
             })
             .collect();
         Step::Hops(hops)
+    }
+
+    /// Before a rewrite's instant: the new generation's files exist and the manifest
+    /// lists them after the old ones (so that what the shards append from the instant
+    /// on is never outside the manifest); then the writer of the new base.
+    fn start_rewrite(&self, cx: &PlanCx<'_>, shards: usize) -> io::Result<(Arc<SaveJob>, u64)> {
+        let persist = &cx.shared.persist;
+        let config = &cx.shared.config.persist;
+        persist.rewriting.store(true, Ordering::SeqCst);
+        persist.rotation_failed.store(false, Ordering::SeqCst);
+        persist
+            .rewrite_started
+            .store(clock::now_ms(), Ordering::Relaxed);
+        let dir = config.aof_dir();
+        let name = config.appendfilename.clone();
+        let seq = {
+            let mut slot = persist
+                .manifest
+                .lock()
+                .map_err(|_| io::Error::other("the manifest's lock is poisoned"))?;
+            let mut manifest = slot.clone().unwrap_or_default();
+            let seq = manifest.last_seq() + 1;
+            for shard in 0..shards {
+                let file = aof::incr_name(&name, seq, shard);
+                aof::open_append(&dir.join(&file))?;
+                manifest.incr.push(LogFile {
+                    name: file,
+                    seq,
+                    shard: Some((shard, shards)),
+                });
+            }
+            manifest.save(&dir, &name)?;
+            *slot = Some(manifest);
+            seq
+        };
+        let target = dir.join(aof::base_name(&name, seq));
+        let done = rewrite_done(dir, name, seq);
+        let job = SaveJob::start(Arc::clone(persist), target, shards, true, done)?;
+        Ok((job, seq))
     }
 
     fn finish(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
@@ -383,10 +570,13 @@ impl SavePlan {
         let expires = parts.iter().map(|p| p.expires).sum();
         if let Some(job) = &self.job {
             job.sizes(keys, expires);
+            if self.kind == SaveKind::Rewrite {
+                return cx.done(|e| e.simple(b"Background append only file rewriting started"));
+            }
             return cx.done(|e| e.simple(b"Background saving started"));
         }
         let records: Vec<Vec<u8>> = parts.into_iter().map(|p| p.records).collect();
-        let target = self.target(cx);
+        let target = cx.shared.config.persist.rdb_path();
         let result = write_file(&target, keys, expires, &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {

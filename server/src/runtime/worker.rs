@@ -294,8 +294,17 @@ impl Worker {
                 .is_none_or(|job| job.backlog.load(Ordering::Relaxed) <= snapshot::BACKLOG_MAX)
     }
 
-    /// Once a second, on worker 0: the `save` rules (a background save after so many
-    /// seconds with so many changes, as redis-server's cron does).
+    /// Whether worker 0 has periodic persistence work: `save` rules, or automatic log
+    /// rewrites.
+    fn has_cron(&self) -> bool {
+        let config = &self.shared.config.persist;
+        !config.save.is_empty() || (config.appendonly && config.auto_aof_rewrite_percentage > 0)
+    }
+
+    /// Once a second, on worker 0, as redis-server's cron: a rewrite or save that waited
+    /// for the one running, the automatic log rewrite (`auto-aof-rewrite-percentage`,
+    /// `-min-size`), and the `save` rules (a background save after so many seconds with
+    /// so many changes).
     fn cron(&mut self) {
         let now = Instant::now();
         if now.duration_since(self.last_cron) < Duration::from_secs(1) {
@@ -304,7 +313,24 @@ impl Worker {
         self.last_cron = now;
         let persist = &self.shared.persist;
         let config = &self.shared.config.persist;
-        if config.save.is_empty() || persist.loading() || persist.saving.load(Ordering::Relaxed) {
+        if persist.loading() || persist.saving.load(Ordering::Relaxed) {
+            return;
+        }
+        let size = persist.aof_current_size.load(Ordering::Relaxed);
+        let base = persist.aof_base_size.load(Ordering::Relaxed).max(1);
+        let grown = config.auto_aof_rewrite_percentage > 0
+            && size >= config.auto_aof_rewrite_min_size
+            && (size.saturating_sub(base)).saturating_mul(100)
+                >= base.saturating_mul(config.auto_aof_rewrite_percentage);
+        if config.appendonly && (persist.rewrite_scheduled.swap(false, Ordering::SeqCst) || grown) {
+            if grown {
+                eprintln!(
+                    "goblin-server: starting an automatic rewrite of the append-only log \
+                     ({size} bytes, {base} after the last rewrite)"
+                );
+            }
+            let plan = SavePlan::new(SaveKind::Rewrite);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
             return;
         }
         let unix = clock::now_ms() / 1000;
@@ -313,14 +339,16 @@ impl Worker {
         // After a failure, wait a little before trying again (redis-server: 5 s).
         let retry_ok = !persist.bgsave_failed()
             || unix.saturating_sub(persist.last_bgsave_try.load(Ordering::Relaxed)) >= 5;
-        if retry_ok
+        let due = retry_ok
             && config
                 .save
                 .iter()
-                .any(|&(secs, changes)| dirty >= changes && since >= secs)
-        {
-            eprintln!("goblin-server: {dirty} changes in {since} seconds. Saving...");
-            let plan = SavePlan::new(SaveKind::Background);
+                .any(|&(secs, changes)| dirty >= changes && since >= secs);
+        if persist.bgsave_scheduled.swap(false, Ordering::SeqCst) || due {
+            if due {
+                eprintln!("goblin-server: {dirty} changes in {since} seconds. Saving...");
+            }
+            let plan = SavePlan::new(SaveKind::Background { schedule: false });
             self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
         }
     }
@@ -377,8 +405,8 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if self.id == 0 && !self.shared.config.persist.save.is_empty() {
-            // The cron's `save` rules.
+        if self.id == 0 && self.has_cron() {
+            // The cron's `save` rules and automatic rewrites.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));
         }

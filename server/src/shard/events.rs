@@ -66,4 +66,8 @@ pub trait Observer: std::fmt::Debug {
     /// durable here (one write, and one fsync with `appendfsync always`, per loop
     /// iteration: group commit).
     fn sync(&mut self) {}
+
+    /// A log rewrite's instant (see `ShardCtx::rotate_log`): a log writes what it holds
+    /// to its current file and goes on in the file of generation `seq`.
+    fn rotate(&mut self, _seq: u64) {}
 }

@@ -290,8 +290,14 @@ impl Shard {
         );
         let result = f(&mut ctx);
         let release = ctx.wants_release();
+        let rotation = ctx.rotation();
         if self.db.has_events() {
             self.publish(origin);
+        }
+        if let Some(seq) = rotation {
+            for observer in &mut self.observers {
+                observer.rotate(seq);
+            }
         }
         self.effects.clear();
         (result, release)

@@ -60,6 +60,7 @@ pub struct ShardCtx<'a> {
     release: bool,
     may_wait: bool,
     waits: bool,
+    rotate: Option<u64>,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -87,6 +88,7 @@ impl<'a> ShardCtx<'a> {
             release: false,
             may_wait: false,
             waits: false,
+            rotate: None,
         }
     }
 
@@ -126,6 +128,17 @@ impl<'a> ShardCtx<'a> {
     /// Whether [`ShardCtx::release_locks_after`] was called.
     pub(crate) fn wants_release(&self) -> bool {
         self.release
+    }
+
+    /// A log rewrite's instant: the shard's log goes on in the files of generation
+    /// `seq` from the end of this unit of work (what came before stays in the old ones).
+    pub fn rotate_log(&mut self, seq: u64) {
+        self.rotate = Some(seq);
+    }
+
+    /// The generation [`ShardCtx::rotate_log`] asked for.
+    pub(crate) fn rotation(&self) -> Option<u64> {
+        self.rotate
     }
 
     /// Lets the command ask to wait (the shard sets it for a command run alone).

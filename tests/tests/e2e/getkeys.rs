@@ -74,6 +74,7 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("save", &["SAVE", "SAVE x"]),
     ("bgsave", &["BGSAVE", "BGSAVE SCHEDULE"]),
     ("lastsave", &["LASTSAVE"]),
+    ("bgrewriteaof", &["BGREWRITEAOF"]),
     ("shutdown", &["SHUTDOWN", "SHUTDOWN NOSAVE"]),
     // Strings.
     (

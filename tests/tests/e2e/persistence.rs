@@ -417,7 +417,7 @@ fn clients_get_loading_while_a_large_file_loads() {
     drop(redis);
     let file = dir.path().join("dump.rdb");
     let server = Server::goblin_starting(&["--loadrdb", file.to_str().unwrap()]);
-    let mut saw_loading = false;
+    let (mut saw_loading, mut info_loading) = (false, false);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let Ok(mut raw) = Raw::try_connect(server.port) else {
@@ -426,8 +426,10 @@ fn clients_get_loading_while_a_large_file_loads() {
         let reply = raw.cmd(&[b"GET", b"key:1"]);
         if reply == b"-LOADING Redis is loading the dataset in memory\r\n" {
             saw_loading = true;
+            // INFO is allowed while loading, and says so (unless loading just ended).
             let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"persistence"])).into_owned();
-            assert!(info.contains("loading:1"), "{info}");
+            assert!(info.contains("# Persistence"), "{info}");
+            info_loading |= info.contains("loading:1");
         } else {
             assert_eq!(reply, b"$7\r\nvalue:1\r\n");
             break;
@@ -439,6 +441,7 @@ fn clients_get_loading_while_a_large_file_loads() {
         saw_loading,
         "a million keys loaded before a client could ask"
     );
+    assert!(info_loading, "INFO never said loading:1");
     assert_eq!(cmd(&mut server.raw(), "DBSIZE"), b":1000000\r\n");
 }
 
@@ -538,4 +541,124 @@ fn persistence_settings_and_lastsave_answer_as_redis_server() {
     ] {
         assert!(info.contains(field), "{field} in {info}");
     }
+}
+
+/// Waits until INFO persistence shows `field`.
+fn wait_info(raw: &mut Raw, field: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
+        if info.contains(field) {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "no {field} in {info}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_rewrite_compacts_the_log_while_writes_go_on() {
+    let dir = Dir::new("rewrite");
+    let args = [
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--auto-aof-rewrite-percentage",
+        "0",
+    ];
+    let mut server = Server::goblin_with(&args);
+    let mut raw = server.raw();
+    // Many writes to few keys: a log far larger than the dataset.
+    let mut pipeline = Vec::new();
+    for i in 0..20_000 {
+        let key = format!("k{}", i % 100);
+        pipeline.extend(goblin_tests::encode(&[b"INCR", key.as_bytes()]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..20_000 {
+        raw.reply();
+    }
+    let size = |raw: &mut Raw| -> u64 {
+        let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
+        info.lines()
+            .find_map(|l| l.strip_prefix("aof_current_size:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("aof_current_size")
+    };
+    let before = size(&mut raw);
+    // The rewrite, with writes on the same connection right after its instant.
+    let mut batch = goblin_tests::encode(&[b"BGREWRITEAOF"]);
+    for i in 0..100 {
+        batch.extend(goblin_tests::encode(&[b"INCR", format!("k{i}").as_bytes()]));
+    }
+    raw.send(&batch);
+    assert_eq!(
+        raw.reply(),
+        b"+Background append only file rewriting started\r\n"
+    );
+    for _ in 0..100 {
+        raw.reply();
+    }
+    wait_info(&mut raw, "aof_rewrites:1");
+    let info = wait_info(&mut raw, "aof_rewrite_in_progress:0");
+    assert!(info.contains("aof_last_bgrewrite_status:ok"), "{info}");
+    let after = size(&mut raw);
+    assert!(
+        after * 10 < before,
+        "the log went from {before} to {after} bytes"
+    );
+    ok(&mut raw, "SET last 1");
+    let want = dataset(&mut server.client());
+    server.kill();
+    let manifest =
+        fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    assert!(manifest.contains("type b"), "{manifest}");
+    let files = fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        files,
+        manifest.lines().count() + 1,
+        "only the manifest's files remain: {manifest}"
+    );
+    let again = Server::goblin_with(&args);
+    assert_eq!(dataset(&mut again.client()), want);
+    assert_eq!(cmd(&mut again.raw(), "GET k7"), b"$3\r\n201\r\n");
+}
+
+#[test]
+fn the_log_rewrites_itself_when_it_grows() {
+    let dir = Dir::new("auto-rewrite");
+    let args = [
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--auto-aof-rewrite-min-size",
+        "64kb",
+        "--auto-aof-rewrite-percentage",
+        "100",
+    ];
+    let mut server = Server::goblin_with(&args);
+    let mut raw = server.raw();
+    let mut pipeline = Vec::new();
+    for i in 0..20_000 {
+        pipeline.extend(goblin_tests::encode(&[
+            b"SET",
+            b"same",
+            format!("{i}").as_bytes(),
+        ]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..20_000 {
+        raw.reply();
+    }
+    wait_info(&mut raw, "aof_rewrites:1");
+    wait_info(&mut raw, "aof_rewrite_in_progress:0");
+    server.kill();
+    let again = Server::goblin_with(&args);
+    assert_eq!(cmd(&mut again.raw(), "GET same"), b"$5\r\n19999\r\n");
 }
