@@ -50,14 +50,29 @@ pub fn tx_id(run: u64, tx: TxRef) -> String {
     format!("{run:x}-{}-{}", tx.worker, tx.seq)
 }
 
+/// Appends `n` in decimal, without allocating.
+fn decimal(buf: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
 /// Appends one RESP command.
 fn command<'a>(buf: &mut Vec<u8>, n: usize, argv: impl Iterator<Item = &'a [u8]>) {
     buf.push(b'*');
-    buf.extend_from_slice(n.to_string().as_bytes());
+    decimal(buf, n);
     buf.extend_from_slice(b"\r\n");
     for arg in argv {
         buf.push(b'$');
-        buf.extend_from_slice(arg.len().to_string().as_bytes());
+        decimal(buf, arg.len());
         buf.extend_from_slice(b"\r\n");
         buf.extend_from_slice(arg);
         buf.extend_from_slice(b"\r\n");
@@ -563,6 +578,15 @@ fn number_line(data: &[u8], at: &mut usize, kind: u8) -> Result<Option<usize>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lengths_are_decimal() {
+        for n in [0, 7, 10, 99, 12345, usize::MAX] {
+            let mut buf = Vec::new();
+            decimal(&mut buf, n);
+            assert_eq!(buf, n.to_string().into_bytes());
+        }
+    }
 
     #[test]
     fn records_parse_whole_torn_or_corrupt() {
