@@ -40,7 +40,15 @@ def wait_port(port, timeout=10.0):
 
 def start(name, argv, port, cpus="0"):
     """Starts `argv` pinned to `cpus` (taskset execs it, so the pid is the server's) and
-    waits until it listens on `port`."""
+    waits until it listens on `port`. goblin-server gets no `save` rules and a directory
+    of its own unless `argv` says otherwise (as the redis-servers here run without them), so
+    that no background save or stray dump.rdb touches a measurement."""
+    if argv and argv[0] == GOBLIN:
+        if "--save" not in argv:
+            argv = argv + ["--save", ""]
+        if "--dir" not in argv:
+            import tempfile
+            argv = argv + ["--dir", tempfile.mkdtemp(prefix="goblin-bench-")]
     proc = subprocess.Popen(["taskset", "-c", cpus] + argv, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
