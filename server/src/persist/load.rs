@@ -36,6 +36,32 @@ const CHUNK: usize = 1024;
 /// A key on its way to its shard: the key, its value, its expiry.
 pub type Loaded = (Vec<u8>, Value, Option<Millis>);
 
+/// What start-up has to do before serving.
+#[derive(Debug)]
+pub enum Startup {
+    /// Nothing to load: each worker's log (when the log is on), ready now.
+    Ready(Vec<Option<AofLog>>),
+    /// A file to load: [`start`] it; the workers answer LOADING until it ends.
+    Load,
+}
+
+/// Looks at the files: with nothing to load, sets the log's files up at once (so that
+/// the workers start with their logs and no client ever sees LOADING).
+///
+/// # Errors
+/// A file that cannot be read or created.
+pub fn prepare(shared: &Shared) -> Result<Startup, String> {
+    let config = &shared.config.persist;
+    let log_exists = config.appendonly
+        && Manifest::path(&config.aof_dir(), &config.appendfilename).exists();
+    if log_exists || snapshot_source(shared)?.is_some() {
+        return Ok(Startup::Load);
+    }
+    let logs = load(shared)?;
+    shared.persist.loaded();
+    Ok(Startup::Ready(logs))
+}
+
 /// Starts the loader thread.
 ///
 /// # Errors

@@ -15,6 +15,7 @@ use crate::clock;
 use crate::config::Config;
 use crate::families;
 use crate::persist::Persist;
+use crate::persist::load::{self, Startup};
 use crate::runtime::msg::Msg;
 use crate::runtime::worker::Worker;
 use crate::shard::slots::SlotMap;
@@ -202,23 +203,38 @@ impl Server {
     pub fn run(self) -> io::Result<()> {
         let mut listener = Some(mio::net::TcpListener::from_std(self.listener));
         let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let startup = load::prepare(&self.shared).map_err(|e| {
+            eprintln!("goblin-server: {e}");
+            io::Error::other(e)
+        })?;
+        let (mut logs, must_load) = match startup {
+            Startup::Ready(logs) => (logs, false),
+            Startup::Load => (Vec::new(), true),
+        };
         let mut handles = Vec::new();
         for (id, (poll, inbox)) in self.polls.into_iter().enumerate() {
             let shared = Arc::clone(&self.shared);
             let listener = listener.take();
             let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
+            let log = logs.get_mut(id).and_then(Option::take);
             let handle = std::thread::Builder::new()
                 .name(format!("goblin-shard-{id}"))
                 .spawn(move || {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    Worker::new(id, shared, poll, inbox, listener)?.run()
+                    let mut worker = Worker::new(id, shared, poll, inbox, listener)?;
+                    if let Some(log) = log {
+                        worker.shard.add_observer(Box::new(log));
+                    }
+                    worker.run()
                 })?;
             handles.push(handle);
         }
-        // The dataset loads while the workers answer LOADING.
-        crate::persist::load::start(Arc::clone(&self.shared))?;
+        // A dataset to load loads while the workers answer LOADING.
+        if must_load {
+            load::start(Arc::clone(&self.shared))?;
+        }
         let persist = &self.shared.config.persist;
         if persist.appendonly && persist.appendfsync == crate::config::Fsync::Everysec {
             crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;
