@@ -662,3 +662,58 @@ fn the_log_rewrites_itself_when_it_grows() {
     let again = Server::goblin_with(&args);
     assert_eq!(cmd(&mut again.raw(), "GET same"), b"$5\r\n19999\r\n");
 }
+
+#[test]
+fn a_saved_file_is_rdb_10_byte_for_byte() {
+    let dir = Dir::new("rdb-bytes");
+    let server = Server::goblin_with(&["--dir", dir.arg()]);
+    let mut raw = server.raw();
+    ok(&mut raw, "SET k 300");
+    ok(&mut raw, "SET t v PXAT 99999999999999");
+    ok(&mut raw, "SAVE");
+    let file = fs::read(dir.path().join("dump.rdb")).unwrap();
+    assert!(file.starts_with(b"REDIS0010"), "{}", show(&file[..16]));
+    // Auxiliary fields: opcode 0xFA, then length-prefixed name and value.
+    let aux = |name: &[u8], value: &[u8]| {
+        let mut field = vec![0xFA, name.len() as u8];
+        field.extend_from_slice(name);
+        field.push(value.len() as u8);
+        field.extend_from_slice(value);
+        file.windows(field.len()).any(|w| w == field.as_slice())
+    };
+    assert!(aux(b"redis-ver", b"7.0.15"), "{}", show(&file));
+    // Integers are stored integer-encoded, as Redis stores `redis-bits`: 0xC0 and a byte.
+    let bits = [&[0xFA, 10][..], b"redis-bits", &[0xC0, 64]].concat();
+    assert!(
+        file.windows(bits.len()).any(|w| w == bits.as_slice()),
+        "{}",
+        show(&file)
+    );
+    // Database 0 with two keys, one with an expiry.
+    assert!(
+        file.windows(5).any(|w| w == [0xFE, 0x00, 0xFB, 0x02, 0x01]),
+        "{}",
+        show(&file)
+    );
+    // An integer-encoded string (300 as 16 bits), a millisecond expiry.
+    assert!(file.windows(5).any(|w| w == [0x00, 0x01, b'k', 0xC1, 0x2C]));
+    assert!(
+        file.windows(9)
+            .any(|w| w[0] == 0xFC && w[1..] == 99_999_999_999_999u64.to_le_bytes())
+    );
+    // EOF, then the CRC-64 of everything before it.
+    let (body, crc) = file.split_at(file.len() - 8);
+    assert_eq!(body.last(), Some(&0xFF));
+    assert_eq!(
+        crc,
+        goblin_store::rdb::crc64(0, body).to_le_bytes(),
+        "the checksum"
+    );
+    if let Ok(out) = std::process::Command::new("redis-check-rdb")
+        .arg(dir.path().join("dump.rdb"))
+        .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("RDB looks OK"), "{text}");
+    }
+}
