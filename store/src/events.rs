@@ -58,7 +58,11 @@ impl Event {
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
     pub(crate) on: bool,
+    /// Writes are counted in `unlisted` rather than listed with their keys (no one
+    /// observing needs to know which keys were written, only that something was).
+    pub(crate) count_writes: bool,
     pub(crate) events: Vec<Event>,
+    pub(crate) unlisted: usize,
 }
 
 impl Recorder {
@@ -66,6 +70,10 @@ impl Recorder {
     #[inline]
     pub(crate) fn key(&mut self, change: Change, db: u16, slot: usize, key: &[u8]) {
         if self.on {
+            if self.count_writes && change == Change::Written {
+                self.unlisted += 1;
+                return;
+            }
             self.events.push(Event::Key(KeyEvent {
                 change,
                 db,

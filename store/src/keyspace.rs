@@ -224,7 +224,21 @@ impl Keyspace {
         self.recorder.on = on;
         if !on {
             self.recorder.events.clear();
+            self.recorder.unlisted = 0;
         }
+    }
+
+    /// While observed, whether writes are listed as [`Change::Written`] events with their
+    /// keys (the default) or only counted ([`Keyspace::take_unlisted`]): an observer that
+    /// replays effects needs to know that something was written, not what — and listing
+    /// costs a copy of the key per write.
+    pub fn list_writes(&mut self, list: bool) {
+        self.recorder.count_writes = !list;
+    }
+
+    /// Writes counted and not listed since the last call.
+    pub fn take_unlisted(&mut self) -> usize {
+        std::mem::take(&mut self.recorder.unlisted)
     }
 
     /// Whether changes are being recorded.
@@ -239,7 +253,7 @@ impl Keyspace {
 
     /// Whether events are waiting to be taken.
     pub fn has_events(&self) -> bool {
-        !self.recorder.events.is_empty()
+        !self.recorder.events.is_empty() || self.recorder.unlisted > 0
     }
 
     fn record(&mut self, change: Change, slot: usize, key: &[u8]) {
@@ -1053,6 +1067,17 @@ mod tests {
         events(&mut ks);
         ks.clear();
         assert_eq!(events(&mut ks), [(Deleted, b"*flushed*".to_vec())]);
+        // Writes counted, not listed; deletions still listed.
+        ks.list_writes(false);
+        ks.set_str(b"a", b"v", None, 0);
+        ks.set_str(b"b", b"v", None, 0);
+        assert!(ks.has_events());
+        assert_eq!(events(&mut ks), []);
+        assert_eq!(ks.take_unlisted(), 2);
+        assert!(!ks.has_events());
+        ks.delete(b"a", 0);
+        assert_eq!(events(&mut ks), [(Deleted, b"a".to_vec())]);
+        assert_eq!(ks.take_unlisted(), 0);
     }
 
     #[test]

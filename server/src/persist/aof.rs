@@ -217,6 +217,10 @@ impl Cmd<'_> {
 }
 
 impl Observer for AofLog {
+    fn wants_written_keys(&self) -> bool {
+        false
+    }
+
     fn on_write(&mut self, write: &Write<'_>) {
         let tx = match write.origin {
             Origin::Command(_, tx) => tx,

@@ -52,8 +52,8 @@ pub enum Startup {
 /// A file that cannot be read or created.
 pub fn prepare(shared: &Shared) -> Result<Startup, String> {
     let config = &shared.config.persist;
-    let log_exists = config.appendonly
-        && Manifest::path(&config.aof_dir(), &config.appendfilename).exists();
+    let log_exists =
+        config.appendonly && Manifest::path(&config.aof_dir(), &config.appendfilename).exists();
     if log_exists || snapshot_source(shared)?.is_some() {
         return Ok(Startup::Load);
     }

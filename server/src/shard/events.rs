@@ -44,8 +44,11 @@ pub enum Effect<'a> {
 pub struct Write<'a> {
     /// What caused it.
     pub origin: Origin<'a>,
-    /// The changes, in order.
+    /// The changes, in order — writes only when some observer (or a parked plan) wants
+    /// their keys (see [`Observer::wants_written_keys`]).
     pub events: &'a [Event],
+    /// Writes not listed in `events`.
+    pub unlisted: usize,
     /// What replays it.
     pub effect: Effect<'a>,
 }
@@ -55,6 +58,12 @@ pub struct Write<'a> {
 pub trait Observer: std::fmt::Debug {
     /// Called once per unit of work that changed keys.
     fn on_write(&mut self, write: &Write<'_>);
+
+    /// Whether it needs the keys of written values in [`Write::events`] (a count is
+    /// enough for a log, which replays effects).
+    fn wants_written_keys(&self) -> bool {
+        true
+    }
 
     /// Called on the worker that coordinated transaction `tx`, when it ends having
     /// written on some shard: its parts (units whose origin names it) are complete. A log

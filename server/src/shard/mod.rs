@@ -261,6 +261,9 @@ impl Shard {
     fn update_observed(&mut self) {
         self.db
             .observe(!self.observers.is_empty() || !self.waiters.is_empty());
+        self.db.list_writes(
+            !self.waiters.is_empty() || self.observers.iter().any(|o| o.wants_written_keys()),
+        );
     }
 
     /// The one way work reaches the keys: runs `f` with this shard's context, then
@@ -309,6 +312,7 @@ impl Shard {
         self.published += 1;
         self.events.clear();
         self.events.extend(self.db.take_events());
+        let unlisted = self.db.take_unlisted();
         if !self.waiters.is_empty() {
             self.serve_waiters();
         }
@@ -323,6 +327,7 @@ impl Shard {
             let write = Write {
                 origin,
                 events: &self.events,
+                unlisted,
                 effect,
             };
             for observer in &mut self.observers {
