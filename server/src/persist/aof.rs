@@ -136,13 +136,7 @@ impl AofLog {
 
     /// Reports, once, a unit that wrote without saying how to replay it.
     fn check_effect(&mut self, write: &Write<'_>) {
-        if !self.warned
-            && matches!(write.effect, Effect::Events)
-            && write
-                .events
-                .iter()
-                .any(|e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Written))
-        {
+        if !self.warned && matches!(write.effect, Effect::Events) && write.unlisted > 0 {
             self.warned = true;
             eprintln!(
                 "goblin-server: a write without a logged effect ({:?}): not in the \
@@ -157,9 +151,10 @@ impl AofLog {
         match write.effect {
             Effect::AsSent => {
                 // A read that only found expired keys logs their deletion, not itself.
-                let only_expired = write.events.iter().all(
-                    |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
-                );
+                let only_expired = write.unlisted == 0
+                    && write.events.iter().all(
+                        |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
+                    );
                 match write.origin {
                     Origin::Command(args, _) if !only_expired => emit(buf, Cmd::Args(args)),
                     _ => Self::deletions(write.events, buf, &mut emit),

@@ -220,6 +220,10 @@ struct Replay<'a> {
     shared: &'a Shared,
     shard: Shard,
     out: Vec<u8>,
+    /// Commands replayed, since when, and the last progress line.
+    commands: u64,
+    started: Instant,
+    reported: Instant,
 }
 
 impl<'a> Replay<'a> {
@@ -232,11 +236,24 @@ impl<'a> Replay<'a> {
                 shared.commands.all().len(),
             ),
             out: Vec::new(),
+            commands: 0,
+            started: Instant::now(),
+            reported: Instant::now(),
         }
     }
 
     /// Runs one logged command.
     fn apply(&mut self, args: &Args<'_>) -> Result<(), String> {
+        self.commands += 1;
+        if self.commands.is_multiple_of(4096) && self.reported.elapsed().as_secs() >= 1 {
+            self.reported = Instant::now();
+            let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+            eprintln!(
+                "goblin-server: Loading the append-only log: {} commands, {:.0} commands/s",
+                self.commands,
+                self.commands as f64 / secs
+            );
+        }
         let spec = self
             .shared
             .commands

@@ -710,7 +710,9 @@ impl Worker {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
-        // Bytes may have arrived before registration.
+        // Bytes may have arrived before registration — after this iteration read the
+        // clock: its commands must not run with a time from before they were sent.
+        self.now = clock::now_ms();
         self.serve(key);
     }
 

@@ -22,6 +22,7 @@ mod multikey;
 mod ordering;
 mod output_bound;
 mod persistence;
+mod persistence_crash;
 mod protocol;
 mod rdb_interop;
 mod scan_completeness;
