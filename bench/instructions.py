@@ -8,6 +8,7 @@ serving N and 2N requests from redis-benchmark (50 clients); the difference of t
 instruction totals, divided by N, is what a request costs, start-up excluded.
 
   bench/instructions.py --bins before=/path/old,after=target/release/goblin-server
+  bench/instructions.py --bins off=target/release/goblin-server,log=target/release/goblin-server+--appendonly+yes
   bench/instructions.py --tests get,set --pipelines 1,16 --requests 20000
 """
 import argparse
@@ -39,9 +40,12 @@ def instructions(binary, threads, test, pipeline, requests, clients, keyspace):
     """Total instructions of a server that served `requests` of `test`."""
     port = free_port()
     out = os.path.join(tempfile.mkdtemp(), "cg.out")
+    # A binary may carry arguments after '+': `target/release/goblin-server+--appendonly+yes`.
+    binary, *extra = binary.split("+")
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--port",
-         str(port), "--threads", str(threads)],
+         str(port), "--threads", str(threads), "--save", "", "--dir", os.path.dirname(out)]
+        + extra,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, timeout=60)
