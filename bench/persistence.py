@@ -194,6 +194,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="goblin-server threads")
     ap.add_argument("--keys", type=int, default=1_000_000, help="keys for bgsave and load")
     opts = ap.parse_args()
+    # This process (the PING prober) stays off the servers' core.
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {1})
     tmp = tempfile.mkdtemp(prefix="goblin-persist-bench-", dir=os.environ.get("TMPDIR", "/tmp"))
     print(f"# {os.uname().nodename}, {os.cpu_count()} cores; servers on core 0, load on core 1; "
           f"goblin --threads {opts.threads}; files in {tmp}")

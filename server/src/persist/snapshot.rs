@@ -19,10 +19,9 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
 use goblin_store::rdb::{RdbWriter, crc64};
 
 use super::aof::{self, LogFile, Manifest};
@@ -63,7 +62,7 @@ impl FileOut {
         let dir = target.parent().unwrap_or(Path::new("."));
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
         Ok(FileOut {
-            out: BufWriter::with_capacity(1 << 20, File::create(&tmp)?),
+            out: BufWriter::with_capacity(128 << 10, File::create(&tmp)?),
             crc: 0,
             tmp,
             target: target.to_path_buf(),
@@ -120,39 +119,50 @@ pub fn write_file(target: &Path, keys: u64, expires: u64, parts: &[Vec<u8>]) -> 
     }
 }
 
-/// What shards send the writer of a background save.
-#[derive(Debug)]
-enum Piece {
-    /// The sizes for the header (from the transaction that started the save).
-    Header { keys: u64, expires: u64 },
-    /// Key records of some shard.
-    Records(Vec<u8>),
-    /// A shard has written its whole image.
-    Done,
-}
-
 /// What runs when a background save's file is written (or failed): the outcome (bytes
 /// of records), and how long it took.
 pub type SaveDone = Box<dyn FnOnce(&Persist, io::Result<u64>, Duration) + Send>;
 
-/// A background save: the pieces' way to the writer thread, and how much is queued.
-#[derive(Debug)]
-pub struct SaveJob {
-    tx: Sender<Piece>,
-    /// Bytes sent and not yet written: shards pause their walk above a bound, so a slow
-    /// disk does not make the server hold the whole image in memory.
-    pub backlog: AtomicUsize,
+/// The file of a background save as it is written, and how far.
+struct Writing {
+    file: Option<FileOut>,
+    bytes: u64,
+    error: Option<io::Error>,
 }
 
-/// Bytes a background save may hold queued before the shards pause their walk.
-pub const BACKLOG_MAX: usize = 64 << 20;
+/// A background save: one file that every shard appends its image's pieces to, from its
+/// own loop (whole key records from any shard in any order make a valid file), under a
+/// lock held for one `write`. Writing in the loops rather than on a thread of its own
+/// keeps a second busy thread off the shards' cores, where it would take turns with a
+/// shard and hold its clients up for a scheduler slice. Only the end — trailer, fsync,
+/// rename — runs on a thread of its own, since an fsync must not block a loop.
+pub struct SaveJob {
+    persist: Arc<Persist>,
+    writing: std::sync::Mutex<Writing>,
+    /// The header is written: shards may append.
+    ready: AtomicBool,
+    shards_left: AtomicUsize,
+    aof_base: bool,
+    started: Instant,
+    done: std::sync::Mutex<Option<SaveDone>>,
+}
+
+impl std::fmt::Debug for SaveJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaveJob")
+            .field("ready", &self.ready)
+            .field("shards_left", &self.shards_left)
+            .finish_non_exhaustive()
+    }
+}
 
 impl SaveJob {
-    /// Starts the writer of a file at `target` from the images of `shards` shards (an
-    /// RDB file; marked as a log's base with `aof_base`); `done` runs at the end.
+    /// A save into `target` (through a temporary file beside it) of the images of
+    /// `shards` shards: an RDB file, marked as a log's base with `aof_base`; `done` runs
+    /// at the end.
     ///
     /// # Errors
-    /// When the writer thread cannot start.
+    /// When the temporary file cannot be created.
     pub fn start(
         persist: Arc<Persist>,
         target: PathBuf,
@@ -160,90 +170,97 @@ impl SaveJob {
         aof_base: bool,
         done: SaveDone,
     ) -> io::Result<Arc<SaveJob>> {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let job = Arc::new(SaveJob {
-            tx,
-            backlog: AtomicUsize::new(0),
-        });
-        let writer = Arc::clone(&job);
-        std::thread::Builder::new()
-            .name("goblin-bgsave".into())
-            .spawn(move || {
-                let started = Instant::now();
-                let result = writer.write(&rx, &target, shards, aof_base);
-                done(&persist, result, started.elapsed());
-                if let Ok(mut job) = persist.job.lock() {
-                    *job = None;
-                }
-                persist.saving.store(false, Ordering::SeqCst);
-            })?;
-        Ok(job)
+        let file = FileOut::create(&target)?;
+        Ok(Arc::new(SaveJob {
+            persist,
+            writing: std::sync::Mutex::new(Writing {
+                file: Some(file),
+                bytes: 0,
+                error: None,
+            }),
+            ready: AtomicBool::new(false),
+            shards_left: AtomicUsize::new(shards),
+            aof_base,
+            started: Instant::now(),
+            done: std::sync::Mutex::new(Some(done)),
+        }))
     }
 
-    /// Sends records (from a shard's loop).
-    pub fn records(&self, bytes: Vec<u8>) {
-        if !bytes.is_empty() {
-            self.backlog.fetch_add(bytes.len(), Ordering::Relaxed);
-            let _ = self.tx.send(Piece::Records(bytes));
+    /// Whether shards may append (the header is written).
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    fn with_file(&self, f: impl FnOnce(&mut FileOut) -> io::Result<()>) {
+        let Ok(mut w) = self.writing.lock() else {
+            return;
+        };
+        if w.error.is_some() {
+            return;
+        }
+        if let Some(file) = w.file.as_mut()
+            && let Err(e) = f(file)
+        {
+            w.error = Some(e);
         }
     }
 
-    /// A shard has sent its whole image.
-    pub fn shard_done(&self) {
-        let _ = self.tx.send(Piece::Done);
-    }
-
-    /// The sizes for the header.
+    /// Writes the header, with the sizes the shards' images began with.
     pub fn sizes(&self, keys: u64, expires: u64) {
-        let _ = self.tx.send(Piece::Header { keys, expires });
+        self.with_file(|file| file.write(&header(keys, expires, self.aof_base)));
+        self.ready.store(true, Ordering::Release);
     }
 
-    /// The writer: header (once its sizes are known; records that come before wait),
-    /// records as they come, until every shard is done. Returns how many bytes of
-    /// records it wrote.
-    fn write(
-        &self,
-        rx: &Receiver<Piece>,
-        target: &Path,
-        shards: usize,
-        aof_base: bool,
-    ) -> io::Result<u64> {
-        let mut file = FileOut::create(target)?;
-        let mut early: Vec<Vec<u8>> = Vec::new();
-        let mut header_written = false;
-        let mut done = 0;
-        let mut bytes = 0u64;
-        let mut put = |file: &mut FileOut, records: &[u8]| {
-            self.backlog.fetch_sub(records.len(), Ordering::Relaxed);
-            bytes += records.len() as u64;
-            file.write(records)
-        };
-        let result = (|| {
-            while done < shards || !header_written {
-                let Ok(piece) = rx.recv() else {
-                    return Err(io::Error::other("the save was abandoned"));
-                };
-                match piece {
-                    Piece::Header { keys, expires } => {
-                        file.write(&header(keys, expires, aof_base))?;
-                        header_written = true;
-                        for records in early.drain(..) {
-                            put(&mut file, &records)?;
+    /// Appends records (from a shard's loop).
+    pub fn records(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if let Ok(mut w) = self.writing.lock() {
+            w.bytes += bytes.len() as u64;
+        }
+        self.with_file(|file| file.write(bytes));
+    }
+
+    /// A shard has appended its whole image; after the last, the file is finished on a
+    /// thread of its own.
+    pub fn shard_done(self: &Arc<Self>) {
+        if self.shards_left.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let job = Arc::clone(self);
+        let finish = move || {
+            let result = match job.writing.lock() {
+                Ok(mut w) => match (w.error.take(), w.file.take()) {
+                    (Some(e), file) => {
+                        if let Some(file) = file {
+                            file.abandon();
                         }
+                        Err(e)
                     }
-                    Piece::Records(records) if header_written => put(&mut file, &records)?,
-                    Piece::Records(records) => early.push(records),
-                    Piece::Done => done += 1,
-                }
+                    (None, Some(file)) => {
+                        let bytes = w.bytes;
+                        file.finish().map(|()| bytes)
+                    }
+                    (None, None) => Err(io::Error::other("the save's file is gone")),
+                },
+                Err(_) => Err(io::Error::other("the save's lock is poisoned")),
+            };
+            let done = job.done.lock().ok().and_then(|mut d| d.take());
+            if let Some(done) = done {
+                done(&job.persist, result, job.started.elapsed());
             }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => file.finish().map(|()| bytes),
-            Err(e) => {
-                file.abandon();
-                Err(e)
+            if let Ok(mut slot) = job.persist.job.lock() {
+                *slot = None;
             }
+            job.persist.saving.store(false, Ordering::SeqCst);
+        };
+        if std::thread::Builder::new()
+            .name("goblin-save-end".into())
+            .spawn(finish)
+            .is_err()
+        {
+            eprintln!("goblin-server: can't start the thread that ends a background save");
         }
     }
 }
@@ -479,15 +496,22 @@ impl SavePlan {
                     self.job = Some(job);
                 }
                 Err(e) => {
-                    eprintln!("goblin-server: can't start a background save: {e}");
+                    // As with redis-server, whose forked child is what fails: the save
+                    // started, and failed (the log and INFO say so).
+                    eprintln!("goblin-server: background saving error: {e}");
                     persist.saving.store(false, Ordering::SeqCst);
                     if self.kind == SaveKind::Rewrite {
                         persist.rewriting.store(false, Ordering::SeqCst);
                         persist.rewrite_failed.store(true, Ordering::Relaxed);
-                    } else {
-                        persist.set_bgsave_failed(true);
+                        return cx.done(|e| {
+                            e.simple(b"Background append only file rewriting started");
+                        });
                     }
-                    return cx.done(|e| e.error(b"ERR Background saving error"));
+                    persist
+                        .last_bgsave_try
+                        .store(clock::now_ms() / 1000, Ordering::Relaxed);
+                    persist.set_bgsave_failed(true);
+                    return cx.done(|e| e.simple(b"Background saving started"));
                 }
             }
             persist

@@ -40,7 +40,7 @@ use slab::Slab;
 
 use crate::clock;
 use crate::persist::aof::AofLog;
-use crate::persist::snapshot::{self, SaveJob, SaveKind, SavePlan};
+use crate::persist::snapshot::{SaveJob, SaveKind, SavePlan};
 use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
@@ -88,8 +88,8 @@ const BATCH_KEEP_BYTES: usize = 256 * 1024;
 
 /// Keys of a background save's image a worker writes per loop iteration at most (plus
 /// the rest of a slot: a slot is written whole), and bytes.
-const SAVE_KEYS_PER_ITERATION: usize = 1_000;
-const SAVE_BYTES_PER_ITERATION: usize = 1 << 20;
+const SAVE_KEYS_PER_ITERATION: usize = 256;
+const SAVE_BYTES_PER_ITERATION: usize = 64 << 10;
 
 /// One thread's event loop.
 pub struct Worker {
@@ -257,8 +257,8 @@ impl Worker {
         }
     }
 
-    /// A background save's walk: the next slots of this shard's image go to the writer
-    /// (unless too much is queued for it already); the last piece ends this shard's part.
+    /// A background save's walk: the next slots of this shard's image, appended to the
+    /// file; the last piece ends this shard's part.
     fn save_work(&mut self) {
         if !self.shard.keyspace().snapshot_active() {
             return;
@@ -270,28 +270,25 @@ impl Worker {
         let Some(job) = self.save_job.clone() else {
             return;
         };
-        if job.backlog.load(Ordering::Relaxed) > snapshot::BACKLOG_MAX {
+        if !job.ready() {
             return;
         }
         let db = self.shard.keyspace_mut();
-        let done = db.snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION);
-        if done {
+        if db.snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION) {
             let (rest, _) = db.end_snapshot();
-            job.records(rest);
+            job.records(&rest);
             job.shard_done();
             self.save_job = None;
         } else {
-            job.records(db.snapshot_take());
+            job.records(&db.snapshot_take());
         }
     }
 
-    /// Whether a background save has work for this worker now.
+    /// Whether a background save has work for this worker (or soon will: its header is
+    /// written right after every shard began its image, and nothing would wake a
+    /// sleeping worker for it).
     fn saving(&self) -> bool {
         self.shard.keyspace().snapshot_active()
-            && self
-                .save_job
-                .as_ref()
-                .is_none_or(|job| job.backlog.load(Ordering::Relaxed) <= snapshot::BACKLOG_MAX)
     }
 
     /// Whether worker 0 has periodic persistence work: `save` rules, or automatic log
