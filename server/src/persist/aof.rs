@@ -40,6 +40,16 @@ use crate::persist::Persist;
 use crate::runtime::msg::TxRef;
 use crate::shard::events::{Effect, Observer, Origin, Write};
 
+/// An I/O error as C's `strerror` says it (what redis-server's MISCONF shows): Rust's
+/// text without its ` (os error N)`.
+pub fn strerror(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text,
+    }
+}
+
 /// The name of a transaction's part marker.
 pub const TXPART: &[u8] = b"GOBLIN.TXPART";
 /// The name of a transaction's commit record.
@@ -262,7 +272,7 @@ impl Observer for AofLog {
         if self.fsync != Fsync::No
             && let Err(e) = self.file.sync_data()
         {
-            self.persist.set_aof_error(Some(e.to_string()));
+            self.persist.set_aof_error(Some(strerror(&e)));
         }
         let path = self.dir.join(incr_name(&self.name, seq, self.shard));
         match open_append(&path) {
@@ -323,7 +333,7 @@ impl Observer for AofLog {
                 if self.fsync == Fsync::Always {
                     self.fail_fatally("write", &e);
                 }
-                persist.set_aof_error(Some(e.to_string()));
+                persist.set_aof_error(Some(strerror(&e)));
             }
         }
     }
@@ -508,7 +518,7 @@ pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
                 };
                 for file in files {
                     if let Err(e) = file.sync_data() {
-                        persist.set_aof_error(Some(e.to_string()));
+                        persist.set_aof_error(Some(strerror(&e)));
                     }
                 }
             }
@@ -587,6 +597,13 @@ fn number_line(data: &[u8], at: &mut usize, kind: u8) -> Result<Option<usize>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_read_as_strerror() {
+        let e = io::Error::from_raw_os_error(28);
+        assert_eq!(strerror(&e), "No space left on device");
+        assert_eq!(strerror(&io::Error::other("plain")), "plain");
+    }
 
     #[test]
     fn lengths_are_decimal() {

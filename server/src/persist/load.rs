@@ -194,7 +194,7 @@ fn load_rdb(
     now: Millis,
     put: &mut dyn FnMut(Vec<u8>, Value, Option<Millis>),
 ) -> Result<(), String> {
-    let data = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let data = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     rdb::read(&data, |k: RdbKey| {
         if k.db != 0 {
             return Err(rdb::RdbError::Refused(format!(
@@ -213,6 +213,17 @@ fn load_rdb(
     })
     .map(|_| ())
     .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A file's bytes, as many as its size says (a device that never ends, such as
+/// /dev/full standing in for a full disk, reads as empty).
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let file = fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(len).read_to_end(&mut data)?;
+    Ok(data)
 }
 
 /// A keyspace owning every slot, that replays a log's commands.
@@ -414,7 +425,7 @@ fn replay_generation(
     let mut data = Vec::with_capacity(files.len());
     for f in files {
         let path = dir.join(&f.name);
-        match fs::read(&path) {
+        match read_file(&path) {
             Ok(bytes) => data.push((path, bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("{}: {e}", path.display())),

@@ -717,3 +717,50 @@ fn a_saved_file_is_rdb_10_byte_for_byte() {
         assert!(text.contains("RDB looks OK"), "{text}");
     }
 }
+
+/// A log directory whose only record file is /dev/full: every write of it fails with
+/// ENOSPC, as on a full disk.
+fn full_disk_log(dir: &Dir) {
+    let log = dir.path().join("appendonlydir");
+    fs::create_dir_all(&log).unwrap();
+    fs::write(
+        log.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.0.incr.aof seq 1 type i shard 0 shards 1\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/full", log.join("appendonly.aof.1.0.incr.aof")).unwrap();
+}
+
+#[test]
+fn a_full_disk_refuses_writes_with_misconf_or_stops_an_always_log() {
+    // everysec: the write that failed was answered (as with redis-server), the next are
+    // refused with the reason, and reads go on.
+    let dir = Dir::new("full-everysec");
+    full_disk_log(&dir);
+    let base = ["--dir", dir.arg(), "--appendonly", "yes", "--threads", "1"];
+    let server = Server::goblin_with(&base);
+    let mut raw = server.raw();
+    assert_eq!(cmd(&mut raw, "SET k v"), b"+OK\r\n");
+    assert_eq!(
+        cmd(&mut raw, "SET k2 v"),
+        b"-MISCONF Errors writing to the AOF file: No space left on device\r\n"
+    );
+    assert_eq!(cmd(&mut raw, "GET k"), b"$1\r\nv\r\n");
+    let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence")).into_owned();
+    assert!(info.contains("aof_last_write_status:err"), "{info}");
+    drop(server);
+
+    // always: no write is acknowledged that is not on disk; the server stops instead.
+    let dir = Dir::new("full-always");
+    full_disk_log(&dir);
+    let mut always = base.to_vec();
+    always[1] = dir.arg();
+    always.extend(["--appendfsync", "always"]);
+    let mut server = Server::goblin_with(&always);
+    let mut raw = server.raw();
+    raw.send(&goblin_tests::encode(&[b"SET", b"k", b"v"]));
+    let (reply, closed) = raw.read_to_close(Duration::from_secs(10));
+    assert!(closed && reply.is_empty(), "{}", show(&reply));
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+}
