@@ -436,7 +436,7 @@ impl Manifest {
     /// When a file cannot be written.
     pub fn save(&self, dir: &Path, appendfilename: &str) -> io::Result<()> {
         let mut text = String::new();
-        for f in self.base.iter().chain(self.incr.iter()) {
+        for f in self.files() {
             match f.shard {
                 None => text.push_str(&format!("file {} seq {} type b\n", f.name, f.seq)),
                 Some((shard, shards)) => text.push_str(&format!(
@@ -454,14 +454,22 @@ impl Manifest {
         sync_dir(dir)
     }
 
+    /// Every file it lists, the base first.
+    pub fn files(&self) -> impl Iterator<Item = &LogFile> {
+        self.base.iter().chain(self.incr.iter())
+    }
+
+    /// Bytes of its files on disk.
+    pub fn size(&self, dir: &Path) -> u64 {
+        self.files()
+            .filter_map(|f| fs::metadata(dir.join(&f.name)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     /// The highest generation listed (0 when none).
     pub fn last_seq(&self) -> u64 {
-        self.incr
-            .iter()
-            .chain(self.base.iter())
-            .map(|f| f.seq)
-            .max()
-            .unwrap_or(0)
+        self.files().map(|f| f.seq).max().unwrap_or(0)
     }
 
     /// The files of the last generation of records, by shard, when they are `shards`

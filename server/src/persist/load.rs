@@ -389,13 +389,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         handles.push(log.handle().map_err(|e| format!("{}: {e}", f.name))?);
         logs.push(Some(log));
     }
-    let sizes: u64 = manifest
-        .incr
-        .iter()
-        .chain(manifest.base.iter())
-        .filter_map(|f| fs::metadata(dir.join(&f.name)).ok())
-        .map(|m| m.len())
-        .sum();
+    let sizes = manifest.size(&dir);
     persist.aof_current_size.store(sizes, Ordering::Relaxed);
     persist.aof_base_size.store(sizes, Ordering::Relaxed);
     if let Ok(mut slot) = persist.aof_files.lock() {

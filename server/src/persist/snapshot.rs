@@ -320,23 +320,12 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                     incr: old.incr.iter().filter(|f| f.seq == seq).cloned().collect(),
                 };
                 new.save(&dir, &name)?;
-                for f in old.base.iter().chain(old.incr.iter()) {
-                    if !new
-                        .base
-                        .iter()
-                        .chain(new.incr.iter())
-                        .any(|n| n.name == f.name)
-                    {
+                for f in old.files() {
+                    if !new.files().any(|n| n.name == f.name) {
                         let _ = fs::remove_file(dir.join(&f.name));
                     }
                 }
-                let size: u64 = new
-                    .base
-                    .iter()
-                    .chain(new.incr.iter())
-                    .filter_map(|f| fs::metadata(dir.join(&f.name)).ok())
-                    .map(|m| m.len())
-                    .sum();
+                let size = new.size(&dir);
                 *slot = Some(new);
                 Ok(size)
             });

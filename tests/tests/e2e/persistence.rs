@@ -36,6 +36,19 @@ impl Drop for Dir {
     }
 }
 
+/// Sends `commands` in one write and reads their replies.
+fn pipeline(raw: &mut Raw, commands: impl IntoIterator<Item = Vec<Vec<u8>>>) -> Vec<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut n = 0;
+    for c in commands {
+        let words: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+        bytes.extend(goblin_tests::encode(&words));
+        n += 1;
+    }
+    raw.send(&bytes);
+    (0..n).map(|_| raw.reply()).collect()
+}
+
 fn cmd(raw: &mut Raw, line: &str) -> Vec<u8> {
     raw.cmd_str(line)
 }
@@ -295,18 +308,11 @@ fn a_background_save_is_the_dataset_at_its_start_under_writes() {
     let server = Server::goblin_with(&["--dir", dir.arg()]);
     let n = 30_000;
     let mut raw = server.raw();
-    let mut pipeline = Vec::new();
-    for i in 0..n {
-        pipeline.extend(goblin_tests::encode(&[
-            b"SET",
-            format!("k{i}").as_bytes(),
-            format!("v{i}").as_bytes(),
-        ]));
-    }
-    raw.send(&pipeline);
-    for _ in 0..n {
-        raw.reply();
-    }
+    let sets = (0..n).map(|i| {
+        let (k, v) = (format!("k{i}"), format!("v{i}"));
+        vec![b"SET".to_vec(), k.into_bytes(), v.into_bytes()]
+    });
+    assert!(pipeline(&mut raw, sets).iter().all(|r| r == b"+OK\r\n"));
     // Pairs on two shards, always written together with one value.
     let a = keys_on("pa", 0, threads, 1).remove(0);
     let b = keys_on("pb", threads - 1, threads, 1).remove(0);
@@ -572,15 +578,8 @@ fn a_rewrite_compacts_the_log_while_writes_go_on() {
     let mut server = Server::goblin_with(&args);
     let mut raw = server.raw();
     // Many writes to few keys: a log far larger than the dataset.
-    let mut pipeline = Vec::new();
-    for i in 0..20_000 {
-        let key = format!("k{}", i % 100);
-        pipeline.extend(goblin_tests::encode(&[b"INCR", key.as_bytes()]));
-    }
-    raw.send(&pipeline);
-    for _ in 0..20_000 {
-        raw.reply();
-    }
+    let incrs = (0..20_000).map(|i| vec![b"INCR".to_vec(), format!("k{}", i % 100).into_bytes()]);
+    pipeline(&mut raw, incrs);
     let size = |raw: &mut Raw| -> u64 {
         let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
         info.lines()
@@ -644,18 +643,14 @@ fn the_log_rewrites_itself_when_it_grows() {
     ];
     let mut server = Server::goblin_with(&args);
     let mut raw = server.raw();
-    let mut pipeline = Vec::new();
-    for i in 0..20_000 {
-        pipeline.extend(goblin_tests::encode(&[
-            b"SET",
-            b"same",
-            format!("{i}").as_bytes(),
-        ]));
-    }
-    raw.send(&pipeline);
-    for _ in 0..20_000 {
-        raw.reply();
-    }
+    let sets = (0..20_000).map(|i| {
+        vec![
+            b"SET".to_vec(),
+            b"same".to_vec(),
+            format!("{i}").into_bytes(),
+        ]
+    });
+    pipeline(&mut raw, sets);
     wait_info(&mut raw, "aof_rewrites:1");
     wait_info(&mut raw, "aof_rewrite_in_progress:0");
     server.kill();
