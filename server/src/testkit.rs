@@ -295,7 +295,8 @@ impl Loopback {
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)
-                | Msg::Loaded(..) => {}
+                | Msg::Loaded(..)
+                | Msg::Shutdown => {}
                 Msg::StepDone(done) => {
                     let seq = done.tx.seq;
                     if done.index == crate::txn::coordinator::WOKEN {

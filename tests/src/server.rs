@@ -278,6 +278,16 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Sends the process a signal by name (`TERM`, `INT`), with kill(1).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
     /// Waits for the process to end by itself (SHUTDOWN); its exit status.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + timeout;

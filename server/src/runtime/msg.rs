@@ -238,4 +238,6 @@ pub enum Msg {
     Load(Vec<crate::persist::load::Loaded>),
     /// Loading is over: this worker's log, when the log is on.
     Loaded(Option<Box<crate::persist::aof::AofLog>>),
+    /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
+    Shutdown,
 }

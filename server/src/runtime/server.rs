@@ -156,6 +156,35 @@ impl Shared {
     }
 }
 
+/// SIGTERM and SIGINT shut the server down as SHUTDOWN does (save when `save` rules are
+/// set, sync the log, exit 0), on worker 0; a second one exits at once, as redis-server
+/// does when a user insists.
+fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    std::thread::Builder::new()
+        .name("goblin-signals".into())
+        .spawn(move || {
+            let mut asked = false;
+            for signal in signals.forever() {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                if asked {
+                    eprintln!("goblin-server: {name} again: exiting now");
+                    shared.persist.sync_log();
+                    std::process::exit(1);
+                }
+                asked = true;
+                eprintln!("goblin-server: received {name}, scheduling shutdown...");
+                shared.peers[0].send(vec![Msg::Shutdown]);
+            }
+        })
+        .map(|_| ())
+}
+
 fn bind(config: &Config) -> io::Result<TcpListener> {
     let addr = SocketAddr::new(config.bind, config.port);
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
@@ -235,6 +264,7 @@ impl Server {
         if must_load {
             load::start(Arc::clone(&self.shared))?;
         }
+        handle_signals(Arc::clone(&self.shared))?;
         let persist = &self.shared.config.persist;
         if persist.appendonly && persist.appendfsync == crate::config::Fsync::Everysec {
             crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;

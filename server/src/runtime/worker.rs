@@ -544,6 +544,16 @@ impl Worker {
             Msg::Answer(to, answer) => self.answered(to, answer),
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
             Msg::Loaded(log) => self.loaded(log),
+            Msg::Shutdown => {
+                // As SHUTDOWN with no option: save when `save` rules are set, sync the
+                // log, exit.
+                let kind = SaveKind::Shutdown {
+                    save: false,
+                    nosave: false,
+                    force: false,
+                };
+                self.start_job(usize::MAX, Vec::new(), true, Box::new(SavePlan::new(kind)));
+            }
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();
                 self.job_event(tx.seq, |job, env, out| job.on_woken(id, key, env, out));

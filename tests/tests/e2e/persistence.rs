@@ -759,3 +759,38 @@ fn a_full_disk_refuses_writes_with_misconf_or_stops_an_always_log() {
     let status = server.wait_exit(Duration::from_secs(10));
     assert!(status.is_some_and(|s| !s.success()), "{status:?}");
 }
+
+#[test]
+fn sigterm_and_sigint_save_and_exit_as_shutdown_does() {
+    for signal in ["TERM", "INT"] {
+        let dir = Dir::new("signal");
+        let mut server = Server::goblin_with(&["--dir", dir.arg(), "--save", "3600 1"]);
+        ok(&mut server.raw(), "SET k v");
+        server.signal(signal);
+        let status = server.wait_exit(Duration::from_secs(10));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "SIG{signal}: {status:?}"
+        );
+        let again = Server::goblin_with(&["--dir", dir.arg()]);
+        assert_eq!(
+            cmd(&mut again.raw(), "GET k"),
+            b"$1\r\nv\r\n",
+            "SIG{signal}"
+        );
+    }
+    // With the log and no save rules: nothing saved, the log synced, all there.
+    let dir = Dir::new("signal-aof");
+    let args = ["--dir", dir.arg(), "--appendonly", "yes"];
+    let mut server = Server::goblin_with(&args);
+    ok(&mut server.raw(), "RPUSH l a b c");
+    server.signal("TERM");
+    assert!(
+        server
+            .wait_exit(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+    assert!(!dir.path().join("dump.rdb").exists());
+    let again = Server::goblin_with(&args);
+    assert_eq!(cmd(&mut again.raw(), "LLEN l"), b":3\r\n");
+}
