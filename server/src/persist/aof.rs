@@ -223,7 +223,11 @@ enum Cmd<'a> {
 impl Cmd<'_> {
     fn encode(&self, buf: &mut Vec<u8>) {
         match self {
-            Cmd::Args(args) => command(buf, args.len(), (0..args.len()).map(|i| args.get(i))),
+            // A request's own RESP frame is already its record.
+            Cmd::Args(args) => match args.frame() {
+                Some(frame) => buf.extend_from_slice(frame),
+                None => command(buf, args.len(), (0..args.len()).map(|i| args.get(i))),
+            },
             Cmd::Owned(argv) => command(buf, argv.len(), argv.iter().map(Vec::as_slice)),
             Cmd::Del(key) => command(buf, 2, [&b"DEL"[..], key].into_iter()),
             Cmd::Flush => command(buf, 1, [&b"FLUSHALL"[..]].into_iter()),
@@ -560,9 +564,8 @@ pub fn parse_record(data: &[u8]) -> Result<Option<Record>, String> {
         if end.saturating_add(2) > data.len() {
             return Ok(None);
         }
-        if &data[end..end + 2] != b"\r\n" {
-            return Err("a bulk string not followed by CRLF".into());
-        }
+        // The two bytes after a bulk string are skipped unchecked, as redis-server's
+        // protocol and its loader do (a request's own frame is logged as it came).
         args.push(at..end);
         at = end + 2;
     }
@@ -633,7 +636,11 @@ mod tests {
             assert_eq!(parse_record(&buf[..cut]), Ok(None), "cut at {cut}");
         }
         assert!(parse_record(b"SET k v\r\n").is_err());
-        assert!(parse_record(b"*1\r\n$3\r\nGETxx").is_err());
+        // The two bytes after a bulk are not checked (a request logged as it came).
+        assert_eq!(
+            parse_record(b"*1\r\n$3\r\nGETxx"),
+            Ok(Some((vec![8..11], 13)))
+        );
         assert!(parse_record(b"*0\r\n").is_err());
         assert!(parse_record(b"*1\r\n$99999999999999999999999\r\n").is_err());
         // A declared length is never allocated: a huge one is merely incomplete.

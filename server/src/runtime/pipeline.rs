@@ -93,7 +93,7 @@ impl Worker {
             };
             match decoded {
                 Ok(Decoded::Command(n)) => {
-                    let args = Args::new(
+                    let args = Args::framed(
                         &input.buf[input.start..input.start + n],
                         input.decoder.args(),
                     );

@@ -25,12 +25,34 @@ use crate::errors::{self, ErrorReply};
 pub struct Args<'a> {
     buf: &'a [u8],
     spans: &'a [Range<usize>],
+    /// `buf` is exactly this command's RESP frame, as the client sent it.
+    framed: bool,
 }
 
 impl<'a> Args<'a> {
     /// Arguments `spans` within `buf`.
     pub fn new(buf: &'a [u8], spans: &'a [Range<usize>]) -> Self {
-        Args { buf, spans }
+        Args {
+            buf,
+            spans,
+            framed: false,
+        }
+    }
+
+    /// Arguments `spans` within `frame`, the whole RESP multibulk request they were
+    /// decoded from (a log can copy it rather than encode the command again).
+    pub fn framed(frame: &'a [u8], spans: &'a [Range<usize>]) -> Self {
+        Args {
+            buf: frame,
+            spans,
+            framed: frame.first() == Some(&b'*'),
+        }
+    }
+
+    /// The request as the client sent it, when it was a RESP multibulk frame (not an
+    /// inline command): a RESP command with these arguments.
+    pub fn frame(&self) -> Option<&'a [u8]> {
+        self.framed.then_some(self.buf)
     }
 
     /// Runs `f` over arguments held one by one (a plan keeps its command's arguments so,
@@ -78,6 +100,7 @@ impl<'a> Args<'a> {
         Args {
             buf: self.buf,
             spans: self.spans.get(from..).unwrap_or(&[]),
+            framed: false,
         }
     }
 

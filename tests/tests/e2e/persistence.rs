@@ -794,3 +794,21 @@ fn sigterm_and_sigint_save_and_exit_as_shutdown_does() {
     let again = Server::goblin_with(&args);
     assert_eq!(cmd(&mut again.raw(), "LLEN l"), b":3\r\n");
 }
+
+#[test]
+fn requests_are_logged_as_they_came_and_replay() {
+    // A request's own frame is its record, with Redis's leniency kept: the two bytes
+    // after a bulk string are not checked (`$3\r\nSETxx` is SET).
+    let dir = Dir::new("frames");
+    let args = ["--dir", dir.arg(), "--appendonly", "yes", "--threads", "1"];
+    let mut server = Server::goblin_with(&args);
+    let mut raw = server.raw();
+    raw.send(b"*3\r\n$3\r\nSETxx$1\r\nk\r\n$5\r\nv\r\nv2\r\n");
+    assert_eq!(raw.reply(), b"+OK\r\n");
+    raw.send(b"SET inline \"a b\"\r\n");
+    assert_eq!(raw.reply(), b"+OK\r\n");
+    server.kill();
+    let again = Server::goblin_with(&args);
+    assert_eq!(cmd(&mut again.raw(), "GET k"), b"$5\r\nv\r\nv2\r\n");
+    assert_eq!(cmd(&mut again.raw(), "GET inline"), b"$3\r\na b\r\n");
+}
