@@ -111,7 +111,7 @@ def ping_latencies(port, stop_when):
 
 def bgsave(opts, tmp):
     print(f"## BGSAVE of {opts.keys} keys (16-byte values): duration, PING latency meanwhile")
-    print(f"{'server':8} {'BGSAVE s':>9} {'pings':>6} {'worst ms':>9} {'p99.9 ms':>9} {'p50 ms':>7}")
+    print(f"{'server':12} {'BGSAVE s':>9} {'pings':>6} {'worst ms':>9} {'p99.9 ms':>9} {'p50 ms':>7}")
     for name, argv in (("goblin", [GOBLIN, "--threads", str(opts.threads)]), ("redis", ["redis-server"])):
         d = os.path.join(tmp, f"{name}-bgsave")
         os.makedirs(d, exist_ok=True)
@@ -121,6 +121,12 @@ def bgsave(opts, tmp):
         try:
             fill(port, opts.keys)
             call(port, "SAVE")  # warm the file system
+            # The noise floor: the same PINGs with nothing else running.
+            until = time.perf_counter() + 0.5
+            idle = sorted(ping_latencies(port, lambda: time.perf_counter() > until))
+            i999 = idle[min(len(idle) - 1, int(len(idle) * 0.999))]
+            print(f"{name + ' idle':12} {'-':>9} {len(idle):>6} {idle[-1]:>9.3f} {i999:>9.3f} "
+                  f"{statistics.median(idle):>7.3f}", flush=True)
             t0 = time.perf_counter()
             call(port, "BGSAVE")
             done = {"at": None}
@@ -136,7 +142,7 @@ def bgsave(opts, tmp):
             took = done["at"] - t0
             lat.sort()
             p999 = lat[min(len(lat) - 1, int(len(lat) * 0.999))]
-            print(f"{name:8} {took:>9.3f} {len(lat):>6} {lat[-1]:>9.3f} {p999:>9.3f} "
+            print(f"{name:12} {took:>9.3f} {len(lat):>6} {lat[-1]:>9.3f} {p999:>9.3f} "
                   f"{statistics.median(lat):>7.3f}", flush=True)
         finally:
             stop([server])
