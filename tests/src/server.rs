@@ -278,13 +278,14 @@ impl Server {
         let _ = self.child.wait();
     }
 
-    /// Sends the process a signal by name (`TERM`, `INT`), with kill(1).
+    /// Sends the process a signal by name (`TERM`, `INT`), with the shell's `kill` (a
+    /// builtin of every sh, where /bin/kill may not be installed).
     pub fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -{name} {}", self.child.id()))
             .status()
-            .expect("run kill");
+            .expect("run sh");
         assert!(status.success(), "kill -{name} failed");
     }
 
