@@ -422,6 +422,15 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// Splits a line into arguments as Redis's `sdssplitargs` does — what a configuration
+/// file's lines and inline requests are made of; `None` for unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut buf = line.to_vec();
+    let mut ranges = Vec::new();
+    split_inline(&mut buf, &mut ranges).ok()?;
+    Some(ranges.into_iter().map(|r| buf[r].to_vec()).collect())
+}
+
 /// Splits an inline request line into arguments with Redis's `sdssplitargs` rules,
 /// unescaping in place: every argument is written at or before the position it was read
 /// from, so the output never overtakes the input.

@@ -35,7 +35,7 @@ mod reply;
 
 pub use decode::{
     DEFAULT_MAX_BULK_LEN, DEFAULT_MAX_INLINE_LEN, DEFAULT_MAX_MULTIBULK_LEN, Decoded, Limits,
-    ProtocolError, RequestDecoder,
+    ProtocolError, RequestDecoder, split_args,
 };
 pub use encode::{Encoder, Version, format_double};
 pub use int::{parse_i64, push_int};

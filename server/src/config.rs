@@ -3,7 +3,7 @@
 //! Options are given redis-server style, `--name value`; `--help` lists them.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use goblin_protocol::Limits;
 
@@ -20,6 +20,8 @@ pub struct Config {
     pub limits: Limits,
     /// Persistence.
     pub persist: PersistConfig,
+    /// The configuration file it was read from, when there was one (absolute).
+    pub file: Option<PathBuf>,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -167,6 +169,7 @@ impl Default for Config {
             threads: 0,
             limits: Limits::default(),
             persist: PersistConfig::default(),
+            file: None,
         }
     }
 }
@@ -175,7 +178,12 @@ impl Default for Config {
 pub const USAGE: &str = "\
 goblin-server: a Redis-protocol in-memory server, shared-nothing and thread-per-core.
 
-Usage: goblin-server [options]
+Usage: goblin-server [/path/to/goblin.conf] [options]
+
+A configuration file has redis.conf's syntax: one option per line, its name without the
+dashes, then its value (`appendfsync always`, `save 3600 1 300 100`); `#` starts a comment;
+`include /other.conf` reads another file there. Options on the command line come after the
+file's, and win. An unknown or invalid option stops the start, naming the file and line.
 
 Options:
   --bind ADDR               address to listen on (default 127.0.0.1)
@@ -228,13 +236,25 @@ fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String>
         .map_err(|_| format!("invalid value for {name}: '{value}'"))
 }
 
-/// Parses the arguments (without the program name).
+/// Parses the arguments (without the program name): an optional configuration file first,
+/// then `--name value` options.
 ///
 /// # Errors
-/// A message naming the bad option or value.
+/// A message naming the bad option or value (and, for the file, where it is).
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     let mut config = Config::default();
-    let mut args = args.into_iter();
+    let args: Vec<String> = args.into_iter().collect();
+    let mut rest = &args[..];
+    if let Some(first) = args.first()
+        && !first.starts_with('-')
+    {
+        let path = Path::new(first);
+        let mut reader = FileReader::default();
+        reader.read(&mut config, path, 0)?;
+        config.file = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        rest = &args[1..];
+    }
+    let mut args = rest.iter();
     while let Some(arg) = args.next() {
         let name = arg.as_str();
         match name {
@@ -242,66 +262,158 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             "-v" | "--version" => return Ok(Cli::Version),
             _ => {}
         }
+        let Some(option) = name.strip_prefix("--") else {
+            return Err(format!("unknown option {name} (see --help)"));
+        };
         let value = args
             .next()
             .ok_or_else(|| format!("missing value for {name}"))?;
-        match name {
-            "--bind" => config.bind = parse_num(name, &value)?,
-            "--port" => config.port = parse_num(name, &value)?,
-            "--threads" => {
-                config.threads = parse_num(name, &value)?;
-                if config.threads > MAX_THREADS {
-                    return Err(format!("--threads must be at most {MAX_THREADS}"));
-                }
-            }
-            "--proto-max-bulk-len" => {
-                config.limits.max_bulk_len = parse_num(name, &value)?;
-                if config.limits.max_bulk_len < 1024 {
-                    return Err("--proto-max-bulk-len must be at least 1024".into());
-                }
-            }
-            "--dir" => config.persist.dir = value.into(),
-            "--dbfilename" => {
-                if value.is_empty() || value.contains('/') {
-                    return Err(format!("invalid dbfilename '{value}'"));
-                }
-                config.persist.dbfilename = value;
-            }
-            "--save" => config.persist.save = parse_save(&value)?,
-            "--loadrdb" => config.persist.loadrdb = Some(value.into()),
-            "--appendonly" => config.persist.appendonly = parse_bool(name, &value)?,
-            "--appendfsync" => {
-                config.persist.appendfsync = match value.to_ascii_lowercase().as_str() {
-                    "always" => Fsync::Always,
-                    "everysec" => Fsync::Everysec,
-                    "no" => Fsync::No,
-                    _ => return Err(format!("invalid value for {name}: '{value}'")),
-                }
-            }
-            "--appenddirname" | "--appendfilename" => {
-                if value.is_empty() || value.contains('/') {
-                    return Err(format!("invalid value for {name}: '{value}'"));
-                }
-                if name == "--appenddirname" {
-                    config.persist.appenddirname = value;
-                } else {
-                    config.persist.appendfilename = value;
-                }
-            }
-            "--aof-load-truncated" => config.persist.aof_load_truncated = parse_bool(name, &value)?,
-            "--stop-writes-on-bgsave-error" => {
-                config.persist.stop_writes_on_bgsave_error = parse_bool(name, &value)?;
-            }
-            "--auto-aof-rewrite-percentage" => {
-                config.persist.auto_aof_rewrite_percentage = parse_num(name, &value)?;
-            }
-            "--auto-aof-rewrite-min-size" => {
-                config.persist.auto_aof_rewrite_min_size = parse_size(name, &value)?;
-            }
-            _ => return Err(format!("unknown option {name} (see --help)")),
-        }
+        set(&mut config, option, std::slice::from_ref(value))
+            .map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(Cli::Run(Box::new(config)))
+}
+
+/// Reads configuration files (`include` nests them).
+#[derive(Debug, Default)]
+struct FileReader {
+    /// A `save` line was read: the next ones add rules rather than replace the defaults.
+    saw_save: bool,
+}
+
+impl FileReader {
+    fn read(&mut self, config: &mut Config, path: &Path, depth: usize) -> Result<(), String> {
+        let text = std::fs::read(path).map_err(|e| {
+            format!(
+                "Fatal error, can't open config file '{}': {e}",
+                path.display()
+            )
+        })?;
+        for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let trimmed = line.trim_ascii();
+            if trimmed.is_empty() || trimmed.starts_with(b"#") {
+                continue;
+            }
+            let fail = |reason: &str| {
+                format!(
+                    "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***\nReading the configuration \
+                     file '{}', at line {}\n>>> '{}'\n{reason}",
+                    crate::runtime::server::REDIS_VERSION,
+                    path.display(),
+                    n + 1,
+                    String::from_utf8_lossy(trimmed)
+                )
+            };
+            let words = goblin_protocol::split_args(trimmed)
+                .ok_or_else(|| fail("Unbalanced quotes in configuration line"))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8(w).map_err(|_| fail("Not UTF-8")))
+                .collect::<Result<_, _>>()?;
+            let Some((name, values)) = words.split_first() else {
+                continue;
+            };
+            let name = name.to_ascii_lowercase();
+            if name == "include" {
+                let [file] = values else {
+                    return Err(fail("Bad directive or wrong number of arguments"));
+                };
+                if depth >= 16 {
+                    return Err(fail("Too many nested includes"));
+                }
+                self.read(config, Path::new(file), depth + 1)?;
+                continue;
+            }
+            if name == "save" && self.saw_save {
+                let more = parse_save(&values.join(" ")).map_err(|e| fail(&e))?;
+                if more.is_empty() {
+                    config.persist.save.clear();
+                }
+                config.persist.save.extend(more);
+                continue;
+            }
+            self.saw_save |= name == "save";
+            set(config, &name, values).map_err(|e| fail(&e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sets option `name` (without dashes) to `values`: one value for most; `save` takes its
+/// rules as pairs, in one value or several; `bind` its addresses (Goblin listens on the
+/// first).
+fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String> {
+    let one = || match values {
+        [value] => Ok(value.as_str()),
+        _ => Err("Bad directive or wrong number of arguments".to_string()),
+    };
+    match name {
+        "save" => config.persist.save = parse_save(&values.join(" "))?,
+        "bind" => {
+            let first = values
+                .first()
+                .ok_or("Bad directive or wrong number of arguments")?;
+            // redis.conf's `-` prefix marks an address that may be missing.
+            let addr = first.strip_prefix('-').unwrap_or(first);
+            config.bind = parse_num(name, addr)?;
+        }
+        "port" => config.port = parse_num(name, one()?)?,
+        "threads" => {
+            config.threads = parse_num(name, one()?)?;
+            if config.threads > MAX_THREADS {
+                return Err(format!("threads must be at most {MAX_THREADS}"));
+            }
+        }
+        "proto-max-bulk-len" => {
+            config.limits.max_bulk_len = parse_size(name, one()?)? as usize;
+            if config.limits.max_bulk_len < 1024 {
+                return Err("proto-max-bulk-len must be at least 1024".into());
+            }
+        }
+        "dir" => config.persist.dir = one()?.into(),
+        "dbfilename" => {
+            let value = one()?;
+            if value.is_empty() || value.contains('/') {
+                return Err(format!("invalid dbfilename '{value}'"));
+            }
+            config.persist.dbfilename = value.into();
+        }
+        "loadrdb" => config.persist.loadrdb = Some(one()?.into()),
+        "appendonly" => config.persist.appendonly = parse_bool(name, one()?)?,
+        "appendfsync" => {
+            let value = one()?;
+            config.persist.appendfsync = match value.to_ascii_lowercase().as_str() {
+                "always" => Fsync::Always,
+                "everysec" => Fsync::Everysec,
+                "no" => Fsync::No,
+                _ => return Err(format!("invalid value for {name}: '{value}'")),
+            }
+        }
+        "appenddirname" | "appendfilename" => {
+            let value = one()?;
+            if value.is_empty() || value.contains('/') {
+                return Err(format!("invalid value for {name}: '{value}'"));
+            }
+            if name == "appenddirname" {
+                config.persist.appenddirname = value.into();
+            } else {
+                config.persist.appendfilename = value.into();
+            }
+        }
+        "aof-load-truncated" => config.persist.aof_load_truncated = parse_bool(name, one()?)?,
+        "stop-writes-on-bgsave-error" => {
+            config.persist.stop_writes_on_bgsave_error = parse_bool(name, one()?)?;
+        }
+        "auto-aof-rewrite-percentage" => {
+            config.persist.auto_aof_rewrite_percentage = parse_num(name, one()?)?;
+        }
+        "auto-aof-rewrite-min-size" => {
+            config.persist.auto_aof_rewrite_min_size = parse_size(name, one()?)?;
+        }
+        _ => return Err("Bad directive or wrong number of arguments".into()),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -332,6 +444,67 @@ mod tests {
         assert!(parse(args("--appendfsync sometimes")).is_err());
         assert!(parse(args("--save 3600")).is_err());
         assert!(parse(args("--appendonly maybe")).is_err());
+    }
+
+    /// A file in a fresh temporary directory.
+    fn conf(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("goblin-conf-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("goblin.conf");
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+
+    #[test]
+    fn reads_a_configuration_file_and_the_command_line_wins() {
+        let inc = conf("inc", "appendfsync always\n");
+        let path = conf(
+            "main",
+            &format!(
+                "# a comment\n\nport 7001\r\nbind -127.0.0.1 ::1\nsave 900 1\nsave 60 10000\n\
+                 appendonly yes\ndir \"/tmp/with space\"\ninclude {}\nthreads 3\n",
+                inc.display()
+            ),
+        );
+        let mut argv = vec![path.display().to_string()];
+        argv.extend(args("--threads 2"));
+        let Ok(Cli::Run(c)) = parse(argv) else {
+            panic!("expected a config");
+        };
+        assert_eq!((c.port, c.threads), (7001, 2));
+        assert_eq!(c.bind, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(c.persist.save, vec![(900, 1), (60, 10_000)]);
+        assert!(c.persist.appendonly);
+        assert_eq!(c.persist.appendfsync, Fsync::Always);
+        assert_eq!(c.persist.dir, PathBuf::from("/tmp/with space"));
+        assert!(c.file.is_some());
+    }
+
+    #[test]
+    fn a_bad_line_stops_the_start_naming_the_file_and_line() {
+        for (text, line, reason) in [
+            (
+                "port 1\nnosuch yes\n",
+                2,
+                "Bad directive or wrong number of arguments",
+            ),
+            ("appendonly maybe\n", 1, "yes or no"),
+            ("port\n", 1, "Bad directive or wrong number of arguments"),
+            ("dir \"unbalanced\n", 1, "Unbalanced quotes"),
+            ("save 900\n", 1, "invalid save parameters"),
+        ] {
+            let path = conf("bad", text);
+            let Err(e) = parse(vec![path.display().to_string()]) else {
+                panic!("{text:?} was accepted");
+            };
+            assert!(
+                e.contains("*** FATAL CONFIG FILE ERROR")
+                    && e.contains(&format!("'{}', at line {line}", path.display()))
+                    && e.contains(reason),
+                "{text:?}: {e}"
+            );
+        }
+        assert!(parse(vec!["/nonexistent/goblin.conf".into()]).is_err());
     }
 
     #[test]

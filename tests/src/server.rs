@@ -139,14 +139,32 @@ impl Server {
         server
     }
 
+    /// [`Server::goblin_with`], with a configuration file first, which says where its data
+    /// goes and whether to save (`args` come after it and win).
+    pub fn goblin_with_file(conf: &Path, args: &[&str]) -> Server {
+        let server = Server::spawn_goblin(Some(conf), args);
+        server.wait_ready();
+        server
+    }
+
     /// [`Server::goblin_with`], returning as soon as it listens: it may still be
     /// loading its dataset (and answer `LOADING`).
     pub fn goblin_starting(args: &[&str]) -> Server {
+        Server::spawn_goblin(None, args)
+    }
+
+    fn spawn_goblin(conf: Option<&Path>, args: &[&str]) -> Server {
         let scratch = scratch_dir("server");
-        let mut child = Command::new(goblin_binary())
-            .args(["--bind", "127.0.0.1", "--port", "0", "--save", ""])
-            .arg("--dir")
-            .arg(&scratch)
+        let mut command = Command::new(goblin_binary());
+        if let Some(conf) = conf {
+            command.arg(conf);
+        }
+        // With a file, the file says where its data goes (`dir`) and whether to save.
+        if conf.is_none() {
+            command.args(["--save", ""]).arg("--dir").arg(&scratch);
+        }
+        let mut child = command
+            .args(["--bind", "127.0.0.1", "--port", "0"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

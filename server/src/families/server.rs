@@ -439,7 +439,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             "redis_version:{REDIS_VERSION}\r\ngoblin_version:{}\r\nredis_mode:standalone\r\n\
              os:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\n\
              tcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\n\
-             uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:\r\n\
+             uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:{}\r\n\
              io_threads_active:0\r\nthreads:{}\r\n",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
@@ -449,6 +449,12 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             cx.now * 1000,
             uptime / 86400,
             std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            shared
+                .config
+                .file
+                .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             shared.threads,

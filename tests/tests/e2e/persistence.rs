@@ -812,3 +812,46 @@ fn requests_are_logged_as_they_came_and_replay() {
     assert_eq!(cmd(&mut again.raw(), "GET k"), b"$5\r\nv\r\nv2\r\n");
     assert_eq!(cmd(&mut again.raw(), "GET inline"), b"$3\r\na b\r\n");
 }
+
+#[test]
+fn a_configuration_file_sets_persistence_and_a_bad_one_stops_the_start() {
+    let dir = Dir::new("conf");
+    let conf = dir.path().join("goblin.conf");
+    fs::write(
+        &conf,
+        format!(
+            "# as in redis.conf\nappendonly yes\nappendfsync always\ndir {}\nsave \"\"\n",
+            dir.arg()
+        ),
+    )
+    .unwrap();
+    let server = Server::goblin_with_file(&conf, &[]);
+    let mut raw = server.raw();
+    let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO server")).into_owned();
+    let canonical = fs::canonicalize(&conf).unwrap();
+    assert!(
+        info.contains(&format!("config_file:{}\r\n", canonical.display())),
+        "{info}"
+    );
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET appendfsync"),
+        b"*2\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n"
+    );
+    ok(&mut raw, "SET k v");
+    drop(server);
+    assert!(dir.path().join("appendonlydir").exists());
+
+    fs::write(&conf, "port 0\nappendonly perhaps\n").unwrap();
+    let out = std::process::Command::new(goblin_tests::goblin_binary())
+        .arg(&conf)
+        .output()
+        .expect("run goblin-server");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("*** FATAL CONFIG FILE ERROR")
+            && stderr.contains(&format!("'{}', at line 2", conf.display()))
+            && stderr.contains(">>> 'appendonly perhaps'"),
+        "{stderr}"
+    );
+}
