@@ -22,6 +22,9 @@ pub struct Config {
     pub persist: PersistConfig,
     /// The configuration file it was read from, when there was one (absolute).
     pub file: Option<PathBuf>,
+    /// `requirepass`: the default user's password; `None`: no password (every client
+    /// is authenticated).
+    pub requirepass: Option<Vec<u8>>,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -170,6 +173,7 @@ impl Default for Config {
             limits: Limits::default(),
             persist: PersistConfig::default(),
             file: None,
+            requirepass: None,
         }
     }
 }
@@ -191,6 +195,7 @@ Options:
   --threads N               shard threads, one pinned per core, at most 1024 (default:
                             the cores this process may use)
   --proto-max-bulk-len N    largest bulk argument in bytes (default 536870912)
+  --requirepass PASSWORD    clients must AUTH with it (default: none; '' for none)
 
 Persistence (as in redis.conf):
   --dir DIR                 where the snapshot and the log directory live (default .)
@@ -380,6 +385,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.persist.dbfilename = value.into();
         }
         "loadrdb" => config.persist.loadrdb = Some(one()?.into()),
+        "requirepass" => {
+            let value = one()?;
+            config.requirepass = (!value.is_empty()).then(|| value.as_bytes().to_vec());
+        }
         "appendonly" => config.persist.appendonly = parse_bool(name, one()?)?,
         "appendfsync" => {
             let value = one()?;

@@ -352,6 +352,12 @@ pub fn zset_no_input_key(name: &str) -> ErrorReply {
     )
 }
 
+/// A command before AUTH, with `requirepass` set.
+pub const NOAUTH: &[u8] = b"NOAUTH Authentication required.";
+
+/// HELLO without AUTH before AUTH, with `requirepass` set.
+pub const NOAUTH_HELLO: &[u8] = b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
+
 /// A command without the `loading` flag while the dataset loads.
 pub const LOADING: &[u8] = b"LOADING Redis is loading the dataset in memory";
 

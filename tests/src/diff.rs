@@ -273,7 +273,11 @@ impl Differential {
     /// Both servers, with a given goblin-server. The oracle must be redis-server 7.0.x:
     /// [`Server::redis`] checks.
     pub fn with_goblin(goblin: Server) -> Differential {
-        let redis = Server::redis();
+        Differential::with_servers(goblin, Server::redis())
+    }
+
+    /// Both servers, as given (the same options to each: `--requirepass`, …).
+    pub fn with_servers(goblin: Server, redis: Server) -> Differential {
         let g = goblin.raw();
         let r = redis.raw();
         Differential {

@@ -72,8 +72,24 @@ fn valid_client_attr(s: &[u8]) -> bool {
 
 /// Whether `user`/`password` authenticate. Goblin has one user, `default`, with no
 /// password: like redis-server's default configuration, any password is accepted for it.
-fn authenticates(user: &[u8], _password: &[u8]) -> bool {
+fn authenticates(ctx: &ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
     user == b"default"
+        && ctx
+            .shared
+            .config
+            .requirepass
+            .as_deref()
+            .is_none_or(|wanted| constant_time_eq(wanted, password))
+}
+
+/// Whether `a` and `b` are equal, in a time that depends on their lengths only (a
+/// password compared byte by byte until the first difference tells an attacker, by the
+/// time it takes, how much of it they have right).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// Names the connection (`clientSetNameOrReply`); an empty name removes its name.
@@ -103,9 +119,10 @@ fn hello_args(ctx: &mut ConnCtx<'_>, args: &Args<'_>) -> Result<Option<Version>,
     while let Some(opt) = c.next() {
         if is_keyword(opt, "AUTH") && c.remaining() >= 2 {
             let (user, password) = (c.next_arg()?, c.next_arg()?);
-            if !authenticates(user, password) {
+            if !authenticates(ctx, user, password) {
                 return Err(errors::WRONGPASS.into());
             }
+            ctx.client.authenticated = true;
         } else if is_keyword(opt, "SETNAME") && !c.is_empty() {
             set_client_name(ctx, c.next_arg()?)?;
         } else {
@@ -117,10 +134,15 @@ fn hello_args(ctx: &mut ConnCtx<'_>, args: &Args<'_>) -> Result<Option<Version>,
 
 /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
 fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    match hello_args(ctx, args) {
-        Ok(Some(v)) => ctx.client.resp = v,
-        Ok(None) => {}
+    let version = match hello_args(ctx, args) {
+        Ok(version) => version,
         Err(e) => return e.send(&mut ctx.reply()),
+    };
+    if !ctx.client.authenticated {
+        return ctx.reply().error(errors::NOAUTH_HELLO);
+    }
+    if let Some(v) = version {
+        ctx.client.resp = v;
     }
     let id = ctx.client.id as i64;
     let proto = if ctx.client.resp == Version::Resp3 {
@@ -156,11 +178,19 @@ fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `AUTH [username] password`
 fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    match args.len() {
-        2 => ctx.reply().error(errors::AUTH_NO_PASSWORD),
-        3 if authenticates(args.get(1), args.get(2)) => ctx.reply().ok(),
-        3 => ctx.reply().error(errors::WRONGPASS),
-        _ => ctx.reply().error(errors::SYNTAX),
+    let (user, password) = match args.len() {
+        2 if ctx.shared.config.requirepass.is_none() => {
+            return ctx.reply().error(errors::AUTH_NO_PASSWORD);
+        }
+        2 => (&b"default"[..], args.get(1)),
+        3 => (args.get(1), args.get(2)),
+        _ => return ctx.reply().error(errors::SYNTAX),
+    };
+    if authenticates(ctx, user, password) {
+        ctx.client.authenticated = true;
+        ctx.reply().ok();
+    } else {
+        ctx.reply().error(errors::WRONGPASS);
     }
 }
 

@@ -228,6 +228,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("timeout", "0".into()),
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
+        (
+            "requirepass",
+            String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
+        ),
         ("cluster-enabled", "no".into()),
         ("notify-keyspace-events", String::new()),
         ("hz", "10".into()),

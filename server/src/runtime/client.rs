@@ -30,6 +30,9 @@ pub struct Client {
     pub close_after_reply: bool,
     /// The command being run, for CLIENT LIST/INFO (`cmd=`).
     pub last_command: &'static str,
+    /// Whether it may run commands: always without `requirepass`, else once AUTH (or
+    /// HELLO … AUTH) succeeded.
+    pub authenticated: bool,
 }
 
 impl Client {
@@ -47,6 +50,7 @@ impl Client {
             created_at: now,
             close_after_reply: false,
             last_command: "NULL",
+            authenticated: true,
         }
     }
 }

@@ -170,6 +170,19 @@ impl Worker {
                 return self.reject(shared, key, rejection);
             }
         };
+        if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+            if conn.busy() {
+                return Flow::Wait;
+            }
+            return self.reject(
+                shared,
+                key,
+                Rejection {
+                    spec: None,
+                    message: crate::errors::NOAUTH.to_vec(),
+                },
+            );
+        }
         if shared.persist.gate() != 0
             && let Some(refusal) = gate_refusal(shared, spec)
         {

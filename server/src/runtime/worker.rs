@@ -695,7 +695,8 @@ impl Worker {
         // Replies go out as soon as they are written, as with redis-server.
         let _ = stream.set_nodelay(true);
         let laddr = stream.local_addr().ok();
-        let client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
+        let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
+        client.authenticated = self.shared.config.requirepass.is_none();
         self.next_gen += 1;
         let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
         let entry = self.conns.vacant_entry();

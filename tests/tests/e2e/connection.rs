@@ -188,3 +188,57 @@ fn client_unblock_of_a_client_that_is_not_blocked_answers_like_redis() {
     let id = String::from_utf8_lossy(&idle[1..idle.len() - 2]).into_owned();
     assert_eq!(d.g.cmd_str(&format!("CLIENT UNBLOCK {id}")), b":0\r\n");
 }
+
+/// `requirepass`: NOAUTH before AUTH (inside MULTI too), AUTH with one or two arguments,
+/// WRONGPASS, HELLO with and without AUTH — as redis-server 7.0 with the same password.
+#[test]
+fn a_password_is_asked_as_redis_asks_it() {
+    let pass = ["--requirepass", "s3cret"];
+    let mut d = Differential::with_servers(Server::goblin_with(&pass), Server::redis_with(&pass));
+    d.check_lines(
+        "
+        PING
+        GET k
+        SET k v
+        MULTI
+        HELLO 3
+        HELLO 3 SETNAME x
+        HELLO 3 AUTH default wrong
+        HELLO 3 AUTH nobody s3cret
+        AUTH wrong
+        AUTH default wrong
+        AUTH nobody s3cret
+        AUTH a b c
+        PING
+        AUTH s3cret
+        PING
+        SET k v
+        AUTH default wrong
+        GET k
+        AUTH default s3cret
+        ",
+    );
+    // A fresh connection: HELLO … AUTH authenticates and switches protocol at once.
+    let mut g = d.goblin.raw();
+    let mut r = d.redis.raw();
+    for line in [
+        "HELLO 2 AUTH default s3cret SETNAME me",
+        "CLIENT GETNAME",
+        "QUIT",
+    ] {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let (got, want) = goblin_tests::diff::ask_both(&mut g, &mut r, &args);
+        let (got, want) = (
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+        );
+        // The client ids differ: compare everything else.
+        let strip = |s: &str| {
+            s.lines()
+                .filter(|l| !l.starts_with(':'))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&got), strip(&want), "{line}");
+    }
+}
