@@ -381,3 +381,28 @@ pub const SHUTDOWN_FAILED: &[u8] = b"ERR Errors trying to SHUTDOWN. Check logs."
 
 /// BGSAVE while a log rewrite runs.
 pub const BGSAVE_WHILE_REWRITING: &[u8] = b"ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";
+
+/// CLIENT LIST/KILL with a TYPE that is not one.
+pub fn unknown_client_type(name: &[u8]) -> ErrorReply {
+    let mut text = b"ERR Unknown client type '".to_vec();
+    text.extend_from_slice(c_str(name));
+    text.push(b'\'');
+    ErrorReply::Formatted(text)
+}
+
+/// CLIENT LIST ID with an id that is not an integer.
+pub const INVALID_CLIENT_ID: &[u8] = b"ERR Invalid client ID";
+
+/// CLIENT KILL ID below 1.
+pub const CLIENT_ID_NOT_POSITIVE: &[u8] = b"ERR client-id should be greater than 0";
+
+/// CLIENT KILL USER of a user that does not exist.
+pub fn no_such_user(name: &[u8]) -> ErrorReply {
+    let mut text = b"ERR No such user '".to_vec();
+    text.extend_from_slice(c_str(name));
+    text.push(b'\'');
+    ErrorReply::Formatted(text)
+}
+
+/// CLIENT KILL addr:port that matched no client.
+pub const NO_SUCH_CLIENT: &[u8] = b"ERR No such client";

@@ -1,9 +1,11 @@
 //! Connection commands: PING, ECHO, QUIT, HELLO, SELECT, AUTH, CLIENT.
 
 use goblin_protocol::{Version, parse_i64};
+use goblin_store::Millis;
 
 use crate::errors::{self, ErrorReply};
 use crate::runtime::ask::WorkerView;
+use crate::runtime::client::Client;
 use crate::table::Meta;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec};
@@ -37,6 +39,22 @@ pub fn register(table: &mut CommandTable) {
                 Exec::AskWorkers {
                     ask: client_unblock_ask,
                     gather: client_unblock_gather,
+                },
+            ),
+            (
+                "list",
+                None,
+                Exec::AskWorkers {
+                    ask: client_list_ask,
+                    gather: client_list_gather,
+                },
+            ),
+            (
+                "kill",
+                None,
+                Exec::AskWorkers {
+                    ask: client_kill_ask,
+                    gather: client_kill_gather,
                 },
             ),
         ],
@@ -273,12 +291,11 @@ fn client_setinfo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     ctx.reply().ok();
 }
 
-/// One CLIENT LIST line for the calling connection, in redis-server's field order.
-fn client_line(ctx: &ConnCtx<'_>) -> Vec<u8> {
-    let c = &*ctx.client;
+/// One CLIENT LIST line, in redis-server's field order.
+fn client_line(c: &Client, now: Millis) -> Vec<u8> {
     let addr = c.addr.map_or_else(String::new, |a| a.to_string());
     let laddr = c.laddr.map_or_else(String::new, |a| a.to_string());
-    let age = ctx.now.saturating_sub(c.created_at) / 1000;
+    let age = now.saturating_sub(c.created_at) / 1000;
     let text = |v: &Option<Vec<u8>>| {
         v.as_deref()
             .map(String::from_utf8_lossy)
@@ -302,8 +319,194 @@ fn client_line(ctx: &ConnCtx<'_>) -> Vec<u8> {
 
 /// `CLIENT INFO`
 fn client_info(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let line = client_line(ctx);
+    let line = client_line(ctx.client, ctx.now);
     ctx.reply().verbatim(b"txt", &line);
+}
+
+/// The kinds of client CLIENT LIST and KILL filter by. Every client here is a normal
+/// one (no replication, no Pub/Sub yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Other,
+}
+
+/// `getClientTypeByName`: normal, master, replica (or slave), pubsub.
+fn client_type(name: &[u8]) -> Result<ClientType, ErrorReply> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"normal" => Ok(ClientType::Normal),
+        b"master" | b"replica" | b"slave" | b"pubsub" => Ok(ClientType::Other),
+        _ => Err(errors::unknown_client_type(name)),
+    }
+}
+
+/// CLIENT LIST's filter: a type, or some ids (`None`: every client).
+enum ListFilter {
+    All,
+    Type(ClientType),
+    Ids(Vec<u64>),
+}
+
+/// `CLIENT LIST [TYPE type | ID id [id ...]]`'s arguments, checked as redis-server 7.0
+/// checks them.
+fn list_args(args: &Args<'_>) -> Result<ListFilter, ErrorReply> {
+    match args.len() {
+        2 => Ok(ListFilter::All),
+        4 if args.is(2, "type") => Ok(ListFilter::Type(client_type(args.get(3))?)),
+        n if n > 3 && args.is(2, "id") => args
+            .iter_from(3)
+            .map(|id| {
+                parse_i64(id)
+                    .and_then(|id| u64::try_from(id).ok())
+                    .ok_or(ErrorReply::Fixed(errors::INVALID_CLIENT_ID))
+            })
+            .collect::<Result<_, _>>()
+            .map(ListFilter::Ids),
+        _ => Err(errors::SYNTAX.into()),
+    }
+}
+
+/// CLIENT LIST's question to a worker: the lines of its clients that pass the filter.
+fn client_list_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
+    let Ok(filter) = list_args(args) else {
+        return Vec::new();
+    };
+    let now = view.now();
+    view.clients()
+        .filter(|c| match &filter {
+            ListFilter::All | ListFilter::Type(ClientType::Normal) => true,
+            ListFilter::Type(ClientType::Other) => false,
+            ListFilter::Ids(ids) => ids.contains(&c.id),
+        })
+        .flat_map(|c| client_line(c, now))
+        .collect()
+}
+
+/// `CLIENT LIST`: every worker's clients, in the order they connected (by id).
+fn client_list_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u8>>) {
+    if let Err(e) = list_args(args) {
+        return e.send(&mut ctx.reply());
+    }
+    let mut lines: Vec<&[u8]> = answers
+        .iter()
+        .flat_map(|a| a.split_inclusive(|&b| b == b'\n'))
+        .collect();
+    let id = |line: &[u8]| -> u64 {
+        line.strip_prefix(b"id=")
+            .and_then(|rest| rest.split(|&b| b == b' ').next())
+            .and_then(|id| std::str::from_utf8(id).ok()?.parse().ok())
+            .unwrap_or(0)
+    };
+    lines.sort_by_key(|line| id(line));
+    let text = lines.concat();
+    ctx.reply().verbatim(b"txt", &text);
+}
+
+/// CLIENT KILL's filters.
+struct KillFilter {
+    /// The old form, `CLIENT KILL addr:port`: OK or an error, and it may kill itself.
+    old: bool,
+    id: Option<u64>,
+    kind: Option<ClientType>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    skipme: bool,
+}
+
+/// `CLIENT KILL addr:port` and `CLIENT KILL <filter> <value> ...`, checked as
+/// redis-server 7.0 checks them.
+fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
+    let mut f = KillFilter {
+        old: args.len() == 3,
+        id: None,
+        kind: None,
+        addr: None,
+        laddr: None,
+        skipme: true,
+    };
+    if f.old {
+        f.addr = Some(args.get(2).to_vec());
+        f.skipme = false;
+        return Ok(f);
+    }
+    let mut i = 2;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        let value = args.get(i + 1);
+        if args.is(i, "id") && more {
+            let id = parse_i64(value)
+                .filter(|&id| id >= 1)
+                .ok_or(ErrorReply::Fixed(errors::CLIENT_ID_NOT_POSITIVE))?;
+            f.id = Some(id as u64);
+        } else if args.is(i, "type") && more {
+            f.kind = Some(client_type(value)?);
+        } else if args.is(i, "addr") && more {
+            f.addr = Some(value.to_vec());
+        } else if args.is(i, "laddr") && more {
+            f.laddr = Some(value.to_vec());
+        } else if args.is(i, "user") && more {
+            if value != b"default" {
+                return Err(errors::no_such_user(value));
+            }
+        } else if args.is(i, "skipme") && more {
+            f.skipme = if value.eq_ignore_ascii_case(b"yes") {
+                true
+            } else if value.eq_ignore_ascii_case(b"no") {
+                false
+            } else {
+                return Err(errors::SYNTAX.into());
+            };
+        } else {
+            return Err(errors::SYNTAX.into());
+        }
+        i += 2;
+    }
+    Ok(f)
+}
+
+impl KillFilter {
+    fn matches(&self, view: &WorkerView<'_>, c: &Client) -> bool {
+        let shown = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string().into_bytes());
+        self.id.is_none_or(|id| c.id == id)
+            && self.kind.is_none_or(|k| k == ClientType::Normal)
+            && self
+                .addr
+                .as_ref()
+                .is_none_or(|a| shown(c.addr).as_ref() == Some(a))
+            && self
+                .laddr
+                .as_ref()
+                .is_none_or(|a| shown(c.laddr).as_ref() == Some(a))
+            && !(self.skipme && view.is_asker(c))
+    }
+}
+
+/// CLIENT KILL's question to a worker: close its matching clients; how many.
+fn client_kill_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
+    let Ok(filter) = kill_args(args) else {
+        return Vec::new();
+    };
+    let killed = view.kill_clients(|v, c| filter.matches(v, c));
+    (killed as u64).to_le_bytes().to_vec()
+}
+
+/// `CLIENT KILL`: how many clients were closed on every worker (the old form: OK, or an
+/// error when none was).
+fn client_kill_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u8>>) {
+    let filter = match kill_args(args) {
+        Ok(f) => f,
+        Err(e) => return e.send(&mut ctx.reply()),
+    };
+    let killed: u64 = answers
+        .iter()
+        .filter_map(|a| <[u8; 8]>::try_from(a.as_slice()).ok())
+        .map(u64::from_le_bytes)
+        .sum();
+    match (filter.old, killed) {
+        (true, 0) => ctx.reply().error(errors::NO_SUCH_CLIENT),
+        (true, _) => ctx.reply().ok(),
+        (false, n) => ctx.reply().integer(n as i64),
+    }
 }
 
 /// `CLIENT HELP`

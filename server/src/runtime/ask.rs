@@ -1,6 +1,6 @@
 //! Questions a connection asks every worker, and the answers it gathers: what a command
-//! about connections needs when they live on other threads (CLIENT UNBLOCK; later CLIENT
-//! LIST, CLIENT KILL). The command is an [`Exec::AskWorkers`]: its `ask` runs on every
+//! about connections needs when they live on other threads (CLIENT UNBLOCK, CLIENT LIST,
+//! CLIENT KILL). The command is an [`Exec::AskWorkers`]: its `ask` runs on every
 //! worker with a [`WorkerView`] and answers bytes; once every worker has answered, its
 //! `gather` runs on the asking connection and replies. The connection waits meanwhile,
 //! like for any other work in flight.
@@ -15,6 +15,8 @@ use crate::txn::coordinator::Env;
 /// What one worker shows of itself to a question.
 pub struct WorkerView<'a> {
     worker: &'a mut Worker,
+    /// The connection that asks.
+    asker: crate::runtime::msg::ConnRef,
     /// Messages produced (unblocking a job may release locks on other shards).
     out: Vec<Outgoing>,
     /// Jobs that finished while answering, to write to their connections afterwards.
@@ -22,9 +24,10 @@ pub struct WorkerView<'a> {
 }
 
 impl<'a> WorkerView<'a> {
-    pub(crate) fn new(worker: &'a mut Worker) -> Self {
+    pub(crate) fn new(worker: &'a mut Worker, asker: crate::runtime::msg::ConnRef) -> Self {
         WorkerView {
             worker,
+            asker,
             out: Vec::new(),
             finished: Vec::new(),
         }
@@ -37,6 +40,37 @@ impl<'a> WorkerView<'a> {
             .iter()
             .filter(|(_, c)| !c.gone)
             .map(|(_, c)| &c.client)
+    }
+
+    /// This worker's clock (the time of its loop iteration).
+    pub fn now(&self) -> goblin_store::Millis {
+        self.worker.now
+    }
+
+    /// Whether `client` is the connection that asks.
+    pub fn is_asker(&self, client: &Client) -> bool {
+        self.asker.worker == self.worker.id
+            && self
+                .worker
+                .conns
+                .get(self.asker.key)
+                .is_some_and(|c| c.client.id == client.id)
+    }
+
+    /// Closes the clients `which` picks (CLIENT KILL): as if they had disconnected, once
+    /// what they have in flight has answered. Returns how many.
+    pub fn kill_clients(&mut self, mut which: impl FnMut(&Self, &Client) -> bool) -> usize {
+        let keys: Vec<usize> = self
+            .worker
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.gone && which(self, &c.client))
+            .map(|(key, _)| key)
+            .collect();
+        for &key in &keys {
+            self.worker.close(key);
+        }
+        keys.len()
     }
 
     /// Unblocks the client with this id if it is blocked here (a parked plan): as if its

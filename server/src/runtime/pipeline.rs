@@ -582,7 +582,7 @@ impl Worker {
             .and_then(|c| shared.commands.get(c.spec));
         let answer = match spec.map(|s| s.exec) {
             Some(Exec::AskWorkers { ask, .. }) => {
-                let mut view = WorkerView::new(self);
+                let mut view = WorkerView::new(self, from);
                 let answer = ask(&mut view, &command.args(0));
                 let (out, finished) = view.finish();
                 self.route(out);

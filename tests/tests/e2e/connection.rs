@@ -242,3 +242,114 @@ fn a_password_is_asked_as_redis_asks_it() {
         assert_eq!(strip(&got), strip(&want), "{line}");
     }
 }
+
+/// The field names of a CLIENT LIST/INFO line, in order.
+fn field_names(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .filter_map(|f| f.split('=').next())
+        .map(String::from)
+        .collect()
+}
+
+/// CLIENT LIST across threads, and CLIENT KILL by id, address and the old form; their
+/// errors as redis-server's.
+#[test]
+fn client_list_and_kill_see_every_thread() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "
+        CLIENT LIST TYPE foo
+        CLIENT LIST ID x
+        CLIENT LIST ID
+        CLIENT LIST foo
+        CLIENT LIST TYPE pubsub
+        CLIENT LIST TYPE master
+        CLIENT KILL
+        CLIENT KILL ID 0
+        CLIENT KILL ID -3
+        CLIENT KILL ID x
+        CLIENT KILL TYPE foo
+        CLIENT KILL USER bob
+        CLIENT KILL SKIPME maybe
+        CLIENT KILL FOO bar
+        CLIENT KILL ID
+        CLIENT KILL 1.2.3.4:5
+        CLIENT KILL ID 99999
+        CLIENT KILL ADDR 1.2.3.4:5 SKIPME no
+        CLIENT KILL TYPE pubsub
+        ",
+    );
+    // The fields of a line, as redis-server 7.0 lists them (Goblin adds 7.2's lib-name
+    // and lib-ver, which clients set).
+    let g = String::from_utf8_lossy(&d.g.cmd_str("CLIENT LIST")).into_owned();
+    let r = String::from_utf8_lossy(&d.r.cmd_str("CLIENT LIST")).into_owned();
+    let (gl, rl) = (
+        g.lines().nth(1).unwrap_or(""),
+        r.lines().nth(1).unwrap_or(""),
+    );
+    let mut want = field_names(rl);
+    want.retain(|f| f != "lib-name" && f != "lib-ver");
+    let mut got = field_names(gl);
+    got.retain(|f| f != "lib-name" && f != "lib-ver");
+    assert_eq!(got, want, "{gl} / {rl}");
+
+    // Several connections, on several threads: all listed, in the order they came.
+    let goblin = &d.goblin;
+    let mut conns: Vec<goblin_tests::Raw> = (0..5).map(|_| goblin.raw()).collect();
+    let ids: Vec<String> = conns
+        .iter_mut()
+        .map(|c| {
+            String::from_utf8_lossy(&c.cmd_str("CLIENT ID"))
+                .trim_start_matches(':')
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let mut me = goblin.raw();
+    let list = String::from_utf8_lossy(&me.cmd_str("CLIENT LIST")).into_owned();
+    let listed: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|f| f.strip_prefix("id="))
+        .collect();
+    for id in &ids {
+        assert!(listed.contains(&id.as_str()), "{id} in {list}");
+    }
+    let numbers: Vec<u64> = listed.iter().filter_map(|i| i.parse().ok()).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{list}");
+    let one = String::from_utf8_lossy(&me.cmd_str(&format!("CLIENT LIST ID {} 999999", ids[2])))
+        .into_owned();
+    assert_eq!(
+        one.lines().filter(|l| l.contains("id=")).count(),
+        1,
+        "{one}"
+    );
+    assert!(one.contains(&format!("id={} ", ids[2])), "{one}");
+
+    // KILL by id closes that connection, on whatever thread it lives.
+    assert_eq!(me.cmd_str(&format!("CLIENT KILL ID {}", ids[1])), b":1\r\n");
+    let (_, closed) = conns[1].read_to_close(std::time::Duration::from_secs(5));
+    assert!(closed, "the killed connection was closed");
+    // By address (found through CLIENT LIST), and in the old form.
+    let addr_of = |me: &mut goblin_tests::Raw, id: &str| -> String {
+        let list =
+            String::from_utf8_lossy(&me.cmd_str(&format!("CLIENT LIST ID {id}"))).into_owned();
+        list.split_whitespace()
+            .find_map(|f| f.strip_prefix("addr="))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let addr = addr_of(&mut me, &ids[3]);
+    assert_eq!(me.cmd_str(&format!("CLIENT KILL ADDR {addr}")), b":1\r\n");
+    let addr = addr_of(&mut me, &ids[4]);
+    assert_eq!(me.cmd_str(&format!("CLIENT KILL {addr}")), b"+OK\r\n");
+    assert_eq!(
+        me.cmd_str(&format!("CLIENT KILL {addr}")),
+        b"-ERR No such client\r\n"
+    );
+    // SKIPME (the default) spares the caller; the others of type normal go.
+    let killed = me.cmd_str("CLIENT KILL TYPE normal");
+    assert!(killed.starts_with(b":"), "{}", show(&killed));
+    assert_eq!(me.cmd_str("PING"), b"+PONG\r\n");
+    assert_eq!(conns[0].try_reply().ok().filter(|r| !r.is_empty()), None);
+}
