@@ -25,6 +25,12 @@ pub struct Config {
     /// `requirepass`: the default user's password; `None`: no password (every client
     /// is authenticated).
     pub requirepass: Option<Vec<u8>>,
+    /// `maxclients`: connections beyond it get an error and are closed.
+    pub maxclients: usize,
+    /// `timeout`: seconds a client may stay idle before it is closed (0: never).
+    pub timeout: u64,
+    /// `tcp-keepalive`: seconds between TCP keepalive probes (0: none).
+    pub tcp_keepalive: u64,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -174,6 +180,9 @@ impl Default for Config {
             persist: PersistConfig::default(),
             file: None,
             requirepass: None,
+            maxclients: 10_000,
+            timeout: 0,
+            tcp_keepalive: 300,
         }
     }
 }
@@ -196,6 +205,10 @@ Options:
                             the cores this process may use)
   --proto-max-bulk-len N    largest bulk argument in bytes (default 536870912)
   --requirepass PASSWORD    clients must AUTH with it (default: none; '' for none)
+  --maxclients N            connections beyond N get an error and are closed (default
+                            10000)
+  --timeout SECONDS         close clients idle this long (default 0: never)
+  --tcp-keepalive SECONDS   TCP keepalive probes this often (default 300; 0: none)
 
 Persistence (as in redis.conf):
   --dir DIR                 where the snapshot and the log directory live (default .)
@@ -385,6 +398,14 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.persist.dbfilename = value.into();
         }
         "loadrdb" => config.persist.loadrdb = Some(one()?.into()),
+        "maxclients" => {
+            config.maxclients = parse_num(name, one()?)?;
+            if config.maxclients == 0 {
+                return Err("maxclients must be at least 1".into());
+            }
+        }
+        "timeout" => config.timeout = parse_num(name, one()?)?,
+        "tcp-keepalive" => config.tcp_keepalive = parse_num(name, one()?)?,
         "requirepass" => {
             let value = one()?;
             config.requirepass = (!value.is_empty()).then(|| value.as_bytes().to_vec());

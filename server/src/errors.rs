@@ -352,6 +352,9 @@ pub fn zset_no_input_key(name: &str) -> ErrorReply {
     )
 }
 
+/// A connection beyond `maxclients`.
+pub const MAX_CLIENTS: &[u8] = b"-ERR max number of clients reached\r\n";
+
 /// A command before AUTH, with `requirepass` set.
 pub const NOAUTH: &[u8] = b"NOAUTH Authentication required.";
 

@@ -296,6 +296,7 @@ fn client_line(c: &Client, now: Millis) -> Vec<u8> {
     let addr = c.addr.map_or_else(String::new, |a| a.to_string());
     let laddr = c.laddr.map_or_else(String::new, |a| a.to_string());
     let age = now.saturating_sub(c.created_at) / 1000;
+    let idle = now.saturating_sub(c.last_io) / 1000;
     let text = |v: &Option<Vec<u8>>| {
         v.as_deref()
             .map(String::from_utf8_lossy)
@@ -304,7 +305,7 @@ fn client_line(c: &Client, now: Millis) -> Vec<u8> {
     };
     let resp = if c.resp == Version::Resp3 { 3 } else { 2 };
     format!(
-        "id={} addr={addr} laddr={laddr} fd=0 name={} age={age} idle=0 flags=N db={} sub=0 psub=0 \
+        "id={} addr={addr} laddr={laddr} fd=0 name={} age={age} idle={idle} flags=N db={} sub=0 psub=0 \
          ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 \
          tot-mem=0 events=r cmd={} user=default redir=-1 resp={resp} lib-name={} lib-ver={}\n",
         c.id,

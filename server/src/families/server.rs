@@ -224,9 +224,9 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("databases", "1".into()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
-        ("maxclients", "10000".into()),
-        ("timeout", "0".into()),
-        ("tcp-keepalive", "0".into()),
+        ("maxclients", c.maxclients.to_string()),
+        ("timeout", c.timeout.to_string()),
+        ("tcp-keepalive", c.tcp_keepalive.to_string()),
         ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
         (
             "requirepass",

@@ -30,6 +30,8 @@ pub struct Client {
     pub close_after_reply: bool,
     /// The command being run, for CLIENT LIST/INFO (`cmd=`).
     pub last_command: &'static str,
+    /// When it last sent something (`timeout`, CLIENT LIST's `idle=`).
+    pub last_io: Millis,
     /// Whether it may run commands: always without `requirepass`, else once AUTH (or
     /// HELLO … AUTH) succeeded.
     pub authenticated: bool,
@@ -50,6 +52,7 @@ impl Client {
             created_at: now,
             close_after_reply: false,
             last_command: "NULL",
+            last_io: now,
             authenticated: true,
         }
     }

@@ -129,6 +129,8 @@ pub struct Worker {
     save_job: Option<Arc<SaveJob>>,
     /// The last run of [`Worker::cron`].
     last_cron: Instant,
+    /// The last look for idle clients ([`Worker::close_idle`]).
+    last_idle_check: Instant,
 }
 
 impl Worker {
@@ -172,6 +174,7 @@ impl Worker {
             awaiting: 0,
             save_job: None,
             last_cron: Instant::now(),
+            last_idle_check: Instant::now(),
         })
     }
 
@@ -217,6 +220,7 @@ impl Worker {
             if self.id == 0 {
                 self.cron();
             }
+            self.close_idle();
             self.drain();
             self.time_out_parked();
             self.send_all();
@@ -350,6 +354,31 @@ impl Worker {
         }
     }
 
+    /// Once a second, with `timeout` set: closes the clients idle longer than it (not
+    /// those waiting for a command to answer: a blocked client has its own timeout).
+    fn close_idle(&mut self) {
+        let timeout = self.shared.config.timeout;
+        if timeout == 0 || self.last_idle_check.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_idle_check = Instant::now();
+        let now = clock::now_ms();
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                !c.gone
+                    && c.job.is_none()
+                    && !c.busy()
+                    && now.saturating_sub(c.client.last_io) > timeout.saturating_mul(1000)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        for key in idle {
+            self.close(key);
+        }
+    }
+
     /// Loading is over for this worker: its log, from now on, records its writes.
     fn loaded(&mut self, log: Option<Box<AofLog>>) {
         if let Some(log) = log {
@@ -402,8 +431,8 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if self.id == 0 && self.has_cron() {
-            // The cron's `save` rules and automatic rewrites.
+        if (self.id == 0 && self.has_cron()) || self.shared.config.timeout > 0 {
+            // The cron (`save` rules, automatic rewrites) and the idle clients.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));
         }
@@ -664,7 +693,16 @@ impl Worker {
                 return;
             };
             match listener.accept() {
-                Ok((stream, addr)) => {
+                Ok((mut stream, addr)) => {
+                    // Counted here, where every connection passes, so that a burst cannot
+                    // overshoot `maxclients` before the workers adopt it.
+                    let connected = &self.shared.connected_clients;
+                    if connected.fetch_add(1, Ordering::Relaxed) >= self.shared.config.maxclients {
+                        connected.fetch_sub(1, Ordering::Relaxed);
+                        use std::io::Write as _;
+                        let _ = stream.write(crate::errors::MAX_CLIENTS);
+                        continue;
+                    }
                     // Connections are dealt round-robin: exact balance, whatever the
                     // number of clients (see docs/architecture.md).
                     let target = self.next_target % self.shared.threads;
@@ -694,6 +732,17 @@ impl Worker {
     fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
         // Replies go out as soon as they are written, as with redis-server.
         let _ = stream.set_nodelay(true);
+        let keepalive = self.shared.config.tcp_keepalive;
+        if keepalive > 0 {
+            // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds,
+            // then every third of it, three times.
+            let every = Duration::from_secs(keepalive);
+            let params = socket2::TcpKeepalive::new()
+                .with_time(every)
+                .with_interval(Duration::from_secs((keepalive / 3).max(1)))
+                .with_retries(3);
+            let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&params);
+        }
         let laddr = stream.local_addr().ok();
         let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
         client.authenticated = self.shared.config.requirepass.is_none();
@@ -709,11 +758,11 @@ impl Worker {
             .is_err()
         {
             self.conns.remove(key);
+            self.shared
+                .connected_clients
+                .fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        self.shared
-            .connected_clients
-            .fetch_add(1, Ordering::Relaxed);
         self.shared.clients_per_worker[self.id].fetch_add(1, Ordering::Relaxed);
         self.shared
             .total_connections
@@ -748,7 +797,11 @@ impl Worker {
                 break;
             }
             reads += 1;
-            match conn.input.read_from(&mut conn.stream) {
+            let outcome = conn.input.read_from(&mut conn.stream);
+            if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {
+                conn.client.last_io = self.now;
+            }
+            match outcome {
                 Ok(ReadOutcome::Full) => {}
                 Ok(ReadOutcome::Drained) if conn.read_to_end => {}
                 Ok(ReadOutcome::Drained | ReadOutcome::WouldBlock) => conn.readable = false,

@@ -353,3 +353,32 @@ fn client_list_and_kill_see_every_thread() {
     assert_eq!(me.cmd_str("PING"), b"+PONG\r\n");
     assert_eq!(conns[0].try_reply().ok().filter(|r| !r.is_empty()), None);
 }
+
+/// `maxclients`: one more connection gets redis-server's error and is closed;
+/// `timeout`: an idle client is closed, a busy one is not.
+#[test]
+fn maxclients_and_idle_timeout_close_connections() {
+    let server = Server::goblin_with(&["--maxclients", "3", "--timeout", "1"]);
+    // The harness's own readiness probe has to be closed first.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut conns: Vec<goblin_tests::Raw> = (0..3).map(|_| server.raw()).collect();
+    for c in &mut conns {
+        assert_eq!(c.cmd_str("PING"), b"+PONG\r\n");
+    }
+    let mut extra = server.raw();
+    let (reply, closed) = extra.read_to_close(std::time::Duration::from_secs(5));
+    assert_eq!(reply, b"-ERR max number of clients reached\r\n");
+    assert!(closed);
+    // A client that keeps talking stays; the idle ones go after a second or two.
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(2_600) {
+        assert_eq!(conns[0].cmd_str("PING"), b"+PONG\r\n");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (_, closed) = conns[1].read_to_close(std::time::Duration::from_secs(5));
+    assert!(closed, "an idle client was closed");
+    assert_eq!(conns[0].cmd_str("PING"), b"+PONG\r\n");
+    // Room again: a new connection is served.
+    let mut again = server.raw();
+    assert_eq!(again.cmd_str("PING"), b"+PONG\r\n");
+}
