@@ -31,7 +31,17 @@ pub fn register(table: &mut CommandTable) {
     table.add_container(
         &meta::CONFIG,
         Exec::Container,
-        &[("get", None, Exec::Conn(config_get))],
+        &[
+            ("get", None, Exec::Conn(config_get)),
+            (
+                "resetstat",
+                None,
+                Exec::Plan(CrossShard {
+                    plan: resetstat_plan,
+                    locking: Locking::WholeShards,
+                }),
+            ),
+        ],
     );
     // Keyspace-wide: a part on every shard, each seen whole, so that no multi-shard
     // write is half applied when they count or clear it.
@@ -292,6 +302,21 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         out.bulk(&name);
         out.bulk(value.as_bytes());
     }
+}
+
+/// `CONFIG RESETSTAT`: every worker's command statistics, and the counters INFO's stats
+/// section shows, start again from zero.
+fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    fn part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+        ctx.reset_stats();
+        HopOut::Done
+    }
+    fn merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+        cx.shared.total_commands.store(0, Ordering::Relaxed);
+        cx.shared.total_connections.store(0, Ordering::Relaxed);
+        cx.reply(|e| e.ok())
+    }
+    Ok(Box::new(FanOut::new(start.args, part, merge)))
 }
 
 /// What one shard tells INFO: its keys, keys with an expiry, keyspace bytes, and its

@@ -294,6 +294,9 @@ impl Shard {
         let result = f(&mut ctx);
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
+        if ctx.wants_stats_reset() {
+            self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
+        }
         if self.db.has_events() {
             self.publish(origin);
         }

@@ -61,6 +61,7 @@ pub struct ShardCtx<'a> {
     may_wait: bool,
     waits: bool,
     rotate: Option<u64>,
+    reset_stats: bool,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -89,6 +90,7 @@ impl<'a> ShardCtx<'a> {
             may_wait: false,
             waits: false,
             rotate: None,
+            reset_stats: false,
         }
     }
 
@@ -134,6 +136,17 @@ impl<'a> ShardCtx<'a> {
     /// `seq` from the end of this unit of work (what came before stays in the old ones).
     pub fn rotate_log(&mut self, seq: u64) {
         self.rotate = Some(seq);
+    }
+
+    /// CONFIG RESETSTAT: this worker's command statistics start again from zero once the
+    /// unit of work is done.
+    pub fn reset_stats(&mut self) {
+        self.reset_stats = true;
+    }
+
+    /// Whether [`ShardCtx::reset_stats`] was called.
+    pub(crate) fn wants_stats_reset(&self) -> bool {
+        self.reset_stats
     }
 
     /// The generation [`ShardCtx::rotate_log`] asked for.

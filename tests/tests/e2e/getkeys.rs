@@ -42,6 +42,11 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     ("client|info", &["CLIENT INFO", "CLIENT INFO x"]),
+    ("client|list", &["CLIENT LIST", "CLIENT LIST ID 1 2"]),
+    (
+        "client|kill",
+        &["CLIENT KILL 1.2.3.4:5", "CLIENT KILL ID 7", "CLIENT KILL"],
+    ),
     ("client|help", &["CLIENT HELP", "CLIENT HELP x"]),
     // Server.
     ("command", &["COMMAND", "COMMAND NOPE", "COMMAND GET k"]),
@@ -65,6 +70,10 @@ const SAMPLES: &[(&str, &[&str])] = &[
     (
         "config|get",
         &["CONFIG GET", "CONFIG GET save", "CONFIG GET a b"],
+    ),
+    (
+        "config|resetstat",
+        &["CONFIG RESETSTAT", "CONFIG RESETSTAT x"],
     ),
     ("info", &["INFO", "INFO server", "INFO a b"]),
     ("dbsize", &["DBSIZE", "DBSIZE x"]),
@@ -655,7 +664,7 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 const ABSENT: &[&str] = &[
     "XADD s * f v",
     "SORT k STORE d",
-    "CLIENT KILL a b",
+    "CLIENT PAUSE 10",
     "CONFIG SET k v",
     "EVAL s 1 k",
     "WATCH a b",

@@ -171,3 +171,33 @@ fn connections_are_dealt_evenly_across_threads() {
     assert!(max - min <= 1, "unbalanced: {line}");
     assert!(text.contains("connected_clients:1001\r\n"), "{text}");
 }
+
+/// CONFIG RESETSTAT: the command statistics of every thread, and INFO's counters, start
+/// again from zero.
+#[test]
+fn config_resetstat_clears_the_statistics_of_every_thread() {
+    let server = goblin_tests::Server::goblin();
+    let mut raw = server.raw();
+    for i in 0..20 {
+        raw.cmd_str(&format!("SET k{i} v"));
+        raw.cmd_str(&format!("GET k{i}"));
+    }
+    let stats = |raw: &mut goblin_tests::Raw| {
+        String::from_utf8_lossy(&raw.cmd_str("INFO commandstats")).into_owned()
+    };
+    let before = stats(&mut raw);
+    assert!(before.contains("cmdstat_get:calls=20,"), "{before}");
+    assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
+    let after = stats(&mut raw);
+    assert!(
+        !after.contains("cmdstat_get") && !after.contains("cmdstat_set"),
+        "{after}"
+    );
+    let info = String::from_utf8_lossy(&raw.cmd_str("INFO stats")).into_owned();
+    let processed: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_commands_processed");
+    assert!(processed < 10, "{info}");
+}
