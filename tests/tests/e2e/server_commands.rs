@@ -176,7 +176,7 @@ fn connections_are_dealt_evenly_across_threads() {
 /// again from zero.
 #[test]
 fn config_resetstat_clears_the_statistics_of_every_thread() {
-    let server = goblin_tests::Server::goblin();
+    let server = Server::goblin();
     let mut raw = server.raw();
     for i in 0..20 {
         raw.cmd_str(&format!("SET k{i} v"));
