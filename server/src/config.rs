@@ -31,6 +31,10 @@ pub struct Config {
     pub timeout: u64,
     /// `tcp-keepalive`: seconds between TCP keepalive probes (0: none).
     pub tcp_keepalive: u64,
+    /// `protected-mode`: without a password, only loopback clients are served.
+    pub protected_mode: bool,
+    /// `rename-command old new` (configuration file only): `new` empty removes `old`.
+    pub renames: Vec<(String, String)>,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -183,6 +187,8 @@ impl Default for Config {
             maxclients: 10_000,
             timeout: 0,
             tcp_keepalive: 300,
+            protected_mode: true,
+            renames: Vec::new(),
         }
     }
 }
@@ -209,6 +215,9 @@ Options:
                             10000)
   --timeout SECONDS         close clients idle this long (default 0: never)
   --tcp-keepalive SECONDS   TCP keepalive probes this often (default 300; 0: none)
+  --protected-mode yes|no   without a password, serve loopback clients only (default yes)
+  (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
+                            removes it
 
 Persistence (as in redis.conf):
   --dir DIR                 where the snapshot and the log directory live (default .)
@@ -406,6 +415,11 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         }
         "timeout" => config.timeout = parse_num(name, one()?)?,
         "tcp-keepalive" => config.tcp_keepalive = parse_num(name, one()?)?,
+        "protected-mode" => config.protected_mode = parse_bool(name, one()?)?,
+        "rename-command" => match values {
+            [old, new] => config.renames.push((old.clone(), new.clone())),
+            _ => return Err("Bad directive or wrong number of arguments".into()),
+        },
         "requirepass" => {
             let value = one()?;
             config.requirepass = (!value.is_empty()).then(|| value.as_bytes().to_vec());

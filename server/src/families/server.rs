@@ -237,6 +237,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("maxclients", c.maxclients.to_string()),
         ("timeout", c.timeout.to_string()),
         ("tcp-keepalive", c.tcp_keepalive.to_string()),
+        ("protected-mode", yes_no(c.protected_mode)),
         ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
         (
             "requirepass",
@@ -390,6 +391,40 @@ fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(FanOut::new(args, flush_part, flush_merge)))
 }
 
+/// CPU seconds from a /proc `stat` line: (user, system, children's user, children's
+/// system), in the kernel's clock ticks (USER_HZ, 100 a second on Linux).
+fn cpu_times(stat: &str) -> [f64; 4] {
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| -> f64 {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0.0, |t| t as f64 / 100.0)
+    };
+    // utime, stime, cutime, cstime are the 14th to 17th fields: 12 to 15 after the name.
+    [tick(11), tick(12), tick(13), tick(14)]
+}
+
+/// INFO's `CPU` section, as redis-server 7.0 names its fields (the main thread being the
+/// process's first, which only starts the workers).
+fn cpu_section() -> String {
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let [user, sys, cuser, csys] = cpu_times(&me);
+    let main = std::fs::read_to_string(format!("/proc/self/task/{}/stat", std::process::id()))
+        .unwrap_or_default();
+    let [muser, msys, _, _] = cpu_times(&main);
+    format!(
+        "used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\n\
+         used_cpu_user_children:{cuser:.6}\r\nused_cpu_sys_main_thread:{msys:.6}\r\n\
+         used_cpu_user_main_thread:{muser:.6}\r\n"
+    )
+}
+
 /// Resident set size of the process in bytes, from /proc.
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -536,6 +571,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Replication",
         "role:master\r\nconnected_slaves:0\r\n".to_string(),
     );
+    section("cpu", "CPU", cpu_section());
     section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());
     let mut commandstats = String::new();
     for (id, s) in &stats {
@@ -564,4 +600,15 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         },
     );
     cx.reply(|e| e.verbatim(b"txt", text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_times_read_from_a_stat_line() {
+        let line =
+            "4242 (goblin (shard 0)) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 75 3 1 20 0 5 0";
+        assert_eq!(super::cpu_times(line), [2.5, 0.75, 0.03, 0.01]);
+        assert_eq!(super::cpu_times(""), [0.0; 4]);
+    }
 }

@@ -113,7 +113,10 @@ impl Shared {
         } else {
             config.threads
         };
-        let commands = families::table().map_err(io::Error::other)?;
+        let mut commands = families::table().map_err(io::Error::other)?;
+        for (old, new) in &config.renames {
+            commands.rename(old, new).map_err(io::Error::other)?;
+        }
         let mut polls = Vec::with_capacity(threads);
         let mut peers = Vec::with_capacity(threads);
         for _ in 0..threads {

@@ -91,6 +91,18 @@ const BATCH_KEEP_BYTES: usize = 256 * 1024;
 const SAVE_KEYS_PER_ITERATION: usize = 256;
 const SAVE_BYTES_PER_ITERATION: usize = 64 << 10;
 
+/// Protected mode (redis-server 7.0's rule): with `protected-mode yes` and no password,
+/// clients from outside the loopback interface are refused.
+fn denied(config: &crate::config::Config, ip: std::net::IpAddr) -> bool {
+    let loopback = match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+        v4 => v4.is_loopback(),
+    };
+    config.protected_mode && config.requirepass.is_none() && !loopback
+}
+
 /// One thread's event loop.
 pub struct Worker {
     pub(crate) id: usize,
@@ -694,6 +706,11 @@ impl Worker {
             };
             match listener.accept() {
                 Ok((mut stream, addr)) => {
+                    if denied(&self.shared.config, addr.ip()) {
+                        use std::io::Write as _;
+                        let _ = stream.write(crate::errors::DENIED);
+                        continue;
+                    }
                     // Counted here, where every connection passes, so that a burst cannot
                     // overshoot `maxclients` before the workers adopt it.
                     let connected = &self.shared.connected_clients;
@@ -959,5 +976,28 @@ impl Worker {
                 conn.job = None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::denied;
+    use crate::config::Config;
+
+    #[test]
+    fn protected_mode_refuses_outsiders_without_a_password() {
+        let mut config = Config::default();
+        let outside: std::net::IpAddr = "10.1.2.3".parse().expect("an address");
+        let mapped: std::net::IpAddr = "::ffff:127.0.0.1".parse().expect("an address");
+        for local in ["127.0.0.1", "::1"] {
+            assert!(!denied(&config, local.parse().expect("an address")));
+        }
+        assert!(!denied(&config, mapped));
+        assert!(denied(&config, outside));
+        config.requirepass = Some(b"pw".to_vec());
+        assert!(!denied(&config, outside));
+        config.requirepass = None;
+        config.protected_mode = false;
+        assert!(!denied(&config, outside));
     }
 }

@@ -349,6 +349,31 @@ impl CommandTable {
         self.by_name.get(&*lower).map(|&id| &self.specs[id])
     }
 
+    /// `rename-command old new`: the command is reachable as `new` only; an empty `new`
+    /// removes it (as redis.conf's directive).
+    ///
+    /// # Errors
+    /// No such command, or `new` is taken or too long.
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<(), String> {
+        let old = old.to_ascii_lowercase();
+        let new = new.to_ascii_lowercase();
+        if !new.is_empty()
+            && (self.by_name.contains_key(new.as_bytes()) || new.len() > MAX_NAME_LEN)
+        {
+            return Err(format!(
+                "rename-command {old} {new}: the new name is taken or too long"
+            ));
+        }
+        let id = self
+            .by_name
+            .remove(old.as_bytes())
+            .ok_or_else(|| format!("rename-command {old}: no such command"))?;
+        if !new.is_empty() {
+            self.by_name.insert(new.into_bytes().into_boxed_slice(), id);
+        }
+        Ok(())
+    }
+
     /// The subcommand of `container` with this (case-insensitive) name.
     pub fn lookup_sub(&self, container: &CommandSpec, sub: &[u8]) -> Option<&CommandSpec> {
         container

@@ -201,3 +201,38 @@ fn config_resetstat_clears_the_statistics_of_every_thread() {
         .expect("total_commands_processed");
     assert!(processed < 10, "{info}");
 }
+
+/// `rename-command` in a configuration file: the old name is an unknown command, the new
+/// one runs it, an empty one removes it — as redis-server with the same renames.
+#[test]
+fn renamed_commands_answer_as_redis_renamed_ones() {
+    let dir = goblin_tests::scratch_dir("rename");
+    let conf = dir.join("goblin.conf");
+    std::fs::write(
+        &conf,
+        "rename-command FLUSHALL wipe\nrename-command config \"\"\nsave \"\"\n",
+    )
+    .unwrap();
+    let goblin = Server::goblin_with_file(&conf, &["--dir", dir.to_str().unwrap()]);
+    let redis = Server::redis_with(&[
+        "--rename-command",
+        "FLUSHALL",
+        "wipe",
+        "--rename-command",
+        "config",
+        "",
+    ]);
+    let mut d = goblin_tests::Differential::with_servers(goblin, redis);
+    d.check_lines(
+        "
+        SET k v
+        FLUSHALL
+        flushall
+        CONFIG GET save
+        WIPE
+        GET k
+        wipe
+        ",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
