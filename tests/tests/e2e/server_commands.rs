@@ -222,7 +222,7 @@ fn renamed_commands_answer_as_redis_renamed_ones() {
         "config",
         "",
     ]);
-    let mut d = goblin_tests::Differential::with_servers(goblin, redis);
+    let mut d = Differential::with_servers(goblin, redis);
     d.check_lines(
         "
         SET k v
