@@ -144,11 +144,12 @@ fn parse_save(value: &str) -> Result<Vec<(u64, u64)>, String> {
         .collect()
 }
 
-fn parse_bool(name: &str, value: &str) -> Result<bool, String> {
+fn parse_bool(value: &str) -> Result<bool, String> {
     match value.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),
         "no" => Ok(false),
-        _ => Err(format!("invalid value for {name}: '{value}' (yes or no)")),
+        // redis-server's text (in a configuration file's error and CONFIG SET's).
+        _ => Err("argument must be 'yes' or 'no'".to_string()),
     }
 }
 
@@ -257,10 +258,46 @@ pub enum Cli {
 /// hash slots, so that every shard owns slots.
 pub const MAX_THREADS: usize = 1024;
 
-fn parse_num<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
+fn parse_num<T: std::str::FromStr>(value: &str) -> Result<T, String> {
     value
         .parse()
-        .map_err(|_| format!("invalid value for {name}: '{value}'"))
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())
+}
+
+/// The options CONFIG SET may change while the server runs.
+pub const SETTABLE: &[&str] = &[
+    "requirepass",
+    "maxclients",
+    "timeout",
+    "tcp-keepalive",
+    "protected-mode",
+    "save",
+    "stop-writes-on-bgsave-error",
+    "appendfsync",
+    "auto-aof-rewrite-percentage",
+    "auto-aof-rewrite-min-size",
+    "dbfilename",
+];
+
+/// Options set only at start-up (CONFIG SET answers that they are immutable).
+pub const FIXED: &[&str] = &[
+    "bind",
+    "port",
+    "threads",
+    "dir",
+    "appendonly",
+    "appenddirname",
+    "appendfilename",
+    "aof-load-truncated",
+    "proto-max-bulk-len",
+];
+
+/// Sets one option, as a configuration file's line would (CONFIG SET).
+///
+/// # Errors
+/// The reason the value is refused.
+pub fn set_option(config: &mut Config, name: &str, value: &str) -> Result<(), String> {
+    set(config, name, &[value.to_string()])
 }
 
 /// Parses the arguments (without the program name): an optional configuration file first,
@@ -383,11 +420,11 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 .ok_or("Bad directive or wrong number of arguments")?;
             // redis.conf's `-` prefix marks an address that may be missing.
             let addr = first.strip_prefix('-').unwrap_or(first);
-            config.bind = parse_num(name, addr)?;
+            config.bind = parse_num(addr)?;
         }
-        "port" => config.port = parse_num(name, one()?)?,
+        "port" => config.port = parse_num(one()?)?,
         "threads" => {
-            config.threads = parse_num(name, one()?)?;
+            config.threads = parse_num(one()?)?;
             if config.threads > MAX_THREADS {
                 return Err(format!("threads must be at most {MAX_THREADS}"));
             }
@@ -408,14 +445,14 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         }
         "loadrdb" => config.persist.loadrdb = Some(one()?.into()),
         "maxclients" => {
-            config.maxclients = parse_num(name, one()?)?;
+            config.maxclients = parse_num(one()?)?;
             if config.maxclients == 0 {
                 return Err("maxclients must be at least 1".into());
             }
         }
-        "timeout" => config.timeout = parse_num(name, one()?)?,
-        "tcp-keepalive" => config.tcp_keepalive = parse_num(name, one()?)?,
-        "protected-mode" => config.protected_mode = parse_bool(name, one()?)?,
+        "timeout" => config.timeout = parse_num(one()?)?,
+        "tcp-keepalive" => config.tcp_keepalive = parse_num(one()?)?,
+        "protected-mode" => config.protected_mode = parse_bool(one()?)?,
         "rename-command" => match values {
             [old, new] => config.renames.push((old.clone(), new.clone())),
             _ => return Err("Bad directive or wrong number of arguments".into()),
@@ -424,14 +461,18 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             let value = one()?;
             config.requirepass = (!value.is_empty()).then(|| value.as_bytes().to_vec());
         }
-        "appendonly" => config.persist.appendonly = parse_bool(name, one()?)?,
+        "appendonly" => config.persist.appendonly = parse_bool(one()?)?,
         "appendfsync" => {
             let value = one()?;
             config.persist.appendfsync = match value.to_ascii_lowercase().as_str() {
                 "always" => Fsync::Always,
                 "everysec" => Fsync::Everysec,
                 "no" => Fsync::No,
-                _ => return Err(format!("invalid value for {name}: '{value}'")),
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: everysec, always, no".into(),
+                    );
+                }
             }
         }
         "appenddirname" | "appendfilename" => {
@@ -445,12 +486,12 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 config.persist.appendfilename = value.into();
             }
         }
-        "aof-load-truncated" => config.persist.aof_load_truncated = parse_bool(name, one()?)?,
+        "aof-load-truncated" => config.persist.aof_load_truncated = parse_bool(one()?)?,
         "stop-writes-on-bgsave-error" => {
-            config.persist.stop_writes_on_bgsave_error = parse_bool(name, one()?)?;
+            config.persist.stop_writes_on_bgsave_error = parse_bool(one()?)?;
         }
         "auto-aof-rewrite-percentage" => {
-            config.persist.auto_aof_rewrite_percentage = parse_num(name, one()?)?;
+            config.persist.auto_aof_rewrite_percentage = parse_num(one()?)?;
         }
         "auto-aof-rewrite-min-size" => {
             config.persist.auto_aof_rewrite_min_size = parse_size(name, one()?)?;
@@ -532,7 +573,7 @@ mod tests {
                 2,
                 "Bad directive or wrong number of arguments",
             ),
-            ("appendonly maybe\n", 1, "yes or no"),
+            ("appendonly maybe\n", 1, "argument must be 'yes' or 'no'"),
             ("port\n", 1, "Bad directive or wrong number of arguments"),
             ("dir \"unbalanced\n", 1, "Unbalanced quotes"),
             ("save 900\n", 1, "invalid save parameters"),

@@ -412,3 +412,18 @@ pub fn no_such_user(name: &[u8]) -> ErrorReply {
 
 /// CLIENT KILL addr:port that matched no client.
 pub const NO_SUCH_CLIENT: &[u8] = b"ERR No such client";
+
+/// CONFIG SET with an option it does not know.
+pub fn config_unknown(name: &str) -> ErrorReply {
+    ErrorReply::Formatted(
+        format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'").into_bytes(),
+    )
+}
+
+/// CONFIG SET refusing a value (or a fixed option), with the reason.
+pub fn config_set_failed(name: &str, reason: &str) -> ErrorReply {
+    ErrorReply::Formatted(
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}")
+            .into_bytes(),
+    )
+}

@@ -94,7 +94,7 @@ fn authenticates(ctx: &ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
     user == b"default"
         && ctx
             .shared
-            .config
+            .live()
             .requirepass
             .as_deref()
             .is_none_or(|wanted| constant_time_eq(wanted, password))
@@ -197,7 +197,7 @@ fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `AUTH [username] password`
 fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let (user, password) = match args.len() {
-        2 if ctx.shared.config.requirepass.is_none() => {
+        2 if ctx.shared.live().requirepass.is_none() => {
             return ctx.reply().error(errors::AUTH_NO_PASSWORD);
         }
         2 => (&b"default"[..], args.get(1)),

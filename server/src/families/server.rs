@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use goblin_store::types::{hash, list, set, zset};
 
+use crate::config;
 use crate::errors;
 use crate::runtime::server::REDIS_VERSION;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
@@ -33,6 +34,7 @@ pub fn register(table: &mut CommandTable) {
         Exec::Container,
         &[
             ("get", None, Exec::Conn(config_get)),
+            ("set", None, Exec::Conn(config_set)),
             (
                 "resetstat",
                 None,
@@ -207,7 +209,8 @@ fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 
 /// The parameters CONFIG GET knows, with their values.
 fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
-    let c = &ctx.shared.config;
+    let live = ctx.shared.live();
+    let c = &*live;
     vec![
         ("bind", c.bind.to_string()),
         ("port", ctx.shared.local_addr.port().to_string()),
@@ -318,6 +321,41 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         cx.reply(|e| e.ok())
     }
     Ok(Box::new(FanOut::new(start.args, part, merge)))
+}
+
+/// `CONFIG SET parameter value [parameter value ...]`: every pair checked first, in order
+/// (an unknown, fixed or repeated name, or a bad value, is the error and nothing changes),
+/// then all set at once.
+fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if !args.len().is_multiple_of(2) {
+        return ctx.reply().error(&errors::wrong_arity("config|set"));
+    }
+    let mut next = ctx.shared.live().clone();
+    let mut seen: Vec<String> = Vec::new();
+    for i in (2..args.len()).step_by(2) {
+        let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
+        let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
+        let refusal = if seen.contains(&name) {
+            Some(errors::config_set_failed(&name, "duplicate parameter"))
+        } else if config::FIXED.contains(&name.as_str()) {
+            Some(errors::config_set_failed(
+                &name,
+                "can't set immutable config",
+            ))
+        } else if !config::SETTABLE.contains(&name.as_str()) {
+            Some(errors::config_unknown(&name))
+        } else {
+            config::set_option(&mut next, &name, &value)
+                .err()
+                .map(|reason| errors::config_set_failed(&name, &reason))
+        };
+        if let Some(e) = refusal {
+            return e.send(&mut ctx.reply());
+        }
+        seen.push(name);
+    }
+    ctx.shared.set_live(next);
+    ctx.reply().ok();
 }
 
 /// What one shard tells INFO: its keys, keys with an expiry, keyspace bytes, and its

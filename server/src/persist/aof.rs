@@ -320,6 +320,7 @@ impl Observer for AofLog {
                     .aof_current_size
                     .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
                 self.buf.clear();
+                self.fsync = persist.fsync();
                 if self.fsync == Fsync::Always
                     && let Err(e) = self.file.sync_data()
                 {
@@ -524,6 +525,9 @@ pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
         .spawn(move || {
             loop {
                 std::thread::sleep(Duration::from_secs(1));
+                if persist.fsync() != Fsync::Everysec {
+                    continue;
+                }
                 let files: Vec<File> = match persist.aof_files.lock() {
                     Ok(files) => files.iter().filter_map(|f| f.try_clone().ok()).collect(),
                     Err(_) => return,

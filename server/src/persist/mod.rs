@@ -11,7 +11,15 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use crate::clock;
-use crate::config::PersistConfig;
+use crate::config::{Fsync, PersistConfig};
+
+fn fsync_code(fsync: Fsync) -> u8 {
+    match fsync {
+        Fsync::Always => 0,
+        Fsync::Everysec => 1,
+        Fsync::No => 2,
+    }
+}
 
 pub mod aof;
 pub mod load;
@@ -35,8 +43,10 @@ pub struct Persist {
     /// Whether the last background save failed.
     bgsave_failed: AtomicBool,
     /// Whether the configuration has `save` rules (MISCONF applies only then).
-    has_save_rules: bool,
-    stop_writes_on_bgsave_error: bool,
+    has_save_rules: AtomicBool,
+    stop_writes_on_bgsave_error: AtomicBool,
+    /// `appendfsync`, as CONFIG SET leaves it (0 always, 1 everysec, 2 no).
+    appendfsync: AtomicU8,
     /// Unix time of the last successful save, in seconds.
     pub last_save: AtomicU64,
     /// Changes since the last successful save (approximately: write commands run).
@@ -94,8 +104,9 @@ impl Persist {
             run_id: clock::now_ms() ^ (u64::from(std::process::id()) << 40),
             aof_error: Mutex::new(None),
             bgsave_failed: AtomicBool::new(false),
-            has_save_rules: !config.save.is_empty(),
-            stop_writes_on_bgsave_error: config.stop_writes_on_bgsave_error,
+            has_save_rules: AtomicBool::new(!config.save.is_empty()),
+            stop_writes_on_bgsave_error: AtomicBool::new(config.stop_writes_on_bgsave_error),
+            appendfsync: AtomicU8::new(fsync_code(config.appendfsync)),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),
             saving: AtomicBool::new(false),
@@ -122,6 +133,29 @@ impl Persist {
         }
     }
 
+    /// Whether `save` rules are set, and whether a failed save then refuses writes (CONFIG
+    /// SET).
+    pub fn set_rules(&self, save_rules: bool, stop_writes: bool) {
+        self.has_save_rules.store(save_rules, Ordering::Relaxed);
+        self.stop_writes_on_bgsave_error
+            .store(stop_writes, Ordering::Relaxed);
+        self.update_gate();
+    }
+
+    /// `appendfsync` from now on (CONFIG SET).
+    pub fn set_fsync(&self, fsync: Fsync) {
+        self.appendfsync.store(fsync_code(fsync), Ordering::Relaxed);
+    }
+
+    /// `appendfsync` now.
+    pub fn fsync(&self) -> Fsync {
+        match self.appendfsync.load(Ordering::Relaxed) {
+            0 => Fsync::Always,
+            1 => Fsync::Everysec,
+            _ => Fsync::No,
+        }
+    }
+
     /// What refuses commands now: 0 (nothing) in the common case.
     #[inline]
     pub fn gate(&self) -> u8 {
@@ -140,8 +174,8 @@ impl Persist {
 
     /// Why a write is refused now (the MISCONF error), if it is.
     pub fn write_refusal(&self) -> Option<Vec<u8>> {
-        if self.has_save_rules
-            && self.stop_writes_on_bgsave_error
+        if self.has_save_rules.load(Ordering::Relaxed)
+            && self.stop_writes_on_bgsave_error.load(Ordering::Relaxed)
             && self.bgsave_failed.load(Ordering::Relaxed)
         {
             return Some(crate::errors::MISCONF_RDB.to_vec());

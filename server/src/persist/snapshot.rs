@@ -446,7 +446,8 @@ impl SavePlan {
 
     fn start(&mut self, cx: &PlanCx<'_>) -> Step {
         let persist = &cx.shared.persist;
-        let config = &cx.shared.config.persist;
+        let live = cx.shared.live().persist.clone();
+        let config = &live;
         // SHUTDOWN saves when asked to, or when `save` rules are set, unless NOSAVE.
         if let SaveKind::Shutdown { save, nosave, .. } = self.kind
             && (nosave || (!save && config.save.is_empty()))
@@ -589,7 +590,7 @@ impl SavePlan {
             return cx.done(|e| e.simple(b"Background saving started"));
         }
         let records: Vec<Vec<u8>> = parts.into_iter().map(|p| p.records).collect();
-        let target = cx.shared.config.persist.rdb_path();
+        let target = cx.shared.live().persist.rdb_path();
         let result = write_file(&target, keys, expires, &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {

@@ -98,6 +98,9 @@ pub struct Shared {
     pub blocked_clients: AtomicUsize,
     /// Persistence: loading, the log's state, saves.
     pub persist: Arc<Persist>,
+    /// The configuration as CONFIG SET leaves it: the options that can change at run time
+    /// are read here ([`Shared::live`]); `config` keeps the ones fixed at start-up.
+    live: std::sync::RwLock<Config>,
     /// Of those, the ones with a timeout.
     pub blocked_with_timeout: AtomicUsize,
 }
@@ -133,6 +136,7 @@ impl Shared {
         let persist = Arc::new(Persist::new(&config.persist));
         let shared = Shared {
             persist,
+            live: std::sync::RwLock::new(config.clone()),
             local_addr,
             config,
             commands,
@@ -151,6 +155,27 @@ impl Shared {
             blocked_with_timeout: AtomicUsize::new(0),
         };
         Ok((shared, polls))
+    }
+
+    /// The configuration as it is now (CONFIG SET changes it).
+    pub fn live(&self) -> std::sync::RwLockReadGuard<'_, Config> {
+        self.live
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Replaces the configuration (CONFIG SET, once every new value was checked).
+    pub fn set_live(&self, config: Config) {
+        let persist = &self.persist;
+        persist.set_rules(
+            !config.persist.save.is_empty(),
+            config.persist.stop_writes_on_bgsave_error,
+        );
+        persist.set_fsync(config.persist.appendfsync);
+        *self
+            .live
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
     }
 
     /// A new client id.
@@ -268,8 +293,9 @@ impl Server {
             load::start(Arc::clone(&self.shared))?;
         }
         handle_signals(Arc::clone(&self.shared))?;
-        let persist = &self.shared.config.persist;
-        if persist.appendonly && persist.appendfsync == crate::config::Fsync::Everysec {
+        // With the log on, a thread syncs it once a second while `appendfsync` is
+        // everysec (CONFIG SET may change it).
+        if self.shared.config.persist.appendonly {
             crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;
         }
         for handle in handles {

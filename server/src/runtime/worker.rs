@@ -310,7 +310,8 @@ impl Worker {
     /// Whether worker 0 has periodic persistence work: `save` rules, or automatic log
     /// rewrites.
     fn has_cron(&self) -> bool {
-        let config = &self.shared.config.persist;
+        let live = self.shared.live();
+        let config = &live.persist;
         !config.save.is_empty() || (config.appendonly && config.auto_aof_rewrite_percentage > 0)
     }
 
@@ -324,8 +325,8 @@ impl Worker {
             return;
         }
         self.last_cron = now;
-        let persist = &self.shared.persist;
-        let config = &self.shared.config.persist;
+        let persist = Arc::clone(&self.shared.persist);
+        let config = self.shared.live().persist.clone();
         if persist.loading() || persist.saving.load(Ordering::Relaxed) {
             return;
         }
@@ -369,7 +370,7 @@ impl Worker {
     /// Once a second, with `timeout` set: closes the clients idle longer than it (not
     /// those waiting for a command to answer: a blocked client has its own timeout).
     fn close_idle(&mut self) {
-        let timeout = self.shared.config.timeout;
+        let timeout = self.shared.live().timeout;
         if timeout == 0 || self.last_idle_check.elapsed() < Duration::from_secs(1) {
             return;
         }
@@ -443,7 +444,7 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if (self.id == 0 && self.has_cron()) || self.shared.config.timeout > 0 {
+        if (self.id == 0 && self.has_cron()) || self.shared.live().timeout > 0 {
             // The cron (`save` rules, automatic rewrites) and the idle clients.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));
@@ -706,7 +707,7 @@ impl Worker {
             };
             match listener.accept() {
                 Ok((mut stream, addr)) => {
-                    if denied(&self.shared.config, addr.ip()) {
+                    if denied(&self.shared.live(), addr.ip()) {
                         use std::io::Write as _;
                         let _ = stream.write(crate::errors::DENIED);
                         continue;
@@ -714,7 +715,7 @@ impl Worker {
                     // Counted here, where every connection passes, so that a burst cannot
                     // overshoot `maxclients` before the workers adopt it.
                     let connected = &self.shared.connected_clients;
-                    if connected.fetch_add(1, Ordering::Relaxed) >= self.shared.config.maxclients {
+                    if connected.fetch_add(1, Ordering::Relaxed) >= self.shared.live().maxclients {
                         connected.fetch_sub(1, Ordering::Relaxed);
                         use std::io::Write as _;
                         let _ = stream.write(crate::errors::MAX_CLIENTS);
@@ -749,7 +750,7 @@ impl Worker {
     fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
         // Replies go out as soon as they are written, as with redis-server.
         let _ = stream.set_nodelay(true);
-        let keepalive = self.shared.config.tcp_keepalive;
+        let keepalive = self.shared.live().tcp_keepalive;
         if keepalive > 0 {
             // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds,
             // then every third of it, three times.
@@ -762,7 +763,7 @@ impl Worker {
         }
         let laddr = stream.local_addr().ok();
         let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
-        client.authenticated = self.shared.config.requirepass.is_none();
+        client.authenticated = self.shared.live().requirepass.is_none();
         self.next_gen += 1;
         let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
         let entry = self.conns.vacant_entry();

@@ -1,7 +1,7 @@
 //! Server commands: COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL.
 
 use goblin_protocol::{Frame, parse_reply};
-use goblin_tests::{Differential, Server};
+use goblin_tests::{Differential, Server, show};
 
 /// Every Redis command Goblin implements has COMMAND INFO and DOCS entries identical to
 /// redis-server's (those are what cluster-aware clients and redis-cli read). Containers
@@ -235,4 +235,44 @@ fn renamed_commands_answer_as_redis_renamed_ones() {
         ",
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CONFIG SET as redis-server answers it: several pairs at once, all or nothing; unknown,
+/// repeated and invalid ones refused with its texts; the new values in effect at once.
+#[test]
+fn config_set_changes_options_at_run_time_as_redis_does() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "
+        CONFIG SET timeout 10
+        CONFIG GET timeout
+        CONFIG SET nosuch 1
+        CONFIG SET timeout x
+        CONFIG SET appendfsync maybe
+        CONFIG SET protected-mode maybe
+        CONFIG SET timeout 1 timeout 2
+        CONFIG SET save
+        CONFIG SET maxclients 100 timeout 5
+        CONFIG GET maxclients
+        CONFIG GET timeout
+        CONFIG SET timeout 7 nosuch 1
+        CONFIG GET timeout
+        CONFIG SET appendfsync always
+        CONFIG GET appendfsync
+        CONFIG SET stop-writes-on-bgsave-error no
+        CONFIG GET stop-writes-on-bgsave-error
+        ",
+    );
+    d.check(&[b"CONFIG", b"SET", b"save", b"3600 1 300 100"]);
+    d.check(&[b"CONFIG", b"GET", b"save"]);
+    d.check(&[b"CONFIG", b"SET", b"save", b""]);
+    d.check(&[b"CONFIG", b"GET", b"save"]);
+    // A password set now is asked of new connections; this one stays in.
+    d.check_str("CONFIG SET requirepass pw");
+    d.check_str("PING");
+    let mut fresh_g = d.goblin.raw();
+    let mut fresh_r = d.redis.raw();
+    let (g, r) = goblin_tests::diff::ask_both(&mut fresh_g, &mut fresh_r, &[b"GET", b"k"]);
+    assert_eq!(g, r);
+    assert!(g.starts_with(b"-NOAUTH"), "{}", show(&g));
 }
