@@ -388,12 +388,18 @@ pub const SHUTDOWN_FAILED: &[u8] = b"ERR Errors trying to SHUTDOWN. Check logs."
 /// BGSAVE while a log rewrite runs.
 pub const BGSAVE_WHILE_REWRITING: &[u8] = b"ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";
 
-/// CLIENT LIST/KILL with a TYPE that is not one.
-pub fn unknown_client_type(name: &[u8]) -> ErrorReply {
-    let mut text = b"ERR Unknown client type '".to_vec();
+/// `<prefix>'<name>'`, the name cut at a NUL as C's `%s` would.
+fn quoted(prefix: &[u8], name: &[u8]) -> ErrorReply {
+    let mut text = prefix.to_vec();
+    text.push(b'\'');
     text.extend_from_slice(c_str(name));
     text.push(b'\'');
     ErrorReply::Formatted(text)
+}
+
+/// CLIENT LIST/KILL with a TYPE that is not one.
+pub fn unknown_client_type(name: &[u8]) -> ErrorReply {
+    quoted(b"ERR Unknown client type ", name)
 }
 
 /// CLIENT LIST ID with an id that is not an integer.
@@ -404,10 +410,7 @@ pub const CLIENT_ID_NOT_POSITIVE: &[u8] = b"ERR client-id should be greater than
 
 /// CLIENT KILL USER of a user that does not exist.
 pub fn no_such_user(name: &[u8]) -> ErrorReply {
-    let mut text = b"ERR No such user '".to_vec();
-    text.extend_from_slice(c_str(name));
-    text.push(b'\'');
-    ErrorReply::Formatted(text)
+    quoted(b"ERR No such user ", name)
 }
 
 /// CLIENT KILL addr:port that matched no client.

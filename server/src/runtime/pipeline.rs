@@ -170,7 +170,16 @@ impl Worker {
                 return self.reject(shared, key, rejection);
             }
         };
-        if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+        // Refused before it runs (or is queued in MULTI, which it then aborts): before
+        // AUTH, while loading, while writes cannot be persisted.
+        let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+            Some(crate::errors::NOAUTH.to_vec())
+        } else if shared.persist.gate() != 0 {
+            gate_refusal(shared, spec)
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
             if conn.busy() {
                 return Flow::Wait;
             }
@@ -179,22 +188,7 @@ impl Worker {
                 key,
                 Rejection {
                     spec: None,
-                    message: crate::errors::NOAUTH.to_vec(),
-                },
-            );
-        }
-        if shared.persist.gate() != 0
-            && let Some(refusal) = gate_refusal(shared, spec)
-        {
-            if conn.busy() {
-                return Flow::Wait;
-            }
-            return self.reject(
-                shared,
-                key,
-                Rejection {
-                    spec: None,
-                    message: refusal,
+                    message,
                 },
             );
         }
