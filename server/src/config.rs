@@ -133,13 +133,15 @@ impl PersistConfig {
 /// `save` rules from their text: pairs of seconds and changes; empty: none.
 fn parse_save(value: &str) -> Result<Vec<(u64, u64)>, String> {
     let nums: Vec<&str> = value.split_whitespace().collect();
+    // redis-server's text, in a configuration file's error and CONFIG SET's.
+    let invalid = || "Invalid save parameters".to_string();
     if !nums.len().is_multiple_of(2) {
-        return Err(format!("invalid save parameters '{value}'"));
+        return Err(invalid());
     }
     nums.chunks(2)
         .map(|pair| match (pair[0].parse(), pair[1].parse()) {
             (Ok(secs), Ok(changes)) => Ok((secs, changes)),
-            _ => Err(format!("invalid save parameters '{value}'")),
+            _ => Err(invalid()),
         })
         .collect()
 }
@@ -154,7 +156,7 @@ fn parse_bool(value: &str) -> Result<bool, String> {
 }
 
 /// A size with redis.conf's units (`64mb`, `1gb`, `100k`).
-fn parse_size(name: &str, value: &str) -> Result<u64, String> {
+fn parse_size(value: &str) -> Result<u64, String> {
     let lower = value.to_ascii_lowercase();
     let units: [(&str, u64); 6] = [
         ("kb", 1024),
@@ -172,8 +174,23 @@ fn parse_size(name: &str, value: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mul))
-        .ok_or_else(|| format!("invalid value for {name}: '{value}'"))
+        .ok_or_else(|| "argument must be a memory value".to_string())
 }
+
+/// An integer within `min..=max`, refused with redis-server's texts.
+fn parse_ranged(value: &str, min: i64, max: i64) -> Result<i64, String> {
+    let n: i64 = parse_num(value)?;
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ))
+    }
+}
+
+/// The range redis-server gives its `int` options (timeout, tcp-keepalive, …).
+const INT_MAX: i64 = i32::MAX as i64;
 
 impl Default for Config {
     fn default() -> Self {
@@ -276,19 +293,20 @@ pub const SETTABLE: &[&str] = &[
     "appendfsync",
     "auto-aof-rewrite-percentage",
     "auto-aof-rewrite-min-size",
-    "dbfilename",
+    "aof-load-truncated",
 ];
+
+/// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 /// Options set only at start-up (CONFIG SET answers that they are immutable).
 pub const FIXED: &[&str] = &[
     "bind",
     "port",
     "threads",
-    "dir",
     "appendonly",
     "appenddirname",
     "appendfilename",
-    "aof-load-truncated",
     "proto-max-bulk-len",
 ];
 
@@ -430,7 +448,7 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             }
         }
         "proto-max-bulk-len" => {
-            config.limits.max_bulk_len = parse_size(name, one()?)? as usize;
+            config.limits.max_bulk_len = parse_size(one()?)? as usize;
             if config.limits.max_bulk_len < 1024 {
                 return Err("proto-max-bulk-len must be at least 1024".into());
             }
@@ -445,13 +463,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         }
         "loadrdb" => config.persist.loadrdb = Some(one()?.into()),
         "maxclients" => {
-            config.maxclients = parse_num(one()?)?;
-            if config.maxclients == 0 {
-                return Err("maxclients must be at least 1".into());
-            }
+            config.maxclients = parse_ranged(one()?, 1, i64::from(u32::MAX))? as usize;
         }
-        "timeout" => config.timeout = parse_num(one()?)?,
-        "tcp-keepalive" => config.tcp_keepalive = parse_num(one()?)?,
+        "timeout" => config.timeout = parse_ranged(one()?, 0, INT_MAX)? as u64,
+        "tcp-keepalive" => config.tcp_keepalive = parse_ranged(one()?, 0, INT_MAX)? as u64,
         "protected-mode" => config.protected_mode = parse_bool(one()?)?,
         "rename-command" => match values {
             [old, new] => config.renames.push((old.clone(), new.clone())),
@@ -491,10 +506,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.persist.stop_writes_on_bgsave_error = parse_bool(one()?)?;
         }
         "auto-aof-rewrite-percentage" => {
-            config.persist.auto_aof_rewrite_percentage = parse_num(one()?)?;
+            config.persist.auto_aof_rewrite_percentage = parse_ranged(one()?, 0, INT_MAX)? as u64;
         }
         "auto-aof-rewrite-min-size" => {
-            config.persist.auto_aof_rewrite_min_size = parse_size(name, one()?)?;
+            config.persist.auto_aof_rewrite_min_size = parse_size(one()?)?;
         }
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
@@ -576,7 +591,7 @@ mod tests {
             ("appendonly maybe\n", 1, "argument must be 'yes' or 'no'"),
             ("port\n", 1, "Bad directive or wrong number of arguments"),
             ("dir \"unbalanced\n", 1, "Unbalanced quotes"),
-            ("save 900\n", 1, "invalid save parameters"),
+            ("save 900\n", 1, "Invalid save parameters"),
         ] {
             let path = conf("bad", text);
             let Err(e) = parse(vec![path.display().to_string()]) else {

@@ -337,6 +337,11 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
         let refusal = if seen.contains(&name) {
             Some(errors::config_set_failed(&name, "duplicate parameter"))
+        } else if config::PROTECTED.contains(&name.as_str()) {
+            Some(errors::config_set_failed(
+                &name,
+                "can't set protected config",
+            ))
         } else if config::FIXED.contains(&name.as_str()) {
             Some(errors::config_set_failed(
                 &name,

@@ -53,6 +53,8 @@ pub fn header(keys: u64, expires: u64, aof_base: bool) -> Vec<u8> {
 struct FileOut {
     out: BufWriter<File>,
     crc: u64,
+    /// Bytes written so far.
+    len: u64,
     tmp: PathBuf,
     target: PathBuf,
 }
@@ -64,6 +66,7 @@ impl FileOut {
         Ok(FileOut {
             out: BufWriter::with_capacity(128 << 10, File::create(&tmp)?),
             crc: 0,
+            len: 0,
             tmp,
             target: target.to_path_buf(),
         })
@@ -71,13 +74,15 @@ impl FileOut {
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.crc = crc64(self.crc, bytes);
+        self.len += bytes.len() as u64;
         self.out.write_all(bytes)
     }
 
-    /// The trailer, then sync and rename over the target.
-    fn finish(mut self) -> io::Result<()> {
+    /// The trailer, then sync and rename over the target; the file's length.
+    fn finish(mut self) -> io::Result<u64> {
         let trailer = RdbWriter::trailer(self.crc);
         self.out.write_all(&trailer)?;
+        let len = self.len + trailer.len() as u64;
         let file = self.out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         fs::rename(&self.tmp, &self.target)?;
@@ -86,7 +91,8 @@ impl FileOut {
             Path::new(".")
         } else {
             dir
-        })
+        })?;
+        Ok(len)
     }
 
     fn abandon(self) {
@@ -111,7 +117,7 @@ pub fn write_file(target: &Path, keys: u64, expires: u64, parts: &[Vec<u8>]) -> 
         Ok(())
     })();
     match result {
-        Ok(()) => file.finish(),
+        Ok(()) => file.finish().map(|_| ()),
         Err(e) => {
             file.abandon();
             Err(e)
@@ -119,14 +125,13 @@ pub fn write_file(target: &Path, keys: u64, expires: u64, parts: &[Vec<u8>]) -> 
     }
 }
 
-/// What runs when a background save's file is written (or failed): the outcome (bytes
-/// of records), and how long it took.
+/// What runs when a background save's file is written (or failed): the outcome (the
+/// file's bytes), and how long it took.
 pub type SaveDone = Box<dyn FnOnce(&Persist, io::Result<u64>, Duration) + Send>;
 
 /// The file of a background save as it is written, and how far.
 struct Writing {
     file: Option<FileOut>,
-    bytes: u64,
     error: Option<io::Error>,
 }
 
@@ -175,7 +180,6 @@ impl SaveJob {
             persist,
             writing: std::sync::Mutex::new(Writing {
                 file: Some(file),
-                bytes: 0,
                 error: None,
             }),
             ready: AtomicBool::new(false),
@@ -216,9 +220,6 @@ impl SaveJob {
         if bytes.is_empty() {
             return;
         }
-        if let Ok(mut w) = self.writing.lock() {
-            w.bytes += bytes.len() as u64;
-        }
         self.with_file(|file| file.write(bytes));
     }
 
@@ -238,10 +239,7 @@ impl SaveJob {
                         }
                         Err(e)
                     }
-                    (None, Some(file)) => {
-                        let bytes = w.bytes;
-                        file.finish().map(|()| bytes)
-                    }
+                    (None, Some(file)) => file.finish(),
                     (None, None) => Err(io::Error::other("the save's file is gone")),
                 },
                 Err(_) => Err(io::Error::other("the save's lock is poisoned")),
@@ -273,8 +271,8 @@ fn bgsave_done(dirty: u64) -> SaveDone {
                 Ok(bytes) => {
                     persist.saved(dirty);
                     eprintln!(
-                        "goblin-server: background saving terminated with success ({bytes} bytes \
-                     of records in {:.3} s)",
+                        "goblin-server: background saving terminated with success ({bytes} bytes in \
+                     {:.3} s)",
                         took.as_secs_f64()
                     );
                 }

@@ -101,6 +101,10 @@ pub struct Shared {
     /// The configuration as CONFIG SET leaves it: the options that can change at run time
     /// are read here ([`Shared::live`]); `config` keeps the ones fixed at start-up.
     live: std::sync::RwLock<Config>,
+    /// What the workers must wake up for once a second, from the live configuration
+    /// ([`TICK_CRON`], [`TICK_IDLE`]): read every loop iteration, so kept apart from the
+    /// lock.
+    ticks: std::sync::atomic::AtomicU8,
     /// Of those, the ones with a timeout.
     pub blocked_with_timeout: AtomicUsize,
 }
@@ -137,6 +141,7 @@ impl Shared {
         let shared = Shared {
             persist,
             live: std::sync::RwLock::new(config.clone()),
+            ticks: std::sync::atomic::AtomicU8::new(ticks(&config)),
             local_addr,
             config,
             commands,
@@ -166,6 +171,7 @@ impl Shared {
 
     /// Replaces the configuration (CONFIG SET, once every new value was checked).
     pub fn set_live(&self, config: Config) {
+        self.ticks.store(ticks(&config), Ordering::Relaxed);
         let persist = &self.persist;
         persist.set_rules(
             !config.persist.save.is_empty(),
@@ -176,6 +182,11 @@ impl Shared {
             .live
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+    }
+
+    /// What the workers must wake up for once a second ([`TICK_CRON`], [`TICK_IDLE`]).
+    pub fn ticks(&self) -> u8 {
+        self.ticks.load(Ordering::Relaxed)
     }
 
     /// A new client id.
@@ -211,6 +222,17 @@ fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
             }
         })
         .map(|_| ())
+}
+
+/// [`Shared::ticks`]: worker 0's persistence cron (`save` rules, automatic rewrites).
+pub const TICK_CRON: u8 = 1;
+/// [`Shared::ticks`]: every worker's look for idle clients (`timeout`).
+pub const TICK_IDLE: u8 = 2;
+
+fn ticks(config: &Config) -> u8 {
+    let p = &config.persist;
+    let cron = !p.save.is_empty() || (p.appendonly && p.auto_aof_rewrite_percentage > 0);
+    (if cron { TICK_CRON } else { 0 }) | (if config.timeout > 0 { TICK_IDLE } else { 0 })
 }
 
 fn bind(config: &Config) -> io::Result<TcpListener> {

@@ -44,7 +44,7 @@ use crate::persist::snapshot::{SaveJob, SaveKind, SavePlan};
 use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
-use crate::runtime::server::{Shared, WAKER};
+use crate::runtime::server::{Shared, TICK_CRON, TICK_IDLE, WAKER};
 use crate::shard::{Outgoing, Shard};
 use crate::txn::coordinator::{Env, TxJob};
 use crate::txn::plan::Outcome;
@@ -307,14 +307,6 @@ impl Worker {
         self.shard.keyspace().snapshot_active()
     }
 
-    /// Whether worker 0 has periodic persistence work: `save` rules, or automatic log
-    /// rewrites.
-    fn has_cron(&self) -> bool {
-        let live = self.shared.live();
-        let config = &live.persist;
-        !config.save.is_empty() || (config.appendonly && config.auto_aof_rewrite_percentage > 0)
-    }
-
     /// Once a second, on worker 0, as redis-server's cron: a rewrite or save that waited
     /// for the one running, the automatic log rewrite (`auto-aof-rewrite-percentage`,
     /// `-min-size`), and the `save` rules (a background save after so many seconds with
@@ -370,10 +362,12 @@ impl Worker {
     /// Once a second, with `timeout` set: closes the clients idle longer than it (not
     /// those waiting for a command to answer: a blocked client has its own timeout).
     fn close_idle(&mut self) {
-        let timeout = self.shared.live().timeout;
-        if timeout == 0 || self.last_idle_check.elapsed() < Duration::from_secs(1) {
+        if self.shared.ticks() & TICK_IDLE == 0
+            || self.last_idle_check.elapsed() < Duration::from_secs(1)
+        {
             return;
         }
+        let timeout = self.shared.live().timeout;
         self.last_idle_check = Instant::now();
         let now = clock::now_ms();
         let idle: Vec<usize> = self
@@ -444,7 +438,8 @@ impl Worker {
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
-        if (self.id == 0 && self.has_cron()) || self.shared.live().timeout > 0 {
+        let ticks = self.shared.ticks();
+        if (self.id == 0 && ticks & TICK_CRON != 0) || ticks & TICK_IDLE != 0 {
             // The cron (`save` rules, automatic rewrites) and the idle clients.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));

@@ -122,6 +122,8 @@ pub struct Shard {
     published: u64,
     /// Write commands run since [`Shard::take_writes`].
     writes: u64,
+    /// Some observer needs the keys of written values ([`Observer::wants_written_keys`]).
+    observers_want_keys: bool,
 }
 
 impl Shard {
@@ -146,6 +148,7 @@ impl Shard {
             stalled: HashMap::default(),
             published: 0,
             writes: 0,
+            observers_want_keys: false,
         }
     }
 
@@ -153,7 +156,7 @@ impl Shard {
     /// nothing can wait on them yet.
     pub fn load(&mut self, keys: Vec<crate::persist::load::Loaded>, now: Millis) {
         for (key, value, expire_at) in keys {
-            self.db.insert(&key, value, expire_at, now);
+            self.load_one(key, value, expire_at, now);
         }
         self.db.take_events().for_each(drop);
     }
@@ -244,6 +247,7 @@ impl Shard {
 
     /// Adds an observer of this shard's writes.
     pub fn add_observer(&mut self, observer: Box<dyn Observer>) {
+        self.observers_want_keys |= observer.wants_written_keys();
         self.observers.push(observer);
         self.update_observed();
     }
@@ -261,9 +265,8 @@ impl Shard {
     fn update_observed(&mut self) {
         self.db
             .observe(!self.observers.is_empty() || !self.waiters.is_empty());
-        self.db.list_writes(
-            !self.waiters.is_empty() || self.observers.iter().any(|o| o.wants_written_keys()),
-        );
+        self.db
+            .list_writes(!self.waiters.is_empty() || self.observers_want_keys);
     }
 
     /// The one way work reaches the keys: runs `f` with this shard's context, then

@@ -66,6 +66,14 @@ impl Run<'_> {
         raw
     }
 
+    /// `owner` claims the pair's claim key (a lease of `HELD` seconds).
+    fn hold(&mut self, keys: &(Vec<u8>, Vec<u8>)) {
+        self.expect(
+            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
+            CLAIMED,
+        );
+    }
+
     /// Sends a command on the admin connection and asserts its reply.
     fn expect(&mut self, args: &[&[u8]], want: &[u8]) {
         let got = self.admin.cmd(args);
@@ -186,10 +194,7 @@ fn a_written_result_wakes_every_waiter_with_the_value() {
         // Written by GOBLIN.PUBLISH, by SET, by SET … EX.
         for n in 0..3 {
             let keys = run.keys(n);
-            run.expect(
-                &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-                CLAIMED,
-            );
+            run.hold(&keys);
             // Three waiters: without limit, with a limit, and one in RESP3.
             let mut waiters = [run.conn(false), run.conn(false), run.conn(true)];
             let limits: [&[u8]; 3] = [b"0", b"10000", b"0"];
@@ -225,10 +230,7 @@ fn a_release_serves_the_longest_waiter_and_the_rest_keep_waiting() {
     each_run("life.wake.release", |run| {
         for (n, release) in [&b"GOBLIN.CAD"[..], b"DEL"].into_iter().enumerate() {
             let keys = run.keys(n);
-            run.expect(
-                &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-                CLAIMED,
-            );
+            run.hold(&keys);
             let mut waiters = [run.conn(false), run.conn(true), run.conn(false)];
             for (i, w) in waiters.iter_mut().enumerate() {
                 send(
@@ -280,10 +282,7 @@ fn a_release_serves_the_longest_waiter_and_the_rest_keep_waiting() {
 fn waiters_get_the_claim_in_the_order_they_blocked() {
     each_run("life.fifo", |run| {
         let keys = run.keys(0);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         let mut waiters = [run.conn(false), run.conn(false), run.conn(false)];
         let order = [2, 0, 1];
         for (blocked, &i) in order.iter().enumerate() {
@@ -381,10 +380,7 @@ fn a_lapsed_lease_wakes_its_waiter_within_20_ms() {
 fn a_timeout_answers_nil_and_changes_nothing() {
     each_run("life.timeout", |run| {
         let keys = run.keys(0);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         for resp3 in [false, true] {
             let mut w = run.conn(resp3);
             let mut took = Vec::new();
@@ -418,10 +414,7 @@ fn a_timeout_answers_nil_and_changes_nothing() {
 fn block_0_waits_until_served() {
     each_run("life.forever", |run| {
         let keys = run.keys(0);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         let mut w = run.conn(false);
         send(&mut w, &claim_block(&keys, b"w", b"30", b"0"));
         run.until_blocked(1);
@@ -438,14 +431,8 @@ fn inside_multi_block_does_not_block() {
         let held = run.keys(0);
         let free = run.keys(1);
         let done = run.keys(2);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &held.0, &held.1, b"owner", HELD],
-            CLAIMED,
-        );
-        run.expect(
-            &[b"GOBLIN.CLAIM", &done.0, &done.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&held);
+        run.hold(&done);
         run.expect(&[b"SET", &done.1, b"v"], b"+OK\r\n");
         for resp3 in [false, true] {
             let mut c = run.conn(resp3);
@@ -482,10 +469,7 @@ fn a_waiter_that_disconnects_leaves_nothing_behind() {
     each_run("life.gone", |run| {
         // First in line, gone: the release serves the next waiter, not the vanished one.
         let keys = run.keys(0);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         let mut gone = run.conn(false);
         send(&mut gone, &claim_block(&keys, b"gone", b"30", b"0"));
         run.until_blocked(1);
@@ -500,10 +484,7 @@ fn a_waiter_that_disconnects_leaves_nothing_behind() {
 
         // The only waiter, gone: a release leaves the claim free, for whoever comes.
         let keys = run.keys(1);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         let mut gone = run.conn(false);
         send(&mut gone, &claim_block(&keys, b"gone", b"30", b"0"));
         run.until_blocked(1);
@@ -523,10 +504,7 @@ fn a_waiter_that_disconnects_leaves_nothing_behind() {
 fn client_unblock_ends_a_wait() {
     each_run("life.unblock", |run| {
         let keys = run.keys(0);
-        run.expect(
-            &[b"GOBLIN.CLAIM", &keys.0, &keys.1, b"owner", HELD],
-            CLAIMED,
-        );
+        run.hold(&keys);
         let mut w = run.conn(false);
         let id = integer(&w.cmd(&[b"CLIENT", b"ID"])).to_string();
         let id = id.as_bytes();
