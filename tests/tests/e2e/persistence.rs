@@ -577,9 +577,14 @@ fn a_rewrite_compacts_the_log_while_writes_go_on() {
     ];
     let mut server = Server::goblin_with(&args);
     let mut raw = server.raw();
-    // Many writes to few keys: a log far larger than the dataset.
+    // Many writes to few keys: a log far larger than the dataset. Written under
+    // `everysec`: under `always`, a pipeline whose commands alternate between shards
+    // costs one fsync per hop, which a slow disk turns into minutes. Going back to
+    // `always` syncs all of it with the next write.
+    ok(&mut raw, "CONFIG SET appendfsync everysec");
     let incrs = (0..20_000).map(|i| vec![b"INCR".to_vec(), format!("k{}", i % 100).into_bytes()]);
     pipeline(&mut raw, incrs);
+    ok(&mut raw, "CONFIG SET appendfsync always");
     let size = |raw: &mut Raw| -> u64 {
         let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
         info.lines()
