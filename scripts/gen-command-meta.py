@@ -17,7 +17,7 @@ ping echo quit hello select client command config info auth reset
 get set setnx setex psetex getset getdel getex mget mset msetnx append strlen
 incr decr incrby decrby incrbyfloat getrange setrange substr
 del unlink exists type expire pexpire expireat pexpireat ttl pttl expiretime pexpiretime
-persist rename renamenx copy keys scan randomkey dbsize flushdb flushall touch object
+persist rename renamenx copy move swapdb keys scan randomkey dbsize flushdb flushall touch object
 multi exec discard watch unwatch
 hset hsetnx hget hmget hmset hdel hlen hexists hgetall hkeys hvals hincrby hincrbyfloat
 hstrlen hrandfield hscan

@@ -35,6 +35,8 @@ pub struct Config {
     pub protected_mode: bool,
     /// `rename-command old new` (configuration file only): `new` empty removes `old`.
     pub renames: Vec<(String, String)>,
+    /// `databases`: how many databases there are (SELECT 0 to this minus one).
+    pub databases: usize,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -207,6 +209,7 @@ impl Default for Config {
             tcp_keepalive: 300,
             protected_mode: true,
             renames: Vec::new(),
+            databases: 16,
         }
     }
 }
@@ -234,6 +237,7 @@ Options:
   --timeout SECONDS         close clients idle this long (default 0: never)
   --tcp-keepalive SECONDS   TCP keepalive probes this often (default 300; 0: none)
   --protected-mode yes|no   without a password, serve loopback clients only (default yes)
+  --databases N             databases, SELECT 0 to N-1 (default 16)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -270,6 +274,10 @@ pub enum Cli {
     /// Print the version.
     Version,
 }
+
+/// The most databases: each one a shard has used costs it a keyspace (about 13 KiB empty),
+/// so a limit keeps a typo from costing gigabytes (redis-server allows up to `INT_MAX`).
+pub const MAX_DATABASES: u32 = 1 << 16;
 
 /// The most shard threads: far more than any machine's cores, and far fewer than the 16384
 /// hash slots, so that every shard owns slots.
@@ -308,6 +316,7 @@ pub const FIXED: &[&str] = &[
     "appenddirname",
     "appendfilename",
     "proto-max-bulk-len",
+    "databases",
 ];
 
 /// Sets one option, as a configuration file's line would (CONFIG SET).
@@ -468,6 +477,9 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "timeout" => config.timeout = parse_ranged(one()?, 0, INT_MAX)? as u64,
         "tcp-keepalive" => config.tcp_keepalive = parse_ranged(one()?, 0, INT_MAX)? as u64,
         "protected-mode" => config.protected_mode = parse_bool(one()?)?,
+        "databases" => {
+            config.databases = parse_ranged(one()?, 1, i64::from(MAX_DATABASES))? as usize;
+        }
         "rename-command" => match values {
             [old, new] => config.renames.push((old.clone(), new.clone())),
             _ => return Err("Bad directive or wrong number of arguments".into()),

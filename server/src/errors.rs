@@ -65,6 +65,10 @@ pub const NOT_FLOAT: &[u8] = b"ERR value is not a valid float";
 pub const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
 /// SELECT of a database other than 0.
 pub const DB_INDEX_OUT_OF_RANGE: &[u8] = b"ERR DB index is out of range";
+/// SWAPDB's first index is not an integer.
+pub const INVALID_FIRST_DB: &[u8] = b"ERR invalid first DB index";
+/// SWAPDB's second index is not an integer.
+pub const INVALID_SECOND_DB: &[u8] = b"ERR invalid second DB index";
 /// CLIENT SETNAME with a space or newline.
 pub const BAD_CLIENT_NAME: &[u8] =
     b"ERR Client names cannot contain spaces, newlines or special characters.";

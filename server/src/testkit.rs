@@ -96,6 +96,7 @@ impl Loopback {
                     id,
                     std::sync::Arc::clone(&shared.slots),
                     shared.commands.all().len(),
+                    shared.config.databases,
                 )
             })
             .collect();
@@ -129,6 +130,7 @@ impl Loopback {
             &self.shared,
             spec,
             &args,
+            0,
             NOW,
             &mut out,
             Version::Resp2,
@@ -165,6 +167,7 @@ impl Loopback {
             false,
             plan,
             Version::Resp2,
+            0,
         );
         let mut out = Vec::new();
         let env = Env {
@@ -219,6 +222,8 @@ impl Loopback {
             slots: &self.shared.slots,
             now: NOW,
             locked: false,
+            db: 0,
+            databases: self.shared.config.databases,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,
@@ -287,7 +292,7 @@ impl Loopback {
                 Msg::Step(step) => self.shards[dest].step(&self.shared, step),
                 Msg::Park(req) => self.shards[dest].park(&self.shared, req),
                 Msg::Unpark(tx, id) => self.shards[dest].unpark(tx, id),
-                Msg::Reserve(key) => self.shards[dest].serve_key(&key),
+                Msg::Reserve(db, key) => self.shards[dest].serve_key(db, &key),
                 Msg::Slots(map) => self.shards[dest].set_slots(map),
                 Msg::Done(to, batch) => self.done.push((to, batch)),
                 Msg::Replies(..)

@@ -37,7 +37,8 @@ pub struct KeyEvent {
 pub enum Event {
     /// One key changed.
     Key(KeyEvent),
-    /// Every key of the database was removed at once (FLUSHALL, FLUSHDB).
+    /// Every key of the database was removed or replaced at once (FLUSHALL, FLUSHDB,
+    /// SWAPDB).
     Flushed {
         /// The database.
         db: u16,

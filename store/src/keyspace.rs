@@ -150,6 +150,11 @@ struct Snapshot {
     at: Millis,
     out: RdbWriter,
     keys: u64,
+    /// The database the image's records belong to.
+    db: u16,
+    /// Whether the bytes not yet taken begin with the database's `SELECTDB` (each piece
+    /// taken does, since pieces of several databases and shards interleave in one file).
+    selected: bool,
 }
 
 impl Snapshot {
@@ -157,11 +162,22 @@ impl Snapshot {
         self.pending[slot / 64] & (1 << (slot % 64)) != 0
     }
 
-    /// Writes `slot`'s keys as they are now, and marks it written.
-    fn write_slot(&mut self, slot: usize, table: &HashTable<Box<[u8]>>, boxed: &Slab<Value>) {
+    /// Writes `slot`'s keys as they are now (none when the keyspace has no tables yet),
+    /// and marks it written.
+    fn write_slot(
+        &mut self,
+        slot: usize,
+        table: Option<&HashTable<Box<[u8]>>>,
+        boxed: &Slab<Value>,
+    ) {
         self.pending[slot / 64] &= !(1 << (slot % 64));
+        let Some(table) = table else { return };
         for blob in table.iter() {
             if !expired(blob, self.at) {
+                if !self.selected {
+                    self.out.select(u64::from(self.db));
+                    self.selected = true;
+                }
                 self.out
                     .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
                 self.keys += 1;
@@ -170,9 +186,11 @@ impl Snapshot {
     }
 }
 
-/// The keys of one shard.
+/// The keys of one database of one shard.
 pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
+    /// A table per hash slot; none at all until the first key is stored (16384 empty
+    /// tables are 512 KiB, and most databases of most shards stay empty).
     slots: Box<[HashTable<Box<[u8]>>]>,
     boxed: Slab<Value>,
     wheel: Wheel,
@@ -208,7 +226,7 @@ impl Keyspace {
     pub fn for_db(db: u16) -> Self {
         Keyspace {
             hasher: foldhash::fast::RandomState::default(),
-            slots: (0..SLOTS).map(|_| HashTable::new()).collect(),
+            slots: Box::new([]),
             boxed: Slab::new(),
             wheel: Wheel::new(0),
             counts: Counts::default(),
@@ -216,6 +234,24 @@ impl Keyspace {
             recorder: Recorder::default(),
             snapshot: None,
         }
+    }
+
+    /// The database this keyspace is (the number its events and images carry).
+    pub fn db(&self) -> u16 {
+        self.db
+    }
+
+    /// Renumbers the keyspace (SWAPDB exchanges two databases' keyspaces and their
+    /// numbers stay with their places). An image in progress keeps the number it began
+    /// with: it is the database as it was at its instant.
+    pub fn set_db(&mut self, db: u16) {
+        self.db = db;
+    }
+
+    /// Records that every key may have changed at once (the keyspace now holds another
+    /// database's keys: SWAPDB), as a flush does.
+    pub fn touch_all(&mut self) {
+        self.recorder.flushed(self.db);
     }
 
     /// Starts or stops recording an [`Event`] for every change. Stopping drops the events
@@ -274,6 +310,8 @@ impl Keyspace {
             at: now,
             out: RdbWriter::records(),
             keys: 0,
+            db: self.db,
+            selected: false,
         }));
         (self.counts.len, self.counts.volatile)
     }
@@ -294,7 +332,7 @@ impl Keyspace {
             let slot = snap.next;
             snap.next += 1;
             if snap.is_pending(slot) {
-                snap.write_slot(slot, &self.slots[slot], &self.boxed);
+                snap.write_slot(slot, self.slots.get(slot), &self.boxed);
                 if snap.keys - start_keys >= max_keys as u64 || snap.out.pending() >= max_bytes {
                     break;
                 }
@@ -307,7 +345,10 @@ impl Keyspace {
     pub fn snapshot_take(&mut self) -> Vec<u8> {
         self.snapshot
             .as_deref_mut()
-            .map(|s| s.out.take())
+            .map(|s| {
+                s.selected = false;
+                s.out.take()
+            })
             .unwrap_or_default()
     }
 
@@ -332,7 +373,7 @@ impl Keyspace {
         if let Some(snap) = self.snapshot.as_deref_mut()
             && snap.is_pending(slot)
         {
-            snap.write_slot(slot, &self.slots[slot], &self.boxed);
+            snap.write_slot(slot, self.slots.get(slot), &self.boxed);
         }
     }
 
@@ -384,7 +425,9 @@ impl Keyspace {
     /// Gives a slot table's memory back after many removals (all of it when the slot is
     /// empty: 16384 slots of idle buckets would otherwise add up).
     fn maybe_shrink(&mut self, slot: usize) {
-        let table = &mut self.slots[slot];
+        let Some(table) = self.slots.get_mut(slot) else {
+            return;
+        };
         if table.is_empty() {
             if table.capacity() > 0 {
                 *table = HashTable::new();
@@ -407,7 +450,10 @@ impl Keyspace {
             db,
             ..
         } = self;
-        match slots[slot].find_entry(hash, |b| blob::key(b) == key) {
+        match slots
+            .get_mut(slot)?
+            .find_entry(hash, |b| blob::key(b) == key)
+        {
             Err(_) => None,
             Ok(found) if expired(found.get(), now) => {
                 let (blob, _) = found.remove();
@@ -510,6 +556,9 @@ impl Keyspace {
     fn put(&mut self, key: &[u8], expire_at: Option<Millis>, payload: Payload<'_>) -> usize {
         let (slot, hash) = self.locate(key);
         let size = blob::size(key, expire_at, payload);
+        if self.slots.is_empty() {
+            self.slots = (0..SLOTS).map(|_| HashTable::new()).collect();
+        }
         let hasher = &self.hasher;
         let table = &mut self.slots[slot];
         let mut freed = None;
@@ -604,7 +653,11 @@ impl Keyspace {
     /// Removes `key` whatever its state; records nothing.
     fn delete_quietly(&mut self, key: &[u8]) {
         let (slot, hash) = self.locate(key);
-        if let Ok(found) = self.slots[slot].find_entry(hash, |b| blob::key(b) == key) {
+        if let Some(Ok(found)) = self
+            .slots
+            .get_mut(slot)
+            .map(|t| t.find_entry(hash, |b| blob::key(b) == key))
+        {
             let (blob, _) = found.remove();
             self.forget(&blob);
             self.maybe_shrink(slot);
@@ -615,7 +668,9 @@ impl Keyspace {
     pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Removed> {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let found = self.slots[slot]
+        let found = self
+            .slots
+            .get_mut(slot)?
             .find_entry(hash, |b| blob::key(b) == key)
             .ok()?;
         let (blob, _) = found.remove();
@@ -642,7 +697,11 @@ impl Keyspace {
     pub fn delete(&mut self, key: &[u8], now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let Ok(found) = self.slots[slot].find_entry(hash, |b| blob::key(b) == key) else {
+        let Some(Ok(found)) = self
+            .slots
+            .get_mut(slot)
+            .map(|t| t.find_entry(hash, |b| blob::key(b) == key))
+        else {
             return false;
         };
         let (blob, _) = found.remove();
@@ -657,7 +716,11 @@ impl Keyspace {
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let Some(entry) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key) else {
+        let Some(entry) = self
+            .slots
+            .get_mut(slot)
+            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
+        else {
             return false;
         };
         if expired(entry, now) {
@@ -687,7 +750,10 @@ impl Keyspace {
     /// report) to a live key. Any later SET clears them; expiry changes and moves keep them.
     pub fn add_flags(&mut self, key: &[u8], flags: u8, now: Millis) {
         let (slot, hash) = self.locate(key);
-        if let Some(b) = self.slots[slot].find_mut(hash, |b| blob::key(b) == key)
+        if let Some(b) = self
+            .slots
+            .get_mut(slot)
+            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
             && !expired(b, now)
         {
             blob::add_encoding_flags(b, flags);
@@ -699,9 +765,7 @@ impl Keyspace {
         if self.snapshot.is_some() {
             (0..SLOTS).for_each(|slot| self.preserve(slot));
         }
-        for table in self.slots.iter_mut() {
-            *table = HashTable::new();
-        }
+        self.slots = Box::new([]);
         self.boxed = Slab::new();
         self.wheel = Wheel::new(0);
         self.counts = Counts::default();
@@ -775,8 +839,8 @@ impl Keyspace {
             let start = (mixed % SLOTS as u64) as usize;
             let slot = (0..SLOTS)
                 .map(|i| (start + i) % SLOTS)
-                .find(|&s| !self.slots[s].is_empty())?;
-            let table = &self.slots[slot];
+                .find(|&s| self.slots.get(s).is_some_and(|t| !t.is_empty()))?;
+            let table = self.slots.get(slot)?;
             let pick = ((mixed >> 16) % table.len() as u64) as usize;
             let blob = table.iter().nth(pick)?;
             let key = blob::key(blob).to_vec();
@@ -803,7 +867,9 @@ impl Keyspace {
         for t in due {
             let slot = usize::from(t.slot());
             let hasher = &self.hasher;
-            let table = &mut self.slots[slot];
+            let Some(table) = self.slots.get_mut(slot) else {
+                continue;
+            };
             let Ok(found) = table.find_entry(t.hash, |b| hasher.hash_one(blob::key(b)) == t.hash)
             else {
                 continue;

@@ -141,6 +141,13 @@ impl RdbWriter {
         self.length(expires);
     }
 
+    /// Switches to database `db` (a `SELECTDB` without sizes: for a piece of a file that
+    /// pieces of other databases may precede and follow).
+    pub fn select(&mut self, db: u64) {
+        self.out.push(OP_SELECTDB);
+        self.length(db);
+    }
+
     /// A string key, with its absolute expiry in Unix milliseconds.
     pub fn string_key(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>) {
         self.key(key, &RdbValue::Str(value.to_vec()), expire_at);

@@ -186,10 +186,18 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     out.array(0);
 }
 
-/// `SELECT index`: only database 0 exists.
+/// `SELECT index`
 fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    match args.cursor(1).next_i32().and_then(select_db) {
-        Ok(()) => ctx.reply().ok(),
+    let databases = ctx.shared.config.databases;
+    match args
+        .cursor(1)
+        .next_i32()
+        .and_then(|n| select_db(i64::from(n), databases))
+    {
+        Ok(db) => {
+            ctx.client.db = db;
+            ctx.reply().ok();
+        }
         Err(e) => e.send(&mut ctx.reply()),
     }
 }

@@ -14,7 +14,7 @@ use crate::txn::plan::{
 use crate::txn::shapes::{FanOut, Split, merge_sum};
 use crate::util::{glob_match, random_u64};
 
-use super::{decimal, select_db};
+use super::{db_argument, decimal};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -46,6 +46,7 @@ pub fn register(table: &mut CommandTable) {
     table
         .add(&meta::COPY, Exec::Shard(copy))
         .cross_shard(copy_plan, Locking::Keys);
+    table.add(&meta::MOVE, Exec::Shard(move_key));
     table.add_container(
         &meta::OBJECT,
         Exec::Container,
@@ -218,6 +219,8 @@ pub struct MoveValue {
     dst: Vec<u8>,
     src_shard: usize,
     dst_shard: usize,
+    /// The destination's database, when not the client's (COPY … DB).
+    dst_db: Option<usize>,
     reply: MoveReply,
     stage: u8,
 }
@@ -231,6 +234,7 @@ impl MoveValue {
             dst: dst.to_vec(),
             src_shard: start.slots.shard_of_key(src),
             dst_shard: start.slots.shard_of_key(dst),
+            dst_db: None,
             reply,
             stage: 0,
         }
@@ -253,11 +257,23 @@ impl MoveValue {
     }
 }
 
-fn exists_hop(shard: usize, key: &[u8]) -> Hop {
+fn exists_hop(shard: usize, db: Option<usize>, key: &[u8]) -> Hop {
     let key = key.to_vec();
     Hop::run(shard, move |ctx| {
-        HopOut::Flag(ctx.db.contains(&key, ctx.now))
+        let now = ctx.now;
+        HopOut::Flag(keyspace(ctx, db).is_some_and(|k| k.contains(&key, now)))
     })
+}
+
+/// Database `db` of the hop's shard (the client's when `None`).
+fn keyspace<'c>(
+    ctx: &'c mut ShardCtx<'_>,
+    db: Option<usize>,
+) -> Option<&'c mut goblin_store::Keyspace> {
+    match db {
+        Some(db) if db != ctx.db_index() => ctx.other_db(db),
+        _ => Some(&mut *ctx.db),
+    }
 }
 
 impl Plan for MoveValue {
@@ -265,9 +281,9 @@ impl Plan for MoveValue {
         self.stage += 1;
         match self.stage {
             1 => {
-                let mut hops = vec![exists_hop(self.src_shard, &self.src)];
+                let mut hops = vec![exists_hop(self.src_shard, None, &self.src)];
                 if self.guard_dst() {
-                    hops.push(exists_hop(self.dst_shard, &self.dst));
+                    hops.push(exists_hop(self.dst_shard, self.dst_db, &self.dst));
                 }
                 Step::Hops(hops)
             }
@@ -292,8 +308,9 @@ impl Plan for MoveValue {
             3 => match results.into_iter().next() {
                 Some(HopOut::Moved(Some(moved))) => {
                     let key = self.dst.clone();
+                    let db = self.dst_db;
                     Step::Hops(vec![Hop::run(self.dst_shard, move |ctx| {
-                        put_in(ctx, &key, moved);
+                        put_in(ctx, db, &key, moved);
                         HopOut::Done
                     })])
                 }
@@ -330,16 +347,30 @@ fn clone_out(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Moved> {
 }
 
 /// Stores a moved value at `key` of this shard, replacing what was there.
-fn put_in(ctx: &mut ShardCtx<'_>, key: &[u8], moved: Moved) {
+fn put_in(ctx: &mut ShardCtx<'_>, db: Option<usize>, key: &[u8], moved: Moved) {
+    let other = db.filter(|&db| db != ctx.db_index());
     if ctx.logging() {
+        // A log's records are in the unit's database: another one is selected around
+        // them.
+        let (there, back) = (other.map(|db| db.to_string()), ctx.db_index().to_string());
+        if let Some(there) = &there {
+            ctx.log(&[b"SELECT", there.as_bytes()]);
+        }
         for argv in restore_commands(key, moved.value.as_ref(), moved.expire_at) {
             let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             ctx.log(&argv);
         }
+        if there.is_some() {
+            ctx.log(&[b"SELECT", back.as_bytes()]);
+        }
     }
-    ctx.db.insert(key, moved.value, moved.expire_at, ctx.now);
+    let now = ctx.now;
+    let Some(target) = keyspace(ctx, other) else {
+        return;
+    };
+    target.insert(key, moved.value, moved.expire_at, now);
     if moved.flags != 0 {
-        ctx.db.add_flags(key, moved.flags, ctx.now);
+        target.add_flags(key, moved.flags, now);
     }
 }
 
@@ -408,8 +439,10 @@ fn renamenx_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 
 /// COPY across shards (its options are checked first).
 fn copy_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    let replace = parse_copy(start.args)?;
-    Ok(Box::new(MoveValue::new(start, MoveReply::Copy { replace })))
+    let (replace, db) = parse_copy(start.args, start.db, start.databases)?;
+    let mut plan = MoveValue::new(start, MoveReply::Copy { replace });
+    plan.dst_db = db.filter(|&db| db != start.db);
+    Ok(Box::new(plan))
 }
 
 /// KEYS' part: this shard's keys matching the pattern.
@@ -822,45 +855,79 @@ fn pexpiretime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     expiretime_generic(ctx, args, false);
 }
 
-/// COPY's options: `[DB destination-db] [REPLACE]`; only database 0 exists.
+/// COPY's options, `[DB destination-db] [REPLACE]`, for a client in database `db`:
+/// REPLACE, and the destination's database when one is named.
 ///
 /// # Errors
-/// The error reply: a syntax error, a non-integer or other database, the same key twice.
-pub fn parse_copy(args: &Args<'_>) -> Result<bool, ErrorReply> {
+/// The error reply: a syntax error, a database that is not one, the same key twice in
+/// the same database.
+pub fn parse_copy(
+    args: &Args<'_>,
+    db: usize,
+    databases: usize,
+) -> Result<(bool, Option<usize>), ErrorReply> {
     let mut replace = false;
+    let mut dst_db = None;
     let mut c = args.cursor(3);
     while let Some(opt) = c.next() {
         if is_keyword(opt, "replace") {
             replace = true;
         } else if is_keyword(opt, "db") && !c.is_empty() {
-            select_db(c.next_i32()?)?;
+            dst_db = Some(db_argument(c.next().unwrap_or_default(), databases)?);
         } else {
             return Err(errors::SYNTAX.into());
         }
     }
-    if args.get(1) == args.get(2) {
+    if args.get(1) == args.get(2) && dst_db.is_none_or(|d| d == db) {
         return Err(errors::SAME_OBJECT.into());
     }
-    Ok(replace)
+    Ok((replace, dst_db))
 }
 
 /// `COPY source destination [DB destination-db] [REPLACE]`: 1 when copied.
 fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let replace = match parse_copy(args) {
+    let (replace, dst_db) = match parse_copy(args, ctx.db_index(), ctx.databases()) {
         Ok(r) => r,
         Err(e) => return e.send(&mut ctx.out),
     };
-    let (src, dst) = (args.get(1), args.get(2));
-    let Some(entry) = ctx.db.get(src, ctx.now) else {
+    let (src, dst, now) = (args.get(1), args.get(2), ctx.now);
+    let Some(entry) = ctx.db.get(src, now) else {
         return ctx.out.integer(0);
     };
     let (value, expire, flags) = (entry.value().to_value(), entry.expire_at(), entry.flags());
-    if !replace && ctx.db.contains(dst, ctx.now) {
+    let Some(target) = keyspace(ctx, dst_db) else {
+        return ctx.out.integer(0);
+    };
+    if !replace && target.contains(dst, now) {
         return ctx.out.integer(0);
     }
-    ctx.db.insert(dst, value, expire, ctx.now);
+    target.insert(dst, value, expire, now);
     // A copy is a new object: never one of Redis's shared integers.
-    ctx.db.add_flags(dst, flags | UNSHARED, ctx.now);
+    target.add_flags(dst, flags | UNSHARED, now);
+    ctx.out.integer(1);
+}
+
+/// `MOVE key db`: 1 when the key moved to database `db`, 0 when it is not here or is
+/// there already.
+fn move_key(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let (key, now) = (args.get(1), ctx.now);
+    let target = match db_argument(args.get(2), ctx.databases()) {
+        Ok(db) => db,
+        Err(e) => return e.send(&mut ctx.out),
+    };
+    let Some((here, there)) = ctx.db_and(target) else {
+        return ctx.out.error(errors::SAME_OBJECT);
+    };
+    if !here.contains(key, now) || there.contains(key, now) {
+        return ctx.out.integer(0);
+    }
+    let Some(moved) = here.remove(key, now) else {
+        return ctx.out.integer(0);
+    };
+    there.insert(key, moved.value, moved.expire_at, now);
+    if moved.flags != 0 {
+        there.add_flags(key, moved.flags, now);
+    }
     ctx.out.integer(1);
 }
 

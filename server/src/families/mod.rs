@@ -90,15 +90,27 @@ pub fn parse_expire(
     Ok(at as Millis)
 }
 
-/// Selects database `db` (SELECT, COPY's DB option): only database 0 exists.
+/// Database `db` (SELECT, MOVE, COPY's DB option), one of `databases`.
 ///
 /// # Errors
 /// `ERR DB index is out of range` for any other.
-pub fn select_db(db: i32) -> Result<(), ErrorReply> {
-    if db == 0 {
-        Ok(())
-    } else {
-        Err(errors::DB_INDEX_OUT_OF_RANGE.into())
+pub fn select_db(db: i64, databases: usize) -> Result<usize, ErrorReply> {
+    usize::try_from(db)
+        .ok()
+        .filter(|&db| db < databases)
+        .ok_or_else(|| errors::DB_INDEX_OUT_OF_RANGE.into())
+}
+
+/// A database argument as MOVE and COPY read it (`getIntFromObjectOrReply`, then the
+/// range).
+///
+/// # Errors
+/// `ERR value is not an integer or out of range` for anything but an `int`, else `ERR
+/// DB index is out of range` for a number that is no database.
+pub fn db_argument(arg: &[u8], databases: usize) -> Result<usize, ErrorReply> {
+    match parse_i64(arg).filter(|n| i32::try_from(*n).is_ok()) {
+        Some(n) => select_db(n, databases),
+        None => Err(errors::NOT_INTEGER.into()),
     }
 }
 

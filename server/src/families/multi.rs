@@ -75,11 +75,22 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     let mut whole_shards = false;
     let mut calls = Vec::with_capacity(multi.queued.len());
     let mut queued = Vec::with_capacity(multi.queued.len());
-    for cmd in multi.queued {
+    // The database each command runs against: the client's, then each SELECT's.
+    let databases = ctx.conn.shared.config.databases;
+    let mut db = ctx.conn.client.db;
+    for mut cmd in multi.queued {
         let args = cmd.args(0);
         let Some(spec) = cmd.cmds.first().and_then(|c| table.get(c.spec)) else {
             continue;
         };
+        if spec.name == "select"
+            && let Ok(selected) = args
+                .cursor(1)
+                .next_i32()
+                .and_then(|n| super::select_db(i64::from(n), databases))
+        {
+            db = selected;
+        }
         calls.push(spec.id);
         locks.extend(spec.lock_needs(&args));
         whole_shards |=
@@ -90,6 +101,8 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             slots: ctx.slots,
             now: ctx.conn.now,
             locked: true,
+            db,
+            databases,
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {
@@ -97,7 +110,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 Queued::Conn(cmd)
             }
             Exec::Plan(cross) => match (cross.plan)(&start) {
-                Ok(plan) => Queued::Plan(plan),
+                Ok(plan) => Queued::Plan(db, plan),
                 Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
             },
             Exec::Shard(_) => {
@@ -109,11 +122,14 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 match spec.cross_shard {
                     Some(cross) if shards.iter().any(|&s| s != first) => {
                         match (cross.plan)(&start) {
-                            Ok(plan) => Queued::Plan(plan),
+                            Ok(plan) => Queued::Plan(db, plan),
                             Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
                         }
                     }
-                    _ => Queued::Single(first, cmd),
+                    _ => {
+                        cmd.db = db;
+                        Queued::Single(first, cmd)
+                    }
                 }
             }
         };
@@ -143,12 +159,12 @@ fn error_reply(resp: goblin_protocol::Version, text: &[u8]) -> Vec<u8> {
 /// One queued command of a MULTI block.
 #[derive(Debug)]
 enum Queued {
-    /// Runs on one shard.
+    /// Runs on one shard (the batch says in which database).
     Single(usize, Box<Batch>),
     /// Runs on the connection.
     Conn(Box<Batch>),
-    /// Needs a plan of its own.
-    Plan(Box<dyn Plan>),
+    /// Needs a plan of its own, in a database.
+    Plan(usize, Box<dyn Plan>),
     /// Answered already (its arguments were refused).
     Ready(Outcome),
 }
@@ -162,7 +178,8 @@ struct ExecPlan {
     outcomes: Vec<Option<Outcome>>,
     /// Commands of the hop in flight, in order.
     in_stage: Vec<usize>,
-    /// A sub-plan in progress, for command `next - 1`.
+    /// A sub-plan in progress, for command `next - 1` (the transaction's hops stay in
+    /// its database until it is done).
     current: Option<(usize, Box<dyn Plan>)>,
 }
 
@@ -217,7 +234,8 @@ impl Plan for ExecPlan {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
                 Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
-                Some(Queued::Plan(mut plan)) => {
+                Some(Queued::Plan(db, mut plan)) => {
+                    cx.select(db);
                     match step_without_parking(plan.as_mut(), cx, Vec::new()) {
                         Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
                         step => {
@@ -228,11 +246,12 @@ impl Plan for ExecPlan {
                 }
                 Some(Queued::Single(shard, mut batch)) => {
                     self.in_stage.push(idx);
-                    // Later commands for the same shard join the hop, skipping over
-                    // connection commands (which touch no keys).
+                    cx.select(batch.db);
+                    // Later commands for the same shard and database join the hop,
+                    // skipping over connection commands (which touch no keys).
                     while let Some(next) = self.queued.get_mut(self.next) {
                         match next {
-                            Some(Queued::Single(s, _)) if *s == shard => {
+                            Some(Queued::Single(s, more)) if *s == shard && more.db == batch.db => {
                                 if let Some(Queued::Single(_, more)) = next.take() {
                                     let spec = more.cmds.first().map_or(0, |c| c.spec);
                                     batch.push(spec, &more.args(0));

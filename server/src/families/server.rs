@@ -57,6 +57,7 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::DBSIZE, whole(dbsize_plan));
     table.add(&meta::FLUSHALL, whole(flush_plan));
     table.add(&meta::FLUSHDB, whole(flush_plan));
+    table.add(&meta::SWAPDB, whole(swapdb_plan));
 }
 
 fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
@@ -363,12 +364,11 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     ctx.reply().ok();
 }
 
-/// What one shard tells INFO: its keys, keys with an expiry, keyspace bytes, and its
-/// worker's command statistics.
+/// What one shard tells INFO: per database its keys and keys with an expiry, its
+/// keyspace bytes, and its worker's command statistics.
 #[derive(Debug)]
 struct InfoPart {
-    keys: usize,
-    expires: usize,
+    dbs: Vec<(usize, usize, usize)>,
     bytes: usize,
     stats: Vec<(usize, CmdStat)>,
 }
@@ -382,12 +382,14 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         .filter(|(_, s)| s.calls + s.failed > 0)
         .map(|(id, s)| (id, *s))
         .collect();
-    HopOut::Other(Box::new(InfoPart {
-        keys: ctx.db.len(),
-        expires: ctx.db.volatile_len(),
-        bytes: ctx.db.used_bytes(),
-        stats,
-    }))
+    let (mut dbs, mut bytes) = (Vec::new(), 0);
+    ctx.for_each_db(|db, keyspace| {
+        if !keyspace.is_empty() {
+            dbs.push((db, keyspace.len(), keyspace.volatile_len()));
+        }
+        bytes += keyspace.used_bytes();
+    });
+    HopOut::Other(Box::new(InfoPart { dbs, bytes, stats }))
 }
 
 /// `INFO [section ...]`: every shard's part, then the sections.
@@ -410,9 +412,16 @@ fn dbsize_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(FanOut::new(start.args, dbsize_part, dbsize_merge)))
 }
 
-/// FLUSHALL/FLUSHDB's part: clear this shard.
+/// FLUSHALL's part: clear this shard's databases; FLUSHDB's: the client's.
 fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
-    ctx.db.clear();
+    if args
+        .first()
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"flushall"))
+    {
+        ctx.for_each_db(|_, keyspace| keyspace.clear());
+    } else {
+        ctx.db.clear();
+    }
     if ctx.logging() {
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.log(&argv);
@@ -432,6 +441,42 @@ fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let _ = c.next_is("async") || c.next_is("sync");
     c.finish()?;
     Ok(Box::new(FanOut::new(args, flush_part, flush_merge)))
+}
+
+/// `SWAPDB index1 index2`: the two databases exchanged on every shard at one instant
+/// (every shard locked whole); clients keep their database numbers.
+fn swapdb_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let index = |i: usize, what: &'static [u8]| {
+        goblin_protocol::parse_i64(args.get(i))
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| what.to_vec())
+    };
+    let a = index(1, errors::INVALID_FIRST_DB)?;
+    let b = index(2, errors::INVALID_SECOND_DB)?;
+    let databases = start.databases;
+    let in_range = |n: i32| usize::try_from(n).ok().filter(|&n| n < databases);
+    if in_range(a).is_none() || in_range(b).is_none() {
+        return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec());
+    }
+    Ok(Box::new(FanOut::new(args, swapdb_part, flush_merge)))
+}
+
+/// SWAPDB's part (its indexes were checked by its plan).
+fn swapdb_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
+    let index = |i: usize| {
+        args.get(i)
+            .and_then(|a| goblin_protocol::parse_i64(a))
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    if let (Some(a), Some(b)) = (index(1), index(2)) {
+        ctx.swap_dbs(a, b);
+        if ctx.logging() {
+            let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            ctx.log(&argv);
+        }
+    }
+    HopOut::Done
 }
 
 /// CPU seconds from a /proc `stat` line: (user, system, children's user, children's
@@ -496,15 +541,19 @@ fn human_bytes(n: u64) -> String {
 
 /// INFO's sections, from every shard's part.
 fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
-    let (mut keys, mut expires, mut keyspace_bytes) = (0usize, 0usize, 0usize);
+    let mut keyspace_bytes = 0usize;
+    let mut dbs: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
     for part in parts {
         let HopOut::Other(any) = part else { continue };
         let Ok(part) = any.downcast::<InfoPart>() else {
             continue;
         };
-        keys += part.keys;
-        expires += part.expires;
+        for (db, keys, expires) in part.dbs {
+            let counts = dbs.entry(db).or_default();
+            counts.0 += keys;
+            counts.1 += expires;
+        }
         keyspace_bytes += part.bytes;
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
@@ -636,11 +685,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     section(
         "keyspace",
         "Keyspace",
-        if keys > 0 {
-            format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n")
-        } else {
-            String::new()
-        },
+        dbs.iter()
+            .map(|(db, (keys, expires))| {
+                format!("db{db}:keys={keys},expires={expires},avg_ttl=0\r\n")
+            })
+            .collect(),
     );
     cx.reply(|e| e.verbatim(b"txt", text.as_bytes()))
 }

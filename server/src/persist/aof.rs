@@ -117,6 +117,9 @@ pub struct AofLog {
     fsync: Fsync,
     /// A unit that wrote without saying how to replay it was reported.
     warned: bool,
+    /// The database the file's last `SELECT` chose (`None` at the start of a file: a
+    /// file's first record that needs one is preceded by its `SELECT`).
+    selected: Option<u16>,
 }
 
 impl AofLog {
@@ -142,6 +145,7 @@ impl AofLog {
             dir,
             name,
             shard,
+            selected: None,
             buf: Vec::new(),
             written,
             fsync,
@@ -166,8 +170,22 @@ impl AofLog {
         }
     }
 
-    /// The commands that replay a unit of work, handed to `emit` in order.
-    fn commands(write: &Write<'_>, buf: &mut Vec<u8>, mut emit: impl FnMut(&mut Vec<u8>, Cmd<'_>)) {
+    /// The commands that replay a unit of work, handed to `emit` in order, each after the
+    /// `SELECT` of its database when the file's `selected` one is another.
+    fn commands(
+        write: &Write<'_>,
+        selected: &mut Option<u16>,
+        buf: &mut Vec<u8>,
+        mut emit: impl FnMut(&mut Vec<u8>, Cmd<'_>),
+    ) {
+        let mut emit = |buf: &mut Vec<u8>, db: u16, cmd: Cmd<'_>| {
+            if *selected != Some(db) {
+                *selected = Some(db);
+                emit(buf, Cmd::Select(db));
+            }
+            emit(buf, cmd);
+        };
+        let db = write.db;
         match write.effect {
             Effect::AsSent => {
                 // A read that only found expired keys logs their deletion, not itself.
@@ -176,27 +194,38 @@ impl AofLog {
                         |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
                     );
                 match write.origin {
-                    Origin::Command(args, _) if !only_expired => emit(buf, Cmd::Args(args)),
+                    Origin::Command(args, _) if !only_expired => emit(buf, db, Cmd::Args(args)),
                     _ => Self::deletions(write.events, buf, &mut emit),
                 }
             }
-            Effect::Commands(cmds) => cmds.iter().for_each(|c| emit(buf, Cmd::Owned(c))),
+            Effect::Commands(cmds) => {
+                // An effect may select another database for some of its commands (a
+                // copy into another database): that is the file's database from then on.
+                let mut current = db;
+                for c in cmds {
+                    match select_of(c) {
+                        Some(to) => current = to,
+                        None => emit(buf, current, Cmd::Owned(c)),
+                    }
+                }
+            }
             Effect::Events => Self::deletions(write.events, buf, &mut emit),
         }
     }
 
-    /// `DEL` for each deleted or expired key, `FLUSHALL` for a flush.
+    /// `DEL` for each deleted or expired key, `FLUSHDB` for a flushed database, each in
+    /// its database.
     fn deletions(
         events: &[Event],
         buf: &mut Vec<u8>,
-        emit: &mut impl FnMut(&mut Vec<u8>, Cmd<'_>),
+        emit: &mut impl FnMut(&mut Vec<u8>, u16, Cmd<'_>),
     ) {
         for event in events {
             match event {
                 Event::Key(k) if k.change != goblin_store::Change::Written => {
-                    emit(buf, Cmd::Del(&k.key));
+                    emit(buf, k.db, Cmd::Del(&k.key));
                 }
-                Event::Flushed { .. } => emit(buf, Cmd::Flush),
+                Event::Flushed { db } => emit(buf, *db, Cmd::Flush),
                 Event::Key(_) => {}
             }
         }
@@ -212,12 +241,23 @@ impl AofLog {
     }
 }
 
+/// The database a `SELECT` effect command chooses.
+fn select_of(argv: &[Vec<u8>]) -> Option<u16> {
+    match argv {
+        [name, db] if name.eq_ignore_ascii_case(b"SELECT") => {
+            std::str::from_utf8(db).ok()?.parse().ok()
+        }
+        _ => None,
+    }
+}
+
 /// One command of a unit's effect.
 enum Cmd<'a> {
     Args(&'a crate::table::handler::Args<'a>),
     Owned(&'a [Vec<u8>]),
     Del(&'a [u8]),
     Flush,
+    Select(u16),
 }
 
 impl Cmd<'_> {
@@ -230,7 +270,11 @@ impl Cmd<'_> {
             },
             Cmd::Owned(argv) => command(buf, argv.len(), argv.iter().map(Vec::as_slice)),
             Cmd::Del(key) => command(buf, 2, [&b"DEL"[..], key].into_iter()),
-            Cmd::Flush => command(buf, 1, [&b"FLUSHALL"[..]].into_iter()),
+            Cmd::Flush => command(buf, 1, [&b"FLUSHDB"[..]].into_iter()),
+            Cmd::Select(db) => {
+                let db = db.to_string();
+                command(buf, 2, [&b"SELECT"[..], db.as_bytes()].into_iter());
+            }
         }
     }
 }
@@ -248,12 +292,16 @@ impl Observer for AofLog {
         };
         // Count first (the frame says how many commands follow), then encode.
         self.check_effect(write);
-        let mut count = 0;
-        Self::commands(write, &mut self.buf, |_, _| count += 1);
+        let (mut count, mut selects) = (0, 0);
+        let mut selected = self.selected;
+        Self::commands(write, &mut selected, &mut self.buf, |_, cmd| {
+            count += 1;
+            selects += usize::from(matches!(cmd, Cmd::Select(_)));
+        });
         if count == 0 {
             return;
         }
-        let framed = tx.is_none() && count > 1 && !matches!(write.origin, Origin::Expiry);
+        let framed = tx.is_none() && count - selects > 1 && !matches!(write.origin, Origin::Expiry);
         if let Some(tx) = tx {
             let id = tx_id(self.persist.run_id, tx);
             let n = count.to_string();
@@ -265,7 +313,9 @@ impl Observer for AofLog {
         } else if framed {
             command(&mut self.buf, 1, [&b"MULTI"[..]].into_iter());
         }
-        Self::commands(write, &mut self.buf, |buf, cmd| cmd.encode(buf));
+        Self::commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
+            cmd.encode(buf);
+        });
         if framed {
             command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
         }
@@ -290,6 +340,7 @@ impl Observer for AofLog {
                 self.written = file.metadata().map_or(0, |m| m.len());
                 self.file = file;
                 self.path = path;
+                self.selected = None;
             }
             Err(e) => {
                 // The rewrite that asked must not drop the old files, which this shard

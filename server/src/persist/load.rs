@@ -33,8 +33,8 @@ use crate::table::handler::{Args, Exec};
 /// Keys sent to a worker in one message.
 const CHUNK: usize = 1024;
 
-/// A key on its way to its shard: the key, its value, its expiry.
-pub type Loaded = (Vec<u8>, Value, Option<Millis>);
+/// A key on its way to its shard: its database, the key, its value, its expiry.
+pub type Loaded = (usize, Vec<u8>, Value, Option<Millis>);
 
 /// What start-up has to do before serving.
 #[derive(Debug)]
@@ -104,12 +104,12 @@ impl<'a> Sink<'a> {
         }
     }
 
-    fn put(&mut self, key: Vec<u8>, value: Value, expire_at: Option<Millis>) {
+    fn put(&mut self, db: usize, key: Vec<u8>, value: Value, expire_at: Option<Millis>) {
         let shard = self.shared.slots.shard_of_key(&key);
         let Some(chunk) = self.chunks.get_mut(shard) else {
             return;
         };
-        chunk.push((key, value, expire_at));
+        chunk.push((db, key, value, expire_at));
         if chunk.len() >= CHUNK {
             let chunk = std::mem::take(chunk);
             self.shared.peers[shard].send(vec![Msg::Load(chunk)]);
@@ -159,7 +159,9 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
     } else {
         if let Some(path) = snapshot_source(shared)? {
             let now = clock::now_ms();
-            load_rdb(&path, now, &mut |k, v, at| sink.put(k, v, at))?;
+            load_rdb(shared, &path, now, &mut |db, k, v, at| {
+                sink.put(db, k, v, at)
+            })?;
         }
         (0..shared.threads).map(|_| None).collect()
     };
@@ -188,26 +190,29 @@ fn snapshot_source(shared: &Shared) -> Result<Option<PathBuf>, String> {
     }
 }
 
-/// Reads an RDB file, handing each live key of database 0 to `put`.
+/// Reads an RDB file, handing each live key to `put` with its database.
 fn load_rdb(
+    shared: &Shared,
     path: &Path,
     now: Millis,
-    put: &mut dyn FnMut(Vec<u8>, Value, Option<Millis>),
+    put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
 ) -> Result<(), String> {
     let data = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let databases = shared.config.databases;
     rdb::read(&data, |k: RdbKey| {
-        if k.db != 0 {
+        let db = usize::try_from(k.db).unwrap_or(usize::MAX);
+        if db >= databases {
+            // redis-server's refusal, in its words.
             return Err(rdb::RdbError::Refused(format!(
-                "key '{}' is in database {}, and Goblin has one database (0)",
-                String::from_utf8_lossy(&k.key),
-                k.db
+                "FATAL: Data file was created with a Redis server configured to handle \
+                 more than {databases} databases. Exiting"
             )));
         }
         if k.expire_at.is_some_and(|at| at < now) {
             return Ok(());
         }
         if let Some(value) = k.value.into_value() {
-            put(k.key, value, k.expire_at);
+            put(db, k.key, value, k.expire_at);
         }
         Ok(())
     })
@@ -231,6 +236,11 @@ struct Replay<'a> {
     shared: &'a Shared,
     shard: Shard,
     out: Vec<u8>,
+    /// The database the records go to (the last `SELECT` replayed).
+    db: usize,
+    /// The slots of the shard whose file is being replayed: a flush or a SWAPDB in it
+    /// was that shard's part of the command, and touches only its slots.
+    file_slots: Vec<u16>,
     /// Commands replayed, since when, and the last progress line.
     commands: u64,
     started: Instant,
@@ -245,8 +255,11 @@ impl<'a> Replay<'a> {
                 0,
                 Arc::new(SlotMap::contiguous(1)),
                 shared.commands.all().len(),
+                shared.config.databases,
             ),
             out: Vec::new(),
+            db: 0,
+            file_slots: (0..goblin_store::SLOTS as u16).collect(),
             commands: 0,
             started: Instant::now(),
             reported: Instant::now(),
@@ -279,6 +292,7 @@ impl<'a> Replay<'a> {
                     self.shared,
                     spec,
                     args,
+                    self.db,
                     now,
                     &mut self.out,
                     Version::Resp2,
@@ -287,20 +301,61 @@ impl<'a> Replay<'a> {
                 );
                 Ok(())
             }
-            _ if matches!(spec.name, "flushall" | "flushdb") => {
-                self.shard.clear_for_load();
+            _ if spec.name == "select" => {
+                self.db = db_arg(args, 1, self.shared.config.databases)?;
+                Ok(())
+            }
+            _ if spec.name == "flushall" => {
+                for db in 0..self.shared.config.databases {
+                    self.clear(db, now);
+                }
+                Ok(())
+            }
+            _ if spec.name == "flushdb" => {
+                self.clear(self.db, now);
+                Ok(())
+            }
+            _ if spec.name == "swapdb" => {
+                let databases = self.shared.config.databases;
+                let (a, b) = (db_arg(args, 1, databases)?, db_arg(args, 2, databases)?);
+                self.swap(a, b, now);
                 Ok(())
             }
             _ => Err(format!("the command '{}' cannot be in a log", spec.name)),
         }
     }
 
+    /// Empties database `db` in the slots of the file being replayed.
+    fn clear(&mut self, db: usize, now: Millis) {
+        for &slot in &self.file_slots {
+            self.shard.drain_slot_for_load(db, slot, now, |_, _, _| {});
+        }
+    }
+
+    /// Exchanges databases `a` and `b` in the slots of the file being replayed.
+    fn swap(&mut self, a: usize, b: usize, now: Millis) {
+        if a == b {
+            return;
+        }
+        for &slot in &self.file_slots {
+            let mut moved: Vec<Loaded> = Vec::new();
+            for (from, to) in [(a, b), (b, a)] {
+                self.shard.drain_slot_for_load(from, slot, now, |k, v, at| {
+                    moved.push((to, k, v, at));
+                });
+            }
+            self.shard.load(moved, now);
+        }
+    }
+
     /// Moves every key to its shard.
     fn drain(mut self, sink: &mut Sink<'_>) {
         let now = clock::now_ms();
-        for slot in 0..goblin_store::SLOTS as u16 {
-            self.shard
-                .drain_slot_for_load(slot, now, |k, v, at| sink.put(k, v, at));
+        for db in 0..self.shared.config.databases {
+            for slot in 0..goblin_store::SLOTS as u16 {
+                self.shard
+                    .drain_slot_for_load(db, slot, now, |k, v, at| sink.put(db, k, v, at));
+            }
         }
     }
 }
@@ -317,8 +372,8 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     let mut manifest = match Manifest::load(&dir, name)? {
         Some(manifest) => {
             if let Some(base) = &manifest.base {
-                load_rdb(&dir.join(&base.name), now, &mut |k, v, at| {
-                    replay.shard.load_one(k, v, at, now);
+                load_rdb(shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
+                    replay.shard.load_one(db, k, v, at, now);
                 })?;
             }
             let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
@@ -333,8 +388,8 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             // The log's first start: an existing snapshot becomes its base.
             let mut manifest = Manifest::default();
             if let Some(path) = snapshot_source(shared)? {
-                load_rdb(&path, now, &mut |k, v, at| {
-                    replay.shard.load_one(k, v, at, now);
+                load_rdb(shared, &path, now, &mut |db, k, v, at| {
+                    replay.shard.load_one(db, k, v, at, now);
                 })?;
                 let base = aof::base_name(name, 1);
                 fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -420,13 +475,13 @@ fn replay_generation(
     for f in files {
         let path = dir.join(&f.name);
         match read_file(&path) {
-            Ok(bytes) => data.push((path, bytes)),
+            Ok(bytes) => data.push((path, bytes, f.shard)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("{}: {e}", path.display())),
         }
     }
     let mut commits: HashSet<Vec<u8>> = HashSet::new();
-    for (path, bytes) in &data {
+    for (_, bytes, _) in &data {
         let mut at = 0;
         while let Ok(Some((args, len))) = aof::parse_record(&bytes[at..]) {
             let record = Args::new(&bytes[at..], &args);
@@ -435,9 +490,17 @@ fn replay_generation(
             }
             at += len;
         }
-        let _ = path;
     }
-    for (path, bytes) in &data {
+    for (path, bytes, shard) in &data {
+        // A file starts in database 0, and its flushes are its shard's part.
+        replay.db = 0;
+        replay.file_slots = match shard {
+            Some((shard, shards)) => SlotMap::contiguous(*shards)
+                .slots_of(*shard)
+                .map(|s| s as u16)
+                .collect(),
+            None => (0..goblin_store::SLOTS as u16).collect(),
+        };
         if let Some(torn) = replay_file(replay, path, bytes, &commits)? {
             let cut = bytes.len() - torn;
             if !truncate_torn {
@@ -474,6 +537,10 @@ fn replay_file(
     let mut unit_start = 0;
     // Records of the open unit, replayed when it closes.
     let mut pending: Vec<(usize, Vec<std::ops::Range<usize>>)> = Vec::new();
+    // The database as the records select it, whether or not the unit they are in is
+    // replayed: the writer selects again only when its database changes, whatever
+    // became of the units before.
+    let mut selected = replay.db;
     let fail = |offset: usize, why: &str| {
         format!("{}: bad format at offset {offset}: {why}", path.display())
     };
@@ -497,6 +564,10 @@ fn replay_file(
         };
         let record = Args::new(rest, &args);
         let name = record.get(0);
+        if name.eq_ignore_ascii_case(b"SELECT") {
+            selected =
+                db_arg(&record, 1, replay.shared.config.databases).map_err(|e| fail(at, &e))?;
+        }
         match &mut unit {
             Unit::Plain if name.eq_ignore_ascii_case(b"MULTI") => {
                 unit = Unit::Multi;
@@ -527,6 +598,7 @@ fn replay_file(
                         .apply(&Args::new(&bytes[offset..], &args))
                         .map_err(|e| fail(offset, &e))?;
                 }
+                replay.db = selected;
                 unit = Unit::Plain;
             }
             Unit::Multi => pending.push((at, args)),
@@ -542,12 +614,27 @@ fn replay_file(
                                 .map_err(|e| fail(offset, &e))?;
                         }
                     }
+                    replay.db = selected;
                     unit = Unit::Plain;
                 }
             }
         }
         at += len;
     }
+}
+
+/// Argument `i` of a logged command as a database number below `databases`.
+fn db_arg(args: &Args<'_>, i: usize, databases: usize) -> Result<usize, String> {
+    std::str::from_utf8(args.get(i))
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&db| db < databases)
+        .ok_or_else(|| {
+            format!(
+                "database '{}' is not one of this server's {databases} databases",
+                String::from_utf8_lossy(args.get(i))
+            )
+        })
 }
 
 /// Hands each worker its log (and with it, the end of loading).

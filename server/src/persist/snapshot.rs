@@ -30,9 +30,11 @@ use crate::persist::Persist;
 use crate::runtime::server::REDIS_VERSION;
 use crate::txn::plan::{Hop, HopOut, Plan, PlanCx, Step};
 
-/// The header of a file: magic, auxiliary fields as redis-server 7.0 writes them, and
-/// database 0 with its sizes (no database at all when it is empty, as Redis writes it).
-pub fn header(keys: u64, expires: u64, aof_base: bool) -> Vec<u8> {
+/// The header of a file: magic and auxiliary fields as redis-server 7.0 writes them.
+/// (Each piece of records that follows selects its database: pieces of several
+/// databases and shards interleave, so the file carries no per-database sizes, which
+/// Redis writes only as hints.)
+pub fn header(aof_base: bool) -> Vec<u8> {
     let ctime = (clock::now_ms() / 1000).to_string();
     let used = crate::alloc::allocated().unwrap_or(0).to_string();
     let aux: [(&[u8], &[u8]); 5] = [
@@ -42,11 +44,7 @@ pub fn header(keys: u64, expires: u64, aof_base: bool) -> Vec<u8> {
         (b"used-mem", used.as_bytes()),
         (b"aof-base", if aof_base { b"1" } else { b"0" }),
     ];
-    let mut w = RdbWriter::new(&aux);
-    if keys > 0 {
-        w.select_db(0, keys, expires);
-    }
-    w.take()
+    RdbWriter::new(&aux).take()
 }
 
 /// A file being written: a temporary file, its checksum so far.
@@ -107,10 +105,10 @@ impl FileOut {
 ///
 /// # Errors
 /// When the file cannot be written.
-pub fn write_file(target: &Path, keys: u64, expires: u64, parts: &[Vec<u8>]) -> io::Result<()> {
+pub fn write_file(target: &Path, parts: &[Vec<u8>]) -> io::Result<()> {
     let mut file = FileOut::create(target)?;
     let result = (|| {
-        file.write(&header(keys, expires, false))?;
+        file.write(&header(false))?;
         for part in parts {
             file.write(part)?;
         }
@@ -209,9 +207,9 @@ impl SaveJob {
         }
     }
 
-    /// Writes the header, with the sizes the shards' images began with.
-    pub fn sizes(&self, keys: u64, expires: u64) {
-        self.with_file(|file| file.write(&header(keys, expires, self.aof_base)));
+    /// Writes the header, once every shard's image began.
+    pub fn header(&self) {
+        self.with_file(|file| file.write(&header(self.aof_base)));
         self.ready.store(true, Ordering::Release);
     }
 
@@ -384,12 +382,10 @@ impl SaveKind {
     }
 }
 
-/// A shard's image: its sizes, and (SAVE) its records.
+/// A shard's image: with SAVE, its records (a background save appends them itself).
 #[derive(Debug)]
 struct Part {
     records: Vec<u8>,
-    keys: u64,
-    expires: u64,
 }
 
 /// The transaction of a save: images begun on every shard at one instant.
@@ -510,18 +506,23 @@ impl SavePlan {
         let hops = (0..shards)
             .map(|shard| {
                 Hop::run(shard, move |ctx| {
-                    let (keys, expires) = ctx.db.begin_snapshot(ctx.now);
-                    if let Some(seq) = rotate {
-                        ctx.rotate_log(seq);
-                    }
+                    let (now, background) = (ctx.now, kind.in_background());
                     let mut part = Part {
                         records: Vec::new(),
-                        keys: keys as u64,
-                        expires: expires as u64,
                     };
-                    if !kind.in_background() {
-                        ctx.db.snapshot_step(usize::MAX, usize::MAX);
-                        part.records = ctx.db.end_snapshot().0;
+                    // Every database's image begins at this one instant.
+                    ctx.for_each_db(|_, keyspace| {
+                        if keyspace.is_empty() {
+                            return;
+                        }
+                        keyspace.begin_snapshot(now);
+                        if !background {
+                            keyspace.snapshot_step(usize::MAX, usize::MAX);
+                            part.records.extend(keyspace.end_snapshot().0);
+                        }
+                    });
+                    if let Some(seq) = rotate {
+                        ctx.rotate_log(seq);
                     }
                     HopOut::Other(Box::new(part))
                 })
@@ -578,10 +579,8 @@ impl SavePlan {
                 _ => None,
             })
             .collect();
-        let keys = parts.iter().map(|p| p.keys).sum();
-        let expires = parts.iter().map(|p| p.expires).sum();
         if let Some(job) = &self.job {
-            job.sizes(keys, expires);
+            job.header();
             if self.kind == SaveKind::Rewrite {
                 return cx.done(|e| e.simple(b"Background append only file rewriting started"));
             }
@@ -589,7 +588,7 @@ impl SavePlan {
         }
         let records: Vec<Vec<u8>> = parts.into_iter().map(|p| p.records).collect();
         let target = cx.shared.live().persist.rdb_path();
-        let result = write_file(&target, keys, expires, &records);
+        let result = write_file(&target, &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
             eprintln!(

@@ -19,7 +19,7 @@ pub struct Client {
     /// The protocol the connection speaks (HELLO).
     pub resp: Version,
     /// The selected database (only 0 exists).
-    pub db: u32,
+    pub db: usize,
     /// Peer address.
     pub addr: Option<SocketAddr>,
     /// Local address.

@@ -79,6 +79,9 @@ pub struct Batch {
     pub reply_budget: usize,
     /// The version of the slot map the batch was routed with.
     pub slots_version: u64,
+    /// The database its commands run against (the client's, as it was when they were
+    /// sent: a SELECT waits for what is in flight).
+    pub db: usize,
 }
 
 impl Default for Batch {
@@ -93,6 +96,7 @@ impl Default for Batch {
             now: 0,
             reply_budget: usize::MAX,
             slots_version: 0,
+            db: 0,
         }
     }
 }
@@ -162,6 +166,8 @@ pub struct TxStep {
     pub now: Millis,
     /// The version of the slot map the transaction was routed with.
     pub slots_version: u64,
+    /// The database the transaction works on (its client's).
+    pub db: usize,
 }
 
 /// What a transaction step gives back.
@@ -198,6 +204,8 @@ pub struct ParkReq {
     pub first_in_line: bool,
     /// The time the readiness check uses.
     pub now: Millis,
+    /// The database of the keys.
+    pub db: usize,
 }
 
 /// A message between workers.
@@ -225,7 +233,7 @@ pub enum Msg {
     Unpark(TxRef, u64),
     /// A wait this key served with its lock was given up (its client left) before using
     /// what made the key ready: serve the key's next waits.
-    Reserve(Vec<u8>),
+    Reserve(usize, Vec<u8>),
     /// A watched key changed: the wait `id` of the transaction can go on.
     Woken(TxRef, u64, Vec<u8>),
     /// A new slot map.

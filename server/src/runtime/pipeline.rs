@@ -193,8 +193,8 @@ impl Worker {
             );
         }
         if conn.multi.is_some() && spec.queued_in_multi {
-            let resp = conn.client.resp;
-            let mut queued = self.new_batch(resp);
+            let (resp, db) = (conn.client.resp, conn.client.db);
+            let mut queued = self.new_batch(resp, db);
             queued.push(spec.id, args);
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
@@ -345,6 +345,7 @@ impl Worker {
                 &self.shared,
                 spec,
                 args,
+                client.db,
                 self.now,
                 &mut output.buf,
                 client.resp,
@@ -360,13 +361,13 @@ impl Worker {
             return self.start_plan(key, spec, args);
         }
         // Locks are held or wanted here: go through the shard's queue like any batch.
-        let resp = conn.client.resp;
+        let (resp, db) = (conn.client.resp, conn.client.db);
         let from = ConnRef {
             worker: self.id,
             key,
             generation: conn.generation,
         };
-        let mut batch = self.new_batch(resp);
+        let mut batch = self.new_batch(resp, db);
         batch.push(spec.id, args);
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
@@ -387,8 +388,8 @@ impl Worker {
             return Flow::Wait;
         }
         if conn.open.is_none() {
-            let resp = conn.client.resp;
-            let batch = self.new_batch(resp);
+            let (resp, db) = (conn.client.resp, conn.client.db);
+            let batch = self.new_batch(resp, db);
             self.opened.push(key);
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
@@ -507,8 +508,8 @@ impl Worker {
         let Some(conn) = self.conns.get(key) else {
             return Flow::Next;
         };
-        let (resp, generation) = (conn.client.resp, conn.generation);
-        let mut batch = self.new_batch(resp);
+        let (resp, generation, db) = (conn.client.resp, conn.generation, conn.client.db);
+        let mut batch = self.new_batch(resp, db);
         batch.push(spec.id, args);
         let command: Arc<Batch> = Arc::from(batch);
         let from = ConnRef {
@@ -597,12 +598,15 @@ impl Worker {
             return self.reply_now(key, &crate::errors::no_plan(spec.name));
         };
         let slots = Arc::clone(self.shard.slots());
+        let db = self.conns.get(key).map_or(0, |c| c.client.db);
         let start = PlanStart {
             spec,
             args,
             slots: &slots,
             now: self.now,
             locked: false,
+            db,
+            databases: self.shared.config.databases,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,
@@ -632,10 +636,10 @@ impl Worker {
         whole_shards: bool,
         plan: Box<dyn Plan>,
     ) -> Flow {
-        let resp = self
+        let (resp, db) = self
             .conns
             .get(key)
-            .map_or(Version::Resp2, |c| c.client.resp);
+            .map_or((Version::Resp2, 0), |c| (c.client.resp, c.client.db));
         let seq = self.next_job;
         self.next_job += 1;
         let tx = TxRef {
@@ -643,7 +647,16 @@ impl Worker {
             seq,
         };
         let slots = Arc::clone(self.shard.slots());
-        let mut job = Box::new(TxJob::new(tx, key, &slots, locks, whole_shards, plan, resp));
+        let mut job = Box::new(TxJob::new(
+            tx,
+            key,
+            &slots,
+            locks,
+            whole_shards,
+            plan,
+            resp,
+            db,
+        ));
         let shared = Arc::clone(&self.shared);
         let env = Env {
             shared: &shared,

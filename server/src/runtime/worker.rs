@@ -161,7 +161,12 @@ impl Worker {
             poll.registry().register(l, LISTENER, Interest::READABLE)?;
         }
         let threads = shared.threads;
-        let shard = Shard::new(id, Arc::clone(&shared.slots), shared.commands.all().len());
+        let shard = Shard::new(
+            id,
+            Arc::clone(&shared.slots),
+            shared.commands.all().len(),
+            shared.config.databases,
+        );
         Ok(Worker {
             id,
             poll,
@@ -262,12 +267,7 @@ impl Worker {
             return;
         }
         let now = clock::now_ms();
-        if self
-            .shard
-            .keyspace()
-            .next_expiry()
-            .is_some_and(|at| at <= now)
-        {
+        if self.shard.next_expiry().is_some_and(|at| at <= now) {
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
             self.route_shard_out();
         }
@@ -276,7 +276,7 @@ impl Worker {
     /// A background save's walk: the next slots of this shard's image, appended to the
     /// file; the last piece ends this shard's part.
     fn save_work(&mut self) {
-        if !self.shard.keyspace().snapshot_active() {
+        if !self.shard.snapshot_active() {
             return;
         }
         if self.save_job.is_none() {
@@ -289,14 +289,13 @@ impl Worker {
         if !job.ready() {
             return;
         }
-        let db = self.shard.keyspace_mut();
-        if db.snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION) {
-            let (rest, _) = db.end_snapshot();
-            job.records(&rest);
+        let (piece, done) = self
+            .shard
+            .snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION);
+        job.records(&piece);
+        if done {
             job.shard_done();
             self.save_job = None;
-        } else {
-            job.records(&db.snapshot_take());
         }
     }
 
@@ -304,7 +303,7 @@ impl Worker {
     /// written right after every shard began its image, and nothing would wake a
     /// sleeping worker for it).
     fn saving(&self) -> bool {
-        self.shard.keyspace().snapshot_active()
+        self.shard.snapshot_active()
     }
 
     /// Once a second, on worker 0, as redis-server's cron: a rewrite or save that waited
@@ -427,11 +426,7 @@ impl Worker {
         // Wake for the next key expiry, if any (keys behind schedule: at once) — unless
         // active expiry is paused for transactions here: then the message that ends the
         // last of them wakes this worker, and an overdue key must not make it spin.
-        let next_expiry = self
-            .shard
-            .keyspace()
-            .next_expiry()
-            .filter(|_| self.shard.quiet());
+        let next_expiry = self.shard.next_expiry().filter(|_| self.shard.quiet());
         let mut timeout = next_expiry.map(|at| {
             Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS))
         });
@@ -570,7 +565,7 @@ impl Worker {
             Msg::Step(step) => self.shard.step(shared, step),
             Msg::Park(req) => self.shard.park(shared, req),
             Msg::Unpark(tx, id) => self.shard.unpark(tx, id),
-            Msg::Reserve(key) => self.shard.serve_key(&key),
+            Msg::Reserve(db, key) => self.shard.serve_key(db, &key),
             Msg::Slots(map) => self.shard.set_slots(map),
             Msg::Done(to, batch) => self.batch_done(to, batch),
             Msg::Replies(to, shard, replies) => self.batch_stalled(to, shard, replies),
@@ -677,9 +672,10 @@ impl Worker {
         }
     }
 
-    pub(crate) fn new_batch(&mut self, resp: Version) -> Box<Batch> {
+    pub(crate) fn new_batch(&mut self, resp: Version, db: usize) -> Box<Batch> {
         let mut batch = self.pool.pop().unwrap_or_default();
         batch.resp = resp;
+        batch.db = db;
         batch.now = self.now;
         batch.slots_version = self.shard.slots().version();
         batch

@@ -44,6 +44,9 @@ pub enum Effect<'a> {
 pub struct Write<'a> {
     /// What caused it.
     pub origin: Origin<'a>,
+    /// The database it ran against (its effect's commands are in it; its events say
+    /// their own, since a unit may reach other databases: MOVE, SWAPDB, FLUSHALL).
+    pub db: u16,
     /// The changes, in order — writes only when some observer (or a parked plan) wants
     /// their keys (see [`Observer::wants_written_keys`]).
     pub events: &'a [Event],

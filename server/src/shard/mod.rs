@@ -34,6 +34,7 @@
 //! Single-shard commands pay one branch for all this: while no lock is held or wanted
 //! (`Shard::quiet`), nothing is looked up.
 
+pub mod dbs;
 pub mod events;
 pub mod park;
 pub mod slots;
@@ -58,6 +59,7 @@ use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
 use crate::txn::coordinator::WOKEN;
 use crate::txn::locks::{LockTable, Needs};
 use crate::txn::plan::{HopOut, Work};
+use dbs::{Dbs, Recording};
 use events::{Effect, Observer, Origin, Write};
 use park::{Serve, Waiters};
 use slots::SlotMap;
@@ -96,7 +98,7 @@ enum Ran {
 pub struct Shard {
     /// Index of the shard (and of its worker).
     pub id: usize,
-    db: Keyspace,
+    dbs: Dbs,
     slots: Arc<SlotMap>,
     stats: Vec<CmdStat>,
     /// Commands run here, for sampling their timing.
@@ -111,8 +113,9 @@ pub struct Shard {
     events: Vec<Event>,
     /// Messages produced, for the worker to route.
     out: Vec<Outgoing>,
-    /// Lock waits served, whose locks are still to be granted (`serve_wakes`).
-    wakes: Vec<(TxRef, Vec<u8>)>,
+    /// Lock waits served (with their keys' database), whose locks are still to be
+    /// granted (`serve_wakes`).
+    wakes: Vec<(TxRef, usize, Vec<u8>)>,
     /// The time of the last unit of work, for readiness checks made after it.
     clock_hint: Millis,
     /// Batches that reached their reply budget, by connection, with the connection's
@@ -127,12 +130,12 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// An empty shard owning what `slots` gives shard `id`, keeping statistics for
-    /// `commands` command-table entries.
-    pub fn new(id: usize, slots: Arc<SlotMap>, commands: usize) -> Self {
+    /// An empty shard of `databases` databases owning what `slots` gives shard `id`,
+    /// keeping statistics for `commands` command-table entries.
+    pub fn new(id: usize, slots: Arc<SlotMap>, commands: usize, databases: usize) -> Self {
         Shard {
             id,
-            db: Keyspace::new(),
+            dbs: Dbs::new(databases),
             slots,
             stats: vec![CmdStat::default(); commands],
             executed: 0,
@@ -155,31 +158,39 @@ impl Shard {
     /// Stores loaded keys (start-up). Not a unit of work: nothing observes them, and
     /// nothing can wait on them yet.
     pub fn load(&mut self, keys: Vec<crate::persist::load::Loaded>, now: Millis) {
-        for (key, value, expire_at) in keys {
-            self.load_one(key, value, expire_at, now);
+        for (db, key, value, expire_at) in keys {
+            self.load_one(db, key, value, expire_at, now);
         }
-        self.db.take_events().for_each(drop);
     }
 
-    /// Stores one loaded key (the loader's own keyspace).
-    pub fn load_one(&mut self, key: Vec<u8>, value: Value, expire_at: Option<Millis>, now: Millis) {
-        self.db.insert(&key, value, expire_at, now);
+    /// Stores one loaded key in database `db` (the loader's own keyspaces; a database
+    /// past the last is the caller's to refuse).
+    pub fn load_one(
+        &mut self,
+        db: usize,
+        key: Vec<u8>,
+        value: Value,
+        expire_at: Option<Millis>,
+        now: Millis,
+    ) {
+        if let Some(keyspace) = self.dbs.get_mut(db) {
+            keyspace.insert(&key, value, expire_at, now);
+            keyspace.take_events().for_each(drop);
+        }
     }
 
-    /// Empties the keyspace (a FLUSHALL replayed by the loader).
-    pub fn clear_for_load(&mut self) {
-        self.db.clear();
-        self.db.take_events().for_each(drop);
-    }
-
-    /// Moves a slot's live keys out (the loader's keyspace, to the shards that own them).
+    /// Moves database `db`'s live keys of `slot` out (the loader's keyspaces, to the
+    /// shards that own them; a replayed flush of one shard's slots).
     pub fn drain_slot_for_load(
         &mut self,
+        db: usize,
         slot: u16,
         now: Millis,
         f: impl FnMut(Vec<u8>, Value, Option<Millis>),
     ) {
-        self.db.drain_slot(slot, now, f);
+        if let Some(keyspace) = self.dbs.get_mut(db) {
+            keyspace.drain_slot(slot, now, f);
+        }
     }
 
     /// Makes what the units so far recorded durable, before anything they caused leaves
@@ -208,14 +219,38 @@ impl Shard {
         std::mem::take(&mut self.writes)
     }
 
-    /// The keyspace, for a save's walk over it.
-    pub fn keyspace_mut(&mut self) -> &mut Keyspace {
-        &mut self.db
+    /// The databases, for a save's walk over them.
+    pub fn dbs_mut(&mut self) -> &mut Dbs {
+        &mut self.dbs
     }
 
-    /// The keys, to read (their counts, the next expiry).
-    pub fn keyspace(&self) -> &Keyspace {
-        &self.db
+    /// The databases, to read (their counts, the next expiry).
+    pub fn dbs(&self) -> &Dbs {
+        &self.dbs
+    }
+
+    /// Whether a point-in-time image of some database is being written.
+    pub fn snapshot_active(&self) -> bool {
+        self.dbs.iter().any(Keyspace::snapshot_active)
+    }
+
+    /// The next piece of the image in progress (database after database): its bytes,
+    /// and whether the image is now whole.
+    pub fn snapshot_step(&mut self, max_keys: usize, max_bytes: usize) -> (Vec<u8>, bool) {
+        let Some(keyspace) = self.dbs.iter_mut().find(|k| k.snapshot_active()) else {
+            return (Vec::new(), true);
+        };
+        let piece = if keyspace.snapshot_step(max_keys, max_bytes) {
+            keyspace.end_snapshot().0
+        } else {
+            keyspace.snapshot_take()
+        };
+        (piece, !self.snapshot_active())
+    }
+
+    /// When the next key of any database may expire.
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.dbs.iter().filter_map(Keyspace::next_expiry).min()
     }
 
     /// The slot map the shard owns its slots by.
@@ -263,20 +298,21 @@ impl Shard {
     }
 
     fn update_observed(&mut self) {
-        self.db
-            .observe(!self.observers.is_empty() || !self.waiters.is_empty());
-        self.db
-            .list_writes(!self.waiters.is_empty() || self.observers_want_keys);
+        self.dbs.set_recording(Recording {
+            observe: !self.observers.is_empty() || !self.waiters.is_empty(),
+            list_writes: !self.waiters.is_empty() || self.observers_want_keys,
+        });
     }
 
-    /// The one way work reaches the keys: runs `f` with this shard's context, then
-    /// publishes the key events it caused. Returns `f`'s result and whether the work
-    /// asked for the transaction's locks to be released.
+    /// The one way work reaches the keys: runs `f` with this shard's context on database
+    /// `db`, then publishes the key events it caused. Returns `f`'s result and whether
+    /// the work asked for the transaction's locks to be released.
     #[allow(clippy::too_many_arguments)]
     fn unit<R>(
         &mut self,
         shared: &Shared,
         origin: Origin<'_>,
+        db: usize,
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
@@ -285,7 +321,7 @@ impl Shard {
         let logging = !self.observers.is_empty();
         self.clock_hint = now;
         let mut ctx = ShardCtx::new(
-            &mut self.db,
+            self.dbs.split(db),
             now,
             Encoder::new(out, resp),
             self.id,
@@ -297,12 +333,19 @@ impl Shard {
         let result = f(&mut ctx);
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
+        let all_dbs = ctx.touched_others();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
         }
-        if self.db.has_events() {
-            self.publish(origin);
+        let events = if all_dbs {
+            self.dbs.iter().any(Keyspace::has_events)
+        } else {
+            self.dbs.get(db).is_some_and(Keyspace::has_events)
+        };
+        if events {
+            self.publish(origin, db, all_dbs);
         }
+
         if let Some(seq) = rotation {
             for observer in &mut self.observers {
                 observer.rotate(seq);
@@ -312,13 +355,21 @@ impl Shard {
         (result, release)
     }
 
-    /// Hands the events of the unit of work just done to the parked plans and the
-    /// observers.
-    fn publish(&mut self, origin: Origin<'_>) {
+    /// Hands the events of the unit of work just done on database `db` (and, with
+    /// `all_dbs`, on others too) to the parked plans and the observers.
+    fn publish(&mut self, origin: Origin<'_>, db: usize, all_dbs: bool) {
         self.published += 1;
         self.events.clear();
-        self.events.extend(self.db.take_events());
-        let unlisted = self.db.take_unlisted();
+        let mut unlisted = 0;
+        if all_dbs {
+            for keyspace in self.dbs.iter_mut() {
+                self.events.extend(keyspace.take_events());
+                unlisted += keyspace.take_unlisted();
+            }
+        } else if let Some(keyspace) = self.dbs.get_mut(db) {
+            self.events.extend(keyspace.take_events());
+            unlisted = keyspace.take_unlisted();
+        }
         if !self.waiters.is_empty() {
             self.serve_waiters();
         }
@@ -332,6 +383,7 @@ impl Shard {
             };
             let write = Write {
                 origin,
+                db: db as u16,
                 events: &self.events,
                 unlisted,
                 effect,
@@ -347,32 +399,40 @@ impl Shard {
     /// at once; a lock wait is granted its lock by a step queued like any other (so that
     /// it comes after whoever already waits for the key), in [`Shard::serve_wakes`].
     fn serve_waiters(&mut self) {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
         for event in &self.events {
             match event {
                 // Any change: a write readies a pop, a delete or an expiry frees a claim.
                 Event::Key(k) if self.waiters.waits_for(&k.key) => {
-                    if !keys.iter().any(|done| **done == *k.key) {
-                        keys.push(k.key.to_vec());
+                    let db = usize::from(k.db);
+                    if !keys.iter().any(|(d, done)| *d == db && **done == *k.key) {
+                        keys.push((db, k.key.to_vec()));
                     }
                 }
-                Event::Flushed { .. } => keys = self.waiters.keys(),
+                Event::Flushed { db } => {
+                    let db = usize::from(*db);
+                    keys.retain(|(d, _)| *d != db);
+                    keys.extend(self.waiters.keys(db).into_iter().map(|k| (db, k)));
+                }
                 Event::Key(_) => {}
             }
         }
-        for key in keys {
-            self.serve_key(&key);
+        for (db, key) in keys {
+            self.serve_key(db, &key);
         }
     }
 
-    /// Serves the waits `key` is ready for, in order: a notify wait is told at once, a
-    /// lock wait is queued for [`Shard::serve_wakes`].
-    pub fn serve_key(&mut self, key: &[u8]) {
+    /// Serves the waits `key` of database `db` is ready for, in order: a notify wait is
+    /// told at once, a lock wait is queued for [`Shard::serve_wakes`].
+    pub fn serve_key(&mut self, db: usize, key: &[u8]) {
         let now = self.clock_hint;
-        for (tx, id, key, serve) in self.waiters.serve(key, &mut self.db, now) {
+        let Some(keyspace) = self.dbs.get_mut(db) else {
+            return;
+        };
+        for (tx, id, key, serve) in self.waiters.serve(key, db, keyspace, now) {
             match serve {
                 Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
-                Serve::Lock => self.wakes.push((tx, key)),
+                Serve::Lock => self.wakes.push((tx, db, key)),
             }
         }
     }
@@ -388,7 +448,7 @@ impl Shard {
     pub fn serve_wakes(&mut self, shared: &Shared) {
         // In the order the waits were served (their lock requests queue in that order).
         let wakes = std::mem::take(&mut self.wakes);
-        for (tx, key) in wakes {
+        for (tx, db, key) in wakes {
             let woken = key.clone();
             let step = TxStep {
                 tx,
@@ -400,24 +460,38 @@ impl Shard {
                 release: false,
                 now: self.clock_hint,
                 slots_version: self.slots.version(),
+                db,
             };
             self.step(shared, step);
         }
     }
 
-    /// Active expiry: removes keys whose expiry passed, at most `budget` timers' worth;
-    /// how many keys it removed.
+    /// Active expiry: removes keys whose expiry passed, at most `budget` timers' worth
+    /// in each database; how many keys it removed.
     pub fn expire(&mut self, shared: &Shared, now: Millis, budget: usize) -> usize {
         let mut scratch = Vec::new();
-        self.unit(
-            shared,
-            Origin::Expiry,
-            now,
-            &mut scratch,
-            Version::Resp2,
-            |ctx| ctx.db.expire_due(now, budget),
-        )
-        .0
+        let mut removed = 0;
+        for db in 0..self.dbs.count() {
+            if self
+                .dbs
+                .get(db)
+                .and_then(Keyspace::next_expiry)
+                .is_some_and(|at| at <= now)
+            {
+                removed += self
+                    .unit(
+                        shared,
+                        Origin::Expiry,
+                        db,
+                        now,
+                        &mut scratch,
+                        Version::Resp2,
+                        |ctx| ctx.db.expire_due(now, budget),
+                    )
+                    .0;
+            }
+        }
+        removed
     }
 
     /// The first slot among the command's keys that this shard does not own.
@@ -444,23 +518,35 @@ impl Shard {
         errors::not_owned(slot, self.id)
     }
 
-    /// Runs a shard handler on this shard, writing its reply to `out`, and accounts for
-    /// it in the command statistics. `routed_with` is the version of the slot map the
-    /// command was routed with: another version than this shard's makes it check that it
-    /// owns the command's keys. `tx`: the transaction it is part of.
+    /// Runs a shard handler on this shard's database `db`, writing its reply to `out`,
+    /// and accounts for it in the command statistics. `routed_with` is the version of
+    /// the slot map the command was routed with: another version than this shard's makes
+    /// it check that it owns the command's keys. `tx`: the transaction it is part of.
     #[allow(clippy::too_many_arguments)]
     pub fn execute(
         &mut self,
         shared: &Shared,
         spec: &CommandSpec,
         args: &Args<'_>,
+        db: usize,
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
         tx: Option<TxRef>,
         routed_with: u64,
     ) {
-        self.run_command(shared, spec, args, now, out, resp, tx, routed_with, false);
+        self.run_command(
+            shared,
+            spec,
+            args,
+            db,
+            now,
+            out,
+            resp,
+            tx,
+            routed_with,
+            false,
+        );
     }
 
     /// Runs a command from a connection of this shard's own worker, outside any
@@ -472,13 +558,16 @@ impl Shard {
         shared: &Shared,
         spec: &CommandSpec,
         args: &Args<'_>,
+        db: usize,
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
         may_wait: bool,
     ) -> bool {
         let version = self.slots.version();
-        self.run_command(shared, spec, args, now, out, resp, None, version, may_wait)
+        self.run_command(
+            shared, spec, args, db, now, out, resp, None, version, may_wait,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -487,6 +576,7 @@ impl Shard {
         shared: &Shared,
         spec: &CommandSpec,
         args: &Args<'_>,
+        db: usize,
         now: Millis,
         out: &mut Vec<u8>,
         resp: Version,
@@ -516,11 +606,19 @@ impl Shard {
         if spec.flags.contains(crate::table::Flags::WRITE) {
             self.writes += 1;
         }
-        let (waits, _) = self.unit(shared, Origin::Command(args, tx), now, out, resp, |ctx| {
-            ctx.set_may_wait(may_wait);
-            handler(ctx, args);
-            ctx.waits()
-        });
+        let (waits, _) = self.unit(
+            shared,
+            Origin::Command(args, tx),
+            db,
+            now,
+            out,
+            resp,
+            |ctx| {
+                ctx.set_may_wait(may_wait);
+                handler(ctx, args);
+                ctx.waits()
+            },
+        );
         if let Some(stat) = self.stats.get_mut(spec.id) {
             if let Some(started) = started {
                 stat.usec += started.elapsed().as_micros() as u64 * TIMING_SAMPLE;
@@ -648,6 +746,7 @@ impl Shard {
             resp,
             now,
             slots_version,
+            db,
             ..
         } = batch;
         let Some(cmd) = cmds.get(*next) else { return };
@@ -660,6 +759,7 @@ impl Shard {
             shared,
             spec,
             &args,
+            *db,
             *now,
             replies,
             *resp,
@@ -731,6 +831,7 @@ impl Shard {
             Some(Work::Commands(mut batch)) => {
                 batch.now = step.now;
                 batch.slots_version = step.slots_version;
+                batch.db = step.db;
                 while !batch.finished() {
                     self.run_one(shared, &mut batch, Some(step.tx));
                 }
@@ -741,6 +842,7 @@ impl Shard {
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
+                    step.db,
                     step.now,
                     &mut scratch,
                     Version::Resp2,
@@ -769,6 +871,7 @@ impl Shard {
             let (found, _) = self.unit(
                 shared,
                 Origin::Step(req.tx),
+                req.db,
                 req.now,
                 &mut scratch,
                 Version::Resp2,
@@ -791,14 +894,20 @@ impl Shard {
                         Serve::Notify => self
                             .out
                             .push((req.tx.worker, Msg::Woken(req.tx, req.id, key))),
-                        Serve::Lock => self.wakes.push((req.tx, key)),
+                        Serve::Lock => self.wakes.push((req.tx, req.db, key)),
                     }
                 }
                 return;
             }
         }
-        self.waiters
-            .register(req.tx, req.id, req.keys, req.claim, req.first_in_line);
+        self.waiters.register(
+            req.tx,
+            req.id,
+            req.db,
+            req.keys,
+            req.claim,
+            req.first_in_line,
+        );
         self.update_observed();
     }
 

@@ -38,6 +38,8 @@ pub enum Serve {
 #[derive(Debug)]
 struct Wait {
     id: u64,
+    /// The database its keys are in.
+    db: usize,
     keys: Vec<Watched>,
     claim: Arc<AtomicBool>,
 }
@@ -76,13 +78,15 @@ impl Waiters {
         self.by_key.contains_key(key)
     }
 
-    /// Registers wait `id` of `tx` on `keys` (replacing an earlier wait of `tx`), at the
-    /// back of each key's queue, or at the front for a plan that was served and must wait
-    /// again (it keeps its turn).
+    /// Registers wait `id` of `tx` on `keys` of database `db` (replacing an earlier wait
+    /// of `tx`), at the back of each key's queue, or at the front for a plan that was
+    /// served and must wait again (it keeps its turn).
+    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &mut self,
         tx: TxRef,
         id: u64,
+        db: usize,
         keys: Vec<Watch>,
         claim: Arc<AtomicBool>,
         first_in_line: bool,
@@ -104,7 +108,15 @@ impl Waiters {
                 queue.push_back(tx);
             }
         }
-        self.by_tx.insert(tx, Wait { id, keys, claim });
+        self.by_tx.insert(
+            tx,
+            Wait {
+                id,
+                db,
+                keys,
+                claim,
+            },
+        );
     }
 
     /// Removes wait `id` of `tx` (if it is still the registered one).
@@ -128,11 +140,12 @@ impl Waiters {
         }
     }
 
-    /// The waits `key` serves now that it changed, in the order they came: as many ready
-    /// lock waits as the key can serve (its readiness count: a list of two elements
-    /// serves the first two), and every ready notify wait, each claimed (a wait another
-    /// shard or the coordinator claimed first is dropped). They are removed.
-    pub fn serve(&mut self, key: &[u8], db: &mut Keyspace, now: Millis) -> Vec<Wake> {
+    /// The waits `key` of database `index` (whose keyspace is `db`) serves now that it
+    /// changed, in the order they came: as many ready lock waits as the key can serve
+    /// (its readiness count: a list of two elements serves the first two), and every
+    /// ready notify wait, each claimed (a wait another shard or the coordinator claimed
+    /// first is dropped). They are removed.
+    pub fn serve(&mut self, key: &[u8], index: usize, db: &mut Keyspace, now: Millis) -> Vec<Wake> {
         let Some(queue) = self.by_key.get(key) else {
             return Vec::new();
         };
@@ -142,7 +155,7 @@ impl Waiters {
         // read once, before any of them takes anything).
         let (mut locked, mut capacity) = (0usize, None);
         for &tx in queue {
-            let Some(wait) = self.by_tx.get(&tx) else {
+            let Some(wait) = self.by_tx.get(&tx).filter(|w| w.db == index) else {
                 continue;
             };
             if wait.claim.load(Ordering::Acquire) {
@@ -177,9 +190,18 @@ impl Waiters {
         served
     }
 
-    /// Every key someone waits for (a flush may have changed them all).
-    pub fn keys(&self) -> Vec<Vec<u8>> {
-        self.by_key.keys().map(|k| k.to_vec()).collect()
+    /// Every key someone waits for in database `db` (a flush may have changed them
+    /// all).
+    pub fn keys(&self, db: usize) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = self
+            .by_tx
+            .values()
+            .filter(|w| w.db == db)
+            .flat_map(|w| w.keys.iter().map(|k| k.key.to_vec()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 }
 
@@ -217,22 +239,23 @@ mod tests {
             w.register(
                 tx,
                 1,
+                0,
                 watch(&[b"k"], Some(exists), Serve::Lock),
                 flag(),
                 false,
             );
         }
         assert!(
-            w.serve(b"k", &mut db, 0).is_empty(),
+            w.serve(b"k", 0, &mut db, 0).is_empty(),
             "not ready: nobody served"
         );
         db.set_str(b"k", b"v", None, 0);
         assert_eq!(
-            w.serve(b"k", &mut db, 0),
+            w.serve(b"k", 0, &mut db, 0),
             [(T1, 1, b"k".to_vec(), Serve::Lock)]
         );
         assert_eq!(
-            w.serve(b"k", &mut db, 0),
+            w.serve(b"k", 0, &mut db, 0),
             [(T2, 1, b"k".to_vec(), Serve::Lock)]
         );
         assert!(w.is_empty());
@@ -247,14 +270,15 @@ mod tests {
         w.register(
             T1,
             1,
+            0,
             watch(&[b"k", b"j"], None, Serve::Lock),
             Arc::clone(&taken),
             false,
         );
-        w.register(T2, 1, watch(&[b"k"], None, Serve::Notify), flag(), false);
-        w.register(T3, 4, watch(&[b"k"], None, Serve::Notify), flag(), true);
+        w.register(T2, 1, 0, watch(&[b"k"], None, Serve::Notify), flag(), false);
+        w.register(T3, 4, 0, watch(&[b"k"], None, Serve::Notify), flag(), true);
         taken.store(true, Ordering::Release);
-        let served = w.serve(b"k", &mut db, 0);
+        let served = w.serve(b"k", 0, &mut db, 0);
         assert_eq!(
             served,
             [
@@ -270,11 +294,11 @@ mod tests {
     fn a_cancelled_or_replaced_wait_is_not_served() {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
-        w.register(T1, 1, watch(&[b"a"], None, Serve::Notify), flag(), false);
+        w.register(T1, 1, 0, watch(&[b"a"], None, Serve::Notify), flag(), false);
         w.cancel(T1, 0);
         assert_eq!(w.len(), 1, "an older wait's cancel leaves the newer one");
-        w.register(T1, 2, watch(&[b"c"], None, Serve::Notify), flag(), false);
-        assert!(w.serve(b"a", &mut db, 0).is_empty());
+        w.register(T1, 2, 0, watch(&[b"c"], None, Serve::Notify), flag(), false);
+        assert!(w.serve(b"a", 0, &mut db, 0).is_empty());
         w.cancel(T1, 2);
         assert!(w.is_empty());
     }

@@ -36,12 +36,18 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         release,
         now: NOW,
         slots_version: 1,
+        db: 0,
     }
 }
 
 fn one_shard() -> (Shared, Shard) {
     let shared = shared(1);
-    let shard = Shard::new(0, Arc::clone(&shared.slots), shared.commands.all().len());
+    let shard = Shard::new(
+        0,
+        Arc::clone(&shared.slots),
+        shared.commands.all().len(),
+        16,
+    );
     (shared, shard)
 }
 
@@ -118,7 +124,7 @@ fn foreign_key(slots: &SlotMap) -> Vec<u8> {
 fn a_shard_refuses_keys_it_does_not_own() {
     let shared = shared(2);
     let t = &shared.commands;
-    let mut shard = Shard::new(0, Arc::clone(&shared.slots), t.all().len());
+    let mut shard = Shard::new(0, Arc::clone(&shared.slots), t.all().len(), 16);
     let foreign = foreign_key(&shared.slots);
     // Routed with the same map version: trusted, not checked (the same map routed it).
     // Routed with another version: checked, and refused.
@@ -135,7 +141,7 @@ fn a_shard_refuses_keys_it_does_not_own() {
     let replies = String::from_utf8_lossy(&b.replies);
     assert!(replies.starts_with(&refusal), "{replies}");
     assert_eq!(
-        shard.keyspace().len(),
+        shard.dbs().get(0).map_or(0, |k| k.len()),
         usize::from(shared.slots.owns(0, usize::from(key_slot(b"{x}"))))
     );
     // A transaction step locking a foreign key is refused, and locks nothing.
@@ -154,7 +160,12 @@ fn a_shard_refuses_keys_it_does_not_own() {
 #[test]
 fn a_newer_slot_map_moves_ownership() {
     let shared = shared(2);
-    let mut shard = Shard::new(0, Arc::clone(&shared.slots), shared.commands.all().len());
+    let mut shard = Shard::new(
+        0,
+        Arc::clone(&shared.slots),
+        shared.commands.all().len(),
+        16,
+    );
     let slot = SLOTS - 1;
     assert!(!shard.slots().owns(0, slot));
     let moved = Arc::new(shared.slots.with_moves(&[(slot, 0)]));
@@ -179,6 +190,7 @@ fn a_batch_stops_at_its_reply_budget_and_resumes_in_order() {
         &shared,
         spec,
         &set.args(),
+        0,
         NOW,
         &mut out,
         Version::Resp2,
@@ -427,6 +439,8 @@ const WRITES: &[(Argv, &[Argv])] = &[
     (&[b"DELEX", b"k"], &[&[b"SET", b"k", b"v"]]),
     (&[b"FLUSHALL"], &[&[b"SET", b"k", b"v"]]),
     (&[b"FLUSHDB"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"SWAPDB", b"0", b"1"], &[&[b"SET", b"k", b"v"]]),
+    (&[b"MOVE", b"k", b"1"], &[&[b"SET", b"k", b"v"]]),
 ];
 
 #[test]
@@ -538,6 +552,7 @@ fn expiry_lazy_and_active_records_expired() {
         &lb.shared,
         spec,
         &get.args(),
+        0,
         NOW + 6,
         &mut out,
         Version::Resp2,

@@ -23,6 +23,7 @@ use crate::runtime::ask::WorkerView;
 use crate::runtime::client::Client;
 use crate::runtime::msg::{Batch, LockMode};
 use crate::runtime::server::Shared;
+use crate::shard::dbs::Others;
 use crate::shard::slots::SlotMap;
 use crate::txn::plan::{CrossShard, Plan};
 
@@ -39,11 +40,14 @@ pub struct CmdStat {
     pub failed: u64,
 }
 
-/// The context of a shard handler (and of a plan's hop): the shard's keyspace, the
-/// command's timestamp, the reply sink.
+/// The context of a shard handler (and of a plan's hop): the shard's keyspace of the
+/// client's database, the command's timestamp, the reply sink.
 pub struct ShardCtx<'a> {
-    /// The owning shard's keyspace. Every change made through it records its key event.
+    /// The owning shard's keyspace of the database the client selected. Every change
+    /// made through it records its key event.
     pub db: &'a mut Keyspace,
+    /// The shard's other databases (MOVE, SWAPDB, FLUSHALL …).
+    others: Others<'a>,
     /// The one timestamp this command uses for every key it touches.
     pub now: Millis,
     /// Where the reply goes.
@@ -68,7 +72,7 @@ impl<'a> ShardCtx<'a> {
     /// A context; `effects` is where effects go when the shard's observers want them.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        db: &'a mut Keyspace,
+        (db, others): (&'a mut Keyspace, Others<'a>),
         now: Millis,
         out: Encoder<'a>,
         shard: usize,
@@ -79,6 +83,7 @@ impl<'a> ShardCtx<'a> {
     ) -> Self {
         ShardCtx {
             db,
+            others,
             now,
             out,
             shard,
@@ -92,6 +97,78 @@ impl<'a> ShardCtx<'a> {
             rotate: None,
             reset_stats: false,
         }
+    }
+
+    /// The number of the database the command runs against.
+    pub fn db_index(&self) -> usize {
+        self.others.selected()
+    }
+
+    /// How many databases there are (`databases`).
+    pub fn databases(&self) -> usize {
+        self.others.count()
+    }
+
+    /// Database `db` of this shard, beside the selected one ([`ShardCtx::db`]): `None`
+    /// when it is the selected one or does not exist.
+    pub fn other_db(&mut self, db: usize) -> Option<&mut Keyspace> {
+        self.others.get(db)
+    }
+
+    /// The selected database and database `db`, both to change (MOVE); `None` when `db`
+    /// is the selected one or does not exist.
+    pub fn db_and(&mut self, db: usize) -> Option<(&mut Keyspace, &mut Keyspace)> {
+        let other = self.others.get(db)?;
+        Some((&mut *self.db, other))
+    }
+
+    /// Calls `f` with each database of this shard that has a keyspace (the selected one
+    /// always does), in order, with its number.
+    pub fn for_each_db(&mut self, mut f: impl FnMut(usize, &mut Keyspace)) {
+        let selected = self.others.selected();
+        let mut pending = Some(());
+        let db = &mut *self.db;
+        self.others.each(|i, k| {
+            if i > selected && pending.take().is_some() {
+                f(selected, db);
+            }
+            f(i, k);
+        });
+        if pending.is_some() {
+            f(selected, db);
+        }
+    }
+
+    /// Exchanges databases `a` and `b` of this shard; each number stays with its place
+    /// (SWAPDB), and every key of both counts as changed. Out-of-range numbers do
+    /// nothing: the command checked them.
+    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        let selected = self.others.selected();
+        if a == b || a >= self.databases() || b >= self.databases() {
+            return;
+        }
+        if a != selected && b != selected {
+            self.others.swap(a, b);
+        } else {
+            let other = if a == selected { b } else { a };
+            if let Some(k) = self.others.get(other) {
+                std::mem::swap(&mut *self.db, k);
+                k.set_db(other as u16);
+                self.db.set_db(selected as u16);
+            }
+        }
+        for db in [a, b] {
+            if db == selected {
+                self.db.touch_all();
+            } else if let Some(k) = self.others.get(db) {
+                k.touch_all();
+            }
+        }
+    }
+
+    /// Whether the unit reached a database other than the selected one.
+    pub(crate) fn touched_others(&self) -> bool {
+        self.others.touched()
     }
 
     /// Whether this shard owns `slot`.

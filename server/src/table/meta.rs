@@ -4941,6 +4941,129 @@ pub static RENAMENX: Meta = Meta {
     ]),
 };
 
+/// `MOVE`
+pub static MOVE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("move"),
+        Node::Int(3),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("@keyspace"),
+            Node::Simple("@write"),
+            Node::Simple("@fast"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[
+                Node::Simple("RW"),
+                Node::Simple("access"),
+                Node::Simple("update"),
+            ]),
+            Node::Bulk("begin_search"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
+                Node::Map(&[
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
+                ]),
+            ]),
+        ])]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Move a key to another database"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("generic"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("key"),
+                Node::Bulk("type"),
+                Node::Bulk("key"),
+                Node::Bulk("key_spec_index"),
+                Node::Int(0),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("db"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+            ]),
+        ]),
+    ]),
+};
+
+/// `SWAPDB`
+pub static SWAPDB: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("swapdb"),
+        Node::Int(3),
+        Node::Set(&[Node::Simple("write"), Node::Simple("fast")]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@keyspace"),
+            Node::Simple("@write"),
+            Node::Simple("@fast"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Swaps two Redis databases"),
+        Node::Bulk("since"),
+        Node::Bulk("4.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk(
+            "O(N) where N is the count of clients watching or blocking on keys from both databases.",
+        ),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("index1"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("index2"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+            ]),
+        ]),
+    ]),
+};
+
 /// `COPY`
 pub static COPY: Meta = Meta {
     info: Node::Array(&[
@@ -14705,6 +14828,8 @@ pub static ALL: &[&Meta] = &[
     &RENAME,
     &RENAMENX,
     &COPY,
+    &MOVE,
+    &SWAPDB,
     &KEYS,
     &SCAN,
     &RANDOMKEY,

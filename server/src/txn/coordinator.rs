@@ -85,6 +85,9 @@ pub struct TxJob {
     now: Millis,
     resp: Version,
     slots_version: u64,
+    /// The database its steps work on (the client's; EXEC moves it along the SELECTs
+    /// it runs).
+    db: usize,
     /// Shards where the transaction holds locks now, released when it ends.
     locked_on: Vec<usize>,
     waits: u64,
@@ -101,8 +104,9 @@ impl TxJob {
         self.wrote
     }
 
-    /// A transaction running `plan` after locking the keys `needs` (and, with
-    /// `whole_shards`, every shard whole), answering in `resp`.
+    /// A transaction running `plan` on database `db` after locking the keys `needs`
+    /// (and, with `whole_shards`, every shard whole), answering in `resp`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         tx: TxRef,
         conn: usize,
@@ -111,6 +115,7 @@ impl TxJob {
         whole_shards: bool,
         plan: Box<dyn Plan>,
         resp: Version,
+        db: usize,
     ) -> TxJob {
         // (shard, keys to lock there, whole shard)
         type ShardLocks = (usize, Vec<(Vec<u8>, LockMode)>, bool);
@@ -155,6 +160,7 @@ impl TxJob {
             now: 0,
             resp,
             slots_version: slots.version(),
+            db,
             locked_on: Vec::new(),
             waits: 0,
             served: false,
@@ -173,6 +179,7 @@ impl TxJob {
             release: false,
             now: self.now,
             slots_version: self.slots_version,
+            db: self.db,
         }
     }
 
@@ -271,7 +278,7 @@ impl TxJob {
             // What made the key ready is still there: the next waiter's (the release
             // travels first on the same channel).
             if let Ok(HopOut::Woken(key)) = done.out {
-                out.push((done.shard, Msg::Reserve(key)));
+                out.push((done.shard, Msg::Reserve(self.db, key)));
             }
             self.phase = Phase::Done;
             return Some(Outcome::Reply(Vec::new()));
@@ -438,6 +445,7 @@ impl TxJob {
                 claim: Arc::clone(&claim),
                 first_in_line,
                 now: self.now,
+                db: self.db,
             };
             out.push((shard, Msg::Park(req)));
         }
@@ -462,8 +470,11 @@ impl TxJob {
                 slots: env.slots,
                 resp: self.resp,
                 now: self.now,
+                db: std::cell::Cell::new(self.db),
             };
-            match self.plan.next(&cx, results) {
+            let step = self.plan.next(&cx, results);
+            self.db = cx.db.get();
+            match step {
                 Step::Hops(hops) if hops.is_empty() => results = Vec::new(),
                 Step::Hops(hops) => {
                     self.send(hops, out);

@@ -246,9 +246,21 @@ pub struct PlanCx<'a> {
     pub resp: Version,
     /// The transaction's timestamp.
     pub now: Millis,
+    /// The database the transaction's next hops work on.
+    pub db: std::cell::Cell<usize>,
 }
 
 impl PlanCx<'_> {
+    /// The database the next hops work on.
+    pub fn db(&self) -> usize {
+        self.db.get()
+    }
+
+    /// Moves the next hops to database `db` (EXEC, along the SELECTs it runs).
+    pub fn select(&self, db: usize) {
+        self.db.set(db);
+    }
+
     /// A reply encoded in the connection's protocol.
     pub fn reply(&self, f: impl FnOnce(&mut Encoder<'_>)) -> Outcome {
         Outcome::Reply(encoded(self.resp, f))
@@ -286,6 +298,10 @@ pub struct PlanStart<'a> {
     pub now: Millis,
     /// Every key is locked already (inside EXEC): hops take and release no lock.
     pub locked: bool,
+    /// The client's database.
+    pub db: usize,
+    /// How many databases there are.
+    pub databases: usize,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.
