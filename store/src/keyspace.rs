@@ -152,9 +152,6 @@ struct Snapshot {
     keys: u64,
     /// The database the image's records belong to.
     db: u16,
-    /// Whether the bytes not yet taken begin with the database's `SELECTDB` (each piece
-    /// taken does, since pieces of several databases and shards interleave in one file).
-    selected: bool,
 }
 
 impl Snapshot {
@@ -174,10 +171,6 @@ impl Snapshot {
         let Some(table) = table else { return };
         for blob in table.iter() {
             if !expired(blob, self.at) {
-                if !self.selected {
-                    self.out.select(u64::from(self.db));
-                    self.selected = true;
-                }
                 self.out
                     .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
                 self.keys += 1;
@@ -311,9 +304,14 @@ impl Keyspace {
             out: RdbWriter::records(),
             keys: 0,
             db: self.db,
-            selected: false,
         }));
         (self.counts.len, self.counts.volatile)
+    }
+
+    /// The database the image in progress is of (the keyspace's number when it began:
+    /// SWAPDB may have renumbered the keyspace since).
+    pub fn snapshot_db(&self) -> Option<u16> {
+        self.snapshot.as_deref().map(|s| s.db)
     }
 
     /// Whether an image is being written.
@@ -345,10 +343,7 @@ impl Keyspace {
     pub fn snapshot_take(&mut self) -> Vec<u8> {
         self.snapshot
             .as_deref_mut()
-            .map(|s| {
-                s.selected = false;
-                s.out.take()
-            })
+            .map(|s| s.out.take())
             .unwrap_or_default()
     }
 

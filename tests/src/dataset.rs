@@ -88,3 +88,26 @@ pub fn dataset(con: &mut Connection) -> BTreeMap<Vec<u8>, Key> {
     }
     out
 }
+
+/// Every key of every database that holds some (by `INFO keyspace`), database by
+/// database; the connection is left in database 0.
+///
+/// # Panics
+/// When a command fails.
+pub fn all_databases(con: &mut Connection) -> BTreeMap<u32, BTreeMap<Vec<u8>, Key>> {
+    let info: String = redis::cmd("INFO").arg("keyspace").query(con).expect("INFO");
+    let mut out = BTreeMap::new();
+    for line in info.lines() {
+        let Some(db) = line
+            .strip_prefix("db")
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        redis::cmd("SELECT").arg(db).exec(con).expect("SELECT");
+        out.insert(db, dataset(con));
+    }
+    redis::cmd("SELECT").arg(0).exec(con).expect("SELECT");
+    out
+}

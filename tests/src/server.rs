@@ -231,8 +231,6 @@ impl Server {
                     "--loglevel",
                     "warning",
                 ])
-                // Goblin has one database, like redis-server with `databases 1`.
-                .args(["--databases", "1"])
                 .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

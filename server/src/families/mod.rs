@@ -105,12 +105,13 @@ pub fn select_db(db: i64, databases: usize) -> Result<usize, ErrorReply> {
 /// range).
 ///
 /// # Errors
-/// `ERR value is not an integer or out of range` for anything but an `int`, else `ERR
-/// DB index is out of range` for a number that is no database.
+/// `getIntFromObjectOrReply`'s errors for anything but an `int`, else `ERR DB index is
+/// out of range` for a number that is no database.
 pub fn db_argument(arg: &[u8], databases: usize) -> Result<usize, ErrorReply> {
-    match parse_i64(arg).filter(|n| i32::try_from(*n).is_ok()) {
-        Some(n) => select_db(n, databases),
+    match parse_i64(arg) {
         None => Err(errors::NOT_INTEGER.into()),
+        Some(n) if i32::try_from(n).is_err() => Err(errors::INT_OUT_OF_RANGE.into()),
+        Some(n) => select_db(n, databases),
     }
 }
 

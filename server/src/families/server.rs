@@ -235,7 +235,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "auto-aof-rewrite-min-size",
             c.persist.auto_aof_rewrite_min_size.to_string(),
         ),
-        ("databases", "1".into()),
+        ("databases", c.databases.to_string()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
         ("maxclients", c.maxclients.to_string()),

@@ -30,11 +30,15 @@ use crate::persist::Persist;
 use crate::runtime::server::REDIS_VERSION;
 use crate::txn::plan::{Hop, HopOut, Plan, PlanCx, Step};
 
-/// The header of a file: magic and auxiliary fields as redis-server 7.0 writes them.
-/// (Each piece of records that follows selects its database: pieces of several
-/// databases and shards interleave, so the file carries no per-database sizes, which
-/// Redis writes only as hints.)
-pub fn header(aof_base: bool) -> Vec<u8> {
+/// The sizes of database 0 when it has keys (keys, keys with an expiry): the header
+/// selects it with them, as Redis starts its file.
+pub type Db0 = Option<(u64, u64)>;
+
+/// The header of a file: magic, auxiliary fields as redis-server 7.0 writes them, and
+/// database 0 with its sizes when it has keys. (Pieces of other databases select theirs
+/// as they come: the shards' pieces interleave, so only database 0's sizes — which
+/// Redis writes as hints — are known before the records.)
+pub fn header(db0: Db0, aof_base: bool) -> Vec<u8> {
     let ctime = (clock::now_ms() / 1000).to_string();
     let used = crate::alloc::allocated().unwrap_or(0).to_string();
     let aux: [(&[u8], &[u8]); 5] = [
@@ -44,7 +48,11 @@ pub fn header(aof_base: bool) -> Vec<u8> {
         (b"used-mem", used.as_bytes()),
         (b"aof-base", if aof_base { b"1" } else { b"0" }),
     ];
-    RdbWriter::new(&aux).take()
+    let mut w = RdbWriter::new(&aux);
+    if let Some((keys, expires)) = db0 {
+        w.select_db(0, keys, expires);
+    }
+    w.take()
 }
 
 /// A file being written: a temporary file, its checksum so far.
@@ -53,6 +61,8 @@ struct FileOut {
     crc: u64,
     /// Bytes written so far.
     len: u64,
+    /// The database the last records written are of.
+    selected: Option<u16>,
     tmp: PathBuf,
     target: PathBuf,
 }
@@ -65,9 +75,31 @@ impl FileOut {
             out: BufWriter::with_capacity(128 << 10, File::create(&tmp)?),
             crc: 0,
             len: 0,
+            selected: None,
             tmp,
             target: target.to_path_buf(),
         })
+    }
+
+    /// Writes the header (database 0 is selected by it when it has keys).
+    fn header(&mut self, db0: Db0, aof_base: bool) -> io::Result<()> {
+        self.selected = db0.map(|_| 0);
+        self.write(&header(db0, aof_base))
+    }
+
+    /// Writes key records of database `db`, after its `SELECTDB` when the file's last
+    /// records were of another.
+    fn records(&mut self, db: u16, bytes: &[u8]) -> io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if self.selected != Some(db) {
+            self.selected = Some(db);
+            let mut select = RdbWriter::records();
+            select.select(u64::from(db));
+            self.write(&select.take())?;
+        }
+        self.write(bytes)
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -105,12 +137,12 @@ impl FileOut {
 ///
 /// # Errors
 /// When the file cannot be written.
-pub fn write_file(target: &Path, parts: &[Vec<u8>]) -> io::Result<()> {
+pub fn write_file(target: &Path, db0: Db0, parts: &[(u16, Vec<u8>)]) -> io::Result<()> {
     let mut file = FileOut::create(target)?;
     let result = (|| {
-        file.write(&header(false))?;
-        for part in parts {
-            file.write(part)?;
+        file.header(db0, false)?;
+        for (db, part) in parts {
+            file.records(*db, part)?;
         }
         Ok(())
     })();
@@ -208,17 +240,17 @@ impl SaveJob {
     }
 
     /// Writes the header, once every shard's image began.
-    pub fn header(&self) {
-        self.with_file(|file| file.write(&header(self.aof_base)));
+    pub fn header(&self, db0: Db0) {
+        self.with_file(|file| file.header(db0, self.aof_base));
         self.ready.store(true, Ordering::Release);
     }
 
-    /// Appends records (from a shard's loop).
-    pub fn records(&self, bytes: &[u8]) {
+    /// Appends records of database `db` (from a shard's loop).
+    pub fn records(&self, db: u16, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
-        self.with_file(|file| file.write(bytes));
+        self.with_file(|file| file.records(db, bytes));
     }
 
     /// A shard has appended its whole image; after the last, the file is finished on a
@@ -385,7 +417,9 @@ impl SaveKind {
 /// A shard's image: with SAVE, its records (a background save appends them itself).
 #[derive(Debug)]
 struct Part {
-    records: Vec<u8>,
+    records: Vec<(u16, Vec<u8>)>,
+    /// Database 0's keys and keys with an expiry.
+    db0: (u64, u64),
 }
 
 /// The transaction of a save: images begun on every shard at one instant.
@@ -509,16 +543,19 @@ impl SavePlan {
                     let (now, background) = (ctx.now, kind.in_background());
                     let mut part = Part {
                         records: Vec::new(),
+                        db0: (0, 0),
                     };
                     // Every database's image begins at this one instant.
-                    ctx.for_each_db(|_, keyspace| {
-                        if keyspace.is_empty() {
-                            return;
+                    // (Empty ones too: a shard's walk is what ends its part of a
+                    // background save, and database 0 always has a keyspace.)
+                    ctx.for_each_db(|db, keyspace| {
+                        let (keys, expires) = keyspace.begin_snapshot(now);
+                        if db == 0 {
+                            part.db0 = (keys as u64, expires as u64);
                         }
-                        keyspace.begin_snapshot(now);
                         if !background {
                             keyspace.snapshot_step(usize::MAX, usize::MAX);
-                            part.records.extend(keyspace.end_snapshot().0);
+                            part.records.push((db as u16, keyspace.end_snapshot().0));
                         }
                     });
                     if let Some(seq) = rotate {
@@ -579,16 +616,19 @@ impl SavePlan {
                 _ => None,
             })
             .collect();
+        let keys: u64 = parts.iter().map(|p| p.db0.0).sum();
+        let expires: u64 = parts.iter().map(|p| p.db0.1).sum();
+        let db0 = (keys > 0).then_some((keys, expires));
         if let Some(job) = &self.job {
-            job.header();
+            job.header(db0);
             if self.kind == SaveKind::Rewrite {
                 return cx.done(|e| e.simple(b"Background append only file rewriting started"));
             }
             return cx.done(|e| e.simple(b"Background saving started"));
         }
-        let records: Vec<Vec<u8>> = parts.into_iter().map(|p| p.records).collect();
+        let records: Vec<(u16, Vec<u8>)> = parts.into_iter().flat_map(|p| p.records).collect();
         let target = cx.shared.live().persist.rdb_path();
-        let result = write_file(&target, &records);
+        let result = write_file(&target, db0, &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
             eprintln!(

@@ -289,10 +289,10 @@ impl Worker {
         if !job.ready() {
             return;
         }
-        let (piece, done) = self
+        let (db, piece, done) = self
             .shard
             .snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION);
-        job.records(&piece);
+        job.records(db, &piece);
         if done {
             job.shard_done();
             self.save_job = None;

@@ -234,18 +234,19 @@ impl Shard {
         self.dbs.iter().any(Keyspace::snapshot_active)
     }
 
-    /// The next piece of the image in progress (database after database): its bytes,
-    /// and whether the image is now whole.
-    pub fn snapshot_step(&mut self, max_keys: usize, max_bytes: usize) -> (Vec<u8>, bool) {
+    /// The next piece of the image in progress (database after database): its
+    /// database, its bytes, and whether the image is now whole.
+    pub fn snapshot_step(&mut self, max_keys: usize, max_bytes: usize) -> (u16, Vec<u8>, bool) {
         let Some(keyspace) = self.dbs.iter_mut().find(|k| k.snapshot_active()) else {
-            return (Vec::new(), true);
+            return (0, Vec::new(), true);
         };
+        let db = keyspace.snapshot_db().unwrap_or_default();
         let piece = if keyspace.snapshot_step(max_keys, max_bytes) {
             keyspace.end_snapshot().0
         } else {
             keyspace.snapshot_take()
         };
-        (piece, !self.snapshot_active())
+        (db, piece, !self.snapshot_active())
     }
 
     /// When the next key of any database may expire.

@@ -226,6 +226,8 @@ const SAMPLES: &[(&str, &[&str])] = &[
             "COPY a",
         ],
     ),
+    ("move", &["MOVE a 1", "MOVE a", "MOVE a 1 2"]),
+    ("swapdb", &["SWAPDB 0 1", "SWAPDB 0"]),
     ("keys", &["KEYS *", "KEYS"]),
     ("scan", &["SCAN 0", "SCAN 0 MATCH k*", "SCAN"]),
     ("randomkey", &["RANDOMKEY", "RANDOMKEY x"]),

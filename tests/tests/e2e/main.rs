@@ -6,6 +6,7 @@ mod atomicity;
 mod blocking;
 mod clients;
 mod connection;
+mod databases;
 mod expiry;
 mod getkeys;
 mod goblin_claim;

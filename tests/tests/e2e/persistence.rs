@@ -860,3 +860,52 @@ fn a_configuration_file_sets_persistence_and_a_bad_one_stops_the_start() {
         "{stderr}"
     );
 }
+
+/// A flush is logged by every shard as its part of it: replayed, each part empties the
+/// keys of its own shard's slots only — not the keys that later writes put in other
+/// shards' files, which the replay of an earlier file would otherwise wipe.
+#[test]
+fn a_replayed_flush_empties_only_what_it_emptied() {
+    let dir = Dir::new("flush-replay");
+    let args = [
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--threads",
+        "3",
+    ];
+    let mut server = Server::goblin_with(&args);
+    let mut raw = server.raw();
+    let keys: Vec<String> = (0..3).flat_map(|shard| keys_on("k", shard, 3, 4)).collect();
+    for k in &keys {
+        ok(&mut raw, &format!("SET {k} before"));
+    }
+    ok(&mut raw, "FLUSHALL");
+    for k in &keys {
+        ok(&mut raw, &format!("SET {k} after"));
+    }
+    ok(&mut raw, "SELECT 3");
+    for k in &keys {
+        ok(&mut raw, &format!("SET {k} three"));
+    }
+    ok(&mut raw, "FLUSHDB");
+    ok(&mut raw, "SET survivor 1");
+    let want = goblin_tests::dataset::all_databases(&mut server.client());
+    assert_eq!(want.len(), 2, "{want:?}");
+    assert_eq!(want[&0].len(), keys.len());
+    server.kill();
+    for threads in ["3", "2"] {
+        let mut again = args.to_vec();
+        again[7] = threads;
+        let mut server = Server::goblin_with(&again);
+        assert_eq!(
+            goblin_tests::dataset::all_databases(&mut server.client()),
+            want,
+            "replayed by {threads} threads"
+        );
+        server.kill();
+    }
+}
