@@ -40,5 +40,7 @@ pub mod shard;
 pub mod txn;
 pub mod util;
 
-#[cfg(test)]
-mod testkit;
+/// In-process shards for the unit tests and the dispatch fuzz target (feature
+/// `testkit`): not part of the server.
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -112,6 +112,26 @@ impl Loopback {
         }
     }
 
+    /// Empties everything — fresh shards, no message or job, the start-up configuration
+    /// live again — keeping the shared state (building the command table is the costly
+    /// part of [`Loopback::new`]).
+    pub fn reset(&mut self) {
+        let shared = &self.shared;
+        for (id, shard) in self.shards.iter_mut().enumerate() {
+            *shard = Shard::new(
+                id,
+                std::sync::Arc::clone(&shared.slots),
+                shared.commands.all().len(),
+                shared.config.databases,
+            );
+        }
+        shared.set_live(shared.config.clone());
+        self.queue.clear();
+        self.done.clear();
+        self.jobs.clear();
+        self.outcomes.clear();
+    }
+
     /// Runs one command on the shard that owns its first key (or shard 0), as a local
     /// command would run there; its reply in RESP2.
     pub fn exec(&mut self, argv: &[&[u8]]) -> Vec<u8> {
@@ -140,6 +160,76 @@ impl Loopback {
         self.collect(shard);
         self.deliver();
         out
+    }
+
+    /// Runs any command as the pipeline would route it — a connection command on a
+    /// client of its own, a shard command on its keys' shard or as its plan across
+    /// shards, a keyspace-wide command as its plan — and a plan that waits (a blocking
+    /// command) until its timeout; its reply, or the rejection. Commands that would
+    /// touch the process or its files (SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF, DEBUG,
+    /// MULTI's) answer an error instead.
+    pub fn run_any(
+        &mut self,
+        client: &mut crate::runtime::client::Client,
+        argv: &[&[u8]],
+    ) -> Vec<u8> {
+        use crate::table::handler::{ConnCtx, Exec};
+        let cmd = Cmd::new(argv);
+        let args = cmd.args();
+        let mut out = Vec::new();
+        let spec = match self.shared.commands.resolve(&args) {
+            Ok(spec) => spec,
+            Err(rejection) => {
+                Encoder::new(&mut out, Version::Resp2).error_sanitized(&rejection.message);
+                return out;
+            }
+        };
+        if matches!(
+            spec.name,
+            "shutdown" | "save" | "bgsave" | "bgrewriteaof" | "debug"
+        ) {
+            Encoder::new(&mut out, Version::Resp2).error(b"ERR not run in-process");
+            return out;
+        }
+        match spec.exec {
+            Exec::Conn(f) => {
+                f(
+                    &mut ConnCtx {
+                        client,
+                        shared: &self.shared,
+                        out: &mut out,
+                        now: NOW,
+                    },
+                    &args,
+                );
+                out
+            }
+            Exec::Shard(_) => {
+                let mut shards = Vec::new();
+                spec.for_each_key_position(&args, |i| {
+                    shards.push(self.shared.slots.shard_of_key(args.get(i)));
+                });
+                let one = shards.windows(2).all(|w| w[0] == w[1]);
+                if one && spec.plan_if.is_none_or(|when| !when(&args)) {
+                    return self.exec(argv);
+                }
+                self.plan_to_end(argv)
+            }
+            Exec::Plan(_) => self.plan_to_end(argv),
+            Exec::Multi(_) | Exec::AskWorkers { .. } | Exec::Container => {
+                Encoder::new(&mut out, Version::Resp2).error(b"ERR not run in-process");
+                out
+            }
+        }
+    }
+
+    /// [`Loopback::plan`], timing the plan out if it waits.
+    fn plan_to_end(&mut self, argv: &[&[u8]]) -> Vec<u8> {
+        if let Some(reply) = self.plan(argv) {
+            return reply;
+        }
+        self.time_out();
+        self.reply().unwrap_or_default()
     }
 
     /// Starts `plan` (locking `locks` first) and delivers messages until it finishes or

@@ -1,0 +1,63 @@
+//! Drives command dispatch — the command table, argument parsing and every family's
+//! handlers and cross-shard plans — with arbitrary commands against in-process shards
+//! (`goblin_server::testkit::Loopback`, three shards, as the unit tests use them, emptied
+//! before each input).
+//!
+//! Input layout: lines (`\n`) are commands, words (` `) their arguments. A first word
+//! of one byte below 0x80 names a command of the table by index (so that most inputs
+//! reach a handler); any other first word is sent as the name. The fuzzer's dictionary
+//! (`fuzz/dicts/commands.dict`) holds every command name and option keyword.
+//!
+//! Asserts that nothing panics, and that every command answers exactly one well-formed
+//! reply.
+#![no_main]
+
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use goblin_server::runtime::client::Client;
+use goblin_server::testkit::Loopback;
+use libfuzzer_sys::fuzz_target;
+
+/// The names of the table's top-level commands, in table order.
+fn names() -> &'static Vec<Vec<u8>> {
+    static NAMES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let lb = Loopback::new(1);
+        lb.shared
+            .commands
+            .top_level()
+            .map(|s| s.name.as_bytes().to_vec())
+            .collect()
+    })
+}
+
+thread_local! {
+    /// Three shards, emptied before each input.
+    static SHARDS: RefCell<Loopback> = RefCell::new(Loopback::new(3));
+}
+
+fuzz_target!(|data: &[u8]| SHARDS.with_borrow_mut(|lb| run(lb, data)));
+
+fn run(lb: &mut Loopback, data: &[u8]) {
+    let names = names();
+    lb.reset();
+    let mut client = Client::new(1, None, None, goblin_server::testkit::NOW);
+    for line in data.split(|&b| b == b'\n').take(64) {
+        let mut argv: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        if argv.len() > 64 {
+            argv.truncate(64);
+        }
+        if let Some(first) = argv.first_mut()
+            && let [b] = first
+            && *b < 0x80
+        {
+            *first = &names[usize::from(*b) % names.len()];
+        }
+        let reply = lb.run_any(&mut client, &argv);
+        match goblin_protocol::reply_len(&reply) {
+            Ok(Some((n, _))) => assert_eq!(n, reply.len(), "{argv:?}: one reply"),
+            other => panic!("{argv:?}: a malformed reply {other:?}: {reply:?}"),
+        }
+    }
+}
