@@ -90,6 +90,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+/// The allocator under the count, as INFO's `mem_allocator` names it (redis-server
+/// built against glibc's malloc says the same).
+pub const NAME: &str = "libc";
+
 /// Marks the counting allocator as installed (the binary calls this at start).
 pub fn activate() {
     ACTIVE.store(true, Ordering::Relaxed);

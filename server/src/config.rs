@@ -37,6 +37,8 @@ pub struct Config {
     pub renames: Vec<(String, String)>,
     /// `databases`: how many databases there are (SELECT 0 to this minus one).
     pub databases: usize,
+    /// `maxmemory` and its policy.
+    pub memory: crate::memory::MemoryConfig,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -210,6 +212,7 @@ impl Default for Config {
             protected_mode: true,
             renames: Vec::new(),
             databases: 16,
+            memory: crate::memory::MemoryConfig::default(),
         }
     }
 }
@@ -238,6 +241,13 @@ Options:
   --tcp-keepalive SECONDS   TCP keepalive probes this often (default 300; 0: none)
   --protected-mode yes|no   without a password, serve loopback clients only (default yes)
   --databases N             databases, SELECT 0 to N-1 (default 16)
+  --maxmemory SIZE          memory limit (default 0: none)
+  --maxmemory-policy NAME   past it: noeviction (default; writes get OOM), allkeys-lru,
+                            allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,
+                            volatile-random, volatile-ttl
+  --maxmemory-samples N     keys sampled per eviction (default 5)
+  --lfu-log-factor N        LFU counter growth (default 10)
+  --lfu-decay-time MINUTES  LFU counter decay (default 1)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -302,6 +312,11 @@ pub const SETTABLE: &[&str] = &[
     "auto-aof-rewrite-percentage",
     "auto-aof-rewrite-min-size",
     "aof-load-truncated",
+    "maxmemory",
+    "maxmemory-policy",
+    "maxmemory-samples",
+    "lfu-log-factor",
+    "lfu-decay-time",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -477,6 +492,11 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "timeout" => config.timeout = parse_ranged(one()?, 0, INT_MAX)? as u64,
         "tcp-keepalive" => config.tcp_keepalive = parse_ranged(one()?, 0, INT_MAX)? as u64,
         "protected-mode" => config.protected_mode = parse_bool(one()?)?,
+        "maxmemory" => config.memory.maxmemory = parse_size(one()?)?,
+        "maxmemory-policy" => config.memory.policy = crate::memory::Policy::parse(one()?)?,
+        "maxmemory-samples" => config.memory.samples = parse_ranged(one()?, 1, INT_MAX)? as u32,
+        "lfu-log-factor" => config.memory.lfu_log_factor = parse_ranged(one()?, 0, INT_MAX)? as u32,
+        "lfu-decay-time" => config.memory.lfu_decay_time = parse_ranged(one()?, 0, INT_MAX)? as u32,
         "databases" => {
             config.databases = parse_ranged(one()?, 1, i64::from(MAX_DATABASES))? as usize;
         }

@@ -124,7 +124,9 @@ pub const EXPIRE_NX_AND_OTHERS: &[u8] =
 pub const EXPIRE_GT_AND_LT: &[u8] = b"ERR GT and LT options at the same time are not compatible";
 /// COPY of a key onto itself.
 pub const SAME_OBJECT: &[u8] = b"ERR source and destination objects are the same";
-/// OBJECT FREQ without an LFU eviction policy (Goblin has none).
+/// OBJECT IDLETIME under an LFU eviction policy.
+pub const LFU_NO_IDLETIME: &[u8] = b"ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+/// OBJECT FREQ without an LFU policy.
 pub const NO_LFU_POLICY: &[u8] = b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 /// A blocking command's timeout that is not a number.
@@ -358,6 +360,10 @@ pub fn zset_no_input_key(name: &str) -> ErrorReply {
 
 /// A client from outside the loopback interface, in protected mode without a password.
 pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// A command that may grow memory, while memory is over `maxmemory` and eviction could
+/// not bring it back.
+pub const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
 
 /// A connection beyond `maxclients`.
 pub const MAX_CLIENTS: &[u8] = b"-ERR max number of clients reached\r\n";

@@ -33,6 +33,7 @@ pub mod table;
 pub mod errors;
 
 pub mod longdouble;
+pub mod memory;
 pub mod persist;
 
 pub mod runtime;

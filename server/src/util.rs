@@ -1,5 +1,16 @@
 //! Small helpers shared by command families.
 
+/// Resident set size of the process in bytes, from /proc.
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
 /// Redis's glob matching (`stringmatchlen` in `util.c`), for KEYS, SCAN MATCH and
 /// CONFIG GET: `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes, with its exact corner cases
 /// (a range may be given backwards, an unterminated class matches what it has seen, and

@@ -2,12 +2,16 @@
 //! expiry (when there is one) and, for small strings, the value.
 //!
 //! ```text
-//! [flags: u8][key length: LEB128][expiry: u64 LE, if flags & EXPIRES][key][payload]
+//! [flags: u8][access: 24 bits LE][key length: LEB128][expiry: u64 LE, if flags & EXPIRES][key][payload]
 //! ```
+//!
+//! The access field is what eviction reads, as Redis keeps it in each object's 24 `lru`
+//! bits: the last access in seconds (LRU), or the access frequency's logarithmic counter
+//! and the minute it was last decayed (LFU).
 //!
 //! The payload is the string itself (`INLINE`), or the 4-byte index of a boxed value kept
 //! beside the table (`BOXED`: hashes, sorted sets, strings too large to copy on every
-//! change). A 16-byte key with a 32-byte value and no expiry is a 50-byte allocation; a
+//! change). A 16-byte key with a 32-byte value and no expiry is a 53-byte allocation; a
 //! key, its value and its expiry are read from one cache line or two, and a key lookup
 //! follows one pointer.
 
@@ -38,6 +42,24 @@ pub enum Payload<'a> {
     Boxed(u32),
 }
 
+/// Bytes of the access field.
+const ACCESS: usize = 3;
+
+/// The access field (24 bits).
+pub fn access(blob: &[u8]) -> u32 {
+    match blob.get(1..1 + ACCESS) {
+        Some(&[a, b, c]) => u32::from(a) | u32::from(b) << 8 | u32::from(c) << 16,
+        _ => 0,
+    }
+}
+
+/// Sets the access field (its low 24 bits).
+pub fn set_access(blob: &mut [u8], value: u32) {
+    if let Some(field) = blob.get_mut(1..1 + ACCESS) {
+        field.copy_from_slice(&value.to_le_bytes()[..ACCESS]);
+    }
+}
+
 /// The parsed header of a blob.
 #[derive(Clone, Copy, Debug)]
 struct Header {
@@ -51,7 +73,7 @@ fn header(blob: &[u8]) -> Header {
     let flags = blob.first().copied().unwrap_or(0);
     let mut key_len = 0usize;
     let mut shift = 0;
-    let mut at = 1;
+    let mut at = 1 + ACCESS;
     while let Some(&b) = blob.get(at) {
         at += 1;
         key_len |= usize::from(b & 0x7f) << shift;
@@ -80,10 +102,11 @@ pub fn size(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> usize {
         Payload::Inline(s) => s.len(),
         Payload::Boxed(_) => 4,
     };
-    1 + varint + if expire.is_some() { 8 } else { 0 } + key.len() + payload_len
+    1 + ACCESS + varint + if expire.is_some() { 8 } else { 0 } + key.len() + payload_len
 }
 
-/// Writes a blob into `out`, which must be exactly [`size`] bytes long.
+/// Writes a blob into `out`, which must be exactly [`size`] bytes long (its access field
+/// zero: the keyspace sets it).
 pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payload<'_>) {
     let mut w = 0;
     let mut put = |bytes: &[u8]| {
@@ -97,6 +120,7 @@ pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payloa
             0
         };
     put(&[flags]);
+    put(&[0; ACCESS]);
     let mut n = key.len();
     loop {
         let byte = (n & 0x7f) as u8;
@@ -189,6 +213,11 @@ mod tests {
                     assert_eq!(super::key(&blob), key);
                     assert_eq!(super::expire(&blob), expire);
                     assert_eq!(super::payload(&blob), payload);
+                    let mut blob = blob;
+                    set_access(&mut blob, 0x00ab_cdef);
+                    assert_eq!(access(&blob), 0x00ab_cdef);
+                    assert_eq!(super::key(&blob), key);
+                    assert_eq!(super::expire(&blob), expire);
                 }
             }
         }
@@ -196,7 +225,7 @@ mod tests {
 
     #[test]
     fn a_small_entry_is_small() {
-        assert_eq!(size(&[b'k'; 16], None, Payload::Inline(&[b'v'; 32])), 50);
-        assert_eq!(size(&[b'k'; 16], Some(1), Payload::Inline(&[b'v'; 32])), 58);
+        assert_eq!(size(&[b'k'; 16], None, Payload::Inline(&[b'v'; 32])), 53);
+        assert_eq!(size(&[b'k'; 16], Some(1), Payload::Inline(&[b'v'; 32])), 61);
     }
 }

@@ -179,6 +179,95 @@ impl Snapshot {
     }
 }
 
+/// What an entry's access field holds (the eviction policy's family), as Redis keeps
+/// its objects' `lru` bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AccessMode {
+    /// The last access, in seconds (24 bits, wrapping every 194 days).
+    #[default]
+    Lru,
+    /// A logarithmic access counter (8 bits) and the minute it was last decayed (16 bits).
+    Lfu {
+        /// `lfu-log-factor`: how slowly the counter grows.
+        log_factor: u32,
+        /// `lfu-decay-time`: minutes for the counter to lose one (0: never).
+        decay_minutes: u32,
+    },
+}
+
+/// A new key's counter under LFU (Redis's `LFU_INIT_VAL`), so that it is not evicted
+/// before it had a chance to be used.
+const LFU_INIT: u32 = 5;
+
+/// The LRU clock: seconds, 24 bits.
+fn lru_clock(now: Millis) -> u32 {
+    ((now / 1000) & 0xFF_FFFF) as u32
+}
+
+/// The LFU clock: minutes, 16 bits.
+fn lfu_minutes(now: Millis) -> u32 {
+    ((now / 60_000) & 0xFFFF) as u32
+}
+
+impl AccessMode {
+    /// The field of a new entry.
+    fn fresh(self, now: Millis) -> u32 {
+        match self {
+            AccessMode::Lru => lru_clock(now),
+            AccessMode::Lfu { .. } => lfu_minutes(now) << 8 | LFU_INIT,
+        }
+    }
+
+    /// The LFU counter of `field` decayed to `now` (Redis's `LFUDecrAndReturn`).
+    fn decayed(self, field: u32, now: Millis) -> u32 {
+        let AccessMode::Lfu { decay_minutes, .. } = self else {
+            return 0;
+        };
+        let counter = field & 0xFF;
+        if decay_minutes == 0 {
+            return counter;
+        }
+        let then = field >> 8;
+        let now = lfu_minutes(now);
+        let elapsed = if now >= then {
+            now - then
+        } else {
+            0xFFFF - then + now
+        };
+        counter.saturating_sub(elapsed / decay_minutes)
+    }
+
+    /// The field after an access at `now`; `coin` is a uniform draw in [0, 1).
+    fn touched(self, field: u32, now: Millis, coin: f64) -> u32 {
+        match self {
+            AccessMode::Lru => lru_clock(now),
+            AccessMode::Lfu { log_factor, .. } => {
+                let mut counter = self.decayed(field, now);
+                if counter < 255 {
+                    let base = f64::from(counter.saturating_sub(LFU_INIT));
+                    if coin < 1.0 / (base * f64::from(log_factor) + 1.0) {
+                        counter += 1;
+                    }
+                }
+                lfu_minutes(now) << 8 | counter
+            }
+        }
+    }
+}
+
+/// What eviction looks for among its samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictBy {
+    /// The least recently used (per the LRU clock).
+    Lru,
+    /// The least frequently used (per the LFU counter).
+    Lfu,
+    /// Any.
+    Random,
+    /// The nearest expiry.
+    Ttl,
+}
+
 /// The keys of one database of one shard.
 pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
@@ -191,7 +280,20 @@ pub struct Keyspace {
     db: u16,
     recorder: Recorder,
     snapshot: Option<Box<Snapshot>>,
+    /// How entries' access fields are kept.
+    access: AccessMode,
+    /// The time of the last operation (for the access field of entries it stores).
+    clock: Millis,
+    /// A xorshift state: LFU's coin, eviction's samples.
+    rng: u64,
+    /// Eviction's pool: the best candidates seen so far (score, key), best last, as
+    /// Redis keeps its `EvictionPoolLRU`, so that each eviction takes the best of many
+    /// samples, not of the few just drawn.
+    pool: Vec<(u64, Vec<u8>)>,
 }
+
+/// Candidates kept in the eviction pool (Redis's `EVPOOL_SIZE`).
+const POOL: usize = 16;
 
 impl Default for Keyspace {
     fn default() -> Self {
@@ -226,7 +328,203 @@ impl Keyspace {
             db,
             recorder: Recorder::default(),
             snapshot: None,
+            access: AccessMode::default(),
+            clock: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
+            pool: Vec::new(),
         }
+    }
+
+    /// How entries' access fields are kept.
+    pub fn access_mode(&self) -> AccessMode {
+        self.access
+    }
+
+    /// How entries' access fields are kept from now on (entries keep what they hold until
+    /// their next access, as in Redis after a change of policy).
+    pub fn set_access_mode(&mut self, mode: AccessMode) {
+        self.access = mode;
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // (Xorshift's one fixed point: a state of zero stays zero.)
+        let mut x = if self.rng == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            self.rng
+        };
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// Seconds since `key` was last accessed (OBJECT IDLETIME), without accessing it;
+    /// `None` when it is absent.
+    pub fn idle_secs(&mut self, key: &[u8], now: Millis) -> Option<u64> {
+        let (blob, _) = self.live_untouched(key, now)?;
+        let then = blob::access(blob);
+        let clock = lru_clock(now);
+        Some(u64::from(if clock >= then {
+            clock - then
+        } else {
+            0xFF_FFFF - then + clock
+        }))
+    }
+
+    /// `key`'s access frequency counter (OBJECT FREQ), decayed to `now`, without accessing
+    /// it; `None` when it is absent.
+    pub fn frequency(&mut self, key: &[u8], now: Millis) -> Option<u32> {
+        let access = self.access;
+        let (blob, _) = self.live_untouched(key, now)?;
+        Some(access.decayed(blob::access(blob), now))
+    }
+
+    /// How good a candidate for eviction `entry` is, by `by` (higher is better).
+    fn eviction_score(&self, entry: &[u8], by: EvictBy, now: Millis) -> u64 {
+        let field = blob::access(entry);
+        match by {
+            EvictBy::Random => 0,
+            EvictBy::Lru => {
+                let clock = lru_clock(now);
+                u64::from(if clock >= field {
+                    clock - field
+                } else {
+                    0xFF_FFFF - field + clock
+                })
+            }
+            EvictBy::Lfu => 255 - u64::from(self.access.decayed(field, now).min(255)),
+            EvictBy::Ttl => u64::MAX - blob::expire(entry).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// A key to evict by `by` (among keys with an expiry only, if `volatile`): `samples`
+    /// live keys drawn at random join the pool of the best candidates seen so far, and
+    /// the best of those still there (scored again: a key read since it joined may have
+    /// become a worse candidate) is the one; `None` when there is none.
+    pub fn eviction_candidate(
+        &mut self,
+        by: EvictBy,
+        volatile: bool,
+        samples: usize,
+        now: Millis,
+    ) -> Option<Vec<u8>> {
+        if self.counts.len == 0 || (volatile && self.counts.volatile == 0) {
+            self.pool.clear();
+            return None;
+        }
+        if by != EvictBy::Random {
+            for (score, key) in self.sample_candidates(by, volatile, samples, now) {
+                if self.pool.iter().any(|(_, k)| *k == key) {
+                    continue;
+                }
+                let at = self.pool.partition_point(|(s, _)| *s <= score);
+                self.pool.insert(at, (score, key));
+                if self.pool.len() > POOL {
+                    self.pool.remove(0);
+                }
+            }
+            while let Some((score, key)) = self.pool.pop() {
+                let (slot, hash) = self.locate(&key);
+                let Some(entry) = self
+                    .slots
+                    .get(slot)
+                    .and_then(|t| t.find(hash, |b| blob::key(b) == key.as_slice()))
+                else {
+                    continue;
+                };
+                if volatile && blob::expire(entry).is_none() {
+                    continue;
+                }
+                let now_score = self.eviction_score(entry, by, now);
+                if now_score < score && self.pool.last().is_some_and(|(s, _)| *s > now_score) {
+                    // Worse than it was, and than the next one: back in its new place.
+                    let at = self.pool.partition_point(|(s, _)| *s <= now_score);
+                    self.pool.insert(at, (now_score, key));
+                    continue;
+                }
+                return Some(key);
+            }
+            return None;
+        }
+        self.sample_candidates(by, volatile, 1, now)
+            .pop()
+            .map(|(_, key)| key)
+    }
+
+    /// A non-empty slot drawn at random: slots drawn until one holds keys (a shard owns
+    /// a part of the slots, often a contiguous range, so the next non-empty slot after
+    /// a random one would favour the first slot of each range), then, for a keyspace of
+    /// very few keys, the next non-empty one.
+    fn random_slot(&mut self) -> Option<usize> {
+        for _ in 0..64 {
+            let slot = (self.next_random() % SLOTS as u64) as usize;
+            if self.slots.get(slot).is_some_and(|t| !t.is_empty()) {
+                return Some(slot);
+            }
+        }
+        let start = (self.next_random() % SLOTS as u64) as usize;
+        (0..SLOTS)
+            .map(|i| (start + i) % SLOTS)
+            .find(|&s| self.slots.get(s).is_some_and(|t| !t.is_empty()))
+    }
+
+    /// Up to `samples` live keys drawn at random (with an expiry only, if `volatile`),
+    /// with their scores.
+    fn sample_candidates(
+        &mut self,
+        by: EvictBy,
+        volatile: bool,
+        samples: usize,
+        now: Millis,
+    ) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::with_capacity(samples);
+        // Draws, so that a keyspace with few keys with an expiry still finds them.
+        let draws = if volatile {
+            samples.max(1) * 8
+        } else {
+            samples.max(1)
+        };
+        for _ in 0..draws {
+            if out.len() >= samples.max(1) {
+                break;
+            }
+            let r = self.next_random();
+            let Some(slot) = self.random_slot() else {
+                break;
+            };
+            let Some(table) = self.slots.get(slot) else {
+                break;
+            };
+            let pick = ((r >> 20) % table.len() as u64) as usize;
+            let Some(entry) = table.iter().nth(pick) else {
+                continue;
+            };
+            if volatile && blob::expire(entry).is_none() {
+                continue;
+            }
+            out.push((
+                self.eviction_score(entry, by, now),
+                blob::key(entry).to_vec(),
+            ));
+        }
+        if out.is_empty() && volatile && self.counts.volatile > 0 {
+            // Keys with an expiry are too rare for random draws to meet: the first one
+            // from a random slot on (Redis draws from its dict of expiring keys).
+            let start = (self.next_random() % SLOTS as u64) as usize;
+            let found = (0..SLOTS)
+                .map(|i| (start + i) % SLOTS)
+                .filter_map(|s| self.slots.get(s))
+                .find_map(|t| t.iter().find(|b| blob::expire(b).is_some()));
+            if let Some(entry) = found {
+                out.push((
+                    self.eviction_score(entry, by, now),
+                    blob::key(entry).to_vec(),
+                ));
+            }
+        }
+        out
     }
 
     /// The database this keyspace is (the number its events and images carry).
@@ -433,10 +731,32 @@ impl Keyspace {
         }
     }
 
-    /// The blob of `key`'s live entry, with the boxed values beside it; an expired entry is
-    /// removed on the way (lazy expiry).
+    /// The blob of `key`'s live entry, with the boxed values beside it, its access
+    /// recorded; an expired entry is removed on the way (lazy expiry).
     fn live(&mut self, key: &[u8], now: Millis) -> Option<(&[u8], &mut Slab<Value>)> {
+        self.lookup(key, now, true)
+    }
+
+    /// [`Keyspace::live`] without recording an access (OBJECT IDLETIME and FREQ).
+    fn live_untouched(&mut self, key: &[u8], now: Millis) -> Option<(&[u8], &mut Slab<Value>)> {
+        self.lookup(key, now, false)
+    }
+
+    fn lookup(
+        &mut self,
+        key: &[u8],
+        now: Millis,
+        touch: bool,
+    ) -> Option<(&[u8], &mut Slab<Value>)> {
+        self.clock = now;
+        let coin = match self.access {
+            AccessMode::Lfu { .. } if touch => {
+                (self.next_random() >> 11) as f64 / (1u64 << 53) as f64
+            }
+            _ => 0.0,
+        };
         let (slot, hash) = self.locate(key);
+        let access = self.access;
         let Keyspace {
             slots,
             boxed,
@@ -456,7 +776,14 @@ impl Keyspace {
                 recorder.key(Change::Expired, *db, slot, key);
                 None
             }
-            Ok(found) => Some((found.into_mut(), boxed)),
+            Ok(found) => {
+                let blob = found.into_mut();
+                if touch {
+                    let field = access.touched(blob::access(blob), now, coin);
+                    blob::set_access(blob, field);
+                }
+                Some((blob, boxed))
+            }
         }
     }
 
@@ -566,6 +893,11 @@ impl Keyspace {
             TableEntry::Occupied(mut o) => {
                 let old = o.get_mut();
                 let (old_len, old_expire) = (old.len(), blob::expire(old));
+                // An overwrite is an access; under LFU the key keeps its counter.
+                let field = match self.access {
+                    AccessMode::Lru => lru_clock(self.clock),
+                    AccessMode::Lfu { .. } => blob::access(old),
+                };
                 if let Payload::Boxed(i) = blob::payload(old) {
                     freed = Some(i);
                 }
@@ -574,6 +906,7 @@ impl Keyspace {
                 } else {
                     *old = blob::build(key, expire_at, payload);
                 }
+                blob::set_access(old, field);
                 self.counts.data_bytes = (self.counts.data_bytes + size).saturating_sub(old_len);
                 if old_expire.is_some() {
                     self.counts.volatile -= 1;
@@ -581,7 +914,9 @@ impl Keyspace {
                 replaced_expire = old_expire;
             }
             TableEntry::Vacant(v) => {
-                v.insert(blob::build(key, expire_at, payload));
+                let mut entry = blob::build(key, expire_at, payload);
+                blob::set_access(&mut entry, self.access.fresh(self.clock));
+                v.insert(entry);
                 self.counts.len += 1;
                 self.counts.data_bytes += size;
             }
@@ -614,9 +949,9 @@ impl Keyspace {
     }
 
     /// Stores the string `value` at `key` with `expire_at`, replacing whatever was there.
-    /// (`now` is the command's time, kept for symmetry with every other change.)
+    /// (`now`, the command's time, is the entry's last access.)
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
-        let _ = now;
+        self.clock = now;
         self.preserve_key(key);
         let slot = if value.len() <= INLINE_MAX {
             self.put(key, expire_at, Payload::Inline(value))
@@ -628,7 +963,7 @@ impl Keyspace {
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
-        let _ = now;
+        self.clock = now;
         self.preserve_key(key);
         let slot = self.put_value(key, value, expire_at);
         self.record(Change::Written, slot, key);
@@ -726,6 +1061,7 @@ impl Keyspace {
         let old_expire = blob::expire(entry);
         let mut rebuilt = blob::build(key, expire_at, blob::payload(entry));
         blob::add_encoding_flags(&mut rebuilt, blob::encoding_flags(entry));
+        blob::set_access(&mut rebuilt, blob::access(entry));
         self.counts.data_bytes =
             (self.counts.data_bytes + rebuilt.len()).saturating_sub(entry.len());
         *entry = rebuilt;
@@ -822,8 +1158,9 @@ impl Keyspace {
         }
     }
 
-    /// A random live key, chosen with `seed`: a random slot, then the first non-empty slot
-    /// from there, then a random key in it. Expired keys met on the way are removed.
+    /// A random live key, chosen with `seed`: a random non-empty slot
+    /// ([`Keyspace::random_slot`]), then a random key in it. Expired keys met on the way
+    /// are removed.
     pub fn random_key(&mut self, seed: u64, now: Millis) -> Option<Vec<u8>> {
         // A few tries, so that a keyspace of mostly expired keys still finds a live one.
         for attempt in 0..8u64 {
@@ -831,10 +1168,8 @@ impl Keyspace {
                 return None;
             }
             let mixed = seed.wrapping_add(attempt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let start = (mixed % SLOTS as u64) as usize;
-            let slot = (0..SLOTS)
-                .map(|i| (start + i) % SLOTS)
-                .find(|&s| self.slots.get(s).is_some_and(|t| !t.is_empty()))?;
+            self.rng ^= mixed | 1;
+            let slot = self.random_slot()?;
             let table = self.slots.get(slot)?;
             let pick = ((mixed >> 16) % table.len() as u64) as usize;
             let blob = table.iter().nth(pick)?;

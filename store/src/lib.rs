@@ -27,7 +27,7 @@ mod wheel;
 
 pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
 pub use events::{Change, Event, KeyEvent};
-pub use keyspace::{Entry, INLINE_MAX, Keyspace, Millis, Removed, ValueMut};
+pub use keyspace::{AccessMode, Entry, EvictBy, INLINE_MAX, Keyspace, Millis, Removed, ValueMut};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
 pub use types::{Hash, List, Set, SortedSet, Value, ValueRef};
 pub use wheel::{Timer, Wheel};

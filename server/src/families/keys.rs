@@ -939,23 +939,25 @@ fn object_encoding(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// `OBJECT FREQ key`: access frequencies are kept only under an LFU eviction policy,
-/// which Goblin does not have.
+/// `OBJECT FREQ key`: the key's access frequency counter, kept only under an LFU
+/// eviction policy.
 fn object_freq(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if ctx.db.contains(args.get(2), ctx.now) {
-        ctx.out.error(errors::NO_LFU_POLICY);
-    } else {
-        ctx.out.null();
+    let lfu = matches!(ctx.db.access_mode(), goblin_store::AccessMode::Lfu { .. });
+    match ctx.db.frequency(args.get(2), ctx.now) {
+        None => ctx.out.null(),
+        Some(_) if !lfu => ctx.out.error(errors::NO_LFU_POLICY),
+        Some(n) => ctx.out.integer(i64::from(n)),
     }
 }
 
-/// `OBJECT IDLETIME key`: Goblin does not track access times, so every key reads as
-/// just used (0 seconds).
+/// `OBJECT IDLETIME key`: seconds since the key was last read or written, kept unless
+/// an LFU eviction policy keeps frequencies instead.
 fn object_idletime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if ctx.db.contains(args.get(2), ctx.now) {
-        ctx.out.integer(0);
-    } else {
-        ctx.out.null();
+    let lfu = matches!(ctx.db.access_mode(), goblin_store::AccessMode::Lfu { .. });
+    match ctx.db.idle_secs(args.get(2), ctx.now) {
+        None => ctx.out.null(),
+        Some(_) if lfu => ctx.out.error(errors::LFU_NO_IDLETIME),
+        Some(secs) => ctx.out.integer(secs as i64),
     }
 }
 

@@ -236,8 +236,11 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             c.persist.auto_aof_rewrite_min_size.to_string(),
         ),
         ("databases", c.databases.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
+        ("maxmemory", c.memory.maxmemory.to_string()),
+        ("maxmemory-policy", c.memory.policy.name().into()),
+        ("maxmemory-samples", c.memory.samples.to_string()),
+        ("lfu-log-factor", c.memory.lfu_log_factor.to_string()),
+        ("lfu-decay-time", c.memory.lfu_decay_time.to_string()),
         ("maxclients", c.maxclients.to_string()),
         ("timeout", c.timeout.to_string()),
         ("tcp-keepalive", c.tcp_keepalive.to_string()),
@@ -429,7 +432,14 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     HopOut::Done
 }
 
-fn flush_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+fn flush_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+    if args
+        .first()
+        .is_some_and(|a| a.to_ascii_lowercase().starts_with(b"flush"))
+    {
+        // What the flush freed goes back to the operating system.
+        crate::memory::purge_soon();
+    }
     cx.reply(|e| e.ok())
 }
 
@@ -513,16 +523,7 @@ fn cpu_section() -> String {
     )
 }
 
-/// Resident set size of the process in bytes, from /proc.
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
+use crate::util::rss_bytes;
 
 fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "K", "M", "G"];
@@ -580,6 +581,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     // the process's resident size when the counting allocator is not installed.
     let used = crate::alloc::allocated().map_or(rss, |n| n as u64);
     let mut text = String::new();
+    let memory = shared.memory.get();
+    let maxmemory = memory.maxmemory;
     let mut section = |name: &str, title: &str, body: String| {
         if show(name) {
             if !text.is_empty() {
@@ -638,10 +641,13 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Memory",
         format!(
             "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
-             used_memory_rss_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\n\
-             maxmemory_policy:noeviction\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n",
+             used_memory_rss_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\n\
+             maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n",
             human_bytes(used),
-            human_bytes(rss)
+            human_bytes(rss),
+            human_bytes(maxmemory),
+            memory.policy.name(),
+            crate::alloc::NAME,
         ),
     );
     section(
@@ -653,9 +659,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "stats",
         "Stats",
         format!(
-            "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n",
+            "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             evicted_keys:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
-            shared.total_commands.load(Ordering::Relaxed)
+            shared.total_commands.load(Ordering::Relaxed),
+            shared.memory.evicted_keys.load(Ordering::Relaxed),
         ),
     );
     section(

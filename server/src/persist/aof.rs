@@ -288,7 +288,7 @@ impl Observer for AofLog {
         let tx = match write.origin {
             Origin::Command(_, tx) => tx,
             Origin::Step(tx) => Some(tx),
-            Origin::Expiry => None,
+            Origin::Expiry | Origin::Eviction => None,
         };
         // Count first (the frame says how many commands follow), then encode.
         self.check_effect(write);
@@ -301,7 +301,9 @@ impl Observer for AofLog {
         if count == 0 {
             return;
         }
-        let framed = tx.is_none() && count - selects > 1 && !matches!(write.origin, Origin::Expiry);
+        let framed = tx.is_none()
+            && count - selects > 1
+            && !matches!(write.origin, Origin::Expiry | Origin::Eviction);
         if let Some(tx) = tx {
             let id = tx_id(self.persist.run_id, tx);
             let n = count.to_string();

@@ -30,7 +30,7 @@ use crate::runtime::ask::WorkerView;
 use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
-use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
+use crate::runtime::worker::{BATCH_REPLY_BUDGET, EVICT_PER_COMMAND, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
@@ -174,8 +174,32 @@ impl Worker {
         // AUTH, while loading, while writes cannot be persisted.
         let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             Some(crate::errors::NOAUTH.to_vec())
-        } else if shared.persist.gate() != 0 {
-            gate_refusal(shared, spec)
+        } else if shared.persist.gate() != 0
+            && let Some(refusal) = gate_refusal(shared, spec)
+        {
+            Some(refusal)
+        } else if shared.memory.maxmemory() > 0
+            && ((spec.flags.contains(Flags::DENYOOM) && !matches!(spec.exec, Exec::Shard(_)))
+                || (conn.multi.is_some()
+                    && !matches!(spec.name, "exec" | "discard" | "quit" | "reset")))
+        {
+            // Over `maxmemory`, a command that may grow memory is refused before it
+            // starts a transaction, and inside MULTI any command but EXEC, DISCARD, QUIT
+            // and RESET is refused before it is queued (queueing takes memory too), as
+            // in Redis — unless evicting (from this worker's shard) brings memory back
+            // under the limit. (A plain command is checked where it runs, by the shard
+            // that owns its keys: `Shard::execute`.)
+            let memory = shared.memory.get();
+            if crate::memory::used() > memory.maxmemory && self.shard.quiet() {
+                self.shard.evict(
+                    shared,
+                    &memory,
+                    memory.maxmemory,
+                    EVICT_PER_COMMAND,
+                    self.now,
+                );
+            }
+            (crate::memory::used() > memory.maxmemory).then(|| crate::errors::OOM.to_vec())
         } else {
             None
         };

@@ -107,6 +107,8 @@ pub struct Shared {
     ticks: std::sync::atomic::AtomicU8,
     /// Of those, the ones with a timeout.
     pub blocked_with_timeout: AtomicUsize,
+    /// `maxmemory` and its policy, as the workers read them.
+    pub memory: crate::memory::Limits,
 }
 
 impl Shared {
@@ -142,6 +144,7 @@ impl Shared {
             persist,
             live: std::sync::RwLock::new(config.clone()),
             ticks: std::sync::atomic::AtomicU8::new(ticks(&config)),
+            memory: crate::memory::Limits::new(&config.memory),
             local_addr,
             config,
             commands,
@@ -172,6 +175,7 @@ impl Shared {
     /// Replaces the configuration (CONFIG SET, once every new value was checked).
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);
+        self.memory.set(&config.memory);
         let persist = &self.persist;
         persist.set_rules(
             !config.persist.save.is_empty(),

@@ -79,6 +79,11 @@ const SPIN_WHILE_AWAITING: Duration = Duration::from_micros(50);
 /// mass expiry (a million keys with one TTL) never stalls the loop for long; the rest
 /// goes on in the next iterations, which then do not sleep.
 const EXPIRE_PER_ITERATION: usize = 1000;
+/// Keys a shard evicts per loop iteration while memory is over `maxmemory`.
+const EVICT_PER_ITERATION: usize = 64;
+/// The most keys a command that may grow memory makes its shard evict before it runs
+/// (over `maxmemory`).
+pub(crate) const EVICT_PER_COMMAND: usize = 256;
 /// Longest a worker sleeps waiting for a key to expire before it looks again.
 const MAX_POLL_WAIT_MS: u64 = 1000;
 /// Batches kept for reuse.
@@ -233,6 +238,7 @@ impl Worker {
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
+            self.memory_work();
             self.save_work();
             if self.id == 0 {
                 self.cron();
@@ -269,6 +275,29 @@ impl Worker {
         let now = clock::now_ms();
         if self.shard.next_expiry().is_some_and(|at| at <= now) {
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
+            self.route_shard_out();
+        }
+    }
+
+    /// `maxmemory`: keys' access fields follow the policy's family, and while memory is
+    /// over the limit this shard evicts a few keys per iteration, so that every shard
+    /// gives its share (not only those whose clients write). Skipped while transactions
+    /// hold or want locks here, as active expiry is.
+    fn memory_work(&mut self) {
+        let memory = self.shared.memory.get();
+        self.shard.set_access_mode(memory.access_mode());
+        if memory.maxmemory == 0 || memory.policy.evicts().is_none() || !self.shard.quiet() {
+            return;
+        }
+        if crate::memory::used() > memory.maxmemory {
+            let now = clock::now_ms();
+            self.shard.evict(
+                &self.shared,
+                &memory,
+                memory.maxmemory,
+                EVICT_PER_ITERATION,
+                now,
+            );
             self.route_shard_out();
         }
     }
@@ -316,6 +345,7 @@ impl Worker {
             return;
         }
         self.last_cron = now;
+        crate::memory::purge_if_bloated();
         let persist = Arc::clone(&self.shared.persist);
         let config = self.shared.live().persist.clone();
         if persist.loading() || persist.saving.load(Ordering::Relaxed) {

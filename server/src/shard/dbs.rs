@@ -7,7 +7,7 @@
 //! which remembers that they did, so that the shard collects the events of every
 //! database after such a unit of work and of the selected one only otherwise.
 
-use goblin_store::Keyspace;
+use goblin_store::{AccessMode, Keyspace};
 
 /// Whether keyspaces record events, and whether they list written keys (see
 /// `Keyspace::observe` and `Keyspace::list_writes`): every database of a shard alike.
@@ -17,19 +17,24 @@ pub struct Recording {
     pub observe: bool,
     /// List written keys (rather than only count the writes).
     pub list_writes: bool,
+    /// How keys' access fields are kept (the eviction policy's family).
+    pub access: AccessMode,
 }
 
 impl Recording {
     fn apply(self, keyspace: &mut Keyspace) {
         keyspace.observe(self.observe);
         keyspace.list_writes(self.list_writes);
+        keyspace.set_access_mode(self.access);
     }
 }
 
-/// Makes database `db`'s keyspace, recording as its siblings do.
+/// Makes database `db`'s keyspace, recording and keeping access fields as its siblings
+/// do.
 fn make(db: usize, recording: Recording) -> Box<Keyspace> {
     let mut keyspace = Box::new(Keyspace::for_db(db as u16));
     recording.apply(&mut keyspace);
+    keyspace.set_access_mode(recording.access);
     keyspace
 }
 
@@ -78,7 +83,13 @@ impl Dbs {
         self.list.iter_mut().filter_map(|k| k.as_deref_mut())
     }
 
-    /// Sets how every keyspace records (a change of observers or waiters).
+    /// How every keyspace records.
+    pub fn recording(&self) -> Recording {
+        self.recording
+    }
+
+    /// Sets how every keyspace records (a change of observers or waiters, or of the
+    /// eviction policy's family).
     pub fn set_recording(&mut self, recording: Recording) {
         if recording != self.recording {
             self.recording = recording;

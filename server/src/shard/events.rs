@@ -25,6 +25,8 @@ pub enum Origin<'a> {
     Step(TxRef),
     /// Active expiry.
     Expiry,
+    /// Eviction (`maxmemory`).
+    Eviction,
 }
 
 /// What a log replays to redo a unit of work.

@@ -302,7 +302,90 @@ impl Shard {
         self.dbs.set_recording(Recording {
             observe: !self.observers.is_empty() || !self.waiters.is_empty(),
             list_writes: !self.waiters.is_empty() || self.observers_want_keys,
+            access: self.dbs.recording().access,
         });
+    }
+
+    /// Over `maxmemory` before a command that may grow memory: evicts what the policy
+    /// allows (unless transactions hold locks here); whether memory is still over.
+    fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
+        let memory = shared.memory.get();
+        if crate::memory::used() <= memory.maxmemory {
+            return false;
+        }
+        if self.quiet() {
+            self.evict(
+                shared,
+                &memory,
+                memory.maxmemory,
+                crate::runtime::worker::EVICT_PER_COMMAND,
+                now,
+            );
+        }
+        crate::memory::used() > memory.maxmemory
+    }
+
+    /// Keeps keys' access fields as `mode` says from now on (the eviction policy's
+    /// family changed).
+    pub fn set_access_mode(&mut self, mode: goblin_store::AccessMode) {
+        let mut recording = self.dbs.recording();
+        if recording.access != mode {
+            recording.access = mode;
+            self.dbs.set_recording(recording);
+        }
+    }
+
+    /// Evicts keys by `policy` until memory in use is at most `limit` or `budget` keys
+    /// went, each eviction a unit of work of its own (so that observers see a DEL); how
+    /// many went. Databases take turns.
+    pub fn evict(
+        &mut self,
+        shared: &Shared,
+        memory: &crate::memory::MemoryConfig,
+        limit: u64,
+        budget: usize,
+        now: Millis,
+    ) -> usize {
+        let Some((by, volatile)) = memory.policy.evicts() else {
+            return 0;
+        };
+        let samples = memory.samples as usize;
+        let mut evicted = 0;
+        let mut scratch = Vec::new();
+        while evicted < budget && crate::memory::used() > limit {
+            let mut any = false;
+            for db in 0..self.dbs.count() {
+                if self.dbs.get(db).is_none_or(|k| k.is_empty()) {
+                    continue;
+                }
+                let candidate = self
+                    .dbs
+                    .get_mut(db)
+                    .and_then(|k| k.eviction_candidate(by, volatile, samples, now));
+                let Some(key) = candidate else { continue };
+                let (gone, _) = self.unit(
+                    shared,
+                    Origin::Eviction,
+                    db,
+                    now,
+                    &mut scratch,
+                    Version::Resp2,
+                    |ctx| ctx.db.delete(&key, now),
+                );
+                if gone {
+                    any = true;
+                    evicted += 1;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        shared
+            .memory
+            .evicted_keys
+            .fetch_add(evicted as u64, Ordering::Relaxed);
+        evicted
     }
 
     /// The one way work reaches the keys: runs `f` with this shard's context on database
@@ -606,6 +689,18 @@ impl Shard {
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {
             self.writes += 1;
+        }
+        if tx.is_none()
+            && spec.flags.contains(crate::table::Flags::DENYOOM)
+            && shared.memory.maxmemory() > 0
+            && !shared.persist.loading()
+            && self.out_of_memory(shared, now)
+        {
+            Encoder::new(out, resp).error(errors::OOM);
+            if let Some(stat) = self.stats.get_mut(spec.id) {
+                stat.failed += 1;
+            }
+            return false;
         }
         let (waits, _) = self.unit(
             shared,

@@ -7,6 +7,7 @@ mod blocking;
 mod clients;
 mod connection;
 mod databases;
+mod eviction;
 mod expiry;
 mod getkeys;
 mod goblin_claim;

@@ -1,0 +1,315 @@
+//! `maxmemory`: the limit, the eviction policy, and what the shards read of them.
+//!
+//! Memory in use is the counting allocator's figure (`alloc::allocated`), one number for
+//! the whole process. When it passes `maxmemory`, a command that may grow memory
+//! (flagged `denyoom`) first makes its connection's shard evict keys by the policy, as
+//! Redis evicts before such a command; if memory is still over the limit (or the policy
+//! is `noeviction`), the command gets Redis's `OOM` error. Every shard also evicts a few
+//! keys per loop iteration while memory is over, so that the limit is shared among the
+//! shards, not taken from the busiest one alone. Candidates are sampled as Redis samples
+//! them (`maxmemory-samples` random keys, the best by idle time, frequency or expiry),
+//! and evictions go through the shard's write path, so the log records them as DELs.
+
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use goblin_store::{AccessMode, EvictBy};
+
+/// `maxmemory-policy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// Refuse writes that may grow memory (the default).
+    #[default]
+    NoEviction,
+    /// Evict the least recently used keys.
+    AllKeysLru,
+    /// Evict the least frequently used keys.
+    AllKeysLfu,
+    /// Evict keys at random.
+    AllKeysRandom,
+    /// Evict the least recently used keys with an expiry.
+    VolatileLru,
+    /// Evict the least frequently used keys with an expiry.
+    VolatileLfu,
+    /// Evict keys with an expiry at random.
+    VolatileRandom,
+    /// Evict the keys with the nearest expiry.
+    VolatileTtl,
+}
+
+const POLICIES: [(Policy, &str); 8] = [
+    (Policy::VolatileLru, "volatile-lru"),
+    (Policy::VolatileLfu, "volatile-lfu"),
+    (Policy::VolatileRandom, "volatile-random"),
+    (Policy::VolatileTtl, "volatile-ttl"),
+    (Policy::AllKeysLru, "allkeys-lru"),
+    (Policy::AllKeysLfu, "allkeys-lfu"),
+    (Policy::AllKeysRandom, "allkeys-random"),
+    (Policy::NoEviction, "noeviction"),
+];
+
+impl Policy {
+    /// Its name in redis.conf.
+    pub fn name(self) -> &'static str {
+        POLICIES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("noeviction", |(_, n)| n)
+    }
+
+    /// The policy named `name` (any case).
+    ///
+    /// # Errors
+    /// redis-server's text listing the names.
+    pub fn parse(name: &str) -> Result<Policy, String> {
+        POLICIES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(p, _)| *p)
+            .ok_or_else(|| {
+                let names: Vec<&str> = POLICIES.iter().map(|(_, n)| *n).collect();
+                format!(
+                    "argument(s) must be one of the following: {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// What its eviction looks for, and whether among keys with an expiry only; `None`
+    /// for `noeviction`.
+    pub fn evicts(self) -> Option<(EvictBy, bool)> {
+        match self {
+            Policy::NoEviction => None,
+            Policy::AllKeysLru => Some((EvictBy::Lru, false)),
+            Policy::AllKeysLfu => Some((EvictBy::Lfu, false)),
+            Policy::AllKeysRandom => Some((EvictBy::Random, false)),
+            Policy::VolatileLru => Some((EvictBy::Lru, true)),
+            Policy::VolatileLfu => Some((EvictBy::Lfu, true)),
+            Policy::VolatileRandom => Some((EvictBy::Random, true)),
+            Policy::VolatileTtl => Some((EvictBy::Ttl, true)),
+        }
+    }
+
+    /// Whether keys' access fields count frequencies (an LFU policy) rather than times.
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
+    }
+
+    fn index(self) -> u8 {
+        POLICIES.iter().position(|(p, _)| *p == self).unwrap_or(7) as u8
+    }
+
+    fn from_index(i: u8) -> Policy {
+        POLICIES
+            .get(usize::from(i))
+            .map_or(Policy::NoEviction, |(p, _)| *p)
+    }
+}
+
+/// The memory options, as configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub policy: Policy,
+    /// `maxmemory-samples`.
+    pub samples: u32,
+    /// `lfu-log-factor`.
+    pub lfu_log_factor: u32,
+    /// `lfu-decay-time` (minutes).
+    pub lfu_decay_time: u32,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            maxmemory: 0,
+            policy: Policy::NoEviction,
+            samples: 5,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// How keys' access fields are kept under this configuration.
+    pub fn access_mode(&self) -> AccessMode {
+        if self.policy.is_lfu() {
+            AccessMode::Lfu {
+                log_factor: self.lfu_log_factor,
+                decay_minutes: self.lfu_decay_time,
+            }
+        } else {
+            AccessMode::Lru
+        }
+    }
+}
+
+/// The memory options as the workers read them, every command that may grow memory and
+/// every loop iteration: atomics, kept from the live configuration.
+#[derive(Debug, Default)]
+pub struct Limits {
+    maxmemory: AtomicU64,
+    policy: AtomicU8,
+    samples: AtomicU32,
+    lfu_log_factor: AtomicU32,
+    lfu_decay_time: AtomicU32,
+    /// Keys evicted since start (INFO's `evicted_keys`).
+    pub evicted_keys: AtomicU64,
+}
+
+impl Limits {
+    /// Limits for `config`.
+    pub fn new(config: &MemoryConfig) -> Limits {
+        let limits = Limits::default();
+        limits.set(config);
+        limits
+    }
+
+    /// Takes a new configuration (CONFIG SET).
+    pub fn set(&self, config: &MemoryConfig) {
+        self.maxmemory.store(config.maxmemory, Ordering::Relaxed);
+        self.policy.store(config.policy.index(), Ordering::Relaxed);
+        self.samples.store(config.samples, Ordering::Relaxed);
+        self.lfu_log_factor
+            .store(config.lfu_log_factor, Ordering::Relaxed);
+        self.lfu_decay_time
+            .store(config.lfu_decay_time, Ordering::Relaxed);
+    }
+
+    /// The configuration now.
+    pub fn get(&self) -> MemoryConfig {
+        MemoryConfig {
+            maxmemory: self.maxmemory.load(Ordering::Relaxed),
+            policy: Policy::from_index(self.policy.load(Ordering::Relaxed)),
+            samples: self.samples.load(Ordering::Relaxed),
+            lfu_log_factor: self.lfu_log_factor.load(Ordering::Relaxed),
+            lfu_decay_time: self.lfu_decay_time.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `maxmemory` (0: none): one load, for the common check.
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+}
+
+/// Memory in use, as the limit is compared with: the counting allocator's figure (the
+/// process's resident size when it is not installed).
+pub fn used() -> u64 {
+    crate::alloc::allocated().map_or_else(crate::util::rss_bytes, |n| n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The trim runs (through the FFI declaration) after memory was freed, and the
+    /// allocator keeps working.
+    #[test]
+    fn purging_returns_freed_memory_and_leaves_the_allocator_working() {
+        let blocks: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 256 << 10]).collect();
+        drop(blocks);
+        let _ = purge_now();
+        let after = vec![7u8; 1 << 20];
+        assert_eq!(
+            after.iter().map(|&b| usize::from(b)).sum::<usize>(),
+            7 << 20
+        );
+        purge_soon();
+        purge_soon();
+    }
+
+    #[test]
+    fn policies_by_name() {
+        for (policy, name) in POLICIES {
+            assert_eq!(Policy::parse(name), Ok(policy));
+            assert_eq!(Policy::parse(&name.to_uppercase()), Ok(policy));
+            assert_eq!(policy.name(), name);
+            assert_eq!(Policy::from_index(policy.index()), policy);
+        }
+        assert_eq!(
+            Policy::parse("lru"),
+            Err(
+                "argument(s) must be one of the following: volatile-lru, volatile-lfu, \
+                 volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, \
+                 noeviction"
+                    .into()
+            )
+        );
+    }
+}
+
+/// Gives memory freed in bulk back to the operating system: glibc's malloc keeps freed
+/// pages in its arenas (after a FLUSHALL of 2 GB the process stayed at 2 GB resident),
+/// and `malloc_trim` returns them. It walks every arena under its lock, so it runs on a
+/// thread of its own, asked by [`purge_soon`] (after a flush, or by the cron when the
+/// resident size is far above what is in use), never on a shard's loop.
+#[allow(unsafe_code)]
+mod purge {
+    use std::sync::OnceLock;
+    use std::sync::mpsc::{Sender, channel};
+    use std::time::Duration;
+
+    static PURGER: OnceLock<Option<std::sync::Mutex<Sender<()>>>> = OnceLock::new();
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe extern "C" {
+        /// glibc: releases free memory at the top of the heap and, since 2.8, free pages
+        /// anywhere in every arena (`madvise(MADV_DONTNEED)`); returns 1 if any was.
+        fn malloc_trim(pad: usize) -> std::ffi::c_int;
+    }
+
+    /// Trims now, on the calling thread; whether memory was released.
+    pub fn purge_now() -> bool {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            // SAFETY: `malloc_trim` is glibc's, declared with its C signature (`int
+            // malloc_trim(size_t pad)`); it takes no pointer, only reorganises the
+            // allocator's own free lists under the arenas' locks (it is thread-safe, as
+            // glibc documents), and Rust's System allocator is that same malloc, so no
+            // block Rust holds is touched.
+            unsafe { malloc_trim(0) == 1 }
+        }
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        {
+            false
+        }
+    }
+
+    /// Asks the purging thread (started on first use) to trim shortly.
+    pub fn purge_soon() {
+        let purger = PURGER.get_or_init(|| {
+            let (tx, rx) = channel::<()>();
+            std::thread::Builder::new()
+                .name("goblin-purge".into())
+                .spawn(move || {
+                    while rx.recv().is_ok() {
+                        // Let the frees that asked finish, then trim once for all.
+                        std::thread::sleep(Duration::from_millis(100));
+                        while rx.try_recv().is_ok() {}
+                        purge_now();
+                    }
+                })
+                .ok()
+                .map(|_| std::sync::Mutex::new(tx))
+        });
+        if let Some(tx) = purger
+            && let Ok(tx) = tx.lock()
+        {
+            let _ = tx.send(());
+        }
+    }
+}
+
+pub use purge::{purge_now, purge_soon};
+
+/// Asks for a purge when the resident size is far above the memory in use (by 64 MiB and
+/// a quarter): the cron's check, for memory freed by many deletes rather than a flush.
+pub fn purge_if_bloated() {
+    let (used, rss) = (used(), crate::util::rss_bytes());
+    if rss > used + (64 << 20).max(used / 4) {
+        purge_soon();
+    }
+}

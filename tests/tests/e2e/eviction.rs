@@ -1,0 +1,296 @@
+//! `maxmemory`: the OOM refusal (differentially against redis-server), every eviction
+//! policy keeping memory near the limit and choosing what it should, OBJECT IDLETIME and
+//! FREQ, CONFIG SET of the memory options, and memory going back to the operating
+//! system after a flush.
+
+use std::time::{Duration, Instant};
+
+use goblin_tests::diff::script;
+use goblin_tests::{Differential, Raw, Server, show};
+
+fn info_field(raw: &mut Raw, section: &str, field: &str) -> u64 {
+    let info = String::from_utf8_lossy(&raw.cmd_str(&format!("INFO {section}"))).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+}
+
+/// Sends `commands` in one write and returns how many replies were errors, and the
+/// error texts seen.
+fn pipeline_errors(raw: &mut Raw, commands: &[Vec<Vec<u8>>]) -> (usize, Vec<String>) {
+    let mut bytes = Vec::new();
+    for c in commands {
+        let words: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+        bytes.extend(goblin_tests::encode(&words));
+    }
+    raw.send(&bytes);
+    let mut errors = 0;
+    let mut texts = Vec::new();
+    for _ in commands {
+        let reply = raw.reply();
+        if reply.starts_with(b"-") {
+            errors += 1;
+            if texts.len() < 3 {
+                texts.push(show(&reply));
+            }
+        }
+    }
+    (errors, texts)
+}
+
+/// How many of `prefix0` … `prefix{n-1}` exist.
+fn exists_count(raw: &mut Raw, prefix: &str, n: usize) -> usize {
+    let keys: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    let mut argv: Vec<&[u8]> = vec![b"EXISTS"];
+    argv.extend(keys.iter().map(String::as_bytes));
+    let reply = String::from_utf8_lossy(&raw.cmd(&argv)).into_owned();
+    reply
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap_or_else(|_| panic!("EXISTS: {reply}"))
+}
+
+fn sets(
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    value: &[u8],
+    ttl: Option<u64>,
+) -> Vec<Vec<Vec<u8>>> {
+    range
+        .map(|i| {
+            let mut c = vec![
+                b"SET".to_vec(),
+                format!("{prefix}{i}").into_bytes(),
+                value.to_vec(),
+            ];
+            if let Some(secs) = ttl {
+                c.extend([b"EX".to_vec(), secs.to_string().into_bytes()]);
+            }
+            c
+        })
+        .collect()
+}
+
+#[test]
+fn over_maxmemory_with_noeviction_writes_get_redis_s_oom_error() {
+    let args = ["--maxmemory", "1", "--maxmemory-policy", "noeviction"];
+    let mut d = Differential::with_servers(Server::goblin_with(&args), Server::redis_with(&args));
+    script(
+        &mut d,
+        &[],
+        "maxmemory 1",
+        "
+        SET k v
+        GET k
+        INCR n
+        LPUSH l a
+        HSET h f v
+        SADD s m
+        ZADD z 1 m
+        DEL k
+        EXISTS k
+        APPEND k v
+        SETRANGE k 0 v
+        MULTI
+        SET k v
+        GET k
+        EXEC
+        CONFIG GET maxmemory
+        CONFIG GET maxmemory-policy
+        CONFIG SET maxmemory-policy lru
+        CONFIG SET maxmemory-samples 0
+        CONFIG SET maxmemory 10mb
+        SET k v
+        GET k
+        OBJECT FREQ k
+        CONFIG SET maxmemory-policy allkeys-lfu
+        SET fresh v
+        OBJECT FREQ fresh
+        GET fresh
+        OBJECT FREQ fresh
+        OBJECT IDLETIME fresh
+        OBJECT FREQ missing
+        CONFIG SET maxmemory-policy allkeys-lru
+        OBJECT FREQ fresh
+        ",
+    );
+}
+
+/// Writes `keys` keys of 1000 bytes, in pipelines; how many writes failed, and the first
+/// errors.
+fn fill(raw: &mut Raw, prefix: &str, keys: usize, ttl: Option<u64>) -> (usize, Vec<String>) {
+    let value = vec![b'x'; 1000];
+    let mut errors = (0, Vec::new());
+    for start in (0..keys).step_by(2000) {
+        let (n, texts) = pipeline_errors(
+            raw,
+            &sets(prefix, start..(start + 2000).min(keys), &value, ttl),
+        );
+        errors.0 += n;
+        if errors.1.is_empty() {
+            errors.1 = texts;
+        }
+    }
+    errors
+}
+
+#[test]
+fn every_eviction_policy_keeps_memory_near_the_limit() {
+    for policy in [
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        let server = Server::goblin_with(&["--maxmemory", "16mb", "--maxmemory-policy", policy]);
+        let mut raw = server.raw();
+        // Keys without an expiry first: only the allkeys policies may take them.
+        let (persistent_errors, _) = fill(&mut raw, "keep:", 2_000, None);
+        assert_eq!(persistent_errors, 0, "{policy}");
+        // Then about 30 MB of keys with an expiry.
+        let (errors, texts) = fill(&mut raw, "v:", 30_000, Some(3600));
+        let used = info_field(&mut raw, "memory", "used_memory");
+        let evicted = info_field(&mut raw, "stats", "evicted_keys");
+        assert!(evicted > 10_000, "{policy}: evicted {evicted}");
+        // (Eviction stops at the limit; what the server allocates after it, as INFO's
+        // own reply, may pass it by a little, as in Redis.)
+        assert!(
+            used <= 33 << 20,
+            "{policy}: {used} bytes in use over a 32 MB limit"
+        );
+        assert_eq!(errors, 0, "{policy}: {texts:?}");
+        let kept = exists_count(&mut raw, "keep:", 2_000);
+        if policy.starts_with("volatile") {
+            assert_eq!(
+                kept, 2_000,
+                "{policy}: keys without expiry are never evicted"
+            );
+        } else {
+            assert!(kept < 2_000, "{policy}: old keys are evicted too");
+        }
+        // A volatile policy with nothing volatile left refuses writes.
+        if policy.starts_with("volatile") {
+            assert_eq!(raw.cmd_str("CONFIG SET maxmemory 1"), b"+OK\r\n");
+            let reply = raw.cmd_str("SET more v");
+            assert!(
+                reply.starts_with(b"-OOM command not allowed"),
+                "{policy}: {}",
+                show(&reply)
+            );
+        }
+    }
+}
+
+/// LRU keeps what was read recently; LFU what was read often; volatile-ttl takes the
+/// nearest expiry first.
+#[test]
+fn eviction_chooses_by_recency_frequency_and_expiry() {
+    let survivors =
+        |policy: &str, prepare: &dyn Fn(&mut Raw), during: &dyn Fn(&mut Raw)| -> (usize, usize) {
+            let server = Server::goblin_with(&[
+                "--maxmemory",
+                "16mb",
+                "--maxmemory-policy",
+                policy,
+                "--maxmemory-samples",
+                "10",
+            ]);
+            let mut raw = server.raw();
+            prepare(&mut raw);
+            // Pressure: new keys until 1,500 were evicted (more than the cold ones).
+            let mut written = 0;
+            while info_field(&mut raw, "stats", "evicted_keys") < 1_500 {
+                let (errors, texts) = fill(&mut raw, &format!("new{written}:"), 500, Some(100_000));
+                assert_eq!(errors, 0, "{policy}: {texts:?}");
+                during(&mut raw);
+                written += 1;
+                assert!(written < 200, "{policy}: nothing evicted");
+            }
+            (
+                exists_count(&mut raw, "hot:", 1000),
+                exists_count(&mut raw, "cold:", 1000),
+            )
+        };
+    let value = vec![b'x'; 1000];
+    let read_hot = |raw: &mut Raw| {
+        let gets: Vec<Vec<Vec<u8>>> = (0..1000)
+            .map(|i| vec![b"GET".to_vec(), format!("hot:{i}").into_bytes()])
+            .collect();
+        pipeline_errors(raw, &gets);
+    };
+    for policy in ["allkeys-lru", "allkeys-lfu"] {
+        let prepare = |raw: &mut Raw| {
+            pipeline_errors(raw, &sets("cold:", 0..1000, &value, None));
+            std::thread::sleep(Duration::from_millis(2100));
+            pipeline_errors(raw, &sets("hot:", 0..1000, &value, None));
+            // The hot keys are read, many times, and go on being read.
+            for _ in 0..20 {
+                read_hot(raw);
+            }
+        };
+        let (hot, cold) = survivors(policy, &prepare, &read_hot);
+        // LRU: the keys not read since before the hot ones were written go first. LFU:
+        // keys never read count as much as the new ones (Redis's initial counter), so
+        // they go at the rate new keys go, while the keys read often stay.
+        let expected = if policy == "allkeys-lru" {
+            hot > 800 && cold < 300
+        } else {
+            hot >= 990 && cold < 950
+        };
+        assert!(expected, "{policy}: hot {hot}, cold {cold} survived");
+    }
+    let (near, far) = survivors(
+        "volatile-ttl",
+        &|raw: &mut Raw| {
+            // "hot" here: far deadlines; "cold": near ones.
+            pipeline_errors(raw, &sets("cold:", 0..1000, &value, Some(1000)));
+            pipeline_errors(raw, &sets("hot:", 0..1000, &value, Some(1_000_000)));
+        },
+        &|_: &mut Raw| {},
+    );
+    assert!(
+        near > 800 && far < 300,
+        "volatile-ttl: far deadlines {near}, near ones {far} survived"
+    );
+}
+
+/// OBJECT IDLETIME counts seconds since the last access, and a read resets it.
+#[test]
+fn object_idletime_counts_since_the_last_access() {
+    let server = Server::goblin();
+    let mut raw = server.raw();
+    raw.cmd_str("SET k v");
+    std::thread::sleep(Duration::from_millis(2100));
+    let idle = raw.cmd_str("OBJECT IDLETIME k");
+    assert!(idle == b":2\r\n" || idle == b":3\r\n", "{}", show(&idle));
+    raw.cmd_str("GET k");
+    assert_eq!(raw.cmd_str("OBJECT IDLETIME k"), b":0\r\n");
+}
+
+/// After a FLUSHALL the memory goes back to the operating system.
+#[test]
+fn a_flush_gives_memory_back_to_the_system() {
+    let server = Server::goblin_threads(2);
+    let mut raw = server.raw();
+    fill(&mut raw, "k:", 200_000, None);
+    let rss = info_field(&mut raw, "memory", "used_memory_rss");
+    assert!(rss > 150 << 20, "filled to {rss}");
+    assert_eq!(raw.cmd_str("FLUSHALL"), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let rss = info_field(&mut raw, "memory", "used_memory_rss");
+        if rss < 40 << 20 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {rss} bytes resident after FLUSHALL"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
