@@ -39,6 +39,10 @@ pub struct Config {
     pub databases: usize,
     /// `maxmemory` and its policy.
     pub memory: crate::memory::MemoryConfig,
+    /// `slowlog-log-slower-than`, microseconds (negative: off; 0: every command).
+    pub slowlog_slower_than: i64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: u64,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -213,6 +217,8 @@ impl Default for Config {
             renames: Vec::new(),
             databases: 16,
             memory: crate::memory::MemoryConfig::default(),
+            slowlog_slower_than: 10_000,
+            slowlog_max_len: 128,
         }
     }
 }
@@ -248,6 +254,10 @@ Options:
   --maxmemory-samples N     keys sampled per eviction (default 5)
   --lfu-log-factor N        LFU counter growth (default 10)
   --lfu-decay-time MINUTES  LFU counter decay (default 1)
+  --slowlog-log-slower-than MICROSECONDS
+                            SLOWLOG keeps commands slower than this (default 10000; -1:
+                            none; 0: all)
+  --slowlog-max-len N       SLOWLOG keeps this many (default 128)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -317,6 +327,8 @@ pub const SETTABLE: &[&str] = &[
     "maxmemory-samples",
     "lfu-log-factor",
     "lfu-decay-time",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -497,6 +509,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "maxmemory-samples" => config.memory.samples = parse_ranged(one()?, 1, INT_MAX)? as u32,
         "lfu-log-factor" => config.memory.lfu_log_factor = parse_ranged(one()?, 0, INT_MAX)? as u32,
         "lfu-decay-time" => config.memory.lfu_decay_time = parse_ranged(one()?, 0, INT_MAX)? as u32,
+        "slowlog-log-slower-than" => {
+            config.slowlog_slower_than = parse_ranged(one()?, -1, i64::MAX)?;
+        }
+        "slowlog-max-len" => config.slowlog_max_len = parse_ranged(one()?, 0, i64::MAX)? as u64,
         "databases" => {
             config.databases = parse_ranged(one()?, 1, i64::from(MAX_DATABASES))? as usize;
         }

@@ -365,6 +365,9 @@ pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because p
 /// not bring it back.
 pub const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";
 
+/// SLOWLOG GET's count below -1 (or not a number).
+pub const SLOWLOG_COUNT: &[u8] = b"ERR count should be greater than or equal to -1";
+
 /// A connection beyond `maxclients`.
 pub const MAX_CLIENTS: &[u8] = b"-ERR max number of clients reached\r\n";
 

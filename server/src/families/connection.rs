@@ -24,6 +24,11 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SELECT, Exec::Conn(select));
     table.add(&meta::AUTH, Exec::Conn(auth));
     table.add_container(
+        &meta::ACL,
+        Exec::Container,
+        &[("whoami", None, Exec::Conn(acl_whoami))],
+    );
+    table.add_container(
         &meta::CLIENT,
         Exec::Container,
         &[
@@ -32,6 +37,7 @@ pub fn register(table: &mut CommandTable) {
             ("id", None, Exec::Conn(client_id)),
             ("setinfo", Some(&CLIENT_SETINFO), Exec::Conn(client_setinfo)),
             ("info", None, Exec::Conn(client_info)),
+            ("no-evict", None, Exec::Conn(client_no_evict)),
             ("help", None, Exec::Conn(client_help)),
             (
                 "unblock",
@@ -519,6 +525,22 @@ fn client_kill_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u
 }
 
 /// `CLIENT HELP`
+/// `ACL WHOAMI`: every client is the default user (Goblin has no other users).
+fn acl_whoami(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.reply().bulk(b"default");
+}
+
+/// `CLIENT NO-EVICT ON|OFF`: accepted (Goblin never evicts clients for memory; the
+/// output-buffer limits still apply, as they do in Redis).
+fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let arg = args.get(2);
+    if arg.eq_ignore_ascii_case(b"on") || arg.eq_ignore_ascii_case(b"off") {
+        ctx.reply().ok();
+    } else {
+        ctx.reply().error(errors::SYNTAX);
+    }
+}
+
 fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -528,6 +550,8 @@ fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "    Return the ID of the current connection.",
         "INFO",
         "    Return information about the current client connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
         "SETINFO <option> <value>",
         "    Set client meta attr. Options are:",
         "    * LIB-NAME: the client lib name.",

@@ -30,6 +30,16 @@ pub fn register(table: &mut CommandTable) {
         ],
     );
     table.add_container(
+        &meta::SLOWLOG,
+        Exec::Container,
+        &[
+            ("get", None, Exec::Conn(slowlog_get)),
+            ("len", None, Exec::Conn(slowlog_len)),
+            ("reset", None, Exec::Conn(slowlog_reset)),
+            ("help", None, Exec::Conn(slowlog_help)),
+        ],
+    );
+    table.add_container(
         &meta::CONFIG,
         Exec::Container,
         &[
@@ -58,6 +68,58 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::FLUSHALL, whole(flush_plan));
     table.add(&meta::FLUSHDB, whole(flush_plan));
     table.add(&meta::SWAPDB, whole(swapdb_plan));
+}
+
+/// `SLOWLOG GET [count]`: the newest `count` entries (10; -1: all).
+fn slowlog_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if args.len() > 3 {
+        let msg = errors::subcommand_syntax(args.get(0), args.get(1));
+        return ctx.reply().error_sanitized(&msg);
+    }
+    let count = if args.len() > 2 {
+        match goblin_protocol::parse_i64(args.get(2)).filter(|&n| n >= -1) {
+            Some(-1) => None,
+            Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            None => return ctx.reply().error(errors::SLOWLOG_COUNT),
+        }
+    } else {
+        Some(10)
+    };
+    let shared = ctx.shared;
+    shared.slowlog.encode(count, &mut ctx.reply());
+}
+
+/// `SLOWLOG LEN`
+fn slowlog_len(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let n = ctx.shared.slowlog.len();
+    ctx.reply().integer(n as i64);
+}
+
+/// `SLOWLOG RESET`
+fn slowlog_reset(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.shared.slowlog.reset();
+    ctx.reply().ok();
+}
+
+/// `SLOWLOG HELP`
+fn slowlog_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    const LINES: &[&str] = &[
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+        "    client name",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    let mut out = ctx.reply();
+    out.array(LINES.len());
+    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
 }
 
 fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
@@ -239,6 +301,8 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("maxmemory", c.memory.maxmemory.to_string()),
         ("maxmemory-policy", c.memory.policy.name().into()),
         ("maxmemory-samples", c.memory.samples.to_string()),
+        ("slowlog-log-slower-than", c.slowlog_slower_than.to_string()),
+        ("slowlog-max-len", c.slowlog_max_len.to_string()),
         ("lfu-log-factor", c.memory.lfu_log_factor.to_string()),
         ("lfu-decay-time", c.memory.lfu_decay_time.to_string()),
         ("maxclients", c.maxclients.to_string()),

@@ -7,4 +7,5 @@ pub mod conn;
 pub mod msg;
 pub mod pipeline;
 pub mod server;
+pub mod slowlog;
 pub mod worker;

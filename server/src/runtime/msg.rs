@@ -82,6 +82,8 @@ pub struct Batch {
     /// The database its commands run against (the client's, as it was when they were
     /// sent: a SELECT waits for what is in flight).
     pub db: usize,
+    /// Its commands that were slow (SLOWLOG), for the connection's worker to log.
+    pub slow: Vec<crate::runtime::slowlog::SlowCmd>,
 }
 
 impl Default for Batch {
@@ -97,6 +99,7 @@ impl Default for Batch {
             reply_budget: usize::MAX,
             slots_version: 0,
             db: 0,
+            slow: Vec::new(),
         }
     }
 }
@@ -130,6 +133,7 @@ impl Batch {
         self.next = 0;
         self.replies.clear();
         self.reply_budget = usize::MAX;
+        self.slow.clear();
     }
 
     /// True when every command has run.

@@ -30,6 +30,7 @@ use crate::runtime::ask::WorkerView;
 use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
+use crate::runtime::slowlog::SlowCmd;
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, EVICT_PER_COMMAND, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
@@ -318,6 +319,15 @@ impl Worker {
     }
 }
 
+/// Logs slow commands sent by `client` (SLOWLOG).
+fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<SlowCmd>) {
+    let addr = client.addr.map(|a| a.to_string()).unwrap_or_default();
+    let name = client.name.clone().unwrap_or_default();
+    for cmd in slow {
+        shared.slowlog.push(cmd, addr.clone(), name.clone());
+    }
+}
+
 /// Why persistence refuses `spec` now, if it does: `LOADING` for a command not allowed
 /// while the dataset loads, `MISCONF` for a write (and PING, as redis-server does) while
 /// the log or the snapshots cannot be written.
@@ -375,6 +385,9 @@ impl Worker {
                 client.resp,
                 may_wait,
             );
+            if self.shard.has_slow() {
+                log_slow(&self.shared, client, self.shard.take_slow());
+            }
             self.route_shard_out();
             if !waits {
                 return Flow::Next;
@@ -470,7 +483,11 @@ impl Worker {
 
     /// A batch came back with its replies.
     pub(crate) fn batch_done(&mut self, to: ConnRef, mut batch: Box<Batch>) {
+        let shared = Arc::clone(&self.shared);
         if let Some(conn) = self.live_conn(to) {
+            if !batch.slow.is_empty() {
+                log_slow(&shared, &conn.client, std::mem::take(&mut batch.slow));
+            }
             conn.in_flight = conn.in_flight.saturating_sub(1);
             conn.reserved = conn.reserved.saturating_sub(batch.reply_budget);
             conn.stalled = false;

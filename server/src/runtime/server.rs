@@ -109,6 +109,8 @@ pub struct Shared {
     pub blocked_with_timeout: AtomicUsize,
     /// `maxmemory` and its policy, as the workers read them.
     pub memory: crate::memory::Limits,
+    /// SLOWLOG.
+    pub slowlog: crate::runtime::slowlog::SlowLog,
 }
 
 impl Shared {
@@ -145,6 +147,10 @@ impl Shared {
             live: std::sync::RwLock::new(config.clone()),
             ticks: std::sync::atomic::AtomicU8::new(ticks(&config)),
             memory: crate::memory::Limits::new(&config.memory),
+            slowlog: crate::runtime::slowlog::SlowLog::new(
+                config.slowlog_slower_than,
+                config.slowlog_max_len,
+            ),
             local_addr,
             config,
             commands,
@@ -176,6 +182,8 @@ impl Shared {
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);
         self.memory.set(&config.memory);
+        self.slowlog
+            .configure(config.slowlog_slower_than, config.slowlog_max_len);
         let persist = &self.persist;
         persist.set_rules(
             !config.persist.save.is_empty(),

@@ -67,6 +67,10 @@ use slots::SlotMap;
 /// Commands are timed one run in this many, for INFO commandstats' `usec` (an estimate).
 const TIMING_SAMPLE: u64 = 16;
 
+/// Slow commands kept for the connection's worker to take (more are not logged: a
+/// loader replaying a log has no client to take them).
+const SLOW_KEPT: usize = 128;
+
 /// A message this shard produced for a worker (possibly its own).
 pub type Outgoing = (usize, Msg);
 
@@ -127,6 +131,8 @@ pub struct Shard {
     writes: u64,
     /// Some observer needs the keys of written values ([`Observer::wants_written_keys`]).
     observers_want_keys: bool,
+    /// Slow commands run here, for the connection's worker to log (SLOWLOG).
+    slow: Vec<crate::runtime::slowlog::SlowCmd>,
 }
 
 impl Shard {
@@ -152,6 +158,7 @@ impl Shard {
             published: 0,
             writes: 0,
             observers_want_keys: false,
+            slow: Vec::new(),
         }
     }
 
@@ -682,9 +689,12 @@ impl Shard {
             return false;
         }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
-        // about as much as a GET's own work) and count it TIMING_SAMPLE times.
+        // about as much as a GET's own work) and count it TIMING_SAMPLE times; time every
+        // run of a command that is not `fast` for the slow log.
         self.executed = self.executed.wrapping_add(1);
-        let timed = self.executed.is_multiple_of(TIMING_SAMPLE);
+        let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
+        let timed = sampled
+            || (!spec.flags.contains(crate::table::Flags::FAST) && shared.slowlog.enabled());
         let started = timed.then(Instant::now);
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {
@@ -715,15 +725,34 @@ impl Shard {
                 ctx.waits()
             },
         );
+        let micros = started.map(|s| s.elapsed().as_micros() as u64);
+        if let Some(micros) = micros
+            && shared.slowlog.is_slow(micros)
+            && self.slow.len() < SLOW_KEPT
+        {
+            let at = now / 1000;
+            self.slow
+                .push(crate::runtime::slowlog::SlowCmd::new(args, at, micros));
+        }
         if let Some(stat) = self.stats.get_mut(spec.id) {
-            if let Some(started) = started {
-                stat.usec += started.elapsed().as_micros() as u64 * TIMING_SAMPLE;
+            if let Some(micros) = micros.filter(|_| sampled) {
+                stat.usec += micros * TIMING_SAMPLE;
             }
             if out.get(reply_at) == Some(&b'-') {
                 stat.failed += 1;
             }
         }
         waits
+    }
+
+    /// The slow commands run since the last call, for SLOWLOG.
+    pub fn take_slow(&mut self) -> Vec<crate::runtime::slowlog::SlowCmd> {
+        std::mem::take(&mut self.slow)
+    }
+
+    /// Whether slow commands wait in [`Shard::take_slow`].
+    pub fn has_slow(&self) -> bool {
+        !self.slow.is_empty()
     }
 
     /// Counts a call of command `id` (on the connection's worker, where it is dispatched).
@@ -862,6 +891,9 @@ impl Shard {
             tx,
             *slots_version,
         );
+        if !self.slow.is_empty() {
+            batch.slow.append(&mut self.slow);
+        }
     }
 
     /// Handles a transaction step: lock (or wait), run, release.

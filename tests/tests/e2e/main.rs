@@ -31,6 +31,7 @@ mod scan_completeness;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;
+mod slowlog;
 mod soak;
 mod strings_diff;
 mod strings_keys;

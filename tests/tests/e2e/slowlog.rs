@@ -1,0 +1,161 @@
+//! SLOWLOG (entries, trimming, client name and address, LEN, RESET, the maximum length),
+//! ACL WHOAMI and CLIENT NO-EVICT; errors differentially against redis-server.
+
+use goblin_protocol::{Frame, parse_reply};
+use goblin_tests::diff::script;
+use goblin_tests::{Differential, Server};
+
+fn frame(bytes: &[u8]) -> Frame<'_> {
+    parse_reply(bytes)
+        .ok()
+        .flatten()
+        .map(|(f, _)| f)
+        .unwrap_or_else(|| panic!("not a reply: {bytes:?}"))
+}
+
+fn items<'b, 'a>(f: &'b Frame<'a>) -> &'b [Frame<'a>] {
+    match f {
+        Frame::Array(items) => items,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+fn bulk(f: &Frame) -> Vec<u8> {
+    match f {
+        Frame::Bulk(b) => b.to_vec(),
+        other => panic!("not a bulk: {other:?}"),
+    }
+}
+
+fn int(f: &Frame) -> i64 {
+    match f {
+        Frame::Integer(n) => *n,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+#[test]
+fn slow_commands_are_logged_with_their_client_and_trimmed_as_redis_trims_them() {
+    for threads in [1, 3] {
+        let server = Server::goblin_threads(threads);
+        let mut raw = server.raw();
+        assert_eq!(
+            raw.cmd_str("CONFIG SET slowlog-log-slower-than 0"),
+            b"+OK\r\n"
+        );
+        assert_eq!(raw.cmd_str("SLOWLOG RESET"), b"+OK\r\n");
+        assert_eq!(raw.cmd_str("CLIENT SETNAME slow-one"), b"+OK\r\n");
+        let long = vec![b'a'; 200];
+        let mut many: Vec<Vec<u8>> = vec![b"SADD".to_vec(), b"set-key".to_vec()];
+        many.extend((0..40).map(|i| format!("m{i}").into_bytes()));
+        // Keys on the connection's shard and on others.
+        for key in ["k1", "k2", "k3", "k4"] {
+            raw.cmd(&[b"LRANGE", key.as_bytes(), b"0", b"-1"]);
+        }
+        raw.cmd(&[b"SMEMBERS", &long]);
+        let argv: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
+        raw.cmd(&argv);
+        raw.cmd(&[b"SMEMBERS", b"set-key"]);
+        let reply = raw.cmd_str("SLOWLOG GET -1");
+        let log = frame(&reply);
+        let entries = items(&log);
+        let addr = {
+            let info = String::from_utf8_lossy(&raw.cmd_str("CLIENT INFO")).into_owned();
+            info.split(' ')
+                .find_map(|f| f.strip_prefix("addr="))
+                .unwrap()
+                .to_string()
+        };
+        let commands: Vec<Vec<Vec<u8>>> = entries
+            .iter()
+            .map(|e| items(&items(e)[3]).iter().map(bulk).collect())
+            .collect();
+        // Newest first.
+        assert_eq!(
+            commands[0],
+            [b"SMEMBERS".to_vec(), b"set-key".to_vec()],
+            "{commands:?}"
+        );
+        // SADD is `fast`: sampled, not always timed; the others are all there.
+        let smembers_long = commands
+            .iter()
+            .find(|c| c[0] == b"SMEMBERS" && c[1].starts_with(b"aaa"))
+            .expect("the SMEMBERS of a long key");
+        let mut trimmed = vec![b'a'; 128];
+        trimmed.extend_from_slice(b"... (72 more bytes)");
+        assert_eq!(smembers_long[1], trimmed);
+        let lranges = commands.iter().filter(|c| c[0] == b"LRANGE").count();
+        assert_eq!(lranges, 4, "--threads {threads}: {commands:?}");
+        for e in entries {
+            let e = items(e);
+            assert_eq!(e.len(), 6);
+            assert!(int(&e[1]) > 1_700_000_000);
+            assert!(int(&e[2]) >= 0);
+            assert_eq!(bulk(&e[4]), addr.as_bytes(), "--threads {threads}");
+            assert_eq!(bulk(&e[5]), b"slow-one");
+        }
+        let ids: Vec<i64> = entries.iter().map(|e| int(&items(e)[0])).collect();
+        assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+        let reply = raw.cmd_str("SLOWLOG LEN");
+        let n = int(&frame(&reply));
+        assert_eq!(n as usize, entries.len());
+        let reply = raw.cmd_str("SLOWLOG GET 1");
+        assert_eq!(items(&frame(&reply)).len(), 1);
+        let reply = raw.cmd_str("SLOWLOG GET");
+        // (Only commands run on a shard are timed: SLOWLOG, CLIENT … are not logged.)
+        assert_eq!(items(&frame(&reply)).len(), entries.len());
+        // A shorter maximum keeps the newest.
+        assert_eq!(raw.cmd_str("CONFIG SET slowlog-max-len 2"), b"+OK\r\n");
+        assert_eq!(raw.cmd_str("SLOWLOG LEN"), b":2\r\n");
+        assert_eq!(raw.cmd_str("SLOWLOG RESET"), b"+OK\r\n");
+        assert_eq!(raw.cmd_str("SLOWLOG LEN"), b":0\r\n");
+        // Off: nothing is logged.
+        assert_eq!(
+            raw.cmd_str("CONFIG SET slowlog-log-slower-than -1"),
+            b"+OK\r\n"
+        );
+        raw.cmd_str("KEYS *");
+        assert_eq!(raw.cmd_str("SLOWLOG LEN"), b":0\r\n");
+        // A command with more than 32 arguments keeps 31 and says how many more.
+        assert_eq!(
+            raw.cmd_str("CONFIG SET slowlog-log-slower-than 0"),
+            b"+OK\r\n"
+        );
+        assert_eq!(raw.cmd_str("CONFIG SET slowlog-max-len 10"), b"+OK\r\n");
+        let mut mget: Vec<Vec<u8>> = vec![b"SUNION".to_vec()];
+        mget.extend((0..40).map(|_| b"{t}x".to_vec()));
+        let argv: Vec<&[u8]> = mget.iter().map(Vec::as_slice).collect();
+        raw.cmd(&argv);
+        let reply = raw.cmd_str("SLOWLOG GET 1");
+        let log = frame(&reply);
+        let logged: Vec<Vec<u8>> = items(&items(&items(&log)[0])[3]).iter().map(bulk).collect();
+        assert_eq!(logged.len(), 32);
+        assert_eq!(logged[31], b"... (10 more arguments)");
+    }
+}
+
+#[test]
+fn slowlog_acl_and_client_errors_match_redis() {
+    let mut d = Differential::new();
+    script(
+        &mut d,
+        &[],
+        "",
+        "
+        SLOWLOG GET -2
+        SLOWLOG GET x
+        SLOWLOG GET 1 2
+        SLOWLOG LEN x
+        SLOWLOG NOPE
+        SLOWLOG HELP
+        CONFIG SET slowlog-log-slower-than -2
+        CONFIG SET slowlog-max-len -1
+        %CONFIG GET slowlog-*
+        ACL WHOAMI
+        ACL WHOAMI x
+        CLIENT NO-EVICT on
+        CLIENT NO-EVICT OFF
+        CLIENT NO-EVICT maybe
+        ",
+    );
+}
