@@ -20,14 +20,14 @@ fn items<'b, 'a>(f: &'b Frame<'a>) -> &'b [Frame<'a>] {
     }
 }
 
-fn bulk(f: &Frame) -> Vec<u8> {
+fn bulk(f: &Frame<'_>) -> Vec<u8> {
     match f {
         Frame::Bulk(b) => b.to_vec(),
         other => panic!("not a bulk: {other:?}"),
     }
 }
 
-fn int(f: &Frame) -> i64 {
+fn int(f: &Frame<'_>) -> i64 {
     match f {
         Frame::Integer(n) => *n,
         other => panic!("not an integer: {other:?}"),
