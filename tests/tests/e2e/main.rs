@@ -26,6 +26,7 @@ mod output_bound;
 mod persistence;
 mod persistence_crash;
 mod protocol;
+mod random_commands;
 mod rdb_interop;
 mod scan_completeness;
 mod server_commands;
