@@ -435,9 +435,11 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// keyspace bytes, and its worker's command statistics.
 #[derive(Debug)]
 struct InfoPart {
+    shard: usize,
     dbs: Vec<(usize, usize, usize)>,
     bytes: usize,
     stats: Vec<(usize, CmdStat)>,
+    errors: crate::table::handler::ErrorCounts,
 }
 
 /// INFO's part on one shard.
@@ -446,7 +448,7 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         .stats
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.calls + s.failed > 0)
+        .filter(|(_, s)| s.calls + s.failed + s.rejected > 0)
         .map(|(id, s)| (id, *s))
         .collect();
     let (mut dbs, mut bytes) = (Vec::new(), 0);
@@ -456,7 +458,13 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         }
         bytes += keyspace.used_bytes();
     });
-    HopOut::Other(Box::new(InfoPart { dbs, bytes, stats }))
+    HopOut::Other(Box::new(InfoPart {
+        shard: ctx.shard,
+        dbs,
+        bytes,
+        stats,
+        errors: ctx.errors.clone(),
+    }))
 }
 
 /// `INFO [section ...]`: every shard's part, then the sections.
@@ -608,23 +616,31 @@ fn human_bytes(n: u64) -> String {
 fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     let mut keyspace_bytes = 0usize;
     let mut dbs: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut errors = crate::table::handler::ErrorCounts::default();
+    // Per thread: keys, commands dispatched by its connections.
+    let mut threads: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
     let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
     for part in parts {
         let HopOut::Other(any) = part else { continue };
         let Ok(part) = any.downcast::<InfoPart>() else {
             continue;
         };
+        let thread = threads.entry(part.shard).or_default();
         for (db, keys, expires) in part.dbs {
             let counts = dbs.entry(db).or_default();
             counts.0 += keys;
             counts.1 += expires;
+            thread.0 += keys;
         }
+        thread.1 += part.stats.iter().map(|(_, s)| s.calls).sum::<u64>();
+        errors.merge(&part.errors);
         keyspace_bytes += part.bytes;
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
             stat.calls += s.calls;
             stat.usec += s.usec;
             stat.failed += s.failed;
+            stat.rejected += s.rejected;
         }
     }
     let wanted: Vec<String> = args
@@ -636,7 +652,9 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     // Sections add up, as in redis-server 7.0: `INFO default commandstats` is both.
     let default = wanted.is_empty() || wanted.iter().any(|s| s == "default");
     let show = |name: &str| {
-        everything || wanted.iter().any(|s| s == name) || (default && name != "commandstats")
+        everything
+            || wanted.iter().any(|s| s == name)
+            || (default && !matches!(name, "commandstats" | "threads"))
     };
     let shared = cx.shared;
     let uptime = shared.started.elapsed().as_secs();
@@ -724,10 +742,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Stats",
         format!(
             "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             evicted_keys:{}\r\n",
+             evicted_keys:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
+            errors.total,
         ),
     );
     section(
@@ -749,11 +768,28 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         };
         let _ = write!(
             commandstats,
-            "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls=0,failed_calls={}\r\n",
-            spec.name, s.calls, s.usec, s.failed
+            "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+            spec.name, s.calls, s.usec, s.rejected, s.failed
         );
     }
     section("commandstats", "Commandstats", commandstats);
+    section(
+        "errorstats",
+        "Errorstats",
+        errors
+            .by_code
+            .iter()
+            .map(|(code, n)| format!("errorstat_{}:count={n}\r\n", String::from_utf8_lossy(code)))
+            .collect(),
+    );
+    section(
+        "threads",
+        "Threads",
+        threads
+            .iter()
+            .map(|(t, (keys, calls))| format!("thread_{t}:keys={keys},commands={calls}\r\n"))
+            .collect(),
+    );
     section(
         "keyspace",
         "Keyspace",

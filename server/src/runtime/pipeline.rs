@@ -208,13 +208,14 @@ impl Worker {
             if conn.busy() {
                 return Flow::Wait;
             }
-            return self.reject(
+            return self.reject_command(
                 shared,
                 key,
                 Rejection {
                     spec: None,
                     message,
                 },
+                Some(spec.id),
             );
         }
         if conn.multi.is_some() && spec.queued_in_multi {
@@ -243,6 +244,7 @@ impl Worker {
                     return Flow::Wait;
                 }
                 let Conn { client, output, .. } = conn;
+                let at = output.buf.len();
                 f(
                     &mut ConnCtx {
                         client,
@@ -252,6 +254,10 @@ impl Worker {
                     },
                     args,
                 );
+                if output.buf.get(at) == Some(&b'-') {
+                    self.shard.count_error(&output.buf[at..], None);
+                    self.shard.count_failed(spec.id);
+                }
                 Flow::Next
             }
             Exec::Container => {
@@ -304,6 +310,18 @@ impl Worker {
     /// error, and inside MULTI the transaction is flagged (or, for the command that ends
     /// it, aborted, as its family decides).
     fn reject(&mut self, shared: &Shared, key: usize, rejection: Rejection) -> Flow {
+        self.reject_command(shared, key, rejection, None)
+    }
+
+    /// [`Worker::reject`] of a command refused before running (auth, loading, memory):
+    /// `refused` is its table id, for its `rejected_calls`.
+    fn reject_command(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        rejection: Rejection,
+        refused: Option<usize>,
+    ) -> Flow {
         let spec = rejection.spec.and_then(|id| shared.commands.get(id));
         if let Some(Exec::Multi(f)) = spec.map(|s| s.exec) {
             return self.multi_command(shared, key, f, MultiCall::Rejected(&rejection.message));
@@ -314,7 +332,10 @@ impl Worker {
         if let Some(multi) = conn.multi.as_mut() {
             multi.dirty = true;
         }
+        let at = conn.output.buf.len();
         Encoder::new(&mut conn.output.buf, conn.client.resp).error_sanitized(&rejection.message);
+        self.shard
+            .count_error(&conn.output.buf[at..], rejection.spec.or(refused));
         Flow::Next
     }
 }
@@ -784,6 +805,9 @@ impl Worker {
     /// Writes a job's answer to its connection's output, without resuming the connection
     /// (for a job that finished while the connection's requests are being run).
     fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
+        if let Outcome::Reply(reply) = &outcome {
+            self.shard.count_error(reply, None);
+        }
         let shared = Arc::clone(&self.shared);
         let now = self.now;
         let Some(conn) = self.conns.get_mut(key) else {

@@ -133,6 +133,8 @@ pub struct Shard {
     observers_want_keys: bool,
     /// Slow commands run here, for the connection's worker to log (SLOWLOG).
     slow: Vec<crate::runtime::slowlog::SlowCmd>,
+    /// Error replies of this worker's commands and connections, by code.
+    errors: crate::table::handler::ErrorCounts,
 }
 
 impl Shard {
@@ -159,6 +161,7 @@ impl Shard {
             writes: 0,
             observers_want_keys: false,
             slow: Vec::new(),
+            errors: Default::default(),
         }
     }
 
@@ -419,6 +422,7 @@ impl Shard {
             &self.slots,
             shared.config.limits.max_bulk_len,
             &self.stats,
+            &self.errors,
             logging.then_some(&mut self.effects),
         );
         let result = f(&mut ctx);
@@ -427,6 +431,7 @@ impl Shard {
         let all_dbs = ctx.touched_others();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
+            self.errors = Default::default();
         }
         let events = if all_dbs {
             self.dbs.iter().any(Keyspace::has_events)
@@ -740,9 +745,29 @@ impl Shard {
             }
             if out.get(reply_at) == Some(&b'-') {
                 stat.failed += 1;
+                self.errors.count(&out[reply_at..]);
             }
         }
         waits
+    }
+
+    /// Counts an error reply sent by this worker (rejections, connection commands,
+    /// transactions' answers); `rejected`: the command it refused, before running.
+    pub fn count_error(&mut self, reply: &[u8], rejected: Option<usize>) {
+        if reply.first() == Some(&b'-') {
+            self.errors.count(reply);
+            if let Some(stat) = rejected.and_then(|id| self.stats.get_mut(id)) {
+                stat.rejected += 1;
+            }
+        }
+    }
+
+    /// Counts a failed run of command `id` that ran on the connection's worker (a
+    /// connection command that answered an error).
+    pub fn count_failed(&mut self, id: usize) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.failed += 1;
+        }
     }
 
     /// The slow commands run since the last call, for SLOWLOG.

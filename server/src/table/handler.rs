@@ -38,6 +38,51 @@ pub struct CmdStat {
     pub usec: u64,
     /// Times it replied an error here.
     pub failed: u64,
+    /// Times it was refused before running (arity, OOM, NOAUTH …).
+    pub rejected: u64,
+}
+
+/// Error replies by their code (the error's first word: `ERR`, `WRONGTYPE` …), for INFO
+/// errorstats, as redis-server counts them: at most [`ErrorCounts::MAX_CODES`] codes.
+#[derive(Clone, Debug, Default)]
+pub struct ErrorCounts {
+    /// Count per code.
+    pub by_code: std::collections::BTreeMap<Vec<u8>, u64>,
+    /// Every error reply.
+    pub total: u64,
+}
+
+impl ErrorCounts {
+    /// Distinct codes kept (Redis's `ERROR_STATS_NUMBER`); errors of further codes are
+    /// counted in `total` only.
+    pub const MAX_CODES: usize = 128;
+
+    /// Counts the error reply that starts `reply` (a RESP error: `-CODE message\r\n`),
+    /// if it is one.
+    pub fn count(&mut self, reply: &[u8]) {
+        let Some(text) = reply.strip_prefix(b"-") else {
+            return;
+        };
+        self.total += 1;
+        let end = text
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r')
+            .unwrap_or(text.len());
+        let code = &text[..end];
+        if let Some(n) = self.by_code.get_mut(code) {
+            *n += 1;
+        } else if self.by_code.len() < Self::MAX_CODES {
+            self.by_code.insert(code.to_vec(), 1);
+        }
+    }
+
+    /// Adds another worker's counts.
+    pub fn merge(&mut self, other: &ErrorCounts) {
+        self.total += other.total;
+        for (code, n) in &other.by_code {
+            *self.by_code.entry(code.clone()).or_default() += n;
+        }
+    }
 }
 
 /// The context of a shard handler (and of a plan's hop): the shard's keyspace of the
@@ -60,6 +105,8 @@ pub struct ShardCtx<'a> {
     pub max_string: usize,
     /// This worker's per-command statistics (for INFO's part).
     pub stats: &'a [CmdStat],
+    /// This worker's error replies by code (for INFO's part).
+    pub errors: &'a ErrorCounts,
     effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
     release: bool,
     may_wait: bool,
@@ -79,6 +126,7 @@ impl<'a> ShardCtx<'a> {
         slots: &'a SlotMap,
         max_string: usize,
         stats: &'a [CmdStat],
+        errors: &'a ErrorCounts,
         effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
     ) -> Self {
         ShardCtx {
@@ -90,6 +138,7 @@ impl<'a> ShardCtx<'a> {
             slots,
             max_string,
             stats,
+            errors,
             effects,
             release: false,
             may_wait: false,

@@ -69,11 +69,17 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("acl", &["ACL", "ACL NOPE x"]),
     ("acl|whoami", &["ACL WHOAMI", "ACL WHOAMI x"]),
     ("slowlog", &["SLOWLOG", "SLOWLOG NOPE x"]),
-    ("slowlog|get", &["SLOWLOG GET", "SLOWLOG GET 1", "SLOWLOG GET 1 2"]),
+    (
+        "slowlog|get",
+        &["SLOWLOG GET", "SLOWLOG GET 1", "SLOWLOG GET 1 2"],
+    ),
     ("slowlog|len", &["SLOWLOG LEN", "SLOWLOG LEN x"]),
     ("slowlog|reset", &["SLOWLOG RESET", "SLOWLOG RESET x"]),
     ("slowlog|help", &["SLOWLOG HELP", "SLOWLOG HELP x"]),
-    ("client|no-evict", &["CLIENT NO-EVICT on", "CLIENT NO-EVICT"]),
+    (
+        "client|no-evict",
+        &["CLIENT NO-EVICT on", "CLIENT NO-EVICT"],
+    ),
     ("config", &["CONFIG", "CONFIG NOPE x", "config x"]),
     (
         "config|get",

@@ -86,12 +86,67 @@ fn commands(raw: &mut Raw) -> Vec<Command> {
 }
 
 const WORDS: &[&str] = &[
-    "NX", "XX", "GT", "LT", "CH", "INCR", "EX", "PX", "EXAT", "PXAT", "KEEPTTL", "GET",
-    "PERSIST", "WITHSCORES", "LIMIT", "BYSCORE", "BYLEX", "REV", "COUNT", "MATCH", "TYPE",
-    "LEFT", "RIGHT", "BEFORE", "AFTER", "MIN", "MAX", "STORE", "AGGREGATE", "SUM", "WEIGHTS",
-    "BLOCK", "RANK", "MAXLEN", "ASYNC", "SYNC", "REPLACE", "DB", "IDLETIME", "FREQ",
-    "ENCODING", "WITHVALUES", "FIELDS", "SCHEDULE", "NOSAVE", "ID", "ADDR", "string", "hash",
-    "list", "zset", "set", "*", "k*", "+inf", "-inf", "(1", "[a", "-", "+", "",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "CH",
+    "INCR",
+    "EX",
+    "PX",
+    "EXAT",
+    "PXAT",
+    "KEEPTTL",
+    "GET",
+    "PERSIST",
+    "WITHSCORES",
+    "LIMIT",
+    "BYSCORE",
+    "BYLEX",
+    "REV",
+    "COUNT",
+    "MATCH",
+    "TYPE",
+    "LEFT",
+    "RIGHT",
+    "BEFORE",
+    "AFTER",
+    "MIN",
+    "MAX",
+    "STORE",
+    "AGGREGATE",
+    "SUM",
+    "WEIGHTS",
+    "BLOCK",
+    "RANK",
+    "MAXLEN",
+    "ASYNC",
+    "SYNC",
+    "REPLACE",
+    "DB",
+    "IDLETIME",
+    "FREQ",
+    "ENCODING",
+    "WITHVALUES",
+    "FIELDS",
+    "SCHEDULE",
+    "NOSAVE",
+    "ID",
+    "ADDR",
+    "string",
+    "hash",
+    "list",
+    "zset",
+    "set",
+    "*",
+    "k*",
+    "+inf",
+    "-inf",
+    "(1",
+    "[a",
+    "-",
+    "+",
+    "",
 ];
 
 fn number(rng: &mut Rng, blocking: bool) -> String {
@@ -103,8 +158,13 @@ fn number(rng: &mut Rng, blocking: bool) -> String {
     match rng.below(8) {
         0 => "-1".into(),
         1 => "0".into(),
-        2 => ["9223372036854775807", "-9223372036854775808", "2147483648", "1e400"][rng.below(4)]
-            .into(),
+        2 => [
+            "9223372036854775807",
+            "-9223372036854775808",
+            "2147483648",
+            "1e400",
+        ][rng.below(4)]
+        .into(),
         3 => format!("{}.{}", rng.below(100), rng.below(100)),
         _ => rng.below(20).to_string(),
     }
@@ -113,12 +173,16 @@ fn number(rng: &mut Rng, blocking: bool) -> String {
 fn argument(rng: &mut Rng, blocking: bool) -> Vec<u8> {
     match rng.below(10) {
         0..=3 => {
-            let keys = ["k0", "k1", "k2", "k3", "{t}a", "{t}b", "{t}c", "q", "z", "h"];
+            let keys = [
+                "k0", "k1", "k2", "k3", "{t}a", "{t}b", "{t}c", "q", "z", "h",
+            ];
             keys[rng.below(keys.len())].as_bytes().to_vec()
         }
         4..=5 => number(rng, blocking).into_bytes(),
         6..=7 => WORDS[rng.below(WORDS.len())].as_bytes().to_vec(),
-        8 => (0..rng.below(20)).map(|_| b'a' + rng.below(26) as u8).collect(),
+        8 => (0..rng.below(20))
+            .map(|_| b'a' + rng.below(26) as u8)
+            .collect(),
         _ => (0..rng.below(8)).map(|_| rng.below(256) as u8).collect(),
     }
 }
@@ -181,7 +245,9 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
                         }
                         Err(e) => panic!(
                             "no reply to {:?}: {e}",
-                            argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>()
+                            argv.iter()
+                                .map(|a| String::from_utf8_lossy(a).into_owned())
+                                .collect::<Vec<_>>()
                         ),
                     }
                 }
@@ -195,7 +261,10 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
         peak = peak.max(used_memory(&mut probe));
         std::thread::sleep(Duration::from_millis(500));
     }
-    let sent: u64 = workers.into_iter().map(|w| w.join().expect("a sender")).sum();
+    let sent: u64 = workers
+        .into_iter()
+        .map(|w| w.join().expect("a sender"))
+        .sum();
     assert!(server.is_running(), "the server exited");
     let mut after = server.raw();
     assert_eq!(after.cmd_str("PING"), b"+PONG\r\n");

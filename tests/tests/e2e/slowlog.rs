@@ -159,3 +159,29 @@ fn slowlog_acl_and_client_errors_match_redis() {
         ",
     );
 }
+
+/// INFO errorstats counts error replies by code as redis-server does: commands that
+/// failed on a shard, commands refused before running, connection commands.
+#[test]
+fn error_counts_match_redis() {
+    let mut d = Differential::new();
+    script(
+        &mut d,
+        &[],
+        "",
+        "
+        CONFIG RESETSTAT
+        SET s v
+        LPUSH s x
+        NOPE
+        GET
+        CONFIG SET maxmemory-policy x
+        INCR s
+        HGET s f
+        CLIENT NOPE
+        INFO errorstats
+        CONFIG RESETSTAT
+        INFO errorstats
+        ",
+    );
+}
