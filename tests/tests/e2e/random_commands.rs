@@ -51,7 +51,7 @@ fn commands(raw: &mut Raw) -> Vec<Command> {
         panic!("COMMAND: {}", show(&reply));
     };
     let mut out = Vec::new();
-    let mut add = |entry: &Frame<'_>, out: &mut Vec<Command>| {
+    let add = |entry: &Frame<'_>, out: &mut Vec<Command>| {
         let Frame::Array(items) = entry else { return };
         let (Some(Frame::Bulk(name)), Some(Frame::Integer(arity)), Some(flags)) =
             (items.first(), items.get(1), items.get(2))
