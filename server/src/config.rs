@@ -43,6 +43,10 @@ pub struct Config {
     pub slowlog_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: u64,
+    /// `loglevel`.
+    pub loglevel: crate::log::Level,
+    /// `logfile` (`None`: standard error).
+    pub logfile: Option<PathBuf>,
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -219,6 +223,8 @@ impl Default for Config {
             memory: crate::memory::MemoryConfig::default(),
             slowlog_slower_than: 10_000,
             slowlog_max_len: 128,
+            loglevel: crate::log::Level::Notice,
+            logfile: None,
         }
     }
 }
@@ -247,6 +253,8 @@ Options:
   --tcp-keepalive SECONDS   TCP keepalive probes this often (default 300; 0: none)
   --protected-mode yes|no   without a password, serve loopback clients only (default yes)
   --databases N             databases, SELECT 0 to N-1 (default 16)
+  --loglevel LEVEL          debug, verbose, notice (default) or warning
+  --logfile FILE            append the log to FILE (default '': standard error)
   --maxmemory SIZE          memory limit (default 0: none)
   --maxmemory-policy NAME   past it: noeviction (default; writes get OOM), allkeys-lru,
                             allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,
@@ -329,6 +337,7 @@ pub const SETTABLE: &[&str] = &[
     "lfu-decay-time",
     "slowlog-log-slower-than",
     "slowlog-max-len",
+    "loglevel",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -344,6 +353,7 @@ pub const FIXED: &[&str] = &[
     "appendfilename",
     "proto-max-bulk-len",
     "databases",
+    "logfile",
 ];
 
 /// Sets one option, as a configuration file's line would (CONFIG SET).
@@ -513,6 +523,11 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.slowlog_slower_than = parse_ranged(one()?, -1, i64::MAX)?;
         }
         "slowlog-max-len" => config.slowlog_max_len = parse_ranged(one()?, 0, i64::MAX)? as u64,
+        "loglevel" => config.loglevel = crate::log::Level::parse(one()?)?,
+        "logfile" => {
+            let value = one()?;
+            config.logfile = (!value.is_empty()).then(|| PathBuf::from(value));
+        }
         "databases" => {
             config.databases = parse_ranged(one()?, 1, i64::from(MAX_DATABASES))? as usize;
         }

@@ -32,6 +32,7 @@ pub mod table;
 
 pub mod errors;
 
+pub mod log;
 pub mod longdouble;
 pub mod memory;
 pub mod persist;

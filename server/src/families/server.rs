@@ -303,6 +303,14 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("maxmemory-samples", c.memory.samples.to_string()),
         ("slowlog-log-slower-than", c.slowlog_slower_than.to_string()),
         ("slowlog-max-len", c.slowlog_max_len.to_string()),
+        ("loglevel", c.loglevel.name().into()),
+        (
+            "logfile",
+            c.logfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
         ("lfu-log-factor", c.memory.lfu_log_factor.to_string()),
         ("lfu-decay-time", c.memory.lfu_decay_time.to_string()),
         ("maxclients", c.maxclients.to_string()),

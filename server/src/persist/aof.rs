@@ -162,8 +162,9 @@ impl AofLog {
     fn check_effect(&mut self, write: &Write<'_>) {
         if !self.warned && matches!(write.effect, Effect::Events) && write.unlisted > 0 {
             self.warned = true;
-            eprintln!(
-                "goblin-server: a write without a logged effect ({:?}): not in the \
+            crate::log!(
+                Warning,
+                "a write without a logged effect ({:?}): not in the \
                  append-only log",
                 write.origin
             );
@@ -232,8 +233,9 @@ impl AofLog {
     }
 
     fn fail_fatally(&self, what: &str, e: &io::Error) -> ! {
-        eprintln!(
-            "goblin-server: can't {what} the append-only log {} with appendfsync always: \
+        crate::log!(
+            Warning,
+            "can't {what} the append-only log {} with appendfsync always: \
              {e}; exiting (an acknowledged write must be on disk)",
             self.path.display()
         );
@@ -347,8 +349,9 @@ impl Observer for AofLog {
             Err(e) => {
                 // The rewrite that asked must not drop the old files, which this shard
                 // goes on appending to.
-                eprintln!(
-                    "goblin-server: can't open {} for the rewritten log: {e}",
+                crate::log!(
+                    Warning,
+                    "can't open {} for the rewritten log: {e}",
                     path.display()
                 );
                 self.persist.rotation_failed.store(true, Ordering::SeqCst);

@@ -76,8 +76,8 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
         .spawn(move || match load(&shared) {
             Ok(logs) => finish(&shared, logs),
             Err(e) => {
-                eprintln!("goblin-server: {e}");
-                eprintln!("goblin-server: can't load the dataset; exiting");
+                crate::log!(Warning, "{e}");
+                crate::log!(Warning, "can't load the dataset; exiting");
                 std::process::exit(1);
             }
         })
@@ -127,8 +127,9 @@ impl<'a> Sink<'a> {
             if self.reported.elapsed().as_secs() >= 1 {
                 self.reported = Instant::now();
                 let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-                eprintln!(
-                    "goblin-server: Loading: {} keys, {:.0} keys/s",
+                crate::log!(
+                    Notice,
+                    "Loading: {} keys, {:.0} keys/s",
                     self.keys,
                     self.keys as f64 / secs
                 );
@@ -167,8 +168,9 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
     };
     sink.flush();
     if sink.keys > 0 {
-        eprintln!(
-            "goblin-server: DB loaded from disk: {} keys in {:.3} seconds",
+        crate::log!(
+            Notice,
+            "DB loaded from disk: {} keys in {:.3} seconds",
             sink.keys,
             started.elapsed().as_secs_f64()
         );
@@ -272,8 +274,9 @@ impl<'a> Replay<'a> {
         if self.commands.is_multiple_of(4096) && self.reported.elapsed().as_secs() >= 1 {
             self.reported = Instant::now();
             let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-            eprintln!(
-                "goblin-server: Loading the append-only log: {} commands, {:.0} commands/s",
+            crate::log!(
+                Notice,
+                "Loading the append-only log: {} commands, {:.0} commands/s",
                 self.commands,
                 self.commands as f64 / secs
             );
@@ -510,8 +513,9 @@ fn replay_generation(
                     path.display()
                 ));
             }
-            eprintln!(
-                "goblin-server: {}: the last record is torn ({cut} bytes at offset {torn}); \
+            crate::log!(
+                Warning,
+                "{}: the last record is torn ({cut} bytes at offset {torn}); \
                  cutting the file there",
                 path.display()
             );

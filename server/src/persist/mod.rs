@@ -201,9 +201,9 @@ impl Persist {
             }
             match &error {
                 Some(reason) => {
-                    eprintln!("goblin-server: error writing the append-only log: {reason}")
+                    crate::log!(Warning, "error writing the append-only log: {reason}")
                 }
-                None => eprintln!("goblin-server: the append-only log is written again"),
+                None => crate::log!(Notice, "the append-only log is written again"),
             }
             *e = error;
         }
@@ -243,7 +243,7 @@ impl Persist {
         if let Ok(files) = self.aof_files.lock() {
             for file in files.iter() {
                 if let Err(e) = file.sync_data() {
-                    eprintln!("goblin-server: fsync of the append-only log failed: {e}");
+                    crate::log!(Warning, "fsync of the append-only log failed: {e}");
                 }
             }
         }

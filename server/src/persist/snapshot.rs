@@ -288,7 +288,10 @@ impl SaveJob {
             .spawn(finish)
             .is_err()
         {
-            eprintln!("goblin-server: can't start the thread that ends a background save");
+            crate::log!(
+                Warning,
+                "can't start the thread that ends a background save"
+            );
         }
     }
 }
@@ -300,8 +303,9 @@ fn bgsave_done(dirty: u64) -> SaveDone {
             match &result {
                 Ok(bytes) => {
                     persist.saved(dirty);
-                    eprintln!(
-                        "goblin-server: background saving terminated with success ({bytes} bytes in \
+                    crate::log!(
+                        Notice,
+                        "background saving terminated with success ({bytes} bytes in \
                      {:.3} s)",
                         took.as_secs_f64()
                     );
@@ -310,7 +314,7 @@ fn bgsave_done(dirty: u64) -> SaveDone {
                     persist
                         .last_bgsave_try
                         .store(clock::now_ms() / 1000, Ordering::Relaxed);
-                    eprintln!("goblin-server: background saving error: {e}");
+                    crate::log!(Warning, "background saving error: {e}");
                 }
             }
             persist.set_bgsave_failed(result.is_err());
@@ -363,15 +367,16 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                     persist.aof_base_size.store(size, Ordering::Relaxed);
                     persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
                     persist.rewrite_failed.store(false, Ordering::Relaxed);
-                    eprintln!(
-                        "goblin-server: background AOF rewrite finished successfully ({size} bytes \
+                    crate::log!(
+                        Notice,
+                        "background AOF rewrite finished successfully ({size} bytes \
                      in {:.3} s)",
                         took.as_secs_f64()
                     );
                 }
                 Err(e) => {
                     persist.rewrite_failed.store(true, Ordering::Relaxed);
-                    eprintln!("goblin-server: background AOF rewrite failed: {e}");
+                    crate::log!(Warning, "background AOF rewrite failed: {e}");
                 }
             }
             persist
@@ -516,7 +521,7 @@ impl SavePlan {
                 Err(e) => {
                     // As with redis-server, whose forked child is what fails: the save
                     // started, and failed (the log and INFO say so).
-                    eprintln!("goblin-server: background saving error: {e}");
+                    crate::log!(Warning, "background saving error: {e}");
                     persist.saving.store(false, Ordering::SeqCst);
                     if self.kind == SaveKind::Rewrite {
                         persist.rewriting.store(false, Ordering::SeqCst);
@@ -631,13 +636,10 @@ impl SavePlan {
         let result = write_file(&target, db0, &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
-            eprintln!(
-                "goblin-server: failed saving the DB to {}: {e}",
-                target.display()
-            );
+            crate::log!(Warning, "failed saving the DB to {}: {e}", target.display());
         } else {
             persist.saved(self.dirty);
-            eprintln!("goblin-server: DB saved on disk");
+            crate::log!(Notice, "DB saved on disk");
         }
         match (self.kind, result) {
             (SaveKind::Shutdown { .. }, Ok(())) | (SaveKind::Shutdown { force: true, .. }, _) => {
@@ -655,7 +657,7 @@ impl SavePlan {
 /// Ends the process (SHUTDOWN): the log synced to disk first.
 fn exit(cx: &PlanCx<'_>) -> ! {
     cx.shared.persist.sync_log();
-    eprintln!("goblin-server: ready to exit, bye bye");
+    crate::log!(Notice, "ready to exit, bye bye");
     std::process::exit(0);
 }
 

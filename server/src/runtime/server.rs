@@ -182,6 +182,7 @@ impl Shared {
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);
         self.memory.set(&config.memory);
+        crate::log::set_level(config.loglevel);
         self.slowlog
             .configure(config.slowlog_slower_than, config.slowlog_max_len);
         let persist = &self.persist;
@@ -224,12 +225,12 @@ fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
                     "SIGINT"
                 };
                 if asked {
-                    eprintln!("goblin-server: {name} again: exiting now");
+                    crate::log!(Warning, "{name} again: exiting now");
                     shared.persist.sync_log();
                     std::process::exit(1);
                 }
                 asked = true;
-                eprintln!("goblin-server: received {name}, scheduling shutdown...");
+                crate::log!(Notice, "received {name}, scheduling shutdown...");
                 shared.peers[0].send(vec![Msg::Shutdown]);
             }
         })
@@ -271,6 +272,8 @@ impl Server {
     /// # Errors
     /// When the address cannot be bound.
     pub fn bind(config: Config) -> io::Result<Server> {
+        crate::log::set_level(config.loglevel);
+        crate::log::set_file(config.logfile.as_deref())?;
         let listener = bind(&config)?;
         let local_addr = listener.local_addr()?;
         let (shared, polls) = Shared::build(config, local_addr)?;
@@ -294,8 +297,30 @@ impl Server {
     pub fn run(self) -> io::Result<()> {
         let mut listener = Some(mio::net::TcpListener::from_std(self.listener));
         let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let config = &self.shared.config;
+        crate::log!(Notice, "oO0OoO0OoO0Oo Goblin is starting oO0OoO0OoO0Oo");
+        crate::log!(
+            Notice,
+            "Goblin version={}, redis_version={REDIS_VERSION}, bits=64, pid={}, just started",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id()
+        );
+        match &config.file {
+            Some(file) => crate::log!(Notice, "Configuration loaded from {}", file.display()),
+            None => crate::log!(
+                Warning,
+                "Warning: no config file specified, using the default config. In order to \
+                 specify a config file use goblin-server /path/to/goblin.conf"
+            ),
+        }
+        crate::log!(
+            Notice,
+            "Running mode=standalone, port={}, threads={}.",
+            self.shared.local_addr.port(),
+            self.shared.threads
+        );
         let startup = load::prepare(&self.shared).map_err(|e| {
-            eprintln!("goblin-server: {e}");
+            crate::log!(Warning, "{e}");
             io::Error::other(e)
         })?;
         let (mut logs, must_load) = match startup {
@@ -332,6 +357,8 @@ impl Server {
         if self.shared.config.persist.appendonly {
             crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;
         }
+        crate::log!(Notice, "Server initialized");
+        crate::log!(Notice, "Ready to accept connections tcp");
         for handle in handles {
             match handle.join() {
                 Ok(result) => result?,

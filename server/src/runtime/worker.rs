@@ -359,8 +359,9 @@ impl Worker {
                 >= base.saturating_mul(config.auto_aof_rewrite_percentage);
         if config.appendonly && (persist.rewrite_scheduled.swap(false, Ordering::SeqCst) || grown) {
             if grown {
-                eprintln!(
-                    "goblin-server: starting an automatic rewrite of the append-only log \
+                crate::log!(
+                    Notice,
+                    "starting an automatic rewrite of the append-only log \
                      ({size} bytes, {base} after the last rewrite)"
                 );
             }
@@ -381,7 +382,7 @@ impl Worker {
                 .any(|&(secs, changes)| dirty >= changes && since >= secs);
         if persist.bgsave_scheduled.swap(false, Ordering::SeqCst) || due {
             if due {
-                eprintln!("goblin-server: {dirty} changes in {since} seconds. Saving...");
+                crate::log!(Notice, "{dirty} changes in {since} seconds. Saving...");
             }
             let plan = SavePlan::new(SaveKind::Background { schedule: false });
             self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));

@@ -605,8 +605,9 @@ impl Shard {
     /// The refusal of work on a key whose slot this shard does not own: logged, and the
     /// error reply.
     fn refusal(&self, slot: usize, routed_with: u64) -> Vec<u8> {
-        eprintln!(
-            "goblin-server: shard {} refused a key of hash slot {slot}, which it does not own \
+        crate::log!(
+            Warning,
+            "shard {} refused a key of hash slot {slot}, which it does not own \
              (routed with slot map version {routed_with}, this shard has {})",
             self.id,
             self.slots.version()

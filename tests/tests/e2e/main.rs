@@ -21,6 +21,7 @@ mod keys_diff;
 mod lists_diff;
 mod multi_exec;
 mod multikey;
+mod operability;
 mod ordering;
 mod output_bound;
 mod persistence;
@@ -32,7 +33,7 @@ mod scan_completeness;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;
-mod slowlog;
+
 mod soak;
 mod strings_diff;
 mod strings_keys;

@@ -1,5 +1,6 @@
 //! SLOWLOG (entries, trimming, client name and address, LEN, RESET, the maximum length),
-//! ACL WHOAMI and CLIENT NO-EVICT; errors differentially against redis-server.
+//! ACL WHOAMI, CLIENT NO-EVICT, INFO errorstats, the log's format and levels; errors
+//! differentially against redis-server.
 
 use goblin_protocol::{Frame, parse_reply};
 use goblin_tests::diff::script;
@@ -182,6 +183,68 @@ fn error_counts_match_redis() {
         INFO errorstats
         CONFIG RESETSTAT
         INFO errorstats
+        ",
+    );
+}
+
+/// The log: redis-server's line format, in `logfile`, filtered by `loglevel`.
+#[test]
+fn the_log_has_redis_lines_and_levels() {
+    let dir = goblin_tests::scratch_dir("logfile");
+    let file = dir.join("goblin.log");
+    let path = file.to_str().unwrap().to_string();
+    let mut server = Server::goblin_with(&["--logfile", &path]);
+    let mut raw = server.raw();
+    assert_eq!(raw.cmd_str("CONFIG GET logfile"), {
+        let mut want = format!("*2\r\n$7\r\nlogfile\r\n${}\r\n", path.len()).into_bytes();
+        want.extend_from_slice(path.as_bytes());
+        want.extend_from_slice(b"\r\n");
+        want
+    });
+    assert_eq!(raw.cmd_str("SAVE"), b"+OK\r\n");
+    assert_eq!(raw.cmd_str("CONFIG SET loglevel warning"), b"+OK\r\n");
+    assert_eq!(raw.cmd_str("SAVE"), b"+OK\r\n");
+    server.kill();
+    let log = std::fs::read_to_string(&file).unwrap();
+    let line = regex_like_line(log.lines().next().unwrap());
+    assert!(line, "{log}");
+    assert!(log.contains(" * Ready to accept connections tcp"), "{log}");
+    assert_eq!(
+        log.matches("DB saved on disk").count(),
+        1,
+        "the second save's notice is below `warning`: {log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pid:M dd Mon yyyy hh:mm:ss.mmm * text`
+fn regex_like_line(line: &str) -> bool {
+    let mut parts = line.splitn(2, ":M ");
+    let pid = parts.next().unwrap_or("");
+    let rest = parts.next().unwrap_or("");
+    let words: Vec<&str> = rest.splitn(6, ' ').collect();
+    pid.chars().all(|c| c.is_ascii_digit())
+        && words.len() == 6
+        && words[0].len() == 2
+        && words[1].len() == 3
+        && words[2].len() == 4
+        && words[3].len() == 12
+        && ["*", "#", "-", "."].contains(&words[4])
+}
+
+#[test]
+fn loglevel_is_set_and_refused_as_redis_does() {
+    let mut d = Differential::new();
+    script(
+        &mut d,
+        &[],
+        "",
+        "
+        CONFIG SET loglevel verbose
+        CONFIG GET loglevel
+        CONFIG SET loglevel loud
+        CONFIG SET logfile /tmp/elsewhere
+        CONFIG SET loglevel notice
         ",
     );
 }
