@@ -239,12 +239,14 @@ fn process(client: &Client, worker: &str, job: &Job, work: &Work) -> RedisResult
         }
         Err(why) => {
             // Give the job back now: the longest waiter gets CLAIMED at once. Only our
-            // own claim is deleted (0 if the lease was lost meanwhile).
+            // own claim is deleted (0 if the lease was lost meanwhile). (The time is taken
+            // as the release is sent: the waiter may have its claim before this worker
+            // reads the reply.)
+            times.released = Some(Instant::now());
             let released: i64 = redis::cmd("GOBLIN.CAD")
                 .arg(&job.claim_key)
                 .arg(&token)
                 .query(&mut con)?;
-            times.released = Some(Instant::now());
             Outcome::Failed {
                 why,
                 released: released == 1,
@@ -407,7 +409,7 @@ fn check_failure(client: &Client, checks: &mut Checks, run: &str) -> Result<(), 
         &format!("worker-1 failed and released its claim with GOBLIN.CAD ({first:?})"),
     );
     let takeover = match (first_times.released, second_times.claimed) {
-        (Some(released), Some(claimed)) => claimed.checked_duration_since(released),
+        (Some(released), Some(claimed)) => Some(claimed.saturating_duration_since(released)),
         _ => None,
     };
     checks.check(
