@@ -29,6 +29,22 @@ pub const RAW: u8 = 1 << 2;
 pub const NOT_INT: u8 = 1 << 3;
 /// An integer string that Redis would not share (a COPY): OBJECT REFCOUNT is 1.
 pub const UNSHARED: u8 = 1 << 4;
+/// Eviction passes the entry by: a claim or a claim's result (GOBLIN.CLAIM, PUBLISH).
+/// Kept when the expiry changes (GOBLIN.RENEW); any other write of the key clears it.
+pub const PINNED: u8 = 1 << 5;
+
+/// Whether eviction passes the entry by ([`PINNED`]).
+pub fn pinned(blob: &[u8]) -> bool {
+    blob.first().is_some_and(|f| f & PINNED != 0)
+}
+
+/// Pins the entry ([`PINNED`]).
+pub fn pin(blob: &mut [u8]) {
+    if let Some(f) = blob.first_mut() {
+        *f |= PINNED;
+    }
+}
+
 /// The flags that describe Redis's encoding of a value, kept when the entry is
 /// rewritten with another expiry or moved to another key.
 pub const ENCODING_FLAGS: u8 = RAW | NOT_INT | UNSHARED;

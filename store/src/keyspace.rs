@@ -434,7 +434,7 @@ impl Keyspace {
                 else {
                     continue;
                 };
-                if volatile && blob::expire(entry).is_none() {
+                if (volatile && blob::expire(entry).is_none()) || blob::pinned(entry) {
                     continue;
                 }
                 let now_score = self.eviction_score(entry, by, now);
@@ -501,7 +501,7 @@ impl Keyspace {
             let Some(entry) = table.iter().nth(pick) else {
                 continue;
             };
-            if volatile && blob::expire(entry).is_none() {
+            if (volatile && blob::expire(entry).is_none()) || blob::pinned(entry) {
                 continue;
             }
             out.push((
@@ -516,7 +516,10 @@ impl Keyspace {
             let found = (0..SLOTS)
                 .map(|i| (start + i) % SLOTS)
                 .filter_map(|s| self.slots.get(s))
-                .find_map(|t| t.iter().find(|b| blob::expire(b).is_some()));
+                .find_map(|t| {
+                    t.iter()
+                        .find(|b| blob::expire(b).is_some() && !blob::pinned(b))
+                });
             if let Some(entry) = found {
                 out.push((
                     self.eviction_score(entry, by, now),
@@ -1062,6 +1065,9 @@ impl Keyspace {
         let mut rebuilt = blob::build(key, expire_at, blob::payload(entry));
         blob::add_encoding_flags(&mut rebuilt, blob::encoding_flags(entry));
         blob::set_access(&mut rebuilt, blob::access(entry));
+        if blob::pinned(entry) {
+            blob::pin(&mut rebuilt);
+        }
         self.counts.data_bytes =
             (self.counts.data_bytes + rebuilt.len()).saturating_sub(entry.len());
         *entry = rebuilt;
@@ -1075,6 +1081,21 @@ impl Keyspace {
         }
         self.record(Change::Written, slot, key);
         true
+    }
+
+    /// Keeps eviction away from a live key (a claim, a claim's result: evicting it would
+    /// let a duplicate run the work again); it still expires. Any later write of the key
+    /// but an expiry change unpins it.
+    pub fn pin(&mut self, key: &[u8], now: Millis) {
+        let (slot, hash) = self.locate(key);
+        if let Some(b) = self
+            .slots
+            .get_mut(slot)
+            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
+            && !expired(b, now)
+        {
+            blob::pin(b);
+        }
     }
 
     /// Adds encoding flags ([`crate::ENCODING_FLAGS`]: what OBJECT ENCODING and REFCOUNT

@@ -113,6 +113,8 @@ pub fn try_claim(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], deadline: Mil
         return false;
     }
     ctx.db.set_str(key, token, Some(deadline), ctx.now);
+    // Never evicted: a claim evicted under its owner would go to a duplicate.
+    ctx.db.pin(key, ctx.now);
     log_set_pxat(ctx, key, token, deadline);
     true
 }
@@ -503,6 +505,8 @@ fn fence_and_extend(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], at: Millis
 /// The result half of GOBLIN.PUBLISH: `SET result value PXAT at`.
 fn store_result(ctx: &mut ShardCtx<'_>, key: &[u8], value: &[u8], at: Millis) {
     ctx.db.set_str(key, value, Some(at), ctx.now);
+    // Never evicted: a result evicted would make a duplicate run the work again.
+    ctx.db.pin(key, ctx.now);
     log_set_pxat(ctx, key, value, at);
 }
 

@@ -191,7 +191,7 @@ impl Worker {
             // under the limit. (A plain command is checked where it runs, by the shard
             // that owns its keys: `Shard::execute`.)
             let memory = shared.memory.get();
-            if crate::memory::used() > memory.maxmemory && self.shard.quiet() {
+            if crate::memory::used() > memory.maxmemory {
                 self.shard.evict(
                     shared,
                     &memory,

@@ -281,12 +281,12 @@ impl Worker {
 
     /// `maxmemory`: keys' access fields follow the policy's family, and while memory is
     /// over the limit this shard evicts a few keys per iteration, so that every shard
-    /// gives its share (not only those whose clients write). Skipped while transactions
-    /// hold or want locks here, as active expiry is.
+    /// gives its share (not only those whose clients write). Keys transactions hold or
+    /// want are passed by.
     fn memory_work(&mut self) {
         let memory = self.shared.memory.get();
         self.shard.set_access_mode(memory.access_mode());
-        if memory.maxmemory == 0 || memory.policy.evicts().is_none() || !self.shard.quiet() {
+        if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
         if crate::memory::used() > memory.maxmemory {

@@ -317,21 +317,19 @@ impl Shard {
     }
 
     /// Over `maxmemory` before a command that may grow memory: evicts what the policy
-    /// allows (unless transactions hold locks here); whether memory is still over.
+    /// allows (keys no transaction holds); whether memory is still over.
     fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
         let memory = shared.memory.get();
         if crate::memory::used() <= memory.maxmemory {
             return false;
         }
-        if self.quiet() {
-            self.evict(
-                shared,
-                &memory,
-                memory.maxmemory,
-                crate::runtime::worker::EVICT_PER_COMMAND,
-                now,
-            );
-        }
+        self.evict(
+            shared,
+            &memory,
+            memory.maxmemory,
+            crate::runtime::worker::EVICT_PER_COMMAND,
+            now,
+        );
         crate::memory::used() > memory.maxmemory
     }
 
@@ -359,6 +357,9 @@ impl Shard {
         let Some((by, volatile)) = memory.policy.evicts() else {
             return 0;
         };
+        if self.locks.whole_shard_held() {
+            return 0;
+        }
         let samples = memory.samples as usize;
         let mut evicted = 0;
         let mut scratch = Vec::new();
@@ -372,7 +373,10 @@ impl Shard {
                     .dbs
                     .get_mut(db)
                     .and_then(|k| k.eviction_candidate(by, volatile, samples, now));
-                let Some(key) = candidate else { continue };
+                // A key a transaction locked (or waits for) is its: passed by.
+                let Some(key) = candidate.filter(|k| !self.locks.locked(k)) else {
+                    continue;
+                };
                 let (gone, _) = self.unit(
                     shared,
                     Origin::Eviction,

@@ -58,6 +58,16 @@ impl LockTable {
         self.holders.contains_key(&tx)
     }
 
+    /// Whether `key` is locked or wanted (or the whole shard held): eviction passes it by.
+    pub fn locked(&self, key: &[u8]) -> bool {
+        self.all_holder.is_some() || self.locks.contains_key(key)
+    }
+
+    /// Whether a keyspace-wide transaction holds the whole shard.
+    pub fn whole_shard_held(&self) -> bool {
+        self.all_holder.is_some()
+    }
+
     /// Whether `needs` can be granted now (to `holder`, whose own locks do not conflict
     /// with it).
     pub fn compatible(&self, needs: &Needs, holder: Option<TxRef>) -> bool {

@@ -294,3 +294,49 @@ fn a_flush_gives_memory_back_to_the_system() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Claims and published results are never evicted (evicting one would let a duplicate
+/// run the work again): under pressure that evicts most other keys, every claim and every
+/// result stays until its TTL.
+#[test]
+fn claims_and_results_are_never_evicted() {
+    let server = Server::goblin_with(&["--maxmemory", "16mb", "--maxmemory-policy", "allkeys-lru"]);
+    let mut raw = server.raw();
+    let mut claims: Vec<Vec<Vec<u8>>> = Vec::new();
+    for i in 0..1000 {
+        claims.push(
+            [
+                "GOBLIN.CLAIM",
+                &format!("claim:{i}"),
+                &format!("result:{i}"),
+                "w",
+                "3600",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+        );
+    }
+    assert_eq!(pipeline_errors(&mut raw, &claims).0, 0);
+    let publishes: Vec<Vec<Vec<u8>>> = (0..500)
+        .map(|i| {
+            [
+                "GOBLIN.PUBLISH",
+                &format!("claim:{i}"),
+                &format!("result:{i}"),
+                "w",
+                "done",
+                "3600",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+        })
+        .collect();
+    assert_eq!(pipeline_errors(&mut raw, &publishes).0, 0);
+    let (errors, texts) = fill(&mut raw, "pressure:", 30_000, None);
+    assert_eq!(errors, 0, "{texts:?}");
+    assert!(info_field(&mut raw, "stats", "evicted_keys") > 10_000);
+    assert_eq!(exists_count(&mut raw, "claim:", 1000), 1000);
+    assert_eq!(exists_count(&mut raw, "result:", 500), 500);
+}
