@@ -1087,27 +1087,24 @@ impl Keyspace {
     /// let a duplicate run the work again); it still expires. Any later write of the key
     /// but an expiry change unpins it.
     pub fn pin(&mut self, key: &[u8], now: Millis) {
-        let (slot, hash) = self.locate(key);
-        if let Some(b) = self
-            .slots
-            .get_mut(slot)
-            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
-            && !expired(b, now)
-        {
+        if let Some(b) = self.live_entry_mut(key, now) {
             blob::pin(b);
         }
+    }
+
+    /// `key`'s live entry, to change its flags (no access recorded, nothing removed).
+    fn live_entry_mut(&mut self, key: &[u8], now: Millis) -> Option<&mut Box<[u8]>> {
+        let (slot, hash) = self.locate(key);
+        self.slots
+            .get_mut(slot)
+            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
+            .filter(|b| !expired(b, now))
     }
 
     /// Adds encoding flags ([`crate::ENCODING_FLAGS`]: what OBJECT ENCODING and REFCOUNT
     /// report) to a live key. Any later SET clears them; expiry changes and moves keep them.
     pub fn add_flags(&mut self, key: &[u8], flags: u8, now: Millis) {
-        let (slot, hash) = self.locate(key);
-        if let Some(b) = self
-            .slots
-            .get_mut(slot)
-            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
-            && !expired(b, now)
-        {
+        if let Some(b) = self.live_entry_mut(key, now) {
             blob::add_encoding_flags(b, flags);
         }
     }
@@ -1245,6 +1242,53 @@ impl Keyspace {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eviction_takes_the_idlest_and_passes_pinned_keys_by() {
+        let mut k = Keyspace::new();
+        k.set_str(b"old", b"v", None, 1_000);
+        k.set_str(b"claim", b"t", Some(1_000_000), 1_000);
+        k.pin(b"claim", 1_000);
+        k.set_str(b"new", b"v", None, 50_000);
+        // The oldest unpinned key goes first, whatever the samples.
+        assert_eq!(
+            k.eviction_candidate(EvictBy::Lru, false, 64, 60_000),
+            Some(b"old".to_vec())
+        );
+        k.delete(b"old", 60_000);
+        assert_eq!(
+            k.eviction_candidate(EvictBy::Lru, false, 64, 60_000),
+            Some(b"new".to_vec())
+        );
+        k.delete(b"new", 60_000);
+        assert_eq!(k.eviction_candidate(EvictBy::Lru, false, 64, 60_000), None);
+        assert_eq!(k.eviction_candidate(EvictBy::Ttl, true, 64, 60_000), None);
+        // A renewal keeps the pin; a plain write clears it.
+        k.set_expire(b"claim", Some(2_000_000), 60_000);
+        assert_eq!(
+            k.eviction_candidate(EvictBy::Random, false, 5, 60_000),
+            None
+        );
+        k.set_str(b"claim", b"other", None, 60_000);
+        assert_eq!(
+            k.eviction_candidate(EvictBy::Random, false, 5, 60_000),
+            Some(b"claim".to_vec())
+        );
+    }
+
+    #[test]
+    fn reads_refresh_the_lru_clock_and_object_idletime_does_not() {
+        let mut k = Keyspace::new();
+        k.set_str(b"k", b"v", None, 10_000);
+        assert_eq!(k.idle_secs(b"k", 15_000), Some(5));
+        assert_eq!(
+            k.idle_secs(b"k", 15_000),
+            Some(5),
+            "IDLETIME does not touch"
+        );
+        k.get(b"k", 17_000);
+        assert_eq!(k.idle_secs(b"k", 20_000), Some(3));
+    }
 
     fn s(v: &[u8]) -> Value {
         Value::Str(v.to_vec())
