@@ -191,8 +191,9 @@ impl Worker {
             // under the limit. (A plain command is checked where it runs, by the shard
             // that owns its keys: `Shard::execute`.)
             let memory = shared.memory.get();
+            let mut evicted = 0;
             if crate::memory::used() > memory.maxmemory {
-                self.shard.evict(
+                evicted = self.shard.evict(
                     shared,
                     &memory,
                     memory.maxmemory,
@@ -200,7 +201,9 @@ impl Worker {
                     self.now,
                 );
             }
-            (crate::memory::used() > memory.maxmemory).then(|| crate::errors::OOM.to_vec())
+            // Refused when nothing could be evicted (progress lets it run, as in Redis).
+            (evicted == 0 && crate::memory::used() > memory.maxmemory)
+                .then(|| crate::errors::OOM.to_vec())
         } else {
             None
         };

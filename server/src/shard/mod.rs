@@ -317,20 +317,22 @@ impl Shard {
     }
 
     /// Over `maxmemory` before a command that may grow memory: evicts what the policy
-    /// allows (keys no transaction holds); whether memory is still over.
+    /// allows (keys no transaction holds); whether the command must be refused — memory
+    /// still over and nothing could be evicted. (Eviction that made progress lets the
+    /// command run, as Redis's does when its time budget ends: `EVICT_RUNNING`.)
     fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
         let memory = shared.memory.get();
         if crate::memory::used() <= memory.maxmemory {
             return false;
         }
-        self.evict(
+        let evicted = self.evict(
             shared,
             &memory,
             memory.maxmemory,
             crate::runtime::worker::EVICT_PER_COMMAND,
             now,
         );
-        crate::memory::used() > memory.maxmemory
+        evicted == 0 && crate::memory::used() > memory.maxmemory
     }
 
     /// Keeps keys' access fields as `mode` says from now on (the eviction policy's
