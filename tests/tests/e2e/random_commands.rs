@@ -202,6 +202,18 @@ fn invocation(rng: &mut Rng, cmd: &Command) -> Vec<Vec<u8>> {
     while argv.len() < total {
         argv.push(argument(rng, cmd.blocking));
     }
+    if cmd.blocking {
+        // A timeout of 0 (or a huge one) would block for good: any number an argument
+        // of a blocking command happens to be is made short.
+        for arg in argv.iter_mut().skip(cmd.words.len()) {
+            let n = std::str::from_utf8(arg)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok());
+            if n.is_some_and(|n| n <= 0.0 || n > 5.0) {
+                *arg = b"0.05".to_vec();
+            }
+        }
+    }
     argv
 }
 
