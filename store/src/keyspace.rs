@@ -204,6 +204,16 @@ fn lru_clock(now: Millis) -> u32 {
     ((now / 1000) & 0xFF_FFFF) as u32
 }
 
+/// Seconds from the LRU clock reading `then` to `now` (the clock wraps every 194 days).
+fn lru_idle(then: u32, now: Millis) -> u32 {
+    let clock = lru_clock(now);
+    if clock >= then {
+        clock - then
+    } else {
+        0xFF_FFFF - then + clock
+    }
+}
+
 /// The LFU clock: minutes, 16 bits.
 fn lfu_minutes(now: Millis) -> u32 {
     ((now / 60_000) & 0xFFFF) as u32
@@ -282,8 +292,6 @@ pub struct Keyspace {
     snapshot: Option<Box<Snapshot>>,
     /// How entries' access fields are kept.
     access: AccessMode,
-    /// The time of the last operation (for the access field of entries it stores).
-    clock: Millis,
     /// A xorshift state: LFU's coin, eviction's samples.
     rng: u64,
     /// Eviction's pool: the best candidates seen so far (score, key), best last, as
@@ -329,7 +337,6 @@ impl Keyspace {
             recorder: Recorder::default(),
             snapshot: None,
             access: AccessMode::default(),
-            clock: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
             pool: Vec::new(),
         }
@@ -364,13 +371,7 @@ impl Keyspace {
     /// `None` when it is absent.
     pub fn idle_secs(&mut self, key: &[u8], now: Millis) -> Option<u64> {
         let (blob, _) = self.live_untouched(key, now)?;
-        let then = blob::access(blob);
-        let clock = lru_clock(now);
-        Some(u64::from(if clock >= then {
-            clock - then
-        } else {
-            0xFF_FFFF - then + clock
-        }))
+        Some(u64::from(lru_idle(blob::access(blob), now)))
     }
 
     /// `key`'s access frequency counter (OBJECT FREQ), decayed to `now`, without accessing
@@ -386,14 +387,7 @@ impl Keyspace {
         let field = blob::access(entry);
         match by {
             EvictBy::Random => 0,
-            EvictBy::Lru => {
-                let clock = lru_clock(now);
-                u64::from(if clock >= field {
-                    clock - field
-                } else {
-                    0xFF_FFFF - field + clock
-                })
-            }
+            EvictBy::Lru => u64::from(lru_idle(field, now)),
             EvictBy::Lfu => 255 - u64::from(self.access.decayed(field, now).min(255)),
             EvictBy::Ttl => u64::MAX - blob::expire(entry).unwrap_or(u64::MAX),
         }
@@ -528,11 +522,6 @@ impl Keyspace {
             }
         }
         out
-    }
-
-    /// The database this keyspace is (the number its events and images carry).
-    pub fn db(&self) -> u16 {
-        self.db
     }
 
     /// Renumbers the keyspace (SWAPDB exchanges two databases' keyspaces and their
@@ -751,7 +740,6 @@ impl Keyspace {
         now: Millis,
         touch: bool,
     ) -> Option<(&[u8], &mut Slab<Value>)> {
-        self.clock = now;
         let coin = match self.access {
             AccessMode::Lfu { .. } if touch => {
                 (self.next_random() >> 11) as f64 / (1u64 << 53) as f64
@@ -782,8 +770,12 @@ impl Keyspace {
             Ok(found) => {
                 let blob = found.into_mut();
                 if touch {
-                    let field = access.touched(blob::access(blob), now, coin);
-                    blob::set_access(blob, field);
+                    // (Written only when it changes: under LRU, once a second at most.)
+                    let old = blob::access(blob);
+                    let field = access.touched(old, now, coin);
+                    if field != old {
+                        blob::set_access(blob, field);
+                    }
                 }
                 Some((blob, boxed))
             }
@@ -837,7 +829,7 @@ impl Keyspace {
         self.preserve_key(key);
         let created = !self.contains(key, now);
         if created {
-            self.put_value(key, make(), None);
+            self.put_value(key, make(), None, now);
         }
         let (result, changed, emptied) = self.change_in_place(key, now, f)?;
         let slot = usize::from(key_slot(key));
@@ -878,7 +870,13 @@ impl Keyspace {
     /// Stores a new entry or replaces one, reusing the entry's allocation when the new one
     /// has the same size (a SET of a same-length value allocates nothing). Records
     /// nothing: the public methods that call it do.
-    fn put(&mut self, key: &[u8], expire_at: Option<Millis>, payload: Payload<'_>) -> usize {
+    fn put(
+        &mut self,
+        key: &[u8],
+        expire_at: Option<Millis>,
+        payload: Payload<'_>,
+        now: Millis,
+    ) -> usize {
         let (slot, hash) = self.locate(key);
         let size = blob::size(key, expire_at, payload);
         if self.slots.is_empty() {
@@ -898,7 +896,7 @@ impl Keyspace {
                 let (old_len, old_expire) = (old.len(), blob::expire(old));
                 // An overwrite is an access; under LFU the key keeps its counter.
                 let field = match self.access {
-                    AccessMode::Lru => lru_clock(self.clock),
+                    AccessMode::Lru => lru_clock(now),
                     AccessMode::Lfu { .. } => blob::access(old),
                 };
                 if let Payload::Boxed(i) = blob::payload(old) {
@@ -918,7 +916,7 @@ impl Keyspace {
             }
             TableEntry::Vacant(v) => {
                 let mut entry = blob::build(key, expire_at, payload);
-                blob::set_access(&mut entry, self.access.fresh(self.clock));
+                blob::set_access(&mut entry, self.access.fresh(now));
                 v.insert(entry);
                 self.counts.len += 1;
                 self.counts.data_bytes += size;
@@ -954,31 +952,37 @@ impl Keyspace {
     /// Stores the string `value` at `key` with `expire_at`, replacing whatever was there.
     /// (`now`, the command's time, is the entry's last access.)
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
-        self.clock = now;
         self.preserve_key(key);
         let slot = if value.len() <= INLINE_MAX {
-            self.put(key, expire_at, Payload::Inline(value))
+            self.put(key, expire_at, Payload::Inline(value), now)
         } else {
-            self.put_value(key, Value::Str(value.to_vec()), expire_at)
+            self.put_value(key, Value::Str(value.to_vec()), expire_at, now)
         };
         self.record(Change::Written, slot, key);
     }
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
-        self.clock = now;
         self.preserve_key(key);
-        let slot = self.put_value(key, value, expire_at);
+        let slot = self.put_value(key, value, expire_at, now);
         self.record(Change::Written, slot, key);
     }
 
     /// Stores a value, inline when it is a short string; records nothing.
-    fn put_value(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>) -> usize {
+    fn put_value(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire_at: Option<Millis>,
+        now: Millis,
+    ) -> usize {
         match value {
-            Value::Str(s) if s.len() <= INLINE_MAX => self.put(key, expire_at, Payload::Inline(&s)),
+            Value::Str(s) if s.len() <= INLINE_MAX => {
+                self.put(key, expire_at, Payload::Inline(&s), now)
+            }
             other => {
                 let index = self.boxed.insert(other) as u32;
-                self.put(key, expire_at, Payload::Boxed(index))
+                self.put(key, expire_at, Payload::Boxed(index), now)
             }
         }
     }

@@ -512,14 +512,13 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     HopOut::Done
 }
 
-fn flush_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
-    if args
-        .first()
-        .is_some_and(|a| a.to_ascii_lowercase().starts_with(b"flush"))
-    {
-        // What the flush freed goes back to the operating system.
-        crate::memory::purge_soon();
-    }
+fn flush_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    // What the flush freed goes back to the operating system.
+    crate::memory::purge_soon();
+    ok_merge(cx, args, parts)
+}
+
+fn ok_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
     cx.reply(|e| e.ok())
 }
 
@@ -549,7 +548,7 @@ fn swapdb_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     if in_range(a).is_none() || in_range(b).is_none() {
         return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec());
     }
-    Ok(Box::new(FanOut::new(args, swapdb_part, flush_merge)))
+    Ok(Box::new(FanOut::new(args, swapdb_part, ok_merge)))
 }
 
 /// SWAPDB's part (its indexes were checked by its plan).

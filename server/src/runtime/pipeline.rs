@@ -507,9 +507,9 @@ impl Worker {
 
     /// A batch came back with its replies.
     pub(crate) fn batch_done(&mut self, to: ConnRef, mut batch: Box<Batch>) {
-        let shared = Arc::clone(&self.shared);
+        let shared = (!batch.slow.is_empty()).then(|| Arc::clone(&self.shared));
         if let Some(conn) = self.live_conn(to) {
-            if !batch.slow.is_empty() {
+            if let Some(shared) = shared {
                 log_slow(&shared, &conn.client, std::mem::take(&mut batch.slow));
             }
             conn.in_flight = conn.in_flight.saturating_sub(1);

@@ -163,8 +163,13 @@ impl Others<'_> {
         Some(slot.get_or_insert_with(|| make(db, recording)))
     }
 
-    /// Each other database made so far, in order, with its number.
-    pub fn each(&mut self, mut f: impl FnMut(usize, &mut Keyspace)) {
+    /// Each database made so far, in order, with its number: these and `selected` (the
+    /// selected one, held apart) in its place.
+    pub fn each_around(
+        &mut self,
+        selected: &mut Keyspace,
+        mut f: impl FnMut(usize, &mut Keyspace),
+    ) {
         self.touched = true;
         let at = self.at;
         for (i, k) in self.before.iter_mut().enumerate() {
@@ -172,6 +177,7 @@ impl Others<'_> {
                 f(i, k);
             }
         }
+        f(at, selected);
         for (i, k) in self.after.iter_mut().enumerate() {
             if let Some(k) = k.as_deref_mut() {
                 f(at + 1 + i, k);

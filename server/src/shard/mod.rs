@@ -229,11 +229,6 @@ impl Shard {
         std::mem::take(&mut self.writes)
     }
 
-    /// The databases, for a save's walk over them.
-    pub fn dbs_mut(&mut self) -> &mut Dbs {
-        &mut self.dbs
-    }
-
     /// The databases, to read (their counts, the next expiry).
     pub fn dbs(&self) -> &Dbs {
         &self.dbs
@@ -718,10 +713,10 @@ impl Shard {
             && !shared.persist.loading()
             && self.out_of_memory(shared, now)
         {
+            // Refused before it ran: a rejected call, as Redis counts it.
+            let at = out.len();
             Encoder::new(out, resp).error(errors::OOM);
-            if let Some(stat) = self.stats.get_mut(spec.id) {
-                stat.failed += 1;
-            }
+            self.count_error(&out[at..], Some(spec.id));
             return false;
         }
         let (waits, _) = self.unit(

@@ -173,19 +173,8 @@ impl<'a> ShardCtx<'a> {
 
     /// Calls `f` with each database of this shard that has a keyspace (the selected one
     /// always does), in order, with its number.
-    pub fn for_each_db(&mut self, mut f: impl FnMut(usize, &mut Keyspace)) {
-        let selected = self.others.selected();
-        let mut pending = Some(());
-        let db = &mut *self.db;
-        self.others.each(|i, k| {
-            if i > selected && pending.take().is_some() {
-                f(selected, db);
-            }
-            f(i, k);
-        });
-        if pending.is_some() {
-            f(selected, db);
-        }
+    pub fn for_each_db(&mut self, f: impl FnMut(usize, &mut Keyspace)) {
+        self.others.each_around(&mut *self.db, f);
     }
 
     /// Exchanges databases `a` and `b` of this shard; each number stays with its place
