@@ -30,7 +30,7 @@ zinter zdiff zunionstore zinterstore zdiffstore zintercard zscan
 lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos lmove
 rpoplpush lmpop blpop brpop blmove brpoplpush blmpop bzpopmin bzpopmax bzmpop
 save bgsave lastsave bgrewriteaof shutdown
-acl slowlog
+acl slowlog monitor latency memory debug
 """.split()
 
 

@@ -47,6 +47,111 @@ pub struct Config {
     pub loglevel: crate::log::Level,
     /// `logfile` (`None`: standard error).
     pub logfile: Option<PathBuf>,
+    /// `client-output-buffer-limit`, per client class.
+    pub output_limits: OutputLimits,
+    /// `client-query-buffer-limit`: a client whose unprocessed input grows past it is
+    /// closed.
+    pub query_buffer_limit: u64,
+    /// `latency-monitor-threshold`, milliseconds (0: the latency monitor is off).
+    pub latency_monitor_threshold: u64,
+}
+
+/// One class's `client-output-buffer-limit`: past `hard` bytes of pending replies, or
+/// past `soft` for `soft_seconds` on end, the client is closed (0: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufferLimit {
+    /// Bytes.
+    pub hard: u64,
+    /// Bytes.
+    pub soft: u64,
+    /// Seconds.
+    pub soft_seconds: u64,
+}
+
+impl BufferLimit {
+    /// Whether the limit closes clients at all.
+    pub fn is_set(&self) -> bool {
+        self.hard > 0 || self.soft > 0
+    }
+}
+
+/// `client-output-buffer-limit`: the classes of clients redis-server has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Ordinary clients (MONITOR clients too, as in Redis).
+    pub normal: BufferLimit,
+    /// Replicas (kept for configurations; Goblin has no replicas yet).
+    pub replica: BufferLimit,
+    /// Clients subscribed to Pub/Sub channels.
+    pub pubsub: BufferLimit,
+}
+
+impl Default for OutputLimits {
+    /// redis-server's defaults: `normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60`.
+    fn default() -> Self {
+        OutputLimits {
+            normal: BufferLimit::default(),
+            replica: BufferLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60,
+            },
+            pubsub: BufferLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+impl OutputLimits {
+    /// As CONFIG GET shows it: `normal 0 0 0 slave 268435456 67108864 60 pubsub …`.
+    pub fn text(&self) -> String {
+        [
+            ("normal", self.normal),
+            ("slave", self.replica),
+            ("pubsub", self.pubsub),
+        ]
+        .iter()
+        .map(|(name, l)| format!("{name} {} {} {}", l.hard, l.soft, l.soft_seconds))
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+
+    /// Sets the classes a value names (`normal 1mb 512kb 10 pubsub 0 0 0`); the others
+    /// keep their limits. Checked whole before anything changes.
+    fn set(&mut self, value: &str) -> Result<(), String> {
+        let words: Vec<&str> = value.split_whitespace().collect();
+        if !words.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let mut next = *self;
+        for group in words.chunks(4) {
+            let class = match group[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut next.normal,
+                "slave" | "replica" => &mut next.replica,
+                "pubsub" => &mut next.pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    );
+                }
+            };
+            let bad =
+                || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+            let hard = parse_size(group[1]).map_err(|_| bad())?;
+            let soft = parse_size(group[2]).map_err(|_| bad())?;
+            let soft_seconds = group[3].parse::<u64>().map_err(|_| bad())?;
+            *class = BufferLimit {
+                hard,
+                soft,
+                soft_seconds,
+            };
+        }
+        *self = next;
+        Ok(())
+    }
 }
 
 /// When the append-only log is flushed to disk (`appendfsync`).
@@ -189,6 +294,18 @@ fn parse_size(value: &str) -> Result<u64, String> {
         .ok_or_else(|| "argument must be a memory value".to_string())
 }
 
+/// A size of at least `min` (and at most `i64::MAX`), refused with redis-server's text.
+fn parse_size_ranged(value: &str, min: u64) -> Result<u64, String> {
+    let n = parse_size(value)?;
+    if n < min || n > i64::MAX as u64 {
+        return Err(format!(
+            "argument must be between {min} and {} inclusive",
+            i64::MAX
+        ));
+    }
+    Ok(n)
+}
+
 /// An integer within `min..=max`, refused with redis-server's texts.
 fn parse_ranged(value: &str, min: i64, max: i64) -> Result<i64, String> {
     let n: i64 = parse_num(value)?;
@@ -225,6 +342,9 @@ impl Default for Config {
             slowlog_max_len: 128,
             loglevel: crate::log::Level::Notice,
             logfile: None,
+            output_limits: OutputLimits::default(),
+            query_buffer_limit: 1 << 30,
+            latency_monitor_threshold: 0,
         }
     }
 }
@@ -245,7 +365,7 @@ Options:
   --port PORT               TCP port (default 6379; 0 picks a free port)
   --threads N               shard threads, one pinned per core, at most 1024 (default:
                             the cores this process may use)
-  --proto-max-bulk-len N    largest bulk argument in bytes (default 536870912)
+  --proto-max-bulk-len SIZE largest bulk argument in bytes (default 512mb, at least 1mb)
   --requirepass PASSWORD    clients must AUTH with it (default: none; '' for none)
   --maxclients N            connections beyond N get an error and are closed (default
                             10000)
@@ -266,6 +386,15 @@ Options:
                             SLOWLOG keeps commands slower than this (default 10000; -1:
                             none; 0: all)
   --slowlog-max-len N       SLOWLOG keeps this many (default 128)
+  --latency-monitor-threshold MILLISECONDS
+                            LATENCY records events at least this slow (default 0: off)
+  --client-output-buffer-limit 'CLASS HARD SOFT SECONDS ...'
+                            close a client whose pending replies pass HARD bytes, or SOFT
+                            for SECONDS on end; CLASS normal, replica or pubsub (default
+                            'normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60'; 0: none)
+  --client-query-buffer-limit SIZE
+                            close a client whose unprocessed input passes SIZE (default
+                            1gb, at least 1mb)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -338,6 +467,10 @@ pub const SETTABLE: &[&str] = &[
     "slowlog-log-slower-than",
     "slowlog-max-len",
     "loglevel",
+    "proto-max-bulk-len",
+    "client-output-buffer-limit",
+    "client-query-buffer-limit",
+    "latency-monitor-threshold",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -351,7 +484,6 @@ pub const FIXED: &[&str] = &[
     "appendonly",
     "appenddirname",
     "appendfilename",
-    "proto-max-bulk-len",
     "databases",
     "logfile",
 ];
@@ -494,10 +626,14 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             }
         }
         "proto-max-bulk-len" => {
-            config.limits.max_bulk_len = parse_size(one()?)? as usize;
-            if config.limits.max_bulk_len < 1024 {
-                return Err("proto-max-bulk-len must be at least 1024".into());
-            }
+            config.limits.max_bulk_len = parse_size_ranged(one()?, 1 << 20)? as usize;
+        }
+        "client-query-buffer-limit" => {
+            config.query_buffer_limit = parse_size_ranged(one()?, 1 << 20)?;
+        }
+        "client-output-buffer-limit" => config.output_limits.set(&values.join(" "))?,
+        "latency-monitor-threshold" => {
+            config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
         }
         "dir" => config.persist.dir = one()?.into(),
         "dbfilename" => {

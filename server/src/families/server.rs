@@ -318,6 +318,15 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ("tcp-keepalive", c.tcp_keepalive.to_string()),
         ("protected-mode", yes_no(c.protected_mode)),
         ("proto-max-bulk-len", c.limits.max_bulk_len.to_string()),
+        ("client-output-buffer-limit", c.output_limits.text()),
+        (
+            "client-query-buffer-limit",
+            c.query_buffer_limit.to_string(),
+        ),
+        (
+            "latency-monitor-threshold",
+            c.latency_monitor_threshold.to_string(),
+        ),
         (
             "requirepass",
             String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
