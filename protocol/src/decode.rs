@@ -177,6 +177,12 @@ impl RequestDecoder {
         }
     }
 
+    /// Changes the limits it enforces from the next check on (CONFIG SET
+    /// proto-max-bulk-len).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// The limits this decoder enforces.
     pub fn limits(&self) -> Limits {
         self.limits

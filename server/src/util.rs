@@ -138,6 +138,37 @@ fn glob_impl(pat: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesting
     p >= pat.len() && si == s.len()
 }
 
+/// Bytes quoted as redis-server's `sdscatrepr` writes them (MONITOR, the log): in double
+/// quotes, with `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b` escaped and other unprintable bytes
+/// as `\xhh`.
+pub fn repr(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + 2);
+    repr_into(&mut out, bytes);
+    out
+}
+
+/// [`repr`], appended to `out`.
+pub fn repr_into(out: &mut String, bytes: &[u8]) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::glob_match;

@@ -158,9 +158,28 @@ impl Server {
         Server::spawn_goblin(None, args)
     }
 
+    /// [`Server::goblin_with`] in a process whose descriptor limit (`ulimit -n`) is
+    /// `nofile`, soft and hard (set with util-linux's `prlimit`).
+    pub fn goblin_with_nofile(nofile: u64, args: &[&str]) -> Server {
+        let server = Server::spawn(None, args, Some(nofile));
+        server.wait_ready();
+        server
+    }
+
     fn spawn_goblin(conf: Option<&Path>, args: &[&str]) -> Server {
+        Server::spawn(conf, args, None)
+    }
+
+    fn spawn(conf: Option<&Path>, args: &[&str], nofile: Option<u64>) -> Server {
         let scratch = scratch_dir("server");
-        let mut command = Command::new(goblin_binary());
+        let mut command = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg(goblin_binary());
+                c
+            }
+            None => Command::new(goblin_binary()),
+        };
         if let Some(conf) = conf {
             command.arg(conf);
         }

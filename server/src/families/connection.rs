@@ -307,29 +307,9 @@ fn client_setinfo(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// One CLIENT LIST line, in redis-server's field order.
 fn client_line(c: &Client, now: Millis) -> Vec<u8> {
-    let addr = c.addr.map_or_else(String::new, |a| a.to_string());
-    let laddr = c.laddr.map_or_else(String::new, |a| a.to_string());
-    let age = now.saturating_sub(c.created_at) / 1000;
-    let idle = now.saturating_sub(c.last_io) / 1000;
-    let text = |v: &Option<Vec<u8>>| {
-        v.as_deref()
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default()
-            .into_owned()
-    };
-    let resp = if c.resp == Version::Resp3 { 3 } else { 2 };
-    format!(
-        "id={} addr={addr} laddr={laddr} fd=0 name={} age={age} idle={idle} flags=N db={} sub=0 psub=0 \
-         ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 \
-         tot-mem=0 events=r cmd={} user=default redir=-1 resp={resp} lib-name={} lib-ver={}\n",
-        c.id,
-        text(&c.name),
-        c.db,
-        c.last_command,
-        text(&c.lib_name),
-        text(&c.lib_ver),
-    )
-    .into_bytes()
+    let mut line = c.info_line(now).into_bytes();
+    line.push(b'\n');
+    line
 }
 
 /// `CLIENT INFO`
@@ -387,6 +367,7 @@ fn client_list_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
         return Vec::new();
     };
     let now = view.now();
+    view.refresh_facts();
     view.clients()
         .filter(|c| match &filter {
             ListFilter::All | ListFilter::Type(ClientType::Normal) => true,

@@ -444,6 +444,21 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         }
         seen.push(name);
     }
+    // More clients need room in the descriptor limit (redis-server's
+    // `updateMaxclients`).
+    let before = ctx.shared.live().maxclients;
+    if next.maxclients > before {
+        let allowed =
+            crate::runtime::limits::adjust_open_files(next.maxclients, ctx.shared.threads)
+                .unwrap_or(before);
+        if allowed < next.maxclients {
+            let reason = format!(
+                "The operating system is not able to handle the specified number of clients, \
+                 try with {allowed}"
+            );
+            return errors::config_set_failed("maxclients", &reason).send(&mut ctx.reply());
+        }
+    }
     ctx.shared.set_live(next);
     ctx.reply().ok();
 }

@@ -42,6 +42,18 @@ impl<'a> WorkerView<'a> {
             .map(|(_, c)| &c.client)
     }
 
+    /// Brings what each client's connection holds up to date in its client state
+    /// (CLIENT LIST shows it).
+    pub fn refresh_facts(&mut self) {
+        let keys: Vec<usize> = self.worker.conns.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            let blocked = self.worker.blocked_in_a_wait(key);
+            if let Some(conn) = self.worker.conns.get_mut(key) {
+                conn.client.facts = conn.facts(blocked);
+            }
+        }
+    }
+
     /// This worker's clock (the time of its loop iteration).
     pub fn now(&self) -> goblin_store::Millis {
         self.worker.now

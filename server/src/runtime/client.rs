@@ -35,6 +35,105 @@ pub struct Client {
     /// Whether it may run commands: always without `requirepass`, else once AUTH (or
     /// HELLO … AUTH) succeeded.
     pub authenticated: bool,
+    /// CLIENT REPLY: whether its replies are sent.
+    pub reply: ReplyMode,
+    /// A MONITOR client: it is sent every command the server runs.
+    pub monitor: bool,
+    /// CLIENT NO-EVICT (kept for CLIENT LIST's flags; clients are never evicted).
+    pub no_evict: bool,
+    /// Its connection's buffers and state, as of the command being run (a connection
+    /// command sees them; CLIENT INFO shows them).
+    pub facts: ConnFacts,
+}
+
+/// CLIENT REPLY's modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Replies are sent.
+    #[default]
+    On,
+    /// No reply is sent (CLIENT REPLY OFF), until CLIENT REPLY ON.
+    Off,
+    /// The next command's reply is not sent (CLIENT REPLY SKIP).
+    SkipNext,
+}
+
+/// What a connection holds, for CLIENT LIST and INFO and the log: redis-server's fields.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnFacts {
+    /// The socket's descriptor.
+    pub fd: i32,
+    /// Received bytes not yet run.
+    pub qbuf: usize,
+    /// Free space in the read buffer.
+    pub qbuf_free: usize,
+    /// Commands queued in MULTI (`None`: not in MULTI).
+    pub multi: Option<usize>,
+    /// Reply bytes not yet sent.
+    pub omem: usize,
+    /// The connection's buffers in all.
+    pub tot_mem: usize,
+    /// Blocked in a command.
+    pub blocked: bool,
+    /// Waiting for the socket to take its output.
+    pub writable: bool,
+}
+
+impl Client {
+    /// The client's line in CLIENT LIST (and CLIENT INFO, and the log), in
+    /// redis-server 7.0's field order.
+    pub fn info_line(&self, now: Millis) -> String {
+        let f = &self.facts;
+        let addr = self.addr.map_or_else(String::new, |a| a.to_string());
+        let laddr = self.laddr.map_or_else(String::new, |a| a.to_string());
+        let age = now.saturating_sub(self.created_at) / 1000;
+        let idle = now.saturating_sub(self.last_io) / 1000;
+        let text = |v: &Option<Vec<u8>>| {
+            v.as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default()
+                .into_owned()
+        };
+        let mut flags = String::new();
+        if self.monitor {
+            flags.push('O');
+        }
+        if f.multi.is_some() {
+            flags.push('x');
+        }
+        if f.blocked {
+            flags.push('b');
+        }
+        if self.close_after_reply {
+            flags.push('c');
+        }
+        if self.no_evict {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let multi = f.multi.map_or(-1, |n| n as i64);
+        let events = if f.writable { "rw" } else { "r" };
+        let resp = if self.resp == Version::Resp3 { 3 } else { 2 };
+        format!(
+            "id={} addr={addr} laddr={laddr} fd={} name={} age={age} idle={idle} flags={flags} \
+             db={} sub=0 psub=0 ssub=0 multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
+             multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events={events} cmd={} \
+             user=default redir=-1 resp={resp} lib-name={} lib-ver={}",
+            self.id,
+            f.fd,
+            text(&self.name),
+            self.db,
+            f.qbuf,
+            f.qbuf_free,
+            f.omem,
+            f.tot_mem,
+            self.last_command,
+            text(&self.lib_name),
+            text(&self.lib_ver),
+        )
+    }
 }
 
 impl Client {
@@ -54,6 +153,10 @@ impl Client {
             last_command: "NULL",
             last_io: now,
             authenticated: true,
+            reply: ReplyMode::On,
+            monitor: false,
+            no_evict: false,
+            facts: ConnFacts::default(),
         }
     }
 }

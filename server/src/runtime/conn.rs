@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 use goblin_protocol::{Limits, RequestDecoder};
 use mio::net::TcpStream;
 
-use crate::runtime::client::Client;
+use crate::runtime::client::{Client, ConnFacts};
 use crate::runtime::msg::Batch;
 use crate::runtime::pipeline::Route;
 use crate::table::handler::MultiState;
@@ -255,6 +255,13 @@ pub struct Conn {
     pub peer_closed: bool,
     /// Closed and deregistered; the slot stays until work in flight has answered.
     pub gone: bool,
+    /// Since when its pending replies have been over its class's soft output limit.
+    pub soft_since: Option<goblin_store::Millis>,
+    /// A command of a client whose replies are off (CLIENT REPLY) is in flight: its reply
+    /// is dropped when it arrives.
+    pub drop_reply: bool,
+    /// Its next command waits for CLIENT PAUSE to end.
+    pub paused: bool,
 }
 
 impl Conn {
@@ -268,6 +275,28 @@ impl Conn {
     /// flight may bring back.
     pub fn held_replies(&self) -> usize {
         self.output.pending() + self.reserved
+    }
+
+    /// What it holds now, for CLIENT LIST and the log (`blocked`: whether its command
+    /// waits for a key).
+    pub fn facts(&self, blocked: bool) -> ConnFacts {
+        use std::os::fd::AsRawFd as _;
+        ConnFacts {
+            fd: self.stream.as_raw_fd(),
+            qbuf: self.input.pending(),
+            qbuf_free: self.input.buf.len() - self.input.end,
+            multi: self.multi.as_ref().map(|m| m.queued.len()),
+            omem: self.output.pending(),
+            tot_mem: self.input.buf.len() + self.output.buf.capacity(),
+            blocked,
+            writable: self.wants_writable,
+        }
+    }
+
+    /// The client's CLIENT LIST line as it is now.
+    pub fn info_line(&mut self, blocked: bool, now: goblin_store::Millis) -> String {
+        self.client.facts = self.facts(blocked);
+        self.client.info_line(now)
     }
 }
 
@@ -297,6 +326,9 @@ impl Conn {
             deferred: None,
             peer_closed: false,
             gone: false,
+            soft_since: None,
+            drop_reply: false,
+            paused: false,
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod ask;
 pub mod client;
 pub mod conn;
+pub mod limits;
 pub mod msg;
 pub mod pipeline;
 pub mod server;

@@ -246,6 +246,7 @@ impl Worker {
                 if conn.busy() {
                     return Flow::Wait;
                 }
+                conn.client.facts = conn.facts(false);
                 let Conn { client, output, .. } = conn;
                 let at = output.buf.len();
                 f(

@@ -111,6 +111,8 @@ pub struct Shared {
     pub memory: crate::memory::Limits,
     /// SLOWLOG.
     pub slowlog: crate::runtime::slowlog::SlowLog,
+    /// What one client may make the server hold.
+    pub client_limits: crate::runtime::limits::ClientLimits,
 }
 
 impl Shared {
@@ -118,12 +120,21 @@ impl Shared {
     ///
     /// # Errors
     /// When a poll or waker cannot be created.
-    pub fn build(config: Config, local_addr: SocketAddr) -> io::Result<(Shared, Vec<WorkerIo>)> {
+    pub fn build(
+        mut config: Config,
+        local_addr: SocketAddr,
+    ) -> io::Result<(Shared, Vec<WorkerIo>)> {
         let threads = if config.threads == 0 {
             std::thread::available_parallelism().map_or(1, usize::from)
         } else {
             config.threads
         };
+        // Room for `maxclients` clients in the descriptor limit, or fewer clients.
+        config.maxclients = crate::runtime::limits::adjust_open_files(config.maxclients, threads)
+            .map_err(|e| {
+            crate::log!(Warning, "{e}");
+            io::Error::other(e)
+        })?;
         let mut commands = families::table().map_err(io::Error::other)?;
         for (old, new) in &config.renames {
             commands.rename(old, new).map_err(io::Error::other)?;
@@ -151,6 +162,7 @@ impl Shared {
                 config.slowlog_slower_than,
                 config.slowlog_max_len,
             ),
+            client_limits: crate::runtime::limits::ClientLimits::new(&config),
             local_addr,
             config,
             commands,
@@ -191,6 +203,7 @@ impl Shared {
             config.persist.stop_writes_on_bgsave_error,
         );
         persist.set_fsync(config.persist.appendfsync);
+        self.client_limits.set(&config);
         *self
             .live
             .write()

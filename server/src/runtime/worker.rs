@@ -43,6 +43,7 @@ use crate::persist::aof::AofLog;
 use crate::persist::snapshot::{SaveJob, SaveKind, SavePlan};
 use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
+use crate::runtime::limits::{self, ClientClass};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
 use crate::runtime::server::{Shared, TICK_CRON, TICK_IDLE, WAKER};
 use crate::shard::{Outgoing, Shard};
@@ -84,6 +85,9 @@ const EVICT_PER_ITERATION: usize = 64;
 /// The most keys a command that may grow memory makes its shard evict before it runs
 /// (over `maxmemory`).
 pub(crate) const EVICT_PER_COMMAND: usize = 256;
+/// How soon the acceptor looks at its listener again when it could not accept for want of
+/// descriptors.
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 /// Longest a worker sleeps waiting for a key to expire before it looks again.
 const MAX_POLL_WAIT_MS: u64 = 1000;
 /// Batches kept for reuse.
@@ -148,7 +152,18 @@ pub struct Worker {
     last_cron: Instant,
     /// The last look for idle clients ([`Worker::close_idle`]).
     last_idle_check: Instant,
+    /// On the acceptor: a descriptor kept open to be given up when the process has no
+    /// other, so that a client can still be accepted and told it is refused.
+    spare_fd: Option<std::fs::File>,
+    /// The acceptor found no descriptor even for that: look at the listener again soon.
+    accept_retry: bool,
+    /// When running out of descriptors was last logged.
+    last_fd_warning: Instant,
 }
+
+/// `accept` errors: the process, or the system, has no descriptor left.
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
 
 impl Worker {
     /// Worker `id`; `listener` is given to the one that accepts connections.
@@ -166,6 +181,10 @@ impl Worker {
             poll.registry().register(l, LISTENER, Interest::READABLE)?;
         }
         let threads = shared.threads;
+        let spare = listener
+            .is_some()
+            .then(|| std::fs::File::open("/dev/null").ok())
+            .flatten();
         let shard = Shard::new(
             id,
             Arc::clone(&shared.slots),
@@ -197,6 +216,9 @@ impl Worker {
             save_job: None,
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
+            spare_fd: spare,
+            accept_retry: false,
+            last_fd_warning: Instant::now() - Duration::from_secs(2),
         })
     }
 
@@ -228,6 +250,9 @@ impl Worker {
                         self.serve(key);
                     }
                 }
+            }
+            if std::mem::take(&mut self.accept_retry) {
+                self.accept();
             }
             for key in std::mem::take(&mut self.scheduled) {
                 if let Some(conn) = self.conns.get_mut(key) {
@@ -470,6 +495,9 @@ impl Worker {
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));
         }
+        if self.accept_retry {
+            timeout = Some(timeout.map_or(ACCEPT_RETRY, |t| t.min(ACCEPT_RETRY)));
+        }
         if !self.scheduled.is_empty()
             || !self.local.is_empty()
             || !self.dirty.is_empty()
@@ -680,7 +708,7 @@ impl Worker {
     }
 
     /// Whether the connection's command waits for a key event (a parked plan).
-    fn blocked_in_a_wait(&self, key: usize) -> bool {
+    pub(crate) fn blocked_in_a_wait(&self, key: usize) -> bool {
         self.conns
             .get(key)
             .and_then(|c| c.job)
@@ -755,9 +783,20 @@ impl Worker {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Out of descriptors or a connection reset before accept: try again on
-                // the next readiness event rather than spin.
-                Err(_) => return,
+                // Out of descriptors: the spare one makes room to take the client and
+                // tell it, rather than leave it waiting in the backlog (no readiness
+                // event would come for it until another client connects).
+                Err(e) if matches!(e.raw_os_error(), Some(EMFILE | ENFILE)) => {
+                    if !self.refuse_one(&e) {
+                        return;
+                    }
+                }
+                // A connection reset before accept: on with the next.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e) => {
+                    crate::log!(Warning, "Accepting client connection: {e}");
+                    return;
+                }
             }
         }
         // More may be pending: come back after serving the others.
@@ -767,6 +806,39 @@ impl Worker {
                 .registry()
                 .reregister(l, LISTENER, Interest::READABLE);
         }
+    }
+
+    /// With no descriptor left, takes one pending client with the spare descriptor, tells
+    /// it `max number of clients reached` and closes it. False when even that failed
+    /// (then the listener is looked at again in a moment).
+    fn refuse_one(&mut self, error: &io::Error) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.last_fd_warning) >= Duration::from_secs(1) {
+            self.last_fd_warning = now;
+            crate::log!(
+                Warning,
+                "Accepting client connection: {error}; refusing clients until descriptors \
+                 are freed (raise 'ulimit -n' or lower maxclients)"
+            );
+        }
+        let Some(listener) = self.listener.as_ref() else {
+            return false;
+        };
+        drop(self.spare_fd.take());
+        let refused = match listener.accept() {
+            Ok((mut stream, _)) => {
+                use std::io::Write as _;
+                let _ = stream.write(crate::errors::MAX_CLIENTS);
+                true
+            }
+            Err(_) => false,
+        };
+        self.spare_fd = std::fs::File::open("/dev/null").ok();
+        if !refused {
+            // Try again soon: no event comes for clients already waiting.
+            self.accept_retry = true;
+        }
+        refused
     }
 
     fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
@@ -787,7 +859,11 @@ impl Worker {
         let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
         client.authenticated = self.shared.live().requirepass.is_none();
         self.next_gen += 1;
-        let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
+        let limits = goblin_protocol::Limits {
+            max_bulk_len: self.shared.client_limits.max_bulk_len(),
+            ..self.shared.config.limits
+        };
+        let conn = Conn::new(stream, client, limits, self.next_gen);
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         let conn = entry.insert(conn);
@@ -817,6 +893,17 @@ impl Worker {
     /// its socket is drained, it waits for work elsewhere, or its turn is over.
     pub(crate) fn serve(&mut self, key: usize) {
         let mut reads = 0;
+        // `proto-max-bulk-len` may have changed (CONFIG SET).
+        let max_bulk_len = self.shared.client_limits.max_bulk_len();
+        if let Some(conn) = self.conns.get_mut(key) {
+            let limits = conn.input.decoder.limits();
+            if limits.max_bulk_len != max_bulk_len {
+                conn.input.decoder.set_limits(goblin_protocol::Limits {
+                    max_bulk_len,
+                    ..limits
+                });
+            }
+        }
         loop {
             self.run_requests(key);
             let blocked = self.blocked_in_a_wait(key);
@@ -840,6 +927,10 @@ impl Worker {
             let outcome = conn.input.read_from(&mut conn.stream);
             if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {
                 conn.client.last_io = self.now;
+                if conn.input.pending() > self.shared.client_limits.query_buffer() {
+                    self.close_over_query_limit(key);
+                    return;
+                }
             }
             match outcome {
                 Ok(ReadOutcome::Full) => {}
@@ -874,11 +965,22 @@ impl Worker {
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
         self.shard.sync_observers();
+        let now = self.now;
         for key in std::mem::take(&mut self.dirty) {
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
             };
             conn.dirty = false;
+            if conn.output.pending() > 0 && !conn.gone {
+                let class = ClientClass::Normal;
+                let limit = self.shared.client_limits.output(class);
+                if limit.is_set()
+                    && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
+                {
+                    self.close_over_output_limit(key);
+                    continue;
+                }
+            }
             // A connection waiting for replies from other shards gets its output written
             // with the rest of its pipeline's: one write for the pipeline, as with a
             // local one, instead of one per shard round trip. (`after_wait` marks it
@@ -943,6 +1045,39 @@ impl Worker {
                 self.shared.peers[dest].send(std::mem::take(queue));
             }
         }
+    }
+
+    /// Closes a client whose pending replies passed its class's output limit
+    /// (`client-output-buffer-limit`), logging it as redis-server does.
+    fn close_over_output_limit(&mut self, key: usize) {
+        let blocked = self.blocked_in_a_wait(key);
+        let now = self.now;
+        if let Some(conn) = self.conns.get_mut(key) {
+            let info = conn.info_line(blocked, now);
+            crate::log!(
+                Warning,
+                "Client {info} scheduled to be closed ASAP for overcoming of output buffer limits."
+            );
+        }
+        self.close(key);
+    }
+
+    /// Closes a client whose unprocessed input passed `client-query-buffer-limit`,
+    /// logging it as redis-server does.
+    fn close_over_query_limit(&mut self, key: usize) {
+        let blocked = self.blocked_in_a_wait(key);
+        let now = self.now;
+        if let Some(conn) = self.conns.get_mut(key) {
+            let info = conn.info_line(blocked, now);
+            let input = &conn.input.buf[conn.input.start..conn.input.end];
+            let head = crate::util::repr(&input[..input.len().min(64)]);
+            crate::log!(
+                Warning,
+                "Closing client that reached max query buffer length: {info} (qbuf initial \
+                 bytes: {head})"
+            );
+        }
+        self.close(key);
     }
 
     /// Closes a connection; its slot stays until work in flight for it has answered.

@@ -421,7 +421,7 @@ impl Shard {
             Encoder::new(out, resp),
             self.id,
             &self.slots,
-            shared.config.limits.max_bulk_len,
+            shared.client_limits.max_bulk_len(),
             &self.stats,
             &self.errors,
             logging.then_some(&mut self.effects),
