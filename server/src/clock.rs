@@ -10,3 +10,10 @@ pub fn now_ms() -> Millis {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as Millis)
 }
+
+/// Microseconds since the Unix epoch (MONITOR's timestamps).
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}

@@ -135,6 +135,10 @@ pub const TIMEOUT_NOT_FLOAT: &[u8] = b"ERR timeout is not a float or out of rang
 pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
 /// A millisecond timeout (XREAD BLOCK, GOBLIN.CLAIM BLOCK) that is not an integer.
 pub const TIMEOUT_NOT_INTEGER: &[u8] = b"ERR timeout is not an integer or out of range";
+/// A millisecond timeout that overflows when added to the clock.
+pub const TIMEOUT_OUT_OF_RANGE: &[u8] = b"ERR timeout is out of range";
+/// CLIENT PAUSE with a mode other than WRITE or ALL.
+pub const PAUSE_MODE: &[u8] = b"ERR CLIENT PAUSE mode must be WRITE or ALL";
 /// CLIENT UNBLOCK with a reason other than TIMEOUT or ERROR.
 pub const UNBLOCK_REASON: &[u8] = b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR";
 /// What a client blocked in a command gets when CLIENT UNBLOCK … ERROR unblocks it.

@@ -387,6 +387,7 @@ impl Loopback {
                 Msg::Done(to, batch) => self.done.push((to, batch)),
                 Msg::Replies(..)
                 | Msg::Adopt(..)
+                | Msg::Monitor(..)
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)

@@ -5,7 +5,7 @@ use goblin_store::Millis;
 
 use crate::errors::{self, ErrorReply};
 use crate::runtime::ask::WorkerView;
-use crate::runtime::client::Client;
+use crate::runtime::client::{Client, ReplyMode};
 use crate::table::Meta;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, ConnCtx, Exec};
@@ -63,8 +63,94 @@ pub fn register(table: &mut CommandTable) {
                     gather: client_kill_gather,
                 },
             ),
+            ("reply", None, Exec::Conn(client_reply)),
+            ("pause", None, Exec::Conn(client_pause)),
+            (
+                "unpause",
+                None,
+                Exec::AskWorkers {
+                    ask: client_unpause_ask,
+                    gather: client_unpause_gather,
+                },
+            ),
         ],
     );
+    table.add(&meta::MONITOR, Exec::Conn(monitor));
+}
+
+/// `CLIENT REPLY ON|OFF|SKIP`: OFF stops the replies (its own too), SKIP drops the next
+/// command's, ON sends them again (and answers OK). The pipeline drops the replies.
+fn client_reply(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if args.is(2, "on") {
+        ctx.client.reply = ReplyMode::On;
+        ctx.reply().ok();
+    } else if args.is(2, "off") {
+        ctx.client.reply = ReplyMode::Off;
+    } else if args.is(2, "skip") {
+        if ctx.client.reply != ReplyMode::Off {
+            ctx.client.reply = ReplyMode::SkipNext;
+        }
+    } else {
+        ctx.reply().error(errors::SYNTAX);
+    }
+}
+
+/// `CLIENT PAUSE timeout [WRITE|ALL]`: for `timeout` milliseconds, commands (all, or
+/// those that write) wait before they run; checked in redis-server 7.0's order.
+fn client_pause(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if args.len() > 4 {
+        return ctx
+            .reply()
+            .error(&errors::subcommand_syntax(b"client", args.get(1)));
+    }
+    let all = if args.len() == 4 {
+        if args.is(3, "write") {
+            false
+        } else if args.is(3, "all") {
+            true
+        } else {
+            return ctx.reply().error(errors::PAUSE_MODE);
+        }
+    } else {
+        true
+    };
+    let Some(timeout) = parse_i64(args.get(2)) else {
+        return ctx.reply().error(errors::TIMEOUT_NOT_INTEGER);
+    };
+    if timeout < 0 {
+        return ctx.reply().error(errors::TIMEOUT_NEGATIVE);
+    }
+    let now = crate::clock::now_ms();
+    let Some(until) = now
+        .checked_add(timeout as u64)
+        .filter(|&u| u <= i64::MAX as u64)
+    else {
+        return ctx.reply().error(errors::TIMEOUT_OUT_OF_RANGE);
+    };
+    ctx.shared.pause.pause(until, all, now);
+    ctx.reply().ok();
+}
+
+/// CLIENT UNPAUSE on each worker: the pause ends (once is enough; every worker is woken
+/// by the question, and lets its paused clients go on).
+fn client_unpause_ask(view: &mut WorkerView<'_>, _args: &Args<'_>) -> Vec<u8> {
+    view.unpause();
+    Vec::new()
+}
+
+/// `CLIENT UNPAUSE`
+fn client_unpause_gather(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, _answers: Vec<Vec<u8>>) {
+    ctx.reply().ok();
+}
+
+/// `MONITOR`: from now on the client is sent every command the server runs (the pipeline
+/// registers it); a second MONITOR is ignored without a reply, as in Redis.
+fn monitor(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    if ctx.client.monitor {
+        return;
+    }
+    ctx.client.monitor = true;
+    ctx.reply().ok();
 }
 
 /// `PING [message]`
@@ -516,6 +602,7 @@ fn acl_whoami(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let arg = args.get(2);
     if arg.eq_ignore_ascii_case(b"on") || arg.eq_ignore_ascii_case(b"off") {
+        ctx.client.no_evict = arg.eq_ignore_ascii_case(b"on");
         ctx.reply().ok();
     } else {
         ctx.reply().error(errors::SYNTAX);

@@ -54,6 +54,11 @@ impl<'a> WorkerView<'a> {
         }
     }
 
+    /// Ends CLIENT PAUSE; this worker's paused clients go on in its next iteration.
+    pub fn unpause(&mut self) {
+        self.worker.shared.pause.unpause();
+    }
+
     /// This worker's clock (the time of its loop iteration).
     pub fn now(&self) -> goblin_store::Millis {
         self.worker.now

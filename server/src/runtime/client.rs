@@ -56,6 +56,9 @@ pub enum ReplyMode {
     Off,
     /// The next command's reply is not sent (CLIENT REPLY SKIP).
     SkipNext,
+    /// The reply of the command running now is not sent (the one after CLIENT REPLY
+    /// SKIP).
+    Skip,
 }
 
 /// What a connection holds, for CLIENT LIST and INFO and the log: redis-server's fields.

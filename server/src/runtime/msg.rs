@@ -217,6 +217,8 @@ pub struct ParkReq {
 pub enum Msg {
     /// A new connection for this worker to serve.
     Adopt(mio::net::TcpStream, std::net::SocketAddr),
+    /// MONITOR lines for a MONITOR client of this worker.
+    Monitor(ConnRef, Arc<[u8]>),
     /// Commands for this shard, from a connection on another worker.
     Run(ConnRef, Box<Batch>),
     /// A batch coming back with its replies.

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use goblin_protocol::{Decoded, Encoder, Version};
 
 use crate::runtime::ask::WorkerView;
+use crate::runtime::client::ReplyMode;
 use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
@@ -98,7 +99,13 @@ impl Worker {
                         &input.buf[input.start..input.start + n],
                         input.decoder.args(),
                     );
-                    let flow = self.dispatch(&shared, key, &args, &mut route);
+                    // A dropped reply still on its way is waited for, so that it travels
+                    // alone.
+                    let flow = if conn.client.reply == ReplyMode::On && !conn.drop_reply {
+                        self.dispatch(&shared, key, &args, &mut route)
+                    } else {
+                        self.dispatch_muted(&shared, key, &args, &mut route)
+                    };
                     if matches!(flow, Flow::Wait) {
                         if let Some(conn) = self.conns.get_mut(key) {
                             conn.deferred = Some(Deferred { len: n, route });
@@ -221,6 +228,20 @@ impl Worker {
                 Some(spec.id),
             );
         }
+        // CLIENT PAUSE holds the command (every command, or those that write) until it
+        // ends; queued in MULTI too, as in Redis.
+        if shared.pause.until(self.now).is_some() {
+            let writes = spec.flags.intersects(Flags::WRITE)
+                || spec.flags.intersects(Flags::MAY_REPLICATE)
+                || (spec.name == "exec" && queued_writes(shared, conn));
+            if shared.pause.holds(writes, self.now) {
+                if !conn.paused {
+                    conn.paused = true;
+                    self.paused.push(key);
+                }
+                return Flow::Wait;
+            }
+        }
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
@@ -235,6 +256,10 @@ impl Worker {
             return Flow::Next;
         }
         conn.client.last_command = spec.name;
+        // MONITOR: what EXEC runs is shown as it runs, before EXEC itself.
+        let exec_feed = (shared.monitors.any() && spec.name == "exec")
+            .then(|| queued_args(conn))
+            .flatten();
         let flow = match spec.exec {
             Exec::Multi(f) => {
                 if conn.busy() {
@@ -247,6 +272,7 @@ impl Worker {
                     return Flow::Wait;
                 }
                 conn.client.facts = conn.facts(false);
+                let was_monitor = conn.client.monitor;
                 let Conn { client, output, .. } = conn;
                 let at = output.buf.len();
                 f(
@@ -258,6 +284,18 @@ impl Worker {
                     },
                     args,
                 );
+                if client.monitor != was_monitor {
+                    let me = ConnRef {
+                        worker: self.id,
+                        key,
+                        generation: conn.generation,
+                    };
+                    if client.monitor {
+                        shared.monitors.add(me);
+                    } else {
+                        shared.monitors.remove(me);
+                    }
+                }
                 if output.buf.get(at) == Some(&b'-') {
                     self.shard.count_error(&output.buf[at..], None);
                     self.shard.count_failed(spec.id);
@@ -306,6 +344,73 @@ impl Worker {
         };
         if !matches!(flow, Flow::Wait) {
             self.shard.count_call(spec.id);
+            if shared.monitors.any()
+                && !spec.flags.intersects(Flags::ADMIN)
+                && !spec.flags.intersects(Flags::SKIP_MONITOR)
+            {
+                for queued in exec_feed.iter().flatten() {
+                    let queued: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+                    self.feed_monitors(key, &queued);
+                }
+                let argv: Vec<&[u8]> = args.iter_from(0).collect();
+                self.feed_monitors(key, &argv);
+            }
+        }
+        flow
+    }
+
+    /// Adds a command's MONITOR line to what this iteration sends the MONITOR clients.
+    fn feed_monitors(&mut self, key: usize, args: &[&[u8]]) {
+        let Some(conn) = self.conns.get(key) else {
+            return;
+        };
+        let addr = conn.client.addr.map_or_else(String::new, |a| a.to_string());
+        crate::runtime::monitor::line(&mut self.monitor_feed, conn.client.db, &addr, args);
+    }
+
+    /// [`Worker::dispatch`] for a client whose replies are off (CLIENT REPLY OFF or SKIP):
+    /// one command at a time, so that its reply alone is dropped — at once when it was
+    /// written here, or when it arrives from elsewhere (`drop_reply`).
+    fn dispatch_muted(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        args: &Args<'_>,
+        route: &mut Route,
+    ) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if conn.busy() {
+            return Flow::Wait;
+        }
+        let skip_next = conn.client.reply == ReplyMode::SkipNext;
+        if skip_next {
+            conn.client.reply = ReplyMode::Skip;
+        }
+        let at = conn.output.buf.len();
+        let flow = self.dispatch(shared, key, args, route);
+        let Some(conn) = self.conns.get_mut(key) else {
+            return flow;
+        };
+        // Replies of the command count as dropped only if it left them off (CLIENT REPLY
+        // ON answers).
+        let muted = matches!(conn.client.reply, ReplyMode::Off | ReplyMode::Skip);
+        match flow {
+            Flow::Wait => {
+                if skip_next {
+                    conn.client.reply = ReplyMode::SkipNext;
+                }
+                return flow;
+            }
+            // Its reply comes from elsewhere (a batch for another shard, a transaction):
+            // it was not busy before, so what it waits for now is this command.
+            _ if muted && conn.busy() => conn.drop_reply = true,
+            _ if muted => conn.output.buf.truncate(at),
+            _ => {}
+        }
+        if conn.client.reply == ReplyMode::Skip {
+            conn.client.reply = ReplyMode::On;
         }
         flow
     }
@@ -365,6 +470,34 @@ fn gate_refusal(shared: &Shared, spec: &CommandSpec) -> Option<Vec<u8>> {
         return persist.write_refusal();
     }
     None
+}
+
+/// Whether a connection's MULTI queue holds a command that writes (or may be
+/// propagated): CLIENT PAUSE WRITE holds its EXEC.
+fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
+    conn.multi.as_ref().is_some_and(|multi| {
+        multi
+            .queued
+            .iter()
+            .filter_map(|b| b.cmds.first())
+            .filter_map(|c| shared.commands.get(c.spec))
+            .any(|spec| {
+                spec.flags.intersects(Flags::WRITE) || spec.flags.intersects(Flags::MAY_REPLICATE)
+            })
+    })
+}
+
+/// The arguments of the commands a connection queued in MULTI (for MONITOR), if the
+/// transaction will run.
+fn queued_args(conn: &Conn) -> Option<Vec<Vec<Vec<u8>>>> {
+    let multi = conn.multi.as_ref().filter(|m| !m.dirty)?;
+    Some(
+        multi
+            .queued
+            .iter()
+            .map(|b| b.args(0).iter_from(0).map(<[u8]>::to_vec).collect())
+            .collect(),
+    )
 }
 
 /// Which shard(s) a keyed command needs.
@@ -516,7 +649,9 @@ impl Worker {
             conn.in_flight = conn.in_flight.saturating_sub(1);
             conn.reserved = conn.reserved.saturating_sub(batch.reply_budget);
             conn.stalled = false;
-            if conn.output.pending() == 0 && conn.output.buf.is_empty() {
+            if std::mem::take(&mut conn.drop_reply) {
+                // CLIENT REPLY OFF or SKIP: not sent.
+            } else if conn.output.pending() == 0 && conn.output.buf.is_empty() {
                 std::mem::swap(&mut conn.output.buf, &mut batch.replies);
             } else {
                 conn.output.buf.extend_from_slice(&batch.replies);
@@ -534,7 +669,9 @@ impl Worker {
             self.route(vec![(shard, Msg::Resume(to, None))]);
             return;
         };
-        conn.output.buf.extend_from_slice(&replies);
+        if !conn.drop_reply {
+            conn.output.buf.extend_from_slice(&replies);
+        }
         conn.stalled = true;
         let key = to.key;
         self.mark_dirty(key);
@@ -622,7 +759,9 @@ impl Worker {
             .first()
             .and_then(|c| shared.commands.get(c.spec));
         if let Some(Exec::AskWorkers { gather, .. }) = spec.map(|s| s.exec) {
+            let drop_reply = std::mem::take(&mut conn.drop_reply);
             let Conn { client, output, .. } = conn;
+            let at = output.buf.len();
             let mut ctx = ConnCtx {
                 client,
                 shared: &shared,
@@ -630,6 +769,9 @@ impl Worker {
                 now,
             };
             gather(&mut ctx, &args, asking.answers);
+            if drop_reply {
+                output.buf.truncate(at);
+            }
         }
         self.after_wait(to.key);
     }
@@ -818,6 +960,10 @@ impl Worker {
             return;
         };
         conn.job = None;
+        if std::mem::take(&mut conn.drop_reply) {
+            // CLIENT REPLY OFF or SKIP: not sent.
+            return;
+        }
         let Conn { client, output, .. } = conn;
         let mut ctx = ConnCtx {
             client,

@@ -113,6 +113,10 @@ pub struct Shared {
     pub slowlog: crate::runtime::slowlog::SlowLog,
     /// What one client may make the server hold.
     pub client_limits: crate::runtime::limits::ClientLimits,
+    /// CLIENT PAUSE.
+    pub pause: crate::runtime::pause::Pause,
+    /// MONITOR clients.
+    pub monitors: crate::runtime::monitor::Monitors,
 }
 
 impl Shared {
@@ -163,6 +167,8 @@ impl Shared {
                 config.slowlog_max_len,
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
+            pause: crate::runtime::pause::Pause::default(),
+            monitors: crate::runtime::monitor::Monitors::default(),
             local_addr,
             config,
             commands,

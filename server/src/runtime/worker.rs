@@ -159,6 +159,10 @@ pub struct Worker {
     accept_retry: bool,
     /// When running out of descriptors was last logged.
     last_fd_warning: Instant,
+    /// Connections whose next command waits for CLIENT PAUSE to end.
+    pub(crate) paused: Vec<usize>,
+    /// MONITOR lines of the commands run this iteration, sent at its end.
+    pub(crate) monitor_feed: Vec<u8>,
 }
 
 /// `accept` errors: the process, or the system, has no descriptor left.
@@ -218,6 +222,8 @@ impl Worker {
             last_idle_check: Instant::now(),
             spare_fd: spare,
             accept_retry: false,
+            paused: Vec::new(),
+            monitor_feed: Vec::new(),
             last_fd_warning: Instant::now() - Duration::from_secs(2),
         })
     }
@@ -254,6 +260,7 @@ impl Worker {
             if std::mem::take(&mut self.accept_retry) {
                 self.accept();
             }
+            self.release_paused();
             for key in std::mem::take(&mut self.scheduled) {
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.scheduled = false;
@@ -298,6 +305,10 @@ impl Worker {
             return;
         }
         let now = clock::now_ms();
+        // CLIENT PAUSE: keys do not expire actively meanwhile (as in Redis 7.0).
+        if self.shared.pause.until(now).is_some() {
+            return;
+        }
         if self.shard.next_expiry().is_some_and(|at| at <= now) {
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
             self.route_shard_out();
@@ -314,8 +325,9 @@ impl Worker {
         if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
-        if crate::memory::used() > memory.maxmemory {
-            let now = clock::now_ms();
+        let now = clock::now_ms();
+        // CLIENT PAUSE: nothing is evicted meanwhile (as in Redis 7.0).
+        if crate::memory::used() > memory.maxmemory && self.shared.pause.until(now).is_none() {
             self.shard.evict(
                 &self.shared,
                 &memory,
@@ -482,10 +494,23 @@ impl Worker {
         // Wake for the next key expiry, if any (keys behind schedule: at once) — unless
         // active expiry is paused for transactions here: then the message that ends the
         // last of them wakes this worker, and an overdue key must not make it spin.
-        let next_expiry = self.shard.next_expiry().filter(|_| self.shard.quiet());
-        let mut timeout = next_expiry.map(|at| {
-            Duration::from_millis(at.saturating_sub(clock::now_ms()).min(MAX_POLL_WAIT_MS))
-        });
+        let now = clock::now_ms();
+        let pause = self.shared.pause.until(now);
+        let next_expiry = self
+            .shard
+            .next_expiry()
+            .filter(|_| self.shard.quiet())
+            .map(|at| match pause {
+                // Nothing expires during CLIENT PAUSE: look again when it ends.
+                Some(end) => at.max(end),
+                None => at,
+            });
+        let mut timeout = next_expiry
+            .map(|at| Duration::from_millis(at.saturating_sub(now).min(MAX_POLL_WAIT_MS)));
+        if let Some(end) = pause.filter(|_| !self.paused.is_empty()) {
+            let wait = Duration::from_millis(end.saturating_sub(now).min(MAX_POLL_WAIT_MS));
+            timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
+        }
         if let Some(deadline) = self.next_deadline() {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
@@ -570,11 +595,58 @@ impl Worker {
         }
     }
 
+    /// Clients whose command waited for CLIENT PAUSE go on once it is over (they wait
+    /// again if another pause holds them).
+    fn release_paused(&mut self) {
+        if self.paused.is_empty() || self.shared.pause.until(clock::now_ms()).is_some() {
+            return;
+        }
+        for key in std::mem::take(&mut self.paused) {
+            if let Some(conn) = self.conns.get_mut(key) {
+                conn.paused = false;
+                if !conn.gone {
+                    self.serve(key);
+                }
+            }
+        }
+    }
+
+    /// Sends this iteration's MONITOR lines to every MONITOR client: one message per
+    /// worker that has some.
+    fn send_monitor_feed(&mut self) {
+        if self.monitor_feed.is_empty() {
+            return;
+        }
+        let feed: Arc<[u8]> = Arc::from(std::mem::take(&mut self.monitor_feed));
+        for client in self.shared.monitors.clients() {
+            if client.worker == self.id {
+                self.monitor_lines(client, &feed);
+            } else if let Some(q) = self.outbox.get_mut(client.worker) {
+                q.push(Msg::Monitor(client, Arc::clone(&feed)));
+            }
+        }
+    }
+
+    /// MONITOR lines for one of this worker's clients. One that does not read them is
+    /// closed once it holds more than the bound on a client's replies.
+    fn monitor_lines(&mut self, to: ConnRef, lines: &[u8]) {
+        let Some(conn) = self.live_conn(to).filter(|c| !c.gone && c.client.monitor) else {
+            return;
+        };
+        conn.output.buf.extend_from_slice(lines);
+        if conn.output.pending() > OUTPUT_HIGH_WATER {
+            self.close_over_output_limit(to.key);
+            return;
+        }
+        self.mark_dirty(to.key);
+    }
+
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
         for key in std::mem::take(&mut self.opened) {
             self.send_open_batch(key);
         }
+        self.send_monitor_feed();
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
             self.drain();
@@ -619,6 +691,7 @@ impl Worker {
         let shared = &self.shared;
         match msg {
             Msg::Adopt(stream, addr) => self.adopt(stream, addr),
+            Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::Run(from, batch) => self.shard.run_batch(shared, from, batch),
             Msg::Resume(from, budget) => self.shard.resume(shared, from, budget),
             Msg::Step(step) => self.shard.step(shared, step),
@@ -1039,6 +1112,7 @@ impl Worker {
         if !self.local.is_empty() {
             self.drain();
         }
+        self.send_monitor_feed();
         self.shard.sync_observers();
         for (dest, queue) in self.outbox.iter_mut().enumerate() {
             if !queue.is_empty() {
@@ -1088,6 +1162,14 @@ impl Worker {
         if !conn.gone {
             conn.gone = true;
             conn.closing = true;
+            if conn.client.monitor {
+                let me = ConnRef {
+                    worker: self.id,
+                    key,
+                    generation: conn.generation,
+                };
+                self.shared.monitors.remove(me);
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared
                 .connected_clients

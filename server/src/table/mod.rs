@@ -53,6 +53,11 @@ impl Flags {
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 9);
     /// Allowed while the dataset is loading.
     pub const LOADING: Flags = Flags(1 << 10);
+    /// Not a write, but propagated when it runs (PUBLISH, EVAL …): CLIENT PAUSE WRITE
+    /// holds it.
+    pub const MAY_REPLICATE: Flags = Flags(1 << 11);
+    /// Not shown to MONITOR clients.
+    pub const SKIP_MONITOR: Flags = Flags(1 << 12);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -66,11 +71,18 @@ impl Flags {
         ("movablekeys", Flags::MOVABLE_KEYS),
         ("no_mandatory_keys", Flags::NO_MANDATORY_KEYS),
         ("loading", Flags::LOADING),
+        ("may_replicate", Flags::MAY_REPLICATE),
+        ("skip_monitor", Flags::SKIP_MONITOR),
     ];
 
     /// Whether every flag of `other` is set.
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// Whether any flag of `other` is set.
+    pub fn intersects(self, other: Flags) -> bool {
+        self.0 & other.0 != 0
     }
 
     fn from_names(node: &Node) -> Flags {

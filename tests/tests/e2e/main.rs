@@ -4,6 +4,7 @@
 
 mod atomicity;
 mod blocking;
+mod client_commands;
 mod client_limits;
 mod clients;
 mod connection;

@@ -27,6 +27,7 @@ const LEFT_OUT: &[&str] = &[
     "config|set",
     "client|kill",
     "client|pause",
+    "client|reply",
     "monitor",
     "sync",
     "psync",

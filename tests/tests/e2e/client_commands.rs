@@ -1,0 +1,211 @@
+//! MONITOR, CLIENT REPLY and CLIENT PAUSE / UNPAUSE, differentially against redis-server:
+//! the same commands from clients on several threads, the same lines, replies and waits.
+
+use std::time::{Duration, Instant};
+
+use goblin_tests::{Raw, Server, encode};
+
+/// Both servers, goblin with clients spread over threads.
+fn servers() -> Vec<Server> {
+    vec![Server::goblin_threads(3), Server::redis()]
+}
+
+/// Everything that arrives on `c` within `wait`.
+fn drain(c: &mut Raw, wait: Duration) -> Vec<u8> {
+    std::thread::sleep(wait);
+    let (bytes, _) = c.read_to_close(Duration::from_millis(100));
+    bytes
+}
+
+/// A MONITOR line with its time and client port replaced, so that two servers' lines
+/// compare: `+T [db ADDR] "set" "k" "v"`.
+fn normalise(lines: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(lines)
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let Some((time, rest)) = line.split_once(" [") else {
+                return line.to_string();
+            };
+            let (db, rest) = rest.split_once(' ').unwrap_or_default();
+            let (addr, args) = rest.split_once("] ").unwrap_or_default();
+            let stamp_ok = time.starts_with('+')
+                && time[1..].split_once('.').is_some_and(|(s, us)| {
+                    s.parse::<u64>().is_ok() && us.len() == 6 && us.parse::<u32>().is_ok()
+                });
+            let addr_ok = addr.starts_with("127.0.0.1:");
+            format!("+T({stamp_ok}) [{db} ADDR({addr_ok})] {args}")
+        })
+        .collect()
+}
+
+/// What a MONITOR client sees of another client's commands, on several threads: every
+/// command that ran (not those refused before running, not administrative ones), with
+/// its database, arguments quoted as Redis quotes them, secrets redacted, MULTI's
+/// commands as EXEC runs them (none of a DISCARDed one).
+#[test]
+fn monitor_shows_what_redis_shows() {
+    let script: &[&[&[u8]]] = &[
+        &[b"set", b"k", b"v"],
+        &[b"GET", b"k"],
+        &[b"select", b"2"],
+        &[b"set", b"a\nb", b"q\"x\x01\xff"],
+        &[b"auth", b"pw"],
+        &[b"hello", b"2", b"auth", b"default", b"pw"],
+        &[b"multi"],
+        &[b"set", b"x", b"1"],
+        &[b"incr", b"x"],
+        &[b"exec"],
+        &[b"multi"],
+        &[b"set", b"y", b"1"],
+        &[b"discard"],
+        &[b"config", b"get", b"maxmemory"],
+        &[b"client", b"list"],
+        &[b"nosuch"],
+        &[b"get"],
+        &[b"ping"],
+        &[b"client", b"setname", b"foo"],
+        &[b"mget", b"a", b"b", b"c", b"d", b"e", b"f"],
+        &[b"del", b"a", b"b", b"c", b"d", b"e", b"f"],
+        &[b"flushall"],
+        &[b"monitor"],
+    ];
+    let mut seen = Vec::new();
+    for server in servers() {
+        let mut m = Raw::connect(server.port);
+        assert_eq!(m.cmd(&[b"MONITOR"]), b"+OK\r\n");
+        // Its own later commands are shown too; a second MONITOR has no reply.
+        m.send(&encode(&[b"MONITOR"]));
+        let mut clients: Vec<Raw> = (0..3).map(|_| Raw::connect(server.port)).collect();
+        for (i, args) in script.iter().enumerate() {
+            // One client per thread (goblin deals them round-robin), in turn.
+            let c = &mut clients[i % 3];
+            c.cmd(args);
+        }
+        let lines = normalise(&drain(&mut m, Duration::from_millis(500)));
+        seen.push(lines);
+    }
+    assert_eq!(seen[0], seen[1], "goblin, then redis");
+    assert!(seen[0].len() > 15, "{:?}", seen[0]);
+    assert!(
+        seen[0]
+            .iter()
+            .all(|l| l.contains("+T(true)") && l.contains("ADDR(true)"))
+    );
+}
+
+/// CLIENT REPLY OFF / ON / SKIP over a pipeline of local and remote keys, errors included.
+#[test]
+fn client_reply_drops_replies_as_redis_does() {
+    let mut seen = Vec::new();
+    for server in servers() {
+        let mut c = Raw::connect(server.port);
+        let script: &[&[&[u8]]] = &[
+            &[b"client", b"reply", b"off"],
+            &[b"set", b"a", b"1"],
+            &[b"get", b"a"],
+            &[b"mget", b"a", b"b", b"c", b"d"],
+            &[b"nosuch"],
+            &[b"client", b"reply", b"on"],
+            &[b"get", b"a"],
+            &[b"client", b"reply", b"skip"],
+            &[b"get", b"a"],
+            &[b"mget", b"a", b"b", b"c", b"d"],
+            &[b"client", b"reply", b"skip"],
+            &[b"client", b"reply", b"skip"],
+            &[b"get", b"a"],
+            &[b"incr", b"a"],
+            &[b"client", b"reply", b"skip"],
+            &[b"client", b"reply", b"on"],
+            &[b"client", b"reply", b"bad"],
+            &[b"client", b"reply", b"off"],
+            &[b"client", b"list"],
+            &[b"keys", b"*"],
+            &[b"dbsize"],
+            &[b"client", b"reply", b"on"],
+            &[b"ping"],
+        ];
+        let bytes: Vec<u8> = script.iter().flat_map(|a| encode(a)).collect();
+        c.send(&bytes);
+        seen.push(drain(&mut c, Duration::from_millis(500)));
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&seen[0]),
+        String::from_utf8_lossy(&seen[1])
+    );
+    assert!(seen[0].ends_with(b"+PONG\r\n"));
+}
+
+/// How long a command takes to answer.
+fn timed(c: &mut Raw, args: &[&[u8]]) -> (Vec<u8>, Duration) {
+    let start = Instant::now();
+    let reply = c.cmd(args);
+    (reply, start.elapsed())
+}
+
+/// CLIENT PAUSE WRITE holds writes (queued in MULTI too) and not reads; ALL holds
+/// everything; a pause ends by itself or with CLIENT UNPAUSE; keys do not expire
+/// actively meanwhile; its argument errors are redis-server's.
+#[test]
+fn client_pause_holds_what_redis_holds() {
+    for server in servers() {
+        let kind = server.kind;
+        let mut a = Raw::connect(server.port);
+        let mut b = Raw::connect(server.port);
+        for (args, want) in [
+            (&[&b"client"[..], b"pause", b"abc"][..], &b"-ERR timeout is not an integer or out of range\r\n"[..]),
+            (&[b"client", b"pause", b"-1"], b"-ERR timeout is negative\r\n"),
+            (&[b"client", b"pause", b"1", b"x"], b"-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n"),
+            (
+                &[b"client", b"pause", b"1", b"all", b"x"],
+                b"-ERR unknown subcommand or wrong number of arguments for 'pause'. Try CLIENT HELP.\r\n",
+            ),
+            (&[b"client", b"pause", b"x", b"x"], b"-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n"),
+        ] {
+            assert_eq!(a.cmd(args), want, "{kind:?} {args:?}");
+        }
+        assert_eq!(a.cmd(&[b"set", b"vol", b"1", b"px", b"200"]), b"+OK\r\n");
+        assert_eq!(a.cmd(&[b"client", b"pause", b"1500", b"write"]), b"+OK\r\n");
+        // Reads go on; a write waits for the end.
+        let (reply, took) = timed(&mut b, &[b"get", b"vol"]);
+        assert_eq!(reply, b"$1\r\n1\r\n", "{kind:?}");
+        assert!(
+            took < Duration::from_millis(300),
+            "{kind:?} read held {took:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        // Expired, but not actively deleted while paused: still counted.
+        assert_eq!(b.cmd(&[b"dbsize"]), b":1\r\n", "{kind:?}");
+        assert_eq!(b.cmd(&[b"multi"]), b"+OK\r\n");
+        let (reply, took) = timed(&mut b, &[b"set", b"x", b"1"]);
+        assert_eq!(reply, b"+QUEUED\r\n", "{kind:?}");
+        assert!(
+            took > Duration::from_millis(500),
+            "{kind:?} write queued after {took:?}"
+        );
+        assert_eq!(b.cmd(&[b"exec"]), b"*1\r\n+OK\r\n");
+        // After the pause, the key expires actively.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(b.cmd(&[b"dbsize"]), b":1\r\n", "{kind:?}");
+        // UNPAUSE lets the waiting write go at once.
+        assert_eq!(
+            a.cmd(&[b"client", b"pause", b"20000", b"write"]),
+            b"+OK\r\n"
+        );
+        b.send(&encode(&[b"incr", b"x"]));
+        std::thread::sleep(Duration::from_millis(300));
+        let start = Instant::now();
+        assert_eq!(a.cmd(&[b"client", b"unpause"]), b"+OK\r\n");
+        assert_eq!(b.reply(), b":2\r\n");
+        assert!(start.elapsed() < Duration::from_secs(2), "{kind:?}");
+        // ALL holds reads too (the pausing client's own as well).
+        assert_eq!(a.cmd(&[b"client", b"pause", b"800", b"all"]), b"+OK\r\n");
+        let (reply, took) = timed(&mut b, &[b"get", b"x"]);
+        assert_eq!(reply, b"$1\r\n2\r\n");
+        assert!(
+            took > Duration::from_millis(400),
+            "{kind:?} read under ALL after {took:?}"
+        );
+        assert_eq!(a.cmd(&[b"ping"]), b"+PONG\r\n");
+    }
+}
