@@ -68,6 +68,10 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("command|help", &["COMMAND HELP", "COMMAND HELP x"]),
     ("acl", &["ACL", "ACL NOPE x"]),
     ("acl|whoami", &["ACL WHOAMI", "ACL WHOAMI x"]),
+    ("client|reply", &["CLIENT REPLY", "CLIENT REPLY ON", "CLIENT REPLY ON x"]),
+    ("client|pause", &["CLIENT PAUSE", "CLIENT PAUSE 1", "CLIENT PAUSE 1 ALL x"]),
+    ("client|unpause", &["CLIENT UNPAUSE", "CLIENT UNPAUSE x"]),
+    ("monitor", &["MONITOR", "MONITOR x"]),
     ("slowlog", &["SLOWLOG", "SLOWLOG NOPE x"]),
     (
         "slowlog|get",
@@ -683,8 +687,8 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 const ABSENT: &[&str] = &[
     "XADD s * f v",
     "SORT k STORE d",
-    "CLIENT PAUSE 10",
-    "CONFIG REWRITE",
+    "CLIENT CACHING yes",
+    "LOLWUT VERSION 5",
     "EVAL s 1 k",
     "WATCH a b",
     "PFADD k a",
