@@ -54,6 +54,31 @@ pub struct Config {
     pub query_buffer_limit: u64,
     /// `latency-monitor-threshold`, milliseconds (0: the latency monitor is off).
     pub latency_monitor_threshold: u64,
+    /// `enable-debug-command`: who may run DEBUG.
+    pub enable_debug_command: Allow,
+}
+
+/// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
+/// clients on the loopback interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allow {
+    /// `no`.
+    No,
+    /// `yes`.
+    Yes,
+    /// `local`.
+    Local,
+}
+
+impl Allow {
+    /// The name redis.conf uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allow::No => "no",
+            Allow::Yes => "yes",
+            Allow::Local => "local",
+        }
+    }
 }
 
 /// One class's `client-output-buffer-limit`: past `hard` bytes of pending replies, or
@@ -345,6 +370,7 @@ impl Default for Config {
             output_limits: OutputLimits::default(),
             query_buffer_limit: 1 << 30,
             latency_monitor_threshold: 0,
+            enable_debug_command: Allow::No,
         }
     }
 }
@@ -386,6 +412,9 @@ Options:
                             SLOWLOG keeps commands slower than this (default 10000; -1:
                             none; 0: all)
   --slowlog-max-len N       SLOWLOG keeps this many (default 128)
+  --enable-debug-command no|yes|local
+                            who may run DEBUG: nobody (default), everybody, or clients on
+                            the loopback interface
   --latency-monitor-threshold MILLISECONDS
                             LATENCY records events at least this slow (default 0: off)
   --client-output-buffer-limit 'CLASS HARD SOFT SECONDS ...'
@@ -486,6 +515,7 @@ pub const FIXED: &[&str] = &[
     "appendfilename",
     "databases",
     "logfile",
+    "enable-debug-command",
 ];
 
 /// Sets one option, as a configuration file's line would (CONFIG SET).
@@ -632,6 +662,14 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.query_buffer_limit = parse_size_ranged(one()?, 1 << 20)?;
         }
         "client-output-buffer-limit" => config.output_limits.set(&values.join(" "))?,
+        "enable-debug-command" => {
+            config.enable_debug_command = match one()?.to_ascii_lowercase().as_str() {
+                "no" => Allow::No,
+                "yes" => Allow::Yes,
+                "local" => Allow::Local,
+                _ => return Err("argument(s) must be one of the following: no, yes, local".into()),
+            };
+        }
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
         }

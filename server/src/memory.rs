@@ -157,9 +157,17 @@ pub struct Limits {
     lfu_decay_time: AtomicU32,
     /// Keys evicted since start (INFO's `evicted_keys`).
     pub evicted_keys: AtomicU64,
+    /// The most memory seen in use (MEMORY STATS' `peak.allocated`).
+    peak: AtomicU64,
 }
 
 impl Limits {
+    /// The most memory seen in use, `used` included.
+    pub fn peak(&self, used: usize) -> usize {
+        let before = self.peak.fetch_max(used as u64, Ordering::Relaxed);
+        before.max(used as u64) as usize
+    }
+
     /// Limits for `config`.
     pub fn new(config: &MemoryConfig) -> Limits {
         let limits = Limits::default();

@@ -72,6 +72,11 @@ impl<'a> Entry<'a> {
         self.value
     }
 
+    /// Bytes of the stored entry: key, metadata and an inline value (MEMORY USAGE).
+    pub fn stored_len(&self) -> usize {
+        self.blob.len()
+    }
+
     /// The encoding flags ([`crate::ENCODING_FLAGS`]) set with [`Keyspace::add_flags`].
     pub fn flags(&self) -> u8 {
         blob::encoding_flags(self.blob)

@@ -5,6 +5,7 @@
 //! Also here: what several families share — expiry-argument parsing with Redis's rules.
 
 pub mod connection;
+pub mod diagnostics;
 pub mod goblin;
 pub mod hashes;
 pub mod keys;
@@ -46,6 +47,7 @@ pub fn register_all(table: &mut CommandTable) {
     sets::register(table);
     sorted_sets::register(table);
     persistence::register(table);
+    diagnostics::register(table);
 }
 
 /// The unit and base of an expiry argument.

@@ -323,6 +323,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "client-query-buffer-limit",
             c.query_buffer_limit.to_string(),
         ),
+        ("enable-debug-command", c.enable_debug_command.name().into()),
         (
             "latency-monitor-threshold",
             c.latency_monitor_threshold.to_string(),

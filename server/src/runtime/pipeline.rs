@@ -275,6 +275,10 @@ impl Worker {
                 let was_monitor = conn.client.monitor;
                 let Conn { client, output, .. } = conn;
                 let at = output.buf.len();
+                // Timed for SLOWLOG and LATENCY as the shards time theirs (DEBUG SLEEP,
+                // CONFIG, CLIENT LIST … run here).
+                let started = (shared.slowlog.enabled() || shared.latency.enabled())
+                    .then(std::time::Instant::now);
                 f(
                     &mut ConnCtx {
                         client,
@@ -284,6 +288,16 @@ impl Worker {
                     },
                     args,
                 );
+                if let Some(started) = started {
+                    let micros = started.elapsed().as_micros() as u64;
+                    let fast = spec.flags.contains(Flags::FAST);
+                    let event = if fast { "fast-command" } else { "command" };
+                    shared.latency.add(event, micros / 1000);
+                    if shared.slowlog.is_slow(micros) {
+                        let slow = SlowCmd::new(args, self.now / 1000, micros);
+                        log_slow(shared, client, vec![slow]);
+                    }
+                }
                 if client.monitor != was_monitor {
                     let me = ConnRef {
                         worker: self.id,

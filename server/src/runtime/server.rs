@@ -117,6 +117,10 @@ pub struct Shared {
     pub pause: crate::runtime::pause::Pause,
     /// MONITOR clients.
     pub monitors: crate::runtime::monitor::Monitors,
+    /// The latency monitor.
+    pub latency: crate::runtime::latency::Latency,
+    /// Keys expire actively (DEBUG SET-ACTIVE-EXPIRE turns it off).
+    pub active_expire: AtomicBool,
 }
 
 impl Shared {
@@ -169,6 +173,8 @@ impl Shared {
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
             pause: crate::runtime::pause::Pause::default(),
             monitors: crate::runtime::monitor::Monitors::default(),
+            latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
+            active_expire: AtomicBool::new(true),
             local_addr,
             config,
             commands,
@@ -210,6 +216,7 @@ impl Shared {
         );
         persist.set_fsync(config.persist.appendfsync);
         self.client_limits.set(&config);
+        self.latency.set_threshold(config.latency_monitor_threshold);
         *self
             .live
             .write()

@@ -305,12 +305,20 @@ impl Worker {
             return;
         }
         let now = clock::now_ms();
-        // CLIENT PAUSE: keys do not expire actively meanwhile (as in Redis 7.0).
-        if self.shared.pause.until(now).is_some() {
+        // CLIENT PAUSE: keys do not expire actively meanwhile (as in Redis 7.0); nor
+        // after DEBUG SET-ACTIVE-EXPIRE 0.
+        if self.shared.pause.until(now).is_some()
+            || !self.shared.active_expire.load(Ordering::Relaxed)
+        {
             return;
         }
         if self.shard.next_expiry().is_some_and(|at| at <= now) {
+            let started = self.shared.latency.enabled().then(Instant::now);
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
+            if let Some(started) = started {
+                let ms = started.elapsed().as_millis() as u64;
+                self.shared.latency.add("expire-cycle", ms);
+            }
             self.route_shard_out();
         }
     }
@@ -328,6 +336,7 @@ impl Worker {
         let now = clock::now_ms();
         // CLIENT PAUSE: nothing is evicted meanwhile (as in Redis 7.0).
         if crate::memory::used() > memory.maxmemory && self.shared.pause.until(now).is_none() {
+            let started = self.shared.latency.enabled().then(Instant::now);
             self.shard.evict(
                 &self.shared,
                 &memory,
@@ -335,6 +344,10 @@ impl Worker {
                 EVICT_PER_ITERATION,
                 now,
             );
+            if let Some(started) = started {
+                let ms = started.elapsed().as_millis() as u64;
+                self.shared.latency.add("eviction-cycle", ms);
+            }
             self.route_shard_out();
         }
     }

@@ -700,8 +700,8 @@ impl Shard {
         // run of a command that is not `fast` for the slow log.
         self.executed = self.executed.wrapping_add(1);
         let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
-        let timed = sampled
-            || (!spec.flags.contains(crate::table::Flags::FAST) && shared.slowlog.enabled());
+        let fast = spec.flags.contains(crate::table::Flags::FAST);
+        let timed = sampled || (!fast && shared.slowlog.enabled()) || shared.latency.enabled();
         let started = timed.then(Instant::now);
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {
@@ -733,6 +733,10 @@ impl Shard {
             },
         );
         let micros = started.map(|s| s.elapsed().as_micros() as u64);
+        if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
+            let event = if fast { "fast-command" } else { "command" };
+            shared.latency.add(event, micros / 1000);
+        }
         if let Some(micros) = micros
             && shared.slowlog.is_slow(micros)
             && self.slow.len() < SLOW_KEPT

@@ -68,8 +68,14 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("command|help", &["COMMAND HELP", "COMMAND HELP x"]),
     ("acl", &["ACL", "ACL NOPE x"]),
     ("acl|whoami", &["ACL WHOAMI", "ACL WHOAMI x"]),
-    ("client|reply", &["CLIENT REPLY", "CLIENT REPLY ON", "CLIENT REPLY ON x"]),
-    ("client|pause", &["CLIENT PAUSE", "CLIENT PAUSE 1", "CLIENT PAUSE 1 ALL x"]),
+    (
+        "client|reply",
+        &["CLIENT REPLY", "CLIENT REPLY ON", "CLIENT REPLY ON x"],
+    ),
+    (
+        "client|pause",
+        &["CLIENT PAUSE", "CLIENT PAUSE 1", "CLIENT PAUSE 1 ALL x"],
+    ),
     ("client|unpause", &["CLIENT UNPAUSE", "CLIENT UNPAUSE x"]),
     ("monitor", &["MONITOR", "MONITOR x"]),
     ("slowlog", &["SLOWLOG", "SLOWLOG NOPE x"]),

@@ -1,0 +1,332 @@
+//! What operators look at when something is slow or big: LATENCY (the latency monitor),
+//! MEMORY (USAGE, STATS, DOCTOR, PURGE, MALLOC-STATS) and DEBUG (SLEEP,
+//! SET-ACTIVE-EXPIRE), with redis-server 7.0's replies where they mean something here.
+
+use std::sync::atomic::Ordering;
+
+use goblin_protocol::parse_i64;
+use goblin_store::types::ValueRef;
+
+use crate::errors;
+use crate::table::CommandTable;
+use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
+use crate::table::meta;
+use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
+use crate::txn::shapes::FanOut;
+
+/// Registers LATENCY, MEMORY and DEBUG.
+pub fn register(table: &mut CommandTable) {
+    table.add_container(
+        &meta::LATENCY,
+        Exec::Container,
+        &[
+            ("latest", None, Exec::Conn(latency_latest)),
+            ("history", None, Exec::Conn(latency_history)),
+            ("reset", None, Exec::Conn(latency_reset)),
+            ("doctor", None, Exec::Conn(latency_doctor)),
+            ("help", None, Exec::Conn(latency_help)),
+        ],
+    );
+    table.add_container(
+        &meta::MEMORY,
+        Exec::Container,
+        &[
+            ("usage", None, Exec::Shard(memory_usage)),
+            (
+                "stats",
+                None,
+                Exec::Plan(CrossShard {
+                    plan: memory_stats_plan,
+                    locking: Locking::WholeShards,
+                }),
+            ),
+            ("doctor", None, Exec::Conn(memory_doctor)),
+            ("purge", None, Exec::Conn(memory_purge)),
+            ("malloc-stats", None, Exec::Conn(memory_malloc_stats)),
+            ("help", None, Exec::Conn(memory_help)),
+        ],
+    );
+    table.add(&meta::DEBUG, Exec::Conn(debug));
+}
+
+/// `LATENCY LATEST`
+fn latency_latest(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let latency = &ctx.shared.latency;
+    latency.latest(&mut ctx.reply());
+}
+
+/// `LATENCY HISTORY event`
+fn latency_history(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let latency = &ctx.shared.latency;
+    latency.history(args.get(2), &mut ctx.reply());
+}
+
+/// `LATENCY RESET [event ...]`
+fn latency_reset(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let names: Vec<&[u8]> = args.iter_from(2).collect();
+    let n = ctx.shared.latency.reset(&names);
+    ctx.reply().integer(n as i64);
+}
+
+/// `LATENCY DOCTOR`
+fn latency_doctor(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let report = ctx.shared.latency.doctor();
+    ctx.reply().verbatim(b"txt", report.as_bytes());
+}
+
+/// `LATENCY HELP` (the subcommands Goblin has).
+fn latency_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    help(
+        ctx,
+        &[
+            "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+            "HELP",
+            "    Prints this help.",
+        ],
+    );
+}
+
+fn help(ctx: &mut ConnCtx<'_>, lines: &[&str]) {
+    let mut out = ctx.reply();
+    out.array(lines.len());
+    for line in lines {
+        out.simple(line.as_bytes());
+    }
+}
+
+/// Bytes a key takes: its entry (key, metadata, an inline value), its slot in the
+/// table, and a value kept apart with what it holds.
+fn entry_bytes(key: &[u8], value: ValueRef<'_>, entry_len: usize) -> usize {
+    const BUCKET: usize = 8;
+    let apart = match value {
+        ValueRef::Str(_) => 0,
+        ValueRef::Hash(h) => h.heap_bytes(),
+        ValueRef::List(l) => l.heap_bytes(),
+        ValueRef::Set(s) => s.heap_bytes(),
+        ValueRef::ZSet(z) => z.heap_bytes(),
+    };
+    entry_len.max(key.len()) + BUCKET + apart
+}
+
+/// `MEMORY USAGE key [SAMPLES count]`: the bytes the key takes (nil when it does not
+/// exist). Goblin counts every element, so SAMPLES is checked and does not change the
+/// answer.
+fn memory_usage(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let mut i = 3;
+    while i < args.len() {
+        if args.is(i, "samples") && i + 1 < args.len() {
+            match parse_i64(args.get(i + 1)) {
+                None => return ctx.out.error(errors::NOT_INTEGER),
+                Some(n) if n < 0 => return ctx.out.error(errors::SYNTAX),
+                Some(_) => {}
+            }
+            i += 2;
+        } else {
+            return ctx.out.error(errors::SYNTAX);
+        }
+    }
+    let Some(entry) = ctx.db.get(args.get(2), ctx.now) else {
+        return ctx.out.null();
+    };
+    let bytes = entry_bytes(entry.key(), entry.value(), entry.stored_len());
+    ctx.out.integer(bytes as i64);
+}
+
+/// What one shard tells MEMORY STATS: per database its keys and the bytes of its tables,
+/// and its keyspace's bytes.
+#[derive(Debug, Default)]
+struct MemoryPart {
+    dbs: Vec<(usize, usize, usize)>,
+    keys: usize,
+    bytes: usize,
+}
+
+fn memory_stats_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+    let mut part = MemoryPart::default();
+    ctx.for_each_db(|db, keyspace| {
+        if !keyspace.is_empty() {
+            part.dbs.push((db, keyspace.len(), keyspace.volatile_len()));
+        }
+        part.keys += keyspace.len();
+        part.bytes += keyspace.used_bytes();
+    });
+    HopOut::Other(Box::new(part))
+}
+
+/// `MEMORY STATS`: redis-server's fields, from the allocator's count, the process's
+/// resident size and every shard's keyspace.
+fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let mut dbs: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
+    let (mut keys, mut dataset) = (0usize, 0usize);
+    for part in parts {
+        let HopOut::Other(any) = part else { continue };
+        let Ok(part) = any.downcast::<MemoryPart>() else {
+            continue;
+        };
+        keys += part.keys;
+        dataset += part.bytes;
+        for (db, n, volatile) in part.dbs {
+            let entry = dbs.entry(db).or_default();
+            entry.0 += n;
+            entry.1 += volatile;
+        }
+    }
+    let rss = crate::util::rss_bytes() as usize;
+    let total = crate::alloc::allocated().unwrap_or(rss);
+    let peak = cx.shared.memory.peak(total);
+    let overhead = total.saturating_sub(dataset);
+    let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    cx.reply(|out| {
+        out.map(23 + dbs.len());
+        let int = |out: &mut goblin_protocol::Encoder<'_>, name: &str, v: usize| {
+            out.bulk(name.as_bytes());
+            out.integer(v as i64);
+        };
+        int(out, "peak.allocated", peak);
+        int(out, "total.allocated", total);
+        int(out, "startup.allocated", 0);
+        int(out, "replication.backlog", 0);
+        int(out, "clients.slaves", 0);
+        int(out, "clients.normal", 0);
+        int(out, "cluster.links", 0);
+        int(out, "aof.buffer", 0);
+        int(out, "lua.caches", 0);
+        int(out, "functions.caches", 0);
+        for (db, (n, volatile)) in &dbs {
+            out.bulk(format!("db.{db}").as_bytes());
+            out.map(3);
+            int(out, "overhead.hashtable.main", n * 8);
+            int(out, "overhead.hashtable.expires", volatile * 8);
+            int(out, "overhead.hashtable.slot-to-keys", 0);
+        }
+        int(out, "overhead.total", overhead);
+        int(out, "keys.count", keys);
+        int(
+            out,
+            "keys.bytes-per-key",
+            if keys == 0 { 0 } else { dataset / keys },
+        );
+        int(out, "dataset.bytes", dataset);
+        out.bulk(b"dataset.percentage");
+        out.double(ratio(dataset, total) * 100.0);
+        out.bulk(b"peak.percentage");
+        out.double(ratio(total, peak) * 100.0);
+        int(out, "allocator.allocated", total);
+        int(out, "allocator.active", total);
+        int(out, "allocator.resident", rss);
+        out.bulk(b"allocator-fragmentation.ratio");
+        out.double(1.0);
+        int(out, "allocator-fragmentation.bytes", 0);
+        out.bulk(b"rss-overhead.ratio");
+        out.double(ratio(rss, total));
+        int(out, "rss-overhead.bytes", rss.saturating_sub(total));
+        out.bulk(b"fragmentation");
+        out.double(ratio(rss, total));
+        int(out, "fragmentation.bytes", rss.saturating_sub(total));
+    })
+}
+
+fn memory_stats_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(
+        start.args,
+        memory_stats_part,
+        memory_stats_merge,
+    )))
+}
+
+/// `MEMORY DOCTOR`: redis-server's report when it finds nothing to say.
+fn memory_doctor(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let text: &[u8] = b"Hi Sam, I can't find any memory issue in your instance. I can only \
+        account for what occurs on this base.";
+    ctx.reply().verbatim(b"txt", text);
+}
+
+/// `MEMORY PURGE`: freed memory goes back to the operating system.
+fn memory_purge(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    crate::memory::purge_soon();
+    ctx.reply().ok();
+}
+
+/// `MEMORY MALLOC-STATS`: redis-server's answer for an allocator without a report.
+fn memory_malloc_stats(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.reply()
+        .verbatim(b"txt", b"Stats not supported for the current allocator");
+}
+
+/// `MEMORY HELP`
+fn memory_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    help(
+        ctx,
+        &[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Prints this help.",
+        ],
+    );
+}
+
+/// `DEBUG subcommand ...`, allowed as `enable-debug-command` says (no by default, as in
+/// redis-server 7.0): SLEEP seconds (this client's thread sleeps), SET-ACTIVE-EXPIRE
+/// 0|1 (active expiry off or on), HELP.
+fn debug(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let allowed = match ctx.shared.config.enable_debug_command {
+        crate::config::Allow::Yes => true,
+        crate::config::Allow::No => false,
+        crate::config::Allow::Local => ctx.client.addr.is_some_and(|a| a.ip().is_loopback()),
+    };
+    if !allowed {
+        return ctx.reply().error(errors::DEBUG_NOT_ALLOWED);
+    }
+    if args.is(1, "sleep") && args.len() == 3 {
+        let secs = std::str::from_utf8(args.get(2))
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(0.0);
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        return ctx.reply().ok();
+    }
+    if args.is(1, "set-active-expire") && args.len() == 3 {
+        let on = parse_i64(args.get(2)).unwrap_or(0) != 0;
+        ctx.shared.active_expire.store(on, Ordering::Relaxed);
+        return ctx.reply().ok();
+    }
+    if args.is(1, "help") && args.len() == 2 {
+        return help(
+            ctx,
+            &[
+                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Setting it to 0 disables expiring keys in background when they are not",
+                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+                "    default.",
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals allowed.",
+                "HELP",
+                "    Prints this help.",
+            ],
+        );
+    }
+    ctx.reply()
+        .error(&errors::subcommand_syntax(b"debug", args.get(1)));
+}
