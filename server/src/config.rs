@@ -1286,6 +1286,20 @@ mod rewrite_tests {
         String::from_utf8(text).expect("UTF-8")
     }
 
+    /// Every option CONFIG SET or CONFIG GET knows is rewritten (a file line of one that is
+    /// not would be commented out as unknown).
+    #[test]
+    fn every_option_is_rewritten() {
+        let names: Vec<&str> = rewritten(&Config::default(), Path::new("/"))
+            .iter()
+            .map(|o| o.name)
+            .collect();
+        for name in SETTABLE.iter().chain(FIXED).chain(PROTECTED) {
+            assert!(names.contains(name), "{name}");
+        }
+        assert_eq!(names.len(), SETTABLE.len() + FIXED.len() + PROTECTED.len());
+    }
+
     #[test]
     fn memory_values_are_written_with_units_when_whole() {
         for (bytes, text) in [

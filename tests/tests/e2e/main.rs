@@ -5,6 +5,7 @@
 mod atomicity;
 mod blocking;
 mod clients;
+mod config_rewrite;
 mod connection;
 mod databases;
 mod eviction;
