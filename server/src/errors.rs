@@ -449,3 +449,12 @@ pub fn config_set_failed(name: &str, reason: &str) -> ErrorReply {
             .into_bytes(),
     )
 }
+
+/// CONFIG REWRITE when the server started without a configuration file.
+pub const CONFIG_REWRITE_NO_FILE: &[u8] = b"ERR The server is running without a config file";
+
+/// CONFIG REWRITE that could not read or replace the file, with the reason (`strerror`'s
+/// words).
+pub fn config_rewrite_failed(reason: &str) -> ErrorReply {
+    ErrorReply::Formatted(format!("ERR Rewriting config file: {reason}").into_bytes())
+}

@@ -45,6 +45,7 @@ pub fn register(table: &mut CommandTable) {
         &[
             ("get", None, Exec::Conn(config_get)),
             ("set", None, Exec::Conn(config_set)),
+            ("rewrite", None, Exec::Conn(config_rewrite)),
             (
                 "resetstat",
                 None,
@@ -462,6 +463,25 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
     ctx.shared.set_live(next);
     ctx.reply().ok();
+}
+
+/// `CONFIG REWRITE`: the configuration file the server started from rewritten with the
+/// values in force now ([`config::rewrite_file`]), as redis-server 7.0 rewrites its.
+fn config_rewrite(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let Some(path) = ctx.shared.config.file.clone() else {
+        return ctx.reply().error(errors::CONFIG_REWRITE_NO_FILE);
+    };
+    let live = ctx.shared.live().clone();
+    match config::rewrite_file(&path, &live) {
+        Ok(()) => {
+            crate::log!(Notice, "CONFIG REWRITE executed with success.");
+            ctx.reply().ok();
+        }
+        Err(reason) => {
+            crate::log!(Warning, "CONFIG REWRITE failed: {reason}");
+            errors::config_rewrite_failed(&reason).send(&mut ctx.reply());
+        }
+    }
 }
 
 /// What one shard tells INFO: per database its keys and keys with an expiry, its

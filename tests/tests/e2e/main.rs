@@ -7,6 +7,7 @@ mod blocking;
 mod client_commands;
 mod client_limits;
 mod clients;
+mod config_rewrite;
 mod connection;
 mod databases;
 mod eviction;
