@@ -972,6 +972,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         }),
         opt("lfu-log-factor", &|c| c.memory.lfu_log_factor.to_string()),
         opt("lfu-decay-time", &|c| c.memory.lfu_decay_time.to_string()),
+        opt("enable-debug-command", &|c| {
+            c.enable_debug_command.name().into()
+        }),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),
     ]

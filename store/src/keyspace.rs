@@ -72,9 +72,18 @@ impl<'a> Entry<'a> {
         self.value
     }
 
-    /// Bytes of the stored entry: key, metadata and an inline value (MEMORY USAGE).
-    pub fn stored_len(&self) -> usize {
-        self.blob.len()
+    /// Bytes the key takes (MEMORY USAGE): its entry (key, metadata, an inline value), its
+    /// bucket in the slot's table, and a value kept apart with what it holds.
+    pub fn memory_usage(&self) -> usize {
+        let apart = match self.value {
+            ValueRef::Str(s) if self.blob.as_ptr_range().contains(&s.as_ptr()) => 0,
+            ValueRef::Str(s) => s.len(),
+            ValueRef::Hash(h) => h.heap_bytes(),
+            ValueRef::List(l) => l.heap_bytes(),
+            ValueRef::Set(s) => s.heap_bytes(),
+            ValueRef::ZSet(z) => z.heap_bytes(),
+        };
+        self.blob.len() + BUCKET_BYTES + apart
     }
 
     /// The encoding flags ([`crate::ENCODING_FLAGS`]) set with [`Keyspace::add_flags`].

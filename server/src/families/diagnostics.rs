@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 
 use goblin_protocol::parse_i64;
-use goblin_store::types::ValueRef;
 
 use crate::errors;
 use crate::table::CommandTable;
@@ -103,20 +102,6 @@ fn help(ctx: &mut ConnCtx<'_>, lines: &[&str]) {
     }
 }
 
-/// Bytes a key takes: its entry (key, metadata, an inline value), its slot in the
-/// table, and a value kept apart with what it holds.
-fn entry_bytes(key: &[u8], value: ValueRef<'_>, entry_len: usize) -> usize {
-    const BUCKET: usize = 8;
-    let apart = match value {
-        ValueRef::Str(_) => 0,
-        ValueRef::Hash(h) => h.heap_bytes(),
-        ValueRef::List(l) => l.heap_bytes(),
-        ValueRef::Set(s) => s.heap_bytes(),
-        ValueRef::ZSet(z) => z.heap_bytes(),
-    };
-    entry_len.max(key.len()) + BUCKET + apart
-}
-
 /// `MEMORY USAGE key [SAMPLES count]`: the bytes the key takes (nil when it does not
 /// exist). Goblin counts every element, so SAMPLES is checked and does not change the
 /// answer.
@@ -137,8 +122,7 @@ fn memory_usage(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let Some(entry) = ctx.db.get(args.get(2), ctx.now) else {
         return ctx.out.null();
     };
-    let bytes = entry_bytes(entry.key(), entry.value(), entry.stored_len());
-    ctx.out.integer(bytes as i64);
+    ctx.out.integer(entry.memory_usage() as i64);
 }
 
 /// What one shard tells MEMORY STATS: per database its keys and the bytes of its tables,
@@ -213,7 +197,7 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
         int(
             out,
             "keys.bytes-per-key",
-            if keys == 0 { 0 } else { dataset / keys },
+            dataset.checked_div(keys).unwrap_or(0),
         );
         int(out, "dataset.bytes", dataset);
         out.bulk(b"dataset.percentage");

@@ -293,7 +293,7 @@ impl Worker {
                     let fast = spec.flags.contains(Flags::FAST);
                     let event = if fast { "fast-command" } else { "command" };
                     shared.latency.add(event, micros / 1000);
-                    if shared.slowlog.is_slow(micros) {
+                    if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
                         let slow = SlowCmd::new(args, self.now / 1000, micros);
                         log_slow(shared, client, vec![slow]);
                     }

@@ -739,6 +739,7 @@ impl Shard {
         }
         if let Some(micros) = micros
             && shared.slowlog.is_slow(micros)
+            && !spec.flags.contains(crate::table::Flags::SKIP_SLOWLOG)
             && self.slow.len() < SLOW_KEPT
         {
             let at = now / 1000;

@@ -58,6 +58,8 @@ impl Flags {
     pub const MAY_REPLICATE: Flags = Flags(1 << 11);
     /// Not shown to MONITOR clients.
     pub const SKIP_MONITOR: Flags = Flags(1 << 12);
+    /// Not kept by SLOWLOG.
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 13);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -73,6 +75,7 @@ impl Flags {
         ("loading", Flags::LOADING),
         ("may_replicate", Flags::MAY_REPLICATE),
         ("skip_monitor", Flags::SKIP_MONITOR),
+        ("skip_slowlog", Flags::SKIP_SLOWLOG),
     ];
 
     /// Whether every flag of `other` is set.

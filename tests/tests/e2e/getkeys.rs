@@ -78,6 +78,42 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("client|unpause", &["CLIENT UNPAUSE", "CLIENT UNPAUSE x"]),
     ("monitor", &["MONITOR", "MONITOR x"]),
+    ("config|rewrite", &["CONFIG REWRITE", "CONFIG REWRITE x"]),
+    ("latency", &["LATENCY", "LATENCY NOPE x"]),
+    ("latency|latest", &["LATENCY LATEST", "LATENCY LATEST x"]),
+    (
+        "latency|history",
+        &[
+            "LATENCY HISTORY",
+            "LATENCY HISTORY command",
+            "LATENCY HISTORY a b",
+        ],
+    ),
+    (
+        "latency|reset",
+        &["LATENCY RESET", "LATENCY RESET command fork"],
+    ),
+    ("latency|doctor", &["LATENCY DOCTOR", "LATENCY DOCTOR x"]),
+    ("latency|help", &["LATENCY HELP", "LATENCY HELP x"]),
+    ("memory", &["MEMORY", "MEMORY NOPE x"]),
+    (
+        "memory|usage",
+        &[
+            "MEMORY USAGE",
+            "MEMORY USAGE k",
+            "MEMORY USAGE k SAMPLES 5",
+            "MEMORY USAGE k x",
+        ],
+    ),
+    ("memory|stats", &["MEMORY STATS", "MEMORY STATS x"]),
+    ("memory|doctor", &["MEMORY DOCTOR", "MEMORY DOCTOR x"]),
+    ("memory|purge", &["MEMORY PURGE", "MEMORY PURGE x"]),
+    (
+        "memory|malloc-stats",
+        &["MEMORY MALLOC-STATS", "MEMORY MALLOC-STATS x"],
+    ),
+    ("memory|help", &["MEMORY HELP", "MEMORY HELP x"]),
+    ("debug", &["DEBUG", "DEBUG SLEEP 0", "DEBUG OBJECT k"]),
     ("slowlog", &["SLOWLOG", "SLOWLOG NOPE x"]),
     (
         "slowlog|get",

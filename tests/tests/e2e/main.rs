@@ -10,6 +10,7 @@ mod clients;
 mod config_rewrite;
 mod connection;
 mod databases;
+mod diagnostics;
 mod eviction;
 mod expiry;
 mod getkeys;
