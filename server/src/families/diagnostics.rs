@@ -169,53 +169,83 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
     let peak = cx.shared.memory.peak(total);
     let overhead = total.saturating_sub(dataset);
     let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    /// A field's value.
+    enum V {
+        Int(usize),
+        Float(f64),
+        Db(usize, usize),
+    }
+    let mut fields: Vec<(String, V)> = [
+        ("peak.allocated", peak),
+        ("total.allocated", total),
+        ("startup.allocated", 0),
+        ("replication.backlog", 0),
+        ("clients.slaves", 0),
+        ("clients.normal", 0),
+        ("cluster.links", 0),
+        ("aof.buffer", 0),
+        ("lua.caches", 0),
+        ("functions.caches", 0),
+    ]
+    .into_iter()
+    .map(|(name, v)| (name.to_string(), V::Int(v)))
+    .collect();
+    for (db, (n, volatile)) in &dbs {
+        fields.push((format!("db.{db}"), V::Db(*n, *volatile)));
+    }
+    fields.extend([
+        ("overhead.total".to_string(), V::Int(overhead)),
+        ("keys.count".to_string(), V::Int(keys)),
+        (
+            "keys.bytes-per-key".to_string(),
+            V::Int(dataset.checked_div(keys).unwrap_or(0)),
+        ),
+        ("dataset.bytes".to_string(), V::Int(dataset)),
+        (
+            "dataset.percentage".to_string(),
+            V::Float(ratio(dataset, total) * 100.0),
+        ),
+        (
+            "peak.percentage".to_string(),
+            V::Float(ratio(total, peak) * 100.0),
+        ),
+        ("allocator.allocated".to_string(), V::Int(total)),
+        ("allocator.active".to_string(), V::Int(total)),
+        ("allocator.resident".to_string(), V::Int(rss)),
+        ("allocator-fragmentation.ratio".to_string(), V::Float(1.0)),
+        ("allocator-fragmentation.bytes".to_string(), V::Int(0)),
+        (
+            "rss-overhead.ratio".to_string(),
+            V::Float(ratio(rss, total)),
+        ),
+        (
+            "rss-overhead.bytes".to_string(),
+            V::Int(rss.saturating_sub(total)),
+        ),
+        ("fragmentation".to_string(), V::Float(ratio(rss, total))),
+        (
+            "fragmentation.bytes".to_string(),
+            V::Int(rss.saturating_sub(total)),
+        ),
+    ]);
     cx.reply(|out| {
-        out.map(23 + dbs.len());
-        let int = |out: &mut goblin_protocol::Encoder<'_>, name: &str, v: usize| {
+        out.map(fields.len());
+        for (name, value) in &fields {
             out.bulk(name.as_bytes());
-            out.integer(v as i64);
-        };
-        int(out, "peak.allocated", peak);
-        int(out, "total.allocated", total);
-        int(out, "startup.allocated", 0);
-        int(out, "replication.backlog", 0);
-        int(out, "clients.slaves", 0);
-        int(out, "clients.normal", 0);
-        int(out, "cluster.links", 0);
-        int(out, "aof.buffer", 0);
-        int(out, "lua.caches", 0);
-        int(out, "functions.caches", 0);
-        for (db, (n, volatile)) in &dbs {
-            out.bulk(format!("db.{db}").as_bytes());
-            out.map(3);
-            int(out, "overhead.hashtable.main", n * 8);
-            int(out, "overhead.hashtable.expires", volatile * 8);
-            int(out, "overhead.hashtable.slot-to-keys", 0);
+            match value {
+                V::Int(n) => out.integer(*n as i64),
+                V::Float(x) => out.double(*x),
+                V::Db(n, volatile) => {
+                    out.map(3);
+                    out.bulk(b"overhead.hashtable.main");
+                    out.integer((n * 8) as i64);
+                    out.bulk(b"overhead.hashtable.expires");
+                    out.integer((volatile * 8) as i64);
+                    out.bulk(b"overhead.hashtable.slot-to-keys");
+                    out.integer(0);
+                }
+            }
         }
-        int(out, "overhead.total", overhead);
-        int(out, "keys.count", keys);
-        int(
-            out,
-            "keys.bytes-per-key",
-            dataset.checked_div(keys).unwrap_or(0),
-        );
-        int(out, "dataset.bytes", dataset);
-        out.bulk(b"dataset.percentage");
-        out.double(ratio(dataset, total) * 100.0);
-        out.bulk(b"peak.percentage");
-        out.double(ratio(total, peak) * 100.0);
-        int(out, "allocator.allocated", total);
-        int(out, "allocator.active", total);
-        int(out, "allocator.resident", rss);
-        out.bulk(b"allocator-fragmentation.ratio");
-        out.double(1.0);
-        int(out, "allocator-fragmentation.bytes", 0);
-        out.bulk(b"rss-overhead.ratio");
-        out.double(ratio(rss, total));
-        int(out, "rss-overhead.bytes", rss.saturating_sub(total));
-        out.bulk(b"fragmentation");
-        out.double(ratio(rss, total));
-        int(out, "fragmentation.bytes", rss.saturating_sub(total));
     })
 }
 

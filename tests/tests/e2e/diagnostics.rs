@@ -168,6 +168,12 @@ fn memory_usage_and_stats_answer() {
     }
     assert!(usage(&mut c, b"big") > 10_000);
     let stats = items(&c.cmd(&[b"MEMORY", b"STATS"]));
+    // One whole reply, nothing after it: the next command's reply is its own.
+    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+    assert!(
+        stats.iter().any(|f| f == b"fragmentation.bytes"),
+        "{stats:?}"
+    );
     let field = |name: &str| {
         stats
             .iter()

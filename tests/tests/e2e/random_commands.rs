@@ -243,12 +243,24 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
                 let connect = || Raw::try_connect(port).expect("connect");
                 let mut raw = connect();
                 let mut sent = 0u64;
+                // The commands sent before, for the message when one is not answered (a
+                // command answering nothing shows as the next one's missing reply).
+                let mut before: std::collections::VecDeque<String> = Default::default();
                 while Instant::now() < deadline {
                     let cmd = &table[rng.below(table.len())];
                     let argv = invocation(&mut rng, cmd);
                     let words: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
                     raw.send(&encode(&words));
                     sent += 1;
+                    before.push_back(format!(
+                        "{:?}",
+                        argv.iter()
+                            .map(|a| String::from_utf8_lossy(a).into_owned())
+                            .collect::<Vec<_>>()
+                    ));
+                    if before.len() > 4 {
+                        before.pop_front();
+                    }
                     match raw.try_reply() {
                         Ok(_) => {}
                         // A command that closes the connection (RESET does not; CLIENT
@@ -256,12 +268,7 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
                         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                             raw = connect();
                         }
-                        Err(e) => panic!(
-                            "no reply to {:?}: {e}",
-                            argv.iter()
-                                .map(|a| String::from_utf8_lossy(a).into_owned())
-                                .collect::<Vec<_>>()
-                        ),
+                        Err(e) => panic!("no reply to the last of {before:?}: {e}"),
                     }
                 }
                 sent
