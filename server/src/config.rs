@@ -504,6 +504,7 @@ pub const SETTABLE: &[&str] = &[
     "client-output-buffer-limit",
     "client-query-buffer-limit",
     "latency-monitor-threshold",
+    "appendonly",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -514,7 +515,6 @@ pub const FIXED: &[&str] = &[
     "bind",
     "port",
     "threads",
-    "appendonly",
     "appenddirname",
     "appendfilename",
     "databases",

@@ -84,7 +84,7 @@ fn lastsave(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 /// INFO's `Persistence` section, with redis-server 7.0's field names.
 pub fn info(shared: &Shared) -> String {
     let p = &shared.persist;
-    let config = &shared.config.persist;
+    let appendonly = p.log_on.load(Ordering::Relaxed);
     let saving = p.saving.load(Ordering::Relaxed);
     let now_ms = crate::clock::now_ms();
     let current_bgsave = if saving {
@@ -123,7 +123,7 @@ pub fn info(shared: &Shared) -> String {
         p.last_bgsave_secs.load(Ordering::Relaxed),
         p.saves.load(Ordering::Relaxed),
         p.loaded_keys.load(Ordering::Relaxed),
-        u8::from(config.appendonly),
+        u8::from(appendonly),
         u8::from(rewriting),
         u8::from(p.rewrite_scheduled.load(Ordering::Relaxed)),
         p.last_rewrite_secs.load(Ordering::Relaxed),
@@ -131,7 +131,7 @@ pub fn info(shared: &Shared) -> String {
         p.aof_rewrites.load(Ordering::Relaxed),
         status(p.aof_failed()),
     );
-    if config.appendonly {
+    if appendonly {
         text.push_str(&format!(
             "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:0\r\n\
              aof_buffer_length:0\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",

@@ -286,6 +286,10 @@ impl Observer for AofLog {
         false
     }
 
+    fn is_log(&self) -> bool {
+        true
+    }
+
     fn on_write(&mut self, write: &Write<'_>) {
         let tx = match write.origin {
             Origin::Command(_, tx) => tx,
@@ -335,12 +339,7 @@ impl Observer for AofLog {
         let path = self.dir.join(incr_name(&self.name, seq, self.shard));
         match open_append(&path) {
             Ok(file) => {
-                if let (Ok(mut files), Ok(clone)) =
-                    (self.persist.aof_files.lock(), file.try_clone())
-                    && let Some(slot) = files.get_mut(self.shard)
-                {
-                    *slot = clone;
-                }
+                self.persist.set_log_file(self.shard, file.try_clone().ok());
                 self.written = file.metadata().map_or(0, |m| m.len());
                 self.file = file;
                 self.path = path;
@@ -573,6 +572,18 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
+/// Creates an empty file at `path` (emptying one left there): a new generation's.
+///
+/// # Errors
+/// When it cannot be created.
+pub fn create_empty(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+}
+
 /// With `appendfsync everysec`: a thread that syncs every file of the log once a second,
 /// so that the shards' loops never wait for the disk.
 pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
@@ -585,7 +596,11 @@ pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
                     continue;
                 }
                 let files: Vec<File> = match persist.aof_files.lock() {
-                    Ok(files) => files.iter().filter_map(|f| f.try_clone().ok()).collect(),
+                    Ok(files) => files
+                        .iter()
+                        .flatten()
+                        .filter_map(|f| f.try_clone().ok())
+                        .collect(),
                     Err(_) => return,
                 };
                 for file in files {

@@ -421,7 +421,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                 })
                 .collect();
             for f in &files {
-                aof::open_append(&dir.join(&f.name)).map_err(|e| format!("{}: {e}", f.name))?;
+                aof::create_empty(&dir.join(&f.name)).map_err(|e| format!("{}: {e}", f.name))?;
             }
             manifest.incr.extend(files.iter().cloned());
             aof::sync_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -444,7 +444,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             f.seq,
         )
         .map_err(|e| format!("{}: {e}", f.name))?;
-        handles.push(log.handle().map_err(|e| format!("{}: {e}", f.name))?);
+        handles.push(Some(log.handle().map_err(|e| format!("{}: {e}", f.name))?));
         logs.push(Some(log));
     }
     let sizes = manifest.size(&dir);

@@ -76,7 +76,15 @@ pub struct Persist {
     /// Saves done since start.
     pub saves: AtomicU64,
     /// The log's files, for the background fsync thread and SHUTDOWN.
-    pub aof_files: Mutex<Vec<std::fs::File>>,
+    pub aof_files: Mutex<Vec<Option<std::fs::File>>>,
+    /// `appendonly` as it is now: the shards log their writes (CONFIG SET turns it on and
+    /// off; a shard whose log is on while this is off closes it).
+    pub log_on: AtomicBool,
+    /// CONFIG SET appendonly yes asked for the log to start: worker 0's cron starts a
+    /// rewrite, whose instant opens each shard's log.
+    pub log_start: AtomicBool,
+    /// The everysec fsync thread runs.
+    fsync_thread: AtomicBool,
     /// The background save in progress, which shards send their images to.
     pub job: Mutex<Option<std::sync::Arc<snapshot::SaveJob>>>,
     /// Workers that have not yet taken their part of the loaded dataset.
@@ -122,6 +130,9 @@ impl Persist {
             aof_rewrites: AtomicU64::new(0),
             saves: AtomicU64::new(0),
             aof_files: Mutex::new(Vec::new()),
+            log_on: AtomicBool::new(config.appendonly),
+            log_start: AtomicBool::new(false),
+            fsync_thread: AtomicBool::new(false),
             job: Mutex::new(None),
             loading_workers: AtomicUsize::new(usize::MAX),
             manifest: Mutex::new(None),
@@ -238,10 +249,62 @@ impl Persist {
             });
     }
 
+    /// Starts the thread that syncs the log once a second, if it does not run yet.
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn start_fsync_thread(self: &std::sync::Arc<Self>) -> std::io::Result<()> {
+        if self.fsync_thread.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        aof::start_fsync_thread(std::sync::Arc::clone(self))
+    }
+
+    /// CONFIG SET appendonly: on, the log starts with a rewrite (worker 0's cron begins
+    /// it); off, every shard closes its log.
+    pub fn set_log(self: &std::sync::Arc<Self>, on: bool) {
+        let was = self.log_on.swap(on, Ordering::SeqCst);
+        if on && !was {
+            self.log_start.store(true, Ordering::SeqCst);
+            if let Err(e) = self.start_fsync_thread() {
+                crate::log!(Warning, "cannot start the log's fsync thread: {e}");
+            }
+        } else if !on && was {
+            crate::log!(
+                Notice,
+                "the append-only log is off (CONFIG SET appendonly no)"
+            );
+        }
+    }
+
+    /// Keeps a shard's current log file for the fsync thread (`None`: it has none).
+    pub fn set_log_file(&self, shard: usize, file: Option<std::fs::File>) {
+        if let Ok(mut files) = self.aof_files.lock() {
+            if files.len() <= shard {
+                files.resize_with(shard + 1, || None);
+            }
+            files[shard] = file;
+        }
+    }
+
+    /// A shard's log closed: its file is synced to disk and forgotten.
+    pub fn close_log_file(&self, shard: usize) {
+        let file = self
+            .aof_files
+            .lock()
+            .ok()
+            .and_then(|mut files| files.get_mut(shard).and_then(Option::take));
+        if let Some(file) = file
+            && let Err(e) = file.sync_data()
+        {
+            crate::log!(Warning, "fsync of the append-only log failed: {e}");
+        }
+    }
+
     /// Syncs every file of the log to disk (SHUTDOWN).
     pub fn sync_log(&self) {
         if let Ok(files) = self.aof_files.lock() {
-            for file in files.iter() {
+            for file in files.iter().flatten() {
                 if let Err(e) = file.sync_data() {
                     crate::log!(Warning, "fsync of the append-only log failed: {e}");
                 }

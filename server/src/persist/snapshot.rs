@@ -586,23 +586,37 @@ impl SavePlan {
             .store(clock::now_ms(), Ordering::Relaxed);
         let dir = config.aof_dir();
         let name = config.appendfilename.clone();
+        // The log turned on at run time: its directory may not exist yet, and a manifest
+        // left there by an earlier run goes on (its generations numbered after it, its
+        // files removed once the new base is written).
+        fs::create_dir_all(&dir)?;
         let seq = {
             let mut slot = persist
                 .manifest
                 .lock()
                 .map_err(|_| io::Error::other("the manifest's lock is poisoned"))?;
+            if slot.is_none() {
+                *slot = Manifest::load(&dir, &name).ok().flatten();
+            }
+            // Without a manifest (the log's first start at run time), none is written
+            // until the base is: a crash before leaves no log without its base.
+            let fresh = slot.is_none();
             let mut manifest = slot.clone().unwrap_or_default();
             let seq = manifest.last_seq() + 1;
             for shard in 0..shards {
                 let file = aof::incr_name(&name, seq, shard);
-                aof::open_append(&dir.join(&file))?;
+                // A new generation's file starts empty (one left by a crash is not
+                // listed anywhere).
+                aof::create_empty(&dir.join(&file))?;
                 manifest.incr.push(LogFile {
                     name: file,
                     seq,
                     shard: Some((shard, shards)),
                 });
             }
-            manifest.save(&dir, &name)?;
+            if !fresh {
+                manifest.save(&dir, &name)?;
+            }
             *slot = Some(manifest);
             seq
         };

@@ -215,6 +215,7 @@ impl Shared {
             config.persist.stop_writes_on_bgsave_error,
         );
         persist.set_fsync(config.persist.appendfsync);
+        persist.set_log(config.persist.appendonly);
         self.client_limits.set(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);
         *self
@@ -270,7 +271,8 @@ pub const TICK_IDLE: u8 = 2;
 
 fn ticks(config: &Config) -> u8 {
     let p = &config.persist;
-    let cron = !p.save.is_empty() || (p.appendonly && p.auto_aof_rewrite_percentage > 0);
+    // (With the log on, the cron also starts it after CONFIG SET appendonly yes.)
+    let cron = !p.save.is_empty() || p.appendonly;
     (if cron { TICK_CRON } else { 0 }) | (if config.timeout > 0 { TICK_IDLE } else { 0 })
 }
 
@@ -381,7 +383,7 @@ impl Server {
         // With the log on, a thread syncs it once a second while `appendfsync` is
         // everysec (CONFIG SET may change it).
         if self.shared.config.persist.appendonly {
-            crate::persist::aof::start_fsync_thread(Arc::clone(&self.shared.persist))?;
+            self.shared.persist.start_fsync_thread()?;
         }
         crate::log!(Notice, "Server initialized");
         crate::log!(Notice, "Ready to accept connections tcp");

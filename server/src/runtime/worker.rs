@@ -272,6 +272,10 @@ impl Worker {
             self.expire_keys();
             self.memory_work();
             self.save_work();
+            // CONFIG SET appendonly no: this shard's log closes.
+            if !self.shared.persist.log_on.load(Ordering::Relaxed) && self.shard.has_log() {
+                self.shard.close_log(&self.shared);
+            }
             if self.id == 0 {
                 self.cron();
             }
@@ -399,6 +403,17 @@ impl Worker {
         let persist = Arc::clone(&self.shared.persist);
         let config = self.shared.live().persist.clone();
         if persist.loading() || persist.saving.load(Ordering::Relaxed) {
+            return;
+        }
+        // CONFIG SET appendonly yes: the log starts with a rewrite, whose instant opens
+        // each shard's log (redis-server's `startAppendOnly`).
+        if config.appendonly && persist.log_start.swap(false, Ordering::SeqCst) {
+            crate::log!(
+                Notice,
+                "Background append only file rewriting started (the log is turned on)"
+            );
+            let plan = SavePlan::new(SaveKind::Rewrite);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
             return;
         }
         let size = persist.aof_current_size.load(Ordering::Relaxed);

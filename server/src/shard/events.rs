@@ -84,4 +84,9 @@ pub trait Observer: std::fmt::Debug {
     /// A log rewrite's instant (see `ShardCtx::rotate_log`): a log writes what it holds
     /// to its current file and goes on in the file of generation `seq`.
     fn rotate(&mut self, _seq: u64) {}
+
+    /// Whether it is the append-only log (CONFIG SET appendonly opens and closes it).
+    fn is_log(&self) -> bool {
+        false
+    }
 }

@@ -286,6 +286,47 @@ impl Shard {
         !self.waiters.is_empty()
     }
 
+    /// Whether this shard's writes go to the append-only log.
+    pub fn has_log(&self) -> bool {
+        self.observers.iter().any(|o| o.is_log())
+    }
+
+    /// CONFIG SET appendonly yes: at the instant of the rewrite that starts the log, this
+    /// shard's log opens on generation `seq`'s file (what the shard held then is in the
+    /// rewrite's base). A file that cannot be opened fails the rewrite.
+    fn open_log(&mut self, shared: &Shared, seq: u64) {
+        let config = &shared.config.persist;
+        let opened = crate::persist::aof::AofLog::open(
+            Arc::clone(&shared.persist),
+            shared.persist.fsync(),
+            config.aof_dir(),
+            config.appendfilename.clone(),
+            self.id,
+            seq,
+        );
+        match opened {
+            Ok(log) => {
+                shared.persist.set_log_file(self.id, log.handle().ok());
+                self.add_observer(Box::new(log));
+            }
+            Err(e) => {
+                crate::log!(Warning, "cannot open the append-only log: {e}");
+                shared.persist.rotation_failed.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// CONFIG SET appendonly no: this shard's log writes what it holds and closes.
+    pub fn close_log(&mut self, shared: &Shared) {
+        for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
+            observer.sync();
+        }
+        self.observers.retain(|o| !o.is_log());
+        self.observers_want_keys = self.observers.iter().any(|o| o.wants_written_keys());
+        self.update_observed();
+        shared.persist.close_log_file(self.id);
+    }
+
     /// Adds an observer of this shard's writes.
     pub fn add_observer(&mut self, observer: Box<dyn Observer>) {
         self.observers_want_keys |= observer.wants_written_keys();
@@ -446,6 +487,9 @@ impl Shard {
         if let Some(seq) = rotation {
             for observer in &mut self.observers {
                 observer.rotate(seq);
+            }
+            if !self.has_log() && shared.persist.log_on.load(Ordering::SeqCst) {
+                self.open_log(shared, seq);
             }
         }
         self.effects.clear();

@@ -909,3 +909,60 @@ fn a_replayed_flush_empties_only_what_it_emptied() {
         server.kill();
     }
 }
+
+/// CONFIG SET appendonly yes on a running server starts the log with a rewrite (its base
+/// the dataset at its instant, writes after it in the new files), as redis-server's
+/// `startAppendOnly`: a kill and a restart with the log on bring everything back. CONFIG
+/// SET appendonly no closes the log: later writes are not in it.
+#[test]
+fn the_log_turns_on_and_off_at_run_time() {
+    let dir = Dir::new("aof-toggle");
+    let threads = default_threads().max(2).to_string();
+    let base = ["--dir", dir.arg(), "--threads", &threads, "--save", ""];
+    let mut server = Server::goblin_with(&base);
+    let mut raw = server.raw();
+    write_everything(&mut raw, 2, true);
+    let before_on = settled(&server);
+    ok(&mut raw, "CONFIG SET appendonly yes");
+    assert_eq!(
+        cmd(&mut raw, "CONFIG GET appendonly"),
+        b"*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n"
+    );
+    // Writes while the rewrite starts and runs.
+    let sets = (0..2000).map(|i| {
+        vec![
+            b"SET".to_vec(),
+            format!("on:{i}").into_bytes(),
+            b"v".to_vec(),
+        ]
+    });
+    pipeline(&mut raw, sets);
+    wait_info(&mut raw, "aof_enabled:1");
+    wait_info(&mut raw, "aof_rewrites:1");
+    wait_info(&mut raw, "aof_rewrite_in_progress:0");
+    ok(&mut raw, "SET after:rewrite 1");
+    let want = settled(&server);
+    assert!(want.len() > before_on.len() + 2000);
+    server.kill();
+    let on = [&base[..], &["--appendonly", "yes"]].concat();
+    let mut again = Server::goblin_with(&on);
+    assert_eq!(
+        dataset(&mut again.client()),
+        want,
+        "after turning the log on"
+    );
+    // Off: what is written after is not in the log.
+    let mut raw = again.raw();
+    ok(&mut raw, "SET before:off 1");
+    ok(&mut raw, "CONFIG SET appendonly no");
+    wait_info(&mut raw, "aof_enabled:0");
+    // Each shard closes its log in its next loop iteration.
+    std::thread::sleep(Duration::from_millis(100));
+    ok(&mut raw, "SET after:off 1");
+    again.kill();
+    let last = Server::goblin_with(&on);
+    let mut raw = last.raw();
+    assert_eq!(cmd(&mut raw, "EXISTS before:off"), b":1\r\n");
+    assert_eq!(cmd(&mut raw, "EXISTS after:off"), b":0\r\n");
+    assert_eq!(cmd(&mut raw, "EXISTS after:rewrite"), b":1\r\n");
+}
