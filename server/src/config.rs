@@ -505,6 +505,8 @@ pub const SETTABLE: &[&str] = &[
     "client-query-buffer-limit",
     "latency-monitor-threshold",
     "appendonly",
+    "port",
+    "bind",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -512,8 +514,6 @@ pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 /// Options set only at start-up (CONFIG SET answers that they are immutable).
 pub const FIXED: &[&str] = &[
-    "bind",
-    "port",
     "threads",
     "appenddirname",
     "appendfilename",
@@ -645,15 +645,23 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
     match name {
         "save" => config.persist.save = parse_save(&values.join(" "))?,
         "bind" => {
-            let first = values
+            // A file's line has its addresses as words; CONFIG SET's value, in one.
+            let words: Vec<String> = values
+                .iter()
+                .flat_map(|v| v.split_whitespace())
+                .map(String::from)
+                .collect();
+            let first = words
                 .first()
                 .ok_or("Bad directive or wrong number of arguments")?;
             // redis.conf's `-` prefix marks an address that may be missing.
             let addr = first.strip_prefix('-').unwrap_or(first);
-            config.bind = parse_num(addr)?;
-            config.bind_addrs = values.to_vec();
+            config.bind = addr
+                .parse()
+                .map_err(|_| "Failed to bind to specified addresses.".to_string())?;
+            config.bind_addrs = words;
         }
-        "port" => config.port = parse_num(one()?)?,
+        "port" => config.port = parse_ranged(one()?, 0, 65535)? as u16,
         "threads" => {
             config.threads = parse_num(one()?)?;
             if config.threads > MAX_THREADS {

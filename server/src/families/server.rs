@@ -277,7 +277,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
     let c = &*live;
     vec![
         ("bind", c.bind.to_string()),
-        ("port", ctx.shared.local_addr.port().to_string()),
+        ("port", ctx.shared.port().to_string()),
         ("save", c.persist.save_text()),
         ("appendonly", yes_no(c.persist.appendonly)),
         ("appendfsync", c.persist.appendfsync.name().into()),
@@ -459,6 +459,33 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                  try with {allowed}"
             );
             return errors::config_set_failed("maxclients", &reason).send(&mut ctx.reply());
+        }
+    }
+    // A new address or port: the new listener first (it may fail, and then nothing
+    // changes), as redis-server's `changeListenPort`.
+    let (bind, port) = {
+        let live = ctx.shared.live();
+        (live.bind, live.port)
+    };
+    if next.bind != bind || next.port != port {
+        // An unchanged port stays the one bound (`port 0` picked it at start).
+        let mut target = next.clone();
+        if next.port == port {
+            target.port = ctx.shared.port();
+        }
+        if let Err(e) = ctx.shared.rebind(&target) {
+            crate::log!(
+                Warning,
+                "CONFIG SET: cannot listen on {}:{}: {e}",
+                next.bind,
+                next.port
+            );
+            let (name, reason) = if seen.iter().any(|n| n == "port") && next.port != port {
+                ("port", "Unable to listen on this port. Check server logs.")
+            } else {
+                ("bind", "Failed to bind to specified addresses.")
+            };
+            return errors::config_set_failed(name, reason).send(&mut ctx.reply());
         }
     }
     ctx.shared.set_live(next);
@@ -738,7 +765,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
-            shared.local_addr.port(),
+            shared.port(),
             cx.now * 1000,
             uptime / 86400,
             std::env::current_exe()

@@ -67,8 +67,14 @@ const LISTEN_BACKLOG: i32 = 511;
 pub struct Shared {
     /// The configuration the server runs with.
     pub config: Config,
-    /// The address the listener is bound to.
+    /// The address the listener was first bound to.
     pub local_addr: SocketAddr,
+    /// The port it listens on now (CONFIG SET port or bind moves it).
+    port: std::sync::atomic::AtomicU16,
+    /// A listener CONFIG SET bound, for the accepting worker to take in place of its own.
+    new_listener: std::sync::Mutex<Option<TcpListener>>,
+    /// One waits there (read by the accepting worker every iteration).
+    listener_waits: AtomicBool,
     /// Every command.
     pub commands: CommandTable,
     /// Number of shard threads.
@@ -176,6 +182,9 @@ impl Shared {
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
             local_addr,
+            port: std::sync::atomic::AtomicU16::new(local_addr.port()),
+            new_listener: std::sync::Mutex::new(None),
+            listener_waits: AtomicBool::new(false),
             config,
             commands,
             threads,
@@ -227,6 +236,40 @@ impl Shared {
     /// What the workers must wake up for once a second ([`TICK_CRON`], [`TICK_IDLE`]).
     pub fn ticks(&self) -> u8 {
         self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// The port the server listens on now.
+    pub fn port(&self) -> u16 {
+        self.port.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET port / bind: listens on `config`'s address instead (the accepting
+    /// worker takes the new listener in its next iteration, woken for it, and closes the
+    /// old one). Clients already connected stay.
+    ///
+    /// # Errors
+    /// When the address cannot be bound (nothing changes then).
+    pub fn rebind(&self, config: &Config) -> io::Result<()> {
+        let listener = bind(config)?;
+        let port = listener.local_addr()?.port();
+        if let Ok(mut slot) = self.new_listener.lock() {
+            *slot = Some(listener);
+            self.listener_waits.store(true, Ordering::SeqCst);
+        }
+        self.port.store(port, Ordering::Relaxed);
+        crate::log!(Notice, "Listening on {}:{port} (CONFIG SET)", config.bind);
+        self.peers[0].send(Vec::new());
+        Ok(())
+    }
+
+    /// The listener CONFIG SET bound, if one waits to be taken.
+    pub fn take_new_listener(&self) -> Option<TcpListener> {
+        if !self.listener_waits.load(Ordering::Relaxed)
+            || !self.listener_waits.swap(false, Ordering::SeqCst)
+        {
+            return None;
+        }
+        self.new_listener.lock().ok().and_then(|mut l| l.take())
     }
 
     /// A new client id.

@@ -257,6 +257,9 @@ impl Worker {
                     }
                 }
             }
+            if self.listener.is_some() {
+                self.take_new_listener();
+            }
             if std::mem::take(&mut self.accept_retry) {
                 self.accept();
             }
@@ -907,6 +910,28 @@ impl Worker {
                 .registry()
                 .reregister(l, LISTENER, Interest::READABLE);
         }
+    }
+
+    /// CONFIG SET port / bind bound a new listener: it replaces this worker's.
+    fn take_new_listener(&mut self) {
+        let Some(new) = self.shared.take_new_listener() else {
+            return;
+        };
+        let mut new = TcpListener::from_std(new);
+        if self
+            .poll
+            .registry()
+            .register(&mut new, LISTENER, Interest::READABLE)
+            .is_err()
+        {
+            crate::log!(Warning, "cannot poll the new listener; keeping the old one");
+            return;
+        }
+        if let Some(mut old) = self.listener.replace(new) {
+            let _ = self.poll.registry().deregister(&mut old);
+        }
+        // Clients may already wait on it.
+        self.accept();
     }
 
     /// With no descriptor left, takes one pending client with the spare descriptor, tells

@@ -162,3 +162,72 @@ fn maxclients_fits_the_descriptor_limit_and_excess_clients_are_told() {
     assert_eq!(late.cmd(&[b"PING"]), b"+PONG\r\n");
     assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
 }
+
+/// CONFIG SET port moves the listener while connected clients stay; a port in use or an
+/// address the machine does not have is refused with redis-server's errors, and nothing
+/// changes.
+#[test]
+fn config_set_port_and_bind_move_the_listener() {
+    let mut errors = Vec::new();
+    for server in [Server::goblin_threads(2), Server::redis()] {
+        let kind = server.kind;
+        let mut c = Raw::connect(server.port);
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let busy_port = busy
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_default()
+            .to_string();
+        for args in [
+            &[&b"CONFIG"[..], b"SET", b"port", busy_port.as_bytes()][..],
+            &[b"CONFIG", b"SET", b"port", b"70000"],
+            &[b"CONFIG", b"SET", b"port", b"x"],
+            &[b"CONFIG", b"SET", b"bind", b"10.255.255.1"],
+        ] {
+            errors.push(c.cmd(args));
+        }
+        let moved = goblin_tests::free_port();
+        assert_eq!(
+            c.cmd(&[b"CONFIG", b"SET", b"port", moved.to_string().as_bytes()]),
+            b"+OK\r\n",
+            "{kind:?}"
+        );
+        // The client that moved it stays; new clients come on the new port.
+        assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
+        let mut fresh = Raw::connect(moved);
+        assert_eq!(
+            fresh.cmd(&[b"CONFIG", b"GET", b"port"]),
+            format!(
+                "*2\r\n$4\r\nport\r\n${}\r\n{moved}\r\n",
+                moved.to_string().len()
+            )
+            .into_bytes()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            Raw::try_connect(server.port).is_err(),
+            "{kind:?}: the old port still listens"
+        );
+        assert_eq!(
+            fresh.cmd(&[
+                b"CONFIG",
+                b"SET",
+                b"port",
+                server.port.to_string().as_bytes()
+            ]),
+            b"+OK\r\n"
+        );
+        let mut back = Raw::connect(server.port);
+        assert_eq!(back.cmd(&[b"PING"]), b"+PONG\r\n");
+        drop(busy);
+    }
+    let (g, r) = errors.split_at(errors.len() / 2);
+    assert_eq!(
+        g.iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect::<Vec<_>>(),
+        r.iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect::<Vec<_>>()
+    );
+}
