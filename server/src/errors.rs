@@ -139,6 +139,8 @@ pub const TIMEOUT_NOT_INTEGER: &[u8] = b"ERR timeout is not an integer or out of
 pub const DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 /// A millisecond timeout that overflows when added to the clock.
 pub const TIMEOUT_OUT_OF_RANGE: &[u8] = b"ERR timeout is out of range";
+/// CLIENT KILL MAXAGE with a value that is not an integer (Redis 7.4).
+pub const MAXAGE_NOT_INTEGER: &[u8] = b"ERR maxage is not an integer or out of range";
 /// CLIENT PAUSE with a mode other than WRITE or ALL.
 pub const PAUSE_MODE: &[u8] = b"ERR CLIENT PAUSE mode must be WRITE or ALL";
 /// CLIENT UNBLOCK with a reason other than TIMEOUT or ERROR.

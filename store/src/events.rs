@@ -64,12 +64,18 @@ pub(crate) struct Recorder {
     pub(crate) count_writes: bool,
     pub(crate) events: Vec<Event>,
     pub(crate) unlisted: usize,
+    /// Keys removed because they expired, lazily or actively, observed or not (INFO's
+    /// `expired_keys`).
+    pub(crate) expired: u64,
 }
 
 impl Recorder {
     /// Records a key event, when observed.
     #[inline]
     pub(crate) fn key(&mut self, change: Change, db: u16, slot: usize, key: &[u8]) {
+        if change == Change::Expired {
+            self.expired += 1;
+        }
         if self.on {
             if self.count_writes && change == Change::Written {
                 self.unlisted += 1;

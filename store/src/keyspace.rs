@@ -706,6 +706,17 @@ impl Keyspace {
         self.slots.get(usize::from(slot)).map_or(0, |t| t.len())
     }
 
+    /// Keys removed because they expired (lazily or actively) since start or the last
+    /// [`Keyspace::reset_expired`].
+    pub fn expired_keys(&self) -> u64 {
+        self.recorder.expired
+    }
+
+    /// CONFIG RESETSTAT: the count of expired keys starts again.
+    pub fn reset_expired(&mut self) {
+        self.recorder.expired = 0;
+    }
+
     /// Bytes the keyspace holds: entries, boxed values, tables and pending timers.
     pub fn used_bytes(&self) -> usize {
         let tables: usize = self.slots.iter().map(|t| t.capacity() * BUCKET_BYTES).sum();

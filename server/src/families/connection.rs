@@ -493,6 +493,8 @@ struct KillFilter {
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
     skipme: bool,
+    /// MAXAGE (Redis 7.4): clients connected longer than this many seconds.
+    max_age: Option<u64>,
 }
 
 /// `CLIENT KILL addr:port` and `CLIENT KILL <filter> <value> ...`, checked as
@@ -505,6 +507,7 @@ fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
         addr: None,
         laddr: None,
         skipme: true,
+        max_age: None,
     };
     if f.old {
         f.addr = Some(args.get(2).to_vec());
@@ -530,6 +533,10 @@ fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
             if value != b"default" {
                 return Err(errors::no_such_user(value));
             }
+        } else if args.is(i, "maxage") && more {
+            let age = parse_i64(value).ok_or(ErrorReply::Fixed(errors::MAXAGE_NOT_INTEGER))?;
+            // As Redis 7.4: 0 (or less) does not filter.
+            f.max_age = (age > 0).then_some(age as u64);
         } else if args.is(i, "skipme") && more {
             f.skipme = if value.eq_ignore_ascii_case(b"yes") {
                 true
@@ -560,6 +567,9 @@ impl KillFilter {
                 .as_ref()
                 .is_none_or(|a| shown(c.laddr).as_ref() == Some(a))
             && !(self.skipme && view.is_asker(c))
+            && self
+                .max_age
+                .is_none_or(|max| view.now().saturating_sub(c.created_at) / 1000 > max)
     }
 }
 

@@ -405,6 +405,10 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     fn merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
         cx.shared.total_commands.store(0, Ordering::Relaxed);
         cx.shared.total_connections.store(0, Ordering::Relaxed);
+        cx.shared.rejected_connections.store(0, Ordering::Relaxed);
+        cx.shared.net_input_bytes.store(0, Ordering::Relaxed);
+        cx.shared.net_output_bytes.store(0, Ordering::Relaxed);
+        cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
         cx.reply(|e| e.ok())
     }
     Ok(Box::new(FanOut::new(start.args, part, merge)))
@@ -518,6 +522,7 @@ struct InfoPart {
     shard: usize,
     dbs: Vec<(usize, usize, usize)>,
     bytes: usize,
+    expired: u64,
     stats: Vec<(usize, CmdStat)>,
     errors: crate::table::handler::ErrorCounts,
 }
@@ -531,17 +536,19 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         .filter(|(_, s)| s.calls + s.failed + s.rejected > 0)
         .map(|(id, s)| (id, *s))
         .collect();
-    let (mut dbs, mut bytes) = (Vec::new(), 0);
+    let (mut dbs, mut bytes, mut expired) = (Vec::new(), 0, 0);
     ctx.for_each_db(|db, keyspace| {
         if !keyspace.is_empty() {
             dbs.push((db, keyspace.len(), keyspace.volatile_len()));
         }
         bytes += keyspace.used_bytes();
+        expired += keyspace.expired_keys();
     });
     HopOut::Other(Box::new(InfoPart {
         shard: ctx.shard,
         dbs,
         bytes,
+        expired,
         stats,
         errors: ctx.errors.clone(),
     }))
@@ -694,6 +701,7 @@ fn human_bytes(n: u64) -> String {
 /// INFO's sections, from every shard's part.
 fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     let mut keyspace_bytes = 0usize;
+    let mut expired_keys = 0u64;
     let mut dbs: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     let mut errors = crate::table::handler::ErrorCounts::default();
     // Per thread: keys, commands dispatched by its connections.
@@ -714,6 +722,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         thread.1 += part.stats.iter().map(|(_, s)| s.calls).sum::<u64>();
         errors.merge(&part.errors);
         keyspace_bytes += part.bytes;
+        expired_keys += part.expired;
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
             stat.calls += s.calls;
@@ -821,9 +830,16 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Stats",
         format!(
             "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             evicted_keys:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
+             instantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\n\
+             total_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
+             expired_keys:{expired_keys}\r\nevicted_keys:{}\r\n\
+             unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
+            shared.ops_per_sec(),
+            shared.net_input_bytes.load(Ordering::Relaxed),
+            shared.net_output_bytes.load(Ordering::Relaxed),
+            shared.rejected_connections.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
             errors.total,
         ),
@@ -866,7 +882,14 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Threads",
         threads
             .iter()
-            .map(|(t, (keys, calls))| format!("thread_{t}:keys={keys},commands={calls}\r\n"))
+            .map(|(t, (keys, calls))| {
+                let queued = shared.peers.get(*t).map_or(0, |p| p.inbox.len());
+                let hops = shared.hops.get(*t).map_or(0, |h| h.load(Ordering::Relaxed));
+                format!(
+                    "thread_{t}:keys={keys},commands={calls},queue_depth={queued},\
+                     cross_shard_hops={hops}\r\n"
+                )
+            })
             .collect(),
     );
     section(

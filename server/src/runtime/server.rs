@@ -119,6 +119,16 @@ pub struct Shared {
     pub slowlog: crate::runtime::slowlog::SlowLog,
     /// What one client may make the server hold.
     pub client_limits: crate::runtime::limits::ClientLimits,
+    /// Bytes read from clients, summed over threads at the end of each iteration.
+    pub net_input_bytes: AtomicU64,
+    /// Bytes written to clients, likewise.
+    pub net_output_bytes: AtomicU64,
+    /// Connections refused (`maxclients`, no descriptor left).
+    pub rejected_connections: AtomicU64,
+    /// Per worker: batches and transaction steps it sent to other shards.
+    pub hops: Vec<AtomicU64>,
+    /// INFO's last look at the command count: (when, total), for `instantaneous_ops_per_sec`.
+    ops_sample: std::sync::Mutex<(Instant, u64)>,
     /// CLIENT PAUSE.
     pub pause: crate::runtime::pause::Pause,
     /// MONITOR clients.
@@ -178,6 +188,11 @@ impl Shared {
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
             pause: crate::runtime::pause::Pause::default(),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            hops: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
@@ -236,6 +251,21 @@ impl Shared {
     /// What the workers must wake up for once a second ([`TICK_CRON`], [`TICK_IDLE`]).
     pub fn ticks(&self) -> u8 {
         self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Commands per second since INFO last asked (since start, the first time).
+    pub fn ops_per_sec(&self) -> u64 {
+        let total = self.total_commands.load(Ordering::Relaxed);
+        let Ok(mut sample) = self.ops_sample.lock() else {
+            return 0;
+        };
+        let (at, before) = *sample;
+        let secs = at.elapsed().as_secs_f64();
+        *sample = (Instant::now(), total);
+        if secs <= 0.0 {
+            return 0;
+        }
+        (total.saturating_sub(before) as f64 / secs) as u64
     }
 
     /// The port the server listens on now.

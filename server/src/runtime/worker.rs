@@ -163,6 +163,11 @@ pub struct Worker {
     pub(crate) paused: Vec<usize>,
     /// MONITOR lines of the commands run this iteration, sent at its end.
     pub(crate) monitor_feed: Vec<u8>,
+    /// Bytes read from and written to clients, and batches and steps sent to other
+    /// shards, this iteration (added to the shared counters at its end).
+    net_in: u64,
+    net_out: u64,
+    hops: u64,
 }
 
 /// `accept` errors: the process, or the system, has no descriptor left.
@@ -224,6 +229,9 @@ impl Worker {
             accept_retry: false,
             paused: Vec::new(),
             monitor_feed: Vec::new(),
+            net_in: 0,
+            net_out: 0,
+            hops: 0,
             last_fd_warning: Instant::now() - Duration::from_secs(2),
         })
     }
@@ -292,6 +300,18 @@ impl Worker {
                     .total_commands
                     .fetch_add(self.commands, Ordering::Relaxed);
                 self.commands = 0;
+            }
+            if self.net_in + self.net_out + self.hops > 0 {
+                let shared = &self.shared;
+                shared
+                    .net_input_bytes
+                    .fetch_add(std::mem::take(&mut self.net_in), Ordering::Relaxed);
+                shared
+                    .net_output_bytes
+                    .fetch_add(std::mem::take(&mut self.net_out), Ordering::Relaxed);
+                if let Some(hops) = shared.hops.get(self.id) {
+                    hops.fetch_add(std::mem::take(&mut self.hops), Ordering::Relaxed);
+                }
             }
             let writes = self.shard.take_writes();
             if writes > 0 {
@@ -609,6 +629,7 @@ impl Worker {
             } else if let Some(q) = self.outbox.get_mut(dest) {
                 if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
                     self.awaiting += 1;
+                    self.hops += 1;
                 }
                 q.push(msg);
             }
@@ -871,6 +892,9 @@ impl Worker {
                     let connected = &self.shared.connected_clients;
                     if connected.fetch_add(1, Ordering::Relaxed) >= self.shared.live().maxclients {
                         connected.fetch_sub(1, Ordering::Relaxed);
+                        self.shared
+                            .rejected_connections
+                            .fetch_add(1, Ordering::Relaxed);
                         use std::io::Write as _;
                         let _ = stream.write(crate::errors::MAX_CLIENTS);
                         continue;
@@ -955,6 +979,9 @@ impl Worker {
             Ok((mut stream, _)) => {
                 use std::io::Write as _;
                 let _ = stream.write(crate::errors::MAX_CLIENTS);
+                self.shared
+                    .rejected_connections
+                    .fetch_add(1, Ordering::Relaxed);
                 true
             }
             Err(_) => false,
@@ -1050,7 +1077,9 @@ impl Worker {
                 break;
             }
             reads += 1;
+            let before = conn.input.pending();
             let outcome = conn.input.read_from(&mut conn.stream);
+            self.net_in += conn.input.pending().saturating_sub(before) as u64;
             if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {
                 conn.client.last_io = self.now;
                 if conn.input.pending() > self.shared.client_limits.query_buffer() {
@@ -1118,7 +1147,10 @@ impl Worker {
             {
                 continue;
             }
-            match conn.output.write_to(&mut conn.stream) {
+            let before = conn.output.pending();
+            let written = conn.output.write_to(&mut conn.stream);
+            self.net_out += before.saturating_sub(conn.output.pending()) as u64;
+            match written {
                 Ok(true) => {
                     if conn.closing && !conn.busy() {
                         self.close(key);

@@ -474,6 +474,7 @@ impl Shard {
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
             self.errors = Default::default();
+            self.dbs.iter_mut().for_each(Keyspace::reset_expired);
         }
         let events = if all_dbs {
             self.dbs.iter().any(Keyspace::has_events)

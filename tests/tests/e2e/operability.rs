@@ -253,3 +253,99 @@ fn loglevel_is_set_and_refused_as_redis_does() {
         ",
     );
 }
+
+/// A field of an INFO reply.
+fn info_field(raw: &mut goblin_tests::Raw, section: &str, name: &str) -> String {
+    let info = String::from_utf8_lossy(&raw.cmd_str(&format!("INFO {section}"))).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .to_string()
+}
+
+/// INFO stats counts what redis-server counts: keys that expired (lazily or actively),
+/// connections refused by `maxclients`, bytes in and out; CONFIG RESETSTAT zeroes them.
+#[test]
+fn info_stats_count_expiries_refusals_and_traffic_as_redis_does() {
+    for server in [Server::goblin_threads(3), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        for i in 0..10 {
+            raw.cmd_str(&format!("SET e{i} v PX 20"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        for i in 0..10 {
+            assert_eq!(raw.cmd_str(&format!("GET e{i}")), b"$-1\r\n");
+        }
+        assert_eq!(
+            info_field(&mut raw, "stats", "expired_keys"),
+            "10",
+            "{kind:?}"
+        );
+        assert_eq!(raw.cmd_str("CONFIG SET maxclients 2"), b"+OK\r\n");
+        let _second = server.raw();
+        let mut third = goblin_tests::Raw::connect(server.port);
+        let (refused, _) = third.read_to_close(std::time::Duration::from_secs(2));
+        assert_eq!(
+            refused, b"-ERR max number of clients reached\r\n",
+            "{kind:?}"
+        );
+        assert_eq!(
+            info_field(&mut raw, "stats", "rejected_connections"),
+            "1",
+            "{kind:?}"
+        );
+        let input: u64 = info_field(&mut raw, "stats", "total_net_input_bytes")
+            .parse()
+            .unwrap_or(0);
+        let output: u64 = info_field(&mut raw, "stats", "total_net_output_bytes")
+            .parse()
+            .unwrap_or(0);
+        assert!(input > 200 && output > 100, "{kind:?}: {input} {output}");
+        info_field(&mut raw, "stats", "instantaneous_ops_per_sec");
+        assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
+        assert_eq!(
+            info_field(&mut raw, "stats", "expired_keys"),
+            "0",
+            "{kind:?}"
+        );
+        assert_eq!(
+            info_field(&mut raw, "stats", "rejected_connections"),
+            "0",
+            "{kind:?}"
+        );
+    }
+}
+
+/// INFO threads shows, per shard thread, its queue and the hops its connections made to
+/// other shards; CLIENT KILL MAXAGE (Redis 7.4) closes the clients older than it.
+#[test]
+fn info_threads_and_client_kill_maxage() {
+    let server = Server::goblin_threads(2);
+    let mut raw = server.raw();
+    for i in 0..50 {
+        raw.cmd_str(&format!("SET k{i} v"));
+    }
+    let info = String::from_utf8_lossy(&raw.cmd_str("INFO threads")).into_owned();
+    let hops: u64 = info
+        .lines()
+        .filter_map(|l| l.split("cross_shard_hops=").nth(1))
+        .filter_map(|h| h.trim().parse::<u64>().ok())
+        .sum();
+    assert!(hops > 0, "{info}");
+    assert!(info.contains("queue_depth="), "{info}");
+    let mut old = server.raw();
+    assert_eq!(old.cmd_str("PING"), b"+PONG\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let mut young = server.raw();
+    assert_eq!(
+        young.cmd_str("CLIENT KILL MAXAGE x"),
+        b"-ERR maxage is not an integer or out of range\r\n"
+    );
+    // The first two are over a second old; the asker is skipped.
+    assert_eq!(young.cmd_str("CLIENT KILL MAXAGE 1"), b":2\r\n");
+    let (_, closed) = old.read_to_close(std::time::Duration::from_secs(2));
+    assert!(closed);
+    assert_eq!(young.cmd_str("PING"), b"+PONG\r\n");
+}
