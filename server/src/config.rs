@@ -59,6 +59,9 @@ pub struct Config {
     pub latency_monitor_threshold: u64,
     /// `enable-debug-command`: who may run DEBUG.
     pub enable_debug_command: Allow,
+    /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
+    /// the cron) do not depend on it.
+    pub hz: u64,
 }
 
 /// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
@@ -375,6 +378,7 @@ impl Default for Config {
             query_buffer_limit: 1 << 30,
             latency_monitor_threshold: 0,
             enable_debug_command: Allow::No,
+            hz: 10,
         }
     }
 }
@@ -507,6 +511,23 @@ pub const SETTABLE: &[&str] = &[
     "appendonly",
     "port",
     "bind",
+    "hz",
+];
+
+/// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
+/// CONFIG SET answers that they are immutable (redis-server: `cluster-enabled` and
+/// `io-threads` are; the encodings' thresholds are Goblin's constants; keyspace events
+/// come with Pub/Sub).
+pub const SHOWN: &[&str] = &[
+    "cluster-enabled",
+    "io-threads",
+    "notify-keyspace-events",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "list-max-listpack-size",
+    "set-max-intset-entries",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -683,6 +704,8 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 _ => return Err("argument(s) must be one of the following: no, yes, local".into()),
             };
         }
+        // Kept within 1..=500, as redis-server keeps it.
+        "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
         }
@@ -983,6 +1006,7 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("enable-debug-command", &|c| {
             c.enable_debug_command.name().into()
         }),
+        opt("hz", &|c| c.hz.to_string()),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),
     ]

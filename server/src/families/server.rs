@@ -335,7 +335,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ),
         ("cluster-enabled", "no".into()),
         ("notify-keyspace-events", String::new()),
-        ("hz", "10".into()),
+        ("hz", c.hz.to_string()),
         ("io-threads", ctx.shared.threads.to_string()),
         (
             "hash-max-listpack-entries",
@@ -422,6 +422,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         return ctx.reply().error(&errors::wrong_arity("config|set"));
     }
     let mut next = ctx.shared.live().clone();
+    let shown = config_params(ctx);
     let mut seen: Vec<String> = Vec::new();
     for i in (2..args.len()).step_by(2) {
         let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
@@ -433,7 +434,13 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 &name,
                 "can't set protected config",
             ))
-        } else if config::FIXED.contains(&name.as_str()) {
+        } else if config::SHOWN.contains(&name.as_str())
+            && name.contains("-max-")
+            && shown.iter().any(|(n, v)| *n == name && *v == value)
+        {
+            // An encoding threshold set to the value it has: nothing changes.
+            None
+        } else if config::FIXED.contains(&name.as_str()) || config::SHOWN.contains(&name.as_str()) {
             Some(errors::config_set_failed(
                 &name,
                 "can't set immutable config",

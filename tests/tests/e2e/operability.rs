@@ -349,3 +349,50 @@ fn info_threads_and_client_kill_maxage() {
     assert!(closed);
     assert_eq!(young.cmd_str("PING"), b"+PONG\r\n");
 }
+
+/// Every parameter CONFIG GET shows can be set to the value it shows, or is refused as
+/// immutable, as redis-server answers (the configurations' sanity check of Redis's own
+/// test suite); `hz` is kept within 1..500.
+#[test]
+fn config_set_of_shown_values_answers_as_redis_does() {
+    let text = r#"
+        CONFIG SET hz 20
+        CONFIG GET hz
+        CONFIG SET hz 100000
+        CONFIG GET hz
+        CONFIG SET hz -1
+        CONFIG SET hz 10
+        CONFIG SET io-threads 1
+        CONFIG SET cluster-enabled no
+        CONFIG SET hash-max-listpack-entries 512
+        CONFIG SET zset-max-listpack-value 64
+        CONFIG SET set-max-intset-entries 512
+        CONFIG SET list-max-listpack-size -2
+    "#;
+    script(&mut Differential::new(), &[], "", text);
+    let server = Server::goblin_threads(2);
+    let mut raw = server.raw();
+    let reply = raw.cmd_str("CONFIG GET *");
+    let all = frame(&reply);
+    let items = items(&all);
+    let mut refused = Vec::new();
+    for pair in items.chunks(2) {
+        let (name, value) = (bulk(&pair[0]), bulk(&pair[1]));
+        if name == b"port" || name == b"bind" {
+            continue;
+        }
+        let reply = raw.cmd(&[b"CONFIG", b"SET", &name, &value]);
+        if reply != b"+OK\r\n" {
+            assert!(
+                reply.ends_with(b"can't set immutable config\r\n")
+                    || reply.ends_with(b"can't set protected config\r\n"),
+                "{}: {}",
+                String::from_utf8_lossy(&name),
+                String::from_utf8_lossy(&reply)
+            );
+            refused.push(String::from_utf8_lossy(&name).into_owned());
+        }
+    }
+    assert!(refused.contains(&"databases".to_string()), "{refused:?}");
+    assert_eq!(raw.cmd_str("PING"), b"+PONG\r\n");
+}
