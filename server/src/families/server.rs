@@ -406,8 +406,11 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         cx.shared.total_commands.store(0, Ordering::Relaxed);
         cx.shared.total_connections.store(0, Ordering::Relaxed);
         cx.shared.rejected_connections.store(0, Ordering::Relaxed);
-        cx.shared.net_input_bytes.store(0, Ordering::Relaxed);
-        cx.shared.net_output_bytes.store(0, Ordering::Relaxed);
+        for t in &cx.shared.traffic {
+            t.reset.store(true, Ordering::Relaxed);
+            t.input.store(0, Ordering::Relaxed);
+            t.output.store(0, Ordering::Relaxed);
+        }
         cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
         cx.reply(|e| e.ok())
     }
@@ -844,8 +847,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
             shared.ops_per_sec(),
-            shared.net_input_bytes.load(Ordering::Relaxed),
-            shared.net_output_bytes.load(Ordering::Relaxed),
+            shared.net_input_bytes(),
+            shared.net_output_bytes(),
             shared.rejected_connections.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
             errors.total,
@@ -891,7 +894,10 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             .iter()
             .map(|(t, (keys, calls))| {
                 let queued = shared.peers.get(*t).map_or(0, |p| p.inbox.len());
-                let hops = shared.hops.get(*t).map_or(0, |h| h.load(Ordering::Relaxed));
+                let hops = shared
+                    .traffic
+                    .get(*t)
+                    .map_or(0, |h| h.hops.load(Ordering::Relaxed));
                 format!(
                     "thread_{t}:keys={keys},commands={calls},queue_depth={queued},\
                      cross_shard_hops={hops}\r\n"

@@ -54,6 +54,8 @@ pub struct ClientLimits {
     query_buffer: AtomicU64,
     normal: AtomicBufferLimit,
     pubsub: AtomicBufferLimit,
+    /// The normal class has a limit (read for every client with replies to write).
+    normal_set: std::sync::atomic::AtomicBool,
 }
 
 impl ClientLimits {
@@ -71,6 +73,8 @@ impl ClientLimits {
         self.query_buffer
             .store(config.query_buffer_limit, Ordering::Relaxed);
         self.normal.store(config.output_limits.normal);
+        self.normal_set
+            .store(config.output_limits.normal.is_set(), Ordering::Relaxed);
         self.pubsub.store(config.output_limits.pubsub);
     }
 
@@ -82,6 +86,14 @@ impl ClientLimits {
     /// `client-query-buffer-limit`.
     pub fn query_buffer(&self) -> usize {
         usize::try_from(self.query_buffer.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
+    }
+
+    /// `client-output-buffer-limit` of a class, when it limits anything.
+    pub fn output_limit(&self, class: ClientClass) -> Option<BufferLimit> {
+        match class {
+            ClientClass::Normal if !self.normal_set.load(Ordering::Relaxed) => None,
+            _ => Some(self.output(class)).filter(BufferLimit::is_set),
+        }
     }
 
     /// `client-output-buffer-limit` of a class.

@@ -48,6 +48,12 @@ impl Pause {
         self.all.store(false, Ordering::Relaxed);
     }
 
+    /// Whether a pause may last (one was set and not ended by UNPAUSE): a test without
+    /// the clock, for the loop's sleep.
+    pub fn maybe(&self) -> bool {
+        self.until.load(Ordering::Relaxed) != 0
+    }
+
     /// When the pause ends, if one lasts at `now`.
     pub fn until(&self, now: Millis) -> Option<Millis> {
         let until = self.until.load(Ordering::Acquire);

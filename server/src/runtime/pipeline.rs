@@ -60,6 +60,14 @@ pub struct Route {
     pub target: Option<Target>,
 }
 
+/// How a command of a client whose replies are off goes ([`Worker::mute_begin`]).
+enum Mute {
+    /// It must wait for what is in flight.
+    Busy,
+    /// It runs; its reply starts at `at` in the output.
+    Run { at: usize, skip_next: bool },
+}
+
 /// What happened to a request the connection handed over.
 pub(crate) enum Flow {
     /// Consumed; go on with the next request.
@@ -99,13 +107,17 @@ impl Worker {
                         &input.buf[input.start..input.start + n],
                         input.decoder.args(),
                     );
-                    // A dropped reply still on its way is waited for, so that it travels
-                    // alone.
-                    let flow = if conn.client.reply == ReplyMode::On && !conn.drop_reply {
-                        self.dispatch(&shared, key, &args, &mut route)
-                    } else {
-                        self.dispatch_muted(&shared, key, &args, &mut route)
+                    // CLIENT REPLY OFF or SKIP (or a dropped reply still on its way):
+                    // set up, around the one call of `dispatch`, so that it stays inlined.
+                    let mute = (conn.client.reply != ReplyMode::On || conn.drop_reply)
+                        .then(|| self.mute_begin(key));
+                    let mut flow = match mute {
+                        Some(Mute::Busy) => Flow::Wait,
+                        _ => self.dispatch(&shared, key, &args, &mut route),
                     };
+                    if let Some(Mute::Run { at, skip_next }) = mute {
+                        flow = self.mute_end(key, flow, at, skip_next);
+                    }
                     if matches!(flow, Flow::Wait) {
                         if let Some(conn) = self.conns.get_mut(key) {
                             conn.deferred = Some(Deferred { len: n, route });
@@ -230,18 +242,12 @@ impl Worker {
         }
         // CLIENT PAUSE holds the command (every command, or those that write) until it
         // ends; queued in MULTI too, as in Redis.
-        if shared.pause.until(self.now).is_some() {
-            let writes = spec.flags.intersects(Flags::WRITE)
-                || spec.flags.intersects(Flags::MAY_REPLICATE)
-                || (spec.name == "exec" && queued_writes(shared, conn));
-            if shared.pause.holds(writes, self.now) {
-                if !conn.paused {
-                    conn.paused = true;
-                    self.paused.push(key);
-                }
-                return Flow::Wait;
-            }
+        if shared.pause.maybe() && self.held_by_pause(shared, key, spec) {
+            return Flow::Wait;
         }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
@@ -257,9 +263,14 @@ impl Worker {
         }
         conn.client.last_command = spec.name;
         // MONITOR: what EXEC runs is shown as it runs, before EXEC itself.
-        let exec_feed = (shared.monitors.any() && spec.name == "exec")
-            .then(|| queued_args(conn))
-            .flatten();
+        let exec_feed = if shared.monitors.any()
+            && matches!(spec.exec, Exec::Multi(_))
+            && spec.name == "exec"
+        {
+            queued_args(conn)
+        } else {
+            None
+        };
         let flow = match spec.exec {
             Exec::Multi(f) => {
                 if conn.busy() {
@@ -358,19 +369,54 @@ impl Worker {
         };
         if !matches!(flow, Flow::Wait) {
             self.shard.count_call(spec.id);
-            if shared.monitors.any()
-                && !spec.flags.intersects(Flags::ADMIN)
-                && !spec.flags.intersects(Flags::SKIP_MONITOR)
-            {
-                for queued in exec_feed.iter().flatten() {
-                    let queued: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
-                    self.feed_monitors(key, &queued);
-                }
-                let argv: Vec<&[u8]> = args.iter_from(0).collect();
-                self.feed_monitors(key, &argv);
+            if shared.monitors.any() {
+                self.monitor_command(key, spec, args, exec_feed);
             }
         }
         flow
+    }
+
+    /// Whether CLIENT PAUSE holds this command now: then the connection waits on the
+    /// worker's paused list.
+    #[cold]
+    #[inline(never)]
+    fn held_by_pause(&mut self, shared: &Shared, key: usize, spec: &CommandSpec) -> bool {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return false;
+        };
+        let writes = spec.flags.intersects(Flags::WRITE)
+            || spec.flags.intersects(Flags::MAY_REPLICATE)
+            || (spec.name == "exec" && queued_writes(shared, conn));
+        if !shared.pause.holds(writes, self.now) {
+            return false;
+        }
+        if !conn.paused {
+            conn.paused = true;
+            self.paused.push(key);
+        }
+        true
+    }
+
+    /// MONITOR lines for a command that ran (those EXEC ran first), unless it is one
+    /// redis-server does not show.
+    #[cold]
+    #[inline(never)]
+    fn monitor_command(
+        &mut self,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        exec_feed: Option<Vec<Vec<Vec<u8>>>>,
+    ) {
+        if spec.flags.intersects(Flags::ADMIN) || spec.flags.intersects(Flags::SKIP_MONITOR) {
+            return;
+        }
+        for queued in exec_feed.iter().flatten() {
+            let queued: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
+            self.feed_monitors(key, &queued);
+        }
+        let argv: Vec<&[u8]> = args.iter_from(0).collect();
+        self.feed_monitors(key, &argv);
     }
 
     /// Adds a command's MONITOR line to what this iteration sends the MONITOR clients.
@@ -382,33 +428,37 @@ impl Worker {
         crate::runtime::monitor::line(&mut self.monitor_feed, conn.client.db, &addr, args);
     }
 
-    /// [`Worker::dispatch`] for a client whose replies are off (CLIENT REPLY OFF or SKIP):
-    /// one command at a time, so that its reply alone is dropped — at once when it was
-    /// written here, or when it arrives from elsewhere (`drop_reply`).
-    fn dispatch_muted(
-        &mut self,
-        shared: &Shared,
-        key: usize,
-        args: &Args<'_>,
-        route: &mut Route,
-    ) -> Flow {
+    /// Before a command of a client whose replies are off (CLIENT REPLY OFF or SKIP),
+    /// or whose dropped reply is still on its way: it runs only when nothing is in flight
+    /// (one command at a time, so that the reply dropped is its alone, whether written
+    /// here or arriving from elsewhere), and where its reply will start is noted.
+    #[cold]
+    #[inline(never)]
+    fn mute_begin(&mut self, key: usize) -> Mute {
         let Some(conn) = self.conns.get_mut(key) else {
-            return Flow::Next;
+            return Mute::Busy;
         };
         if conn.busy() {
-            return Flow::Wait;
+            return Mute::Busy;
         }
         let skip_next = conn.client.reply == ReplyMode::SkipNext;
         if skip_next {
             conn.client.reply = ReplyMode::Skip;
         }
-        let at = conn.output.buf.len();
-        let flow = self.dispatch(shared, key, args, route);
+        Mute::Run {
+            at: conn.output.buf.len(),
+            skip_next,
+        }
+    }
+
+    /// After it: its reply is dropped (at once, or when it arrives: `drop_reply`) unless
+    /// it turned replies back on (CLIENT REPLY ON answers).
+    #[cold]
+    #[inline(never)]
+    fn mute_end(&mut self, key: usize, flow: Flow, at: usize, skip_next: bool) -> Flow {
         let Some(conn) = self.conns.get_mut(key) else {
             return flow;
         };
-        // Replies of the command count as dropped only if it left them off (CLIENT REPLY
-        // ON answers).
         let muted = matches!(conn.client.reply, ReplyMode::Off | ReplyMode::Skip);
         match flow {
             Flow::Wait => {

@@ -62,6 +62,37 @@ pub const REDIS_VERSION: &str = "7.0.15";
 /// Pending connections the kernel queues before accept (Redis's `tcp-backlog`).
 const LISTEN_BACKLOG: i32 = 511;
 
+/// One worker's traffic since start (or CONFIG RESETSTAT, which the worker applies).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Bytes read from clients.
+    pub input: AtomicU64,
+    /// Bytes written to clients.
+    pub output: AtomicU64,
+    /// Batches and transaction steps sent to other shards.
+    pub hops: AtomicU64,
+    /// CONFIG RESETSTAT asked for the totals to start again.
+    pub reset: AtomicBool,
+}
+
+impl Shared {
+    /// Bytes read from clients, every worker's.
+    pub fn net_input_bytes(&self) -> u64 {
+        self.traffic
+            .iter()
+            .map(|t| t.input.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Bytes written to clients, every worker's.
+    pub fn net_output_bytes(&self) -> u64 {
+        self.traffic
+            .iter()
+            .map(|t| t.output.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
 /// What every thread shares: read-only configuration and tables, and a few counters.
 #[derive(Debug)]
 pub struct Shared {
@@ -119,14 +150,13 @@ pub struct Shared {
     pub slowlog: crate::runtime::slowlog::SlowLog,
     /// What one client may make the server hold.
     pub client_limits: crate::runtime::limits::ClientLimits,
-    /// Bytes read from clients, summed over threads at the end of each iteration.
-    pub net_input_bytes: AtomicU64,
-    /// Bytes written to clients, likewise.
-    pub net_output_bytes: AtomicU64,
+    /// Per worker: bytes read from clients, bytes written to them, batches and steps
+    /// sent to other shards — each worker's running totals, stored (not added: no
+    /// shared line bounces between workers) at the end of its iterations.
+    pub traffic: Vec<Traffic>,
     /// Connections refused (`maxclients`, no descriptor left).
     pub rejected_connections: AtomicU64,
-    /// Per worker: batches and transaction steps it sent to other shards.
-    pub hops: Vec<AtomicU64>,
+
     /// INFO's last look at the command count: (when, total), for `instantaneous_ops_per_sec`.
     ops_sample: std::sync::Mutex<(Instant, u64)>,
     /// CLIENT PAUSE.
@@ -188,10 +218,8 @@ impl Shared {
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
             pause: crate::runtime::pause::Pause::default(),
-            net_input_bytes: AtomicU64::new(0),
-            net_output_bytes: AtomicU64::new(0),
+            traffic: (0..threads).map(|_| Traffic::default()).collect(),
             rejected_connections: AtomicU64::new(0),
-            hops: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),

@@ -168,6 +168,8 @@ pub struct Worker {
     net_in: u64,
     net_out: u64,
     hops: u64,
+    /// They changed this iteration.
+    traffic_changed: bool,
 }
 
 /// `accept` errors: the process, or the system, has no descriptor left.
@@ -232,6 +234,7 @@ impl Worker {
             net_in: 0,
             net_out: 0,
             hops: 0,
+            traffic_changed: false,
             last_fd_warning: Instant::now() - Duration::from_secs(2),
         })
     }
@@ -301,16 +304,15 @@ impl Worker {
                     .fetch_add(self.commands, Ordering::Relaxed);
                 self.commands = 0;
             }
-            if self.net_in + self.net_out + self.hops > 0 {
-                let shared = &self.shared;
-                shared
-                    .net_input_bytes
-                    .fetch_add(std::mem::take(&mut self.net_in), Ordering::Relaxed);
-                shared
-                    .net_output_bytes
-                    .fetch_add(std::mem::take(&mut self.net_out), Ordering::Relaxed);
-                if let Some(hops) = shared.hops.get(self.id) {
-                    hops.fetch_add(std::mem::take(&mut self.hops), Ordering::Relaxed);
+            if self.traffic_changed {
+                self.traffic_changed = false;
+                if let Some(t) = self.shared.traffic.get(self.id) {
+                    if t.reset.swap(false, Ordering::Relaxed) {
+                        (self.net_in, self.net_out, self.hops) = (0, 0, 0);
+                    }
+                    t.input.store(self.net_in, Ordering::Relaxed);
+                    t.output.store(self.net_out, Ordering::Relaxed);
+                    t.hops.store(self.hops, Ordering::Relaxed);
                 }
             }
             let writes = self.shard.take_writes();
@@ -545,17 +547,25 @@ impl Worker {
         // Wake for the next key expiry, if any (keys behind schedule: at once) — unless
         // active expiry is paused for transactions here: then the message that ends the
         // last of them wakes this worker, and an overdue key must not make it spin.
-        let now = clock::now_ms();
-        let pause = self.shared.pause.until(now);
-        let next_expiry = self
-            .shard
-            .next_expiry()
-            .filter(|_| self.shard.quiet())
-            .map(|at| match pause {
-                // Nothing expires during CLIENT PAUSE: look again when it ends.
-                Some(end) => at.max(end),
-                None => at,
-            });
+        // (The clock is read only when something is due: most iterations of a busy
+        // worker have nothing to wait for.)
+        let next_expiry = self.shard.next_expiry().filter(|_| self.shard.quiet());
+        let paused = self.shared.pause.maybe();
+        let now = if next_expiry.is_some() || paused {
+            clock::now_ms()
+        } else {
+            0
+        };
+        let pause = if paused {
+            self.shared.pause.until(now)
+        } else {
+            None
+        };
+        let next_expiry = next_expiry.map(|at| match pause {
+            // Nothing expires during CLIENT PAUSE: look again when it ends.
+            Some(end) => at.max(end),
+            None => at,
+        });
         let mut timeout = next_expiry
             .map(|at| Duration::from_millis(at.saturating_sub(now).min(MAX_POLL_WAIT_MS)));
         if let Some(end) = pause.filter(|_| !self.paused.is_empty()) {
@@ -630,6 +640,7 @@ impl Worker {
                 if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
                     self.awaiting += 1;
                     self.hops += 1;
+                    self.traffic_changed = true;
                 }
                 q.push(msg);
             }
@@ -1080,6 +1091,7 @@ impl Worker {
             let before = conn.input.pending();
             let outcome = conn.input.read_from(&mut conn.stream);
             self.net_in += conn.input.pending().saturating_sub(before) as u64;
+            self.traffic_changed = true;
             if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {
                 conn.client.last_io = self.now;
                 if conn.input.pending() > self.shared.client_limits.query_buffer() {
@@ -1126,15 +1138,13 @@ impl Worker {
                 continue;
             };
             conn.dirty = false;
-            if conn.output.pending() > 0 && !conn.gone {
-                let class = ClientClass::Normal;
-                let limit = self.shared.client_limits.output(class);
-                if limit.is_set()
-                    && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
-                {
-                    self.close_over_output_limit(key);
-                    continue;
-                }
+            if conn.output.pending() > 0
+                && !conn.gone
+                && let Some(limit) = self.shared.client_limits.output_limit(ClientClass::Normal)
+                && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
+            {
+                self.close_over_output_limit(key);
+                continue;
             }
             // A connection waiting for replies from other shards gets its output written
             // with the rest of its pipeline's: one write for the pipeline, as with a
@@ -1150,6 +1160,7 @@ impl Worker {
             let before = conn.output.pending();
             let written = conn.output.write_to(&mut conn.stream);
             self.net_out += before.saturating_sub(conn.output.pending()) as u64;
+            self.traffic_changed = true;
             match written {
                 Ok(true) => {
                     if conn.closing && !conn.busy() {
