@@ -829,26 +829,7 @@ fn format_memory(bytes: u64) -> String {
 /// `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b` and `\xhh` for the other unprintable bytes
 /// (which a configuration file's line reads back as they were).
 fn quote(value: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for &b in value {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x07 => out.push_str("\\a"),
-            0x08 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(char::from(b)),
-            _ => {
-                let _ = write!(out, "\\x{b:02x}");
-            }
-        }
-    }
-    out.push('"');
-    out
+    crate::util::repr(value)
 }
 
 fn yes_no(on: bool) -> &'static str {
