@@ -32,7 +32,7 @@ use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
-use crate::runtime::worker::{BATCH_REPLY_BUDGET, EVICT_PER_COMMAND, OUTPUT_HIGH_WATER, Worker};
+use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
@@ -209,19 +209,9 @@ impl Worker {
             // in Redis — unless evicting (from this worker's shard) brings memory back
             // under the limit. (A plain command is checked where it runs, by the shard
             // that owns its keys: `Shard::execute`.)
-            let memory = shared.memory.get();
-            let mut evicted = 0;
-            if crate::memory::used() > memory.maxmemory {
-                evicted = self.shard.evict(
-                    shared,
-                    &memory,
-                    memory.maxmemory,
-                    EVICT_PER_COMMAND,
-                    self.now,
-                );
-            }
             // Refused when nothing could be evicted (progress lets it run, as in Redis).
-            (evicted == 0 && crate::memory::used() > memory.maxmemory)
+            self.shard
+                .out_of_memory(shared, self.now)
                 .then(|| crate::errors::OOM.to_vec())
         } else {
             None

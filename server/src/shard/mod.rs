@@ -352,23 +352,27 @@ impl Shard {
         });
     }
 
-    /// Over `maxmemory` before a command that may grow memory: evicts what the policy
+    /// Over `maxmemory` before a command that may grow memory (run here, or started
+    /// here as a transaction or queued in MULTI): evicts what the policy
     /// allows (keys no transaction holds); whether the command must be refused — memory
     /// still over and nothing could be evicted. (Eviction that made progress lets the
     /// command run, as Redis's does when its time budget ends: `EVICT_RUNNING`.)
-    fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
+    pub(crate) fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
         let memory = shared.memory.get();
         if crate::memory::used() <= memory.maxmemory {
             return false;
         }
-        let evicted = self.evict(
+        let (evicted, stuck) = self.evict(
             shared,
             &memory,
             memory.maxmemory,
             crate::runtime::worker::EVICT_PER_COMMAND,
             now,
         );
-        evicted == 0 && crate::memory::used() > memory.maxmemory
+        // Refused only when there was nothing left to evict and memory is still over
+        // (redis-server's EVICT_FAIL): not when memory came back under the limit
+        // meanwhile (another shard evicted), which would make a race refuse it.
+        stuck && evicted == 0 && crate::memory::used() > memory.maxmemory
     }
 
     /// Keeps keys' access fields as `mode` says from now on (the eviction policy's
@@ -391,13 +395,14 @@ impl Shard {
         limit: u64,
         budget: usize,
         now: Millis,
-    ) -> usize {
+    ) -> (usize, bool) {
         let Some((by, volatile)) = memory.policy.evicts() else {
-            return 0;
+            return (0, true);
         };
         if self.locks.whole_shard_held() {
-            return 0;
+            return (0, true);
         }
+        let mut stuck = false;
         let samples = memory.samples as usize;
         let mut evicted = 0;
         let mut scratch = Vec::new();
@@ -430,6 +435,7 @@ impl Shard {
                 }
             }
             if !any {
+                stuck = true;
                 break;
             }
         }
@@ -437,7 +443,7 @@ impl Shard {
             .memory
             .evicted_keys
             .fetch_add(evicted as u64, Ordering::Relaxed);
-        evicted
+        (evicted, stuck)
     }
 
     /// The one way work reaches the keys: runs `f` with this shard's context on database
