@@ -385,6 +385,10 @@ impl Shard {
         }
     }
 
+/// Eviction rounds in a row that find no key before a shard says it has nothing left
+/// to evict (and a write over `maxmemory` is refused).
+const EVICTION_MISSES: usize = 4;
+
     /// Evicts keys by `policy` until memory in use is at most `limit` or `budget` keys
     /// went, each eviction a unit of work of its own (so that observers see a DEL); how
     /// many went. Databases take turns.
@@ -400,9 +404,14 @@ impl Shard {
             return (0, true);
         };
         if self.locks.whole_shard_held() {
-            return (0, true);
+            // A keyspace-wide command holds the shard for a moment: nothing is evicted
+            // now, and nothing is refused for it either.
+            return (0, false);
         }
         let mut stuck = false;
+        // Rounds in a row that found no key to evict: sampling can miss (a pool of keys
+        // already gone, a sparse table), so one such round is not yet "nothing left".
+        let mut misses = 0;
         let samples = memory.samples as usize;
         let mut evicted = 0;
         let mut scratch = Vec::new();
@@ -435,8 +444,13 @@ impl Shard {
                 }
             }
             if !any {
-                stuck = true;
-                break;
+                misses += 1;
+                if misses == Self::EVICTION_MISSES {
+                    stuck = true;
+                    break;
+                }
+            } else {
+                misses = 0;
             }
         }
         shared
