@@ -385,9 +385,9 @@ impl Shard {
         }
     }
 
-/// Eviction rounds in a row that find no key before a shard says it has nothing left
-/// to evict (and a write over `maxmemory` is refused).
-const EVICTION_MISSES: usize = 4;
+    /// Eviction rounds in a row that find no key before a shard says it has nothing left
+    /// to evict (and a write over `maxmemory` is refused).
+    const EVICTION_MISSES: usize = 4;
 
     /// Evicts keys by `policy` until memory in use is at most `limit` or `budget` keys
     /// went, each eviction a unit of work of its own (so that observers see a DEL); how
