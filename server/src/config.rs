@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use goblin_protocol::Limits;
 
+use crate::util::repr;
+
 /// The server's configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -825,14 +827,8 @@ fn format_memory(bytes: u64) -> String {
         )
 }
 
-/// A string value as redis-server writes one back (`sdscatrepr`): in double quotes, with
-/// `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b` and `\xhh` for the other unprintable bytes
-/// (which a configuration file's line reads back as they were).
-fn quote(value: &[u8]) -> String {
-    crate::util::repr(value)
-}
-
-fn yes_no(on: bool) -> &'static str {
+/// A boolean option's value as redis.conf writes it.
+pub fn yes_no(on: bool) -> &'static str {
     if on { "yes" } else { "no" }
 }
 
@@ -857,7 +853,7 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         one(name, value, default)
     };
     let logfile = |c: &Config| {
-        quote(
+        repr(
             c.logfile
                 .as_deref()
                 .map(|p| p.as_os_str().as_encoded_bytes())
@@ -916,12 +912,12 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("stop-writes-on-bgsave-error", &|c| {
             yes_no(c.persist.stop_writes_on_bgsave_error).into()
         }),
-        opt("dbfilename", &|c| quote(c.persist.dbfilename.as_bytes())),
+        opt("dbfilename", &|c| repr(c.persist.dbfilename.as_bytes())),
         // Always written.
         Rewritten {
             name: "dir",
             lines: vec![(
-                format!("dir {}", quote(dir.as_os_str().as_encoded_bytes())),
+                format!("dir {}", repr(dir.as_os_str().as_encoded_bytes())),
                 true,
             )],
             by_class: false,
@@ -932,7 +928,7 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
             lines: c
                 .requirepass
                 .iter()
-                .map(|pw| (format!("requirepass {}", quote(pw)), true))
+                .map(|pw| (format!("requirepass {}", repr(pw)), true))
                 .collect(),
             by_class: false,
         },
@@ -942,10 +938,10 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("maxmemory-samples", &|c| c.memory.samples.to_string()),
         opt("appendonly", &|c| yes_no(c.persist.appendonly).into()),
         opt("appendfilename", &|c| {
-            quote(c.persist.appendfilename.as_bytes())
+            repr(c.persist.appendfilename.as_bytes())
         }),
         opt("appenddirname", &|c| {
-            quote(c.persist.appenddirname.as_bytes())
+            repr(c.persist.appenddirname.as_bytes())
         }),
         opt("appendfsync", &|c| c.persist.appendfsync.name().into()),
         opt("auto-aof-rewrite-percentage", &|c| {
@@ -1110,19 +1106,9 @@ fn rewrite_text(old: &[u8], config: &Config, dir: &Path) -> Vec<u8> {
     text
 }
 
-/// An I/O error's reason as C's `strerror` words it (`Permission denied`), without the
-/// `(os error 13)` Rust adds.
-fn strerror(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) if text.ends_with(')') => text[..i].to_string(),
-        _ => text,
-    }
-}
-
 /// A directory made absolute, as `dir` is written (redis-server writes its working
 /// directory, which `dir` changed to).
-fn absolute_dir(dir: &Path) -> PathBuf {
+pub fn absolute_dir(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir)
         .or_else(|_| std::path::absolute(dir))
         .unwrap_or_else(|_| dir.to_path_buf())
@@ -1204,10 +1190,10 @@ pub fn rewrite_file(path: &Path, config: &Config) -> Result<(), String> {
     let old = match std::fs::read(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(strerror(&e)),
+        Err(e) => return Err(crate::util::strerror(&e)),
     };
     let text = rewrite_text(&old, config, &absolute_dir(&config.persist.dir));
-    replace_file(path, &text).map_err(|e| strerror(&e))
+    replace_file(path, &text).map_err(|e| crate::util::strerror(&e))
 }
 
 #[cfg(test)]
@@ -1373,15 +1359,15 @@ mod rewrite_tests {
 
     #[test]
     fn strings_are_quoted_as_redis_quotes_them_and_read_back() {
-        assert_eq!(quote(b""), "\"\"");
-        assert_eq!(quote(b"dump.rdb"), "\"dump.rdb\"");
-        assert_eq!(quote(b"a b\"c\\"), "\"a b\\\"c\\\\\"");
+        assert_eq!(repr(b""), "\"\"");
+        assert_eq!(repr(b"dump.rdb"), "\"dump.rdb\"");
+        assert_eq!(repr(b"a b\"c\\"), "\"a b\\\"c\\\\\"");
         assert_eq!(
-            quote(b"\x01\t\n\r\x07\x08\xff'"),
+            repr(b"\x01\t\n\r\x07\x08\xff'"),
             "\"\\x01\\t\\n\\r\\a\\b\\xff'\""
         );
         for value in [&b"a b\"c\\ d"[..], b"\x01\t\n\r\x07\x08\xfe#", b"", b"'q'"] {
-            let line = format!("x {}", quote(value));
+            let line = format!("x {}", repr(value));
             let words = goblin_protocol::split_args(line.as_bytes()).expect("balanced");
             assert_eq!(words, vec![b"x".to_vec(), value.to_vec()], "{line}");
         }

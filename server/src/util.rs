@@ -138,6 +138,16 @@ fn glob_impl(pat: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesting
     p >= pat.len() && si == s.len()
 }
 
+/// An I/O error as C's `strerror` says it (what redis-server's MISCONF shows): Rust's
+/// text without its ` (os error N)`.
+pub fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text,
+    }
+}
+
 /// Bytes quoted as redis-server's `sdscatrepr` writes them (MONITOR, the log): in double
 /// quotes, with `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b` escaped and other unprintable bytes
 /// as `\xhh`.

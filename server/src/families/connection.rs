@@ -639,9 +639,7 @@ fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "HELP",
         "    Prints this help.",
     ];
-    let mut out = ctx.reply();
-    out.array(LINES.len());
-    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+    super::reply_help(ctx, LINES);
 }
 
 /// CLIENT SETINFO's COMMAND INFO/DOCS entries, as redis-server 7.2 gives them (7.0 lacks

@@ -75,7 +75,7 @@ fn latency_doctor(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 
 /// `LATENCY HELP` (the subcommands Goblin has).
 fn latency_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    help(
+    super::reply_help(
         ctx,
         &[
             "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -92,14 +92,6 @@ fn latency_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             "    Prints this help.",
         ],
     );
-}
-
-fn help(ctx: &mut ConnCtx<'_>, lines: &[&str]) {
-    let mut out = ctx.reply();
-    out.array(lines.len());
-    for line in lines {
-        out.simple(line.as_bytes());
-    }
 }
 
 /// `MEMORY USAGE key [SAMPLES count]`: the bytes the key takes (nil when it does not
@@ -278,7 +270,7 @@ fn memory_malloc_stats(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 
 /// `MEMORY HELP`
 fn memory_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    help(
+    super::reply_help(
         ctx,
         &[
             "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -326,7 +318,7 @@ fn debug(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         return ctx.reply().ok();
     }
     if args.is(1, "help") && args.len() == 2 {
-        return help(
+        return super::reply_help(
             ctx,
             &[
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

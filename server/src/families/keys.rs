@@ -999,9 +999,7 @@ fn object_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "HELP",
         "    Prints this help.",
     ];
-    let mut out = ctx.reply();
-    out.array(LINES.len());
-    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+    super::reply_help(ctx, LINES);
 }
 
 #[cfg(test)]

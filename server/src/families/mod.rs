@@ -50,6 +50,15 @@ pub fn register_all(table: &mut CommandTable) {
     diagnostics::register(table);
 }
 
+/// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.
+pub(crate) fn reply_help(ctx: &mut crate::table::handler::ConnCtx<'_>, lines: &[&str]) {
+    let mut out = ctx.reply();
+    out.array(lines.len());
+    for line in lines {
+        out.simple(line.as_bytes());
+    }
+}
+
 /// The unit and base of an expiry argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpireUnit {

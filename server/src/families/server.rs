@@ -118,9 +118,7 @@ fn slowlog_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "HELP",
         "    Prints this help.",
     ];
-    let mut out = ctx.reply();
-    out.array(LINES.len());
-    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+    super::reply_help(ctx, LINES);
 }
 
 fn top_level<'a>(ctx: &ConnCtx<'a>) -> Vec<&'a CommandSpec> {
@@ -266,9 +264,7 @@ fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         "HELP",
         "    Prints this help.",
     ];
-    let mut out = ctx.reply();
-    out.array(LINES.len());
-    LINES.iter().for_each(|l| out.simple(l.as_bytes()));
+    super::reply_help(ctx, LINES);
 }
 
 /// The parameters CONFIG GET knows, with their values.
@@ -353,15 +349,13 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
 }
 
 fn yes_no(on: bool) -> String {
-    if on { "yes" } else { "no" }.into()
+    config::yes_no(on).into()
 }
 
-/// A directory as CONFIG GET shows `dir`: absolute, as redis-server (which chdirs there).
+/// A directory as CONFIG GET shows `dir`: absolute, as redis-server (which chdirs there)
+/// and as CONFIG REWRITE writes it.
 fn absolute(dir: &std::path::Path) -> String {
-    std::fs::canonicalize(dir)
-        .unwrap_or_else(|_| dir.to_path_buf())
-        .display()
-        .to_string()
+    config::absolute_dir(dir).display().to_string()
 }
 
 /// `CONFIG GET parameter [parameter ...]`: exact names answer with the name as given,
@@ -425,7 +419,6 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         return ctx.reply().error(&errors::wrong_arity("config|set"));
     }
     let mut next = ctx.shared.live().clone();
-    let shown = config_params(ctx);
     let mut seen: Vec<String> = Vec::new();
     for i in (2..args.len()).step_by(2) {
         let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
@@ -439,7 +432,9 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             ))
         } else if config::SHOWN.contains(&name.as_str())
             && name.contains("-max-")
-            && shown.iter().any(|(n, v)| *n == name && *v == value)
+            && config_params(ctx)
+                .iter()
+                .any(|(n, v)| *n == name && *v == value)
         {
             // An encoding threshold set to the value it has: nothing changes.
             None

@@ -39,16 +39,7 @@ use crate::config::Fsync;
 use crate::persist::Persist;
 use crate::runtime::msg::TxRef;
 use crate::shard::events::{Effect, Observer, Origin, Write};
-
-/// An I/O error as C's `strerror` says it (what redis-server's MISCONF shows): Rust's
-/// text without its ` (os error N)`.
-pub fn strerror(e: &io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => text[..at].to_string(),
-        _ => text,
-    }
-}
+use crate::util::strerror;
 
 /// The name of a transaction's part marker.
 pub const TXPART: &[u8] = b"GOBLIN.TXPART";

@@ -68,6 +68,13 @@ impl Latency {
         }
     }
 
+    /// Records a command that took `micros` microseconds: a `fast-command` or a
+    /// `command` event, as its COMMAND INFO flags say.
+    pub fn add_command(&self, fast: bool, micros: u64) {
+        let event = if fast { "fast-command" } else { "command" };
+        self.add(event, micros / 1000);
+    }
+
     /// LATENCY LATEST: per event, its name, the time and latency of its latest sample, and
     /// its worst.
     pub fn latest(&self, out: &mut Encoder<'_>) {

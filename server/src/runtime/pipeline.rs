@@ -291,9 +291,9 @@ impl Worker {
                 );
                 if let Some(started) = started {
                     let micros = started.elapsed().as_micros() as u64;
-                    let fast = spec.flags.contains(Flags::FAST);
-                    let event = if fast { "fast-command" } else { "command" };
-                    shared.latency.add(event, micros / 1000);
+                    shared
+                        .latency
+                        .add_command(spec.flags.contains(Flags::FAST), micros);
                     if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
                         let slow = SlowCmd::new(args, self.now / 1000, micros);
                         log_slow(shared, client, vec![slow]);
@@ -374,8 +374,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return false;
         };
-        let writes = spec.flags.intersects(Flags::WRITE)
-            || spec.flags.intersects(Flags::MAY_REPLICATE)
+        let writes = spec.flags.writes_or_propagates()
             || (spec.name == "exec" && queued_writes(shared, conn));
         if !shared.pause.holds(writes, self.now) {
             return false;
@@ -535,9 +534,7 @@ fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
             .iter()
             .filter_map(|b| b.cmds.first())
             .filter_map(|c| shared.commands.get(c.spec))
-            .any(|spec| {
-                spec.flags.intersects(Flags::WRITE) || spec.flags.intersects(Flags::MAY_REPLICATE)
-            })
+            .any(|spec| spec.flags.writes_or_propagates())
     })
 }
 

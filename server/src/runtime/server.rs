@@ -75,24 +75,6 @@ pub struct Traffic {
     pub reset: AtomicBool,
 }
 
-impl Shared {
-    /// Bytes read from clients, every worker's.
-    pub fn net_input_bytes(&self) -> u64 {
-        self.traffic
-            .iter()
-            .map(|t| t.input.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// Bytes written to clients, every worker's.
-    pub fn net_output_bytes(&self) -> u64 {
-        self.traffic
-            .iter()
-            .map(|t| t.output.load(Ordering::Relaxed))
-            .sum()
-    }
-}
-
 /// What every thread shares: read-only configuration and tables, and a few counters.
 #[derive(Debug)]
 pub struct Shared {
@@ -156,7 +138,6 @@ pub struct Shared {
     pub traffic: Vec<Traffic>,
     /// Connections refused (`maxclients`, no descriptor left).
     pub rejected_connections: AtomicU64,
-
     /// INFO's last look at the command count: (when, total), for `instantaneous_ops_per_sec`.
     ops_sample: std::sync::Mutex<(Instant, u64)>,
     /// CLIENT PAUSE.
@@ -279,6 +260,22 @@ impl Shared {
     /// What the workers must wake up for once a second ([`TICK_CRON`], [`TICK_IDLE`]).
     pub fn ticks(&self) -> u8 {
         self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Bytes read from clients, every worker's.
+    pub fn net_input_bytes(&self) -> u64 {
+        self.traffic
+            .iter()
+            .map(|t| t.input.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Bytes written to clients, every worker's.
+    pub fn net_output_bytes(&self) -> u64 {
+        self.traffic
+            .iter()
+            .map(|t| t.output.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Commands per second since INFO last asked (since start, the first time).

@@ -158,13 +158,14 @@ pub struct Worker {
     /// The acceptor found no descriptor even for that: look at the listener again soon.
     accept_retry: bool,
     /// When running out of descriptors was last logged.
-    last_fd_warning: Instant,
+    last_fd_warning: Option<Instant>,
     /// Connections whose next command waits for CLIENT PAUSE to end.
     pub(crate) paused: Vec<usize>,
     /// MONITOR lines of the commands run this iteration, sent at its end.
     pub(crate) monitor_feed: Vec<u8>,
     /// Bytes read from and written to clients, and batches and steps sent to other
-    /// shards, this iteration (added to the shared counters at its end).
+    /// shards: this worker's running totals, stored in `Shared::traffic` at the end of
+    /// an iteration that changed them.
     net_in: u64,
     net_out: u64,
     hops: u64,
@@ -235,7 +236,7 @@ impl Worker {
             net_out: 0,
             hops: 0,
             traffic_changed: false,
-            last_fd_warning: Instant::now() - Duration::from_secs(2),
+            last_fd_warning: None,
         })
     }
 
@@ -362,9 +363,12 @@ impl Worker {
         if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
+        if crate::memory::used() <= memory.maxmemory {
+            return;
+        }
         let now = clock::now_ms();
         // CLIENT PAUSE: nothing is evicted meanwhile (as in Redis 7.0).
-        if crate::memory::used() > memory.maxmemory && self.shared.pause.until(now).is_none() {
+        if self.shared.pause.until(now).is_none() {
             let started = self.shared.latency.enabled().then(Instant::now);
             self.shard.evict(
                 &self.shared,
@@ -973,9 +977,11 @@ impl Worker {
     /// it `max number of clients reached` and closes it. False when even that failed
     /// (then the listener is looked at again in a moment).
     fn refuse_one(&mut self, error: &io::Error) -> bool {
-        let now = Instant::now();
-        if now.duration_since(self.last_fd_warning) >= Duration::from_secs(1) {
-            self.last_fd_warning = now;
+        if self
+            .last_fd_warning
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            self.last_fd_warning = Some(Instant::now());
             crate::log!(
                 Warning,
                 "Accepting client connection: {error}; refusing clients until descriptors \
@@ -1023,11 +1029,8 @@ impl Worker {
         let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
         client.authenticated = self.shared.live().requirepass.is_none();
         self.next_gen += 1;
-        let limits = goblin_protocol::Limits {
-            max_bulk_len: self.shared.client_limits.max_bulk_len(),
-            ..self.shared.config.limits
-        };
-        let conn = Conn::new(stream, client, limits, self.next_gen);
+        // (`serve`, called below, brings the decoder's limits up to the live ones.)
+        let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         let conn = entry.insert(conn);
@@ -1220,32 +1223,34 @@ impl Worker {
     /// Closes a client whose pending replies passed its class's output limit
     /// (`client-output-buffer-limit`), logging it as redis-server does.
     fn close_over_output_limit(&mut self, key: usize) {
-        let blocked = self.blocked_in_a_wait(key);
-        let now = self.now;
-        if let Some(conn) = self.conns.get_mut(key) {
-            let info = conn.info_line(blocked, now);
-            crate::log!(
-                Warning,
+        self.close_logged(key, |info, _| {
+            format!(
                 "Client {info} scheduled to be closed ASAP for overcoming of output buffer limits."
-            );
-        }
-        self.close(key);
+            )
+        });
     }
 
     /// Closes a client whose unprocessed input passed `client-query-buffer-limit`,
     /// logging it as redis-server does.
     fn close_over_query_limit(&mut self, key: usize) {
+        self.close_logged(key, |info, conn| {
+            let input = &conn.input.buf[conn.input.start..conn.input.end];
+            let head = crate::util::repr(&input[..input.len().min(64)]);
+            format!(
+                "Closing client that reached max query buffer length: {info} (qbuf initial \
+                 bytes: {head})"
+            )
+        });
+    }
+
+    /// Closes a client with a warning in the log that `message` words from its CLIENT
+    /// LIST line and its connection.
+    fn close_logged(&mut self, key: usize, message: impl FnOnce(&str, &Conn) -> String) {
         let blocked = self.blocked_in_a_wait(key);
         let now = self.now;
         if let Some(conn) = self.conns.get_mut(key) {
             let info = conn.info_line(blocked, now);
-            let input = &conn.input.buf[conn.input.start..conn.input.end];
-            let head = crate::util::repr(&input[..input.len().min(64)]);
-            crate::log!(
-                Warning,
-                "Closing client that reached max query buffer length: {info} (qbuf initial \
-                 bytes: {head})"
-            );
+            crate::log!(Warning, "{}", message(&info, conn));
         }
         self.close(key);
     }

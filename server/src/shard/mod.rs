@@ -391,7 +391,8 @@ impl Shard {
 
     /// Evicts keys by `policy` until memory in use is at most `limit` or `budget` keys
     /// went, each eviction a unit of work of its own (so that observers see a DEL); how
-    /// many went. Databases take turns.
+    /// many went, and whether it stopped for want of keys to evict (`EVICTION_MISSES`
+    /// rounds in a row found none, or the policy evicts nothing). Databases take turns.
     pub fn evict(
         &mut self,
         shared: &Shared,
@@ -799,8 +800,7 @@ impl Shard {
         );
         let micros = started.map(|s| s.elapsed().as_micros() as u64);
         if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
-            let event = if fast { "fast-command" } else { "command" };
-            shared.latency.add(event, micros / 1000);
+            shared.latency.add_command(fast, micros);
         }
         if let Some(micros) = micros
             && shared.slowlog.is_slow(micros)

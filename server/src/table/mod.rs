@@ -83,6 +83,12 @@ impl Flags {
         self.0 & other.0 == other.0
     }
 
+    /// Whether the command writes or is propagated (`write` or `may_replicate`): what
+    /// CLIENT PAUSE WRITE holds.
+    pub fn writes_or_propagates(self) -> bool {
+        self.intersects(Flags::WRITE) || self.intersects(Flags::MAY_REPLICATE)
+    }
+
     /// Whether any flag of `other` is set.
     pub fn intersects(self, other: Flags) -> bool {
         self.0 & other.0 != 0
