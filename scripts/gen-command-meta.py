@@ -31,6 +31,7 @@ lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim l
 rpoplpush lmpop blpop brpop blmove brpoplpush blmpop bzpopmin bzpopmax bzmpop
 save bgsave lastsave bgrewriteaof shutdown
 acl slowlog monitor latency memory debug
+subscribe unsubscribe psubscribe punsubscribe publish pubsub ssubscribe sunsubscribe spublish
 """.split()
 
 
