@@ -206,6 +206,16 @@ pub fn subcommand_syntax(container: &[u8], sub: &[u8]) -> Vec<u8> {
     msg
 }
 
+/// A RESP2 client subscribed to channels sent another command than the Pub/Sub ones,
+/// PING, QUIT and RESET.
+pub fn not_while_subscribed(name: &str) -> Vec<u8> {
+    format!(
+        "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT \
+         / RESET are allowed in this context"
+    )
+    .into_bytes()
+}
+
 /// `ERR wrong number of arguments for '<name>' command`
 pub fn wrong_arity(name: &str) -> Vec<u8> {
     format!("ERR wrong number of arguments for '{name}' command").into_bytes()

@@ -84,6 +84,9 @@ pub struct Loopback {
     jobs: std::collections::HashMap<u64, TxJob>,
     outcomes: std::collections::HashMap<u64, Outcome>,
     next_seq: u64,
+    /// Pub/Sub state of the in-process connection (publications go nowhere).
+    subs: crate::runtime::pubsub::Local,
+    publications: crate::runtime::pubsub::Outbound,
 }
 
 impl Loopback {
@@ -109,6 +112,8 @@ impl Loopback {
             jobs: std::collections::HashMap::new(),
             outcomes: std::collections::HashMap::new(),
             next_seq: 0,
+            subs: Default::default(),
+            publications: Default::default(),
         }
     }
 
@@ -198,6 +203,15 @@ impl Loopback {
                         client,
                         shared: &self.shared,
                         out: &mut out,
+                        hub: crate::table::handler::Hub {
+                            local: &mut self.subs,
+                            out: &mut self.publications,
+                            me: ConnRef {
+                                worker: 0,
+                                key: 0,
+                                generation: 0,
+                            },
+                        },
                         now: NOW,
                     },
                     &args,
@@ -392,6 +406,7 @@ impl Loopback {
                 | Msg::Answer(..)
                 | Msg::Load(..)
                 | Msg::Loaded(..)
+                | Msg::Publish(..)
                 | Msg::Shutdown => {}
                 Msg::StepDone(done) => {
                     let seq = done.tx.seq;

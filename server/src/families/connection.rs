@@ -8,7 +8,7 @@ use crate::runtime::ask::WorkerView;
 use crate::runtime::client::{Client, ReplyMode};
 use crate::table::Meta;
 use crate::table::args::is_keyword;
-use crate::table::handler::{Args, ConnCtx, Exec};
+use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::meta;
 use crate::table::{CommandTable, Node};
 
@@ -16,10 +16,17 @@ use super::select_db;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add(&meta::PING, Exec::Conn(ping));
+    table.add(&meta::PING, Exec::Conn(ping)).while_subscribed();
     table.add(&meta::ECHO, Exec::Conn(echo));
     // QUIT ends the connection at once, inside MULTI too.
-    table.add(&meta::QUIT, Exec::Conn(quit)).not_queued();
+    table
+        .add(&meta::QUIT, Exec::Conn(quit))
+        .not_queued()
+        .while_subscribed();
+    // RESET, like MULTI's commands, acts on the MULTI state, and runs at once.
+    table
+        .add(&meta::RESET, Exec::Multi(reset))
+        .while_subscribed();
     table.add(&meta::HELLO, Exec::Conn(hello));
     table.add(&meta::SELECT, Exec::Conn(select));
     table.add(&meta::AUTH, Exec::Conn(auth));
@@ -157,11 +164,42 @@ fn monitor(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 fn ping(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     if args.len() > 2 {
         ctx.reply().error(&errors::wrong_arity("ping"));
+    } else if ctx.client.resp == Version::Resp2 && ctx.client.subs.active() {
+        // A subscribed RESP2 connection carries messages: PING answers like one.
+        let mut out = ctx.reply();
+        out.array(2);
+        out.bulk(b"pong");
+        out.bulk(if args.len() == 2 { args.get(1) } else { b"" });
     } else if args.len() == 2 {
         ctx.reply().bulk(args.get(1));
     } else {
         ctx.reply().simple(b"PONG");
     }
+}
+
+/// `RESET`: the connection as it was when it connected — out of MULTI (and not
+/// watching), subscribed to nothing, not monitoring, replies on, database 0, RESP2, no
+/// name, and authenticated only if no password is required.
+fn reset(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
+    if let MultiCall::Rejected(msg) = call {
+        ctx.conn.reply().error_sanitized(msg);
+        return None;
+    }
+    *ctx.multi = None;
+    let conn = &mut ctx.conn;
+    if conn.client.monitor {
+        conn.client.monitor = false;
+        conn.shared.monitors.remove(conn.hub.me);
+    }
+    conn.hub
+        .leave_all(&conn.shared.pubsub, &mut conn.client.subs);
+    conn.client.db = 0;
+    conn.client.resp = Version::Resp2;
+    conn.client.name = None;
+    conn.client.reply = ReplyMode::On;
+    conn.client.authenticated = conn.shared.live().requirepass.is_none();
+    conn.reply().simple(b"RESET");
+    None
 }
 
 /// `ECHO message`

@@ -12,6 +12,7 @@ pub mod keys;
 pub mod lists;
 pub mod multi;
 pub mod persistence;
+pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod sorted_sets;
@@ -48,6 +49,7 @@ pub fn register_all(table: &mut CommandTable) {
     sorted_sets::register(table);
     persistence::register(table);
     diagnostics::register(table);
+    pubsub::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use goblin_protocol::Version;
 use goblin_store::Millis;
 
+use crate::runtime::pubsub::{Space, Subscriptions};
+
 /// The state of one client connection, apart from its socket and buffers.
 #[derive(Debug)]
 pub struct Client {
@@ -39,6 +41,8 @@ pub struct Client {
     pub reply: ReplyMode,
     /// A MONITOR client: it is sent every command the server runs.
     pub monitor: bool,
+    /// Its Pub/Sub subscriptions.
+    pub subs: Subscriptions,
     /// CLIENT NO-EVICT (kept for CLIENT LIST's flags; clients are never evicted).
     pub no_evict: bool,
     /// Its connection's buffers and state, as of the command being run (a connection
@@ -101,6 +105,9 @@ impl Client {
         if self.monitor {
             flags.push('O');
         }
+        if self.subs.active() {
+            flags.push('P');
+        }
         if f.multi.is_some() {
             flags.push('x');
         }
@@ -121,13 +128,16 @@ impl Client {
         let resp = if self.resp == Version::Resp3 { 3 } else { 2 };
         format!(
             "id={} addr={addr} laddr={laddr} fd={} name={} age={age} idle={idle} flags={flags} \
-             db={} sub=0 psub=0 ssub=0 multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
+             db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
              multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events={events} cmd={} \
              user=default redir=-1 resp={resp} lib-name={} lib-ver={}",
             self.id,
             f.fd,
             text(&self.name),
             self.db,
+            self.subs.len(Space::Channels),
+            self.subs.len(Space::Patterns),
+            self.subs.len(Space::ShardChannels),
             f.qbuf,
             f.qbuf_free,
             f.omem,
@@ -159,6 +169,7 @@ impl Client {
             reply: ReplyMode::On,
             monitor: false,
             no_evict: false,
+            subs: Subscriptions::default(),
             facts: ConnFacts::default(),
         }
     }

@@ -10,6 +10,7 @@ pub mod monitor;
 pub mod msg;
 pub mod pause;
 pub mod pipeline;
+pub mod pubsub;
 pub mod server;
 pub mod slowlog;
 pub mod worker;

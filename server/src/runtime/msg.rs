@@ -254,4 +254,7 @@ pub enum Msg {
     Loaded(Option<Box<crate::persist::aof::AofLog>>),
     /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
     Shutdown,
+    /// Publications for this worker's subscribers, in the order they were made
+    /// (`runtime/pubsub.rs`).
+    Publish(Vec<u8>),
 }

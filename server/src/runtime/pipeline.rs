@@ -34,7 +34,7 @@ use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
-use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
+use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
 use crate::txn::coordinator::{Env, TxJob};
 use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
@@ -216,6 +216,14 @@ impl Worker {
         } else {
             None
         };
+        // A RESP2 client subscribed to channels runs only the Pub/Sub commands (its
+        // connection carries their messages).
+        let refusal = refusal.or_else(|| {
+            (conn.client.resp == Version::Resp2
+                && !spec.while_subscribed
+                && conn.client.subs.active())
+            .then(|| crate::errors::not_while_subscribed(spec.name))
+        });
         if let Some(message) = refusal {
             if conn.busy() {
                 return Flow::Wait;
@@ -274,7 +282,12 @@ impl Worker {
                 }
                 conn.client.facts = conn.facts(false);
                 let was_monitor = conn.client.monitor;
-                let Conn { client, output, .. } = conn;
+                let Conn {
+                    client,
+                    output,
+                    generation,
+                    ..
+                } = conn;
                 let at = output.buf.len();
                 // Timed for SLOWLOG and LATENCY as the shards time theirs (DEBUG SLEEP,
                 // CONFIG, CLIENT LIST … run here).
@@ -286,6 +299,15 @@ impl Worker {
                         shared,
                         out: &mut output.buf,
                         now: self.now,
+                        hub: Hub {
+                            local: &mut self.subs,
+                            out: &mut self.shard.pubsub,
+                            me: ConnRef {
+                                worker: self.id,
+                                key,
+                                generation: *generation,
+                            },
+                        },
                     },
                     args,
                 );
@@ -790,7 +812,11 @@ impl Worker {
     pub(crate) fn answered(&mut self, to: ConnRef, answer: Vec<u8>) {
         let shared = Arc::clone(&self.shared);
         let now = self.now;
-        let Some(conn) = self.live_conn(to) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(to.key)
+            .filter(|c| c.generation == to.generation)
+        else {
             return;
         };
         let complete = conn.asking.as_mut().is_some_and(|asking| {
@@ -811,13 +837,27 @@ impl Worker {
             .and_then(|c| shared.commands.get(c.spec));
         if let Some(Exec::AskWorkers { gather, .. }) = spec.map(|s| s.exec) {
             let drop_reply = std::mem::take(&mut conn.drop_reply);
-            let Conn { client, output, .. } = conn;
+            let Conn {
+                client,
+                output,
+                generation,
+                ..
+            } = conn;
             let at = output.buf.len();
             let mut ctx = ConnCtx {
                 client,
                 shared: &shared,
                 out: &mut output.buf,
                 now,
+                hub: Hub {
+                    local: &mut self.subs,
+                    out: &mut self.shard.pubsub,
+                    me: ConnRef {
+                        worker: self.id,
+                        key: to.key,
+                        generation: *generation,
+                    },
+                },
             };
             gather(&mut ctx, &args, asking.answers);
             if drop_reply {
@@ -963,6 +1003,7 @@ impl Worker {
             client,
             output,
             multi,
+            generation,
             ..
         } = conn;
         let started = f(
@@ -972,6 +1013,15 @@ impl Worker {
                     shared,
                     out: &mut output.buf,
                     now,
+                    hub: Hub {
+                        local: &mut self.subs,
+                        out: &mut self.shard.pubsub,
+                        me: ConnRef {
+                            worker: self.id,
+                            key,
+                            generation: *generation,
+                        },
+                    },
                 },
                 multi,
                 slots: &slots,
@@ -1015,12 +1065,26 @@ impl Worker {
             // CLIENT REPLY OFF or SKIP: not sent.
             return;
         }
-        let Conn { client, output, .. } = conn;
+        let Conn {
+            client,
+            output,
+            generation,
+            ..
+        } = conn;
         let mut ctx = ConnCtx {
             client,
             shared: &shared,
             out: &mut output.buf,
             now,
+            hub: Hub {
+                local: &mut self.subs,
+                out: &mut self.shard.pubsub,
+                me: ConnRef {
+                    worker: self.id,
+                    key,
+                    generation: *generation,
+                },
+            },
         };
         write_outcome(&mut ctx, outcome);
     }

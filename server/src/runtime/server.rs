@@ -144,6 +144,8 @@ pub struct Shared {
     pub pause: crate::runtime::pause::Pause,
     /// MONITOR clients.
     pub monitors: crate::runtime::monitor::Monitors,
+    /// Pub/Sub: who subscribes to what, on which worker.
+    pub pubsub: crate::runtime::pubsub::Directory,
     /// The latency monitor.
     pub latency: crate::runtime::latency::Latency,
     /// Keys expire actively (DEBUG SET-ACTIVE-EXPIRE turns it off).
@@ -203,6 +205,7 @@ impl Shared {
             rejected_connections: AtomicU64::new(0),
             ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
+            pubsub: crate::runtime::pubsub::Directory::default(),
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
             local_addr,

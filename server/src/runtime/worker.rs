@@ -161,6 +161,8 @@ pub struct Worker {
     last_fd_warning: Option<Instant>,
     /// Connections whose next command waits for CLIENT PAUSE to end.
     pub(crate) paused: Vec<usize>,
+    /// This worker's connections' Pub/Sub subscriptions.
+    pub(crate) subs: crate::runtime::pubsub::Local,
     /// MONITOR lines of the commands run this iteration, sent at its end.
     pub(crate) monitor_feed: Vec<u8>,
     /// Bytes read from and written to clients, and batches and steps sent to other
@@ -232,6 +234,7 @@ impl Worker {
             accept_retry: false,
             paused: Vec::new(),
             monitor_feed: Vec::new(),
+            subs: Default::default(),
             net_in: 0,
             net_out: 0,
             hops: 0,
@@ -708,6 +711,46 @@ impl Worker {
         self.mark_dirty(to.key);
     }
 
+    /// Moves the publications made this iteration into the outboxes, one message per
+    /// worker; returns this worker's own.
+    fn send_publications(&mut self) -> Option<Vec<u8>> {
+        let mut mine = None;
+        for (dest, publications) in self.shard.pubsub.take() {
+            if dest == self.id {
+                mine = Some(publications);
+            } else if let Some(q) = self.outbox.get_mut(dest) {
+                q.push(Msg::Publish(publications));
+            }
+        }
+        mine
+    }
+
+    /// Delivers publications to this worker's subscribers.
+    fn deliver(&mut self, publications: &[u8]) {
+        for (space, channel, message) in crate::runtime::pubsub::entries(publications) {
+            let Worker {
+                subs, conns, dirty, ..
+            } = self;
+            subs.receivers(space, channel, |key, pattern| {
+                let Some(conn) = conns.get_mut(key).filter(|c| !c.gone) else {
+                    return;
+                };
+                crate::runtime::pubsub::encode_message(
+                    &mut conn.output.buf,
+                    conn.client.resp,
+                    space,
+                    pattern,
+                    channel,
+                    message,
+                );
+                if !conn.dirty {
+                    conn.dirty = true;
+                    dirty.push(key);
+                }
+            });
+        }
+    }
+
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
         for key in std::mem::take(&mut self.opened) {
@@ -717,6 +760,14 @@ impl Worker {
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
             self.drain();
+        }
+        // Publications: this worker's subscribers get theirs now, the others' workers
+        // one message each.
+        if self.shard.pubsub.pending() {
+            let mine = self.send_publications();
+            if let Some(mine) = mine {
+                self.deliver(&mine);
+            }
         }
         // What leaves the thread now must be durable first (the log's group commit).
         self.shard.sync_observers();
@@ -785,6 +836,7 @@ impl Worker {
                 };
                 self.start_job(usize::MAX, Vec::new(), true, Box::new(SavePlan::new(kind)));
             }
+            Msg::Publish(publications) => self.deliver(&publications),
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();
                 self.job_event(tx.seq, |job, env, out| job.on_woken(id, key, env, out));
@@ -1143,7 +1195,14 @@ impl Worker {
             conn.dirty = false;
             if conn.output.pending() > 0
                 && !conn.gone
-                && let Some(limit) = self.shared.client_limits.output_limit(ClientClass::Normal)
+                && let Some(limit) =
+                    self.shared
+                        .client_limits
+                        .output_limit(if conn.client.subs.active() {
+                            ClientClass::Pubsub
+                        } else {
+                            ClientClass::Normal
+                        })
                 && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
             {
                 self.close_over_output_limit(key);
@@ -1270,6 +1329,18 @@ impl Worker {
                     generation: conn.generation,
                 };
                 self.shared.monitors.remove(me);
+            }
+            if conn.client.subs.active() {
+                let mut hub = crate::runtime::pubsub::Hub {
+                    local: &mut self.subs,
+                    out: &mut self.shard.pubsub,
+                    me: ConnRef {
+                        worker: self.id,
+                        key,
+                        generation: conn.generation,
+                    },
+                };
+                hub.leave_all(&self.shared.pubsub, &mut conn.client.subs);
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.shared

@@ -135,6 +135,9 @@ pub struct Shard {
     slow: Vec<crate::runtime::slowlog::SlowCmd>,
     /// Error replies of this worker's commands and connections, by code.
     errors: crate::table::handler::ErrorCounts,
+    /// What this worker publishes, for the end of its iteration: its connections'
+    /// PUBLISHes and this shard's keyspace notifications, in the order they were made.
+    pub pubsub: crate::runtime::pubsub::Outbound,
 }
 
 impl Shard {
@@ -162,6 +165,7 @@ impl Shard {
             observers_want_keys: false,
             slow: Vec::new(),
             errors: Default::default(),
+            pubsub: Default::default(),
         }
     }
 

@@ -27,6 +27,7 @@ use crate::shard::dbs::Others;
 use crate::shard::slots::SlotMap;
 use crate::txn::plan::{CrossShard, Plan};
 
+pub use crate::runtime::pubsub::Hub;
 pub use crate::table::args::{ArgCursor, Args};
 
 /// One command's statistics on one worker.
@@ -303,6 +304,8 @@ pub struct ConnCtx<'a> {
     pub out: &'a mut Vec<u8>,
     /// The command's timestamp.
     pub now: Millis,
+    /// Pub/Sub: the worker's subscriptions and outgoing publications.
+    pub hub: Hub<'a>,
 }
 
 impl ConnCtx<'_> {

@@ -133,6 +133,9 @@ pub struct CommandSpec {
     /// Whether MULTI queues it (QUIT, like the transaction commands themselves, runs at
     /// once).
     pub queued_in_multi: bool,
+    /// A RESP2 client subscribed to channels may run it (the Pub/Sub commands, PING,
+    /// QUIT, RESET).
+    pub while_subscribed: bool,
     info: &'static Node,
     docs: &'static Node,
     subcommands: Vec<usize>,
@@ -230,6 +233,13 @@ impl Registered<'_> {
         self.0.queued_in_multi = false;
         self
     }
+
+    /// A RESP2 client subscribed to channels may run the command (others are refused
+    /// until it unsubscribes from everything).
+    pub fn while_subscribed(self) -> Self {
+        self.0.while_subscribed = true;
+        self
+    }
 }
 
 /// Why a command was rejected before running.
@@ -297,6 +307,7 @@ impl CommandTable {
             cross_shard: None,
             plan_if: None,
             queued_in_multi: !matches!(exec, Exec::Multi(_)),
+            while_subscribed: false,
             info,
             docs,
             subcommands: Vec::new(),
@@ -535,6 +546,11 @@ mod tests {
             // Movable keys (numkeys commands: LMPOP, ZUNIONSTORE …) have no legacy
             // positions to agree with: COMMAND INFO gives them 0 0 0.
             if spec.flags.contains(Flags::MOVABLE_KEYS) {
+                continue;
+            }
+            // Shard channels (SSUBSCRIBE, SPUBLISH) have legacy positions, but their
+            // key specs are NOT_KEY: they name no key.
+            if !spec.key_finder.has_keys() {
                 continue;
             }
             let counts = if spec.arity >= 0 {

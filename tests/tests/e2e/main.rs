@@ -31,6 +31,7 @@ mod output_bound;
 mod persistence;
 mod persistence_crash;
 mod protocol;
+mod pubsub;
 mod random_commands;
 mod rdb_interop;
 mod scan_completeness;
