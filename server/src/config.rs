@@ -59,6 +59,8 @@ pub struct Config {
     pub query_buffer_limit: u64,
     /// `latency-monitor-threshold`, milliseconds (0: the latency monitor is off).
     pub latency_monitor_threshold: u64,
+    /// `notify-keyspace-events`, as flags (`shard/notify.rs`; 0: off).
+    pub notify_keyspace_events: u32,
     /// `enable-debug-command`: who may run DEBUG.
     pub enable_debug_command: Allow,
     /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
@@ -379,6 +381,7 @@ impl Default for Config {
             output_limits: OutputLimits::default(),
             query_buffer_limit: 1 << 30,
             latency_monitor_threshold: 0,
+            notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
             hz: 10,
         }
@@ -427,6 +430,9 @@ Options:
                             the loopback interface
   --latency-monitor-threshold MILLISECONDS
                             LATENCY records events at least this slow (default 0: off)
+  --notify-keyspace-events CLASSES
+                            keyspace notifications: K, E and the classes of
+                            'Ag$lshzxetdmn', as redis-server (default '': off)
   --client-output-buffer-limit 'CLASS HARD SOFT SECONDS ...'
                             close a client whose pending replies pass HARD bytes, or SOFT
                             for SECONDS on end; CLASS normal, replica or pubsub (default
@@ -510,6 +516,7 @@ pub const SETTABLE: &[&str] = &[
     "client-output-buffer-limit",
     "client-query-buffer-limit",
     "latency-monitor-threshold",
+    "notify-keyspace-events",
     "appendonly",
     "port",
     "bind",
@@ -518,12 +525,10 @@ pub const SETTABLE: &[&str] = &[
 
 /// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
 /// CONFIG SET answers that they are immutable (redis-server: `cluster-enabled` and
-/// `io-threads` are; the encodings' thresholds are Goblin's constants; keyspace events
-/// come with Pub/Sub).
+/// `io-threads` are; the encodings' thresholds are Goblin's constants).
 pub const SHOWN: &[&str] = &[
     "cluster-enabled",
     "io-threads",
-    "notify-keyspace-events",
     "hash-max-listpack-entries",
     "hash-max-listpack-value",
     "list-max-listpack-size",
@@ -710,6 +715,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
+        }
+        "notify-keyspace-events" => {
+            config.notify_keyspace_events = crate::shard::notify::parse_flags(one()?)
+                .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
         }
         "dir" => config.persist.dir = one()?.into(),
         "dbfilename" => {
@@ -959,6 +968,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("slowlog-max-len", &|c| c.slowlog_max_len.to_string()),
         opt("latency-monitor-threshold", &|c| {
             c.latency_monitor_threshold.to_string()
+        }),
+        opt("notify-keyspace-events", &|c| {
+            crate::shard::notify::flags_text(c.notify_keyspace_events)
         }),
         Rewritten {
             name: "client-output-buffer-limit",

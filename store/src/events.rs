@@ -30,6 +30,8 @@ pub struct KeyEvent {
     pub slot: u16,
     /// The key.
     pub key: Box<[u8]>,
+    /// A write that created the key (keyspace notifications' `new` event).
+    pub created: bool,
 }
 
 /// One event of the keyspace.
@@ -73,6 +75,19 @@ impl Recorder {
     /// Records a key event, when observed.
     #[inline]
     pub(crate) fn key(&mut self, change: Change, db: u16, slot: usize, key: &[u8]) {
+        self.key_created(change, db, slot, key, false);
+    }
+
+    /// Records a key event, saying whether the write created the key, when observed.
+    #[inline]
+    pub(crate) fn key_created(
+        &mut self,
+        change: Change,
+        db: u16,
+        slot: usize,
+        key: &[u8],
+        created: bool,
+    ) {
         if change == Change::Expired {
             self.expired += 1;
         }
@@ -86,6 +101,7 @@ impl Recorder {
                 db,
                 slot: slot as u16,
                 key: key.into(),
+                created,
             }));
         }
     }

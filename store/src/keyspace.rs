@@ -303,6 +303,8 @@ pub struct Keyspace {
     counts: Counts,
     db: u16,
     recorder: Recorder,
+    /// Whether the last `put` created its key (rather than replacing one).
+    put_created: bool,
     snapshot: Option<Box<Snapshot>>,
     /// How entries' access fields are kept.
     access: AccessMode,
@@ -349,6 +351,7 @@ impl Keyspace {
             counts: Counts::default(),
             db,
             recorder: Recorder::default(),
+            put_created: false,
             snapshot: None,
             access: AccessMode::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
@@ -591,6 +594,12 @@ impl Keyspace {
 
     fn record(&mut self, change: Change, slot: usize, key: &[u8]) {
         self.recorder.key(change, self.db, slot, key);
+    }
+
+    /// Records a write, saying whether it created the key.
+    fn record_write(&mut self, slot: usize, key: &[u8], created: bool) {
+        self.recorder
+            .key_created(Change::Written, self.db, slot, key, created);
     }
 
     /// Starts a point-in-time image of the keyspace as it is now, in RDB key records
@@ -864,7 +873,7 @@ impl Keyspace {
                 self.record(Change::Deleted, slot, key);
             }
         } else if changed || created {
-            self.record(Change::Written, slot, key);
+            self.record_write(slot, key, created);
         }
         Some(result)
     }
@@ -917,6 +926,7 @@ impl Keyspace {
             |b| hasher.hash_one(blob::key(b)),
         ) {
             TableEntry::Occupied(mut o) => {
+                self.put_created = false;
                 let old = o.get_mut();
                 let (old_len, old_expire) = (old.len(), blob::expire(old));
                 // An overwrite is an access; under LFU the key keeps its counter.
@@ -940,6 +950,7 @@ impl Keyspace {
                 replaced_expire = old_expire;
             }
             TableEntry::Vacant(v) => {
+                self.put_created = true;
                 let mut entry = blob::build(key, expire_at, payload);
                 blob::set_access(&mut entry, self.access.fresh(now));
                 v.insert(entry);
@@ -983,14 +994,14 @@ impl Keyspace {
         } else {
             self.put_value(key, Value::Str(value.to_vec()), expire_at, now)
         };
-        self.record(Change::Written, slot, key);
+        self.record_write(slot, key, self.put_created);
     }
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
         self.preserve_key(key);
         let slot = self.put_value(key, value, expire_at, now);
-        self.record(Change::Written, slot, key);
+        self.record_write(slot, key, self.put_created);
     }
 
     /// Stores a value, inline when it is a short string; records nothing.

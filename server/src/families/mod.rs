@@ -11,6 +11,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod multi;
+pub mod notify;
 pub mod persistence;
 pub mod pubsub;
 pub mod server;

@@ -8,6 +8,7 @@ use goblin_store::types::{hash, list, set, zset};
 
 use crate::config;
 use crate::errors;
+use crate::runtime::pubsub::Space;
 use crate::runtime::server::REDIS_VERSION;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
@@ -330,7 +331,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
         ),
         ("cluster-enabled", "no".into()),
-        ("notify-keyspace-events", String::new()),
+        (
+            "notify-keyspace-events",
+            crate::shard::notify::flags_text(c.notify_keyspace_events),
+        ),
         ("hz", c.hz.to_string()),
         ("io-threads", ctx.shared.threads.to_string()),
         (
@@ -838,6 +842,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              instantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\n\
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
              expired_keys:{expired_keys}\r\nevicted_keys:{}\r\n\
+             pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
              unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
@@ -846,6 +851,9 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.net_output_bytes(),
             shared.rejected_connections.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
+            shared.pubsub.len(Space::Channels),
+            shared.pubsub.len(Space::Patterns),
+            shared.pubsub.len(Space::ShardChannels),
             errors.total,
         ),
     );

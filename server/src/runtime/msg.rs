@@ -172,6 +172,9 @@ pub struct TxStep {
     pub slots_version: u64,
     /// The database the transaction works on (its client's).
     pub db: usize,
+    /// The command the transaction runs, when keyspace notifications must name the
+    /// events its work makes.
+    pub command: Option<Arc<Batch>>,
 }
 
 /// What a transaction step gives back.

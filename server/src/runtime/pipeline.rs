@@ -916,7 +916,18 @@ impl Worker {
             Locking::WholeShards => (Vec::new(), true),
             Locking::InHops => (Vec::new(), false),
         };
-        self.start_job(key, locks, whole_shards, plan)
+        // Keyspace notifications: the shards name the events of its steps after it.
+        let command = crate::shard::notify::active(
+            self.shared
+                .notify
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+        .then(|| {
+            let mut batch = self.new_batch(Version::Resp2, db);
+            batch.push(spec.id, args);
+            Arc::new(*batch)
+        });
+        self.start_job(key, locks, whole_shards, plan, command)
     }
 
     /// Writes an error reply at once.
@@ -934,6 +945,7 @@ impl Worker {
         locks: Vec<(Vec<u8>, LockMode)>,
         whole_shards: bool,
         plan: Box<dyn Plan>,
+        command: Option<Arc<Batch>>,
     ) -> Flow {
         let (resp, db) = self
             .conns
@@ -956,6 +968,9 @@ impl Worker {
             resp,
             db,
         ));
+        if let Some(command) = command {
+            job.set_command(command);
+        }
         let shared = Arc::clone(&self.shared);
         let env = Env {
             shared: &shared,
@@ -1040,7 +1055,7 @@ impl Worker {
         for id in calls {
             self.shard.count_call(id);
         }
-        self.start_job(key, locks, whole_shards, plan)
+        self.start_job(key, locks, whole_shards, plan, None)
     }
 
     /// Writes a finished job's answer and lets the connection go on.

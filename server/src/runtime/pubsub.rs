@@ -254,6 +254,16 @@ impl Directory {
     pub fn patterns(&self) -> usize {
         self.pattern_count.load(Ordering::Relaxed)
     }
+
+    /// Distinct names subscribed to in `space` (INFO's `pubsub_channels`,
+    /// `pubsub_patterns`, `pubsubshard_channels`).
+    pub fn len(&self, space: Space) -> usize {
+        match space {
+            Space::Patterns => self.patterns(),
+            Space::Channels => self.channels.iter().map(|s| lock(s).len()).sum(),
+            Space::ShardChannels => self.shard_channels.iter().map(|s| lock(s).len()).sum(),
+        }
+    }
 }
 
 /// One worker's index of its connections' subscriptions.

@@ -146,6 +146,11 @@ pub struct Shared {
     pub monitors: crate::runtime::monitor::Monitors,
     /// Pub/Sub: who subscribes to what, on which worker.
     pub pubsub: crate::runtime::pubsub::Directory,
+    /// `notify-keyspace-events`, as flags (`shard/notify.rs`; 0: off), read by each
+    /// shard as it starts a unit of work.
+    pub notify: std::sync::atomic::AtomicU32,
+    /// Names each command's key events for keyspace notifications (the families').
+    pub keyspace_events: crate::shard::notify::EventsFn,
     /// The latency monitor.
     pub latency: crate::runtime::latency::Latency,
     /// Keys expire actively (DEBUG SET-ACTIVE-EXPIRE turns it off).
@@ -206,6 +211,8 @@ impl Shared {
             ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
             pubsub: crate::runtime::pubsub::Directory::default(),
+            notify: std::sync::atomic::AtomicU32::new(config.notify_keyspace_events),
+            keyspace_events: families::notify::events,
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
             local_addr,
@@ -254,6 +261,8 @@ impl Shared {
         persist.set_log(config.persist.appendonly);
         self.client_limits.set(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);
+        self.notify
+            .store(config.notify_keyspace_events, Ordering::Relaxed);
         *self
             .live
             .write()

@@ -445,7 +445,7 @@ impl Worker {
                 "Background append only file rewriting started (the log is turned on)"
             );
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
             return;
         }
         let size = persist.aof_current_size.load(Ordering::Relaxed);
@@ -463,7 +463,7 @@ impl Worker {
                 );
             }
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
             return;
         }
         let unix = clock::now_ms() / 1000;
@@ -482,7 +482,7 @@ impl Worker {
                 crate::log!(Notice, "{dirty} changes in {since} seconds. Saving...");
             }
             let plan = SavePlan::new(SaveKind::Background { schedule: false });
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan));
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
         }
     }
 
@@ -834,7 +834,13 @@ impl Worker {
                     nosave: false,
                     force: false,
                 };
-                self.start_job(usize::MAX, Vec::new(), true, Box::new(SavePlan::new(kind)));
+                self.start_job(
+                    usize::MAX,
+                    Vec::new(),
+                    true,
+                    Box::new(SavePlan::new(kind)),
+                    None,
+                );
             }
             Msg::Publish(publications) => self.deliver(&publications),
             Msg::Woken(tx, id, key) => {

@@ -36,6 +36,7 @@
 
 pub mod dbs;
 pub mod events;
+pub mod notify;
 pub mod park;
 pub mod slots;
 
@@ -138,6 +139,11 @@ pub struct Shard {
     /// What this worker publishes, for the end of its iteration: its connections'
     /// PUBLISHes and this shard's keyspace notifications, in the order they were made.
     pub pubsub: crate::runtime::pubsub::Outbound,
+    /// `notify-keyspace-events` as this shard last read it (0: off).
+    notify_flags: u32,
+    /// The command of the transaction step being run, which names its key events for
+    /// keyspace notifications.
+    step_command: Option<Arc<Batch>>,
 }
 
 impl Shard {
@@ -166,6 +172,8 @@ impl Shard {
             slow: Vec::new(),
             errors: Default::default(),
             pubsub: Default::default(),
+            notify_flags: 0,
+            step_command: None,
         }
     }
 
@@ -349,9 +357,10 @@ impl Shard {
     }
 
     fn update_observed(&mut self) {
+        let notifying = notify::active(self.notify_flags);
         self.dbs.set_recording(Recording {
-            observe: !self.observers.is_empty() || !self.waiters.is_empty(),
-            list_writes: !self.waiters.is_empty() || self.observers_want_keys,
+            observe: !self.observers.is_empty() || !self.waiters.is_empty() || notifying,
+            list_writes: !self.waiters.is_empty() || self.observers_want_keys || notifying,
             access: self.dbs.recording().access,
         });
     }
@@ -479,6 +488,12 @@ impl Shard {
         resp: Version,
         f: impl FnOnce(&mut ShardCtx<'_>) -> R,
     ) -> (R, bool) {
+        let flags = shared.notify.load(Ordering::Relaxed);
+        if flags != self.notify_flags {
+            // CONFIG SET notify-keyspace-events: recorded from this unit on.
+            self.notify_flags = flags;
+            self.update_observed();
+        }
         let logging = !self.observers.is_empty();
         self.clock_hint = now;
         let mut ctx = ShardCtx::new(
@@ -507,7 +522,7 @@ impl Shard {
             self.dbs.get(db).is_some_and(Keyspace::has_events)
         };
         if events {
-            self.publish(origin, db, all_dbs);
+            self.publish(shared, origin, db, all_dbs);
         }
 
         if let Some(seq) = rotation {
@@ -524,7 +539,7 @@ impl Shard {
 
     /// Hands the events of the unit of work just done on database `db` (and, with
     /// `all_dbs`, on others too) to the parked plans and the observers.
-    fn publish(&mut self, origin: Origin<'_>, db: usize, all_dbs: bool) {
+    fn publish(&mut self, shared: &Shared, origin: Origin<'_>, db: usize, all_dbs: bool) {
         self.published += 1;
         self.events.clear();
         let mut unlisted = 0;
@@ -559,7 +574,37 @@ impl Shard {
                 observer.on_write(&write);
             }
         }
+        if notify::active(self.notify_flags) {
+            self.notify(shared, origin);
+        }
         self.update_observed();
+    }
+
+    /// Keyspace notifications of the unit of work just published.
+    fn notify(&mut self, shared: &Shared, origin: Origin<'_>) {
+        let step_args = self.step_command.as_ref().map(|b| b.args(0));
+        let command = match (origin, &step_args) {
+            (Origin::Command(args, _), _) => Some(args),
+            (Origin::Step(_), Some(args)) => Some(args),
+            _ => None,
+        };
+        let cause = match (origin, command) {
+            (Origin::Expiry, _) => notify::Cause::Expiry,
+            (Origin::Eviction, _) => notify::Cause::Eviction,
+            (_, Some(args)) => match shared.commands.resolve(args) {
+                Ok(spec) => notify::Cause::Command(spec.name, args),
+                Err(_) => notify::Cause::Unknown,
+            },
+            (_, None) => notify::Cause::Unknown,
+        };
+        notify::notify(
+            self.notify_flags,
+            cause,
+            &self.events,
+            shared.keyspace_events,
+            &shared.pubsub,
+            &mut self.pubsub,
+        );
     }
 
     /// After a unit of work: the waits its writes serve (`park.rs`). A notify wait is told
@@ -628,6 +673,7 @@ impl Shard {
                 now: self.clock_hint,
                 slots_version: self.slots.version(),
                 db,
+                command: None,
             };
             self.step(shared, step);
         }
@@ -1068,6 +1114,7 @@ impl Shard {
             }
             Some(Work::Run(f)) => {
                 let mut scratch = Vec::new();
+                self.step_command = step.command.take();
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1077,6 +1124,7 @@ impl Shard {
                     Version::Resp2,
                     f,
                 );
+                self.step_command = None;
                 step.release |= release;
                 out
             }

@@ -37,6 +37,7 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         now: NOW,
         slots_version: 1,
         db: 0,
+        command: None,
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Instant;
 use goblin_protocol::Version;
 use goblin_store::Millis;
 
-use crate::runtime::msg::{LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
+use crate::runtime::msg::{Batch, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::shard::Outgoing;
 use crate::shard::slots::SlotMap;
@@ -96,6 +96,9 @@ pub struct TxJob {
     /// Some step changed keys: the transaction has parts in the log, and its end is
     /// recorded as their commit.
     wrote: bool,
+    /// The command it runs, for the shards to name its key events (keyspace
+    /// notifications on).
+    command: Option<Arc<Batch>>,
 }
 
 impl TxJob {
@@ -165,7 +168,13 @@ impl TxJob {
             waits: 0,
             served: false,
             wrote: false,
+            command: None,
         }
+    }
+
+    /// The command the transaction runs, given to its steps (for keyspace notifications).
+    pub fn set_command(&mut self, command: Arc<Batch>) {
+        self.command = Some(command);
     }
 
     fn step(&self, index: usize) -> TxStep {
@@ -180,6 +189,7 @@ impl TxJob {
             now: self.now,
             slots_version: self.slots_version,
             db: self.db,
+            command: self.command.clone(),
         }
     }
 

@@ -25,6 +25,7 @@ mod keys_diff;
 mod lists_diff;
 mod multi_exec;
 mod multikey;
+mod notifications;
 mod operability;
 mod ordering;
 mod output_bound;
