@@ -92,6 +92,8 @@ pub const GETKEYS_INVALID_ARGUMENTS: &[u8] = b"ERR Invalid arguments specified f
 
 /// MULTI inside MULTI.
 pub const MULTI_NESTED: &[u8] = b"ERR MULTI calls can not be nested";
+/// WATCH between MULTI and EXEC.
+pub const WATCH_INSIDE_MULTI: &[u8] = b"ERR WATCH inside MULTI is not allowed";
 /// DISCARD outside MULTI.
 pub const DISCARD_WITHOUT_MULTI: &[u8] = b"ERR DISCARD without MULTI";
 /// EXEC outside MULTI.

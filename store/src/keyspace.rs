@@ -825,6 +825,15 @@ impl Keyspace {
         })
     }
 
+    /// How `key` is stored, live or not: `None` when absent, else its expiry, which may
+    /// have passed. Nothing is removed and no access is recorded: WATCH looks at a key
+    /// this way (Redis's `keyIsExpired` does not delete either).
+    pub fn peek_expiry(&self, key: &[u8]) -> Option<Option<Millis>> {
+        let (slot, hash) = self.locate(key);
+        let entry = self.slots.get(slot)?.find(hash, |b| blob::key(b) == key)?;
+        Some(blob::expire(entry))
+    }
+
     /// Whether `key` holds a live value.
     pub fn contains(&mut self, key: &[u8], now: Millis) -> bool {
         self.live(key, now).is_some()
@@ -1328,6 +1337,22 @@ mod tests {
         );
         k.get(b"k", 17_000);
         assert_eq!(k.idle_secs(b"k", 20_000), Some(3));
+    }
+
+    #[test]
+    fn peeking_sees_stale_keys_and_removes_nothing() {
+        let mut k = Keyspace::new();
+        k.observe(true);
+        k.set_str(b"live", b"v", None, 1_000);
+        k.set_str(b"stale", b"v", Some(1_500), 1_000);
+        k.take_events().for_each(drop);
+        assert_eq!(k.peek_expiry(b"live"), Some(None));
+        assert_eq!(k.peek_expiry(b"stale"), Some(Some(1_500)));
+        assert_eq!(k.peek_expiry(b"absent"), None);
+        // Long past its expiry, the stale key is still there and nothing was recorded.
+        assert_eq!(k.peek_expiry(b"stale"), Some(Some(1_500)));
+        assert_eq!(k.len(), 2);
+        assert!(!k.has_events());
     }
 
     fn s(v: &[u8]) -> Value {

@@ -1,13 +1,20 @@
-//! MULTI, EXEC, DISCARD: the connection queues commands between MULTI and EXEC (the
-//! pipeline does the queueing), and EXEC runs them as one transaction: every key of every
-//! queued command locked (every shard whole if one of them is keyspace-wide), then the
-//! commands in order, consecutive commands for one shard in one hop.
+//! MULTI, EXEC, DISCARD, WATCH, UNWATCH: the connection queues commands between MULTI
+//! and EXEC (the pipeline does the queueing), and EXEC runs them as one transaction: every
+//! key of every queued command locked (every shard whole if one of them is keyspace-wide),
+//! then the commands in order, consecutive commands for one shard in one hop.
+//!
+//! WATCH registers its keys on the shards that own them (`shard/watch.rs`), one hop per
+//! shard; EXEC then also locks the watched keys (shared) and, holding every lock, answers
+//! a null array instead of running anything if one of them changed or expired since.
+
+use std::sync::Arc;
 
 use goblin_protocol::{Encoder, reply_len};
 
 use crate::errors;
-use crate::runtime::msg::Batch;
-use crate::table::handler::{Exec, MultiCall, MultiCtx, Started};
+use crate::runtime::msg::{Batch, LockMode};
+use crate::shard::watch::{WatchState, Watching};
+use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 
@@ -16,6 +23,10 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::MULTI, Exec::Multi(multi));
     table.add(&meta::EXEC, Exec::Multi(exec));
     table.add(&meta::DISCARD, Exec::Multi(discard));
+    table.add(&meta::WATCH, Exec::Multi(watch));
+    // Queued inside MULTI like any command (it then finds nothing watched: EXEC
+    // unwatched first), as in Redis.
+    table.add(&meta::UNWATCH, Exec::Conn(unwatch));
 }
 
 /// A transaction command rejected before running (`MULTI x`): its error, and the
@@ -47,10 +58,102 @@ fn discard(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         MultiCall::Rejected(msg) => rejected(ctx, msg),
         MultiCall::Run(_) => match ctx.multi.take() {
             None => ctx.conn.reply().error(errors::DISCARD_WITHOUT_MULTI),
-            Some(_) => ctx.conn.reply().ok(),
+            Some(_) => {
+                ctx.conn.client.watching = None;
+                ctx.conn.reply().ok();
+            }
         },
     }
     None
+}
+
+/// `WATCH key [key ...]`: each key not yet watched (in the client's database) is
+/// registered on its shard, one hop per shard, with no lock: registering runs on the
+/// shard's thread between two units of work, and the client reads the keys only after
+/// WATCH answered, so every change it has not seen is one the shard tells it of.
+fn watch(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
+    let args = match call {
+        MultiCall::Rejected(msg) => {
+            rejected(ctx, msg);
+            return None;
+        }
+        MultiCall::Run(args) => args,
+    };
+    if ctx.multi.is_some() {
+        // An error that does not abort the transaction.
+        ctx.conn.reply().error(errors::WATCH_INSIDE_MULTI);
+        return None;
+    }
+    let db = ctx.conn.client.db;
+    let watching = ctx
+        .conn
+        .client
+        .watching
+        .get_or_insert_with(Watching::default);
+    if watching.state().is_dirty() {
+        // EXEC fails whatever else is watched.
+        ctx.conn.reply().ok();
+        return None;
+    }
+    let mut hops: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for key in args.iter_from(1) {
+        if !watching.add(db, key) {
+            continue;
+        }
+        let shard = ctx.slots.shard_of_key(key);
+        match hops.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, keys)) => keys.push(key.to_vec()),
+            None => hops.push((shard, vec![key.to_vec()])),
+        }
+    }
+    if hops.is_empty() {
+        ctx.conn.reply().ok();
+        return None;
+    }
+    Some(Started {
+        plan: Box::new(WatchPlan {
+            state: Arc::clone(watching.state()),
+            hops,
+        }),
+        locks: Vec::new(),
+        whole_shards: false,
+        calls: Vec::new(),
+    })
+}
+
+/// WATCH's plan: a hop to each shard that owns some of the keys, then `OK`.
+#[derive(Debug)]
+struct WatchPlan {
+    state: Arc<WatchState>,
+    /// The keys to register, by shard (taken by the first step).
+    hops: Vec<(usize, Vec<Vec<u8>>)>,
+}
+
+impl Plan for WatchPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, _results: Vec<HopOut>) -> Step {
+        if self.hops.is_empty() {
+            return cx.done(|e| e.ok());
+        }
+        let hops = std::mem::take(&mut self.hops)
+            .into_iter()
+            .map(|(shard, keys)| {
+                let state = Arc::clone(&self.state);
+                Hop::run(shard, move |ctx| {
+                    for key in &keys {
+                        ctx.watch(&state, key);
+                    }
+                    HopOut::Done
+                })
+            })
+            .collect();
+        Step::Hops(hops)
+    }
+}
+
+/// `UNWATCH`
+fn unwatch(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.client.watching = None;
+    ctx.reply().ok();
 }
 
 /// `EXEC`
@@ -60,14 +163,25 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         // (`execCommandAbort`).
         errors::exec_abort(msg).send(&mut ctx.conn.reply());
         *ctx.multi = None;
+        ctx.conn.client.watching = None;
         return None;
     }
     let Some(multi) = ctx.multi.take() else {
         ctx.conn.reply().error(errors::EXEC_WITHOUT_MULTI);
         return None;
     };
+    // Whatever happens now, the keys are no longer watched once EXEC is done (dropping
+    // `watching` unwatches them).
+    let watching = ctx.conn.client.watching.take();
     if multi.dirty {
         ctx.conn.reply().error(errors::EXECABORT_PREVIOUS_ERRORS);
+        return None;
+    }
+    if watching
+        .as_ref()
+        .is_some_and(|w| w.state().voided(ctx.conn.now))
+    {
+        ctx.conn.reply().null_array();
         return None;
     }
     let table = &ctx.conn.shared.commands;
@@ -135,9 +249,15 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         };
         queued.push(Some(item));
     }
+    // The watched keys are locked too, so that nothing changes them between the check
+    // (made holding every lock) and the commands.
+    if let Some(watching) = &watching {
+        locks.extend(watching.keys().map(|k| (k.to_vec(), LockMode::Shared)));
+    }
     let n = queued.len();
     Some(Started {
         plan: Box::new(ExecPlan {
+            watching,
             queued,
             next: 0,
             outcomes: (0..n).map(|_| None).collect(),
@@ -173,6 +293,8 @@ enum Queued {
 /// same shard travel as one hop.
 #[derive(Debug)]
 struct ExecPlan {
+    /// The client's watch, checked (and dropped: unwatched) first thing.
+    watching: Option<Watching>,
     queued: Vec<Option<Queued>>,
     next: usize,
     outcomes: Vec<Option<Outcome>>,
@@ -195,6 +317,13 @@ fn step_without_parking(plan: &mut dyn Plan, cx: &PlanCx<'_>, results: Vec<HopOu
 
 impl Plan for ExecPlan {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        // First thing, holding every lock (the watched keys' too): a watched key that
+        // changed or expired fails the transaction, which then runs nothing.
+        if let Some(watching) = self.watching.take()
+            && watching.state().voided(cx.now)
+        {
+            return cx.done(|e| e.null_array());
+        }
         // Feed results to whoever asked for them.
         if let Some((idx, mut plan)) = self.current.take() {
             match step_without_parking(plan.as_mut(), cx, results) {

@@ -48,6 +48,8 @@ pub struct Client {
     /// Its connection's buffers and state, as of the command being run (a connection
     /// command sees them; CLIENT INFO shows them).
     pub facts: ConnFacts,
+    /// The keys it WATCHes (`None`: none); dropping it unwatches them.
+    pub watching: Option<crate::shard::watch::Watching>,
 }
 
 /// CLIENT REPLY's modes.
@@ -171,6 +173,7 @@ impl Client {
             no_evict: false,
             subs: Subscriptions::default(),
             facts: ConnFacts::default(),
+            watching: None,
         }
     }
 }

@@ -39,6 +39,7 @@ pub mod events;
 pub mod notify;
 pub mod park;
 pub mod slots;
+pub mod watch;
 
 #[cfg(test)]
 mod tests;
@@ -64,6 +65,7 @@ use dbs::{Dbs, Recording};
 use events::{Effect, Observer, Origin, Write};
 use park::{Serve, Waiters};
 use slots::SlotMap;
+use watch::WatchTable;
 
 /// Commands are timed one run in this many, for INFO commandstats' `usec` (an estimate).
 const TIMING_SAMPLE: u64 = 16;
@@ -111,6 +113,8 @@ pub struct Shard {
     locks: LockTable,
     blocked: VecDeque<Blocked>,
     waiters: Waiters,
+    /// The keys clients WATCH here.
+    watches: WatchTable,
     observers: Vec<Box<dyn Observer>>,
     /// The effect of the unit of work in progress, when observers want effects.
     effects: Vec<Vec<Vec<u8>>>,
@@ -159,6 +163,7 @@ impl Shard {
             locks: LockTable::default(),
             blocked: VecDeque::new(),
             waiters: Waiters::default(),
+            watches: WatchTable::default(),
             observers: Vec::new(),
             effects: Vec::new(),
             events: Vec::new(),
@@ -358,9 +363,13 @@ impl Shard {
 
     fn update_observed(&mut self) {
         let notifying = notify::active(self.notify_flags);
+        let watched = !self.watches.is_empty();
         self.dbs.set_recording(Recording {
-            observe: !self.observers.is_empty() || !self.waiters.is_empty() || notifying,
-            list_writes: !self.waiters.is_empty() || self.observers_want_keys || notifying,
+            observe: !self.observers.is_empty() || !self.waiters.is_empty() || notifying || watched,
+            list_writes: !self.waiters.is_empty()
+                || self.observers_want_keys
+                || notifying
+                || watched,
             access: self.dbs.recording().access,
         });
     }
@@ -495,6 +504,7 @@ impl Shard {
             self.update_observed();
         }
         let logging = !self.observers.is_empty();
+        let was_watched = !self.watches.is_empty();
         self.clock_hint = now;
         let mut ctx = ShardCtx::new(
             self.dbs.split(db),
@@ -506,6 +516,7 @@ impl Shard {
             &self.stats,
             &self.errors,
             logging.then_some(&mut self.effects),
+            &mut self.watches,
         );
         let result = f(&mut ctx);
         let release = ctx.wants_release();
@@ -523,6 +534,9 @@ impl Shard {
         };
         if events {
             self.publish(shared, origin, db, all_dbs);
+        } else if was_watched != !self.watches.is_empty() {
+            // The first key watched here (or the last gone): record events, or stop.
+            self.update_observed();
         }
 
         if let Some(seq) = rotation {
@@ -551,6 +565,14 @@ impl Shard {
         } else if let Some(keyspace) = self.dbs.get_mut(db) {
             self.events.extend(keyspace.take_events());
             unlisted = keyspace.take_unlisted();
+        }
+        if !self.watches.is_empty() {
+            let dbs = &self.dbs;
+            self.watches.on_events(
+                &self.events,
+                |db, key| dbs.get(db).and_then(|k| k.peek_expiry(key)),
+                self.clock_hint,
+            );
         }
         if !self.waiters.is_empty() {
             self.serve_waiters();

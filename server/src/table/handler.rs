@@ -25,6 +25,7 @@ use crate::runtime::msg::{Batch, LockMode};
 use crate::runtime::server::Shared;
 use crate::shard::dbs::Others;
 use crate::shard::slots::SlotMap;
+use crate::shard::watch::{WatchState, WatchTable};
 use crate::txn::plan::{CrossShard, Plan};
 
 pub use crate::runtime::pubsub::Hub;
@@ -109,6 +110,7 @@ pub struct ShardCtx<'a> {
     /// This worker's error replies by code (for INFO's part).
     pub errors: &'a ErrorCounts,
     effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
+    watches: &'a mut WatchTable,
     release: bool,
     may_wait: bool,
     waits: bool,
@@ -117,7 +119,8 @@ pub struct ShardCtx<'a> {
 }
 
 impl<'a> ShardCtx<'a> {
-    /// A context; `effects` is where effects go when the shard's observers want them.
+    /// A context; `effects` is where effects go when the shard's observers want them;
+    /// `watches` are the keys clients watch on the shard.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         (db, others): (&'a mut Keyspace, Others<'a>),
@@ -129,6 +132,7 @@ impl<'a> ShardCtx<'a> {
         stats: &'a [CmdStat],
         errors: &'a ErrorCounts,
         effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
+        watches: &'a mut WatchTable,
     ) -> Self {
         ShardCtx {
             db,
@@ -141,6 +145,7 @@ impl<'a> ShardCtx<'a> {
             stats,
             errors,
             effects,
+            watches,
             release: false,
             may_wait: false,
             waits: false,
@@ -203,6 +208,14 @@ impl<'a> ShardCtx<'a> {
                 k.touch_all();
             }
         }
+    }
+
+    /// WATCH: `state` watches `key` of the selected database from now on, as it is
+    /// stored now — a key stored but expired is watched as stale, and is not removed.
+    pub fn watch(&mut self, state: &std::sync::Arc<WatchState>, key: &[u8]) {
+        let stored = self.db.peek_expiry(key);
+        let db = self.db_index();
+        self.watches.watch(state, db, key, stored, self.now);
     }
 
     /// Whether the unit reached a database other than the selected one.
