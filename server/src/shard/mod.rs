@@ -504,7 +504,7 @@ impl Shard {
             self.update_observed();
         }
         let logging = !self.observers.is_empty();
-        let was_watched = !self.watches.is_empty();
+        let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
         let mut ctx = ShardCtx::new(
             self.dbs.split(db),
@@ -534,7 +534,7 @@ impl Shard {
         };
         if events {
             self.publish(shared, origin, db, all_dbs);
-        } else if was_watched != !self.watches.is_empty() {
+        } else if unwatched_before != self.watches.is_empty() {
             // The first key watched here (or the last gone): record events, or stop.
             self.update_observed();
         }

@@ -339,6 +339,11 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("multi", &["MULTI", "MULTI x"]),
     ("exec", &["EXEC", "EXEC x"]),
     ("discard", &["DISCARD", "DISCARD x"]),
+    (
+        "watch",
+        &["WATCH a", "WATCH a b", "WATCH a b a", "WATCH", "WATCH ''"],
+    ),
+    ("unwatch", &["UNWATCH", "UNWATCH x"]),
     // Sets.
     ("sadd", &["SADD k m", "SADD k m n", "SADD k"]),
     ("srem", &["SREM k m", "SREM k m n", "SREM k"]),
@@ -754,7 +759,6 @@ const ABSENT: &[&str] = &[
     "CLIENT CACHING yes",
     "LOLWUT VERSION 5",
     "EVAL s 1 k",
-    "WATCH a b",
     "PFADD k a",
     "GEOADD k 1 2 m",
     "XREAD COUNT 1 STREAMS s 0",

@@ -43,4 +43,5 @@ mod sets_diff;
 mod soak;
 mod strings_diff;
 mod strings_keys;
+mod watch;
 mod zsets_diff;
