@@ -614,3 +614,84 @@ fn plan_hops_record_their_events_on_each_shard() {
     );
     assert!(lb.all_quiet());
 }
+
+/// Registers `state` as a watcher of `keys` (database 0) on `shard`, as WATCH's hop does.
+fn watch(shared: &Shared, shard: &mut Shard, state: &Arc<watch::WatchState>, keys: &[&[u8]]) {
+    let (state, keys) = (
+        Arc::clone(state),
+        keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>(),
+    );
+    let mut s = step(&[], LockMode::Shared, false);
+    s.work = Some(Work::Run(Box::new(move |ctx| {
+        for key in &keys {
+            ctx.watch(&state, key);
+        }
+        HopOut::Done
+    })));
+    shard.step(shared, s);
+    shard.take_out();
+}
+
+/// Runs `cmds` on `shard` as a batch of connection C1 at [`NOW`].
+fn run(shared: &Shared, shard: &mut Shard, cmds: &[&[&[u8]]]) {
+    let mut b = batch(&shared.commands, cmds);
+    b.now = NOW;
+    shard.run_batch(shared, C1, b);
+    shard.take_out();
+}
+
+#[test]
+fn watched_keys_are_touched_by_eviction_and_expiry_and_cost_nothing_unwatched() {
+    let (shared, mut shard) = one_shard();
+    run(
+        &shared,
+        &mut shard,
+        &[
+            &[b"SET", b"evicted", b"v"],
+            &[b"SET", b"expiring", b"v", b"PX", b"5"],
+        ],
+    );
+    assert!(!shard.dbs().get(0).is_some_and(Keyspace::observed));
+    let (one, two) = (watch::Watching::default(), watch::Watching::default());
+    watch(&shared, &mut shard, one.state(), &[b"evicted"]);
+    watch(&shared, &mut shard, two.state(), &[b"expiring"]);
+    assert!(
+        shard.dbs().get(0).is_some_and(Keyspace::observed),
+        "watched keys' events are recorded"
+    );
+    // Eviction: a unit of work of its own, which the watch table sees like any other.
+    let memory = crate::memory::MemoryConfig {
+        policy: crate::memory::Policy::VolatileTtl,
+        ..Default::default()
+    };
+    shard.evict(&shared, &memory, 0, 1, NOW);
+    assert!(
+        !one.state().is_dirty(),
+        "volatile-ttl evicts only the key with a TTL"
+    );
+    assert!(two.state().is_dirty(), "evicted");
+    let memory = crate::memory::MemoryConfig {
+        policy: crate::memory::Policy::AllKeysRandom,
+        ..Default::default()
+    };
+    shard.evict(&shared, &memory, 0, 1, NOW);
+    assert!(one.state().is_dirty(), "evicted");
+    // Both settled: their entries went as the events met them, and nothing is recorded.
+    assert!(!shard.dbs().get(0).is_some_and(Keyspace::observed));
+
+    // Active expiry, and a client that stopped watching.
+    run(&shared, &mut shard, &[&[b"SET", b"a", b"v", b"PX", b"5"]]);
+    let (three, gone) = (watch::Watching::default(), watch::Watching::default());
+    watch(&shared, &mut shard, three.state(), &[b"a"]);
+    watch(&shared, &mut shard, gone.state(), &[b"a", b"b"]);
+    drop(gone);
+    assert_eq!(shard.expire(&shared, NOW + 6, 100), 1);
+    assert!(three.state().is_dirty());
+    // `b` is still watched by the client that left, until a sweep: units of work sweep
+    // once there have been as many as entries (or the minimum).
+    for i in 0..100 {
+        let key = format!("k{i}");
+        run(&shared, &mut shard, &[&[b"SET", key.as_bytes(), b"v"]]);
+    }
+    assert!(!shard.dbs().get(0).is_some_and(Keyspace::observed));
+}
