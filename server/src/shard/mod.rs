@@ -6,8 +6,9 @@
 //! Every unit of work on the keys — a command, a step of a cross-shard plan, a round of
 //! active expiry (lazy expiry happens inside the others) — goes through
 //! [`Shard::unit`]: it gives the work a [`ShardCtx`], then hands the key events the work
-//! caused, with its effect, to the shard's observers and wakes the plans parked on those
-//! keys (`events.rs`, `park.rs`). Nothing else holds the keyspace mutably.
+//! caused, with its effect, to the shard's observers, wakes the plans parked on those
+//! keys and touches the keys clients watch (`events.rs`, `park.rs`, `watch.rs`). Nothing
+//! else holds the keyspace mutably.
 //!
 //! # Ownership
 //!
@@ -552,7 +553,8 @@ impl Shard {
     }
 
     /// Hands the events of the unit of work just done on database `db` (and, with
-    /// `all_dbs`, on others too) to the parked plans and the observers.
+    /// `all_dbs`, on others too) to the watch table, the parked plans, the observers and
+    /// keyspace notifications.
     fn publish(&mut self, shared: &Shared, origin: Origin<'_>, db: usize, all_dbs: bool) {
         self.published += 1;
         self.events.clear();

@@ -588,6 +588,11 @@ fn watch_state_and_its_end_match_redis() {
         a: MULTI
         a: NOSUCHCOMMAND
         a: EXEC
+        a: WATCH K1
+        b: SET K1 0
+        a: MULTI
+        a: NOSUCHCOMMAND
+        a: EXEC
         b: SET K1 1
         a: MULTI
         a: PING
