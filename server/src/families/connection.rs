@@ -187,6 +187,7 @@ fn reset(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     }
     *ctx.multi = None;
     let conn = &mut ctx.conn;
+    conn.client.watching = None;
     if conn.client.monitor {
         conn.client.monitor = false;
         conn.shared.monitors.remove(conn.hub.me);

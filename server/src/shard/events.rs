@@ -4,9 +4,9 @@
 //! `goblin_store::Event`): written, deleted, expired, flushed. At the end of each unit of
 //! work — a command, a transaction's step, a round of active expiry — the shard hands the
 //! unit's events, with its **effect** (what a log must replay to do the same), to its
-//! observers, wakes the plans parked on the keys that changed, and touches the keys
-//! clients WATCH (`watch.rs`). Keyspace notifications, the append-only log, snapshots and
-//! slot migration are observers.
+//! observers, wakes the plans parked on the keys that changed, touches the keys clients
+//! WATCH (`watch.rs`) and sends keyspace notifications (`notify.rs`). The append-only log,
+//! snapshots and slot migration are observers.
 //!
 //! While nothing observes a shard, no plan waits on it and no client watches its keys,
 //! the keyspace records nothing: each change costs one branch.

@@ -21,7 +21,7 @@
 //! that was live when watched has reached its expiry since ([`WatchState::voided`]), even
 //! if nothing removed it yet — Redis's `isWatchedKeyExpired`.
 //!
-//! Unwatching (EXEC, DISCARD, UNWATCH, the connection's end) drops the client's
+//! Unwatching (EXEC, DISCARD, UNWATCH, RESET, the connection's end) drops the client's
 //! [`Watching`], which marks its state gone. A shard drops the entries of a state that is
 //! gone or dirty (there is nothing more to tell it) whenever it meets them, and sweeps the
 //! whole table when it has doubled since the last sweep, or after as many units of work as

@@ -504,8 +504,8 @@ fn watch_and_flushes_match_redis() {
     );
 }
 
-/// WATCH remembers each key's database; EXEC (run, failed, or aborted), DISCARD, UNWATCH
-/// clear the watch and its dirty flag, EXEC and DISCARD without MULTI do not; WATCH inside
+/// WATCH remembers each key's database; EXEC (run, failed, or aborted), DISCARD, UNWATCH,
+/// RESET clear the watch and its dirty flag, EXEC and DISCARD without MULTI do not; WATCH inside
 /// MULTI is an error that does not abort the block, UNWATCH inside it is queued; arity
 /// errors; the null array of RESP3.
 #[test]
@@ -607,6 +607,19 @@ fn watch_state_and_its_end_match_redis() {
         a: EXEC
         a: DISCARD
         b: SET K1 2
+        a: MULTI
+        a: PING
+        a: EXEC
+        a: WATCH K2
+        b: SET K2 1
+        a: RESET
+        a: MULTI
+        a: PING
+        a: EXEC
+        a: WATCH K2
+        a: MULTI
+        b: SET K2 2
+        a: RESET
         a: MULTI
         a: PING
         a: EXEC
