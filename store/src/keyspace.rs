@@ -1349,7 +1349,8 @@ mod tests {
         assert_eq!(k.peek_expiry(b"live"), Some(None));
         assert_eq!(k.peek_expiry(b"stale"), Some(Some(1_500)));
         assert_eq!(k.peek_expiry(b"absent"), None);
-        // Long past its expiry, the stale key is still there and nothing was recorded.
+        // However long ago it expired, the stale key is still there and nothing was
+        // recorded (peeking takes no clock).
         assert_eq!(k.peek_expiry(b"stale"), Some(Some(1_500)));
         assert_eq!(k.len(), 2);
         assert!(!k.has_events());
