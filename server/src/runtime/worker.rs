@@ -268,6 +268,7 @@ impl Worker {
                             // once the peer has closed (no further event will come).
                             conn.read_to_end = true;
                         }
+                        self.catch_up();
                         self.serve(key);
                     }
                 }
@@ -282,6 +283,7 @@ impl Worker {
             for key in std::mem::take(&mut self.scheduled) {
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.scheduled = false;
+                    self.catch_up();
                     self.serve(key);
                 }
             }
@@ -635,6 +637,18 @@ impl Worker {
         match result {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             other => other,
+        }
+    }
+
+    /// Handles what other workers sent before reading a connection's requests: a
+    /// message sent to this worker before a client sent its request is handled first.
+    /// So a client that read a PUBLISH's reply and then sends a command to a subscriber
+    /// on this thread finds the message in the subscriber's output ahead of the
+    /// command's reply, as with redis-server, where one thread does both. (One look at
+    /// the inbox per connection served.)
+    fn catch_up(&mut self) {
+        if !self.inbox.is_empty() {
+            self.drain();
         }
     }
 

@@ -126,6 +126,9 @@ fn resp2_script(p: &mut Pair) {
     p.message(0);
     p.message(2);
     p.check(1, "PUBLISH nobody listens");
+    p.message(0); // through n*
+    p.message(2);
+    p.check(1, "PUBLISH zzz nobody");
     p.check(1, "SPUBLISH shard1 sharded");
     p.message(0);
     p.check(1, "SPUBLISH news not-a-shard-channel-subscriber");
@@ -441,4 +444,62 @@ fn a_closed_subscriber_is_forgotten() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(admin.cmd(&[b"PUBLISH", b"a", b"x"]), b":0\r\n");
+}
+
+/// A message published before a subscriber's command was sent (the publisher read
+/// PUBLISH's reply first) arrives before that command's reply, whichever threads they
+/// live on — as with redis-server, where one thread does both.
+#[test]
+fn a_message_published_before_a_command_comes_before_its_reply() {
+    let server = Server::goblin_threads(4);
+    // Subscribers on every thread, a publisher on each of the next ones.
+    let mut subs: Vec<Raw> = (0..4).map(|_| server.raw()).collect();
+    for s in &mut subs {
+        let hello = s.cmd(&[b"HELLO", b"3"]);
+        assert!(hello.starts_with(b"%"), "{}", show(&hello));
+        let confirm = s.cmd(&[b"SUBSCRIBE", b"c"]);
+        assert!(confirm.starts_with(b">3\r\n"), "{}", show(&confirm));
+    }
+    let mut publisher = server.raw();
+    // Busy threads: long pipelines on every thread, so that messages between threads
+    // and new requests from sockets often wait for the same loop iteration.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..4)
+        .map(|i| {
+            let mut raw = server.raw();
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut batch = Vec::new();
+                for n in 0..2000 {
+                    batch.extend(encode(&[b"SET", format!("busy{i}:{n}").as_bytes(), b"v"]));
+                }
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    raw.send(&batch);
+                    for _ in 0..2000 {
+                        raw.reply();
+                    }
+                }
+            })
+        })
+        .collect();
+    for round in 0..300 {
+        assert_eq!(
+            publisher.cmd(&[b"PUBLISH", b"c", round.to_string().as_bytes()]),
+            b":4\r\n"
+        );
+        for (i, s) in subs.iter_mut().enumerate() {
+            s.send(&encode(&[b"PING"]));
+            let first = s.reply();
+            assert!(
+                first.starts_with(b">3\r\n$7\r\nmessage\r\n"),
+                "round {round}, subscriber {i}: the reply came before the message: {}",
+                show(&first)
+            );
+            assert_eq!(s.reply(), b"+PONG\r\n");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
 }
