@@ -203,15 +203,13 @@ impl Loopback {
                         client,
                         shared: &self.shared,
                         out: &mut out,
-                        hub: crate::table::handler::Hub {
-                            local: &mut self.subs,
-                            out: &mut self.publications,
-                            me: ConnRef {
-                                worker: 0,
-                                key: 0,
-                                generation: 0,
-                            },
-                        },
+                        hub: crate::table::handler::Hub::new(
+                            &mut self.subs,
+                            &mut self.publications,
+                            0,
+                            0,
+                            0,
+                        ),
                         now: NOW,
                     },
                     &args,

@@ -299,15 +299,13 @@ impl Worker {
                         shared,
                         out: &mut output.buf,
                         now: self.now,
-                        hub: Hub {
-                            local: &mut self.subs,
-                            out: &mut self.shard.pubsub,
-                            me: ConnRef {
-                                worker: self.id,
-                                key,
-                                generation: *generation,
-                            },
-                        },
+                        hub: Hub::new(
+                            &mut self.subs,
+                            &mut self.shard.pubsub,
+                            self.id,
+                            key,
+                            *generation,
+                        ),
                     },
                     args,
                 );
@@ -849,15 +847,13 @@ impl Worker {
                 shared: &shared,
                 out: &mut output.buf,
                 now,
-                hub: Hub {
-                    local: &mut self.subs,
-                    out: &mut self.shard.pubsub,
-                    me: ConnRef {
-                        worker: self.id,
-                        key: to.key,
-                        generation: *generation,
-                    },
-                },
+                hub: Hub::new(
+                    &mut self.subs,
+                    &mut self.shard.pubsub,
+                    self.id,
+                    to.key,
+                    *generation,
+                ),
             };
             gather(&mut ctx, &args, asking.answers);
             if drop_reply {
@@ -1028,15 +1024,13 @@ impl Worker {
                     shared,
                     out: &mut output.buf,
                     now,
-                    hub: Hub {
-                        local: &mut self.subs,
-                        out: &mut self.shard.pubsub,
-                        me: ConnRef {
-                            worker: self.id,
-                            key,
-                            generation: *generation,
-                        },
-                    },
+                    hub: Hub::new(
+                        &mut self.subs,
+                        &mut self.shard.pubsub,
+                        self.id,
+                        key,
+                        *generation,
+                    ),
                 },
                 multi,
                 slots: &slots,
@@ -1091,15 +1085,13 @@ impl Worker {
             shared: &shared,
             out: &mut output.buf,
             now,
-            hub: Hub {
-                local: &mut self.subs,
-                out: &mut self.shard.pubsub,
-                me: ConnRef {
-                    worker: self.id,
-                    key,
-                    generation: *generation,
-                },
-            },
+            hub: Hub::new(
+                &mut self.subs,
+                &mut self.shard.pubsub,
+                self.id,
+                key,
+                *generation,
+            ),
         };
         write_outcome(&mut ctx, outcome);
     }

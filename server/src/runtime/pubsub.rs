@@ -322,7 +322,27 @@ pub struct Hub<'a> {
     pub me: ConnRef,
 }
 
-impl Hub<'_> {
+impl<'a> Hub<'a> {
+    /// The view of connection `key` (of `generation`) on `worker`, whose index and
+    /// outgoing publications these are.
+    pub fn new(
+        local: &'a mut Local,
+        out: &'a mut Outbound,
+        worker: usize,
+        key: usize,
+        generation: u64,
+    ) -> Hub<'a> {
+        Hub {
+            local,
+            out,
+            me: ConnRef {
+                worker,
+                key,
+                generation,
+            },
+        }
+    }
+
     /// Subscribes the connection to `name`; false when it already was.
     pub fn subscribe(
         &mut self,

@@ -1351,15 +1351,13 @@ impl Worker {
                 self.shared.monitors.remove(me);
             }
             if conn.client.subs.active() {
-                let mut hub = crate::runtime::pubsub::Hub {
-                    local: &mut self.subs,
-                    out: &mut self.shard.pubsub,
-                    me: ConnRef {
-                        worker: self.id,
-                        key,
-                        generation: conn.generation,
-                    },
-                };
+                let mut hub = crate::runtime::pubsub::Hub::new(
+                    &mut self.subs,
+                    &mut self.shard.pubsub,
+                    self.id,
+                    key,
+                    conn.generation,
+                );
                 hub.leave_all(&self.shared.pubsub, &mut conn.client.subs);
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
