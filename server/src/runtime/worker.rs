@@ -775,19 +775,30 @@ impl Worker {
         if !self.local.is_empty() {
             self.drain();
         }
-        // Publications: this worker's subscribers get theirs now, the others' workers
-        // one message each.
-        if self.shard.pubsub.pending() {
-            let mine = self.send_publications();
-            if let Some(mine) = mine {
-                self.deliver(&mine);
-            }
+        self.send_outboxes();
+    }
+
+    /// Sends what the outboxes hold, with this iteration's publications (this worker's
+    /// own subscribers get theirs at once), after making the log records durable (the
+    /// log's group commit: nothing leaves the thread before them).
+    ///
+    /// Workers that receive publications are sent to first: a message to any other
+    /// worker (a reply, after which its client publishes or reads) is then sent after
+    /// them, so nothing that follows from it can overtake them.
+    fn send_outboxes(&mut self) {
+        if self.shard.pubsub.pending()
+            && let Some(mine) = self.send_publications()
+        {
+            self.deliver(&mine);
         }
-        // What leaves the thread now must be durable first (the log's group commit).
         self.shard.sync_observers();
-        for (dest, queue) in self.outbox.iter_mut().enumerate() {
-            if !queue.is_empty() {
-                self.shared.peers[dest].send(std::mem::take(queue));
+        for publications_first in [true, false] {
+            for (dest, queue) in self.outbox.iter_mut().enumerate() {
+                // (A `Publish` is always the last message of its queue.)
+                let publishes = matches!(queue.last(), Some(Msg::Publish(_)));
+                if !queue.is_empty() && publishes == publications_first {
+                    self.shared.peers[dest].send(std::mem::take(queue));
+                }
             }
         }
     }
@@ -1291,12 +1302,7 @@ impl Worker {
             self.drain();
         }
         self.send_monitor_feed();
-        self.shard.sync_observers();
-        for (dest, queue) in self.outbox.iter_mut().enumerate() {
-            if !queue.is_empty() {
-                self.shared.peers[dest].send(std::mem::take(queue));
-            }
-        }
+        self.send_outboxes();
     }
 
     /// Closes a client whose pending replies passed its class's output limit
