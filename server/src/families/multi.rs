@@ -185,6 +185,13 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         return None;
     }
     let table = &ctx.conn.shared.commands;
+    // Keyspace notifications name a queued cross-shard command's events after it.
+    let naming = crate::shard::notify::active(
+        ctx.conn
+            .shared
+            .notify
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
     let mut locks = Vec::new();
     let mut whole_shards = false;
     let mut calls = Vec::with_capacity(multi.queued.len());
@@ -224,7 +231,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 Queued::Conn(cmd)
             }
             Exec::Plan(cross) => match (cross.plan)(&start) {
-                Ok(plan) => Queued::Plan(db, plan),
+                Ok(plan) => Queued::Plan(db, plan, naming.then(|| Arc::from(cmd))),
                 Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
             },
             Exec::Shard(_) => {
@@ -236,7 +243,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 match spec.cross_shard {
                     Some(cross) if shards.iter().any(|&s| s != first) => {
                         match (cross.plan)(&start) {
-                            Ok(plan) => Queued::Plan(db, plan),
+                            Ok(plan) => Queued::Plan(db, plan, naming.then(|| Arc::from(cmd))),
                             Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
                         }
                     }
@@ -283,8 +290,9 @@ enum Queued {
     Single(usize, Box<Batch>),
     /// Runs on the connection.
     Conn(Box<Batch>),
-    /// Needs a plan of its own, in a database.
-    Plan(usize, Box<dyn Plan>),
+    /// Needs a plan of its own, in a database (with the command, to name its key
+    /// events when keyspace notifications are on).
+    Plan(usize, Box<dyn Plan>, Option<Arc<Batch>>),
     /// Answered already (its arguments were refused).
     Ready(Outcome),
 }
@@ -363,8 +371,11 @@ impl Plan for ExecPlan {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
                 Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
-                Some(Queued::Plan(db, mut plan)) => {
+                Some(Queued::Plan(db, mut plan, command)) => {
                     cx.select(db);
+                    if let Some(command) = command {
+                        cx.name_steps(command);
+                    }
                     match step_without_parking(plan.as_mut(), cx, Vec::new()) {
                         Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
                         step => {

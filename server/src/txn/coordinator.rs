@@ -481,9 +481,13 @@ impl TxJob {
                 resp: self.resp,
                 now: self.now,
                 db: std::cell::Cell::new(self.db),
+                command: std::cell::RefCell::new(None),
             };
             let step = self.plan.next(&cx, results);
             self.db = cx.db.get();
+            if let Some(command) = cx.command.take() {
+                self.command = Some(command);
+            }
             match step {
                 Step::Hops(hops) if hops.is_empty() => results = Vec::new(),
                 Step::Hops(hops) => {

@@ -248,6 +248,9 @@ pub struct PlanCx<'a> {
     pub now: Millis,
     /// The database the transaction's next hops work on.
     pub db: std::cell::Cell<usize>,
+    /// The command the next hops' key events are named after, when a plan changes it
+    /// (EXEC, running a queued cross-shard command; keyspace notifications).
+    pub command: std::cell::RefCell<Option<std::sync::Arc<Batch>>>,
 }
 
 impl PlanCx<'_> {
@@ -259,6 +262,12 @@ impl PlanCx<'_> {
     /// Moves the next hops to database `db` (EXEC, along the SELECTs it runs).
     pub fn select(&self, db: usize) {
         self.db.set(db);
+    }
+
+    /// Names the key events of the next hops after `command` (EXEC, running a queued
+    /// cross-shard command, while keyspace notifications are on).
+    pub fn name_steps(&self, command: std::sync::Arc<Batch>) {
+        *self.command.borrow_mut() = Some(command);
     }
 
     /// A reply encoded in the connection's protocol.
