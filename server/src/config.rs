@@ -969,8 +969,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("latency-monitor-threshold", &|c| {
             c.latency_monitor_threshold.to_string()
         }),
+        // Quoted, as redis-server's `sdscatrepr` writes it (`""` when off).
         opt("notify-keyspace-events", &|c| {
-            crate::shard::notify::flags_text(c.notify_keyspace_events)
+            repr(crate::shard::notify::flags_text(c.notify_keyspace_events).as_bytes())
         }),
         Rewritten {
             name: "client-output-buffer-limit",

@@ -303,8 +303,6 @@ pub struct Keyspace {
     counts: Counts,
     db: u16,
     recorder: Recorder,
-    /// Whether the last `put` created its key (rather than replacing one).
-    put_created: bool,
     snapshot: Option<Box<Snapshot>>,
     /// How entries' access fields are kept.
     access: AccessMode,
@@ -351,7 +349,6 @@ impl Keyspace {
             counts: Counts::default(),
             db,
             recorder: Recorder::default(),
-            put_created: false,
             snapshot: None,
             access: AccessMode::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
@@ -911,16 +908,17 @@ impl Keyspace {
     }
 
     /// Stores a new entry or replaces one, reusing the entry's allocation when the new one
-    /// has the same size (a SET of a same-length value allocates nothing). Records
-    /// nothing: the public methods that call it do.
+    /// has the same size (a SET of a same-length value allocates nothing); its slot, and
+    /// whether it created the key. Records nothing: the public methods that call it do.
     fn put(
         &mut self,
         key: &[u8],
         expire_at: Option<Millis>,
         payload: Payload<'_>,
         now: Millis,
-    ) -> usize {
+    ) -> (usize, bool) {
         let (slot, hash) = self.locate(key);
+        let mut created = false;
         let size = blob::size(key, expire_at, payload);
         if self.slots.is_empty() {
             self.slots = (0..SLOTS).map(|_| HashTable::new()).collect();
@@ -935,7 +933,6 @@ impl Keyspace {
             |b| hasher.hash_one(blob::key(b)),
         ) {
             TableEntry::Occupied(mut o) => {
-                self.put_created = false;
                 let old = o.get_mut();
                 let (old_len, old_expire) = (old.len(), blob::expire(old));
                 // An overwrite is an access; under LFU the key keeps its counter.
@@ -959,7 +956,7 @@ impl Keyspace {
                 replaced_expire = old_expire;
             }
             TableEntry::Vacant(v) => {
-                self.put_created = true;
+                created = true;
                 let mut entry = blob::build(key, expire_at, payload);
                 blob::set_access(&mut entry, self.access.fresh(now));
                 v.insert(entry);
@@ -979,7 +976,7 @@ impl Keyspace {
             self.counts.volatile += 1;
             self.schedule(slot, hash, at, replaced_expire);
         }
-        slot
+        (slot, created)
     }
 
     /// Schedules the expiry of the entry at (`slot`, `hash`) at `at`, unless the timer of
@@ -998,29 +995,30 @@ impl Keyspace {
     /// (`now`, the command's time, is the entry's last access.)
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: Option<Millis>, now: Millis) {
         self.preserve_key(key);
-        let slot = if value.len() <= INLINE_MAX {
+        let (slot, created) = if value.len() <= INLINE_MAX {
             self.put(key, expire_at, Payload::Inline(value), now)
         } else {
             self.put_value(key, Value::Str(value.to_vec()), expire_at, now)
         };
-        self.record_write(slot, key, self.put_created);
+        self.record_write(slot, key, created);
     }
 
     /// Stores `value` at `key` with `expire_at`, replacing whatever was there.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: Option<Millis>, now: Millis) {
         self.preserve_key(key);
-        let slot = self.put_value(key, value, expire_at, now);
-        self.record_write(slot, key, self.put_created);
+        let (slot, created) = self.put_value(key, value, expire_at, now);
+        self.record_write(slot, key, created);
     }
 
-    /// Stores a value, inline when it is a short string; records nothing.
+    /// Stores a value, inline when it is a short string (see [`Keyspace::put`]); records
+    /// nothing.
     fn put_value(
         &mut self,
         key: &[u8],
         value: Value,
         expire_at: Option<Millis>,
         now: Millis,
-    ) -> usize {
+    ) -> (usize, bool) {
         match value {
             Value::Str(s) if s.len() <= INLINE_MAX => {
                 self.put(key, expire_at, Payload::Inline(&s), now)

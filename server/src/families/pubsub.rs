@@ -57,10 +57,7 @@ fn confirmation(space: Space, subscribing: bool) -> &'static [u8] {
 /// A confirmation: `[kind, name (or nil), the client's subscription count]`, a push
 /// message in RESP3.
 fn confirm(ctx: &mut ConnCtx<'_>, space: Space, subscribing: bool, name: Option<&[u8]>) {
-    let count = match space {
-        Space::ShardChannels => ctx.client.subs.shard_count(),
-        _ => ctx.client.subs.count(),
-    };
+    let count = ctx.client.subs.counted(space);
     let mut out = ctx.reply();
     out.push(3);
     out.bulk(confirmation(space, subscribing));
@@ -136,23 +133,19 @@ fn sunsubscribe(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `PUBLISH channel message`: the number of receivers, on every thread.
 fn publish(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let n = ctx.hub.out.publish(
-        &ctx.shared.pubsub,
-        Space::Channels,
-        args.get(1),
-        args.get(2),
-    );
-    ctx.reply().integer(n as i64);
+    publish_to(ctx, args, Space::Channels);
 }
 
 /// `SPUBLISH shardchannel message`
 fn spublish(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let n = ctx.hub.out.publish(
-        &ctx.shared.pubsub,
-        Space::ShardChannels,
-        args.get(1),
-        args.get(2),
-    );
+    publish_to(ctx, args, Space::ShardChannels);
+}
+
+/// Publishes the message argument to the channel argument of `space`; replies the
+/// receivers.
+fn publish_to(ctx: &mut ConnCtx<'_>, args: &Args<'_>, space: Space) {
+    let dir = &ctx.shared.pubsub;
+    let n = ctx.hub.out.publish(dir, space, args.get(1), args.get(2));
     ctx.reply().integer(n as i64);
 }
 

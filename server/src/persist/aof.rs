@@ -186,7 +186,7 @@ impl AofLog {
                         |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
                     );
                 match write.origin {
-                    Origin::Command(args, _) if !only_expired => emit(buf, db, Cmd::Args(args)),
+                    Origin::Command(_, args, _) if !only_expired => emit(buf, db, Cmd::Args(args)),
                     _ => Self::deletions(write.events, buf, &mut emit),
                 }
             }
@@ -283,7 +283,7 @@ impl Observer for AofLog {
 
     fn on_write(&mut self, write: &Write<'_>) {
         let tx = match write.origin {
-            Origin::Command(_, tx) => tx,
+            Origin::Command(_, _, tx) => tx,
             Origin::Step(tx) => Some(tx),
             Origin::Expiry | Origin::Eviction => None,
         };

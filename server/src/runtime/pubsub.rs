@@ -64,24 +64,18 @@ impl Subscriptions {
         self.sets.iter().any(|s| !s.is_empty())
     }
 
-    /// What SUBSCRIBE's and PSUBSCRIBE's replies count: channels and patterns.
-    pub fn count(&self) -> usize {
-        self.sets[0].len() + self.sets[1].len()
-    }
-
-    /// What SSUBSCRIBE's replies count: shard channels.
-    pub fn shard_count(&self) -> usize {
-        self.sets[2].len()
+    /// What a (un)subscription's confirmation in `space` counts: channels and patterns
+    /// together, or shard channels.
+    pub fn counted(&self, space: Space) -> usize {
+        match space {
+            Space::ShardChannels => self.sets[2].len(),
+            _ => self.sets[0].len() + self.sets[1].len(),
+        }
     }
 
     /// The number of subscriptions in `space` (CLIENT LIST's `sub`, `psub`, `ssub`).
     pub fn len(&self, space: Space) -> usize {
         self.sets[space as usize].len()
-    }
-
-    /// Whether the client subscribes to nothing.
-    pub fn is_empty(&self) -> bool {
-        !self.active()
     }
 
     /// The names the client subscribes to in `space`.

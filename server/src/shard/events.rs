@@ -19,9 +19,9 @@ use crate::table::handler::Args;
 /// What caused a unit of work.
 #[derive(Clone, Copy, Debug)]
 pub enum Origin<'a> {
-    /// A command, with its arguments as sent, and the transaction it is part of (a
-    /// command queued in EXEC, or run by a plan).
-    Command(&'a Args<'a>, Option<TxRef>),
+    /// A command: its command-table name, its arguments as sent, and the transaction it
+    /// is part of (a command queued in EXEC, or run by a plan).
+    Command(&'static str, &'a Args<'a>, Option<TxRef>),
     /// A step of a transaction (a cross-shard command or EXEC).
     Step(TxRef),
     /// Active expiry.

@@ -606,20 +606,17 @@ impl Shard {
 
     /// Keyspace notifications of the unit of work just published.
     fn notify(&mut self, shared: &Shared, origin: Origin<'_>) {
-        let step_args = self.step_command.as_ref().map(|b| b.args(0));
-        let command = match (origin, &step_args) {
-            (Origin::Command(args, _), _) => Some(args),
-            (Origin::Step(_), Some(args)) => Some(args),
-            _ => None,
-        };
-        let cause = match (origin, command) {
+        // A step is named after the command its transaction runs, when it carries one.
+        let step = self.step_command.as_ref().and_then(|b| {
+            let spec = b.cmds.first().and_then(|c| shared.commands.get(c.spec))?;
+            Some((spec.name, b.args(0)))
+        });
+        let cause = match (origin, &step) {
+            (Origin::Command(name, args, _), _) => notify::Cause::Command(name, args),
+            (Origin::Step(_), Some((name, args))) => notify::Cause::Command(name, args),
             (Origin::Expiry, _) => notify::Cause::Expiry,
             (Origin::Eviction, _) => notify::Cause::Eviction,
-            (_, Some(args)) => match shared.commands.resolve(args) {
-                Ok(spec) => notify::Cause::Command(spec.name, args),
-                Err(_) => notify::Cause::Unknown,
-            },
-            (_, None) => notify::Cause::Unknown,
+            (Origin::Step(_), None) => notify::Cause::Unknown,
         };
         notify::notify(
             self.notify_flags,
@@ -861,7 +858,7 @@ impl Shard {
         }
         let (waits, _) = self.unit(
             shared,
-            Origin::Command(args, tx),
+            Origin::Command(spec.name, args, tx),
             db,
             now,
             out,

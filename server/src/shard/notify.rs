@@ -140,24 +140,13 @@ pub fn notify(
     dir: &Directory,
     out: &mut Outbound,
 ) {
-    // A created key's `new` comes right before the first event named for it (Redis
-    // announces it as the key is added, then the command's event).
-    let mut announced: Vec<(u16, &[u8])> = Vec::new();
+    // A created key's `new` comes right before the first event named for its write
+    // (Redis announces it as the key is added, then the command's event). The writes
+    // announced are told apart by address: every event named is one of `events`.
+    let mut announced: Vec<*const KeyEvent> = Vec::new();
     let mut publish = |class: u32, event: &str, k: &KeyEvent| {
-        if k.created
-            && k.change == Change::Written
-            && !announced
-                .iter()
-                .any(|&(db, key)| db == k.db && key == &*k.key)
-        {
-            // (`k` lives in `events`, which outlives the closure.)
-            if let Some(found) = events
-                .iter()
-                .filter_map(Event::key)
-                .find(|e| e.db == k.db && e.key == k.key)
-            {
-                announced.push((found.db, &found.key));
-            }
+        if k.created && k.change == Change::Written && !announced.contains(&std::ptr::from_ref(k)) {
+            announced.push(std::ptr::from_ref(k));
             if flags & NEW != 0 {
                 publish_one(flags, "new", k, dir, out);
             }
