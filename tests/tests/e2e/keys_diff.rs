@@ -775,13 +775,13 @@ fn object_subcommands_match_redis() {
         OBJECT IDLETIME K0
         OBJECT REFCOUNT K0
         SET K0 v
-        OBJECT IDLETIME K0
+        ~OBJECT IDLETIME K0
         OBJECT FREQ K0
         OBJECT freq K0
         HSET K1 f v
         OBJECT ENCODING K1
         OBJECT REFCOUNT K1
-        OBJECT IDLETIME K1
+        ~OBJECT IDLETIME K1
         OBJECT FREQ K1
         ZADD K2 1 m
         OBJECT ENCODING K2
