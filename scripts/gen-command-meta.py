@@ -32,6 +32,8 @@ rpoplpush lmpop blpop brpop blmove brpoplpush blmpop bzpopmin bzpopmax bzmpop
 save bgsave lastsave bgrewriteaof shutdown
 acl slowlog monitor latency memory debug
 subscribe unsubscribe psubscribe punsubscribe publish pubsub ssubscribe sunsubscribe spublish
+xadd xlen xrange xrevrange xdel xtrim xread xreadgroup xgroup xack xpending xclaim xautoclaim
+xinfo xsetid
 """.split()
 
 

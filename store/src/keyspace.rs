@@ -82,6 +82,7 @@ impl<'a> Entry<'a> {
             ValueRef::List(l) => l.heap_bytes(),
             ValueRef::Set(s) => s.heap_bytes(),
             ValueRef::ZSet(z) => z.heap_bytes(),
+            ValueRef::Stream(x) => x.heap_bytes(),
         };
         self.blob.len() + BUCKET_BYTES + apart
     }

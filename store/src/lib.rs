@@ -29,5 +29,5 @@ pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
 pub use events::{Change, Event, KeyEvent};
 pub use keyspace::{AccessMode, Entry, EvictBy, INLINE_MAX, Keyspace, Millis, Removed, ValueMut};
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
-pub use types::{Hash, List, Set, SortedSet, Value, ValueRef};
+pub use types::{Hash, List, Set, SortedSet, Stream, StreamId, Value, ValueRef};
 pub use wheel::{Timer, Wheel};

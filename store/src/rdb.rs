@@ -18,7 +18,8 @@ use std::fmt;
 
 use crate::keyspace::Millis;
 use crate::types::set::Member;
-use crate::types::{Hash, List, Set, SortedSet, Value, ValueRef};
+use crate::types::stream::{Consumer, ENTRIES_READ_UNKNOWN, Group, Nack};
+use crate::types::{Hash, List, Set, SortedSet, Stream, StreamId, Value, ValueRef};
 
 /// The version Goblin writes (redis-server 7.0's).
 pub const RDB_VERSION: u32 = 10;
@@ -45,6 +46,9 @@ const TYPE_SET_INTSET: u8 = 11;
 const TYPE_HASH_LISTPACK: u8 = 16;
 const TYPE_ZSET_LISTPACK: u8 = 17;
 const TYPE_LIST_QUICKLIST_2: u8 = 18;
+const TYPE_STREAM_LISTPACKS: u8 = 15;
+const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 /// A quicklist node holding one element as it is.
 const QUICKLIST_NODE_PLAIN: u64 = 1;
 
@@ -163,6 +167,7 @@ impl RdbWriter {
             RdbValue::Set(_) => TYPE_SET,
             RdbValue::Hash(_) => TYPE_HASH,
             RdbValue::ZSet(_) => TYPE_ZSET_2,
+            RdbValue::Stream(_) => TYPE_STREAM_LISTPACKS_2,
         };
         self.key_header(kind, key, expire_at);
         match value {
@@ -179,7 +184,54 @@ impl RdbWriter {
                     self.scored(member, *score);
                 }
             }
+            RdbValue::Stream(stream) => self.stream(stream),
         }
+    }
+
+    /// A stream as redis-server 7.0 writes one (`RDB_TYPE_STREAM_LISTPACKS_2`): its
+    /// nodes as they are, its metadata, its groups with their pending entries and
+    /// consumers.
+    fn stream(&mut self, s: &Stream) {
+        self.length(s.node_count() as u64);
+        for (key, node) in s.nodes() {
+            self.raw_string(&key.to_be_bytes());
+            self.raw_string(node);
+        }
+        self.length(s.length);
+        for id in [s.last_id, s.first_id, s.max_deleted] {
+            self.length(id.ms);
+            self.length(id.seq);
+        }
+        self.length(s.entries_added);
+        self.length(s.groups.len() as u64);
+        for (name, g) in &s.groups {
+            self.raw_string(name);
+            self.length(g.last_id.ms);
+            self.length(g.last_id.seq);
+            self.length(g.entries_read as u64);
+            self.length(g.pel.len() as u64);
+            for (id, nack) in &g.pel {
+                self.out.extend_from_slice(&id.to_be_bytes());
+                self.out
+                    .extend_from_slice(&nack.delivery_time.to_le_bytes());
+                self.length(nack.delivery_count);
+            }
+            self.length(g.consumers.len() as u64);
+            for (name, c) in &g.consumers {
+                self.raw_string(name);
+                self.out.extend_from_slice(&c.seen_time.to_le_bytes());
+                self.length(c.pel.len() as u64);
+                for id in &c.pel {
+                    self.out.extend_from_slice(&id.to_be_bytes());
+                }
+            }
+        }
+    }
+
+    /// A string as its bytes (no integer encoding).
+    fn raw_string(&mut self, s: &[u8]) {
+        self.length(s.len() as u64);
+        self.out.extend_from_slice(s);
     }
 
     /// A stored key, written from the store's own representation (nothing is copied
@@ -212,6 +264,10 @@ impl RdbWriter {
                 self.key_header(TYPE_ZSET_2, key, expire_at);
                 self.length(zset.len() as u64);
                 zset.for_each(|member, score| self.scored(member, score));
+            }
+            ValueRef::Stream(stream) => {
+                self.key_header(TYPE_STREAM_LISTPACKS_2, key, expire_at);
+                self.stream(stream);
             }
         }
     }
@@ -403,6 +459,8 @@ pub enum RdbValue {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// A sorted set's members and scores.
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// A stream.
+    Stream(Box<Stream>),
 }
 
 impl RdbValue {
@@ -431,6 +489,8 @@ impl RdbValue {
                 Value::Hash(Box::new(hash))
             }
             RdbValue::ZSet(members) => Value::ZSet(Box::new(SortedSet::from_entries(members))),
+            // An empty stream is still a key.
+            RdbValue::Stream(s) => return Some(Value::Stream(s)),
         };
         (!value.is_empty_collection()).then_some(value)
     }
@@ -643,8 +703,116 @@ impl<'a> Reader<'a> {
                 }
                 RdbValue::List(items)
             }
+            TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+                RdbValue::Stream(Box::new(self.stream(kind, at)?))
+            }
             _ => return Ok(None),
         }))
+    }
+
+    fn stream_id(&mut self) -> Result<StreamId, RdbError> {
+        Ok(StreamId::new(self.length()?, self.length()?))
+    }
+
+    fn raw_id(&mut self) -> Result<StreamId, RdbError> {
+        let b = self.take(16)?;
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        Ok(StreamId::from_be_bytes(a))
+    }
+
+    /// A stream of RDB type `kind` (7.0's form; the one before it, without the first
+    /// ID, the greatest deleted ID, entries added and entries read; 7.2's, with each
+    /// consumer's active time).
+    fn stream(&mut self, kind: u8, at: usize) -> Result<Stream, RdbError> {
+        let corrupt = |reason: &str| RdbError::Corrupt {
+            offset: at,
+            reason: reason.to_string(),
+        };
+        let mut s = Stream::default();
+        let nodes = self.bounded_length()?;
+        for _ in 0..nodes {
+            let key = self.string()?;
+            let key: [u8; 16] = key
+                .try_into()
+                .map_err(|_| corrupt("a stream node key that is not 16 bytes"))?;
+            let node = self.string()?;
+            s.load_node(StreamId::from_be_bytes(key), node)
+                .map_err(corrupt)?;
+        }
+        s.length = self.length()?;
+        s.last_id = self.stream_id()?;
+        if kind >= TYPE_STREAM_LISTPACKS_2 {
+            s.first_id = self.stream_id()?;
+            s.max_deleted = self.stream_id()?;
+            s.entries_added = self.length()?;
+        } else {
+            s.first_id = s.edge(true).unwrap_or(StreamId::MIN);
+            s.entries_added = s.length;
+        }
+        let live = s.range(StreamId::MIN, StreamId::MAX, false, 0).len() as u64;
+        if live != s.length {
+            return Err(corrupt("a stream whose length does not match its entries"));
+        }
+        let groups = self.bounded_length()?;
+        for _ in 0..groups {
+            let name = self.string()?;
+            let last_id = self.stream_id()?;
+            let entries_read = if kind >= TYPE_STREAM_LISTPACKS_2 {
+                self.length()? as i64
+            } else {
+                s.estimate_distance(last_id)
+                    .map_or(ENTRIES_READ_UNKNOWN, |n| n as i64)
+            };
+            let mut g = Group::new(last_id, entries_read);
+            let pending = self.bounded_length()?;
+            for _ in 0..pending {
+                let id = self.raw_id()?;
+                let delivery_time = self.u64_le()?;
+                let delivery_count = self.length()?;
+                g.pel.insert(
+                    id,
+                    Nack {
+                        delivery_time,
+                        delivery_count,
+                        consumer: Vec::new(),
+                    },
+                );
+            }
+            let consumers = self.bounded_length()?;
+            for _ in 0..consumers {
+                let cname = self.string()?;
+                let seen_time = self.u64_le()?;
+                if kind >= TYPE_STREAM_LISTPACKS_3 {
+                    self.u64_le()?; // The active time (7.2).
+                }
+                let mut c = Consumer {
+                    seen_time,
+                    ..Consumer::default()
+                };
+                let n = self.bounded_length()?;
+                for _ in 0..n {
+                    let id = self.raw_id()?;
+                    let nack = g
+                        .pel
+                        .get_mut(&id)
+                        .ok_or_else(|| corrupt("a consumer's pending entry not in its group's"))?;
+                    nack.consumer = cname.clone();
+                    c.pel.insert(id);
+                }
+                g.consumers.insert(cname, c);
+            }
+            if g.pel
+                .values()
+                .any(|n| n.consumer.is_empty() && !g.consumers.contains_key(&n.consumer))
+            {
+                return Err(corrupt("a group's pending entry that no consumer holds"));
+            }
+            if s.groups.insert(name, g).is_some() {
+                return Err(corrupt("a stream with two groups of one name"));
+            }
+        }
+        Ok(s)
     }
 
     /// A score of the old sorted-set type: a length byte (253 NaN, 254 +inf, 255 -inf)
@@ -1064,14 +1232,14 @@ mod tests {
     #[test]
     fn other_types_are_refused_by_name() {
         let mut file = b"REDIS0010\xFE\x00".to_vec();
-        file.push(15); // a stream
+        file.push(6); // a module value
         file.extend_from_slice(b"\x01s");
         let err = read_all(&file).unwrap_err();
         assert_eq!(
             err,
             RdbError::UnsupportedType {
                 key: b"s".to_vec(),
-                kind: 15
+                kind: 6
             }
         );
         assert!(err.to_string().contains("\"s\""));

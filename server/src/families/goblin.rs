@@ -365,13 +365,13 @@ pub struct ClaimWait {
 }
 
 /// A claim key serves a waiter when it is gone.
-fn claim_free(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+fn claim_free(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
     usize::from(!db.contains(key, now))
 }
 
 /// A result key serves its waiters when it holds something (a string is the answer;
 /// another type, the WRONGTYPE error the claim then answers).
-fn result_present(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+fn result_present(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
     usize::from(db.contains(key, now))
 }
 
@@ -401,12 +401,14 @@ impl ClaimWait {
             key: a.claim_key.clone(),
             ready: Some(claim_free),
             serve: Serve::Lock,
+            arg: Vec::new(),
         }];
         if a.result_key != a.claim_key {
             keys.push(Watch {
                 key: a.result_key.clone(),
                 ready: Some(result_present),
                 serve: Serve::Notify,
+                arg: Vec::new(),
             });
         }
         Step::Park(Park {

@@ -415,6 +415,17 @@ pub fn restore_commands(
             });
             zadd
         }
+        ValueRef::Stream(s) => {
+            out.extend(super::streams::rebuild_commands(key, s));
+            if let Some(at) = expire {
+                out.push(vec![
+                    b"PEXPIREAT".to_vec(),
+                    key.to_vec(),
+                    decimal(at as i64),
+                ]);
+            }
+            return out;
+        }
     };
     out.push(rebuild);
     if let Some(at) = expire {

@@ -142,7 +142,7 @@ pub fn state(db: &mut Keyspace, key: &[u8], now: Millis) -> ListState {
 
 /// Whether `key` holds a list, which a blocked pop could take from (a
 /// [`crate::txn::plan::ReadyFn`]: a key of another type does not serve a waiting client).
-pub fn is_ready(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+pub fn is_ready(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
     match state(db, key, now) {
         ListState::Len(n) => n,
         _ => 0,

@@ -17,6 +17,7 @@ pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod sorted_sets;
+pub mod streams;
 pub mod strings;
 
 use std::time::Duration;
@@ -51,6 +52,7 @@ pub fn register_all(table: &mut CommandTable) {
     persistence::register(table);
     diagnostics::register(table);
     pubsub::register(table);
+    streams::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

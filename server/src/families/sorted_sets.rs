@@ -1422,7 +1422,7 @@ fn zset_holds(db: &mut Keyspace, key: &[u8], now: Millis) -> Holds {
 
 /// How many members a blocked pop could take from `key` (a
 /// [`crate::txn::plan::ReadyFn`]: a key of another type serves no waiting client).
-fn zset_ready(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+fn zset_ready(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
     match find(db, key, now) {
         Found::ZSet(z) => z.len(),
         _ => 0,

@@ -1177,7 +1177,7 @@ impl Shard {
                     keys.iter()
                         .find(|w| {
                             w.ready
-                                .is_some_and(|ready| ready(ctx.db, &w.key, req.now) > 0)
+                                .is_some_and(|ready| ready(ctx.db, &w.key, req.now, &w.arg) > 0)
                         })
                         .map(|w| (w.key.clone(), w.serve))
                 },

@@ -50,6 +50,7 @@ struct Watched {
     key: Box<[u8]>,
     ready: Option<ReadyFn>,
     serve: Serve,
+    arg: Box<[u8]>,
 }
 
 /// A wait to serve: the transaction, its wait number, the key, how.
@@ -98,6 +99,7 @@ impl Waiters {
                 key: w.key.into_boxed_slice(),
                 ready: w.ready,
                 serve: w.serve,
+                arg: w.arg.into_boxed_slice(),
             })
             .collect();
         for w in &keys {
@@ -165,7 +167,9 @@ impl Waiters {
             let Some(watched) = wait.keys.iter().find(|w| *w.key == *key) else {
                 continue;
             };
-            let ready = watched.ready.map_or(1, |ready| ready(db, key, now));
+            let ready = watched
+                .ready
+                .map_or(1, |ready| ready(db, key, now, &watched.arg));
             if ready == 0 {
                 continue;
             }
@@ -213,7 +217,7 @@ mod tests {
     const T2: TxRef = TxRef { worker: 1, seq: 1 };
     const T3: TxRef = TxRef { worker: 1, seq: 2 };
 
-    fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+    fn exists(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
         usize::from(db.contains(key, now))
     }
 
@@ -223,6 +227,7 @@ mod tests {
                 key: k.to_vec(),
                 ready,
                 serve,
+                arg: Vec::new(),
             })
             .collect()
     }

@@ -160,7 +160,8 @@ pub enum HopOut {
 /// how many plans a key can serve.
 /// How many waiting plans a key can serve now (0: it is not ready): a list's length for
 /// blocked pops, so that a push of several elements serves as many clients at once.
-pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis) -> usize;
+/// Its last argument is the wait's own context ([`Watch::arg`]: a stream ID, a group name).
+pub type ReadyFn = fn(&mut Keyspace, &[u8], Millis, &[u8]) -> usize;
 
 pub use crate::shard::park::Serve;
 
@@ -188,7 +189,12 @@ impl Park {
         Park {
             keys: keys
                 .into_iter()
-                .map(|key| Watch { key, ready, serve })
+                .map(|key| Watch {
+                    key,
+                    ready,
+                    serve,
+                    arg: Vec::new(),
+                })
                 .collect(),
             timeout,
         }
@@ -211,6 +217,8 @@ pub struct Watch {
     /// to the waiter first in line); the plan then runs with that lock held.
     /// `Serve::Notify` tells every ready waiter.
     pub serve: Serve,
+    /// What the readiness test needs besides the key (empty for most waits).
+    pub arg: Vec<u8>,
 }
 
 /// What a plan wants next.

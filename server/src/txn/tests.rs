@@ -142,7 +142,7 @@ struct WaitThenGet {
     read: bool,
 }
 
-fn exists(db: &mut Keyspace, key: &[u8], now: Millis) -> usize {
+fn exists(db: &mut Keyspace, key: &[u8], now: Millis, _arg: &[u8]) -> usize {
     usize::from(db.contains(key, now))
 }
 

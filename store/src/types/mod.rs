@@ -6,13 +6,16 @@
 
 pub mod hash;
 pub mod list;
+pub mod listpack;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::{Stream, StreamId};
 pub use zset::SortedSet;
 
 /// A key's value. Strings are binary-safe byte strings.
@@ -28,6 +31,8 @@ pub enum Value {
     Set(Box<Set>),
     /// A sorted set.
     ZSet(Box<SortedSet>),
+    /// A stream.
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -52,6 +57,7 @@ impl Value {
             Value::List(l) => ValueRef::List(l),
             Value::Set(m) => ValueRef::Set(m),
             Value::ZSet(z) => ValueRef::ZSet(z),
+            Value::Stream(x) => ValueRef::Stream(x),
         }
     }
 
@@ -63,6 +69,8 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::Set(m) => m.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // A stream stays when its last entry goes.
+            Value::Stream(_) => false,
         }
     }
 
@@ -74,6 +82,7 @@ impl Value {
             Value::List(l) => l.heap_bytes(),
             Value::Set(m) => m.heap_bytes(),
             Value::ZSet(z) => z.heap_bytes(),
+            Value::Stream(x) => x.heap_bytes(),
         }
     }
 }
@@ -91,6 +100,8 @@ pub enum ValueRef<'a> {
     Set(&'a Set),
     /// A sorted set.
     ZSet(&'a SortedSet),
+    /// A stream.
+    Stream(&'a Stream),
 }
 
 impl<'a> ValueRef<'a> {
@@ -102,6 +113,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(_) => "list",
             ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
+            ValueRef::Stream(_) => "stream",
         }
     }
 
@@ -121,6 +133,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => Value::List(Box::new(l.clone())),
             ValueRef::Set(m) => Value::Set(Box::new(m.clone())),
             ValueRef::ZSet(z) => Value::ZSet(Box::new(z.clone())),
+            ValueRef::Stream(x) => Value::Stream(Box::new(x.clone())),
         }
     }
 
@@ -133,6 +146,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::List(l) => l.encoding(),
             ValueRef::Set(m) => m.encoding(),
             ValueRef::ZSet(z) => z.encoding(),
+            ValueRef::Stream(x) => x.encoding(),
         }
     }
 }
