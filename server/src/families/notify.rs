@@ -11,7 +11,7 @@
 
 use goblin_store::{Change, KeyEvent};
 
-use crate::shard::notify::{Emit, GENERIC, HASH, LIST, NEW, SET, STRING, ZSET};
+use crate::shard::notify::{Emit, GENERIC, HASH, LIST, NEW, SET, STREAM, STRING, ZSET};
 use crate::table::args::is_keyword;
 use crate::table::handler::Args;
 
@@ -209,6 +209,28 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
         }
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" => {
             stored(events, ZSET, name, emit);
+        }
+        // Streams (t_stream.c). An XADD that trims writes twice: `xadd`, then `xtrim`.
+        "xadd" => {
+            for (i, k) in events.iter().enumerate() {
+                let first = !events[..i].iter().any(|e| e.key == k.key);
+                emit(STREAM, if first { "xadd" } else { "xtrim" }, k);
+            }
+        }
+        "xtrim" | "xdel" | "xsetid" => each(events, STREAM, name, emit),
+        "xgroup|create" => each(events, STREAM, "xgroup-create", emit),
+        "xgroup|setid" => each(events, STREAM, "xgroup-setid", emit),
+        "xgroup|destroy" => each(events, STREAM, "xgroup-destroy", emit),
+        "xgroup|createconsumer" => each(events, STREAM, "xgroup-createconsumer", emit),
+        "xgroup|delconsumer" => each(events, STREAM, "xgroup-delconsumer", emit),
+        // A read, claim or acknowledgement sends nothing of its own; one that created its
+        // consumer wrote the key a second time, for `xgroup-createconsumer`.
+        "xreadgroup" | "xclaim" | "xautoclaim" => {
+            for (i, k) in events.iter().enumerate() {
+                if events[..i].iter().any(|e| e.key == k.key) {
+                    emit(STREAM, "xgroup-createconsumer", k);
+                }
+            }
         }
         // The claim's life, named as its Lua oracles would be.
         "goblin.claim" => {

@@ -1031,6 +1031,12 @@ fn xpending_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorRe
     Ok(())
 }
 
+/// A command created its consumer on the way (XREADGROUP, XCLAIM, XAUTOCLAIM): the key
+/// records a second write, which notifications name `xgroup-createconsumer`.
+fn consumer_created(ctx: &mut ShardCtx<'_>, key: &[u8]) {
+    modify(ctx.db, key, ctx.now, |_| ((), true));
+}
+
 /// Logs an effect built as owned arguments.
 fn log_owned(ctx: &mut ShardCtx<'_>, argv: Vec<Vec<u8>>) {
     let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
@@ -1182,6 +1188,9 @@ fn xclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorRepl
         ((claimed, forgotten, created, moved), changed)
     });
     let (claimed, forgotten, created, moved) = outcome.unwrap_or_default();
+    if created {
+        consumer_created(ctx, key);
+    }
     ctx.out.array(claimed.len());
     for (id, entry, _) in &claimed {
         if justid {
@@ -1312,6 +1321,9 @@ fn xautoclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), Error
         ((next, claimed, deleted, created), changed)
     });
     let (next, claimed, deleted, created) = outcome.unwrap_or_default();
+    if created {
+        consumer_created(ctx, key);
+    }
     let out = &mut ctx.out;
     out.array(3);
     reply_id(out, next);
@@ -1839,15 +1851,18 @@ fn serve_key(
                 ]);
             }
         }
-        ((Some(served), effects), true)
+        ((served, effects, created), true)
     });
-    let Some((served, effects)) = outcome else {
+    let Some((served, effects, created)) = outcome else {
         return Ok(None);
     };
+    if created {
+        consumer_created(ctx, key);
+    }
     for e in effects {
         log_owned(ctx, e);
     }
-    Ok(served)
+    Ok(Some(served))
 }
 
 /// The XCLAIM that replays a delivery.

@@ -378,7 +378,44 @@ fn decode(
     })
 }
 
-/// The positions of a node's entries, first to last (for walking it backwards).
+/// A node's entries from the last to the first, by their lp-counts: each entry ends with
+/// the number of elements before its lp-count, so the walk steps back over one entry at
+/// a time without reading the node from its start.
+struct Backwards<'a> {
+    node: &'a [u8],
+    /// The first entry's position: the walk stops before the master entry.
+    first: Option<usize>,
+    /// The next entry's lp-count (or the master entry's terminator once done).
+    at: Option<usize>,
+}
+
+impl<'a> Backwards<'a> {
+    fn new(node: &'a [u8], m: &Master<'_>) -> Backwards<'a> {
+        Backwards {
+            node,
+            first: m.first_entry,
+            at: lp::last(node),
+        }
+    }
+
+    /// The position of the next entry's flags, going backwards.
+    fn next_entry(&mut self) -> Option<usize> {
+        let first = self.first?;
+        let at = self.at.filter(|&at| at > first)?;
+        let count = lp::get(self.node, at).as_int()?;
+        let mut p = at;
+        for _ in 0..count {
+            p = lp::prev(self.node, p)?;
+        }
+        if p < first {
+            return None;
+        }
+        self.at = lp::prev(self.node, p);
+        Some(p)
+    }
+}
+
+/// The positions of a node's entries, first to last.
 fn entry_positions(node: &[u8], key: StreamId, master: &Master<'_>) -> Vec<usize> {
     let mut out = Vec::new();
     let mut p = master.first_entry;
@@ -604,7 +641,8 @@ impl Stream {
         } else {
             for (&key, node) in self.nodes.range(..=end).rev() {
                 let Some(m) = master(node) else { continue };
-                for &at in entry_positions(node, key, &m).iter().rev() {
+                let mut back = Backwards::new(node, &m);
+                while let Some(at) = back.next_entry() {
                     let want = if with_fields { Some(&mut fields) } else { None };
                     let Some(d) = decode(node, at, key, &m, want) else {
                         break;
@@ -971,6 +1009,47 @@ mod tests {
         assert_eq!(s.node_count(), 1);
         assert_eq!(s.edge(false), Some(id(100, 0)));
         assert_eq!(s.length, 98);
+    }
+
+    #[test]
+    fn backwards_is_forwards_reversed_whatever_the_nodes_hold() {
+        let mut s = Stream::default();
+        let mut x: u64 = 7;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 1..=700u64 {
+            let n = next();
+            let long = "v".repeat((n % 300) as usize);
+            let value = (n % 5000).to_string();
+            let fields: Vec<&str> = match n % 4 {
+                0 => vec!["a", &value],
+                1 => vec!["a", &value, "b", &long],
+                2 => vec!["only", &long],
+                _ => vec!["a", "-17", "b", "x", "c", &value],
+            };
+            add(&mut s, i * 3, &fields);
+            if n % 7 == 0 {
+                s.delete(&[id((next() % i + 1) * 3, 0)]);
+            }
+        }
+        let forward = s.range(StreamId::MIN, StreamId::MAX, false, 0);
+        let mut backward = s.range(StreamId::MIN, StreamId::MAX, true, 0);
+        backward.reverse();
+        assert_eq!(forward.len() as u64, s.length);
+        assert_eq!(forward, backward);
+        assert_eq!(s.edge(false), forward.last().map(|e| e.id));
+        assert_eq!(s.edge(true), forward.first().map(|e| e.id));
+        let mid = s.range(id(300, 0), id(900, 0), true, 0);
+        let want: Vec<&StreamEntry> = forward
+            .iter()
+            .filter(|e| e.id >= id(300, 0) && e.id <= id(900, 0))
+            .rev()
+            .collect();
+        assert_eq!(mid.iter().collect::<Vec<_>>(), want);
     }
 
     #[test]
