@@ -535,6 +535,8 @@ pub const SHOWN: &[&str] = &[
     "set-max-intset-entries",
     "zset-max-listpack-entries",
     "zset-max-listpack-value",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).

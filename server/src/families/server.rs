@@ -349,6 +349,14 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             zset::LISTPACK_ENTRIES.to_string(),
         ),
         ("zset-max-listpack-value", zset::LISTPACK_VALUE.to_string()),
+        (
+            "stream-node-max-bytes",
+            super::streams::LIMITS.max_bytes.to_string(),
+        ),
+        (
+            "stream-node-max-entries",
+            super::streams::LIMITS.max_entries.to_string(),
+        ),
     ]
 }
 

@@ -82,8 +82,8 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
-/// How stream nodes are closed (redis-server's defaults).
-const LIMITS: NodeLimits = NodeLimits {
+/// How stream nodes are closed (redis-server's defaults; CONFIG GET shows them).
+pub const LIMITS: NodeLimits = NodeLimits {
     max_bytes: 4096,
     max_entries: 100,
 };
