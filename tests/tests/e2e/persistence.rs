@@ -102,9 +102,32 @@ fn write_everything(raw: &mut Raw, threads: usize, goblin: bool) {
         "SET tx:a 1",
         "INCR tx:b",
         "EXEC",
+        // Streams: entries in nodes of both kinds of fields, trims, deletions, groups
+        // with pending entries that changed hands, an empty stream with a group.
+        "XADD x:log 1-1 a 1 b 2",
+        "XADD x:log 1-* a 3 b 4",
+        "XADD x:log 5-0 other field",
+        "XADD x:log MAXLEN = 2 6-0 a 5 b 6",
+        "XDEL x:log 5-0",
+        "XGROUP CREATE x:log workers 0",
+        "XGROUP CREATE x:log late $ ENTRIESREAD 3",
+        "XREADGROUP GROUP workers alice COUNT 1 STREAMS x:log >",
+        "XREADGROUP GROUP workers bob STREAMS x:log >",
+        "XACK x:log workers 6-0",
+        "XCLAIM x:log workers carol 0 1-2 RETRYCOUNT 4",
+        "XGROUP CREATECONSUMER x:log workers idle",
+        "XGROUP CREATE x:empty g 0 MKSTREAM",
+        "XSETID x:empty 9-9 ENTRIESADDED 4 MAXDELETEDID 2-2",
     ] {
         ok(raw, line);
     }
+    let fields: Vec<String> = (0..250)
+        .map(|i| format!("XADD x:big {}-1 f1 v{i} f2 {i} f3 {}", i + 1, i * 7))
+        .collect();
+    for line in &fields {
+        ok(raw, line);
+    }
+    ok(raw, "XTRIM x:big MAXLEN ~ 120");
     // Big collections (other encodings), and keys on every shard.
     let members: Vec<String> = (0..700).map(|i| format!("m{i}")).collect();
     ok(raw, &format!("SADD set:big {}", members.join(" ")));

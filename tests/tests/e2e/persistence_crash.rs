@@ -232,6 +232,7 @@ fn show_content(content: &Content) -> String {
             "zset [{}]",
             join(&mut z.iter().map(|(m, s)| format!("{} {s}", show(m))))
         ),
+        Content::Stream(s) => format!("stream {s:?}"),
         Content::Other(kind) => format!("a {kind}"),
     }
 }

@@ -236,7 +236,8 @@ fn fetch(con: &mut redis::Connection, key: &str, like: &RdbValue) -> RdbValue {
                     .collect(),
             )
         }
-        // Streams go both ways in `streams_rdb_both_ways`, compared by their replies.
+        // Streams migrate both ways in persistence.rs (snapshots_migrate_both_ways_…),
+        // compared by their replies.
         RdbValue::Stream(_) => panic!("fetch compares streams elsewhere"),
     }
 }
