@@ -123,6 +123,7 @@ const KEY_REQUIRED: &[u8] = b"ERR The XGROUP subcommand requires the key to exis
 const BUSYGROUP: &[u8] = b"BUSYGROUP Consumer Group name already exists";
 const ENTRIESREAD_RANGE: &[u8] = b"ERR value for ENTRIESREAD must be positive or -1";
 const GROUP_GONE: &[u8] = b"NOGROUP the consumer group this client was blocked on no longer exists";
+const STREAM_GONE: &[u8] = b"UNBLOCKED the stream key no longer exists";
 const XSETID_SMALLER_THAN_DELETED: &[u8] =
     b"ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
 const XSETID_ENTRIES_ADDED: &[u8] = b"ERR entries_added must be positive";
@@ -1703,6 +1704,10 @@ fn serve_key(
 ) -> Result<Option<Served>, ErrorReply> {
     let now = ctx.now;
     let Found::Stream(s) = lookup(ctx.db, key, now) else {
+        // A consumer waits on a group of a stream that is no longer there.
+        if blocked && r.group.is_some() {
+            return Err(ErrorReply::Fixed(STREAM_GONE));
+        }
         return Ok(None);
     };
     let Some((group, consumer)) = &r.group else {
@@ -1984,15 +1989,16 @@ fn read_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
     }
 }
 
-/// Whether a stream at `key` has entries its group `arg` has not delivered (or the group
-/// is gone: the waiter is then told): an XREADGROUP wait's readiness, one waiter at a time.
+/// Whether a stream at `key` has entries its group `arg` has not delivered — or the group
+/// or the stream is gone, which the waiter is then told: an XREADGROUP wait's readiness,
+/// one waiter at a time.
 fn group_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
     match lookup(db, key, now) {
         Found::Stream(s) => match s.groups.get(arg) {
             None => 1,
             Some(g) => usize::from(s.last_id > g.last_id),
         },
-        _ => 0,
+        _ => 1,
     }
 }
 
