@@ -622,8 +622,9 @@ impl Stream {
                 let Some(m) = master(node) else { continue };
                 let mut p = m.first_entry;
                 while let Some(at) = p {
-                    let want = if with_fields { Some(&mut fields) } else { None };
-                    let Some(d) = decode(node, at, key, &m, want) else {
+                    // Entries before the range are skipped without reading their
+                    // fields.
+                    let Some(d) = decode(node, at, key, &m, None) else {
                         break;
                     };
                     p = d.next;
@@ -632,6 +633,9 @@ impl Stream {
                     }
                     if d.id < start || d.flags & FLAG_DELETED != 0 {
                         continue;
+                    }
+                    if with_fields && decode(node, at, key, &m, Some(&mut fields)).is_none() {
+                        break;
                     }
                     if !f(d.id, &mut fields) {
                         return;
@@ -643,8 +647,7 @@ impl Stream {
                 let Some(m) = master(node) else { continue };
                 let mut back = Backwards::new(node, &m);
                 while let Some(at) = back.next_entry() {
-                    let want = if with_fields { Some(&mut fields) } else { None };
-                    let Some(d) = decode(node, at, key, &m, want) else {
+                    let Some(d) = decode(node, at, key, &m, None) else {
                         break;
                     };
                     if d.id < start {
@@ -652,6 +655,9 @@ impl Stream {
                     }
                     if d.id > end || d.flags & FLAG_DELETED != 0 {
                         continue;
+                    }
+                    if with_fields && decode(node, at, key, &m, Some(&mut fields)).is_none() {
+                        break;
                     }
                     if !f(d.id, &mut fields) {
                         return;
