@@ -1318,6 +1318,14 @@ fn xautoclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), Error
             claimed.push((id, entry, deliveries));
             count -= 1;
         }
+        if !claimed.is_empty()
+            && let Some(c) = s
+                .groups
+                .get_mut(group)
+                .and_then(|g| g.consumers.get_mut(consumer))
+        {
+            c.seen_time = now;
+        }
         let changed = !claimed.is_empty() || !deleted.is_empty();
         ((next, claimed, deleted, created), changed)
     });
