@@ -36,8 +36,12 @@ pub struct StreamContent {
     pub info: Vec<(String, Value)>,
     /// Per group: XINFO GROUPS' fields, its pending entries (ID, consumer, deliveries)
     /// and its consumers' names and pending counts.
-    pub groups: Vec<(Vec<(String, Value)>, Vec<Value>, Vec<(Value, Value)>)>,
+    pub groups: Vec<GroupContent>,
 }
+
+/// A group of a stream: XINFO GROUPS' fields, its pending entries (ID, consumer,
+/// deliveries), its consumers' names and pending counts.
+pub type GroupContent = (Vec<(String, Value)>, Vec<Value>, Vec<(Value, Value)>);
 
 /// A RESP2 flat map (field, value, …) as pairs with text names.
 fn pairs(v: Value) -> Vec<(String, Value)> {

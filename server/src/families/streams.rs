@@ -123,12 +123,12 @@ const KEY_REQUIRED: &[u8] = b"ERR The XGROUP subcommand requires the key to exis
 const BUSYGROUP: &[u8] = b"BUSYGROUP Consumer Group name already exists";
 const ENTRIESREAD_RANGE: &[u8] = b"ERR value for ENTRIESREAD must be positive or -1";
 const GROUP_GONE: &[u8] = b"NOGROUP the consumer group this client was blocked on no longer exists";
+const UNBALANCED: &[u8] =
+    b"ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
 const STREAM_GONE: &[u8] = b"UNBLOCKED the stream key no longer exists";
 const XSETID_SMALLER_THAN_DELETED: &[u8] =
     b"ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
 const XSETID_ENTRIES_ADDED: &[u8] = b"ERR entries_added must be positive";
-const XSETID_BELOW_DELETED: &[u8] =
-    b"ERR The ID specified in XSETID is smaller than current max_deleted_entry_id";
 const XSETID_BELOW_TOP: &[u8] =
     b"ERR The ID specified in XSETID is smaller than the target stream top item";
 const XSETID_BELOW_LENGTH: &[u8] =
@@ -634,18 +634,18 @@ fn xrevrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// `XDEL key id [id ...]`: how many entries were deleted.
 fn xdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let ids: Result<Vec<StreamId>, ErrorReply> =
-        (2..args.len()).map(|i| strict_id(args.get(i))).collect();
-    let ids = match ids {
-        Ok(ids) => ids,
-        Err(e) => return e.send(&mut ctx.out),
-    };
     let key = args.get(1);
     match lookup(ctx.db, key, ctx.now) {
         Found::Absent => return ctx.out.integer(0),
         Found::WrongType => return ctx.out.error(errors::WRONGTYPE),
         Found::Stream(_) => {}
     }
+    let ids: Result<Vec<StreamId>, ErrorReply> =
+        (2..args.len()).map(|i| strict_id(args.get(i))).collect();
+    let ids = match ids {
+        Ok(ids) => ids,
+        Err(e) => return e.send(&mut ctx.out),
+    };
     let n = modify(ctx.db, key, ctx.now, |s| {
         let n = s.delete(&ids);
         (n, n > 0)
@@ -698,9 +698,6 @@ fn xsetid_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorRepl
         if entries_added != -1 && s.length > entries_added as u64 {
             return Err(ErrorReply::Fixed(XSETID_BELOW_LENGTH));
         }
-    }
-    if id < s.max_deleted {
-        return Err(ErrorReply::Fixed(XSETID_BELOW_DELETED));
     }
     modify(ctx.db, key, ctx.now, |s| {
         s.last_id = id;
@@ -906,19 +903,18 @@ fn xgroup_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 /// `XACK key group id [id ...]`: how many were acknowledged.
 fn xack(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     let (key, group) = (args.get(1), args.get(2));
-    let exists = match has_group(ctx.db, key, group, ctx.now) {
-        Ok(e) => e,
+    match has_group(ctx.db, key, group, ctx.now) {
+        Ok(true) => {}
+        // No key or group: nothing to acknowledge (the IDs are not even read).
+        Ok(false) => return ctx.out.integer(0),
         Err(e) => return e.send(&mut ctx.out),
-    };
+    }
     let ids: Result<Vec<StreamId>, ErrorReply> =
         (3..args.len()).map(|i| strict_id(args.get(i))).collect();
     let ids = match ids {
         Ok(ids) => ids,
         Err(e) => return e.send(&mut ctx.out),
     };
-    if !exists {
-        return ctx.out.integer(0);
-    }
     let acked = with_group(ctx, key, |s, _| {
         let g = s.groups.get_mut(group);
         let n = g.map_or(0, |g| ids.iter().filter(|&&id| g.ack(id)).count());
@@ -1166,7 +1162,8 @@ fn xclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorRepl
             if !g.consumers.contains_key(consumer) {
                 created = true;
             }
-            let prior = g.pel.get(&id).map_or(0, |n| n.delivery_count);
+            // A pending entry FORCE makes starts delivered once (`streamCreateNACK`).
+            let prior = g.pel.get(&id).map_or(1, |n| n.delivery_count);
             g.deliver(id, consumer, delivery, false);
             let count = if retrycount >= 0 {
                 retrycount as u64
@@ -1445,7 +1442,10 @@ fn xinfo_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply
             }
             full = true;
             if rest == 3 {
-                count = integer(args.get(5))?.max(0);
+                count = integer(args.get(5))?;
+                if count < 0 {
+                    count = 10;
+                }
             }
         }
         out.map(if full { 9 } else { 10 });
@@ -1617,17 +1617,8 @@ fn parse_read(args: &Args<'_>) -> Result<ReadArgs, ErrorReply> {
             streams_at = i + 1;
             let n = argc - streams_at;
             if !n.is_multiple_of(2) {
-                let (name, symbol) = if xreadgroup {
-                    ("XREADGROUP", '>')
-                } else {
-                    ("XREAD", '$')
-                };
-                return Err(ErrorReply::Formatted(
-                    format!(
-                        "ERR Unbalanced {name} list of streams: for each stream key an ID or '{symbol}' must be specified."
-                    )
-                    .into_bytes(),
-                ));
+                // (XREADGROUP's says XREAD and `$` too, in 7.0.)
+                return Err(ErrorReply::Fixed(UNBALANCED));
             }
             break;
         } else if is_keyword(o, "GROUP") && more >= 2 {

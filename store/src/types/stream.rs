@@ -830,6 +830,10 @@ impl Stream {
         if self.length == 0 || self.max_deleted.is_zero() {
             return false;
         }
+        // The last deletion came before the first entry left.
+        if self.first_id > self.max_deleted {
+            return false;
+        }
         let start = start.unwrap_or(StreamId::MIN);
         let end = end.unwrap_or(StreamId::MAX);
         start <= self.max_deleted && self.max_deleted <= end
