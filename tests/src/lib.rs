@@ -17,6 +17,7 @@
 //!   the suites run with.
 //! - [`model`]: a sequential model of the string keyspace.
 //! - [`claim`]: the key layouts and replies of GOBLIN.CLAIM.
+//! - [`streams`]: stream replies compared with their clock fields masked.
 //!
 //! Test modules take their helpers from here, never from one another.
 //!
@@ -37,6 +38,7 @@ mod raw;
 pub mod reply;
 pub mod rng;
 mod server;
+pub mod streams;
 
 pub use diff::Differential;
 pub use raw::{Raw, encode};
