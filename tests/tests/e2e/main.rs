@@ -41,6 +41,8 @@ mod sets_atomicity;
 mod sets_diff;
 
 mod soak;
+mod streams_blocking;
+mod streams_diff;
 mod strings_diff;
 mod strings_keys;
 mod watch;
