@@ -93,7 +93,19 @@ fn servers(threads: usize) -> [Server; 2] {
 /// asserts the same transcript, step by step. Returns redis's transcript.
 fn same_with(threads: usize, scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let [g, r] = servers(threads);
-    let (got, want) = (scenario(&g), scenario(&r));
+    let on = |server: &Server, name: &str| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(server))).unwrap_or_else(
+            |e| {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                    .unwrap_or_default();
+                panic!("--threads {threads}: the scenario failed on {name}: {why}")
+            },
+        )
+    };
+    let (got, want) = (on(&g, "goblin-server"), on(&r, "redis-server"));
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
         assert_eq!(
             show(a),
@@ -165,6 +177,49 @@ fn xread_block_over_every_shard_is_woken_by_an_xadd_on_any() {
             until_blocked(&mut admin, 1);
             out.push(admin.cmd_str(&format!("XADD {} {last}-2 later 1", keys[keys.len() - 1])));
             out.push(c.reply());
+            out
+        });
+    }
+}
+
+/// XREADGROUP BLOCK `>` over streams on every shard (the group on each) is woken by an
+/// XADD on any of them and gets that entry; a second consumer blocked on the same streams
+/// keeps waiting; XPENDING and XINFO GROUPS of each stream after.
+#[test]
+fn xreadgroup_block_over_every_shard_is_woken_by_an_xadd_on_any() {
+    let keys = keys_on_every_shard("xrgb");
+    for threads in THREADS {
+        same_with(threads, |s| {
+            let mut admin = s.raw();
+            let mut first = s.raw();
+            let mut second = s.raw();
+            let mut out = Vec::new();
+            for k in &keys {
+                out.push(admin.cmd_str(&format!("XGROUP CREATE {k} g $ MKSTREAM")));
+            }
+            let read = |me: &str| {
+                format!(
+                    "XREADGROUP GROUP g {me} BLOCK 0 STREAMS {} {}",
+                    keys.join(" "),
+                    vec![">"; keys.len()].join(" ")
+                )
+            };
+            for (i, k) in keys.iter().enumerate().rev() {
+                send(&mut first, &read("first"));
+                until_blocked(&mut admin, 1);
+                send(&mut second, &read("second"));
+                until_blocked(&mut admin, 2);
+                out.push(admin.cmd_str(&format!("XADD {k} {}-1 woke {i}", i + 1)));
+                out.push(first.reply());
+                out.push(reply_or_waiting(&mut second));
+                out.push(admin.cmd_str(&format!("XADD {k} {}-2 next {i}", i + 1)));
+                out.push(second.reply());
+                until_blocked(&mut admin, 0);
+            }
+            for k in &keys {
+                out.push(admin.cmd_str(&format!("XPENDING {k} g")));
+                out.push(admin.cmd_str(&format!("XINFO GROUPS {k}")));
+            }
             out
         });
     }
