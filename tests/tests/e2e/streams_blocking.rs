@@ -58,11 +58,15 @@ fn send(raw: &mut Raw, line: &str) {
     raw.send(&encode(&words));
 }
 
-/// The next reply of `raw` if one comes within [`QUIET`], else [`WAITING`] (the client
-/// still waits; its reply, when it comes, is read later).
-fn reply_or_waiting(raw: &mut Raw) -> Vec<u8> {
+/// How long a client that should be answered may take before the transcript records it
+/// as still waiting.
+const ANSWER: Duration = Duration::from_secs(5);
+
+/// The next reply of `raw` if one comes within `wait`, else [`WAITING`] (the client still
+/// waits; its reply, if it comes, is read later).
+fn reply_within(raw: &mut Raw, wait: Duration) -> Vec<u8> {
     let stream = raw.stream();
-    stream.set_read_timeout(Some(QUIET)).unwrap();
+    stream.set_read_timeout(Some(wait)).unwrap();
     let mut byte = [0u8; 1];
     let peeked = stream.peek(&mut byte);
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
@@ -72,6 +76,18 @@ fn reply_or_waiting(raw: &mut Raw) -> Vec<u8> {
         }
         _ => raw.reply(),
     }
+}
+
+/// The reply of a client that should still be waiting: [`WAITING`] unless one comes
+/// within [`QUIET`].
+fn reply_or_waiting(raw: &mut Raw) -> Vec<u8> {
+    reply_within(raw, QUIET)
+}
+
+/// The reply of a client that should be answered now, or [`WAITING`] when none comes
+/// within [`ANSWER`] (so that the transcripts differ there, step by step).
+fn answer(raw: &mut Raw) -> Vec<u8> {
+    reply_within(raw, ANSWER)
 }
 
 /// Whether `GOBLIN_STREAMS_SELF_CHECK` asks for redis-server on both sides.
@@ -159,7 +175,7 @@ fn xread_block_over_every_shard_is_woken_by_an_xadd_on_any() {
                 until_blocked(&mut admin, 1);
                 out.push(reply_or_waiting(&mut c));
                 out.push(admin.cmd_str(&format!("XADD {k} {}-1 woke {i}", i + 2)));
-                out.push(c.reply());
+                out.push(answer(&mut c));
                 until_blocked(&mut admin, 0);
             }
             // Several entries already newer than the ID given: answered at once.
@@ -176,7 +192,7 @@ fn xread_block_over_every_shard_is_woken_by_an_xadd_on_any() {
             );
             until_blocked(&mut admin, 1);
             out.push(admin.cmd_str(&format!("XADD {} {last}-2 later 1", keys[keys.len() - 1])));
-            out.push(c.reply());
+            out.push(answer(&mut c));
             out
         });
     }
@@ -210,10 +226,10 @@ fn xreadgroup_block_over_every_shard_is_woken_by_an_xadd_on_any() {
                 send(&mut second, &read("second"));
                 until_blocked(&mut admin, 2);
                 out.push(admin.cmd_str(&format!("XADD {k} {}-1 woke {i}", i + 1)));
-                out.push(first.reply());
+                out.push(answer(&mut first));
                 out.push(reply_or_waiting(&mut second));
                 out.push(admin.cmd_str(&format!("XADD {k} {}-2 next {i}", i + 1)));
-                out.push(second.reply());
+                out.push(answer(&mut second));
                 until_blocked(&mut admin, 0);
             }
             for k in &keys {
@@ -241,11 +257,11 @@ fn dollar_is_resolved_at_call_time_and_block_0_waits() {
         out.push(reply_or_waiting(&mut c));
         out.push(info(&mut admin, "blocked_clients").into_bytes());
         out.push(admin.cmd_str("XADD k 6-1 after 1"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         send(&mut c, "XREAD BLOCK 0 STREAMS missing $");
         until_blocked(&mut admin, 1);
         out.push(admin.cmd_str("XADD missing 0-1 first 1"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         out
     });
 }
@@ -302,7 +318,7 @@ fn one_xadd_serves_every_xread_waiting_on_its_key() {
         }
         out.push(info(&mut admin, "blocked_clients").into_bytes());
         out.push(admin.cmd_str("XADD k 10-1 c 3"));
-        out.push(clients[3].reply());
+        out.push(answer(&mut clients[3]));
         out
     });
 }
@@ -332,12 +348,12 @@ fn xreadgroup_block_serves_one_consumer_per_entry() {
         send(&mut other, "XREADGROUP GROUP h x NOACK BLOCK 0 STREAMS k >");
         until_blocked(&mut admin, 3);
         out.push(admin.cmd_str("XADD k 1-1 one 1"));
-        out.push(c1.reply());
-        out.push(other.reply());
+        out.push(answer(&mut c1));
+        out.push(answer(&mut other));
         out.push(reply_or_waiting(&mut c2));
         out.push(info(&mut admin, "blocked_clients").into_bytes());
         out.push(admin.cmd_str("XADD k 2-1 two 2"));
-        out.push(c2.reply());
+        out.push(answer(&mut c2));
         out.push(admin.cmd_str("XPENDING k g"));
         out.push(admin.cmd_str("XPENDING k h"));
         // Two entries in one transaction: the first consumer gets both.
@@ -348,10 +364,10 @@ fn xreadgroup_block_serves_one_consumer_per_entry() {
         for line in ["MULTI", "XADD k 3-1 three 3", "XADD k 3-2 four 4", "EXEC"] {
             out.push(admin.cmd_str(line));
         }
-        out.push(c1.reply());
+        out.push(answer(&mut c1));
         out.push(reply_or_waiting(&mut c2));
         out.push(admin.cmd_str("XADD k 4-1 five 5"));
-        out.push(c2.reply());
+        out.push(answer(&mut c2));
         out.push(admin.cmd_str("XINFO GROUPS k"));
         // An entry added and deleted in one transaction wakes the consumer to nothing.
         send(&mut c1, "XREADGROUP GROUP g c1 BLOCK 0 STREAMS k >");
@@ -432,7 +448,7 @@ fn deleting_the_stream_or_its_group_answers_a_waiting_consumer() {
         send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
         until_blocked(&mut admin, 2);
         out.push(admin.cmd_str("DEL k"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         out.push(reply_or_waiting(&mut reader));
         // A new stream under the name: an ID below the XREAD's `$` does not serve it.
         out.push(admin.cmd_str("XADD k 1-1 b 2"));
@@ -441,12 +457,12 @@ fn deleting_the_stream_or_its_group_answers_a_waiting_consumer() {
         send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
         until_blocked(&mut admin, 2);
         out.push(admin.cmd_str("XGROUP DESTROY k g"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         out.push(admin.cmd_str("XGROUP CREATE k g $"));
         send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
         until_blocked(&mut admin, 2);
         out.push(admin.cmd_str("SET k str"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         out.push(reply_or_waiting(&mut reader));
         out.push(admin.cmd_str("DEL k"));
         out.push(admin.cmd_str("XGROUP CREATE k g $ MKSTREAM"));
@@ -455,7 +471,7 @@ fn deleting_the_stream_or_its_group_answers_a_waiting_consumer() {
         out.push(admin.cmd_str("XADD other 3-1 x 1"));
         out.push(admin.cmd_str("XADD other 9-1 y 2"));
         out.push(admin.cmd_str("RENAME other k"));
-        out.push(c.reply());
+        out.push(answer(&mut c));
         // The XREAD, still waiting with `$` = 5-1, is served by the renamed stream's
         // entry after it.
         out.push(reply_or_waiting(&mut reader));
@@ -493,7 +509,7 @@ fn client_unblock_of_blocking_stream_reads() {
             send(&mut c, line);
             until_blocked(&mut admin, 1);
             out.push(admin.cmd_str(&format!("CLIENT UNBLOCK {id}{how}")));
-            out.push(c.reply());
+            out.push(answer(&mut c));
         }
         out.push(admin.cmd_str(&format!("CLIENT UNBLOCK {id}")));
         // A client that leaves while blocked leaves nothing behind.

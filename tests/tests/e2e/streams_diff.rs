@@ -137,8 +137,9 @@ fn run(d: &mut Differential, keys: &[String], ctx: &str, text: &str) {
     run_cmds(d, &script_commands(&batch, keys), ctx);
 }
 
-/// Runs `text` with `n` keys (at least ten: `K9` is a missing key) on different shards, from an empty keyspace, with each
-/// thread count, in RESP2 and then in RESP3: for scripts of one-key commands.
+/// Runs `text` with `n` keys (at least ten: `K9` is a missing key) on different shards,
+/// from an empty keyspace, with each thread count, in RESP2 and then in RESP3: for
+/// scripts of one-key commands.
 fn run_both_protocols(n: usize, text: &str) {
     each_thread_count(|d, ctx| {
         let keys = Layout::CrossShard.keys(n.max(10));
@@ -151,8 +152,8 @@ fn run_both_protocols(n: usize, text: &str) {
     });
 }
 
-/// Runs `text` with `n` keys (at least ten) in every layout, from an empty keyspace each time, with
-/// each thread count, in RESP2 and RESP3: for scripts of multi-key commands.
+/// Runs `text` with `n` keys (at least ten) in every layout, from an empty keyspace each
+/// time, with each thread count, in RESP2 and RESP3: for scripts of multi-key commands.
 fn run_everywhere(n: usize, text: &str) {
     each_thread_count(|d, ctx| {
         for version in ["2", "3"] {
