@@ -21,7 +21,8 @@
 //!
 //! `GOBLIN_STREAMS_SELF_CHECK=1` runs every script against two redis-servers instead of
 //! goblin and redis: it checks the scripts themselves (nothing clock-dependent left
-//! unmasked); `GOBLIN_STREAMS_TRANSCRIPT=1` prints every command with redis's reply.
+//! unmasked); `GOBLIN_STREAMS_TRANSCRIPT=1` prints every command with redis's reply;
+//! `GOBLIN_STREAMS_KEEP_GOING=1` lists every difference of a test before failing.
 //! Replay a failing random sequence with `GOBLIN_DIFF_SEED=<seed>` (printed).
 
 use std::collections::BTreeSet;
@@ -40,6 +41,12 @@ fn self_check() -> bool {
     std::env::var_os("GOBLIN_STREAMS_SELF_CHECK").is_some()
 }
 
+/// Whether `GOBLIN_STREAMS_KEEP_GOING` asks a test to go on after a difference (each is
+/// printed; the test fails at its end): to see every difference at once.
+fn keep_going() -> bool {
+    std::env::var_os("GOBLIN_STREAMS_KEEP_GOING").is_some()
+}
+
 /// Whether `GOBLIN_STREAMS_TRANSCRIPT` asks for every command and redis's reply on
 /// stderr (to read what a script does).
 fn transcript() -> bool {
@@ -56,12 +63,21 @@ fn pair(threads: usize) -> Differential {
     }
 }
 
-/// Runs `f` against a fresh pair of servers with each of [`THREADS`].
+thread_local! {
+    /// Differences seen by this test's thread under `GOBLIN_STREAMS_KEEP_GOING`.
+    static DIFFERENCES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` against a fresh pair of servers with each of [`THREADS`]; under
+/// `GOBLIN_STREAMS_KEEP_GOING`, fails at the end when any reply differed.
 fn each_thread_count(mut f: impl FnMut(&mut Differential, &str)) {
+    DIFFERENCES.with(|n| n.set(0));
     for threads in THREADS {
         let mut d = pair(threads);
         f(&mut d, &format!("--threads {threads}"));
     }
+    let differences = DIFFERENCES.with(std::cell::Cell::get);
+    assert_eq!(differences, 0, "replies differed (listed above)");
 }
 
 /// Switches both servers' connections to RESP `version` (HELLO's replies differ between
@@ -92,7 +108,7 @@ fn run_cmds(d: &mut Differential, cmds: &[Cmd], ctx: &str) -> Vec<Vec<u8>> {
     for chunk in cmds.chunks(PIPELINE_CHUNK) {
         let want = pipeline(&mut d.r, chunk);
         let got = pipeline(&mut d.g, chunk);
-        for ((c, g), r) in chunk.iter().zip(&got).zip(&want) {
+        for (i, ((c, g), r)) in chunk.iter().zip(&got).zip(&want).enumerate() {
             let ran = if named(c, "EXEC") {
                 queued.take().unwrap_or_default()
             } else {
@@ -102,7 +118,11 @@ fn run_cmds(d: &mut Differential, cmds: &[Cmd], ctx: &str) -> Vec<Vec<u8>> {
                 eprintln!("{ctx}: {} -> {}", brief_cmd(c), show(r));
             }
             if let Err(e) = verdict(c, &ran, g, r) {
-                panic!("{ctx}: {e}");
+                if !keep_going() {
+                    panic!("{ctx}: {e}");
+                }
+                eprintln!("{ctx}: command {}: {e}", replies.len() + i);
+                DIFFERENCES.with(|n| n.set(n.get() + 1));
             }
             if named(c, "MULTI") && r.as_slice() == b"+OK\r\n" {
                 queued = Some(Vec::new());
@@ -1662,8 +1682,7 @@ fn auto_ids_follow_the_clock() {
             .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)));
         id.unwrap_or_else(|| panic!("{who}: XADD answered {}", show(reply)))
     };
-    for threads in THREADS {
-        let mut d = pair(threads);
+    each_thread_count(|d, ctx| {
         let before = now_ms();
         let mut last = [(0, 0); 2];
         for i in 0..50 {
@@ -1674,29 +1693,33 @@ fn auto_ids_follow_the_clock() {
             ];
             for (side, who) in ["goblin", "redis"].iter().enumerate() {
                 let id = ids[side];
-                assert!(id > last[side], "{who}: {id:?} after {:?}", last[side]);
+                assert!(
+                    id > last[side],
+                    "{ctx}: {who}: {id:?} after {:?}",
+                    last[side]
+                );
                 assert!(
                     id.0 + 1000 >= before && id.0 <= now_ms() + 1000,
-                    "--threads {threads}: {who}'s `*` ID {id:?} is not the clock ({before} ms)"
+                    "{ctx}: {who}'s `*` ID {id:?} is not the clock ({before} ms)"
                 );
             }
             last = ids;
         }
-        // The sequence of a `*` ID in a new millisecond is 0; within one it counts up.
+        // The first `*` ID of a new stream has the sequence 0.
         let first_g = parse("goblin", &d.g.cmd_str("XADD fresh * a 1"));
         let first_r = parse("redis", &d.r.cmd_str("XADD fresh * a 1"));
-        assert_eq!((first_g.1, first_r.1), (0, 0), "--threads {threads}");
+        assert_eq!((first_g.1, first_r.1), (0, 0), "{ctx}");
         let ms = now_ms() + 3_600_000;
         run(
-            &mut d,
+            d,
             &[],
-            &format!("--threads {threads}"),
+            ctx,
             &format!(
                 "XADD fresh {ms}-* a 2\nXADD fresh {ms}-* a 3\nXADD fresh * a 4\nXADD fresh {ms} \
                  a 5\nXLEN fresh\nXRANGE fresh {ms} +"
             ),
         );
-    }
+    });
 }
 
 /// One of `words`, owned.
