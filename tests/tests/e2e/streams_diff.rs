@@ -9,8 +9,9 @@
 //! big enough to fill `stream-node-max-bytes`); TYPE, OBJECT ENCODING, WRONGTYPE both
 //! ways, DEL, EXISTS, RENAME, COPY and SCAN TYPE; the commands inside MULTI/EXEC; the
 //! multi-key commands with their keys in one slot, on one shard and on different shards.
-//! Then seeded random sequences of group traffic over three streams, compared reply by
-//! reply.
+//! Then seeded random streams whose node boundaries depend on listpack sizes (integer and
+//! string encodings, master fields, ID deltas), and seeded random sequences of group
+//! traffic over three streams, compared reply by reply.
 //!
 //! Replies that depend on the clock are never compared byte for byte: IDs come from
 //! explicit IDs (or `*` on a stream whose last ID is in the future, which Redis derives
@@ -1725,6 +1726,93 @@ fn auto_ids_follow_the_clock() {
 /// One of `words`, owned.
 fn pick(rng: &mut Rng, words: &[&str]) -> String {
     (*rng.pick(words)).to_string()
+}
+
+/// A value for the listpack-size test: integers of every encoding width (listpacks store
+/// canonical integers as integers, in 1 to 9 bytes), strings that look like integers but
+/// are not canonical, and strings of every length class around listpack's thresholds.
+fn sized_value(rng: &mut Rng) -> String {
+    match rng.below(40) {
+        0..=3 => rng.range(0, 127).to_string(),
+        4..=6 => rng.range(-4096, 4095).to_string(),
+        7 => rng.range(-32768, 32767).to_string(),
+        8 => rng.range(-8_388_608, 8_388_607).to_string(),
+        9 => rng.range(-2_147_483_648, 2_147_483_647).to_string(),
+        10 => (rng.next_u64() as i64).to_string(),
+        11 => pick(
+            rng,
+            &["007", "-0", "+1", "1e3", " 1", "9223372036854775808", ""],
+        ),
+        12..=29 => "s".repeat(rng.range(1, 63) as usize),
+        30..=33 => "m".repeat(rng.range(60, 70) as usize),
+        34..=38 => "t".repeat(rng.range(100, 300) as usize),
+        _ => "l".repeat(rng.range(4090, 4100) as usize),
+    }
+}
+
+/// Node boundaries as a listpack's byte size decides them: entries whose fields are the
+/// node's master fields or not, values stored as integers of every width or as strings of
+/// every length class, IDs whose deltas from the node's master ID take every width, and
+/// deleted entries still in their nodes; `radix-tree-keys` (the node count) after the
+/// adds, and approximate trims (which remove whole nodes only) step by step. Seeded; the
+/// seed is printed.
+#[test]
+fn node_boundaries_follow_listpack_sizes() {
+    let seeds = seeds("stream listpack sizes", 1);
+    each_thread_count(|d, ctx| {
+        for &seed in &seeds {
+            let mut rng = Rng::new(seed);
+            let ctx = format!("{ctx}, GOBLIN_DIFF_SEED={seed}");
+            let keys = Layout::CrossShard.keys(3);
+            let mut cmds = vec![cmd(&["FLUSHALL"])];
+            let mut last = [(1u64, 0u64); 3];
+            let mut added: Vec<Vec<String>> = vec![Vec::new(); 3];
+            for _ in 0..1200 {
+                let k = rng.below(3);
+                let (ms, seq) = last[k];
+                // Stream 2's IDs jump by deltas of every width, in milliseconds or (within
+                // one millisecond) in sequence numbers.
+                let id = match (k, rng.below(3)) {
+                    (2, 0) => (ms, seq + *rng.pick(&[1, 200, 70_000, 1 << 40])),
+                    (2, _) => (
+                        ms + *rng.pick(&[1, 60, 5000, 70_000, 20_000_000, 5_000_000_000]),
+                        *rng.pick(&[0, 1, 200, 70_000]),
+                    ),
+                    _ => (ms + 1, 0),
+                };
+                last[k] = id;
+                let id = format!("{}-{}", id.0, id.1);
+                let mut c = vec!["XADD".to_string(), keys[k].clone(), id.clone()];
+                added[k].push(id);
+                let fields: &[&str] = match (k, rng.below(4)) {
+                    (1, 0) => &["a", "b", "c"],
+                    (1, 1) => &["f"],
+                    (1, 2) => &["g", "f"],
+                    _ => &["f", "g"],
+                };
+                for f in fields {
+                    c.push((*f).to_string());
+                    c.push(sized_value(&mut rng));
+                }
+                cmds.push(cmd(&c));
+                if rng.percent(8) {
+                    let back = rng.below(added[k].len().min(30));
+                    let id = added[k][added[k].len() - 1 - back].clone();
+                    cmds.push(cmd(&["XDEL", &keys[k], &id]));
+                }
+            }
+            for k in &keys {
+                cmds.push(cmd(&["XINFO", "STREAM", k]));
+                cmds.push(cmd(&["XLEN", k]));
+                for n in [380, 330, 300, 250, 180, 120, 101, 99, 50, 10, 1, 0] {
+                    cmds.push(cmd(&["XTRIM", k, "MAXLEN", "~", &n.to_string()]));
+                    cmds.push(cmd(&["XINFO", "STREAM", k]));
+                }
+                cmds.push(cmd(&["XRANGE", k, "-", "+", "COUNT", "3"]));
+            }
+            run_cmds(d, &cmds, &ctx);
+        }
+    });
 }
 
 /// A consumer name of a random command.
