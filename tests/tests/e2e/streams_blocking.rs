@@ -5,8 +5,9 @@
 //! answering nil in RESP2 and RESP3; one XADD serving every XREAD waiting on its key;
 //! XREADGROUP BLOCK `>` serving one consumer per entry, in the order they blocked;
 //! XREADGROUP with a history ID answering at once; MULTI making the blocking forms
-//! non-blocking; the stream deleted, replaced or renamed over and the group destroyed
-//! while a consumer waits (answered as redis-server 7.0 answers); CLIENT UNBLOCK.
+//! non-blocking; the stream deleted, replaced, renamed over, expired, flushed or swapped
+//! out (SWAPDB) and the group destroyed while a consumer waits (answered as
+//! redis-server 7.0 answers); CLIENT UNBLOCK.
 //!
 //! Last, `streams_stress`: a producer and a group of consumers (one of them crashing with
 //! entries pending, the others claiming them with XAUTOCLAIM) over one stream and over
@@ -492,6 +493,58 @@ fn deleting_the_stream_or_its_group_answers_a_waiting_consumer() {
         show(&want[9]),
         show(b"-NOGROUP the consumer group this client was blocked on no longer exists\r\n")
     );
+}
+
+/// A consumer waiting in XREADGROUP BLOCK when its stream expires, when FLUSHALL empties
+/// the database (an XREAD waiting beside it keeps waiting), or when SWAPDB brings in
+/// another database: a stream there with the group and newer entries serves it (and the
+/// XREAD), none answers UNBLOCKED.
+#[test]
+fn a_waiting_consumer_on_expiry_flushall_and_swapdb() {
+    let want = same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut reader = s.raw();
+        let mut out = vec![admin.cmd_str("XGROUP CREATE k g $ MKSTREAM")];
+        send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("PEXPIRE k 50"));
+        out.push(answer(&mut c));
+        out.push(admin.cmd_str("XGROUP CREATE k g $ MKSTREAM"));
+        send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
+        until_blocked(&mut admin, 1);
+        send(&mut reader, "XREAD BLOCK 0 STREAMS k $");
+        until_blocked(&mut admin, 2);
+        out.push(admin.cmd_str("FLUSHALL"));
+        out.push(answer(&mut c));
+        out.push(reply_or_waiting(&mut reader));
+        out.push(admin.cmd_str("XGROUP CREATE k g $ MKSTREAM"));
+        send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
+        until_blocked(&mut admin, 2);
+        for line in [
+            "SELECT 1",
+            "XADD k 5-1 a 1",
+            "XGROUP CREATE k g 0",
+            "SWAPDB 0 1",
+        ] {
+            out.push(admin.cmd_str(line));
+        }
+        out.push(answer(&mut c));
+        out.push(answer(&mut reader));
+        send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS k >");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("FLUSHDB"));
+        out.push(admin.cmd_str("SWAPDB 0 1"));
+        out.push(answer(&mut c));
+        out
+    });
+    // redis-server 7.0.15's answers where the test means them (checks the test).
+    let unblocked = show(b"-UNBLOCKED the stream key no longer exists\r\n");
+    for step in [2, 5, 16] {
+        assert_eq!(show(&want[step]), unblocked, "step {step}");
+    }
+    assert_eq!(want[6], WAITING);
+    assert!(want[12].starts_with(b"*1\r\n"), "{}", show(&want[12]));
 }
 
 /// CLIENT UNBLOCK of an XREAD BLOCK answers nil (as a timeout), with ERROR an
