@@ -1850,7 +1850,7 @@ fn random_command(rng: &mut Rng, keys: &[String], tops: &mut [Top]) -> Cmd {
     let key = keys[k].clone();
     let top = tops[k].0;
     let w = |s: &str| s.to_string();
-    let words: Vec<String> = match rng.below(100) {
+    let words: Vec<String> = match rng.below(106) {
         0..=34 => {
             let mut c = vec![w("XADD"), key.clone()];
             if rng.percent(5) {
@@ -2063,7 +2063,49 @@ fn random_command(rng: &mut Rng, keys: &[String], tops: &mut [Top]) -> Cmd {
             w("COUNT"),
             w("5"),
         ],
-        _ => vec![w("XGROUP"), w("CREATE"), key.clone(), group(rng), w("$")],
+        98..=99 => vec![w("XGROUP"), w("CREATE"), key.clone(), group(rng), w("$")],
+        100 => {
+            // A stream copied or renamed over another (across shards in some layouts):
+            // the destination's next IDs follow the larger of the two.
+            let d = rng.below(keys.len());
+            tops[d].0 = tops[d].0.max(top);
+            if rng.percent(70) {
+                vec![w("COPY"), key.clone(), keys[d].clone(), w("REPLACE")]
+            } else {
+                vec![w("RENAME"), key.clone(), keys[d].clone()]
+            }
+        }
+        101 => vec![w(if rng.percent(50) { "DEL" } else { "TYPE" }), key.clone()],
+        102 => {
+            // The last ID moved forward, now and then with the counters.
+            let to = top + rng.range(0, 5) as u64;
+            tops[k].0 = to + 1;
+            let mut c = vec![w("XSETID"), key.clone(), format!("{to}-0")];
+            if rng.percent(40) {
+                c.extend([w("ENTRIESADDED"), rng.range(0, 2000).to_string()]);
+            }
+            if rng.percent(40) {
+                c.extend([w("MAXDELETEDID"), some_id(rng, to.saturating_sub(2))]);
+            }
+            c
+        }
+        103 => vec![
+            w("XGROUP"),
+            w("CREATECONSUMER"),
+            key.clone(),
+            group(rng),
+            consumer(rng),
+        ],
+        _ => {
+            let mut c = vec![w("XREAD"), w("STREAMS")];
+            c.extend(keys.iter().cloned());
+            c.extend(keys.iter().map(|_| w("$")));
+            if rng.percent(50) {
+                c.insert(1, w("COUNT"));
+                c.insert(2, w("2"));
+            }
+            c
+        }
     };
     cmd(&words)
 }
@@ -2071,7 +2113,8 @@ fn random_command(rng: &mut Rng, keys: &[String], tops: &mut [Top]) -> Cmd {
 /// Seeded random sequences of stream and group traffic (XADD with explicit increasing
 /// IDs and now and then MAXLEN or MINID, `=` or `~`; XDEL, XTRIM, XREADGROUP `>` and `0`
 /// by three consumers of two groups, XACK, XCLAIM with IDLE 0, FORCE or JUSTID,
-/// XAUTOCLAIM, XPENDING, XLEN, XRANGE, XINFO) over three streams in every layout, with
+/// XAUTOCLAIM, XPENDING, XLEN, XRANGE, XINFO, XREAD, XSETID, XGROUP, and now and then a
+/// COPY, RENAME or DEL of a stream) over three streams in every layout, with
 /// each thread count, in RESP2 or RESP3, compared reply by reply; then every stream's
 /// full state.
 #[test]
