@@ -8,11 +8,13 @@ Cases (each on a fresh pair of servers, goblin --threads 1 and redis-server 7):
 - zset:   one sorted set of N members (`m:%09d`) with distinct scores;
 - small:  N/10 hashes of 10 fields each (listpack-encoded in Redis);
 - list:   one list of N elements (`e:%09d`, RPUSH);
-- lists:  N/10 lists of 10 elements each.
+- lists:  N/10 lists of 10 elements each;
+- stream: one stream of N entries of 3 fields (`XADD s <i>-1 f1 v:%09d f2 v:%09d f3
+          v:%09d`, explicit IDs 1-1 … N-1, one entry per command).
 Reports each server's `used_memory` growth (its allocator's count) per element, and
 goblin ÷ redis. The target is goblin ≤ redis.
 
-  bench/memory-types.py --elements 1000000 [--cases hash,set,intset,zset,small]
+  bench/memory-types.py --elements 1000000 [--cases hash,set,intset,zset,small,stream]
 """
 import argparse
 import signal
@@ -69,6 +71,11 @@ def commands(case, n):
                 args += [f"field{j}", f"value-{k % 1000:03d}"]
             out.append(encode(*args))
         return out
+    if case == "stream":
+        for i in range(1, n + 1):
+            v = f"v:{i:09d}"
+            out.append(encode("XADD", "s", f"{i}-1", "f1", v, "f2", v, "f3", v))
+        return out
     if case == "lists":
         for k in range(n // 10):
             out.append(encode("RPUSH", f"list:{k:09d}", *[f"e:{k * 10 + j:09d}" for j in range(10)]))
@@ -94,10 +101,10 @@ def commands(case, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--elements", type=int, default=1_000_000)
-    ap.add_argument("--cases", default="hash,set,intset,zset,small,list,lists")
+    ap.add_argument("--cases", default="hash,set,intset,zset,small,list,lists,stream")
     opts = ap.parse_args()
     print(f"# used_memory growth per element, {opts.elements} elements "
-          "(small, lists: elements/10 keys of 10)")
+          "(small, lists: elements/10 keys of 10; stream: entries of 3 fields)")
     print("| case | goblin B/element | redis B/element | goblin ÷ redis |")
     print("|---|--:|--:|--:|")
     for case in opts.cases.split(","):
