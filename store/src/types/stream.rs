@@ -310,6 +310,31 @@ fn master(node: &[u8]) -> Option<Master<'_>> {
     })
 }
 
+/// A node's live and deleted counts (the master entry's first two elements).
+fn counts(node: &[u8]) -> Option<(i64, i64)> {
+    let p = lp::first(node)?;
+    let live = lp::get(node, p).as_int()?;
+    let deleted = lp::get(node, lp::next(node, p)?).as_int()?;
+    Some((live, deleted))
+}
+
+/// Whether `fields` (field, value, …) has exactly the node's master fields, in order —
+/// read in place.
+fn same_fields(node: &[u8], fields: &[&[u8]]) -> Option<bool> {
+    let mut p = lp::next(node, lp::next(node, lp::first(node)?)?)?;
+    let n = lp::get(node, p).as_int()?;
+    if n != (fields.len() / 2) as i64 {
+        return Some(false);
+    }
+    for f in fields.iter().step_by(2) {
+        p = lp::next(node, p)?;
+        if !lp::get(node, p).eq_bytes(f) {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
 /// An entry of a node, decoded.
 struct Decoded {
     id: StreamId,
@@ -415,22 +440,6 @@ impl<'a> Backwards<'a> {
     }
 }
 
-/// The positions of a node's entries, first to last.
-fn entry_positions(node: &[u8], key: StreamId, master: &Master<'_>) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut p = master.first_entry;
-    while let Some(at) = p {
-        match decode(node, at, key, master, None) {
-            Some(d) => {
-                out.push(at);
-                p = d.next;
-            }
-            None => break,
-        }
-    }
-    out
-}
-
 impl Stream {
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
@@ -484,9 +493,8 @@ impl Stream {
             let full = if node.len() + total >= max_bytes {
                 true
             } else if limits.max_entries > 0 {
-                let m = master(node);
-                let n = m.map_or(0, |m| m.count + m.deleted);
-                n >= limits.max_entries
+                let (live, deleted) = counts(node).unwrap_or((0, 0));
+                live + deleted >= limits.max_entries
             } else {
                 false
             };
@@ -501,14 +509,7 @@ impl Stream {
         let (key, node) = match tail {
             Some((&key, node)) => {
                 // One more live entry; are its fields the master's?
-                let same = {
-                    let m = master(node).ok_or(TooLarge)?;
-                    m.fields.len() as i64 == numfields
-                        && m.fields
-                            .iter()
-                            .zip(fields.iter().step_by(2))
-                            .all(|(e, f)| e.eq_bytes(f))
-                };
+                let same = same_fields(node, fields).ok_or(TooLarge)?;
                 let count = lp::get_int(node, lp::HEADER);
                 lp::replace_int(node, lp::HEADER, count + 1);
                 if same {
@@ -760,18 +761,20 @@ impl Stream {
             let Some((&key, node)) = self.nodes.iter_mut().next() else {
                 break;
             };
-            let Some(m) = master(node) else { break };
-            let entries = m.count;
+            let Some((entries, _)) = counts(node) else {
+                break;
+            };
             if limit > 0 && deleted + entries > limit {
                 break;
             }
             let remove_node = match how {
                 Trim::MaxLen(max) => self.length.saturating_sub(entries as u64) >= max,
                 Trim::MinId(min) => {
-                    let positions = entry_positions(node, key, &m);
-                    let last = positions
-                        .last()
-                        .and_then(|&at| decode(node, at, key, &m, None))
+                    // The node's last entry, deleted or not.
+                    let Some(m) = master(node) else { break };
+                    let last = Backwards::new(node, &m)
+                        .next_entry()
+                        .and_then(|at| decode(node, at, key, &m, None))
                         .map_or(key, |d| d.id);
                     last < min
                 }
@@ -786,6 +789,7 @@ impl Stream {
                 break;
             }
             // Mark entries inside this node.
+            let Some(m) = master(node) else { break };
             let marked = m.deleted;
             let mut positions = Vec::new();
             let mut p = m.first_entry;
