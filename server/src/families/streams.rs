@@ -2022,7 +2022,12 @@ enum ReadState {
 /// What a shard's hop of a read found, per key, in the order of its keys.
 #[derive(Debug)]
 enum ReadOut {
-    Checked(Vec<(usize, Result<ReadFrom, ErrorReply>)>),
+    /// Each key checked (and, when the check settles it, served: `served` is then
+    /// `Some`, with the keys the shard served — none if one of its keys failed).
+    Checked(
+        Vec<(usize, Result<ReadFrom, ErrorReply>)>,
+        Option<Vec<(usize, Option<Served>)>>,
+    ),
     Served(Vec<(usize, Result<Option<Served>, ErrorReply>)>),
 }
 
@@ -2040,18 +2045,35 @@ impl StreamRead {
         out
     }
 
+    /// Checks every key; where that settles it, serves too: an XREAD changes nothing, so
+    /// each shard reads its keys at once (a failing key elsewhere only discards what was
+    /// read); an XREADGROUP whose keys are all on one shard is checked whole there.
+    /// Otherwise an XREADGROUP is served in a second step, once every key passed.
     fn check(&mut self, cx: &PlanCx<'_>) -> Step {
-        let hops = self
-            .by_shard(cx)
+        let shards = self.by_shard(cx);
+        let settles = self.r.group.is_none() || shards.len() == 1;
+        let hops = shards
             .into_iter()
             .map(|(shard, idx)| {
                 let (r, ids) = (Arc::clone(&self.r), Arc::clone(&self.id_args));
                 Hop::run(shard, move |ctx| {
-                    let out = idx
+                    let checked: Vec<(usize, Result<ReadFrom, ErrorReply>)> = idx
                         .into_iter()
                         .map(|i| (i, check_key(ctx.db, &r, &r.keys[i].0, &ids[i], ctx.now)))
                         .collect();
-                    HopOut::Other(Box::new(ReadOut::Checked(out)))
+                    let served = (settles && checked.iter().all(|(_, c)| c.is_ok())).then(|| {
+                        checked
+                            .iter()
+                            .filter_map(|(i, c)| c.as_ref().ok().map(|from| (*i, *from)))
+                            .map(|(i, from)| {
+                                let served = serve_key(ctx, &r, &r.keys[i].0, from, false);
+                                // (A check that passed leaves nothing to fail but a
+                                // stream gone, which is not possible under the lock.)
+                                (i, served.ok().flatten())
+                            })
+                            .collect()
+                    });
+                    HopOut::Other(Box::new(ReadOut::Checked(checked, served)))
                 })
             })
             .collect();
@@ -2129,9 +2151,14 @@ impl Plan for StreamRead {
             ReadState::Start => self.check(cx),
             ReadState::Checked => {
                 let mut checked: Vec<(usize, Result<ReadFrom, ErrorReply>)> = Vec::new();
+                let mut served: Option<Vec<(usize, Option<Served>)>> = Some(Vec::new());
                 for result in results {
-                    if let Some(ReadOut::Checked(v)) = read_out(result) {
-                        checked.extend(v);
+                    if let Some(ReadOut::Checked(c, s)) = read_out(result) {
+                        checked.extend(c);
+                        match (s, served.as_mut()) {
+                            (Some(s), Some(all)) => all.extend(s),
+                            _ => served = None,
+                        }
                     }
                 }
                 checked.sort_by_key(|(i, _)| *i);
@@ -2143,7 +2170,21 @@ impl Plan for StreamRead {
                     }
                 }
                 self.r = Arc::new(r);
-                self.serve(cx)
+                match served {
+                    Some(mut served) => {
+                        served.sort_by_key(|(i, _)| *i);
+                        let parts: Vec<(Vec<u8>, Served)> = served
+                            .into_iter()
+                            .filter_map(|(i, s)| s.map(|s| (self.r.keys[i].0.clone(), s)))
+                            .collect();
+                        if parts.is_empty() {
+                            self.park(cx)
+                        } else {
+                            cx.done(|out| reply_read(out, &parts))
+                        }
+                    }
+                    None => self.serve(cx),
+                }
             }
             ReadState::Served => {
                 let mut served: Vec<(usize, Result<Option<Served>, ErrorReply>)> = Vec::new();
