@@ -17,6 +17,7 @@
 use std::fmt;
 
 use crate::keyspace::Millis;
+use crate::types::listpack;
 use crate::types::set::Member;
 use crate::types::stream::{Consumer, ENTRIES_READ_UNKNOWN, Group, Nack};
 use crate::types::{Hash, List, Set, SortedSet, Stream, StreamId, Value, ValueRef};
@@ -754,6 +755,13 @@ impl<'a> Reader<'a> {
         if live != s.length {
             return Err(corrupt("a stream whose length does not match its entries"));
         }
+        let top = s.nodes().last().and_then(|(key, _)| {
+            // No live entry may pass the last ID.
+            s.range(key, StreamId::MAX, true, 1).first().map(|e| e.id)
+        });
+        if top.is_some_and(|top| top > s.last_id) {
+            return Err(corrupt("a stream whose last ID is below its entries"));
+        }
         let groups = self.bounded_length()?;
         for _ in 0..groups {
             let name = self.string()?;
@@ -954,67 +962,16 @@ fn intset(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
 
 /// A listpack's entries (integers as their decimal strings): `None` when malformed.
 fn listpack(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let total = u32::from_le_bytes(blob.get(0..4)?.try_into().ok()?) as usize;
-    if total != blob.len() {
+    if !listpack::validate(blob) {
         return None;
     }
     let mut items = Vec::new();
-    let mut at = 6;
-    loop {
-        let first = *blob.get(at)?;
-        if first == 0xFF {
-            return (at + 1 == blob.len()).then_some(items);
-        }
-        let int = |bytes: &[u8], bits: u32| -> i64 {
-            let mut v: u64 = 0;
-            for (i, b) in bytes.iter().enumerate() {
-                v |= u64::from(*b) << (8 * i);
-            }
-            // Sign-extend from `bits`.
-            let shift = 64 - bits;
-            ((v << shift) as i64) >> shift
-        };
-        let (header, item): (usize, Vec<u8>) = if first & 0x80 == 0 {
-            (1, u64::from(first & 0x7F).to_string().into_bytes())
-        } else if first & 0xC0 == 0x80 {
-            let n = usize::from(first & 0x3F);
-            (1 + n, blob.get(at + 1..at + 1 + n)?.to_vec())
-        } else if first & 0xE0 == 0xC0 {
-            let b = blob.get(at..at + 2)?;
-            let v = int(&[b[1], b[0] & 0x1F], 13);
-            (2, v.to_string().into_bytes())
-        } else if first & 0xF0 == 0xE0 {
-            let n = (usize::from(first & 0x0F) << 8) | usize::from(*blob.get(at + 1)?);
-            (2 + n, blob.get(at + 2..at + 2 + n)?.to_vec())
-        } else {
-            match first {
-                0xF0 => {
-                    let n = u32::from_le_bytes(blob.get(at + 1..at + 5)?.try_into().ok()?) as usize;
-                    let end = (at + 5).checked_add(n)?;
-                    (5 + n, blob.get(at + 5..end)?.to_vec())
-                }
-                0xF1..=0xF4 => {
-                    let width = [2usize, 3, 4, 8][usize::from(first - 0xF1)];
-                    let bytes = blob.get(at + 1..at + 1 + width)?;
-                    (
-                        1 + width,
-                        int(bytes, 8 * width as u32).to_string().into_bytes(),
-                    )
-                }
-                _ => return None,
-            }
-        };
-        // The entry's length, written backwards after it (lpEncodeBacklen's sizes).
-        let backlen = match header {
-            0..=127 => 1,
-            128..=16_382 => 2,
-            16_383..=2_097_150 => 3,
-            2_097_151..=268_435_454 => 4,
-            _ => 5,
-        };
-        at = at.checked_add(header + backlen)?;
-        items.push(item);
+    let mut p = listpack::first(blob);
+    while let Some(at) = p {
+        items.push(listpack::get(blob, at).to_vec());
+        p = listpack::next(blob, at);
     }
+    Some(items)
 }
 
 /// Decompresses LZF (liblzf's format, as Redis compresses strings) into exactly `len`
@@ -1211,6 +1168,56 @@ mod tests {
         let mut huge = b"REDIS0010\x00\x81".to_vec();
         huge.extend_from_slice(&u64::MAX.to_be_bytes());
         assert!(matches!(read_all(&huge), Err(RdbError::Truncated { .. })));
+    }
+
+    #[test]
+    fn a_damaged_stream_is_an_error_or_a_stream_never_a_panic() {
+        let mut st = Stream::default();
+        let limits = crate::types::stream::NodeLimits {
+            max_bytes: 4096,
+            max_entries: 3,
+        };
+        for i in 1..=7u64 {
+            let v = i.to_string();
+            let fields: Vec<&[u8]> = if i % 3 == 0 {
+                vec![b"other", b"x"]
+            } else {
+                vec![b"a", v.as_bytes(), b"b", b"-5"]
+            };
+            st.add(StreamId::new(i, i), &fields, limits).expect("fits");
+        }
+        st.delete(&[StreamId::new(2, 2)]);
+        let mut g = Group::new(StreamId::new(5, 5), 4);
+        g.deliver(StreamId::new(4, 4), b"alice", 1_000, true);
+        g.deliver(StreamId::new(5, 5), b"bob", 1_000, true);
+        st.groups.insert(b"g".to_vec(), g);
+        let mut w = RdbWriter::new(&[]);
+        w.select_db(0, 1, 0);
+        w.key(b"s", &RdbValue::Stream(Box::new(st.clone())), None);
+        let file = w.finish();
+        let (_, keys) = read_all(&file).expect("the file reads back");
+        assert_eq!(keys[0].value, RdbValue::Stream(Box::new(st)));
+        for cut in 0..file.len() {
+            assert!(read_all(&file[..cut]).is_err(), "cut at {cut}");
+        }
+        // Every byte changed in several ways, in a file without a checksum (as
+        // `rdbchecksum no` writes it), so that whatever the reader accepts is walked too.
+        let body = file.len() - 8;
+        for at in 0..body {
+            for x in [0x01, 0x5A, 0x80, 0xFF] {
+                let mut bad = file.clone();
+                bad[body..].fill(0);
+                bad[at] ^= x;
+                if let Ok((_, keys)) = read_all(&bad) {
+                    for k in keys {
+                        if let Some(Value::Stream(s)) = k.value.into_value() {
+                            let _ = s.range(StreamId::MIN, StreamId::MAX, true, 0);
+                            let _ = s.range(StreamId::MIN, StreamId::MAX, false, 0);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -37,36 +37,48 @@ use crate::txn::plan::{Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Serv
 
 use super::decimal;
 
+/// A table handler that runs `$f` (a handler that returns its error) and sends the
+/// error it returns.
+macro_rules! sends_errors {
+    ($f:path) => {
+        Exec::Shard(|ctx, args| {
+            if let Err(e) = $f(ctx, args) {
+                e.send(&mut ctx.out);
+            }
+        })
+    };
+}
+
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
-    table.add(&meta::XADD, Exec::Shard(xadd));
+    table.add(&meta::XADD, sends_errors!(xadd));
     table.add(&meta::XLEN, Exec::Shard(xlen));
     table.add(&meta::XRANGE, Exec::Shard(xrange));
     table.add(&meta::XREVRANGE, Exec::Shard(xrevrange));
     table.add(&meta::XDEL, Exec::Shard(xdel));
     table.add(&meta::XTRIM, Exec::Shard(xtrim));
-    table.add(&meta::XSETID, Exec::Shard(xsetid));
+    table.add(&meta::XSETID, sends_errors!(xsetid));
     table.add(&meta::XACK, Exec::Shard(xack));
-    table.add(&meta::XPENDING, Exec::Shard(xpending));
-    table.add(&meta::XCLAIM, Exec::Shard(xclaim));
-    table.add(&meta::XAUTOCLAIM, Exec::Shard(xautoclaim));
+    table.add(&meta::XPENDING, sends_errors!(xpending));
+    table.add(&meta::XCLAIM, sends_errors!(xclaim));
+    table.add(&meta::XAUTOCLAIM, sends_errors!(xautoclaim));
     table
-        .add(&meta::XREAD, Exec::Shard(xread))
+        .add(&meta::XREAD, sends_errors!(xread))
         .cross_shard(read_plan, Locking::Keys)
         .plan_if(blocks);
     table
-        .add(&meta::XREADGROUP, Exec::Shard(xread))
+        .add(&meta::XREADGROUP, sends_errors!(xread))
         .cross_shard(read_plan, Locking::Keys)
         .plan_if(blocks);
     table.add_container(
         &meta::XGROUP,
         Exec::Container,
         &[
-            ("create", None, Exec::Shard(xgroup)),
-            ("setid", None, Exec::Shard(xgroup)),
-            ("destroy", None, Exec::Shard(xgroup)),
-            ("createconsumer", None, Exec::Shard(xgroup)),
-            ("delconsumer", None, Exec::Shard(xgroup)),
+            ("create", None, sends_errors!(xgroup)),
+            ("setid", None, sends_errors!(xgroup)),
+            ("destroy", None, sends_errors!(xgroup)),
+            ("createconsumer", None, sends_errors!(xgroup)),
+            ("delconsumer", None, sends_errors!(xgroup)),
             ("help", None, Exec::Conn(xgroup_help)),
         ],
     );
@@ -74,9 +86,9 @@ pub fn register(table: &mut CommandTable) {
         &meta::XINFO,
         Exec::Container,
         &[
-            ("stream", None, Exec::Shard(xinfo)),
-            ("groups", None, Exec::Shard(xinfo)),
-            ("consumers", None, Exec::Shard(xinfo)),
+            ("stream", None, sends_errors!(xinfo)),
+            ("groups", None, sends_errors!(xinfo)),
+            ("consumers", None, sends_errors!(xinfo)),
             ("help", None, Exec::Conn(xinfo_help)),
         ],
     );
@@ -239,6 +251,11 @@ fn parse_id_full(
 /// `streamParseStrictIDOrReply`: no `-` or `+`.
 fn strict_id(arg: &[u8]) -> Result<StreamId, ErrorReply> {
     parse_id_full(arg, 0, true, false).map(|(id, _)| id)
+}
+
+/// The IDs of the arguments from `from` on, strictly parsed (XDEL, XACK: all or none).
+fn strict_ids(args: &Args<'_>, from: usize) -> Result<Vec<StreamId>, ErrorReply> {
+    (from..args.len()).map(|i| strict_id(args.get(i))).collect()
 }
 
 /// `streamParseIntervalIDOrReply`: an ID or `-`/`+`, or `(ID` for an exclusive bound;
@@ -492,13 +509,7 @@ fn trim_key(ctx: &mut ShardCtx<'_>, key: &[u8], trim: TrimArgs) -> (u64, u64) {
 
 /// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value
 /// [field value ...]`
-fn xadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xadd_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xadd_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let a = parse_add_or_trim(args, true)?;
     let fields_at = a.id_at + 1;
     let argc = args.len();
@@ -640,9 +651,7 @@ fn xdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Found::WrongType => return ctx.out.error(errors::WRONGTYPE),
         Found::Stream(_) => {}
     }
-    let ids: Result<Vec<StreamId>, ErrorReply> =
-        (2..args.len()).map(|i| strict_id(args.get(i))).collect();
-    let ids = match ids {
+    let ids = match strict_ids(args, 2) {
         Ok(ids) => ids,
         Err(e) => return e.send(&mut ctx.out),
     };
@@ -655,13 +664,7 @@ fn xdel(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 }
 
 /// `XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]`
-fn xsetid(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xsetid_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xsetid_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xsetid(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let id = strict_id(args.get(2))?;
     let mut entries_added: i64 = -1;
     let mut max_deleted = StreamId::MIN;
@@ -736,13 +739,7 @@ fn with_group<R>(
 }
 
 /// `XGROUP CREATE|SETID|DESTROY|CREATECONSUMER|DELCONSUMER …`
-fn xgroup(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xgroup_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xgroup_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xgroup(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let sub = args.get(1);
     let argc = args.len();
     let mut mkstream = false;
@@ -909,9 +906,7 @@ fn xack(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(false) => return ctx.out.integer(0),
         Err(e) => return e.send(&mut ctx.out),
     }
-    let ids: Result<Vec<StreamId>, ErrorReply> =
-        (3..args.len()).map(|i| strict_id(args.get(i))).collect();
-    let ids = match ids {
+    let ids = match strict_ids(args, 3) {
         Ok(ids) => ids,
         Err(e) => return e.send(&mut ctx.out),
     };
@@ -925,13 +920,7 @@ fn xack(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 }
 
 /// `XPENDING key group [[IDLE min-idle-time] start end count [consumer]]`
-fn xpending(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xpending_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xpending_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xpending(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let argc = args.len();
     let summary = argc == 3;
     if argc != 3 && !(6..=9).contains(&argc) {
@@ -1056,13 +1045,7 @@ fn log_consumer(ctx: &mut ShardCtx<'_>, key: &[u8], group: &[u8], consumer: &[u8
 
 /// `XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-ms]
 /// [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]`
-fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xclaim_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let (key, group, consumer) = (args.get(1), args.get(2), args.get(3));
     let now = ctx.now;
     if !has_group(ctx.db, key, group, now)? {
@@ -1222,13 +1205,7 @@ fn xclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorRepl
 
 /// `XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]`:
 /// `[next cursor, claimed, deleted IDs]`.
-fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xautoclaim_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xautoclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let (key, group, consumer) = (args.get(1), args.get(2), args.get(3));
     let min_idle = integer_or(
         args.get(4),
@@ -1363,13 +1340,6 @@ fn xautoclaim_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), Error
 
 // --- XINFO ------------------------------------------------------------------------------
 
-/// `XINFO STREAM key [FULL [COUNT count]]`, `XINFO GROUPS key`, `XINFO CONSUMERS key group`
-fn xinfo(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xinfo_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
 fn reply_lag(out: &mut Encoder<'_>, s: &Stream, g: &Group) {
     match s.lag(g) {
         Some(lag) => out.integer(lag),
@@ -1385,7 +1355,8 @@ fn reply_entries_read(out: &mut Encoder<'_>, g: &Group) {
     }
 }
 
-fn xinfo_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+/// `XINFO STREAM key [FULL [COUNT count]]`, `XINFO GROUPS key`, `XINFO CONSUMERS key group`
+fn xinfo(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let sub = args.get(1);
     let key = args.get(2);
     let now = ctx.now;
@@ -1939,13 +1910,7 @@ fn reply_read(out: &mut Encoder<'_>, parts: &[(Vec<u8>, Served)]) {
 }
 
 /// XREAD and XREADGROUP on one shard.
-fn xread(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    if let Err(e) = xread_inner(ctx, args) {
-        e.send(&mut ctx.out);
-    }
-}
-
-fn xread_inner(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
+fn xread(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     let mut r = parse_read(args)?;
     let n = r.keys.len();
     let streams_at = args.len() - 2 * n;

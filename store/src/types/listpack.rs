@@ -113,25 +113,28 @@ pub fn next(lp: &[u8], p: usize) -> Option<usize> {
     (lp.get(n) != Some(&END)).then_some(n)
 }
 
-/// The position of the element before `p` (`p` may be the end byte).
+/// The position of the element before `p` (`p` may be the end byte); `None` at the first
+/// element, or when the length written before `p` does not point inside the listpack.
 pub fn prev(lp: &[u8], p: usize) -> Option<usize> {
     if p <= HEADER {
         return None;
     }
-    // The backlen ends right before `p`: read it from its last byte backwards.
+    // The backlen ends right before `p`: read it from its last byte backwards, at most
+    // five bytes, the first one without the high bit ending it.
     let mut at = p - 1;
     let mut len: usize = 0;
-    let mut shift = 0;
-    loop {
-        let b = lp[at];
-        len |= usize::from(b & 0x7F) << shift;
+    for i in 0..5 {
+        let b = *lp.get(at)?;
+        len |= usize::from(b & 0x7F) << (7 * i);
         if b & 0x80 == 0 {
-            break;
+            return at.checked_sub(len).filter(|&start| start >= HEADER);
         }
-        shift += 7;
+        if at <= HEADER {
+            return None;
+        }
         at -= 1;
     }
-    Some(at - len)
+    None
 }
 
 /// The bytes of an element's encoding and data (its backlen not counted).
@@ -347,6 +350,10 @@ pub fn validate(lp: &[u8]) -> bool {
             return false;
         }
     }
+    // The end byte is the last one.
+    if p != lp.len() - 1 {
+        return false;
+    }
     match count(lp) {
         Some(c) => c == n,
         None => true,
@@ -427,6 +434,21 @@ mod tests {
         for s in [&b"01"[..], b"+1", b"-0", b"", b" 1", b"1 "] {
             assert_eq!(str_to_int(s), None, "{s:?}");
         }
+    }
+
+    #[test]
+    fn a_backlen_that_points_nowhere_is_refused_not_followed() {
+        // Every byte with its high bit set: a backlen that never ends.
+        let mut lp = vec![0xFFu8; 40];
+        lp[0..4].copy_from_slice(&40u32.to_le_bytes());
+        assert_eq!(prev(&lp, 39), None);
+        assert!(!validate(&lp));
+        let mut lp = new();
+        append_str(&mut lp, b"abc");
+        let end = lp.len() - 1;
+        lp[end - 1] = 0x7F; // a length past the start
+        assert_eq!(prev(&lp, end), None);
+        assert!(!validate(&lp));
     }
 
     #[test]

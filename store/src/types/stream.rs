@@ -927,7 +927,9 @@ impl Stream {
         let mut p = m.first_entry;
         let mut prev: Option<StreamId> = None;
         let mut fields = Vec::new();
+        let mut positions = Vec::new();
         while let Some(at) = p {
+            positions.push(at);
             let d = decode(&node, at, key, &m, Some(&mut fields))
                 .ok_or("a stream entry that does not decode")?;
             if prev.is_some_and(|p| p >= d.id) || d.id < key {
@@ -943,6 +945,19 @@ impl Stream {
         }
         if live != m.count || dead != m.deleted {
             return Err("a stream node whose counts do not match its entries");
+        }
+        // Walked backwards by the entries' lp-counts, the node has the same entries.
+        let mut back = Backwards::new(&node, &m);
+        let mut backwards = Vec::with_capacity(positions.len());
+        while let Some(at) = back.next_entry() {
+            backwards.push(at);
+            if backwards.len() > positions.len() {
+                break;
+            }
+        }
+        backwards.reverse();
+        if backwards != positions {
+            return Err("a stream node whose entries do not walk backwards");
         }
         if live == 0 {
             return Err("an empty stream node");
