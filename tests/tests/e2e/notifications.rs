@@ -214,6 +214,28 @@ const SCRIPT: &str = "
     ZRANGESTORE {t}zr {t}z 0 -1
     ZINTERSTORE {t}zi 2 {t}z {t}nothing
     ZMPOP 1 {t}z MIN COUNT 5
+    XADD {t}x 1-1 a 1
+    XADD {t}x MAXLEN 1 2-1 a 2
+    XADD {t}x MAXLEN 5 3-1 a 3
+    XADD {t}nox NOMKSTREAM 1-1 a 1
+    XTRIM {t}x MAXLEN 1
+    XTRIM {t}x MAXLEN 1
+    XDEL {t}x 3-1 9-9
+    XSETID {t}x 9-9
+    XGROUP CREATE {t}x g 0
+    XGROUP CREATE {t}xm g 0 MKSTREAM
+    XGROUP SETID {t}x g 0
+    XADD {t}x 10-1 a 10
+    XREADGROUP GROUP g c STREAMS {t}x >
+    XREADGROUP GROUP g c STREAMS {t}x 0
+    XCLAIM {t}x g d 0 10-1
+    XAUTOCLAIM {t}x g e 0 0
+    XACK {t}x g 10-1
+    XGROUP CREATECONSUMER {t}x g z
+    XGROUP CREATECONSUMER {t}x g z
+    XGROUP DELCONSUMER {t}x g z
+    XGROUP DESTROY {t}x g
+    XGROUP DESTROY {t}x g
     SET {t}e v PX 1
     sleep 400
     GET {t}e
@@ -286,6 +308,15 @@ fn notifications_of_commands_across_shards_match_redis() {
         SMOVE K0 K7 a
         DEL K2 K6
         EXEC
+        DEL K0 K1 K2 K3
+        XADD K0 1-1 a 1
+        XADD K1 1-1 a 1
+        XGROUP CREATE K0 g 0
+        XGROUP CREATE K1 g 0
+        XREADGROUP GROUP g c STREAMS K0 K1 > >
+        XREAD STREAMS K0 K1 0 0
+        RENAME K1 K3
+        XADD K2 MAXLEN 0 1-1 a 1
     ";
     let mut text = script.to_string();
     for (i, key) in keys.iter().enumerate().rev() {
