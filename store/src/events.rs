@@ -32,6 +32,10 @@ pub struct KeyEvent {
     pub key: Box<[u8]>,
     /// A write that created the key (keyspace notifications' `new` event).
     pub created: bool,
+    /// A write of what Redis changes without `signalModifiedKey` (a stream's consumer
+    /// groups, its last ID set by XSETID): WATCH does not see it; the log and
+    /// notifications do. Never for a write that created its key.
+    pub quiet: bool,
 }
 
 /// One event of the keyspace.
@@ -65,6 +69,8 @@ pub(crate) struct Recorder {
     /// observing needs to know which keys were written, only that something was).
     pub(crate) count_writes: bool,
     pub(crate) events: Vec<Event>,
+    /// Writes are quiet ([`KeyEvent::quiet`]) while set.
+    pub(crate) quiet: bool,
     pub(crate) unlisted: usize,
     /// Keys removed because they expired, lazily or actively, observed or not (INFO's
     /// `expired_keys`).
@@ -102,6 +108,7 @@ impl Recorder {
                 slot: slot as u16,
                 key: key.into(),
                 created,
+                quiet: self.quiet && change == Change::Written && !created,
             }));
         }
     }

@@ -594,6 +594,15 @@ impl Keyspace {
         self.recorder.key(change, self.db, slot, key);
     }
 
+    /// Runs `f` with the writes it makes marked quiet ([`crate::KeyEvent::quiet`]): what
+    /// Redis changes without telling WATCH.
+    pub fn quietly<R>(&mut self, f: impl FnOnce(&mut Keyspace) -> R) -> R {
+        self.recorder.quiet = true;
+        let r = f(self);
+        self.recorder.quiet = false;
+        r
+    }
+
     /// Records a write, saying whether it created the key.
     fn record_write(&mut self, slot: usize, key: &[u8], created: bool) {
         self.recorder

@@ -702,7 +702,7 @@ fn xsetid(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             return Err(ErrorReply::Fixed(XSETID_BELOW_LENGTH));
         }
     }
-    modify(ctx.db, key, ctx.now, |s| {
+    with_group(ctx, key, |s, _| {
         s.last_id = id;
         if entries_added != -1 {
             s.entries_added = entries_added as u64;
@@ -728,14 +728,15 @@ fn has_group(db: &mut Keyspace, key: &[u8], group: &[u8], now: Millis) -> Result
 }
 
 /// Runs `f` on the stream at `key` (whose group the caller found), with the command's
-/// timestamp; `f` says whether it changed the stream.
+/// timestamp; `f` says whether it changed the stream. The write is quiet: Redis changes a
+/// stream's groups (and XSETID its last ID) without touching the clients that WATCH it.
 fn with_group<R>(
     ctx: &mut ShardCtx<'_>,
     key: &[u8],
     f: impl FnOnce(&mut Stream, Millis) -> (R, bool),
 ) -> Option<R> {
     let now = ctx.now;
-    modify(ctx.db, key, now, |s| f(s, now))
+    ctx.db.quietly(|db| modify(db, key, now, |s| f(s, now)))
 }
 
 /// `XGROUP CREATE|SETID|DESTROY|CREATECONSUMER|DELCONSUMER …`
@@ -791,21 +792,24 @@ fn xgroup(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
         if group_exists {
             return Err(ErrorReply::Fixed(BUSYGROUP));
         }
+        // (Quiet but for MKSTREAM's new key.)
         let created = ctx
             .db
-            .upsert(
-                key,
-                now,
-                || Value::Stream(Box::default()),
-                |v| match v {
-                    ValueMut::Boxed(Value::Stream(s)) => {
-                        s.groups
-                            .insert(group.to_vec(), Group::new(id, entries_read));
-                        (true, true)
-                    }
-                    _ => (false, false),
-                },
-            )
+            .quietly(|db| {
+                db.upsert(
+                    key,
+                    now,
+                    || Value::Stream(Box::default()),
+                    |v| match v {
+                        ValueMut::Boxed(Value::Stream(s)) => {
+                            s.groups
+                                .insert(group.to_vec(), Group::new(id, entries_read));
+                            (true, true)
+                        }
+                        _ => (false, false),
+                    },
+                )
+            })
             .unwrap_or(false);
         if created {
             ctx.out.ok();
@@ -1020,7 +1024,7 @@ fn xpending(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
 /// A command created its consumer on the way (XREADGROUP, XCLAIM, XAUTOCLAIM): the key
 /// records a second write, which notifications name `xgroup-createconsumer`.
 fn consumer_created(ctx: &mut ShardCtx<'_>, key: &[u8]) {
-    modify(ctx.db, key, ctx.now, |_| ((), true));
+    with_group(ctx, key, |_, _| ((), true));
 }
 
 /// Logs an effect built as owned arguments.
@@ -1736,7 +1740,7 @@ fn serve_key(
     let (group, consumer) = (group.clone(), consumer.clone());
     let logging = ctx.logging();
     // (what was served, the consumer was created, the effects)
-    let outcome = modify(ctx.db, key, now, |s| {
+    let outcome = with_group(ctx, key, |s, now| {
         let mut effects: Vec<Vec<Vec<u8>>> = Vec::new();
         let created = match s.groups.get_mut(&group) {
             Some(g) => {

@@ -244,7 +244,7 @@ impl WatchTable {
 
     /// A key changed (`touchWatchedKey`).
     fn touch(&mut self, event: &KeyEvent) {
-        if self.keys.is_empty() {
+        if self.keys.is_empty() || event.quiet {
             return;
         }
         let Some(list) = self.keys.get_mut(&*event.key) else {
@@ -361,6 +361,7 @@ mod tests {
             slot: 0,
             key: key.into(),
             created: false,
+            quiet: false,
         })
     }
 

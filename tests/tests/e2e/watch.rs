@@ -272,6 +272,50 @@ fn watch_sees_changes_as_redis_does() {
 /// does one past its expiry that nothing removed yet; a key already stale when watched
 /// does not, whether it is then removed (by access, DEL, FLUSHDB) or not — but written,
 /// it does.
+/// Streams: an XADD, a trimming XTRIM, an XDEL and a stream created by XGROUP CREATE
+/// MKSTREAM make EXEC fail; what Redis 7.0 changes without telling WATCH — a consumer
+/// group's state (XREADGROUP, XACK, XCLAIM, XAUTOCLAIM, every XGROUP subcommand on an
+/// existing stream) and XSETID — does not.
+#[test]
+fn watch_and_streams_match_redis() {
+    let mut s = Script::new();
+    let setup = "
+        c: DEL K0 K1
+        c: XADD K0 1-1 f v
+        c: XGROUP CREATE K0 g 0
+        c: XREADGROUP GROUP g c STREAMS K0 >
+        a: WATCH K0 K1
+        ";
+    for (name, change) in [
+        ("XADD", "b: XADD K0 2-1 f v"),
+        ("XTRIM", "b: XTRIM K0 MAXLEN 0"),
+        ("XDEL", "b: XDEL K0 1-1"),
+        ("XGROUP CREATE MKSTREAM", "b: XGROUP CREATE K1 g 0 MKSTREAM"),
+        ("XREADGROUP >", "b: XREADGROUP GROUP g d STREAMS K0 >"),
+        ("XREADGROUP history", "b: XREADGROUP GROUP g c STREAMS K0 0"),
+        ("XACK", "b: XACK K0 g 1-1"),
+        ("XCLAIM", "b: XCLAIM K0 g d 0 1-1"),
+        ("XAUTOCLAIM", "b: XAUTOCLAIM K0 g e 0 0"),
+        ("XGROUP CREATE", "b: XGROUP CREATE K0 g2 0"),
+        ("XGROUP SETID", "b: XGROUP SETID K0 g 0"),
+        ("XGROUP CREATECONSUMER", "b: XGROUP CREATECONSUMER K0 g z"),
+        ("XGROUP DELCONSUMER", "b: XGROUP DELCONSUMER K0 g c"),
+        ("XGROUP DESTROY", "b: XGROUP DESTROY K0 g"),
+        ("XSETID", "b: XSETID K0 9-9 ENTRIESADDED 5"),
+        ("a no-op XTRIM", "b: XTRIM K0 MAXLEN 10"),
+    ] {
+        let text = format!(
+            "{setup}
+            {change}
+            a: MULTI
+            a: XLEN K0
+            a: EXEC
+            "
+        );
+        s.run(name, &text);
+    }
+}
+
 #[test]
 fn watch_and_expiry_match_redis() {
     let mut s = Script::new();
