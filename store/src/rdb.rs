@@ -238,17 +238,16 @@ impl RdbWriter {
     /// A stored key, written from the store's own representation (nothing is copied
     /// first), in the same forms as [`RdbWriter::key`].
     pub fn entry(&mut self, key: &[u8], value: ValueRef<'_>, expire_at: Option<Millis>) {
+        self.key_header(value_kind(value), key, expire_at);
+        self.value_body(value);
+    }
+
+    /// A value's body, after its type byte.
+    fn value_body(&mut self, value: ValueRef<'_>) {
         match value {
-            ValueRef::Str(v) => {
-                self.key_header(TYPE_STRING, key, expire_at);
-                self.string(v);
-            }
-            ValueRef::List(list) => {
-                self.key_header(TYPE_LIST, key, expire_at);
-                self.strings(list.len(), list.iter());
-            }
+            ValueRef::Str(v) => self.string(v),
+            ValueRef::List(list) => self.strings(list.len(), list.iter()),
             ValueRef::Set(set) => {
-                self.key_header(TYPE_SET, key, expire_at);
                 self.length(set.len() as u64);
                 for member in set.iter() {
                     match member {
@@ -257,19 +256,12 @@ impl RdbWriter {
                     }
                 }
             }
-            ValueRef::Hash(hash) => {
-                self.key_header(TYPE_HASH, key, expire_at);
-                self.pairs(hash.len(), hash.iter());
-            }
+            ValueRef::Hash(hash) => self.pairs(hash.len(), hash.iter()),
             ValueRef::ZSet(zset) => {
-                self.key_header(TYPE_ZSET_2, key, expire_at);
                 self.length(zset.len() as u64);
                 zset.for_each(|member, score| self.scored(member, score));
             }
-            ValueRef::Stream(stream) => {
-                self.key_header(TYPE_STREAM_LISTPACKS_2, key, expire_at);
-                self.stream(stream);
-            }
+            ValueRef::Stream(stream) => self.stream(stream),
         }
     }
 
@@ -376,6 +368,72 @@ impl RdbWriter {
         }
         self.length(s.len() as u64);
         self.out.extend_from_slice(s);
+    }
+}
+
+/// The RDB type a stored value is written as.
+fn value_kind(value: ValueRef<'_>) -> u8 {
+    match value {
+        ValueRef::Str(_) => TYPE_STRING,
+        ValueRef::List(_) => TYPE_LIST,
+        ValueRef::Set(_) => TYPE_SET,
+        ValueRef::Hash(_) => TYPE_HASH,
+        ValueRef::ZSet(_) => TYPE_ZSET_2,
+        ValueRef::Stream(_) => TYPE_STREAM_LISTPACKS_2,
+    }
+}
+
+/// DUMP's serialization of a value, as redis-server 7.0's: its RDB type and body, the
+/// RDB version (2 bytes, little-endian) and the CRC-64 of all that (8 bytes,
+/// little-endian).
+pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
+    let mut w = RdbWriter::records();
+    w.out.push(value_kind(value));
+    w.value_body(value);
+    let mut out = w.take();
+    out.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Why a RESTORE payload was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadError {
+    /// Too short, a newer RDB version, or the checksum does not match
+    /// (`verifyDumpPayload`).
+    VersionOrChecksum,
+    /// The value does not read (or is an empty collection).
+    BadData,
+}
+
+/// The value of a DUMP payload (redis-server's or Goblin's: any encoding an RDB file may
+/// hold).
+///
+/// # Errors
+/// [`PayloadError`], as RESTORE tells them apart.
+pub fn undump(payload: &[u8]) -> Result<Value, PayloadError> {
+    let n = payload.len();
+    if n < 10 {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let version = u16::from_le_bytes([payload[n - 10], payload[n - 9]]);
+    if u32::from(version) > RDB_VERSION {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(&payload[n - 8..]);
+    if crc64(0, &payload[..n - 8]) != u64::from_le_bytes(stored) {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let mut r = Reader {
+        data: &payload[..n - 10],
+        at: 0,
+    };
+    let kind = r.byte().map_err(|_| PayloadError::BadData)?;
+    match r.value(kind, 0) {
+        Ok(Some(value)) => value.into_value().ok_or(PayloadError::BadData),
+        _ => Err(PayloadError::BadData),
     }
 }
 

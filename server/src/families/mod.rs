@@ -6,6 +6,7 @@
 
 pub mod connection;
 pub mod diagnostics;
+pub mod dump;
 pub mod goblin;
 pub mod hashes;
 pub mod keys;
@@ -53,6 +54,7 @@ pub fn register_all(table: &mut CommandTable) {
     diagnostics::register(table);
     pubsub::register(table);
     streams::register(table);
+    dump::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

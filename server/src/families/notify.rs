@@ -144,6 +144,18 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
                 emit(GENERIC, "move_to", k);
             }
         }
+        // RESTORE: the restored key (REPLACE's deletion of the old one says nothing); a
+        // RESTORE whose TTL has passed only deletes what it replaced.
+        "restore" => {
+            let restored = events.iter().any(|k| k.change == Change::Written);
+            for k in events {
+                match k.change {
+                    Change::Written => emit(GENERIC, "restore", k),
+                    Change::Deleted if !restored => emit(GENERIC, "del", k),
+                    _ => {}
+                }
+            }
+        }
         "copy" => {
             // Added anew, even over a key it replaces (REPLACE).
             for k in events.iter().filter(|k| k.change == Change::Written) {

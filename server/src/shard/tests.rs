@@ -476,6 +476,16 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"XAUTOCLAIM", b"x", b"g", b"d", b"0", b"0"],
         XPENDING_SETUP,
     ),
+    // The DUMP of the string "v", as redis-server 7.0 writes it.
+    (
+        &[
+            b"RESTORE",
+            b"k",
+            b"0",
+            b"\x00\x01v\x0a\x00\x91\x08\xce\xb2\x198\x8a\xce",
+        ],
+        &[],
+    ),
 ];
 
 /// A stream with an entry and a group.

@@ -19096,6 +19096,216 @@ pub static XSETID: Meta = Meta {
     ]),
 };
 
+/// `DUMP`
+pub static DUMP: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("dump"),
+        Node::Int(2),
+        Node::Set(&[Node::Simple("readonly")]),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("@keyspace"),
+            Node::Simple("@read"),
+            Node::Simple("@slow"),
+        ]),
+        Node::Set(&[Node::Bulk("nondeterministic_output")]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+            Node::Bulk("begin_search"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
+                Node::Map(&[
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
+                ]),
+            ]),
+        ])]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Return a serialized version of the value stored at the specified key."),
+        Node::Bulk("since"),
+        Node::Bulk("2.6.0"),
+        Node::Bulk("group"),
+        Node::Bulk("generic"),
+        Node::Bulk("complexity"),
+        Node::Bulk(
+            "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
+        ),
+        Node::Bulk("arguments"),
+        Node::Array(&[Node::Map(&[
+            Node::Bulk("name"),
+            Node::Bulk("key"),
+            Node::Bulk("type"),
+            Node::Bulk("key"),
+            Node::Bulk("key_spec_index"),
+            Node::Int(0),
+        ])]),
+    ]),
+};
+
+/// `RESTORE`
+pub static RESTORE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("restore"),
+        Node::Int(-4),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("@keyspace"),
+            Node::Simple("@write"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[Node::Map(&[
+            Node::Bulk("flags"),
+            Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
+            Node::Bulk("begin_search"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("index"),
+                Node::Bulk("spec"),
+                Node::Map(&[Node::Bulk("index"), Node::Int(1)]),
+            ]),
+            Node::Bulk("find_keys"),
+            Node::Map(&[
+                Node::Bulk("type"),
+                Node::Bulk("range"),
+                Node::Bulk("spec"),
+                Node::Map(&[
+                    Node::Bulk("lastkey"),
+                    Node::Int(0),
+                    Node::Bulk("keystep"),
+                    Node::Int(1),
+                    Node::Bulk("limit"),
+                    Node::Int(0),
+                ]),
+            ]),
+        ])]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk(
+            "Create a key using the provided serialized value, previously obtained using DUMP.",
+        ),
+        Node::Bulk("since"),
+        Node::Bulk("2.6.0"),
+        Node::Bulk("group"),
+        Node::Bulk("generic"),
+        Node::Bulk("complexity"),
+        Node::Bulk(
+            "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).",
+        ),
+        Node::Bulk("history"),
+        Node::Set(&[
+            Node::Array(&[
+                Node::Bulk("3.0.0"),
+                Node::Bulk("Added the `REPLACE` modifier."),
+            ]),
+            Node::Array(&[
+                Node::Bulk("5.0.0"),
+                Node::Bulk("Added the `ABSTTL` modifier."),
+            ]),
+            Node::Array(&[
+                Node::Bulk("5.0.0"),
+                Node::Bulk("Added the `IDLETIME` and `FREQ` options."),
+            ]),
+        ]),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("key"),
+                Node::Bulk("type"),
+                Node::Bulk("key"),
+                Node::Bulk("key_spec_index"),
+                Node::Int(0),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("ttl"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("serialized-value"),
+                Node::Bulk("type"),
+                Node::Bulk("string"),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("replace"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("REPLACE"),
+                Node::Bulk("since"),
+                Node::Bulk("3.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("absttl"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("ABSTTL"),
+                Node::Bulk("since"),
+                Node::Bulk("5.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("seconds"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+                Node::Bulk("token"),
+                Node::Bulk("IDLETIME"),
+                Node::Bulk("since"),
+                Node::Bulk("5.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("frequency"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+                Node::Bulk("token"),
+                Node::Bulk("FREQ"),
+                Node::Bulk("since"),
+                Node::Bulk("5.0.0"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+        ]),
+    ]),
+};
+
 /// Every generated entry.
 pub static ALL: &[&Meta] = &[
     &ACL,
@@ -19286,4 +19496,6 @@ pub static ALL: &[&Meta] = &[
     &XAUTOCLAIM,
     &XINFO,
     &XSETID,
+    &DUMP,
+    &RESTORE,
 ];

@@ -622,6 +622,15 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     ("zscan", &["ZSCAN k 0", "ZSCAN k 0 COUNT 1", "ZSCAN k"]),
+    ("dump", &["DUMP k", "DUMP", "DUMP k x"]),
+    (
+        "restore",
+        &[
+            "RESTORE k 0 x",
+            "RESTORE k 0 x REPLACE ABSTTL",
+            "RESTORE k 0",
+        ],
+    ),
     // Streams.
     (
         "xadd",

@@ -11,6 +11,7 @@ mod config_rewrite;
 mod connection;
 mod databases;
 mod diagnostics;
+mod dump_restore;
 mod eviction;
 mod expiry;
 mod getkeys;

@@ -128,6 +128,12 @@ fn write_everything(raw: &mut Raw, threads: usize, goblin: bool) {
         ok(raw, line);
     }
     ok(raw, "XTRIM x:big MAXLEN ~ 120");
+    // RESTORE (a relative TTL, logged as an absolute one): the DUMP of the string "v".
+    let payload: &[u8] = b"\x00\x01v\n\x00\x91\x08\xce\xb2\x198\x8a\xce";
+    for (key, ttl) in [(&b"r:restored"[..], &b"0"[..]), (b"r:ttl", b"900000000")] {
+        let reply = raw.cmd(&[b"RESTORE", key, ttl, payload]);
+        assert_eq!(show(&reply), "+OK\\r\\n", "RESTORE");
+    }
     // Big collections (other encodings), and keys on every shard.
     let members: Vec<String> = (0..700).map(|i| format!("m{i}")).collect();
     ok(raw, &format!("SADD set:big {}", members.join(" ")));
