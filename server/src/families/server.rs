@@ -10,6 +10,7 @@ use crate::config;
 use crate::errors;
 use crate::runtime::pubsub::Space;
 use crate::runtime::server::REDIS_VERSION;
+use crate::table::args::is_keyword;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
 use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
@@ -18,11 +19,14 @@ use crate::util::glob_match;
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
+    table.add(&meta::TIME, Exec::Conn(time));
+    table.add(&meta::ROLE, Exec::Conn(role));
     table.add_container(
         &meta::COMMAND,
         Exec::Conn(command_all),
         &[
             ("count", None, Exec::Conn(command_count)),
+            ("list", None, Exec::Conn(command_list)),
             ("info", None, Exec::Conn(command_info)),
             ("docs", None, Exec::Conn(command_docs)),
             ("getkeys", None, Exec::Conn(command_getkeys)),
@@ -135,6 +139,61 @@ fn command_all(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     specs
         .into_iter()
         .for_each(|spec| table.encode_info(spec, &mut out));
+}
+
+/// `COMMAND LIST [FILTERBY MODULE module | ACLCAT category | PATTERN pattern]`: every
+/// command's name, subcommands included (in table order; redis-server answers in its
+/// hash table's). No command comes from a module.
+fn command_list(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let keep: Box<dyn Fn(&CommandSpec) -> bool> = match args.len() {
+        2 => Box::new(|_| true),
+        5 if is_keyword(args.get(2), "FILTERBY") => {
+            let (kind, value) = (args.get(3), args.get(4).to_vec());
+            if is_keyword(kind, "MODULE") {
+                Box::new(|_| false)
+            } else if is_keyword(kind, "ACLCAT") {
+                Box::new(move |spec| spec.in_acl_category(&value))
+            } else if is_keyword(kind, "PATTERN") {
+                Box::new(move |spec| glob_match(&value, spec.name.as_bytes(), true))
+            } else {
+                return ctx.reply().error(errors::SYNTAX);
+            }
+        }
+        _ => return ctx.reply().error(errors::SYNTAX),
+    };
+    let names: Vec<&str> = ctx
+        .shared
+        .commands
+        .all()
+        .iter()
+        .filter(|spec| keep(spec))
+        .map(|spec| spec.name)
+        .collect();
+    let mut out = ctx.reply();
+    out.array(names.len());
+    for name in names {
+        out.bulk(name.as_bytes());
+    }
+}
+
+/// `TIME`: the Unix time in seconds and microseconds, as two bulk strings.
+fn time(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut out = ctx.reply();
+    out.array(2);
+    out.bulk_int(now.as_secs() as i64);
+    out.bulk_int(i64::from(now.subsec_micros()));
+}
+
+/// `ROLE`: a standalone server is a master with no replicas and offset 0.
+fn role(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let mut out = ctx.reply();
+    out.array(3);
+    out.bulk(b"master");
+    out.integer(0);
+    out.array(0);
 }
 
 /// `COMMAND COUNT`

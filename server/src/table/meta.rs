@@ -19306,6 +19306,71 @@ pub static RESTORE: Meta = Meta {
     ]),
 };
 
+/// `TIME`
+pub static TIME: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("time"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+            Node::Simple("fast"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[Node::Simple("@fast")]),
+        Node::Set(&[Node::Bulk("nondeterministic_output")]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Return the current server time"),
+        Node::Bulk("since"),
+        Node::Bulk("2.6.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+    ]),
+};
+
+/// `ROLE`
+pub static ROLE: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("role"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("noscript"),
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+            Node::Simple("fast"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@fast"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Return the role of the instance in the context of replication"),
+        Node::Bulk("since"),
+        Node::Bulk("2.8.12"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+    ]),
+};
+
 /// Every generated entry.
 pub static ALL: &[&Meta] = &[
     &ACL,
@@ -19498,4 +19563,6 @@ pub static ALL: &[&Meta] = &[
     &XSETID,
     &DUMP,
     &RESTORE,
+    &TIME,
+    &ROLE,
 ];

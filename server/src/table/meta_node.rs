@@ -104,6 +104,8 @@ pub mod info {
     pub const LAST_KEY: usize = 4;
     /// Key step.
     pub const STEP: usize = 5;
+    /// ACL categories.
+    pub const ACL_CATEGORIES: usize = 6;
     /// Key specs.
     pub const KEY_SPECS: usize = 8;
     /// Subcommands.

@@ -142,6 +142,20 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// Whether the command is in ACL category `name` (`stream`, `read` …; any case).
+    pub fn in_acl_category(&self, name: &[u8]) -> bool {
+        self.info
+            .items()
+            .get(meta_node::info::ACL_CATEGORIES)
+            .map_or(&[][..], Node::items)
+            .iter()
+            .filter_map(Node::text)
+            .any(|c| {
+                c.strip_prefix('@')
+                    .is_some_and(|c| c.as_bytes().eq_ignore_ascii_case(name))
+            })
+    }
+
     /// Whether `argc` arguments (name included) satisfy the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i64;

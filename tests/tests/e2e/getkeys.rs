@@ -51,6 +51,12 @@ const SAMPLES: &[(&str, &[&str])] = &[
     // Server.
     ("command", &["COMMAND", "COMMAND NOPE", "COMMAND GET k"]),
     ("command|count", &["COMMAND COUNT", "COMMAND COUNT x"]),
+    (
+        "command|list",
+        &["COMMAND LIST", "COMMAND LIST FILTERBY PATTERN x*"],
+    ),
+    ("time", &["TIME", "TIME x"]),
+    ("role", &["ROLE", "ROLE x"]),
     ("command|info", &["COMMAND INFO", "COMMAND INFO get"]),
     ("command|docs", &["COMMAND DOCS", "COMMAND DOCS get"]),
     (

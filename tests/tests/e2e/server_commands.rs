@@ -66,6 +66,73 @@ fn command_lists_every_registered_command() {
     assert!(docs.starts_with(format!("*{}\r\n", 2 * n).as_bytes()));
 }
 
+/// COMMAND LIST names every command and subcommand COMMAND shows; with FILTERBY it answers
+/// as redis-server does for the commands Goblin has (compared as sets: both answer in
+/// their own order), errors included. TIME and ROLE as a standalone redis-server's.
+#[test]
+fn command_list_time_and_role_match_redis() {
+    let mut d = Differential::new();
+    let names = |reply: &[u8]| -> Vec<Vec<u8>> {
+        let Some((Frame::Array(items), _)) = parse_reply(reply).unwrap() else {
+            panic!("an array: {}", show(reply))
+        };
+        let mut names: Vec<Vec<u8>> = items
+            .into_iter()
+            .map(|f| match f {
+                Frame::Bulk(b) => b.to_vec(),
+                other => panic!("a name: {other:?}"),
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    // Everything COMMAND INFO shows, subcommands included.
+    let all = names(&d.g.cmd_str("COMMAND LIST"));
+    let count = d.g.cmd_str("COMMAND COUNT");
+    let top = all.iter().filter(|n| !n.contains(&b'|')).count();
+    assert_eq!(show(&count), format!(":{top}\\r\\n"));
+    assert!(all.contains(&b"xgroup|create".to_vec()) && all.contains(&b"get".to_vec()));
+    for filter in [
+        "COMMAND LIST FILTERBY PATTERN x*",
+        "COMMAND LIST FILTERBY PATTERN XGROUP*",
+        "COMMAND LIST FILTERBY PATTERN *|help",
+        "COMMAND LIST FILTERBY ACLCAT stream",
+        "COMMAND LIST FILTERBY ACLCAT Hash",
+        "COMMAND LIST FILTERBY ACLCAT nope",
+        "COMMAND LIST FILTERBY MODULE foo",
+    ] {
+        let (g, r) = (d.g.cmd_str(filter), d.r.cmd_str(filter));
+        // redis-server has commands Goblin lacks: what Goblin lists, it lists too; and
+        // of the stream, hash and help commands Goblin has all of redis-server's.
+        let (g, r) = (names(&g), names(&r));
+        assert!(g.iter().all(|n| r.contains(n)), "{filter}: {g:?} ⊄ {r:?}");
+        if !filter.contains("PATTERN *|") {
+            let missing: Vec<_> = r.iter().filter(|n| !g.contains(n)).collect();
+            assert!(missing.is_empty(), "{filter}: missing {missing:?}");
+        }
+    }
+    d.check_lines(
+        "COMMAND LIST FILTERBY\nCOMMAND LIST x\nCOMMAND LIST FILTERBY NOPE x\nROLE\nROLE x\nTIME x",
+    );
+    let (g, r) = (d.g.cmd_str("TIME"), d.r.cmd_str("TIME"));
+    let secs = |reply: &[u8]| -> i64 {
+        let Some((Frame::Array(items), _)) = parse_reply(reply).unwrap() else {
+            panic!("TIME: {}", show(reply))
+        };
+        assert_eq!(items.len(), 2, "TIME: {}", show(reply));
+        let Frame::Bulk(s) = &items[0] else {
+            panic!("TIME: {}", show(reply))
+        };
+        std::str::from_utf8(s).unwrap().parse().unwrap()
+    };
+    assert!(
+        (secs(&g) - secs(&r)).abs() <= 2,
+        "{} {}",
+        show(&g),
+        show(&r)
+    );
+}
+
 #[test]
 fn config_get_answers_what_benchmarks_ask() {
     let mut d = Differential::new();
