@@ -4,6 +4,7 @@
 //!
 //! Also here: what several families share — expiry-argument parsing with Redis's rules.
 
+pub mod bitmaps;
 pub mod connection;
 pub mod diagnostics;
 pub mod dump;
@@ -55,6 +56,7 @@ pub fn register_all(table: &mut CommandTable) {
     pubsub::register(table);
     streams::register(table);
     dump::register(table);
+    bitmaps::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -476,6 +476,7 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"XAUTOCLAIM", b"x", b"g", b"d", b"0", b"0"],
         XPENDING_SETUP,
     ),
+    (&[b"SETBIT", b"k", b"7", b"1"], &[]),
     // The DUMP of the string "v", as redis-server 7.0 writes it.
     (
         &[

@@ -629,6 +629,13 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("zscan", &["ZSCAN k 0", "ZSCAN k 0 COUNT 1", "ZSCAN k"]),
     ("dump", &["DUMP k", "DUMP", "DUMP k x"]),
+    ("setbit", &["SETBIT k 7 1", "SETBIT k 7"]),
+    ("getbit", &["GETBIT k 7", "GETBIT k"]),
+    (
+        "bitcount",
+        &["BITCOUNT k", "BITCOUNT k 0 -1 BIT", "BITCOUNT"],
+    ),
+    ("bitpos", &["BITPOS k 1", "BITPOS k 0 1 2 BYTE", "BITPOS k"]),
     (
         "restore",
         &[

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod atomicity;
+mod bitmaps_diff;
 mod blocking;
 mod client_commands;
 mod client_limits;
