@@ -33,7 +33,7 @@ save bgsave lastsave bgrewriteaof shutdown
 acl slowlog monitor latency memory debug
 subscribe unsubscribe psubscribe punsubscribe publish pubsub ssubscribe sunsubscribe spublish
 xadd xlen xrange xrevrange xdel xtrim xread xreadgroup xgroup xack xpending xclaim xautoclaim
-xinfo xsetid dump restore time role setbit getbit bitcount bitpos
+xinfo xsetid dump restore time role setbit getbit bitcount bitpos bitop
 """.split()
 
 

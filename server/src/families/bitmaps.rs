@@ -1,5 +1,7 @@
-//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT and BITPOS, with redis-server
-//! 7.0's parsing (bitops.c), replies and errors. Bit 0 is the most significant bit of the
+//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT, BITPOS and BITOP, with
+//! redis-server 7.0's parsing (bitops.c), replies and errors. BITOP's keys may live on
+//! several shards: its plan reads the sources under their locks, computes on the
+//! coordinator and writes the destination ([`ReadThenWrite`]). Bit 0 is the most significant bit of the
 //! first byte. A string grows, zero-padded, to hold the bit SETBIT sets (up to
 //! `proto-max-bulk-len` bytes); a missing key is an empty string for reads.
 
@@ -10,6 +12,8 @@ use crate::errors;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::{CommandTable, meta};
+use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
+use crate::txn::shapes::{Decision, ReadThenWrite};
 
 use super::strings::{Str, lookup};
 
@@ -19,6 +23,9 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::GETBIT, Exec::Shard(getbit));
     table.add(&meta::BITCOUNT, Exec::Shard(bitcount));
     table.add(&meta::BITPOS, Exec::Shard(bitpos));
+    table
+        .add(&meta::BITOP, Exec::Shard(bitop))
+        .cross_shard(bitop_plan, Locking::Keys);
 }
 
 const BAD_OFFSET: &[u8] = b"ERR bit offset is not an integer or out of range";
@@ -61,13 +68,17 @@ fn setbit(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         }
     };
     let (current, expire) = lookup(ctx.db, key, ctx.now);
-    let old = match current {
+    let (old, changes) = match current {
         Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
-        Str::Absent => false,
-        Str::Value(s) => bit(s, offset),
+        Str::Absent => (false, true),
+        Str::Value(s) => (bit(s, offset), s.len() <= byte || bit(s, offset) != on),
     };
-    // A long string is boxed: change it in place. (Redis signals the key whether the bit
-    // changed or not.)
+    // A string created, grown, or whose bit flips is written (and signalled); otherwise
+    // nothing happens, as in Redis.
+    if !changes {
+        return ctx.out.integer(i64::from(old));
+    }
+    // A long string is boxed: change it in place.
     let done = ctx.db.modify(key, ctx.now, |v| match v {
         ValueMut::Boxed(Value::Str(s)) => {
             set(s);
@@ -253,6 +264,165 @@ fn bitpos(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         None => -1,
     };
     ctx.out.integer(pos);
+}
+
+const BITOP_NOT_ONE: &[u8] = b"ERR BITOP NOT must be called with a single source key.";
+
+/// A BITOP operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    And,
+    Or,
+    Xor,
+    Not,
+}
+
+/// BITOP's operation, checked as Redis checks it (the operation, then NOT's one source).
+fn parse_op(args: &Args<'_>) -> Result<Op, &'static [u8]> {
+    let word = args.get(1);
+    let op = if is_keyword(word, "AND") {
+        Op::And
+    } else if is_keyword(word, "OR") {
+        Op::Or
+    } else if is_keyword(word, "XOR") {
+        Op::Xor
+    } else if is_keyword(word, "NOT") {
+        Op::Not
+    } else {
+        return Err(errors::SYNTAX);
+    };
+    if op == Op::Not && args.len() != 4 {
+        return Err(BITOP_NOT_ONE);
+    }
+    Ok(op)
+}
+
+/// The result of `op` over the sources (missing keys are empty strings; a shorter string
+/// is padded with zero bytes).
+fn compute(op: Op, sources: &[Vec<u8>]) -> Vec<u8> {
+    let len = sources.iter().map(Vec::len).max().unwrap_or(0);
+    let byte = |s: &Vec<u8>, i: usize| s.get(i).copied().unwrap_or(0);
+    (0..len)
+        .map(|i| match op {
+            Op::Not => !byte(&sources[0], i),
+            Op::And => sources.iter().fold(0xFF, |acc, s| acc & byte(s, i)),
+            Op::Or => sources.iter().fold(0, |acc, s| acc | byte(s, i)),
+            Op::Xor => sources.iter().fold(0, |acc, s| acc ^ byte(s, i)),
+        })
+        .collect()
+}
+
+/// Stores BITOP's result at `dest` (without expiry, `raw`), or deletes `dest` when the
+/// result is empty; the result's length.
+fn store_result(ctx: &mut ShardCtx<'_>, dest: &[u8], result: &[u8]) -> i64 {
+    if result.is_empty() {
+        ctx.db.delete(dest, ctx.now);
+    } else {
+        // Whatever `dest` held (any type, any expiry) is replaced.
+        ctx.db.set_str(dest, result, None, ctx.now);
+        ctx.db.add_flags(dest, RAW, ctx.now);
+    }
+    result.len() as i64
+}
+
+/// `BITOP AND|OR|XOR|NOT destkey key [key ...]`: the length of the string stored.
+fn bitop(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let op = match parse_op(args) {
+        Ok(op) => op,
+        Err(e) => return ctx.out.error(e),
+    };
+    let mut sources = Vec::with_capacity(args.len() - 3);
+    for i in 3..args.len() {
+        match lookup(ctx.db, args.get(i), ctx.now).0 {
+            Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+            Str::Absent => sources.push(Vec::new()),
+            Str::Value(s) => sources.push(s.to_vec()),
+        }
+    }
+    let result = compute(op, &sources);
+    let n = store_result(ctx, args.get(2), &result);
+    ctx.out.integer(n);
+}
+
+/// What BITOP's plan knows between its reads and its write.
+#[derive(Debug)]
+struct BitopState {
+    op: Op,
+    dest: Vec<u8>,
+    /// The sources, in argument order.
+    keys: Vec<Vec<u8>>,
+    /// The shards read, in the order of the read hops, with their keys' indexes.
+    shards: Vec<(usize, Vec<usize>)>,
+}
+
+/// BITOP across shards: each shard reads its sources (`None`: another type), the
+/// coordinator computes, and the destination's shard stores the result.
+fn bitop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let op = parse_op(args).map_err(<[u8]>::to_vec)?;
+    let keys: Vec<Vec<u8>> = args.iter_from(3).map(<[u8]>::to_vec).collect();
+    let mut shards: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let shard = start.slots.shard_of_key(key);
+        match shards.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, idx)) => idx.push(i),
+            None => shards.push((shard, vec![i])),
+        }
+    }
+    let reads = shards
+        .iter()
+        .map(|(shard, idx)| {
+            let mine: Vec<Vec<u8>> = idx.iter().map(|&i| keys[i].clone()).collect();
+            Hop::run(*shard, move |ctx| {
+                let values: Vec<Option<Vec<u8>>> = mine
+                    .iter()
+                    .map(|k| match lookup(ctx.db, k, ctx.now).0 {
+                        Str::WrongType => None,
+                        Str::Absent => Some(Vec::new()),
+                        Str::Value(s) => Some(s.to_vec()),
+                    })
+                    .collect();
+                HopOut::Bulks(values)
+            })
+        })
+        .collect();
+    let state = BitopState {
+        op,
+        dest: args.get(2).to_vec(),
+        keys,
+        shards,
+    };
+    Ok(Box::new(ReadThenWrite::new(state, reads, decide_bitop)))
+}
+
+fn decide_bitop(state: &mut BitopState, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Decision {
+    let mut sources: Vec<Option<Vec<u8>>> = vec![Some(Vec::new()); state.keys.len()];
+    for ((_, idx), out) in state.shards.iter().zip(results) {
+        if let HopOut::Bulks(values) = out {
+            for (&i, v) in idx.iter().zip(values) {
+                sources[i] = v;
+            }
+        }
+    }
+    // A source of another type, wherever it is, answers WRONGTYPE and writes nothing.
+    let Some(sources) = sources.into_iter().collect::<Option<Vec<Vec<u8>>>>() else {
+        return Decision::Reply(cx.reply(|e| e.error(errors::WRONGTYPE)));
+    };
+    let result = compute(state.op, &sources);
+    let n = result.len() as i64;
+    let dest = std::mem::take(&mut state.dest);
+    let write = Hop::run(cx.slots.shard_of_key(&dest), move |ctx| {
+        store_result(ctx, &dest, &result);
+        if ctx.logging() {
+            if result.is_empty() {
+                ctx.log(&[b"DEL", &dest]);
+            } else {
+                ctx.log(&[b"SET", &dest, &result]);
+            }
+        }
+        HopOut::Done
+    });
+    Decision::Write(vec![write], cx.reply(|e| e.integer(n)))
 }
 
 #[cfg(test)]

@@ -113,7 +113,9 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
             };
             stored(events, GENERIC, event, emit);
         }
-        "append" | "setrange" | "incrbyfloat" => each(events, STRING, name, emit),
+        "append" | "setrange" | "incrbyfloat" | "setbit" => each(events, STRING, name, emit),
+        // BITOP stores its result (`set`), or deletes its destination when it is empty.
+        "bitop" => stored(events, STRING, "set", emit),
         // (DECR and DECRBY too: Redis names all four `incrby`.)
         "incr" | "incrby" | "decr" | "decrby" => each(events, STRING, "incrby", emit),
         // Keys.

@@ -477,6 +477,10 @@ const WRITES: &[(Argv, &[Argv])] = &[
         XPENDING_SETUP,
     ),
     (&[b"SETBIT", b"k", b"7", b"1"], &[]),
+    (
+        &[b"BITOP", b"OR", b"{t}d", b"{t}a", b"{t}b"],
+        &[&[b"SET", b"{t}a", b"v"]],
+    ),
     // The DUMP of the string "v", as redis-server 7.0 writes it.
     (
         &[

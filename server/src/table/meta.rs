@@ -19784,6 +19784,114 @@ pub static BITPOS: Meta = Meta {
     ]),
 };
 
+/// `BITOP`
+pub static BITOP: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("bitop"),
+        Node::Int(-4),
+        Node::Set(&[Node::Simple("write"), Node::Simple("denyoom")]),
+        Node::Int(2),
+        Node::Int(-1),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("@write"),
+            Node::Simple("@bitmap"),
+            Node::Simple("@slow"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[
+            Node::Map(&[
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("OW"), Node::Simple("update")]),
+                Node::Bulk("begin_search"),
+                Node::Map(&[
+                    Node::Bulk("type"),
+                    Node::Bulk("index"),
+                    Node::Bulk("spec"),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(2)]),
+                ]),
+                Node::Bulk("find_keys"),
+                Node::Map(&[
+                    Node::Bulk("type"),
+                    Node::Bulk("range"),
+                    Node::Bulk("spec"),
+                    Node::Map(&[
+                        Node::Bulk("lastkey"),
+                        Node::Int(0),
+                        Node::Bulk("keystep"),
+                        Node::Int(1),
+                        Node::Bulk("limit"),
+                        Node::Int(0),
+                    ]),
+                ]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("RO"), Node::Simple("access")]),
+                Node::Bulk("begin_search"),
+                Node::Map(&[
+                    Node::Bulk("type"),
+                    Node::Bulk("index"),
+                    Node::Bulk("spec"),
+                    Node::Map(&[Node::Bulk("index"), Node::Int(3)]),
+                ]),
+                Node::Bulk("find_keys"),
+                Node::Map(&[
+                    Node::Bulk("type"),
+                    Node::Bulk("range"),
+                    Node::Bulk("spec"),
+                    Node::Map(&[
+                        Node::Bulk("lastkey"),
+                        Node::Int(-1),
+                        Node::Bulk("keystep"),
+                        Node::Int(1),
+                        Node::Bulk("limit"),
+                        Node::Int(0),
+                    ]),
+                ]),
+            ]),
+        ]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Perform bitwise operations between strings"),
+        Node::Bulk("since"),
+        Node::Bulk("2.6.0"),
+        Node::Bulk("group"),
+        Node::Bulk("bitmap"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(N)"),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("operation"),
+                Node::Bulk("type"),
+                Node::Bulk("string"),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("destkey"),
+                Node::Bulk("type"),
+                Node::Bulk("key"),
+                Node::Bulk("key_spec_index"),
+                Node::Int(0),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("key"),
+                Node::Bulk("type"),
+                Node::Bulk("key"),
+                Node::Bulk("key_spec_index"),
+                Node::Int(1),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("multiple")]),
+            ]),
+        ]),
+    ]),
+};
+
 /// Every generated entry.
 pub static ALL: &[&Meta] = &[
     &ACL,
@@ -19982,4 +20090,5 @@ pub static ALL: &[&Meta] = &[
     &GETBIT,
     &BITCOUNT,
     &BITPOS,
+    &BITOP,
 ];

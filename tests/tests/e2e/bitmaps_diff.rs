@@ -103,6 +103,48 @@ fn bitmap_commands_match_redis() {
     );
 }
 
+/// BITOP with its keys in one slot, on one shard and on different shards: every
+/// operation, missing and shorter sources, an empty result deleting the destination, a
+/// destination of another type or with an expiry replaced, and its errors.
+#[test]
+fn bitop_matches_redis() {
+    script_everywhere(
+        4,
+        r#"
+        SET K0 "ðª"
+        SET K1 "ÿ"
+        BITOP AND K2 K0 K1
+        GET K2
+        BITOP OR K2 K0 K1
+        GET K2
+        BITOP XOR K2 K0 K1 K3
+        GET K2
+        BITOP NOT K2 K0
+        GET K2
+        OBJECT ENCODING K2
+        BITOP and K2 K3
+        EXISTS K2
+        BITOP NOT K2 K3
+        BITOP AND K2 K0 K0
+        GET K2
+        BITOP NOT K2 K0 K1
+        BITOP NOPE K2 K0
+        BITOP AND K2
+        LPUSH K3 x
+        BITOP OR K2 K0 K3
+        BITOP OR K3 K0 K1
+        TYPE K3
+        GET K3
+        SET K2 x EX 100
+        BITOP OR K2 K1
+        TTL K2
+        SET K0 ""
+        BITOP OR K2 K0
+        EXISTS K2
+        "#,
+    );
+}
+
 /// Random SETBIT, GETBIT, BITCOUNT and BITPOS over two keys, with ranges of both kinds;
 /// replies compared one by one.
 #[test]

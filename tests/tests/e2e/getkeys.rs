@@ -637,6 +637,10 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("bitpos", &["BITPOS k 1", "BITPOS k 0 1 2 BYTE", "BITPOS k"]),
     (
+        "bitop",
+        &["BITOP AND d a b", "BITOP NOT d a", "BITOP AND d"],
+    ),
+    (
         "restore",
         &[
             "RESTORE k 0 x",

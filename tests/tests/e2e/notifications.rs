@@ -214,6 +214,10 @@ const SCRIPT: &str = "
     ZRANGESTORE {t}zr {t}z 0 -1
     ZINTERSTORE {t}zi 2 {t}z {t}nothing
     ZMPOP 1 {t}z MIN COUNT 5
+    SETBIT {t}bits 7 1
+    SETBIT {t}bits 7 1
+    BITOP OR {t}bo {t}bits
+    BITOP AND {t}bo {t}none
     XADD {t}x 1-1 a 1
     XADD {t}x MAXLEN 1 2-1 a 2
     XADD {t}x MAXLEN 5 3-1 a 3
