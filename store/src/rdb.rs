@@ -1246,8 +1246,8 @@ mod tests {
         }
         st.delete(&[StreamId::new(2, 2)]);
         let mut g = Group::new(StreamId::new(5, 5), 4);
-        g.deliver(StreamId::new(4, 4), b"alice", 1_000, true);
-        g.deliver(StreamId::new(5, 5), b"bob", 1_000, true);
+        g.deliver(StreamId::new(4, 4), b"alice", 1_000, 1);
+        g.deliver(StreamId::new(5, 5), b"bob", 1_000, 1);
         st.groups.insert(b"g".to_vec(), g);
         let mut w = RdbWriter::new(&[]);
         w.select_db(0, 1, 0);

@@ -127,6 +127,16 @@ fn clamp(mut start: i64, mut end: i64, total: i64) -> Option<(i64, i64)> {
     (start <= end).then_some((start, end))
 }
 
+/// Whether a range's unit, argument `at` when given, is BIT (else BYTE); `None` for
+/// another word.
+fn in_bits(args: &Args<'_>, at: usize) -> Option<bool> {
+    if at >= args.len() || is_keyword(args.get(at), "BYTE") {
+        Some(false)
+    } else {
+        is_keyword(args.get(at), "BIT").then_some(true)
+    }
+}
+
 /// The set bits of `s` among bits `start..=end`.
 fn count_bits(s: &[u8], start: u64, end: u64) -> u64 {
     let (first, last) = ((start >> 3) as usize, (end >> 3) as usize);
@@ -158,16 +168,8 @@ fn bitcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             let (Some(start), Some(end)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) else {
                 return ctx.out.error(errors::NOT_INTEGER);
             };
-            let in_bits = if args.len() == 5 {
-                if is_keyword(args.get(4), "BIT") {
-                    true
-                } else if is_keyword(args.get(4), "BYTE") {
-                    false
-                } else {
-                    return ctx.out.error(errors::SYNTAX);
-                }
-            } else {
-                false
+            let Some(in_bits) = in_bits(args, 4) else {
+                return ctx.out.error(errors::SYNTAX);
             };
             if start < 0 && end < 0 && start > end {
                 return ctx.out.integer(0);
@@ -226,16 +228,8 @@ fn bitpos(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             let Some(start) = parse_i64(args.get(3)) else {
                 return ctx.out.error(errors::NOT_INTEGER);
             };
-            let in_bits = if args.len() == 6 {
-                if is_keyword(args.get(5), "BIT") {
-                    true
-                } else if is_keyword(args.get(5), "BYTE") {
-                    false
-                } else {
-                    return ctx.out.error(errors::SYNTAX);
-                }
-            } else {
-                false
+            let Some(in_bits) = in_bits(args, 5) else {
+                return ctx.out.error(errors::SYNTAX);
             };
             let end = if args.len() >= 5 {
                 match parse_i64(args.get(4)) {
@@ -312,6 +306,15 @@ fn compute(op: Op, sources: &[Vec<u8>]) -> Vec<u8> {
         .collect()
 }
 
+/// A BITOP source: its bytes (a missing key is empty); `None` for another type.
+fn source(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Vec<u8>> {
+    match lookup(ctx.db, key, ctx.now).0 {
+        Str::WrongType => None,
+        Str::Absent => Some(Vec::new()),
+        Str::Value(s) => Some(s.to_vec()),
+    }
+}
+
 /// Stores BITOP's result at `dest` (without expiry, `raw`), or deletes `dest` when the
 /// result is empty; the result's length.
 fn store_result(ctx: &mut ShardCtx<'_>, dest: &[u8], result: &[u8]) -> i64 {
@@ -331,14 +334,10 @@ fn bitop(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(op) => op,
         Err(e) => return ctx.out.error(e),
     };
-    let mut sources = Vec::with_capacity(args.len() - 3);
-    for i in 3..args.len() {
-        match lookup(ctx.db, args.get(i), ctx.now).0 {
-            Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
-            Str::Absent => sources.push(Vec::new()),
-            Str::Value(s) => sources.push(s.to_vec()),
-        }
-    }
+    let sources: Option<Vec<Vec<u8>>> = (3..args.len()).map(|i| source(ctx, args.get(i))).collect();
+    let Some(sources) = sources else {
+        return ctx.out.error(errors::WRONGTYPE);
+    };
     let result = compute(op, &sources);
     let n = store_result(ctx, args.get(2), &result);
     ctx.out.integer(n);
@@ -374,14 +373,7 @@ fn bitop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         .map(|(shard, idx)| {
             let mine: Vec<Vec<u8>> = idx.iter().map(|&i| keys[i].clone()).collect();
             Hop::run(*shard, move |ctx| {
-                let values: Vec<Option<Vec<u8>>> = mine
-                    .iter()
-                    .map(|k| match lookup(ctx.db, k, ctx.now).0 {
-                        Str::WrongType => None,
-                        Str::Absent => Some(Vec::new()),
-                        Str::Value(s) => Some(s.to_vec()),
-                    })
-                    .collect();
+                let values: Vec<Option<Vec<u8>>> = mine.iter().map(|k| source(ctx, k)).collect();
                 HopOut::Bulks(values)
             })
         })

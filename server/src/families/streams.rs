@@ -295,8 +295,31 @@ fn id_bytes(id: StreamId) -> Vec<u8> {
     id.to_string().into_bytes()
 }
 
+/// Replies an ID (formatted on the stack: replies carry many).
 fn reply_id(out: &mut Encoder<'_>, id: StreamId) {
-    out.bulk(&id_bytes(id));
+    let (mut ms, mut seq) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (ms, seq) = (ms.format(id.ms).as_bytes(), seq.format(id.seq).as_bytes());
+    let mut buf = [0u8; 41];
+    buf[..ms.len()].copy_from_slice(ms);
+    buf[ms.len()] = b'-';
+    buf[ms.len() + 1..ms.len() + 1 + seq.len()].copy_from_slice(seq);
+    out.bulk(&buf[..ms.len() + 1 + seq.len()]);
+}
+
+/// Milliseconds from `then` to `now` (times read from a file or set by TIME may be
+/// anything: no overflow).
+fn elapsed(now: Millis, then: u64) -> i64 {
+    (now as i64).saturating_sub(then as i64)
+}
+
+/// Entry `id` for a claim: `None` when it is not in the stream; with JUSTID, its fields
+/// are not read.
+fn claimable(s: &Stream, id: StreamId, justid: bool) -> Option<Option<StreamEntry>> {
+    if justid {
+        s.contains(id).then_some(None)
+    } else {
+        s.get(id).map(Some)
+    }
 }
 
 /// An integer argument (`getLongLongFromObjectOrReply`).
@@ -987,15 +1010,15 @@ fn xpending(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
         }
         return Ok(());
     }
-    let ids: Vec<StreamId> = match consumer {
+    let ids: Box<dyn Iterator<Item = StreamId> + '_> = match consumer {
         Some(name) => match g.consumers.get(name) {
             None => {
                 out.array(0);
                 return Ok(());
             }
-            Some(c) => c.pel.range(start..).copied().collect(),
+            Some(c) => Box::new(c.pel.range(start..).copied()),
         },
-        None => g.pel.range(start..).map(|(id, _)| *id).collect(),
+        None => Box::new(g.pel.range(start..).map(|(id, _)| *id)),
     };
     let mut rows = Vec::new();
     for id in ids {
@@ -1003,7 +1026,7 @@ fn xpending(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             break;
         }
         let Some(nack) = g.pel.get(&id) else { continue };
-        let idle = now as i64 - nack.delivery_time as i64;
+        let idle = elapsed(now, nack.delivery_time);
         if min_idle != 0 && idle < min_idle {
             continue;
         }
@@ -1082,8 +1105,10 @@ fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             justid = true;
         } else if is_keyword(opt, "IDLE") && more > 0 {
             j += 1;
-            delivery = now as i64
-                - integer_or(args.get(j), b"ERR Invalid IDLE option argument for XCLAIM")?;
+            delivery = (now as i64).saturating_sub(integer_or(
+                args.get(j),
+                b"ERR Invalid IDLE option argument for XCLAIM",
+            )?);
         } else if is_keyword(opt, "TIME") && more > 0 {
             j += 1;
             delivery = integer_or(args.get(j), b"ERR Invalid TIME option argument for XCLAIM")?;
@@ -1118,12 +1143,8 @@ fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
         let mut forgotten = Vec::new();
         let mut created = false;
         let mut moved = None;
-        let exists: Vec<bool> = ids.iter().map(|&id| s.contains(id)).collect();
-        let entries: Vec<Option<StreamEntry>> = if justid {
-            vec![None; ids.len()]
-        } else {
-            ids.iter().map(|&id| s.get(id)).collect()
-        };
+        let entries: Vec<Option<Option<StreamEntry>>> =
+            ids.iter().map(|&id| claimable(s, id, justid)).collect();
         let Some(g) = s.groups.get_mut(group) else {
             return ((claimed, forgotten, created, moved), false);
         };
@@ -1131,38 +1152,31 @@ fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             g.last_id = last_id;
             moved = Some(last_id);
         }
-        for (i, &id) in ids.iter().enumerate() {
-            if !exists[i] {
-                if g.pel.contains_key(&id) {
-                    g.ack(id);
+        for (&id, entry) in ids.iter().zip(entries) {
+            let Some(entry) = entry else {
+                if g.ack(id) {
                     forgotten.push(id);
                 }
                 continue;
-            }
+            };
             // A pending entry must have been idle long enough; FORCE makes one anew.
             match g.pel.get(&id).map(|n| n.delivery_time) {
                 None if force => {}
                 None => continue,
-                Some(time) if min_idle > 0 && (now as i64 - time as i64) < min_idle => continue,
+                Some(time) if min_idle > 0 && elapsed(now, time) < min_idle => continue,
                 Some(_) => {}
-            }
-            if !g.consumers.contains_key(consumer) {
-                created = true;
             }
             // A pending entry FORCE makes starts delivered once (`streamCreateNACK`).
             let prior = g.pel.get(&id).map_or(1, |n| n.delivery_count);
-            g.deliver(id, consumer, delivery, false);
             let count = if retrycount >= 0 {
                 retrycount as u64
             } else if !justid {
-                prior + 1
+                prior.saturating_add(1)
             } else {
                 prior
             };
-            if let Some(n) = g.pel.get_mut(&id) {
-                n.delivery_count = count;
-            }
-            claimed.push((id, entries[i].clone(), count));
+            created |= g.deliver(id, consumer, delivery, count);
+            claimed.push((id, entry, count));
         }
         if let Some(c) = g.consumers.get_mut(consumer)
             && !claimed.is_empty()
@@ -1251,26 +1265,24 @@ fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply>
         let mut claimed = Vec::new();
         let mut deleted = Vec::new();
         let mut created = false;
-        let pending: Vec<StreamId> = match s.groups.get(group) {
-            Some(g) => g.pel.range(start..).map(|(id, _)| *id).collect(),
-            None => Vec::new(),
-        };
         let mut attempts = count * 10;
         let mut count = count;
         let mut next = StreamId::MIN;
-        let mut iter = pending.into_iter().peekable();
+        // The PEL is walked from `start` one ID at a time (it changes as the walk goes).
+        let mut cursor = Some(start);
         loop {
+            let pending = cursor.and_then(|c| {
+                let g = s.groups.get(group)?;
+                g.pel.range(c..).next().map(|(id, _)| *id)
+            });
             if attempts == 0 || count == 0 {
-                next = iter.next().unwrap_or(StreamId::MIN);
+                next = pending.unwrap_or(StreamId::MIN);
                 break;
             }
             attempts -= 1;
-            let Some(id) = iter.next() else { break };
-            let entry = if s.contains(id) {
-                Some(if justid { None } else { s.get(id) })
-            } else {
-                None
-            };
+            let Some(id) = pending else { break };
+            cursor = id.incr();
+            let entry = claimable(s, id, justid);
             let Some(g) = s.groups.get_mut(group) else {
                 break;
             };
@@ -1281,18 +1293,16 @@ fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply>
                 continue;
             };
             let Some(nack) = g.pel.get(&id) else { continue };
-            if min_idle > 0 && (now as i64 - nack.delivery_time as i64) < min_idle {
+            if min_idle > 0 && elapsed(now, nack.delivery_time) < min_idle {
                 continue;
             }
-            if !g.consumers.contains_key(consumer) {
-                created = true;
-            }
             let prior = nack.delivery_count;
-            g.deliver(id, consumer, now, false);
-            let deliveries = if justid { prior } else { prior + 1 };
-            if let Some(n) = g.pel.get_mut(&id) {
-                n.delivery_count = deliveries;
-            }
+            let deliveries = if justid {
+                prior
+            } else {
+                prior.saturating_add(1)
+            };
+            created |= g.deliver(id, consumer, now, deliveries);
             claimed.push((id, entry, deliveries));
             count -= 1;
         }
@@ -1383,7 +1393,7 @@ fn xinfo(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             out.bulk(b"pending");
             out.integer(c.pel.len() as i64);
             out.bulk(b"idle");
-            out.integer((now as i64 - c.seen_time as i64).max(0));
+            out.integer(elapsed(now, c.seen_time).max(0));
         }
     } else if is_keyword(sub, "GROUPS") && args.len() == 3 {
         out.array(s.groups.len());
@@ -1766,7 +1776,10 @@ fn serve_key(
                 .groups
                 .get(&group)
                 .and_then(|g| g.consumers.get(&consumer))
-                .map(|c| c.pel.range(start..).copied().collect())
+                .map(|c| {
+                    let limit = if count == 0 { usize::MAX } else { count };
+                    c.pel.range(start..).copied().take(limit).collect()
+                })
                 .unwrap_or_default();
             for id in ids {
                 if count != 0 && served.len() >= count {
@@ -1776,7 +1789,7 @@ fn serve_key(
                     Some(e) => {
                         if let Some(n) = s.groups.get_mut(&group).and_then(|g| g.pel.get_mut(&id)) {
                             n.delivery_time = now;
-                            n.delivery_count += 1;
+                            n.delivery_count = n.delivery_count.saturating_add(1);
                             if logging {
                                 effects.push(claim_effect(
                                     key,
@@ -1800,10 +1813,7 @@ fn serve_key(
             for e in entries {
                 s.advance_group(&group, e.id);
                 if !noack && let Some(g) = s.groups.get_mut(&group) {
-                    g.deliver(e.id, &consumer, now, false);
-                    if let Some(n) = g.pel.get_mut(&e.id) {
-                        n.delivery_count = 1;
-                    }
+                    g.deliver(e.id, &consumer, now, 1);
                     if logging {
                         effects.push(claim_effect(
                             key,

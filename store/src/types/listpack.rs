@@ -272,13 +272,6 @@ fn encode_backlen(len: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// The bytes an element of `s` takes (encoding, data and backlen).
-pub fn str_size(s: &[u8]) -> usize {
-    let mut buf = Vec::new();
-    encode_str(s, &mut buf);
-    buf.len()
-}
-
 fn set_header(lp: &mut [u8], added: isize) {
     let total = lp.len() as u32;
     lp[0..4].copy_from_slice(&total.to_le_bytes());

@@ -222,9 +222,10 @@ impl Group {
         Some(c.pel.len())
     }
 
-    /// Records the delivery of `id` to `consumer` at `now`: a new pending entry, or one
-    /// that changes hands (its delivery count grows when `count`).
-    pub fn deliver(&mut self, id: StreamId, consumer: &[u8], now: u64, count: bool) {
+    /// Records the delivery of `id` to `consumer` at `time`, its `deliveries`-th: a new
+    /// pending entry, or one that changes hands. Whether the consumer was created (seen
+    /// at `time`).
+    pub fn deliver(&mut self, id: StreamId, consumer: &[u8], time: u64, deliveries: u64) -> bool {
         let prior = self.pel.get(&id).map(|n| n.consumer.clone());
         if let Some(prior) = prior
             && prior != consumer
@@ -233,16 +234,16 @@ impl Group {
             c.pel.remove(&id);
         }
         let nack = self.pel.entry(id).or_insert_with(|| Nack {
-            delivery_time: now,
-            delivery_count: 0,
+            delivery_time: time,
+            delivery_count: deliveries,
             consumer: consumer.to_vec(),
         });
-        nack.delivery_time = now;
-        if count {
-            nack.delivery_count += 1;
-        }
+        nack.delivery_time = time;
+        nack.delivery_count = deliveries;
         nack.consumer = consumer.to_vec();
-        self.consumer(consumer, now).0.pel.insert(id);
+        let (c, created) = self.consumer(consumer, time);
+        c.pel.insert(id);
+        created
     }
 
     fn heap_bytes(&self) -> usize {
@@ -552,7 +553,7 @@ impl Stream {
         };
         lp::append_int(node, lp_count);
         self.length += 1;
-        self.entries_added += 1;
+        self.entries_added = self.entries_added.wrapping_add(1);
         self.last_id = id;
         if self.length == 1 {
             self.first_id = id;
@@ -580,19 +581,14 @@ impl Stream {
         out
     }
 
-    /// The IDs of the live entries in `start..=end`, in order, at most `count` (`0`: all).
-    pub fn ids(&self, start: StreamId, end: StreamId, count: usize) -> Vec<StreamId> {
-        let mut out = Vec::new();
-        self.walk(start, end, false, false, |id, _| {
-            out.push(id);
-            count == 0 || out.len() < count
-        });
-        out
-    }
-
     /// Whether a live entry has ID `id`.
     pub fn contains(&self, id: StreamId) -> bool {
-        !self.ids(id, id, 1).is_empty()
+        let mut found = false;
+        self.walk(id, id, false, false, |_, _| {
+            found = true;
+            false
+        });
+        found
     }
 
     /// The entry `id`, if live.
@@ -852,6 +848,8 @@ impl Stream {
         if self.length == 0 && id <= self.last_id {
             return Some(self.entries_added);
         }
+        // (Counters read from a file may be anything: C's unsigned arithmetic, as Redis.)
+        let first = self.entries_added.wrapping_sub(self.length);
         match id.cmp(&self.last_id) {
             std::cmp::Ordering::Equal => return Some(self.entries_added),
             std::cmp::Ordering::Greater => return None,
@@ -859,10 +857,8 @@ impl Stream {
         }
         if self.max_deleted.is_zero() || self.max_deleted < self.first_id {
             match id.cmp(&self.first_id) {
-                std::cmp::Ordering::Less => return Some(self.entries_added - self.length),
-                std::cmp::Ordering::Equal => {
-                    return Some(self.entries_added - self.length + 1);
-                }
+                std::cmp::Ordering::Less => return Some(first),
+                std::cmp::Ordering::Equal => return Some(first.wrapping_add(1)),
                 std::cmp::Ordering::Greater => {}
             }
         }
@@ -877,10 +873,10 @@ impl Stream {
         if g.entries_read != ENTRIES_READ_UNKNOWN
             && !self.range_has_tombstones(Some(g.last_id), None)
         {
-            return Some(self.entries_added as i64 - g.entries_read);
+            return Some((self.entries_added as i64).wrapping_sub(g.entries_read));
         }
         self.estimate_distance(g.last_id)
-            .map(|read| self.entries_added as i64 - read as i64)
+            .map(|read| (self.entries_added as i64).wrapping_sub(read as i64))
     }
 
     /// Advances group `name` past the delivered entry `id` (its last ID and entries read,
@@ -894,7 +890,7 @@ impl Stream {
         };
         if id > g.last_id {
             if g.entries_read != ENTRIES_READ_UNKNOWN && !tombstones {
-                g.entries_read += 1;
+                g.entries_read = g.entries_read.saturating_add(1);
             } else if added > 0 {
                 g.entries_read = estimate.map_or(ENTRIES_READ_UNKNOWN, |n| n as i64);
             }
