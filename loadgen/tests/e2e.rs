@@ -340,8 +340,15 @@ fn claim_life_against_goblin_with_block_has_no_violations() {
     assert_eq!(doc["block_ms"], 3000);
     assert!(claim["blocking_replies"].as_u64().unwrap() > 0, "{claim}");
     assert_eq!(claim["polls"], 0, "nobody polls: {claim}");
-    // A wait outlasts any lease or work here: none may time out.
-    assert_eq!(claim["block_timeouts"], 0, "{claim}");
+    // A wait outlasts any one lease or piece of work here, but not a chain of them: when
+    // several duplicates wait on one key, the first is given the freed claim and the others
+    // wait on for it, and that winner too may crash, run long or stall (15%). A 3 s wait
+    // through three such owners is rare but legitimate; the detector has already judged
+    // every timeout (no result or free claim was missed). Waiters left unwoken would time
+    // out by the dozen.
+    let timeouts = claim["block_timeouts"].as_u64().unwrap();
+    let served = claim["blocking_replies"].as_u64().unwrap();
+    assert!(timeouts * 100 <= served, "{timeouts} timeouts: {claim}");
 }
 
 #[test]
