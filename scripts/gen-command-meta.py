@@ -34,6 +34,8 @@ acl slowlog monitor latency memory debug
 subscribe unsubscribe psubscribe punsubscribe publish pubsub ssubscribe sunsubscribe spublish
 xadd xlen xrange xrevrange xdel xtrim xread xreadgroup xgroup xack xpending xclaim xautoclaim
 xinfo xsetid dump restore time role setbit getbit bitcount bitpos bitop
+bitfield bitfield_ro lcs pfadd pfcount pfmerge pfdebug pfselftest geoadd geodist geohash geopos
+georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore sort sort_ro lolwut
 """.split()
 
 
