@@ -1026,8 +1026,9 @@ mod tests {
         assert!(!ping.has_keys() && !ping.may_span_several_keys());
         assert_eq!(positions(&ping, "PING"), Ok(vec![]));
 
-        // Every spec of the generated entries is of a known type.
-        for m in meta::ALL {
+        // Every spec of the generated entries is of a known type, but SORT's: its BY/GET
+        // and STORE specs are "unknown" and found by its own finder (`sortGetKeys`).
+        for m in meta::ALL.iter().filter(|m| !std::ptr::eq(**m, &meta::SORT)) {
             let finder = KeyFinder::from_info(&m.info);
             for s in finder.specs.as_slice() {
                 assert!(
