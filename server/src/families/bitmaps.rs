@@ -1,16 +1,18 @@
-//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT, BITPOS and BITOP, with
+//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP and BITFIELD(_RO),
 //! redis-server 7.0's parsing (bitops.c), replies and errors. BITOP's keys may live on
 //! several shards: its plan reads the sources under their locks, computes on the
 //! coordinator and writes the destination ([`ReadThenWrite`]). Bit 0 is the most significant bit of the
 //! first byte. A string grows, zero-padded, to hold the bit SETBIT sets (up to
 //! `proto-max-bulk-len` bytes); a missing key is an empty string for reads.
 
+use goblin_protocol::Encoder;
 use goblin_protocol::parse_i64;
-use goblin_store::{RAW, Value, ValueMut};
+use goblin_store::{Keyspace, RAW, Value, ValueMut};
 
 use crate::errors;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
+use crate::table::keys::{InvalidKeys, KeyFlags};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{Decision, ReadThenWrite};
@@ -26,6 +28,10 @@ pub fn register(table: &mut CommandTable) {
     table
         .add(&meta::BITOP, Exec::Shard(bitop))
         .cross_shard(bitop_plan, Locking::Keys);
+    table
+        .add(&meta::BITFIELD, Exec::Shard(bitfield))
+        .custom_keys(bitfield_keys);
+    table.add(&meta::BITFIELD_RO, Exec::Shard(bitfield_ro));
 }
 
 const BAD_OFFSET: &[u8] = b"ERR bit offset is not an integer or out of range";
@@ -35,7 +41,18 @@ const BAD_BITPOS_BIT: &[u8] = b"ERR The bit argument must be 1 or 0.";
 /// A bit offset (`getBitOffsetFromArgument`): a non-negative integer whose byte lies
 /// within `max_bytes`.
 fn bit_offset(arg: &[u8], max_bytes: usize) -> Option<u64> {
-    let n = parse_i64(arg)?;
+    field_offset(arg, None, max_bytes)
+}
+
+/// A bit offset, or with `width` (BITFIELD's) also `#n`: the n-th field of that width.
+fn field_offset(arg: &[u8], width: Option<u32>, max_bytes: usize) -> Option<u64> {
+    let (n, width) = match (arg.split_first(), width) {
+        (Some((b'#', digits)), Some(width)) => (parse_i64(digits)?, i64::from(width)),
+        _ => (parse_i64(arg)?, 1),
+    };
+    // Redis multiplies in C's 64 bits: an overflow wraps (and is then refused as negative
+    // or out of range, or taken as it wrapped, as there).
+    let n = n.wrapping_mul(width);
     (n >= 0 && ((n >> 3) as u64) < max_bytes as u64).then_some(n as u64)
 }
 
@@ -436,5 +453,398 @@ mod tests {
         assert_eq!(clamp(-2, -1, 4), Some((2, 3)));
         assert_eq!(clamp(3, 1, 4), None);
         assert_eq!(clamp(0, 100, 0), None);
+    }
+}
+
+const BAD_FIELD_TYPE: &[u8] = b"ERR Invalid bitfield type. Use something like i16 u8. \
+Note that u64 is not supported but i64 is.";
+const BAD_OVERFLOW: &[u8] = b"ERR Invalid OVERFLOW type specified";
+const RO_ONLY_GET: &[u8] = b"ERR BITFIELD_RO only supports the GET subcommand";
+
+/// What BITFIELD does when a SET or INCRBY leaves the field's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overflow {
+    /// Keep the low bits (two's complement for signed fields).
+    Wrap,
+    /// Stop at the field's minimum or maximum.
+    Sat,
+    /// Leave the field, reply nil.
+    Fail,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+/// One BITFIELD operation: on the field of `bits` bits (signed or not) at bit `offset`,
+/// under the overflow policy in force where it was written.
+#[derive(Clone, Copy, Debug)]
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    overflow: Overflow,
+}
+
+impl Field {
+    /// The last bit the field covers.
+    fn last_bit(&self) -> u64 {
+        self.offset + u64::from(self.bits) - 1
+    }
+}
+
+/// A field type (`getBitfieldTypeFromArgument`): `i1`…`i64` or `u1`…`u63`. Redis reads
+/// the width as a C string: it ends at a NUL byte.
+fn field_type(arg: &[u8]) -> Option<(bool, u32)> {
+    let (first, rest) = arg.split_first()?;
+    let signed = match first {
+        b'i' | b'I' => true,
+        b'u' | b'U' => false,
+        _ => return None,
+    };
+    let digits = rest.split(|&b| b == 0).next().unwrap_or_default();
+    let bits = parse_i64(digits)?;
+    let max = if signed { 64 } else { 63 };
+    (1..=max).contains(&bits).then_some((signed, bits as u32))
+}
+
+/// BITFIELD's operations, parsed all before any runs (`bitfieldGeneric`), with the
+/// first error in Redis's order.
+fn parse_fields(args: &Args<'_>, max_bytes: usize) -> Result<Vec<Field>, &'static [u8]> {
+    let mut fields = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 2;
+    while j < args.len() {
+        let remaining = args.len() - j - 1;
+        let word = args.get(j);
+        let op = if is_keyword(word, "GET") && remaining >= 2 {
+            FieldOp::Get
+        } else if is_keyword(word, "SET") && remaining >= 3 {
+            FieldOp::Set(0)
+        } else if is_keyword(word, "INCRBY") && remaining >= 3 {
+            FieldOp::IncrBy(0)
+        } else if is_keyword(word, "OVERFLOW") && remaining >= 1 {
+            let policy = args.get(j + 1);
+            overflow = if is_keyword(policy, "WRAP") {
+                Overflow::Wrap
+            } else if is_keyword(policy, "SAT") {
+                Overflow::Sat
+            } else if is_keyword(policy, "FAIL") {
+                Overflow::Fail
+            } else {
+                return Err(BAD_OVERFLOW);
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(errors::SYNTAX);
+        };
+        let (signed, bits) = field_type(args.get(j + 1)).ok_or(BAD_FIELD_TYPE)?;
+        let offset = field_offset(args.get(j + 2), Some(bits), max_bytes).ok_or(BAD_OFFSET)?;
+        let op = match op {
+            FieldOp::Get => op,
+            FieldOp::Set(_) => FieldOp::Set(parse_i64(args.get(j + 3)).ok_or(errors::NOT_INTEGER)?),
+            FieldOp::IncrBy(_) => {
+                FieldOp::IncrBy(parse_i64(args.get(j + 3)).ok_or(errors::NOT_INTEGER)?)
+            }
+        };
+        fields.push(Field {
+            op,
+            signed,
+            bits,
+            offset,
+            overflow,
+        });
+        j += if op == FieldOp::Get { 3 } else { 4 };
+    }
+    Ok(fields)
+}
+
+/// BITFIELD's key is read-only when every operation is a GET (`bitfieldGetKeys`; a
+/// syntax error counts as a write).
+fn bitfield_keys(
+    args: &Args<'_>,
+    found: &mut dyn FnMut(usize, KeyFlags),
+) -> Result<(), InvalidKeys> {
+    let mut read_only = true;
+    let mut i = 2;
+    while i < args.len() {
+        let (word, remaining) = (args.get(i), args.len() - i - 1);
+        if is_keyword(word, "GET") && remaining >= 2 {
+            i += 3;
+        } else if is_keyword(word, "OVERFLOW") && remaining >= 1 {
+            i += 2;
+        } else {
+            read_only = false;
+            break;
+        }
+    }
+    let flags = if read_only {
+        KeyFlags::RO | KeyFlags::ACCESS
+    } else {
+        KeyFlags::RW | KeyFlags::ACCESS | KeyFlags::UPDATE
+    };
+    found(1, flags);
+    Ok(())
+}
+
+/// The unsigned field of `bits` bits at bit `offset` of `s` (bits past the end are clear).
+fn get_unsigned(s: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0, |v, i| (v << 1) | u64::from(bit(s, offset + i)))
+}
+
+/// The signed field of `bits` bits at bit `offset` of `s`, sign-extended.
+fn get_signed(s: &[u8], offset: u64, bits: u32) -> i64 {
+    let v = get_unsigned(s, offset, bits);
+    if bits < 64 && v & (1 << (bits - 1)) != 0 {
+        (v | (u64::MAX << bits)) as i64
+    } else {
+        v as i64
+    }
+}
+
+/// Writes the low `bits` bits of `value` at bit `offset` of `s`, which holds them.
+fn set_field(s: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for i in 0..u64::from(bits) {
+        let at = offset + i;
+        let (byte, mask) = ((at >> 3) as usize, 0x80u8 >> (at & 7));
+        if let Some(b) = s.get_mut(byte) {
+            if value & (1 << (u64::from(bits) - 1 - i)) != 0 {
+                *b |= mask;
+            } else {
+                *b &= !mask;
+            }
+        }
+    }
+}
+
+/// `checkUnsignedBitfieldOverflow`: `None` when `value + incr` fits in `bits` unsigned
+/// bits, else what to store under `policy` (unused under FAIL).
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, policy: Overflow) -> Option<u64> {
+    let max = (1u64 << bits) - 1;
+    let max_incr = max.wrapping_sub(value) as i64;
+    let min_incr = (value as i64).wrapping_neg();
+    let wrapped = value.wrapping_add(incr as u64) & max;
+    if value > max || (incr > 0 && incr > max_incr) {
+        Some(if policy == Overflow::Sat {
+            max
+        } else {
+            wrapped
+        })
+    } else if incr < 0 && incr < min_incr {
+        Some(if policy == Overflow::Sat { 0 } else { wrapped })
+    } else {
+        None
+    }
+}
+
+/// `checkSignedBitfieldOverflow`: `None` when `value + incr` fits in `bits` signed bits,
+/// else what to store under `policy` (unused under FAIL).
+fn signed_overflow(value: i64, incr: i64, bits: u32, policy: Overflow) -> Option<i64> {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    // Redis computes these in C's 64 bits and uses them only where they did not wrap.
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    let wrapped = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        let c = if bits == 64 {
+            c
+        } else if c & (1 << (bits - 1)) != 0 {
+            c | (u64::MAX << bits)
+        } else {
+            c & !(u64::MAX << bits)
+        };
+        c as i64
+    };
+    let short = bits != 64;
+    if value > max || (short && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr) {
+        Some(if policy == Overflow::Sat {
+            max
+        } else {
+            wrapped()
+        })
+    } else if value < min
+        || (short && incr < min_incr)
+        || (value < 0 && incr < 0 && incr < min_incr)
+    {
+        Some(if policy == Overflow::Sat {
+            min
+        } else {
+            wrapped()
+        })
+    } else {
+        None
+    }
+}
+
+/// Replies field `f` (a GET), which starts at bit `at` of `s`.
+fn reply_get(out: &mut Encoder<'_>, s: &[u8], at: u64, f: &Field) {
+    if f.signed {
+        out.integer(get_signed(s, at, f.bits));
+    } else {
+        out.integer(get_unsigned(s, at, f.bits) as i64);
+    }
+}
+
+/// Runs `fields` over `s`, a window of the string whose first bit is bit `base` of the
+/// string (every field lies within it), replying to each. Returns how many fields were
+/// written with a new value, or with any value when `grown` (the string grew): the
+/// changes Redis counts.
+fn run_fields(
+    out: &mut Encoder<'_>,
+    fields: &[Field],
+    s: &mut [u8],
+    base: u64,
+    grown: bool,
+) -> usize {
+    let mut changes = 0;
+    out.array(fields.len());
+    for f in fields {
+        let at = f.offset - base;
+        // (the field's old value, whether it overflowed, what to reply, what to store)
+        let (old, overflowed, answer, store) = match (f.op, f.signed) {
+            (FieldOp::Get, _) => {
+                reply_get(out, s, at, f);
+                continue;
+            }
+            (FieldOp::Set(v), true) => {
+                let old = get_signed(s, at, f.bits);
+                let over = signed_overflow(v, 0, f.bits, f.overflow);
+                (old as u64, over.is_some(), old, over.unwrap_or(v) as u64)
+            }
+            (FieldOp::IncrBy(incr), true) => {
+                let old = get_signed(s, at, f.bits);
+                let over = signed_overflow(old, incr, f.bits, f.overflow);
+                let new = over.unwrap_or(old.wrapping_add(incr));
+                (old as u64, over.is_some(), new, new as u64)
+            }
+            (FieldOp::Set(v), false) => {
+                let old = get_unsigned(s, at, f.bits);
+                let over = unsigned_overflow(v as u64, 0, f.bits, f.overflow);
+                let new = over.unwrap_or(v as u64);
+                (old, over.is_some(), old as i64, new)
+            }
+            (FieldOp::IncrBy(incr), false) => {
+                let old = get_unsigned(s, at, f.bits);
+                let over = unsigned_overflow(old, incr, f.bits, f.overflow);
+                let new = over.unwrap_or(old.wrapping_add(incr as u64));
+                (old, over.is_some(), new as i64, new)
+            }
+        };
+        if overflowed && f.overflow == Overflow::Fail {
+            out.null();
+            continue;
+        }
+        out.integer(answer);
+        set_field(s, at, f.bits, store);
+        if grown || old != store {
+            changes += 1;
+        }
+    }
+    changes
+}
+
+/// `BITFIELD key [GET type offset] [SET type offset value] [INCRBY type offset incr]
+/// [OVERFLOW WRAP|SAT|FAIL] …`
+fn bitfield(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    bitfield_generic(ctx, args, false);
+}
+
+/// `BITFIELD_RO key [GET type offset] …`
+fn bitfield_ro(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    bitfield_generic(ctx, args, true);
+}
+
+fn bitfield_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, read_only: bool) {
+    let fields = match parse_fields(args, ctx.max_string) {
+        Ok(fields) => fields,
+        Err(e) => return ctx.out.error(e),
+    };
+    let key = args.get(1);
+    let highest_write = fields
+        .iter()
+        .filter(|f| f.op != FieldOp::Get)
+        .map(Field::last_bit)
+        .max();
+    let (current, expire) = lookup(ctx.db, key, ctx.now);
+    let Some(highest_write) = highest_write else {
+        // Only GETs: a read, of a missing key as of an empty string.
+        let s = match current {
+            Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+            Str::Absent => &[][..],
+            Str::Value(s) => s,
+        };
+        ctx.out.array(fields.len());
+        for f in &fields {
+            reply_get(&mut ctx.out, s, f.offset, f);
+        }
+        return;
+    };
+    if read_only {
+        return ctx.out.error(RO_ONLY_GET);
+    }
+    let (old, exists) = match current {
+        Str::WrongType => return ctx.out.error(errors::WRONGTYPE),
+        Str::Absent => (&[][..], false),
+        Str::Value(s) => (s, true),
+    };
+    // The string grows to hold every written field; the fields run on a copy of the
+    // bytes they span (zeros past the end), copied back if anything changed.
+    let len = old.len().max((highest_write >> 3) as usize + 1);
+    let grown = len > old.len();
+    let first = fields.iter().map(|f| f.offset >> 3).min().unwrap_or(0) as usize;
+    let last = fields.iter().map(|f| f.last_bit() >> 3).max().unwrap_or(0) as usize;
+    let mut window = vec![0u8; last - first + 1];
+    if let Some(have) = old.get(first..old.len().min(last + 1)) {
+        window[..have.len()].copy_from_slice(have);
+    }
+    let changes = run_fields(
+        &mut ctx.out,
+        &fields,
+        &mut window,
+        (first as u64) * 8,
+        grown,
+    );
+    if changes == 0 && exists && !grown {
+        // Nothing changed; Redis still made the string raw (`dbUnshareStringValue`).
+        ctx.db.add_flags(key, RAW, ctx.now);
+        return;
+    }
+    // Only the string's own bytes are copied back (a GET may read past its end).
+    let back = &window[..len.min(last + 1) - first];
+    let write = |db: &mut Keyspace| {
+        let done = db.modify(key, ctx.now, |v| match v {
+            ValueMut::Boxed(Value::Str(s)) => {
+                s.resize(len, 0);
+                s[first..first + back.len()].copy_from_slice(back);
+                (true, true)
+            }
+            _ => (false, false),
+        });
+        if done != Some(true) {
+            let mut new = match lookup(db, key, ctx.now).0 {
+                Str::Value(s) => s.to_vec(),
+                _ => Vec::new(),
+            };
+            new.resize(len, 0);
+            new[first..first + back.len()].copy_from_slice(back);
+            db.set_str(key, &new, expire, ctx.now);
+        }
+        db.add_flags(key, RAW, ctx.now);
+    };
+    // A string that only grew (every write failed) changed without Redis saying so.
+    if changes == 0 {
+        ctx.db.quietly(write);
+    } else {
+        write(ctx.db);
     }
 }

@@ -116,6 +116,13 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
         "append" | "setrange" | "incrbyfloat" | "setbit" => each(events, STRING, name, emit),
         // BITOP stores its result (`set`), or deletes its destination when it is empty.
         "bitop" => stored(events, STRING, "set", emit),
+        // BITFIELD signals `setbit` when a field changed; a string that only grew (every
+        // write failed) is written quietly and signals nothing, as in Redis.
+        "bitfield" => {
+            for k in events.iter().filter(|k| !k.quiet) {
+                emit(STRING, "setbit", k);
+            }
+        }
         // (DECR and DECRBY too: Redis names all four `incrby`.)
         "incr" | "incrby" | "decr" | "decrby" => each(events, STRING, "incrby", emit),
         // Keys.

@@ -477,6 +477,7 @@ const WRITES: &[(Argv, &[Argv])] = &[
         XPENDING_SETUP,
     ),
     (&[b"SETBIT", b"k", b"7", b"1"], &[]),
+    (&[b"BITFIELD", b"k", b"SET", b"u8", b"0", b"1"], &[]),
     (
         &[b"BITOP", b"OR", b"{t}d", b"{t}a", b"{t}b"],
         &[&[b"SET", b"{t}a", b"v"]],

@@ -185,3 +185,152 @@ fn random_bitmap_operations_match_redis() {
         }
     });
 }
+
+/// BITFIELD and BITFIELD_RO: every type width at the edges, `#` offsets, GET past the
+/// end, SET and INCRBY under WRAP, SAT and FAIL (signed and unsigned, 64-bit signed and
+/// 63-bit unsigned included), a policy changing mid-command, growth, a missing key made
+/// by a failed write, integers made raw, and every error in Redis's order.
+#[test]
+fn bitfield_matches_redis() {
+    script_everywhere(
+        2,
+        r#"
+        BITFIELD K0 GET u8 0
+        EXISTS K0
+        BITFIELD K0 SET u8 0 255 GET u8 0 GET i8 0 GET u4 4 GET i4 4 GET u1 0 GET i1 0
+        GET K0
+        BITFIELD K0 SET i64 8 -1 GET u63 8 GET i64 8 GET i64 9 GET u63 70
+        STRLEN K0
+        BITFIELD K0 SET u8 #3 65 GET u8 #3 GET u16 #1 SET i5 #7 -3 GET i5 #7 GET u5 35
+        BITFIELD K0 INCRBY u2 100 1 INCRBY u2 100 1 INCRBY u2 100 1 INCRBY u2 100 1
+        BITFIELD K0 OVERFLOW SAT INCRBY u2 102 10 INCRBY i4 110 100 INCRBY i4 110 -100
+        BITFIELD K0 OVERFLOW FAIL INCRBY u2 102 1 INCRBY i4 110 -1 INCRBY i4 110 -100 GET i4 110
+        BITFIELD K0 OVERFLOW WRAP INCRBY i8 200 127 INCRBY i8 200 1 INCRBY i8 200 -1000
+        BITFIELD K0 SET u8 300 256 SET i8 300 200 SET u8 308 -1 GET u8 300 GET u8 308
+        BITFIELD K0 OVERFLOW SAT SET u8 316 256 SET i8 324 200 SET i8 332 -200 SET u8 340 -1
+        BITFIELD K0 OVERFLOW FAIL SET u8 348 256 SET i8 356 -129 SET u3 364 7 OVERFLOW WRAP SET u3 364 9
+        BITFIELD K0 INCRBY i64 400 9223372036854775807 INCRBY i64 400 1 INCRBY i64 400 -1
+        BITFIELD K0 OVERFLOW SAT INCRBY i64 464 -9223372036854775808 INCRBY i64 464 -1 INCRBY i64 464 9223372036854775807 INCRBY i64 464 9223372036854775807
+        BITFIELD K0 OVERFLOW FAIL INCRBY i64 528 9223372036854775807 INCRBY i64 528 1 INCRBY i64 528 -9223372036854775808 INCRBY i64 528 -9223372036854775808
+        BITFIELD K0 INCRBY u63 600 9223372036854775807 INCRBY u63 600 1 OVERFLOW SAT INCRBY u63 600 -5 INCRBY u63 600 -9223372036854775808
+        BITFIELD K0 SET u63 700 -1 GET u63 700 OVERFLOW SAT SET u63 700 -1 GET u63 700
+        GET K0
+        STRLEN K0
+        BITFIELD K0 GET u8 100000 GET i64 4294967231
+        BITFIELD K0
+        BITFIELD K0 GET
+        BITFIELD K0 GET u8
+        BITFIELD K0 GET u8 0 SET
+        BITFIELD K0 FOO u8 0
+        BITFIELD K0 GET u64 0
+        BITFIELD K0 GET i65 0
+        BITFIELD K0 GET i0 0
+        BITFIELD K0 GET x8 0
+        BITFIELD K0 GET "" 0
+        BITFIELD K0 GET u8 -1
+        BITFIELD K0 GET u8 x
+        BITFIELD K0 GET u8 4294967296
+        BITFIELD K0 GET u8 #-1
+        BITFIELD K0 GET u8 #536870912
+        BITFIELD K0 GET u8 ##1
+        BITFIELD K0 SET u8 0 x
+        BITFIELD K0 SET u8 0 1.5
+        BITFIELD K0 INCRBY u8 0 99999999999999999999
+        BITFIELD K0 OVERFLOW
+        BITFIELD K0 OVERFLOW NOPE GET u8 0
+        BITFIELD K0 OVERFLOW sat overflow wrap GET u8 0
+        BITFIELD K0 GET u8 0 OVERFLOW FAIL
+        BITFIELD K0 SET u8 0 1 GET u64 0
+        BITFIELD_RO K0 GET u8 0 GET i16 #2
+        BITFIELD_RO K0 SET u8 0 1
+        BITFIELD_RO K0 INCRBY u8 0 1
+        BITFIELD_RO K0 GET u8 0 SET u8 0 1
+        BITFIELD_RO K0 GET u9 x
+        BITFIELD_RO K0
+        BITFIELD_RO K1 GET u8 0
+        BITFIELD K1 OVERFLOW FAIL SET u2 0 5
+        EXISTS K1
+        GET K1
+        BITFIELD K1 OVERFLOW FAIL SET u2 16 5
+        STRLEN K1
+        SET K1 7
+        OBJECT ENCODING K1
+        BITFIELD K1 GET u8 0
+        OBJECT ENCODING K1
+        BITFIELD K1 SET u8 0 55
+        OBJECT ENCODING K1
+        SET K1 7
+        BITFIELD K1 SET u8 0 56
+        OBJECT ENCODING K1
+        GET K1
+        SET K1 v EX 100
+        BITFIELD K1 SET u8 0 119
+        GET K1
+        TTL K1
+        LPUSH K1 x
+        LPUSH K0 x
+        BITFIELD K0 GET u8 0
+        BITFIELD K0 SET u8 0 1
+        BITFIELD K0 SET u8 0 x
+        BITFIELD_RO K0 GET u8 0
+        BITFIELD_RO K0 SET u8 0 1
+        "#,
+    );
+}
+
+/// Random BITFIELD operations of random types, offsets and policies over two keys, read
+/// back with GET; replies compared one by one.
+#[test]
+fn random_bitfield_operations_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        for seed in seeds("bitfield random operations", 2) {
+            let mut rng = Rng::new(seed);
+            let mut lines = Vec::new();
+            let values = [
+                "0",
+                "1",
+                "-1",
+                "7",
+                "-128",
+                "255",
+                "65536",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "4611686018427387904",
+            ];
+            for _ in 0..300 {
+                let key = if rng.below(2) == 0 { "bf:a" } else { "bf:b" };
+                let mut line = if rng.below(8) == 0 {
+                    format!("BITFIELD_RO {key}")
+                } else {
+                    format!("BITFIELD {key}")
+                };
+                for _ in 0..1 + rng.below(4) {
+                    let signed = rng.below(2) == 0;
+                    let bits = 1 + rng.below(if signed { 64 } else { 63 });
+                    let ty = format!("{}{bits}", if signed { 'i' } else { 'u' });
+                    let offset = if rng.below(4) == 0 {
+                        format!("#{}", rng.below(6))
+                    } else {
+                        rng.below(200).to_string()
+                    };
+                    let value = values[rng.below(values.len())];
+                    let op = match rng.below(6) {
+                        0 | 1 => format!(" GET {ty} {offset}"),
+                        2 => format!(" SET {ty} {offset} {value}"),
+                        3 | 4 => format!(" INCRBY {ty} {offset} {value}"),
+                        _ => format!(" OVERFLOW {}", ["WRAP", "SAT", "FAIL"][rng.below(3)]),
+                    };
+                    line.push_str(&op);
+                }
+                lines.push(line);
+                if rng.below(10) == 0 {
+                    lines.push(format!("GET {key}"));
+                }
+            }
+            let ctx = format!("{ctx}, seed {seed}");
+            script(d, &[], &ctx, "FLUSHALL");
+            script(d, &[], &ctx, &lines.join("\n"));
+        }
+    });
+}

@@ -641,6 +641,23 @@ const SAMPLES: &[(&str, &[&str])] = &[
         &["BITOP AND d a b", "BITOP NOT d a", "BITOP AND d"],
     ),
     (
+        "bitfield",
+        &[
+            "BITFIELD k GET u8 0",
+            "BITFIELD k OVERFLOW SAT GET u8 0 GET i4 #1",
+            "BITFIELD k GET u8 0 SET u8 0 1",
+            "BITFIELD k INCRBY u8 0 1",
+            "BITFIELD k GET u8",
+            "BITFIELD k FOO",
+            "BITFIELD k",
+            "BITFIELD",
+        ],
+    ),
+    (
+        "bitfield_ro",
+        &["BITFIELD_RO k GET u8 0", "BITFIELD_RO k", "BITFIELD_RO"],
+    ),
+    (
         "restore",
         &[
             "RESTORE k 0 x",

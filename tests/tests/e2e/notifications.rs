@@ -218,6 +218,11 @@ const SCRIPT: &str = "
     SETBIT {t}bits 7 1
     BITOP OR {t}bo {t}bits
     BITOP AND {t}bo {t}none
+    BITFIELD {t}bits SET u8 0 1 GET u8 0
+    BITFIELD {t}bits SET u8 0 1
+    BITFIELD {t}bits OVERFLOW FAIL SET u2 100 9
+    BITFIELD {t}bits INCRBY u8 200 0
+    BITFIELD_RO {t}bits GET u8 0
     XADD {t}x 1-1 a 1
     XADD {t}x MAXLEN 1 2-1 a 2
     XADD {t}x MAXLEN 5 3-1 a 3
