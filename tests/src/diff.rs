@@ -40,6 +40,9 @@ pub enum How {
     /// The class of a TTL or PTTL reply ([`ttl_class`]): -2 (no key), -1 (no expiry) or
     /// some other number, whatever it is; any other reply byte for byte.
     TtlClass,
+    /// Not compared: a command sent to both servers for its effect (HELLO, whose reply
+    /// names each connection's own id).
+    Unread,
 }
 
 /// How far apart two non-negative answers to a clock-dependent command may be: ten
@@ -72,6 +75,7 @@ pub fn same(got: &[u8], want: &[u8], how: How, name: &[u8]) -> bool {
     }
     match how {
         How::Exact => false,
+        How::Unread => true,
         How::Near => match (try_integer(got), try_integer(want)) {
             (Some(g), Some(r)) if g >= 0 && r >= 0 => (g - r).abs() <= tolerance(name),
             _ => false,
@@ -434,11 +438,14 @@ pub fn compare_pipeline(d: &mut Differential, cmds: &[Cmd], ctx: &str) -> Vec<Ve
 /// Runs a script: one command per line, words as [`words`] splits them, `K0`, `K1`, …
 /// standing for `keys`. Each command goes to redis-server, then to goblin-server, and the
 /// replies must be the same bytes; a line starting with `~` compares as [`How::Near`]
-/// (TTL, PTTL, EXPIRETIME), one starting with `%` as [`How::Sorted`] (KEYS).
+/// (TTL, PTTL, EXPIRETIME), one starting with `%` as [`How::Sorted`] (KEYS), one
+/// starting with `!` is not compared ([`How::Unread`]: HELLO).
 pub fn script(d: &mut Differential, keys: &[String], ctx: &str, text: &str) {
     for line in script_lines(text) {
         let (how, line) = if let Some(rest) = line.strip_prefix('~') {
             (How::Near, rest)
+        } else if let Some(rest) = line.strip_prefix('!') {
+            (How::Unread, rest)
         } else if let Some(rest) = line.strip_prefix('%') {
             (How::Sorted, rest)
         } else {

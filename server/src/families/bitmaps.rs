@@ -1,4 +1,4 @@
-//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP and BITFIELD(_RO),
+//! Bitmaps on the string type: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP and BITFIELD(_RO), with
 //! redis-server 7.0's parsing (bitops.c), replies and errors. BITOP's keys may live on
 //! several shards: its plan reads the sources under their locks, computes on the
 //! coordinator and writes the destination ([`ReadThenWrite`]). Bit 0 is the most significant bit of the
@@ -17,7 +17,7 @@ use crate::table::{CommandTable, meta};
 use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{Decision, ReadThenWrite};
 
-use super::strings::{Str, lookup};
+use super::strings::{Str, lookup, string_or_empty};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -323,15 +323,6 @@ fn compute(op: Op, sources: &[Vec<u8>]) -> Vec<u8> {
         .collect()
 }
 
-/// A BITOP source: its bytes (a missing key is empty); `None` for another type.
-fn source(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Vec<u8>> {
-    match lookup(ctx.db, key, ctx.now).0 {
-        Str::WrongType => None,
-        Str::Absent => Some(Vec::new()),
-        Str::Value(s) => Some(s.to_vec()),
-    }
-}
-
 /// Stores BITOP's result at `dest` (without expiry, `raw`), or deletes `dest` when the
 /// result is empty; the result's length.
 fn store_result(ctx: &mut ShardCtx<'_>, dest: &[u8], result: &[u8]) -> i64 {
@@ -351,7 +342,9 @@ fn bitop(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(op) => op,
         Err(e) => return ctx.out.error(e),
     };
-    let sources: Option<Vec<Vec<u8>>> = (3..args.len()).map(|i| source(ctx, args.get(i))).collect();
+    let sources: Option<Vec<Vec<u8>>> = (3..args.len())
+        .map(|i| string_or_empty(ctx, args.get(i)))
+        .collect();
     let Some(sources) = sources else {
         return ctx.out.error(errors::WRONGTYPE);
     };
@@ -390,7 +383,8 @@ fn bitop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         .map(|(shard, idx)| {
             let mine: Vec<Vec<u8>> = idx.iter().map(|&i| keys[i].clone()).collect();
             Hop::run(*shard, move |ctx| {
-                let values: Vec<Option<Vec<u8>>> = mine.iter().map(|k| source(ctx, k)).collect();
+                let values: Vec<Option<Vec<u8>>> =
+                    mine.iter().map(|k| string_or_empty(ctx, k)).collect();
                 HopOut::Bulks(values)
             })
         })

@@ -1,8 +1,8 @@
 //! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, MGET, MSET,
 //! MSETNX, APPEND, STRLEN, INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, GETRANGE, SUBSTR,
-//! SETRANGE — with redis-server 7.0's parsing, replies and errors.
+//! SETRANGE, LCS — with redis-server 7.0's parsing, replies and errors.
 
-use goblin_protocol::parse_i64;
+use goblin_protocol::{Encoder, parse_i64};
 use goblin_store::{Keyspace, Millis, NOT_INT, RAW, Value, ValueMut};
 
 use crate::errors::{self, ErrorReply};
@@ -11,7 +11,7 @@ use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::InvalidKeys;
 use crate::table::{CommandTable, KeyFlags, meta};
-use crate::txn::plan::{HopOut, Locking, Plan, PlanCx, PlanStart};
+use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{Decision, ReadThenWrite, Split, merge_ok, merge_values_in_order, sum};
 
 use super::{ExpireUnit, decimal, parse_expire};
@@ -47,6 +47,9 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::GETRANGE, Exec::Shard(getrange));
     table.add(&meta::SUBSTR, Exec::Shard(getrange));
     table.add(&meta::SETRANGE, Exec::Shard(setrange));
+    table
+        .add(&meta::LCS, Exec::Shard(lcs))
+        .cross_shard(lcs_plan, Locking::Keys);
 }
 
 /// What a key holds, for string commands: its string value, nothing, or another type.
@@ -93,7 +96,7 @@ impl StrRead {
     }
 
     /// Replies as GET does.
-    pub(crate) fn reply(&self, e: &mut goblin_protocol::Encoder<'_>) {
+    pub(crate) fn reply(&self, e: &mut Encoder<'_>) {
         match self {
             StrRead::Value(v) => e.bulk(v),
             StrRead::Absent => e.null(),
@@ -737,4 +740,208 @@ fn setrange(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     new[start..end].copy_from_slice(patch);
     store_raw(ctx, key, &new, expire);
     ctx.out.integer(new_len);
+}
+
+/// A string command's operand: its bytes (a missing key is empty); `None` for another
+/// type.
+pub(crate) fn string_or_empty(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<Vec<u8>> {
+    match lookup(ctx.db, key, ctx.now).0 {
+        Str::WrongType => None,
+        Str::Absent => Some(Vec::new()),
+        Str::Value(s) => Some(s.to_vec()),
+    }
+}
+
+const LCS_NOT_STRINGS: &[u8] = b"ERR The specified keys must contain string values";
+const LCS_LEN_AND_IDX: &[u8] = b"ERR If you want both the length and indexes, please just use IDX.";
+const LCS_TOO_LONG: &[u8] = b"ERR String too long for LCS";
+const LCS_OVER_LIMIT: &[u8] =
+    b"ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len";
+const LCS_NO_MEMORY: &[u8] = b"ERR Insufficient memory, failed allocating transient memory for LCS";
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]`, its keys on this shard.
+fn lcs(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    let a = string_or_empty(ctx, args.get(1));
+    let b = string_or_empty(ctx, args.get(2));
+    let max = ctx.max_string;
+    reply_lcs(
+        &mut ctx.out,
+        lcs_options(args),
+        a.as_deref(),
+        b.as_deref(),
+        max,
+    );
+}
+
+/// LCS with its keys on two shards: each is read under its lock, the answer computed
+/// on the coordinator.
+fn lcs_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let reads = [args.get(1), args.get(2)]
+        .into_iter()
+        .map(|key| {
+            let key = key.to_vec();
+            Hop::run(start.slots.shard_of_key(&key), move |ctx| {
+                HopOut::Bulks(vec![string_or_empty(ctx, &key)])
+            })
+        })
+        .collect();
+    let options = lcs_options(args);
+    Ok(Box::new(ReadThenWrite::new(options, reads, decide_lcs)))
+}
+
+type LcsParsed = Result<LcsOptions, &'static [u8]>;
+
+fn decide_lcs(options: &mut LcsParsed, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Decision {
+    let mut values = results.into_iter().map(|out| match out {
+        HopOut::Bulks(mut v) => v.pop().flatten(),
+        _ => None,
+    });
+    let (a, b) = (values.next().flatten(), values.next().flatten());
+    let options = std::mem::replace(options, Err(errors::SYNTAX));
+    let max = cx.shared.client_limits.max_bulk_len();
+    Decision::Reply(cx.reply(|out| reply_lcs(out, options, a.as_deref(), b.as_deref(), max)))
+}
+
+/// LCS's options, checked in Redis's order.
+#[derive(Debug, Default)]
+struct LcsOptions {
+    len: bool,
+    idx: bool,
+    with_match_len: bool,
+    min_match_len: u64,
+}
+
+fn lcs_options(args: &Args<'_>) -> Result<LcsOptions, &'static [u8]> {
+    let mut o = LcsOptions::default();
+    let mut j = 3;
+    while j < args.len() {
+        let word = args.get(j);
+        if is_keyword(word, "IDX") {
+            o.idx = true;
+        } else if is_keyword(word, "LEN") {
+            o.len = true;
+        } else if is_keyword(word, "WITHMATCHLEN") {
+            o.with_match_len = true;
+        } else if is_keyword(word, "MINMATCHLEN") && j + 1 < args.len() {
+            let n = parse_i64(args.get(j + 1)).ok_or(errors::NOT_INTEGER)?;
+            o.min_match_len = n.max(0) as u64;
+            j += 1;
+        } else {
+            return Err(errors::SYNTAX);
+        }
+        j += 1;
+    }
+    if o.idx && o.len {
+        return Err(LCS_LEN_AND_IDX);
+    }
+    Ok(o)
+}
+
+/// Replies LCS of `a` and `b` (`None`: a key of another type) with its `options` (or
+/// their error, replied after the keys' type is checked) as `lcsCommand` does: the
+/// dynamic-programming table of prefix LCS lengths, walked back from its corner to
+/// build the string and the matching ranges (from the end of the strings).
+fn reply_lcs(
+    out: &mut Encoder<'_>,
+    options: LcsParsed,
+    a: Option<&[u8]>,
+    b: Option<&[u8]>,
+    max: usize,
+) {
+    let (Some(a), Some(b)) = (a, b) else {
+        return out.error(LCS_NOT_STRINGS);
+    };
+    let o = match options {
+        Ok(o) => o,
+        Err(e) => return out.error(e),
+    };
+    if a.len() as u64 >= u64::from(u32::MAX - 1) || b.len() as u64 >= u64::from(u32::MAX - 1) {
+        return out.error(LCS_TOO_LONG);
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1) * (blen as u64 + 1);
+    if cells.saturating_mul(4) > max as u64 {
+        return out.error(LCS_OVER_LIMIT);
+    }
+    let mut dp: Vec<u32> = Vec::new();
+    if dp.try_reserve_exact(cells as usize).is_err() {
+        return out.error(LCS_NO_MEMORY);
+    }
+    dp.resize(cells as usize, 0);
+    let w = blen + 1;
+    for i in 1..=alen {
+        for j in 1..=blen {
+            dp[i * w + j] = if a[i - 1] == b[j - 1] {
+                dp[(i - 1) * w + j - 1] + 1
+            } else {
+                dp[(i - 1) * w + j].max(dp[i * w + j - 1])
+            };
+        }
+    }
+    let total = dp[alen * w + blen];
+    if o.len {
+        return out.integer(i64::from(total));
+    }
+    // Walk back from the corner: the string (built from its end) and, for IDX, the
+    // ranges in the order Redis emits them. `None`: no range open.
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<[usize; 4]> = Vec::new();
+    let mut open: Option<[usize; 4]> = None; // a_start, a_end, b_start, b_end
+    let (mut i, mut j, mut k) = (alen, blen, total as usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[k - 1] = a[i - 1];
+            match &mut open {
+                None => open = Some([i - 1, i - 1, j - 1, j - 1]),
+                // Contiguous with the open range: extend it backwards.
+                Some(r) if r[0] == i && r[2] == j => {
+                    r[0] -= 1;
+                    r[2] -= 1;
+                }
+                // Redis emits the open range here and drops this match from the ranges.
+                Some(_) => emit = true,
+            }
+            if open.is_some_and(|r| r[0] == 0 || r[2] == 0) {
+                emit = true;
+            }
+            k -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if dp[(i - 1) * w + j] > dp[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit |= open.is_some();
+        }
+        if emit && let Some(r) = open.take() {
+            let len = (r[1] - r[0] + 1) as u64;
+            if o.min_match_len == 0 || len >= o.min_match_len {
+                ranges.push(r);
+            }
+        }
+    }
+    if !o.idx {
+        return out.bulk(&result);
+    }
+    out.map(2);
+    out.bulk(b"matches");
+    out.array(ranges.len());
+    for r in &ranges {
+        out.array(if o.with_match_len { 3 } else { 2 });
+        out.array(2);
+        out.integer(r[0] as i64);
+        out.integer(r[1] as i64);
+        out.array(2);
+        out.integer(r[2] as i64);
+        out.integer(r[3] as i64);
+        if o.with_match_len {
+            out.integer((r[1] - r[0] + 1) as i64);
+        }
+    }
+    out.bulk(b"len");
+    out.integer(i64::from(total));
 }

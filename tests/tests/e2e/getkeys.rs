@@ -654,6 +654,10 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "lcs",
+        &["LCS a b", "LCS a b IDX MINMATCHLEN 2 WITHMATCHLEN", "LCS a"],
+    ),
+    (
         "bitfield_ro",
         &["BITFIELD_RO k GET u8 0", "BITFIELD_RO k", "BITFIELD_RO"],
     ),

@@ -1359,3 +1359,108 @@ fn incrbyfloat_refuses_operands_that_underflow_to_zero() {
         "#,
     );
 }
+
+/// LCS with its keys in one slot, on one shard and on two: the string, LEN, IDX with
+/// MINMATCHLEN (negative, zero, filtering) and WITHMATCHLEN, RESP2 and RESP3, missing
+/// keys, empty strings, integers, and every error in Redis's order (the keys' type
+/// first, then the options).
+#[test]
+fn lcs_matches_redis() {
+    script_everywhere(
+        2,
+        r#"
+        SET K0 ohmytext
+        SET K1 mynewtext
+        LCS K0 K1
+        LCS K0 K1 LEN
+        LCS K0 K1 len
+        LCS K0 K1 IDX
+        LCS K0 K1 IDX WITHMATCHLEN
+        LCS K0 K1 IDX MINMATCHLEN 4
+        LCS K0 K1 IDX MINMATCHLEN 4 WITHMATCHLEN
+        LCS K0 K1 IDX MINMATCHLEN -5 WITHMATCHLEN
+        LCS K0 K1 MINMATCHLEN 2 IDX MINMATCHLEN 3
+        LCS K0 K1 WITHMATCHLEN
+        LCS K0 K1 MINMATCHLEN 100
+        LCS K1 K0 IDX WITHMATCHLEN
+        LCS K0 K0 IDX WITHMATCHLEN
+        LCS K0 K1 IDX LEN
+        LCS K0 K1 LEN IDX
+        LCS K0 K1 MINMATCHLEN
+        LCS K0 K1 MINMATCHLEN x
+        LCS K0 K1 MINMATCHLEN 1.5 IDX
+        LCS K0 K1 FOO
+        LCS K0 K1 IDX FOO
+        LCS K0
+        LCS K0 nokey
+        LCS nokey K0 IDX
+        LCS nokey nokey2 IDX WITHMATCHLEN
+        SET K1 ""
+        LCS K0 K1 IDX
+        SET K0 123456789
+        SET K1 9384756
+        LCS K0 K1 IDX WITHMATCHLEN
+        LCS K0 K1
+        SET K0 "abcabcabcabcXabcabc"
+        SET K1 "cbacbaabcabcYcbaabc"
+        LCS K0 K1 IDX WITHMATCHLEN
+        LCS K0 K1 IDX MINMATCHLEN 3
+        LCS K0 K1
+        !HELLO 3
+        LCS K0 K1 IDX WITHMATCHLEN
+        LCS K0 K1 IDX
+        LCS K0 K1 LEN
+        !HELLO 2
+        LPUSH K1 x
+        LCS K0 K1
+        LCS K0 K1 FOO
+        LCS K1 K0 IDX LEN
+        LCS K1 nokey MINMATCHLEN x
+        CONFIG SET proto-max-bulk-len 1048576
+        SET K0 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+        SET K1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+        LCS K0 K1 LEN
+        SET K1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+        LCS K0 K1 LEN
+        CONFIG SET proto-max-bulk-len 536870912
+        "#,
+    );
+}
+
+/// Random strings over a small alphabet, LCS with random options, both ways.
+#[test]
+fn random_lcs_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        for seed in seeds("lcs random strings", 2) {
+            let mut rng = Rng::new(seed);
+            let mut lines = Vec::new();
+            for _ in 0..40 {
+                for key in ["lcs:a", "{lcs:a}b", "lcs:c"] {
+                    let len = rng.below(30);
+                    let s: String = (0..len)
+                        .map(|_| ['a', 'b', 'c', 'd'][rng.below(4)])
+                        .collect();
+                    lines.push(format!("SET {key} \"{s}\""));
+                }
+                for (x, y) in [
+                    ("lcs:a", "{lcs:a}b"),
+                    ("lcs:a", "lcs:c"),
+                    ("lcs:c", "lcs:a"),
+                ] {
+                    let opts = [
+                        "",
+                        " LEN",
+                        " IDX",
+                        " IDX WITHMATCHLEN",
+                        " IDX MINMATCHLEN 2 WITHMATCHLEN",
+                        " IDX MINMATCHLEN 3",
+                    ][rng.below(6)];
+                    lines.push(format!("LCS {x} {y}{opts}"));
+                }
+            }
+            let ctx = format!("{ctx}, seed {seed}");
+            script(d, &[], &ctx, "FLUSHALL");
+            script(d, &[], &ctx, &lines.join("\n"));
+        }
+    });
+}
