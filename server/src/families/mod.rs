@@ -18,6 +18,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod sorted_sets;
 pub mod streams;
 pub mod strings;
@@ -57,6 +58,7 @@ pub fn register_all(table: &mut CommandTable) {
     streams::register(table);
     dump::register(table);
     bitmaps::register(table);
+    sort::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -228,6 +228,8 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
             };
             each(events, ZSET, event, emit);
         }
+        // SORT … STORE writes a list (`sortstore`), or deletes an emptied destination.
+        "sort" => stored(events, LIST, "sortstore", emit),
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" => {
             stored(events, ZSET, name, emit);
         }

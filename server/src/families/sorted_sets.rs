@@ -141,7 +141,7 @@ fn starts_with_ignore_case(s: &[u8], word: &[u8]) -> bool {
 /// that overflowed to infinity, or a non-zero one that underflowed to zero (the `ERANGE`
 /// cases Redis's `string2d` refuses). Reads leading blanks, a sign, `inf`, `infinity`,
 /// `nan`, `nan(…)`, decimal and hexadecimal (`0x1.8p3`) notation.
-fn strtod(s: &[u8]) -> (f64, usize, bool) {
+pub(crate) fn strtod(s: &[u8]) -> (f64, usize, bool) {
     let mut i = 0;
     while i < s.len() && is_c_space(s[i]) {
         i += 1;

@@ -479,6 +479,10 @@ const WRITES: &[(Argv, &[Argv])] = &[
     (&[b"SETBIT", b"k", b"7", b"1"], &[]),
     (&[b"BITFIELD", b"k", b"SET", b"u8", b"0", b"1"], &[]),
     (
+        &[b"SORT", b"{t}l", b"STORE", b"{t}d"],
+        &[&[b"RPUSH", b"{t}l", b"2", b"1"]],
+    ),
+    (
         &[b"BITOP", b"OR", b"{t}d", b"{t}a", b"{t}b"],
         &[&[b"SET", b"{t}a", b"v"]],
     ),

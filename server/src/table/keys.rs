@@ -603,6 +603,14 @@ impl KeyFinder {
         self
     }
 
+    /// The same finder, known to name one key at most (a custom finder that never names
+    /// the keys its unknown specs stand for: SORT_RO).
+    #[must_use]
+    pub fn naming_one_key(mut self) -> KeyFinder {
+        self.may_span = false;
+        self
+    }
+
     /// Calls `f(argument index, flags)` for every key of the invocation `args` (the
     /// command name is argument 0; a subcommand's name is argument 1), in order, as
     /// redis-server 7.0 finds them (`getKeysFromCommandWithSpecs`): from the key specs,

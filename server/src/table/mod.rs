@@ -242,6 +242,12 @@ impl Registered<'_> {
         self
     }
 
+    /// The command names one key at most, whatever its key specs could say.
+    pub fn one_key(self) -> Self {
+        self.0.key_finder = self.0.key_finder.clone().naming_one_key();
+        self
+    }
+
     /// MULTI does not queue the command: it runs at once (QUIT).
     pub fn not_queued(self) -> Self {
         self.0.queued_in_multi = false;

@@ -654,6 +654,30 @@ const SAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "sort",
+        &[
+            "SORT k",
+            "SORT k STORE d",
+            "SORT k BY w_* GET o_* STORE d ALPHA",
+            "SORT k STORE d STORE e",
+            "SORT k LIMIT 0 1 STORE d",
+            "SORT k LIMIT STORE d",
+            "SORT k GET STORE d",
+            "SORT k BY STORE d",
+            "SORT k STORE",
+            "SORT",
+        ],
+    ),
+    (
+        "sort_ro",
+        &[
+            "SORT_RO k",
+            "SORT_RO k BY w_* GET #",
+            "SORT_RO k STORE d",
+            "SORT_RO",
+        ],
+    ),
+    (
         "lcs",
         &["LCS a b", "LCS a b IDX MINMATCHLEN 2 WITHMATCHLEN", "LCS a"],
     ),
@@ -903,7 +927,6 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 /// Commands redis-server 7.0 has and goblin-server does not: Goblin looks up its own
 /// table, so they are invalid commands to it.
 const ABSENT: &[&str] = &[
-    "SORT k STORE d",
     "CLIENT CACHING yes",
     "LOLWUT VERSION 5",
     "EVAL s 1 k",

@@ -41,6 +41,7 @@ mod scan_completeness;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;
+mod sort_diff;
 
 mod soak;
 mod streams_blocking;

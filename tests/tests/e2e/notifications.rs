@@ -223,6 +223,11 @@ const SCRIPT: &str = "
     BITFIELD {t}bits OVERFLOW FAIL SET u2 100 9
     BITFIELD {t}bits INCRBY u8 200 0
     BITFIELD_RO {t}bits GET u8 0
+    RPUSH {t}sl 2 1
+    SORT {t}sl STORE {t}sd
+    SORT {t}sl
+    SORT {t}none STORE {t}sd
+    SORT {t}none STORE {t}sd
     XADD {t}x 1-1 a 1
     XADD {t}x MAXLEN 1 2-1 a 2
     XADD {t}x MAXLEN 5 3-1 a 3

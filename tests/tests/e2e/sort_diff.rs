@@ -1,0 +1,270 @@
+//! SORT and SORT_RO differentially against redis-server 7.0, with `--threads 1` and 4:
+//! numeric and ALPHA sorts of lists, sets and sorted sets, ASC/DESC, LIMIT at and past
+//! the edges, BY with missing, non-numeric and hash-field weights, BY without `*`
+//! (no sort: native order, LIMIT and DESC applied), GET `#`, strings and hash fields,
+//! STORE on the same shard and another (an empty result deleting the destination),
+//! and every error in Redis's order; then seeded random sorts. Patterns name keys in
+//! the sorted key's slot (`{s}…`): Goblin refuses others, which redis-server accepts —
+//! the last test shows the difference.
+
+use goblin_tests::diff::{for_each_thread_count, script, script_everywhere};
+use goblin_tests::rng::{Rng, seeds};
+use goblin_tests::{Server, default_threads};
+
+/// Every option and error; `K0` is a sorted key without patterns, `K1` a destination
+/// on the same slot, shard or another shard; `{s}…` keys carry patterns.
+#[test]
+fn sort_matches_redis() {
+    script_everywhere(
+        2,
+        r#"
+        RPUSH {s}l 3 1 2 10 -5 1.5 2e1 0x10 " 7"
+        SORT {s}l
+        SORT {s}l DESC
+        SORT {s}l ASC LIMIT 1 3
+        SORT {s}l LIMIT 0 0
+        SORT {s}l LIMIT -5 2
+        SORT {s}l LIMIT 2 -1
+        SORT {s}l LIMIT 100 2
+        SORT {s}l LIMIT 8 100
+        SORT {s}l LIMIT 1 2 DESC
+        SORT {s}l ALPHA
+        SORT {s}l ALPHA DESC LIMIT 2 3
+        SORT {s}l BY nosort
+        SORT {s}l BY nosort DESC
+        SORT {s}l BY nosort LIMIT 2 3
+        SORT {s}l BY nosort LIMIT 2 3 DESC
+        SORT {s}l BY nosort LIMIT 20 3 DESC
+        SORT {s}l BY nosort LIMIT 0 0
+        SORT {s}l BY nosort GET #
+        SORT {s}l BY nosort GET {s}o_* GET #
+        RPUSH {s}bad 1 x 2
+        SORT {s}bad
+        SORT {s}bad ALPHA
+        SORT {s}bad BY nosort
+        SORT {s}bad LIMIT 0 1
+        RPUSH {s}inf 1 inf -inf nan
+        SORT {s}inf
+        DEL {s}inf
+        RPUSH {s}i 4 2 3 1
+        MSET {s}w_1 40 {s}w_2 30 {s}w_3 20 {s}w_4 10
+        MSET {s}o_1 one {s}o_2 two {s}o_3 three
+        HSET {s}h_1 f a g 9
+        HSET {s}h_2 f b g 8
+        HSET {s}h_3 f c
+        SORT {s}i BY {s}w_*
+        SORT {s}i BY {s}w_* DESC
+        SORT {s}i BY {s}w_* LIMIT 1 2
+        SORT {s}i BY {s}w_* GET # GET {s}o_*
+        SORT {s}i BY {s}h_*->g
+        SORT {s}i BY {s}h_*->f ALPHA
+        SORT {s}i BY {s}h_*->f ALPHA DESC
+        SORT {s}i GET {s}h_*->f GET {s}h_*->g GET {s}h_*->
+        SORT {s}i GET {s}o_*->f
+        SORT {s}i GET {s}h_*
+        SORT {s}i GET {s}nostar
+        SORT {s}i BY {s}o_*
+        SORT {s}i BY {s}o_* ALPHA
+        SORT {s}i BY {s}o_* ALPHA DESC
+        SORT {s}i BY {s}o_* ALPHA LIMIT 0 2
+        SORT {s}i BY {s}h_* ALPHA
+        SORT {s}i BY {s}missing_* LIMIT 1 2
+        SORT {s}i GET # GET # LIMIT 1 1
+        SADD {s}set 5 3 9 1
+        SORT {s}set
+        SORT {s}set DESC LIMIT 1 2
+        SORT {s}set ALPHA
+        %SORT {s}set BY nosort
+        SORT {s}set BY nosort STORE {s}dst
+        LRANGE {s}dst 0 -1
+        SADD {s}words banana apple cherry
+        SORT {s}words
+        SORT {s}words ALPHA
+        SORT {s}words ALPHA DESC
+        SORT {s}words BY nosort STORE {s}dst
+        LRANGE {s}dst 0 -1
+        ZADD {s}z 3 a 1 b 2 c 2 d
+        SORT {s}z ALPHA
+        SORT {s}z BY nosort
+        SORT {s}z BY nosort DESC
+        SORT {s}z BY nosort LIMIT 1 2
+        SORT {s}z BY nosort LIMIT 1 2 DESC
+        SORT {s}z BY nosort LIMIT 3 10 DESC
+        SORT {s}z
+        ZADD {s}zn 1 10 2 9 3 8
+        SORT {s}zn
+        SORT {s}zn BY nosort GET #
+        RPUSH K0 c a b
+        SORT K0 ALPHA STORE K1
+        LRANGE K1 0 -1
+        TYPE K1
+        SORT K0 ALPHA LIMIT 1 1 STORE K1
+        LRANGE K1 0 -1
+        SORT K0 ALPHA STORE K1 STORE K1
+        SET K1 x EX 100
+        SORT K0 ALPHA STORE K1
+        TTL K1
+        SORT K0 STORE K1
+        EXISTS K1
+        SORT K0 ALPHA LIMIT 0 0 STORE K1
+        EXISTS K1
+        SORT K0 ALPHA LIMIT 0 0 STORE K1
+        DEL K0
+        SORT K0
+        SORT K0 STORE K1
+        RPUSH K1 x
+        SORT K0 STORE K1
+        EXISTS K1
+        SORT K0 BY nosort GET # STORE K1
+        EXISTS K1
+        RPUSH K0 2 1
+        SORT K0 GET # GET {s}nostar STORE K1
+        LRANGE K1 0 -1
+        SORT K0 BY nosort GET # STORE K1 DESC
+        LRANGE K1 0 -1
+        SORT_RO K0
+        SORT_RO K0 DESC LIMIT 0 1
+        SORT_RO K0 STORE K1
+        SORT_RO {s}i BY {s}w_* GET {s}o_*
+        SET K0 x
+        SORT K0
+        SORT_RO K0
+        SORT K0 STORE K1
+        HSET K0 f v
+        SORT K0
+        SORT K0 LIMIT
+        SORT K0 LIMIT 1
+        SORT K0 LIMIT x 1
+        SORT K0 LIMIT 1 x
+        SORT K0 LIMIT 1 1.5
+        SORT K0 FOO
+        SORT K0 BY
+        SORT K0 GET
+        SORT K0 STORE
+        SORT K0 ASC FOO
+        SORT
+        SORT_RO
+        SORT nokey
+        SORT nokey ALPHA DESC LIMIT 0 5
+        "#,
+    );
+}
+
+/// A weight out of a double's range refuses the sort. (Alone on fresh servers: Redis
+/// reads `errno` without clearing it first, so after an out-of-range weight its next
+/// numeric sorts may fail too, until something else sets `errno`.)
+#[test]
+fn out_of_range_weights_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        script(d, &[], ctx, "RPUSH {s}big 1 1e400 2\nSORT {s}big");
+    });
+}
+
+/// Seeded random lists and sets of numbers and words, weights and hash fields,
+/// sorted with random options; replies compared one by one.
+#[test]
+fn random_sorts_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        for seed in seeds("sort random", 2) {
+            let mut rng = Rng::new(seed);
+            let mut lines = Vec::new();
+            for round in 0..20 {
+                let n = rng.below(12);
+                let numbers = rng.below(2) == 0;
+                let elems: Vec<String> = (0..n)
+                    .map(|_| {
+                        if numbers {
+                            (rng.below(40) as i64 - 10).to_string()
+                        } else {
+                            ["x", "y", "zz", "ab", "b", "ba"][rng.below(6)].to_string()
+                        }
+                    })
+                    .collect();
+                lines.push("DEL {r}l {r}s {r}d".to_string());
+                if !elems.is_empty() {
+                    lines.push(format!("RPUSH {{r}}l {}", elems.join(" ")));
+                    lines.push(format!("SADD {{r}}s {}", elems.join(" ")));
+                }
+                for e in &elems {
+                    // Distinct weights, so that no two elements tie.
+                    let w = rng.below(1000) * 1000 + round * 10 + rng.below(10);
+                    lines.push(format!("SET {{r}}w_{e} {w}"));
+                    lines.push(format!("HSET {{r}}h_{e} f {e}{w} g {w}"));
+                }
+                for _ in 0..6 {
+                    let src = if rng.below(2) == 0 { "{r}l" } else { "{r}s" };
+                    let mut line = format!("SORT {src}");
+                    match rng.below(5) {
+                        0 => line.push_str(" BY {r}w_*"),
+                        1 => line.push_str(" BY {r}h_*->g"),
+                        2 if src == "{r}l" => line.push_str(" BY nosort"),
+                        _ => {}
+                    }
+                    if !numbers || rng.below(4) == 0 {
+                        line.push_str(" ALPHA");
+                    }
+                    if rng.below(2) == 0 {
+                        line.push_str(" DESC");
+                    }
+                    if rng.below(3) == 0 {
+                        let start = rng.below(8) as i64 - 2;
+                        let count = rng.below(8) as i64 - 2;
+                        line.push_str(&format!(" LIMIT {start} {count}"));
+                    }
+                    for _ in 0..rng.below(3) {
+                        line.push_str([" GET #", " GET {r}w_*", " GET {r}h_*->f"][rng.below(3)]);
+                    }
+                    if rng.below(3) == 0 {
+                        line.push_str(" STORE {r}d");
+                        lines.push(line);
+                        lines.push("LRANGE {r}d 0 -1".to_string());
+                    } else {
+                        lines.push(line);
+                    }
+                }
+            }
+            let ctx = format!("{ctx}, seed {seed}");
+            script(d, &[], &ctx, "FLUSHALL");
+            script(d, &[], &ctx, &lines.join("\n"));
+        }
+    });
+}
+
+/// A pattern that may name keys outside the sorted key's slot is refused (redis-server
+/// standalone accepts it; Redis Cluster 7.2 refuses it as here); `#`, a pattern
+/// without `*` and a pattern in the key's slot are taken.
+#[test]
+fn patterns_outside_the_keys_slot_are_refused() {
+    let goblin = Server::goblin_threads(default_threads());
+    let redis = Server::redis();
+    let (mut g, mut r) = (goblin.raw(), redis.raw());
+    for raw in [&mut g, &mut r] {
+        raw.cmd_str("RPUSH {s}l 2 1");
+        raw.cmd_str("MSET w_1 2 w_2 1 {s}w_1 2 {s}w_2 1");
+    }
+    let refused = [
+        ("SORT {s}l BY w_*", "BY"),
+        ("SORT {s}l BY {t}w_*", "BY"),
+        ("SORT {s}l GET w_*", "GET"),
+        ("SORT_RO {s}l GET # GET w_*->f", "GET"),
+        ("SORT {s}l BY {}w_*", "BY"),
+    ];
+    for (line, option) in refused {
+        let want = format!(
+            "-ERR {option} option of SORT denied when keys formed by the pattern may be in \
+             different slots: give the pattern the sorted key's hash tag\r\n"
+        );
+        assert_eq!(String::from_utf8_lossy(&g.cmd_str(line)), want, "{line}");
+        assert!(
+            !r.cmd_str(line).starts_with(b"-"),
+            "redis-server takes {line}"
+        );
+    }
+    for line in [
+        "SORT {s}l BY {s}w_*",
+        "SORT {s}l BY nosort GET # GET nostar",
+        "SORT {s}l BY w_ GET #",
+    ] {
+        assert_eq!(g.cmd_str(line), r.cmd_str(line), "{line}");
+    }
+}
