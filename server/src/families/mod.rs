@@ -12,6 +12,7 @@ pub mod goblin;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod lolwut;
 pub mod multi;
 pub mod notify;
 pub mod persistence;
@@ -59,6 +60,7 @@ pub fn register_all(table: &mut CommandTable) {
     dump::register(table);
     bitmaps::register(table);
     sort::register(table);
+    lolwut::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -56,6 +56,7 @@ const SAMPLES: &[(&str, &[&str])] = &[
         &["COMMAND LIST", "COMMAND LIST FILTERBY PATTERN x*"],
     ),
     ("time", &["TIME", "TIME x"]),
+    ("lolwut", &["LOLWUT", "LOLWUT VERSION 5 1 1"]),
     ("role", &["ROLE", "ROLE x"]),
     ("command|info", &["COMMAND INFO", "COMMAND INFO get"]),
     ("command|docs", &["COMMAND DOCS", "COMMAND DOCS get"]),
@@ -928,7 +929,6 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 /// table, so they are invalid commands to it.
 const ABSENT: &[&str] = &[
     "CLIENT CACHING yes",
-    "LOLWUT VERSION 5",
     "EVAL s 1 k",
     "PFADD k a",
     "GEOADD k 1 2 m",

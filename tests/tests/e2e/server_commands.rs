@@ -343,3 +343,45 @@ fn config_set_changes_options_at_run_time_as_redis_does() {
     assert_eq!(g, r);
     assert!(g.starts_with(b"-NOAUTH"), "{}", show(&g));
 }
+
+/// LOLWUT: the line of versions without art, and the errors, byte for byte; versions 5
+/// and 6 draw pictures of redis-server's size and caption (their randomness differs).
+#[test]
+fn lolwut_matches_redis() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "LOLWUT\nLOLWUT 10 10\nLOLWUT VERSION 7\nLOLWUT VERSION 4\nLOLWUT VERSION 59\n\
+         LOLWUT VERSION -1\nLOLWUT VERSION\nLOLWUT VERSION x\nLOLWUT VERSION 5 x\n\
+         LOLWUT VERSION 5 10 x\nLOLWUT VERSION 6 10 x\nLOLWUT VERSION 6 x\nLOLWUT foo",
+    );
+    d.g.cmd_str("HELLO 3");
+    d.r.cmd_str("HELLO 3");
+    d.check_lines("LOLWUT\nLOLWUT VERSION 8 a b");
+    d.g.cmd_str("HELLO 2");
+    d.r.cmd_str("HELLO 2");
+    let shape = |reply: &[u8]| -> (usize, Vec<usize>, String) {
+        let text = String::from_utf8(reply.to_vec()).unwrap();
+        let body = text.split_once("\r\n").unwrap().1;
+        let lines: Vec<&str> = body.lines().collect();
+        // Characters, or coloured cells (version 6).
+        let width = |l: &str| match l.matches("\x1b[0m").count() {
+            0 => l.chars().count(),
+            cells => cells,
+        };
+        let widths = lines.iter().map(|l| width(l)).collect::<Vec<_>>();
+        let caption = lines[lines.len().saturating_sub(2)..].join("|");
+        (lines.len(), widths[..widths.len() - 2].to_vec(), caption)
+    };
+    for line in [
+        "LOLWUT VERSION 5",
+        "LOLWUT VERSION 5 40 4 6",
+        "LOLWUT VERSION 5 1 1 1",
+        "LOLWUT VERSION 5 5000 0 -3",
+        "LOLWUT VERSION 6",
+        "LOLWUT VERSION 6 30 8 x",
+        "LOLWUT VERSION 6 -1 2000",
+    ] {
+        let (g, r) = (d.g.cmd_str(line), d.r.cmd_str(line));
+        assert_eq!(shape(&g), shape(&r), "{line}");
+    }
+}
