@@ -38,6 +38,7 @@ pub mod memory;
 pub mod persist;
 
 pub mod runtime;
+pub mod sha1;
 pub mod shard;
 pub mod txn;
 pub mod util;

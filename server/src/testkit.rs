@@ -326,6 +326,7 @@ impl Loopback {
             locked: false,
             db: 0,
             databases: self.shared.config.databases,
+            local_client: true,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

@@ -1,8 +1,6 @@
 //! What operators look at when something is slow or big: LATENCY (the latency monitor),
-//! MEMORY (USAGE, STATS, DOCTOR, PURGE, MALLOC-STATS) and DEBUG (SLEEP,
-//! SET-ACTIVE-EXPIRE), with redis-server 7.0's replies where they mean something here.
-
-use std::sync::atomic::Ordering;
+//! MEMORY (USAGE, STATS, DOCTOR, PURGE, MALLOC-STATS), with redis-server 7.0's replies
+//! where they mean something here. (DEBUG is `debug.rs`.)
 
 use goblin_protocol::parse_i64;
 
@@ -13,7 +11,7 @@ use crate::table::meta;
 use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::FanOut;
 
-/// Registers LATENCY, MEMORY and DEBUG.
+/// Registers LATENCY and MEMORY.
 pub fn register(table: &mut CommandTable) {
     table.add_container(
         &meta::LATENCY,
@@ -45,7 +43,6 @@ pub fn register(table: &mut CommandTable) {
             ("help", None, Exec::Conn(memory_help)),
         ],
     );
-    table.add(&meta::DEBUG, Exec::Conn(debug));
 }
 
 /// `LATENCY LATEST`
@@ -289,50 +286,4 @@ fn memory_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             "    Prints this help.",
         ],
     );
-}
-
-/// `DEBUG subcommand ...`, allowed as `enable-debug-command` says (no by default, as in
-/// redis-server 7.0): SLEEP seconds (this client's thread sleeps), SET-ACTIVE-EXPIRE
-/// 0|1 (active expiry off or on), HELP.
-fn debug(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let allowed = match ctx.shared.config.enable_debug_command {
-        crate::config::Allow::Yes => true,
-        crate::config::Allow::No => false,
-        crate::config::Allow::Local => ctx.client.addr.is_some_and(|a| a.ip().is_loopback()),
-    };
-    if !allowed {
-        return ctx.reply().error(errors::DEBUG_NOT_ALLOWED);
-    }
-    if args.is(1, "sleep") && args.len() == 3 {
-        let secs = std::str::from_utf8(args.get(2))
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .unwrap_or(0.0);
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
-        return ctx.reply().ok();
-    }
-    if args.is(1, "set-active-expire") && args.len() == 3 {
-        let on = parse_i64(args.get(2)).unwrap_or(0) != 0;
-        ctx.shared.active_expire.store(on, Ordering::Relaxed);
-        return ctx.reply().ok();
-    }
-    if args.is(1, "help") && args.len() == 2 {
-        return super::reply_help(
-            ctx,
-            &[
-                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "SET-ACTIVE-EXPIRE <0|1>",
-                "    Setting it to 0 disables expiring keys in background when they are not",
-                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
-                "    default.",
-                "SLEEP <seconds>",
-                "    Stop the server for <seconds>. Decimals allowed.",
-                "HELP",
-                "    Prints this help.",
-            ],
-        );
-    }
-    ctx.reply()
-        .error(&errors::subcommand_syntax(b"debug", args.get(1)));
 }

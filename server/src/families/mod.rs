@@ -6,6 +6,7 @@
 
 pub mod bitmaps;
 pub mod connection;
+pub mod debug;
 pub mod diagnostics;
 pub mod dump;
 pub mod goblin;
@@ -61,6 +62,7 @@ pub fn register_all(table: &mut CommandTable) {
     bitmaps::register(table);
     sort::register(table);
     lolwut::register(table);
+    debug::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

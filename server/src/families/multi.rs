@@ -224,6 +224,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             locked: true,
             db,
             databases,
+            local_client: ctx.conn.client.addr.is_some_and(|a| a.ip().is_loopback()),
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {

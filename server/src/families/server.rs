@@ -927,7 +927,17 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     section(
         "replication",
         "Replication",
-        "role:master\r\nconnected_slaves:0\r\n".to_string(),
+        format!(
+            "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\
+             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\n\
+             second_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
+             repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            shared
+                .repl_id
+                .lock()
+                .map_or_else(|e| e.into_inner().clone(), |id| id.clone()),
+            "0".repeat(40),
+        ),
     );
     section("cpu", "CPU", cpu_section());
     section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());

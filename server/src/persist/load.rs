@@ -193,7 +193,7 @@ fn snapshot_source(shared: &Shared) -> Result<Option<PathBuf>, String> {
 }
 
 /// Reads an RDB file, handing each live key to `put` with its database.
-fn load_rdb(
+pub(crate) fn load_rdb(
     shared: &Shared,
     path: &Path,
     now: Millis,

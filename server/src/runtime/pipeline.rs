@@ -893,7 +893,12 @@ impl Worker {
             return self.reply_now(key, &crate::errors::no_plan(spec.name));
         };
         let slots = Arc::clone(self.shard.slots());
-        let db = self.conns.get(key).map_or(0, |c| c.client.db);
+        let (db, local_client) = self.conns.get(key).map_or((0, false), |c| {
+            (
+                c.client.db,
+                c.client.addr.is_some_and(|a| a.ip().is_loopback()),
+            )
+        });
         let start = PlanStart {
             spec,
             args,
@@ -902,6 +907,7 @@ impl Worker {
             locked: false,
             db,
             databases: self.shared.config.databases,
+            local_client,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

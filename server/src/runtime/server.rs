@@ -155,6 +155,9 @@ pub struct Shared {
     pub latency: crate::runtime::latency::Latency,
     /// Keys expire actively (DEBUG SET-ACTIVE-EXPIRE turns it off).
     pub active_expire: AtomicBool,
+    /// The replication ID INFO shows (`master_replid`): random at start, new after
+    /// DEBUG CHANGE-REPL-ID.
+    pub repl_id: std::sync::Mutex<String>,
 }
 
 impl Shared {
@@ -215,6 +218,7 @@ impl Shared {
             keyspace_events: families::notify::events,
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
+            repl_id: std::sync::Mutex::new(new_repl_id()),
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
             new_listener: std::sync::Mutex::new(None),
@@ -505,4 +509,13 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// A new replication ID: 40 hexadecimal digits, random (the clock and the process).
+pub fn new_repl_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{nanos}:{}", std::process::id());
+    crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()))
 }

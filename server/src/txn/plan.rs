@@ -319,6 +319,9 @@ pub struct PlanStart<'a> {
     pub db: usize,
     /// How many databases there are.
     pub databases: usize,
+    /// The client connects from this machine (its peer is a loopback address): what
+    /// `enable-debug-command local` allows.
+    pub local_client: bool,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.

@@ -186,3 +186,206 @@ fn memory_usage_and_stats_answer() {
     assert!(c.cmd(&[b"MEMORY", b"DOCTOR"]).starts_with(b"$"));
     assert!(c.cmd(&[b"MEMORY", b"MALLOC-STATS"]).starts_with(b"$"));
 }
+
+/// Both servers with DEBUG allowed, goblin-server with `threads` threads.
+fn debug_pair(threads: usize) -> goblin_tests::Differential {
+    let t = threads.to_string();
+    goblin_tests::Differential::with_servers(
+        Server::goblin_with(&["--threads", &t, "--enable-debug-command", "yes"]),
+        Server::redis_with(&["--enable-debug-command", "yes"]),
+    )
+}
+
+/// DEBUG DIGEST and DIGEST-VALUE equal redis-server's for the same data — every type,
+/// expiries, several databases, keys on every shard — and change with any change; the
+/// other subcommands answer as redis-server's (PROTOCOL in RESP2 and RESP3, ERROR,
+/// LOG, CHANGE-REPL-ID, HELP, OBJECT's errors, arity), with `--threads 1` and 4.
+#[test]
+fn debug_digests_and_subcommands_match_redis() {
+    for threads in [1, 4] {
+        let mut d = debug_pair(threads);
+        d.check_lines(
+            r#"
+            DEBUG DIGEST
+            DEBUG DIGEST-VALUE nokey
+            DEBUG DIGEST-VALUE
+            SET s1 hello
+            SET s2 12
+            SET s3 123456789012
+            SET s4 x PX 100000
+            RPUSH l1 a b c 1 2 3
+            SADD set1 a b c
+            SADD set2 1 2 3
+            ZADD z1 1 a 2.5 b -3e10 c
+            HSET h1 f v g w
+            XADD x1 1-1 a b c d
+            XADD x1 2-1 a e c f
+            DEBUG DIGEST
+            DEBUG DIGEST-VALUE s1 s2 s3 s4 l1 set1 set2 z1 h1 x1 nokey
+            SELECT 5
+            SET s1 hello
+            DEBUG DIGEST
+            DEBUG DIGEST-VALUE s1
+            SELECT 0
+            RPUSH l1 x
+            DEBUG DIGEST
+            PERSIST s4
+            DEBUG DIGEST
+            DEBUG DIGEST-VALUE s4
+            DEBUG PROTOCOL string
+            DEBUG PROTOCOL integer
+            DEBUG PROTOCOL double
+            DEBUG PROTOCOL bignum
+            DEBUG PROTOCOL null
+            DEBUG PROTOCOL array
+            DEBUG PROTOCOL set
+            DEBUG PROTOCOL map
+            DEBUG PROTOCOL attrib
+            DEBUG PROTOCOL push
+            DEBUG PROTOCOL verbatim
+            DEBUG PROTOCOL TRUE
+            DEBUG PROTOCOL false
+            DEBUG PROTOCOL nope
+            DEBUG ERROR "oops here"
+            DEBUG ERROR "-WRONG x"
+            DEBUG ERROR ""
+            DEBUG LOG hello
+            DEBUG CHANGE-REPL-ID
+            DEBUG QUICKLIST-PACKED-THRESHOLD 100
+            DEBUG OBJECT nokey
+            DEBUG OBJECT
+            DEBUG SLEEP
+            DEBUG RELOAD FOO
+            DEBUG NOPE
+            DEBUG
+            DEBUG HELP x
+            "#,
+        );
+        d.g.cmd_str("HELLO 3");
+        d.r.cmd_str("HELLO 3");
+        d.check_lines(
+            "DEBUG PROTOCOL double\nDEBUG PROTOCOL bignum\nDEBUG PROTOCOL null\n\
+             DEBUG PROTOCOL set\nDEBUG PROTOCOL map\n\
+             DEBUG PROTOCOL verbatim\nDEBUG PROTOCOL true",
+        );
+        d.g.cmd_str("HELLO 2");
+        d.r.cmd_str("HELLO 2");
+        // The help lists what Goblin has, in redis-server's words.
+        let help = items(&d.g.cmd_str("DEBUG HELP"));
+        let theirs = items(&d.r.cmd_str("DEBUG HELP"));
+        assert!(help.iter().all(|l| theirs.contains(l)), "{help:?}");
+    }
+}
+
+/// DEBUG OBJECT's line: the fields redis-server shows, with the same encoding,
+/// refcount and list fields.
+#[test]
+fn debug_object_shows_what_redis_shows() {
+    let mut d = debug_pair(2);
+    for line in ["SET n 12", "SET s hello", "RPUSH l a b c", "SADD set a b"] {
+        d.check_str(line);
+    }
+    let fields = |reply: Vec<u8>| -> Vec<(String, String)> {
+        let text = String::from_utf8(reply).unwrap();
+        let text = text.strip_prefix("+Value ").unwrap().trim_end();
+        text.split(' ')
+            .map(|f| {
+                let (k, v) = f.split_once(':').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    };
+    for key in ["n", "s", "l", "set"] {
+        let (g, r) = (
+            fields(d.g.cmd_str(&format!("DEBUG OBJECT {key}"))),
+            fields(d.r.cmd_str(&format!("DEBUG OBJECT {key}"))),
+        );
+        let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&g), names(&r), "{key}");
+        for (name, value) in &g {
+            let theirs = &r.iter().find(|(k, _)| k == name).unwrap().1;
+            match name.as_str() {
+                "refcount" | "encoding" | "ql_nodes" | "ql_avg_node" | "ql_listpack_max"
+                | "ql_compressed" => assert_eq!(value, theirs, "{key} {name}"),
+                "lru_seconds_idle" => assert!(value.parse::<u64>().unwrap() < 5),
+                "lru" => {
+                    let (a, b): (i64, i64) = (value.parse().unwrap(), theirs.parse().unwrap());
+                    assert!((a - b).abs() < 5, "{key} lru {a} {b}");
+                }
+                _ => assert!(!value.is_empty()),
+            }
+        }
+    }
+}
+
+/// DEBUG RELOAD saves, empties and loads the dataset back (the digest is unchanged,
+/// keys on every shard and database, expiries kept); NOSAVE loads the file as it is
+/// (a key written since is gone); NOSAVE NOFLUSH MERGE adds the file to what is there;
+/// a missing file is an error. Then DEBUG SLEEP holds other clients' commands on keys.
+#[test]
+fn debug_reload_round_trips_the_dataset() {
+    let dir = tempfile_dir("debug-reload");
+    let server = Server::goblin_with(&[
+        "--threads",
+        "4",
+        "--enable-debug-command",
+        "yes",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let mut c = Raw::connect(server.port);
+    for i in 0..200 {
+        c.cmd_str(&format!("SET k{i} v{i}"));
+        c.cmd_str(&format!("RPUSH l{i} a b {i}"));
+    }
+    c.cmd_str("SET e v EX 1000");
+    c.cmd_str("SELECT 2");
+    c.cmd_str("HSET h f v");
+    c.cmd_str("SELECT 0");
+    let digest = c.cmd_str("DEBUG DIGEST");
+    assert_eq!(digest.len(), 43, "{}", String::from_utf8_lossy(&digest));
+    assert_eq!(c.cmd_str("DEBUG RELOAD"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("DEBUG DIGEST"), digest);
+    assert_eq!(c.cmd_str("DBSIZE"), b":401\r\n");
+    let ttl = String::from_utf8(c.cmd_str("TTL e")).unwrap();
+    let ttl: i64 = ttl.trim_start_matches(':').trim_end().parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    c.cmd_str("SET later 1");
+    assert_eq!(c.cmd_str("DEBUG RELOAD NOSAVE"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("EXISTS later"), b":0\r\n");
+    assert_eq!(c.cmd_str("DEBUG DIGEST"), digest);
+    c.cmd_str("SET later 1");
+    c.cmd_str("DEL k0");
+    assert_eq!(c.cmd_str("DEBUG RELOAD NOSAVE NOFLUSH MERGE"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("EXISTS later k0"), b":2\r\n");
+    std::fs::remove_file(dir.join("dump.rdb")).unwrap();
+    assert_eq!(
+        c.cmd_str("DEBUG RELOAD NOSAVE"),
+        b"-ERR Error trying to load the RDB dump, check server logs.\r\n"
+    );
+    // DEBUG SLEEP stops commands on keys (every shard) while it sleeps.
+    let port = server.port;
+    let sleeper = std::thread::spawn(move || {
+        let mut s = Raw::connect(port);
+        s.cmd_str("DEBUG SLEEP 0.5")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let start = std::time::Instant::now();
+    c.cmd_str("SET k1 x");
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(sleeper.join().unwrap(), b"+OK\r\n");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory under the system's temporary one.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("goblin-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

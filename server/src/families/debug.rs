@@ -1,0 +1,584 @@
+//! DEBUG, allowed as `enable-debug-command` says (no by default, as in redis-server
+//! 7.0): the subcommands tests and tools use — SLEEP, SET-ACTIVE-EXPIRE, OBJECT, DIGEST,
+//! DIGEST-VALUE, RELOAD, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD
+//! (accepted, nothing to set) and HELP.
+//!
+//! DEBUG runs with every shard locked whole, as redis-server runs it with the server to
+//! itself: DEBUG SLEEP stops every command on keys for its duration. The digests are
+//! Redis's (`computeDatasetDigest`, `xorObjectDigest`: SHA-1 mixes of every key and
+//! element, keys XORed so that their order does not matter), so they equal
+//! redis-server's for the same data.
+
+use std::sync::atomic::Ordering;
+
+use goblin_protocol::{Encoder, format_double};
+use goblin_store::{Keyspace, Millis, StreamId, Value, ValueRef};
+
+use crate::config::Allow;
+use crate::errors;
+use crate::persist::snapshot::{SaveKind, SavePlan};
+use crate::sha1::{Sha1, hex};
+use crate::table::args::is_keyword;
+use crate::table::handler::{Exec, ShardCtx};
+use crate::table::{CommandTable, meta};
+use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
+
+use super::sorted_sets::strtod;
+
+/// Registers DEBUG.
+pub fn register(table: &mut CommandTable) {
+    table.add(
+        &meta::DEBUG,
+        Exec::Plan(CrossShard {
+            plan: debug_plan,
+            locking: Locking::WholeShards,
+        }),
+    );
+}
+
+const HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an exception and kill the server.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "    Examples:",
+    "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
+    "      the database.",
+    "    * DEBUG RELOAD NOSAVE: replace the current database with the contents of an",
+    "      existing RDB file.",
+    "    * DEBUG RELOAD NOSAVE NOFLUSH MERGE: add the contents of an existing RDB",
+    "      file to the database.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const PROTOCOL_TYPES: &[u8] = b"ERR Wrong protocol type name. Please use one of the following: \
+string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false";
+const RELOAD_OPTIONS: &[u8] =
+    b"ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.";
+
+/// What one DEBUG does.
+#[derive(Debug)]
+enum Job {
+    /// Answers at once (SLEEP sleeps first).
+    Sleep(f64),
+    ActiveExpire(bool),
+    Help,
+    ChangeReplId,
+    Log(Vec<u8>),
+    Error(Vec<u8>),
+    Protocol(Vec<u8>),
+    Ok,
+    /// Looks at keys on their shards.
+    Object(Vec<u8>),
+    DigestValue(Vec<Vec<u8>>),
+    Digest,
+    /// Saves (unless NOSAVE), then loads the file into every shard.
+    Reload {
+        save: Option<SavePlan>,
+        flush: bool,
+    },
+    /// The arguments' error.
+    Refuse(Vec<u8>),
+}
+
+fn debug_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    // The permission is checked first (in `next`, where the configuration is at hand):
+    // an argument error waits behind it.
+    let job = job(start.args).unwrap_or_else(Job::Refuse);
+    Ok(Box::new(DebugPlan {
+        job,
+        local_client: start.local_client,
+        sent: false,
+    }))
+}
+
+/// What the arguments ask for, or their error.
+fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
+    let (n, sub) = (args.len(), args.get(1));
+    let is = |word: &str| is_keyword(sub, word);
+    Ok(if is("HELP") && n == 2 {
+        Job::Help
+    } else if is("SLEEP") && n == 3 {
+        // C's `strtod`: what does not read as a number is 0.
+        let (secs, _, _) = strtod(args.get(2));
+        Job::Sleep(secs)
+    } else if is("SET-ACTIVE-EXPIRE") && n == 3 {
+        Job::ActiveExpire(atoi(args.get(2)) != 0)
+    } else if is("OBJECT") && n == 3 {
+        Job::Object(args.get(2).to_vec())
+    } else if is("DIGEST") && n == 2 {
+        Job::Digest
+    } else if is("DIGEST-VALUE") && n >= 2 {
+        Job::DigestValue(args.iter_from(2).map(<[u8]>::to_vec).collect())
+    } else if is("RELOAD") {
+        let (mut save, mut flush) = (true, true);
+        for option in args.iter_from(2) {
+            if is_keyword(option, "MERGE") {
+                // Keys in the file replace those in memory either way.
+            } else if is_keyword(option, "NOFLUSH") {
+                flush = false;
+            } else if is_keyword(option, "NOSAVE") {
+                save = false;
+            } else {
+                return Err(RELOAD_OPTIONS.to_vec());
+            }
+        }
+        Job::Reload {
+            save: save.then(|| SavePlan::new(SaveKind::Foreground)),
+            flush,
+        }
+    } else if is("CHANGE-REPL-ID") && n == 2 {
+        Job::ChangeReplId
+    } else if is("LOG") && n == 3 {
+        Job::Log(args.get(2).to_vec())
+    } else if is("ERROR") && n == 3 {
+        Job::Error(args.get(2).to_vec())
+    } else if is("PROTOCOL") && n == 3 {
+        Job::Protocol(args.get(2).to_ascii_lowercase())
+    } else if is("QUICKLIST-PACKED-THRESHOLD") && n == 3 {
+        Job::Ok
+    } else {
+        return Err(errors::subcommand_syntax(b"debug", sub));
+    })
+}
+
+/// C's `atoi`: leading blanks, a sign, digits; anything else ends it (0 when none).
+fn atoi(s: &[u8]) -> i64 {
+    let s = s.trim_ascii_start();
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, s),
+    };
+    let n = digits
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0i64, |n, &d| {
+            n.wrapping_mul(10).wrapping_add(i64::from(d - b'0'))
+        });
+    if neg { -n } else { n }
+}
+
+#[derive(Debug)]
+struct DebugPlan {
+    job: Job,
+    local_client: bool,
+    sent: bool,
+}
+
+impl Plan for DebugPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        let first = !self.sent;
+        self.sent = true;
+        if first {
+            let allowed = match cx.shared.config.enable_debug_command {
+                Allow::Yes => true,
+                Allow::No => false,
+                Allow::Local => self.local_client,
+            };
+            if !allowed {
+                return cx.done(|e| e.error(errors::DEBUG_NOT_ALLOWED));
+            }
+        }
+        match &mut self.job {
+            Job::Refuse(error) => cx.done(|e| e.error(error)),
+            Job::Sleep(secs) => {
+                if secs.is_finite() && *secs > 0.0 {
+                    let started = std::time::Instant::now();
+                    std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+                    // A slow command, for the latency monitor.
+                    let micros = started.elapsed().as_micros();
+                    cx.shared
+                        .latency
+                        .add_command(false, u64::try_from(micros).unwrap_or(u64::MAX));
+                }
+                cx.done(|e| e.ok())
+            }
+            Job::ActiveExpire(on) => {
+                cx.shared.active_expire.store(*on, Ordering::Relaxed);
+                cx.done(|e| e.ok())
+            }
+            Job::Help => cx.done(|e| {
+                e.array(HELP.len());
+                for line in HELP {
+                    e.simple(line.as_bytes());
+                }
+            }),
+            Job::ChangeReplId => {
+                if let Ok(mut id) = cx.shared.repl_id.lock() {
+                    *id = crate::runtime::server::new_repl_id();
+                }
+                cx.done(|e| e.ok())
+            }
+            Job::Log(message) => {
+                crate::log!(Warning, "DEBUG LOG: {}", String::from_utf8_lossy(message));
+                cx.done(|e| e.ok())
+            }
+            Job::Error(message) => cx.done(|e| e.error_sanitized(message)),
+            Job::Protocol(kind) => cx.done(|e| protocol(e, kind)),
+            Job::Ok => cx.done(|e| e.ok()),
+            Job::Object(key) if first => {
+                let key = std::mem::take(key);
+                Step::Hops(vec![Hop::run(cx.slots.shard_of_key(&key), move |ctx| {
+                    HopOut::Other(Box::new(describe(ctx, &key)))
+                })])
+            }
+            Job::Object(_) => {
+                let line = results.into_iter().next().and_then(|r| match r {
+                    HopOut::Other(any) => any.downcast::<Option<String>>().ok().and_then(|b| *b),
+                    _ => None,
+                });
+                match line {
+                    Some(line) => cx.done(|e| e.simple(line.as_bytes())),
+                    None => cx.done(|e| e.error(b"ERR no such key")),
+                }
+            }
+            Job::DigestValue(keys) if first => {
+                let keys = std::mem::take(keys);
+                let hops = keys
+                    .into_iter()
+                    .map(|key| {
+                        Hop::run(cx.slots.shard_of_key(&key), move |ctx| {
+                            let digest = match ctx.db.get(&key, ctx.now) {
+                                Some(e) => value_digest(e.value(), e.expire_at().is_some()),
+                                None => [0; 20],
+                            };
+                            HopOut::Bulks(vec![Some(digest.to_vec())])
+                        })
+                    })
+                    .collect();
+                Step::Hops(hops)
+            }
+            Job::DigestValue(_) => {
+                let digests: Vec<String> = results
+                    .into_iter()
+                    .map(|r| match r {
+                        HopOut::Bulks(mut v) => v.pop().flatten().map(|d| hex(&d)),
+                        _ => None,
+                    })
+                    .map(|d| d.unwrap_or_else(|| "0".repeat(40)))
+                    .collect();
+                cx.done(|e| {
+                    e.array(digests.len());
+                    for d in &digests {
+                        e.simple(d.as_bytes());
+                    }
+                })
+            }
+            Job::Digest if first => {
+                let hops = (0..cx.slots.shards())
+                    .map(|shard| Hop::run(shard, |ctx| HopOut::Other(Box::new(shard_digests(ctx)))))
+                    .collect();
+                Step::Hops(hops)
+            }
+            Job::Digest => {
+                let databases = cx.shared.config.databases;
+                let mut per_db = vec![None::<[u8; 20]>; databases];
+                for r in results {
+                    let HopOut::Other(any) = r else { continue };
+                    let Ok(parts) = any.downcast::<Vec<(usize, [u8; 20])>>() else {
+                        continue;
+                    };
+                    for (db, d) in *parts {
+                        if let Some(slot) = per_db.get_mut(db) {
+                            let acc = slot.get_or_insert([0; 20]);
+                            xor_into(acc, &d);
+                        }
+                    }
+                }
+                let mut digest = [0u8; 20];
+                for (db, keys) in per_db.iter().enumerate() {
+                    if let Some(keys) = keys {
+                        mix(&mut digest, &(db as u32).to_be_bytes());
+                        xor_into(&mut digest, keys);
+                    }
+                }
+                let text = hex(&digest);
+                cx.done(|e| e.simple(text.as_bytes()))
+            }
+            Job::Reload { save, flush } => {
+                // First the save, as SAVE makes it.
+                if let Some(plan) = save {
+                    match plan.next(cx, results) {
+                        Step::Done(Outcome::Reply(reply)) if reply.starts_with(b"+") => {}
+                        Step::Done(_) => return cx.done(|e| e.error(b"ERR")),
+                        step => return step,
+                    }
+                    *save = None;
+                    return reload_hops(cx, *flush);
+                }
+                if first {
+                    return reload_hops(cx, *flush);
+                }
+                match results.iter().any(|r| matches!(r, HopOut::Flag(false))) {
+                    true => cx.done(|e| {
+                        e.error(b"ERR Error trying to load the RDB dump, check server logs.")
+                    }),
+                    false => {
+                        crate::log!(Warning, "DB reloaded by DEBUG RELOAD");
+                        cx.done(|e| e.ok())
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The hops of a reload: the file read here, each shard emptied (unless `flush` is
+/// off) and given its keys. A file that cannot be read empties the shards all the same
+/// and fails the reload, as in Redis.
+fn reload_hops(cx: &PlanCx<'_>, flush: bool) -> Step {
+    type Chunk = Vec<(usize, Vec<u8>, Value, Option<Millis>)>;
+    let shards = cx.slots.shards();
+    let mut chunks: Vec<Chunk> = (0..shards).map(|_| Vec::new()).collect();
+    let path = cx.shared.live().persist.rdb_path();
+    let now = crate::clock::now_ms();
+    let read = crate::persist::load::load_rdb(cx.shared, &path, now, &mut |db, key, value, at| {
+        let shard = cx.slots.shard_of_key(&key);
+        if let Some(chunk) = chunks.get_mut(shard) {
+            chunk.push((db, key, value, at));
+        }
+    });
+    if let Err(e) = &read {
+        crate::log!(Warning, "DEBUG RELOAD: {e}");
+    }
+    let ok = read.is_ok();
+    let hops = chunks
+        .into_iter()
+        .enumerate()
+        .map(|(shard, chunk)| {
+            Hop::run(shard, move |ctx| {
+                let now = ctx.now;
+                let mut chunk: Vec<_> = chunk.into_iter().map(Some).collect();
+                ctx.for_each_db(|db, keyspace| {
+                    if flush {
+                        keyspace.clear();
+                    }
+                    for slot in chunk.iter_mut() {
+                        if slot.as_ref().is_some_and(|k| k.0 == db)
+                            && let Some((_, key, value, at)) = slot.take()
+                        {
+                            keyspace.insert(&key, value, at, now);
+                        }
+                    }
+                });
+                HopOut::Flag(ok)
+            })
+        })
+        .collect();
+    Step::Hops(hops)
+}
+
+/// `DEBUG PROTOCOL type`: a sample reply of each RESP type.
+fn protocol(e: &mut Encoder<'_>, kind: &[u8]) {
+    let resp3 = e.version() == goblin_protocol::Version::Resp3;
+    match kind {
+        b"string" => e.bulk(b"Hello World"),
+        b"integer" => e.integer(12345),
+        // Redis's sample double (not π).
+        #[allow(clippy::approx_constant)]
+        b"double" => e.double(3.141),
+        b"bignum" => e.big_number(b"1234567999999999999999999999999999999"),
+        b"null" => e.null(),
+        b"array" | b"set" => {
+            if kind == b"set" {
+                e.set(3);
+            } else {
+                e.array(3);
+            }
+            (0..3).for_each(|i| e.integer(i));
+        }
+        b"map" => {
+            e.map(3);
+            for i in 0..3 {
+                e.integer(i);
+                e.boolean(i == 1);
+            }
+        }
+        b"attrib" => {
+            if resp3 {
+                e.raw(b"|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n");
+            }
+            e.bulk(b"Some real reply following the attribute");
+        }
+        b"push" if !resp3 => e.error(b"ERR RESP2 is not supported by this command"),
+        b"push" => {
+            e.push(2);
+            e.bulk(b"server-cpu-usage");
+            e.integer(42);
+            e.bulk(b"Some real reply following the push reply");
+        }
+        b"verbatim" => e.verbatim(b"txt", b"This is a verbatim\nstring"),
+        b"true" => e.boolean(true),
+        b"false" => e.boolean(false),
+        _ => e.error(PROTOCOL_TYPES),
+    }
+}
+
+/// `DEBUG OBJECT key`'s line, as `debugCommand` prints it (the address is made up from
+/// the key; the LRU clock has Redis's 24 bits of seconds).
+fn describe(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<String> {
+    let refcount = {
+        let e = ctx.db.get(key, ctx.now)?;
+        match e.value() {
+            ValueRef::Str(s)
+                if e.flags() & goblin_store::UNSHARED == 0
+                    && goblin_store::types::string::int_encoded(s, e.flags())
+                    && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n)) =>
+            {
+                i64::from(i32::MAX)
+            }
+            _ => 1,
+        }
+    };
+    let idle = ctx.db.idle_secs(key, ctx.now).unwrap_or(0);
+    let e = ctx.db.get(key, ctx.now)?;
+    let encoding = e.encoding();
+    let value = e.value();
+    // The value's own RDB serialization: a DUMP payload less its type byte, version and
+    // checksum.
+    let serialized = goblin_store::rdb::dump(value).len().saturating_sub(11);
+    let lru = ((ctx.now / 1000).saturating_sub(idle)) & 0xFF_FFFF;
+    let address = 0x7f00_0000_0000u64 | (u64::from(Sha1::digest(key)[0]) << 12);
+    let mut line = format!(
+        "Value at:{address:#x} refcount:{refcount} encoding:{encoding} \
+         serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}"
+    );
+    if let ValueRef::List(l) = value {
+        let nodes = l.node_count().max(1);
+        let bytes: usize = l.iter().map(|x| x.len() + 2).sum::<usize>() + 7 * nodes;
+        line.push_str(&format!(
+            " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:-2 ql_compressed:0 \
+             ql_uncompressed_size:{bytes}",
+            l.len() as f64 / nodes as f64
+        ));
+    }
+    Some(line)
+}
+
+/// `digest[i] ^= SHA1(data)[i]` (Redis's `xorDigest`).
+fn xor_digest(digest: &mut [u8; 20], data: &[u8]) {
+    xor_into(digest, &Sha1::digest(data));
+}
+
+fn xor_into(digest: &mut [u8; 20], other: &[u8; 20]) {
+    for (d, o) in digest.iter_mut().zip(other) {
+        *d ^= o;
+    }
+}
+
+/// `xorDigest`, then the digest replaced by its own SHA-1 (Redis's `mixDigest`): the
+/// order of what is mixed matters.
+fn mix(digest: &mut [u8; 20], data: &[u8]) {
+    xor_digest(digest, data);
+    *digest = Sha1::digest(&digest[..]);
+}
+
+/// A value's digest (`xorObjectDigest`), its expiry marked.
+fn value_digest(value: ValueRef<'_>, expires: bool) -> [u8; 20] {
+    let mut digest = [0u8; 20];
+    digest_value_into(&mut digest, value, expires);
+    digest
+}
+
+/// Mixes a value into `digest` as `xorObjectDigest` does: its type, then its elements
+/// (mixed in order, or XORed where they have none).
+fn digest_value_into(digest: &mut [u8; 20], value: ValueRef<'_>, expires: bool) {
+    let pair = |digest: &mut [u8; 20], a: &[u8], b: &[u8]| {
+        let mut element = [0u8; 20];
+        mix(&mut element, a);
+        mix(&mut element, b);
+        xor_digest(digest, &element);
+    };
+    // The value's type first (Redis's `OBJ_*` number, big-endian).
+    let kind: u32 = match value {
+        ValueRef::Str(_) => 0,
+        ValueRef::List(_) => 1,
+        ValueRef::Set(_) => 2,
+        ValueRef::ZSet(_) => 3,
+        ValueRef::Hash(_) => 4,
+        ValueRef::Stream(_) => 6,
+    };
+    mix(digest, &kind.to_be_bytes());
+    match value {
+        ValueRef::Str(s) => mix(digest, s),
+        ValueRef::List(l) => l.for_each(|x| mix(digest, x)),
+        ValueRef::Set(s) => s.for_each(|m| xor_digest(digest, m)),
+        ValueRef::ZSet(z) => z.for_each(|m, score| {
+            let mut buf = [0u8; 32];
+            pair(digest, m, format_double(score, &mut buf));
+        }),
+        ValueRef::Hash(h) => h.for_each(|f, v| pair(digest, f, v)),
+        ValueRef::Stream(s) => {
+            for entry in s.range(StreamId::MIN, StreamId::MAX, false, 0) {
+                mix(
+                    digest,
+                    format!("{}.{}", entry.id.ms, entry.id.seq).as_bytes(),
+                );
+                for x in &entry.fields {
+                    mix(digest, x);
+                }
+            }
+        }
+    }
+    if expires {
+        xor_digest(digest, b"!!expire!!");
+    }
+}
+
+/// This shard's part of the dataset's digest: for each database with keys here, the
+/// XOR of the SHA-1 of each key's digest (the key mixed with its value's).
+fn shard_digests(ctx: &mut ShardCtx<'_>) -> Vec<(usize, [u8; 20])> {
+    let slots: Vec<usize> = ctx.owned_slots().collect();
+    let now = ctx.now;
+    let mut out = Vec::new();
+    ctx.for_each_db(|db, keyspace: &mut Keyspace| {
+        let mut acc = [0u8; 20];
+        let mut any = false;
+        for &slot in &slots {
+            keyspace.for_each_in_slot(slot as u16, now, |e| {
+                any = true;
+                // The key's name mixed, then its value mixed on into the same digest.
+                let mut digest = [0u8; 20];
+                mix(&mut digest, e.key());
+                digest_value_into(&mut digest, e.value(), e.expire_at().is_some());
+                xor_digest(&mut acc, &digest);
+            });
+        }
+        if any {
+            out.push((db, acc));
+        }
+    });
+    out
+}
