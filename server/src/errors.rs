@@ -378,6 +378,56 @@ pub fn zset_no_input_key(name: &str) -> ErrorReply {
     )
 }
 
+/// A geo unit other than m, km, ft, mi.
+pub const GEO_UNIT: &[u8] = b"ERR unsupported unit provided. please use M, KM, FT, MI";
+/// A radius that is not a number.
+pub const GEO_RADIUS_NOT_NUMERIC: &[u8] = b"ERR need numeric radius";
+/// A negative radius.
+pub const GEO_RADIUS_NEGATIVE: &[u8] = b"ERR radius cannot be negative";
+/// BYBOX's width is not a number.
+pub const GEO_WIDTH_NOT_NUMERIC: &[u8] = b"ERR need numeric width";
+/// BYBOX's height is not a number.
+pub const GEO_HEIGHT_NOT_NUMERIC: &[u8] = b"ERR need numeric height";
+/// BYBOX with a negative width or height.
+pub const GEO_BOX_NEGATIVE: &[u8] = b"ERR height or width cannot be negative";
+/// A geo search's COUNT of zero or less.
+pub const GEO_COUNT_NOT_POSITIVE: &[u8] = b"ERR COUNT must be > 0";
+/// A search around a member the set does not hold.
+pub const GEO_NO_MEMBER: &[u8] = b"ERR could not decode requested zset member";
+/// GEORADIUS's STORE or STOREDIST with WITHDIST, WITHHASH or WITHCOORD.
+pub const GEORADIUS_STORE_WITH: &[u8] = b"ERR STORE option in GEORADIUS is not compatible with WITHDIST, WITHHASH and WITHCOORD options";
+/// GEOSEARCHSTORE with WITHDIST, WITHHASH or WITHCOORD.
+pub const GEOSEARCHSTORE_WITH: &[u8] =
+    b"ERR GEOSEARCHSTORE is not compatible with WITHDIST, WITHHASH and WITHCOORD options";
+/// ANY without COUNT.
+pub const GEO_ANY_WITHOUT_COUNT: &[u8] = b"ERR the ANY argument requires COUNT argument";
+/// Goblin's own: GEORADIUS (or GEORADIUSBYMEMBER) whose last STORE or STOREDIST option,
+/// the destination Redis writes, is not the key its key specs name (they find the
+/// first of each): the command was routed and locked by another key.
+pub const GEO_STORE_NOT_ROUTED: &[u8] = b"ERR the destination must be named by the first STORE or STOREDIST option: give one destination";
+
+/// `ERR invalid longitude,latitude pair <lon>,<lat>`, each printed as C's `%f` prints it.
+pub fn geo_invalid_pair(longitude: f64, latitude: f64) -> ErrorReply {
+    ErrorReply::Formatted(
+        format!("ERR invalid longitude,latitude pair {longitude:.6},{latitude:.6}").into_bytes(),
+    )
+}
+
+/// GEOSEARCH or GEOSEARCHSTORE (named as the client wrote it) without FROMMEMBER or
+/// FROMLONLAT.
+pub fn geo_search_without_from(name: &[u8]) -> ErrorReply {
+    let mut text = b"ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for ".to_vec();
+    text.extend_from_slice(c_str(name));
+    ErrorReply::Formatted(text)
+}
+
+/// GEOSEARCH or GEOSEARCHSTORE (named as the client wrote it) without BYRADIUS or
+/// BYBOX.
+pub fn geo_search_without_by(name: &[u8]) -> ErrorReply {
+    let mut text = b"ERR exactly one of BYRADIUS and BYBOX can be specified for ".to_vec();
+    text.extend_from_slice(c_str(name));
+    ErrorReply::Formatted(text)
+}
 /// A client from outside the loopback interface, in protected mode without a password.
 pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 

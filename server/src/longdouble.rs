@@ -351,6 +351,36 @@ impl LongDouble {
         })
     }
 
+    /// `d` exactly, as C converts a `double` to a `long double` (GEOPOS prints
+    /// coordinates so); NaN, which has no form here, becomes +∞.
+    pub fn from_f64(d: f64) -> LongDouble {
+        if !d.is_finite() {
+            return LongDouble::Infinite(d == f64::NEG_INFINITY);
+        }
+        let bits = d.to_bits();
+        let negative = bits >> 63 == 1;
+        let biased = ((bits >> 52) & 0x7ff) as i64;
+        let fraction = bits & ((1 << 52) - 1);
+        let (m, e) = if biased == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | 1 << 52, biased - 1075)
+        };
+        if m == 0 {
+            return LongDouble::Finite {
+                negative,
+                mantissa: 0,
+                exp: 0,
+            };
+        }
+        let shift = m.leading_zeros();
+        LongDouble::Finite {
+            negative,
+            mantissa: m << shift,
+            exp: e - i64::from(shift),
+        }
+    }
+
     /// The nearest `f64` (±∞ for ±∞).
     pub fn to_f64(&self) -> f64 {
         match *self {

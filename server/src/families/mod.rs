@@ -9,6 +9,7 @@ pub mod connection;
 pub mod debug;
 pub mod diagnostics;
 pub mod dump;
+pub mod geo;
 pub mod goblin;
 pub mod hashes;
 pub mod keys;
@@ -63,6 +64,7 @@ pub fn register_all(table: &mut CommandTable) {
     sort::register(table);
     lolwut::register(table);
     debug::register(table);
+    geo::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

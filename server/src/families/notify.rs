@@ -1,6 +1,6 @@
 //! The names of keyspace notifications, per command, as Redis 7.0's commands send them
 //! (`notifyKeyspaceEvent` calls in t_string.c, db.c, expire.c, t_hash.c, t_list.c,
-//! t_set.c, t_zset.c): the shard's write path gives the key events a command made, and
+//! t_set.c, t_zset.c, geo.c): the shard's write path gives the key events a command made, and
 //! this names them (`shard/notify.rs` publishes them).
 //!
 //! A written key gets the command's event; a collection the command emptied (a deleted
@@ -233,6 +233,11 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" => {
             stored(events, ZSET, name, emit);
         }
+        // Geo (geo.c): GEOADD runs as ZADD; a search that stores names its write after
+        // itself, or deletes an empty destination.
+        "geoadd" => each(events, ZSET, "zadd", emit),
+        "geosearchstore" => stored(events, ZSET, "geosearchstore", emit),
+        "georadius" | "georadiusbymember" => stored(events, ZSET, "georadiusstore", emit),
         // Streams (t_stream.c). An XADD that trims writes twice: `xadd`, then `xtrim`.
         "xadd" => {
             for (i, k) in events.iter().enumerate() {

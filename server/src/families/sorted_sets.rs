@@ -379,7 +379,7 @@ fn binary_to_f64(m: u64, exp: i64, sticky: bool) -> f64 {
 
 /// A score as Redis's `string2d` reads one (ZADD, ZINCRBY, WEIGHTS): all of the argument
 /// a number, no leading blank, not out of range, not NaN.
-fn parse_score(s: &[u8]) -> Option<f64> {
+pub(crate) fn parse_score(s: &[u8]) -> Option<f64> {
     if s.first().is_none_or(|&c| is_c_space(c)) {
         return None;
     }
@@ -560,7 +560,7 @@ struct AddCounts {
 
 /// Redis's `zaddGenericCommand`: the options (in any order, until the first word that is
 /// none), the checks in Redis's order, every score parsed before the key is looked at.
-fn zadd_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, incr: bool) {
+pub(crate) fn zadd_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, incr: bool) {
     let mut flags = AddFlags {
         incr,
         ..AddFlags::default()
@@ -1033,7 +1033,7 @@ fn range_destination(q: &RangeQuery, found: &Elements) -> SortedSet {
 /// Writes a STORE command's destination on its shard: the set, or (when empty) the key
 /// deleted. With `log`, records the deterministic effect: `DEL dst` and the ZADD that
 /// rebuilds it. Returns the destination's size.
-fn store_part(ctx: &mut ShardCtx<'_>, dst: &[u8], z: SortedSet, log: bool) -> usize {
+pub(crate) fn store_part(ctx: &mut ShardCtx<'_>, dst: &[u8], z: SortedSet, log: bool) -> usize {
     let n = z.len();
     if n == 0 {
         if ctx.db.delete(dst, ctx.now) && log {

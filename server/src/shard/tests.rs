@@ -482,6 +482,50 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"SORT", b"{t}l", b"STORE", b"{t}d"],
         &[&[b"RPUSH", b"{t}l", b"2", b"1"]],
     ),
+    // geo
+    (
+        &[b"GEOADD", b"g", b"13.361389", b"38.115556", b"Palermo"],
+        &[],
+    ),
+    (
+        &[
+            b"GEOSEARCHSTORE",
+            b"{t}d",
+            b"{t}g",
+            b"FROMLONLAT",
+            b"15",
+            b"37",
+            b"BYRADIUS",
+            b"200",
+            b"km",
+        ],
+        &[&[b"GEOADD", b"{t}g", b"13.361389", b"38.115556", b"Palermo"]],
+    ),
+    (
+        &[
+            b"GEORADIUS",
+            b"{t}g",
+            b"15",
+            b"37",
+            b"200",
+            b"km",
+            b"STORE",
+            b"{t}d",
+        ],
+        &[&[b"GEOADD", b"{t}g", b"13.361389", b"38.115556", b"Palermo"]],
+    ),
+    (
+        &[
+            b"GEORADIUSBYMEMBER",
+            b"{t}g",
+            b"Palermo",
+            b"200",
+            b"km",
+            b"STOREDIST",
+            b"{t}d",
+        ],
+        &[&[b"GEOADD", b"{t}g", b"13.361389", b"38.115556", b"Palermo"]],
+    ),
     (
         &[b"BITOP", b"OR", b"{t}d", b"{t}a", b"{t}b"],
         &[&[b"SET", b"{t}a", b"v"]],
