@@ -641,6 +641,79 @@ const SAMPLES: &[(&str, &[&str])] = &[
         "bitop",
         &["BITOP AND d a b", "BITOP NOT d a", "BITOP AND d"],
     ),
+    // Geo.
+    (
+        "geoadd",
+        &[
+            "GEOADD k 1 2 m",
+            "GEOADD k NX CH 1 2 m 3 4 n",
+            "GEOADD k 1 2",
+        ],
+    ),
+    (
+        "geodist",
+        &["GEODIST k a b", "GEODIST k a b km", "GEODIST k a"],
+    ),
+    ("geohash", &["GEOHASH k a b", "GEOHASH k", "GEOHASH"]),
+    ("geopos", &["GEOPOS k a b", "GEOPOS k", "GEOPOS"]),
+    (
+        "georadius",
+        &[
+            "GEORADIUS k 1 2 3 m",
+            "GEORADIUS k 1 2 3 m STORE d",
+            "GEORADIUS k 1 2 3 m STOREDIST d",
+            "GEORADIUS k 1 2 3 m WITHDIST COUNT 1 ANY STORE d",
+            "GEORADIUS k 1 2 3 m STORE a STOREDIST b",
+            "GEORADIUS k 1 2 3 m STOREDIST a STORE b",
+            "GEORADIUS k 1 2 3 m STORE a STORE b",
+            "GEORADIUS k 1 2 3 m store",
+            "GEORADIUS k 1 2 3 STORE d",
+            "GEORADIUS k 1 2 3",
+        ],
+    ),
+    (
+        "georadius_ro",
+        &[
+            "GEORADIUS_RO k 1 2 3 m",
+            "GEORADIUS_RO k 1 2 3 m STORE d",
+            "GEORADIUS_RO k 1",
+        ],
+    ),
+    (
+        "georadiusbymember",
+        &[
+            "GEORADIUSBYMEMBER k m 3 km",
+            "GEORADIUSBYMEMBER k m 3 km STORE d",
+            "GEORADIUSBYMEMBER k m 3 km ASC STOREDIST d",
+            "GEORADIUSBYMEMBER k STORE d km",
+            "GEORADIUSBYMEMBER k m 3",
+        ],
+    ),
+    (
+        "georadiusbymember_ro",
+        &[
+            "GEORADIUSBYMEMBER_RO k m 3 km",
+            "GEORADIUSBYMEMBER_RO k m 3 km STORE d",
+            "GEORADIUSBYMEMBER_RO k m",
+        ],
+    ),
+    (
+        "geosearch",
+        &[
+            "GEOSEARCH k FROMMEMBER m BYRADIUS 1 km",
+            "GEOSEARCH k FROMLONLAT 1 2 BYBOX 1 1 km ASC COUNT 1 ANY WITHDIST",
+            "GEOSEARCH k FROMMEMBER m",
+        ],
+    ),
+    (
+        "geosearchstore",
+        &[
+            "GEOSEARCHSTORE d k FROMMEMBER m BYRADIUS 1 km",
+            "GEOSEARCHSTORE d k FROMLONLAT 1 2 BYBOX 1 1 km STOREDIST",
+            "GEOSEARCHSTORE d k FROMMEMBER m BYRADIUS",
+            "GEOSEARCHSTORE d k",
+        ],
+    ),
     (
         "bitfield",
         &[
@@ -931,7 +1004,6 @@ const ABSENT: &[&str] = &[
     "CLIENT CACHING yes",
     "EVAL s 1 k",
     "PFADD k a",
-    "GEOADD k 1 2 m",
 ];
 
 /// The words of a sample (`''` is the empty argument).

@@ -228,6 +228,16 @@ const SCRIPT: &str = "
     SORT {t}sl
     SORT {t}none STORE {t}sd
     SORT {t}none STORE {t}sd
+    GEOADD {t}geo 13.361389 38.115556 Palermo 15.087269 37.502669 Catania
+    GEOADD {t}geo 13.361389 38.115556 Palermo
+    GEOADD {t}geo CH 13.361389 38.1 Palermo
+    GEOSEARCHSTORE {t}gs {t}geo FROMLONLAT 15 37 BYRADIUS 200 km
+    GEOSEARCHSTORE {t}gs {t}geo FROMLONLAT 15 37 BYRADIUS 1 m
+    GEOSEARCHSTORE {t}gs {t}geo FROMLONLAT 15 37 BYRADIUS 1 m
+    GEORADIUS {t}geo 15 37 200 km STORE {t}gr
+    GEORADIUSBYMEMBER {t}geo Palermo 200 km STOREDIST {t}gr
+    GEORADIUS {t}none 15 37 200 km STORE {t}gr
+    GEORADIUS {t}geo 15 37 200 km
     XADD {t}x 1-1 a 1
     XADD {t}x MAXLEN 1 2-1 a 2
     XADD {t}x MAXLEN 5 3-1 a 3
@@ -331,6 +341,12 @@ fn notifications_of_commands_across_shards_match_redis() {
         XREAD STREAMS K0 K1 0 0
         RENAME K1 K3
         XADD K2 MAXLEN 0 1-1 a 1
+        DEL K4 K5 K6 K7
+        GEOADD K5 13.361389 38.115556 Palermo
+        GEOSEARCHSTORE K6 K5 FROMLONLAT 15 37 BYRADIUS 200 km
+        GEORADIUS K5 15 37 200 km STOREDIST K7
+        GEORADIUSBYMEMBER K5 Palermo 1 m STORE K6
+        GEOSEARCHSTORE K6 K4 FROMLONLAT 15 37 BYRADIUS 200 km
     ";
     let mut text = script.to_string();
     for (i, key) in keys.iter().enumerate().rev() {
