@@ -828,8 +828,8 @@ mod tests {
             let words: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
             Args::with_owned(&words, |a| {
                 let dest = (from..a.len() - 1)
-                    .filter(|&i| is_keyword(a.get(i), "store") || is_keyword(a.get(i), "storedist"))
-                    .last()
+                    .rev()
+                    .find(|&i| is_keyword(a.get(i), "store") || is_keyword(a.get(i), "storedist"))
                     .map_or(&b""[..], |i| a.get(i + 1));
                 routed(a, from, dest)
             })
