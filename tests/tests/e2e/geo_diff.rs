@@ -476,6 +476,37 @@ fn orders_ties_and_any_match_redis() {
     });
 }
 
+/// Large groups of members at equal distances (150 members on 15 places): where ASC,
+/// DESC and COUNT leave ties is where Redis's sorts leave them — glibc's merge sort, and
+/// the partial quicksort's pivots (median of three, and of nine past 40 elements) — in
+/// replies and in STORE destinations.
+#[test]
+fn ties_in_distance_match_redis() {
+    let mut rng = Rng::new(5);
+    let mut text = String::from("GEOADD K0");
+    for i in 0..150 {
+        let x = *rng.pick(&["0", "0.001", "-0.001", "0.002", "0.0005"]);
+        let y = *rng.pick(&["0", "0.001", "-0.002"]);
+        text.push_str(&format!(" {x} {y} m{:05}", rng.below(100_000) * 1000 + i));
+    }
+    text.push('\n');
+    for count in [1, 2, 7, 30, 41, 70, 120, 149, 150, 200] {
+        for order in ["ASC", "DESC", ""] {
+            text.push_str(&format!(
+                "GEOSEARCH K0 FROMLONLAT 0 0 BYRADIUS 10 km COUNT {count} {order} WITHDIST\n\
+                 GEOSEARCHSTORE K1 K0 FROMLONLAT 0 0 BYRADIUS 10 km COUNT {count} {order} STOREDIST\n\
+                 ZRANGE K1 0 -1 WITHSCORES\n"
+            ));
+        }
+    }
+    text.push_str("GEOSEARCH K0 FROMLONLAT 0 0 BYRADIUS 10 km ASC\n");
+    text.push_str("GEOSEARCH K0 FROMLONLAT 0 0 BYRADIUS 10 km DESC\n");
+    for_each_thread_count(|d, ctx| {
+        script(d, &[], ctx, "FLUSHALL");
+        script(d, &Layout::CrossShard.keys(2), ctx, &text);
+    });
+}
+
 /// A random coordinate: anywhere, in a small cluster (many matches, close ties), or on
 /// the limits.
 fn coordinate(rng: &mut Rng) -> (String, String) {
