@@ -153,6 +153,19 @@ fn write_everything(raw: &mut Raw, threads: usize, goblin: bool) {
     ok(raw, &format!("RENAME {a} {a}.renamed"));
     ok(raw, &format!("SADD {b}.set p q"));
     ok(raw, &format!("SUNIONSTORE {a}.union {b}.set set:ints"));
+    // Geo sets, and the geo STORE commands (their effects, across shards).
+    ok(
+        raw,
+        &format!("GEOADD {a}.geo 13.361389 38.115556 Palermo 15.087269 37.502669 Catania"),
+    );
+    ok(
+        raw,
+        &format!("GEOSEARCHSTORE {b}.near {a}.geo FROMLONLAT 15 37 BYRADIUS 200 km STOREDIST"),
+    );
+    ok(
+        raw,
+        &format!("GEORADIUS {a}.geo 15 37 200 km STORE {b}.geo"),
+    );
 }
 
 /// The dataset, once it no longer has keys about to expire.
