@@ -22,10 +22,10 @@
 //! both, logging the write as its effect (`DEL` and a `ZADD`).
 //!
 //! **One deliberate difference.** Redis writes a GEORADIUS's *last* STORE or STOREDIST
-//! key, while its key specs (COMMAND GETKEYS, routing) name the *first* of each; a
-//! command whose destination is not among the keys it was routed by (`STORE a STORE b`)
-//! is refused ([`errors::GEO_STORE_NOT_ROUTED`]) rather than write a key on a shard that
-//! did not lock it.
+//! key, while its key specs (COMMAND GETKEYS, routing, locks) name the *first* of each; a
+//! command whose destination is not one of those (`STORE a STORE b`) is refused
+//! ([`errors::GEO_STORE_NOT_ROUTED`]) rather than write a key it was not routed by, or
+//! locked for writing.
 
 mod geohash;
 mod sort;
@@ -406,16 +406,17 @@ enum Searched {
 }
 
 /// Whether `dest`, the destination a GEORADIUS parse chose, is a key the command was
-/// routed and locked by: its source, or a key its specs name — after the first STORE
-/// and the first STOREDIST found from the options' start, the last argument never looked
-/// at (`getKeysUsingKeySpecs`'s keyword search).
+/// routed by and locked for writing: one its specs name as a destination — after the
+/// first STORE or the first STOREDIST found from the options' start, the last argument
+/// never looked at (`getKeysUsingKeySpecs`'s keyword search). (The source, also named
+/// by the specs, is locked only for reading.)
 fn routed(args: &Args<'_>, from: usize, dest: &[u8]) -> bool {
     let after = |keyword: &str| {
         (from..args.len().saturating_sub(1))
             .find(|&i| is_keyword(args.get(i), keyword))
             .map(|i| args.get(i + 1))
     };
-    dest == args.get(1) || after("STORE") == Some(dest) || after("STOREDIST") == Some(dest)
+    after("STORE") == Some(dest) || after("STOREDIST") == Some(dest)
 }
 
 /// `georadiusGeneric`: parses and checks the arguments in Redis's order, then searches
@@ -841,5 +842,7 @@ mod tests {
         assert!(!check("GEORADIUS s 0 0 1 m STORE a STORE b", 6));
         assert!(!check("GEORADIUS s 0 0 1 m STOREDIST a STOREDIST b", 6));
         assert!(check("GEORADIUSBYMEMBER s m 1 m STOREDIST d", 5));
+        assert!(check("GEORADIUS s 0 0 1 m STOREDIST d STORE s", 6));
+        assert!(!check("GEORADIUS s 0 0 1 m STORE d STORE s", 6));
     }
 }

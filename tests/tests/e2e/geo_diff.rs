@@ -625,8 +625,9 @@ fn random_points_and_searches_match_redis() {
 }
 
 /// Goblin's one deliberate difference: a GEORADIUS whose destination (its last STORE or
-/// STOREDIST) is not the key its key specs name (the first of each) is refused, with
-/// nothing written; a destination named twice alike is no such case.
+/// STOREDIST) is not a destination its key specs name (the first of each) — even its
+/// source, which they name for reading — is refused, with nothing written; a destination
+/// named twice alike is no such case.
 #[test]
 fn a_destination_the_specs_do_not_name_is_refused() {
     let server = Server::goblin_threads(4);
@@ -638,6 +639,7 @@ fn a_destination_the_specs_do_not_name_is_refused() {
         "GEORADIUS src 15 37 200 km STORE a STORE b",
         "GEORADIUS src 15 37 200 km STOREDIST a STOREDIST b",
         "GEORADIUSBYMEMBER src Palermo 200 km STORE a COUNT 1 STORE b",
+        "GEORADIUS src 15 37 200 km STORE a STORE src",
     ] {
         let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
         let reply = raw.cmd(&args);
