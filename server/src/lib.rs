@@ -39,6 +39,7 @@ pub mod persist;
 
 pub mod runtime;
 pub mod sha1;
+pub mod sha256;
 pub mod shard;
 pub mod txn;
 pub mod util;

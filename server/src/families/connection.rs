@@ -31,11 +31,6 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::SELECT, Exec::Conn(select));
     table.add(&meta::AUTH, Exec::Conn(auth));
     table.add_container(
-        &meta::ACL,
-        Exec::Container,
-        &[("whoami", None, Exec::Conn(acl_whoami))],
-    );
-    table.add_container(
         &meta::CLIENT,
         Exec::Container,
         &[
@@ -640,12 +635,6 @@ fn client_kill_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u
     }
 }
 
-/// `CLIENT HELP`
-/// `ACL WHOAMI`: every client is the default user (Goblin has no other users).
-fn acl_whoami(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    ctx.reply().bulk(b"default");
-}
-
 /// `CLIENT NO-EVICT ON|OFF`: accepted (Goblin never evicts clients for memory; the
 /// output-buffer limits still apply, as they do in Redis).
 fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
@@ -658,6 +647,7 @@ fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
+/// `CLIENT HELP`
 fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -4,6 +4,7 @@
 //!
 //! Also here: what several families share — expiry-argument parsing with Redis's rules.
 
+pub mod acl;
 pub mod bitmaps;
 pub mod connection;
 pub mod debug;
@@ -64,6 +65,7 @@ pub fn register_all(table: &mut CommandTable) {
     sort::register(table);
     lolwut::register(table);
     debug::register(table);
+    acl::register(table);
     geo::register(table);
 }
 

@@ -382,3 +382,60 @@ fn maxclients_and_idle_timeout_close_connections() {
     let mut again = server.raw();
     assert_eq!(again.cmd_str("PING"), b"+PONG\r\n");
 }
+
+/// ACL for the default user, the only one: WHOAMI, CAT (the categories; a category's
+/// commands are redis-server's, less those Goblin lacks), GENPASS's lengths and
+/// errors, LIST, USERS and GETUSER without and with `requirepass`, LOG, DRYRUN's
+/// checks and HELP's lines, as redis-server answers them.
+#[test]
+fn acl_for_the_default_user_matches_redis() {
+    let mut d = Differential::new();
+    d.check_lines(
+        "ACL WHOAMI\nACL CAT\nACL CAT nope\nACL CAT a b\nACL LIST\nACL USERS\n\
+         ACL GETUSER default\nACL GETUSER nobody\nACL LOG\nACL LOG 5\nACL LOG x\n\
+         ACL LOG RESET\nACL GENPASS 0\nACL GENPASS 4097\nACL GENPASS x\n\
+         ACL DRYRUN default get k\nACL DRYRUN default GET\nACL DRYRUN default nocmd\n\
+         ACL DRYRUN nobody get k\nACL DRYRUN default client list\n\
+         ACL DRYRUN default client\nACL DRYRUN default client nope\n\
+         ACL DRYRUN default config get\nACL DRYRUN\nACL NOPE",
+    );
+    for bits in ["", " 1", " 5", " 8", " 4096"] {
+        let line = format!("ACL GENPASS{bits}");
+        let (g, r) = (d.g.cmd_str(&line), d.r.cmd_str(&line));
+        assert_eq!(g.len(), r.len(), "{line}");
+        assert_ne!(g, d.g.cmd_str(&line), "{line}: random");
+    }
+    for category in [
+        "read",
+        "connection",
+        "hyperloglog",
+        "geo",
+        "scripting",
+        "stream",
+    ] {
+        let line = format!("ACL CAT {category}");
+        let names = |reply: Vec<u8>| {
+            let text = String::from_utf8(reply).unwrap();
+            let mut names: Vec<String> = text
+                .split("\r\n")
+                .filter(|l| !l.is_empty() && !l.starts_with(['*', '$']))
+                .map(str::to_string)
+                .collect();
+            names.sort();
+            names
+        };
+        let (mut g, r) = (names(d.g.cmd_str(&line)), names(d.r.cmd_str(&line)));
+        // Goblin's own commands (and CLIENT SETINFO, of Redis 7.2) are in categories too.
+        g.retain(|n| {
+            !n.starts_with("goblin.")
+                && !["delex", "delifeq", "client|setinfo"].contains(&n.as_str())
+        });
+        assert!(g.iter().all(|n| r.contains(n)), "{line}: {g:?} ⊄ {r:?}");
+    }
+    for line in ["CONFIG SET requirepass secret", "AUTH secret"] {
+        d.check_str(line);
+    }
+    d.check_lines("ACL LIST\nACL GETUSER default");
+    let help = d.g.cmd_str("ACL HELP");
+    assert_eq!(help, d.r.cmd_str("ACL HELP"));
+}

@@ -75,6 +75,20 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("command|help", &["COMMAND HELP", "COMMAND HELP x"]),
     ("acl", &["ACL", "ACL NOPE x"]),
     ("acl|whoami", &["ACL WHOAMI", "ACL WHOAMI x"]),
+    ("acl|cat", &["ACL CAT", "ACL CAT read", "ACL CAT a b"]),
+    (
+        "acl|genpass",
+        &["ACL GENPASS", "ACL GENPASS 8", "ACL GENPASS 1 2"],
+    ),
+    ("acl|list", &["ACL LIST", "ACL LIST x"]),
+    ("acl|users", &["ACL USERS", "ACL USERS x"]),
+    ("acl|getuser", &["ACL GETUSER default", "ACL GETUSER"]),
+    ("acl|log", &["ACL LOG", "ACL LOG RESET", "ACL LOG 1 2"]),
+    (
+        "acl|dryrun",
+        &["ACL DRYRUN default get k", "ACL DRYRUN default"],
+    ),
+    ("acl|help", &["ACL HELP", "ACL HELP x"]),
     (
         "client|reply",
         &["CLIENT REPLY", "CLIENT REPLY ON", "CLIENT REPLY ON x"],
@@ -1000,11 +1014,7 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 
 /// Commands redis-server 7.0 has and goblin-server does not: Goblin looks up its own
 /// table, so they are invalid commands to it.
-const ABSENT: &[&str] = &[
-    "CLIENT CACHING yes",
-    "EVAL s 1 k",
-    "PFADD k a",
-];
+const ABSENT: &[&str] = &["CLIENT CACHING yes", "EVAL s 1 k", "PFADD k a"];
 
 /// The words of a sample (`''` is the empty argument).
 fn words(line: &str) -> Vec<&[u8]> {
