@@ -537,6 +537,7 @@ pub const SHOWN: &[&str] = &[
     "zset-max-listpack-value",
     "stream-node-max-bytes",
     "stream-node-max-entries",
+    "hll-sparse-max-bytes",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).

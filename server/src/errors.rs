@@ -522,3 +522,20 @@ pub const CONFIG_REWRITE_NO_FILE: &[u8] = b"ERR The server is running without a 
 pub fn config_rewrite_failed(reason: &str) -> ErrorReply {
     ErrorReply::Formatted(format!("ERR Rewriting config file: {reason}").into_bytes())
 }
+
+/// A string that is not a HyperLogLog, given to a HyperLogLog command.
+pub const HLL_WRONGTYPE: &[u8] = b"WRONGTYPE Key is not a valid HyperLogLog string value.";
+/// A HyperLogLog whose sparse registers cannot be read.
+pub const HLL_INVALID: &[u8] = b"INVALIDOBJ Corrupted HLL object detected";
+/// PFDEBUG of a missing key.
+pub const PFDEBUG_NO_KEY: &[u8] = b"ERR The specified key does not exist";
+/// PFDEBUG DECODE of a dense HyperLogLog.
+pub const PFDEBUG_NOT_SPARSE: &[u8] = b"ERR HLL encoding is not sparse";
+
+/// `ERR Unknown PFDEBUG subcommand '<sub>'`
+pub fn pfdebug_unknown(sub: &[u8]) -> ErrorReply {
+    let mut msg = b"ERR Unknown PFDEBUG subcommand '".to_vec();
+    msg.extend_from_slice(c_str(sub));
+    msg.push(b'\'');
+    ErrorReply::Formatted(msg)
+}

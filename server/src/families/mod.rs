@@ -13,6 +13,7 @@ pub mod dump;
 pub mod geo;
 pub mod goblin;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
 pub mod lolwut;
@@ -67,6 +68,7 @@ pub fn register_all(table: &mut CommandTable) {
     debug::register(table);
     acl::register(table);
     geo::register(table);
+    hyperloglog::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -123,6 +123,17 @@ pub fn events(name: &str, args: &Args<'_>, events: &[&KeyEvent], emit: &mut Emit
                 emit(STRING, "setbit", k);
             }
         }
+        // HyperLogLog (hyperloglog.c): PFMERGE is "a mass-add of elements". The registers
+        // a corrupted PFADD raised before its error, PFCOUNT's cache and PFDEBUG's
+        // conversions notify nothing.
+        "pfadd" | "pfmerge" => {
+            for k in events
+                .iter()
+                .filter(|k| k.change == Change::Written && !k.quiet)
+            {
+                emit(STRING, "pfadd", k);
+            }
+        }
         // (DECR and DECRBY too: Redis names all four `incrby`.)
         "incr" | "incrby" | "decr" | "decrby" => each(events, STRING, "incrby", emit),
         // Keys.

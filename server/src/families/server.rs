@@ -416,6 +416,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "stream-node-max-entries",
             super::streams::LIMITS.max_entries.to_string(),
         ),
+        (
+            "hll-sparse-max-bytes",
+            super::hyperloglog::SPARSE_MAX_BYTES_CONFIG.to_string(),
+        ),
     ]
 }
 

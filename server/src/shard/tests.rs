@@ -530,6 +530,12 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[b"BITOP", b"OR", b"{t}d", b"{t}a", b"{t}b"],
         &[&[b"SET", b"{t}a", b"v"]],
     ),
+    (&[b"PFADD", b"k", b"a"], &[]),
+    (
+        &[b"PFMERGE", b"{t}d", b"{t}a", b"{t}b"],
+        &[&[b"PFADD", b"{t}a", b"x"]],
+    ),
+    (&[b"PFDEBUG", b"TODENSE", b"k"], &[&[b"PFADD", b"k", b"a"]]),
     // The DUMP of the string "v", as redis-server 7.0 writes it.
     (
         &[

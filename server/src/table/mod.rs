@@ -130,6 +130,10 @@ pub struct CommandSpec {
     /// its plan takes over only if it asks to wait (`ShardCtx::wait`); with them on
     /// another shard, its plan runs.
     pub plan_if: Option<fn(&Args<'_>) -> bool>,
+    /// Where its keys are when its key specs find none in an invocation it accepts (the
+    /// specs call `PFMERGE dest` invalid, as COMMAND GETKEYS answers, yet it writes
+    /// `dest`): for routing and locking only.
+    pub route_keys: Option<keys::CustomFinder>,
     /// Whether MULTI queues it (QUIT, like the transaction commands themselves, runs at
     /// once).
     pub queued_in_multi: bool,
@@ -177,7 +181,7 @@ impl CommandSpec {
     /// (Arguments that do not hold the keys the command's key specs describe name no
     /// key: the command answers its own arity or syntax error, wherever it runs.)
     pub fn for_each_key(&self, args: &Args<'_>, mut f: impl FnMut(usize, LockMode)) {
-        let _ = self.key_finder.find(args, |i, flags| {
+        let mut found = |i: usize, flags: KeyFlags| {
             f(
                 i,
                 if flags.is_read_only() {
@@ -186,14 +190,23 @@ impl CommandSpec {
                     LockMode::Exclusive
                 },
             )
-        });
+        };
+        if self.key_finder.find(args, &mut found).is_err()
+            && let Some(route) = self.route_keys
+        {
+            let _ = route(args, &mut found);
+        }
     }
 
     /// Calls `f` with the argument index of each key of the command `args` (routing and
     /// ownership need the positions only, which cost less than the flags).
     #[inline]
-    pub fn for_each_key_position(&self, args: &Args<'_>, f: impl FnMut(usize)) {
-        let _ = self.key_finder.positions(args, f);
+    pub fn for_each_key_position(&self, args: &Args<'_>, mut f: impl FnMut(usize)) {
+        if self.key_finder.positions(args, &mut f).is_err()
+            && let Some(route) = self.route_keys
+        {
+            let _ = route(args, &mut |i, _| f(i));
+        }
     }
 
     /// The keys of the command `args` with their lock modes.
@@ -245,6 +258,14 @@ impl Registered<'_> {
     /// The command names one key at most, whatever its key specs could say.
     pub fn one_key(self) -> Self {
         self.0.key_finder = self.0.key_finder.clone().naming_one_key();
+        self
+    }
+
+    /// Where the command's keys are, for routing and locking, in invocations it accepts
+    /// but whose keys its key specs cannot find (COMMAND GETKEYS still answers from the
+    /// specs, as redis-server does).
+    pub fn route_keys(self, finder: keys::CustomFinder) -> Self {
+        self.0.route_keys = Some(finder);
         self
     }
 
@@ -326,6 +347,7 @@ impl CommandTable {
             id,
             cross_shard: None,
             plan_if: None,
+            route_keys: None,
             queued_in_multi: !matches!(exec, Exec::Multi(_)),
             while_subscribed: false,
             info,
@@ -581,10 +603,18 @@ mod tests {
             for argc in counts {
                 let args = Args::new(&buf, &spans[..argc as usize]);
                 let mut found = Vec::new();
-                let result = spec.key_finder.find(&args, |i, _| found.push(i));
+                let mut result = spec.key_finder.find(&args, |i, _| found.push(i));
                 let legacy = legacy_indexes(spec, argc as usize);
                 let mut positions = Vec::new();
-                let by_position = spec.key_finder.positions(&args, |i| positions.push(i));
+                let mut by_position = spec.key_finder.positions(&args, |i| positions.push(i));
+                if by_position.is_err() && spec.route_keys.is_some() {
+                    // Routing's own search for what the specs call invalid.
+                    spec.for_each_key_position(&args, |i| positions.push(i));
+                    by_position = Ok(());
+                    found.clear();
+                    spec.for_each_key(&args, |i, _| found.push(i));
+                    result = Ok(());
+                }
                 assert_eq!(
                     (by_position, &positions),
                     (Ok(()), &legacy),
