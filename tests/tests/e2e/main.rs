@@ -24,6 +24,7 @@ mod goblin_life_block;
 mod goblin_life_diff;
 mod goblin_life_race;
 mod hashes_diff;
+mod hyperloglog_diff;
 mod keys_diff;
 mod lists_diff;
 mod multi_exec;

@@ -238,6 +238,21 @@ const SCRIPT: &str = "
     GEORADIUSBYMEMBER {t}geo Palermo 200 km STOREDIST {t}gr
     GEORADIUS {t}none 15 37 200 km STORE {t}gr
     GEORADIUS {t}geo 15 37 200 km
+    PFADD {t}p a b
+    PFADD {t}p a
+    PFADD {t}p
+    PFADD {t}p2
+    PFCOUNT {t}p
+    PFCOUNT {t}p {t}p2
+    PFMERGE {t}pm {t}p
+    PFMERGE {t}pm {t}p
+    PFMERGE {t}pm2
+    PFDEBUG TODENSE {t}p
+    PFDEBUG GETREG {t}pm
+    PFADD {t}pc
+    SETRANGE {t}pc 16 n0
+    PFADD {t}pc c d a
+    GET {t}pc
     XADD {t}x 1-1 a 1
     XADD {t}x MAXLEN 1 2-1 a 2
     XADD {t}x MAXLEN 5 3-1 a 3
@@ -347,6 +362,12 @@ fn notifications_of_commands_across_shards_match_redis() {
         GEORADIUS K5 15 37 200 km STOREDIST K7
         GEORADIUSBYMEMBER K5 Palermo 1 m STORE K6
         GEOSEARCHSTORE K6 K4 FROMLONLAT 15 37 BYRADIUS 200 km
+        DEL K4 K5 K6 K7
+        PFADD K4 a
+        PFADD K5 b
+        PFMERGE K6 K4 K5
+        PFMERGE K4 K5 K6
+        PFCOUNT K4 K5 K6
     ";
     let mut text = script.to_string();
     for (i, key) in keys.iter().enumerate().rev() {

@@ -262,7 +262,9 @@ fn ops_with_tail(s: &[u8], tail: u8) -> impl Iterator<Item = Op> + '_ {
 }
 
 /// The dense form of a sparse value, its header copied (`hllSparseToDense`); `Corrupt`
-/// unless its opcodes cover exactly the 16384 registers.
+/// unless its opcodes cover exactly the 16384 registers. (Any run past the last register
+/// is refused, as redis-server's fix of CVE-2025-32023 refuses it: the original 7.0.15
+/// stopped at a `VAL` run past the end and accepted what it had read.)
 fn sparse_to_dense(s: &[u8], tail: u8) -> Result<Vec<u8>, Corrupt> {
     let mut d = vec![0u8; DENSE_SIZE];
     d[..HDR_SIZE].copy_from_slice(s.get(..HDR_SIZE).ok_or(Corrupt)?);
@@ -270,18 +272,15 @@ fn sparse_to_dense(s: &[u8], tail: u8) -> Result<Vec<u8>, Corrupt> {
     let regs = &mut d[HDR_SIZE..];
     let mut idx = 0usize;
     for o in ops_with_tail(s, tail) {
-        match o {
-            Op::Zero(n) | Op::XZero(n) => idx += n,
-            Op::Val(v, n) => {
-                if idx + n > REGISTERS {
-                    break;
-                }
-                for i in idx..idx + n {
-                    dense_put(regs, i, v);
-                }
-                idx += n;
+        if idx + o.span() > REGISTERS {
+            return Err(Corrupt);
+        }
+        if let Op::Val(v, n) = o {
+            for i in idx..idx + n {
+                dense_put(regs, i, v);
             }
         }
+        idx += o.span();
     }
     if idx == REGISTERS {
         Ok(d)
@@ -399,7 +398,8 @@ pub fn estimate(h: &Histogram) -> u64 {
 }
 
 /// Raises each of `max` (one register per byte) to the value's register where that is
-/// higher (`hllMerge`); `Corrupt` for a sparse code that does not cover the registers.
+/// higher (`hllMerge`); `Corrupt` for a sparse code that does not cover exactly the
+/// registers (any run past the last one included, as in [`to_dense`]).
 pub fn merge(max: &mut [u8], s: &[u8]) -> Result<(), Corrupt> {
     if encoding(s) == DENSE {
         let r = s.get(HDR_SIZE..).unwrap_or_default();
@@ -410,18 +410,15 @@ pub fn merge(max: &mut [u8], s: &[u8]) -> Result<(), Corrupt> {
     }
     let mut i = 0usize;
     for o in ops(s) {
-        match o {
-            Op::Zero(n) | Op::XZero(n) => i += n,
-            Op::Val(v, n) => {
-                if i + n > REGISTERS {
-                    break;
-                }
-                for m in max.iter_mut().skip(i).take(n) {
-                    *m = (*m).max(v);
-                }
-                i += n;
+        if i + o.span() > REGISTERS {
+            return Err(Corrupt);
+        }
+        if let Op::Val(v, n) = o {
+            for m in max.iter_mut().skip(i).take(n) {
+                *m = (*m).max(v);
             }
         }
+        i += o.span();
     }
     if i == REGISTERS { Ok(()) } else { Err(Corrupt) }
 }
@@ -900,25 +897,20 @@ mod tests {
         let mut h = Hll::new(&mut v, SPARSE_MAX_BYTES);
         assert_eq!(h.raise(3, 2), Ok(true));
         assert_eq!(h.raise(100, 2), Err(Corrupt));
-        // Too many: an XZERO over everything, then more. Counting refuses it; merging
-        // and promoting stop at the first VAL past the end, having seen 16384 registers,
-        // and accept it, as Redis's do.
-        let mut long = new_sparse();
-        long.extend_from_slice(&[val(3, 4), 0x7f, 0xff]);
-        assert_eq!(histogram(&long), Err(Corrupt));
-        assert_eq!(merge(&mut vec![0; REGISTERS], &long), Ok(()));
-        let mut h = Hll::new(&mut long, SPARSE_MAX_BYTES);
-        assert_eq!(h.raise(5, 40), Ok(true));
-        assert_eq!(encoding(&long), DENSE);
-        // Past the end with a ZERO run instead: refused by all.
-        let mut long = new_sparse();
-        long.push(zero(3));
-        assert_eq!(histogram(&long), Err(Corrupt));
-        assert_eq!(merge(&mut vec![0; REGISTERS], &long), Err(Corrupt));
-        assert_eq!(
-            Hll::new(&mut long, SPARSE_MAX_BYTES).raise(5, 40),
-            Err(Corrupt)
-        );
+        // Too many: an XZERO over everything, then more (a VAL or a ZERO run). Every
+        // reader refuses it (the original 7.0.15 merged and promoted such a value,
+        // stopping at the VAL; the fix of CVE-2025-32023 in the oracle refuses it).
+        for extra in [&[val(3, 4)][..], &[zero(3)], &[0x7f, 0xff]] {
+            let mut long = new_sparse();
+            long.extend_from_slice(extra);
+            assert_eq!(histogram(&long), Err(Corrupt));
+            assert_eq!(merge(&mut vec![0; REGISTERS], &long), Err(Corrupt));
+            assert_eq!(to_dense(&long), Err(Corrupt));
+            let mut h = Hll::new(&mut long, SPARSE_MAX_BYTES);
+            assert_eq!(h.raise(5, 40), Err(Corrupt));
+            // A register the code covers still rises in place.
+            assert_eq!(h.raise(5, 3), Ok(true));
+        }
         // No opcodes at all.
         let mut empty = new_sparse();
         empty.truncate(HDR_SIZE);
