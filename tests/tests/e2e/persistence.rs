@@ -166,6 +166,22 @@ fn write_everything(raw: &mut Raw, threads: usize, goblin: bool) {
         raw,
         &format!("GEORADIUS {a}.geo 15 37 200 km STORE {b}.geo"),
     );
+    // HyperLogLogs: sparse, dense, a cached count, a conversion, a merge across shards
+    // into a destination with an expiry.
+    let elements: Vec<String> = (0..3000).map(|i| format!("e{i}")).collect();
+    for line in [
+        "PFADD hll:sparse a b c".to_string(),
+        "PFCOUNT hll:sparse".into(),
+        "PFADD hll:conv a".into(),
+        "PFDEBUG TODENSE hll:conv".into(),
+        format!("PFADD {b}.hll {}", elements.join(" ")),
+        format!("PFADD {a}.hll x y z"),
+        format!("EXPIRE {a}.hll 100000"),
+        format!("PFMERGE {a}.hll {b}.hll hll:sparse"),
+        format!("PFCOUNT {a}.hll"),
+    ] {
+        ok(raw, &line);
+    }
 }
 
 /// The dataset, once it no longer has keys about to expire.
