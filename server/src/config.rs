@@ -66,6 +66,8 @@ pub struct Config {
     /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
     /// the cron) do not depend on it.
     pub hz: u64,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog that would grow past it turns dense.
+    pub hll_sparse_max_bytes: u64,
 }
 
 /// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
@@ -384,6 +386,7 @@ impl Default for Config {
             notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
             hz: 10,
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -440,6 +443,9 @@ Options:
   --client-query-buffer-limit SIZE
                             close a client whose unprocessed input passes SIZE (default
                             1gb, at least 1mb)
+  --hll-sparse-max-bytes SIZE
+                            a sparse HyperLogLog that would grow past SIZE turns dense
+                            (default 3000)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -521,6 +527,7 @@ pub const SETTABLE: &[&str] = &[
     "port",
     "bind",
     "hz",
+    "hll-sparse-max-bytes",
 ];
 
 /// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
@@ -537,7 +544,6 @@ pub const SHOWN: &[&str] = &[
     "zset-max-listpack-value",
     "stream-node-max-bytes",
     "stream-node-max-entries",
-    "hll-sparse-max-bytes",
 ];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
@@ -714,6 +720,7 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 _ => return Err("argument(s) must be one of the following: no, yes, local".into()),
             };
         }
+        "hll-sparse-max-bytes" => config.hll_sparse_max_bytes = parse_size_ranged(one()?, 0)?,
         // Kept within 1..=500, as redis-server keeps it.
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
@@ -1000,6 +1007,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
             c.enable_debug_command.name().into()
         }),
         opt("hz", &|c| c.hz.to_string()),
+        opt("hll-sparse-max-bytes", &|c| {
+            format_memory(c.hll_sparse_max_bytes)
+        }),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),
     ]

@@ -31,7 +31,7 @@ use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
 use crate::txn::shapes::{Decision, ReadThenWrite};
 
 use super::strings::{Str, lookup};
-use repr::{Corrupt, DENSE, Hll, REGISTERS, SPARSE, SPARSE_MAX_BYTES};
+use repr::{Corrupt, DENSE, Hll, REGISTERS, SPARSE};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -46,10 +46,6 @@ pub fn register(table: &mut CommandTable) {
     table.add(&meta::PFDEBUG, Exec::Shard(pfdebug));
     table.add(&meta::PFSELFTEST, Exec::Conn(pfselftest));
 }
-
-/// `hll-sparse-max-bytes`, which CONFIG GET shows (Goblin's constant, as the other
-/// encodings' thresholds are).
-pub const SPARSE_MAX_BYTES_CONFIG: usize = SPARSE_MAX_BYTES;
 
 /// A key read as a HyperLogLog: absent, or its value and expiry.
 enum Read<'a> {
@@ -132,12 +128,12 @@ fn create(db: &mut Keyspace, key: &[u8], now: Millis, value: &[u8]) {
 
 /// `PFADD key [element ...]`: 1 when a register rose (or the key was created), else 0.
 fn pfadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let key = args.get(1);
+    let (key, max_bytes) = (args.get(1), ctx.hll_sparse_max_bytes);
     let expire = match read(ctx.db, key, ctx.now) {
         Err(e) => return ctx.out.error(e),
         Ok(Read::Absent) => {
             let mut v = repr::new_sparse();
-            let mut hll = Hll::new(&mut v, SPARSE_MAX_BYTES);
+            let mut hll = Hll::new(&mut v, max_bytes);
             for ele in args.iter_from(2) {
                 // A new HyperLogLog is never corrupt.
                 let _ = hll.add(ele);
@@ -149,7 +145,7 @@ fn pfadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(Read::Hll(_, expire)) => expire,
     };
     let outcome = change(ctx.db, key, ctx.now, expire, |v| {
-        let mut hll = Hll::new(v, SPARSE_MAX_BYTES);
+        let mut hll = Hll::new(v, max_bytes);
         let mut updated = false;
         for ele in args.iter_from(2) {
             match hll.add(ele) {
@@ -259,14 +255,15 @@ fn pfcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// sparse), as PFMERGE does: dense first if any input was, then each register raised in
 /// order — a sparse value may be promoted on the way — and the cache marked stale.
 fn store_merge(
-    db: &mut Keyspace,
+    ctx: &mut ShardCtx<'_>,
     dest: &[u8],
-    now: Millis,
     max: &[u8],
     dense: bool,
 ) -> Result<(), &'static [u8]> {
+    let (now, max_bytes) = (ctx.now, ctx.hll_sparse_max_bytes);
+    let db = &mut *ctx.db;
     let apply = |v: &mut Vec<u8>| -> Result<(), Corrupt> {
-        let mut hll = Hll::new(v, SPARSE_MAX_BYTES);
+        let mut hll = Hll::new(v, max_bytes);
         if dense {
             hll.make_dense()?;
         }
@@ -303,7 +300,7 @@ fn pfmerge(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Ok(merged) => merged,
         Err((_, e)) => return ctx.out.error(e),
     };
-    match store_merge(ctx.db, args.get(1), ctx.now, &max, dense) {
+    match store_merge(ctx, args.get(1), &max, dense) {
         Ok(()) => ctx.out.ok(),
         Err(e) => ctx.out.error(e),
     }
@@ -365,7 +362,8 @@ fn pfdebug(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `PFSELFTEST`: checks the registers' packing and the estimator (see
 /// [`repr::selftest`]).
 fn pfselftest(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    match repr::selftest(ctx.now ^ 0x9e37_79b9_7f4a_7c15) {
+    let max_bytes = ctx.shared.hll_sparse_max_bytes();
+    match repr::selftest(ctx.now ^ 0x9e37_79b9_7f4a_7c15, max_bytes) {
         Ok(()) => ctx.reply().ok(),
         Err(e) => ctx.reply().error(e.as_bytes()),
     }
@@ -489,7 +487,7 @@ fn decide_merge(state: &mut MergeState, cx: &PlanCx<'_>, results: Vec<HopOut>) -
     let dest = state.dest.take().unwrap_or_default();
     let write = Hop::run(cx.slots.shard_of_key(&dest), move |ctx| {
         // Checked under the same locks by the reads: it cannot fail here.
-        let _ = store_merge(ctx.db, &dest, ctx.now, &max, dense);
+        let _ = store_merge(ctx, &dest, &max, dense);
         if ctx.logging()
             && let (Str::Value(v), _) = lookup(ctx.db, &dest, ctx.now)
         {

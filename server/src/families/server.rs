@@ -416,10 +416,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "stream-node-max-entries",
             super::streams::LIMITS.max_entries.to_string(),
         ),
-        (
-            "hll-sparse-max-bytes",
-            super::hyperloglog::SPARSE_MAX_BYTES_CONFIG.to_string(),
-        ),
+        ("hll-sparse-max-bytes", c.hll_sparse_max_bytes.to_string()),
     ]
 }
 

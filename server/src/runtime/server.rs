@@ -132,6 +132,8 @@ pub struct Shared {
     pub slowlog: crate::runtime::slowlog::SlowLog,
     /// What one client may make the server hold.
     pub client_limits: crate::runtime::limits::ClientLimits,
+    /// `hll-sparse-max-bytes`, as the shards read it.
+    pub hll_sparse_max_bytes: AtomicUsize,
     /// Per worker: bytes read from clients, bytes written to them, batches and steps
     /// sent to other shards — each worker's running totals, stored (not added: no
     /// shared line bounces between workers) at the end of its iterations.
@@ -208,6 +210,7 @@ impl Shared {
                 config.slowlog_max_len,
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
+            hll_sparse_max_bytes: AtomicUsize::new(hll_sparse_max_bytes(&config)),
             pause: crate::runtime::pause::Pause::default(),
             traffic: (0..threads).map(|_| Traffic::default()).collect(),
             rejected_connections: AtomicU64::new(0),
@@ -264,6 +267,8 @@ impl Shared {
         persist.set_fsync(config.persist.appendfsync);
         persist.set_log(config.persist.appendonly);
         self.client_limits.set(&config);
+        self.hll_sparse_max_bytes
+            .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         self.latency.set_threshold(config.latency_monitor_threshold);
         self.notify
             .store(config.notify_keyspace_events, Ordering::Relaxed);
@@ -271,6 +276,11 @@ impl Shared {
             .live
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+    }
+
+    /// `hll-sparse-max-bytes`.
+    pub fn hll_sparse_max_bytes(&self) -> usize {
+        self.hll_sparse_max_bytes.load(Ordering::Relaxed)
     }
 
     /// What the workers must wake up for once a second ([`TICK_CRON`], [`TICK_IDLE`]).
@@ -380,6 +390,7 @@ fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
 
 /// [`Shared::ticks`]: worker 0's persistence cron (`save` rules, automatic rewrites).
 pub const TICK_CRON: u8 = 1;
+
 /// [`Shared::ticks`]: every worker's look for idle clients (`timeout`).
 pub const TICK_IDLE: u8 = 2;
 
@@ -388,6 +399,11 @@ fn ticks(config: &Config) -> u8 {
     // (With the log on, the cron also starts it after CONFIG SET appendonly yes.)
     let cron = !p.save.is_empty() || p.appendonly;
     (if cron { TICK_CRON } else { 0 }) | (if config.timeout > 0 { TICK_IDLE } else { 0 })
+}
+
+/// `hll-sparse-max-bytes` as a length (a value past the address space is no limit).
+fn hll_sparse_max_bytes(config: &Config) -> usize {
+    usize::try_from(config.hll_sparse_max_bytes).unwrap_or(usize::MAX)
 }
 
 fn bind(config: &Config) -> io::Result<TcpListener> {

@@ -513,7 +513,10 @@ impl Shard {
             Encoder::new(out, resp),
             self.id,
             &self.slots,
-            shared.client_limits.max_bulk_len(),
+            (
+                shared.client_limits.max_bulk_len(),
+                shared.hll_sparse_max_bytes(),
+            ),
             &self.stats,
             &self.errors,
             logging.then_some(&mut self.effects),

@@ -105,6 +105,8 @@ pub struct ShardCtx<'a> {
     pub slots: &'a SlotMap,
     /// Longest string a command may make (`proto-max-bulk-len`).
     pub max_string: usize,
+    /// Longest sparse HyperLogLog before it turns dense (`hll-sparse-max-bytes`).
+    pub hll_sparse_max_bytes: usize,
     /// This worker's per-command statistics (for INFO's part).
     pub stats: &'a [CmdStat],
     /// This worker's error replies by code (for INFO's part).
@@ -128,7 +130,7 @@ impl<'a> ShardCtx<'a> {
         out: Encoder<'a>,
         shard: usize,
         slots: &'a SlotMap,
-        max_string: usize,
+        (max_string, hll_sparse_max_bytes): (usize, usize),
         stats: &'a [CmdStat],
         errors: &'a ErrorCounts,
         effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
@@ -142,6 +144,7 @@ impl<'a> ShardCtx<'a> {
             shard,
             slots,
             max_string,
+            hll_sparse_max_bytes,
             stats,
             errors,
             effects,

@@ -340,8 +340,47 @@ fn config_and_selftest_match_redis() {
     let mut d = Differential::threads(default_threads());
     d.check_str("CONFIG GET hll-sparse-max-bytes");
     d.check_str("CONFIG GET hll*");
-    d.check_str("CONFIG SET hll-sparse-max-bytes 3000");
+    for value in [
+        "3000",
+        "1kb",
+        "0",
+        "-1",
+        "x",
+        "9223372036854775807",
+        "40",
+        "3000",
+    ] {
+        d.check_str(&format!("CONFIG SET hll-sparse-max-bytes {value}"));
+        d.check_str("CONFIG GET hll-sparse-max-bytes");
+    }
     d.check_str("PFSELFTEST");
+}
+
+/// `hll-sparse-max-bytes` lowered and raised while values grow: sparse values promoted at
+/// the threshold of the moment, on every shard.
+#[test]
+fn the_sparse_threshold_follows_the_configuration() {
+    let mut lines = vec!["CONFIG SET hll-sparse-max-bytes 40".to_string()];
+    for i in 0..12 {
+        lines.push(pfadd("K0", "t", i * 3..i * 3 + 3));
+        lines.push("GET K0".into());
+        lines.push(pfadd("K1", "u", i..i + 1));
+        lines.push("PFDEBUG ENCODING K1".into());
+    }
+    lines.push("PFMERGE K2 K1".into());
+    lines.push("GET K2".into());
+    lines.push("CONFIG SET hll-sparse-max-bytes 0".into());
+    lines.push("PFADD K3 a".into());
+    lines.push("GET K3".into());
+    lines.push("PFMERGE K3 K2".into());
+    lines.push("PFDEBUG ENCODING K3".into());
+    lines.push("CONFIG SET hll-sparse-max-bytes 100000".into());
+    lines.push(pfadd("K4", "v", 0..5000));
+    lines.push("PFDEBUG ENCODING K4".into());
+    lines.push("GET K4".into());
+    lines.push("PFCOUNT K4".into());
+    lines.push("CONFIG SET hll-sparse-max-bytes 3000".into());
+    script_everywhere(5, &lines.join("\n"));
 }
 
 /// Seeded random PFADD (a few elements or hundreds, from pools that overlap), PFCOUNT of

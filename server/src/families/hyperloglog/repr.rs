@@ -13,7 +13,7 @@
 //!
 //! Sparse values are changed exactly as Redis changes them (`hllSparseSet`: the same
 //! splits, the same merges of neighbouring runs, promotion to dense past
-//! [`SPARSE_MAX_BYTES`] or for a register above 32), since the same sequence of changes
+//! `hll-sparse-max-bytes` or for a register above 32), since the same sequence of changes
 //! must leave the same bytes. Nothing here trusts the bytes it reads: a value that is not
 //! a valid sparse code is [`Corrupt`], never a panic or an out-of-bounds access.
 //!
@@ -43,10 +43,6 @@ pub const DENSE_SIZE: usize = HDR_SIZE + (REGISTERS * BITS).div_ceil(8);
 pub const DENSE: u8 = 0;
 /// The sparse encoding.
 pub const SPARSE: u8 = 1;
-/// Longest sparse value (header included) before it is promoted to dense: Redis's
-/// `hll-sparse-max-bytes` default, past which the sparse code costs more to update than
-/// the dense one saves.
-pub const SPARSE_MAX_BYTES: usize = 3000;
 /// Largest register value a sparse `VAL` opcode holds.
 const SPARSE_VAL_MAX_VALUE: u8 = 32;
 /// Longest run of one `VAL` opcode.
@@ -675,7 +671,7 @@ const SELFTEST_ELEMENTS: u64 = 100_000;
 ///
 /// # Errors
 /// `TESTFAILED …`, as Redis words it.
-pub fn selftest(seed: u64) -> Result<(), String> {
+pub fn selftest(seed: u64, max_bytes: usize) -> Result<(), String> {
     let mut state = seed | 1;
     let mut random = move || {
         // xorshift64*
@@ -712,11 +708,11 @@ pub fn selftest(seed: u64) -> Result<(), String> {
         let (index, count) = pattern(&ele);
         dense_raise(&mut dense[HDR_SIZE..], index, count);
         // A fresh sparse value cannot be corrupt.
-        let _ = Hll::new(&mut sparse, SPARSE_MAX_BYTES).add(&ele);
+        let _ = Hll::new(&mut sparse, max_bytes).add(&ele);
         if j != checkpoint {
             continue;
         }
-        if j < (SPARSE_MAX_BYTES / 2) as u64 && encoding(&sparse) != SPARSE {
+        if j < (max_bytes / 2) as u64 && encoding(&sparse) != SPARSE {
             return Err("TESTFAILED sparse encoding not used".into());
         }
         let card = histogram(&dense).map(|h| estimate(&h));
@@ -744,6 +740,9 @@ pub fn selftest(seed: u64) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// `hll-sparse-max-bytes`'s default.
+    const SPARSE_MAX_BYTES: usize = 3000;
+
     /// Registers as one byte each, from any checked value (the oracle: every register
     /// decoded on its own).
     fn registers(s: &[u8]) -> Vec<u8> {
@@ -767,7 +766,7 @@ mod tests {
     #[test]
     fn selftest_passes() {
         for seed in [1, 2, 0xdead_beef] {
-            assert_eq!(selftest(seed), Ok(()));
+            assert_eq!(selftest(seed, SPARSE_MAX_BYTES), Ok(()));
         }
     }
 
