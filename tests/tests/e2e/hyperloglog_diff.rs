@@ -134,6 +134,21 @@ fn corrupted_hyperloglogs_match_redis() {
     script_everywhere(
         3,
         r#"
+        SET K2 "HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff"
+        OBJECT ENCODING K2
+        PFADD K2
+        OBJECT ENCODING K2
+        SET K2 "HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff"
+        PFCOUNT K2 K1
+        PFMERGE K1 K2
+        OBJECT ENCODING K2
+        PFDEBUG ENCODING K2
+        OBJECT ENCODING K2
+        SET K2 "HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff"
+        PFCOUNT K2
+        OBJECT ENCODING K2
+        GET K2
+        DEL K1 K2
         SET K0 HYLL
         PFADD K0 a
         PFCOUNT K0
