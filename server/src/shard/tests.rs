@@ -536,6 +536,8 @@ const WRITES: &[(Argv, &[Argv])] = &[
         &[&[b"PFADD", b"{t}a", b"x"]],
     ),
     (&[b"PFDEBUG", b"TODENSE", b"k"], &[&[b"PFADD", b"k", b"a"]]),
+    // Flagged readonly, yet it writes the count it computed into the value's cache.
+    (&[b"PFCOUNT", b"k"], &[&[b"PFADD", b"k", b"a"]]),
     // The DUMP of the string "v", as redis-server 7.0 writes it.
     (
         &[

@@ -871,6 +871,30 @@ mod tests {
     }
 
     #[test]
+    fn a_register_above_32_or_a_code_past_the_threshold_turns_dense() {
+        let mut v = new_sparse();
+        let mut h = Hll::new(&mut v, SPARSE_MAX_BYTES);
+        assert_eq!(h.raise(7, 3), Ok(true));
+        assert_eq!(h.raise(9000, 40), Ok(true));
+        assert_eq!(encoding(&v), DENSE);
+        assert_eq!(v.len(), DENSE_SIZE);
+        let regs = registers(&v);
+        assert_eq!((regs[7], regs[9000]), (3, 40));
+        assert_eq!(regs.iter().filter(|&&r| r > 0).count(), 2);
+        assert_eq!(cached(&v), None);
+        // A threshold of 40 bytes: the first change that would pass it promotes.
+        let mut v = new_sparse();
+        let mut h = Hll::new(&mut v, 40);
+        let mut i = 0;
+        while encoding(h.s) == SPARSE {
+            assert!(h.s.len() <= 40);
+            assert_eq!(h.raise(i * 97, 1), Ok(true));
+            i += 1;
+        }
+        assert_eq!(registers(&v).iter().filter(|&&r| r == 1).count(), i);
+    }
+
+    #[test]
     fn estimates_of_empty_and_full_registers() {
         assert_eq!(estimate(&histogram(&new_sparse()).expect("valid")), 0);
         let mut h = [0u64; 64];
