@@ -19,6 +19,7 @@ pub fn register(table: &mut CommandTable) {
         &[
             ("latest", None, Exec::Conn(latency_latest)),
             ("history", None, Exec::Conn(latency_history)),
+            ("graph", None, Exec::Conn(latency_graph)),
             ("reset", None, Exec::Conn(latency_reset)),
             ("doctor", None, Exec::Conn(latency_doctor)),
             ("help", None, Exec::Conn(latency_help)),
@@ -51,6 +52,20 @@ fn latency_latest(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     latency.latest(&mut ctx.reply());
 }
 
+/// `LATENCY GRAPH event`
+fn latency_graph(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let event = args.get(2);
+    match ctx.shared.latency.graph(event) {
+        Some(graph) => ctx.reply().verbatim(b"txt", graph.as_bytes()),
+        None => {
+            let mut msg = b"ERR No samples available for event '".to_vec();
+            msg.extend_from_slice(event);
+            msg.push(b'\'');
+            ctx.reply().error_sanitized(&msg);
+        }
+    }
+}
+
 /// `LATENCY HISTORY event`
 fn latency_history(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let latency = &ctx.shared.latency;
@@ -78,6 +93,8 @@ fn latency_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "DOCTOR",
             "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
             "HISTORY <event>",
             "    Return time-latency samples for the <event> class.",
             "LATEST",

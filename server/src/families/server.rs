@@ -51,6 +51,7 @@ pub fn register(table: &mut CommandTable) {
             ("get", None, Exec::Conn(config_get)),
             ("set", None, Exec::Conn(config_set)),
             ("rewrite", None, Exec::Conn(config_rewrite)),
+            ("help", None, Exec::Conn(config_help)),
             (
                 "resetstat",
                 None,
@@ -174,6 +175,26 @@ fn command_list(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     for name in names {
         out.bulk(name.as_bytes());
     }
+}
+
+/// `CONFIG HELP`
+fn config_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    super::reply_help(
+        ctx,
+        &[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Prints this help.",
+        ],
+    );
 }
 
 /// `TIME`: the Unix time in seconds and microseconds, as two bulk strings.

@@ -14,6 +14,62 @@ use goblin_protocol::Encoder;
 /// Samples kept per event (redis-server's `LATENCY_TS_LEN`).
 const SERIES_LEN: usize = 160;
 
+/// LATENCY GRAPH's width (`LATENCY_GRAPH_COLS`).
+const GRAPH_COLS: usize = 80;
+
+/// Draws `samples` (value, label) as redis-server's `sparklineRender` does with
+/// `SPARKLINE_FILL`: `columns` samples per block, `rows` rows of `_o#` (and `|` below
+/// the top), then a blank line and the labels written downwards.
+fn sparkline(out: &mut String, samples: &[(f64, String)], columns: usize, rows: usize) {
+    let (min, max) = samples
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), (v, _)| {
+            (lo.min(*v), hi.max(*v))
+        });
+    let fill = [b'_', b'o', b'#'];
+    let steps = (fill.len() * rows) as i64;
+    let span = if max - min == 0.0 { 1.0 } else { max - min };
+    for (block, chunk) in samples.chunks(columns).enumerate() {
+        if block != 0 {
+            out.push('\n');
+        }
+        let mut row = 0usize;
+        loop {
+            let mut line = vec![b' '; chunk.len()];
+            let mut more = false;
+            for (j, (value, label)) in chunk.iter().enumerate() {
+                let step = ((((value - min) * steps as f64) as i64) as f64 / span) as i64;
+                let step = step.clamp(0, steps - 1);
+                if row < rows {
+                    more = true;
+                    let idx = step - ((rows - row - 1) * fill.len()) as i64;
+                    if (0..fill.len() as i64).contains(&idx) {
+                        line[j] = fill[idx as usize];
+                    } else if idx >= fill.len() as i64 {
+                        line[j] = b'|';
+                    }
+                } else {
+                    // One blank line between the graph and its labels.
+                    if row - rows < 1 {
+                        more = true;
+                        break;
+                    }
+                    if let Some(&c) = label.as_bytes().get(row - rows - 1) {
+                        more = true;
+                        line[j] = c;
+                    }
+                }
+            }
+            if !more {
+                break;
+            }
+            row += 1;
+            out.push_str(&String::from_utf8_lossy(&line));
+            out.push('\n');
+        }
+    }
+}
+
 /// One event's samples: `(unix seconds, milliseconds)`, oldest first, and the worst ever.
 #[derive(Debug, Default, Clone)]
 struct Series {
@@ -104,6 +160,38 @@ impl Latency {
             out.integer(*at as i64);
             out.integer(*ms as i64);
         }
+    }
+
+    /// LATENCY GRAPH event: the event's samples as redis-server draws them (a header,
+    /// then a four-row ASCII sparkline of 80 columns, each sample labelled with how long
+    /// ago it was); `None` for an event without samples.
+    pub fn graph(&self, event: &[u8]) -> Option<String> {
+        let events = self.lock();
+        let (name, series) = events.iter().find(|(name, _)| name.as_bytes() == event)?;
+        let now = crate::clock::now_ms() / 1000;
+        let samples: Vec<(f64, String)> = series
+            .samples
+            .iter()
+            .map(|&(at, ms)| {
+                let ago = now.saturating_sub(at);
+                let label = match ago {
+                    0..60 => format!("{ago}s"),
+                    60..3600 => format!("{}m", ago / 60),
+                    3600..86400 => format!("{}h", ago / 3600),
+                    _ => format!("{}d", ago / 86400),
+                };
+                (ms as f64, label)
+            })
+            .collect();
+        let high = series.samples.iter().map(|s| s.1).max().unwrap_or(0);
+        let low = series.samples.iter().map(|s| s.1).min().unwrap_or(0);
+        let mut graph = format!(
+            "{name} - high {high} ms, low {low} ms (all time high {} ms)\n{}\n",
+            series.max,
+            "-".repeat(GRAPH_COLS)
+        );
+        sparkline(&mut graph, &samples, GRAPH_COLS, 4);
+        Some(graph)
     }
 
     /// LATENCY RESET [event ...]: forgets those events (every one when none is named);

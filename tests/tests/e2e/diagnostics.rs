@@ -389,3 +389,58 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// LATENCY GRAPH draws an event's samples as redis-server does (the same header, rule,
+/// sparkline and labels for the same latencies); an event without samples is an error.
+/// CONFIG HELP and LATENCY HELP are redis-server's lines.
+#[test]
+fn latency_graph_and_helps_match_redis() {
+    let mut graphs = Vec::new();
+    let mut helps = Vec::new();
+    for server in both(&["--enable-debug-command", "yes"]) {
+        let mut c = Raw::connect(server.port);
+        c.cmd(&[b"CONFIG", b"SET", b"latency-monitor-threshold", b"50"]);
+        c.cmd(&[b"DEBUG", b"SLEEP", b"0.1"]);
+        // One sample per second: the next lands in a second of its own.
+        std::thread::sleep(Duration::from_millis(1100));
+        c.cmd(&[b"DEBUG", b"SLEEP", b"0.3"]);
+        let graph = String::from_utf8(c.cmd(&[b"LATENCY", b"GRAPH", b"command"])).unwrap();
+        // The latencies, to the millisecond, may differ by the server's own overhead, and
+        // the labels (seconds ago) by when each server was asked: the rule and the rows.
+        let shape: String = graph
+            .lines()
+            .skip(2)
+            .take(6)
+            .map(|l| l.to_string() + "\n")
+            .collect();
+        // (Past the bulk's length, the header, the rule, four rows and a blank line.)
+        let labels = graph
+            .lines()
+            .skip(8)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>();
+        assert_eq!(labels.len(), 2, "{graph}");
+        assert!(labels[1].chars().all(|c| c == 's'), "{graph}");
+        assert!(graph.contains("command - high 3"), "{graph}");
+        graphs.push(shape);
+        helps.push((
+            c.cmd(&[b"LATENCY", b"GRAPH", b"nope"]),
+            c.cmd(&[b"LATENCY", b"HELP"]),
+            c.cmd(&[b"CONFIG", b"HELP"]),
+        ));
+    }
+    assert_eq!(graphs[0], graphs[1]);
+    let (g, r) = (&helps[0], &helps[1]);
+    assert_eq!(g.0, r.0);
+    assert_eq!(g.2, r.2);
+    // Goblin's LATENCY HELP is redis-server's less HISTOGRAM.
+    let lines = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .lines()
+            .filter(|l| !l.starts_with('*'))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let theirs = lines(&r.1);
+    assert!(lines(&g.1).iter().all(|l| theirs.contains(l)));
+}

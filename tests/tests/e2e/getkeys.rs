@@ -122,6 +122,8 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("pubsub|shardnumsub", &["PUBSUB SHARDNUMSUB a b"]),
     ("pubsub|help", &["PUBSUB HELP"]),
     ("config|rewrite", &["CONFIG REWRITE", "CONFIG REWRITE x"]),
+    ("config|help", &["CONFIG HELP", "CONFIG HELP x"]),
+    ("latency|graph", &["LATENCY GRAPH command", "LATENCY GRAPH"]),
     ("latency", &["LATENCY", "LATENCY NOPE x"]),
     ("latency|latest", &["LATENCY LATEST", "LATENCY LATEST x"]),
     (
