@@ -86,19 +86,8 @@ fn cat(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         msg.push(b'\'');
         return ctx.reply().error_sanitized(&msg);
     }
-    let names: Vec<&str> = ctx
-        .shared
-        .commands
-        .all()
-        .iter()
-        .filter(|spec| spec.in_acl_category(wanted))
-        .map(|spec| spec.name)
-        .collect();
-    let mut out = ctx.reply();
-    out.array(names.len());
-    for name in names {
-        out.bulk(name.as_bytes());
-    }
+    let wanted = wanted.to_vec();
+    super::server::reply_command_names(ctx, |spec| spec.in_acl_category(&wanted));
 }
 
 /// `ACL GENPASS [bits]`: a random password of `bits` bits (256 by default), in hex.

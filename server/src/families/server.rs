@@ -162,6 +162,12 @@ fn command_list(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         }
         _ => return ctx.reply().error(errors::SYNTAX),
     };
+    reply_command_names(ctx, keep);
+}
+
+/// The names of the commands (subcommands included) that `keep` keeps, in table order:
+/// COMMAND LIST's reply, and ACL CAT's.
+pub(crate) fn reply_command_names(ctx: &mut ConnCtx<'_>, keep: impl Fn(&CommandSpec) -> bool) {
     let names: Vec<&str> = ctx
         .shared
         .commands
