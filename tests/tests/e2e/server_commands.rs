@@ -385,3 +385,46 @@ fn lolwut_matches_redis() {
         assert_eq!(shape(&g), shape(&r), "{line}");
     }
 }
+
+/// INFO's replication and CPU sections have redis-server's fields, a standalone master's
+/// values where they are fixed (offsets 0, no backlog), a replication ID of 40 hex
+/// digits that DEBUG CHANGE-REPL-ID changes; INFO memory names the allocator.
+#[test]
+fn info_replication_and_cpu_have_redis_fields() {
+    let mut d = Differential::with_servers(
+        Server::goblin_with(&["--enable-debug-command", "yes"]),
+        Server::redis_with(&["--enable-debug-command", "yes"]),
+    );
+    let fields = |text: Vec<u8>| -> Vec<(String, String)> {
+        String::from_utf8(text)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (g, r) = (
+        fields(d.g.cmd_str("INFO replication")),
+        fields(d.r.cmd_str("INFO replication")),
+    );
+    let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&g), names(&r));
+    for ((name, ours), (_, theirs)) in g.iter().zip(&r) {
+        if name == "master_replid" {
+            assert!(ours.len() == 40 && ours.bytes().all(|b| b.is_ascii_hexdigit()));
+        } else {
+            assert_eq!(ours, theirs, "{name}");
+        }
+    }
+    let id = |f: &[(String, String)]| f.iter().find(|(k, _)| k == "master_replid").cloned();
+    assert_eq!(d.g.cmd_str("DEBUG CHANGE-REPL-ID"), b"+OK\r\n");
+    let after = fields(d.g.cmd_str("INFO replication"));
+    assert_ne!(id(&g), id(&after));
+    let cpu = fields(d.g.cmd_str("INFO cpu"));
+    for name in ["used_cpu_sys", "used_cpu_user"] {
+        let value = &cpu.iter().find(|(k, _)| k == name).unwrap().1;
+        assert!(value.parse::<f64>().is_ok(), "{name}:{value}");
+    }
+    let memory = fields(d.g.cmd_str("INFO memory"));
+    assert!(memory.iter().any(|(k, _)| k == "mem_allocator"));
+}
