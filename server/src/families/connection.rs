@@ -66,6 +66,10 @@ pub fn register(table: &mut CommandTable) {
                 },
             ),
             ("reply", None, Exec::Conn(client_reply)),
+            ("tracking", None, Exec::Conn(client_tracking)),
+            ("trackinginfo", None, Exec::Conn(client_trackinginfo)),
+            ("getredir", None, Exec::Conn(client_getredir)),
+            ("caching", None, Exec::Conn(client_caching)),
             ("pause", None, Exec::Conn(client_pause)),
             (
                 "unpause",
@@ -647,16 +651,257 @@ fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
+/// `CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX prefix ...] [OPTIN] [OPTOUT]
+/// [NOLOOP]`: the options read, then checked, in redis-server 7.0's order and with its
+/// texts (`runtime/tracking.rs` says what tracking does).
+fn client_tracking(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let (mut redirect, mut bcast, mut optin, mut optout, mut noloop) =
+        (0i64, false, false, false, false);
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let arg = args.get(j);
+        if arg.eq_ignore_ascii_case(b"redirect") && more {
+            j += 1;
+            if redirect != 0 {
+                ctx.reply()
+                    .error(b"ERR A client can only redirect to a single other client");
+                return;
+            }
+            let Some(id) = parse_i64(args.get(j)) else {
+                ctx.reply().error(errors::NOT_INTEGER);
+                return;
+            };
+            redirect = id;
+            let exists = u64::try_from(id)
+                .is_ok_and(|id| id == ctx.client.id || ctx.shared.tracking.conn_of(id).is_some());
+            if !exists {
+                ctx.reply()
+                    .error(b"ERR The client ID you want redirect to does not exist");
+                return;
+            }
+        } else if arg.eq_ignore_ascii_case(b"bcast") {
+            bcast = true;
+        } else if arg.eq_ignore_ascii_case(b"optin") {
+            optin = true;
+        } else if arg.eq_ignore_ascii_case(b"optout") {
+            optout = true;
+        } else if arg.eq_ignore_ascii_case(b"noloop") {
+            noloop = true;
+        } else if arg.eq_ignore_ascii_case(b"prefix") && more {
+            j += 1;
+            prefixes.push(args.get(j));
+        } else {
+            ctx.reply().error(errors::SYNTAX);
+            return;
+        }
+        j += 1;
+    }
+    let me = crate::runtime::tracking::Reader {
+        id: ctx.client.id,
+        conn: ctx.hub.me,
+    };
+    if args.is(2, "off") {
+        if ctx.client.tracking.on {
+            ctx.shared.tracking.disable(me);
+        }
+        ctx.client.tracking = Default::default();
+        ctx.reply().ok();
+        return;
+    }
+    if !args.is(2, "on") {
+        ctx.reply().error(errors::SYNTAX);
+        return;
+    }
+    let t = &ctx.client.tracking;
+    let error: Option<&[u8]> = if !bcast && !prefixes.is_empty() {
+        Some(b"ERR PREFIX option requires BCAST mode to be enabled")
+    } else if t.on && t.bcast != bcast {
+        Some(
+            b"ERR You can't switch BCAST mode on/off before disabling tracking for this client, \
+              and then re-enabling it with a different mode.",
+        )
+    } else if bcast && (optin || optout) {
+        Some(b"ERR OPTIN and OPTOUT are not compatible with BCAST")
+    } else if optin && optout {
+        Some(b"ERR You can't specify both OPTIN mode and OPTOUT mode")
+    } else if (optin && t.optout) || (optout && t.optin) {
+        Some(
+            b"ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, \
+              and then re-enabling it with a different mode.",
+        )
+    } else {
+        None
+    };
+    if let Some(error) = error {
+        ctx.reply().error(error);
+        return;
+    }
+    if bcast && !prefix_collisions_ok(ctx, &prefixes) {
+        return;
+    }
+    let t = &mut ctx.client.tracking;
+    t.on = true;
+    t.broken_redirect = false;
+    t.bcast = bcast;
+    t.optin = optin;
+    t.optout = optout;
+    t.noloop = noloop;
+    t.redirect = redirect as u64;
+    if bcast {
+        if prefixes.is_empty() {
+            prefixes.push(b"");
+        }
+        for p in prefixes {
+            if !t.prefixes.iter().any(|q| &q[..] == p) {
+                t.prefixes.push(p.into());
+            }
+        }
+        t.prefixes.sort_unstable();
+    }
+    let state = t.clone();
+    ctx.shared.tracking.enable(me, &state);
+    ctx.reply().ok();
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: no new prefix may be a prefix of an existing
+/// one or the other way round, nor of another new one. Redis answers an error for the
+/// latter and, past the first prefix, goes on to enable tracking (and answer OK too):
+/// that is kept, for the same bytes.
+fn prefix_collisions_ok(ctx: &mut ConnCtx<'_>, prefixes: &[&[u8]]) -> bool {
+    let overlap = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    for (i, p) in prefixes.iter().enumerate() {
+        if let Some(existing) = ctx
+            .client
+            .tracking
+            .prefixes
+            .iter()
+            .find(|q| overlap(q, p))
+            .cloned()
+        {
+            let text = [
+                &b"ERR Prefix '"[..],
+                errors::c_str(p),
+                b"' overlaps with an existing prefix '",
+                errors::c_str(&existing),
+                b"'. Prefixes for a single client must not overlap.",
+            ]
+            .concat();
+            ctx.reply().error_sanitized(&text);
+            return false;
+        }
+        if let Some(other) = prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
+            let text = [
+                &b"ERR Prefix '"[..],
+                errors::c_str(p),
+                b"' overlaps with another provided prefix '",
+                errors::c_str(other),
+                b"'. Prefixes for a single client must not overlap.",
+            ]
+            .concat();
+            ctx.reply().error_sanitized(&text);
+            return i != 0;
+        }
+    }
+    true
+}
+
+/// `CLIENT TRACKINGINFO`: flags (a set in RESP3), redirect, prefixes.
+fn client_trackinginfo(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let t = ctx.client.tracking.clone();
+    let mut flags: Vec<&[u8]> = vec![if t.on { b"on" } else { b"off" }];
+    if t.bcast {
+        flags.push(b"bcast");
+    }
+    if t.optin {
+        flags.push(b"optin");
+        if t.caching {
+            flags.push(b"caching-yes");
+        }
+    }
+    if t.optout {
+        flags.push(b"optout");
+        if t.caching {
+            flags.push(b"caching-no");
+        }
+    }
+    if t.noloop {
+        flags.push(b"noloop");
+    }
+    if t.broken_redirect {
+        flags.push(b"broken_redirect");
+    }
+    let mut e = ctx.reply();
+    e.map(3);
+    e.bulk(b"flags");
+    e.set(flags.len());
+    for f in flags {
+        e.bulk(f);
+    }
+    e.bulk(b"redirect");
+    e.integer(if t.on { t.redirect as i64 } else { -1 });
+    e.bulk(b"prefixes");
+    e.array(t.prefixes.len());
+    for p in &t.prefixes {
+        e.bulk(p);
+    }
+}
+
+/// `CLIENT GETREDIR`: -1 when not tracking, else the client redirected to (0: none).
+fn client_getredir(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let t = &ctx.client.tracking;
+    let n = if t.on { t.redirect as i64 } else { -1 };
+    ctx.reply().integer(n);
+}
+
+/// `CLIENT CACHING YES|NO`: the next command's keys are remembered (OPTIN) or not
+/// (OPTOUT).
+fn client_caching(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let t = &mut ctx.client.tracking;
+    let error: &[u8] = if !t.on {
+        b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN \
+          or OPTOUT mode enabled"
+    } else if args.is(2, "yes") {
+        if t.optin {
+            t.caching = true;
+            return ctx.reply().ok();
+        }
+        b"ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
+    } else if args.is(2, "no") {
+        if t.optout {
+            t.caching = true;
+            return ctx.reply().ok();
+        }
+        b"ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."
+    } else {
+        errors::SYNTAX
+    };
+    ctx.reply().error(error);
+}
+
 /// `CLIENT HELP`
 fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
         "    Return the ID of the current connection.",
         "INFO",
         "    Return information about the current client connection.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
         "NO-EVICT (ON|OFF)",
         "    Protect current client connection from eviction.",
         "SETINFO <option> <value>",

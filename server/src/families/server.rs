@@ -688,6 +688,7 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     } else {
         ctx.db.clear();
     }
+    ctx.flushed_every_key();
     if ctx.logging() {
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.log(&argv);
@@ -897,10 +898,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "clients",
         "Clients",
         format!(
-            "connected_clients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\n\
+            "connected_clients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\n\
              clients_in_timeout_table:{}\r\ngoblin_clients_per_thread:{}\r\n",
             shared.connected_clients.load(Ordering::Relaxed),
             shared.blocked_clients.load(Ordering::Relaxed),
+            shared.tracking.clients(),
             shared.blocked_with_timeout.load(Ordering::Relaxed),
             shared
                 .clients_per_worker
@@ -938,6 +940,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
              expired_keys:{expired_keys}\r\nevicted_keys:{}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
+             tracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
+             tracking_total_prefixes:{}\r\n\
              unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
@@ -949,6 +953,9 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.pubsub.len(Space::Channels),
             shared.pubsub.len(Space::Patterns),
             shared.pubsub.len(Space::ShardChannels),
+            shared.tracking.keys.load(Ordering::Relaxed),
+            shared.tracking.items.load(Ordering::Relaxed),
+            shared.tracking.prefixes(),
             errors.total,
         ),
     );

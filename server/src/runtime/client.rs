@@ -50,6 +50,8 @@ pub struct Client {
     pub facts: ConnFacts,
     /// The keys it WATCHes (`None`: none); dropping it unwatches them.
     pub watching: Option<crate::shard::watch::Watching>,
+    /// CLIENT TRACKING.
+    pub tracking: crate::runtime::tracking::ClientTracking,
 }
 
 /// CLIENT REPLY's modes.
@@ -116,6 +118,15 @@ impl Client {
         if f.blocked {
             flags.push('b');
         }
+        if self.tracking.on {
+            flags.push('t');
+            if self.tracking.broken_redirect {
+                flags.push('R');
+            }
+            if self.tracking.bcast {
+                flags.push('B');
+            }
+        }
         if self.close_after_reply {
             flags.push('c');
         }
@@ -128,11 +139,16 @@ impl Client {
         let multi = f.multi.map_or(-1, |n| n as i64);
         let events = if f.writable { "rw" } else { "r" };
         let resp = if self.resp == Version::Resp3 { 3 } else { 2 };
+        let redir = if self.tracking.on {
+            self.tracking.redirect as i64
+        } else {
+            -1
+        };
         format!(
             "id={} addr={addr} laddr={laddr} fd={} name={} age={age} idle={idle} flags={flags} \
              db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
              multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events={events} cmd={} \
-             user=default redir=-1 resp={resp} lib-name={} lib-ver={}",
+             user=default redir={redir} resp={resp} lib-name={} lib-ver={}",
             self.id,
             f.fd,
             text(&self.name),
@@ -174,6 +190,7 @@ impl Client {
             subs: Subscriptions::default(),
             facts: ConnFacts::default(),
             watching: None,
+            tracking: Default::default(),
         }
     }
 }

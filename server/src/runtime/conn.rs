@@ -241,6 +241,9 @@ pub struct Conn {
     pub stalled: bool,
     /// A keyspace-wide command or transaction in progress.
     pub job: Option<u64>,
+    /// A FLUSHALL or FLUSHDB of this tracking client is in progress: once it answers,
+    /// it is told that every key changed (after the reply, as Redis does).
+    pub tracking_flush: bool,
     /// A question asked of every worker, until every answer is in.
     pub asking: Option<Asking>,
     /// MULTI state: the queued commands, and whether one was rejected.
@@ -321,6 +324,7 @@ impl Conn {
             reserved: 0,
             stalled: false,
             job: None,
+            tracking_flush: false,
             asking: None,
             multi: None,
             deferred: None,

@@ -13,4 +13,5 @@ pub mod pipeline;
 pub mod pubsub;
 pub mod server;
 pub mod slowlog;
+pub mod tracking;
 pub mod worker;

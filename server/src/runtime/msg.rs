@@ -54,6 +54,8 @@ pub struct Cmd {
     pub spec: usize,
     /// Range of `Batch::spans` holding its arguments.
     pub args: Range<usize>,
+    /// The tracking client it runs for (CLIENT TRACKING), if it tracks.
+    pub tracked: Option<crate::runtime::tracking::Tracked>,
 }
 
 /// Commands to run on one shard, and their replies.
@@ -116,7 +118,21 @@ impl Batch {
         self.cmds.push(Cmd {
             spec,
             args: first..self.spans.len(),
+            tracked: None,
         });
+    }
+
+    /// Appends a command of a tracking client (`tracked`), with its arguments.
+    pub fn push_tracked(
+        &mut self,
+        spec: usize,
+        args: &Args<'_>,
+        tracked: Option<crate::runtime::tracking::Tracked>,
+    ) {
+        self.push(spec, args);
+        if let Some(cmd) = self.cmds.last_mut() {
+            cmd.tracked = tracked;
+        }
     }
 
     /// The arguments of command `i`.
@@ -175,6 +191,8 @@ pub struct TxStep {
     /// The command the transaction runs, when keyspace notifications must name the
     /// events its work makes.
     pub command: Option<Arc<Batch>>,
+    /// The tracking client the transaction runs for, if it tracks.
+    pub tracked: Option<crate::runtime::tracking::Tracked>,
 }
 
 /// What a transaction step gives back.

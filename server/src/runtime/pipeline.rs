@@ -32,6 +32,7 @@ use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
+use crate::runtime::tracking::{Reader, Tracked};
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
@@ -246,10 +247,24 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
+        // CLIENT TRACKING: the client the command runs for, and whether its keys are
+        // remembered (one branch when the client does not track).
+        self.cmd_tracked = conn.client.tracking.on.then(|| Tracked {
+            reader: Reader {
+                id: conn.client.id,
+                conn: ConnRef {
+                    worker: self.id,
+                    key,
+                    generation: conn.generation,
+                },
+            },
+            read: conn.client.tracking.remembers(),
+            own_flush: false,
+        });
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
-            queued.push(spec.id, args);
+            queued.push_tracked(spec.id, args, self.cmd_tracked);
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
             };
@@ -273,6 +288,10 @@ impl Worker {
             Exec::Multi(f) => {
                 if conn.busy() {
                     return Flow::Wait;
+                }
+                if let Some(t) = self.cmd_tracked.as_mut() {
+                    // EXEC remembers the keys of the whole transaction, if it reads.
+                    t.read &= queued_reads(shared, conn);
                 }
                 self.multi_command(shared, key, f, MultiCall::Run(args))
             }
@@ -377,6 +396,15 @@ impl Worker {
                 }
             }
         };
+        if let Some(t) = self.cmd_tracked.take()
+            && !matches!(flow, Flow::Wait)
+            && let Some(conn) = self.conns.get_mut(t.reader.conn.key)
+            && conn.multi.is_none()
+            && !spec.name.starts_with("client")
+        {
+            // CLIENT CACHING holds for the next command (or transaction) only.
+            conn.client.tracking.caching = false;
+        }
         if !matches!(flow, Flow::Wait) {
             self.shard.count_call(spec.id);
             if shared.monitors.any() {
@@ -558,6 +586,18 @@ fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
     })
 }
 
+/// Whether a connection's MULTI queue holds a read-only command (CLIENT TRACKING).
+fn queued_reads(shared: &Shared, conn: &Conn) -> bool {
+    conn.multi.as_ref().is_some_and(|multi| {
+        multi
+            .queued
+            .iter()
+            .filter_map(|b| b.cmds.first())
+            .filter_map(|c| shared.commands.get(c.spec))
+            .any(|spec| spec.flags.contains(Flags::READONLY))
+    })
+}
+
 /// The arguments of the commands a connection queued in MULTI (for MONITOR), if the
 /// transaction will run.
 fn queued_args(conn: &Conn) -> Option<Vec<Vec<Vec<u8>>>> {
@@ -604,6 +644,7 @@ impl Worker {
         }
         if self.shard.quiet() {
             let Conn { client, output, .. } = conn;
+            self.shard.tracked = self.cmd_tracked;
             let waits = self.shard.execute_here(
                 &self.shared,
                 spec,
@@ -614,6 +655,7 @@ impl Worker {
                 client.resp,
                 may_wait,
             );
+            self.shard.tracked = None;
             if self.shard.has_slow() {
                 log_slow(&self.shared, client, self.shard.take_slow());
             }
@@ -634,7 +676,7 @@ impl Worker {
             generation: conn.generation,
         };
         let mut batch = self.new_batch(resp, db);
-        batch.push(spec.id, args);
+        batch.push_tracked(spec.id, args, self.cmd_tracked);
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
     }
@@ -667,7 +709,7 @@ impl Worker {
         };
         conn.flight_shard = shard;
         if let Some(batch) = conn.open.as_mut() {
-            batch.push(spec.id, args);
+            batch.push_tracked(spec.id, args, self.cmd_tracked);
         }
         Flow::Next
     }
@@ -918,6 +960,18 @@ impl Worker {
             Locking::WholeShards => (Vec::new(), true),
             Locking::InHops => (Vec::new(), false),
         };
+        if let Some(t) = self.cmd_tracked.as_mut() {
+            // Its steps remember the keys they lock when it only reads.
+            t.read &= spec.flags.contains(Flags::READONLY);
+        }
+        if let Some(t) = self.cmd_tracked.as_mut()
+            && matches!(spec.name, "flushall" | "flushdb")
+            && let Some(conn) = self.conns.get_mut(key)
+        {
+            // Its own client hears of the flush after its reply (`write_job_outcome`).
+            t.own_flush = true;
+            conn.tracking_flush = true;
+        }
         // Keyspace notifications: the shards name the events of its steps after it.
         let command = crate::shard::notify::active(
             self.shared
@@ -972,6 +1026,11 @@ impl Worker {
         ));
         if let Some(command) = command {
             job.set_command(command);
+        }
+        if key != usize::MAX
+            && let Some(tracked) = self.cmd_tracked
+        {
+            job.set_tracked(tracked);
         }
         let shared = Arc::clone(&self.shared);
         let env = Env {
@@ -1076,6 +1135,22 @@ impl Worker {
             return;
         };
         conn.job = None;
+        if std::mem::take(&mut conn.tracking_flush) && conn.client.tracking.on {
+            let me = ConnRef {
+                worker: self.id,
+                key,
+                generation: conn.generation,
+            };
+            let notice = crate::shard::tracking::flush_notice(Reader {
+                id: conn.client.id,
+                conn: me,
+            });
+            // Delivered at the end of the iteration: after the reply written below.
+            self.shard.pubsub.track(&notice, false);
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
         if std::mem::take(&mut conn.drop_reply) {
             // CLIENT REPLY OFF or SKIP: not sent.
             return;

@@ -427,6 +427,23 @@ impl Outbound {
         receivers
     }
 
+    /// An invalidation for its tracking client (`redirected`: for the client a tracking
+    /// client redirects to), appended for the client's worker.
+    pub fn track(&mut self, notice: &crate::runtime::tracking::Notice<'_>, redirected: bool) {
+        let w = notice.conn.worker;
+        if self.buffers.len() <= w {
+            self.buffers.resize_with(w + 1, Vec::new);
+        }
+        let buf = &mut self.buffers[w];
+        buf.push(if redirected {
+            TAG_REDIRECTED
+        } else {
+            TAG_TRACK
+        });
+        notice.write(buf);
+        self.pending = true;
+    }
+
     /// Whether publications wait to be sent.
     pub fn pending(&self) -> bool {
         self.pending
@@ -443,17 +460,42 @@ impl Outbound {
     }
 }
 
-/// The publications of a buffer made by [`Outbound`]: `(space, channel, message)`. A
-/// malformed tail (which no worker writes) ends the walk.
-pub fn entries(buf: &[u8]) -> impl Iterator<Item = (Space, &[u8], &[u8])> {
+/// What a buffer made by [`Outbound`] holds.
+#[derive(Debug)]
+pub enum Entry<'a> {
+    /// A publication: `(space, channel, message)`.
+    Publish(Space, &'a [u8], &'a [u8]),
+    /// An invalidation for a tracking client of this worker (`runtime/tracking.rs`).
+    Track(crate::runtime::tracking::Notice<'a>),
+    /// An invalidation for the client of this worker a tracking client redirects to.
+    Redirected(crate::runtime::tracking::Notice<'a>),
+}
+
+/// Tag of an invalidation for a tracking client.
+const TAG_TRACK: u8 = 3;
+/// Tag of an invalidation for a redirect target.
+const TAG_REDIRECTED: u8 = 4;
+
+/// The entries of a buffer made by [`Outbound`] for worker `worker`. A malformed tail
+/// (which no worker writes) ends the walk.
+pub fn entries(buf: &[u8], worker: usize) -> impl Iterator<Item = Entry<'_>> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         let (&tag, tail) = rest.split_first()?;
+        if tag == TAG_TRACK || tag == TAG_REDIRECTED {
+            let (notice, tail) = crate::runtime::tracking::Notice::read(tail, worker)?;
+            rest = tail;
+            return Some(if tag == TAG_TRACK {
+                Entry::Track(notice)
+            } else {
+                Entry::Redirected(notice)
+            });
+        }
         let space = Space::from_byte(tag)?;
         let (channel, tail) = length_prefixed(tail)?;
         let (message, tail) = length_prefixed(tail)?;
         rest = tail;
-        Some((space, channel, message))
+        Some(Entry::Publish(space, channel, message))
     })
 }
 
@@ -534,7 +576,12 @@ mod tests {
         out.publish(&dir, Space::Channels, b"a", b"3");
         let (w, buf) = out.take().next().expect("a buffer");
         assert_eq!(w, 1);
-        let got: Vec<_> = entries(&buf).collect();
+        let got: Vec<_> = entries(&buf, 1)
+            .filter_map(|e| match e {
+                Entry::Publish(s, c, m) => Some((s, c, m)),
+                _ => None,
+            })
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -544,6 +591,6 @@ mod tests {
             ]
         );
         // A cut buffer ends the walk instead of reading past it.
-        assert_eq!(entries(&buf[..buf.len() - 1]).count(), 2);
+        assert_eq!(entries(&buf[..buf.len() - 1], 1).count(), 2);
     }
 }

@@ -148,6 +148,8 @@ pub struct Shared {
     pub monitors: crate::runtime::monitor::Monitors,
     /// Pub/Sub: who subscribes to what, on which worker.
     pub pubsub: crate::runtime::pubsub::Directory,
+    /// Client-side caching: who tracks, BCAST prefixes, clients by id.
+    pub tracking: crate::runtime::tracking::Registry,
     /// `notify-keyspace-events`, as flags (`shard/notify.rs`; 0: off), read by each
     /// shard as it starts a unit of work.
     pub notify: std::sync::atomic::AtomicU32,
@@ -217,6 +219,7 @@ impl Shared {
             ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
             pubsub: crate::runtime::pubsub::Directory::default(),
+            tracking: crate::runtime::tracking::Registry::default(),
             notify: std::sync::atomic::AtomicU32::new(config.notify_keyspace_events),
             keyspace_events: families::notify::events,
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),

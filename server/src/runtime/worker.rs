@@ -163,6 +163,8 @@ pub struct Worker {
     pub(crate) paused: Vec<usize>,
     /// This worker's connections' Pub/Sub subscriptions.
     pub(crate) subs: crate::runtime::pubsub::Local,
+    /// The tracking client the command being dispatched runs for (CLIENT TRACKING).
+    pub(crate) cmd_tracked: Option<crate::runtime::tracking::Tracked>,
     /// MONITOR lines of the commands run this iteration, sent at its end.
     pub(crate) monitor_feed: Vec<u8>,
     /// Bytes read from and written to clients, and batches and steps sent to other
@@ -235,6 +237,7 @@ impl Worker {
             paused: Vec::new(),
             monitor_feed: Vec::new(),
             subs: Default::default(),
+            cmd_tracked: None,
             net_in: 0,
             net_out: 0,
             hops: 0,
@@ -739,9 +742,22 @@ impl Worker {
         mine
     }
 
-    /// Delivers publications to this worker's subscribers.
+    /// Delivers publications to this worker's subscribers, and invalidations to its
+    /// tracking clients.
     fn deliver(&mut self, publications: &[u8]) {
-        for (space, channel, message) in crate::runtime::pubsub::entries(publications) {
+        use crate::runtime::pubsub::Entry;
+        for entry in crate::runtime::pubsub::entries(publications, self.id) {
+            let (space, channel, message) = match entry {
+                Entry::Publish(space, channel, message) => (space, channel, message),
+                Entry::Track(notice) => {
+                    self.deliver_notice(&notice);
+                    continue;
+                }
+                Entry::Redirected(notice) => {
+                    self.deliver_redirected(&notice);
+                    continue;
+                }
+            };
             let Worker {
                 subs, conns, dirty, ..
             } = self;
@@ -765,6 +781,70 @@ impl Worker {
         }
     }
 
+    /// An invalidation for a tracking client of this worker: sent to it (RESP3), to the
+    /// client it redirects to, or dropped (RESP2 without a redirect, or a client that no
+    /// longer tracks in that mode: Redis forgets lazily too).
+    pub(crate) fn deliver_notice(&mut self, notice: &crate::runtime::tracking::Notice<'_>) {
+        use crate::runtime::tracking::{KIND_BCAST, KIND_KEYS, encode, encode_broken};
+        let shared = Arc::clone(&self.shared);
+        let Some(conn) = self.live_conn(notice.conn).filter(|c| !c.gone) else {
+            return;
+        };
+        let t = &mut conn.client.tracking;
+        if conn.client.id != notice.id
+            || !t.on
+            || (notice.kind == KIND_KEYS && t.bcast)
+            || (notice.kind == KIND_BCAST && !t.bcast)
+            || (notice.kind == KIND_KEYS && t.noloop && notice.writer == notice.id)
+        {
+            return;
+        }
+        let resp3 = conn.client.resp == Version::Resp3;
+        let notice = crate::runtime::tracking::Notice {
+            null_resp3: resp3,
+            ..*notice
+        };
+        if t.redirect == 0 {
+            if resp3 {
+                encode(&mut conn.output.buf, true, &notice);
+                self.mark_dirty(notice.conn.key);
+            }
+            return;
+        }
+        let redirect = t.redirect;
+        let Some(target) = shared.tracking.conn_of(redirect) else {
+            t.broken_redirect = true;
+            if resp3 {
+                encode_broken(&mut conn.output.buf, redirect);
+                self.mark_dirty(notice.conn.key);
+            }
+            return;
+        };
+        let forwarded = crate::runtime::tracking::Notice {
+            conn: target,
+            ..notice
+        };
+        if target.worker == self.id {
+            self.deliver_redirected(&forwarded);
+        } else {
+            self.shard.pubsub.track(&forwarded, true);
+        }
+    }
+
+    /// An invalidation redirected to a client of this worker: a push in RESP3, a
+    /// message on `__redis__:invalidate` in RESP2 when it is in Pub/Sub mode.
+    fn deliver_redirected(&mut self, notice: &crate::runtime::tracking::Notice<'_>) {
+        let Some(conn) = self.live_conn(notice.conn).filter(|c| !c.gone) else {
+            return;
+        };
+        let resp3 = conn.client.resp == Version::Resp3;
+        if !resp3 && !conn.client.subs.active() {
+            return;
+        }
+        crate::runtime::tracking::encode(&mut conn.output.buf, resp3, notice);
+        self.mark_dirty(notice.conn.key);
+    }
+
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
         for key in std::mem::take(&mut self.opened) {
@@ -786,10 +866,15 @@ impl Worker {
     /// worker (a reply, after which its client publishes or reads) is then sent after
     /// them, so nothing that follows from it can overtake them.
     fn send_outboxes(&mut self) {
-        if self.shard.pubsub.pending()
-            && let Some(mine) = self.send_publications()
-        {
-            self.deliver(&mine);
+        self.shard.send_tracking();
+        // Twice: an invalidation delivered here may go on to the client it is
+        // redirected to.
+        for _ in 0..2 {
+            if self.shard.pubsub.pending()
+                && let Some(mine) = self.send_publications()
+            {
+                self.deliver(&mine);
+            }
         }
         self.shard.sync_observers();
         for publications_first in [true, false] {
@@ -1133,6 +1218,13 @@ impl Worker {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
+        // By id, for CLIENT TRACKING's REDIRECT.
+        let me = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        self.shared.tracking.connected(conn.client.id, me);
         // Bytes may have arrived before registration — after this iteration read the
         // clock: its commands must not run with a time from before they were sent.
         self.now = clock::now_ms();
@@ -1355,6 +1447,20 @@ impl Worker {
                     generation: conn.generation,
                 };
                 self.shared.monitors.remove(me);
+            }
+            self.shared.tracking.disconnected(conn.client.id);
+            if conn.client.tracking.on {
+                let me = ConnRef {
+                    worker: self.id,
+                    key,
+                    generation: conn.generation,
+                };
+                self.shared
+                    .tracking
+                    .disable(crate::runtime::tracking::Reader {
+                        id: conn.client.id,
+                        conn: me,
+                    });
             }
             if conn.client.subs.active() {
                 let mut hub = crate::runtime::pubsub::Hub::new(

@@ -40,6 +40,7 @@ pub mod events;
 pub mod notify;
 pub mod park;
 pub mod slots;
+pub mod tracking;
 pub mod watch;
 
 #[cfg(test)]
@@ -149,6 +150,12 @@ pub struct Shard {
     /// The command of the transaction step being run, which names its key events for
     /// keyspace notifications.
     step_command: Option<Arc<Batch>>,
+    /// The keys tracking clients read here; BCAST keys to send.
+    tracking: tracking::TrackTable,
+    /// Some client tracks (as this shard last read it): key events are recorded.
+    tracking_on: bool,
+    /// The tracking client the command being run is for.
+    pub tracked: Option<crate::runtime::tracking::Tracked>,
 }
 
 impl Shard {
@@ -180,6 +187,9 @@ impl Shard {
             pubsub: Default::default(),
             notify_flags: 0,
             step_command: None,
+            tracking: Default::default(),
+            tracking_on: false,
+            tracked: None,
         }
     }
 
@@ -364,7 +374,7 @@ impl Shard {
 
     fn update_observed(&mut self) {
         let notifying = notify::active(self.notify_flags);
-        let watched = !self.watches.is_empty();
+        let watched = !self.watches.is_empty() || self.tracking_on;
         self.dbs.set_recording(Recording {
             observe: !self.observers.is_empty() || !self.waiters.is_empty() || notifying || watched,
             list_writes: !self.waiters.is_empty()
@@ -504,6 +514,15 @@ impl Shard {
             self.notify_flags = flags;
             self.update_observed();
         }
+        let tracking = shared.tracking.active();
+        if tracking != self.tracking_on {
+            // The first client tracks, or the last stopped.
+            self.tracking_on = tracking;
+            self.update_observed();
+        }
+        if tracking {
+            self.tracking.refresh(&shared.tracking);
+        }
         let logging = !self.observers.is_empty();
         let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
@@ -526,6 +545,7 @@ impl Shard {
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
         let all_dbs = ctx.touched_others();
+        let flushed = ctx.wants_flush_notice();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
             self.errors = Default::default();
@@ -543,6 +563,9 @@ impl Shard {
             self.update_observed();
         }
 
+        if flushed && self.tracking_on {
+            self.flush_tracking(shared);
+        }
         if let Some(seq) = rotation {
             for observer in &mut self.observers {
                 observer.rotate(seq);
@@ -604,7 +627,34 @@ impl Shard {
         if notify::active(self.notify_flags) {
             self.notify(shared, origin);
         }
+        if self.tracking_on {
+            let writer = self.tracked.map_or(0, |t| t.reader.id);
+            self.tracking
+                .on_events(&self.events, writer, &shared.tracking, &mut self.pubsub);
+        }
         self.update_observed();
+    }
+
+    /// Every key was flushed: the tracking table is emptied, and (once for the whole
+    /// server: by shard 0, which every flush reaches) every tracking client is told,
+    /// but the flushing client, which its worker tells after the flush's reply.
+    fn flush_tracking(&mut self, shared: &Shared) {
+        self.tracking.clear(&shared.tracking);
+        if self.id == 0 {
+            let except = self
+                .tracked
+                .filter(|t| t.own_flush)
+                .map_or(0, |t| t.reader.id);
+            tracking::send_flush(&shared.tracking, except, &mut self.pubsub);
+        }
+    }
+
+    /// Sends the BCAST invalidations gathered this iteration (the end of the worker's
+    /// loop iteration).
+    pub fn send_tracking(&mut self) {
+        if self.tracking.has_pending() {
+            self.tracking.send_bcast(&mut self.pubsub);
+        }
     }
 
     /// Keyspace notifications of the unit of work just published.
@@ -698,6 +748,7 @@ impl Shard {
                 slots_version: self.slots.version(),
                 db,
                 command: None,
+                tracked: None,
             };
             self.step(shared, step);
         }
@@ -872,6 +923,15 @@ impl Shard {
                 ctx.waits()
             },
         );
+        if let Some(t) = self.tracked
+            && t.read
+            && spec.flags.contains(crate::table::Flags::READONLY)
+        {
+            let table = &mut self.tracking;
+            spec.for_each_key_position(args, |i| {
+                table.remember(args.get(i), t.reader, &shared.tracking);
+            });
+        }
         let micros = started.map(|s| s.elapsed().as_micros() as u64);
         if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
             shared.latency.add_command(fast, micros);
@@ -1051,6 +1111,7 @@ impl Shard {
         let Some(spec) = shared.commands.get(cmd.spec) else {
             return;
         };
+        self.tracked = cmd.tracked;
         self.execute(
             shared,
             spec,
@@ -1062,6 +1123,7 @@ impl Shard {
             tx,
             *slots_version,
         );
+        self.tracked = None;
         if !self.slow.is_empty() {
             batch.slow.append(&mut self.slow);
         }
@@ -1124,6 +1186,14 @@ impl Shard {
         if !needs.is_empty() {
             self.locks.acquire(step.tx, needs);
         }
+        if let Some(t) = step.tracked.filter(|t| t.read) {
+            // A read-only command of a tracking client (or a transaction that reads):
+            // its keys here are remembered while it holds them.
+            self.tracking.refresh(&shared.tracking);
+            for (key, _) in &needs.keys {
+                self.tracking.remember(key, t.reader, &shared.tracking);
+            }
+        }
         let published = self.published;
         let out = match step.work.take() {
             None => HopOut::Done,
@@ -1139,6 +1209,7 @@ impl Shard {
             Some(Work::Run(f)) => {
                 let mut scratch = Vec::new();
                 self.step_command = step.command.take();
+                self.tracked = step.tracked;
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1149,6 +1220,7 @@ impl Shard {
                     f,
                 );
                 self.step_command = None;
+                self.tracked = None;
                 step.release |= release;
                 out
             }

@@ -38,6 +38,7 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         slots_version: 1,
         db: 0,
         command: None,
+        tracked: None,
     }
 }
 

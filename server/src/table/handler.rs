@@ -118,6 +118,7 @@ pub struct ShardCtx<'a> {
     waits: bool,
     rotate: Option<u64>,
     reset_stats: bool,
+    flushed: bool,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -150,6 +151,7 @@ impl<'a> ShardCtx<'a> {
             effects,
             watches,
             release: false,
+            flushed: false,
             may_wait: false,
             waits: false,
             rotate: None,
@@ -257,6 +259,17 @@ impl<'a> ShardCtx<'a> {
     /// (a hop that decides on the spot whether it still needs them).
     pub fn release_locks_after(&mut self) {
         self.release = true;
+    }
+
+    /// Every key of the shard was flushed (FLUSHALL, FLUSHDB): tracking clients are
+    /// told that every key changed.
+    pub fn flushed_every_key(&mut self) {
+        self.flushed = true;
+    }
+
+    /// Whether [`ShardCtx::flushed_every_key`] was called.
+    pub(crate) fn wants_flush_notice(&self) -> bool {
+        self.flushed
     }
 
     /// Whether [`ShardCtx::release_locks_after`] was called.

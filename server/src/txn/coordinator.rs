@@ -99,6 +99,8 @@ pub struct TxJob {
     /// The command it runs, for the shards to name its key events (keyspace
     /// notifications on).
     command: Option<Arc<Batch>>,
+    /// The tracking client it runs for.
+    tracked: Option<crate::runtime::tracking::Tracked>,
 }
 
 impl TxJob {
@@ -169,7 +171,14 @@ impl TxJob {
             served: false,
             wrote: false,
             command: None,
+            tracked: None,
         }
+    }
+
+    /// The tracking client the transaction runs for (CLIENT TRACKING): its steps
+    /// remember the keys they lock for it when `tracked.read`.
+    pub fn set_tracked(&mut self, tracked: crate::runtime::tracking::Tracked) {
+        self.tracked = Some(tracked);
     }
 
     /// The command the transaction runs, given to its steps (for keyspace notifications).
@@ -190,6 +199,7 @@ impl TxJob {
             slots_version: self.slots_version,
             db: self.db,
             command: self.command.clone(),
+            tracked: self.tracked,
         }
     }
 

@@ -1,0 +1,186 @@
+//! The keys tracking clients read on this shard (CLIENT TRACKING's default mode), and
+//! the keys written here that BCAST clients are to hear of (`runtime/tracking.rs`).
+//!
+//! A read-only command of a tracking client remembers its keys here, on the shard's
+//! thread, right after it ran: no write can come between the read and the key being
+//! remembered. A key written (or deleted, expired, evicted) is forgotten at once, and
+//! each client remembered for it is sent one invalidation. Keys written that match a
+//! BCAST client's prefix are gathered over the worker's loop iteration and sent at its
+//! end: one message per prefix and client, its keys in byte order, each once — as Redis
+//! sends them once per event-loop iteration.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use goblin_store::Event;
+
+use crate::runtime::pubsub::Outbound;
+use crate::runtime::tracking::{
+    BcastClient, KIND_BCAST, KIND_FLUSH, KIND_KEYS, Notice, Reader, Registry, push_key,
+};
+
+/// A shard's tracking table.
+#[derive(Debug, Default)]
+pub struct TrackTable {
+    keys: hashbrown::HashMap<Box<[u8]>, Vec<Reader>, foldhash::fast::RandomState>,
+    bcast: Option<Arc<[BcastClient]>>,
+    bcast_version: u64,
+    /// Keys written this iteration that match some BCAST prefix, with who wrote them.
+    pending: Vec<(Box<[u8]>, u64)>,
+}
+
+impl TrackTable {
+    /// Takes the BCAST clients as they are now, if they changed.
+    pub fn refresh(&mut self, reg: &Registry) {
+        let version = reg.bcast_version();
+        if self.bcast.is_none() || version != self.bcast_version {
+            self.bcast = Some(reg.bcast());
+            self.bcast_version = version;
+        }
+    }
+
+    /// Remembers that `reader` read `key`.
+    pub fn remember(&mut self, key: &[u8], reader: Reader, reg: &Registry) {
+        match self.keys.get_mut(key) {
+            Some(readers) => {
+                if !readers.iter().any(|r| r.id == reader.id) {
+                    readers.push(reader);
+                    reg.items.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => {
+                self.keys.insert(key.into(), vec![reader]);
+                reg.keys.fetch_add(1, Ordering::Relaxed);
+                reg.items.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The keys of a unit of work's events changed (`writer`: the client whose command
+    /// changed them, 0 for none): their readers are told, BCAST keys gathered.
+    pub fn on_events(&mut self, events: &[Event], writer: u64, reg: &Registry, out: &mut Outbound) {
+        let bcast = self.bcast.as_ref().filter(|b| !b.is_empty());
+        for k in events.iter().filter_map(Event::key) {
+            if k.quiet {
+                continue;
+            }
+            if !self.keys.is_empty()
+                && let Some(readers) = self.keys.remove(&k.key)
+            {
+                reg.keys.fetch_sub(1, Ordering::Relaxed);
+                reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
+                let mut keys = Vec::with_capacity(4 + k.key.len());
+                push_key(&mut keys, &k.key);
+                for r in readers {
+                    out.track(
+                        &Notice {
+                            conn: r.conn,
+                            id: r.id,
+                            kind: KIND_KEYS,
+                            writer,
+                            null_resp3: false,
+                            keys: &keys,
+                            count: 1,
+                        },
+                        false,
+                    );
+                }
+            }
+            if let Some(bcast) = bcast
+                && bcast
+                    .iter()
+                    .any(|b| b.prefixes.iter().any(|p| k.key.starts_with(p)))
+            {
+                self.pending.push((k.key.clone(), writer));
+            }
+        }
+    }
+
+    /// Every key was flushed: nothing is remembered any more.
+    pub fn clear(&mut self, reg: &Registry) {
+        let items: usize = self.keys.values().map(Vec::len).sum();
+        reg.keys.fetch_sub(self.keys.len(), Ordering::Relaxed);
+        reg.items.fetch_sub(items, Ordering::Relaxed);
+        self.keys = Default::default();
+    }
+
+    /// Whether BCAST keys wait to be sent.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Sends the BCAST keys gathered: for each prefix (in byte order), to each of its
+    /// clients, the keys matching it, sorted and each once (a NOLOOP client is not told
+    /// of the keys it was the last to write).
+    pub fn send_bcast(&mut self, out: &mut Outbound) {
+        let mut pending = std::mem::take(&mut self.pending);
+        let Some(bcast) = self.bcast.as_ref() else {
+            return;
+        };
+        // Sorted by key, the last write of each key kept.
+        pending.reverse();
+        pending.sort_by(|a, b| a.0.cmp(&b.0));
+        pending.dedup_by(|a, b| a.0 == b.0);
+        let mut prefixes: Vec<&[u8]> = bcast
+            .iter()
+            .flat_map(|b| b.prefixes.iter().map(|p| &p[..]))
+            .collect();
+        prefixes.sort_unstable();
+        prefixes.dedup();
+        let mut keys = Vec::new();
+        for prefix in prefixes {
+            for client in bcast
+                .iter()
+                .filter(|b| b.prefixes.iter().any(|p| &p[..] == prefix))
+            {
+                keys.clear();
+                let mut count = 0u32;
+                for (key, writer) in &pending {
+                    if key.starts_with(prefix) && !(client.noloop && *writer == client.reader.id) {
+                        push_key(&mut keys, key);
+                        count += 1;
+                    }
+                }
+                if count == 0 {
+                    continue;
+                }
+                out.track(
+                    &Notice {
+                        conn: client.reader.conn,
+                        id: client.reader.id,
+                        kind: KIND_BCAST,
+                        writer: 0,
+                        null_resp3: false,
+                        keys: &keys,
+                        count,
+                    },
+                    false,
+                );
+            }
+        }
+    }
+}
+
+/// Tells every tracking client but `except` (which its own worker tells after the
+/// flush's reply) that every key changed.
+pub fn send_flush(reg: &Registry, except: u64, out: &mut Outbound) {
+    for reader in reg.tracking_clients() {
+        if reader.id == except {
+            continue;
+        }
+        out.track(&flush_notice(reader), false);
+    }
+}
+
+/// The flush notice for `reader`.
+pub fn flush_notice(reader: Reader) -> Notice<'static> {
+    Notice {
+        conn: reader.conn,
+        id: reader.id,
+        kind: KIND_FLUSH,
+        writer: 0,
+        null_resp3: false,
+        keys: &[],
+        count: 0,
+    }
+}
