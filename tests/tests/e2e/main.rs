@@ -50,5 +50,6 @@ mod streams_blocking;
 mod streams_diff;
 mod strings_diff;
 mod strings_keys;
+mod tracking;
 mod watch;
 mod zsets_diff;
