@@ -48,6 +48,27 @@ const SAMPLES: &[(&str, &[&str])] = &[
         &["CLIENT KILL 1.2.3.4:5", "CLIENT KILL ID 7", "CLIENT KILL"],
     ),
     ("client|help", &["CLIENT HELP", "CLIENT HELP x"]),
+    (
+        "client|tracking",
+        &[
+            "CLIENT TRACKING on",
+            "CLIENT TRACKING on BCAST PREFIX k",
+            "CLIENT TRACKING",
+        ],
+    ),
+    (
+        "client|trackinginfo",
+        &["CLIENT TRACKINGINFO", "CLIENT TRACKINGINFO x"],
+    ),
+    ("client|getredir", &["CLIENT GETREDIR", "CLIENT GETREDIR x"]),
+    (
+        "client|caching",
+        &[
+            "CLIENT CACHING yes",
+            "CLIENT CACHING",
+            "CLIENT CACHING no x",
+        ],
+    ),
     // Server.
     ("command", &["COMMAND", "COMMAND NOPE", "COMMAND GET k"]),
     ("command|count", &["COMMAND COUNT", "COMMAND COUNT x"]),
@@ -1031,7 +1052,7 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
 
 /// Commands redis-server 7.0 has and goblin-server does not: Goblin looks up its own
 /// table, so they are invalid commands to it.
-const ABSENT: &[&str] = &["CLIENT CACHING yes", "EVAL s 1 k"];
+const ABSENT: &[&str] = &["EVAL s 1 k"];
 
 /// The words of a sample (`''` is the empty argument).
 fn words(line: &str) -> Vec<&[u8]> {
