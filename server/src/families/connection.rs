@@ -193,6 +193,15 @@ fn reset(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     }
     conn.hub
         .leave_all(&conn.shared.pubsub, &mut conn.client.subs);
+    if conn.client.tracking.on {
+        conn.shared
+            .tracking
+            .disable(crate::runtime::tracking::Reader {
+                id: conn.client.id,
+                conn: conn.hub.me,
+            });
+    }
+    conn.client.tracking = Default::default();
     conn.client.db = 0;
     conn.client.resp = Version::Resp2;
     conn.client.name = None;

@@ -487,6 +487,12 @@ fn redirected_invalidations_match_redis() {
         p.message(4);
         p.check(4, "CLIENT TRACKING on");
         p.check(4, "CLIENT TRACKINGINFO");
+        // RESET turns tracking off.
+        p.check(4, "RESET");
+        p.check(4, "CLIENT TRACKINGINFO");
+        p.check(4, "GET d");
+        p.check(1, "SET d 3");
+        p.quiet(4);
     }
 }
 
