@@ -301,6 +301,11 @@ fn default_mode_invalidates_read_keys_like_redis() {
         std::thread::sleep(Duration::from_millis(120));
         p.check(1, "GET e");
         p.message(0);
+        // Expiry by the timer wheel (redis-server's active expiry), untouched.
+        p.check(1, "SET ax 1 PX 200");
+        p.check(0, "GET ax");
+        std::thread::sleep(Duration::from_millis(1200));
+        p.message(0);
         // Another database: tracking is by key name only.
         p.check(0, "GET d");
         p.check(1, "SELECT 1");
