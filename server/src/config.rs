@@ -68,6 +68,9 @@ pub struct Config {
     pub hz: u64,
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog that would grow past it turns dense.
     pub hll_sparse_max_bytes: u64,
+    /// `tracking-table-max-keys`: CLIENT TRACKING remembers at most this many keys (0: no
+    /// limit); past it, keys are forgotten, their readers invalidated.
+    pub tracking_table_max_keys: u64,
 }
 
 /// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
@@ -387,6 +390,7 @@ impl Default for Config {
             enable_debug_command: Allow::No,
             hz: 10,
             hll_sparse_max_bytes: 3000,
+            tracking_table_max_keys: 1_000_000,
         }
     }
 }
@@ -446,6 +450,9 @@ Options:
   --hll-sparse-max-bytes SIZE
                             a sparse HyperLogLog that would grow past SIZE turns dense
                             (default 3000)
+  --tracking-table-max-keys N
+                            CLIENT TRACKING remembers at most N keys read (default
+                            1000000, 0 for no limit)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -528,6 +535,7 @@ pub const SETTABLE: &[&str] = &[
     "bind",
     "hz",
     "hll-sparse-max-bytes",
+    "tracking-table-max-keys",
 ];
 
 /// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
@@ -721,6 +729,9 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             };
         }
         "hll-sparse-max-bytes" => config.hll_sparse_max_bytes = parse_size_ranged(one()?, 0)?,
+        "tracking-table-max-keys" => {
+            config.tracking_table_max_keys = parse_ranged(one()?, 0, i64::MAX)? as u64;
+        }
         // Kept within 1..=500, as redis-server keeps it.
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
@@ -1009,6 +1020,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("hz", &|c| c.hz.to_string()),
         opt("hll-sparse-max-bytes", &|c| {
             format_memory(c.hll_sparse_max_bytes)
+        }),
+        opt("tracking-table-max-keys", &|c| {
+            c.tracking_table_max_keys.to_string()
         }),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),

@@ -444,6 +444,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             super::streams::LIMITS.max_entries.to_string(),
         ),
         ("hll-sparse-max-bytes", c.hll_sparse_max_bytes.to_string()),
+        (
+            "tracking-table-max-keys",
+            c.tracking_table_max_keys.to_string(),
+        ),
     ]
 }
 

@@ -264,7 +264,7 @@ impl Worker {
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
-            queued.push_tracked(spec.id, args, self.cmd_tracked);
+            queued.push_tracked(spec.id, args, self.cmd_tracked.take());
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
             };

@@ -219,7 +219,9 @@ impl Shared {
             ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
             monitors: crate::runtime::monitor::Monitors::default(),
             pubsub: crate::runtime::pubsub::Directory::default(),
-            tracking: crate::runtime::tracking::Registry::default(),
+            tracking: crate::runtime::tracking::Registry::with_max_keys(
+                config.tracking_table_max_keys,
+            ),
             notify: std::sync::atomic::AtomicU32::new(config.notify_keyspace_events),
             keyspace_events: families::notify::events,
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
@@ -272,6 +274,7 @@ impl Shared {
         self.client_limits.set(&config);
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
+        self.tracking.set_max_keys(config.tracking_table_max_keys);
         self.latency.set_threshold(config.latency_monitor_threshold);
         self.notify
             .store(config.notify_keyspace_events, Ordering::Relaxed);

@@ -113,6 +113,8 @@ pub struct Registry {
     pub keys: AtomicUsize,
     /// Client entries in the shards' tables (`tracking_total_items`).
     pub items: AtomicUsize,
+    /// `tracking-table-max-keys` (0: no limit).
+    max_keys: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +122,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Registry {
+    /// A registry whose tables hold at most `max_keys` keys (0: no limit).
+    pub fn with_max_keys(max_keys: u64) -> Registry {
+        let reg = Registry::default();
+        reg.set_max_keys(max_keys);
+        reg
+    }
+
+    /// CONFIG SET `tracking-table-max-keys`.
+    pub fn set_max_keys(&self, max_keys: u64) {
+        let n = usize::try_from(max_keys).unwrap_or(usize::MAX);
+        self.max_keys.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether the tables hold more keys than `tracking-table-max-keys` allows.
+    pub fn over_limit(&self) -> bool {
+        let max = self.max_keys.load(Ordering::Relaxed);
+        max != 0 && self.keys.load(Ordering::Relaxed) > max
+    }
+
     /// Whether some client tracks.
     #[inline]
     pub fn active(&self) -> bool {

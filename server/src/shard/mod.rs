@@ -931,6 +931,7 @@ impl Shard {
             spec.for_each_key_position(args, |i| {
                 table.remember(args.get(i), t.reader, &shared.tracking);
             });
+            self.tracking.limit(&shared.tracking, &mut self.pubsub);
         }
         let micros = started.map(|s| s.elapsed().as_micros() as u64);
         if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
@@ -1193,6 +1194,7 @@ impl Shard {
             for (key, _) in &needs.keys {
                 self.tracking.remember(key, t.reader, &shared.tracking);
             }
+            self.tracking.limit(&shared.tracking, &mut self.pubsub);
         }
         let published = self.published;
         let out = match step.work.take() {

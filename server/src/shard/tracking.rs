@@ -96,6 +96,39 @@ impl TrackTable {
         }
     }
 
+    /// Past `tracking-table-max-keys` (all shards' tables together): forgets keys of this
+    /// table, telling their readers as if the keys had changed, until under it again (or
+    /// this table is empty), as Redis's `trackingLimitUsedSlots` does.
+    pub fn limit(&mut self, reg: &Registry, out: &mut Outbound) {
+        let mut keys = Vec::new();
+        while reg.over_limit() {
+            let Some(key) = self.keys.keys().next().cloned() else {
+                return;
+            };
+            let Some(readers) = self.keys.remove(&key) else {
+                return;
+            };
+            reg.keys.fetch_sub(1, Ordering::Relaxed);
+            reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
+            keys.clear();
+            push_key(&mut keys, &key);
+            for r in readers {
+                out.track(
+                    &Notice {
+                        conn: r.conn,
+                        id: r.id,
+                        kind: KIND_KEYS,
+                        writer: 0,
+                        null_resp3: false,
+                        keys: &keys,
+                        count: 1,
+                    },
+                    false,
+                );
+            }
+        }
+    }
+
     /// Every key was flushed: nothing is remembered any more.
     pub fn clear(&mut self, reg: &Registry) {
         let items: usize = self.keys.values().map(Vec::len).sum();

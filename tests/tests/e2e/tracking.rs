@@ -539,3 +539,53 @@ fn keys_on_several_shards_and_threads_are_invalidated() {
         p.tracking_info();
     }
 }
+
+/// `tracking-table-max-keys`: CONFIG GET/SET as redis-server's; past it, keys are
+/// forgotten and their readers invalidated (which keys: random in both), down to the
+/// limit.
+#[test]
+fn the_tracking_table_is_bounded_like_redis() {
+    for threads in THREAD_COUNTS {
+        let mut p = Pair::new(threads, 4);
+        p.check(1, "CONFIG GET tracking-table-max-keys");
+        p.check(1, "CONFIG SET tracking-table-max-keys -1");
+        p.check(1, "CONFIG SET tracking-table-max-keys x");
+        p.check(1, "CONFIG SET tracking-table-max-keys 2");
+        p.check(1, "CONFIG GET tracking-table-max-keys");
+        p.check(0, "HELLO 3");
+        p.check(0, "CLIENT TRACKING on");
+        // Five reads; the keys past the limit are invalidated (Redis before the next
+        // command, Goblin as soon as they are remembered): five replies and three
+        // pushes, in some order, on each server.
+        let gets: Vec<u8> = ["k1", "k2", "k3", "k4", "k5"]
+            .iter()
+            .flat_map(|k| encode(&[b"GET", k.as_bytes()]))
+            .collect();
+        p.conns[0].0.send(&gets);
+        p.conns[0].1.send(&gets);
+        p.check(1, "PING");
+        let (g, r) = &mut p.conns[0];
+        for (server, raw) in [("goblin", g), ("redis", r)] {
+            let (mut nulls, mut pushes) = (0, 0);
+            for _ in 0..8 {
+                let frame = raw.reply();
+                if frame == b"_\r\n" {
+                    nulls += 1;
+                } else {
+                    assert!(
+                        frame.starts_with(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk"),
+                        "{server}: {}",
+                        show(&frame)
+                    );
+                    pushes += 1;
+                }
+            }
+            assert_eq!((nulls, pushes), (5, 3), "{server}");
+        }
+        p.tracking_info();
+        p.quiet(0);
+        p.check(1, "CONFIG SET tracking-table-max-keys 0");
+        p.check(1, "FLUSHALL");
+        p.message(0);
+    }
+}
