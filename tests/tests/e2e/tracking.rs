@@ -163,6 +163,30 @@ impl Pair {
         assert_eq!(got.len(), 4);
     }
 
+    /// CLIENT INFO's `flags=` and `redir=` (an id named `$i`), compared.
+    fn client_flags(&mut self, i: usize) {
+        let fields = |reply: &[u8], ids: Vec<String>| -> Vec<String> {
+            String::from_utf8_lossy(reply)
+                .split([' ', '\n'])
+                .filter(|f| f.starts_with("flags=") || f.starts_with("redir="))
+                .map(|f| match f.strip_prefix("redir=") {
+                    Some(id) => match ids.iter().position(|x| x == id) {
+                        Some(n) => format!("redir=${n}"),
+                        None => f.to_string(),
+                    },
+                    None => f.to_string(),
+                })
+                .collect()
+        };
+        let gids = self.ids.iter().map(|(g, _)| g.clone()).collect();
+        let rids = self.ids.iter().map(|(_, r)| r.clone()).collect();
+        let (g, r) = &mut self.conns[i];
+        let got = fields(&g.cmd(&[b"CLIENT", b"INFO"]), gids);
+        let want = fields(&r.cmd(&[b"CLIENT", b"INFO"]), rids);
+        assert_eq!(got, want, "{}: CLIENT INFO on connection {i}", self.context);
+        assert_eq!(got.len(), 2);
+    }
+
     /// Nothing more was pushed on connection `i`: a PING's reply comes next (after a
     /// moment, for invalidations on their way from other threads).
     fn quiet(&mut self, i: usize) {
@@ -449,7 +473,9 @@ fn redirected_invalidations_match_redis() {
         let mut p = Pair::new(threads, 5);
         // 1: a RESP2 subscriber; 0 tracks into it.
         p.check(1, "SUBSCRIBE __redis__:invalidate");
+        p.client_flags(0);
         p.check(0, "CLIENT TRACKING on redirect $1");
+        p.client_flags(0);
         p.check(0, "CLIENT GETREDIR");
         p.check(0, "GET a");
         p.check(2, "SET a 1");
@@ -460,6 +486,7 @@ fn redirected_invalidations_match_redis() {
         // BCAST through a redirect.
         p.check(0, "CLIENT TRACKING off");
         p.check(0, "CLIENT TRACKING on bcast prefix {k} redirect $1");
+        p.client_flags(0);
         p.check(2, "MSET {k}2 1 {k}1 2");
         p.message(1);
         p.check(0, "CLIENT TRACKING off");
@@ -485,6 +512,7 @@ fn redirected_invalidations_match_redis() {
         p.check(1, "SET d 1");
         p.quiet(0);
         p.check(0, "CLIENT TRACKINGINFO");
+        p.client_flags(0);
         p.check(4, "HELLO 3");
         p.check(4, "CLIENT TRACKINGINFO");
         p.check(4, "GET d");
