@@ -244,6 +244,10 @@ pub struct Conn {
     /// A FLUSHALL or FLUSHDB of this tracking client is in progress: once it answers,
     /// it is told that every key changed (after the reply, as Redis does).
     pub tracking_flush: bool,
+    /// Invalidations of its own writes that arrived while a transaction of its own was
+    /// in progress: written after the transaction's reply, as Redis writes them after
+    /// the command's.
+    pub deferred_pushes: Vec<u8>,
     /// A question asked of every worker, until every answer is in.
     pub asking: Option<Asking>,
     /// MULTI state: the queued commands, and whether one was rejected.
@@ -325,6 +329,7 @@ impl Conn {
             stalled: false,
             job: None,
             tracking_flush: false,
+            deferred_pushes: Vec::new(),
             asking: None,
             multi: None,
             deferred: None,

@@ -1151,8 +1151,10 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
+        let deferred = std::mem::take(&mut conn.deferred_pushes);
         if std::mem::take(&mut conn.drop_reply) {
             // CLIENT REPLY OFF or SKIP: not sent.
+            conn.output.buf.extend_from_slice(&deferred);
             return;
         }
         let Conn {
@@ -1175,6 +1177,7 @@ impl Worker {
             ),
         };
         write_outcome(&mut ctx, outcome);
+        output.buf.extend_from_slice(&deferred);
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.

@@ -805,7 +805,10 @@ impl Worker {
             ..*notice
         };
         if t.redirect == 0 {
-            if resp3 {
+            if resp3 && conn.job.is_some() && notice.writer == notice.id {
+                // Its own transaction's write: after the transaction's reply.
+                encode(&mut conn.deferred_pushes, true, &notice);
+            } else if resp3 {
                 encode(&mut conn.output.buf, true, &notice);
                 self.mark_dirty(notice.conn.key);
             }

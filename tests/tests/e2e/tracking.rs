@@ -561,6 +561,19 @@ fn keys_on_several_shards_and_threads_are_invalidated() {
             p.quiet(i);
         }
         p.tracking_info();
+        // Its own writes across shards: the reply first, then the invalidations.
+        p.check(0, &format!("MGET {all}"));
+        p.check(0, &format!("MSET {}", pairs.join(" ")));
+        p.messages_sorted(0, keys.len());
+        p.quiet(0);
+        p.check(1, &format!("MGET {all}"));
+        p.check(1, "MULTI");
+        for k in &keys {
+            p.check(1, &format!("SET {k} w"));
+        }
+        p.check(1, "EXEC");
+        p.messages_sorted(1, keys.len());
+        p.quiet(1);
         p.check(0, "CLIENT TRACKING on bcast prefix a prefix b");
         p.check(1, "CLIENT TRACKING off");
         p.check(1, "CLIENT TRACKING on bcast prefix b prefix c");
