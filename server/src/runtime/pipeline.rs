@@ -188,6 +188,10 @@ impl Worker {
                 if conn.busy() {
                     return Flow::Wait;
                 }
+                if conn.client.tracking.caching {
+                    let name = rejection.spec.and_then(|id| table.get(id)).map(|s| s.name);
+                    forget_caching(conn, name);
+                }
                 return self.reject(shared, key, rejection);
             }
         };
@@ -228,6 +232,9 @@ impl Worker {
         if let Some(message) = refusal {
             if conn.busy() {
                 return Flow::Wait;
+            }
+            if conn.client.tracking.caching {
+                forget_caching(conn, Some(spec.name));
             }
             return self.reject_command(
                 shared,
@@ -399,11 +406,9 @@ impl Worker {
         if let Some(t) = self.cmd_tracked.take()
             && !matches!(flow, Flow::Wait)
             && let Some(conn) = self.conns.get_mut(t.reader.conn.key)
-            && conn.multi.is_none()
-            && !spec.name.starts_with("client")
+            && conn.client.tracking.caching
         {
-            // CLIENT CACHING holds for the next command (or transaction) only.
-            conn.client.tracking.caching = false;
+            forget_caching(conn, Some(spec.name));
         }
         if !matches!(flow, Flow::Wait) {
             self.shard.count_call(spec.id);
@@ -584,6 +589,15 @@ fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
             .filter_map(|c| shared.commands.get(c.spec))
             .any(|spec| spec.flags.writes_or_propagates())
     })
+}
+
+/// CLIENT CACHING holds for the next command only (or the next transaction): Redis
+/// forgets it after any command but a CLIENT one — `name`, when the command was found —
+/// outside MULTI, refused ones included.
+fn forget_caching(conn: &mut Conn, name: Option<&str>) {
+    if conn.multi.is_none() && !name.is_some_and(|n| n.starts_with("client")) {
+        conn.client.tracking.caching = false;
+    }
 }
 
 /// Whether a connection's MULTI queue holds a read-only command (CLIENT TRACKING).

@@ -408,6 +408,16 @@ fn optin_and_optout_follow_client_caching() {
         p.message(0);
         p.quiet(0);
         p.check(0, "CLIENT TRACKINGINFO");
+        // A refused command ends CLIENT CACHING too, but a CLIENT subcommand's.
+        for refused in ["NOSUCH", "GET", "CLIENT NOSUCH", "CLIENT CACHING"] {
+            p.check(0, "CLIENT CACHING yes");
+            p.check(0, refused);
+            p.check(0, "GET x");
+            p.check(1, "INCR x");
+            p.quiet(1);
+        }
+        p.message(0);
+        p.quiet(0);
         p.check(0, "CLIENT TRACKING off");
         p.check(0, "CLIENT TRACKING on optout");
         p.check(0, "GET u1");
