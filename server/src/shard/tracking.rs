@@ -217,3 +217,129 @@ pub fn flush_notice(reader: Reader) -> Notice<'static> {
         count: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::msg::ConnRef;
+    use crate::runtime::pubsub::{Entry, entries};
+    use crate::runtime::tracking::ClientTracking;
+    use goblin_store::{Change, KeyEvent};
+
+    fn reader(id: u64, worker: usize) -> Reader {
+        Reader {
+            id,
+            conn: ConnRef {
+                worker,
+                key: id as usize,
+                generation: 1,
+            },
+        }
+    }
+
+    fn written(key: &[u8]) -> Event {
+        Event::Key(KeyEvent {
+            change: Change::Written,
+            db: 0,
+            slot: 0,
+            key: key.into(),
+            created: false,
+            quiet: false,
+        })
+    }
+
+    /// `(client id, kind, keys)` of each notice sent, in order.
+    fn sent(out: &mut Outbound) -> Vec<(u64, u8, Vec<Vec<u8>>)> {
+        let mut all = Vec::new();
+        for (w, buf) in out.take() {
+            for e in entries(&buf, w) {
+                if let Entry::Track(n) = e {
+                    all.push((n.id, n.kind, n.keys().map(<[u8]>::to_vec).collect()));
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn a_read_key_is_invalidated_once_for_each_reader() {
+        let reg = Registry::default();
+        let mut table = TrackTable::default();
+        table.refresh(&reg);
+        table.remember(b"k", reader(1, 0), &reg);
+        table.remember(b"k", reader(1, 0), &reg);
+        table.remember(b"k", reader(2, 1), &reg);
+        table.remember(b"j", reader(2, 1), &reg);
+        assert_eq!(reg.keys.load(Ordering::Relaxed), 2);
+        assert_eq!(reg.items.load(Ordering::Relaxed), 3);
+        let mut out = Outbound::default();
+        table.on_events(&[written(b"k"), written(b"x")], 7, &reg, &mut out);
+        let got = sent(&mut out);
+        assert_eq!(got.len(), 2);
+        assert!(
+            got.iter()
+                .all(|(_, kind, keys)| *kind == KIND_KEYS && keys == &[b"k".to_vec()])
+        );
+        table.on_events(&[written(b"k")], 7, &reg, &mut out);
+        assert!(sent(&mut out).is_empty());
+        assert_eq!(reg.keys.load(Ordering::Relaxed), 1);
+        table.clear(&reg);
+        assert_eq!(reg.keys.load(Ordering::Relaxed), 0);
+        assert_eq!(reg.items.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn bcast_keys_go_per_prefix_sorted_once_and_without_a_noloop_clients_own() {
+        let reg = Registry::default();
+        let state = |prefixes: &[&[u8]], noloop: bool| ClientTracking {
+            on: true,
+            bcast: true,
+            noloop,
+            prefixes: prefixes.iter().map(|p| (*p).into()).collect(),
+            ..Default::default()
+        };
+        reg.enable(reader(1, 0), &state(&[b"a", b"b"], false));
+        reg.enable(reader(2, 1), &state(&[b"a"], true));
+        assert_eq!(reg.prefixes(), 2);
+        let mut table = TrackTable::default();
+        table.refresh(&reg);
+        let mut out = Outbound::default();
+        table.on_events(
+            &[written(b"a2"), written(b"b1"), written(b"c")],
+            9,
+            &reg,
+            &mut out,
+        );
+        table.on_events(&[written(b"a1"), written(b"a2")], 2, &reg, &mut out);
+        assert!(table.has_pending());
+        table.send_bcast(&mut out);
+        let mut got = sent(&mut out);
+        got.sort();
+        let keys = |k: &[&[u8]]| k.iter().map(|k| k.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (1, KIND_BCAST, keys(&[b"a1", b"a2"])),
+                (1, KIND_BCAST, keys(&[b"b1"])),
+            ]
+        );
+        // Client 2 (NOLOOP) wrote both `a` keys last: nothing for it.
+        reg.disable(reader(1, 0));
+        reg.disable(reader(2, 1));
+        assert!(!reg.active());
+        assert_eq!(reg.prefixes(), 0);
+    }
+
+    #[test]
+    fn past_the_limit_keys_are_forgotten_and_invalidated() {
+        let reg = Registry::with_max_keys(2);
+        let mut table = TrackTable::default();
+        for k in [&b"k1"[..], b"k2", b"k3", b"k4"] {
+            table.remember(k, reader(1, 0), &reg);
+        }
+        let mut out = Outbound::default();
+        table.limit(&reg, &mut out);
+        assert_eq!(reg.keys.load(Ordering::Relaxed), 2);
+        assert_eq!(sent(&mut out).len(), 2);
+    }
+}
