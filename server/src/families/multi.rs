@@ -394,10 +394,8 @@ impl Plan for ExecPlan {
                         match next {
                             Some(Queued::Single(s, more)) if *s == shard && more.db == batch.db => {
                                 if let Some(Queued::Single(_, more)) = next.take() {
-                                    let (spec, tracked) = more
-                                        .cmds
-                                        .first()
-                                        .map_or((0, None), |c| (c.spec, c.tracked));
+                                    let spec = more.cmds.first().map_or(0, |c| c.spec);
+                                    let tracked = more.tracked(0);
                                     batch.push_tracked(spec, &more.args(0), tracked);
                                 }
                                 self.in_stage.push(self.next);

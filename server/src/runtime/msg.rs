@@ -54,8 +54,22 @@ pub struct Cmd {
     pub spec: usize,
     /// Range of `Batch::spans` holding its arguments.
     pub args: Range<usize>,
-    /// The tracking client it runs for (CLIENT TRACKING), if it tracks.
-    pub tracked: Option<crate::runtime::tracking::Tracked>,
+    /// Whether it runs for a tracking client (CLIENT TRACKING: the batch's `tracker`),
+    /// and whether its keys are remembered.
+    pub track: Track,
+}
+
+/// A batched command's part in CLIENT TRACKING (the client is the batch's `tracker`: a
+/// batch holds one connection's commands).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Track {
+    /// Its client does not track.
+    #[default]
+    No,
+    /// Its client tracks; its keys are not remembered.
+    Client,
+    /// Its client tracks and its keys are remembered (if it only reads).
+    Read,
 }
 
 /// Commands to run on one shard, and their replies.
@@ -86,6 +100,9 @@ pub struct Batch {
     pub db: usize,
     /// Its commands that were slow (SLOWLOG), for the connection's worker to log.
     pub slow: Vec<crate::runtime::slowlog::SlowCmd>,
+    /// The tracking client its commands marked [`Track::Client`] or [`Track::Read`] run
+    /// for.
+    pub tracker: Option<crate::runtime::tracking::Reader>,
 }
 
 impl Default for Batch {
@@ -102,6 +119,7 @@ impl Default for Batch {
             slots_version: 0,
             db: 0,
             slow: Vec::new(),
+            tracker: None,
         }
     }
 }
@@ -118,7 +136,7 @@ impl Batch {
         self.cmds.push(Cmd {
             spec,
             args: first..self.spans.len(),
-            tracked: None,
+            track: Track::No,
         });
     }
 
@@ -130,9 +148,23 @@ impl Batch {
         tracked: Option<crate::runtime::tracking::Tracked>,
     ) {
         self.push(spec, args);
-        if let Some(cmd) = self.cmds.last_mut() {
-            cmd.tracked = tracked;
+        if let Some(t) = tracked
+            && let Some(cmd) = self.cmds.last_mut()
+        {
+            cmd.track = if t.read { Track::Read } else { Track::Client };
+            self.tracker = Some(t.reader);
         }
+    }
+
+    /// The tracking client command `i` runs for, if it tracks.
+    pub fn tracked(&self, i: usize) -> Option<crate::runtime::tracking::Tracked> {
+        let track = self.cmds.get(i)?.track;
+        let reader = self.tracker.filter(|_| track != Track::No)?;
+        Some(crate::runtime::tracking::Tracked {
+            reader,
+            read: track == Track::Read,
+            own_flush: false,
+        })
     }
 
     /// The arguments of command `i`.
@@ -150,6 +182,7 @@ impl Batch {
         self.replies.clear();
         self.reply_budget = usize::MAX;
         self.slow.clear();
+        self.tracker = None;
     }
 
     /// True when every command has run.

@@ -1094,6 +1094,7 @@ impl Shard {
 
     /// Runs command `batch.next` with no lock checks.
     fn run_one(&mut self, shared: &Shared, batch: &mut Batch, tx: Option<TxRef>) {
+        let tracked = batch.tracked(batch.next);
         let Batch {
             data,
             spans,
@@ -1112,7 +1113,7 @@ impl Shard {
         let Some(spec) = shared.commands.get(cmd.spec) else {
             return;
         };
-        self.tracked = cmd.tracked;
+        self.tracked = tracked;
         self.execute(
             shared,
             spec,
