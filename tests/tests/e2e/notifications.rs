@@ -275,8 +275,8 @@ const SCRIPT: &str = "
     XGROUP DELCONSUMER {t}x g z
     XGROUP DESTROY {t}x g
     XGROUP DESTROY {t}x g
-    SET {t}e v PX 1
-    sleep 400
+    SET {t}e v PX 200
+    sleep 700
     GET {t}e
     SWAPDB 0 1
     FLUSHALL
@@ -296,7 +296,7 @@ fn new_key_and_single_class_notifications_match_redis() {
         ("KEAn", SCRIPT),
         (
             "Egx",
-            "SET {t}a v\nEXPIRE {t}a 100\nDEL {t}a\nSET {t}b v PX 1\nsleep 400",
+            "SET {t}a v\nEXPIRE {t}a 100\nDEL {t}a\nSET {t}b v PX 200\nsleep 700",
         ),
         ("Kl", "LPUSH {t}l a\nSET {t}s v\nLPOP {t}l"),
         ("E$", "SET {t}s v\nLPUSH {t}l a"),
