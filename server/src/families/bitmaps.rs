@@ -370,14 +370,9 @@ fn bitop_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
     let op = parse_op(args).map_err(<[u8]>::to_vec)?;
     let keys: Vec<Vec<u8>> = args.iter_from(3).map(<[u8]>::to_vec).collect();
-    let mut shards: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (i, key) in keys.iter().enumerate() {
-        let shard = start.slots.shard_of_key(key);
-        match shards.iter_mut().find(|(s, _)| *s == shard) {
-            Some((_, idx)) => idx.push(i),
-            None => shards.push((shard, vec![i])),
-        }
-    }
+    let shards = start
+        .slots
+        .group_by_shard(keys.iter().map(Vec::as_slice).enumerate());
     let reads = shards
         .iter()
         .map(|(shard, idx)| {

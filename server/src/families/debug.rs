@@ -449,21 +449,9 @@ fn protocol(e: &mut Encoder<'_>, kind: &[u8]) {
 /// `DEBUG OBJECT key`'s line, as `debugCommand` prints it (the address is made up from
 /// the key; the LRU clock has Redis's 24 bits of seconds).
 fn describe(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<String> {
-    let refcount = {
-        let e = ctx.db.get(key, ctx.now)?;
-        match e.value() {
-            ValueRef::Str(s)
-                if e.flags() & goblin_store::UNSHARED == 0
-                    && goblin_store::types::string::int_encoded(s, e.flags())
-                    && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n)) =>
-            {
-                i64::from(i32::MAX)
-            }
-            _ => 1,
-        }
-    };
     let idle = ctx.db.idle_secs(key, ctx.now).unwrap_or(0);
     let e = ctx.db.get(key, ctx.now)?;
+    let refcount = super::keys::refcount(&e);
     let encoding = e.encoding();
     let value = e.value();
     // The value's own RDB serialization: a DUMP payload less its type byte, version and

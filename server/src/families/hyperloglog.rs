@@ -372,14 +372,7 @@ fn pfselftest(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 /// The keys from argument `from` on, grouped by shard: each shard's argument indexes, and
 /// a hop per shard merging its keys ([`Merged`]).
 fn read_hops(args: &Args<'_>, from: usize, slots: &SlotMap) -> (Vec<Vec<usize>>, Vec<Hop>) {
-    let mut shards: Vec<(usize, Vec<usize>)> = Vec::new();
-    for i in from..args.len() {
-        let shard = slots.shard_of_key(args.get(i));
-        match shards.iter_mut().find(|(s, _)| *s == shard) {
-            Some((_, idx)) => idx.push(i),
-            None => shards.push((shard, vec![i])),
-        }
-    }
+    let shards = slots.group_by_shard((from..args.len()).map(|i| (i, args.get(i))));
     let hops = shards
         .iter()
         .map(|(shard, idx)| {

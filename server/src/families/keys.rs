@@ -972,10 +972,19 @@ fn object_idletime(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// `OBJECT REFCOUNT key`: Redis shares the objects of the integers 0 to 9999, reporting
-/// them with `INT_MAX` references; every other value has one.
+/// `OBJECT REFCOUNT key`
 fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let reply = ctx.db.get(args.get(2), ctx.now).map(|e| match e.value() {
+    match ctx.db.get(args.get(2), ctx.now).map(|e| refcount(&e)) {
+        Some(n) => ctx.out.integer(n),
+        None => ctx.out.null(),
+    }
+}
+
+/// The references Redis reports for a key's value (OBJECT REFCOUNT, DEBUG OBJECT): it
+/// shares the objects of the integers 0 to 9999, reporting them with `INT_MAX`
+/// references; every other value has one.
+pub(crate) fn refcount(e: &goblin_store::Entry<'_>) -> i64 {
+    match e.value() {
         ValueRef::Str(s)
             if e.flags() & UNSHARED == 0
                 && types::string::int_encoded(s, e.flags())
@@ -984,10 +993,6 @@ fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
             i64::from(i32::MAX)
         }
         _ => 1,
-    });
-    match reply {
-        Some(n) => ctx.out.integer(n),
-        None => ctx.out.null(),
     }
 }
 

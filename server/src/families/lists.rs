@@ -1008,14 +1008,7 @@ impl MpopAcross {
         slots: &SlotMap,
     ) -> MpopAcross {
         let keys: Vec<Vec<u8>> = keys.map(<[u8]>::to_vec).collect();
-        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            let shard = slots.shard_of_key(key);
-            match groups.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, idx)) => idx.push(i),
-                None => groups.push((shard, vec![i])),
-            }
-        }
+        let groups = slots.group_by_shard(keys.iter().map(Vec::as_slice).enumerate());
         MpopAcross {
             keys,
             groups,

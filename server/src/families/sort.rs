@@ -241,20 +241,19 @@ fn run(
     let mut alpha = spec.alpha;
     let mut by = spec.by.as_deref();
     let desc = spec.desc;
-    enum Kind {
-        List,
-        Set,
-        ZSet,
-    }
-    let (kind, n) = match ctx.db.get(key, ctx.now).map(|e| e.value()) {
-        None => (Kind::List, 0),
-        Some(ValueRef::List(l)) => (Kind::List, l.len()),
-        Some(ValueRef::Set(s)) => (Kind::Set, s.len()),
-        Some(ValueRef::ZSet(z)) => (Kind::ZSet, z.len()),
-        Some(_) => return Err(errors::WRONGTYPE),
+    // A missing key is an empty list: nothing to sort, reply or store.
+    let Some(entry) = ctx.db.get(key, ctx.now) else {
+        return Ok(Vec::new());
+    };
+    let value = entry.value();
+    let (is_set, n) = match value {
+        ValueRef::List(l) => (false, l.len()),
+        ValueRef::Set(s) => (true, s.len()),
+        ValueRef::ZSet(z) => (false, z.len()),
+        _ => return Err(errors::WRONGTYPE),
     };
     // A set has no order of its own: stored, it is sorted as strings.
-    if dont_sort && matches!(kind, Kind::Set) && spec.store.is_some() {
+    if dont_sort && is_set && spec.store.is_some() {
         dont_sort = false;
         alpha = true;
         by = None;
@@ -271,35 +270,33 @@ fn run(
         end = n - 1;
     }
     // Loaded in order, a list or sorted set that is not sorted loads only the range.
-    let ranged = dont_sort && !matches!(kind, Kind::Set);
+    let ranged = dont_sort && !is_set;
     let mut elements: Vec<Vec<u8>> = Vec::new();
-    if let Some(entry) = ctx.db.get(key, ctx.now) {
-        match entry.value() {
-            ValueRef::List(l) if ranged => {
-                let (skip, take) = (start.max(0) as usize, (end - start + 1).max(0) as usize);
-                if desc {
-                    elements.extend(l.iter().rev().skip(skip).take(take).map(<[u8]>::to_vec));
-                } else {
-                    elements.extend(l.iter_from(skip).take(take).map(<[u8]>::to_vec));
-                }
+    match value {
+        ValueRef::List(l) if ranged => {
+            let (skip, take) = (start.max(0) as usize, (end - start + 1).max(0) as usize);
+            if desc {
+                elements.extend(l.iter().rev().skip(skip).take(take).map(<[u8]>::to_vec));
+            } else {
+                elements.extend(l.iter_from(skip).take(take).map(<[u8]>::to_vec));
             }
-            ValueRef::List(l) => elements.extend(l.iter().map(<[u8]>::to_vec)),
-            ValueRef::Set(s) => s.for_each(|m| elements.push(m.to_vec())),
-            ValueRef::ZSet(z) if ranged => {
-                let take = (end - start + 1).max(0) as usize;
-                let mut pos = if desc {
-                    z.at_rank((n - 1 - start) as usize)
-                } else {
-                    z.at_rank(start as usize)
-                };
-                while let Some(p) = pos.filter(|_| elements.len() < take) {
-                    elements.push(z.entry(p).0.to_vec());
-                    pos = if desc { z.prev(p) } else { z.next(p) };
-                }
-            }
-            ValueRef::ZSet(z) => z.for_each(|m, _| elements.push(m.to_vec())),
-            _ => {}
         }
+        ValueRef::List(l) => elements.extend(l.iter().map(<[u8]>::to_vec)),
+        ValueRef::Set(s) => s.for_each(|m| elements.push(m.to_vec())),
+        ValueRef::ZSet(z) if ranged => {
+            let take = (end - start + 1).max(0) as usize;
+            let mut pos = if desc {
+                z.at_rank((n - 1 - start) as usize)
+            } else {
+                z.at_rank(start as usize)
+            };
+            while let Some(p) = pos.filter(|_| elements.len() < take) {
+                elements.push(z.entry(p).0.to_vec());
+                pos = if desc { z.prev(p) } else { z.next(p) };
+            }
+        }
+        ValueRef::ZSet(z) => z.for_each(|m, _| elements.push(m.to_vec())),
+        _ => {}
     }
     if ranged && end >= start {
         end -= start;
@@ -316,20 +313,23 @@ fn run(
     if !dont_sort {
         let mut not_double = false;
         for item in &mut items {
-            let value = match by {
+            // Sorting by the elements themselves, ALPHA needs nothing more.
+            if alpha && by.is_none() {
+                continue;
+            }
+            let looked_up = match by {
                 Some(pattern) => match by_pattern(ctx, pattern, &item.element) {
-                    Some(v) => v,
+                    Some(v) => Some(v),
                     None => continue,
                 },
-                None => item.element.clone(),
+                None => None,
             };
             if alpha {
-                if by.is_some() {
-                    item.by = Some(value);
-                }
+                item.by = looked_up;
             } else {
+                let value = looked_up.as_deref().unwrap_or(&item.element);
                 // `strtod` must read it all (up to a NUL, as C sees the string).
-                let (score, read, out_of_range) = strtod(&value);
+                let (score, read, out_of_range) = strtod(value);
                 let rest = value.get(read).copied().unwrap_or(0);
                 if rest != 0 || out_of_range || score.is_nan() {
                     not_double = true;

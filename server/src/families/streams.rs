@@ -2013,15 +2013,8 @@ enum ReadOut {
 impl StreamRead {
     /// Key indexes by shard, in ascending key order.
     fn by_shard(&self, cx: &PlanCx<'_>) -> Vec<(usize, Vec<usize>)> {
-        let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (i, (key, _)) in self.r.keys.iter().enumerate() {
-            let shard = cx.slots.shard_of_key(key);
-            match out.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, v)) => v.push(i),
-                None => out.push((shard, vec![i])),
-            }
-        }
-        out
+        cx.slots
+            .group_by_shard(self.r.keys.iter().map(|(k, _)| k.as_slice()).enumerate())
     }
 
     /// Checks every key; where that settles it, serves too: an XREAD changes nothing, so

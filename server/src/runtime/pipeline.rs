@@ -255,19 +255,25 @@ impl Worker {
             return Flow::Next;
         };
         // CLIENT TRACKING: the client the command runs for, and whether its keys are
-        // remembered (one branch when the client does not track).
-        self.cmd_tracked = conn.client.tracking.on.then(|| Tracked {
-            reader: Reader {
-                id: conn.client.id,
-                conn: ConnRef {
-                    worker: self.id,
-                    key,
-                    generation: conn.generation,
+        // remembered (a branch or two when the client does not track).
+        let tracking = conn.client.tracking.on;
+        if tracking {
+            self.cmd_tracked = Some(Tracked {
+                reader: Reader {
+                    id: conn.client.id,
+                    conn: ConnRef {
+                        worker: self.id,
+                        key,
+                        generation: conn.generation,
+                    },
                 },
-            },
-            read: conn.client.tracking.remembers(),
-            own_flush: false,
-        });
+                read: conn.client.tracking.remembers(),
+                own_flush: false,
+            });
+        } else if self.cmd_tracked.is_some() {
+            // Left by a tracking command that had to wait.
+            self.cmd_tracked = None;
+        }
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
@@ -403,7 +409,8 @@ impl Worker {
                 }
             }
         };
-        if let Some(t) = self.cmd_tracked.take()
+        if tracking
+            && let Some(t) = self.cmd_tracked.take()
             && !matches!(flow, Flow::Wait)
             && let Some(conn) = self.conns.get_mut(t.reader.conn.key)
             && conn.client.tracking.caching
@@ -581,13 +588,18 @@ fn gate_refusal(shared: &Shared, spec: &CommandSpec) -> Option<Vec<u8>> {
 /// Whether a connection's MULTI queue holds a command that writes (or may be
 /// propagated): CLIENT PAUSE WRITE holds its EXEC.
 fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
+    queued_any(shared, conn, |spec| spec.flags.writes_or_propagates())
+}
+
+/// Whether a connection's MULTI queue holds a command for which `f` holds.
+fn queued_any(shared: &Shared, conn: &Conn, f: impl Fn(&CommandSpec) -> bool) -> bool {
     conn.multi.as_ref().is_some_and(|multi| {
         multi
             .queued
             .iter()
             .filter_map(|b| b.cmds.first())
             .filter_map(|c| shared.commands.get(c.spec))
-            .any(|spec| spec.flags.writes_or_propagates())
+            .any(f)
     })
 }
 
@@ -602,14 +614,7 @@ fn forget_caching(conn: &mut Conn, name: Option<&str>) {
 
 /// Whether a connection's MULTI queue holds a read-only command (CLIENT TRACKING).
 fn queued_reads(shared: &Shared, conn: &Conn) -> bool {
-    conn.multi.as_ref().is_some_and(|multi| {
-        multi
-            .queued
-            .iter()
-            .filter_map(|b| b.cmds.first())
-            .filter_map(|c| shared.commands.get(c.spec))
-            .any(|spec| spec.flags.contains(Flags::READONLY))
-    })
+    queued_any(shared, conn, |spec| spec.flags.contains(Flags::READONLY))
 }
 
 /// The arguments of the commands a connection queued in MULTI (for MONITOR), if the
@@ -658,7 +663,11 @@ impl Worker {
         }
         if self.shard.quiet() {
             let Conn { client, output, .. } = conn;
-            self.shard.tracked = self.cmd_tracked;
+            // (The shard's context is None between commands: set only for a tracking one.)
+            let tracked = self.cmd_tracked.is_some();
+            if tracked {
+                self.shard.tracked = self.cmd_tracked;
+            }
             let waits = self.shard.execute_here(
                 &self.shared,
                 spec,
@@ -669,7 +678,9 @@ impl Worker {
                 client.resp,
                 may_wait,
             );
-            self.shard.tracked = None;
+            if tracked {
+                self.shard.tracked = None;
+            }
             if self.shard.has_slow() {
                 log_slow(&self.shared, client, self.shard.take_slow());
             }

@@ -69,6 +69,24 @@ impl SlotMap {
         usize::from(self.owner[usize::from(key_slot(key))])
     }
 
+    /// The shards that own `keys` (each with its index), in the order they first
+    /// appear, each with the indexes of its keys, in order: how a multi-key plan splits
+    /// its reads.
+    pub fn group_by_shard<'a>(
+        &self,
+        keys: impl IntoIterator<Item = (usize, &'a [u8])>,
+    ) -> Vec<(usize, Vec<usize>)> {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, key) in keys {
+            let shard = self.shard_of_key(key);
+            match groups.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((shard, vec![i])),
+            }
+        }
+        groups
+    }
+
     /// Whether `shard` owns `slot`.
     pub fn owns(&self, shard: usize, slot: usize) -> bool {
         self.owner

@@ -19,10 +19,13 @@ use crate::runtime::tracking::{
     BcastClient, KIND_BCAST, KIND_FLUSH, KIND_KEYS, Notice, Reader, Registry, push_key,
 };
 
+/// Each key tracking clients read, with its readers.
+type Keys = hashbrown::HashMap<Box<[u8]>, Vec<Reader>, foldhash::fast::RandomState>;
+
 /// A shard's tracking table.
 #[derive(Debug, Default)]
 pub struct TrackTable {
-    keys: hashbrown::HashMap<Box<[u8]>, Vec<Reader>, foldhash::fast::RandomState>,
+    keys: Keys,
     bcast: Option<Arc<[BcastClient]>>,
     bcast_version: u64,
     /// Keys written this iteration that match some BCAST prefix, with who wrote them.
@@ -64,27 +67,8 @@ impl TrackTable {
             if k.quiet {
                 continue;
             }
-            if !self.keys.is_empty()
-                && let Some(readers) = self.keys.remove(&k.key)
-            {
-                reg.keys.fetch_sub(1, Ordering::Relaxed);
-                reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
-                let mut keys = Vec::with_capacity(4 + k.key.len());
-                push_key(&mut keys, &k.key);
-                for r in readers {
-                    out.track(
-                        &Notice {
-                            conn: r.conn,
-                            id: r.id,
-                            kind: KIND_KEYS,
-                            writer,
-                            null_resp3: false,
-                            keys: &keys,
-                            count: 1,
-                        },
-                        false,
-                    );
-                }
+            if !self.keys.is_empty() {
+                forget(&mut self.keys, &k.key, writer, reg, out);
             }
             if let Some(bcast) = bcast
                 && bcast
@@ -100,32 +84,11 @@ impl TrackTable {
     /// table, telling their readers as if the keys had changed, until under it again (or
     /// this table is empty), as Redis's `trackingLimitUsedSlots` does.
     pub fn limit(&mut self, reg: &Registry, out: &mut Outbound) {
-        let mut keys = Vec::new();
         while reg.over_limit() {
             let Some(key) = self.keys.keys().next().cloned() else {
                 return;
             };
-            let Some(readers) = self.keys.remove(&key) else {
-                return;
-            };
-            reg.keys.fetch_sub(1, Ordering::Relaxed);
-            reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
-            keys.clear();
-            push_key(&mut keys, &key);
-            for r in readers {
-                out.track(
-                    &Notice {
-                        conn: r.conn,
-                        id: r.id,
-                        kind: KIND_KEYS,
-                        writer: 0,
-                        null_resp3: false,
-                        keys: &keys,
-                        count: 1,
-                    },
-                    false,
-                );
-            }
+            forget(&mut self.keys, &key, 0, reg, out);
         }
     }
 
@@ -215,6 +178,32 @@ pub fn flush_notice(reader: Reader) -> Notice<'static> {
         null_resp3: false,
         keys: &[],
         count: 0,
+    }
+}
+
+/// Forgets `key` of a table's `table`, telling each of its readers that it changed
+/// (`writer`: the client whose command changed it, 0 for none).
+fn forget(table: &mut Keys, key: &[u8], writer: u64, reg: &Registry, out: &mut Outbound) {
+    let Some(readers) = table.remove(key) else {
+        return;
+    };
+    reg.keys.fetch_sub(1, Ordering::Relaxed);
+    reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
+    let mut keys = Vec::with_capacity(4 + key.len());
+    push_key(&mut keys, key);
+    for r in readers {
+        out.track(
+            &Notice {
+                conn: r.conn,
+                id: r.id,
+                kind: KIND_KEYS,
+                writer,
+                null_resp3: false,
+                keys: &keys,
+                count: 1,
+            },
+            false,
+        );
     }
 }
 
