@@ -185,9 +185,11 @@ fn random_sorts_match_redis() {
                     lines.push(format!("RPUSH {{r}}l {}", elems.join(" ")));
                     lines.push(format!("SADD {{r}}s {}", elems.join(" ")));
                 }
-                for e in &elems {
-                    // Distinct weights, so that no two elements tie.
-                    let w = rng.below(1000) * 1000 + round * 10 + rng.below(10);
+                for (i, e) in elems.iter().enumerate() {
+                    // Distinct weights (random high digits, the element's index below), so
+                    // that no two elements tie: ties under ALPHA BY come in the source's
+                    // order, which for a set is not redis-server's.
+                    let w = (rng.below(1000) * 100 + round) * 100 + i;
                     lines.push(format!("SET {{r}}w_{e} {w}"));
                     lines.push(format!("HSET {{r}}h_{e} f {e}{w} g {w}"));
                 }
