@@ -38,6 +38,7 @@ pub mod memory;
 pub mod persist;
 
 pub mod runtime;
+pub mod scripting;
 pub mod sha1;
 pub mod sha256;
 pub mod shard;
