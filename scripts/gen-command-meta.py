@@ -36,6 +36,7 @@ xadd xlen xrange xrevrange xdel xtrim xread xreadgroup xgroup xack xpending xcla
 xinfo xsetid dump restore time role setbit getbit bitcount bitpos bitop
 bitfield bitfield_ro lcs pfadd pfcount pfmerge pfdebug pfselftest geoadd geodist geohash geopos
 georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore sort sort_ro lolwut
+eval evalsha eval_ro evalsha_ro script fcall fcall_ro function
 """.split()
 
 

@@ -71,6 +71,13 @@ pub struct Config {
     /// `tracking-table-max-keys`: CLIENT TRACKING remembers at most this many keys (0: no
     /// limit); past it, keys are forgotten, their readers invalidated.
     pub tracking_table_max_keys: u64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`), milliseconds: past it, a
+    /// running script makes the other clients of its thread wait with `BUSY`, and may
+    /// be killed (0: never).
+    pub busy_reply_threshold: u64,
+    /// `lua-allow-undeclared-keys` (Goblin's): scripts may touch keys they do not
+    /// declare, running with every shard locked.
+    pub lua_allow_undeclared_keys: bool,
 }
 
 /// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
@@ -391,6 +398,8 @@ impl Default for Config {
             hz: 10,
             hll_sparse_max_bytes: 3000,
             tracking_table_max_keys: 1_000_000,
+            busy_reply_threshold: 5000,
+            lua_allow_undeclared_keys: false,
         }
     }
 }
@@ -453,6 +462,12 @@ Options:
   --tracking-table-max-keys N
                             CLIENT TRACKING remembers at most N keys read (default
                             1000000, 0 for no limit)
+  --busy-reply-threshold MS (alias --lua-time-limit)
+                            a script running longer makes other clients wait with BUSY
+                            and can be killed with SCRIPT KILL (default 5000; 0: never)
+  --lua-allow-undeclared-keys yes|no
+                            let scripts touch keys they do not pass in KEYS: such
+                            scripts run with every shard locked (default no)
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -536,7 +551,12 @@ pub const SETTABLE: &[&str] = &[
     "hz",
     "hll-sparse-max-bytes",
     "tracking-table-max-keys",
+    "busy-reply-threshold",
+    "lua-allow-undeclared-keys",
 ];
+
+/// Other names CONFIG SET knows options by (redis-server's aliases).
+pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
 
 /// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
 /// CONFIG SET answers that they are immutable (redis-server: `cluster-enabled` and
@@ -733,6 +753,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.tracking_table_max_keys = parse_ranged(one()?, 0, i64::MAX)? as u64;
         }
         // Kept within 1..=500, as redis-server keeps it.
+        "busy-reply-threshold" | "lua-time-limit" => {
+            config.busy_reply_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64
+        }
+        "lua-allow-undeclared-keys" => config.lua_allow_undeclared_keys = parse_bool(one()?)?,
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
@@ -1023,6 +1047,12 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         }),
         opt("tracking-table-max-keys", &|c| {
             c.tracking_table_max_keys.to_string()
+        }),
+        opt("busy-reply-threshold", &|c| {
+            c.busy_reply_threshold.to_string()
+        }),
+        opt("lua-allow-undeclared-keys", &|c| {
+            yes_no(c.lua_allow_undeclared_keys).into()
         }),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),

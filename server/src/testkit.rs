@@ -222,7 +222,7 @@ impl Loopback {
                     shards.push(self.shared.slots.shard_of_key(args.get(i)));
                 });
                 let one = shards.windows(2).all(|w| w[0] == w[1]);
-                if one && spec.plan_if.is_none_or(|when| !when(&args)) {
+                if one && spec.plan_if.is_none_or(|when| !when(&self.shared, &args)) {
                     return self.exec(argv);
                 }
                 self.plan_to_end(argv)
@@ -319,6 +319,7 @@ impl Loopback {
             panic!("{} has no plan", spec.name);
         };
         let start = PlanStart {
+            shared: &self.shared,
             spec,
             args: &args,
             slots: &self.shared.slots,

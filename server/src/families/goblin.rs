@@ -101,7 +101,7 @@ fn parse_claim(args: &Args<'_>, now: Millis) -> Result<ClaimOpts, ErrorReply> {
 
 /// A GOBLIN.CLAIM with options may wait (BLOCK): it runs as its plan, wherever its keys
 /// are (the plan answers a syntax error as well as the shard would).
-fn claim_may_block(args: &Args<'_>) -> bool {
+fn claim_may_block(_: &crate::runtime::server::Shared, args: &Args<'_>) -> bool {
     args.len() > 5
 }
 

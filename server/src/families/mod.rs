@@ -21,6 +21,7 @@ pub mod multi;
 pub mod notify;
 pub mod persistence;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -69,6 +70,7 @@ pub fn register_all(table: &mut CommandTable) {
     acl::register(table);
     geo::register(table);
     hyperloglog::register(table);
+    scripting::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -217,6 +217,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         whole_shards |=
             matches!(spec.exec, Exec::Plan(cross) if cross.locking == Locking::WholeShards);
         let start = PlanStart {
+            shared: ctx.conn.shared,
             spec,
             args: &args,
             slots: ctx.slots,

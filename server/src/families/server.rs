@@ -444,6 +444,12 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             super::streams::LIMITS.max_entries.to_string(),
         ),
         ("hll-sparse-max-bytes", c.hll_sparse_max_bytes.to_string()),
+        ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
+        ("lua-time-limit", c.busy_reply_threshold.to_string()),
+        (
+            "lua-allow-undeclared-keys",
+            yes_no(c.lua_allow_undeclared_keys),
+        ),
         (
             "tracking-table-max-keys",
             c.tracking_table_max_keys.to_string(),
@@ -525,6 +531,10 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let mut seen: Vec<String> = Vec::new();
     for i in (2..args.len()).step_by(2) {
         let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
+        let name = config::ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == name)
+            .map_or(name, |(_, real)| (*real).to_string());
         let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
         let refusal = if seen.contains(&name) {
             Some(errors::config_set_failed(&name, "duplicate parameter"))

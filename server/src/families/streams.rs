@@ -1556,7 +1556,7 @@ struct ReadArgs {
 }
 
 /// Whether an XREAD or XREADGROUP invocation has BLOCK (and so may wait).
-fn blocks(args: &Args<'_>) -> bool {
+fn blocks(_: &crate::runtime::server::Shared, args: &Args<'_>) -> bool {
     let mut i = 1;
     while i < args.len() {
         let a = args.get(i);

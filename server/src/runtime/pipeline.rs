@@ -395,7 +395,7 @@ impl Worker {
                 // An invocation that may wait needs its plan, which alone can park; on
                 // this shard it first runs as a plain command, which answers at once
                 // unless it must wait.
-                let may_wait = spec.plan_if.is_some_and(|when| when(args));
+                let may_wait = spec.plan_if.is_some_and(|when| when(shared, args));
                 match target {
                     Target::Here => self.run_local(key, spec, args, may_wait),
                     Target::Shard(s) if s == self.id => self.run_local(key, spec, args, may_wait),
@@ -966,7 +966,9 @@ impl Worker {
                 c.client.addr.is_some_and(|a| a.ip().is_loopback()),
             )
         });
+        let shared = Arc::clone(&self.shared);
         let start = PlanStart {
+            shared: &shared,
             spec,
             args,
             slots: &slots,
@@ -981,6 +983,7 @@ impl Worker {
             Err(reply) => return self.reply_now(key, &reply),
         };
         let (locks, whole_shards) = match cross.locking {
+            _ if plan.whole_shards() => (Vec::new(), true),
             Locking::Keys => (spec.lock_needs(args), false),
             Locking::WholeShards => (Vec::new(), true),
             Locking::InHops => (Vec::new(), false),

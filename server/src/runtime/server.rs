@@ -59,6 +59,9 @@ impl Peer {
 /// that clients enable the features they would with that redis-server.
 pub const REDIS_VERSION: &str = "7.0.15";
 
+/// The stack of a worker thread.
+const WORKER_STACK: usize = 64 << 20;
+
 /// Pending connections the kernel queues before accept (Redis's `tcp-backlog`).
 const LISTEN_BACKLOG: i32 = 511;
 
@@ -134,6 +137,9 @@ pub struct Shared {
     pub client_limits: crate::runtime::limits::ClientLimits,
     /// `hll-sparse-max-bytes`, as the shards read it.
     pub hll_sparse_max_bytes: AtomicUsize,
+    /// The script cache, and what scripts may do (`busy-reply-threshold`,
+    /// `lua-allow-undeclared-keys`).
+    pub scripts: crate::scripting::Scripts,
     /// Per worker: bytes read from clients, bytes written to them, batches and steps
     /// sent to other shards — each worker's running totals, stored (not added: no
     /// shared line bounces between workers) at the end of its iterations.
@@ -213,6 +219,7 @@ impl Shared {
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
             hll_sparse_max_bytes: AtomicUsize::new(hll_sparse_max_bytes(&config)),
+            scripts: crate::scripting::Scripts::new(&config),
             pause: crate::runtime::pause::Pause::default(),
             traffic: (0..threads).map(|_| Traffic::default()).collect(),
             rejected_connections: AtomicU64::new(0),
@@ -275,6 +282,7 @@ impl Shared {
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         self.tracking.set_max_keys(config.tracking_table_max_keys);
+        self.scripts.configure(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);
         self.notify
             .store(config.notify_keyspace_events, Ordering::Relaxed);
@@ -499,6 +507,9 @@ impl Server {
             let log = logs.get_mut(id).and_then(Option::take);
             let handle = std::thread::Builder::new()
                 .name(format!("goblin-shard-{id}"))
+                // A script's reply may nest thousands of tables deep (redis-server
+                // converts up to its Lua stack's limit); untouched stack costs nothing.
+                .stack_size(WORKER_STACK)
                 .spawn(move || {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);

@@ -1,4 +1,222 @@
 //! Lua scripting: EVAL, EVALSHA, SCRIPT, FUNCTION and FCALL, with the interpreter Redis
 //! embeds (Lua 5.1) and the libraries it gives scripts.
+//!
+//! - [`Scripts`]: the script cache every thread shares (bodies by SHA1, as SCRIPT LOAD
+//!   and EVAL fill it); each thread compiles a script on first use in its own
+//!   interpreter (`engine.rs`).
+//! - `convert.rs`: RESP ↔ Lua, as Redis converts.
+//! - `libs/`: cjson, cmsgpack, bit, struct.
+//! - The commands and how a script reaches the keys are in `families/scripting.rs`.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+pub mod convert;
+pub mod engine;
 pub mod libs;
+
+/// A script's SHA1, in lowercase hex.
+pub type Sha = [u8; 40];
+
+/// A script's flags (its `#!lua flags=…` shebang).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScriptFlags(pub u32);
+
+impl ScriptFlags {
+    /// No shebang: Redis's compatibility mode (the script may write, and is not checked
+    /// before it runs).
+    pub const EVAL_COMPAT: u32 = 1;
+    /// `no-writes`
+    pub const NO_WRITES: u32 = 1 << 1;
+    /// `allow-oom`
+    pub const ALLOW_OOM: u32 = 1 << 2;
+    /// `allow-stale`
+    pub const ALLOW_STALE: u32 = 1 << 3;
+    /// `no-cluster`
+    pub const NO_CLUSTER: u32 = 1 << 4;
+    /// `allow-cross-slot-keys`
+    pub const ALLOW_CROSS_SLOT: u32 = 1 << 5;
+    /// `allow-undeclared-keys` (Goblin's, as Dragonfly's): the script may touch keys it
+    /// does not declare; it runs with every shard locked.
+    pub const ALLOW_UNDECLARED: u32 = 1 << 6;
+
+    /// Whether `flag` is set.
+    pub fn has(self, flag: u32) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+/// The flag names of a shebang, with their bits.
+pub const FLAG_NAMES: &[(&str, u32)] = &[
+    ("no-writes", ScriptFlags::NO_WRITES),
+    ("allow-oom", ScriptFlags::ALLOW_OOM),
+    ("allow-stale", ScriptFlags::ALLOW_STALE),
+    ("no-cluster", ScriptFlags::NO_CLUSTER),
+    ("allow-cross-slot-keys", ScriptFlags::ALLOW_CROSS_SLOT),
+    ("allow-undeclared-keys", ScriptFlags::ALLOW_UNDECLARED),
+];
+
+/// A script's shebang (`evalExtractShebangFlags`): its flags and the length of the line
+/// (the code starts there, the line feed kept so that line numbers stay), or the error.
+pub fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), Vec<u8>> {
+    if !body.starts_with(b"#!") {
+        return Ok((ScriptFlags(ScriptFlags::EVAL_COMPAT), 0));
+    }
+    let Some(end) = memchr::memchr(b'\n', body) else {
+        return Err(b"ERR Invalid script shebang".to_vec());
+    };
+    let parts = goblin_protocol::split_args(&body[..end]).unwrap_or_default();
+    let Some(first) = parts.first() else {
+        return Err(b"ERR Invalid engine in script shebang".to_vec());
+    };
+    if first.as_slice() != b"#!lua" {
+        let mut e = b"ERR Unexpected engine in script shebang: ".to_vec();
+        e.extend_from_slice(cstr(first));
+        return Err(e);
+    }
+    let mut flags = 0;
+    for part in &parts[1..] {
+        if let Some(list) = part.strip_prefix(b"flags=") {
+            for name in list.split(|&b| b == b',') {
+                match FLAG_NAMES.iter().find(|(n, _)| n.as_bytes() == cstr(name)) {
+                    Some((_, bit)) => flags |= bit,
+                    None => {
+                        let mut e = b"ERR Unexpected flag in script shebang: ".to_vec();
+                        e.extend_from_slice(cstr(name));
+                        return Err(e);
+                    }
+                }
+            }
+        } else {
+            let mut e = b"ERR Unknown lua shebang option: ".to_vec();
+            e.extend_from_slice(cstr(part));
+            return Err(e);
+        }
+    }
+    Ok((ScriptFlags(flags), end))
+}
+
+/// The bytes C's `%s` prints: up to the first NUL.
+fn cstr(s: &[u8]) -> &[u8] {
+    s.iter().position(|&b| b == 0).map_or(s, |i| &s[..i])
+}
+
+/// A cached script.
+#[derive(Debug)]
+pub struct Script {
+    /// Its SHA1.
+    pub sha: Sha,
+    /// The whole body, shebang included.
+    pub body: Vec<u8>,
+    /// Where the code starts (after the shebang line, its line feed kept).
+    pub code_at: usize,
+    /// Its flags.
+    pub flags: ScriptFlags,
+}
+
+impl Script {
+    /// The code the interpreter compiles.
+    pub fn code(&self) -> &[u8] {
+        self.body.get(self.code_at..).unwrap_or(b"")
+    }
+}
+
+/// The SHA1 of `body`, in lowercase hex.
+pub fn sha_of(body: &[u8]) -> Sha {
+    let hex = crate::sha1::hex(&crate::sha1::Sha1::digest(body));
+    let mut sha = [0u8; 40];
+    for (d, s) in sha.iter_mut().zip(hex.as_bytes()) {
+        *d = *s;
+    }
+    sha
+}
+
+/// A SHA1 as a client gave it, lowercased (EVALSHA, SCRIPT EXISTS); `None` unless 40
+/// bytes long.
+pub fn sha_arg(arg: &[u8]) -> Option<Sha> {
+    let mut sha = [0u8; 40];
+    if arg.len() != 40 {
+        return None;
+    }
+    for (d, s) in sha.iter_mut().zip(arg) {
+        *d = s.to_ascii_lowercase();
+    }
+    Some(sha)
+}
+
+/// The script cache every thread shares, and the configuration scripts read.
+#[derive(Debug, Default)]
+pub struct Scripts {
+    map: RwLock<HashMap<Sha, Arc<Script>>>,
+    /// Bumped by SCRIPT FLUSH: each thread's interpreter starts again.
+    generation: AtomicU64,
+    /// `busy-reply-threshold`, milliseconds.
+    busy_after: AtomicU64,
+    /// `lua-allow-undeclared-keys`.
+    undeclared: AtomicBool,
+}
+
+impl Scripts {
+    /// An empty cache, configured by `config`.
+    pub fn new(config: &crate::config::Config) -> Scripts {
+        let scripts = Scripts::default();
+        scripts.configure(config);
+        scripts
+    }
+
+    /// Takes the options scripts read from `config` (at start, and after CONFIG SET).
+    pub fn configure(&self, config: &crate::config::Config) {
+        self.busy_after
+            .store(config.busy_reply_threshold, Ordering::Relaxed);
+        self.undeclared
+            .store(config.lua_allow_undeclared_keys, Ordering::Relaxed);
+    }
+
+    /// `busy-reply-threshold`, milliseconds (0: never busy).
+    pub fn busy_after(&self) -> u64 {
+        self.busy_after.load(Ordering::Relaxed)
+    }
+
+    /// `lua-allow-undeclared-keys`.
+    pub fn undeclared_allowed(&self) -> bool {
+        self.undeclared.load(Ordering::Relaxed)
+    }
+
+    /// The script with this SHA1.
+    pub fn get(&self, sha: &Sha) -> Option<Arc<Script>> {
+        self.map.read().ok()?.get(sha).cloned()
+    }
+
+    /// Adds a script (checked already: it compiles).
+    pub fn insert(&self, script: Arc<Script>) {
+        if let Ok(mut map) = self.map.write() {
+            map.entry(script.sha).or_insert(script);
+        }
+    }
+
+    /// Whether the script is cached.
+    pub fn contains(&self, sha: &Sha) -> bool {
+        self.map.read().is_ok_and(|m| m.contains_key(sha))
+    }
+
+    /// SCRIPT FLUSH.
+    pub fn flush(&self) {
+        if let Ok(mut map) = self.map.write() {
+            map.clear();
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The current generation (see [`Scripts::flush`]).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// How many scripts are cached, and their bodies' bytes.
+    pub fn stats(&self) -> (usize, usize) {
+        self.map.read().map_or((0, 0), |m| {
+            (m.len(), m.values().map(|s| s.body.len()).sum())
+        })
+    }
+}

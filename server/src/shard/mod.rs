@@ -309,6 +309,16 @@ impl Shard {
         self.locks.quiet() && self.blocked.is_empty()
     }
 
+    /// Whether a script running here (in transaction `tx`, if any) may touch `key`,
+    /// which it did not declare: this shard owns it, and no other transaction holds or
+    /// wants it.
+    pub fn may_touch_undeclared(&self, key: &[u8], tx: Option<TxRef>) -> bool {
+        self.slots.owns(self.id, usize::from(key_slot(key)))
+            && (self.locks.quiet()
+                || !self.locks.locked(key)
+                || (tx.is_some() && self.locks.whole_shard_holder() == tx))
+    }
+
     /// Whether plans wait on keys of this shard.
     pub fn has_parked(&self) -> bool {
         !self.waiters.is_empty()
@@ -910,19 +920,36 @@ impl Shard {
             self.count_error(&out[at..], Some(spec.id));
             return false;
         }
-        let (waits, _) = self.unit(
-            shared,
-            Origin::Command(spec.name, args, tx),
-            db,
-            now,
-            out,
-            resp,
-            |ctx| {
-                ctx.set_may_wait(may_wait);
-                handler(ctx, args);
-                ctx.waits()
-            },
-        );
+        let waits = match spec.on_shard {
+            Some(run) => {
+                let call = crate::table::handler::OnShard {
+                    spec,
+                    args,
+                    db,
+                    now,
+                    resp,
+                    tx,
+                    may_wait,
+                };
+                run(self, shared, &call, out)
+            }
+            None => {
+                self.unit(
+                    shared,
+                    Origin::Command(spec.name, args, tx),
+                    db,
+                    now,
+                    out,
+                    resp,
+                    |ctx| {
+                        ctx.set_may_wait(may_wait);
+                        handler(ctx, args);
+                        ctx.waits()
+                    },
+                )
+                .0
+            }
+        };
         if let Some(t) = self.tracked
             && t.read
             && spec.flags.contains(crate::table::Flags::READONLY)

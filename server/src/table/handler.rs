@@ -391,6 +391,29 @@ pub struct Started {
     pub calls: Vec<usize>,
 }
 
+/// A command that runs with its whole shard ([`crate::table::CommandSpec::on_shard`]):
+/// what it is given, and it answers into `out`; true when it would wait (only if
+/// `may_wait`: it then answered nothing, and its plan runs).
+pub struct OnShard<'a, 'b> {
+    /// The command.
+    pub spec: &'a crate::table::CommandSpec,
+    /// Its arguments.
+    pub args: &'a Args<'b>,
+    /// The client's database.
+    pub db: usize,
+    /// The command's timestamp.
+    pub now: Millis,
+    /// The client's protocol.
+    pub resp: Version,
+    /// The transaction it runs in.
+    pub tx: Option<crate::runtime::msg::TxRef>,
+    /// It may ask to wait (see [`ShardCtx::may_wait`]).
+    pub may_wait: bool,
+}
+
+/// Runs a command with its whole shard.
+pub type OnShardFn = fn(&mut crate::shard::Shard, &Shared, &OnShard<'_, '_>, &mut Vec<u8>) -> bool;
+
 /// A handler that runs on the connection's thread.
 pub type ConnFn = fn(&mut ConnCtx<'_>, &Args<'_>);
 /// A handler that runs on the shard owning the command's keys.

@@ -129,7 +129,10 @@ pub struct CommandSpec {
     /// plan can do: with its keys on its connection's own shard it runs there first, and
     /// its plan takes over only if it asks to wait (`ShardCtx::wait`); with them on
     /// another shard, its plan runs.
-    pub plan_if: Option<fn(&Args<'_>) -> bool>,
+    pub plan_if: Option<fn(&crate::runtime::server::Shared, &Args<'_>) -> bool>,
+    /// Runs with the whole shard rather than as one unit of work (scripts: each command
+    /// a script calls is a unit of its own, with its own events and effect).
+    pub on_shard: Option<handler::OnShardFn>,
     /// Where its keys are when its key specs find none in an invocation it accepts (the
     /// specs call `PFMERGE dest` invalid, as COMMAND GETKEYS answers, yet it writes
     /// `dest`): for routing and locking only.
@@ -243,8 +246,14 @@ impl Registered<'_> {
 
     /// Invocations for which `when` holds may wait: they run as the command's plan unless
     /// their keys are on the connection's own shard and they answer at once there.
-    pub fn plan_if(self, when: fn(&Args<'_>) -> bool) -> Self {
+    pub fn plan_if(self, when: fn(&crate::runtime::server::Shared, &Args<'_>) -> bool) -> Self {
         self.0.plan_if = Some(when);
+        self
+    }
+
+    /// Runs with the whole shard, not as one unit of work ([`CommandSpec::on_shard`]).
+    pub fn on_shard(self, run: handler::OnShardFn) -> Self {
+        self.0.on_shard = Some(run);
         self
     }
 
@@ -347,6 +356,7 @@ impl CommandTable {
             id,
             cross_shard: None,
             plan_if: None,
+            on_shard: None,
             route_keys: None,
             queued_in_multi: !matches!(exec, Exec::Multi(_)),
             while_subscribed: false,

@@ -63,6 +63,11 @@ impl LockTable {
         self.all_holder.is_some() || self.locks.contains_key(key)
     }
 
+    /// The transaction that holds the whole shard, if one does.
+    pub fn whole_shard_holder(&self) -> Option<TxRef> {
+        self.all_holder
+    }
+
     /// Whether a keyspace-wide transaction holds the whole shard.
     pub fn whole_shard_held(&self) -> bool {
         self.all_holder.is_some()

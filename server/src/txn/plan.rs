@@ -301,10 +301,18 @@ pub trait Plan: Send + fmt::Debug {
     /// The next step, given the results of the last one (empty at the start; one
     /// [`HopOut`] per hop, in the order of the hops; one `Woken`/`TimedOut` after a park).
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step;
+
+    /// Whether its transaction must lock every shard whole, whatever its command's
+    /// locking says (a script that may touch keys it did not declare).
+    fn whole_shards(&self) -> bool {
+        false
+    }
 }
 
 /// What a plan is made from.
 pub struct PlanStart<'a> {
+    /// The shared state.
+    pub shared: &'a Shared,
     /// The command.
     pub spec: &'a CommandSpec,
     /// Its arguments.

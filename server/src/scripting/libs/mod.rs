@@ -2,12 +2,13 @@
 //! and `struct`, written in Rust with Redis's behaviour (its `deps/lua/src/lua_*.c`).
 //!
 //! A library function is a [`LibFn`]: it takes its arguments as Lua values and returns
-//! its results, or a [`Raise`]: the error Lua code sees. Rust callbacks cannot raise a
-//! plain Lua value through mlua (their errors reach Lua as userdata), so each function
-//! is installed behind a small Lua shim that raises the message as a string, as
-//! `luaL_error` does from C — without a position, since the raising function is not Lua.
+//! its results, or a [`Raise`]: the error Lua code sees. It is installed as a Rust (C
+//! level) function, as Redis's are C functions — so that a script's `return f(x)` is not
+//! a Lua tail call, and error positions stay the script's. Its errors reach Lua as a
+//! [`ScriptError`]; the error handler and `pcall` turn them back into what Redis raises:
+//! a message string (`luaL_error`'s, with the caller's position) or an `{err = …}` table.
 
-use mlua::{Function, Lua, MultiValue, Table, Value};
+use mlua::{Lua, MultiValue, Table, Value};
 
 pub mod bit;
 pub mod cjson;
@@ -17,8 +18,12 @@ pub mod structlib;
 /// What a library function raises.
 #[derive(Debug)]
 pub enum Raise {
-    /// An error message, raised as a Lua string (as C's `luaL_error` raises it).
+    /// An error message, raised as a Lua string (as C's `luaL_error` raises it: the
+    /// shim adds the caller's position).
     Msg(String),
+    /// A Redis error, raised as the table `{err = "ERR …"}` (as `luaPushError` and
+    /// `luaError` raise it): the text, code included.
+    Err(String),
     /// An internal failure of the interpreter (out of memory …).
     Lua(mlua::Error),
 }
@@ -32,22 +37,77 @@ impl From<mlua::Error> for Raise {
 /// A library function.
 pub type LibFn = fn(&Lua, MultiValue) -> Result<MultiValue, Raise>;
 
-/// The Lua side of every library function: the Rust function answers `true, results…`
-/// or `false, message`, and the shim returns the results or raises the message.
-const SHIM: &str = r#"
-local check = function(ok, ...)
-  if ok then return ... end
-  error((...), 0)
-end
-return function(f)
-  return function(...) return check(f(...)) end
-end
-"#;
+/// An error a Rust function raises in Lua.
+#[derive(Debug)]
+pub enum ScriptError {
+    /// Raised as a string, position included (`luaL_error`).
+    Message(Vec<u8>),
+    /// Raised as the table `{err = text}` (`luaPushError` + `luaError`).
+    Redis(Vec<u8>),
+}
 
-/// Makes the global table `name` (or fills it if it exists) with `funcs`, each behind
-/// the shim; returns the table, for the library's other fields.
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScriptError::Message(m) | ScriptError::Redis(m) => {
+                f.write_str(&String::from_utf8_lossy(m))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+impl ScriptError {
+    /// The error inside a Rust error raised in Lua, if it is one.
+    pub fn find(e: &mlua::Error) -> Option<&ScriptError> {
+        match e {
+            mlua::Error::CallbackError { cause, .. } => ScriptError::find(cause),
+            mlua::Error::WithContext { cause, .. } => ScriptError::find(cause),
+            mlua::Error::ExternalError(inner) => inner.downcast_ref::<ScriptError>(),
+            _ => None,
+        }
+    }
+
+    /// Raises `msg` as `luaL_error` does from a C function: prefixed with the position of
+    /// the Lua code that called it (`user_script:3: `), if it was Lua code.
+    pub fn message(lua: &Lua, msg: &str) -> mlua::Error {
+        let mut text = Vec::new();
+        if let Some(caller) = lua.inspect_stack(1) {
+            let line = caller.curr_line();
+            if line > 0 {
+                let src = caller.source();
+                if let Some(short) = src.short_src {
+                    text.extend_from_slice(short.as_bytes());
+                    text.extend_from_slice(format!(":{line}: ").as_bytes());
+                }
+            }
+        }
+        text.extend_from_slice(msg.as_bytes());
+        mlua::Error::external(ScriptError::Message(text))
+    }
+
+    /// Raises `{err = text}`.
+    pub fn redis(text: impl Into<Vec<u8>>) -> mlua::Error {
+        mlua::Error::external(ScriptError::Redis(text.into()))
+    }
+
+    /// The Lua value Redis would have raised: a string, or the `{err = …}` table.
+    pub fn value(&self, lua: &Lua) -> mlua::Result<Value> {
+        Ok(match self {
+            ScriptError::Message(m) => Value::String(lua.create_string(m)?),
+            ScriptError::Redis(m) => {
+                let t = lua.create_table()?;
+                t.raw_set("err", lua.create_string(m)?)?;
+                Value::Table(t)
+            }
+        })
+    }
+}
+
+/// Makes the global table `name` (or fills it if it exists) with `funcs`; returns the
+/// table, for the library's other fields.
 pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<Table> {
-    let shim: Function = lua.load(SHIM).set_name("=[C]").eval()?;
     let globals = lua.globals();
     let table = match globals.raw_get::<Value>(name)? {
         Value::Table(t) => t,
@@ -58,23 +118,13 @@ pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<T
         }
     };
     for &(fname, f) in funcs {
-        let inner = lua.create_function(move |lua, args: MultiValue| {
-            let mut out = MultiValue::new();
-            match f(lua, args) {
-                Ok(values) => {
-                    out.push_back(Value::Boolean(true));
-                    out.extend(values);
-                }
-                Err(Raise::Msg(msg)) => {
-                    out.push_back(Value::Boolean(false));
-                    out.push_back(Value::String(lua.create_string(&msg)?));
-                }
-                Err(Raise::Lua(e)) => return Err(e),
-            }
-            Ok(out)
+        let func = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
+            Ok(values) => Ok(values),
+            Err(Raise::Msg(msg)) => Err(ScriptError::message(lua, &msg)),
+            Err(Raise::Err(msg)) => Err(ScriptError::redis(msg)),
+            Err(Raise::Lua(e)) => Err(e),
         })?;
-        let wrapped: Function = shim.call(inner)?;
-        table.raw_set(fname, wrapped)?;
+        table.raw_set(fname, func)?;
     }
     Ok(table)
 }

@@ -1,0 +1,271 @@
+//! Conversions between RESP and Lua values, exactly as Redis 7.0 converts them
+//! (`script_lua.c`: `redisProtocolToLuaType` for the replies of `redis.call`,
+//! `luaReplyToRedisReply` for what a script returns).
+
+use goblin_protocol::{Encoder, Version};
+use mlua::{Lua, Table, Value};
+
+/// How deep a returned table may nest before its conversion answers
+/// `reached lua stack limit`. redis-server converts until its Lua stack is full (7995
+/// levels); each level here holds a reference on mlua's auxiliary stack, which has
+/// room for 8000, so Goblin stops sooner.
+const MAX_REPLY_DEPTH: usize = 1000;
+
+/// Deepest nesting of a command's reply turned into Lua (replies come from our own
+/// commands; this only bounds the recursion).
+const MAX_PARSE_DEPTH: usize = 1000;
+
+/// A Lua number as Redis turns it into an integer: C's `(long long)` cast, which on
+/// x86-64 gives `LLONG_MIN` for NaN and values out of range.
+pub fn lua_to_int(n: f64) -> i64 {
+    if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// A command's reply (`reply`, encoded in RESP2 or RESP3) as the Lua value a script's
+/// `redis.call` returns.
+pub fn reply_to_lua(lua: &Lua, reply: &[u8]) -> mlua::Result<Value> {
+    let mut at = 0;
+    let value = parse(lua, reply, &mut at, 0)?;
+    Ok(value)
+}
+
+fn bad() -> mlua::Error {
+    mlua::Error::RuntimeError("malformed reply from a command called by the script".into())
+}
+
+/// The line at `at` (up to CRLF), moving `at` past it.
+fn line<'a>(buf: &'a [u8], at: &mut usize) -> mlua::Result<&'a [u8]> {
+    let rest = buf.get(*at..).ok_or_else(bad)?;
+    let end = memchr::memchr(b'\r', rest).ok_or_else(bad)?;
+    *at += end + 2;
+    Ok(&rest[..end])
+}
+
+fn number(text: &[u8]) -> mlua::Result<i64> {
+    goblin_protocol::parse_i64(text).ok_or_else(bad)
+}
+
+fn parse(lua: &Lua, buf: &[u8], at: &mut usize, depth: usize) -> mlua::Result<Value> {
+    if depth > MAX_PARSE_DEPTH {
+        return Err(bad());
+    }
+    let kind = *buf.get(*at).ok_or_else(bad)?;
+    *at += 1;
+    let head = line(buf, at)?;
+    Ok(match kind {
+        b':' => Value::Number(number(head)? as f64),
+        b'$' | b'=' => {
+            let n = number(head)?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let n = n as usize;
+            let body = buf.get(*at..*at + n).ok_or_else(bad)?;
+            *at += n + 2;
+            if kind == b'$' {
+                Value::String(lua.create_string(body)?)
+            } else {
+                let (format, text) = if body.len() >= 4 {
+                    (&body[..3], &body[4..])
+                } else {
+                    (&b"txt"[..], body)
+                };
+                let inner = lua.create_table()?;
+                inner.raw_set("format", lua.create_string(format)?)?;
+                inner.raw_set("string", lua.create_string(text)?)?;
+                one_field(lua, "verbatim_string", Value::Table(inner))?
+            }
+        }
+        b'+' => one_field(lua, "ok", Value::String(lua.create_string(head)?))?,
+        b'-' => one_field(lua, "err", Value::String(lua.create_string(head)?))?,
+        b'!' => {
+            let n = usize::try_from(number(head)?).map_err(|_| bad())?;
+            let body = buf.get(*at..*at + n).ok_or_else(bad)?;
+            *at += n + 2;
+            one_field(lua, "err", Value::String(lua.create_string(body)?))?
+        }
+        b'_' => Value::Nil,
+        b'#' => Value::Boolean(head == b"t"),
+        b',' => {
+            let text = std::str::from_utf8(head).map_err(|_| bad())?;
+            let d = match text {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                t => t.parse::<f64>().unwrap_or(f64::NAN),
+            };
+            one_field(lua, "double", Value::Number(d))?
+        }
+        b'(' => one_field(lua, "big_number", Value::String(lua.create_string(head)?))?,
+        b'*' | b'>' => {
+            let n = number(head)?;
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let t = lua.create_table_with_capacity(n.min(1024) as usize, 0)?;
+            for i in 0..n {
+                let v = parse(lua, buf, at, depth + 1)?;
+                t.raw_set(i + 1, v)?;
+            }
+            Value::Table(t)
+        }
+        b'%' => {
+            let n = number(head)?;
+            let t = lua.create_table()?;
+            for _ in 0..n.max(0) {
+                let k = parse(lua, buf, at, depth + 1)?;
+                let v = parse(lua, buf, at, depth + 1)?;
+                if !k.is_nil() {
+                    t.raw_set(k, v)?;
+                }
+            }
+            one_field(lua, "map", Value::Table(t))?
+        }
+        b'~' => {
+            let n = number(head)?;
+            let t = lua.create_table()?;
+            for _ in 0..n.max(0) {
+                let k = parse(lua, buf, at, depth + 1)?;
+                if !k.is_nil() {
+                    t.raw_set(k, true)?;
+                }
+            }
+            one_field(lua, "set", Value::Table(t))?
+        }
+        b'|' => {
+            // An attribute: read and ignored; the value follows it.
+            let n = number(head)?;
+            for _ in 0..n.max(0) * 2 {
+                parse(lua, buf, at, depth + 1)?;
+            }
+            parse(lua, buf, at, depth)?
+        }
+        _ => return Err(bad()),
+    })
+}
+
+/// `{name = value}`.
+fn one_field(lua: &Lua, name: &str, value: Value) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(0, 1)?;
+    t.raw_set(name, value)?;
+    Ok(Value::Table(t))
+}
+
+/// A string field of a table, as `lua_rawget` + `lua_type == LUA_TSTRING` sees it.
+fn string_field(t: &Table, name: &str) -> mlua::Result<Option<mlua::String>> {
+    match t.raw_get::<Value>(name)? {
+        Value::String(s) => Ok(Some(s)),
+        _ => Ok(None),
+    }
+}
+
+/// CR and LF turned into spaces (`sdsmapchars(s, "\r\n", "  ", 2)`).
+fn spaces_for_newlines(s: &[u8]) -> Vec<u8> {
+    s.iter()
+        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+        .collect()
+}
+
+/// What a script returned, encoded for the client in `version`
+/// (`luaReplyToRedisReply`). An error table answers its `err` text; the caller adds the
+/// script's position for errors raised, not for errors returned.
+pub fn lua_to_reply(value: &Value, version: Version, out: &mut Vec<u8>) -> mlua::Result<()> {
+    encode(value, version, out, 0)
+}
+
+fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
+    if depth >= MAX_REPLY_DEPTH {
+        Encoder::new(out, version).error(b"ERR reached lua stack limit");
+        return Ok(());
+    }
+    let mut enc = Encoder::new(out, version);
+    match value {
+        Value::String(s) => enc.bulk(&s.as_bytes()),
+        Value::Boolean(b) => match version {
+            Version::Resp2 if *b => enc.integer(1),
+            Version::Resp2 => enc.null(),
+            Version::Resp3 => enc.boolean(*b),
+        },
+        Value::Number(n) => enc.integer(lua_to_int(*n)),
+        Value::Integer(n) => enc.integer(*n as i64),
+        Value::Table(t) => {
+            if let Some(err) = string_field(t, "err")? {
+                enc.error_sanitized(&error_text(&err.as_bytes()));
+                return Ok(());
+            }
+            if let Some(ok) = string_field(t, "ok")? {
+                enc.simple(&spaces_for_newlines(&ok.as_bytes()));
+                return Ok(());
+            }
+            if let Value::Number(d) = t.raw_get::<Value>("double")? {
+                enc.double(d);
+                return Ok(());
+            }
+            if let Some(big) = string_field(t, "big_number")? {
+                enc.big_number(&spaces_for_newlines(&big.as_bytes()));
+                return Ok(());
+            }
+            if let Value::Table(v) = t.raw_get::<Value>("verbatim_string")?
+                && let Some(format) = string_field(&v, "format")?
+                && let Some(text) = string_field(&v, "string")?
+            {
+                let f = format.as_bytes();
+                let mut fmt = [b' '; 3];
+                for (d, s) in fmt.iter_mut().zip(f.iter()) {
+                    *d = *s;
+                }
+                enc.verbatim(&fmt, &text.as_bytes());
+                return Ok(());
+            }
+            if let Value::Table(map) = t.raw_get::<Value>("map")? {
+                let mut body = Vec::new();
+                let mut n = 0;
+                for pair in map.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    encode(&k, version, &mut body, depth + 1)?;
+                    encode(&v, version, &mut body, depth + 1)?;
+                    n += 1;
+                }
+                enc.map(n);
+                out.extend_from_slice(&body);
+                return Ok(());
+            }
+            if let Value::Table(set) = t.raw_get::<Value>("set")? {
+                let mut body = Vec::new();
+                let mut n = 0;
+                for pair in set.pairs::<Value, Value>() {
+                    let (k, _) = pair?;
+                    encode(&k, version, &mut body, depth + 1)?;
+                    n += 1;
+                }
+                enc.set(n);
+                out.extend_from_slice(&body);
+                return Ok(());
+            }
+            let mut body = Vec::new();
+            let mut n = 0;
+            loop {
+                let v: Value = t.raw_get(n + 1)?;
+                if v.is_nil() {
+                    break;
+                }
+                encode(&v, version, &mut body, depth + 1)?;
+                n += 1;
+            }
+            Encoder::new(out, version).array(n);
+            out.extend_from_slice(&body);
+        }
+        _ => enc.null(),
+    }
+    Ok(())
+}
+
+/// The text of an error a script returns or raises (`{err = …}`), as redis-server
+/// replies it: `addReplyErrorFormat("-%s", msg)`, so a text that starts with a dash
+/// keeps only that one.
+pub fn error_text(err: &[u8]) -> Vec<u8> {
+    err.strip_prefix(b"-").unwrap_or(err).to_vec()
+}

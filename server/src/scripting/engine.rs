@@ -1,0 +1,811 @@
+//! One Lua interpreter per worker thread, set up as Redis 7.0 sets up its own: the
+//! libraries it gives scripts, the `redis` table, a deterministic `math.random`, the
+//! globals protected, and the error handler that gives an error its script position.
+//!
+//! Compiled scripts are kept per thread, by SHA1; the bodies are shared
+//! ([`super::Scripts`]), so a script loaded on one connection compiles on first use on
+//! any other thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use goblin_protocol::{Encoder, Version};
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+
+use super::Sha;
+use super::convert::{error_text, lua_to_reply, reply_to_lua};
+use super::libs::{self, Raise, ScriptError};
+
+/// The chunk name of a script: errors read `user_script:3: …`.
+const CHUNK: &str = "@user_script";
+
+/// The chunk name of the engine's own Lua code, whose frames the error handler passes
+/// over when it looks for the script's position.
+const INTERNAL: &str = "=[C]";
+
+/// The globals a script sees (redis-server 7.0's allow list, as the Debian build
+/// shows them); every other global of the base library is removed.
+const GLOBALS: &[&str] = &[
+    "_G",
+    "_VERSION",
+    "__redis__err__handler",
+    "assert",
+    "bit",
+    "cjson",
+    "cmsgpack",
+    "collectgarbage",
+    "coroutine",
+    "error",
+    "gcinfo",
+    "getmetatable",
+    "ipairs",
+    "load",
+    "loadstring",
+    "math",
+    "next",
+    "pairs",
+    "pcall",
+    "rawequal",
+    "rawget",
+    "rawset",
+    "redis",
+    "select",
+    "setmetatable",
+    "string",
+    "struct",
+    "table",
+    "tonumber",
+    "tostring",
+    "type",
+    "unpack",
+    "xpcall",
+];
+
+/// `pcall` as scripts see it: Lua's, with a Redis error raised by `redis.call` (a Rust
+/// error inside Lua) turned back into the `{err = …}` table Redis raises.
+const PCALL: &str = r#"
+local pcall, fix = pcall, __goblin_fix
+return function(...) return fix(pcall(...)) end
+"#;
+
+/// Runs a script's function under the error handler.
+const RUNNER: &str = r#"
+local xpcall, errh = xpcall, __redis__err__handler
+return function(f) return xpcall(f, errh) end
+"#;
+
+/// The state of the run in progress that the `redis` functions read and change.
+#[derive(Debug)]
+struct RunState {
+    /// `redis.setresp`: the protocol the script's commands answer in.
+    resp: Version,
+    /// `math.random`'s generator (`redisLrand48`), seeded to 0 before each script.
+    rand: u64,
+}
+
+/// A thread's interpreter.
+pub struct Engine {
+    lua: Lua,
+    /// Compiled scripts by SHA1.
+    compiled: HashMap<Sha, Function>,
+    /// The generation of the shared cache these were compiled for (SCRIPT FLUSH starts
+    /// a new one).
+    generation: u64,
+    /// The `redis` table (its `call` and `pcall` are set for each run).
+    redis: Table,
+    runner: Function,
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's engine, made on first use (or again after a flush of
+/// generation `generation`). `None` when the interpreter cannot be made.
+pub fn with_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+    ENGINE.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.as_ref().is_none_or(|e| e.generation != generation) {
+            match Engine::new(generation) {
+                Ok(engine) => *slot = Some(engine),
+                Err(e) => {
+                    crate::log!(Warning, "could not start the Lua interpreter: {e}");
+                    return None;
+                }
+            }
+        }
+        slot.as_mut().map(f)
+    })
+}
+
+/// What a command called by a script gave.
+pub enum Called {
+    /// Its reply, in the run's protocol.
+    Reply(Vec<u8>),
+    /// It was refused before it ran (the error text, code included).
+    Refused(Vec<u8>),
+}
+
+/// `redisLrand48`'s step: the 48-bit generator of `drand48`.
+fn lrand48(state: &mut u64) -> i64 {
+    *state = (state.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB)) & ((1 << 48) - 1);
+    (*state >> 17) as i64
+}
+
+/// `redisSrand48(seed)`.
+fn srand48(seed: i32) -> u64 {
+    (u64::from(seed as u32) << 16) | 0x330E
+}
+
+/// An error table `{err = text}`.
+fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(text)?)?;
+    Ok(Value::Table(t))
+}
+
+/// The type name Lua's `luaL_typename` gives a value (for `bad argument` errors).
+fn type_name(v: Option<&Value>) -> &'static str {
+    match v {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Number(_) | Value::Integer(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
+        Some(_) => "userdata",
+    }
+}
+
+/// `luaL_checknumber`: a number, or a string that reads as one.
+pub fn check_number(args: &MultiValue, i: usize, fname: &str) -> Result<f64, Raise> {
+    let v = args.get(i);
+    let n = match v {
+        Some(Value::Number(n)) => Some(*n),
+        Some(Value::Integer(n)) => Some(*n as f64),
+        Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
+            .ok()
+            .and_then(|t| lua_str_to_number(t.trim())),
+        _ => None,
+    };
+    n.ok_or_else(|| {
+        Raise::Msg(format!(
+            "bad argument #{} to '{fname}' (number expected, got {})",
+            i + 1,
+            type_name(v)
+        ))
+    })
+}
+
+/// Lua 5.1's `lua_str2number`: `strtod`, or a hexadecimal integer.
+fn lua_str_to_number(t: &str) -> Option<f64> {
+    if t.is_empty() {
+        return None;
+    }
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        let v = u64::from_str_radix(hex, 16).ok()? as f64;
+        return Some(if neg { -v } else { v });
+    }
+    let lower = body.to_ascii_lowercase();
+    if lower.starts_with("inf") || lower.starts_with("nan") {
+        return match lower.as_str() {
+            "inf" | "infinity" => Some(if neg {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }),
+            "nan" => Some(f64::NAN),
+            _ => None,
+        };
+    }
+    t.parse::<f64>().ok()
+}
+
+/// `luaL_checkint`: a number truncated to a C int.
+fn check_int(args: &MultiValue, i: usize, fname: &str) -> Result<i32, Raise> {
+    let n = check_number(args, i, fname)?;
+    Ok(super::convert::lua_to_int(n) as i32)
+}
+
+impl Engine {
+    fn new(generation: u64) -> mlua::Result<Engine> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::new(),
+        )?;
+        lua.set_app_data(RunState {
+            resp: Version::Resp2,
+            rand: srand48(0),
+        });
+        libs::open_all(&lua)?;
+        let globals = lua.globals();
+
+        // math.random and math.randomseed: Redis's deterministic generator.
+        let math: Table = globals.raw_get("math")?;
+        let funcs = [
+            ("random", math_random as libs::LibFn),
+            ("randomseed", math_randomseed),
+        ];
+        libs::install(&lua, "math", &funcs)?;
+        drop(math);
+
+        Self::open_redis(&lua)?;
+        globals.raw_set("__redis__err__handler", lua.create_function(error_handler)?)?;
+        globals.raw_set("__goblin_fix", lua.create_function(fix_pcall)?)?;
+        let pcall: Function = lua.load(PCALL).set_name(INTERNAL).eval()?;
+        globals.raw_set("pcall", pcall)?;
+        let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
+        let redis: Table = globals.raw_get("redis")?;
+
+        // Only the allowed globals stay.
+        let mut remove = Vec::new();
+        for pair in globals.pairs::<Value, Value>() {
+            let (k, _) = pair?;
+            let keep = matches!(&k, Value::String(s) if GLOBALS.iter().any(|g| s.as_bytes() == g.as_bytes()));
+            if !keep {
+                remove.push(k);
+            }
+        }
+        for k in remove {
+            globals.raw_set(k, Value::Nil)?;
+        }
+        Self::protect_globals(&lua, &globals)?;
+        Ok(Engine {
+            lua,
+            compiled: HashMap::new(),
+            generation,
+            redis,
+            runner,
+        })
+    }
+
+    /// The `redis` table.
+    fn open_redis(lua: &Lua) -> mlua::Result<()> {
+        let funcs: &[(&str, libs::LibFn)] = &[
+            ("error_reply", error_reply),
+            ("status_reply", status_reply),
+            ("sha1hex", sha1hex),
+            ("log", log),
+            ("setresp", setresp),
+            ("set_repl", set_repl),
+            ("replicate_commands", replicate_commands),
+            ("breakpoint", breakpoint),
+            ("debug", debug),
+        ];
+        let redis = libs::install(lua, "redis", funcs)?;
+        for (name, v) in [
+            ("LOG_DEBUG", 0),
+            ("LOG_VERBOSE", 1),
+            ("LOG_NOTICE", 2),
+            ("LOG_WARNING", 3),
+            ("REPL_NONE", 0),
+            ("REPL_AOF", 1),
+            ("REPL_SLAVE", 2),
+            ("REPL_REPLICA", 2),
+            ("REPL_ALL", 3),
+        ] {
+            redis.raw_set(name, v)?;
+        }
+        redis.raw_set("REDIS_VERSION", crate::runtime::server::REDIS_VERSION)?;
+        redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
+        Ok(())
+    }
+
+    /// Globals are read-only, and reading one that does not exist is an error (Redis's
+    /// `luaSetErrorMetatable` and read-only globals).
+    fn protect_globals(lua: &Lua, globals: &Table) -> mlua::Result<()> {
+        let meta = lua.create_table()?;
+        let scratch = lua.create_table()?;
+        lua.globals().raw_set("__goblin_meta", &scratch)?;
+        libs::install(
+            lua,
+            "__goblin_meta",
+            &[("__index", missing_global), ("__newindex", readonly)],
+        )?;
+        for name in ["__index", "__newindex"] {
+            meta.raw_set(name, scratch.raw_get::<Function>(name)?)?;
+        }
+        lua.globals().raw_set("__goblin_meta", Value::Nil)?;
+        globals.set_metatable(Some(meta));
+        Ok(())
+    }
+
+    /// The compiled function of script `sha`, compiling `body` (after its shebang line,
+    /// whose line feed it keeps) if this thread has not yet.
+    pub fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        let f = self.compile(body)?;
+        self.compiled.insert(*sha, f.clone());
+        Ok(f)
+    }
+
+    /// Compiles a script's code: the error reply Redis gives when it does not compile.
+    pub fn compile(&self, code: &[u8]) -> Result<Function, Vec<u8>> {
+        self.lua
+            .load(code)
+            .set_name(CHUNK)
+            .into_function()
+            .map_err(|e| {
+                let msg = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    other => other.to_string(),
+                };
+                let mut reply = b"ERR Error compiling script (new function): ".to_vec();
+                reply.extend_from_slice(msg.as_bytes());
+                reply
+            })
+    }
+
+    /// Runs a script's function with `keys` and `argv`, its commands run by `call`, and
+    /// encodes what it returns (or the error it raised, with the script's position and
+    /// `sha`) into `out` for a client speaking `version`.
+    pub fn run(
+        &mut self,
+        func: &Function,
+        sha: &[u8],
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        version: Version,
+        call: &mut dyn FnMut(Vec<Vec<u8>>, Version) -> Called,
+        out: &mut Vec<u8>,
+    ) {
+        if let Err(e) = self.run_inner(func, sha, keys, argv, version, call, out) {
+            crate::log!(Warning, "Lua script failed: {e}");
+            let mut msg = b"ERR Error running script ".to_vec();
+            msg.extend_from_slice(e.to_string().as_bytes());
+            Encoder::new(out, version).error_sanitized(&msg);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_inner(
+        &mut self,
+        func: &Function,
+        sha: &[u8],
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        version: Version,
+        call: &mut dyn FnMut(Vec<Vec<u8>>, Version) -> Called,
+        out: &mut Vec<u8>,
+    ) -> mlua::Result<()> {
+        let lua = &self.lua;
+        if let Some(mut state) = lua.app_data_mut::<RunState>() {
+            state.resp = Version::Resp2;
+            state.rand = srand48(0);
+        }
+        let globals = lua.globals();
+        globals.raw_set("KEYS", array(lua, keys)?)?;
+        globals.raw_set("ARGV", array(lua, argv)?)?;
+        let call = RefCell::new(call);
+        let result: MultiValue = lua.scope(|scope| {
+            // redis.call raises a command's error, redis.pcall returns it.
+            for (name, raise) in [("call", true), ("pcall", false)] {
+                let call = &call;
+                let f = scope.create_function(move |lua, args: MultiValue| {
+                    let outcome = match command_args(&args) {
+                        Err(text) => Err(text.to_vec()),
+                        Ok(argv) => {
+                            let resp = lua
+                                .app_data_ref::<RunState>()
+                                .map_or(Version::Resp2, |s| s.resp);
+                            let mut call = call
+                                .try_borrow_mut()
+                                .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+                            match (*call)(argv, resp) {
+                                Called::Refused(text) => Err(text),
+                                Called::Reply(reply) => {
+                                    if matches!(reply.first(), Some(b'-') | Some(b'!')) {
+                                        let value = reply_to_lua(lua, &reply)?;
+                                        match &value {
+                                            Value::Table(t) => Err(t
+                                                .raw_get::<mlua::String>("err")
+                                                .map(|s| s.as_bytes().to_vec())
+                                                .unwrap_or_default()),
+                                            _ => Ok(value),
+                                        }
+                                    } else {
+                                        Ok(reply_to_lua(lua, &reply)?)
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    match outcome {
+                        Ok(value) => Ok(value),
+                        Err(text) if raise => Err(ScriptError::redis(text)),
+                        Err(text) => err_table(lua, &text),
+                    }
+                })?;
+                self.redis.raw_set(name, f)?;
+            }
+            self.runner.call(func.clone())
+        })?;
+        self.redis.raw_set("call", Value::Nil)?;
+        self.redis.raw_set("pcall", Value::Nil)?;
+        let mut values = result.into_iter();
+        let ok = matches!(values.next(), Some(Value::Boolean(true)));
+        let value = values.next().unwrap_or(Value::Nil);
+        if ok {
+            return lua_to_reply(&value, version, out);
+        }
+        raised_error(&value, sha, version, out)
+    }
+}
+
+/// The reply to an error a script raised (its error handler made it a table with the
+/// script's position): `-<err> script: <sha>, on <source>:<line>.`
+fn raised_error(
+    value: &Value,
+    sha: &[u8],
+    version: Version,
+    out: &mut Vec<u8>,
+) -> mlua::Result<()> {
+    let Value::Table(t) = value else {
+        Encoder::new(out, version).error(b"ERR Error running script: execution failure");
+        return Ok(());
+    };
+    let err: Option<mlua::String> = match t.raw_get::<Value>("err")? {
+        Value::String(s) => Some(s),
+        _ => None,
+    };
+    let mut msg = err.map_or_else(Vec::new, |e| error_text(&e.as_bytes()));
+    let source: Value = t.raw_get("source")?;
+    let line: Value = t.raw_get("line")?;
+    if let (Value::String(source), Value::Number(_) | Value::Integer(_)) = (&source, &line) {
+        let line = match line {
+            Value::Number(n) => n as i64,
+            Value::Integer(n) => n as i64,
+            _ => 0,
+        };
+        msg.extend_from_slice(b" script: ");
+        msg.extend_from_slice(sha);
+        msg.extend_from_slice(b", on ");
+        msg.extend_from_slice(&source.as_bytes());
+        msg.push(b':');
+        msg.extend_from_slice(line.to_string().as_bytes());
+        msg.push(b'.');
+    }
+    Encoder::new(out, version).error_sanitized(&msg);
+    Ok(())
+}
+
+/// The arguments of `redis.call`: strings, or numbers written with `%.17g`.
+fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, &'static [u8]> {
+    if args.is_empty() {
+        return Err(b"ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Number(n) => {
+                let mut buf = [0u8; 32];
+                argv.push(goblin_protocol::format_double(*n, &mut buf).to_vec());
+            }
+            Value::Integer(n) => argv.push(n.to_string().into_bytes()),
+            _ => return Err(b"ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    Ok(argv)
+}
+
+/// A Lua array of strings.
+fn array(lua: &Lua, items: &[&[u8]]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    Ok(t)
+}
+
+/// `REDIS_VERSION_NUM`: 0x00MMmmpp.
+fn redis_version_num() -> i64 {
+    let mut parts = crate::runtime::server::REDIS_VERSION
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0));
+    let (a, b, c) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    (a << 16) | (b << 8) | c
+}
+
+/// The script's position for an error: the first frame, from the function that raised
+/// it, that is neither C nor the engine's own code.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
+    // Redis's handler looks at the function that raised the error, or at its caller
+    // when that is a C function (`error`, `redis.call` …).
+    let mut frame = lua.inspect_stack(1);
+    if frame.as_ref().is_some_and(|d| d.source().what == "C") {
+        frame = lua.inspect_stack(2);
+    }
+    let found = frame.map(|d| (d.source().source.map(|c| c.into_owned()), d.curr_line()));
+    let t = match err {
+        Value::Table(t) => t,
+        Value::Error(e) if ScriptError::find(&e).is_some() => {
+            let raised = match ScriptError::find(&e) {
+                Some(s) => s.value(lua)?,
+                None => Value::Nil,
+            };
+            return error_handler(lua, raised);
+        }
+        other => {
+            let text = match &other {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Number(n) => {
+                    let f: mlua::String = lua
+                        .coerce_string(Value::Number(*n))?
+                        .unwrap_or(lua.create_string("")?);
+                    f.as_bytes().to_vec()
+                }
+                Value::Nil => b"nil".to_vec(),
+                Value::Boolean(b) => b.to_string().into_bytes(),
+                other => other.to_string()?.into_bytes(),
+            };
+            let t = lua.create_table()?;
+            let mut msg = b"ERR ".to_vec();
+            msg.extend_from_slice(&text);
+            t.raw_set("err", lua.create_string(&msg)?)?;
+            t
+        }
+    };
+    if let Some((Some(source), line)) = found {
+        t.raw_set("source", source)?;
+        t.raw_set("line", line)?;
+    }
+    Ok(Value::Table(t))
+}
+
+/// `pcall`'s results as Redis 7.0's `luaRedisPcall` gives them: an error that is a
+/// table with an `err` string is that string (and a Rust function's error is what Redis
+/// would have raised, so the same).
+fn fix_pcall(lua: &Lua, mut results: MultiValue) -> mlua::Result<MultiValue> {
+    if !matches!(results.front(), Some(Value::Boolean(false))) {
+        return Ok(results);
+    }
+    let raised = match results.get(1) {
+        Some(Value::Error(e)) => match ScriptError::find(e) {
+            Some(s) => s.value(lua)?,
+            None => return Ok(results),
+        },
+        Some(other) => other.clone(),
+        None => return Ok(results),
+    };
+    let v = match &raised {
+        Value::Table(t) => match t.raw_get::<Value>("err")? {
+            Value::String(s) => Value::String(s),
+            _ => raised,
+        },
+        _ => raised,
+    };
+    results[1] = v;
+    Ok(results)
+}
+
+/// A `math.random` number between 0 and 1, as Redis draws it.
+fn draw(lua: &Lua) -> f64 {
+    let mut state = lua.app_data_mut::<RunState>();
+    let Some(state) = state.as_deref_mut() else {
+        return 0.0;
+    };
+    let r = lrand48(&mut state.rand);
+    (r % 2_147_483_647) as f64 / 2_147_483_647.0
+}
+
+fn one(v: Value) -> MultiValue {
+    let mut m = MultiValue::new();
+    m.push_back(v);
+    m
+}
+
+fn math_random(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let r = draw(lua);
+    let n = match args.len() {
+        0 => r,
+        1 => {
+            let u = check_int(&args, 0, "random")?;
+            if u < 1 {
+                return Err(Raise::Msg(
+                    "bad argument #1 to 'random' (interval is empty)".into(),
+                ));
+            }
+            (r * f64::from(u)).floor() + 1.0
+        }
+        2 => {
+            let l = check_int(&args, 0, "random")?;
+            let u = check_int(&args, 1, "random")?;
+            if l > u {
+                return Err(Raise::Msg(
+                    "bad argument #2 to 'random' (interval is empty)".into(),
+                ));
+            }
+            (r * (f64::from(u) - f64::from(l) + 1.0)).floor() + f64::from(l)
+        }
+        _ => return Err(Raise::Msg("wrong number of arguments".into())),
+    };
+    Ok(one(Value::Number(n)))
+}
+
+fn math_randomseed(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let seed = check_int(&args, 0, "randomseed")?;
+    if let Some(mut state) = lua.app_data_mut::<RunState>() {
+        state.rand = srand48(seed);
+    }
+    Ok(MultiValue::new())
+}
+
+fn error_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let (1, Some(Value::String(s))) = (args.len(), args.front()) else {
+        return Ok(one(err_table(
+            lua,
+            b"ERR wrong number or type of arguments",
+        )?));
+    };
+    let s = s.as_bytes();
+    let text = s.strip_prefix(b"-").unwrap_or(&s);
+    // luaPushErrorBuff: the first word is the code; without a space the code is ERR.
+    let msg = match text.iter().position(|&b| b == b' ') {
+        Some(_) => text.to_vec(),
+        None => [b"ERR ".as_slice(), text].concat(),
+    };
+    let msg = trim_newlines(&msg);
+    Ok(one(err_table(lua, &msg)?))
+}
+
+/// `sdstrim(msg, "\r\n")`.
+fn trim_newlines(s: &[u8]) -> Vec<u8> {
+    let nl = |b: &u8| *b == b'\r' || *b == b'\n';
+    let start = s.iter().position(|b| !nl(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !nl(b)).map_or(start, |i| i + 1);
+    s[start..end].to_vec()
+}
+
+fn status_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let (1, Some(Value::String(s))) = (args.len(), args.front()) else {
+        return Ok(one(err_table(
+            lua,
+            b"ERR wrong number or type of arguments",
+        )?));
+    };
+    let t = lua.create_table()?;
+    t.raw_set("ok", s.clone())?;
+    Ok(one(Value::Table(t)))
+}
+
+fn sha1hex(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    if args.len() != 1 {
+        return Err(Raise::Err("ERR wrong number of arguments".into()));
+    }
+    let data = match args.front() {
+        Some(Value::String(s)) => s.as_bytes().to_vec(),
+        Some(Value::Number(n)) => lua
+            .coerce_string(Value::Number(*n))?
+            .map(|s| s.as_bytes().to_vec())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let hex = crate::sha1::hex(&crate::sha1::Sha1::digest(&data));
+    Ok(one(Value::String(lua.create_string(hex)?)))
+}
+
+fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    if args.len() < 2 {
+        return Err(Raise::Err(
+            "ERR redis.log() requires two arguments or more.".into(),
+        ));
+    }
+    let Some(Value::Number(level)) = args.front() else {
+        return Err(Raise::Err(
+            "ERR First argument must be a number (log level).".into(),
+        ));
+    };
+    let level = *level as i64;
+    if !(0..=3).contains(&level) {
+        return Err(Raise::Err("ERR Invalid debug level.".into()));
+    }
+    let mut line = Vec::new();
+    for (i, a) in args.iter().skip(1).enumerate() {
+        if i > 0 {
+            line.push(b' ');
+        }
+        if let Some(s) = lua.coerce_string(a.clone())? {
+            line.extend_from_slice(&s.as_bytes());
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    match level {
+        0 => crate::log!(Debug, "{text}"),
+        1 => crate::log!(Verbose, "{text}"),
+        2 => crate::log!(Notice, "{text}"),
+        _ => crate::log!(Warning, "{text}"),
+    }
+    Ok(MultiValue::new())
+}
+
+fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    if args.len() != 1 {
+        return Err(Raise::Err(
+            "ERR redis.setresp() requires one argument.".into(),
+        ));
+    }
+    let n = match args.front() {
+        Some(Value::Number(n)) => *n as i64,
+        Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .map_or(0, |n| n as i64),
+        _ => 0,
+    };
+    let resp = match n {
+        2 => Version::Resp2,
+        3 => Version::Resp3,
+        _ => return Err(Raise::Err("ERR RESP version must be 2 or 3.".into())),
+    };
+    if let Some(mut state) = lua.app_data_mut::<RunState>() {
+        state.resp = resp;
+    }
+    Ok(MultiValue::new())
+}
+
+fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    if args.len() != 1 {
+        return Err(Raise::Err(
+            "ERR redis.set_repl() requires two arguments.".into(),
+        ));
+    }
+    let flags = match args.front() {
+        Some(Value::Number(n)) => *n as i64,
+        _ => 0,
+    };
+    if flags & !3 != 0 {
+        return Err(Raise::Err(
+            "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+                .into(),
+        ));
+    }
+    Ok(MultiValue::new())
+}
+
+fn replicate_commands(_lua: &Lua, _args: MultiValue) -> Result<MultiValue, Raise> {
+    Ok(one(Value::Boolean(true)))
+}
+
+fn breakpoint(_lua: &Lua, _args: MultiValue) -> Result<MultiValue, Raise> {
+    Ok(one(Value::Boolean(false)))
+}
+
+fn debug(_lua: &Lua, _args: MultiValue) -> Result<MultiValue, Raise> {
+    Ok(MultiValue::new())
+}
+
+fn missing_global(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let name = match args.get(1) {
+        Some(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+        Some(Value::Number(n)) => {
+            let mut buf = [0u8; 32];
+            String::from_utf8_lossy(goblin_protocol::format_double(*n, &mut buf)).into_owned()
+        }
+        _ => {
+            return Err(Raise::Msg(
+                "Second argument to luaProtectedTableError must be a string or number".into(),
+            ));
+        }
+    };
+    Err(Raise::Msg(format!(
+        "Script attempted to access nonexistent global variable '{name}'"
+    )))
+}
+
+fn readonly(_lua: &Lua, _args: MultiValue) -> Result<MultiValue, Raise> {
+    Err(Raise::Msg("Attempt to modify a readonly table".into()))
+}
