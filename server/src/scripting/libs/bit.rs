@@ -208,9 +208,9 @@ mod tests {
     /// Evaluates `code` with the library open; the result, or the error's message.
     fn eval(code: &str) -> String {
         let lua = Lua::new();
-        open(&lua).unwrap();
+        open(&lua).expect("open");
         match lua.load(code).eval::<Value>() {
-            Ok(v) => match lua.coerce_string(v.clone()).unwrap() {
+            Ok(v) => match lua.coerce_string(v.clone()).expect("coerce") {
                 Some(s) => s.to_string_lossy(),
                 None => format!("<{}>", type_name(Some(&v))),
             },
