@@ -93,7 +93,7 @@ fn script_args(args: MultiValue) -> mlua::Result<Vec<Value>> {
     let marks = args.remove(0);
     if let Value::Table(marks) = marks {
         for i in marks.sequence_values::<usize>() {
-            let i = i? - 1;
+            let Some(i) = i?.checked_sub(1) else { continue };
             if let Some(v) = args.get_mut(i) {
                 let y = match v {
                     Value::Number(y) => *y,
