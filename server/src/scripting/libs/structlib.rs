@@ -50,11 +50,15 @@ local call = function(...)
 end
 return function(...)
   local n = select('#', ...)
-  local marks, args
+  -- select(i, ...) copies the rest of the arguments: many are read from a table.
+  local args = n > 8 and {...} or nil
+  local marks
   for i = 1, n do
-    local x = (select(i, ...))
+    local x
+    if args then x = args[i] else x = (select(i, ...)) end
     if type(x) == 'number' and x < E and x > -E then
-      if not marks then marks, args = {}, {...} end
+      if not args then args = {...} end
+      if not marks then marks = {} end
       marks[#marks + 1] = i
       if x == 0 then args[i] = 1 / x else args[i] = x * 2^1023 end
     end
