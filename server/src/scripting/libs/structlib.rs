@@ -6,10 +6,11 @@
 //! 1, 2 and 8 bytes, `T` 8 bytes (size_t), `i[n]`/`I[n]` n bytes (4 by default, at
 //! most 32), `c[n]` n chars (c0: the whole string when packing, the previous number's
 //! length when unpacking), `s` a zero-terminated string, `f` float, `d` double, and
-//! spaces, which are ignored. A size over `INT_MAX` is "integral size overflow" (the
-//! CVE-2020-14147 fix), unpacking checks every read against the data's length and the
-//! offset is at least 1 (the CVE-2021-32626 fixes), and unpacking more than Lua's C stack
-//! holds is "stack overflow (too many results)", as there.
+//! spaces, which are ignored; anything else is an invalid option (`=` too: Redis's
+//! version has no `=`). Redis's security fixes are here: a size over `INT_MAX` is
+//! "integral size overflow" (CVE-2020-14147), unpacking checks every read against the
+//! data's length without overflow and wants an offset of at least 1, and unpacking more
+//! values than Lua's C stack holds is "stack overflow (too many results)" (CVE-2021-32626).
 //!
 //! Where C's behaviour is undefined, this follows what the compiled redis-server does
 //! on x86-64 (checked against redis-server 7.0.15): a double out of an integer's range
