@@ -14,14 +14,11 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use super::Sha;
 use super::convert::{error_text, lua_to_reply, reply_to_lua};
-use super::libs::{self, Raise, ScriptError};
+use super::libs::{self, INTERNAL, Raise, ScriptError};
 
 /// The chunk name of a script: errors read `user_script:3: …`.
 const CHUNK: &str = "@user_script";
 
-/// The chunk name of the engine's own Lua code, whose frames the error handler passes
-/// over when it looks for the script's position.
-const INTERNAL: &str = "=[C]";
 
 /// The globals a script sees (redis-server 7.0's allow list, as the Debian build
 /// shows them); every other global of the base library is removed.
@@ -525,10 +522,21 @@ fn redis_version_num() -> i64 {
 fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
     // Redis's handler looks at the function that raised the error, or at its caller
     // when that is a C function (`error`, `redis.call` …).
-    let mut frame = lua.inspect_stack(1);
-    if frame.as_ref().is_some_and(|d| d.source().what == "C") {
-        frame = lua.inspect_stack(2);
+    let mut level = 1;
+    if lua
+        .inspect_stack(level)
+        .is_some_and(|d| d.source().what == "C")
+    {
+        level += 1;
     }
+    // (And past the engine's own Lua code, which Redis does not have.)
+    while lua
+        .inspect_stack(level)
+        .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
+    {
+        level += 1;
+    }
+    let frame = lua.inspect_stack(level);
     let found = frame.map(|d| (d.source().source.map(|c| c.into_owned()), d.curr_line()));
     let t = match err {
         Value::Table(t) => t,

@@ -15,6 +15,10 @@ pub mod cjson;
 pub mod cmsgpack;
 pub mod structlib;
 
+/// The chunk name of the engine's own Lua code (wrappers between a script and Rust
+/// functions), whose frames error positions pass over.
+pub const INTERNAL: &str = "=[C]";
+
 /// What a library function raises.
 #[derive(Debug)]
 pub enum Raise {
@@ -73,7 +77,15 @@ impl ScriptError {
     /// the Lua code that called it (`user_script:3: `), if it was Lua code.
     pub fn message(lua: &Lua, msg: &str) -> mlua::Error {
         let mut text = Vec::new();
-        if let Some(caller) = lua.inspect_stack(1) {
+        // The engine's own Lua code between the script and the function is passed over.
+        let mut level = 1;
+        while lua
+            .inspect_stack(level)
+            .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
+        {
+            level += 1;
+        }
+        if let Some(caller) = lua.inspect_stack(level) {
             let line = caller.curr_line();
             if line > 0 {
                 let src = caller.source();
