@@ -469,13 +469,184 @@ fn script_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     );
 }
 
-/// The plan of a script whose keys span shards.
+/// The plan of a script whose keys span shards, or that may touch keys it does not
+/// declare (with every shard locked): the script runs on the coordinator's thread as a
+/// coroutine, suspended in each command it calls while the command runs on the shard
+/// that owns its keys, under the transaction's locks.
 pub(crate) mod plan {
-    use crate::txn::plan::{Plan, PlanStart};
+    use std::sync::Arc;
+
+    use goblin_protocol::{Encoder, Version};
+
+    use super::{check_call, invocation, keyless_reply, undeclared_allowed, undeclared_key, unsupported};
+    use crate::errors;
+    use crate::runtime::msg::Batch;
+    use crate::scripting::Script;
+    use crate::scripting::engine::{Resume, Stepped, with_engine};
+    use crate::table::handler::{Args, Exec};
+    use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
+
+    /// A script's run under a plan.
+    #[derive(Debug)]
+    pub struct ScriptPlan {
+        script: Arc<Script>,
+        keys: Vec<Vec<u8>>,
+        argv: Vec<Vec<u8>>,
+        read_only: bool,
+        /// Every shard is locked: any key may be reached.
+        whole: bool,
+        /// The interpreter generation it started in.
+        generation: u64,
+        /// Its coroutine on this thread's interpreter, once started.
+        run: Option<u64>,
+    }
 
     /// Makes the plan.
     pub fn script_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-        let _ = start;
-        Err(b"ERR scripts whose keys span shards are not supported yet".to_vec())
+        let inv = invocation(start.shared, start.spec.name, start.args)?;
+        let whole = start.shared.threads > 1 && undeclared_allowed(start.shared, &inv.script);
+        Ok(Box::new(ScriptPlan {
+            keys: inv.keys.iter().map(|k| k.to_vec()).collect(),
+            argv: inv.argv.iter().map(|a| a.to_vec()).collect(),
+            read_only: inv.read_only,
+            whole,
+            generation: start.shared.scripts.generation(),
+            run: None,
+            script: inv.script,
+        }))
+    }
+
+    impl Drop for ScriptPlan {
+        fn drop(&mut self) {
+            if let Some(id) = self.run.take() {
+                with_engine(self.generation, |e| e.forget(id));
+            }
+        }
+    }
+
+    impl ScriptPlan {
+        /// Where the command the script calls runs: a hop, or an answer at once.
+        fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Result<Hop, Resume> {
+            Args::with_owned(argv, |a| {
+                let spec = check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
+                match spec.exec {
+                    Exec::Shard(_) => {}
+                    _ if spec.name == "select" => {
+                        let db = goblin_protocol::parse_i64(a.get(1))
+                            .ok_or_else(|| errors::NOT_INTEGER.to_vec())
+                            .and_then(|n| {
+                                crate::families::select_db(n, cx.shared.config.databases)
+                                    .map_err(Vec::from)
+                            });
+                        let mut reply = Vec::new();
+                        match db {
+                            Ok(db) => {
+                                cx.select(db);
+                                Encoder::new(&mut reply, resp).ok();
+                            }
+                            Err(e) => Encoder::new(&mut reply, resp).error(&e),
+                        }
+                        return Err(Resume::Reply(reply));
+                    }
+                    _ => {
+                        return Err(match keyless_reply(spec, a, resp) {
+                            Some(r) => Resume::Reply(r),
+                            None => Resume::Refused(unsupported(spec)),
+                        });
+                    }
+                }
+                let mut shard = None;
+                let mut refusal = None;
+                spec.for_each_key_position(a, |i| {
+                    let key = a.get(i);
+                    if refusal.is_some() {
+                        return;
+                    }
+                    if !self.whole && !self.keys.iter().any(|k| k.as_slice() == key) {
+                        refusal = Some(undeclared_key(key));
+                        return;
+                    }
+                    let s = cx.slots.shard_of_key(key);
+                    match shard {
+                        None => shard = Some(s),
+                        Some(t) if t != s => {
+                            refusal = Some(
+                                format!(
+                                    "ERR the keys of '{}', called by a script, are on \
+                                     different shards (Goblin runs each command a script \
+                                     calls on one shard: use hash tags)",
+                                    spec.name
+                                )
+                                .into_bytes(),
+                            );
+                        }
+                        Some(_) => {}
+                    }
+                });
+                if let Some(e) = refusal {
+                    return Err(Resume::Refused(e));
+                }
+                let mut batch = Box::<Batch>::default();
+                batch.resp = resp;
+                batch.push(spec.id, a);
+                // A keyless command of a shard (none usually): where the script is.
+                let shard = shard.unwrap_or(0);
+                Ok(Hop::commands(shard, batch))
+            })
+        }
+    }
+
+    impl Plan for ScriptPlan {
+        fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+            let generation = self.generation;
+            let mut input = match self.run {
+                None => {
+                    let started = with_engine(generation, |e| {
+                        e.start(
+                            &self.script.sha,
+                            self.script.code(),
+                            &self.keys,
+                            &self.argv,
+                            cx.resp,
+                        )
+                    });
+                    match started {
+                        Some(Ok(id)) => {
+                            self.run = Some(id);
+                            Resume::Start
+                        }
+                        Some(Err(e)) => return cx.done(|out| out.error_sanitized(&e)),
+                        None => {
+                            return cx.done(|out| out.error(b"ERR the Lua interpreter could not start"));
+                        }
+                    }
+                }
+                Some(_) => match results.into_iter().next() {
+                    Some(HopOut::Reply(reply)) => Resume::Reply(reply),
+                    _ => Resume::Refused(b"ERR internal error: no reply from the shard".to_vec()),
+                },
+            };
+            let Some(id) = self.run else {
+                return cx.done(|out| out.error(b"ERR internal error: the script did not start"));
+            };
+            loop {
+                let stepped = with_engine(generation, |e| e.resume(id, input));
+                match stepped {
+                    None => return cx.done(|out| out.error(b"ERR the Lua interpreter could not start")),
+                    Some(Stepped::Done(reply)) => {
+                        self.run = None;
+                        return Step::Done(Outcome::Reply(reply));
+                    }
+                    Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {
+                        Ok(hop) => return Step::Hops(vec![hop]),
+                        Err(answer) => input = answer,
+                    },
+                }
+            }
+        }
+
+        fn whole_shards(&self) -> bool {
+            self.whole
+        }
     }
 }

@@ -65,6 +65,22 @@ local pcall, fix = pcall, __goblin_fix
 return function(...) return fix(pcall(...)) end
 "#;
 
+/// `redis.call` and `redis.pcall` of a script that runs as a coroutine (its keys span
+/// shards): each command is yielded to the plan that runs the script, which resumes it
+/// with `true, reply` or `false, error text`. (Lua 5.1 cannot yield across `pcall`:
+/// such a script cannot call `pcall(redis.call, …)`.)
+const YIELDING: &str = r#"
+local yield, raise = coroutine.yield, __goblin_raise
+local function finish(raising, ok, v)
+  if ok then return v end
+  if raising then return raise(v) end
+  return {err = v}
+end
+local call = function(...) return finish(true, yield(...)) end
+local pcall = function(...) return finish(false, yield(...)) end
+return call, pcall
+"#;
+
 /// Runs a script's function under the error handler.
 const RUNNER: &str = r#"
 local xpcall, errh = xpcall, __redis__err__handler
@@ -91,6 +107,41 @@ pub struct Engine {
     /// The `redis` table (its `call` and `pcall` are set for each run).
     redis: Table,
     runner: Function,
+    /// `redis.call` and `redis.pcall` of scripts run as coroutines.
+    yielding: (Function, Function),
+    /// Scripts suspended in a command that runs on another shard, by run.
+    runs: HashMap<u64, Suspended>,
+    next_run: u64,
+}
+
+/// A script suspended in a command.
+struct Suspended {
+    thread: mlua::Thread,
+    /// Its `redis.setresp` and `math.random` state.
+    resp: Version,
+    rand: u64,
+    /// Its SHA1, for its errors.
+    sha: Sha,
+    /// The protocol of the client it answers.
+    version: Version,
+}
+
+/// What a suspended script gets when it is resumed.
+pub enum Resume {
+    /// Nothing: it starts.
+    Start,
+    /// The reply of the command it called (in its protocol).
+    Reply(Vec<u8>),
+    /// The command was refused: the error text.
+    Refused(Vec<u8>),
+}
+
+/// Where a resumed script stopped.
+pub enum Stepped {
+    /// It calls a command (its arguments), in protocol `resp`.
+    Call(Vec<Vec<u8>>, Version),
+    /// It finished: the reply.
+    Done(Vec<u8>),
 }
 
 thread_local! {
@@ -236,6 +287,8 @@ impl Engine {
         Self::open_redis(&lua)?;
         globals.raw_set("__redis__err__handler", lua.create_function(error_handler)?)?;
         globals.raw_set("__goblin_fix", lua.create_function(fix_pcall)?)?;
+        globals.raw_set("__goblin_raise", lua.create_function(raise_positioned)?)?;
+        let yielding: (Function, Function) = lua.load(YIELDING).set_name(INTERNAL).eval()?;
         let pcall: Function = lua.load(PCALL).set_name(INTERNAL).eval()?;
         globals.raw_set("pcall", pcall)?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
@@ -260,6 +313,9 @@ impl Engine {
             generation,
             redis,
             runner,
+            yielding,
+            runs: HashMap::new(),
+            next_run: 0,
         })
     }
 
@@ -331,15 +387,140 @@ impl Engine {
             .load(code)
             .set_name(CHUNK)
             .into_function()
-            .map_err(|e| {
-                let msg = match e {
-                    mlua::Error::SyntaxError { message, .. } => message,
-                    other => other.to_string(),
-                };
-                let mut reply = b"ERR Error compiling script (new function): ".to_vec();
-                reply.extend_from_slice(msg.as_bytes());
-                reply
-            })
+            .map_err(compile_error)
+    }
+
+    /// Starts `code` (script `sha`) as a coroutine with its own globals `KEYS` and
+    /// `ARGV`: a script that runs under a plan, suspended in each command it calls.
+    pub fn start(
+        &mut self,
+        sha: &Sha,
+        code: &[u8],
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        version: Version,
+    ) -> Result<u64, Vec<u8>> {
+        let started = (|| -> mlua::Result<Result<mlua::Thread, Vec<u8>>> {
+            let lua = &self.lua;
+            let env = lua.create_table()?;
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+            env.raw_set("KEYS", array(lua, &keys)?)?;
+            env.raw_set("ARGV", array(lua, &argv)?)?;
+            let globals = lua.globals();
+            let meta = lua.create_table()?;
+            meta.raw_set("__index", &globals)?;
+            if let Some(gmeta) = globals.metatable() {
+                meta.raw_set("__newindex", gmeta.raw_get::<Value>("__newindex")?)?;
+            }
+            env.set_metatable(Some(meta));
+            let func = match lua
+                .load(code)
+                .set_name(CHUNK)
+                .set_environment(env)
+                .into_function()
+            {
+                Ok(f) => f,
+                Err(e) => return Ok(Err(compile_error(e))),
+            };
+            Ok(Ok(lua.create_thread(func)?))
+        })();
+        let thread = match started {
+            Ok(Ok(t)) => t,
+            Ok(Err(reply)) => return Err(reply),
+            Err(e) => return Err(format!("ERR Error running script: {e}").into_bytes()),
+        };
+        let id = self.next_run;
+        self.next_run += 1;
+        self.runs.insert(
+            id,
+            Suspended {
+                thread,
+                resp: Version::Resp2,
+                rand: srand48(0),
+                sha: *sha,
+                version,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Resumes run `id` with `input`; where it stops. A finished run is forgotten.
+    pub fn resume(&mut self, id: u64, input: Resume) -> Stepped {
+        let Some(run) = self.runs.get(&id) else {
+            return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
+        };
+        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha);
+        if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
+            state.resp = run.resp;
+            state.rand = run.rand;
+        }
+        let lua = &self.lua;
+        let resumed = (|| -> mlua::Result<MultiValue> {
+            self.redis.raw_set("call", &self.yielding.0)?;
+            self.redis.raw_set("pcall", &self.yielding.1)?;
+            let args = match input {
+                Resume::Start => MultiValue::new(),
+                Resume::Reply(reply) => {
+                    let value = reply_to_lua(lua, &reply)?;
+                    if matches!(reply.first(), Some(b'-') | Some(b'!')) {
+                        let text = match &value {
+                            Value::Table(t) => t.raw_get::<Value>("err")?,
+                            _ => Value::Nil,
+                        };
+                        MultiValue::from_iter([Value::Boolean(false), text])
+                    } else {
+                        MultiValue::from_iter([Value::Boolean(true), value])
+                    }
+                }
+                Resume::Refused(text) => MultiValue::from_iter([
+                    Value::Boolean(false),
+                    Value::String(lua.create_string(&text)?),
+                ]),
+            };
+            let out = thread.resume::<MultiValue>(args);
+            self.redis.raw_set("call", Value::Nil)?;
+            self.redis.raw_set("pcall", Value::Nil)?;
+            out
+        })();
+        let state = self
+            .lua
+            .app_data_ref::<RunState>()
+            .map(|s| (s.resp, s.rand));
+        if let (Some(run), Some((resp, rand))) = (self.runs.get_mut(&id), state) {
+            run.resp = resp;
+            run.rand = rand;
+        }
+        let done = |out: Vec<u8>| Stepped::Done(out);
+        let mut out = Vec::new();
+        match resumed {
+            Ok(values) if thread.status() == mlua::ThreadStatus::Resumable => {
+                match command_args(&values) {
+                    Ok(argv) => {
+                        let resp = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
+                        return Stepped::Call(argv, resp);
+                    }
+                    // A bad call: answered at once, as an error.
+                    Err(text) => return self.resume(id, Resume::Refused(text.to_vec())),
+                }
+            }
+            Ok(values) => {
+                let value = values.into_iter().next().unwrap_or(Value::Nil);
+                if let Err(e) = lua_to_reply(&value, version, &mut out) {
+                    out.clear();
+                    Encoder::new(&mut out, version)
+                        .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
+                }
+            }
+            Err(e) => coroutine_error(lua, &e, &sha, version, &mut out),
+        }
+        self.runs.remove(&id);
+        done(out)
+    }
+
+    /// Forgets run `id` (its plan ended early).
+    pub fn forget(&mut self, id: u64) {
+        self.runs.remove(&id);
     }
 
     /// Runs a script's function with `keys` and `argv`, its commands run by `call`, and
@@ -436,6 +617,98 @@ impl Engine {
         }
         raised_error(&value, sha, version, out)
     }
+}
+
+/// The error reply to a script that does not compile.
+fn compile_error(e: mlua::Error) -> Vec<u8> {
+    let msg = match e {
+        mlua::Error::SyntaxError { message, .. } => message,
+        other => other.to_string(),
+    };
+    let mut reply = b"ERR Error compiling script (new function): ".to_vec();
+    reply.extend_from_slice(msg.as_bytes());
+    reply
+}
+
+/// The reply to an error that ended a script run as a coroutine: Redis's error table
+/// (with the script's position) when the engine raised it, else the message, with the
+/// position its `user_script:N:` prefix gives.
+fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &Sha, version: Version, out: &mut Vec<u8>) {
+    let t = match lua.create_table() {
+        Ok(t) => t,
+        Err(_) => return Encoder::new(out, version).error(b"ERR Error running script"),
+    };
+    let filled = (|| -> mlua::Result<()> {
+        match ScriptError::find(e) {
+            Some(ScriptError::Raised { err, source, line }) => {
+                t.raw_set("err", lua.create_string(err)?)?;
+                if let Some(source) = source {
+                    t.raw_set("source", lua.create_string(source)?)?;
+                    t.raw_set("line", *line)?;
+                }
+            }
+            Some(ScriptError::Redis(m)) => t.raw_set("err", lua.create_string(m)?)?,
+            Some(ScriptError::Message(m)) => string_error(lua, &t, m)?,
+            None => {
+                let text = match e {
+                    mlua::Error::RuntimeError(m) => m.clone(),
+                    other => other.to_string(),
+                };
+                // mlua adds the coroutine's traceback to its message.
+                let text = text.split("\nstack traceback:").next().unwrap_or_default();
+                string_error(lua, &t, text.as_bytes())?;
+            }
+        }
+        Ok(())
+    })();
+    if filled.is_err() {
+        return Encoder::new(out, version).error(b"ERR Error running script");
+    }
+    let _ = raised_error(&Value::Table(t), sha, version, out);
+}
+
+/// An error raised as a string: `ERR <message>`, at the line its position names.
+fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
+    let mut text = b"ERR ".to_vec();
+    text.extend_from_slice(m);
+    t.raw_set("err", lua.create_string(&text)?)?;
+    if let Some(rest) = m.strip_prefix(b"user_script:")
+        && let Some(end) = rest.iter().position(|&b| b == b':')
+        && let Some(line) = std::str::from_utf8(&rest[..end]).ok().and_then(|l| l.parse::<i64>().ok())
+    {
+        t.raw_set("source", CHUNK)?;
+        t.raw_set("line", line)?;
+    }
+    Ok(())
+}
+
+/// `redis.call`'s error in a script run as a coroutine: raised with the position of the
+/// script's code that called it.
+fn raise_positioned(lua: &Lua, err: Value) -> mlua::Result<()> {
+    let text = match err {
+        Value::String(s) => s.as_bytes().to_vec(),
+        _ => Vec::new(),
+    };
+    let mut level = 1;
+    while lua
+        .inspect_stack(level)
+        .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
+    {
+        level += 1;
+    }
+    let position = lua.inspect_stack(level).and_then(|d| {
+        let source = d.source().source.map(|c| c.into_owned())?;
+        Some((source, d.curr_line()))
+    });
+    let (source, line) = match position {
+        Some((s, l)) => (Some(s), l),
+        None => (None, 0),
+    };
+    Err(mlua::Error::external(ScriptError::Raised {
+        err: text,
+        source,
+        line,
+    }))
 }
 
 /// The reply to an error a script raised (its error handler made it a table with the

@@ -48,6 +48,16 @@ pub enum ScriptError {
     Message(Vec<u8>),
     /// Raised as the table `{err = text}` (`luaPushError` + `luaError`).
     Redis(Vec<u8>),
+    /// `{err = text}` raised by `redis.call` in a script run as a coroutine, with the
+    /// position of the script's code that called it.
+    Raised {
+        /// The error text.
+        err: Vec<u8>,
+        /// The chunk (`@user_script`), when known.
+        source: Option<String>,
+        /// The line.
+        line: i32,
+    },
 }
 
 impl std::fmt::Display for ScriptError {
@@ -56,6 +66,7 @@ impl std::fmt::Display for ScriptError {
             ScriptError::Message(m) | ScriptError::Redis(m) => {
                 f.write_str(&String::from_utf8_lossy(m))
             }
+            ScriptError::Raised { err, .. } => f.write_str(&String::from_utf8_lossy(err)),
         }
     }
 }
@@ -108,7 +119,7 @@ impl ScriptError {
     pub fn value(&self, lua: &Lua) -> mlua::Result<Value> {
         Ok(match self {
             ScriptError::Message(m) => Value::String(lua.create_string(m)?),
-            ScriptError::Redis(m) => {
+            ScriptError::Redis(m) | ScriptError::Raised { err: m, .. } => {
                 let t = lua.create_table()?;
                 t.raw_set("err", lua.create_string(m)?)?;
                 Value::Table(t)
