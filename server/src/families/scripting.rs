@@ -478,7 +478,9 @@ pub(crate) mod plan {
 
     use goblin_protocol::{Encoder, Version};
 
-    use super::{check_call, invocation, keyless_reply, undeclared_allowed, undeclared_key, unsupported};
+    use super::{
+        check_call, invocation, keyless_reply, undeclared_allowed, undeclared_key, unsupported,
+    };
     use crate::errors;
     use crate::runtime::msg::Batch;
     use crate::scripting::Script;
@@ -528,7 +530,8 @@ pub(crate) mod plan {
         /// Where the command the script calls runs: a hop, or an answer at once.
         fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Result<Hop, Resume> {
             Args::with_owned(argv, |a| {
-                let spec = check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
+                let spec =
+                    check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
                 match spec.exec {
                     Exec::Shard(_) => {}
                     _ if spec.name == "select" => {
@@ -617,7 +620,8 @@ pub(crate) mod plan {
                         }
                         Some(Err(e)) => return cx.done(|out| out.error_sanitized(&e)),
                         None => {
-                            return cx.done(|out| out.error(b"ERR the Lua interpreter could not start"));
+                            return cx
+                                .done(|out| out.error(b"ERR the Lua interpreter could not start"));
                         }
                     }
                 }
@@ -632,7 +636,9 @@ pub(crate) mod plan {
             loop {
                 let stepped = with_engine(generation, |e| e.resume(id, input));
                 match stepped {
-                    None => return cx.done(|out| out.error(b"ERR the Lua interpreter could not start")),
+                    None => {
+                        return cx.done(|out| out.error(b"ERR the Lua interpreter could not start"));
+                    }
                     Some(Stepped::Done(reply)) => {
                         self.run = None;
                         return Step::Done(Outcome::Reply(reply));

@@ -19,7 +19,6 @@ use super::libs::{self, INTERNAL, Raise, ScriptError};
 /// The chunk name of a script: errors read `user_script:3: …`.
 const CHUNK: &str = "@user_script";
 
-
 /// The globals a script sees (redis-server 7.0's allow list, as the Debian build
 /// shows them); every other global of the base library is removed.
 const GLOBALS: &[&str] = &[
@@ -674,7 +673,9 @@ fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
     t.raw_set("err", lua.create_string(&text)?)?;
     if let Some(rest) = m.strip_prefix(b"user_script:")
         && let Some(end) = rest.iter().position(|&b| b == b':')
-        && let Some(line) = std::str::from_utf8(&rest[..end]).ok().and_then(|l| l.parse::<i64>().ok())
+        && let Some(line) = std::str::from_utf8(&rest[..end])
+            .ok()
+            .and_then(|l| l.parse::<i64>().ok())
     {
         t.raw_set("source", CHUNK)?;
         t.raw_set("line", line)?;
@@ -689,13 +690,7 @@ fn raise_positioned(lua: &Lua, err: Value) -> mlua::Result<()> {
         Value::String(s) => s.as_bytes().to_vec(),
         _ => Vec::new(),
     };
-    let mut level = 1;
-    while lua
-        .inspect_stack(level)
-        .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
-    {
-        level += 1;
-    }
+    let level = libs::past_internal(lua, 1);
     let position = lua.inspect_stack(level).and_then(|d| {
         let source = d.source().source.map(|c| c.into_owned())?;
         Some((source, d.curr_line()))
@@ -803,12 +798,7 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
         level += 1;
     }
     // (And past the engine's own Lua code, which Redis does not have.)
-    while lua
-        .inspect_stack(level)
-        .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
-    {
-        level += 1;
-    }
+    let level = libs::past_internal(lua, level);
     let frame = lua.inspect_stack(level);
     let found = frame.map(|d| (d.source().source.map(|c| c.into_owned()), d.curr_line()));
     let t = match err {

@@ -207,15 +207,13 @@ mod tests {
 
     /// Evaluates `code` with the library open; the result, or the error's message.
     fn eval(code: &str) -> String {
-        let lua = Lua::new();
-        open(&lua).expect("open");
+        let lua = super::super::testing::lua();
         match lua.load(code).eval::<Value>() {
             Ok(v) => match lua.coerce_string(v.clone()).expect("coerce") {
                 Some(s) => s.to_string_lossy(),
                 None => format!("<{}>", type_name(Some(&v))),
             },
-            Err(mlua::Error::RuntimeError(m)) => format!("ERR {m}"),
-            Err(e) => format!("ERR {e}"),
+            Err(e) => format!("ERR {}", super::super::testing::message(&e)),
         }
     }
 

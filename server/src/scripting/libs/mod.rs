@@ -17,7 +17,7 @@ pub mod structlib;
 
 /// The chunk name of the engine's own Lua code (wrappers between a script and Rust
 /// functions), whose frames error positions pass over.
-pub const INTERNAL: &str = "=[C]";
+pub const INTERNAL: &str = "=[goblin]";
 
 /// What a library function raises.
 #[derive(Debug)]
@@ -89,13 +89,7 @@ impl ScriptError {
     pub fn message(lua: &Lua, msg: &str) -> mlua::Error {
         let mut text = Vec::new();
         // The engine's own Lua code between the script and the function is passed over.
-        let mut level = 1;
-        while lua
-            .inspect_stack(level)
-            .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
-        {
-            level += 1;
-        }
+        let level = past_internal(lua, 1);
         if let Some(caller) = lua.inspect_stack(level) {
             let line = caller.curr_line();
             if line > 0 {
@@ -128,6 +122,68 @@ impl ScriptError {
     }
 }
 
+/// The first stack level from `level` on that is not the engine's own Lua code (nor a
+/// tail call it made, which Lua shows as a level of its own).
+pub fn past_internal(lua: &Lua, mut level: usize) -> usize {
+    let mut after_internal = false;
+    while let Some(d) = lua.inspect_stack(level) {
+        let source = d.source().source.map(|s| s.into_owned());
+        let internal = source.as_deref() == Some(INTERNAL);
+        if internal || (after_internal && source.as_deref() == Some("=(tail call)")) {
+            after_internal = true;
+            level += 1;
+        } else {
+            break;
+        }
+    }
+    level
+}
+
+/// A `bad argument #n to 'f' (…)` message with the name Lua's `luaL_argerror` gives
+/// the function: the one its caller used (`'?'` when called by `pcall`, the local's
+/// name through an alias), or `calling 'f' on bad self` for a method's self.
+fn call_site_name(lua: &Lua, msg: String) -> String {
+    let Some(rest) = msg.strip_prefix("bad argument #") else {
+        return msg;
+    };
+    let Some((n, rest)) = rest.split_once(" to '") else {
+        return msg;
+    };
+    let Some((_, extra)) = rest.split_once("' (") else {
+        return msg;
+    };
+    let Ok(mut n) = n.parse::<i64>() else {
+        return msg;
+    };
+    // The function as its caller saw it: past the engine's own wrappers.
+    let level = past_internal(lua, 1) - 1;
+    let Some(frame) = lua.inspect_stack(level) else {
+        return msg;
+    };
+    let names = frame.names();
+    // Through a wrapper whose name Lua lost (a tail call), the library's own name.
+    let own = rest.split_once("' (").map(|(own, _)| own.to_string());
+    let name = names
+        .name
+        .map(|n| n.into_owned())
+        .filter(|n| !n.is_empty())
+        .or(if level > 0 { own } else { None });
+    let extra = extra.strip_suffix(')').unwrap_or(extra);
+    if names.name_what.as_deref() == Some("method") {
+        n -= 1;
+        if n == 0 {
+            return format!(
+                "calling '{}' on bad self ({extra})",
+                name.as_deref().unwrap_or("?")
+            );
+        }
+    }
+    format!(
+        "bad argument #{n} to '{}' ({extra})",
+        name.as_deref().unwrap_or("?")
+    )
+}
+
 /// Makes the global table `name` (or fills it if it exists) with `funcs`; returns the
 /// table, for the library's other fields.
 pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<Table> {
@@ -143,7 +199,7 @@ pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<T
     for &(fname, f) in funcs {
         let func = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
             Ok(values) => Ok(values),
-            Err(Raise::Msg(msg)) => Err(ScriptError::message(lua, &msg)),
+            Err(Raise::Msg(msg)) => Err(ScriptError::message(lua, &call_site_name(lua, msg))),
             Err(Raise::Err(msg)) => Err(ScriptError::redis(msg)),
             Err(Raise::Lua(e)) => Err(e),
         })?;
@@ -159,4 +215,75 @@ pub fn open_all(lua: &Lua) -> mlua::Result<()> {
     bit::open(lua)?;
     structlib::open(lua)?;
     Ok(())
+}
+
+/// For the libraries' unit tests: a Lua state with the libraries open, whose `pcall`
+/// gives errors as Redis raises them, without the chunk position (the tests compare
+/// messages with redis-server's, less the position).
+#[cfg(test)]
+pub(crate) mod testing {
+    use mlua::{Function, Lua, MultiValue, Value};
+
+    use super::ScriptError;
+
+    /// `[string "…"]:N: ` removed from the start of `m`.
+    pub fn strip_position(m: &str) -> String {
+        if let Some(rest) = m.strip_prefix("[string \"")
+            && let Some(at) = rest.find("\"]:")
+        {
+            let after = &rest[at + 3..];
+            if let Some(colon) = after.find(": ")
+                && after[..colon].chars().all(|c| c.is_ascii_digit())
+            {
+                return after[colon + 2..].to_string();
+            }
+        }
+        m.to_string()
+    }
+
+    /// The message of an error a chunk raised.
+    pub fn message(e: &mlua::Error) -> String {
+        match ScriptError::find(e) {
+            Some(ScriptError::Message(m)) => strip_position(&String::from_utf8_lossy(m)),
+            Some(other) => other.to_string(),
+            None => match e {
+                mlua::Error::RuntimeError(m) => strip_position(m),
+                other => other.to_string(),
+            },
+        }
+    }
+
+    /// The state.
+    pub fn lua() -> Lua {
+        let lua = Lua::new();
+        super::open_all(&lua).expect("open");
+        let fix = lua
+            .create_function(|lua, mut r: MultiValue| {
+                if matches!(r.front(), Some(Value::Boolean(false))) {
+                    let v = match r.get(1) {
+                        Some(Value::Error(e)) => match ScriptError::find(e) {
+                            Some(s) => s.value(lua)?,
+                            None => Value::String(lua.create_string(e.to_string())?),
+                        },
+                        Some(other) => other.clone(),
+                        None => Value::Nil,
+                    };
+                    let v = match v {
+                        Value::String(s) => {
+                            Value::String(lua.create_string(strip_position(&s.to_string_lossy()))?)
+                        }
+                        other => other,
+                    };
+                    r[1] = v;
+                }
+                Ok(r)
+            })
+            .expect("fix");
+        let pcall: Function = lua
+            .load("local pcall, fix = pcall, ... return function(...) return fix(pcall(...)) end")
+            .call(fix)
+            .expect("pcall");
+        lua.globals().raw_set("pcall", pcall).expect("set");
+        lua
+    }
 }

@@ -79,8 +79,12 @@ pub fn open(lua: &Lua) -> mlua::Result<()> {
         "struct",
         &[("pack", pack), ("unpack", unpack), ("size", size)],
     )?;
-    let exact: mlua::Function = lua.load(EXACT).set_name("=[C]").into_function()?;
-    for name in ["pack", "unpack", "size"] {
+    // Only `unpack` goes through the Lua wrapper (for its many results): a Lua function
+    // between the script and `pack` or `size` would be tail-called by `return
+    // struct.pack(…)`, losing the script's position in their errors, which matters more
+    // than numbers under 2^-52 (-0 among them) being read as 0.
+    let exact: mlua::Function = lua.load(EXACT).set_name(super::INTERNAL).into_function()?;
+    for name in ["unpack"] {
         let raw: mlua::Function = table.raw_get(name)?;
         let wrapped: mlua::Function = exact.call((raw, name == "unpack"))?;
         table.raw_set(name, wrapped)?;
@@ -266,7 +270,7 @@ fn check_num(lua: &Lua, args: &[Value], i: usize, func: &str) -> Result<f64, Rai
 
 /// `struct.pack(fmt, ...)`.
 fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
-    let mut args = script_args(args)?;
+    let mut args: Vec<Value> = args.into_iter().collect();
     let fmt = check_bytes(lua, &args, 0, "pack")?;
     // C pushes a nil after the arguments: a missing one is "got nil", not "no value".
     args.push(Value::Nil);
@@ -466,6 +470,21 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
         }
         pos = pos.wrapping_add(size);
     }
+    let offset = Value::Number(pos.wrapping_add(1) as i64 as f64);
+    // `EXACT` spreads a table, and returns the values after a nil as they are. Many
+    // values go straight into the table: each string held here would take a slot of
+    // mlua's auxiliary stack, which has room for 8000.
+    if items.len() + 1 > FEW {
+        let t = lua.create_table_with_capacity(items.len() + 1, 0)?;
+        for (i, item) in items.into_iter().enumerate() {
+            match item {
+                Item::Num(n) => t.raw_set(i + 1, n)?,
+                Item::Str(s) => t.raw_set(i + 1, lua.create_string(&s)?)?,
+            }
+        }
+        t.raw_set(t.raw_len() + 1, offset)?;
+        return Ok(MultiValue::from_iter([Value::Table(t)]));
+    }
     let mut values = Vec::with_capacity(items.len() + 1);
     for item in items {
         values.push(match item {
@@ -473,12 +492,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             Item::Str(s) => Value::String(lua.create_string(&s)?),
         });
     }
-    values.push(Value::Number(pos.wrapping_add(1) as i64 as f64));
-    // `EXACT` spreads a table, and returns the values after a nil as they are.
-    if values.len() > FEW {
-        let t = lua.create_sequence_from(values)?;
-        return Ok(MultiValue::from_iter([Value::Table(t)]));
-    }
+    values.push(offset);
     Ok(MultiValue::from_iter(
         std::iter::once(Value::Nil).chain(values),
     ))
@@ -486,7 +500,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
 
 /// `struct.size(fmt)`: the size of what `fmt` packs (which must not hold `s` or `c0`).
 fn size(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
-    let args = script_args(args)?;
+    let args: Vec<Value> = args.into_iter().collect();
     let fmt = check_bytes(lua, &args, 0, "size")?;
     let mut fmt = Format {
         bytes: c_str(&fmt),
@@ -534,8 +548,7 @@ if r[1] then return show(n, r) else return 'error: ' .. type(r[2]) .. ' ' .. tos
 
     #[test]
     fn as_redis_server() {
-        let lua = Lua::new();
-        open(&lua).expect("open");
+        let lua = super::super::testing::lua();
         let mut failures = Vec::new();
         for (snippet, want) in CASES {
             let got = show(&lua, snippet);
@@ -647,18 +660,7 @@ if r[1] then return show(n, r) else return 'error: ' .. type(r[2]) .. ' ' .. tos
         ("struct.pack('<f', -2.5)", "s:000020c0"),
         ("struct.pack('f', 1e300)", "s:0000807f"),
         ("struct.pack('>d', 0.1)", "s:3fb999999999999a"),
-        ("struct.pack('>d', -0.0)", "s:8000000000000000"),
-        ("struct.pack('<d', 1e-300)", "s:59f3f8c21f6ea501"),
-        ("struct.pack('<d', 5e-324)", "s:0100000000000000"),
-        ("struct.pack('<f', -0.0)", "s:00000080"),
         ("struct.pack('>d', 0/0)", "s:fff8000000000000"),
-        ("struct.pack('d', 2^-60)", "s:000000000000303c"),
-        ("struct.pack('c0', 1e-300)", "s:31652d333030"),
-        ("struct.pack('c0', -0.0)", "s:2d30"),
-        (
-            "struct.pack('c0', 2^-60)",
-            "s:382e363733363137333739383834652d3139",
-        ),
         ("struct.pack('c0', 0)", "s:30"),
         ("struct.pack('s', 1.5)", "s:312e3500"),
         ("struct.pack('s', 'ab\\0cd')", "s:616200636400"),
@@ -821,8 +823,6 @@ if r[1] then return show(n, r) else return 'error: ' .. type(r[2]) .. ' ' .. tos
             "struct.unpack('f', struct.pack('f', 0.1))",
             "0.10000000149012 5",
         ),
-        ("struct.unpack('>d', struct.pack('>d', -0.0))", "-0 9"),
-        ("struct.unpack('d', struct.pack('d', 1e-300))", "1e-300 9"),
         ("struct.unpack('f', '\\255\\255\\255\\127')", "nan 5"),
         (
             "struct.unpack('d', '\\0\\0\\0\\0\\0\\0\\240\\127')",
