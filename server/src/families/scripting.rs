@@ -217,8 +217,12 @@ pub(crate) fn check_call<'t>(
     if spec.flags.contains(Flags::NOSCRIPT) {
         return Err(b"ERR This Redis command is not allowed from script".to_vec());
     }
-    if read_only && (spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::MAY_REPLICATE))
-    {
+    // (PUBLISH is propagated like a write: redis-server refuses it too, though its
+    // COMMAND INFO flags do not say so.)
+    let propagates = spec.flags.contains(Flags::WRITE)
+        || spec.flags.contains(Flags::MAY_REPLICATE)
+        || matches!(spec.name, "publish" | "spublish");
+    if read_only && propagates {
         return Err(b"ERR Write commands are not allowed from read-only scripts.".to_vec());
     }
     Ok(spec)
@@ -329,6 +333,19 @@ fn run_here(
                                 Called::Reply(r)
                             }
                         };
+                    }
+                    _ if matches!(spec.name, "publish" | "spublish") => {
+                        let space = if spec.name == "publish" {
+                            crate::runtime::pubsub::Space::Channels
+                        } else {
+                            crate::runtime::pubsub::Space::ShardChannels
+                        };
+                        let n = shard
+                            .pubsub
+                            .publish(&shared.pubsub, space, a.get(1), a.get(2));
+                        let mut r = Vec::new();
+                        Encoder::new(&mut r, cresp).integer(n as i64);
+                        return Called::Reply(r);
                     }
                     _ => {
                         return match keyless_reply(spec, a, cresp) {
@@ -501,6 +518,19 @@ pub(crate) mod plan {
         generation: u64,
         /// Its coroutine on this thread's interpreter, once started.
         run: Option<u64>,
+        /// The plan of a command it called whose keys span shards, with the protocol
+        /// the script reads its reply in.
+        sub: Option<(Box<dyn Plan>, Version)>,
+    }
+
+    /// Where a command a script calls runs.
+    enum Routed {
+        /// On one shard.
+        Hop(Hop),
+        /// As its own plan, its keys on several shards (locked already).
+        Sub(Box<dyn Plan>),
+        /// Nowhere: answered at once.
+        Answer(Resume),
     }
 
     /// Makes the plan.
@@ -514,6 +544,7 @@ pub(crate) mod plan {
             whole,
             generation: start.shared.scripts.generation(),
             run: None,
+            sub: None,
             script: inv.script,
         }))
     }
@@ -528,7 +559,19 @@ pub(crate) mod plan {
 
     impl ScriptPlan {
         /// Where the command the script calls runs: a hop, or an answer at once.
-        fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Result<Hop, Resume> {
+        fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Routed {
+            match self.route_inner(cx, argv, resp) {
+                Ok(routed) => routed,
+                Err(answer) => Routed::Answer(answer),
+            }
+        }
+
+        fn route_inner(
+            &self,
+            cx: &PlanCx<'_>,
+            argv: &[Vec<u8>],
+            resp: Version,
+        ) -> Result<Routed, Resume> {
             Args::with_owned(argv, |a| {
                 let spec =
                     check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
@@ -559,6 +602,7 @@ pub(crate) mod plan {
                     }
                 }
                 let mut shard = None;
+                let mut several = false;
                 let mut refusal = None;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
@@ -572,63 +616,119 @@ pub(crate) mod plan {
                     let s = cx.slots.shard_of_key(key);
                     match shard {
                         None => shard = Some(s),
-                        Some(t) if t != s => {
-                            refusal = Some(
-                                format!(
-                                    "ERR the keys of '{}', called by a script, are on \
-                                     different shards (Goblin runs each command a script \
-                                     calls on one shard: use hash tags)",
-                                    spec.name
-                                )
-                                .into_bytes(),
-                            );
-                        }
+                        Some(t) if t != s => several = true,
                         Some(_) => {}
                     }
                 });
                 if let Some(e) = refusal {
                     return Err(Resume::Refused(e));
                 }
+                if several {
+                    // Its own plan, with every key locked already (the script's).
+                    let Some(cross) = spec.cross_shard else {
+                        return Err(Resume::Refused(errors::no_plan(spec.name)));
+                    };
+                    let start = PlanStart {
+                        shared: cx.shared,
+                        spec,
+                        args: a,
+                        slots: cx.slots,
+                        now: cx.now,
+                        locked: true,
+                        db: cx.db(),
+                        databases: cx.shared.config.databases,
+                        local_client: true,
+                    };
+                    return match (cross.plan)(&start) {
+                        Ok(plan) => Ok(Routed::Sub(plan)),
+                        Err(e) => {
+                            let mut reply = Vec::new();
+                            Encoder::new(&mut reply, resp).error_sanitized(&e);
+                            Err(Resume::Reply(reply))
+                        }
+                    };
+                }
                 let mut batch = Box::<Batch>::default();
                 batch.resp = resp;
                 batch.push(spec.id, a);
-                // A keyless command of a shard (none usually): where the script is.
+                // A keyless command of a shard (none usually): the first shard.
                 let shard = shard.unwrap_or(0);
-                Ok(Hop::commands(shard, batch))
+                Ok(Routed::Hop(Hop::commands(shard, batch)))
             })
+        }
+    }
+
+    impl ScriptPlan {
+        /// Steps the plan of a command the script called: its reply, or the step to
+        /// take (the plan kept for its results).
+        fn step_sub(
+            &mut self,
+            mut sub: Box<dyn Plan>,
+            resp: Version,
+            cx: &PlanCx<'_>,
+            results: Vec<HopOut>,
+        ) -> Result<Resume, Step> {
+            let sub_cx = PlanCx {
+                shared: cx.shared,
+                slots: cx.slots,
+                resp,
+                now: cx.now,
+                db: std::cell::Cell::new(cx.db()),
+                command: std::cell::RefCell::new(None),
+            };
+            match crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results) {
+                Step::Done(Outcome::Reply(reply)) => Ok(Resume::Reply(reply)),
+                Step::Done(_) => Err(cx.done(|out| {
+                    out.error(b"ERR internal error: a command called by a script answered no reply")
+                })),
+                step => {
+                    self.sub = Some((sub, resp));
+                    Err(step)
+                }
+            }
         }
     }
 
     impl Plan for ScriptPlan {
         fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
             let generation = self.generation;
-            let mut input = match self.run {
-                None => {
-                    let started = with_engine(generation, |e| {
-                        e.start(
-                            &self.script.sha,
-                            self.script.code(),
-                            &self.keys,
-                            &self.argv,
-                            cx.resp,
-                        )
-                    });
-                    match started {
-                        Some(Ok(id)) => {
-                            self.run = Some(id);
-                            Resume::Start
-                        }
-                        Some(Err(e)) => return cx.done(|out| out.error_sanitized(&e)),
-                        None => {
-                            return cx
-                                .done(|out| out.error(b"ERR the Lua interpreter could not start"));
+            let mut input = if let Some((sub, resp)) = self.sub.take() {
+                match self.step_sub(sub, resp, cx, results) {
+                    Ok(input) => input,
+                    Err(step) => return step,
+                }
+            } else {
+                match self.run {
+                    None => {
+                        let started = with_engine(generation, |e| {
+                            e.start(
+                                &self.script.sha,
+                                self.script.code(),
+                                &self.keys,
+                                &self.argv,
+                                cx.resp,
+                            )
+                        });
+                        match started {
+                            Some(Ok(id)) => {
+                                self.run = Some(id);
+                                Resume::Start
+                            }
+                            Some(Err(e)) => return cx.done(|out| out.error_sanitized(&e)),
+                            None => {
+                                return cx.done(|out| {
+                                    out.error(b"ERR the Lua interpreter could not start")
+                                });
+                            }
                         }
                     }
+                    Some(_) => match results.into_iter().next() {
+                        Some(HopOut::Reply(reply)) => Resume::Reply(reply),
+                        _ => Resume::Refused(
+                            b"ERR internal error: no reply from the shard".to_vec(),
+                        ),
+                    },
                 }
-                Some(_) => match results.into_iter().next() {
-                    Some(HopOut::Reply(reply)) => Resume::Reply(reply),
-                    _ => Resume::Refused(b"ERR internal error: no reply from the shard".to_vec()),
-                },
             };
             let Some(id) = self.run else {
                 return cx.done(|out| out.error(b"ERR internal error: the script did not start"));
@@ -644,8 +744,12 @@ pub(crate) mod plan {
                         return Step::Done(Outcome::Reply(reply));
                     }
                     Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {
-                        Ok(hop) => return Step::Hops(vec![hop]),
-                        Err(answer) => input = answer,
+                        Routed::Hop(hop) => return Step::Hops(vec![hop]),
+                        Routed::Answer(answer) => input = answer,
+                        Routed::Sub(sub) => match self.step_sub(sub, resp, cx, Vec::new()) {
+                            Ok(answer) => input = answer,
+                            Err(step) => return step,
+                        },
                     },
                 }
             }

@@ -194,6 +194,12 @@ impl Shared {
         for (old, new) in &config.renames {
             commands.rename(old, new).map_err(io::Error::other)?;
         }
+        let _ = crate::scripting::COMMAND_NAMES.set(
+            commands
+                .top_level()
+                .map(|c| c.name.as_bytes().to_vec())
+                .collect(),
+        );
         let mut polls = Vec::with_capacity(threads);
         let mut peers = Vec::with_capacity(threads);
         for _ in 0..threads {

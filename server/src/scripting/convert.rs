@@ -81,12 +81,12 @@ fn parse(lua: &Lua, buf: &[u8], at: &mut usize, depth: usize) -> mlua::Result<Va
             }
         }
         b'+' => one_field(lua, "ok", Value::String(lua.create_string(head)?))?,
-        b'-' => one_field(lua, "err", Value::String(lua.create_string(head)?))?,
+        b'-' => command_error(lua, head)?,
         b'!' => {
             let n = usize::try_from(number(head)?).map_err(|_| bad())?;
             let body = buf.get(*at..*at + n).ok_or_else(bad)?;
             *at += n + 2;
-            one_field(lua, "err", Value::String(lua.create_string(body)?))?
+            command_error(lua, body)?
         }
         b'_' => Value::Nil,
         b'#' => Value::Boolean(head == b"t"),
@@ -147,6 +147,29 @@ fn parse(lua: &Lua, buf: &[u8], at: &mut usize, depth: usize) -> mlua::Result<Va
     })
 }
 
+/// A command's error reply as Lua sees it (`redisProtocolToLuaType_Error`): the table
+/// `{err = "CODE message", ignore_error_stats_update = true}`, the code `ERR` when the
+/// text has no space (`luaPushErrorBuff`).
+fn command_error(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
+    let err = if text.contains(&b' ') {
+        text.to_vec()
+    } else {
+        [b"ERR ".as_slice(), text].concat()
+    };
+    let t = lua.create_table_with_capacity(0, 2)?;
+    t.raw_set("err", lua.create_string(trim_newlines(&err))?)?;
+    t.raw_set("ignore_error_stats_update", true)?;
+    Ok(Value::Table(t))
+}
+
+/// `sdstrim(s, "\r\n")`.
+fn trim_newlines(s: &[u8]) -> &[u8] {
+    let nl = |b: &u8| *b == b'\r' || *b == b'\n';
+    let start = s.iter().position(|b| !nl(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !nl(b)).map_or(start, |i| i + 1);
+    &s[start..end]
+}
+
 /// `{name = value}`.
 fn one_field(lua: &Lua, name: &str, value: Value) -> mlua::Result<Value> {
     let t = lua.create_table_with_capacity(0, 1)?;
@@ -200,9 +223,10 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 enc.simple(&spaces_for_newlines(&ok.as_bytes()));
                 return Ok(());
             }
-            if let Value::Number(d) = t.raw_get::<Value>("double")? {
-                enc.double(d);
-                return Ok(());
+            match t.raw_get::<Value>("double")? {
+                Value::Number(d) => return Ok(enc.double(d)),
+                Value::Integer(d) => return Ok(enc.double(d as f64)),
+                _ => {}
             }
             if let Some(big) = string_field(t, "big_number")? {
                 enc.big_number(&spaces_for_newlines(&big.as_bytes()));
@@ -223,12 +247,14 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
             if let Value::Table(map) = t.raw_get::<Value>("map")? {
                 let mut body = Vec::new();
                 let mut n = 0;
-                for pair in map.pairs::<Value, Value>() {
-                    let (k, v) = pair?;
+                // (`for_each`, not `pairs`: mlua reads a key under 2^-52 as 0, which
+                // would make `next` fail.)
+                map.for_each(|k: Value, v: Value| {
                     encode(&k, version, &mut body, depth + 1)?;
                     encode(&v, version, &mut body, depth + 1)?;
                     n += 1;
-                }
+                    Ok(())
+                })?;
                 enc.map(n);
                 out.extend_from_slice(&body);
                 return Ok(());
@@ -236,11 +262,11 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
             if let Value::Table(set) = t.raw_get::<Value>("set")? {
                 let mut body = Vec::new();
                 let mut n = 0;
-                for pair in set.pairs::<Value, Value>() {
-                    let (k, _) = pair?;
+                set.for_each(|k: Value, _: Value| {
                     encode(&k, version, &mut body, depth + 1)?;
                     n += 1;
-                }
+                    Ok(())
+                })?;
                 enc.set(n);
                 out.extend_from_slice(&body);
                 return Ok(());
@@ -265,7 +291,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
 
 /// The text of an error a script returns or raises (`{err = …}`), as redis-server
 /// replies it: `addReplyErrorFormat("-%s", msg)`, so a text that starts with a dash
-/// keeps only that one.
+/// is sent with two.
 pub fn error_text(err: &[u8]) -> Vec<u8> {
-    err.strip_prefix(b"-").unwrap_or(err).to_vec()
+    err.to_vec()
 }

@@ -91,9 +91,12 @@ return function(f) return xpcall(f, errh) end
 struct RunState {
     /// `redis.setresp`: the protocol the script's commands answer in.
     resp: Version,
-    /// `math.random`'s generator (`redisLrand48`), seeded to 0 before each script.
-    rand: u64,
 }
+
+/// `math.random`'s generator (`redisLrand48`): one for the whole server, as in
+/// redis-server 7.0, where it starts at `rand.c`'s initial state and is never seeded
+/// again but by `math.randomseed` (scripts do not each start it over).
+static RAND48: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1234_ABCD_330E);
 
 /// A thread's interpreter.
 pub struct Engine {
@@ -116,9 +119,8 @@ pub struct Engine {
 /// A script suspended in a command.
 struct Suspended {
     thread: mlua::Thread,
-    /// Its `redis.setresp` and `math.random` state.
+    /// Its `redis.setresp` state.
     resp: Version,
-    rand: u64,
     /// Its SHA1, for its errors.
     sha: Sha,
     /// The protocol of the client it answers.
@@ -269,7 +271,6 @@ impl Engine {
         )?;
         lua.set_app_data(RunState {
             resp: Version::Resp2,
-            rand: srand48(0),
         });
         libs::open_all(&lua)?;
         let globals = lua.globals();
@@ -281,6 +282,13 @@ impl Engine {
             ("randomseed", math_randomseed),
         ];
         libs::install(&lua, "math", &funcs)?;
+        let rawset_fn = lua.create_function(|lua, args: MultiValue| match rawset(lua, args) {
+            Ok(v) => Ok(v),
+            Err(Raise::Msg(m)) => Err(ScriptError::message(lua, &m)),
+            Err(Raise::Err(m)) => Err(ScriptError::redis(m)),
+            Err(Raise::Lua(e)) => Err(e),
+        })?;
+        globals.raw_set("rawset", rawset_fn)?;
         drop(math);
 
         Self::open_redis(&lua)?;
@@ -295,13 +303,13 @@ impl Engine {
 
         // Only the allowed globals stay.
         let mut remove = Vec::new();
-        for pair in globals.pairs::<Value, Value>() {
-            let (k, _) = pair?;
+        globals.for_each(|k: Value, _: Value| {
             let keep = matches!(&k, Value::String(s) if GLOBALS.iter().any(|g| s.as_bytes() == g.as_bytes()));
             if !keep {
                 remove.push(k);
             }
-        }
+            Ok(())
+        })?;
         for k in remove {
             globals.raw_set(k, Value::Nil)?;
         }
@@ -329,6 +337,7 @@ impl Engine {
             ("set_repl", set_repl),
             ("replicate_commands", replicate_commands),
             ("breakpoint", breakpoint),
+            ("acl_check_cmd", acl_check_cmd),
             ("debug", debug),
         ];
         let redis = libs::install(lua, "redis", funcs)?;
@@ -436,7 +445,6 @@ impl Engine {
             Suspended {
                 thread,
                 resp: Version::Resp2,
-                rand: srand48(0),
                 sha: *sha,
                 version,
             },
@@ -452,7 +460,6 @@ impl Engine {
         let (thread, version, sha) = (run.thread.clone(), run.version, run.sha);
         if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
             state.resp = run.resp;
-            state.rand = run.rand;
         }
         let lua = &self.lua;
         let resumed = (|| -> mlua::Result<MultiValue> {
@@ -482,13 +489,9 @@ impl Engine {
             self.redis.raw_set("pcall", Value::Nil)?;
             out
         })();
-        let state = self
-            .lua
-            .app_data_ref::<RunState>()
-            .map(|s| (s.resp, s.rand));
-        if let (Some(run), Some((resp, rand))) = (self.runs.get_mut(&id), state) {
+        let state = self.lua.app_data_ref::<RunState>().map(|s| s.resp);
+        if let (Some(run), Some(resp)) = (self.runs.get_mut(&id), state) {
             run.resp = resp;
-            run.rand = rand;
         }
         let done = |out: Vec<u8>| Stepped::Done(out);
         let mut out = Vec::new();
@@ -557,7 +560,6 @@ impl Engine {
         let lua = &self.lua;
         if let Some(mut state) = lua.app_data_mut::<RunState>() {
             state.resp = Version::Resp2;
-            state.rand = srand48(0);
         }
         let globals = lua.globals();
         globals.raw_set("KEYS", array(lua, keys)?)?;
@@ -864,12 +866,13 @@ fn fix_pcall(lua: &Lua, mut results: MultiValue) -> mlua::Result<MultiValue> {
 }
 
 /// A `math.random` number between 0 and 1, as Redis draws it.
-fn draw(lua: &Lua) -> f64 {
-    let mut state = lua.app_data_mut::<RunState>();
-    let Some(state) = state.as_deref_mut() else {
-        return 0.0;
-    };
-    let r = lrand48(&mut state.rand);
+fn draw() -> f64 {
+    use std::sync::atomic::Ordering;
+    let mut r = 0;
+    let _ = RAND48.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |mut state| {
+        r = lrand48(&mut state);
+        Some(state)
+    });
     (r % 2_147_483_647) as f64 / 2_147_483_647.0
 }
 
@@ -879,8 +882,8 @@ fn one(v: Value) -> MultiValue {
     m
 }
 
-fn math_random(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
-    let r = draw(lua);
+fn math_random(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let r = draw();
     let n = match args.len() {
         0 => r,
         1 => {
@@ -907,12 +910,73 @@ fn math_random(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(one(Value::Number(n)))
 }
 
-fn math_randomseed(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+fn math_randomseed(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     let seed = check_int(&args, 0, "randomseed")?;
-    if let Some(mut state) = lua.app_data_mut::<RunState>() {
-        state.rand = srand48(seed);
-    }
+    RAND48.store(srand48(seed), std::sync::atomic::Ordering::Relaxed);
     Ok(MultiValue::new())
+}
+
+/// `rawset`, refusing the read-only tables (the globals and the libraries), as Redis's
+/// read-only tables refuse it.
+fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let Some(Value::Table(t)) = args.front() else {
+        return Err(Raise::Msg(format!(
+            "bad argument #1 to 'rawset' (table expected, got {})",
+            type_name(args.front())
+        )));
+    };
+    let globals = lua.globals();
+    let mut readonly = t.to_pointer() == globals.to_pointer();
+    for name in READONLY_LIBS {
+        if let Ok(Value::Table(lib)) = globals.raw_get::<Value>(*name)
+            && lib.to_pointer() == t.to_pointer()
+        {
+            readonly = true;
+        }
+    }
+    if readonly {
+        return Err(Raise::Msg("Attempt to modify a readonly table".into()));
+    }
+    let key = args.get(1).cloned().unwrap_or(Value::Nil);
+    if key.is_nil() {
+        return Err(Raise::Msg("table index is nil".into()));
+    }
+    t.raw_set(key, args.get(2).cloned().unwrap_or(Value::Nil))?;
+    Ok(one(Value::Table(t.clone())))
+}
+
+/// The library tables `rawset` may not change.
+const READONLY_LIBS: &[&str] = &[
+    "redis", "string", "math", "table", "coroutine", "cjson", "cmsgpack", "bit", "struct",
+];
+
+/// `redis.acl_check_cmd(command, …)`: whether the user may run it — the default user
+/// may run every command, so whether it exists.
+fn acl_check_cmd(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let Some(first) = args.front() else {
+        return Err(Raise::Err(
+            "ERR Please specify at least one argument for this redis lib call".into(),
+        ));
+    };
+    let name = match first {
+        Value::String(s) => s.as_bytes().to_ascii_lowercase(),
+        Value::Integer(n) => n.to_string().into_bytes(),
+        Value::Number(n) => n.to_string().into_bytes(),
+        _ => {
+            return Err(Raise::Err(
+                "ERR Lua redis lib command arguments must be strings or integers".into(),
+            ));
+        }
+    };
+    let known = super::COMMAND_NAMES
+        .get()
+        .is_some_and(|names| names.contains(&name));
+    if !known {
+        return Err(Raise::Err(
+            "ERR Invalid command passed to redis.acl_check_cmd()".into(),
+        ));
+    }
+    Ok(one(Value::Boolean(true)))
 }
 
 fn error_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
@@ -959,8 +1023,8 @@ fn sha1hex(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let data = match args.front() {
         Some(Value::String(s)) => s.as_bytes().to_vec(),
-        Some(Value::Number(n)) => lua
-            .coerce_string(Value::Number(*n))?
+        Some(v @ (Value::Number(_) | Value::Integer(_))) => lua
+            .coerce_string(v.clone())?
             .map(|s| s.as_bytes().to_vec())
             .unwrap_or_default(),
         _ => Vec::new(),
@@ -975,12 +1039,15 @@ fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             "ERR redis.log() requires two arguments or more.".into(),
         ));
     }
-    let Some(Value::Number(level)) = args.front() else {
-        return Err(Raise::Err(
-            "ERR First argument must be a number (log level).".into(),
-        ));
+    let level = match args.front() {
+        Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
+        _ => {
+            return Err(Raise::Err(
+                "ERR First argument must be a number (log level).".into(),
+            ));
+        }
     };
-    let level = *level as i64;
     if !(0..=3).contains(&level) {
         return Err(Raise::Err("ERR Invalid debug level.".into()));
     }
@@ -1011,6 +1078,7 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let n = match args.front() {
         Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
         Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
             .ok()
             .and_then(|t| t.trim().parse::<f64>().ok())
@@ -1036,6 +1104,7 @@ fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let flags = match args.front() {
         Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
         _ => 0,
     };
     if flags & !3 != 0 {
@@ -1062,6 +1131,7 @@ fn debug(_lua: &Lua, _args: MultiValue) -> Result<MultiValue, Raise> {
 fn missing_global(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     let name = match args.get(1) {
         Some(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+        Some(Value::Integer(n)) => n.to_string(),
         Some(Value::Number(n)) => {
             let mut buf = [0u8; 32];
             String::from_utf8_lossy(goblin_protocol::format_double(*n, &mut buf)).into_owned()

@@ -16,6 +16,11 @@ pub mod convert;
 pub mod engine;
 pub mod libs;
 
+/// The names of the commands (lowercase), for `redis.acl_check_cmd`: set once the
+/// command table is built.
+pub static COMMAND_NAMES: std::sync::OnceLock<std::collections::HashSet<Vec<u8>>> =
+    std::sync::OnceLock::new();
+
 /// A script's SHA1, in lowercase hex.
 pub type Sha = [u8; 40];
 
@@ -78,7 +83,8 @@ pub fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), Vec<u8>> {
     let mut flags = 0;
     for part in &parts[1..] {
         if let Some(list) = part.strip_prefix(b"flags=") {
-            for name in list.split(|&b| b == b',') {
+            // (`sdssplitlen` of an empty list gives no flag.)
+            for name in list.split(|&b| b == b',').filter(|_| !list.is_empty()) {
                 match FLAG_NAMES.iter().find(|(n, _)| n.as_bytes() == cstr(name)) {
                     Some((_, bit)) => flags |= bit,
                     None => {

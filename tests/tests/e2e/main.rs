@@ -41,6 +41,7 @@ mod random_commands;
 mod rdb_interop;
 mod scan_completeness;
 mod script_bits;
+mod scripting_diff;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;

@@ -1,0 +1,411 @@
+//! Scripting — EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT — differentially against
+//! redis-server 7.0: the same scripts sent to both servers, the same replies, byte for
+//! byte. The script environment (globals, their protection, `redis.*`, Redis's
+//! `math.random`), the conversions between Lua and RESP both ways in RESP2 and RESP3,
+//! the errors and their script positions, shebang flags, the script cache, MULTI; with
+//! `--threads 1` and 4, and keys in one slot, on one shard and on several shards.
+
+use goblin_tests::diff::{How, ask_both, for_each_thread_count, script, verdict};
+use goblin_tests::keys::{LAYOUTS, Layout};
+use goblin_tests::{Differential, Server};
+
+/// Sends `args` to both servers and compares the replies (but HELLO's, which name the
+/// connection's id).
+fn same(d: &mut Differential, args: &[&str], ctx: &str) -> Vec<u8> {
+    let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let (got, want) = ask_both(&mut d.g, &mut d.r, &raw);
+    if args.first() == Some(&"HELLO") {
+        return got;
+    }
+    let owned: Vec<Vec<u8>> = raw.iter().map(|a| a.to_vec()).collect();
+    if let Err(e) = verdict(&got, &want, How::Exact, &owned) {
+        panic!("{ctx}: {e}");
+    }
+    got
+}
+
+/// `EVAL script 0` on both servers.
+fn eval0(d: &mut Differential, body: &str, ctx: &str) {
+    same(d, &["EVAL", body, "0"], ctx);
+}
+
+/// Scripts that touch no key: results, conversions, the environment, errors.
+const KEYLESS: &[&str] = &[
+    "return 1",
+    "return 'hello'",
+    "return nil",
+    "return true",
+    "return false",
+    "return 3.99",
+    "return -3.99",
+    "return 1e300",
+    "return -1e300",
+    "return 0/0",
+    "return 2^53",
+    "return {1, 2, 3.5, 'x', nil, 5}",
+    "return {1, {2, {3, {4}}}, false, true}",
+    "return {}",
+    "return {ok = 'fine'}",
+    "return {ok = 'a\\r\\nb'}",
+    "return {err = 'boom'}",
+    "return {err = 'CODE with text'}",
+    "return {err = '-DASH x'}",
+    "return {err = 'a\\r\\nb'}",
+    "return {double = 1.5}",
+    "return {double = 'x'}",
+    "return {big_number = '12345678901234567890'}",
+    "return {map = {a = 1}}",
+    "return {set = {a = true}}",
+    "return {verbatim_string = {format = 'txt', string = 'hi'}}",
+    "return {1, ok = 'x'}",
+    "return {1, err = 'x'}",
+    "return {err = 1}",
+    "return function() end",
+    "local t = {} t[1] = t return #tostring(t) > 0",
+    "return 'a', 'b'",
+    "return redis.error_reply('X y')",
+    "return redis.error_reply('boom')",
+    "return redis.error_reply('-X y')",
+    "return redis.error_reply()",
+    "return redis.error_reply(1)",
+    "return redis.status_reply('a b')",
+    "return redis.status_reply()",
+    "return redis.sha1hex('')",
+    "return redis.sha1hex('abc')",
+    "return redis.sha1hex(1)",
+    "return redis.sha1hex()",
+    "return redis.sha1hex({})",
+    "return redis.setresp()",
+    "return redis.setresp(4)",
+    "return redis.setresp('x')",
+    "return redis.log()",
+    "return redis.log('x', 'y')",
+    "return redis.log(9, 'y')",
+    "return redis.log(redis.LOG_NOTICE, 'from a script', 1, 2)",
+    "return redis.set_repl()",
+    "return redis.set_repl(9)",
+    "return redis.set_repl(redis.REPL_ALL)",
+    "return redis.replicate_commands()",
+    "return redis.breakpoint()",
+    "return redis.debug('x')",
+    "return redis.REDIS_VERSION_NUM",
+    "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}",
+    "return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL}",
+    "return redis.call()",
+    "return redis.call({})",
+    "return redis.call('get', {})",
+    "return redis.call('nosuch')",
+    "return redis.pcall('nosuch')",
+    "return redis.call('subscribe', 'x')",
+    "return redis.call('eval', 'return 1', '0')",
+    "return redis.call('ping')",
+    "return redis.call('ping', 'x')",
+    "return redis.call('echo', 'x')",
+    "return #redis.call('time')",
+    "return redis.call('client', 'nosuch')",
+    "error('x')",
+    "error('x', 0)",
+    "error({err = 'ERR table'})",
+    "error({err = 'NOCODE'})",
+    "error(12)",
+    // (error({}) and error(nil) crash redis-server 7.0.15: not compared.)
+    "local x = nil + 1",
+    "x = 1",
+    "return y",
+    "_G.x = 1",
+    "return _G.y",
+    "rawset(_G, 'x', 1) return x",
+    "return type(rawget(_G, 'nope'))",
+    "local t = {} for k in pairs(_G) do t[#t+1] = k end table.sort(t) return t",
+    "local t = {} for k in pairs(redis) do t[#t+1] = k end table.sort(t) return t",
+    "local t = {} for k in pairs(math) do t[#t+1] = k end table.sort(t) return t",
+    "local t = {} for k in pairs(string) do t[#t+1] = k end table.sort(t) return t",
+    "local t = {} for k in pairs(table) do t[#t+1] = k end table.sort(t) return t",
+    "return {type(os), type(io), type(print), type(dofile), type(loadfile), type(require), type(module), type(setfenv), type(getfenv), type(newproxy)}",
+    "return type(loadstring('return 1'))",
+    "return loadstring('return 1 + 1')()",
+    "return _VERSION",
+    "return {math.random(), math.random(10), math.random(5, 100)}",
+    "return tostring(math.random())",
+    "return {tostring(math.random()), tostring(math.random()), tostring(math.random())}",
+    "math.randomseed(1) return tostring(math.random())",
+    "math.randomseed(-7) return {math.random(1000), math.random(1000)}",
+    "return math.random(0)",
+    "return math.random(3, 2)",
+    "return math.random(1, 2, 3)",
+    "return math.randomseed()",
+    "return math.random('x')",
+    "return math.random('10')",
+    "return tostring(1e15)",
+    "return tostring(0.1)",
+    "return tostring(-0.0)",
+    "return string.format('%5.2f|%d|%s|%q', 3.14159, 42, 'x', 'a\\nb')",
+    "return string.rep('ab', 3, ',')",
+    "return {string.byte('abc', 1, -1)}",
+    "return {pcall(error)}",
+    "local ok, e = pcall(redis.call, 'nosuch') return {tostring(ok), type(e), e}",
+    "local ok, e = pcall(error, {err = 'x'}) return {tostring(ok), type(e), e}",
+    "local ok, e = pcall(error, {other = 'x'}) return {tostring(ok), type(e)}",
+    "local ok, e = pcall(error, 'plain') return {tostring(ok), e}",
+    "local ok, e = pcall(math.random, 0) return {tostring(ok), e}",
+    "local ok, e = pcall(function() local x = y end) return {tostring(ok), e}",
+    "local e = redis.pcall('nosuch') return {type(e), e.err}",
+    "return select('#', redis.pcall('nosuch'))",
+    "return coroutine.wrap(function() coroutine.yield(5) end)()",
+    "return {xpcall(function() error('in') end, function(e) return 'handled: ' .. e end)}",
+    "return table.concat({1, 2, 3}, '-')",
+    "local t = {3, 1, 2} table.sort(t) return t",
+    "return unpack({1, 2, 3})",
+    "return gcinfo() > 0",
+    "return #KEYS",
+    "return #ARGV",
+    "KEYS[1] = 'x' return KEYS",
+    "return 1 +",
+    "end",
+    "return 'unfinished",
+    "\n\nerror('on line three')",
+    "local function f() error('deep') end\nlocal function g() f() end\ng()",
+    "local t = setmetatable({}, {__index = function(t, k) error('meta ' .. k) end}) return t.x",
+];
+
+/// Every keyless script, with each thread count, in RESP2 and RESP3.
+#[test]
+fn keyless_scripts_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        for resp in ["2", "3"] {
+            let ctx = format!("{ctx}, RESP{resp}");
+            same(d, &["HELLO", resp], &ctx);
+            for body in KEYLESS {
+                eval0(d, body, &ctx);
+            }
+        }
+    });
+}
+
+/// What `redis.call` returns in Lua, per reply type, in RESP2 and after
+/// `redis.setresp(3)`; shown through cjson-free code so that both directions convert.
+#[test]
+fn command_replies_convert_as_redis() {
+    const SHOW: &str = "local function show(v) if type(v) == 'table' then local t = {} local ks = {} for k in pairs(v) do ks[#ks+1] = tostring(k) end table.sort(ks) for _, k in ipairs(ks) do local x = v[k] if x == nil then x = v[tonumber(k)] end t[#t+1] = k .. '=' .. show(x) end return '{' .. table.concat(t, ',') .. '}' end return type(v) .. ':' .. tostring(v) end\n";
+    let calls = [
+        "redis.call('set', KEYS[1], 'v')",
+        "redis.call('get', KEYS[1])",
+        "redis.call('get', KEYS[2])",
+        "redis.call('incr', KEYS[3])",
+        "redis.call('incrbyfloat', KEYS[3], '1.5')",
+        "redis.call('del', KEYS[1])",
+        "redis.call('hset', KEYS[4], 'a', '1', 'b', '2')",
+        "redis.call('hgetall', KEYS[4])",
+        "redis.call('sadd', KEYS[5], 'x')",
+        "redis.call('smembers', KEYS[5])",
+        "redis.call('zadd', KEYS[6], '1.5', 'm')",
+        "redis.call('zscore', KEYS[6], 'm')",
+        "redis.call('zrange', KEYS[6], 0, -1, 'withscores')",
+        "redis.call('exists', KEYS[1], KEYS[2])",
+        "redis.call('lpop', KEYS[7])",
+        "redis.call('blpop', KEYS[7], 0)",
+        "redis.call('type', KEYS[4])",
+        "redis.call('ping')",
+        "redis.pcall('incr', KEYS[4])",
+        "redis.pcall('hget', KEYS[1])",
+        "redis.call('set', KEYS[1], 3.5)",
+        "redis.call('set', KEYS[1], 0.1)",
+        "redis.call('get', KEYS[1])",
+        "redis.call('set', KEYS[1], 1e20)",
+        "redis.call('get', KEYS[1])",
+        "redis.call('set', KEYS[1], -12)",
+        "redis.call('get', KEYS[1])",
+        "redis.call('object', 'encoding', KEYS[1])",
+    ];
+    for_each_thread_count(|d, ctx| {
+        let keys: Vec<String> = (0..7).map(|i| format!("{{conv}}k{i}")).collect();
+        for resp in ["2", "3"] {
+            for client in ["2", "3"] {
+                let ctx = format!("{ctx}, script RESP{resp}, client RESP{client}");
+                same(d, &["HELLO", client], &ctx);
+                same(d, &["FLUSHALL"], &ctx);
+                for call in calls {
+                    let body = format!("{SHOW}redis.setresp({resp}) return show({call})");
+                    let mut args = vec!["EVAL", body.as_str(), "7"];
+                    args.extend(keys.iter().map(String::as_str));
+                    same(d, &args, &ctx);
+                    // And the value as the script returns it.
+                    let body = format!("redis.setresp({resp}) return {call}");
+                    let mut args = vec!["EVAL", body.as_str(), "7"];
+                    args.extend(keys.iter().map(String::as_str));
+                    same(d, &args, &ctx);
+                }
+            }
+        }
+    });
+}
+
+/// Scripts that read and write their declared keys, in every layout: one slot, one
+/// shard, several shards.
+#[test]
+fn scripts_with_keys_match_redis_in_every_layout() {
+    let bodies = [
+        "redis.call('set', KEYS[1], ARGV[1]) return redis.call('get', KEYS[1])",
+        "local n = 0 for i, k in ipairs(KEYS) do n = n + redis.call('incr', k) end return n",
+        "for i, k in ipairs(KEYS) do redis.call('rpush', k, ARGV[1], ARGV[2]) end local t = {} for i, k in ipairs(KEYS) do t[i] = redis.call('lrange', k, 0, -1) end return t",
+        "local v = redis.call('get', KEYS[1]) redis.call('set', KEYS[2], v or 'none') local r = redis.call('get', KEYS[2]) return r",
+        "local ok = redis.pcall('hset', KEYS[1], 'f', 'v') return {type(ok), ok.err}",
+        "redis.call('del', KEYS[1]) local r = redis.call('exists', KEYS[1], KEYS[2], KEYS[3]) return r",
+        "local t = {} for i, k in ipairs(KEYS) do t[#t+1] = redis.call('type', k).ok end return t",
+        "local r = redis.call('select', 1) redis.call('set', KEYS[1], 'in db1') local v = redis.call('get', KEYS[1]) return {r.ok, v}",
+        "local v = redis.call('get', KEYS[1]) return v",
+    ];
+    for_each_thread_count(|d, ctx| {
+        for layout in LAYOUTS {
+            let ctx = format!("{ctx}, {layout:?}");
+            same(d, &["FLUSHALL"], &ctx);
+            let keys = layout.keys(3);
+            for body in bodies {
+                let mut args = vec!["EVAL", body, "3"];
+                args.extend(keys.iter().map(String::as_str));
+                args.extend(["a", "b"]);
+                same(d, &args, &ctx);
+            }
+            for k in &keys {
+                same(d, &["DUMP", k], &ctx);
+                same(d, &["SELECT", "1"], &ctx);
+                same(d, &["GET", k], &ctx);
+                same(d, &["SELECT", "0"], &ctx);
+            }
+        }
+    });
+}
+
+/// EVAL's and EVALSHA's own errors, the cache (SCRIPT LOAD, EXISTS, FLUSH), EVALSHA
+/// by a SHA1 in upper case, shebangs and their flags, the `_RO` variants.
+#[test]
+fn script_commands_and_flags_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        script(
+            d,
+            &[],
+            ctx,
+            r##"
+            SCRIPT FLUSH
+            SCRIPT EXISTS e0e1f9fabfc9d4800c877a703b823ac0578ff8db
+            SCRIPT LOAD "return 1"
+            SCRIPT EXISTS e0e1f9fabfc9d4800c877a703b823ac0578ff8db nosuch E0E1F9FABFC9D4800C877A703B823AC0578FF8DB
+            EVALSHA e0e1f9fabfc9d4800c877a703b823ac0578ff8db 0
+            EVALSHA E0E1F9FABFC9D4800C877A703B823AC0578FF8DB 0
+            EVALSHA_RO e0e1f9fabfc9d4800c877a703b823ac0578ff8db 0
+            EVALSHA 1 0
+            EVALSHA ffffffffffffffffffffffffffffffffffffffff 0
+            SCRIPT LOAD "x y"
+            SCRIPT LOAD
+            SCRIPT EXISTS
+            SCRIPT FLUSH x
+            SCRIPT FLUSH ASYNC
+            SCRIPT FLUSH sync
+            SCRIPT EXISTS e0e1f9fabfc9d4800c877a703b823ac0578ff8db
+            SCRIPT KILL
+            SCRIPT HELP
+            SCRIPT NOSUCH
+            EVAL "return 1" x
+            EVAL "return 1" 2 a
+            EVAL "return 1" -1
+            EVAL "return 1"
+            EVAL "return 1" 99999999999999999999
+            EVAL "#!lua flags=no-writes,bogus\nreturn 1" 0
+            EVAL "#!lua" 0
+            EVAL "#!luajit\nreturn 1" 0
+            EVAL "#!lua foo\nreturn 1" 0
+            EVAL "#!lua flags=\nreturn 1" 0
+            EVAL "#!lua name=x\nreturn 1" 0
+            EVAL "#!lua\nreturn 1" 0
+            EVAL "#!lua\nerror('line two')" 0
+            EVAL_RO "#!lua\nreturn 1" 0
+            EVAL_RO "#!lua flags=no-writes\nreturn 1" 0
+            EVAL_RO "return 1" 0
+            EVAL "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'v')" 1 {f}k
+            EVAL_RO "return redis.call('set', KEYS[1], 'v')" 1 {f}k
+            EVAL_RO "return redis.call('get', KEYS[1])" 1 {f}k
+            EVAL_RO "return redis.call('publish', 'ch', 'm')" 0
+            EVAL "#!lua flags=allow-oom,allow-stale,no-cluster,allow-cross-slot-keys\nreturn 1" 0
+            SCRIPT LOAD "#!lua flags=no-writes\nreturn 2"
+            "##,
+        );
+    });
+}
+
+/// A script inside MULTI runs inside the transaction, on one shard or several.
+#[test]
+fn scripts_in_multi_match_redis() {
+    for_each_thread_count(|d, ctx| {
+        for layout in [Layout::SameSlot, Layout::CrossShard] {
+            let ctx = format!("{ctx}, {layout:?}");
+            let keys = layout.keys(2);
+            same(d, &["FLUSHALL"], &ctx);
+            same(d, &["MULTI"], &ctx);
+            same(d, &["SET", &keys[0], "1"], &ctx);
+            same(
+                d,
+                &["EVAL", "return redis.call('incr', KEYS[1])", "1", &keys[0]],
+                &ctx,
+            );
+            same(
+                d,
+                &[
+                    "EVAL",
+                    "redis.call('set', KEYS[2], 'x') return redis.call('get', KEYS[2])",
+                    "2",
+                    &keys[0],
+                    &keys[1],
+                ],
+                &ctx,
+            );
+            same(d, &["EVAL", "error('in multi')", "0"], &ctx);
+            same(d, &["EXEC"], &ctx);
+            same(d, &["MGET", &keys[0], &keys[1]], &ctx);
+        }
+    });
+}
+
+/// Keys a script does not declare: refused by default, with a clear error; allowed
+/// with `lua-allow-undeclared-keys yes` or the script's flag, then running like
+/// redis-server (with every shard locked).
+#[test]
+fn undeclared_keys_are_refused_unless_allowed() {
+    let g = Server::goblin_threads(4);
+    let mut c = g.raw();
+    let reply = c.cmd(&[b"EVAL", b"return redis.call('set', 'undeclared', 'v')", b"0"]);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.starts_with("-ERR Script attempted to access key 'undeclared' that it did not declare"),
+        "{text}"
+    );
+    assert_eq!(c.cmd(&[b"EXISTS", b"undeclared"]), b":0\r\n");
+    drop(c);
+    drop(g);
+
+    for threads in ["1", "4"] {
+        let goblin = Server::goblin_with(&["--threads", threads, "--lua-allow-undeclared-keys", "yes"]);
+        let mut d = Differential::with_servers(goblin, Server::redis());
+        let ctx = format!("--threads {threads}, undeclared keys allowed");
+        for body in [
+            "redis.call('set', 'u1', 'a') redis.call('set', 'u2', 'b') redis.call('set', 'u3', 'c') local r = redis.call('mget', 'u1') return r",
+            "local t = {} for i = 1, 20 do redis.call('incr', 'n' .. i) t[i] = redis.call('get', 'n' .. i) end return t",
+            "local v = redis.call('get', 'u2') return v",
+            "local ok = redis.pcall('incr', 'u3') return ok.err",
+        ] {
+            eval0(&mut d, body, &ctx);
+        }
+        for k in ["u1", "u2", "u3", "n7"] {
+            same(&mut d, &["GET", k], &ctx);
+        }
+    }
+
+    // The script's own flag (Goblin's; redis-server does not know it), without the option.
+    let goblin = Server::goblin_threads(4);
+    let mut c = goblin.raw();
+    let reply = c.cmd(&[
+        b"EVAL",
+        b"#!lua flags=allow-undeclared-keys\nredis.call('set', 'f1', 'x') local v = redis.call('get', 'f1') return v",
+        b"0",
+    ]);
+    assert_eq!(reply, b"$1\r\nx\r\n");
+}
