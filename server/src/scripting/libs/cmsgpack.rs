@@ -347,13 +347,13 @@ fn decode(lua: &Lua, data: &[u8], pos: &mut usize, height: i64) -> Result<Value,
         let mut open: Option<(bool, u64, usize)> = None; // (is_array, count, header length)
         let mut value = Value::Nil;
         match c {
-            0xcc | 0xcd | 0xce | 0xcf => {
+            0xcc..=0xcf => {
                 let n = 1usize << (c - 0xcc);
                 need(1 + n)?;
                 value = Value::Integer(be(data, p + 1, n) as i64);
                 *pos += 1 + n;
             }
-            0xd0 | 0xd1 | 0xd2 | 0xd3 => {
+            0xd0..=0xd3 => {
                 let n = 1usize << (c - 0xd0);
                 need(1 + n)?;
                 let raw = be(data, p + 1, n);
@@ -382,7 +382,7 @@ fn decode(lua: &Lua, data: &[u8], pos: &mut usize, height: i64) -> Result<Value,
                 value = Value::Number(f64::from_bits(be(data, p + 1, 8)));
                 *pos += 9;
             }
-            0xd9 | 0xda | 0xdb => {
+            0xd9..=0xdb => {
                 let n = 1usize << (c - 0xd9);
                 need(1 + n)?;
                 let l = be(data, p + 1, n) as usize;
@@ -393,7 +393,7 @@ fn decode(lua: &Lua, data: &[u8], pos: &mut usize, height: i64) -> Result<Value,
                 value = Value::String(lua.create_string(&data[start..start + l])?);
                 *pos = start + l;
             }
-            0xdc | 0xdd | 0xde | 0xdf => {
+            0xdc..=0xdf => {
                 let n = if c & 1 == 0 { 2 } else { 4 };
                 need(1 + n)?;
                 open = Some((c <= 0xdd, be(data, p + 1, n), 1 + n));
@@ -443,11 +443,11 @@ fn decode(lua: &Lua, data: &[u8], pos: &mut usize, height: i64) -> Result<Value,
                     let at = n - 1 - Parking::HELD;
                     if let Some(t) = levels[at].table.take() {
                         tables.park(lua, at, Value::Table(t))?;
-                        if let Kind::Map(key) = &mut levels[at].kind {
-                            if let Some(k) = key.take() {
-                                keys.park(lua, at, k)?;
-                                *key = Some(Value::Boolean(false));
-                            }
+                        if let Kind::Map(key) = &mut levels[at].kind
+                            && let Some(k) = key.take()
+                        {
+                            keys.park(lua, at, k)?;
+                            *key = Some(Value::Boolean(false));
                         }
                     }
                 }

@@ -199,7 +199,9 @@ pub fn exact(t: &Table, i: usize) -> mlua::Result<Value> {
 /// A number as C converts a double to a 64-bit integer on x86-64 (`cvttsd2si`): truncated,
 /// and the "integer indefinite" value for NaN and out-of-range numbers.
 pub fn c_to_i64(n: f64) -> i64 {
-    if n.is_nan() || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n) {
+    // ±2^63, exactly.
+    let limit = 9_223_372_036_854_775_808.0_f64;
+    if n.is_nan() || !(-limit..limit).contains(&n) {
         i64::MIN
     } else {
         n as i64
