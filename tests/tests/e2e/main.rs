@@ -40,6 +40,7 @@ mod pubsub;
 mod random_commands;
 mod rdb_interop;
 mod scan_completeness;
+mod script_json;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;

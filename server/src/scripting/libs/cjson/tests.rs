@@ -765,3 +765,58 @@ const CASES: &[(&str, char, &[u8])] = &[
         b"[\"x40004",
     ),
 ];
+
+/// The one known difference: Redis's library functions are C functions, which Lua 5.1
+/// never tail-calls, so `return cjson.decode('x')` raises at the caller's line
+/// (`user_script:1: Expected value …`). Here a function is a Lua shim around Rust (mlua
+/// raises a Rust error as userdata, never as a string), and a tail call to a Lua function
+/// replaces the caller's frame, so the position is unknown: the message comes without it.
+/// The function's name in argument errors is still right (the shim falls back on it).
+#[test]
+fn tail_called_errors_lack_the_position() {
+    assert_eq!(
+        run("return cjson.decode('x')"),
+        (
+            'E',
+            b"Expected value but found invalid token at character 1".to_vec()
+        )
+    );
+    assert_eq!(
+        run("return cjson.decode()"),
+        (
+            'E',
+            b"bad argument #1 to 'decode' (expected 1 argument)".to_vec()
+        )
+    );
+    // Not in tail position (what Redis answers in both cases):
+    assert_eq!(
+        run("return (cjson.decode('x'))"),
+        (
+            'E',
+            b"user_script:1: Expected value but found invalid token at character 1".to_vec()
+        )
+    );
+}
+
+/// Numbers reach the library exactly, although mlua turns tiny numbers and -0 into the
+/// integer 0 when it converts them to its values: arguments, table keys and values.
+#[test]
+fn numbers_are_exact() {
+    assert_eq!(
+        run("return cjson.encode({-0, 1e-300, [1e-300] = 1, [-0.5] = -0})"),
+        run("return cjson.encode({-0, 1e-300, [1e-300] = 1, [-0.5] = -0})")
+    );
+    assert_eq!(run("return (cjson.encode(-0))"), ('S', b"-0".to_vec()));
+    assert_eq!(
+        run("return (cjson.encode(1e-300))"),
+        ('S', b"1e-300".to_vec())
+    );
+    assert_eq!(
+        run("return (cjson.encode({[1e-300] = 5}))"),
+        ('S', b"{\"1e-300\":5}".to_vec())
+    );
+    assert_eq!(
+        run("return (cmsgpack.pack(1e-300))"),
+        ('S', [&[0xcbu8][..], &1e-300f64.to_be_bytes()].concat())
+    );
+}
