@@ -766,6 +766,495 @@ const CASES: &[(&str, char, &[u8])] = &[
     ),
 ];
 
+/// Edge cases of numbers, strings, tokens, settings and both libraries' formats.
+#[test]
+fn edge_cases_match_redis() {
+    check(EDGE_CASES);
+}
+
+const EDGE_CASES: &[(&str, char, &[u8])] = &[
+    (
+        r##"return (cjson.encode({cjson.decode('[0x, 1]')}))"##,
+        'E',
+        b"user_script:1: Expected comma or array end but found invalid token at character 3",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0xg')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found invalid token at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('-abc')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid number at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('[-inf, +inf, nan(123), -nan, infinity, INFINITY, iNf]')}))"##,
+        'E',
+        b"user_script:1: Cannot serialise number: must not be NaN or Inf",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('1.5e')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found invalid token at character 4",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('1.5e+')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found invalid token at character 4",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('00012')}))"##,
+        'S',
+        b"[12]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('-0.0e0')}))"##,
+        'S',
+        b"[-0]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('1.')}))"##,
+        'S',
+        b"[1]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('[1.e5, -1.]')}))"##,
+        'S',
+        b"[[100000,-1]]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0x1.fffffffffffffp1023')}))"##,
+        'S',
+        b"[1.7976931348623e+308]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0x1p-1075')}))"##,
+        'S',
+        b"[0]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0x1.8p-1074')}))"##,
+        'S',
+        b"[9.8813129168249e-324]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0X.8')}))"##,
+        'S',
+        b"[0.5]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('123456789012345678901234567890e-20')}))"##,
+        'S',
+        b"[1234567890.1235]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('2.2250738585072011e-308')}))"##,
+        'S',
+        b"[2.2250738585072e-308]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('4.9e-324')}))"##,
+        'S',
+        b"[4.9406564584125e-324]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('2.4703282292062327e-324')}))"##,
+        'S',
+        b"[0]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('1e1000000000000000000000')}))"##,
+        'E',
+        b"user_script:1: Cannot serialise number: must not be NaN or Inf",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('0e1000000000000000000000')}))"##,
+        'S',
+        b"[0]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('trueX')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found invalid token at character 5",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('[true,false,null,"x"]')}))"##,
+        'S',
+        b"[[true,false,null,\"x\"]]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('\t\r\n [ 1 ] \t\r\n')}))"##,
+        'S',
+        b"[[1]]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('\v1')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('\f1')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\u0000"')}))"##,
+        'S',
+        b"[\"\\u0000\"]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\uD800\\uDC00\\uDBFF\\uDFFF"')}))"##,
+        'S',
+        b"[\"\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\uFFFF\\u0800\\u07FF\\u0080\\u007F"')}))"##,
+        'S',
+        b"[\"\xef\xbf\xbf\xe0\xa0\x80\xdf\xbf\xc2\x80\\u007f\"]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\uDC00\\uD800"')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid unicode escape code at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\uD800\\uD800"')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid unicode escape code at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\uZZZZ"')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid unicode escape code at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid escape code at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('"\\u')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid unicode escape code at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('{"a":1,"a":2}')}))"##,
+        'S',
+        b"[{\"a\":2}]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('{"":{"":[]}}')}))"##,
+        'S',
+        b"[{\"\":{\"\":{}}}]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('{"1":1,"2":2}')}))"##,
+        'S',
+        b"[{\"1\":1,\"2\":2}]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('[[],[[]],{}]')}))"##,
+        'S',
+        b"[[{},[{}],{}]]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('[1,,2]')}))"##,
+        'E',
+        b"user_script:1: Expected value but found T_COMMA at character 4",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('{,}')}))"##,
+        'E',
+        b"user_script:1: Expected object key string but found T_COMMA at character 2",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('{"a":}')}))"##,
+        'E',
+        b"user_script:1: Expected value but found T_OBJ_END at character 6",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode(':')}))"##,
+        'E',
+        b"user_script:1: Expected value but found T_COLON at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode(']')}))"##,
+        'E',
+        b"user_script:1: Expected value but found T_ARR_END at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('nulll')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found invalid token at character 5",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('Null')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('n')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('I')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('+')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid number at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('+x')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid number at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('-0x10')}))"##,
+        'S',
+        b"[-16]",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('\200')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid token at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('-\200')}))"##,
+        'E',
+        b"user_script:1: Expected value but found invalid number at character 1",
+    ),
+    (
+        r##"return (cjson.encode({cjson.decode('1 2')}))"##,
+        'E',
+        b"user_script:1: Expected the end but found T_NUMBER at character 3",
+    ),
+    (
+        r##"return (cjson.encode({[true] = 1}))"##,
+        'E',
+        b"user_script:1: Cannot serialise boolean: table key must be a number or string",
+    ),
+    (
+        r##"return (cjson.encode({1, 2, [3.5] = 3}))"##,
+        'S',
+        b"{\"1\":1,\"2\":2,\"3.5\":3}",
+    ),
+    (
+        r##"return (cjson.encode({[1] = 'a', [2] = 'b', [2^31] = 'c'}))"##,
+        'S',
+        b"{\"1\":\"a\",\"2\":\"b\",\"2147483648\":\"c\"}",
+    ),
+    (
+        r##"return (cjson.encode({[2^31 - 1] = 'c'}))"##,
+        'E',
+        b"user_script:1: Cannot serialise table: excessively sparse array",
+    ),
+    (
+        r##"return (cjson.encode({[1/0] = 'c'}))"##,
+        'E',
+        b"user_script:1: Cannot serialise number: must not be NaN or Inf",
+    ),
+    (
+        r##"local x = cjson.encode_invalid_numbers('on') local s = cjson.encode({[1/0] = 'c', [-1/0] = 'd'}) cjson.encode_invalid_numbers('off') return s"##,
+        'S',
+        b"{\"inf\":\"c\",\"-inf\":\"d\"}",
+    ),
+    (
+        r##"local x = cjson.encode_invalid_numbers('null') local s = cjson.encode({[1/0] = 'c'}) cjson.encode_invalid_numbers('off') return s"##,
+        'S',
+        b"{\"null\":\"c\"}",
+    ),
+    (
+        r##"local x = cjson.encode_number_precision(14) local s = cjson.encode({0.1 + 0.2, 100 / 3, 1e21, 1e-7, 123456.789e3}) return s"##,
+        'S',
+        b"[0.3,33.333333333333,1e+21,1e-07,123456789]",
+    ),
+    (
+        r##"local x = cjson.encode_number_precision(5) local s = cjson.encode({0.1 + 0.2, 100 / 3, 1e21, 1e-7, 123456.789e3, 99999.5, 999995}) cjson.encode_number_precision(14) return s"##,
+        'S',
+        b"[0.3,33.333,1e+21,1e-07,1.2346e+08,1e+05,1e+06]",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, 'x') return b"##,
+        'S',
+        b"bad argument #1 to '?' (number expected, got string)",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, '0x10') cjson.encode_max_depth(1000) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"true16",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, 2.9) cjson.encode_max_depth(1000) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"true2",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, -2^31) cjson.encode_max_depth(1000) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"falsebad argument #1 to '?' (expected integer between 1 and 2147483647)",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, 2^31) cjson.encode_max_depth(1000) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"falsebad argument #1 to '?' (expected integer between 1 and 2147483647)",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, 0/0) cjson.encode_max_depth(1000) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"falsebad argument #1 to '?' (expected integer between 1 and 2147483647)",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_max_depth, nil) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"true1000",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_sparse_array, nil, nil, 5) local c, d, e = cjson.encode_sparse_array() cjson.encode_sparse_array(false, 2, 10) return tostring(a) .. tostring(b) .. tostring(c) .. d .. e"##,
+        'S',
+        b"truefalsefalse25",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_invalid_numbers, 'ON') return b"##,
+        'S',
+        b"bad argument #1 to '?' (invalid option 'ON')",
+    ),
+    (
+        r##"local a, b = pcall(cjson.encode_invalid_numbers, 1) return b"##,
+        'S',
+        b"bad argument #1 to '?' (invalid option '1')",
+    ),
+    (
+        r##"local a, b = cjson.encode_keep_buffer(nil) return tostring(a) .. tostring(b)"##,
+        'S',
+        b"truenil",
+    ),
+    (
+        r##"return (cmsgpack.pack(2^31 - 1, 2^31, -2^31 + 1, 0.25, 0.3, 16777216, 16777217, 2^100, -2^100))"##,
+        'S',
+        b"\xce\x7f\xff\xff\xff\xce\x80\x00\x00\x00\xd2\x80\x00\x00\x01\xca>\x80\x00\x00\xcb?\xd3333333\xce\x01\x00\x00\x00\xce\x01\x00\x00\x01\xcaq\x80\x00\x00\xca\xf1\x80\x00\x00",
+    ),
+    (
+        r##"return (cmsgpack.pack({[1] = 1, [2] = nil, [3] = 3}))"##,
+        'S',
+        b"\x82\x01\x01\x03\x03",
+    ),
+    (
+        r##"return (cmsgpack.pack({nil, nil, 3}))"##,
+        'S',
+        b"\x81\x03\x03",
+    ),
+    (
+        r##"return (cmsgpack.pack({[1] = 'a', [2] = 'b', [2.5] = 'c'}))"##,
+        'S',
+        b"\x83\x01\xa1a\x02\xa1b\xca@ \x00\x00\xa1c",
+    ),
+    (
+        r##"return (cmsgpack.pack({[1] = 'a', ['2'] = 'b'}))"##,
+        'S',
+        b"\x82\x01\xa1a\xa12\xa1b",
+    ),
+    (
+        r##"return (cmsgpack.pack({[-0] = 'z'}))"##,
+        'S',
+        b"\x81\x00\xa1z",
+    ),
+    (
+        r##"return (cmsgpack.pack(cjson.decode('[1,{"a":null}]')))"##,
+        'S',
+        b"\x92\x01\x81\xa1a\xc0",
+    ),
+    (
+        r##"return (cmsgpack.pack(cmsgpack.pack, coroutine.running()))"##,
+        'S',
+        b"\xc0\xc0",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_limit('\1\2\3', 1, 2)}))"##,
+        'S',
+        b"[-1,3]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_limit('\1\2\3', 2, 3)}))"##,
+        'S',
+        b"[-1]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_limit('', 1)}))"##,
+        'S',
+        b"[-1]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_limit('\1', 1, '0')}))"##,
+        'S',
+        b"[-1,1]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_one('\1\2', 2^32)}))"##,
+        'E',
+        b"user_script:1: Start offset 0 greater than input length 2.",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_one('\1\2', 0/0)}))"##,
+        'E',
+        b"user_script:1: Invalid request to unpack with offset of 0 and limit of 2.",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack_limit('\1\2', 2^33 + 1)}))"##,
+        'S',
+        b"[-1,1,2]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\199\1\1')}))"##,
+        'E',
+        b"user_script:1: Bad data format in input.",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\200')}))"##,
+        'E',
+        b"user_script:1: Bad data format in input.",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\146\192\192')}))"##,
+        'S',
+        b"[{}]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\130\1\192\2\3')}))"##,
+        'S',
+        b"[[null,3]]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\129\144\1')}))"##,
+        'E',
+        b"user_script:1: Cannot serialise table: table key must be a number or string",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\202\127\192\0\0')}))"##,
+        'E',
+        b"user_script:1: Cannot serialise number: must not be NaN or Inf",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\202\127\128\0\0')}))"##,
+        'E',
+        b"user_script:1: Cannot serialise number: must not be NaN or Inf",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\217\0\218\0\0\219\0\0\0\0')}))"##,
+        'S',
+        b"[\"\",\"\",\"\"]",
+    ),
+    (
+        r##"return (cjson.encode({cmsgpack.unpack('\220\0\0\221\0\0\0\0\222\0\0\223\0\0\0\0')}))"##,
+        'S',
+        b"[{},{},{},{}]",
+    ),
+];
+
 /// The one known difference: Redis's library functions are C functions, which Lua 5.1
 /// never tail-calls, so `return cjson.decode('x')` raises at the caller's line
 /// (`user_script:1: Expected value …`). Here a function is a Lua shim around Rust (mlua
