@@ -468,6 +468,12 @@ const EDGE: &[&str] = &[
     r##"return (cjson.encode({cmsgpack.unpack('\202\127\128\0\0')}))"##,
     r##"return (cjson.encode({cmsgpack.unpack('\217\0\218\0\0\219\0\0\0\0')}))"##,
     r##"return (cjson.encode({cmsgpack.unpack('\220\0\0\221\0\0\0\0\222\0\0\223\0\0\0\0')}))"##,
+    r##"local s = string.rep('\129', 5000) .. '\1\2' .. string.rep('\2', 4999) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. type(e)"##,
+    r##"local s = string.rep('\129', 7999) .. '\1\2' .. string.rep('\2', 7998) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
+    r##"local s = string.rep('\129', 8000) .. '\1\2' .. string.rep('\2', 7999) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
+    r##"local s = string.rep('\129', 100) .. '\1\2' .. string.rep('\2', 99) return #cmsgpack.pack(cmsgpack.unpack(s))"##,
+    r##"local s = string.rep('\129\1', 100) .. '\1' return cjson.encode(cmsgpack.unpack(s))"##,
+    r##"local s = string.rep('\146\1', 3000) .. '\1' .. string.rep('\1', 0) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
 ];
 
 /// Results that are Lua tables, converted to replies by the script engine.

@@ -1253,6 +1253,36 @@ const EDGE_CASES: &[(&str, char, &[u8])] = &[
         'S',
         b"[{},{},{},{}]",
     ),
+    (
+        r##"local s = string.rep('\129', 5000) .. '\1\2' .. string.rep('\2', 4999) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. type(e)"##,
+        'S',
+        b"truetable",
+    ),
+    (
+        r##"local s = string.rep('\129', 7999) .. '\1\2' .. string.rep('\2', 7998) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
+        'S',
+        b"falsestack overflow (too many return values at once; use unpack_one or unpack_limit instead.)",
+    ),
+    (
+        r##"local s = string.rep('\129', 8000) .. '\1\2' .. string.rep('\2', 7999) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
+        'S',
+        b"falsestack overflow (too many return values at once; use unpack_one or unpack_limit instead.)",
+    ),
+    (
+        r##"local s = string.rep('\129', 100) .. '\1\2' .. string.rep('\2', 99) return #cmsgpack.pack(cmsgpack.unpack(s))"##,
+        'I',
+        b"33",
+    ),
+    (
+        r##"local s = string.rep('\129\1', 100) .. '\1' return cjson.encode(cmsgpack.unpack(s))"##,
+        'S',
+        b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    ),
+    (
+        r##"local s = string.rep('\146\1', 3000) .. '\1' .. string.rep('\1', 0) local ok, e = pcall(cmsgpack.unpack, s) return tostring(ok) .. (type(e) == 'table' and 'table' or tostring(e))"##,
+        'S',
+        b"truetable",
+    ),
 ];
 
 /// The one known difference: Redis's library functions are C functions, which Lua 5.1
