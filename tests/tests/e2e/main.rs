@@ -42,6 +42,7 @@ mod rdb_interop;
 mod scan_completeness;
 mod script_bits;
 mod scripting_diff;
+mod script_json;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;
