@@ -317,7 +317,11 @@ struct ExecPlan {
 
 /// A sub-plan's next step inside EXEC, where nothing blocks: a plan that would park
 /// times out at once, as a blocking command does inside MULTI in Redis.
-pub(crate) fn step_without_parking(plan: &mut dyn Plan, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+pub(crate) fn step_without_parking(
+    plan: &mut dyn Plan,
+    cx: &PlanCx<'_>,
+    results: Vec<HopOut>,
+) -> Step {
     let mut step = plan.next(cx, results);
     while let Step::Park(_) = step {
         step = plan.next(cx, vec![HopOut::WouldBlock]);

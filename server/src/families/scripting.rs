@@ -724,9 +724,9 @@ pub(crate) mod plan {
                     }
                     Some(_) => match results.into_iter().next() {
                         Some(HopOut::Reply(reply)) => Resume::Reply(reply),
-                        _ => Resume::Refused(
-                            b"ERR internal error: no reply from the shard".to_vec(),
-                        ),
+                        _ => {
+                            Resume::Refused(b"ERR internal error: no reply from the shard".to_vec())
+                        }
                     },
                 }
             };
@@ -737,7 +737,8 @@ pub(crate) mod plan {
                 let stepped = with_engine(generation, |e| e.resume(id, input));
                 match stepped {
                     None => {
-                        return cx.done(|out| out.error(b"ERR the Lua interpreter could not start"));
+                        return cx
+                            .done(|out| out.error(b"ERR the Lua interpreter could not start"));
                     }
                     Some(Stepped::Done(reply)) => {
                         self.run = None;

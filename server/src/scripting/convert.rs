@@ -195,11 +195,25 @@ fn spaces_for_newlines(s: &[u8]) -> Vec<u8> {
 /// What a script returned, encoded for the client in `version`
 /// (`luaReplyToRedisReply`). An error table answers its `err` text; the caller adds the
 /// script's position for errors raised, not for errors returned.
-pub fn lua_to_reply(value: &Value, version: Version, out: &mut Vec<u8>) -> mlua::Result<()> {
-    encode(value, version, out, 0)
+/// `script_resp` is the script's own protocol (`redis.setresp`), which decides how a
+/// boolean is answered: in RESP2, true is `:1` and false a null (in the client's
+/// protocol); in RESP3, a boolean (degraded for a RESP2 client).
+pub fn lua_to_reply(
+    value: &Value,
+    version: Version,
+    script_resp: Version,
+    out: &mut Vec<u8>,
+) -> mlua::Result<()> {
+    encode(value, (version, script_resp), out, 0)
 }
 
-fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
+fn encode(
+    value: &Value,
+    (version, script_resp): (Version, Version),
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> mlua::Result<()> {
+    let both = (version, script_resp);
     if depth >= MAX_REPLY_DEPTH {
         Encoder::new(out, version).error(b"ERR reached lua stack limit");
         return Ok(());
@@ -207,7 +221,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
     let mut enc = Encoder::new(out, version);
     match value {
         Value::String(s) => enc.bulk(&s.as_bytes()),
-        Value::Boolean(b) => match version {
+        Value::Boolean(b) => match script_resp {
             Version::Resp2 if *b => enc.integer(1),
             Version::Resp2 => enc.null(),
             Version::Resp3 => enc.boolean(*b),
@@ -250,8 +264,8 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 // (`for_each`, not `pairs`: mlua reads a key under 2^-52 as 0, which
                 // would make `next` fail.)
                 map.for_each(|k: Value, v: Value| {
-                    encode(&k, version, &mut body, depth + 1)?;
-                    encode(&v, version, &mut body, depth + 1)?;
+                    encode(&k, both, &mut body, depth + 1)?;
+                    encode(&v, both, &mut body, depth + 1)?;
                     n += 1;
                     Ok(())
                 })?;
@@ -263,7 +277,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 let mut body = Vec::new();
                 let mut n = 0;
                 set.for_each(|k: Value, _: Value| {
-                    encode(&k, version, &mut body, depth + 1)?;
+                    encode(&k, both, &mut body, depth + 1)?;
                     n += 1;
                     Ok(())
                 })?;
@@ -278,7 +292,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 if v.is_nil() {
                     break;
                 }
-                encode(&v, version, &mut body, depth + 1)?;
+                encode(&v, both, &mut body, depth + 1)?;
                 n += 1;
             }
             Encoder::new(out, version).array(n);

@@ -69,9 +69,13 @@ return function(...) return fix(pcall(...)) end
 /// with `true, reply` or `false, error text`. (Lua 5.1 cannot yield across `pcall`:
 /// such a script cannot call `pcall(redis.call, …)`.)
 const YIELDING: &str = r#"
-local yield, raise = coroutine.yield, __goblin_raise
+local yield, raise, type = coroutine.yield, __goblin_raise, type
 local function finish(raising, ok, v)
   if ok then return v end
+  if type(v) == 'table' then
+    if raising then return raise(v.err) end
+    return v
+  end
   if raising then return raise(v) end
   return {err = v}
 end
@@ -133,8 +137,10 @@ pub enum Resume {
     Start,
     /// The reply of the command it called (in its protocol).
     Reply(Vec<u8>),
-    /// The command was refused: the error text.
+    /// The command was refused by the checks before it (the error text).
     Refused(Vec<u8>),
+    /// Its arguments were not strings or numbers (the error text).
+    BadArgs(Vec<u8>),
 }
 
 /// Where a resumed script stopped.
@@ -190,6 +196,15 @@ fn srand48(seed: i32) -> u64 {
 fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
     let t = lua.create_table()?;
     t.raw_set("err", lua.create_string(text)?)?;
+    Ok(Value::Table(t))
+}
+
+/// `{err = text, ignore_error_stats_update = true}`: an error of the checks `scriptCall`
+/// makes before a command runs.
+fn checked_err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(text)?)?;
+    t.raw_set("ignore_error_stats_update", true)?;
     Ok(Value::Table(t))
 }
 
@@ -284,6 +299,10 @@ impl Engine {
         libs::install(&lua, "math", &funcs)?;
         let rawset_fn = lua.create_function(|lua, args: MultiValue| match rawset(lua, args) {
             Ok(v) => Ok(v),
+            // Raised by the VM from inside a C function: no position.
+            Err(Raise::Msg(m)) if !m.starts_with("bad argument") => {
+                Err(mlua::Error::external(ScriptError::Message(m.into_bytes())))
+            }
             Err(Raise::Msg(m)) => Err(ScriptError::message(lua, &m)),
             Err(Raise::Err(m)) => Err(ScriptError::redis(m)),
             Err(Raise::Lua(e)) => Err(e),
@@ -470,16 +489,15 @@ impl Engine {
                 Resume::Reply(reply) => {
                     let value = reply_to_lua(lua, &reply)?;
                     if matches!(reply.first(), Some(b'-') | Some(b'!')) {
-                        let text = match &value {
-                            Value::Table(t) => t.raw_get::<Value>("err")?,
-                            _ => Value::Nil,
-                        };
-                        MultiValue::from_iter([Value::Boolean(false), text])
+                        MultiValue::from_iter([Value::Boolean(false), value])
                     } else {
                         MultiValue::from_iter([Value::Boolean(true), value])
                     }
                 }
-                Resume::Refused(text) => MultiValue::from_iter([
+                Resume::Refused(text) => {
+                    MultiValue::from_iter([Value::Boolean(false), checked_err_table(lua, &text)?])
+                }
+                Resume::BadArgs(text) => MultiValue::from_iter([
                     Value::Boolean(false),
                     Value::String(lua.create_string(&text)?),
                 ]),
@@ -503,12 +521,13 @@ impl Engine {
                         return Stepped::Call(argv, resp);
                     }
                     // A bad call: answered at once, as an error.
-                    Err(text) => return self.resume(id, Resume::Refused(text.to_vec())),
+                    Err(text) => return self.resume(id, Resume::BadArgs(text.to_vec())),
                 }
             }
             Ok(values) => {
                 let value = values.into_iter().next().unwrap_or(Value::Nil);
-                if let Err(e) = lua_to_reply(&value, version, &mut out) {
+                let resp = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
+                if let Err(e) = lua_to_reply(&value, version, resp, &mut out) {
                     out.clear();
                     Encoder::new(&mut out, version)
                         .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
@@ -571,7 +590,8 @@ impl Engine {
                 let call = &call;
                 let f = scope.create_function(move |lua, args: MultiValue| {
                     let outcome = match command_args(&args) {
-                        Err(text) => Err(text.to_vec()),
+                        Err(text) if raise => Err(text.to_vec()),
+                        Err(text) => return err_table(lua, text),
                         Ok(argv) => {
                             let resp = lua
                                 .app_data_ref::<RunState>()
@@ -582,8 +602,12 @@ impl Engine {
                             match (*call)(argv, resp) {
                                 Called::Refused(text) => Err(text),
                                 Called::Reply(reply) => {
+                                    let value = reply_to_lua(lua, &reply)?;
                                     if matches!(reply.first(), Some(b'-') | Some(b'!')) {
-                                        let value = reply_to_lua(lua, &reply)?;
+                                        // redis.pcall returns the table as it is.
+                                        if !raise {
+                                            return Ok(value);
+                                        }
                                         match &value {
                                             Value::Table(t) => Err(t
                                                 .raw_get::<mlua::String>("err")
@@ -592,7 +616,7 @@ impl Engine {
                                             _ => Ok(value),
                                         }
                                     } else {
-                                        Ok(reply_to_lua(lua, &reply)?)
+                                        Ok(value)
                                     }
                                 }
                             }
@@ -601,7 +625,9 @@ impl Engine {
                     match outcome {
                         Ok(value) => Ok(value),
                         Err(text) if raise => Err(ScriptError::redis(text)),
-                        Err(text) => err_table(lua, &text),
+                        // Refused by the checks before the command: Redis marks these
+                        // too as counted already.
+                        Err(text) => checked_err_table(lua, &text),
                     }
                 })?;
                 self.redis.raw_set(name, f)?;
@@ -614,7 +640,10 @@ impl Engine {
         let ok = matches!(values.next(), Some(Value::Boolean(true)));
         let value = values.next().unwrap_or(Value::Nil);
         if ok {
-            return lua_to_reply(&value, version, out);
+            let resp = lua
+                .app_data_ref::<RunState>()
+                .map_or(Version::Resp2, |s| s.resp);
+            return lua_to_reply(&value, version, resp, out);
         }
         raised_error(&value, sha, version, out)
     }
@@ -947,7 +976,15 @@ fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
 
 /// The library tables `rawset` may not change.
 const READONLY_LIBS: &[&str] = &[
-    "redis", "string", "math", "table", "coroutine", "cjson", "cmsgpack", "bit", "struct",
+    "redis",
+    "string",
+    "math",
+    "table",
+    "coroutine",
+    "cjson",
+    "cmsgpack",
+    "bit",
+    "struct",
 ];
 
 /// `redis.acl_check_cmd(command, …)`: whether the user may run it — the default user

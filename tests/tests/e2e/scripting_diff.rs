@@ -372,10 +372,16 @@ fn scripts_in_multi_match_redis() {
 fn undeclared_keys_are_refused_unless_allowed() {
     let g = Server::goblin_threads(4);
     let mut c = g.raw();
-    let reply = c.cmd(&[b"EVAL", b"return redis.call('set', 'undeclared', 'v')", b"0"]);
+    let reply = c.cmd(&[
+        b"EVAL",
+        b"return redis.call('set', 'undeclared', 'v')",
+        b"0",
+    ]);
     let text = String::from_utf8_lossy(&reply);
     assert!(
-        text.starts_with("-ERR Script attempted to access key 'undeclared' that it did not declare"),
+        text.starts_with(
+            "-ERR Script attempted to access key 'undeclared' that it did not declare"
+        ),
         "{text}"
     );
     assert_eq!(c.cmd(&[b"EXISTS", b"undeclared"]), b":0\r\n");
@@ -383,7 +389,8 @@ fn undeclared_keys_are_refused_unless_allowed() {
     drop(g);
 
     for threads in ["1", "4"] {
-        let goblin = Server::goblin_with(&["--threads", threads, "--lua-allow-undeclared-keys", "yes"]);
+        let goblin =
+            Server::goblin_with(&["--threads", threads, "--lua-allow-undeclared-keys", "yes"]);
         let mut d = Differential::with_servers(goblin, Server::redis());
         let ctx = format!("--threads {threads}, undeclared keys allowed");
         for body in [

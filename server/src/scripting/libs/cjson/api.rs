@@ -262,7 +262,10 @@ where
     let shim: Function = match lua.named_registry_value::<Option<Function>>(SHIM_KEY)? {
         Some(shim) => shim,
         None => {
-            let shim: Function = lua.load(SHIM).set_name("=[C]").eval()?;
+            let shim: Function = lua
+                .load(SHIM)
+                .set_name(crate::scripting::libs::INTERNAL)
+                .eval()?;
             lua.set_named_registry_value(SHIM_KEY, &shim)?;
             shim
         }
@@ -327,7 +330,10 @@ pub fn pairs_of(lua: &Lua, t: &Table) -> mlua::Result<(Table, usize)> {
     let f: Function = match lua.named_registry_value::<Option<Function>>(PAIRS_KEY)? {
         Some(f) => f,
         None => {
-            let f: Function = lua.load(PAIRS).set_name("=[C]").eval()?;
+            let f: Function = lua
+                .load(PAIRS)
+                .set_name(crate::scripting::libs::INTERNAL)
+                .eval()?;
             lua.set_named_registry_value(PAIRS_KEY, &f)?;
             f
         }
