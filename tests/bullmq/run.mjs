@@ -6,6 +6,8 @@
 //   PORT     the server's port on 127.0.0.1
 //   JOBS     jobs in all (default 3000, at least 100)
 //   TIMEOUT  the whole run, in seconds (default 60); past it the run exits with 2
+// BULLMQ_PREFIX in the environment replaces BullMQ's key prefix 'bull' (a hash tag such as
+// '{bull}' puts every key of the run in one hash slot).
 //
 // Two queues, with names unique to the run:
 //   main     plain jobs (some added in bulk, some removed on completion, some reporting
@@ -69,7 +71,8 @@ const jitter = (hi) => sleep(Math.floor(Math.random() * (hi + 1)));
 const connection = { host: '127.0.0.1', port };
 const tag = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 const names = { main: `check-main-${tag}`, ordered: `check-ordered-${tag}` };
-const queueOpts = { connection, streams: { events: { maxLen: 1000000 } } };
+const prefix = process.env.BULLMQ_PREFIX || 'bull';
+const queueOpts = { connection, prefix, streams: { events: { maxLen: 1000000 } } };
 
 const counts = {
     plain: Math.floor(total * 0.4),
@@ -82,7 +85,7 @@ counts.ordered = total - Object.values(counts).reduce((a, b) => a + b, 0);
 
 const mainQueue = new Queue(names.main, queueOpts);
 const orderedQueue = new Queue(names.ordered, queueOpts);
-const queueEvents = new QueueEvents(names.main, { connection });
+const queueEvents = new QueueEvents(names.main, { connection, prefix });
 const heardCompleted = new Set();
 queueEvents.on('completed', ({ jobId }) => heardCompleted.add(jobId));
 queueEvents.on('error', (err) => log(`queue events error: ${err.message}`));
@@ -127,7 +130,7 @@ try {
 
     // The main queue's workers start first and wait (blocked) for jobs.
     const workers = [8, 3].map((concurrency) => {
-        const worker = new Worker(names.main, processMain, { connection, concurrency });
+        const worker = new Worker(names.main, processMain, { connection, prefix, concurrency });
         worker.on('completed', () => tally.completed++);
         worker.on('failed', () => tally.failed++);
         worker.on('error', (err) => log(`worker error: ${err.message}`));
@@ -195,7 +198,7 @@ try {
         orderSeen.push(job.id);
         await jitter(1);
         return { position: orderSeen.length };
-    }, { connection, concurrency: 1 });
+    }, { connection, prefix, concurrency: 1 });
     orderedWorker.on('error', (err) => log(`ordered worker error: ${err.message}`));
     await orderedWorker.waitUntilReady();
     await orderedQueue.resume();
@@ -271,7 +274,8 @@ try {
     for (const [which, name] of Object.entries(names)) {
         let left = 0;
         for (let cursor = '0'; ;) {
-            const [next, keys] = await redis.scan(cursor, 'MATCH', `bull:${name}:*`, 'COUNT', 1000);
+            const [next, keys] =
+                await redis.scan(cursor, 'MATCH', `${prefix}:${name}:*`, 'COUNT', 1000);
             left += keys.length;
             cursor = next;
             if (cursor === '0') break;
