@@ -22,7 +22,7 @@
 // obliterated and the keys left under their prefixes counted (none, expectedly).
 //
 // Only what is deterministic goes into the summary: counts per state, per job its state,
-// attemptsMade, return value or failedReason, progress and log count, the ordered queue's
+// attemptsMade, opts, return value or failedReason, progress and log count, the ordered queue's
 // processing order; never ids of the run, timestamps or durations. Progress and timings go
 // to standard error.
 import { Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
@@ -64,6 +64,11 @@ function mulberry32(seed) {
     };
 }
 const random = mulberry32(20260101);
+// Keys sorted, at every depth: a job's opts are stored as the scripts' cjson.encode of the
+// table cmsgpack.unpack made, their order that of Lua's table, which the summary ignores.
+const sorted = (value) => (value && typeof value === 'object' && !Array.isArray(value)
+    ? Object.fromEntries(Object.keys(value).sort().map((key) => [key, sorted(value[key])]))
+    : value);
 const int = (lo, hi) => lo + Math.floor(random() * (hi - lo + 1));
 // The workers' pauses take no numbers from it: they run while jobs are still being added.
 const jitter = (hi) => sleep(Math.floor(Math.random() * (hi + 1)));
@@ -247,6 +252,7 @@ try {
                 name: job.name,
                 state: await job.getState(),
                 attemptsMade: job.attemptsMade,
+                opts: sorted(job.opts),
             };
             if (job.returnvalue !== null && job.returnvalue !== undefined) {
                 entry.returnvalue = job.returnvalue;
