@@ -431,6 +431,10 @@ pub fn geo_search_without_by(name: &[u8]) -> ErrorReply {
 /// A client from outside the loopback interface, in protected mode without a password.
 pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
+/// A script runs past `busy-reply-threshold`.
+pub const BUSY_SCRIPT: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
 /// A command that may grow memory, while memory is over `maxmemory` and eviction could
 /// not bring it back.
 pub const OOM: &[u8] = b"OOM command not allowed when used memory > 'maxmemory'.";

@@ -374,15 +374,21 @@ fn run_here(
                 let mut reply = Vec::new();
                 let version = shard.slots().version();
                 shard.execute(shared, spec, a, db, now, &mut reply, cresp, tx, version);
-                Called::Reply(reply)
+                if spec.flags.contains(Flags::WRITE) {
+                    Called::Wrote(reply)
+                } else {
+                    Called::Reply(reply)
+                }
             })
         };
+        let busy_after = shared.scripts.busy_after();
         engine.run(
             &func,
             &script.sha,
             &inv.keys,
             &inv.argv,
             resp,
+            busy_after,
             &mut call,
             out,
         );
@@ -442,10 +448,20 @@ fn script_flush(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     ctx.reply().ok();
 }
 
-/// `SCRIPT KILL`
+/// `SCRIPT KILL`: stops the scripts running past `busy-reply-threshold` that did not
+/// write (asked from another thread than theirs, which their hook checks).
 fn script_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    ctx.reply()
-        .error(b"NOTBUSY No scripts in execution right now.");
+    match crate::scripting::kill() {
+        crate::scripting::Kill::NotBusy => ctx
+            .reply()
+            .error(b"NOTBUSY No scripts in execution right now."),
+        crate::scripting::Kill::Unkillable => ctx.reply().error(
+            b"UNKILLABLE Sorry the script already executed write commands against the \
+              dataset. You can either wait the script termination or kill the server in a \
+              hard way using the SHUTDOWN NOSAVE command.",
+        ),
+        crate::scripting::Kill::Killed => ctx.reply().ok(),
+    }
 }
 
 /// `SCRIPT DEBUG YES|SYNC|NO`: the Lua debugger is not part of Goblin.
@@ -734,7 +750,8 @@ pub(crate) mod plan {
                 return cx.done(|out| out.error(b"ERR internal error: the script did not start"));
             };
             loop {
-                let stepped = with_engine(generation, |e| e.resume(id, input));
+                let busy_after = cx.shared.scripts.busy_after();
+                let stepped = with_engine(generation, |e| e.resume(id, input, busy_after));
                 match stepped {
                     None => {
                         return cx

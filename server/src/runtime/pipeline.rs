@@ -203,6 +203,10 @@ impl Worker {
             && let Some(refusal) = gate_refusal(shared, spec)
         {
             Some(refusal)
+        } else if crate::scripting::busy() && !spec.flags.contains(Flags::ALLOW_BUSY) {
+            // A script runs past busy-reply-threshold (on another thread: this one's
+            // clients wait for it).
+            Some(crate::errors::BUSY_SCRIPT.to_vec())
         } else if shared.memory.maxmemory() > 0
             && ((spec.flags.contains(Flags::DENYOOM) && !matches!(spec.exec, Exec::Shard(_)))
                 || (conn.multi.is_some()

@@ -90,11 +90,99 @@ local xpcall, errh = xpcall, __redis__err__handler
 return function(f) return xpcall(f, errh) end
 "#;
 
-/// The state of the run in progress that the `redis` functions read and change.
+/// The state of the run in progress that the `redis` functions and the hook read and
+/// change.
 #[derive(Debug)]
 struct RunState {
     /// `redis.setresp`: the protocol the script's commands answer in.
     resp: Version,
+    /// When the run started, and `busy-reply-threshold` (ms; 0: never busy).
+    started: std::time::Instant,
+    busy_after: u64,
+    /// SCRIPT KILL's epoch when it started.
+    epoch: u64,
+    /// It ran past the threshold (and counts as busy).
+    busy: bool,
+    /// It ran a write command (it can no longer be killed).
+    wrote: bool,
+}
+
+impl RunState {
+    fn new() -> RunState {
+        RunState {
+            resp: Version::Resp2,
+            started: std::time::Instant::now(),
+            busy_after: 0,
+            epoch: 0,
+            busy: false,
+            wrote: false,
+        }
+    }
+}
+
+/// How often (in Lua instructions) a running script checks the time and SCRIPT KILL, as
+/// redis-server's count hook.
+const HOOK_EVERY: u32 = 100_000;
+
+/// The error that stops a killed script.
+pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// The count hook: past `busy-reply-threshold` the script counts as busy (other clients
+/// get BUSY, SCRIPT KILL may stop it); a script SCRIPT KILL stopped raises its error
+/// (at every hook after, so that `pcall` cannot keep it going).
+fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
+    let Some(mut st) = lua.app_data_mut::<RunState>() else {
+        return Ok(mlua::VmState::Continue);
+    };
+    if st.busy_after == 0 {
+        return Ok(mlua::VmState::Continue);
+    }
+    if !st.busy && st.started.elapsed().as_millis() as u64 >= st.busy_after {
+        st.busy = true;
+        super::enter_busy(st.wrote);
+        crate::log!(
+            Warning,
+            "Slow script detected: still in execution after {} milliseconds. You can try \
+             killing the script using the SCRIPT KILL command.",
+            st.started.elapsed().as_millis()
+        );
+    }
+    if st.busy && !st.wrote && super::kill_epoch() != st.epoch {
+        crate::log!(Warning, "Lua script killed by user with SCRIPT KILL.");
+        return Err(ScriptError::redis(KILLED));
+    }
+    Ok(mlua::VmState::Continue)
+}
+
+/// A run begins: its clock and kill epoch.
+fn begin_run(lua: &Lua, busy_after: u64) {
+    if let Some(mut st) = lua.app_data_mut::<RunState>() {
+        *st = RunState::new();
+        st.busy_after = busy_after;
+        st.epoch = super::kill_epoch();
+    }
+}
+
+/// A run ends: it no longer counts as busy.
+fn end_run(lua: &Lua) {
+    if let Some(mut st) = lua.app_data_mut::<RunState>()
+        && st.busy
+    {
+        st.busy = false;
+        super::leave_busy(st.wrote);
+    }
+}
+
+/// The run wrote.
+fn note_write(lua: &Lua) {
+    if let Some(mut st) = lua.app_data_mut::<RunState>()
+        && !st.wrote
+    {
+        st.wrote = true;
+        if st.busy {
+            super::busy_wrote();
+        }
+    }
 }
 
 /// `math.random`'s generator (`redisLrand48`): one for the whole server, as in
@@ -177,6 +265,8 @@ pub fn with_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Opti
 pub enum Called {
     /// Its reply, in the run's protocol.
     Reply(Vec<u8>),
+    /// The reply of a command that writes.
+    Wrote(Vec<u8>),
     /// It was refused before it ran (the error text, code included).
     Refused(Vec<u8>),
 }
@@ -284,9 +374,11 @@ impl Engine {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
         )?;
-        lua.set_app_data(RunState {
-            resp: Version::Resp2,
-        });
+        lua.set_app_data(RunState::new());
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            |lua, _| hook(lua),
+        );
         libs::open_all(&lua)?;
         let globals = lua.globals();
 
@@ -472,11 +564,12 @@ impl Engine {
     }
 
     /// Resumes run `id` with `input`; where it stops. A finished run is forgotten.
-    pub fn resume(&mut self, id: u64, input: Resume) -> Stepped {
+    pub fn resume(&mut self, id: u64, input: Resume, busy_after: u64) -> Stepped {
         let Some(run) = self.runs.get(&id) else {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
         let (thread, version, sha) = (run.thread.clone(), run.version, run.sha);
+        begin_run(&self.lua, busy_after);
         if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
             state.resp = run.resp;
         }
@@ -507,6 +600,7 @@ impl Engine {
             self.redis.raw_set("pcall", Value::Nil)?;
             out
         })();
+        end_run(&self.lua);
         let state = self.lua.app_data_ref::<RunState>().map(|s| s.resp);
         if let (Some(run), Some(resp)) = (self.runs.get_mut(&id), state) {
             run.resp = resp;
@@ -521,7 +615,9 @@ impl Engine {
                         return Stepped::Call(argv, resp);
                     }
                     // A bad call: answered at once, as an error.
-                    Err(text) => return self.resume(id, Resume::BadArgs(text.to_vec())),
+                    Err(text) => {
+                        return self.resume(id, Resume::BadArgs(text.to_vec()), busy_after);
+                    }
                 }
             }
             Ok(values) => {
@@ -554,10 +650,14 @@ impl Engine {
         keys: &[&[u8]],
         argv: &[&[u8]],
         version: Version,
+        busy_after: u64,
         call: &mut dyn FnMut(Vec<Vec<u8>>, Version) -> Called,
         out: &mut Vec<u8>,
     ) {
-        if let Err(e) = self.run_inner(func, sha, keys, argv, version, call, out) {
+        begin_run(&self.lua, busy_after);
+        let ran = self.run_inner(func, sha, keys, argv, version, call, out);
+        end_run(&self.lua);
+        if let Err(e) = ran {
             crate::log!(Warning, "Lua script failed: {e}");
             let mut msg = b"ERR Error running script ".to_vec();
             msg.extend_from_slice(e.to_string().as_bytes());
@@ -577,9 +677,6 @@ impl Engine {
         out: &mut Vec<u8>,
     ) -> mlua::Result<()> {
         let lua = &self.lua;
-        if let Some(mut state) = lua.app_data_mut::<RunState>() {
-            state.resp = Version::Resp2;
-        }
         let globals = lua.globals();
         globals.raw_set("KEYS", array(lua, keys)?)?;
         globals.raw_set("ARGV", array(lua, argv)?)?;
@@ -599,9 +696,17 @@ impl Engine {
                             let mut call = call
                                 .try_borrow_mut()
                                 .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-                            match (*call)(argv, resp) {
+                            let called = (*call)(argv, resp);
+                            let called = match called {
+                                Called::Wrote(reply) => {
+                                    note_write(lua);
+                                    Called::Reply(reply)
+                                }
+                                other => other,
+                            };
+                            match called {
                                 Called::Refused(text) => Err(text),
-                                Called::Reply(reply) => {
+                                Called::Wrote(reply) | Called::Reply(reply) => {
                                     let value = reply_to_lua(lua, &reply)?;
                                     if matches!(reply.first(), Some(b'-') | Some(b'!')) {
                                         // redis.pcall returns the table as it is.

@@ -9,7 +9,7 @@
 //! - The commands and how a script reaches the keys are in `families/scripting.rs`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub mod convert;
@@ -161,6 +161,67 @@ pub struct Scripts {
     busy_after: AtomicU64,
     /// `lua-allow-undeclared-keys`.
     undeclared: AtomicBool,
+}
+
+/// Scripts running past `busy-reply-threshold`, and how many of them wrote (one server
+/// per process: the interpreters' hooks, which see no server state, count here).
+static BUSY: AtomicUsize = AtomicUsize::new(0);
+static BUSY_WROTE: AtomicUsize = AtomicUsize::new(0);
+/// Bumped by SCRIPT KILL: a busy script started before it stops.
+static KILL_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a script runs past `busy-reply-threshold` (other clients get BUSY).
+pub fn busy() -> bool {
+    BUSY.load(Ordering::Relaxed) > 0
+}
+
+/// A script passed the threshold; `wrote`: it wrote already.
+pub fn enter_busy(wrote: bool) {
+    BUSY.fetch_add(1, Ordering::SeqCst);
+    if wrote {
+        BUSY_WROTE.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A busy script wrote (it can no longer be killed).
+pub fn busy_wrote() {
+    BUSY_WROTE.fetch_add(1, Ordering::SeqCst);
+}
+
+/// A busy script ended; `wrote`: it had written.
+pub fn leave_busy(wrote: bool) {
+    BUSY.fetch_sub(1, Ordering::SeqCst);
+    if wrote {
+        BUSY_WROTE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The kill epoch a script starts in.
+pub fn kill_epoch() -> u64 {
+    KILL_EPOCH.load(Ordering::SeqCst)
+}
+
+/// SCRIPT KILL.
+pub fn kill() -> Kill {
+    if BUSY.load(Ordering::SeqCst) == 0 {
+        return Kill::NotBusy;
+    }
+    if BUSY_WROTE.load(Ordering::SeqCst) > 0 {
+        return Kill::Unkillable;
+    }
+    KILL_EPOCH.fetch_add(1, Ordering::SeqCst);
+    Kill::Killed
+}
+
+/// What SCRIPT KILL found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kill {
+    /// No script is busy.
+    NotBusy,
+    /// A busy script wrote: it cannot be stopped.
+    Unkillable,
+    /// The busy scripts will stop.
+    Killed,
 }
 
 impl Scripts {

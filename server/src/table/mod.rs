@@ -60,6 +60,8 @@ impl Flags {
     pub const SKIP_MONITOR: Flags = Flags(1 << 12);
     /// Not kept by SLOWLOG.
     pub const SKIP_SLOWLOG: Flags = Flags(1 << 13);
+    /// Runs while a script is busy (`allow_busy`).
+    pub const ALLOW_BUSY: Flags = Flags(1 << 14);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -76,6 +78,7 @@ impl Flags {
         ("may_replicate", Flags::MAY_REPLICATE),
         ("skip_monitor", Flags::SKIP_MONITOR),
         ("skip_slowlog", Flags::SKIP_SLOWLOG),
+        ("allow_busy", Flags::ALLOW_BUSY),
     ];
 
     /// Whether every flag of `other` is set.
