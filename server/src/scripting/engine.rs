@@ -16,6 +16,8 @@ use super::Sha;
 use super::convert::{error_text, lua_to_reply, reply_to_lua};
 use super::libs::{self, INTERNAL, Raise, ScriptError};
 
+pub mod library;
+
 /// The chunk name of a script: errors read `user_script:3: …`.
 const CHUNK: &str = "@user_script";
 
@@ -119,8 +121,8 @@ struct Suspended {
     /// Its `redis.setresp` and `math.random` state.
     resp: Version,
     rand: u64,
-    /// Its SHA1, for its errors.
-    sha: Sha,
+    /// Its SHA1 (a function's name), for its errors.
+    sha: Vec<u8>,
     /// The protocol of the client it answers.
     version: Version,
 }
@@ -437,7 +439,7 @@ impl Engine {
                 thread,
                 resp: Version::Resp2,
                 rand: srand48(0),
-                sha: *sha,
+                sha: sha.to_vec(),
                 version,
             },
         );
@@ -449,7 +451,7 @@ impl Engine {
         let Some(run) = self.runs.get(&id) else {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
-        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha);
+        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
         if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
             state.resp = run.resp;
             state.rand = run.rand;
@@ -632,7 +634,7 @@ fn compile_error(e: mlua::Error) -> Vec<u8> {
 /// The reply to an error that ended a script run as a coroutine: Redis's error table
 /// (with the script's position) when the engine raised it, else the message, with the
 /// position its `user_script:N:` prefix gives.
-fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &Sha, version: Version, out: &mut Vec<u8>) {
+fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out: &mut Vec<u8>) {
     let t = match lua.create_table() {
         Ok(t) => t,
         Err(_) => return Encoder::new(out, version).error(b"ERR Error running script"),
@@ -671,14 +673,17 @@ fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
     let mut text = b"ERR ".to_vec();
     text.extend_from_slice(m);
     t.raw_set("err", lua.create_string(&text)?)?;
-    if let Some(rest) = m.strip_prefix(b"user_script:")
-        && let Some(end) = rest.iter().position(|&b| b == b':')
-        && let Some(line) = std::str::from_utf8(&rest[..end])
-            .ok()
-            .and_then(|l| l.parse::<i64>().ok())
-    {
-        t.raw_set("source", CHUNK)?;
-        t.raw_set("line", line)?;
+    for chunk in [CHUNK, library::CHUNK] {
+        if let Some(rest) = m.strip_prefix(&chunk.as_bytes()[1..])
+            && let Some(rest) = rest.strip_prefix(b":")
+            && let Some(end) = rest.iter().position(|&b| b == b':')
+            && let Some(line) = std::str::from_utf8(&rest[..end])
+                .ok()
+                .and_then(|l| l.parse::<i64>().ok())
+        {
+            t.raw_set("source", chunk)?;
+            t.raw_set("line", line)?;
+        }
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 pub mod convert;
 pub mod engine;
+pub mod functions;
 pub mod libs;
 
 /// A script's SHA1, in lowercase hex.
