@@ -428,7 +428,7 @@ pub fn dump_functions(codes: &[Vec<u8>]) -> Vec<u8> {
 /// As `functionRestoreCommand` words them.
 pub fn undump_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
     let n = payload.len();
-    const WRONG: &str = "payload version or checksum are wrong";
+    const WRONG: &str = "DUMP payload version or checksum are wrong";
     if n < 10 {
         return Err(WRONG);
     }

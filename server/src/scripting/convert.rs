@@ -171,12 +171,24 @@ fn spaces_for_newlines(s: &[u8]) -> Vec<u8> {
 
 /// What a script returned, encoded for the client in `version`
 /// (`luaReplyToRedisReply`). An error table answers its `err` text; the caller adds the
-/// script's position for errors raised, not for errors returned.
-pub fn lua_to_reply(value: &Value, version: Version, out: &mut Vec<u8>) -> mlua::Result<()> {
-    encode(value, version, out, 0)
+/// script's position for errors raised, not for errors returned. `script` is the protocol
+/// the script chose (`redis.setresp`): booleans are RESP3's only when it is RESP3.
+pub fn lua_to_reply(
+    value: &Value,
+    version: Version,
+    script: Version,
+    out: &mut Vec<u8>,
+) -> mlua::Result<()> {
+    encode(value, version, script, out, 0)
 }
 
-fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> mlua::Result<()> {
+fn encode(
+    value: &Value,
+    version: Version,
+    script: Version,
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> mlua::Result<()> {
     if depth >= MAX_REPLY_DEPTH {
         Encoder::new(out, version).error(b"ERR reached lua stack limit");
         return Ok(());
@@ -184,7 +196,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
     let mut enc = Encoder::new(out, version);
     match value {
         Value::String(s) => enc.bulk(&s.as_bytes()),
-        Value::Boolean(b) => match version {
+        Value::Boolean(b) => match script {
             Version::Resp2 if *b => enc.integer(1),
             Version::Resp2 => enc.null(),
             Version::Resp3 => enc.boolean(*b),
@@ -225,8 +237,8 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 let mut n = 0;
                 for pair in map.pairs::<Value, Value>() {
                     let (k, v) = pair?;
-                    encode(&k, version, &mut body, depth + 1)?;
-                    encode(&v, version, &mut body, depth + 1)?;
+                    encode(&k, version, script, &mut body, depth + 1)?;
+                    encode(&v, version, script, &mut body, depth + 1)?;
                     n += 1;
                 }
                 enc.map(n);
@@ -238,7 +250,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 let mut n = 0;
                 for pair in set.pairs::<Value, Value>() {
                     let (k, _) = pair?;
-                    encode(&k, version, &mut body, depth + 1)?;
+                    encode(&k, version, script, &mut body, depth + 1)?;
                     n += 1;
                 }
                 enc.set(n);
@@ -252,7 +264,7 @@ fn encode(value: &Value, version: Version, out: &mut Vec<u8>, depth: usize) -> m
                 if v.is_nil() {
                     break;
                 }
-                encode(&v, version, &mut body, depth + 1)?;
+                encode(&v, version, script, &mut body, depth + 1)?;
                 n += 1;
             }
             Encoder::new(out, version).array(n);

@@ -507,7 +507,8 @@ impl Engine {
             }
             Ok(values) => {
                 let value = values.into_iter().next().unwrap_or(Value::Nil);
-                if let Err(e) = lua_to_reply(&value, version, &mut out) {
+                let script = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
+                if let Err(e) = lua_to_reply(&value, version, script, &mut out) {
                     out.clear();
                     Encoder::new(&mut out, version)
                         .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
@@ -614,7 +615,10 @@ impl Engine {
         let ok = matches!(values.next(), Some(Value::Boolean(true)));
         let value = values.next().unwrap_or(Value::Nil);
         if ok {
-            return lua_to_reply(&value, version, out);
+            let script = lua
+                .app_data_ref::<RunState>()
+                .map_or(Version::Resp2, |s| s.resp);
+            return lua_to_reply(&value, version, script, out);
         }
         raised_error(&value, sha, version, out)
     }
@@ -980,12 +984,15 @@ fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             "ERR redis.log() requires two arguments or more.".into(),
         ));
     }
-    let Some(Value::Number(level)) = args.front() else {
-        return Err(Raise::Err(
-            "ERR First argument must be a number (log level).".into(),
-        ));
+    let level = match args.front() {
+        Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
+        _ => {
+            return Err(Raise::Err(
+                "ERR First argument must be a number (log level).".into(),
+            ));
+        }
     };
-    let level = *level as i64;
     if !(0..=3).contains(&level) {
         return Err(Raise::Err("ERR Invalid debug level.".into()));
     }
@@ -1016,6 +1023,7 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let n = match args.front() {
         Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
         Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
             .ok()
             .and_then(|t| t.trim().parse::<f64>().ok())
@@ -1041,6 +1049,7 @@ fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let flags = match args.front() {
         Some(Value::Number(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n as i64,
         _ => 0,
     };
     if flags & !3 != 0 {
@@ -1071,6 +1080,7 @@ fn missing_global(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             let mut buf = [0u8; 32];
             String::from_utf8_lossy(goblin_protocol::format_double(*n, &mut buf)).into_owned()
         }
+        Some(Value::Integer(n)) => n.to_string(),
         _ => {
             return Err(Raise::Msg(
                 "Second argument to luaProtectedTableError must be a string or number".into(),
