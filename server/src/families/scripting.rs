@@ -116,7 +116,7 @@ impl Callee {
         engine: &mut Engine,
         keys: &'k [&'k [u8]],
         argv: &'k [&'k [u8]],
-    ) -> Result<(mlua::Function, &'k [&'k [u8]], &'k [&'k [u8]]), Vec<u8>> {
+    ) -> Result<Runnable<'k>, Vec<u8>> {
         match self {
             Callee::Script(s) => Ok((engine.function(&s.sha, s.code())?, keys, argv)),
             Callee::Function(f) => {
@@ -137,6 +137,10 @@ impl Callee {
         }
     }
 }
+
+/// What [`Callee::runnable`] gives: the function to run, and the keys and arguments it
+/// gets as globals.
+pub(crate) type Runnable<'k> = (mlua::Function, &'k [&'k [u8]], &'k [&'k [u8]]);
 
 /// A parsed invocation: the script, its keys and arguments.
 pub(crate) struct Invocation<'a> {
@@ -434,7 +438,7 @@ fn run_here(
                 Called::Reply(reply)
             })
         };
-        engine.run(&func, inv.callee.who(), &keys, &argv, resp, &mut call, out);
+        engine.run(&func, inv.callee.who(), keys, argv, resp, &mut call, out);
     });
     if ran.is_none() {
         Encoder::new(out, resp).error(b"ERR the Lua interpreter could not start");

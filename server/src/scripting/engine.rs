@@ -528,6 +528,7 @@ impl Engine {
     /// Runs a script's function with `keys` and `argv`, its commands run by `call`, and
     /// encodes what it returns (or the error it raised, with the script's position and
     /// `sha`) into `out` for a client speaking `version`.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         func: &Function,
@@ -737,7 +738,7 @@ fn raised_error(
     if let (Value::String(source), Value::Number(_) | Value::Integer(_)) = (&source, &line) {
         let line = match line {
             Value::Number(n) => n as i64,
-            Value::Integer(n) => n as i64,
+            Value::Integer(n) => n,
             _ => 0,
         };
         msg.extend_from_slice(b" script: ");
@@ -986,7 +987,7 @@ fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let level = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         _ => {
             return Err(Raise::Err(
                 "ERR First argument must be a number (log level).".into(),
@@ -1023,7 +1024,7 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let n = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
             .ok()
             .and_then(|t| t.trim().parse::<f64>().ok())
@@ -1049,7 +1050,7 @@ fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let flags = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         _ => 0,
     };
     if flags & !3 != 0 {

@@ -356,6 +356,7 @@ pub fn metadata(code: &[u8]) -> Result<Metadata, Vec<u8>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -418,6 +418,7 @@ fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
