@@ -82,6 +82,7 @@ const BAD_LIBRARIES: &[&str] = &[
     "#!lua name=a\nredis.register_function('f', function() end) math.x = 1",
     "#!lua name=a\nredis.register_function('f', function() end) return redis.log(1)",
     "#!lua name=a\nredis.register_function('f', function() end) local t = nil + 1",
+    "#!lua name=a\nredis.register_function('f', function() end) while true do end",
 ];
 
 #[test]

@@ -22,6 +22,9 @@ use crate::scripting::{FLAG_NAMES, ScriptFlags};
 /// The chunk name of a library: errors read `user_function:3: …`.
 pub const CHUNK: &str = "@user_function";
 
+/// How long a library's code may run when it loads (`LOAD_TIMEOUT_MS`).
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A function a library's code registered, with its Lua function.
 pub struct Registered {
     /// Its name, description and flags.
@@ -129,7 +132,19 @@ impl Engine {
                 reply
             })?;
         lua.set_app_data(Loading(Vec::new()));
+        // Loading may take LOAD_TIMEOUT at most (as redis-server's engine allows).
+        let started = std::time::Instant::now();
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            move |_, _| {
+                if started.elapsed() > LOAD_TIMEOUT {
+                    return Err(ScriptError::redis("ERR FUNCTION LOAD timeout"));
+                }
+                Ok(mlua::VmState::Continue)
+            },
+        );
         let ran = chunk.call::<()>(());
+        lua.remove_hook();
         let registered = lua
             .remove_app_data::<Loading>()
             .map(|l| l.0)
