@@ -96,7 +96,7 @@ impl Callee {
     pub fn with_engine<R>(&self, shared: &Shared, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
         match self {
             Callee::Script(_) => with_engine(shared.scripts.generation(), f),
-            Callee::Function(_) => with_function_engine(shared.functions.generation(), f),
+            Callee::Function(_) => with_function_engine(f),
         }
     }
 
@@ -113,6 +113,7 @@ impl Callee {
     /// arguments (no globals).
     pub fn runnable<'k>(
         &self,
+        shared: &Shared,
         engine: &mut Engine,
         keys: &'k [&'k [u8]],
         argv: &'k [&'k [u8]],
@@ -120,7 +121,7 @@ impl Callee {
         match self {
             Callee::Script(s) => Ok((engine.function(&s.sha, s.code())?, keys, argv)),
             Callee::Function(f) => {
-                let func = engine.library_function(f)?;
+                let func = engine.library_function(f, shared.functions.generation())?;
                 let run = engine
                     .call_with(func, keys, argv)
                     .map_err(|e| format!("ERR Error running script {e}").into_bytes())?;
@@ -375,7 +376,7 @@ fn run_here(
 ) {
     let mut db = db;
     let ran = inv.callee.with_engine(shared, |engine| {
-        let (func, keys, argv) = match inv.callee.runnable(engine, &inv.keys, &inv.argv) {
+        let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv) {
             Ok(f) => f,
             Err(e) => {
                 Encoder::new(out, resp).error_sanitized(&e);
@@ -606,7 +607,7 @@ pub(crate) mod plan {
         fn engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
             match self.callee {
                 Callee::Script(_) => with_engine(self.generation, f),
-                Callee::Function(_) => with_function_engine(self.generation, f),
+                Callee::Function(_) => with_function_engine(f),
             }
         }
 
@@ -690,7 +691,9 @@ pub(crate) mod plan {
                         Callee::Script(script) => {
                             e.start(&script.sha, script.code(), &self.keys, &self.argv, cx.resp)
                         }
-                        Callee::Function(f) => e.start_function(f, &self.keys, &self.argv, cx.resp),
+                        Callee::Function(f) => {
+                            e.start_function(f, self.generation, &self.keys, &self.argv, cx.resp)
+                        }
                     });
                     match started {
                         Some(Ok(id)) => {

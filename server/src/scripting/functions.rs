@@ -5,8 +5,8 @@
 //! A library is its code; its functions are what the code registered when it ran in
 //! the loading environment (`engine/library.rs`). Each thread's function interpreter
 //! loads a library on first use, in an environment of its own; every change to the
-//! registry bumps its generation, and each thread starts a new interpreter on its next
-//! FCALL.
+//! registry bumps its generation, and each thread loads its libraries again as they are
+//! called.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,12 +109,7 @@ impl Registry {
 
     /// `functionsCreateWithLibraryCtx`: loads `code` as a library (replacing the one of
     /// its name with `replace`); its name, or Redis's error (code included).
-    pub fn create(
-        &mut self,
-        code: &[u8],
-        replace: bool,
-        generation: u64,
-    ) -> Result<Vec<u8>, Vec<u8>> {
+    pub fn create(&mut self, code: &[u8], replace: bool) -> Result<Vec<u8>, Vec<u8>> {
         let meta = metadata(code).map_err(err)?;
         if !valid_name(&meta.name) {
             return Err(err(BAD_NAME.to_vec()));
@@ -132,9 +127,8 @@ impl Registry {
             return Err(err(e));
         }
         let body = &code[meta.code_at..];
-        let registered: Vec<Registered> =
-            with_function_engine(generation, |e| e.load_library(body))
-                .unwrap_or_else(|| Err(b"ERR the Lua interpreter could not start".to_vec()))?;
+        let registered: Vec<Registered> = with_function_engine(|e| e.load_library(body))
+            .unwrap_or_else(|| Err(b"ERR the Lua interpreter could not start".to_vec()))?;
         if registered.is_empty() {
             return Err(b"ERR No functions registered".to_vec());
         }
@@ -246,8 +240,7 @@ impl Functions {
 
     /// FUNCTION LOAD.
     pub fn load(&self, code: &[u8], replace: bool) -> Result<Vec<u8>, Vec<u8>> {
-        let generation = self.generation();
-        let name = self.write(|r| r.create(code, replace, generation))?;
+        let name = self.write(|r| r.create(code, replace))?;
         self.changed();
         Ok(name)
     }
@@ -274,10 +267,9 @@ impl Functions {
     /// FUNCTION RESTORE (and loading a snapshot): the libraries of `codes`, added as
     /// `policy` says; nothing changes on an error.
     pub fn restore(&self, codes: &[Vec<u8>], policy: RestorePolicy) -> Result<(), Vec<u8>> {
-        let generation = self.generation();
         let mut new = Registry::default();
         for code in codes {
-            new.create(code, false, generation)?;
+            new.create(code, false)?;
         }
         self.write(|r| match policy {
             RestorePolicy::Flush => {

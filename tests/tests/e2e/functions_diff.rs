@@ -353,6 +353,16 @@ fn fcall_matches_redis_on_one_shard_and_across_shards() {
         ] {
             check_words(d, ctx, words);
         }
+        // A replaced library runs its new code on every thread.
+        let replaced = FCALL_LIBRARY.replace("return {keys, args}", "return {args, keys, 'new'}");
+        load(d, ctx, true, &replaced);
+        for keys in [&one[..], &two[..]] {
+            for _ in 0..4 {
+                check_words(d, ctx, &["FCALL", "echo", "2", &keys[0], &keys[1], "x"]);
+            }
+        }
+        check_words(d, ctx, &["FUNCTION", "DELETE", "fc"]);
+        check_words(d, ctx, &["FCALL", "echo", "2", &two[0], &two[1], "x"]);
     });
 }
 

@@ -1,5 +1,7 @@
 //! The function interpreter (Redis's Lua function engine): one per thread, apart from
-//! the scripts' one, started again whenever the library registry changes.
+//! the scripts' one. It loads a library the first time one of its functions is called,
+//! and again when the library changed (its list of loaded functions is emptied whenever
+//! the registry changes; the interpreter stays, with any function suspended in it).
 //!
 //! A library's code runs once, in a loading environment whose only global is a `redis`
 //! table with `register_function`, `log`, the log levels and the version (the rest
@@ -10,12 +12,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use goblin_protocol::Version;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::{Engine, Suspended, array, compile_error, srand48};
-use crate::scripting::functions::{BAD_NAME, FunctionDef, LibFunction};
+use crate::scripting::functions::{BAD_NAME, FunctionDef, LibFunction, Library};
 use crate::scripting::libs::{INTERNAL, Raise, ScriptError};
 use crate::scripting::{FLAG_NAMES, ScriptFlags};
 
@@ -36,9 +39,13 @@ pub struct Registered {
 /// The functions being registered while a library's code runs.
 struct Loading(Vec<Registered>);
 
-/// The functions of the libraries this interpreter loaded, by lowercase name.
+/// The functions of the libraries this interpreter loaded, by lowercase name, with their
+/// library; emptied when the registry's generation changes.
 #[derive(Default)]
-struct Loaded(HashMap<Vec<u8>, Function>);
+struct Loaded {
+    generation: u64,
+    functions: HashMap<Vec<u8>, (Arc<Library>, Function)>,
+}
 
 /// A function's environment after loading: the globals, less `KEYS` and `ARGV`.
 const RUNTIME_INDEX: &str = r#"
@@ -59,13 +66,14 @@ thread_local! {
     static FUNCTION_ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's function interpreter, made on first use (or again when
-/// the registry's generation is not `generation`). `None` when it cannot be made.
-pub fn with_function_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+/// Runs `f` with this thread's function interpreter, made on first use (and kept: a
+/// function suspended in a command across shards lives in it while the libraries
+/// change). `None` when it cannot be made.
+pub fn with_function_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
     FUNCTION_ENGINE.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
-        if slot.as_ref().is_none_or(|e| e.generation != generation) {
-            match Engine::new(generation) {
+        if slot.is_none() {
+            match Engine::new(0) {
                 Ok(engine) => *slot = Some(engine),
                 Err(e) => {
                     crate::log!(Warning, "could not start the Lua interpreter: {e}");
@@ -172,31 +180,41 @@ impl Engine {
         Ok(registered)
     }
 
-    /// The Lua function of `f`, loading its library in this interpreter first if needed.
-    pub fn library_function(&mut self, f: &LibFunction) -> Result<Function, Vec<u8>> {
+    /// The Lua function of `f`, loading its library in this interpreter first if it has
+    /// not this very library (`generation`: the registry's, whose change empties the
+    /// interpreter's list of loaded functions).
+    pub fn library_function(
+        &mut self,
+        f: &LibFunction,
+        generation: u64,
+    ) -> Result<Function, Vec<u8>> {
         let key = f.def().name.to_ascii_lowercase();
-        if let Some(func) = self
-            .lua
-            .app_data_ref::<Loaded>()
-            .and_then(|l| l.0.get(&key).cloned())
-        {
-            return Ok(func);
+        if self.lua.app_data_ref::<Loaded>().is_none() {
+            self.lua.set_app_data(Loaded::default());
+        }
+        if let Some(mut loaded) = self.lua.app_data_mut::<Loaded>() {
+            if loaded.generation != generation {
+                loaded.functions.clear();
+                loaded.generation = generation;
+            }
+            if let Some((lib, func)) = loaded.functions.get(&key)
+                && Arc::ptr_eq(lib, &f.library)
+            {
+                return Ok(func.clone());
+            }
         }
         let registered = self.load_library(f.library.body())?;
         let mut found = None;
-        {
-            if self.lua.app_data_ref::<Loaded>().is_none() {
-                self.lua.set_app_data(Loaded::default());
+        let mut loaded = self.lua.app_data_mut::<Loaded>();
+        for r in registered {
+            let lower = r.def.name.to_ascii_lowercase();
+            if lower == key {
+                found = Some(r.func.clone());
             }
-            let mut loaded = self.lua.app_data_mut::<Loaded>();
-            for r in registered {
-                let lower = r.def.name.to_ascii_lowercase();
-                if lower == key {
-                    found = Some(r.func.clone());
-                }
-                if let Some(loaded) = loaded.as_deref_mut() {
-                    loaded.0.insert(lower, r.func);
-                }
+            if let Some(loaded) = loaded.as_deref_mut() {
+                loaded
+                    .functions
+                    .insert(lower, (Arc::clone(&f.library), r.func));
             }
         }
         found.ok_or_else(|| b"ERR Function not found".to_vec())
@@ -219,11 +237,12 @@ impl Engine {
     pub fn start_function(
         &mut self,
         f: &LibFunction,
+        generation: u64,
         keys: &[Vec<u8>],
         argv: &[Vec<u8>],
         version: Version,
     ) -> Result<u64, Vec<u8>> {
-        let func = self.library_function(f)?;
+        let func = self.library_function(f, generation)?;
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
         let thread = self
