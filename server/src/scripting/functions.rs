@@ -373,4 +373,54 @@ mod tests {
         );
         assert!(valid_name(b"a_B9") && !valid_name(b"") && !valid_name(b"a-b"));
     }
+
+    fn text(r: Result<(), Vec<u8>>) -> String {
+        String::from_utf8(r.unwrap_err()).unwrap()
+    }
+
+    #[test]
+    fn libraries_load_replace_and_restore_as_redis_does() {
+        let lib = |name: &str, f: &str| {
+            format!("#!lua name={name}\nredis.register_function('{f}', function() return 1 end)")
+                .into_bytes()
+        };
+        let functions = Functions::default();
+        assert_eq!(functions.load(&lib("a", "f"), false).unwrap(), b"a");
+        let g0 = functions.generation();
+        assert_eq!(
+            text(functions.load(&lib("a", "g"), false).map(|_| ())),
+            "ERR Library 'a' already exists"
+        );
+        assert_eq!(
+            text(functions.load(&lib("b", "F"), false).map(|_| ())),
+            "ERR Function F already exists"
+        );
+        assert_eq!(functions.generation(), g0, "a refused load changes nothing");
+        // REPLACE: the library's own functions may be registered again.
+        functions.load(&lib("a", "f"), true).unwrap();
+        assert!(functions.generation() > g0);
+        assert!(functions.find(b"F").is_some());
+        functions.load(&lib("b", "g"), false).unwrap();
+        let codes = functions.codes();
+        // APPEND collides on the first library by name; REPLACE replaces both.
+        assert_eq!(
+            text(functions.restore(&codes, RestorePolicy::Append)),
+            "ERR Library a already exists"
+        );
+        functions.restore(&codes, RestorePolicy::Replace).unwrap();
+        // A payload's function that another library has.
+        functions.delete(b"b").unwrap();
+        functions.load(&lib("c", "g"), false).unwrap();
+        assert_eq!(
+            text(functions.restore(&[lib("b", "g")], RestorePolicy::Replace)),
+            "ERR Function g already exists"
+        );
+        functions
+            .restore(&[lib("b", "h")], RestorePolicy::Flush)
+            .unwrap();
+        assert!(functions.find(b"f").is_none() && functions.find(b"h").is_some());
+        assert_eq!(text(functions.delete(b"zz")), "ERR Library not found");
+        functions.flush();
+        assert!(functions.codes().is_empty());
+    }
 }
