@@ -200,7 +200,16 @@ impl Plan for WritePlan {
             })]);
         }
         match results.into_iter().next() {
-            Some(HopOut::Reply(reply)) => Step::Done(Outcome::Reply(reply)),
+            Some(HopOut::Reply(reply)) => {
+                if !reply.starts_with(b"-") {
+                    // A change, for the save rules (redis-server's `dirty++`).
+                    cx.shared
+                        .persist
+                        .dirty
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Step::Done(Outcome::Reply(reply))
+            }
             _ => cx.done(|out| out.error(b"ERR internal error: no reply from shard 0")),
         }
     }
