@@ -82,12 +82,13 @@ fn apply(functions: &Functions, args: &[Vec<u8>]) -> Result<Done, Vec<u8>> {
         .get(1)
         .map(|s| s.to_ascii_lowercase())
         .unwrap_or_default();
+    let arg = |i: usize| args.get(i).map_or(&b""[..], Vec::as_slice);
     match sub.as_slice() {
         b"load" => {
             let mut replace = false;
             let mut at = 2;
             while at + 1 < args.len() {
-                let opt = &args[at];
+                let opt = arg(at);
                 at += 1;
                 if opt.eq_ignore_ascii_case(b"replace") {
                     replace = true;
@@ -102,10 +103,10 @@ fn apply(functions: &Functions, args: &[Vec<u8>]) -> Result<Done, Vec<u8>> {
             };
             functions.load(code, replace).map(Done::Name)
         }
-        b"delete" => functions.delete(&args[2]).map(|()| Done::Ok),
+        b"delete" => functions.delete(arg(2)).map(|()| Done::Ok),
         b"flush" => {
             if args.len() > 3 {
-                return Err(crate::errors::subcommand_syntax(&args[0], &args[1]));
+                return Err(crate::errors::subcommand_syntax(arg(0), arg(1)));
             }
             if let Some(mode) = args.get(2)
                 && !mode.eq_ignore_ascii_case(b"sync")
@@ -118,7 +119,7 @@ fn apply(functions: &Functions, args: &[Vec<u8>]) -> Result<Done, Vec<u8>> {
         }
         b"restore" => {
             if args.len() > 4 {
-                return Err(crate::errors::subcommand_syntax(&args[0], &args[1]));
+                return Err(crate::errors::subcommand_syntax(arg(0), arg(1)));
             }
             let policy = match args.get(3) {
                 None => RestorePolicy::Append,
@@ -129,7 +130,7 @@ fn apply(functions: &Functions, args: &[Vec<u8>]) -> Result<Done, Vec<u8>> {
                     return Err(b"ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.".to_vec());
                 }
             };
-            let codes = goblin_store::rdb::undump_functions(&args[2]).map_err(|e| {
+            let codes = goblin_store::rdb::undump_functions(arg(2)).map_err(|e| {
                 let mut m = b"ERR ".to_vec();
                 m.extend_from_slice(e.as_bytes());
                 m
