@@ -239,8 +239,14 @@ impl Functions {
     }
 
     /// FUNCTION LOAD.
+    ///
+    /// The library's code runs (for up to half a second) on a copy of the registry, which
+    /// then replaces it: FCALL on other threads does not wait for it. (Changes are made
+    /// one at a time: by shard 0's thread, or while loading at start-up.)
     pub fn load(&self, code: &[u8], replace: bool) -> Result<Vec<u8>, Vec<u8>> {
-        let name = self.write(|r| r.create(code, replace))?;
+        let mut registry = self.read(Registry::clone);
+        let name = registry.create(code, replace)?;
+        self.write(|r| *r = registry);
         self.changed();
         Ok(name)
     }
