@@ -570,6 +570,14 @@ impl Keyspace {
         self.recorder.count_writes = !list;
     }
 
+    /// A write that changed no key (FUNCTION LOAD …) but that observers must see, when
+    /// observed: counted as an unlisted write.
+    pub fn note_keyless_write(&mut self) {
+        if self.recorder.on {
+            self.recorder.unlisted += 1;
+        }
+    }
+
     /// Writes counted and not listed since the last call.
     pub fn take_unlisted(&mut self) -> usize {
         std::mem::take(&mut self.recorder.unlisted)

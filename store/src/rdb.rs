@@ -26,6 +26,8 @@ use crate::types::{Hash, List, Set, SortedSet, Stream, StreamId, Value, ValueRef
 pub const RDB_VERSION: u32 = 10;
 
 const OP_FUNCTION2: u8 = 0xF5;
+/// Redis 7.0's release candidates' function opcode, which 7.0 refuses.
+const OP_FUNCTION_PRE_GA: u8 = 0xF6;
 const OP_MODULE_AUX: u8 = 0xF7;
 const OP_IDLE: u8 = 0xF8;
 const OP_FREQ: u8 = 0xF9;
@@ -343,6 +345,13 @@ impl RdbWriter {
         }
     }
 
+    /// A function library's code (`RDB_OPCODE_FUNCTION2`): written before the
+    /// databases, as Redis writes them.
+    pub fn function(&mut self, code: &[u8]) {
+        self.out.push(OP_FUNCTION2);
+        self.string(code);
+    }
+
     /// A string: as an integer when it is the canonical decimal form of one that fits in
     /// 32 bits (as `rdbTryIntegerEncoding` does), else its bytes (uncompressed, as Redis
     /// writes with `rdbcompression no`).
@@ -395,6 +404,58 @@ pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// FUNCTION DUMP's payload, as redis-server 7.0's: each library's code after the
+/// `FUNCTION2` opcode, the RDB version (2 bytes, little-endian) and the CRC-64 of all
+/// that (the codes are written uncompressed).
+pub fn dump_functions(codes: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = RdbWriter::records();
+    for code in codes {
+        w.function(code);
+    }
+    let mut out = w.take();
+    out.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The library codes of a FUNCTION DUMP payload (redis-server's or Goblin's), or
+/// FUNCTION RESTORE's error (without its `ERR`).
+///
+/// # Errors
+/// As `functionRestoreCommand` words them.
+pub fn undump_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+    let n = payload.len();
+    const WRONG: &str = "DUMP payload version or checksum are wrong";
+    if n < 10 {
+        return Err(WRONG);
+    }
+    let version = u16::from_le_bytes([payload[n - 10], payload[n - 9]]);
+    if u32::from(version) > RDB_VERSION {
+        return Err(WRONG);
+    }
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(&payload[n - 8..]);
+    if crc64(0, &payload[..n - 8]) != u64::from_le_bytes(stored) {
+        return Err(WRONG);
+    }
+    let mut r = Reader {
+        data: &payload[..n - 10],
+        at: 0,
+    };
+    let mut codes = Vec::new();
+    while r.at < r.data.len() {
+        match r.byte() {
+            Ok(OP_FUNCTION2) => {}
+            Ok(OP_FUNCTION_PRE_GA) => return Err("Pre-GA function format not supported"),
+            Ok(_) => return Err("given type is not a function"),
+            Err(_) => return Err("can not read data type"),
+        }
+        codes.push(r.string().map_err(|_| "Failed loading library payload")?);
+    }
+    Ok(codes)
 }
 
 /// Why a RESTORE payload was refused.
@@ -575,6 +636,8 @@ pub struct RdbInfo {
     pub version: u32,
     /// Auxiliary fields, in order.
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The function libraries' codes, in order.
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Reads a whole file, handing each key to `key` in file order.
@@ -604,6 +667,7 @@ pub fn read(
     let mut info = RdbInfo {
         version,
         aux: Vec::new(),
+        functions: Vec::new(),
     };
     let (mut db, mut expire_at) = (0u64, None);
     loop {
@@ -628,10 +692,11 @@ pub fn read(
             OP_FREQ => {
                 r.byte()?;
             }
-            OP_MODULE_AUX | OP_FUNCTION2 => {
+            OP_FUNCTION2 => info.functions.push(r.string()?),
+            OP_MODULE_AUX => {
                 return Err(RdbError::Corrupt {
                     offset: start,
-                    reason: "module data and functions are not supported".into(),
+                    reason: "module data is not supported".into(),
                 });
             }
             kind => {

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod debug;
 pub mod diagnostics;
 pub mod dump;
+pub mod functions;
 pub mod geo;
 pub mod goblin;
 pub mod hashes;
@@ -71,6 +72,7 @@ pub fn register_all(table: &mut CommandTable) {
     geo::register(table);
     hyperloglog::register(table);
     scripting::register(table);
+    functions::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -22,7 +22,9 @@ use goblin_store::Millis;
 use crate::errors;
 use crate::runtime::msg::TxRef;
 use crate::runtime::server::Shared;
-use crate::scripting::engine::{Called, with_engine};
+use crate::scripting::engine::library::with_function_engine;
+use crate::scripting::engine::{Called, Engine, with_engine};
+use crate::scripting::functions::LibFunction;
 use crate::scripting::{Script, ScriptFlags, Sha, sha_arg, sha_of, shebang};
 use crate::shard::Shard;
 use crate::table::handler::{Args, ConnCtx, Exec, OnShard, ShardCtx};
@@ -38,6 +40,8 @@ pub fn register(table: &mut CommandTable) {
         &meta::EVALSHA,
         &meta::EVAL_RO,
         &meta::EVALSHA_RO,
+        &meta::FCALL,
+        &meta::FCALL_RO,
     ] {
         table
             .add(meta, Exec::Shard(never_alone))
@@ -80,9 +84,68 @@ fn kind(name: &str) -> Kind {
     }
 }
 
+/// What an invocation runs: a script (EVAL, EVALSHA), or a library's function (FCALL).
+#[derive(Clone, Debug)]
+pub(crate) enum Callee {
+    Script(Arc<Script>),
+    Function(LibFunction),
+}
+
+impl Callee {
+    /// Runs `f` with this thread's interpreter for it (the scripts' or the functions').
+    pub fn with_engine<R>(&self, shared: &Shared, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+        match self {
+            Callee::Script(_) => with_engine(shared.scripts.generation(), f),
+            Callee::Function(_) => with_function_engine(f),
+        }
+    }
+
+    /// What its errors name: the script's SHA1, or the function's name.
+    pub fn who(&self) -> &[u8] {
+        match self {
+            Callee::Script(s) => &s.sha,
+            Callee::Function(f) => &f.def().name,
+        }
+    }
+
+    /// The Lua function to run, with the keys and arguments it gets as globals: the
+    /// compiled script with `KEYS` and `ARGV`, or the function called with its keys and
+    /// arguments (no globals).
+    pub fn runnable<'k>(
+        &self,
+        shared: &Shared,
+        engine: &mut Engine,
+        keys: &'k [&'k [u8]],
+        argv: &'k [&'k [u8]],
+    ) -> Result<Runnable<'k>, Vec<u8>> {
+        match self {
+            Callee::Script(s) => Ok((engine.function(&s.sha, s.code())?, keys, argv)),
+            Callee::Function(f) => {
+                let func = engine.library_function(f, shared.functions.generation())?;
+                let run = engine
+                    .call_with(func, keys, argv)
+                    .map_err(|e| format!("ERR Error running script {e}").into_bytes())?;
+                Ok((run, &[], &[]))
+            }
+        }
+    }
+
+    /// Its flags.
+    pub fn flags(&self) -> ScriptFlags {
+        match self {
+            Callee::Script(s) => s.flags,
+            Callee::Function(f) => f.def().flags,
+        }
+    }
+}
+
+/// What [`Callee::runnable`] gives: the function to run, and the keys and arguments it
+/// gets as globals.
+pub(crate) type Runnable<'k> = (mlua::Function, &'k [&'k [u8]], &'k [&'k [u8]]);
+
 /// A parsed invocation: the script, its keys and arguments.
 pub(crate) struct Invocation<'a> {
-    pub script: Arc<Script>,
+    pub callee: Callee,
     pub keys: Vec<&'a [u8]>,
     pub argv: Vec<&'a [u8]>,
     pub read_only: bool,
@@ -95,6 +158,9 @@ pub(crate) fn invocation<'a>(
     name: &str,
     args: &Args<'a>,
 ) -> Result<Invocation<'a>, Vec<u8>> {
+    if name.starts_with("fcall") {
+        return super::functions::fcall_invocation(shared, name.ends_with("_ro"), args);
+    }
     let kind = kind(name);
     let numkeys =
         goblin_protocol::parse_i64(args.get(2)).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
@@ -114,9 +180,23 @@ pub(crate) fn invocation<'a>(
     let n = numkeys as usize;
     let keys: Vec<&[u8]> = (0..n).map(|i| args.get(3 + i)).collect();
     let argv: Vec<&[u8]> = (3 + n..args.len()).map(|i| args.get(i)).collect();
-    let flags = script.flags;
+    check_flags(shared, script.flags, kind.read_only)?;
+    Ok(Invocation {
+        read_only: kind.read_only || script.flags.has(ScriptFlags::NO_WRITES),
+        callee: Callee::Script(script),
+        keys,
+        argv,
+    })
+}
+
+/// `scriptPrepareForRun`'s checks of a script's (or function's) flags.
+pub(crate) fn check_flags(
+    shared: &Shared,
+    flags: ScriptFlags,
+    read_only: bool,
+) -> Result<(), Vec<u8>> {
     if !flags.has(ScriptFlags::EVAL_COMPAT) && !flags.has(ScriptFlags::NO_WRITES) {
-        if kind.read_only {
+        if read_only {
             return Err(
                 b"ERR Can not execute a script with write flag using *_ro command.".to_vec(),
             );
@@ -132,12 +212,7 @@ pub(crate) fn invocation<'a>(
     {
         return Err(b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".to_vec());
     }
-    Ok(Invocation {
-        read_only: kind.read_only || flags.has(ScriptFlags::NO_WRITES),
-        script,
-        keys,
-        argv,
-    })
+    Ok(())
 }
 
 /// The cached script of `body`, loaded (checked, compiled on this thread) if new.
@@ -163,8 +238,8 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
 }
 
 /// Whether a script may touch keys it does not declare.
-fn undeclared_allowed(shared: &Shared, script: &Script) -> bool {
-    shared.scripts.undeclared_allowed() || script.flags.has(ScriptFlags::ALLOW_UNDECLARED)
+fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
+    shared.scripts.undeclared_allowed() || flags.has(ScriptFlags::ALLOW_UNDECLARED)
 }
 
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
@@ -175,6 +250,12 @@ fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     }
     if shared.scripts.undeclared_allowed() {
         return true;
+    }
+    if args.get(0).len() >= 5 && args.get(0)[..5].eq_ignore_ascii_case(b"fcall") {
+        return shared
+            .functions
+            .find(args.get(1))
+            .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
     }
     let script = if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
         sha_arg(args.get(1)).and_then(|sha| shared.scripts.get(&sha))
@@ -273,7 +354,7 @@ fn run_script(
             return false;
         }
     };
-    let allowed = undeclared_allowed(shared, &inv.script);
+    let allowed = undeclared_allowed(shared, inv.callee.flags());
     if allowed && shared.threads > 1 && call.may_wait {
         // It may reach any shard: its plan runs it with every shard locked.
         return true;
@@ -297,11 +378,9 @@ fn run_here(
     allowed: bool,
     out: &mut Vec<u8>,
 ) {
-    let script = &inv.script;
-    let generation = shared.scripts.generation();
     let mut db = db;
-    let ran = with_engine(generation, |engine| {
-        let func = match engine.function(&script.sha, script.code()) {
+    let ran = inv.callee.with_engine(shared, |engine| {
+        let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv) {
             Ok(f) => f,
             Err(e) => {
                 Encoder::new(out, resp).error_sanitized(&e);
@@ -384,9 +463,9 @@ fn run_here(
         let busy_after = shared.scripts.busy_after();
         engine.run(
             &func,
-            &script.sha,
-            &inv.keys,
-            &inv.argv,
+            inv.callee.who(),
+            keys,
+            argv,
             resp,
             busy_after,
             &mut call,
@@ -450,7 +529,7 @@ fn script_flush(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `SCRIPT KILL`: stops the scripts running past `busy-reply-threshold` that did not
 /// write (asked from another thread than theirs, which their hook checks).
-fn script_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+pub(crate) fn script_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     match crate::scripting::kill() {
         crate::scripting::Kill::NotBusy => ctx
             .reply()
@@ -507,24 +586,23 @@ fn script_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 /// coroutine, suspended in each command it calls while the command runs on the shard
 /// that owns its keys, under the transaction's locks.
 pub(crate) mod plan {
-    use std::sync::Arc;
-
     use goblin_protocol::{Encoder, Version};
 
     use super::{
-        check_call, invocation, keyless_reply, undeclared_allowed, undeclared_key, unsupported,
+        Callee, check_call, invocation, keyless_reply, undeclared_allowed, undeclared_key,
+        unsupported,
     };
     use crate::errors;
     use crate::runtime::msg::Batch;
-    use crate::scripting::Script;
-    use crate::scripting::engine::{Resume, Stepped, with_engine};
+    use crate::scripting::engine::library::with_function_engine;
+    use crate::scripting::engine::{Engine, Resume, Stepped, with_engine};
     use crate::table::handler::{Args, Exec};
     use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
 
     /// A script's run under a plan.
     #[derive(Debug)]
     pub struct ScriptPlan {
-        script: Arc<Script>,
+        callee: Callee,
         keys: Vec<Vec<u8>>,
         argv: Vec<Vec<u8>>,
         read_only: bool,
@@ -552,28 +630,42 @@ pub(crate) mod plan {
     /// Makes the plan.
     pub fn script_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         let inv = invocation(start.shared, start.spec.name, start.args)?;
-        let whole = start.shared.threads > 1 && undeclared_allowed(start.shared, &inv.script);
+        let whole =
+            start.shared.threads > 1 && undeclared_allowed(start.shared, inv.callee.flags());
+        let generation = match &inv.callee {
+            Callee::Script(_) => start.shared.scripts.generation(),
+            Callee::Function(_) => start.shared.functions.generation(),
+        };
         Ok(Box::new(ScriptPlan {
             keys: inv.keys.iter().map(|k| k.to_vec()).collect(),
             argv: inv.argv.iter().map(|a| a.to_vec()).collect(),
             read_only: inv.read_only,
             whole,
-            generation: start.shared.scripts.generation(),
+            generation,
             run: None,
             sub: None,
-            script: inv.script,
+            callee: inv.callee,
         }))
     }
 
     impl Drop for ScriptPlan {
         fn drop(&mut self) {
             if let Some(id) = self.run.take() {
-                with_engine(self.generation, |e| e.forget(id));
+                self.engine(|e| e.forget(id));
             }
         }
     }
 
     impl ScriptPlan {
+        /// Runs `f` with this thread's interpreter for the script (or function), of the
+        /// generation it started in.
+        fn engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+            match self.callee {
+                Callee::Script(_) => with_engine(self.generation, f),
+                Callee::Function(_) => with_function_engine(f),
+            }
+        }
+
         /// Where the command the script calls runs: a hop, or an answer at once.
         fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Routed {
             match self.route_inner(cx, argv, resp) {
@@ -707,7 +799,6 @@ pub(crate) mod plan {
 
     impl Plan for ScriptPlan {
         fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
-            let generation = self.generation;
             let mut input = if let Some((sub, resp)) = self.sub.take() {
                 match self.step_sub(sub, resp, cx, results) {
                     Ok(input) => input,
@@ -716,14 +807,17 @@ pub(crate) mod plan {
             } else {
                 match self.run {
                     None => {
-                        let started = with_engine(generation, |e| {
-                            e.start(
-                                &self.script.sha,
-                                self.script.code(),
+                        let started = self.engine(|e| match &self.callee {
+                            Callee::Script(script) => {
+                                e.start(&script.sha, script.code(), &self.keys, &self.argv, cx.resp)
+                            }
+                            Callee::Function(f) => e.start_function(
+                                f,
+                                self.generation,
                                 &self.keys,
                                 &self.argv,
                                 cx.resp,
-                            )
+                            ),
                         });
                         match started {
                             Some(Ok(id)) => {
@@ -751,7 +845,7 @@ pub(crate) mod plan {
             };
             loop {
                 let busy_after = cx.shared.scripts.busy_after();
-                let stepped = with_engine(generation, |e| e.resume(id, input, busy_after));
+                let stepped = self.engine(|e| e.resume(id, input, busy_after));
                 match stepped {
                     None => {
                         return cx

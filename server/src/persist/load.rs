@@ -26,6 +26,7 @@ use super::aof::{self, AofLog, LogFile, Manifest, TXCOMMIT, TXPART};
 use crate::clock;
 use crate::runtime::msg::Msg;
 use crate::runtime::server::Shared;
+use crate::scripting::functions::RestorePolicy;
 use crate::shard::Shard;
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, Exec};
@@ -218,8 +219,21 @@ pub(crate) fn load_rdb(
         }
         Ok(())
     })
-    .map(|_| ())
     .map_err(|e| format!("{}: {e}", path.display()))
+    .and_then(|info| {
+        // The file's libraries (replacing those of the same names: DEBUG RELOAD reads
+        // back what is loaded already).
+        shared
+            .functions
+            .restore(&info.functions, RestorePolicy::Replace)
+            .map_err(|e| {
+                format!(
+                    "{}: its function libraries do not load: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&e)
+                )
+            })
+    })
 }
 
 /// A file's bytes, as many as its size says (a device that never ends, such as
@@ -317,6 +331,9 @@ impl<'a> Replay<'a> {
             _ if spec.name == "flushdb" => {
                 self.clear(self.db, now);
                 Ok(())
+            }
+            _ if spec.name.starts_with("function|") => {
+                crate::families::functions::replay(self.shared, args)
             }
             _ if spec.name == "swapdb" => {
                 let databases = self.shared.config.databases;

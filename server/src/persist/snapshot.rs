@@ -38,7 +38,7 @@ pub type Db0 = Option<(u64, u64)>;
 /// database 0 with its sizes when it has keys. (Pieces of other databases select theirs
 /// as they come: the shards' pieces interleave, so only database 0's sizes — which
 /// Redis writes as hints — are known before the records.)
-pub fn header(db0: Db0, aof_base: bool) -> Vec<u8> {
+pub fn header(db0: Db0, aof_base: bool, functions: &[Vec<u8>]) -> Vec<u8> {
     let ctime = (clock::now_ms() / 1000).to_string();
     let used = crate::alloc::allocated().unwrap_or(0).to_string();
     let aux: [(&[u8], &[u8]); 5] = [
@@ -49,6 +49,10 @@ pub fn header(db0: Db0, aof_base: bool) -> Vec<u8> {
         (b"aof-base", if aof_base { b"1" } else { b"0" }),
     ];
     let mut w = RdbWriter::new(&aux);
+    // The function libraries, before the databases (as `rdbSaveFunctions`).
+    for code in functions {
+        w.function(code);
+    }
     if let Some((keys, expires)) = db0 {
         w.select_db(0, keys, expires);
     }
@@ -82,9 +86,9 @@ impl FileOut {
     }
 
     /// Writes the header (database 0 is selected by it when it has keys).
-    fn header(&mut self, db0: Db0, aof_base: bool) -> io::Result<()> {
+    fn header(&mut self, db0: Db0, aof_base: bool, functions: &[Vec<u8>]) -> io::Result<()> {
         self.selected = db0.map(|_| 0);
-        self.write(&header(db0, aof_base))
+        self.write(&header(db0, aof_base, functions))
     }
 
     /// Writes key records of database `db`, after its `SELECTDB` when the file's last
@@ -137,10 +141,15 @@ impl FileOut {
 ///
 /// # Errors
 /// When the file cannot be written.
-pub fn write_file(target: &Path, db0: Db0, parts: &[(u16, Vec<u8>)]) -> io::Result<()> {
+pub fn write_file(
+    target: &Path,
+    db0: Db0,
+    functions: &[Vec<u8>],
+    parts: &[(u16, Vec<u8>)],
+) -> io::Result<()> {
     let mut file = FileOut::create(target)?;
     let result = (|| {
-        file.header(db0, false)?;
+        file.header(db0, false, functions)?;
         for (db, part) in parts {
             file.records(*db, part)?;
         }
@@ -240,8 +249,8 @@ impl SaveJob {
     }
 
     /// Writes the header, once every shard's image began.
-    pub fn header(&self, db0: Db0) {
-        self.with_file(|file| file.header(db0, self.aof_base));
+    pub fn header(&self, db0: Db0, functions: &[Vec<u8>]) {
+        self.with_file(|file| file.header(db0, self.aof_base, functions));
         self.ready.store(true, Ordering::Release);
     }
 
@@ -639,7 +648,7 @@ impl SavePlan {
         let expires: u64 = parts.iter().map(|p| p.db0.1).sum();
         let db0 = (keys > 0).then_some((keys, expires));
         if let Some(job) = &self.job {
-            job.header(db0);
+            job.header(db0, &cx.shared.functions.codes());
             if self.kind == SaveKind::Rewrite {
                 return cx.done(|e| e.simple(b"Background append only file rewriting started"));
             }
@@ -647,7 +656,7 @@ impl SavePlan {
         }
         let records: Vec<(u16, Vec<u8>)> = parts.into_iter().flat_map(|p| p.records).collect();
         let target = cx.shared.live().persist.rdb_path();
-        let result = write_file(&target, db0, &records);
+        let result = write_file(&target, db0, &cx.shared.functions.codes(), &records);
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
             crate::log!(Warning, "failed saving the DB to {}: {e}", target.display());

@@ -140,6 +140,8 @@ pub struct Shared {
     /// The script cache, and what scripts may do (`busy-reply-threshold`,
     /// `lua-allow-undeclared-keys`).
     pub scripts: crate::scripting::Scripts,
+    /// The function libraries (FUNCTION LOAD, FCALL).
+    pub functions: Arc<crate::scripting::functions::Functions>,
     /// Per worker: bytes read from clients, bytes written to them, batches and steps
     /// sent to other shards — each worker's running totals, stored (not added: no
     /// shared line bounces between workers) at the end of its iterations.
@@ -226,6 +228,7 @@ impl Shared {
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
             hll_sparse_max_bytes: AtomicUsize::new(hll_sparse_max_bytes(&config)),
             scripts: crate::scripting::Scripts::new(&config),
+            functions: Arc::default(),
             pause: crate::runtime::pause::Pause::default(),
             traffic: (0..threads).map(|_| Traffic::default()).collect(),
             rejected_connections: AtomicU64::new(0),

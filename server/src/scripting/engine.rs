@@ -16,6 +16,8 @@ use super::Sha;
 use super::convert::{error_text, lua_to_reply, reply_to_lua};
 use super::libs::{self, INTERNAL, Raise, ScriptError};
 
+pub mod library;
+
 /// The chunk name of a script: errors read `user_script:3: …`.
 const CHUNK: &str = "@user_script";
 
@@ -154,6 +156,14 @@ fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
     Ok(mlua::VmState::Continue)
 }
 
+/// Installs the count hook ([`hook`]).
+pub(crate) fn set_busy_hook(lua: &Lua) {
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        |lua, _| hook(lua),
+    );
+}
+
 /// A run begins: its clock and kill epoch.
 fn begin_run(lua: &Lua, busy_after: u64) {
     if let Some(mut st) = lua.app_data_mut::<RunState>() {
@@ -213,8 +223,8 @@ struct Suspended {
     thread: mlua::Thread,
     /// Its `redis.setresp` state.
     resp: Version,
-    /// Its SHA1, for its errors.
-    sha: Sha,
+    /// Its SHA1 (a function's name), for its errors.
+    sha: Vec<u8>,
     /// The protocol of the client it answers.
     version: Version,
 }
@@ -375,10 +385,7 @@ impl Engine {
             LuaOptions::new(),
         )?;
         lua.set_app_data(RunState::new());
-        lua.set_hook(
-            mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            |lua, _| hook(lua),
-        );
+        set_busy_hook(&lua);
         libs::open_all(&lua)?;
         let globals = lua.globals();
 
@@ -556,7 +563,7 @@ impl Engine {
             Suspended {
                 thread,
                 resp: Version::Resp2,
-                sha: *sha,
+                sha: sha.to_vec(),
                 version,
             },
         );
@@ -568,7 +575,7 @@ impl Engine {
         let Some(run) = self.runs.get(&id) else {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
-        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha);
+        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
         begin_run(&self.lua, busy_after);
         if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
             state.resp = run.resp;
@@ -622,8 +629,8 @@ impl Engine {
             }
             Ok(values) => {
                 let value = values.into_iter().next().unwrap_or(Value::Nil);
-                let resp = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
-                if let Err(e) = lua_to_reply(&value, version, resp, &mut out) {
+                let script = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
+                if let Err(e) = lua_to_reply(&value, version, script, &mut out) {
                     out.clear();
                     Encoder::new(&mut out, version)
                         .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
@@ -643,6 +650,7 @@ impl Engine {
     /// Runs a script's function with `keys` and `argv`, its commands run by `call`, and
     /// encodes what it returns (or the error it raised, with the script's position and
     /// `sha`) into `out` for a client speaking `version`.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         func: &Function,
@@ -745,10 +753,10 @@ impl Engine {
         let ok = matches!(values.next(), Some(Value::Boolean(true)));
         let value = values.next().unwrap_or(Value::Nil);
         if ok {
-            let resp = lua
+            let script = lua
                 .app_data_ref::<RunState>()
                 .map_or(Version::Resp2, |s| s.resp);
-            return lua_to_reply(&value, version, resp, out);
+            return lua_to_reply(&value, version, script, out);
         }
         raised_error(&value, sha, version, out)
     }
@@ -768,7 +776,7 @@ fn compile_error(e: mlua::Error) -> Vec<u8> {
 /// The reply to an error that ended a script run as a coroutine: Redis's error table
 /// (with the script's position) when the engine raised it, else the message, with the
 /// position its `user_script:N:` prefix gives.
-fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &Sha, version: Version, out: &mut Vec<u8>) {
+fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out: &mut Vec<u8>) {
     let t = match lua.create_table() {
         Ok(t) => t,
         Err(_) => return Encoder::new(out, version).error(b"ERR Error running script"),
@@ -807,14 +815,17 @@ fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
     let mut text = b"ERR ".to_vec();
     text.extend_from_slice(m);
     t.raw_set("err", lua.create_string(&text)?)?;
-    if let Some(rest) = m.strip_prefix(b"user_script:")
-        && let Some(end) = rest.iter().position(|&b| b == b':')
-        && let Some(line) = std::str::from_utf8(&rest[..end])
-            .ok()
-            .and_then(|l| l.parse::<i64>().ok())
-    {
-        t.raw_set("source", CHUNK)?;
-        t.raw_set("line", line)?;
+    for chunk in [CHUNK, library::CHUNK] {
+        if let Some(rest) = m.strip_prefix(&chunk.as_bytes()[1..])
+            && let Some(rest) = rest.strip_prefix(b":")
+            && let Some(end) = rest.iter().position(|&b| b == b':')
+            && let Some(line) = std::str::from_utf8(&rest[..end])
+                .ok()
+                .and_then(|l| l.parse::<i64>().ok())
+        {
+            t.raw_set("source", chunk)?;
+            t.raw_set("line", line)?;
+        }
     }
     Ok(())
 }
@@ -864,7 +875,7 @@ fn raised_error(
     if let (Value::String(source), Value::Number(_) | Value::Integer(_)) = (&source, &line) {
         let line = match line {
             Value::Number(n) => n as i64,
-            Value::Integer(n) => n as i64,
+            Value::Integer(n) => n,
             _ => 0,
         };
         msg.extend_from_slice(b" script: ");
@@ -1183,7 +1194,7 @@ fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let level = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         _ => {
             return Err(Raise::Err(
                 "ERR First argument must be a number (log level).".into(),
@@ -1220,7 +1231,7 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let n = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
             .ok()
             .and_then(|t| t.trim().parse::<f64>().ok())
@@ -1246,7 +1257,7 @@ fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     }
     let flags = match args.front() {
         Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n as i64,
+        Some(Value::Integer(n)) => *n,
         _ => 0,
     };
     if flags & !3 != 0 {

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 pub mod convert;
 pub mod engine;
+pub mod functions;
 pub mod libs;
 
 /// The names of the commands (lowercase), for `redis.acl_check_cmd`: set once the

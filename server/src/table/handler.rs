@@ -255,6 +255,12 @@ impl<'a> ShardCtx<'a> {
         }
     }
 
+    /// This unit of work changed something besides keys (the function libraries): its
+    /// effect ([`ShardCtx::log`]) reaches the observers though no key changed.
+    pub fn keyless_write(&mut self) {
+        self.db.note_keyless_write();
+    }
+
     /// A plan's hop: release the transaction's locks on this shard once the hop is done
     /// (a hop that decides on the spot whether it still needs them).
     pub fn release_locks_after(&mut self) {

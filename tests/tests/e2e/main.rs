@@ -15,6 +15,7 @@ mod diagnostics;
 mod dump_restore;
 mod eviction;
 mod expiry;
+mod functions_diff;
 mod geo_diff;
 mod getkeys;
 mod goblin_claim;

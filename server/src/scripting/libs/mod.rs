@@ -169,7 +169,7 @@ fn call_site_name(lua: &Lua, msg: String) -> String {
         .filter(|n| !n.is_empty())
         .or(if level > 0 { own } else { None });
     let extra = extra.strip_suffix(')').unwrap_or(extra);
-    if names.name_what.as_deref() == Some("method") {
+    if names.name_what == Some("method") {
         n -= 1;
         if n == 0 {
             return format!(

@@ -84,9 +84,10 @@ pub fn open(lua: &Lua) -> mlua::Result<()> {
     // struct.pack(…)`, losing the script's position in their errors, which matters more
     // than numbers under 2^-52 (-0 among them) being read as 0.
     let exact: mlua::Function = lua.load(EXACT).set_name(super::INTERNAL).into_function()?;
-    for name in ["unpack"] {
+    {
+        let name = "unpack";
         let raw: mlua::Function = table.raw_get(name)?;
-        let wrapped: mlua::Function = exact.call((raw, name == "unpack"))?;
+        let wrapped: mlua::Function = exact.call((raw, true))?;
         table.raw_set(name, wrapped)?;
     }
     Ok(())
