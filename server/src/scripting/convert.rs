@@ -18,7 +18,7 @@ const MAX_PARSE_DEPTH: usize = 1000;
 /// A Lua number as Redis turns it into an integer: C's `(long long)` cast, which on
 /// x86-64 gives `LLONG_MIN` for NaN and values out of range.
 pub fn lua_to_int(n: f64) -> i64 {
-    if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
+    if n.is_nan() || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
         i64::MIN
     } else {
         n as i64
@@ -227,7 +227,7 @@ fn encode(
             Version::Resp3 => enc.boolean(*b),
         },
         Value::Number(n) => enc.integer(lua_to_int(*n)),
-        Value::Integer(n) => enc.integer(*n as i64),
+        Value::Integer(n) => enc.integer(*n),
         Value::Table(t) => {
             if let Some(err) = string_field(t, "err")? {
                 enc.error_sanitized(&error_text(&err.as_bytes()));
@@ -238,8 +238,14 @@ fn encode(
                 return Ok(());
             }
             match t.raw_get::<Value>("double")? {
-                Value::Number(d) => return Ok(enc.double(d)),
-                Value::Integer(d) => return Ok(enc.double(d as f64)),
+                Value::Number(d) => {
+                    enc.double(d);
+                    return Ok(());
+                }
+                Value::Integer(d) => {
+                    enc.double(d as f64);
+                    return Ok(());
+                }
                 _ => {}
             }
             if let Some(big) = string_field(t, "big_number")? {
