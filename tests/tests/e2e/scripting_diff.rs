@@ -416,3 +416,69 @@ fn undeclared_keys_are_refused_unless_allowed() {
     ]);
     assert_eq!(reply, b"$1\r\nx\r\n");
 }
+
+/// A script's writes reach the append-only log as their effects — each command it
+/// called, in its deterministic form — never as the script: after a restart the data
+/// is there (relative expiries kept as deadlines, a float increment as its result), with
+/// the script cache empty and `math.random` drawn anew, and the log holds no EVAL.
+#[test]
+fn the_log_holds_a_scripts_effects_not_the_script() {
+    for threads in ["1", "4"] {
+        let dir = goblin_tests::scratch_dir("script-aof");
+        let path = dir.to_str().expect("a UTF-8 path").to_string();
+        let args = [
+            "--dir",
+            path.as_str(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--threads",
+            threads,
+        ];
+        let mut server = Server::goblin_with(&args);
+        let mut g = server.raw();
+        let keys = Layout::CrossShard.keys(2);
+        let body = "redis.call('set', KEYS[1], 'v', 'EX', 1000) \
+                    redis.call('incrbyfloat', KEYS[2], '1.5') \
+                    redis.call('rpush', KEYS[3], math.random(1000000)) \
+                    return redis.call('get', KEYS[2])";
+        let list = "list{x}".to_string();
+        let reply = g.cmd(&[
+            b"EVAL",
+            body.as_bytes(),
+            b"3",
+            keys[0].as_bytes(),
+            keys[1].as_bytes(),
+            list.as_bytes(),
+        ]);
+        assert_eq!(reply, b"$3\r\n1.5\r\n", "--threads {threads}");
+        let pushed = g.cmd(&[b"LRANGE", list.as_bytes(), b"0", b"-1"]);
+        server.kill();
+        let again = Server::goblin_with(&args);
+        let mut g = again.raw();
+        assert_eq!(g.cmd(&[b"GET", keys[0].as_bytes()]), b"$1\r\nv\r\n");
+        let ttl = String::from_utf8_lossy(&g.cmd(&[b"TTL", keys[0].as_bytes()])).into_owned();
+        assert!(ttl.starts_with(":99") || ttl == ":1000\r\n", "{ttl}");
+        assert_eq!(g.cmd(&[b"GET", keys[1].as_bytes()]), b"$3\r\n1.5\r\n");
+        assert_eq!(g.cmd(&[b"LRANGE", list.as_bytes(), b"0", b"-1"]), pushed);
+        assert_eq!(g.cmd(&[b"SCRIPT", b"EXISTS", sha1(body).as_bytes()]), b"*1\r\n:0\r\n");
+        let mut logged = Vec::new();
+        for entry in std::fs::read_dir(dir.join("appendonlydir")).expect("the log") {
+            logged.extend(std::fs::read(entry.expect("an entry").path()).expect("a file"));
+        }
+        let text = String::from_utf8_lossy(&logged).to_ascii_lowercase();
+        assert!(!text.contains("eval"), "{text}");
+        assert!(text.contains("incrbyfloat") || text.contains("set"), "{text}");
+        drop(again);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The SHA1 of a script, as SCRIPT LOAD computes it (through redis-cli-free means: the
+/// server itself).
+fn sha1(body: &str) -> String {
+    let s = Server::goblin_threads(1);
+    let reply = s.raw().cmd(&[b"SCRIPT", b"LOAD", body.as_bytes()]);
+    String::from_utf8_lossy(&reply[5..reply.len() - 2]).into_owned()
+}
