@@ -926,18 +926,30 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
                 .join(",")
         ),
     );
+    let (scripts, scripts_bytes) = shared.scripts.stats();
+    let (functions, function_bytes) = shared.functions.read(|r| {
+        (
+            r.function_count(),
+            r.libraries().map(|l| l.body().len()).sum::<usize>(),
+        )
+    });
     section(
         "memory",
         "Memory",
         format!(
             "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
              used_memory_rss_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\n\
-             maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n",
+             maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n\
+             used_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
+             number_of_functions:{functions}\r\nused_memory_functions:{function_bytes}\r\n\
+             used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n",
             human_bytes(used),
             human_bytes(rss),
             human_bytes(maxmemory),
             memory.policy.name(),
             crate::alloc::NAME,
+            scripts_bytes + function_bytes,
+            human_bytes((scripts_bytes + function_bytes) as u64),
         ),
     );
     section(

@@ -462,14 +462,20 @@ fn the_log_holds_a_scripts_effects_not_the_script() {
         assert!(ttl.starts_with(":99") || ttl == ":1000\r\n", "{ttl}");
         assert_eq!(g.cmd(&[b"GET", keys[1].as_bytes()]), b"$3\r\n1.5\r\n");
         assert_eq!(g.cmd(&[b"LRANGE", list.as_bytes(), b"0", b"-1"]), pushed);
-        assert_eq!(g.cmd(&[b"SCRIPT", b"EXISTS", sha1(body).as_bytes()]), b"*1\r\n:0\r\n");
+        assert_eq!(
+            g.cmd(&[b"SCRIPT", b"EXISTS", sha1(body).as_bytes()]),
+            b"*1\r\n:0\r\n"
+        );
         let mut logged = Vec::new();
         for entry in std::fs::read_dir(dir.join("appendonlydir")).expect("the log") {
             logged.extend(std::fs::read(entry.expect("an entry").path()).expect("a file"));
         }
         let text = String::from_utf8_lossy(&logged).to_ascii_lowercase();
         assert!(!text.contains("eval"), "{text}");
-        assert!(text.contains("incrbyfloat") || text.contains("set"), "{text}");
+        assert!(
+            text.contains("incrbyfloat") || text.contains("set"),
+            "{text}"
+        );
         drop(again);
         let _ = std::fs::remove_dir_all(&dir);
     }
