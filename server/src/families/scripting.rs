@@ -387,8 +387,8 @@ fn run_here(
                 return;
             }
         };
-        let mut call = |argv: Vec<Vec<u8>>, cresp: Version| -> Called {
-            Args::with_owned(&argv, |a| {
+        let mut call = |a: &Args<'_>, cresp: Version| -> Called {
+            {
                 let spec = match check_call(&shared.commands, a, inv.read_only) {
                     Ok(spec) => spec,
                     Err(e) => return Called::Refused(e),
@@ -458,7 +458,7 @@ fn run_here(
                 } else {
                     Called::Reply(reply)
                 }
-            })
+            }
         };
         let busy_after = shared.scripts.busy_after();
         engine.run(

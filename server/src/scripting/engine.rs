@@ -213,6 +213,11 @@ pub struct Engine {
     runner: Function,
     /// `redis.call` and `redis.pcall` of scripts run as coroutines.
     yielding: (Function, Function),
+    /// The global tables KEYS and ARGV, and how many elements each holds.
+    keys: Table,
+    keys_len: usize,
+    argv: Table,
+    argv_len: usize,
     /// Scripts suspended in a command that runs on another shard, by run.
     runs: HashMap<u64, Suspended>,
     next_run: u64,
@@ -431,6 +436,12 @@ impl Engine {
         for k in remove {
             globals.raw_set(k, Value::Nil)?;
         }
+        let (keys, argv) = (lua.create_table()?, lua.create_table()?);
+        globals.raw_set("KEYS", &keys)?;
+        globals.raw_set("ARGV", &argv)?;
+        // Scripts make short-lived garbage (KEYS, ARGV, replies): collect less eagerly
+        // than Lua's default (200), as memory for it is cheap next to the time.
+        lua.gc_set_pause(400);
         Self::protect_globals(&lua, &globals)?;
         Ok(Engine {
             lua,
@@ -439,6 +450,10 @@ impl Engine {
             redis,
             runner,
             yielding,
+            keys,
+            keys_len: 0,
+            argv,
+            argv_len: 0,
             runs: HashMap::new(),
             next_run: 0,
         })
@@ -659,7 +674,7 @@ impl Engine {
         argv: &[&[u8]],
         version: Version,
         busy_after: u64,
-        call: &mut dyn FnMut(Vec<Vec<u8>>, Version) -> Called,
+        call: &mut dyn FnMut(&crate::table::args::Args<'_>, Version) -> Called,
         out: &mut Vec<u8>,
     ) {
         begin_run(&self.lua, busy_after);
@@ -681,30 +696,38 @@ impl Engine {
         keys: &[&[u8]],
         argv: &[&[u8]],
         version: Version,
-        call: &mut dyn FnMut(Vec<Vec<u8>>, Version) -> Called,
+        call: &mut dyn FnMut(&crate::table::args::Args<'_>, Version) -> Called,
         out: &mut Vec<u8>,
     ) -> mlua::Result<()> {
         let lua = &self.lua;
-        let globals = lua.globals();
-        globals.raw_set("KEYS", array(lua, keys)?)?;
-        globals.raw_set("ARGV", array(lua, argv)?)?;
+        // KEYS and ARGV: the same two tables, refilled (a script cannot keep them past
+        // its run: the globals are read-only).
+        refill(lua, &self.keys, keys, &mut self.keys_len)?;
+        refill(lua, &self.argv, argv, &mut self.argv_len)?;
         let call = RefCell::new(call);
+        // One buffer for the arguments of every command the run calls.
+        let scratch: RefCell<(Vec<u8>, Vec<std::ops::Range<usize>>)> = RefCell::default();
         let result: MultiValue = lua.scope(|scope| {
             // redis.call raises a command's error, redis.pcall returns it.
             for (name, raise) in [("call", true), ("pcall", false)] {
-                let call = &call;
+                let (call, scratch) = (&call, &scratch);
                 let f = scope.create_function(move |lua, args: MultiValue| {
-                    let outcome = match command_args(&args) {
+                    let mut scratch = scratch
+                        .try_borrow_mut()
+                        .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+                    let (buf, spans) = &mut *scratch;
+                    let outcome = match command_args_into(&args, buf, spans) {
                         Err(text) if raise => Err(text.to_vec()),
                         Err(text) => return err_table(lua, text),
-                        Ok(argv) => {
+                        Ok(()) => {
+                            let argv = crate::table::args::Args::new(buf, spans);
                             let resp = lua
                                 .app_data_ref::<RunState>()
                                 .map_or(Version::Resp2, |s| s.resp);
                             let mut call = call
                                 .try_borrow_mut()
                                 .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-                            let called = (*call)(argv, resp);
+                            let called = (*call)(&argv, resp);
                             let called = match called {
                                 Called::Wrote(reply) => {
                                     note_write(lua);
@@ -908,6 +931,51 @@ fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, &'static [u8]> {
         }
     }
     Ok(argv)
+}
+
+/// The arguments of `redis.call` (as [`command_args`]) into `buf`, their spans into
+/// `spans` (both emptied first: kept from call to call, they allocate once per run).
+fn command_args_into(
+    args: &MultiValue,
+    buf: &mut Vec<u8>,
+    spans: &mut Vec<std::ops::Range<usize>>,
+) -> Result<(), &'static [u8]> {
+    buf.clear();
+    spans.clear();
+    if args.is_empty() {
+        return Err(b"ERR Please specify at least one argument for this redis lib call");
+    }
+    for a in args {
+        let start = buf.len();
+        match a {
+            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
+            Value::Number(n) => {
+                let mut num = [0u8; 32];
+                buf.extend_from_slice(goblin_protocol::format_double(*n, &mut num));
+            }
+            Value::Integer(n) => {
+                let mut num = itoa::Buffer::new();
+                buf.extend_from_slice(num.format(*n).as_bytes());
+            }
+            _ => return Err(b"ERR Lua redis lib command arguments must be strings or integers"),
+        }
+        spans.push(start..buf.len());
+    }
+    Ok(())
+}
+
+/// Refills the array `t`, which holds `len` elements, with `items`.
+fn refill(lua: &Lua, t: &Table, items: &[&[u8]], len: &mut usize) -> mlua::Result<()> {
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    // (A script may have grown its KEYS: `#` counts what is there.)
+    let was = (*len).max(t.raw_len());
+    for i in items.len()..was {
+        t.raw_set(i + 1, Value::Nil)?;
+    }
+    *len = items.len();
+    Ok(())
 }
 
 /// A Lua array of strings.
