@@ -15,6 +15,7 @@ operation (medians over rounds) and the ratios issue 18 asks for.
 import argparse
 import signal
 import statistics
+import time
 
 from benchlib import GOBLIN, bench, call, free_port, start
 
@@ -22,6 +23,18 @@ ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
   return "CLAIMED"
 end
 return redis.call("get", KEYS[2])"""
+
+
+def load(port):
+    """SCRIPT LOAD of the oracle, once the server has loaded its dataset."""
+    for _ in range(100):
+        try:
+            return call(port, "SCRIPT", "LOAD", ORACLE)
+        except RuntimeError as e:
+            if not str(e).startswith("LOADING"):
+                raise
+            time.sleep(0.1)
+    raise RuntimeError("the server stays LOADING")
 
 
 def main():
@@ -43,7 +56,7 @@ def main():
             redis.append(start("redis-server", ["redis-server", "--port", str(p), "--save", "",
                                                 "--appendonly", "no"], p))
             servers.append(redis[-1])
-        shas = {call(s["port"], "SCRIPT", "LOAD", ORACLE) for s in servers}
+        shas = {load(s["port"]) for s in servers}
         assert len(shas) == 1, shas
         sha = shas.pop()
         sha = sha.decode() if isinstance(sha, bytes) else sha
