@@ -163,7 +163,7 @@ fn command_error(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
 }
 
 /// `sdstrim(s, "\r\n")`.
-fn trim_newlines(s: &[u8]) -> &[u8] {
+pub(crate) fn trim_newlines(s: &[u8]) -> &[u8] {
     let nl = |b: &u8| *b == b'\r' || *b == b'\n';
     let start = s.iter().position(|b| !nl(b)).unwrap_or(s.len());
     let end = s.iter().rposition(|b| !nl(b)).map_or(start, |i| i + 1);

@@ -313,73 +313,9 @@ fn checked_err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
-/// The type name Lua's `luaL_typename` gives a value (for `bad argument` errors).
-fn type_name(v: Option<&Value>) -> &'static str {
-    match v {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Number(_) | Value::Integer(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
-        Some(_) => "userdata",
-    }
-}
-
-/// `luaL_checknumber`: a number, or a string that reads as one.
-pub fn check_number(args: &MultiValue, i: usize, fname: &str) -> Result<f64, Raise> {
-    let v = args.get(i);
-    let n = match v {
-        Some(Value::Number(n)) => Some(*n),
-        Some(Value::Integer(n)) => Some(*n as f64),
-        Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
-            .ok()
-            .and_then(|t| lua_str_to_number(t.trim())),
-        _ => None,
-    };
-    n.ok_or_else(|| {
-        Raise::Msg(format!(
-            "bad argument #{} to '{fname}' (number expected, got {})",
-            i + 1,
-            type_name(v)
-        ))
-    })
-}
-
-/// Lua 5.1's `lua_str2number`: `strtod`, or a hexadecimal integer.
-fn lua_str_to_number(t: &str) -> Option<f64> {
-    if t.is_empty() {
-        return None;
-    }
-    let (neg, body) = match t.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        let v = u64::from_str_radix(hex, 16).ok()? as f64;
-        return Some(if neg { -v } else { v });
-    }
-    let lower = body.to_ascii_lowercase();
-    if lower.starts_with("inf") || lower.starts_with("nan") {
-        return match lower.as_str() {
-            "inf" | "infinity" => Some(if neg {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }),
-            "nan" => Some(f64::NAN),
-            _ => None,
-        };
-    }
-    t.parse::<f64>().ok()
-}
-
 /// `luaL_checkint`: a number truncated to a C int.
-fn check_int(args: &MultiValue, i: usize, fname: &str) -> Result<i32, Raise> {
-    let n = check_number(args, i, fname)?;
+fn check_int(lua: &Lua, args: &MultiValue, i: usize, fname: &str) -> Result<i32, Raise> {
+    let n = libs::check_number(lua, args, i, fname)?;
     Ok(super::convert::lua_to_int(n) as i32)
 }
 
@@ -1095,12 +1031,12 @@ fn one(v: Value) -> MultiValue {
     m
 }
 
-fn math_random(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+fn math_random(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     let r = draw();
     let n = match args.len() {
         0 => r,
         1 => {
-            let u = check_int(&args, 0, "random")?;
+            let u = check_int(lua, &args, 0, "random")?;
             if u < 1 {
                 return Err(Raise::Msg(
                     "bad argument #1 to 'random' (interval is empty)".into(),
@@ -1109,8 +1045,8 @@ fn math_random(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             (r * f64::from(u)).floor() + 1.0
         }
         2 => {
-            let l = check_int(&args, 0, "random")?;
-            let u = check_int(&args, 1, "random")?;
+            let l = check_int(lua, &args, 0, "random")?;
+            let u = check_int(lua, &args, 1, "random")?;
             if l > u {
                 return Err(Raise::Msg(
                     "bad argument #2 to 'random' (interval is empty)".into(),
@@ -1123,8 +1059,8 @@ fn math_random(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(one(Value::Number(n)))
 }
 
-fn math_randomseed(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
-    let seed = check_int(&args, 0, "randomseed")?;
+fn math_randomseed(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+    let seed = check_int(lua, &args, 0, "randomseed")?;
     RAND48.store(srand48(seed), std::sync::atomic::Ordering::Relaxed);
     Ok(MultiValue::new())
 }
@@ -1135,7 +1071,7 @@ fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     let Some(Value::Table(t)) = args.front() else {
         return Err(Raise::Msg(format!(
             "bad argument #1 to 'rawset' (table expected, got {})",
-            type_name(args.front())
+            libs::type_name(args.front())
         )));
     };
     let globals = lua.globals();
@@ -1214,16 +1150,8 @@ fn error_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
         Some(_) => text.to_vec(),
         None => [b"ERR ".as_slice(), text].concat(),
     };
-    let msg = trim_newlines(&msg);
+    let msg = super::convert::trim_newlines(&msg).to_vec();
     Ok(one(err_table(lua, &msg)?))
-}
-
-/// `sdstrim(msg, "\r\n")`.
-fn trim_newlines(s: &[u8]) -> Vec<u8> {
-    let nl = |b: &u8| *b == b'\r' || *b == b'\n';
-    let start = s.iter().position(|b| !nl(b)).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !nl(b)).map_or(start, |i| i + 1);
-    s[start..end].to_vec()
 }
 
 fn status_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {

@@ -12,7 +12,7 @@
 
 use mlua::{Lua, MultiValue, Value};
 
-use super::Raise;
+use super::{Raise, check_number};
 
 /// Opens the library: the global table `bit`.
 pub fn open(lua: &Lua) -> mlua::Result<()> {
@@ -35,62 +35,6 @@ pub fn open(lua: &Lua) -> mlua::Result<()> {
         ],
     )?;
     Ok(())
-}
-
-/// Lua's name of a value's type, as `luaL_typename` gives it; `None` is an absent
-/// argument ("no value").
-pub(super) fn type_name(v: Option<&Value>) -> &'static str {
-    match v {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
-        Some(_) => "userdata",
-    }
-}
-
-/// `luaL_argerror`: argument `narg` (1-based) of `func` is bad.
-pub(super) fn arg_error(func: &str, narg: usize, extra: &str) -> Raise {
-    Raise::Msg(format!("bad argument #{narg} to '{func}' ({extra})"))
-}
-
-/// `luaL_typerror`: argument `narg` (1-based) of `func` is not a `expected`.
-pub(super) fn type_error(func: &str, narg: usize, v: Option<&Value>, expected: &str) -> Raise {
-    arg_error(
-        func,
-        narg,
-        &format!("{expected} expected, got {}", type_name(v)),
-    )
-}
-
-/// `lua_tonumber` (with `lua_isnumber`): a number, or a string Lua reads as one.
-pub(super) fn to_number(lua: &Lua, v: &Value) -> mlua::Result<Option<f64>> {
-    Ok(match v {
-        Value::Integer(i) => Some(*i as f64),
-        Value::Number(n) => Some(*n),
-        Value::String(_) => lua.coerce_number(v.clone())?,
-        _ => None,
-    })
-}
-
-/// `luaL_checknumber` of argument `i` (0-based) of `func`.
-pub(super) fn check_number(
-    lua: &Lua,
-    args: &MultiValue,
-    i: usize,
-    func: &str,
-) -> Result<f64, Raise> {
-    let v = args.get(i);
-    match v {
-        Some(v) => to_number(lua, v)?,
-        None => None,
-    }
-    .ok_or_else(|| type_error(func, i + 1, v, "number"))
 }
 
 /// BitOp's `barg`: argument `i` (0-based) as 32 bits, by the 2^52+2^51 trick.
@@ -211,7 +155,7 @@ mod tests {
         match lua.load(code).eval::<Value>() {
             Ok(v) => match lua.coerce_string(v.clone()).expect("coerce") {
                 Some(s) => s.to_string_lossy(),
-                None => format!("<{}>", type_name(Some(&v))),
+                None => format!("<{}>", super::super::type_name(Some(&v))),
             },
             Err(e) => format!("ERR {}", super::super::testing::message(&e)),
         }

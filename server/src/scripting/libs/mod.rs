@@ -184,6 +184,62 @@ fn call_site_name(lua: &Lua, msg: String) -> String {
     )
 }
 
+/// Lua's name of a value's type, as `luaL_typename` gives it; `None` is an absent
+/// argument ("no value").
+pub fn type_name(v: Option<&Value>) -> &'static str {
+    match v {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Integer(_) | Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(Value::LightUserData(_) | Value::UserData(_)) => "userdata",
+        Some(_) => "userdata",
+    }
+}
+
+/// `luaL_argerror`: argument `narg` (1-based) of `func` is bad.
+pub(crate) fn arg_error(func: &str, narg: usize, extra: &str) -> Raise {
+    Raise::Msg(format!("bad argument #{narg} to '{func}' ({extra})"))
+}
+
+/// `luaL_typerror`: argument `narg` (1-based) of `func` is not a `expected`.
+pub(crate) fn type_error(func: &str, narg: usize, v: Option<&Value>, expected: &str) -> Raise {
+    arg_error(
+        func,
+        narg,
+        &format!("{expected} expected, got {}", type_name(v)),
+    )
+}
+
+/// `lua_tonumber` (with `lua_isnumber`): a number, or a string Lua reads as one.
+pub(crate) fn to_number(lua: &Lua, v: &Value) -> mlua::Result<Option<f64>> {
+    Ok(match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        Value::String(_) => lua.coerce_number(v.clone())?,
+        _ => None,
+    })
+}
+
+/// `luaL_checknumber` of argument `i` (0-based) of `func`.
+pub(crate) fn check_number(
+    lua: &Lua,
+    args: &MultiValue,
+    i: usize,
+    func: &str,
+) -> Result<f64, Raise> {
+    let v = args.get(i);
+    match v {
+        Some(v) => to_number(lua, v)?,
+        None => None,
+    }
+    .ok_or_else(|| type_error(func, i + 1, v, "number"))
+}
+
 /// Makes the global table `name` (or fills it if it exists) with `funcs`; returns the
 /// table, for the library's other fields.
 pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<Table> {

@@ -20,7 +20,8 @@
 use mlua::{Lua, MultiValue, Value};
 
 use super::Raise;
-use super::bit::{arg_error, to_number, type_error};
+use super::{arg_error, to_number, type_error};
+use crate::scripting::convert::lua_to_int as c_to_i64;
 
 /// The largest size of `i`/`I`.
 const MAXINTSIZE: i32 = 32;
@@ -120,15 +121,6 @@ fn script_args(args: MultiValue) -> mlua::Result<Vec<Value>> {
         }
     }
     Ok(args)
-}
-
-/// A C `(long)d` on x86-64: truncation, or `i64::MIN` out of range and for NaN.
-fn c_to_i64(d: f64) -> i64 {
-    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d) {
-        d as i64
-    } else {
-        i64::MIN
-    }
 }
 
 /// A C `(unsigned long)d` on x86-64 as gcc compiles it: below 2^63 (or NaN) the signed

@@ -196,17 +196,7 @@ pub fn exact(t: &Table, i: usize) -> mlua::Result<Value> {
     }
 }
 
-/// A number as C converts a double to a 64-bit integer on x86-64 (`cvttsd2si`): truncated,
-/// and the "integer indefinite" value for NaN and out-of-range numbers.
-pub fn c_to_i64(n: f64) -> i64 {
-    // ±2^63, exactly.
-    let limit = 9_223_372_036_854_775_808.0_f64;
-    if n.is_nan() || !(-limit..limit).contains(&n) {
-        i64::MIN
-    } else {
-        n as i64
-    }
-}
+pub use crate::scripting::convert::lua_to_int as c_to_i64;
 
 /// A number as C converts a double to a 32-bit `int` on x86-64.
 pub fn c_to_i32(n: f64) -> i32 {
@@ -217,20 +207,7 @@ pub fn c_to_i32(n: f64) -> i32 {
     }
 }
 
-/// `lua_typename(lua_type(v))`, `no value` for an absent argument.
-pub fn type_name(v: Option<&Value>) -> &'static str {
-    match v {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(_) => "userdata",
-    }
-}
+pub use crate::scripting::libs::type_name;
 
 /// The name by which the calling Lua code called the running library function (level 1
 /// is the shim), and how (`method`, `field`, `local`, …), as `luaL_argerror` finds it.
