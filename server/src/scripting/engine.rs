@@ -122,6 +122,10 @@ impl RunState {
     }
 }
 
+/// The most memory one interpreter may hold (a script can still build strings of a few
+/// hundred megabytes).
+const LUA_MEMORY_LIMIT: usize = 1 << 30;
+
 /// How often (in Lua instructions) a running script checks the time and SCRIPT KILL, as
 /// redis-server's count hook.
 const HOOK_EVERY: u32 = 100_000;
@@ -378,6 +382,9 @@ impl Engine {
         // Scripts make short-lived garbage (KEYS, ARGV, replies): collect less eagerly
         // than Lua's default (200), as memory for it is cheap next to the time.
         lua.gc_set_pause(400);
+        // A script cannot make its thread allocate without bound (`string.rep('x', 1e11)`
+        // answers Lua's "not enough memory" error instead).
+        lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
         Self::protect_globals(&lua, &globals)?;
         Ok(Engine {
             lua,
@@ -821,7 +828,18 @@ fn raised_error(
     out: &mut Vec<u8>,
 ) -> mlua::Result<()> {
     let Value::Table(t) = value else {
-        Encoder::new(out, version).error(b"ERR Error running script: execution failure");
+        // What the error handler did not see (Lua's own "not enough memory"), as
+        // redis-server words it: `Error running script <name>, <message>`.
+        let mut msg = b"ERR Error running script ".to_vec();
+        msg.extend_from_slice(sha);
+        msg.extend_from_slice(b", ");
+        let text = match value {
+            Value::String(s) => s.as_bytes().to_vec(),
+            Value::Error(e) => e.to_string().into_bytes(),
+            _ => b"execution failure".to_vec(),
+        };
+        msg.extend(text.iter().take(100));
+        Encoder::new(out, version).error_sanitized(&msg);
         return Ok(());
     };
     let err: Option<mlua::String> = match t.raw_get::<Value>("err")? {
