@@ -379,6 +379,7 @@ fn run_here(
     out: &mut Vec<u8>,
 ) {
     let mut db = db;
+    shard.set_in_script(true);
     let ran = inv.callee.with_engine(shared, |engine| {
         let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv) {
             Ok(f) => f,
@@ -472,6 +473,7 @@ fn run_here(
             out,
         );
     });
+    shard.set_in_script(false);
     if ran.is_none() {
         Encoder::new(out, resp).error(b"ERR the Lua interpreter could not start");
     }

@@ -122,10 +122,6 @@ impl RunState {
     }
 }
 
-/// The most memory one interpreter may hold (a script can still build strings of a few
-/// hundred megabytes).
-const LUA_MEMORY_LIMIT: usize = 1 << 30;
-
 /// How often (in Lua instructions) a running script checks the time and SCRIPT KILL, as
 /// redis-server's count hook.
 const HOOK_EVERY: u32 = 100_000;
@@ -382,9 +378,6 @@ impl Engine {
         // Scripts make short-lived garbage (KEYS, ARGV, replies): collect less eagerly
         // than Lua's default (200), as memory for it is cheap next to the time.
         lua.gc_set_pause(400);
-        // A script cannot make its thread allocate without bound (`string.rep('x', 1e11)`
-        // answers Lua's "not enough memory" error instead).
-        lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
         Self::protect_globals(&lua, &globals)?;
         Ok(Engine {
             lua,

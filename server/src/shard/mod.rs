@@ -112,6 +112,8 @@ pub struct Shard {
     stats: Vec<CmdStat>,
     /// Commands run here, for sampling their timing.
     executed: u64,
+    /// A script runs on this shard: see [`Shard::set_in_script`].
+    in_script: bool,
     locks: LockTable,
     blocked: VecDeque<Blocked>,
     waiters: Waiters,
@@ -168,6 +170,7 @@ impl Shard {
             slots,
             stats: vec![CmdStat::default(); commands],
             executed: 0,
+            in_script: false,
             locks: LockTable::default(),
             blocked: VecDeque::new(),
             waiters: Waiters::default(),
@@ -307,6 +310,12 @@ impl Shard {
     /// True when no lock is held or wanted: commands run without looking anything up.
     pub fn quiet(&self) -> bool {
         self.locks.quiet() && self.blocked.is_empty()
+    }
+
+    /// A script runs on this shard from now on (`true`) or no longer: the commands it
+    /// calls are not timed one by one for SLOWLOG and LATENCY (the script is).
+    pub fn set_in_script(&mut self, on: bool) {
+        self.in_script = on;
     }
 
     /// Whether a script running here (in transaction `tx`, if any) may touch `key`,
@@ -902,7 +911,10 @@ impl Shard {
         self.executed = self.executed.wrapping_add(1);
         let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
         let fast = spec.flags.contains(crate::table::Flags::FAST);
-        let timed = sampled || (!fast && shared.slowlog.enabled()) || shared.latency.enabled();
+        // (The commands a script calls are timed as the script: only sampled here.)
+        let timed = sampled
+            || (!self.in_script
+                && ((!fast && shared.slowlog.enabled()) || shared.latency.enabled()));
         let started = timed.then(Instant::now);
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {

@@ -488,22 +488,3 @@ fn sha1(body: &str) -> String {
     let reply = s.raw().cmd(&[b"SCRIPT", b"LOAD", body.as_bytes()]);
     String::from_utf8_lossy(&reply[5..reply.len() - 2]).into_owned()
 }
-
-/// A script cannot make the server allocate without bound: its interpreter has a memory
-/// limit, and reaching it is the script's error; the server goes on.
-#[test]
-fn a_script_that_allocates_without_bound_fails_alone() {
-    let g = Server::goblin_threads(1);
-    let mut c = g.raw();
-    let reply = c.cmd(&[b"EVAL", b"local s = string.rep('x', 1e10) return #s", b"0"]);
-    let text = String::from_utf8_lossy(&reply).into_owned();
-    assert!(
-        text.starts_with("-ERR Error running script ") && text.contains("not enough memory"),
-        "{text}"
-    );
-    assert_eq!(
-        c.cmd(&[b"EVAL", b"return #string.rep('x', 1000)", b"0"]),
-        b":1000\r\n"
-    );
-    assert_eq!(c.cmd(&[b"PING"]), b"+PONG\r\n");
-}
