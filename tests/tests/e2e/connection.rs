@@ -403,7 +403,10 @@ fn acl_for_the_default_user_matches_redis() {
         let line = format!("ACL GENPASS{bits}");
         let (g, r) = (d.g.cmd_str(&line), d.r.cmd_str(&line));
         assert_eq!(g.len(), r.len(), "{line}");
-        assert_ne!(g, d.g.cmd_str(&line), "{line}: random");
+        // Random: of 20 draws, not all the same (one draw of `GENPASS 1`, a single hex
+        // digit, equals the last one time in 16).
+        let draws: std::collections::HashSet<_> = (0..20).map(|_| d.g.cmd_str(&line)).collect();
+        assert!(draws.len() > 1 || !draws.contains(&g), "{line}: random");
     }
     for category in [
         "read",
