@@ -1230,22 +1230,22 @@ fn log(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(MultiValue::new())
 }
 
+/// The first argument as C's `(int)lua_tonumber` reads it (0 for what is not a number).
+fn number_arg(lua: &Lua, args: &MultiValue) -> i64 {
+    let n = args
+        .front()
+        .and_then(|v| libs::to_number(lua, v).ok().flatten())
+        .unwrap_or(0.0);
+    i64::from(super::convert::lua_to_int(n) as i32)
+}
+
 fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     if args.len() != 1 {
         return Err(Raise::Err(
             "ERR redis.setresp() requires one argument.".into(),
         ));
     }
-    let n = match args.front() {
-        Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n,
-        Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
-            .ok()
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .map_or(0, |n| n as i64),
-        _ => 0,
-    };
-    let resp = match n {
+    let resp = match number_arg(lua, &args) {
         2 => Version::Resp2,
         3 => Version::Resp3,
         _ => return Err(Raise::Err("ERR RESP version must be 2 or 3.".into())),
@@ -1256,18 +1256,13 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(MultiValue::new())
 }
 
-fn set_repl(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
+fn set_repl(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     if args.len() != 1 {
         return Err(Raise::Err(
             "ERR redis.set_repl() requires two arguments.".into(),
         ));
     }
-    let flags = match args.front() {
-        Some(Value::Number(n)) => *n as i64,
-        Some(Value::Integer(n)) => *n,
-        _ => 0,
-    };
-    if flags & !3 != 0 {
+    if number_arg(lua, &args) & !3 != 0 {
         return Err(Raise::Err(
             "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
                 .into(),

@@ -3,12 +3,9 @@
 //! with keys on one shard and across shards, RESP2 and RESP3, FUNCTION DUMP/RESTORE
 //! both ways, and the libraries through snapshots (both ways) and the log.
 
-use std::fs;
-use std::path::{Path, PathBuf};
-
 use goblin_tests::diff::{How, compare, for_each_thread_count};
 use goblin_tests::keys::keys_on;
-use goblin_tests::{Differential, Raw, Server, scratch_dir};
+use goblin_tests::{Differential, Raw, Server};
 
 /// A library: `#!lua name=<name>` and its code.
 fn lib(name: &str, code: &str) -> String {
@@ -480,28 +477,7 @@ fn function_dump_and_restore_go_both_ways_with_redis() {
     check_words(&mut d, ctx, &["FCALL", "s", "0"]);
 }
 
-/// A directory removed when the test ends.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(what: &str) -> Dir {
-        Dir(scratch_dir(what))
-    }
-
-    fn arg(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temporary path")
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+use super::persistence::Dir;
 
 /// Each library's FUNCTION LIST WITHCODE entry, one by one (redis-server lists them in
 /// its hash table's order), and FUNCTION STATS.

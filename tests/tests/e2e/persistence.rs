@@ -14,18 +14,18 @@ use goblin_tests::keys::keys_on;
 use goblin_tests::{Raw, Server, default_threads, scratch_dir, show};
 
 /// A directory removed when the test ends.
-struct Dir(PathBuf);
+pub(crate) struct Dir(PathBuf);
 
 impl Dir {
-    fn new(what: &str) -> Dir {
+    pub(crate) fn new(what: &str) -> Dir {
         Dir(scratch_dir(what))
     }
 
-    fn arg(&self) -> &str {
+    pub(crate) fn arg(&self) -> &str {
         self.0.to_str().expect("a UTF-8 temporary path")
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
