@@ -388,7 +388,7 @@ fn run_here(
                 return;
             }
         };
-        let mut call = |a: &Args<'_>, cresp: Version| -> Called {
+        let mut call = |a: &Args<'_>, cresp: Version, reply: &mut Vec<u8>| -> Called {
             {
                 let spec = match check_call(&shared.commands, a, inv.read_only) {
                     Ok(spec) => spec,
@@ -405,12 +405,12 @@ fn run_here(
                             }) {
                             Ok(n) => {
                                 db = n;
-                                Called::Reply(b"+OK\r\n".to_vec())
+                                reply.extend_from_slice(b"+OK\r\n");
+                                Called::Reply
                             }
                             Err(e) => {
-                                let mut r = Vec::new();
-                                Encoder::new(&mut r, cresp).error(&e);
-                                Called::Reply(r)
+                                Encoder::new(reply, cresp).error(&e);
+                                Called::Reply
                             }
                         };
                     }
@@ -423,13 +423,15 @@ fn run_here(
                         let n = shard
                             .pubsub
                             .publish(&shared.pubsub, space, a.get(1), a.get(2));
-                        let mut r = Vec::new();
-                        Encoder::new(&mut r, cresp).integer(n as i64);
-                        return Called::Reply(r);
+                        Encoder::new(reply, cresp).integer(n as i64);
+                        return Called::Reply;
                     }
                     _ => {
                         return match keyless_reply(spec, a, cresp) {
-                            Some(r) => Called::Reply(r),
+                            Some(r) => {
+                                reply.extend_from_slice(&r);
+                                Called::Reply
+                            }
                             None => Called::Refused(unsupported(spec)),
                         };
                     }
@@ -451,13 +453,12 @@ fn run_here(
                 if let Some(e) = refused {
                     return Called::Refused(e);
                 }
-                let mut reply = Vec::new();
                 let version = shard.slots().version();
-                shard.execute(shared, spec, a, db, now, &mut reply, cresp, tx, version);
+                shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
                 if spec.flags.contains(Flags::WRITE) {
-                    Called::Wrote(reply)
+                    Called::Wrote
                 } else {
-                    Called::Reply(reply)
+                    Called::Reply
                 }
             }
         };

@@ -17,6 +17,10 @@ use super::convert::{error_text, lua_to_reply, reply_to_lua};
 use super::libs::{self, INTERNAL, Raise, ScriptError};
 
 pub mod library;
+mod runner;
+
+pub use runner::Runner;
+use runner::{call_runner, with_runner};
 
 /// The chunk name of a script: errors read `user_script:3: …`.
 const CHUNK: &str = "@user_script";
@@ -132,10 +136,15 @@ pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// The count hook: past `busy-reply-threshold` the script counts as busy (other clients
 /// get BUSY, SCRIPT KILL may stop it); a script SCRIPT KILL stopped raises its error
 /// (at every hook after, so that `pcall` cannot keep it going).
-fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
-    let Some(mut st) = lua.app_data_mut::<RunState>() else {
-        return Ok(mlua::VmState::Continue);
-    };
+fn hook(_lua: &Lua) -> mlua::Result<mlua::VmState> {
+    RUN.with(|st| match st.try_borrow_mut() {
+        Ok(mut st) => busy_check(&mut st),
+        Err(_) => Ok(mlua::VmState::Continue),
+    })
+}
+
+/// [`hook`]'s work on the run's state.
+fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     if st.busy_after == 0 {
         return Ok(mlua::VmState::Continue);
     }
@@ -164,35 +173,52 @@ pub(crate) fn set_busy_hook(lua: &Lua) {
     );
 }
 
-/// A run begins: its clock and kill epoch.
-fn begin_run(lua: &Lua, busy_after: u64) {
-    if let Some(mut st) = lua.app_data_mut::<RunState>() {
+thread_local! {
+    /// The state of the run in progress on this thread (runs of one thread never
+    /// overlap: a suspended run keeps its protocol in [`Suspended`]).
+    static RUN: RefCell<RunState> = RefCell::new(RunState::new());
+}
+
+/// `f` with the run's state (`None` if it is borrowed already, which nothing does).
+fn run_state<R>(f: impl FnOnce(&mut RunState) -> R) -> Option<R> {
+    RUN.with(|st| st.try_borrow_mut().ok().map(|mut st| f(&mut st)))
+}
+
+/// The protocol the run's commands answer in (`redis.setresp`).
+fn run_resp() -> Version {
+    run_state(|st| st.resp).unwrap_or(Version::Resp2)
+}
+
+/// A run begins: its clock and kill epoch, and the protocol of its commands.
+fn begin_run(busy_after: u64, resp: Version) {
+    run_state(|st| {
         *st = RunState::new();
         st.busy_after = busy_after;
         st.epoch = super::kill_epoch();
-    }
+        st.resp = resp;
+    });
 }
 
 /// A run ends: it no longer counts as busy.
-fn end_run(lua: &Lua) {
-    if let Some(mut st) = lua.app_data_mut::<RunState>()
-        && st.busy
-    {
-        st.busy = false;
-        super::leave_busy(st.wrote);
-    }
+fn end_run() {
+    run_state(|st| {
+        if st.busy {
+            st.busy = false;
+            super::leave_busy(st.wrote);
+        }
+    });
 }
 
 /// The run wrote.
-fn note_write(lua: &Lua) {
-    if let Some(mut st) = lua.app_data_mut::<RunState>()
-        && !st.wrote
-    {
-        st.wrote = true;
-        if st.busy {
-            super::busy_wrote();
+fn note_write() {
+    run_state(|st| {
+        if !st.wrote {
+            st.wrote = true;
+            if st.busy {
+                super::busy_wrote();
+            }
         }
-    }
+    });
 }
 
 /// `math.random`'s generator (`redisLrand48`): one for the whole server, as in
@@ -208,8 +234,10 @@ pub struct Engine {
     /// The generation of the shared cache these were compiled for (SCRIPT FLUSH starts
     /// a new one).
     generation: u64,
-    /// The `redis` table (its `call` and `pcall` are set for each run).
+    /// The `redis` table.
     redis: Table,
+    /// Its `call` and `pcall`, which run commands here (see [`with_runner`]).
+    direct: (Function, Function),
     runner: Function,
     /// `redis.call` and `redis.pcall` of scripts run as coroutines.
     yielding: (Function, Function),
@@ -276,12 +304,13 @@ pub fn with_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Opti
     })
 }
 
-/// What a command called by a script gave.
+/// What a command called by a script gave (its reply is in the runner's buffer, in the
+/// run's protocol).
 pub enum Called {
-    /// Its reply, in the run's protocol.
-    Reply(Vec<u8>),
-    /// The reply of a command that writes.
-    Wrote(Vec<u8>),
+    /// It ran.
+    Reply,
+    /// It ran, and it is a command that writes.
+    Wrote,
     /// It was refused before it ran (the error text, code included).
     Refused(Vec<u8>),
 }
@@ -325,7 +354,6 @@ impl Engine {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
         )?;
-        lua.set_app_data(RunState::new());
         set_busy_hook(&lua);
         libs::open_all(&lua)?;
         let globals = lua.globals();
@@ -359,6 +387,9 @@ impl Engine {
         globals.raw_set("pcall", pcall)?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
         let redis: Table = globals.raw_get("redis")?;
+        let direct = (make_call(&lua, true)?, make_call(&lua, false)?);
+        redis.raw_set("call", &direct.0)?;
+        redis.raw_set("pcall", &direct.1)?;
 
         // Only the allowed globals stay.
         let mut remove = Vec::new();
@@ -384,6 +415,7 @@ impl Engine {
             compiled: HashMap::new(),
             generation,
             redis,
+            direct,
             runner,
             yielding,
             keys,
@@ -527,10 +559,7 @@ impl Engine {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
         let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
-        begin_run(&self.lua, busy_after);
-        if let Some(mut state) = self.lua.app_data_mut::<RunState>() {
-            state.resp = run.resp;
-        }
+        begin_run(busy_after, run.resp);
         let lua = &self.lua;
         let resumed = (|| -> mlua::Result<MultiValue> {
             self.redis.raw_set("call", &self.yielding.0)?;
@@ -554,13 +583,13 @@ impl Engine {
                 ]),
             };
             let out = thread.resume::<MultiValue>(args);
-            self.redis.raw_set("call", Value::Nil)?;
-            self.redis.raw_set("pcall", Value::Nil)?;
+            self.redis.raw_set("call", &self.direct.0)?;
+            self.redis.raw_set("pcall", &self.direct.1)?;
             out
         })();
-        end_run(&self.lua);
-        let state = self.lua.app_data_ref::<RunState>().map(|s| s.resp);
-        if let (Some(run), Some(resp)) = (self.runs.get_mut(&id), state) {
+        let resp = run_resp();
+        end_run();
+        if let Some(run) = self.runs.get_mut(&id) {
             run.resp = resp;
         }
         let done = |out: Vec<u8>| Stepped::Done(out);
@@ -610,12 +639,12 @@ impl Engine {
         argv: &[&[u8]],
         version: Version,
         busy_after: u64,
-        call: &mut dyn FnMut(&crate::table::args::Args<'_>, Version) -> Called,
+        call: &mut Runner<'_>,
         out: &mut Vec<u8>,
     ) {
-        begin_run(&self.lua, busy_after);
-        let ran = self.run_inner(func, sha, keys, argv, version, call, out);
-        end_run(&self.lua);
+        begin_run(busy_after, Version::Resp2);
+        let ran = with_runner(call, || self.run_inner(func, sha, keys, argv, version, out));
+        end_run();
         if let Err(e) = ran {
             crate::log!(Warning, "Lua script failed: {e}");
             let mut msg = b"ERR Error running script ".to_vec();
@@ -624,7 +653,6 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_inner(
         &mut self,
         func: &Function,
@@ -632,7 +660,6 @@ impl Engine {
         keys: &[&[u8]],
         argv: &[&[u8]],
         version: Version,
-        call: &mut dyn FnMut(&crate::table::args::Args<'_>, Version) -> Called,
         out: &mut Vec<u8>,
     ) -> mlua::Result<()> {
         let lua = &self.lua;
@@ -640,85 +667,66 @@ impl Engine {
         // its run: the globals are read-only).
         refill(lua, &self.keys, keys, &mut self.keys_len)?;
         refill(lua, &self.argv, argv, &mut self.argv_len)?;
-        let call = RefCell::new(call);
-        // One buffer for the arguments of every command the run calls.
-        let scratch: RefCell<(Vec<u8>, Vec<std::ops::Range<usize>>)> = RefCell::default();
-        let result: MultiValue = lua.scope(|scope| {
-            // redis.call raises a command's error, redis.pcall returns it.
-            for (name, raise) in [("call", true), ("pcall", false)] {
-                let (call, scratch) = (&call, &scratch);
-                let f = scope.create_function(move |lua, args: MultiValue| {
-                    let mut scratch = scratch
-                        .try_borrow_mut()
-                        .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-                    let (buf, spans) = &mut *scratch;
-                    let outcome = match command_args_into(&args, buf, spans) {
-                        Err(text) if raise => Err(text.to_vec()),
-                        Err(text) => return err_table(lua, text),
-                        Ok(()) => {
-                            let argv = crate::table::args::Args::new(buf, spans);
-                            let resp = lua
-                                .app_data_ref::<RunState>()
-                                .map_or(Version::Resp2, |s| s.resp);
-                            let mut call = call
-                                .try_borrow_mut()
-                                .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-                            let called = (*call)(&argv, resp);
-                            let called = match called {
-                                Called::Wrote(reply) => {
-                                    note_write(lua);
-                                    Called::Reply(reply)
-                                }
-                                other => other,
-                            };
-                            match called {
-                                Called::Refused(text) => Err(text),
-                                Called::Wrote(reply) | Called::Reply(reply) => {
-                                    let value = reply_to_lua(lua, &reply)?;
-                                    if matches!(reply.first(), Some(b'-') | Some(b'!')) {
-                                        // redis.pcall returns the table as it is.
-                                        if !raise {
-                                            return Ok(value);
-                                        }
-                                        match &value {
-                                            Value::Table(t) => Err(t
-                                                .raw_get::<mlua::String>("err")
-                                                .map(|s| s.as_bytes().to_vec())
-                                                .unwrap_or_default()),
-                                            _ => Ok(value),
-                                        }
-                                    } else {
-                                        Ok(value)
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    match outcome {
-                        Ok(value) => Ok(value),
-                        Err(text) if raise => Err(ScriptError::redis(text)),
-                        // Refused by the checks before the command: Redis marks these
-                        // too as counted already.
-                        Err(text) => checked_err_table(lua, &text),
-                    }
-                })?;
-                self.redis.raw_set(name, f)?;
-            }
-            self.runner.call(func.clone())
-        })?;
-        self.redis.raw_set("call", Value::Nil)?;
-        self.redis.raw_set("pcall", Value::Nil)?;
-        let mut values = result.into_iter();
-        let ok = matches!(values.next(), Some(Value::Boolean(true)));
-        let value = values.next().unwrap_or(Value::Nil);
+        let (ok, value): (bool, Value) = self.runner.call(func)?;
         if ok {
-            let script = lua
-                .app_data_ref::<RunState>()
-                .map_or(Version::Resp2, |s| s.resp);
-            return lua_to_reply(&value, version, script, out);
+            return lua_to_reply(&value, version, run_resp(), out);
         }
         raised_error(&value, sha, version, out)
     }
+}
+
+/// `redis.call` (`raise`) or `redis.pcall`: the command's reply as a Lua value; its
+/// error raised (`redis.call`) or returned as a table (`redis.pcall`). Made once per
+/// interpreter: the command runs with the run's runner ([`with_runner`]), and the
+/// buffers for its arguments and reply are kept from call to call.
+fn make_call(lua: &Lua, raise: bool) -> mlua::Result<Function> {
+    type Buffers = (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<u8>);
+    let buffers: RefCell<Buffers> = RefCell::default();
+    lua.create_function(move |lua, args: MultiValue| {
+        let mut buffers = buffers
+            .try_borrow_mut()
+            .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+        let (buf, spans, reply) = &mut *buffers;
+        let outcome = match command_args_into(&args, buf, spans) {
+            Err(text) if raise => Err(text.to_vec()),
+            Err(text) => return err_table(lua, text),
+            Ok(()) => {
+                let argv = crate::table::args::Args::new(buf, spans);
+                reply.clear();
+                match call_runner(&argv, run_resp(), reply) {
+                    None => Err(b"ERR redis.call is not available here".to_vec()),
+                    Some(Called::Refused(text)) => Err(text),
+                    Some(called) => {
+                        if matches!(called, Called::Wrote) {
+                            note_write();
+                        }
+                        let value = reply_to_lua(lua, reply)?;
+                        if !matches!(reply.first(), Some(b'-') | Some(b'!')) {
+                            Ok(value)
+                        } else if !raise {
+                            // redis.pcall returns the table as it is.
+                            return Ok(value);
+                        } else {
+                            match &value {
+                                Value::Table(t) => Err(t
+                                    .raw_get::<mlua::String>("err")
+                                    .map(|s| s.as_bytes().to_vec())
+                                    .unwrap_or_default()),
+                                _ => Ok(value),
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(value) => Ok(value),
+            Err(text) if raise => Err(ScriptError::redis(text)),
+            // Refused by the checks before the command: Redis marks these too as
+            // counted already.
+            Err(text) => checked_err_table(lua, &text),
+        }
+    })
 }
 
 /// The error reply to a script that does not compile.
@@ -1250,9 +1258,7 @@ fn setresp(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
         3 => Version::Resp3,
         _ => return Err(Raise::Err("ERR RESP version must be 2 or 3.".into())),
     };
-    if let Some(mut state) = lua.app_data_mut::<RunState>() {
-        state.resp = resp;
-    }
+    run_state(|st| st.resp = resp);
     Ok(MultiValue::new())
 }
 
