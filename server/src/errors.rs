@@ -434,6 +434,9 @@ pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because p
 /// A script runs past `busy-reply-threshold`.
 pub const BUSY_SCRIPT: &[u8] =
     b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// The same, while the busy script is a function (FCALL).
+pub const BUSY_FUNCTION: &[u8] =
+    b"BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 /// A command that may grow memory, while memory is over `maxmemory` and eviction could
 /// not bring it back.

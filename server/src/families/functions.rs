@@ -312,8 +312,8 @@ fn function_stats(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 }
 
 /// `FUNCTION KILL`: as SCRIPT KILL (a busy function or script that did not write stops).
-fn function_kill(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    super::scripting::script_kill(ctx, args);
+fn function_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    super::scripting::kill_command(ctx, false);
 }
 
 /// `FUNCTION HELP`

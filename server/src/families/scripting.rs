@@ -533,16 +533,14 @@ fn script_flush(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `SCRIPT KILL`: stops the scripts running past `busy-reply-threshold` that did not
 /// write (asked from another thread than theirs, which their hook checks).
 pub(crate) fn script_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    match crate::scripting::kill() {
-        crate::scripting::Kill::NotBusy => ctx
-            .reply()
-            .error(b"NOTBUSY No scripts in execution right now."),
-        crate::scripting::Kill::Unkillable => ctx.reply().error(
-            b"UNKILLABLE Sorry the script already executed write commands against the \
-              dataset. You can either wait the script termination or kill the server in a \
-              hard way using the SHUTDOWN NOSAVE command.",
-        ),
-        crate::scripting::Kill::Killed => ctx.reply().ok(),
+    kill_command(ctx, true);
+}
+
+/// SCRIPT KILL (`eval`) or FUNCTION KILL.
+pub(crate) fn kill_command(ctx: &mut ConnCtx<'_>, eval: bool) {
+    match crate::scripting::kill_reply(eval) {
+        b"+OK\r\n" => ctx.reply().ok(),
+        error => ctx.reply().error(error),
     }
 }
 

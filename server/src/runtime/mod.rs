@@ -13,5 +13,6 @@ pub mod pipeline;
 pub mod pubsub;
 pub mod server;
 pub mod slowlog;
+pub mod standin;
 pub mod tracking;
 pub mod worker;

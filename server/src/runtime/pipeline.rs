@@ -205,8 +205,8 @@ impl Worker {
             Some(refusal)
         } else if crate::scripting::busy() && !spec.flags.contains(Flags::ALLOW_BUSY) {
             // A script runs past busy-reply-threshold (on another thread: this one's
-            // clients wait for it).
-            Some(crate::errors::BUSY_SCRIPT.to_vec())
+            // are answered by its stand-in, `runtime/standin.rs`).
+            Some(crate::scripting::busy_error().to_vec())
         } else if shared.memory.maxmemory() > 0
             && ((spec.flags.contains(Flags::DENYOOM) && !matches!(spec.exec, Exec::Shard(_)))
                 || (conn.multi.is_some()
@@ -666,27 +666,52 @@ impl Worker {
             return Flow::Wait;
         }
         if self.shard.quiet() {
-            let Conn { client, output, .. } = conn;
             // (The shard's context is None between commands: set only for a tracking one.)
             let tracked = self.cmd_tracked.is_some();
             if tracked {
                 self.shard.tracked = self.cmd_tracked;
             }
-            let waits = self.shard.execute_here(
-                &self.shared,
-                spec,
-                args,
-                client.db,
-                self.now,
-                &mut output.buf,
-                client.resp,
-                may_wait,
-            );
+            let waits = if spec.may_run_script() {
+                // The connections are lent to the stand-in while the script runs (this
+                // one's output with them, but for the reply).
+                let (db, resp) = (conn.client.db, conn.client.resp);
+                let mut out = std::mem::take(&mut conn.output.buf);
+                self.lend_conns(Some(key));
+                let waits = self.shard.execute_here(
+                    &self.shared,
+                    spec,
+                    args,
+                    db,
+                    self.now,
+                    &mut out,
+                    resp,
+                    may_wait,
+                );
+                self.take_back_conns();
+                if let Some(conn) = self.conns.get_mut(key) {
+                    conn.output.buf = out;
+                }
+                waits
+            } else {
+                let Conn { client, output, .. } = conn;
+                self.shard.execute_here(
+                    &self.shared,
+                    spec,
+                    args,
+                    client.db,
+                    self.now,
+                    &mut output.buf,
+                    client.resp,
+                    may_wait,
+                )
+            };
             if tracked {
                 self.shard.tracked = None;
             }
-            if self.shard.has_slow() {
-                log_slow(&self.shared, client, self.shard.take_slow());
+            if self.shard.has_slow()
+                && let Some(conn) = self.conns.get(key)
+            {
+                log_slow(&self.shared, &conn.client, self.shard.take_slow());
             }
             self.route_shard_out();
             if !waits {
@@ -1071,7 +1096,9 @@ impl Worker {
             now: self.now,
         };
         let mut out = Vec::new();
+        self.lend_conns(Some(key));
         let done = job.start(&env, &mut out);
+        self.take_back_conns();
         self.route(out);
         match done {
             Some(outcome) => {

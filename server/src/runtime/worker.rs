@@ -112,15 +112,67 @@ fn denied(config: &crate::config::Config, ip: std::net::IpAddr) -> bool {
     config.protected_mode && config.requirepass.is_none() && !loopback
 }
 
+/// A connection just accepted, if it may stay: refused (and told why) from outside the
+/// loopback interface in protected mode, or past `maxclients` (counted here, where every
+/// connection passes, so that a burst cannot overshoot it before the workers adopt it).
+pub(crate) fn admit(
+    shared: &Shared,
+    mut stream: mio::net::TcpStream,
+    addr: std::net::SocketAddr,
+) -> Option<mio::net::TcpStream> {
+    use std::io::Write as _;
+    if denied(&shared.live(), addr.ip()) {
+        let _ = stream.write(crate::errors::DENIED);
+        return None;
+    }
+    let connected = &shared.connected_clients;
+    if connected.fetch_add(1, Ordering::Relaxed) >= shared.live().maxclients {
+        connected.fetch_sub(1, Ordering::Relaxed);
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.write(crate::errors::MAX_CLIENTS);
+        return None;
+    }
+    Some(stream)
+}
+
+/// A connection over an accepted `stream`, its socket set up as redis-server sets its
+/// own.
+pub(crate) fn new_conn(
+    shared: &Shared,
+    stream: mio::net::TcpStream,
+    addr: std::net::SocketAddr,
+    now: Millis,
+    generation: u64,
+) -> Conn {
+    // Replies go out as soon as they are written, as with redis-server.
+    let _ = stream.set_nodelay(true);
+    let keepalive = shared.live().tcp_keepalive;
+    if keepalive > 0 {
+        // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds, then
+        // every third of it, three times.
+        let every = Duration::from_secs(keepalive);
+        let params = socket2::TcpKeepalive::new()
+            .with_time(every)
+            .with_interval(Duration::from_secs((keepalive / 3).max(1)))
+            .with_retries(3);
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&params);
+    }
+    let laddr = stream.local_addr().ok();
+    let mut client = Client::new(shared.new_client_id(), Some(addr), laddr, now);
+    client.authenticated = shared.live().requirepass.is_none();
+    // (`serve` brings the decoder's limits up to the live ones.)
+    Conn::new(stream, client, shared.config.limits, generation)
+}
+
 /// One thread's event loop.
 pub struct Worker {
     pub(crate) id: usize,
     poll: Poll,
     inbox: Receiver<Vec<Msg>>,
-    listener: Option<TcpListener>,
+    pub(crate) listener: Option<TcpListener>,
     next_target: usize,
     pub(crate) conns: Slab<Conn>,
-    next_gen: u64,
+    pub(crate) next_gen: u64,
     pub(crate) shard: Shard,
     pub(crate) shared: Arc<Shared>,
     pub(crate) now: Millis,
@@ -923,9 +975,23 @@ impl Worker {
         match msg {
             Msg::Adopt(stream, addr) => self.adopt(stream, addr),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
-            Msg::Run(from, batch) => self.shard.run_batch(shared, from, batch),
-            Msg::Resume(from, budget) => self.shard.resume(shared, from, budget),
-            Msg::Step(step) => self.shard.step(shared, step),
+            // (Shard work that may run a script: the connections are lent to the
+            // stand-in meanwhile.)
+            Msg::Run(from, batch) => {
+                self.lend_conns(None);
+                self.shard.run_batch(&self.shared, from, batch);
+                self.take_back_conns();
+            }
+            Msg::Resume(from, budget) => {
+                self.lend_conns(None);
+                self.shard.resume(&self.shared, from, budget);
+                self.take_back_conns();
+            }
+            Msg::Step(step) => {
+                self.lend_conns(None);
+                self.shard.step(&self.shared, step);
+                self.take_back_conns();
+            }
             Msg::Park(req) => self.shard.park(shared, req),
             Msg::Unpark(tx, id) => self.shard.unpark(tx, id),
             Msg::Reserve(db, key) => self.shard.serve_key(db, &key),
@@ -974,6 +1040,8 @@ impl Worker {
         let Some(mut job) = self.jobs.remove(&seq) else {
             return;
         };
+        // (A plan may run a script: see `Worker::lend_conns`.)
+        self.lend_conns(Some(job.conn));
         let env = Env {
             shared: &self.shared,
             slots: self.shard.slots(),
@@ -982,6 +1050,7 @@ impl Worker {
         let mut out = Vec::new();
         let was = job.parked_state();
         let outcome = f(&mut job, &env, &mut out);
+        self.take_back_conns();
         self.note_blocked(was, job.parked_state());
         self.route(out);
         match outcome {
@@ -1067,24 +1136,10 @@ impl Worker {
                 return;
             };
             match listener.accept() {
-                Ok((mut stream, addr)) => {
-                    if denied(&self.shared.live(), addr.ip()) {
-                        use std::io::Write as _;
-                        let _ = stream.write(crate::errors::DENIED);
+                Ok((stream, addr)) => {
+                    let Some(stream) = admit(&self.shared, stream, addr) else {
                         continue;
-                    }
-                    // Counted here, where every connection passes, so that a burst cannot
-                    // overshoot `maxclients` before the workers adopt it.
-                    let connected = &self.shared.connected_clients;
-                    if connected.fetch_add(1, Ordering::Relaxed) >= self.shared.live().maxclients {
-                        connected.fetch_sub(1, Ordering::Relaxed);
-                        self.shared
-                            .rejected_connections
-                            .fetch_add(1, Ordering::Relaxed);
-                        use std::io::Write as _;
-                        let _ = stream.write(crate::errors::MAX_CLIENTS);
-                        continue;
-                    }
+                    };
                     // Connections are dealt round-robin: exact balance, whatever the
                     // number of clients (see docs/architecture.md).
                     let target = self.next_target % self.shared.threads;
@@ -1183,28 +1238,24 @@ impl Worker {
     }
 
     fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
-        // Replies go out as soon as they are written, as with redis-server.
-        let _ = stream.set_nodelay(true);
-        let keepalive = self.shared.live().tcp_keepalive;
-        if keepalive > 0 {
-            // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds,
-            // then every third of it, three times.
-            let every = Duration::from_secs(keepalive);
-            let params = socket2::TcpKeepalive::new()
-                .with_time(every)
-                .with_interval(Duration::from_secs((keepalive / 3).max(1)))
-                .with_retries(3);
-            let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&params);
-        }
-        let laddr = stream.local_addr().ok();
-        let mut client = Client::new(self.shared.new_client_id(), Some(addr), laddr, self.now);
-        client.authenticated = self.shared.live().requirepass.is_none();
         self.next_gen += 1;
-        // (`serve`, called below, brings the decoder's limits up to the live ones.)
-        let conn = Conn::new(stream, client, self.shared.config.limits, self.next_gen);
-        let entry = self.conns.vacant_entry();
-        let key = entry.key();
-        let conn = entry.insert(conn);
+        let conn = new_conn(&self.shared, stream, addr, self.now, self.next_gen);
+        let key = self.conns.insert(conn);
+        if self.register_conn(key) {
+            // Bytes may have arrived before registration — after this iteration read
+            // the clock: its commands must not run with a time from before they were
+            // sent.
+            self.now = clock::now_ms();
+            self.serve(key);
+        }
+    }
+
+    /// Registers connection `key`, just made, with the poll and the counts; false when
+    /// it could not be (it is gone).
+    pub(crate) fn register_conn(&mut self, key: usize) -> bool {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return false;
+        };
         if self
             .poll
             .registry()
@@ -1215,7 +1266,7 @@ impl Worker {
             self.shared
                 .connected_clients
                 .fetch_sub(1, Ordering::Relaxed);
-            return;
+            return false;
         }
         self.shared.clients_per_worker[self.id].fetch_add(1, Ordering::Relaxed);
         self.shared
@@ -1228,10 +1279,7 @@ impl Worker {
             generation: conn.generation,
         };
         self.shared.tracking.connected(conn.client.id, me);
-        // Bytes may have arrived before registration — after this iteration read the
-        // clock: its commands must not run with a time from before they were sent.
-        self.now = clock::now_ms();
-        self.serve(key);
+        true
     }
 
     /// Reads and runs a connection's requests until it has no complete request left and

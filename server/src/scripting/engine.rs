@@ -111,6 +111,8 @@ struct RunState {
     busy: bool,
     /// It ran a write command (it can no longer be killed).
     wrote: bool,
+    /// It is a function's (FCALL), not a script's.
+    function: bool,
 }
 
 impl RunState {
@@ -122,6 +124,7 @@ impl RunState {
             epoch: 0,
             busy: false,
             wrote: false,
+            function: false,
         }
     }
 }
@@ -150,13 +153,17 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     }
     if !st.busy && st.started.elapsed().as_millis() as u64 >= st.busy_after {
         st.busy = true;
-        super::enter_busy(st.wrote);
+        super::enter_busy(st.wrote, st.function);
         crate::log!(
             Warning,
             "Slow script detected: still in execution after {} milliseconds. You can try \
              killing the script using the SCRIPT KILL command.",
             st.started.elapsed().as_millis()
         );
+    }
+    if st.busy {
+        // The thread's other clients get their answers (BUSY, or SCRIPT KILL's).
+        crate::runtime::standin::serve_busy();
     }
     if st.busy && !st.wrote && super::kill_epoch() != st.epoch {
         crate::log!(Warning, "Lua script killed by user with SCRIPT KILL.");
@@ -190,9 +197,10 @@ fn run_resp() -> Version {
 }
 
 /// A run begins: its clock and kill epoch, and the protocol of its commands.
-fn begin_run(busy_after: u64, resp: Version) {
+fn begin_run(busy_after: u64, resp: Version, function: bool) {
     run_state(|st| {
         *st = RunState::new();
+        st.function = function;
         st.busy_after = busy_after;
         st.epoch = super::kill_epoch();
         st.resp = resp;
@@ -204,7 +212,7 @@ fn end_run() {
     run_state(|st| {
         if st.busy {
             st.busy = false;
-            super::leave_busy(st.wrote);
+            super::leave_busy(st.wrote, st.function);
         }
     });
 }
@@ -248,6 +256,8 @@ pub struct Engine {
     argv_len: usize,
     /// Scripts suspended in a command that runs on another shard, by run.
     runs: HashMap<u64, Suspended>,
+    /// It runs functions (FCALL), not scripts.
+    pub(crate) function: bool,
     next_run: u64,
 }
 
@@ -423,6 +433,7 @@ impl Engine {
             argv,
             argv_len: 0,
             runs: HashMap::new(),
+            function: false,
             next_run: 0,
         })
     }
@@ -559,7 +570,7 @@ impl Engine {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
         let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
-        begin_run(busy_after, run.resp);
+        begin_run(busy_after, run.resp, self.function);
         let lua = &self.lua;
         let resumed = (|| -> mlua::Result<MultiValue> {
             self.redis.raw_set("call", &self.yielding.0)?;
@@ -642,7 +653,7 @@ impl Engine {
         call: &mut Runner<'_>,
         out: &mut Vec<u8>,
     ) {
-        begin_run(busy_after, Version::Resp2);
+        begin_run(busy_after, Version::Resp2, self.function);
         let ran = with_runner(call, || self.run_inner(func, sha, keys, argv, version, out));
         end_run();
         if let Err(e) = ran {

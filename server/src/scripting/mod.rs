@@ -164,10 +164,12 @@ pub struct Scripts {
     undeclared: AtomicBool,
 }
 
-/// Scripts running past `busy-reply-threshold`, and how many of them wrote (one server
-/// per process: the interpreters' hooks, which see no server state, count here).
+/// Scripts running past `busy-reply-threshold`, how many of them wrote, and how many are
+/// functions (one server per process: the interpreters' hooks, which see no server
+/// state, count here).
 static BUSY: AtomicUsize = AtomicUsize::new(0);
 static BUSY_WROTE: AtomicUsize = AtomicUsize::new(0);
+static BUSY_FUNCTIONS: AtomicUsize = AtomicUsize::new(0);
 /// Bumped by SCRIPT KILL: a busy script started before it stops.
 static KILL_EPOCH: AtomicU64 = AtomicU64::new(0);
 
@@ -176,11 +178,24 @@ pub fn busy() -> bool {
     BUSY.load(Ordering::Relaxed) > 0
 }
 
-/// A script passed the threshold; `wrote`: it wrote already.
-pub fn enter_busy(wrote: bool) {
+/// The error other clients get while a script is busy: redis-server names the kill
+/// command of what runs (SCRIPT KILL for EVAL, FUNCTION KILL for FCALL).
+pub fn busy_error() -> &'static [u8] {
+    if BUSY_FUNCTIONS.load(Ordering::Relaxed) > 0 {
+        crate::errors::BUSY_FUNCTION
+    } else {
+        crate::errors::BUSY_SCRIPT
+    }
+}
+
+/// A script passed the threshold; `wrote`: it wrote already; `function`: it is FCALL's.
+pub fn enter_busy(wrote: bool, function: bool) {
     BUSY.fetch_add(1, Ordering::SeqCst);
     if wrote {
         BUSY_WROTE.fetch_add(1, Ordering::SeqCst);
+    }
+    if function {
+        BUSY_FUNCTIONS.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -189,11 +204,14 @@ pub fn busy_wrote() {
     BUSY_WROTE.fetch_add(1, Ordering::SeqCst);
 }
 
-/// A busy script ended; `wrote`: it had written.
-pub fn leave_busy(wrote: bool) {
+/// A busy script ended; `wrote`: it had written; `function`: it was FCALL's.
+pub fn leave_busy(wrote: bool, function: bool) {
     BUSY.fetch_sub(1, Ordering::SeqCst);
     if wrote {
         BUSY_WROTE.fetch_sub(1, Ordering::SeqCst);
+    }
+    if function {
+        BUSY_FUNCTIONS.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -202,16 +220,37 @@ pub fn kill_epoch() -> u64 {
     KILL_EPOCH.load(Ordering::SeqCst)
 }
 
-/// SCRIPT KILL.
-pub fn kill() -> Kill {
+/// SCRIPT KILL (`eval`) or FUNCTION KILL, as redis-server's `scriptKill` decides.
+pub fn kill(eval: bool) -> Kill {
     if BUSY.load(Ordering::SeqCst) == 0 {
         return Kill::NotBusy;
     }
     if BUSY_WROTE.load(Ordering::SeqCst) > 0 {
         return Kill::Unkillable;
     }
+    let functions = BUSY_FUNCTIONS.load(Ordering::SeqCst) > 0;
+    if eval && functions {
+        return Kill::OtherKind(crate::errors::BUSY_FUNCTION);
+    }
+    if !eval && !functions {
+        return Kill::OtherKind(crate::errors::BUSY_SCRIPT);
+    }
     KILL_EPOCH.fetch_add(1, Ordering::SeqCst);
     Kill::Killed
+}
+
+/// SCRIPT KILL's (`eval`) or FUNCTION KILL's reply: `+OK` or an error's text.
+pub fn kill_reply(eval: bool) -> &'static [u8] {
+    match kill(eval) {
+        Kill::NotBusy => b"NOTBUSY No scripts in execution right now.",
+        Kill::Unkillable => {
+            b"UNKILLABLE Sorry the script already executed write commands against the \
+              dataset. You can either wait the script termination or kill the server in a \
+              hard way using the SHUTDOWN NOSAVE command."
+        }
+        Kill::OtherKind(busy) => busy,
+        Kill::Killed => b"+OK\r\n",
+    }
 }
 
 /// What SCRIPT KILL found.
@@ -221,6 +260,9 @@ pub enum Kill {
     NotBusy,
     /// A busy script wrote: it cannot be stopped.
     Unkillable,
+    /// What is busy is a function and this is SCRIPT KILL, or the other way round: the
+    /// BUSY error naming the right command.
+    OtherKind(&'static [u8]),
     /// The busy scripts will stop.
     Killed,
 }

@@ -176,6 +176,12 @@ impl CommandSpec {
         }
     }
 
+    /// Whether it may run a script (EVAL, FCALL and the rest, EXEC), whose connection's
+    /// worker then lends its connections to the stand-in (`runtime/standin.rs`).
+    pub fn may_run_script(&self) -> bool {
+        self.on_shard.is_some() || self.name == "exec"
+    }
+
     /// Whether this is a container of subcommands.
     pub fn is_container(&self) -> bool {
         !self.subcommands.is_empty()

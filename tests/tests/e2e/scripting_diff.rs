@@ -488,3 +488,111 @@ fn sha1(body: &str) -> String {
     let reply = s.raw().cmd(&[b"SCRIPT", b"LOAD", body.as_bytes()]);
     String::from_utf8_lossy(&reply[5..reply.len() - 2]).into_owned()
 }
+
+/// Sends PING on `raw` until a script is busy (the reply is BUSY); at most 20 s.
+fn until_busy(raw: &mut goblin_tests::Raw) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let reply = raw.cmd(&[b"PING"]);
+        if reply.starts_with(b"-BUSY") || std::time::Instant::now() > deadline {
+            return reply;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// What clients see around busy scripts on the server at `port`: the replies, in order.
+fn busy_transcript(port: u16, key: &str) -> Vec<String> {
+    use goblin_tests::Raw;
+    use goblin_tests::encode;
+    let show = |r: Vec<u8>| String::from_utf8_lossy(&r).into_owned();
+    let mut out = Vec::new();
+    let mut admin = Raw::connect(port);
+    admin.cmd(&[b"CONFIG", b"SET", b"busy-reply-threshold", b"100"]);
+    // Connected before the script: on every thread.
+    let mut before: Vec<Raw> = (0..4).map(|_| Raw::connect(port)).collect();
+    for c in &mut before {
+        out.push(show(c.cmd(&[b"PING"])));
+    }
+    let mut runner = Raw::connect(port);
+
+    // A read-only script that never ends: BUSY for everyone else, SCRIPT KILL stops it.
+    runner.send(&encode(&[
+        b"EVAL",
+        b"local i = 0 while true do i = i + 1 end",
+        b"0",
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    for c in &mut before {
+        out.push(show(c.cmd(&[b"GET", key.as_bytes()])));
+    }
+    let mut after = Raw::connect(port);
+    out.push(show(after.cmd(&[b"PING"])));
+    out.push(show(after.cmd(&[b"NOSUCHCOMMAND"])));
+    out.push(show(after.cmd(&[b"FUNCTION", b"KILL"])));
+    out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(after.cmd(&[b"PING"])));
+    out.push(show(before[0].cmd(&[b"SCRIPT", b"KILL"])));
+
+    // A script that wrote: UNKILLABLE, and it ends by itself.
+    let wrote = "redis.call('set', KEYS[1], 'v') \
+                 local t = redis.call('time') \
+                 local start = t[1] * 1000000 + t[2] \
+                 while true do \
+                   local n = redis.call('time') \
+                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
+                 end \
+                 return 'done'";
+    runner.send(&encode(&[b"EVAL", wrote.as_bytes(), b"1", key.as_bytes()]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(after.cmd(&[b"GET", key.as_bytes()])));
+
+    // A function: BUSY names FUNCTION KILL, and FUNCTION KILL stops it.
+    let lib = "#!lua name=busylib\n\
+               redis.register_function{function_name='spin', \
+                 callback=function() local i = 0 while true do i = i + 1 end end, \
+                 flags={'no-writes'}}";
+    out.push(show(admin.cmd(&[b"FUNCTION", b"LOAD", lib.as_bytes()])));
+    runner.send(&encode(&[b"FCALL", b"spin", b"0"]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(before[1].cmd(&[b"INCR", key.as_bytes()])));
+    out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(after.cmd(&[b"FUNCTION", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(admin.cmd(&[b"FUNCTION", b"FLUSH"])));
+    out.push(show(admin.cmd(&[b"DEL", key.as_bytes()])));
+    out
+}
+
+/// Busy scripts, as redis-server answers around them: past `busy-reply-threshold`, the
+/// other clients — connected before the script or after, on its thread or another —
+/// get BUSY (naming SCRIPT KILL, or FUNCTION KILL for a function); SCRIPT KILL stops a
+/// script that has not written (its caller gets the kill error), and a script that wrote
+/// is UNKILLABLE until it ends; FUNCTION KILL for functions.
+#[test]
+fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
+    for threads in [1, 2] {
+        let goblin = Server::goblin_threads(threads);
+        let redis = Server::redis();
+        for key in ["busy:a", "busy:b"] {
+            let got = busy_transcript(goblin.port, key);
+            let want = busy_transcript(redis.port, key);
+            assert_eq!(got, want, "--threads {threads}, key {key}");
+            // (And what both said is what this is about.)
+            for expected in [
+                "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
+                "-BUSY Redis is busy running a script. You can only call FUNCTION KILL",
+                "-UNKILLABLE",
+                "-ERR Script killed by user with SCRIPT KILL...",
+            ] {
+                assert!(
+                    got.iter().any(|r| r.starts_with(expected)),
+                    "{expected}: {got:?}"
+                );
+            }
+        }
+    }
+}

@@ -74,7 +74,10 @@ pub fn with_function_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
             match Engine::new(0) {
-                Ok(engine) => *slot = Some(engine),
+                Ok(mut engine) => {
+                    engine.function = true;
+                    *slot = Some(engine);
+                }
                 Err(e) => {
                     crate::log!(Warning, "could not start the Lua interpreter: {e}");
                     return None;
