@@ -50,8 +50,18 @@ fn bgrewriteaof_plan(_start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 /// are set, sync the log, and end the process. (There is no pause to wait for replicas,
 /// so NOW changes nothing, and no shutdown is ever in progress to ABORT.)
 fn shutdown_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let (save, nosave, force) = shutdown_flags(start.args)?;
+    Ok(Box::new(SavePlan::new(SaveKind::Shutdown {
+        save,
+        nosave,
+        force,
+    })))
+}
+
+/// SHUTDOWN's flags: SAVE, NOSAVE, FORCE (or its error).
+fn shutdown_flags(args: &Args<'_>) -> Result<(bool, bool, bool), Vec<u8>> {
     let (mut save, mut nosave, mut force, mut abort) = (false, false, false, false);
-    for arg in start.args.iter_from(1) {
+    for arg in args.iter_from(1) {
         let flag = match arg.to_ascii_lowercase().as_slice() {
             b"save" => &mut save,
             b"nosave" => &mut nosave,
@@ -68,11 +78,24 @@ fn shutdown_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     if abort {
         return Err(b"ERR No shutdown in progress.".to_vec());
     }
-    Ok(Box::new(SavePlan::new(SaveKind::Shutdown {
-        save,
-        nosave,
-        force,
-    })))
+    Ok((save, nosave, force))
+}
+
+/// SHUTDOWN while a script is busy (the way to stop one that wrote): with NOSAVE, the
+/// process ends at once, its log synced (the busy script's effects so far, which its
+/// thread has not handed to the log, are not in it); without, the BUSY error, as
+/// redis-server answers. Returns the error to reply with.
+pub(crate) fn shutdown_while_busy(shared: &Shared, args: &Args<'_>) -> Vec<u8> {
+    match shutdown_flags(args) {
+        Err(e) => e,
+        Ok((_, false, _)) => crate::scripting::busy_error().to_vec(),
+        Ok((_, true, _)) => {
+            crate::log!(Warning, "User requested shutdown...");
+            shared.persist.sync_log();
+            crate::log!(Notice, "ready to exit, bye bye");
+            std::process::exit(0);
+        }
+    }
 }
 
 /// `LASTSAVE`: Unix time of the last successful save.

@@ -203,10 +203,17 @@ impl Worker {
             && let Some(refusal) = gate_refusal(shared, spec)
         {
             Some(refusal)
-        } else if crate::scripting::busy() && !spec.flags.contains(Flags::ALLOW_BUSY) {
+        } else if crate::scripting::busy()
+            && (!spec.flags.contains(Flags::ALLOW_BUSY) || spec.name == "shutdown")
+        {
             // A script runs past busy-reply-threshold (on another thread: this one's
-            // are answered by its stand-in, `runtime/standin.rs`).
-            Some(crate::scripting::busy_error().to_vec())
+            // clients are answered by its stand-in, `runtime/standin.rs`). SHUTDOWN
+            // NOSAVE ends the process at once.
+            Some(if spec.name == "shutdown" {
+                crate::families::persistence::shutdown_while_busy(shared, args)
+            } else {
+                crate::scripting::busy_error().to_vec()
+            })
         } else if shared.memory.maxmemory() > 0
             && ((spec.flags.contains(Flags::DENYOOM) && !matches!(spec.exec, Exec::Shard(_)))
                 || (conn.multi.is_some()

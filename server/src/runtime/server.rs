@@ -112,6 +112,9 @@ pub struct Shared {
     pub connected_clients: AtomicUsize,
     /// Connections currently open, per worker (INFO shows the balance).
     pub clients_per_worker: Vec<AtomicUsize>,
+    /// Workers whose script runs past `busy-reply-threshold` (their stand-in serves their
+    /// clients): new connections go to the others.
+    pub busy_workers: Vec<AtomicBool>,
     /// Connections accepted since start.
     pub total_connections: AtomicU64,
     /// Commands processed since start, summed over threads at the end of each iteration.
@@ -258,6 +261,7 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             connected_clients: AtomicUsize::new(0),
             clients_per_worker: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+            busy_workers: (0..threads).map(|_| AtomicBool::new(false)).collect(),
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             blocked_clients: AtomicUsize::new(0),

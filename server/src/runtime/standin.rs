@@ -6,9 +6,10 @@
 //! serves the thread's other clients from the interpreter's count hook once the script
 //! is busy: it reads their requests and answers `BUSY` (or the error a request would get
 //! before that: an unknown command, `NOAUTH`), `SCRIPT KILL` and `FUNCTION KILL` (which
-//! stop the script), and accepts new connections when the thread holds the listener.
-//! What may run during a busy script but needs the worker (AUTH, HELLO, MULTI …,
-//! SHUTDOWN) waits, with what follows it, until the script ends, in order.
+//! stop the script) and SHUTDOWN (NOSAVE ends the process), and accepts new connections
+//! when the thread holds the listener. What else may run during a busy script needs the
+//! worker (AUTH, HELLO, MULTI …): it waits, with what follows it, until the script ends,
+//! in order.
 //!
 //! The worker lends its connections (and its listener) to the stand-in around the shard
 //! work that may run a script ([`Worker::lend_conns`]), and takes them back after, with
@@ -52,6 +53,8 @@ struct Lent {
     shared: Option<Arc<Shared>>,
     /// The worker's generation counter for new connections.
     next_gen: u64,
+    /// The worker's id.
+    worker: usize,
     /// The stand-in's poll, while a script is busy.
     poll: Option<(Poll, Events)>,
     /// Connections served (flushed and read again once the worker has them back).
@@ -81,6 +84,7 @@ impl Worker {
             std::mem::swap(&mut l.listener, &mut self.listener);
             l.running = running;
             l.next_gen = self.next_gen;
+            l.worker = self.id;
             if l.shared.is_none() {
                 l.shared = Some(Arc::clone(&self.shared));
             }
@@ -101,7 +105,11 @@ impl Worker {
             std::mem::swap(&mut l.conns, &mut self.conns);
             std::mem::swap(&mut l.listener, &mut self.listener);
             l.running = None;
-            l.poll = None;
+            if l.poll.take().is_some()
+                && let Some(busy) = self.shared.busy_workers.get(self.id)
+            {
+                busy.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
             self.next_gen = l.next_gen;
             (
                 std::mem::take(&mut l.served),
@@ -169,6 +177,13 @@ impl Lent {
         if let Some(l) = self.listener.as_ref() {
             let fd = l.as_raw_fd();
             let _ = registry.register(&mut SourceFd(&fd), LISTENER, Interest::READABLE);
+        }
+        if let Some(busy) = self
+            .shared
+            .as_ref()
+            .and_then(|s| s.busy_workers.get(self.worker))
+        {
+            busy.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for key in keys {
@@ -341,6 +356,9 @@ fn answer(
         "quit" => Answer::Quit,
         "script|kill" => kill(true),
         "function|kill" => kill(false),
+        "shutdown" => Answer::Error(crate::families::persistence::shutdown_while_busy(
+            shared, args,
+        )),
         _ => Answer::Later,
     }
 }

@@ -1142,8 +1142,22 @@ impl Worker {
                     };
                     // Connections are dealt round-robin: exact balance, whatever the
                     // number of clients (see docs/architecture.md).
-                    let target = self.next_target % self.shared.threads;
+                    let mut target = self.next_target % self.shared.threads;
                     self.next_target = self.next_target.wrapping_add(1);
+                    // (Not to a worker whose script is busy, while another is free.)
+                    let busy = |t: usize| {
+                        self.shared
+                            .busy_workers
+                            .get(t)
+                            .is_some_and(|b| b.load(Ordering::Relaxed))
+                    };
+                    if busy(target)
+                        && let Some(free) = (1..self.shared.threads)
+                            .map(|i| (target + i) % self.shared.threads)
+                            .find(|&t| !busy(t))
+                    {
+                        target = free;
+                    }
                     if target == self.id {
                         self.adopt(stream, addr);
                     } else {

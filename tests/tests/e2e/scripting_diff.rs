@@ -526,8 +526,12 @@ fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     for c in &mut before {
         out.push(show(c.cmd(&[b"GET", key.as_bytes()])));
     }
+    // Connected during it: whichever thread takes them, and the one that accepts.
     let mut after = Raw::connect(port);
-    out.push(show(after.cmd(&[b"PING"])));
+    for _ in 0..4 {
+        after = Raw::connect(port);
+        out.push(show(after.cmd(&[b"PING"])));
+    }
     out.push(show(after.cmd(&[b"NOSUCHCOMMAND"])));
     out.push(show(after.cmd(&[b"FUNCTION", b"KILL"])));
     out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
@@ -593,6 +597,48 @@ fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
                     "{expected}: {got:?}"
                 );
             }
+        }
+    }
+}
+
+/// SHUTDOWN during a busy script that wrote (which SCRIPT KILL cannot stop): without
+/// NOSAVE, the BUSY error; SHUTDOWN NOSAVE ends the server at once, from a client on
+/// the script's thread or another, as redis-server does.
+#[test]
+fn shutdown_nosave_ends_a_busy_script_that_wrote() {
+    use goblin_tests::{Raw, encode};
+    let spin = "redis.call('set', KEYS[1], 'v') local i = 0 while true do i = i + 1 end";
+    let run = |mut server: Server, from_another: usize| -> Vec<String> {
+        let show = |r: Vec<u8>| String::from_utf8_lossy(&r).into_owned();
+        let mut out = Vec::new();
+        let mut admin = Raw::connect(server.port);
+        admin.cmd(&[b"CONFIG", b"SET", b"busy-reply-threshold", b"100"]);
+        let mut others: Vec<Raw> = (0..from_another)
+            .map(|_| Raw::connect(server.port))
+            .collect();
+        let mut runner = Raw::connect(server.port);
+        runner.send(&encode(&[b"EVAL", spin.as_bytes(), b"1", b"k"]));
+        out.push(show(until_busy(&mut admin)));
+        out.push(show(admin.cmd(&[b"SCRIPT", b"KILL"])));
+        out.push(show(admin.cmd(&[b"SHUTDOWN"])));
+        out.push(show(admin.cmd(&[b"SHUTDOWN", b"SAVE"])));
+        let by = others.last_mut().unwrap_or(&mut admin);
+        by.send(&encode(&[b"SHUTDOWN", b"NOSAVE"]));
+        let (rest, closed) = by.read_to_close(std::time::Duration::from_secs(10));
+        out.push(format!("{} closed={closed}", show(rest)));
+        let status = server.wait_exit(std::time::Duration::from_secs(10));
+        out.push(format!("exited={}", status.is_some()));
+        out
+    };
+    for threads in [1, 2] {
+        for from_another in [0, 3] {
+            let got = run(Server::goblin_threads(threads), from_another);
+            let want = run(Server::redis(), from_another);
+            assert_eq!(
+                got, want,
+                "--threads {threads}, {from_another} other clients"
+            );
+            assert!(got.last().is_some_and(|s| s == "exited=true"), "{got:?}");
         }
     }
 }
