@@ -679,26 +679,7 @@ impl Worker {
                 self.shard.tracked = self.cmd_tracked;
             }
             let waits = if spec.may_run_script() {
-                // The connections are lent to the stand-in while the script runs (this
-                // one's output with them, but for the reply).
-                let (db, resp) = (conn.client.db, conn.client.resp);
-                let mut out = std::mem::take(&mut conn.output.buf);
-                self.lend_conns(Some(key));
-                let waits = self.shard.execute_here(
-                    &self.shared,
-                    spec,
-                    args,
-                    db,
-                    self.now,
-                    &mut out,
-                    resp,
-                    may_wait,
-                );
-                self.take_back_conns();
-                if let Some(conn) = self.conns.get_mut(key) {
-                    conn.output.buf = out;
-                }
-                waits
+                self.execute_lending(key, spec, args, may_wait)
             } else {
                 let Conn { client, output, .. } = conn;
                 self.shard.execute_here(
@@ -740,6 +721,40 @@ impl Worker {
         batch.push_tracked(spec.id, args, self.cmd_tracked);
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
+    }
+
+    /// `Shard::execute_here` of a command that may run a script, the connections lent to
+    /// the stand-in meanwhile (`runtime/standin.rs`; this one's output with them, but for
+    /// the reply).
+    #[inline(never)]
+    fn execute_lending(
+        &mut self,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        may_wait: bool,
+    ) -> bool {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return false;
+        };
+        let (db, resp) = (conn.client.db, conn.client.resp);
+        let mut out = std::mem::take(&mut conn.output.buf);
+        self.lend_conns(Some(key));
+        let waits = self.shard.execute_here(
+            &self.shared,
+            spec,
+            args,
+            db,
+            self.now,
+            &mut out,
+            resp,
+            may_wait,
+        );
+        self.take_back_conns();
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.output.buf = out;
+        }
+        waits
     }
 
     fn add_to_remote_batch(

@@ -71,6 +71,7 @@ impl Worker {
     /// Lends this worker's connections and listener to the stand-in, for shard work that
     /// may run a script; `running`: the connection whose command it is, if on this
     /// worker and not marked busy. [`Worker::take_back_conns`] must follow.
+    #[inline(never)]
     pub(crate) fn lend_conns(&mut self, running: Option<usize>) {
         LENT.with(|l| {
             let Ok(mut l) = l.try_borrow_mut() else {
@@ -93,6 +94,7 @@ impl Worker {
 
     /// Takes back what [`Worker::lend_conns`] lent: the connections the stand-in served
     /// are flushed and read again, those it accepted are registered.
+    #[inline(never)]
     pub(crate) fn take_back_conns(&mut self) {
         let (served, accepted) = LENT.with(|l| {
             let Ok(mut l) = l.try_borrow_mut() else {
@@ -261,7 +263,9 @@ impl Lent {
         }
         loop {
             let input = &mut conn.input;
-            let decoded = input.decoder.decode(&mut input.buf[input.start..input.end]);
+            let decoded = input
+                .decoder
+                .decode_cold(&mut input.buf[input.start..input.end]);
             match decoded {
                 Ok(Decoded::Command(n)) => {
                     let args = Args::framed(

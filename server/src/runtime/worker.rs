@@ -164,6 +164,23 @@ pub(crate) fn new_conn(
     Conn::new(stream, client, shared.config.limits, generation)
 }
 
+/// `target`, or the next worker whose script is not busy if its is (while one is not).
+fn not_busy(shared: &Shared, target: usize) -> usize {
+    let busy = |t: usize| {
+        shared
+            .busy_workers
+            .get(t)
+            .is_some_and(|b| b.load(Ordering::Relaxed))
+    };
+    if !busy(target) {
+        return target;
+    }
+    (1..shared.threads)
+        .map(|i| (target + i) % shared.threads)
+        .find(|&t| !busy(t))
+        .unwrap_or(target)
+}
+
 /// One thread's event loop.
 pub struct Worker {
     pub(crate) id: usize,
@@ -1142,22 +1159,8 @@ impl Worker {
                     };
                     // Connections are dealt round-robin: exact balance, whatever the
                     // number of clients (see docs/architecture.md).
-                    let mut target = self.next_target % self.shared.threads;
+                    let target = not_busy(&self.shared, self.next_target % self.shared.threads);
                     self.next_target = self.next_target.wrapping_add(1);
-                    // (Not to a worker whose script is busy, while another is free.)
-                    let busy = |t: usize| {
-                        self.shared
-                            .busy_workers
-                            .get(t)
-                            .is_some_and(|b| b.load(Ordering::Relaxed))
-                    };
-                    if busy(target)
-                        && let Some(free) = (1..self.shared.threads)
-                            .map(|i| (target + i) % self.shared.threads)
-                            .find(|&t| !busy(t))
-                    {
-                        target = free;
-                    }
                     if target == self.id {
                         self.adopt(stream, addr);
                     } else {

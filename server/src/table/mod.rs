@@ -178,6 +178,7 @@ impl CommandSpec {
 
     /// Whether it may run a script (EVAL, FCALL and the rest, EXEC), whose connection's
     /// worker then lends its connections to the stand-in (`runtime/standin.rs`).
+    #[inline]
     pub fn may_run_script(&self) -> bool {
         self.on_shard.is_some() || self.name == "exec"
     }
