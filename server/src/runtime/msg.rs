@@ -103,6 +103,9 @@ pub struct Batch {
     /// The tracking client its commands marked [`Track::Client`] or [`Track::Read`] run
     /// for.
     pub tracker: Option<crate::runtime::tracking::Reader>,
+    /// It holds a command that may run a script (the shard that runs it lends its
+    /// worker's connections to the stand-in meanwhile: `runtime/standin.rs`).
+    pub scripts: bool,
 }
 
 impl Default for Batch {
@@ -120,6 +123,7 @@ impl Default for Batch {
             db: 0,
             slow: Vec::new(),
             tracker: None,
+            scripts: false,
         }
     }
 }
@@ -183,6 +187,7 @@ impl Batch {
         self.reply_budget = usize::MAX;
         self.slow.clear();
         self.tracker = None;
+        self.scripts = false;
     }
 
     /// True when every command has run.

@@ -719,6 +719,7 @@ impl Worker {
         };
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);
+        batch.scripts = spec.may_run_script();
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
     }
@@ -786,6 +787,7 @@ impl Worker {
         conn.flight_shard = shard;
         if let Some(batch) = conn.open.as_mut() {
             batch.push_tracked(spec.id, args, self.cmd_tracked);
+            batch.scripts |= spec.may_run_script();
         }
         Flow::Next
     }

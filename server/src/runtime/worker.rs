@@ -994,11 +994,12 @@ impl Worker {
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             // (Shard work that may run a script: the connections are lent to the
             // stand-in meanwhile.)
-            Msg::Run(from, batch) => {
+            Msg::Run(from, batch) if batch.scripts => {
                 self.lend_conns(None);
                 self.shard.run_batch(&self.shared, from, batch);
                 self.take_back_conns();
             }
+            Msg::Run(from, batch) => self.shard.run_batch(shared, from, batch),
             Msg::Resume(from, budget) => {
                 self.lend_conns(None);
                 self.shard.resume(&self.shared, from, budget);
