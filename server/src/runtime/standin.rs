@@ -237,7 +237,14 @@ impl Lent {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        if conn.busy() || conn.gone || conn.closing || conn.deferred.is_some() {
+        // (Nor one whose input is out of it — being run, its buffer a placeholder with no
+        // room — which only `running` should be.)
+        if conn.busy()
+            || conn.gone
+            || conn.closing
+            || conn.deferred.is_some()
+            || conn.input.buf.is_empty()
+        {
             return;
         }
         self.served.push(key);
