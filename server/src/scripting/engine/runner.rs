@@ -71,24 +71,14 @@ pub(super) fn call_runner(
 mod tests {
     use super::*;
     use crate::table::args::Args;
-
-    fn args(parts: &[&[u8]]) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
-        let mut buf = Vec::new();
-        let mut spans = Vec::new();
-        for p in parts {
-            let at = buf.len();
-            buf.extend_from_slice(p);
-            spans.push(at..buf.len());
-        }
-        (buf, spans)
-    }
+    use crate::testkit::Cmd;
 
     #[test]
     fn a_run_lends_its_runner_for_exactly_its_duration() {
-        let (buf, spans) = args(&[b"get", b"k"]);
+        let get = Cmd::new(&[b"get", b"k"]);
         let mut seen = Vec::new();
         let mut reply = Vec::new();
-        assert!(call_runner(&Args::new(&buf, &spans), Version::Resp2, &mut reply).is_none());
+        assert!(call_runner(&get.args(), Version::Resp2, &mut reply).is_none());
         {
             let mut runner = |a: &Args<'_>, resp: Version, out: &mut Vec<u8>| {
                 seen.push((a.get(1).to_vec(), resp));
@@ -97,8 +87,8 @@ mod tests {
             };
             let got = with_runner(&mut runner, || {
                 let mut reply = Vec::new();
-                let a = call_runner(&Args::new(&buf, &spans), Version::Resp3, &mut reply);
-                let b = call_runner(&Args::new(&buf, &spans), Version::Resp2, &mut reply);
+                let a = call_runner(&get.args(), Version::Resp3, &mut reply);
+                let b = call_runner(&get.args(), Version::Resp2, &mut reply);
                 (
                     matches!(a, Some(Called::Reply)) && matches!(b, Some(Called::Reply)),
                     reply,
@@ -114,12 +104,12 @@ mod tests {
             ]
         );
         // Gone once the run is over.
-        assert!(call_runner(&Args::new(&buf, &spans), Version::Resp2, &mut reply).is_none());
+        assert!(call_runner(&get.args(), Version::Resp2, &mut reply).is_none());
     }
 
     #[test]
     fn the_runner_cannot_reach_itself_and_nested_runs_restore_the_outer_one() {
-        let (buf, spans) = args(&[b"ping"]);
+        let ping = Cmd::new(&[b"ping"]);
         let mut inner_found = None;
         let mut outer = |a: &Args<'_>, _: Version, out: &mut Vec<u8>| {
             // From inside the runner, there is none to call (no second `&mut`).
@@ -130,7 +120,7 @@ mod tests {
             let mut nested =
                 |_: &Args<'_>, _: Version, _: &mut Vec<u8>| Called::Refused(b"x".to_vec());
             let mut reply = Vec::new();
-            let a = Args::new(&buf, &spans);
+            let a = ping.args();
             let n = with_runner(&mut nested, || call_runner(&a, Version::Resp2, &mut reply));
             assert!(matches!(n, Some(Called::Refused(_))));
             // The outer runner is back.
@@ -144,17 +134,17 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_run_leaves_no_runner_behind() {
-        let (buf, spans) = args(&[b"ping"]);
+        let ping = Cmd::new(&[b"ping"]);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut runner =
                 |_: &Args<'_>, _: Version, _: &mut Vec<u8>| -> Called { panic!("boom") };
             with_runner(&mut runner, || {
                 let mut reply = Vec::new();
-                call_runner(&Args::new(&buf, &spans), Version::Resp2, &mut reply)
+                call_runner(&ping.args(), Version::Resp2, &mut reply)
             })
         }));
         assert!(caught.is_err());
         let mut reply = Vec::new();
-        assert!(call_runner(&Args::new(&buf, &spans), Version::Resp2, &mut reply).is_none());
+        assert!(call_runner(&ping.args(), Version::Resp2, &mut reply).is_none());
     }
 }
