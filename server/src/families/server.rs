@@ -942,7 +942,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n\
              used_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
              number_of_functions:{functions}\r\nused_memory_functions:{function_bytes}\r\n\
-             used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n",
+             used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n\
+             lazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
             human_bytes(used),
             human_bytes(rss),
             human_bytes(maxmemory),
@@ -950,6 +951,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             crate::alloc::NAME,
             scripts_bytes + function_bytes,
             human_bytes((scripts_bytes + function_bytes) as u64),
+            goblin_store::lazyfree::pending(),
+            goblin_store::lazyfree::freed(),
         ),
     );
     section(
