@@ -454,6 +454,11 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "tracking-table-max-keys",
             c.tracking_table_max_keys.to_string(),
         ),
+        (config::LAZYFREE[0], yes_no(c.lazyfree[0])),
+        (config::LAZYFREE[1], yes_no(c.lazyfree[1])),
+        (config::LAZYFREE[2], yes_no(c.lazyfree[2])),
+        (config::LAZYFREE[3], yes_no(c.lazyfree[3])),
+        (config::LAZYFREE[4], yes_no(c.lazyfree[4])),
     ]
 }
 
