@@ -20,7 +20,6 @@
 mod blob;
 mod events;
 mod keyspace;
-pub mod lazyfree;
 pub mod rdb;
 mod slot;
 pub mod types;
