@@ -108,6 +108,32 @@ def _read_reply(f):
     raise RuntimeError(f"unexpected reply {line!r}")
 
 
+
+def encode(*args):
+    """A command as a RESP array of bulk strings (str, bytes or numbers)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def send_pipelined(port, commands, batch=1000):
+    """Sends `commands` (encoded) in pipelined batches, reading every reply; an error reply
+    raises. (Replies are read a line at a time: for commands answering simple replies
+    and bulk strings.)"""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        f = s.makefile("rb")
+        for i in range(0, len(commands), batch):
+            chunk = commands[i:i + batch]
+            s.sendall(b"".join(chunk))
+            for _ in chunk:
+                line = f.readline()
+                if line.startswith(b"-"):
+                    raise RuntimeError(line)
+                if line.startswith(b"$") and int(line[1:]) >= 0:
+                    f.read(int(line[1:]) + 2)
+
 def call(port, *args):
     """Sends one command to 127.0.0.1:`port` and returns its decoded reply (RESP2); an error
     reply raises RuntimeError."""

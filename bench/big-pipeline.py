@@ -15,7 +15,7 @@ import socket
 import statistics
 import time
 
-from benchlib import GOBLIN, cpu_seconds, free_port, start, stop
+from benchlib import GOBLIN, cpu_seconds, encode, free_port, start, stop
 
 KINDS = {
     "set": lambda i: [b"SET", b"key:%d" % i, b"value-%d" % i],
@@ -23,13 +23,6 @@ KINDS = {
     "incr": lambda i: [b"INCR", b"counter:%d" % (i % 1000)],
     "ping": lambda i: [b"PING"],
 }
-
-
-def encode(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def count_replies(buf):
@@ -52,10 +45,10 @@ def count_replies(buf):
 def one_round(server, payload, expected):
     port = server["port"]
     with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(encode([b"FLUSHALL"]))
+        s.sendall(encode(b"FLUSHALL"))
         s.recv(100)
         # Fill the keys GET reads, untimed.
-        s.sendall(b"".join(encode(KINDS["set"](i)) for i in range(expected)))
+        s.sendall(b"".join(encode(*KINDS["set"](i)) for i in range(expected)))
         got = b""
         while count_replies(got) < expected:
             got += s.recv(1 << 20)
@@ -96,7 +89,7 @@ def main():
               f"median of {opts.rounds} rounds (goblin --threads {opts.threads})")
         print(f"{'kind':<6} {'server':<14} {'seconds':>9} {'server CPU s':>13}")
         for kind in opts.kinds.split(","):
-            payload = b"".join(encode(KINDS[kind](i)) for i in range(opts.commands))
+            payload = b"".join(encode(*KINDS[kind](i)) for i in range(opts.commands))
             results = {s["name"]: [] for s in servers}
             for _ in range(opts.rounds):
                 for s in servers:  # alternating, so that drift hits both alike

@@ -20,32 +20,14 @@ import argparse
 import signal
 import socket
 
-from benchlib import GOBLIN, free_port, start
+from benchlib import GOBLIN, encode, free_port, send_pipelined, start
 
 BATCH = 1000
 
 
-def encode(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
-
-
 def run(port, commands):
-    """Sends the commands in pipelined batches and reads every reply (counts lines)."""
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        f = s.makefile("rb")
-        for i in range(0, len(commands), BATCH):
-            chunk = commands[i:i + BATCH]
-            s.sendall(b"".join(chunk))
-            for _ in chunk:
-                line = f.readline()
-                if line.startswith(b"-"):
-                    raise RuntimeError(line)
-                if line.startswith(b"$") and line[1:2] != b"-":
-                    f.readline()
+    """Sends the commands in pipelined batches and reads every reply."""
+    send_pipelined(port, commands, BATCH)
 
 
 def used_memory(port):

@@ -30,34 +30,16 @@ import tempfile
 import threading
 import time
 
-from benchlib import GOBLIN, call, free_port, start, stop
+from benchlib import GOBLIN, call, encode, free_port, send_pipelined, start, stop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["expiry", "del-hash", "del-set", "del-zset", "del-list", "flushall", "grow",
              "bgsave"]
 
 
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
 def pipeline(port, commands, batch=2000):
     """Sends `commands` (encoded) in batches, reading every reply."""
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        f = s.makefile("rb")
-        for i in range(0, len(commands), batch):
-            chunk = commands[i:i + batch]
-            s.sendall(b"".join(chunk))
-            for _ in chunk:
-                line = f.readline()
-                if line.startswith(b"$") and int(line[1:]) >= 0:
-                    f.read(int(line[1:]) + 2)
-                elif line.startswith(b"-"):
-                    raise RuntimeError(line)
+    send_pipelined(port, commands, batch)
 
 
 class Pinger(threading.Thread):
