@@ -53,6 +53,15 @@ def start(name, argv, port, cpus="0"):
                             stderr=subprocess.DEVNULL)
     try:
         wait_port(port)
+        # Listening is not ready: a server answers LOADING until its dataset is in.
+        for _ in range(600):
+            try:
+                call(port, "PING")
+                break
+            except RuntimeError as e:
+                if not str(e).startswith("LOADING"):
+                    break
+                time.sleep(0.05)
     except BaseException:  # not listening, or interrupted: the caller never gets to stop it
         proc.kill()
         proc.wait()
@@ -106,7 +115,6 @@ def _read_reply(f):
         n = int(rest)
         return None if n < 0 else [_read_reply(f) for _ in range(n)]
     raise RuntimeError(f"unexpected reply {line!r}")
-
 
 
 def encode(*args):
