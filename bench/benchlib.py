@@ -4,6 +4,7 @@ import json
 import os
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -87,6 +88,26 @@ CLAIM_ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) th
 end
 return redis.call("get", KEYS[2])
 """
+
+
+def redis_benchmark_cases(cases, pipeline, rounds, clients, keyspace):
+    """redis-benchmark of each (name, server, command) in `cases` at `pipeline`, rounds
+    alternating between the cases, each run from an empty keyspace (FLUSHALL); prints
+    the table of medians and returns {name: (ops/s, server CPU us/op)}."""
+    requests = 2_000_000 if pipeline > 1 else 300_000
+    results = {name: [] for name, _, _ in cases}
+    for _ in range(rounds):
+        for name, server, cmd in cases:
+            call(server["port"], "FLUSHALL")
+            results[name].append(bench(server, None, pipeline, requests, clients, keyspace,
+                                       cmd))
+    med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+           for n, v in results.items()}
+    print(f"\n-P {pipeline}")
+    print(f"{'case':30} {'ops/s':>10} {'CPU us/op':>10}")
+    for name, _, _ in cases:
+        print(f"{name:30} {med[name][0]:>10.0f} {med[name][1]:>10.3f}")
+    return med
 
 
 def stop(servers):

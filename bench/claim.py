@@ -23,7 +23,7 @@ import statistics
 import os
 import tempfile
 
-from benchlib import GOBLIN, bench, free_port, loadgen, start
+from benchlib import GOBLIN, free_port, loadgen, redis_benchmark_cases, start
 
 ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
   return "CLAIMED"
@@ -78,19 +78,8 @@ def main():
         print(f"# servers on core 0, redis-benchmark on core 1; {opts.clients} clients, "
               f"{opts.keyspace} ids; median of {opts.rounds} rounds; empty keyspace per run")
         for pipeline in [int(p) for p in opts.pipelines.split(",")]:
-            requests = 2_000_000 if pipeline > 1 else 300_000
-            results = {name: [] for name, _, _ in cases}
-            for _ in range(opts.rounds):
-                for name, server, cmd in cases:
-                    command(server["port"], "FLUSHALL")
-                    results[name].append(bench(server, None, pipeline, requests, opts.clients,
-                                               opts.keyspace, cmd))
-            med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-                   for n, v in results.items()}
-            print(f"\n-P {pipeline}")
-            print(f"{'case':30} {'ops/s':>10} {'CPU us/op':>10}")
-            for name, _, _ in cases:
-                print(f"{name:30} {med[name][0]:>10.0f} {med[name][1]:>10.3f}")
+            med = redis_benchmark_cases(cases, pipeline, opts.rounds, opts.clients,
+                                        opts.keyspace)
             claim_rps = med["goblin -t1 GOBLIN.CLAIM"][0]
             print(f"GOBLIN.CLAIM / EVALSHA throughput: {claim_rps / med['redis EVALSHA oracle'][0]:.2f}x")
             print(f"GOBLIN.CLAIM / goblin SET NX EX:   {claim_rps / med['goblin -t1 SET NX EX'][0]:.2f}x")

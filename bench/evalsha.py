@@ -13,28 +13,13 @@ operation (medians over rounds) and the ratios issue 18 asks for.
   bench/evalsha.py --rounds 3
 """
 import argparse
-import signal
-import statistics
-import time
 
-from benchlib import GOBLIN, bench, call, free_port, start
+from benchlib import GOBLIN, call, free_port, redis_benchmark_cases, start, stop
 
 ORACLE = """if redis.call("set", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then
   return "CLAIMED"
 end
 return redis.call("get", KEYS[2])"""
-
-
-def load(port):
-    """SCRIPT LOAD of the oracle, once the server has loaded its dataset."""
-    for _ in range(100):
-        try:
-            return call(port, "SCRIPT", "LOAD", ORACLE)
-        except RuntimeError as e:
-            if not str(e).startswith("LOADING"):
-                raise
-            time.sleep(0.1)
-    raise RuntimeError("the server stays LOADING")
 
 
 def main():
@@ -56,7 +41,7 @@ def main():
             redis.append(start("redis-server", ["redis-server", "--port", str(p), "--save", "",
                                                 "--appendonly", "no"], p))
             servers.append(redis[-1])
-        shas = {load(s["port"]) for s in servers}
+        shas = {call(s["port"], "SCRIPT", "LOAD", ORACLE) for s in servers}
         assert len(shas) == 1, shas
         sha = shas.pop()
         sha = sha.decode() if isinstance(sha, bytes) else sha
@@ -70,19 +55,8 @@ def main():
         print(f"# servers on core 0, redis-benchmark on core 1; {opts.clients} clients, "
               f"{opts.keyspace} ids; median of {opts.rounds} rounds; empty keyspace per run")
         for pipeline in [int(p) for p in opts.pipelines.split(",")]:
-            requests = 2_000_000 if pipeline > 1 else 300_000
-            results = {name: [] for name, _, _ in cases}
-            for _ in range(opts.rounds):
-                for name, server, cmd in cases:
-                    call(server["port"], "FLUSHALL")
-                    results[name].append(bench(server, None, pipeline, requests, opts.clients,
-                                               opts.keyspace, cmd))
-            med = {n: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
-                   for n, v in results.items()}
-            print(f"\n-P {pipeline}")
-            print(f"{'case':30} {'ops/s':>10} {'CPU us/op':>10}")
-            for name, _, _ in cases:
-                print(f"{name:30} {med[name][0]:>10.0f} {med[name][1]:>10.3f}")
+            med = redis_benchmark_cases(cases, pipeline, opts.rounds, opts.clients,
+                                        opts.keyspace)
             ge, re_, re2 = (med["goblin -t1 EVALSHA oracle"], med["redis EVALSHA oracle"],
                             med["redis (2nd) EVALSHA oracle"])
             native = med["goblin -t1 GOBLIN.CLAIM"]
@@ -93,9 +67,7 @@ def main():
             print(f"native GOBLIN.CLAIM / goblin EVALSHA: throughput {native[0] / ge[0]:.2f}x, "
                   f"ops per CPU-second {ge[1] / native[1]:.2f}x")
     finally:
-        for s in servers:
-            s["proc"].send_signal(signal.SIGTERM)
-            s["proc"].wait()
+        stop(servers)
 
 
 if __name__ == "__main__":

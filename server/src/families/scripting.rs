@@ -538,9 +538,9 @@ pub(crate) fn script_kill(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 
 /// SCRIPT KILL (`eval`) or FUNCTION KILL.
 pub(crate) fn kill_command(ctx: &mut ConnCtx<'_>, eval: bool) {
-    match crate::scripting::kill_reply(eval) {
-        b"+OK\r\n" => ctx.reply().ok(),
-        error => ctx.reply().error(error),
+    match crate::scripting::kill(eval).error() {
+        None => ctx.reply().ok(),
+        Some(error) => ctx.reply().error(error),
     }
 }
 

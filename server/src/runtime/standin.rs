@@ -359,9 +359,9 @@ fn answer(
     if multi.is_some() {
         return Answer::Later;
     }
-    let kill = |eval: bool| match crate::scripting::kill_reply(eval) {
-        b"+OK\r\n" => Answer::Ok,
-        error => Answer::Error(error.to_vec()),
+    let kill = |eval: bool| match crate::scripting::kill(eval).error() {
+        None => Answer::Ok,
+        Some(error) => Answer::Error(error.to_vec()),
     };
     match spec.name {
         "quit" => Answer::Quit,

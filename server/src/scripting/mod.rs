@@ -239,20 +239,6 @@ pub fn kill(eval: bool) -> Kill {
     Kill::Killed
 }
 
-/// SCRIPT KILL's (`eval`) or FUNCTION KILL's reply: `+OK` or an error's text.
-pub fn kill_reply(eval: bool) -> &'static [u8] {
-    match kill(eval) {
-        Kill::NotBusy => b"NOTBUSY No scripts in execution right now.",
-        Kill::Unkillable => {
-            b"UNKILLABLE Sorry the script already executed write commands against the \
-              dataset. You can either wait the script termination or kill the server in a \
-              hard way using the SHUTDOWN NOSAVE command."
-        }
-        Kill::OtherKind(busy) => busy,
-        Kill::Killed => b"+OK\r\n",
-    }
-}
-
 /// What SCRIPT KILL found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kill {
@@ -265,6 +251,22 @@ pub enum Kill {
     OtherKind(&'static [u8]),
     /// The busy scripts will stop.
     Killed,
+}
+
+impl Kill {
+    /// The error SCRIPT KILL or FUNCTION KILL answers; `None` for `+OK`.
+    pub fn error(self) -> Option<&'static [u8]> {
+        match self {
+            Kill::NotBusy => Some(b"NOTBUSY No scripts in execution right now."),
+            Kill::Unkillable => Some(
+                b"UNKILLABLE Sorry the script already executed write commands against the \
+                  dataset. You can either wait the script termination or kill the server in a \
+                  hard way using the SHUTDOWN NOSAVE command.",
+            ),
+            Kill::OtherKind(busy) => Some(busy),
+            Kill::Killed => None,
+        }
+    }
 }
 
 impl Scripts {

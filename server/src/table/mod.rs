@@ -176,11 +176,13 @@ impl CommandSpec {
         }
     }
 
-    /// Whether it may run a script (EVAL, FCALL and the rest, EXEC), whose connection's
-    /// worker then lends its connections to the stand-in (`runtime/standin.rs`).
+    /// Whether it may run a script (EVAL, FCALL and the rest: the commands run on their
+    /// shard whole), whose connection's worker then lends its connections to the
+    /// stand-in (`runtime/standin.rs`). (A script inside MULTI runs in EXEC's plan, which
+    /// lends them too.)
     #[inline]
     pub fn may_run_script(&self) -> bool {
-        self.on_shard.is_some() || self.name == "exec"
+        self.on_shard.is_some()
     }
 
     /// Whether this is a container of subcommands.
