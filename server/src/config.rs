@@ -75,6 +75,11 @@ pub struct Config {
     /// running script makes the other clients of its thread wait with `BUSY`, and may
     /// be killed (0: never).
     pub busy_reply_threshold: u64,
+    /// `lazyfree-lazy-eviction`, `-expire`, `-server-del`, `-user-del`, `-user-flush` (in
+    /// [`LAZYFREE`]'s order): accepted, shown and rewritten as redis-server does; Goblin
+    /// frees a value of many elements in the background whatever they say
+    /// (`goblin_store::lazyfree`).
+    pub lazyfree: [bool; 5],
     /// `lua-allow-undeclared-keys` (Goblin's): scripts may touch keys they do not
     /// declare, running with every shard locked.
     pub lua_allow_undeclared_keys: bool,
@@ -400,6 +405,7 @@ impl Default for Config {
             tracking_table_max_keys: 1_000_000,
             busy_reply_threshold: 5000,
             lua_allow_undeclared_keys: false,
+            lazyfree: [false; 5],
         }
     }
 }
@@ -468,6 +474,9 @@ Options:
   --lua-allow-undeclared-keys yes|no
                             let scripts touch keys they do not pass in KEYS: such
                             scripts run with every shard locked (default no)
+  --lazyfree-lazy-eviction, -expire, -server-del, -user-del, -user-flush yes|no
+                            accepted as redis-server's; Goblin frees values of many
+                            elements in the background whatever they say
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
 
@@ -553,6 +562,20 @@ pub const SETTABLE: &[&str] = &[
     "tracking-table-max-keys",
     "busy-reply-threshold",
     "lua-allow-undeclared-keys",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+];
+
+/// The `lazyfree-lazy-*` options, in [`Config::lazyfree`]'s order.
+pub const LAZYFREE: [&str; 5] = [
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
 ];
 
 /// Other names CONFIG SET knows options by (redis-server's aliases).
@@ -757,6 +780,9 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.busy_reply_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64
         }
         "lua-allow-undeclared-keys" => config.lua_allow_undeclared_keys = parse_bool(one()?)?,
+        lazy if let Some(i) = LAZYFREE.iter().position(|n| *n == lazy) => {
+            config.lazyfree[i] = parse_bool(one()?)?;
+        }
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
@@ -966,6 +992,11 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("stop-writes-on-bgsave-error", &|c| {
             yes_no(c.persist.stop_writes_on_bgsave_error).into()
         }),
+        opt(LAZYFREE[0], &|c| yes_no(c.lazyfree[0]).into()),
+        opt(LAZYFREE[1], &|c| yes_no(c.lazyfree[1]).into()),
+        opt(LAZYFREE[2], &|c| yes_no(c.lazyfree[2]).into()),
+        opt(LAZYFREE[3], &|c| yes_no(c.lazyfree[3]).into()),
+        opt(LAZYFREE[4], &|c| yes_no(c.lazyfree[4]).into()),
         opt("dbfilename", &|c| repr(c.persist.dbfilename.as_bytes())),
         // Always written.
         Rewritten {

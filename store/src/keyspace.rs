@@ -154,6 +154,14 @@ fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<V
     }
 }
 
+/// [`forget`] of an entry whose value goes: freed, in the background if it is big
+/// ([`crate::lazyfree`]).
+fn discard(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) {
+    if let Some(value) = forget(counts, boxed, blob) {
+        crate::lazyfree::free(value);
+    }
+}
+
 /// A point-in-time image of the keyspace, written slot by slot while the keyspace keeps
 /// changing (see [`Keyspace::begin_snapshot`]).
 struct Snapshot {
@@ -756,6 +764,11 @@ impl Keyspace {
         forget(&mut self.counts, &mut self.boxed, blob)
     }
 
+    /// [`discard`]: the entry's value freed (in the background if big).
+    fn discard(&mut self, blob: &[u8]) {
+        discard(&mut self.counts, &mut self.boxed, blob);
+    }
+
     /// Gives a slot table's memory back after many removals (all of it when the slot is
     /// empty: 16384 slots of idle buckets would otherwise add up).
     fn maybe_shrink(&mut self, slot: usize) {
@@ -812,7 +825,7 @@ impl Keyspace {
             Err(_) => None,
             Ok(found) if expired(found.get(), now) => {
                 let (blob, _) = found.remove();
-                forget(counts, boxed, &blob);
+                discard(counts, boxed, &blob);
                 recorder.key(Change::Expired, *db, slot, key);
                 None
             }
@@ -986,8 +999,10 @@ impl Keyspace {
             // A boxed value being replaced by a new payload (possibly its own index:
             // callers re-boxing pass the index they got from `boxed.insert`, never the
             // old one).
-            if !matches!(payload, Payload::Boxed(j) if j == i) {
-                self.boxed.try_remove(i as usize);
+            if !matches!(payload, Payload::Boxed(j) if j == i)
+                && let Some(old) = self.boxed.try_remove(i as usize)
+            {
+                crate::lazyfree::free(old);
             }
         }
         if let Some(at) = expire_at {
@@ -1057,7 +1072,7 @@ impl Keyspace {
             .map(|t| t.find_entry(hash, |b| blob::key(b) == key))
         {
             let (blob, _) = found.remove();
-            self.forget(&blob);
+            self.discard(&blob);
             self.maybe_shrink(slot);
         }
     }
@@ -1103,7 +1118,7 @@ impl Keyspace {
             return false;
         };
         let (blob, _) = found.remove();
-        self.forget(&blob);
+        self.discard(&blob);
         self.maybe_shrink(slot);
         let change = removal(&blob, now);
         self.record(change, slot, key);
@@ -1179,9 +1194,13 @@ impl Keyspace {
         if self.snapshot.is_some() {
             (0..SLOTS).for_each(|slot| self.preserve(slot));
         }
-        self.slots = Box::new([]);
-        self.boxed = Slab::new();
-        self.wheel = Wheel::new(0);
+        // (Freed in the background: a million keys take a while.)
+        let slots = std::mem::replace(&mut self.slots, Box::new([]));
+        let boxed = std::mem::take(&mut self.boxed);
+        let wheel = std::mem::replace(&mut self.wheel, Wheel::new(0));
+        if self.counts.len > crate::lazyfree::THRESHOLD {
+            crate::lazyfree::free_later((slots, boxed, wheel));
+        }
         self.counts = Counts::default();
         self.recorder.flushed(self.db);
     }
@@ -1201,7 +1220,7 @@ impl Keyspace {
             }
         });
         for blob in &gone {
-            self.forget(blob);
+            self.discard(blob);
             self.record(Change::Expired, usize::from(slot), blob::key(blob));
         }
         if let Some(table) = self.slots.get(usize::from(slot)) {
@@ -1289,7 +1308,7 @@ impl Keyspace {
             };
             if expired(found.get(), now) {
                 let (blob, _) = found.remove();
-                self.forget(&blob);
+                self.discard(&blob);
                 self.record(Change::Expired, slot, blob::key(&blob));
                 removed += 1;
                 self.maybe_shrink(slot);

@@ -20,6 +20,7 @@
 mod blob;
 mod events;
 mod keyspace;
+pub mod lazyfree;
 pub mod rdb;
 mod slot;
 pub mod types;

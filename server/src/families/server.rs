@@ -454,6 +454,11 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "tracking-table-max-keys",
             c.tracking_table_max_keys.to_string(),
         ),
+        (config::LAZYFREE[0], yes_no(c.lazyfree[0])),
+        (config::LAZYFREE[1], yes_no(c.lazyfree[1])),
+        (config::LAZYFREE[2], yes_no(c.lazyfree[2])),
+        (config::LAZYFREE[3], yes_no(c.lazyfree[3])),
+        (config::LAZYFREE[4], yes_no(c.lazyfree[4])),
     ]
 }
 
@@ -942,7 +947,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n\
              used_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
              number_of_functions:{functions}\r\nused_memory_functions:{function_bytes}\r\n\
-             used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n",
+             used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n\
+             lazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
             human_bytes(used),
             human_bytes(rss),
             human_bytes(maxmemory),
@@ -950,6 +956,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             crate::alloc::NAME,
             scripts_bytes + function_bytes,
             human_bytes((scripts_bytes + function_bytes) as u64),
+            goblin_store::lazyfree::pending(),
+            goblin_store::lazyfree::freed(),
         ),
     );
     section(

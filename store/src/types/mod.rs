@@ -74,6 +74,19 @@ impl Value {
         }
     }
 
+    /// How many allocations freeing it takes, roughly (Redis's `lazyfreeGetFreeEffort`):
+    /// a collection's elements (a stream's nodes), 1 for a string.
+    pub fn elements(&self) -> usize {
+        match self {
+            Value::Str(_) => 1,
+            Value::Hash(h) => h.len(),
+            Value::List(l) => l.len(),
+            Value::Set(m) => m.len(),
+            Value::ZSet(z) => z.len(),
+            Value::Stream(x) => x.node_count(),
+        }
+    }
+
     /// Approximate heap bytes of the value when it is boxed beside its entry.
     pub fn heap_bytes(&self) -> usize {
         match self {

@@ -17,6 +17,9 @@ use goblin_tests::{Differential, Raw, Server, free_port, goblin_binary, scratch_
 /// writes) and `threads` (Goblin's own), and the directives both keep.
 const COMPARED: &[&str] = &[
     "protected-mode",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-eviction",
     "port",
     "timeout",
     "tcp-keepalive",
@@ -270,6 +273,8 @@ fn a_rewritten_file_is_the_one_redis_writes_and_starts_goblin_again() {
          Slowlog-Max-Len 65\n\
          requirepass secret\n\
          lfu-log-factor 10\n\
+         lazyfree-lazy-user-del yes\n\
+         lazyfree-lazy-eviction no\n\
          LOGLEVEL notice\n",
         included.display()
     );
@@ -309,6 +314,7 @@ fn a_rewritten_file_is_the_one_redis_writes_and_starts_goblin_again() {
         &["CONFIG", "SET", "slowlog-log-slower-than", "-1"],
         &["CONFIG", "SET", "stop-writes-on-bgsave-error", "no"],
         &["CONFIG", "SET", "maxclients", "500"],
+        &["CONFIG", "SET", "lazyfree-lazy-expire", "yes"],
         &["CONFIG", "SET", "requirepass", ""],
     ];
     let (mut g, mut r) = (goblin.raw(), redis.raw());
@@ -344,7 +350,10 @@ fn a_rewritten_file_is_the_one_redis_writes_and_starts_goblin_again() {
         "slowlog-max-len 65",
         "loglevel verbose",
         "lfu-log-factor 10",
+        "lazyfree-lazy-user-del yes",
+        "lazyfree-lazy-eviction no",
         SIGNATURE,
+        "lazyfree-lazy-expire yes",
         "save 300 3",
         "latency-monitor-threshold 25",
         "maxmemory-samples 6",
@@ -386,6 +395,9 @@ fn a_rewritten_file_is_the_one_redis_writes_and_starts_goblin_again() {
         "dir",
         "dbfilename",
         "tcp-keepalive",
+        "lazyfree-lazy-user-del",
+        "lazyfree-lazy-expire",
+        "lazyfree-lazy-user-flush",
     ];
     let before = config_get(&mut g, &names);
     drop((g, goblin));
