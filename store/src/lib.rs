@@ -21,6 +21,7 @@ mod blob;
 mod events;
 mod keyspace;
 pub mod lazyfree;
+mod prefetch;
 pub mod rdb;
 mod slot;
 pub mod types;

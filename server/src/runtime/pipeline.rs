@@ -34,6 +34,7 @@ use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
 use crate::runtime::tracking::{Reader, Tracked};
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
+use crate::shard::PREFETCH_AHEAD;
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
@@ -90,10 +91,21 @@ impl Worker {
             return;
         }
         let mut input = std::mem::take(&mut conn.input);
+        // Requests run since their keys were last prefetched (a long pipeline's are
+        // prefetched a stretch at a time; a request that waited was prefetched before).
+        let mut since_prefetch = usize::from(conn.deferred.is_some());
         while let Some(conn) = self.conns.get_mut(key) {
             if conn.closing || conn.held_replies() > OUTPUT_HIGH_WATER {
                 break;
             }
+            if since_prefetch.is_multiple_of(PREFETCH_AHEAD) {
+                let db = conn.client.db;
+                self.prefetch_keys(&input.buf[input.start..input.end], db);
+            }
+            since_prefetch += 1;
+            let Some(conn) = self.conns.get_mut(key) else {
+                break;
+            };
             // A request that had to wait goes first: it is still decoded.
             let (decoded, mut route) = match conn.deferred.take() {
                 Some(deferred) => (Ok(Decoded::Command(deferred.len)), deferred.route),
@@ -146,6 +158,37 @@ impl Worker {
         }
         if let Some(conn) = self.conns.get_mut(key) {
             conn.input = input;
+        }
+    }
+
+    /// Prefetches the keys of the complete requests at the start of `pending` that live
+    /// on this shard (the second word of each, where most commands have their key), when
+    /// there are several: their lookups' cache misses then overlap, where one by one,
+    /// each between its command's parsing and reply, they would add up. A request with
+    /// no key there costs a lookup that finds nothing.
+    fn prefetch_keys(&self, pending: &[u8], db: usize) {
+        let Some(keyspace) = self.shard.dbs().get(db) else {
+            return;
+        };
+        let mut keys: [&[u8]; PREFETCH_AHEAD] = [&[]; PREFETCH_AHEAD];
+        let found = second_words(pending, &mut keys);
+        if found < 2 {
+            return;
+        }
+        // First where each key is (no memory but the keys' own), then the lookups, in a
+        // loop small enough for the CPU to run many of them at once.
+        let slots = self.shard.slots();
+        let mut positions = [(0, 0); PREFETCH_AHEAD];
+        let mut local = 0;
+        for key in &keys[..found] {
+            let position = keyspace.position(key);
+            if slots.shard_of_slot(position.0) == self.id {
+                positions[local] = position;
+                local += 1;
+            }
+        }
+        for &position in &positions[..local] {
+            keyspace.prefetch(position);
         }
     }
 
@@ -1303,6 +1346,95 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
             for item in list {
                 write_outcome(ctx, item);
             }
+        }
+    }
+}
+
+/// Fills `out` with the second word of each complete multi-bulk request at the start of
+/// `buf` (a request of one word is skipped), in order, stopping at the first request
+/// that is incomplete or not multi-bulk; how many it found. Reads only: the decoder
+/// checks every request properly when it runs.
+fn second_words<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> usize {
+    let mut found = 0;
+    let mut at = 0;
+    let mut requests = 0;
+    while found < out.len() && requests < out.len() * 2 {
+        requests += 1;
+        let Some((words, next)) = length(buf, at, b'*') else {
+            return found;
+        };
+        at = next;
+        for i in 0..words {
+            let Some((len, start)) = length(buf, at, b'$') else {
+                return found;
+            };
+            let Some(end) = start.checked_add(len).filter(|&e| e + 2 <= buf.len()) else {
+                return found;
+            };
+            if i == 1 {
+                out[found] = &buf[start..end];
+                found += 1;
+            }
+            at = end + 2;
+        }
+    }
+    found
+}
+
+/// The length after `kind` at `buf[at]` (`*3\r\n`, `$5\r\n`), and where its line ends.
+fn length(buf: &[u8], at: usize, kind: u8) -> Option<(usize, usize)> {
+    if buf.get(at) != Some(&kind) {
+        return None;
+    }
+    let mut n = 0usize;
+    let mut i = at + 1;
+    loop {
+        match *buf.get(i)? {
+            d @ b'0'..=b'9' if i - at <= 10 => n = n * 10 + usize::from(d - b'0'),
+            b'\r' if i > at + 1 => break,
+            _ => return None,
+        }
+        i += 1;
+    }
+    (buf.get(i + 1) == Some(&b'\n')).then_some((n, i + 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::second_words;
+
+    fn words(buf: &[u8], room: usize) -> Vec<Vec<u8>> {
+        let mut out = vec![&[][..]; room];
+        let n = second_words(buf, &mut out);
+        out[..n].iter().map(|w| w.to_vec()).collect()
+    }
+
+    #[test]
+    fn second_words_of_complete_requests() {
+        let pipeline = b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*1\r\n$4\r\nPING\r\n\
+                         *3\r\n$3\r\nSET\r\n$0\r\n\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$2\r\nk";
+        assert_eq!(words(pipeline, 8), [b"k1".to_vec(), Vec::new()]);
+        // No more than there is room for.
+        assert_eq!(words(pipeline, 1), [b"k1".to_vec()]);
+    }
+
+    #[test]
+    fn second_words_stop_at_anything_else() {
+        for buf in [
+            &b"PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..],
+            b"*2\r\n$3\r\nGET\r\n$99999999999\r\nk\r\n",
+            b"*2\r\n$3\r\nGET\r\n$-1\r\n",
+            b"*2\r\n$3\r\nGET\r\n$18446744073709551615\r\n",
+            b"*99999999999\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            b"*\r\n",
+            b"*2\r",
+            b"",
+        ] {
+            let found = words(buf, 4);
+            assert!(
+                found.len() <= 1 && found.iter().all(|w| w.as_slice() == b"k"),
+                "{buf:?}: {found:?}"
+            );
         }
     }
 }

@@ -76,6 +76,10 @@ const TIMING_SAMPLE: u64 = 16;
 /// loader replaying a log has no client to take them).
 const SLOW_KEPT: usize = 128;
 
+/// How many commands ahead a pipeline's keys are prefetched (`Shard::prefetch_batch`,
+/// `Worker::prefetch_keys`).
+pub(crate) const PREFETCH_AHEAD: usize = 32;
+
 /// A message this shard produced for a worker (possibly its own).
 pub type Outgoing = (usize, Msg);
 
@@ -1120,6 +1124,9 @@ impl Shard {
             if batch.next > first && batch.over_budget() {
                 return Ran::OverBudget;
             }
+            if (batch.next - first).is_multiple_of(PREFETCH_AHEAD) {
+                self.prefetch_batch(batch);
+            }
             if !self.quiet()
                 && let Some(needs) = self.next_needs(shared, batch)
                 && !self.locks.compatible(&needs, None)
@@ -1129,6 +1136,35 @@ impl Shard {
             self.run_one(shared, batch, None);
         }
         Ran::Finished
+    }
+
+    /// Prefetches the keys of the next [`PREFETCH_AHEAD`] commands of `batch` (the second
+    /// word of each, where most commands have their key), as the worker does for its own
+    /// connections' pipelines (`Worker::prefetch_keys`): their lookups' cache misses
+    /// overlap instead of adding up.
+    fn prefetch_batch(&self, batch: &Batch) {
+        let Some(keyspace) = self.dbs.get(batch.db) else {
+            return;
+        };
+        let mut positions = [(0, 0); PREFETCH_AHEAD];
+        let mut found = 0;
+        for cmd in batch.cmds.iter().skip(batch.next).take(PREFETCH_AHEAD) {
+            if let Some(key) = batch
+                .spans
+                .get(cmd.args.start + 1)
+                .filter(|_| cmd.args.len() > 1)
+                .and_then(|span| batch.data.get(span.clone()))
+            {
+                positions[found] = keyspace.position(key);
+                found += 1;
+            }
+        }
+        if found < 2 {
+            return;
+        }
+        for &position in &positions[..found] {
+            keyspace.prefetch(position);
+        }
     }
 
     /// Runs command `batch.next` with no lock checks.
