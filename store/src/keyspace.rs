@@ -1319,6 +1319,10 @@ impl Keyspace {
     pub fn expire_due(&mut self, now: Millis, budget: usize) -> usize {
         let mut due = Vec::new();
         self.wheel.advance(now, budget, |t| due.push(t));
+        // The entries first, all at once (their cache misses overlap), then the removals.
+        for t in &due {
+            self.prefetch((usize::from(t.slot()), t.hash));
+        }
         let mut removed = 0;
         for t in due {
             let slot = usize::from(t.slot());
