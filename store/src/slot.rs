@@ -53,9 +53,26 @@ pub fn crc16(data: &[u8]) -> u16 {
             ^ TABLES[1][usize::from(w[6])]
             ^ TABLES[0][usize::from(w[7])];
     }
-    words.remainder().iter().fold(crc, |crc, &b| {
-        (crc << 8) ^ TABLES[0][usize::from((crc >> 8) as u8 ^ b)]
-    })
+    // The rest (most keys are shorter than eight bytes, or end in a few): four, two,
+    // then one at a time, so at most three steps wait on each other.
+    let mut rest = words.remainder();
+    if let [a, b, c, d, tail @ ..] = rest {
+        let [hi, lo] = crc.to_be_bytes();
+        crc = TABLES[3][usize::from(a ^ hi)]
+            ^ TABLES[2][usize::from(b ^ lo)]
+            ^ TABLES[1][usize::from(*c)]
+            ^ TABLES[0][usize::from(*d)];
+        rest = tail;
+    }
+    if let [a, b, tail @ ..] = rest {
+        let [hi, lo] = crc.to_be_bytes();
+        crc = TABLES[1][usize::from(a ^ hi)] ^ TABLES[0][usize::from(b ^ lo)];
+        rest = tail;
+    }
+    if let [a] = rest {
+        crc = (crc << 8) ^ TABLES[0][usize::from((crc >> 8) as u8 ^ a)];
+    }
+    crc
 }
 
 /// The part of `key` that is hashed: the content of the first `{…}` when it is non-empty,
