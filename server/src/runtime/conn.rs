@@ -51,6 +51,10 @@ pub struct Input {
     pub end: usize,
     /// The connection's request decoder.
     pub decoder: RequestDecoder,
+    /// The requests before this offset had their keys prefetched
+    /// (`Worker::prefetch_keys`): each request is looked at once, however many times
+    /// the connection stops and goes on.
+    pub prefetched: usize,
 }
 
 impl Default for Input {
@@ -62,6 +66,7 @@ impl Default for Input {
             start: 0,
             end: 0,
             decoder: RequestDecoder::default(),
+            prefetched: 0,
         }
     }
 }
@@ -73,6 +78,7 @@ impl Input {
             start: 0,
             end: 0,
             decoder: RequestDecoder::new(limits),
+            prefetched: 0,
         }
     }
 
@@ -92,6 +98,7 @@ impl Input {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
+            self.prefetched = 0;
             if self.buf.len() > READ_BUFFER_SHRINK_ABOVE {
                 self.buf = vec![0; READ_BUFFER_INITIAL];
             }
@@ -107,6 +114,7 @@ impl Input {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
+            self.prefetched = self.prefetched.saturating_sub(self.start);
             self.start = 0;
         }
         if self.buf.len() - self.end < READ_MIN_FREE {

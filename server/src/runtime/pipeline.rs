@@ -91,18 +91,15 @@ impl Worker {
             return;
         }
         let mut input = std::mem::take(&mut conn.input);
-        // Requests run since their keys were last prefetched (a long pipeline's are
-        // prefetched a stretch at a time; a request that waited was prefetched before).
-        let mut since_prefetch = usize::from(conn.deferred.is_some());
         while let Some(conn) = self.conns.get_mut(key) {
             if conn.closing || conn.held_replies() > OUTPUT_HIGH_WATER {
                 break;
             }
-            if since_prefetch.is_multiple_of(PREFETCH_AHEAD) {
+            if input.start >= input.prefetched {
                 let db = conn.client.db;
-                self.prefetch_keys(&input.buf[input.start..input.end], db);
+                let scanned = self.prefetch_keys(&input.buf[input.start..input.end], db);
+                input.prefetched = input.start + scanned;
             }
-            since_prefetch += 1;
             let Some(conn) = self.conns.get_mut(key) else {
                 break;
             };
@@ -161,20 +158,18 @@ impl Worker {
         }
     }
 
-    /// Prefetches the keys of the complete requests at the start of `pending` that live
-    /// on this shard (the second word of each, where most commands have their key), when
-    /// there are several: their lookups' cache misses then overlap, where one by one,
-    /// each between its command's parsing and reply, they would add up. A request with
-    /// no key there costs a lookup that finds nothing.
-    fn prefetch_keys(&self, pending: &[u8], db: usize) {
-        let Some(keyspace) = self.shard.dbs().get(db) else {
-            return;
-        };
+    /// Prefetches the keys of the complete requests at the start of `pending` (at most
+    /// [`PREFETCH_AHEAD`]) that live on this shard — the second word of each, where most
+    /// commands have their key —, when there are several: their lookups' cache misses
+    /// then overlap, where one by one, each between its command's parsing and reply,
+    /// they would add up. A request with no key there costs a lookup that finds nothing.
+    /// Returns how many bytes of `pending` it looked at (the requests it saw whole).
+    fn prefetch_keys(&self, pending: &[u8], db: usize) -> usize {
         let mut keys: [&[u8]; PREFETCH_AHEAD] = [&[]; PREFETCH_AHEAD];
-        let found = second_words(pending, &mut keys);
-        if found < 2 {
-            return;
-        }
+        let (found, scanned) = second_words(pending, &mut keys);
+        let Some(keyspace) = self.shard.dbs().get(db).filter(|_| found >= 2) else {
+            return scanned;
+        };
         // First where each key is (no memory but the keys' own), then the lookups, in a
         // loop small enough for the CPU to run many of them at once.
         let slots = self.shard.slots();
@@ -190,6 +185,7 @@ impl Worker {
         for &position in &positions[..local] {
             keyspace.prefetch(position);
         }
+        scanned
     }
 
     /// Counts a request that ran; true when the connection must stop for now.
@@ -1352,33 +1348,38 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
 
 /// Fills `out` with the second word of each complete multi-bulk request at the start of
 /// `buf` (a request of one word is skipped), in order, stopping at the first request
-/// that is incomplete or not multi-bulk; how many it found. Reads only: the decoder
-/// checks every request properly when it runs.
-fn second_words<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> usize {
+/// that is incomplete or not multi-bulk, or once `out` is full; how many it found, and
+/// where the last request it read whole ends. Reads only: the decoder checks every
+/// request properly when it runs.
+fn second_words<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> (usize, usize) {
     let mut found = 0;
-    let mut at = 0;
+    let mut whole = 0;
     let mut requests = 0;
     while found < out.len() && requests < out.len() * 2 {
         requests += 1;
-        let Some((words, next)) = length(buf, at, b'*') else {
-            return found;
+        let Some((words, mut at)) = length(buf, whole, b'*') else {
+            break;
         };
-        at = next;
+        let mut second = None;
         for i in 0..words {
             let Some((len, start)) = length(buf, at, b'$') else {
-                return found;
+                return (found, whole);
             };
             let Some(end) = start.checked_add(len).filter(|&e| e + 2 <= buf.len()) else {
-                return found;
+                return (found, whole);
             };
             if i == 1 {
-                out[found] = &buf[start..end];
-                found += 1;
+                second = Some(&buf[start..end]);
             }
             at = end + 2;
         }
+        if let Some(word) = second {
+            out[found] = word;
+            found += 1;
+        }
+        whole = at;
     }
-    found
+    (found, whole)
 }
 
 /// The length after `kind` at `buf[at]` (`*3\r\n`, `$5\r\n`), and where its line ends.
@@ -1405,17 +1406,22 @@ mod tests {
 
     fn words(buf: &[u8], room: usize) -> Vec<Vec<u8>> {
         let mut out = vec![&[][..]; room];
-        let n = second_words(buf, &mut out);
+        let (n, _) = second_words(buf, &mut out);
         out[..n].iter().map(|w| w.to_vec()).collect()
     }
 
     #[test]
     fn second_words_of_complete_requests() {
-        let pipeline = b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*1\r\n$4\r\nPING\r\n\
-                         *3\r\n$3\r\nSET\r\n$0\r\n\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$2\r\nk";
-        assert_eq!(words(pipeline, 8), [b"k1".to_vec(), Vec::new()]);
+        let whole = b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*1\r\n$4\r\nPING\r\n\
+                      *3\r\n$3\r\nSET\r\n$0\r\n\r\n$1\r\nv\r\n";
+        let pipeline = [&whole[..], b"*2\r\n$3\r\nGET\r\n$2\r\nk"].concat();
+        assert_eq!(words(&pipeline, 8), [b"k1".to_vec(), Vec::new()]);
+        let mut out = [&[][..]; 8];
+        assert_eq!(second_words(&pipeline, &mut out), (2, whole.len()));
         // No more than there is room for.
-        assert_eq!(words(pipeline, 1), [b"k1".to_vec()]);
+        assert_eq!(words(&pipeline, 1), [b"k1".to_vec()]);
+        let mut one = [&[][..]; 1];
+        assert_eq!(second_words(&pipeline, &mut one), (1, 21));
     }
 
     #[test]
