@@ -868,6 +868,25 @@ impl Keyspace {
         }
     }
 
+    /// [`Keyspace::prefetch`] for a field of the hash at `key` (at `position`): the
+    /// field's slot and entry, once the key's entry is in cache — so call it after the
+    /// keys' own prefetches. Nothing when the key holds no hash.
+    #[inline]
+    pub fn prefetch_field(&self, key: &[u8], (slot, hash): (usize, u64), field: &[u8]) {
+        let Some(blob) = self
+            .slots
+            .get(slot)
+            .and_then(|t| t.find(hash, |b| blob::key(b) == key))
+        else {
+            return;
+        };
+        if let Payload::Boxed(i) = blob::payload(blob)
+            && let Some(Value::Hash(h)) = self.boxed.get(i as usize)
+        {
+            h.prefetch(field);
+        }
+    }
+
     /// The live entry for `key`, removing it first if it has expired.
     pub fn get(&mut self, key: &[u8], now: Millis) -> Option<Entry<'_>> {
         let (blob, boxed) = self.live(key, now)?;

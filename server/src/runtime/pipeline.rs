@@ -165,25 +165,33 @@ impl Worker {
     /// they would add up. A request with no key there costs a lookup that finds nothing.
     /// Returns how many bytes of `pending` it looked at (the requests it saw whole).
     fn prefetch_keys(&self, pending: &[u8], db: usize) -> usize {
-        let mut keys: [&[u8]; PREFETCH_AHEAD] = [&[]; PREFETCH_AHEAD];
-        let (found, scanned) = second_words(pending, &mut keys);
+        let mut words = [Words::default(); PREFETCH_AHEAD];
+        let (found, scanned) = key_words(pending, &mut words);
         let Some(keyspace) = self.shard.dbs().get(db).filter(|_| found >= 2) else {
             return scanned;
         };
         // First where each key is (no memory but the keys' own), then the lookups, in a
-        // loop small enough for the CPU to run many of them at once.
+        // loop small enough for the CPU to run many of them at once; then the fields of
+        // hash commands, whose keys' entries are in cache by then.
         let slots = self.shard.slots();
         let mut positions = [(0, 0); PREFETCH_AHEAD];
-        let mut local = 0;
-        for key in &keys[..found] {
-            let position = keyspace.position(key);
+        let mut local = [Words::default(); PREFETCH_AHEAD];
+        let mut n = 0;
+        for w in &words[..found] {
+            let position = keyspace.position(w.key);
             if slots.shard_of_slot(position.0) == self.id {
-                positions[local] = position;
-                local += 1;
+                positions[n] = position;
+                local[n] = *w;
+                n += 1;
             }
         }
-        for &position in &positions[..local] {
+        for &position in &positions[..n] {
             keyspace.prefetch(position);
+        }
+        for (w, &position) in local[..n].iter().zip(&positions[..n]) {
+            if let Some(field) = w.field {
+                keyspace.prefetch_field(w.key, position, field);
+            }
         }
         scanned
     }
@@ -1346,35 +1354,48 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
     }
 }
 
-/// Fills `out` with the second word of each complete multi-bulk request at the start of
+/// What [`Worker::prefetch_keys`] prefetches of a request: its second word, where most
+/// commands have their key, and for a command whose name starts with `H` (the hash
+/// commands) its third word, the field.
+#[derive(Clone, Copy, Default)]
+struct Words<'a> {
+    key: &'a [u8],
+    field: Option<&'a [u8]>,
+}
+
+/// Fills `out` with the [`Words`] of each complete multi-bulk request at the start of
 /// `buf` (a request of one word is skipped), in order, stopping at the first request
 /// that is incomplete or not multi-bulk, or once `out` is full; how many it found, and
 /// where the last request it read whole ends. Reads only: the decoder checks every
 /// request properly when it runs.
-fn second_words<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> (usize, usize) {
+fn key_words<'a>(buf: &'a [u8], out: &mut [Words<'a>]) -> (usize, usize) {
     let mut found = 0;
     let mut whole = 0;
     let mut requests = 0;
     while found < out.len() && requests < out.len() * 2 {
         requests += 1;
-        let Some((words, mut at)) = length(buf, whole, b'*') else {
+        let Some((count, mut at)) = length(buf, whole, b'*') else {
             break;
         };
-        let mut second = None;
-        for i in 0..words {
+        let (mut hashes, mut key, mut field) = (false, None, None);
+        for i in 0..count {
             let Some((len, start)) = length(buf, at, b'$') else {
                 return (found, whole);
             };
             let Some(end) = start.checked_add(len).filter(|&e| e + 2 <= buf.len()) else {
                 return (found, whole);
             };
-            if i == 1 {
-                second = Some(&buf[start..end]);
+            let word = &buf[start..end];
+            match i {
+                0 => hashes = word.first().is_some_and(|c| c.eq_ignore_ascii_case(&b'h')),
+                1 => key = Some(word),
+                2 if hashes => field = Some(word),
+                _ => {}
             }
             at = end + 2;
         }
-        if let Some(word) = second {
-            out[found] = word;
+        if let Some(key) = key {
+            out[found] = Words { key, field };
             found += 1;
         }
         whole = at;
@@ -1402,30 +1423,41 @@ fn length(buf: &[u8], at: usize, kind: u8) -> Option<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::second_words;
+    use super::{Words, key_words};
 
-    fn words(buf: &[u8], room: usize) -> Vec<Vec<u8>> {
-        let mut out = vec![&[][..]; room];
-        let (n, _) = second_words(buf, &mut out);
-        out[..n].iter().map(|w| w.to_vec()).collect()
+    fn words(buf: &[u8], room: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut out = vec![Words::default(); room];
+        let (n, _) = key_words(buf, &mut out);
+        out[..n]
+            .iter()
+            .map(|w| (w.key.to_vec(), w.field.map(<[u8]>::to_vec)))
+            .collect()
     }
 
     #[test]
-    fn second_words_of_complete_requests() {
+    fn key_words_of_complete_requests() {
         let whole = b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*1\r\n$4\r\nPING\r\n\
-                      *3\r\n$3\r\nSET\r\n$0\r\n\r\n$1\r\nv\r\n";
+                      *3\r\n$3\r\nSET\r\n$0\r\n\r\n$1\r\nv\r\n\
+                      *4\r\n$4\r\nhset\r\n$1\r\nh\r\n$1\r\nf\r\n$1\r\nv\r\n";
         let pipeline = [&whole[..], b"*2\r\n$3\r\nGET\r\n$2\r\nk"].concat();
-        assert_eq!(words(&pipeline, 8), [b"k1".to_vec(), Vec::new()]);
-        let mut out = [&[][..]; 8];
-        assert_eq!(second_words(&pipeline, &mut out), (2, whole.len()));
+        assert_eq!(
+            words(&pipeline, 8),
+            [
+                (b"k1".to_vec(), None),
+                (Vec::new(), None),
+                (b"h".to_vec(), Some(b"f".to_vec()))
+            ]
+        );
+        let mut out = [Words::default(); 8];
+        assert_eq!(key_words(&pipeline, &mut out), (3, whole.len()));
         // No more than there is room for.
-        assert_eq!(words(&pipeline, 1), [b"k1".to_vec()]);
-        let mut one = [&[][..]; 1];
-        assert_eq!(second_words(&pipeline, &mut one), (1, 21));
+        assert_eq!(words(&pipeline, 1), [(b"k1".to_vec(), None)]);
+        let mut one = [Words::default(); 1];
+        assert_eq!(key_words(&pipeline, &mut one), (1, 21));
     }
 
     #[test]
-    fn second_words_stop_at_anything_else() {
+    fn key_words_stop_at_anything_else() {
         for buf in [
             &b"PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..],
             b"*2\r\n$3\r\nGET\r\n$99999999999\r\nk\r\n",
@@ -1438,7 +1470,7 @@ mod tests {
         ] {
             let found = words(buf, 4);
             assert!(
-                found.len() <= 1 && found.iter().all(|w| w.as_slice() == b"k"),
+                found.len() <= 1 && found.iter().all(|w| w.0.as_slice() == b"k"),
                 "{buf:?}: {found:?}"
             );
         }

@@ -47,6 +47,26 @@ impl Default for Repr {
 }
 
 impl Hash {
+    /// Starts loading what a lookup of `field` reads (its slot, and the entry there), for
+    /// a pipeline's fields to be looked up ahead of its commands (`Keyspace::prefetch`
+    /// says why). A packed hash is one buffer: nothing to do. Changes nothing.
+    pub fn prefetch(&self, field: &[u8]) {
+        let Repr::Table(table) = &self.repr else {
+            return;
+        };
+        let hash = hash_of(field);
+        for array in table.arrays() {
+            let home = array.home(hash);
+            if let Some(dist) = array.dist.get(home) {
+                crate::prefetch::read(dist);
+            }
+            // (The field is at its home slot or a little past it.)
+            if let Some(Some(entry)) = array.slots.get(home) {
+                crate::prefetch::read(entry.as_ptr());
+            }
+        }
+    }
+
     /// Number of fields.
     pub fn len(&self) -> usize {
         match &self.repr {
