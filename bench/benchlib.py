@@ -70,10 +70,12 @@ def start(name, argv, port, cpus="0"):
     return {"name": name, "proc": proc, "port": port}
 
 
-def bench(server, test, pipeline, requests, clients, keyspace, command=None):
-    """Runs redis-benchmark (pinned to core 1) against `server`: the `-t test` tests, or
-    the custom `command` (a list of words). Returns (requests/s, server CPU us/op)."""
-    r = redis_benchmark(server, command or ["-t", test], pipeline, requests, clients, keyspace)
+def bench(server, test, pipeline, requests, clients, keyspace, command=None, cpu="1"):
+    """Runs redis-benchmark (pinned to `cpu`, core 1 by default) against `server`: the
+    `-t test` tests, or the custom `command` (a list of words). Returns (requests/s,
+    server CPU us/op)."""
+    r = redis_benchmark(server, command or ["-t", test], pipeline, requests, clients, keyspace,
+                        cpu=cpu)
     return r["rps"], r["server_cpu_s"] * 1e6 / requests
 
 

@@ -9,6 +9,7 @@ over rounds) and each configuration's CPU per op relative to the first.
 
   bench/cpu-per-op.py                      # goblin --threads 1 and 2, and redis-server
   bench/cpu-per-op.py --tests set,get --pipelines 16,1 --rounds 3
+  bench/cpu-per-op.py --server-cpus 0,1 --load-cpus 0,1   # the hop, shards not sharing a core
 
 Builds nothing: run `cargo build --release -p goblin-server` first.
 """
@@ -30,6 +31,8 @@ def main():
     ap.add_argument("--requests", type=int, default=0, help="per run (default: by pipeline)")
     ap.add_argument("--threads", default="1,2", help="goblin-server thread counts")
     ap.add_argument("--no-redis", action="store_true")
+    ap.add_argument("--server-cpus", default="0", help="taskset list for the servers")
+    ap.add_argument("--load-cpus", default="1", help="taskset list for redis-benchmark")
     opts = ap.parse_args()
 
     servers = []
@@ -37,13 +40,16 @@ def main():
         for t in opts.threads.split(","):
             port = free_port()
             servers.append(start(f"goblin --threads {t}",
-                                 [GOBLIN, "--port", str(port), "--threads", t], port))
+                                 [GOBLIN, "--port", str(port), "--threads", t], port,
+                                 cpus=opts.server_cpus))
         if not opts.no_redis:
             port = free_port()
             servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
-                                                  "--appendonly", "no"], port))
-        print(f"# {os.uname().nodename}, {os.cpu_count()} cores; servers on core 0, "
-              f"redis-benchmark on core 1; {opts.clients} clients, random keys over "
+                                                  "--appendonly", "no"], port,
+                                 cpus=opts.server_cpus))
+        print(f"# {os.uname().nodename}, {os.cpu_count()} cores; servers on cores "
+              f"{opts.server_cpus}, redis-benchmark on {opts.load_cpus}; {opts.clients} "
+              f"clients, random keys over "
               f"{opts.keyspace}; median of {opts.rounds} rounds")
         print(f"{'test':6} {'-P':>3}  {'server':22} {'ops/s':>10} {'CPU us/op':>10} {'vs first':>9}")
         for pipeline in [int(p) for p in opts.pipelines.split(",")]:
@@ -53,7 +59,8 @@ def main():
                 for _ in range(opts.rounds):
                     for s in servers:
                         results[s["name"]].append(
-                            bench(s, test, pipeline, requests, opts.clients, opts.keyspace))
+                            bench(s, test, pipeline, requests, opts.clients, opts.keyspace,
+                                  cpu=opts.load_cpus))
                 base = None
                 for s in servers:
                     rps = statistics.median(r[0] for r in results[s["name"]])
