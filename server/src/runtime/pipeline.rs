@@ -1363,9 +1363,13 @@ struct Words<'a> {
     field: Option<&'a [u8]>,
 }
 
+/// Requests of more words than this stop [`key_words`].
+const MAX_SCANNED_WORDS: usize = 64;
+
 /// Fills `out` with the [`Words`] of each complete multi-bulk request at the start of
 /// `buf` (a request of one word is skipped), in order, stopping at the first request
-/// that is incomplete or not multi-bulk, or once `out` is full; how many it found, and
+/// that is incomplete, not multi-bulk or of more than [`MAX_SCANNED_WORDS`] words, or
+/// once `out` is full; how many it found, and
 /// where the last request it read whole ends. Reads only: the decoder checks every
 /// request properly when it runs.
 fn key_words<'a>(buf: &'a [u8], out: &mut [Words<'a>]) -> (usize, usize) {
@@ -1374,7 +1378,11 @@ fn key_words<'a>(buf: &'a [u8], out: &mut [Words<'a>]) -> (usize, usize) {
     let mut requests = 0;
     while found < out.len() && requests < out.len() * 2 {
         requests += 1;
-        let Some((count, mut at)) = length(buf, whole, b'*') else {
+        // (A request of many words is not scanned: its frame may be arriving a piece per
+        // read, and each read would scan it again from its start.)
+        let Some((count, mut at)) =
+            length(buf, whole, b'*').filter(|&(count, _)| count <= MAX_SCANNED_WORDS)
+        else {
             break;
         };
         let (mut hashes, mut key, mut field) = (false, None, None);
@@ -1464,6 +1472,8 @@ mod tests {
             b"*2\r\n$3\r\nGET\r\n$-1\r\n",
             b"*2\r\n$3\r\nGET\r\n$18446744073709551615\r\n",
             b"*99999999999\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+            // Too many words to be scanned.
+            b"*65\r\n$4\r\nMSET\r\n$1\r\nk\r\n",
             b"*\r\n",
             b"*2\r",
             b"",
