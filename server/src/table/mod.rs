@@ -319,6 +319,30 @@ pub struct CommandTable {
     specs: Vec<CommandSpec>,
     by_name: HashMap<Box<[u8]>, usize, foldhash::fast::RandomState>,
     top_level: Vec<usize>,
+    /// Names this table's [`LAST_LOOKUP`] entries: a fresh number whenever a name is
+    /// added or renamed (0: none yet, never cached).
+    generation: u64,
+}
+
+/// The numbers [`CommandTable::generation`] takes.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A name looked up and what it found, as sent (case and all): most connections send
+/// the same command over and over, and comparing the bytes costs less than lowercasing
+/// and hashing them. Per thread, for one table generation.
+#[derive(Clone, Copy)]
+struct LastLookup {
+    generation: u64,
+    len: u8,
+    name: [u8; LAST_LOOKUP_NAME],
+    id: usize,
+}
+
+/// Longest name [`LAST_LOOKUP`] keeps.
+const LAST_LOOKUP_NAME: usize = 16;
+
+thread_local! {
+    static LAST_LOOKUP: std::cell::Cell<Option<LastLookup>> = const { std::cell::Cell::new(None) };
 }
 
 impl CommandTable {
@@ -357,6 +381,7 @@ impl CommandTable {
         let items = info.items();
         let int = |i: usize| items.get(i).and_then(Node::int).unwrap_or(0);
         let id = self.specs.len();
+        self.generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.specs.push(CommandSpec {
             name,
             arity: int(meta_node::info::ARITY),
@@ -438,11 +463,31 @@ impl CommandTable {
         if name.len() > MAX_NAME_LEN {
             return None;
         }
+        let cacheable = self.generation != 0 && name.len() <= LAST_LOOKUP_NAME;
+        if cacheable
+            && let Ok(Some(last)) = LAST_LOOKUP.try_with(std::cell::Cell::get)
+            && last.generation == self.generation
+            && usize::from(last.len) == name.len()
+            && last.name[..name.len()] == *name
+        {
+            return self.specs.get(last.id);
+        }
         let mut lower = [0u8; MAX_NAME_LEN];
         let lower = &mut lower[..name.len()];
         lower.copy_from_slice(name);
         lower.make_ascii_lowercase();
-        self.by_name.get(&*lower).map(|&id| &self.specs[id])
+        let id = *self.by_name.get(&*lower)?;
+        if cacheable {
+            let mut last = LastLookup {
+                generation: self.generation,
+                len: name.len() as u8,
+                name: [0; LAST_LOOKUP_NAME],
+                id,
+            };
+            last.name[..name.len()].copy_from_slice(name);
+            let _ = LAST_LOOKUP.try_with(|l| l.set(Some(last)));
+        }
+        self.specs.get(id)
     }
 
     /// `rename-command old new`: the command is reachable as `new` only; an empty `new`
@@ -467,6 +512,7 @@ impl CommandTable {
         if !new.is_empty() {
             self.by_name.insert(new.into_bytes().into_boxed_slice(), id);
         }
+        self.generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -678,6 +724,36 @@ mod tests {
             })
             .is_ok()
         );
+    }
+
+    #[test]
+    fn the_last_name_looked_up_is_remembered_per_table_and_forgotten_on_rename() {
+        fn noop(_: &mut handler::ShardCtx<'_>, _: &Args<'_>) {}
+        let build = || {
+            CommandTable::build(|t| {
+                t.add(&meta::GET, Exec::Shard(noop));
+                t.add(&meta::SET, Exec::Shard(noop));
+            })
+            .unwrap_or_default()
+        };
+        let (mut a, b) = (build(), build());
+        let name = |t: &CommandTable, n: &[u8]| t.lookup(n).map(|s| s.name);
+        for _ in 0..2 {
+            assert_eq!(name(&a, b"GET"), Some("get"));
+            assert_eq!(name(&a, b"get"), Some("get"));
+            assert_eq!(name(&a, b"SET"), Some("set"));
+        }
+        // Another table on the same thread, then the first one again.
+        assert_eq!(name(&b, b"SET"), Some("set"));
+        assert_eq!(name(&a, b"SET"), Some("set"));
+        assert_eq!(name(&a, b"GETX"), None);
+        // Renamed after being looked up: the old name is gone at once.
+        assert_eq!(name(&a, b"GET"), Some("get"));
+        assert!(a.rename("get", "fetch").is_ok());
+        assert_eq!(name(&a, b"GET"), None);
+        assert_eq!(name(&a, b"FETCH"), Some("get"));
+        // Names longer than what is kept still resolve (and are never cached).
+        assert_eq!(name(&a, b"AVERYLONGCOMMANDNAME"), None);
     }
 
     #[test]
