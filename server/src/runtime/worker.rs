@@ -970,6 +970,7 @@ impl Worker {
                     break;
                 };
                 any = true;
+                self.shard.prefetch_runs(&msgs);
                 for msg in msgs {
                     if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
                         self.awaiting = self.awaiting.saturating_sub(1);

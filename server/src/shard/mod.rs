@@ -1138,6 +1138,46 @@ impl Shard {
         Ran::Finished
     }
 
+    /// Prefetches the keys of the batches among `msgs` (a message vector just taken from
+    /// the inbox: everything one worker sent this one in an iteration), up to
+    /// [`PREFETCH_AHEAD`] keys in all, before any of them runs. With keys spread over the
+    /// shards most batches hold a command or two, too few to prefetch one by one; all
+    /// the batches of a message vector together are many.
+    pub fn prefetch_runs(&self, msgs: &[Msg]) {
+        let mut found: [(usize, (usize, u64)); PREFETCH_AHEAD] = [(0, (0, 0)); PREFETCH_AHEAD];
+        let mut n = 0;
+        'msgs: for msg in msgs {
+            let Msg::Run(_, batch) = msg else {
+                continue;
+            };
+            let Some(keyspace) = self.dbs.get(batch.db) else {
+                continue;
+            };
+            for cmd in batch.cmds.iter().skip(batch.next) {
+                if n == PREFETCH_AHEAD {
+                    break 'msgs;
+                }
+                if let Some(key) = batch
+                    .spans
+                    .get(cmd.args.start + 1)
+                    .filter(|_| cmd.args.len() > 1)
+                    .and_then(|span| batch.data.get(span.clone()))
+                {
+                    found[n] = (batch.db, keyspace.position(key));
+                    n += 1;
+                }
+            }
+        }
+        if n < 2 {
+            return;
+        }
+        for &(db, position) in &found[..n] {
+            if let Some(keyspace) = self.dbs.get(db) {
+                keyspace.prefetch(position);
+            }
+        }
+    }
+
     /// Prefetches the keys of the next [`PREFETCH_AHEAD`] commands of `batch` (the second
     /// word of each, where most commands have their key), as the worker does for its own
     /// connections' pipelines (`Worker::prefetch_keys`): their lookups' cache misses
