@@ -129,6 +129,15 @@ impl Default for Batch {
 }
 
 impl Batch {
+    /// The second word of command `cmd`, where most commands have their key (what a
+    /// shard prefetches); `None` for a command of one word.
+    pub fn second_word(&self, cmd: &Cmd) -> Option<&[u8]> {
+        self.spans
+            .get(cmd.args.start + 1)
+            .filter(|_| cmd.args.len() > 1)
+            .and_then(|span| self.data.get(span.clone()))
+    }
+
     /// Appends a command with its arguments.
     pub fn push(&mut self, spec: usize, args: &Args<'_>) {
         let first = self.spans.len();

@@ -1157,12 +1157,7 @@ impl Shard {
                 if n == PREFETCH_AHEAD {
                     break 'msgs;
                 }
-                if let Some(key) = batch
-                    .spans
-                    .get(cmd.args.start + 1)
-                    .filter(|_| cmd.args.len() > 1)
-                    .and_then(|span| batch.data.get(span.clone()))
-                {
+                if let Some(key) = batch.second_word(cmd) {
                     found[n] = (batch.db, keyspace.position(key));
                     n += 1;
                 }
@@ -1189,12 +1184,7 @@ impl Shard {
         let mut positions = [(0, 0); PREFETCH_AHEAD];
         let mut found = 0;
         for cmd in batch.cmds.iter().skip(batch.next).take(PREFETCH_AHEAD) {
-            if let Some(key) = batch
-                .spans
-                .get(cmd.args.start + 1)
-                .filter(|_| cmd.args.len() > 1)
-                .and_then(|span| batch.data.get(span.clone()))
-            {
+            if let Some(key) = batch.second_word(cmd) {
                 positions[found] = keyspace.position(key);
                 found += 1;
             }
