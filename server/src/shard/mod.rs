@@ -56,7 +56,7 @@ use std::sync::atomic::Ordering;
 use goblin_store::{Event, Keyspace, Millis, Value, key_slot};
 
 use crate::errors;
-use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
+use crate::runtime::msg::{Batch, Cmd, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::table::CommandSpec;
 use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
@@ -1144,23 +1144,45 @@ impl Shard {
     /// shards most batches hold a command or two, too few to prefetch one by one; all
     /// the batches of a message vector together are many.
     pub fn prefetch_runs(&self, msgs: &[Msg]) {
-        let mut found: [(usize, (usize, u64)); PREFETCH_AHEAD] = [(0, (0, 0)); PREFETCH_AHEAD];
+        self.prefetch_commands(
+            msgs.iter()
+                .filter_map(|msg| match msg {
+                    Msg::Run(_, batch) => Some(&**batch),
+                    _ => None,
+                })
+                .flat_map(|batch| batch.cmds.iter().skip(batch.next).map(move |c| (batch, c))),
+        );
+    }
+
+    /// Prefetches the keys of the next [`PREFETCH_AHEAD`] commands of `batch`, as the
+    /// worker does for its own connections' pipelines (`Worker::prefetch_keys`).
+    fn prefetch_batch(&self, batch: &Batch) {
+        self.prefetch_commands(
+            batch
+                .cmds
+                .iter()
+                .skip(batch.next)
+                .take(PREFETCH_AHEAD)
+                .map(|c| (batch, c)),
+        );
+    }
+
+    /// Prefetches the keys of `commands` (the second word of each, where most commands
+    /// have their key; up to [`PREFETCH_AHEAD`] of them) when there are several: their
+    /// positions first, then the lookups, in a loop small enough for the CPU to run many
+    /// of them at once, so their cache misses overlap instead of adding up.
+    fn prefetch_commands<'a>(&self, commands: impl Iterator<Item = (&'a Batch, &'a Cmd)>) {
+        let mut found = [(0, (0, 0)); PREFETCH_AHEAD];
         let mut n = 0;
-        'msgs: for msg in msgs {
-            let Msg::Run(_, batch) = msg else {
-                continue;
-            };
-            let Some(keyspace) = self.dbs.get(batch.db) else {
-                continue;
-            };
-            for cmd in batch.cmds.iter().skip(batch.next) {
-                if n == PREFETCH_AHEAD {
-                    break 'msgs;
-                }
-                if let Some(key) = batch.second_word(cmd) {
-                    found[n] = (batch.db, keyspace.position(key));
-                    n += 1;
-                }
+        for (batch, cmd) in commands {
+            if n == PREFETCH_AHEAD {
+                break;
+            }
+            if let Some(key) = batch.second_word(cmd)
+                && let Some(keyspace) = self.dbs.get(batch.db)
+            {
+                found[n] = (batch.db, keyspace.position(key));
+                n += 1;
             }
         }
         if n < 2 {
@@ -1170,30 +1192,6 @@ impl Shard {
             if let Some(keyspace) = self.dbs.get(db) {
                 keyspace.prefetch(position);
             }
-        }
-    }
-
-    /// Prefetches the keys of the next [`PREFETCH_AHEAD`] commands of `batch` (the second
-    /// word of each, where most commands have their key), as the worker does for its own
-    /// connections' pipelines (`Worker::prefetch_keys`): their lookups' cache misses
-    /// overlap instead of adding up.
-    fn prefetch_batch(&self, batch: &Batch) {
-        let Some(keyspace) = self.dbs.get(batch.db) else {
-            return;
-        };
-        let mut positions = [(0, 0); PREFETCH_AHEAD];
-        let mut found = 0;
-        for cmd in batch.cmds.iter().skip(batch.next).take(PREFETCH_AHEAD) {
-            if let Some(key) = batch.second_word(cmd) {
-                positions[found] = keyspace.position(key);
-                found += 1;
-            }
-        }
-        if found < 2 {
-            return;
-        }
-        for &position in &positions[..found] {
-            keyspace.prefetch(position);
         }
     }
 
