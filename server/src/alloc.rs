@@ -99,13 +99,15 @@ pub fn activate() {
     ACTIVE.store(true, Ordering::Relaxed);
 }
 
-/// Bytes allocated and not yet freed, when the counting allocator is installed.
+/// Bytes allocated and not yet freed, when the counting allocator is installed — less
+/// the keyspaces' arena pages that hold no entry (free chunks), which an allocator's
+/// count would not include either (`goblin_store::arena_idle_bytes`).
 pub fn allocated() -> Option<usize> {
     if !ACTIVE.load(Ordering::Relaxed) {
         return None;
     }
     let sum: isize = COUNTERS.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
-    Some(sum.max(0) as usize)
+    Some((sum.max(0) as usize).saturating_sub(goblin_store::arena_idle_bytes()))
 }
 
 #[cfg(test)]

@@ -2,8 +2,12 @@
 //! expiry (when there is one) and, for small strings, the value.
 //!
 //! ```text
-//! [flags: u8][access: 24 bits LE][key length: LEB128][expiry: u64 LE, if flags & EXPIRES][key][payload]
+//! [flags: u8][access: 24 bits LE][key length: LEB128][value length: LEB128, if inline]
+//!     [expiry: u64 LE, if flags & EXPIRES][key][payload]
 //! ```
+//!
+//! A blob says how long it is ([`len`]): it lives in an arena chunk that may be longer
+//! (see `arena.rs`), and is read from a slice that may run past its end.
 //!
 //! The access field is what eviction reads, as Redis keeps it in each object's 24 `lru`
 //! bits: the last access in seconds (LRU), or the access frequency's logarithmic counter
@@ -11,9 +15,8 @@
 //!
 //! The payload is the string itself (`INLINE`), or the 4-byte index of a boxed value kept
 //! beside the table (`BOXED`: hashes, sorted sets, strings too large to copy on every
-//! change). A 16-byte key with a 32-byte value and no expiry is a 53-byte allocation; a
-//! key, its value and its expiry are read from one cache line or two, and a key lookup
-//! follows one pointer.
+//! change). A 16-byte key with a 32-byte value and no expiry is a 54-byte blob in a
+//! 56-byte chunk; a key, its value and its expiry are read from one cache line or two.
 
 use crate::keyspace::Millis;
 
@@ -83,42 +86,82 @@ struct Header {
     key_len: usize,
     /// Offset of the key.
     key_at: usize,
+    /// Bytes of the payload (4 when boxed).
+    payload_len: usize,
 }
 
-fn header(blob: &[u8]) -> Header {
-    let flags = blob.first().copied().unwrap_or(0);
-    let mut key_len = 0usize;
+/// Reads a LEB128 length at `*at`, moving past it (at most 5 bytes: lengths fit 32 bits).
+fn read_len(blob: &[u8], at: &mut usize) -> usize {
+    let mut n = 0usize;
     let mut shift = 0;
-    let mut at = 1 + ACCESS;
-    while let Some(&b) = blob.get(at) {
-        at += 1;
-        key_len |= usize::from(b & 0x7f) << shift;
+    while let Some(&b) = blob.get(*at) {
+        *at += 1;
+        n |= usize::from(b & 0x7f) << shift;
         if b & 0x80 == 0 || shift > 28 {
             break;
         }
         shift += 7;
     }
+    n
+}
+
+fn header(blob: &[u8]) -> Header {
+    let flags = blob.first().copied().unwrap_or(0);
+    let mut at = 1 + ACCESS;
+    let key_len = read_len(blob, &mut at);
+    let payload_len = if flags & BOXED != 0 {
+        4
+    } else {
+        read_len(blob, &mut at)
+    };
     let key_at = at + if flags & EXPIRES != 0 { 8 } else { 0 };
     Header {
         flags,
         key_len,
         key_at,
+        payload_len,
+    }
+}
+
+/// Bytes of the blob that starts `bytes` (which may run past its end).
+pub fn len(bytes: &[u8]) -> usize {
+    let h = header(bytes);
+    h.key_at + h.key_len + h.payload_len
+}
+
+fn varint_len(mut n: usize) -> usize {
+    let mut bytes = 1;
+    n >>= 7;
+    while n > 0 {
+        bytes += 1;
+        n >>= 7;
+    }
+    bytes
+}
+
+fn put_varint(put: &mut impl FnMut(&[u8]), mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            put(&[byte]);
+            break;
+        }
+        put(&[byte | 0x80]);
     }
 }
 
 /// Bytes a blob for these parts takes.
 pub fn size(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> usize {
-    let mut varint = 1;
-    let mut n = key.len() >> 7;
-    while n > 0 {
-        varint += 1;
-        n >>= 7;
-    }
     let payload_len = match payload {
-        Payload::Inline(s) => s.len(),
+        Payload::Inline(s) => varint_len(s.len()) + s.len(),
         Payload::Boxed(_) => 4,
     };
-    1 + ACCESS + varint + if expire.is_some() { 8 } else { 0 } + key.len() + payload_len
+    1 + ACCESS
+        + varint_len(key.len())
+        + if expire.is_some() { 8 } else { 0 }
+        + key.len()
+        + payload_len
 }
 
 /// Writes a blob into `out`, which must be exactly [`size`] bytes long (its access field
@@ -137,15 +180,9 @@ pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payloa
         };
     put(&[flags]);
     put(&[0; ACCESS]);
-    let mut n = key.len();
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            put(&[byte]);
-            break;
-        }
-        put(&[byte | 0x80]);
+    put_varint(&mut put, key.len());
+    if let Payload::Inline(s) = payload {
+        put_varint(&mut put, s.len());
     }
     if let Some(at) = expire {
         put(&at.to_le_bytes());
@@ -197,7 +234,8 @@ pub fn add_encoding_flags(blob: &mut [u8], flags: u8) {
 /// The payload.
 pub fn payload(blob: &[u8]) -> Payload<'_> {
     let h = header(blob);
-    let rest = blob.get(h.key_at + h.key_len..).unwrap_or(b"");
+    let at = h.key_at + h.key_len;
+    let rest = blob.get(at..at + h.payload_len).unwrap_or(b"");
     if h.flags & BOXED != 0 {
         let index = rest
             .get(..4)
@@ -222,10 +260,18 @@ mod tests {
                 for payload in [
                     Payload::Inline(b""),
                     Payload::Inline(b"value\0\r\n"),
+                    Payload::Inline(&[b'v'; 200]),
                     Payload::Boxed(7),
                 ] {
                     let blob = build(key, expire, payload);
                     assert_eq!(blob.len(), size(key, expire, payload));
+                    assert_eq!(len(&blob), blob.len());
+                    // Read from a longer slice (an arena chunk), the blob is the same.
+                    let mut padded = blob.to_vec();
+                    padded.extend_from_slice(&[0xff; 9]);
+                    assert_eq!(len(&padded), blob.len());
+                    assert_eq!(super::key(&padded), key);
+                    assert_eq!(super::payload(&padded), payload);
                     assert_eq!(super::key(&blob), key);
                     assert_eq!(super::expire(&blob), expire);
                     assert_eq!(super::payload(&blob), payload);
@@ -241,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_small_entry_is_small() {
-        assert_eq!(size(&[b'k'; 16], None, Payload::Inline(&[b'v'; 32])), 53);
-        assert_eq!(size(&[b'k'; 16], Some(1), Payload::Inline(&[b'v'; 32])), 61);
+        assert_eq!(size(&[b'k'; 16], None, Payload::Inline(&[b'v'; 32])), 54);
+        assert_eq!(size(&[b'k'; 16], Some(1), Payload::Inline(&[b'v'; 32])), 62);
     }
 }

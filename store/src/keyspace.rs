@@ -6,9 +6,10 @@
 //! of migration between shards and nodes. A table per slot also keeps every rehash small:
 //! growing never copies more than one slot's keys at once.
 //!
-//! An entry is one allocation (see `blob.rs`): key, expiry and small string value
-//! together. Hashes, sorted sets and strings longer than [`INLINE_MAX`] live boxed in a
-//! side slab and the entry holds their index.
+//! An entry is one chunk of the keyspace's arena (see `blob.rs`, `arena.rs`): key,
+//! expiry and small string value together; the slot tables hold 4-byte handles. Hashes,
+//! sorted sets and strings longer than [`INLINE_MAX`] live boxed in a side slab and the
+//! entry holds their index.
 //!
 //! Every change goes through the methods here, and each records its [`Event`] (written,
 //! deleted, expired, flushed) while the keyspace is observed: lazy expiry inside a read
@@ -18,9 +19,9 @@
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry as TableEntry;
 use slab::Slab;
 
+use crate::arena::{self, Arena, Handle};
 use crate::blob::{self, Payload};
 use crate::events::{Change, Event, Recorder};
 use crate::rdb::RdbWriter;
@@ -36,8 +37,8 @@ pub type Millis = u64;
 /// the entry each time.
 pub const INLINE_MAX: usize = 256;
 
-/// Bytes a table bucket costs: the entry's fat pointer and hashbrown's control byte.
-const BUCKET_BYTES: usize = size_of::<Box<[u8]>>() + 1;
+/// Bytes a table bucket costs: the entry's handle and hashbrown's control byte.
+const BUCKET_BYTES: usize = size_of::<Handle>() + 1;
 
 fn value_ref<'a>(blob: &'a [u8], boxed: &'a Slab<Value>) -> ValueRef<'a> {
     match blob::payload(blob) {
@@ -84,7 +85,7 @@ impl<'a> Entry<'a> {
             ValueRef::ZSet(z) => z.heap_bytes(),
             ValueRef::Stream(x) => x.heap_bytes(),
         };
-        self.blob.len() + BUCKET_BYTES + apart
+        arena::chunk_size(self.blob.len()) + BUCKET_BYTES + apart
     }
 
     /// The encoding flags ([`crate::ENCODING_FLAGS`]) set with [`Keyspace::add_flags`].
@@ -137,14 +138,12 @@ fn removal(blob: &[u8], now: Millis) -> Change {
 struct Counts {
     len: usize,
     volatile: usize,
-    /// Bytes of the entries (tables and boxed values are measured on demand).
-    data_bytes: usize,
 }
 
-/// Accounts for an entry leaving: its counters, its bytes, its boxed value.
+/// Accounts for an entry leaving: its counters, its boxed value. (Its chunk is the
+/// caller's to free, once it is done reading the entry.)
 fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<Value> {
     counts.len -= 1;
-    counts.data_bytes -= blob.len().min(counts.data_bytes);
     if blob::expire(blob).is_some() {
         counts.volatile -= 1;
     }
@@ -187,12 +186,14 @@ impl Snapshot {
     fn write_slot(
         &mut self,
         slot: usize,
-        table: Option<&HashTable<Box<[u8]>>>,
+        table: Option<&HashTable<Handle>>,
+        arena: &Arena,
         boxed: &Slab<Value>,
     ) {
         self.pending[slot / 64] &= !(1 << (slot % 64));
         let Some(table) = table else { return };
-        for blob in table.iter() {
+        for &h in table.iter() {
+            let blob = arena.get(h);
             if !expired(blob, self.at) {
                 self.out
                     .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
@@ -306,7 +307,9 @@ pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
     /// A table per hash slot; none at all until the first key is stored (16384 empty
     /// tables are 512 KiB, and most databases of most shards stay empty).
-    slots: Box<[HashTable<Box<[u8]>>]>,
+    slots: Box<[HashTable<Handle>]>,
+    /// The entries the tables' handles name.
+    arena: Arena,
     boxed: Slab<Value>,
     wheel: Wheel,
     counts: Counts,
@@ -353,6 +356,7 @@ impl Keyspace {
         Keyspace {
             hasher: foldhash::fast::RandomState::default(),
             slots: Box::new([]),
+            arena: Arena::new(),
             boxed: Slab::new(),
             wheel: Wheel::new(0),
             counts: Counts::default(),
@@ -444,11 +448,7 @@ impl Keyspace {
             }
             while let Some((score, key)) = self.pool.pop() {
                 let (slot, hash) = self.locate(&key);
-                let Some(entry) = self
-                    .slots
-                    .get(slot)
-                    .and_then(|t| t.find(hash, |b| blob::key(b) == key.as_slice()))
-                else {
+                let Some(entry) = self.find(slot, hash, &key).map(|h| self.arena.get(h)) else {
                     continue;
                 };
                 if (volatile && blob::expire(entry).is_none()) || blob::pinned(entry) {
@@ -515,7 +515,7 @@ impl Keyspace {
                 break;
             };
             let pick = ((r >> 20) % table.len() as u64) as usize;
-            let Some(entry) = table.iter().nth(pick) else {
+            let Some(entry) = table.iter().nth(pick).map(|&h| self.arena.get(h)) else {
                 continue;
             };
             if (volatile && blob::expire(entry).is_none()) || blob::pinned(entry) {
@@ -535,6 +535,7 @@ impl Keyspace {
                 .filter_map(|s| self.slots.get(s))
                 .find_map(|t| {
                     t.iter()
+                        .map(|&h| self.arena.get(h))
                         .find(|b| blob::expire(b).is_some() && !blob::pinned(b))
                 });
             if let Some(entry) = found {
@@ -666,7 +667,7 @@ impl Keyspace {
             let slot = snap.next;
             snap.next += 1;
             if snap.is_pending(slot) {
-                snap.write_slot(slot, self.slots.get(slot), &self.boxed);
+                snap.write_slot(slot, self.slots.get(slot), &self.arena, &self.boxed);
                 if snap.keys - start_keys >= max_keys as u64 || snap.out.pending() >= max_bytes {
                     break;
                 }
@@ -704,7 +705,7 @@ impl Keyspace {
         if let Some(snap) = self.snapshot.as_deref_mut()
             && snap.is_pending(slot)
         {
-            snap.write_slot(slot, self.slots.get(slot), &self.boxed);
+            snap.write_slot(slot, self.slots.get(slot), &self.arena, &self.boxed);
         }
     }
 
@@ -749,29 +750,62 @@ impl Keyspace {
         self.recorder.expired = 0;
     }
 
-    /// Bytes the keyspace holds: entries, boxed values, tables and pending timers.
+    /// Bytes the keyspace holds: entries (their chunks), boxed values, tables and
+    /// pending timers.
     pub fn used_bytes(&self) -> usize {
         let tables: usize = self.slots.iter().map(|t| t.capacity() * BUCKET_BYTES).sum();
         let boxed: usize = self.boxed.iter().map(|(_, v)| v.heap_bytes()).sum();
-        self.counts.data_bytes + tables + boxed + self.wheel.len() * size_of::<Timer>()
+        self.arena.live_bytes() + tables + boxed + self.wheel.len() * size_of::<Timer>()
     }
 
     fn locate(&self, key: &[u8]) -> (usize, u64) {
         (usize::from(key_slot(key)), self.hasher.hash_one(key))
     }
 
-    fn forget(&mut self, blob: &[u8]) -> Option<Value> {
-        forget(&mut self.counts, &mut self.boxed, blob)
+    /// The handle of `key`'s entry, live or not.
+    #[inline]
+    fn find(&self, slot: usize, hash: u64, key: &[u8]) -> Option<Handle> {
+        let arena = &self.arena;
+        self.slots
+            .get(slot)?
+            .find(hash, |&h| blob::key(arena.get(h)) == key)
+            .copied()
     }
 
-    /// [`discard`]: the entry's value freed (in the background if big).
-    fn discard(&mut self, blob: &[u8]) {
-        discard(&mut self.counts, &mut self.boxed, blob);
+    /// Takes `key`'s entry out of its table, live or not: its handle, whose chunk the
+    /// caller frees ([`Keyspace::discard`]).
+    fn unlink(&mut self, slot: usize, hash: u64, key: &[u8]) -> Option<Handle> {
+        let arena = &self.arena;
+        let found = self
+            .slots
+            .get_mut(slot)?
+            .find_entry(hash, |&h| blob::key(arena.get(h)) == key)
+            .ok()?;
+        Some(found.remove().0)
+    }
+
+    /// [`forget`] the entry at `h`, and free its chunk.
+    fn forget(&mut self, h: Handle) -> Option<Value> {
+        let value = forget(&mut self.counts, &mut self.boxed, self.arena.get(h));
+        self.arena.free(h);
+        value
+    }
+
+    /// [`discard`] the entry at `h` (its value freed, in the background if big), and free
+    /// its chunk.
+    fn discard(&mut self, h: Handle) {
+        discard(&mut self.counts, &mut self.boxed, self.arena.get(h));
+        self.arena.free(h);
     }
 
     /// Gives a slot table's memory back after many removals (all of it when the slot is
     /// empty: 16384 slots of idle buckets would otherwise add up).
     fn maybe_shrink(&mut self, slot: usize) {
+        if self.counts.len == 0 && self.arena.page_bytes() > arena::PAGE {
+            // The last key gone: the pages go too (but one, so that a keyspace that empties
+            // and fills again and again does not allocate a page each time).
+            self.arena = Arena::new();
+        }
         let Some(table) = self.slots.get_mut(slot) else {
             return;
         };
@@ -780,8 +814,10 @@ impl Keyspace {
                 *table = HashTable::new();
             }
         } else if table.capacity() > 16 && table.len() * 4 < table.capacity() {
-            let hasher = &self.hasher;
-            table.shrink_to(table.len() * 2, |b| hasher.hash_one(blob::key(b)));
+            let (hasher, arena) = (&self.hasher, &self.arena);
+            table.shrink_to(table.len() * 2, |&h| {
+                hasher.hash_one(blob::key(arena.get(h)))
+            });
         }
     }
 
@@ -809,39 +845,25 @@ impl Keyspace {
             _ => 0.0,
         };
         let (slot, hash) = self.locate(key);
+        let h = self.find(slot, hash, key)?;
+        if expired(self.arena.get(h), now) {
+            self.unlink(slot, hash, key);
+            self.discard(h);
+            self.record(Change::Expired, slot, key);
+            return None;
+        }
         let access = self.access;
-        let Keyspace {
-            slots,
-            boxed,
-            counts,
-            recorder,
-            db,
-            ..
-        } = self;
-        match slots
-            .get_mut(slot)?
-            .find_entry(hash, |b| blob::key(b) == key)
-        {
-            Err(_) => None,
-            Ok(found) if expired(found.get(), now) => {
-                let (blob, _) = found.remove();
-                discard(counts, boxed, &blob);
-                recorder.key(Change::Expired, *db, slot, key);
-                None
-            }
-            Ok(found) => {
-                let blob = found.into_mut();
-                if touch {
-                    // (Written only when it changes: under LRU, once a second at most.)
-                    let old = blob::access(blob);
-                    let field = access.touched(old, now, coin);
-                    if field != old {
-                        blob::set_access(blob, field);
-                    }
-                }
-                Some((blob, boxed))
+        let Keyspace { arena, boxed, .. } = self;
+        let blob = arena.get_mut(h);
+        if touch {
+            // (Written only when it changes: under LRU, once a second at most.)
+            let old = blob::access(blob);
+            let field = access.touched(old, now, coin);
+            if field != old {
+                blob::set_access(blob, field);
             }
         }
+        Some((blob, boxed))
     }
 
     /// Where `key` is looked up: its slot and its hash, for [`Keyspace::prefetch`].
@@ -860,11 +882,13 @@ impl Keyspace {
     pub fn prefetch(&self, (slot, hash): (usize, u64)) {
         // (The first bucket whose hash tag matches: rarely another key's, and then the
         // hint is merely wasted.)
-        if let Some(blob) = self.slots.get(slot).and_then(|t| t.find(hash, |_| true)) {
-            // Both ends: an entry of a 16-byte key and a 32-byte value spans two cache
-            // lines about as often as not.
-            crate::prefetch::read(blob.as_ptr());
-            crate::prefetch::read(blob.as_ptr().wrapping_add(blob.len().saturating_sub(1)));
+        if let Some(&h) = self.slots.get(slot).and_then(|t| t.find(hash, |_| true)) {
+            // Both ends: an entry of a 16-byte key and a 32-byte value (56 bytes) spans
+            // two cache lines more often than not. (The length is in the entry, not yet
+            // read: this is the common one.)
+            let at = self.arena.address(h);
+            crate::prefetch::read(at);
+            crate::prefetch::read(at.wrapping_add(55));
         }
     }
 
@@ -873,14 +897,10 @@ impl Keyspace {
     /// keys' own prefetches. Nothing when the key holds no hash.
     #[inline]
     pub fn prefetch_field(&self, key: &[u8], (slot, hash): (usize, u64), field: &[u8]) {
-        let Some(blob) = self
-            .slots
-            .get(slot)
-            .and_then(|t| t.find(hash, |b| blob::key(b) == key))
-        else {
+        let Some(h) = self.find(slot, hash, key) else {
             return;
         };
-        if let Payload::Boxed(i) = blob::payload(blob)
+        if let Payload::Boxed(i) = blob::payload(self.arena.get(h))
             && let Some(Value::Hash(h)) = self.boxed.get(i as usize)
         {
             h.prefetch(field);
@@ -901,8 +921,8 @@ impl Keyspace {
     /// this way (Redis's `keyIsExpired` does not delete either).
     pub fn peek_expiry(&self, key: &[u8]) -> Option<Option<Millis>> {
         let (slot, hash) = self.locate(key);
-        let entry = self.slots.get(slot)?.find(hash, |b| blob::key(b) == key)?;
-        Some(blob::expire(entry))
+        let h = self.find(slot, hash, key)?;
+        Some(blob::expire(self.arena.get(h)))
     }
 
     /// Whether `key` holds a live value.
@@ -997,46 +1017,46 @@ impl Keyspace {
         if self.slots.is_empty() {
             self.slots = (0..SLOTS).map(|_| HashTable::new()).collect();
         }
-        let hasher = &self.hasher;
-        let table = &mut self.slots[slot];
         let mut freed = None;
         let mut replaced_expire = None;
-        match table.entry(
-            hash,
-            |b| blob::key(b) == key,
-            |b| hasher.hash_one(blob::key(b)),
-        ) {
-            TableEntry::Occupied(mut o) => {
-                let old = o.get_mut();
-                let (old_len, old_expire) = (old.len(), blob::expire(old));
-                // An overwrite is an access; under LFU the key keeps its counter.
-                let field = match self.access {
-                    AccessMode::Lru => lru_clock(now),
-                    AccessMode::Lfu { .. } => blob::access(old),
-                };
-                if let Payload::Boxed(i) = blob::payload(old) {
-                    freed = Some(i);
-                }
-                if old.len() == size {
-                    blob::write(old, key, expire_at, payload);
-                } else {
-                    *old = blob::build(key, expire_at, payload);
-                }
-                blob::set_access(old, field);
-                self.counts.data_bytes = (self.counts.data_bytes + size).saturating_sub(old_len);
-                if old_expire.is_some() {
-                    self.counts.volatile -= 1;
-                }
-                replaced_expire = old_expire;
+        if let Some(h) = self.find(slot, hash, key) {
+            let old = self.arena.get(h);
+            let (old_len, old_expire) = (old.len(), blob::expire(old));
+            // An overwrite is an access; under LFU the key keeps its counter.
+            let field = match self.access {
+                AccessMode::Lru => lru_clock(now),
+                AccessMode::Lfu { .. } => blob::access(old),
+            };
+            if let Payload::Boxed(i) = blob::payload(old) {
+                freed = Some(i);
             }
-            TableEntry::Vacant(v) => {
-                created = true;
-                let mut entry = blob::build(key, expire_at, payload);
-                blob::set_access(&mut entry, self.access.fresh(now));
-                v.insert(entry);
-                self.counts.len += 1;
-                self.counts.data_bytes += size;
+            let at = if arena::chunk_size(old_len) == arena::chunk_size(size) {
+                h
+            } else {
+                // Another size: another chunk, in the same bucket.
+                let new = self.arena.alloc(size);
+                if let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h) {
+                    *place = new;
+                }
+                self.arena.free(h);
+                new
+            };
+            let chunk = self.arena.chunk_mut(at, size);
+            blob::write(chunk, key, expire_at, payload);
+            blob::set_access(chunk, field);
+            if old_expire.is_some() {
+                self.counts.volatile -= 1;
             }
+            replaced_expire = old_expire;
+        } else {
+            created = true;
+            let h = self.arena.alloc(size);
+            let chunk = self.arena.chunk_mut(h, size);
+            blob::write(chunk, key, expire_at, payload);
+            blob::set_access(chunk, self.access.fresh(now));
+            let (hasher, arena) = (&self.hasher, &self.arena);
+            self.slots[slot].insert_unique(hash, h, |&h| hasher.hash_one(blob::key(arena.get(h))));
+            self.counts.len += 1;
         }
         if let Some(i) = freed {
             // A boxed value being replaced by a new payload (possibly its own index:
@@ -1109,13 +1129,8 @@ impl Keyspace {
     /// Removes `key` whatever its state; records nothing.
     fn delete_quietly(&mut self, key: &[u8]) {
         let (slot, hash) = self.locate(key);
-        if let Some(Ok(found)) = self
-            .slots
-            .get_mut(slot)
-            .map(|t| t.find_entry(hash, |b| blob::key(b) == key))
-        {
-            let (blob, _) = found.remove();
-            self.discard(&blob);
+        if let Some(h) = self.unlink(slot, hash, key) {
+            self.discard(h);
             self.maybe_shrink(slot);
         }
     }
@@ -1124,27 +1139,24 @@ impl Keyspace {
     pub fn remove(&mut self, key: &[u8], now: Millis) -> Option<Removed> {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let found = self
-            .slots
-            .get_mut(slot)?
-            .find_entry(hash, |b| blob::key(b) == key)
-            .ok()?;
-        let (blob, _) = found.remove();
-        let boxed = self.forget(&blob);
+        let h = self.unlink(slot, hash, key)?;
+        let blob = self.arena.get(h);
+        let change = removal(blob, now);
+        let removed = (change == Change::Deleted).then(|| {
+            let value = match blob::payload(blob) {
+                Payload::Inline(s) => Some(Value::Str(s.to_vec())),
+                Payload::Boxed(_) => None,
+            };
+            (value, blob::expire(blob), blob::encoding_flags(blob))
+        });
+        let boxed = self.forget(h);
         self.maybe_shrink(slot);
-        self.record(removal(&blob, now), slot, key);
-        if expired(&blob, now) {
-            return None;
-        }
-        let value = match (blob::payload(&blob), boxed) {
-            (Payload::Inline(s), _) => Value::Str(s.to_vec()),
-            (Payload::Boxed(_), Some(v)) => v,
-            (Payload::Boxed(_), None) => Value::Str(Vec::new()),
-        };
+        self.record(change, slot, key);
+        let (inline, expire_at, flags) = removed?;
         Some(Removed {
-            value,
-            expire_at: blob::expire(&blob),
-            flags: blob::encoding_flags(&blob),
+            value: inline.or(boxed).unwrap_or(Value::Str(Vec::new())),
+            expire_at,
+            flags,
         })
     }
 
@@ -1153,17 +1165,12 @@ impl Keyspace {
     pub fn delete(&mut self, key: &[u8], now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let Some(Ok(found)) = self
-            .slots
-            .get_mut(slot)
-            .map(|t| t.find_entry(hash, |b| blob::key(b) == key))
-        else {
+        let Some(h) = self.unlink(slot, hash, key) else {
             return false;
         };
-        let (blob, _) = found.remove();
-        self.discard(&blob);
+        let change = removal(self.arena.get(h), now);
+        self.discard(h);
         self.maybe_shrink(slot);
-        let change = removal(&blob, now);
         self.record(change, slot, key);
         change == Change::Deleted
     }
@@ -1172,13 +1179,10 @@ impl Keyspace {
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let Some(entry) = self
-            .slots
-            .get_mut(slot)
-            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
-        else {
+        let Some(h) = self.find(slot, hash, key) else {
             return false;
         };
+        let entry = self.arena.get(h);
         if expired(entry, now) {
             self.delete(key, now);
             return false;
@@ -1191,9 +1195,19 @@ impl Keyspace {
         if blob::pinned(entry) {
             blob::pin(&mut rebuilt);
         }
-        self.counts.data_bytes =
-            (self.counts.data_bytes + rebuilt.len()).saturating_sub(entry.len());
-        *entry = rebuilt;
+        let at = if arena::chunk_size(entry.len()) == arena::chunk_size(rebuilt.len()) {
+            h
+        } else {
+            let new = self.arena.alloc(rebuilt.len());
+            if let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h) {
+                *place = new;
+            }
+            self.arena.free(h);
+            new
+        };
+        self.arena
+            .chunk_mut(at, rebuilt.len())
+            .copy_from_slice(&rebuilt);
         match (old_expire.is_some(), expire_at) {
             (false, Some(_)) => self.counts.volatile += 1,
             (true, None) => self.counts.volatile -= 1,
@@ -1216,12 +1230,10 @@ impl Keyspace {
     }
 
     /// `key`'s live entry, to change its flags (no access recorded, nothing removed).
-    fn live_entry_mut(&mut self, key: &[u8], now: Millis) -> Option<&mut Box<[u8]>> {
+    fn live_entry_mut(&mut self, key: &[u8], now: Millis) -> Option<&mut [u8]> {
         let (slot, hash) = self.locate(key);
-        self.slots
-            .get_mut(slot)
-            .and_then(|t| t.find_mut(hash, |b| blob::key(b) == key))
-            .filter(|b| !expired(b, now))
+        let h = self.find(slot, hash, key)?;
+        Some(self.arena.get_mut(h)).filter(|b| !expired(b, now))
     }
 
     /// Adds encoding flags ([`crate::ENCODING_FLAGS`]: what OBJECT ENCODING and REFCOUNT
@@ -1239,10 +1251,11 @@ impl Keyspace {
         }
         // (Freed in the background: a million keys take a while.)
         let slots = std::mem::replace(&mut self.slots, Box::new([]));
+        let arena = std::mem::take(&mut self.arena);
         let boxed = std::mem::take(&mut self.boxed);
         let wheel = std::mem::replace(&mut self.wheel, Wheel::new(0));
         if self.counts.len > crate::lazyfree::THRESHOLD {
-            crate::lazyfree::free_later((slots, boxed, wheel));
+            crate::lazyfree::free_later((slots, arena, boxed, wheel));
         }
         self.counts = Counts::default();
         self.recorder.flushed(self.db);
@@ -1253,21 +1266,24 @@ impl Keyspace {
         let Some(table) = self.slots.get_mut(usize::from(slot)) else {
             return;
         };
+        let arena = &self.arena;
         let mut gone = Vec::new();
-        table.retain(|b| {
-            if expired(b, now) {
-                gone.push(std::mem::take(b));
+        table.retain(|&mut h| {
+            if expired(arena.get(h), now) {
+                gone.push(h);
                 false
             } else {
                 true
             }
         });
-        for blob in &gone {
-            self.discard(blob);
-            self.record(Change::Expired, usize::from(slot), blob::key(blob));
+        for h in gone {
+            let key = blob::key(self.arena.get(h)).to_vec();
+            self.discard(h);
+            self.record(Change::Expired, usize::from(slot), &key);
         }
         if let Some(table) = self.slots.get(usize::from(slot)) {
-            for blob in table.iter() {
+            for &h in table.iter() {
+                let blob = self.arena.get(h);
                 f(Entry {
                     blob,
                     value: value_ref(blob, &self.boxed),
@@ -1289,17 +1305,21 @@ impl Keyspace {
             return;
         };
         let table = std::mem::take(table);
-        for blob in table {
-            let boxed = self.forget(&blob);
-            if expired(&blob, now) {
-                continue;
-            }
-            let value = match (blob::payload(&blob), boxed) {
-                (Payload::Inline(s), _) => Value::Str(s.to_vec()),
-                (Payload::Boxed(_), Some(v)) => v,
-                (Payload::Boxed(_), None) => continue,
+        for h in table {
+            let blob = self.arena.get(h);
+            let (key, expire_at, live) = (
+                blob::key(blob).to_vec(),
+                blob::expire(blob),
+                !expired(blob, now),
+            );
+            let inline = match blob::payload(blob) {
+                Payload::Inline(s) if live => Some(Value::Str(s.to_vec())),
+                _ => None,
             };
-            f(blob::key(&blob).to_vec(), value, blob::expire(&blob));
+            let boxed = self.forget(h);
+            if let Some(value) = inline.or(boxed).filter(|_| live) {
+                f(key, value, expire_at);
+            }
         }
     }
 
@@ -1317,7 +1337,7 @@ impl Keyspace {
             let slot = self.random_slot()?;
             let table = self.slots.get(slot)?;
             let pick = ((mixed >> 16) % table.len() as u64) as usize;
-            let blob = table.iter().nth(pick)?;
+            let blob = self.arena.get(*table.iter().nth(pick)?);
             let key = blob::key(blob).to_vec();
             if !expired(blob, now) {
                 return Some(key);
@@ -1345,21 +1365,27 @@ impl Keyspace {
         let mut removed = 0;
         for t in due {
             let slot = usize::from(t.slot());
-            let hasher = &self.hasher;
-            let Some(table) = self.slots.get_mut(slot) else {
+            let (hasher, arena) = (&self.hasher, &self.arena);
+            let Some(&h) = self.slots.get(slot).and_then(|table| {
+                table.find(t.hash, |&h| {
+                    hasher.hash_one(blob::key(arena.get(h))) == t.hash
+                })
+            }) else {
                 continue;
             };
-            let Ok(found) = table.find_entry(t.hash, |b| hasher.hash_one(blob::key(b)) == t.hash)
-            else {
-                continue;
-            };
-            if expired(found.get(), now) {
-                let (blob, _) = found.remove();
-                self.discard(&blob);
-                self.record(Change::Expired, slot, blob::key(&blob));
+            let blob = self.arena.get(h);
+            if expired(blob, now) {
+                let key = blob::key(blob).to_vec();
+                if let Some(table) = self.slots.get_mut(slot)
+                    && let Ok(found) = table.find_entry(t.hash, |&x| x == h)
+                {
+                    found.remove();
+                }
+                self.discard(h);
+                self.record(Change::Expired, slot, &key);
                 removed += 1;
                 self.maybe_shrink(slot);
-            } else if let Some(at) = blob::expire(found.get()) {
+            } else if let Some(at) = blob::expire(blob) {
                 // Its deadline moved later since this timer was set: one timer follows it.
                 self.wheel
                     .insert(Timer::new(at.saturating_add(1), t.slot(), t.hash));
@@ -1464,7 +1490,7 @@ mod tests {
         );
         assert!(ks.remove(b"a", 0).is_none());
         assert!(ks.is_empty());
-        assert_eq!(ks.counts.data_bytes, 0);
+        assert_eq!(ks.arena.live_bytes(), 0);
     }
 
     #[test]
@@ -1486,7 +1512,7 @@ mod tests {
         assert_eq!(ks.remove(b"long", 0).map(|r| r.value), Some(s(b"short")));
         assert!(ks.delete(b"h", 0));
         assert!(ks.boxed.is_empty());
-        assert_eq!(ks.counts.data_bytes, 0);
+        assert_eq!(ks.arena.live_bytes(), 0);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod arena;
 mod blob;
 mod events;
 mod keyspace;
@@ -27,6 +28,7 @@ mod slot;
 pub mod types;
 mod wheel;
 
+pub use arena::idle_bytes as arena_idle_bytes;
 pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
 pub use events::{Change, Event, KeyEvent};
 pub use keyspace::{AccessMode, Entry, EvictBy, INLINE_MAX, Keyspace, Millis, Removed, ValueMut};
