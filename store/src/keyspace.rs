@@ -1748,4 +1748,78 @@ mod tests {
         assert_eq!(ks.len(), 0);
         assert!(ks.boxed.is_empty());
     }
+
+    /// Random writes, expiry changes, deletions and expiries of keys and values of every
+    /// size (inline, boxed, keys long enough to live outside the arena's pages), checked
+    /// against a model after each step: entries moved between chunks of other sizes and
+    /// chunks handed out again never mix up keys, and the arena's count of live bytes is
+    /// exactly what the entries take.
+    #[test]
+    fn the_arena_keeps_every_entry_through_random_changes() {
+        use std::collections::BTreeMap;
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let key_of = |i: u64| -> Vec<u8> {
+            let mut k = format!("key:{i}").into_bytes();
+            if i % 17 == 0 {
+                k.resize(600, b'x'); // past SMALL_MAX: allocated on its own
+            }
+            k
+        };
+        let mut ks = Keyspace::new();
+        let mut model: BTreeMap<Vec<u8>, (Vec<u8>, Option<Millis>)> = BTreeMap::new();
+        let mut now = 1_000;
+        for step in 0..20_000u64 {
+            let key = key_of(next(300));
+            match next(10) {
+                0..=4 => {
+                    let len = [0, 1, 7, 31, 32, 100, 256, 257, 400][next(9) as usize];
+                    let value = vec![b'a' + (step % 26) as u8; len];
+                    let expire = (next(3) == 0).then(|| now + next(50));
+                    ks.set_str(&key, &value, expire, now);
+                    model.insert(key, (value, expire));
+                }
+                5 | 6 => {
+                    let expire = (next(2) == 0).then(|| now + next(50));
+                    let live = model.contains_key(&key);
+                    assert_eq!(ks.set_expire(&key, expire, now), live);
+                    if let Some(m) = model.get_mut(&key) {
+                        m.1 = expire;
+                    }
+                }
+                7 => assert_eq!(ks.delete(&key, now), model.remove(&key).is_some()),
+                8 => {
+                    let removed = ks.remove(&key, now).map(|r| (r.value, r.expire_at));
+                    let expected = model.remove(&key).map(|(v, e)| (Value::Str(v), e));
+                    assert_eq!(removed, expected);
+                }
+                _ => {
+                    now += next(20);
+                    ks.expire_due(now, 1_000);
+                    model.retain(|_, (_, e)| e.is_none_or(|at| at >= now));
+                }
+            }
+            if step % 500 == 0 || step == 19_999 {
+                for (k, (v, e)) in &model {
+                    let got = ks.get(k, now).unwrap();
+                    assert_eq!(got.key(), k.as_slice());
+                    assert_eq!(got.value().as_str(), Some(v.as_slice()), "step {step}");
+                    assert_eq!(got.expire_at(), *e);
+                }
+                let mut chunks = 0;
+                for slot in 0..SLOTS as u16 {
+                    ks.for_each_in_slot(slot, now, |e| {
+                        chunks += arena::chunk_size(e.blob.len());
+                    });
+                }
+                assert_eq!(ks.len(), model.len());
+                assert_eq!(ks.arena.live_bytes(), chunks);
+            }
+        }
+    }
 }
