@@ -1766,7 +1766,7 @@ mod tests {
         };
         let key_of = |i: u64| -> Vec<u8> {
             let mut k = format!("key:{i}").into_bytes();
-            if i % 17 == 0 {
+            if i.is_multiple_of(17) {
                 k.resize(600, b'x'); // past SMALL_MAX: allocated on its own
             }
             k
@@ -1804,7 +1804,7 @@ mod tests {
                     model.retain(|_, (_, e)| e.is_none_or(|at| at >= now));
                 }
             }
-            if step % 500 == 0 || step == 19_999 {
+            if step.is_multiple_of(500) || step == 19_999 {
                 for (k, (v, e)) in &model {
                     let got = ks.get(k, now).unwrap();
                     assert_eq!(got.key(), k.as_slice());
