@@ -8,9 +8,17 @@
 //! their sum means anything.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
+use std::alloc::System;
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+#[cfg(feature = "jemalloc")]
+use tikv_jemallocator::Jemalloc as System;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+use mimalloc::MiMalloc as System;
 
 /// Counter slots; more than the threads a server runs.
 const SLOTS: usize = 64;
@@ -92,7 +100,14 @@ unsafe impl GlobalAlloc for Counting {
 
 /// The allocator under the count, as INFO's `mem_allocator` names it (redis-server
 /// built against glibc's malloc says the same).
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
 pub const NAME: &str = "libc";
+/// The allocator under the count, as INFO's `mem_allocator` names it.
+#[cfg(feature = "jemalloc")]
+pub const NAME: &str = "jemalloc-5.3.0";
+/// The allocator under the count, as INFO's `mem_allocator` names it.
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+pub const NAME: &str = "mimalloc";
 
 /// Marks the counting allocator as installed (the binary calls this at start).
 pub fn activate() {
