@@ -873,7 +873,7 @@ impl Worker {
             self.shard.run_batch(&self.shared, from, batch);
             self.route_shard_out();
         } else {
-            self.route(vec![(dest, Msg::Run(from, batch))]);
+            self.route_one(dest, Msg::Run(from, batch));
         }
     }
 
@@ -904,7 +904,7 @@ impl Worker {
     pub(crate) fn batch_stalled(&mut self, to: ConnRef, shard: usize, replies: Vec<u8>) {
         let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
             // The connection is gone: the rest of the batch comes back unrun.
-            self.route(vec![(shard, Msg::Resume(to, None))]);
+            self.route_one(shard, Msg::Resume(to, None));
             return;
         };
         if !conn.drop_reply {
@@ -941,7 +941,7 @@ impl Worker {
         // The budget already reserved for the batch stands; the new one is what the
         // output has room for now.
         let budget = BATCH_REPLY_BUDGET.min(room);
-        self.route(vec![(shard, Msg::Resume(from, Some(budget)))]);
+        self.route_one(shard, Msg::Resume(from, Some(budget)));
     }
 
     /// Sends a connection's question (the command) to every worker.
@@ -1050,7 +1050,7 @@ impl Worker {
             }
             _ => Vec::new(),
         };
-        self.route(vec![(from.worker, Msg::Answer(from, answer))]);
+        self.route_one(from.worker, Msg::Answer(from, answer));
     }
 
     /// Starts a cross-shard command's plan (or a keyspace-wide command's).

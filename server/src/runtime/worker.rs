@@ -57,6 +57,10 @@ const EVENTS_CAPACITY: usize = 1024;
 const MAX_READS_PER_TURN: usize = 16;
 /// Connections accepted per listener event before the loop serves the others.
 const MAX_ACCEPTS_PER_TURN: usize = 256;
+/// Emptied message vectors a worker keeps for its next outboxes ([`Worker::spare`]), and
+/// the largest it keeps (a burst's vector is let go).
+const SPARE_VECS: usize = 16;
+const SPARE_CAPACITY: usize = 1024;
 /// Reply bytes held for a connection (unsent output, and what its batches in flight may
 /// bring back) above which its further requests wait for the client to read; high enough
 /// that a client writing a large pipeline before reading still works, as it does with
@@ -201,6 +205,9 @@ pub struct Worker {
     pub(crate) opened: Vec<usize>,
     /// Messages for each worker, sent at the end of the iteration.
     outbox: Vec<Vec<Msg>>,
+    /// Message vectors received and emptied, kept to be the next outboxes: vectors go
+    /// back and forth between workers instead of being allocated for every exchange.
+    spare: Vec<Vec<Msg>>,
     /// Messages for this worker itself.
     local: VecDeque<Msg>,
     /// Transactions this worker coordinates for its connections, by sequence number.
@@ -291,6 +298,7 @@ impl Worker {
             scheduled: Vec::new(),
             opened: Vec::new(),
             outbox: (0..threads).map(|_| Vec::new()).collect(),
+            spare: Vec::new(),
             local: VecDeque::new(),
             jobs: HashMap::default(),
             next_job: 0,
@@ -352,13 +360,15 @@ impl Worker {
                 self.accept();
             }
             self.release_paused();
-            for key in std::mem::take(&mut self.scheduled) {
+            let mut scheduled = std::mem::take(&mut self.scheduled);
+            for key in scheduled.drain(..) {
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.scheduled = false;
                     self.catch_up();
                     self.serve(key);
                 }
             }
+            reuse(&mut self.scheduled, scheduled);
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
@@ -727,16 +737,21 @@ impl Worker {
     /// Queues messages for their destinations.
     pub(crate) fn route(&mut self, out: Vec<Outgoing>) {
         for (dest, msg) in out {
-            if dest == self.id {
-                self.local.push_back(msg);
-            } else if let Some(q) = self.outbox.get_mut(dest) {
-                if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
-                    self.awaiting += 1;
-                    self.hops += 1;
-                    self.traffic_changed = true;
-                }
-                q.push(msg);
+            self.route_one(dest, msg);
+        }
+    }
+
+    /// Queues one message for its destination ([`Worker::route`] without a vector).
+    pub(crate) fn route_one(&mut self, dest: usize, msg: Msg) {
+        if dest == self.id {
+            self.local.push_back(msg);
+        } else if let Some(q) = self.outbox.get_mut(dest) {
+            if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
+                self.awaiting += 1;
+                self.hops += 1;
+                self.traffic_changed = true;
             }
+            q.push(msg);
         }
     }
 
@@ -746,8 +761,11 @@ impl Worker {
             self.shard.serve_wakes(&self.shared);
         }
         if self.shard.has_out() {
-            let out = self.shard.take_out();
-            self.route(out);
+            let mut out = self.shard.take_out();
+            for (dest, msg) in out.drain(..) {
+                self.route_one(dest, msg);
+            }
+            self.shard.return_out(out);
         }
     }
 
@@ -919,9 +937,11 @@ impl Worker {
 
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
-        for key in std::mem::take(&mut self.opened) {
+        let mut opened = std::mem::take(&mut self.opened);
+        for key in opened.drain(..) {
             self.send_open_batch(key);
         }
+        reuse(&mut self.opened, opened);
         self.send_monitor_feed();
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
@@ -954,7 +974,8 @@ impl Worker {
                 // (A `Publish` is always the last message of its queue.)
                 let publishes = matches!(queue.last(), Some(Msg::Publish(_)));
                 if !queue.is_empty() && publishes == publications_first {
-                    self.shared.peers[dest].send(std::mem::take(queue));
+                    let next = self.spare.pop().unwrap_or_default();
+                    self.shared.peers[dest].send(std::mem::replace(queue, next));
                 }
             }
         }
@@ -966,16 +987,19 @@ impl Worker {
         loop {
             let mut any = false;
             for _ in 0..self.inbox.len() {
-                let Ok(msgs) = self.inbox.try_recv() else {
+                let Ok(mut msgs) = self.inbox.try_recv() else {
                     break;
                 };
                 any = true;
                 self.shard.prefetch_runs(&msgs);
-                for msg in msgs {
+                for msg in msgs.drain(..) {
                     if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
                         self.awaiting = self.awaiting.saturating_sub(1);
                     }
                     self.handle(msg);
+                }
+                if self.spare.len() < SPARE_VECS && msgs.capacity() <= SPARE_CAPACITY {
+                    self.spare.push(msgs);
                 }
             }
             while let Some(msg) = self.local.pop_front() {
@@ -1381,7 +1405,8 @@ impl Worker {
     fn flush_all(&mut self) {
         self.shard.sync_observers();
         let now = self.now;
-        for key in std::mem::take(&mut self.dirty) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for key in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
             };
@@ -1459,6 +1484,7 @@ impl Worker {
                 Err(_) => self.close(key),
             }
         }
+        reuse(&mut self.dirty, dirty);
         // Resumed batches and their messages go out now.
         if !self.local.is_empty() {
             self.drain();
@@ -1556,7 +1582,7 @@ impl Worker {
                     key,
                     generation,
                 };
-                self.route(vec![(shard, Msg::Resume(from, None))]);
+                self.route_one(shard, Msg::Resume(from, None));
             }
             if let Some(seq) = job {
                 self.cancel_parked(key, seq);
@@ -1588,6 +1614,14 @@ impl Worker {
                 conn.job = None;
             }
         }
+    }
+}
+
+/// Puts back a list of connections the loop took and emptied, so that its capacity serves
+/// the next iteration (unless the loop queued new entries meanwhile).
+fn reuse(list: &mut Vec<usize>, emptied: Vec<usize>) {
+    if list.is_empty() {
+        *list = emptied;
     }
 }
 
