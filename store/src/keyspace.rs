@@ -803,8 +803,12 @@ impl Keyspace {
     fn maybe_shrink(&mut self, slot: usize) {
         if self.counts.len == 0 && self.arena.page_bytes() > arena::PAGE {
             // The last key gone: the pages go too (but one, so that a keyspace that empties
-            // and fills again and again does not allocate a page each time).
-            self.arena = Arena::new();
+            // and fills again and again does not allocate a page each time) — freed in
+            // the background when there are many (a mass expiry's last key).
+            let pages = std::mem::take(&mut self.arena);
+            if pages.page_bytes() > crate::lazyfree::THRESHOLD * arena::PAGE {
+                crate::lazyfree::free_later(pages);
+            }
         }
         let Some(table) = self.slots.get_mut(slot) else {
             return;
