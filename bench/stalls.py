@@ -11,14 +11,16 @@ Scenarios (N = --keys, default 1,000,000):
 - grow:     N more keys written in big pipelines (the tables' resizes happen meanwhile);
 - bgsave:   BGSAVE of N keys, until it is done.
 
-A client sends PING, waits for PONG, and sleeps 0.2 ms, all along; its latencies over
-the scenario's window give the worst and the p99.9 (and the idle floor first). Servers
+A client sends PING, waits for PONG, and sleeps 0.2 ms, all along, from a process of its
+own with Python's garbage collector off (a thread of this script would wait for the GIL
+and for collections: milliseconds); its latencies over the scenario's window give the
+worst and the p99.9 (and the idle floor first). Servers
 pinned to core 0 (`--server-cpus`), the clients on core 1 (run this under `taskset -c 1`).
 A server's background threads (goblin's lazy free, redis-server's bio threads) share the
 cores it is given: on one core, freeing in the background still takes turns with the
 loop.
 
-  taskset -c 1 bench/stalls.py [--keys 1000000] [--only expiry,del-hash,...]
+  taskset -c 1 bench/stalls.py [--keys 1000000] [--only expiry,del-hash,...] [--repeat 5]
 """
 import argparse
 import os
@@ -27,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from benchlib import GOBLIN, call, encode, free_port, send_pipelined, start, stop
@@ -42,33 +43,69 @@ def pipeline(port, commands, batch=2000):
     send_pipelined(port, commands, batch)
 
 
-class Pinger(threading.Thread):
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port, self.lat, self.on, self.quit = port, [], False, False
+PINGER = r"""
+import gc, socket, sys, time
+gc.disable()
+port, out = int(sys.argv[1]), sys.argv[2]
+lat = []
+with socket.create_connection(("127.0.0.1", port)) as s:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        t0 = time.monotonic()
+        try:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            buf = b""
+            while not buf.endswith(b"\r\n"):
+                chunk = s.recv(64)
+                if not chunk:
+                    raise OSError
+                buf += chunk
+        except OSError:
+            break
+        t1 = time.monotonic()
+        lat.append((t0, t1 - t0))
+        if len(lat) % 1000 == 0:
+            with open(out, "w") as f:
+                f.write("\n".join(f"{a} {b}" for a, b in lat))
+        time.sleep(0.0002)
+with open(out, "w") as f:
+    f.write("\n".join(f"{a} {b}" for a, b in lat))
+"""
 
-    def run(self):
-        with socket.create_connection(("127.0.0.1", self.port)) as s:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            while not self.quit:
-                t0 = time.perf_counter()
-                s.sendall(b"*1\r\n$4\r\nPING\r\n")
-                buf = b""
-                while not buf.endswith(b"\r\n"):
-                    buf += s.recv(64)
-                if self.on:
-                    self.lat.append((time.perf_counter() - t0) * 1000)
-                time.sleep(0.0002)
+
+class Pinger:
+    """A client that PINGs, waits for PONG and sleeps 0.2 ms, all along, in a process of
+    its own (so that neither this script's work nor its garbage collector delays it; its
+    own collector is off), recording when each PING went and how long it took (on the
+    system-wide monotonic clock, which this process reads too)."""
+
+    def __init__(self, port, path):
+        self.path, self.windows = path, []
+        self.proc = subprocess.Popen([sys.executable, "-c", PINGER, str(port), path])
 
     def window(self, f):
-        """Latencies while f() runs."""
-        self.lat = []
-        self.on = True
+        """Runs f(); the window's latencies are read at the end (`latencies`)."""
+        t0 = time.monotonic()
         try:
             f()
         finally:
-            self.on = False
-        return sorted(self.lat)
+            self.windows.append((t0, time.monotonic()))
+        return len(self.windows) - 1
+
+    def latencies(self):
+        """The latencies (ms) of each window, sorted, once the server is stopped (the
+        pinger then finds its connection closed, writes what it measured and ends)."""
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        pings = []
+        with open(self.path) as f:
+            for line in f:
+                a, b = line.split()
+                pings.append((float(a), float(b) * 1000))
+        return [sorted(ms for at, ms in pings if t0 <= at <= t1) for t0, t1 in self.windows]
 
 
 def fill(port, n, prefix="key:"):
@@ -134,6 +171,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--only", default=",".join(SCENARIOS))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each scenario: the worst is then the median of the runs' "
+                         "worsts, with their range (a stall the server causes shows in every "
+                         "run; a hiccup of the machine in one)")
     ap.add_argument("--server-cpus", default="0",
                     help="cores the servers may use (their background threads too)")
     opts = ap.parse_args()
@@ -147,22 +188,28 @@ def main():
         port = free_port()
         server = start(name, argv + ["--port", str(port), "--save", "", "--dir", d,
                                      "--appendonly", "no"], port, cpus=opts.server_cpus)
-        pinger = Pinger(port)
-        pinger.start()
+        pinger = Pinger(port, os.path.join(tmp, f"{name}.pings"))
         try:
-            rows = [("idle", pinger.window(lambda: time.sleep(0.5)))]
+            time.sleep(0.3)
+            names = [("idle", [pinger.window(lambda: time.sleep(0.5))
+                               for _ in range(opts.repeat)])]
             for scenario in opts.only.split(","):
-                rows.append((scenario, run_scenario(scenario, port, opts.keys, pinger)))
-            for scenario, lat in rows:
-                if not lat:
-                    print(f"{scenario:10} {name:8} {0:>6} (no PING answered in the window)")
-                    continue
-                p999 = lat[min(len(lat) - 1, int(len(lat) * 0.999))]
-                print(f"{scenario:10} {name:8} {len(lat):>6} {lat[-1]:>8.2f} {p999:>8.2f} "
-                      f"{statistics.median(lat):>7.3f}", flush=True)
+                names.append((scenario, [run_scenario(scenario, port, opts.keys, pinger)
+                                         for _ in range(opts.repeat)]))
         finally:
-            pinger.quit = True
             stop([server])
+        windows = pinger.latencies()
+        for scenario, runs in names:
+            lats = [windows[i] for i in runs]
+            if not all(lats):
+                print(f"{scenario:10} {name:8} {0:>6} (no PING answered in a window)")
+                continue
+            worsts = sorted(lat[-1] for lat in lats)
+            p999s = sorted(lat[min(len(lat) - 1, int(len(lat) * 0.999))] for lat in lats)
+            worst, p999 = statistics.median(worsts), statistics.median(p999s)
+            spread = f"  ({worsts[0]:.2f}–{worsts[-1]:.2f})" if len(worsts) > 1 else ""
+            print(f"{scenario:10} {name:8} {sum(map(len, lats)):>6} {worst:>8.2f} "
+                  f"{p999:>8.2f} {statistics.median(lats[0]):>7.3f}{spread}", flush=True)
 
 
 if __name__ == "__main__":
