@@ -18,12 +18,10 @@
 //! bytes), and any once the pages run out, are allocated on their own; their handles have
 //! the top bit set. Blobs carry their own length, so a handle is all a table stores.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
-
 use slab::Slab;
 
 use crate::blob;
+use crate::striped::Striped;
 
 /// Names a chunk of an [`Arena`].
 pub type Handle = u32;
@@ -57,6 +55,8 @@ pub struct Arena {
     /// Bytes of the chunks handed out (of the pages), and of large entries.
     small_live: usize,
     large_live: usize,
+    /// [`MAX_PAGES`] (less in tests).
+    max_pages: usize,
 }
 
 impl Default for Arena {
@@ -104,6 +104,7 @@ impl Arena {
             large: Slab::new(),
             small_live: 0,
             large_live: 0,
+            max_pages: MAX_PAGES,
         }
     }
 
@@ -131,7 +132,7 @@ impl Arena {
             return head;
         }
         if self.bump + n > PAGE_WORDS {
-            if self.pages.len() >= MAX_PAGES {
+            if self.pages.len() >= self.max_pages {
                 return self.alloc_large(len);
             }
             self.retire_tail();
@@ -147,8 +148,11 @@ impl Arena {
     }
 
     fn alloc_large(&mut self, len: usize) -> Handle {
-        self.large_live += len;
-        LARGE | self.large.insert(vec![0u8; len].into_boxed_slice()) as Handle
+        // (As long as the chunk it would have had in the pages, so that whether a
+        // rewrite fits in place is decided the same way for both.)
+        let size = chunk_size(len);
+        self.large_live += size;
+        LARGE | self.large.insert(vec![0u8; size].into_boxed_slice()) as Handle
     }
 
     /// The unused end of the last page becomes a free chunk of its size.
@@ -197,15 +201,15 @@ impl Arena {
     /// The entry at `h`.
     #[inline]
     pub fn get(&self, h: Handle) -> &[u8] {
-        if h & LARGE != 0 {
-            return self.large.get((h & !LARGE) as usize).map_or(&[], |b| b);
-        }
-        let (page, at) = split(h);
-        let rest = self
-            .pages
-            .get(page)
-            .and_then(|p| p.get(at..))
-            .unwrap_or(&[]);
+        let rest = if h & LARGE != 0 {
+            self.large.get((h & !LARGE) as usize).map_or(&[][..], |b| b)
+        } else {
+            let (page, at) = split(h);
+            self.pages
+                .get(page)
+                .and_then(|p| p.get(at..))
+                .unwrap_or(&[])
+        };
         let len = blob::len(rest).min(rest.len());
         &rest[..len]
     }
@@ -213,16 +217,17 @@ impl Arena {
     /// The entry at `h`, to change in place.
     #[inline]
     pub fn get_mut(&mut self, h: Handle) -> &mut [u8] {
-        if h & LARGE != 0 {
-            return match self.large.get_mut((h & !LARGE) as usize) {
-                Some(b) => b,
-                None => &mut [],
-            };
-        }
-        let (page, at) = split(h);
-        let rest = match self.pages.get_mut(page).and_then(|p| p.get_mut(at..)) {
-            Some(rest) => rest,
-            None => return &mut [],
+        let rest = if h & LARGE != 0 {
+            match self.large.get_mut((h & !LARGE) as usize) {
+                Some(b) => &mut b[..],
+                None => return &mut [],
+            }
+        } else {
+            let (page, at) = split(h);
+            match self.pages.get_mut(page).and_then(|p| p.get_mut(at..)) {
+                Some(rest) => rest,
+                None => return &mut [],
+            }
         };
         let len = blob::len(rest).min(rest.len());
         &mut rest[..len]
@@ -264,39 +269,19 @@ impl Drop for Arena {
     }
 }
 
-/// Counter slots for [`idle_bytes`], as the server's counting allocator keeps its own: a
-/// thread adds to its slot, only the sum means anything (arenas are dropped on other
-/// threads than the ones that filled them).
-const SLOTS: usize = 64;
-
-#[repr(align(64))]
-struct Slot(AtomicIsize);
-
-static IDLE: [Slot; SLOTS] = [const { Slot(AtomicIsize::new(0)) }; SLOTS];
-static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static MY_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
+/// Bytes of the arenas' pages not holding an entry, counted per thread (arenas are
+/// dropped on other threads than the ones that filled them).
+static IDLE: Striped = Striped::new();
 
 fn idle_add(bytes: isize) {
-    let i = MY_SLOT
-        .try_with(|s| {
-            if s.get() == usize::MAX {
-                s.set(NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SLOTS);
-            }
-            s.get()
-        })
-        .unwrap_or(0);
-    IDLE[i].0.fetch_add(bytes, Ordering::Relaxed);
+    IDLE.add(bytes);
 }
 
 /// Bytes of every arena's pages not holding an entry (free chunks, unused ends): the
 /// allocator counts them as allocated, and `used_memory` leaves them out, as
 /// redis-server's allocator does not count what sits free in its bins.
 pub fn idle_bytes() -> usize {
-    let sum: isize = IDLE.iter().map(|s| s.0.load(Ordering::Relaxed)).sum();
-    sum.max(0) as usize
+    IDLE.sum().max(0) as usize
 }
 
 #[cfg(test)]
@@ -359,6 +344,37 @@ mod tests {
         assert_eq!(a.get(h1).len(), 54);
         assert_eq!(h2 - h1, 7, "56 bytes: 7 words");
         assert_eq!(a.live_bytes(), 112);
+    }
+
+    #[test]
+    fn once_the_pages_run_out_entries_are_allocated_apart() {
+        let mut a = Arena::new();
+        a.max_pages = 1;
+        let entries: Vec<(Handle, String)> = (0..2_000)
+            .map(|i| {
+                let key = format!("key:{i:012}");
+                (put(&mut a, key.as_bytes(), &[b'v'; 32]), key)
+            })
+            .collect();
+        assert_eq!(a.pages.len(), 1);
+        let apart: Vec<_> = entries.iter().filter(|(h, _)| h & LARGE != 0).collect();
+        assert!(!apart.is_empty());
+        for (h, key) in &entries {
+            assert_eq!(blob::key(a.get(*h)), key.as_bytes());
+            assert_eq!(blob::payload(a.get(*h)), Payload::Inline(&[b'v'; 32]));
+        }
+        // An entry apart has the chunk it would have had: a rewrite of the same chunk
+        // size fits in place.
+        let (h, key) = apart[0];
+        let payload = Payload::Inline(&[b'w'; 33]);
+        let len = blob::size(key.as_bytes(), None, payload);
+        assert_eq!(chunk_size(len), chunk_size(a.get(*h).len()));
+        blob::write(a.chunk_mut(*h, len), key.as_bytes(), None, payload);
+        assert_eq!(blob::payload(a.get(*h)), payload);
+        for (h, _) in &entries {
+            a.free(*h);
+        }
+        assert_eq!(a.live_bytes(), 0);
     }
 
     #[test]

@@ -164,12 +164,14 @@ pub fn size(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> usize {
         + payload_len
 }
 
-/// Writes a blob into `out`, which must be exactly [`size`] bytes long (its access field
-/// zero: the keyspace sets it).
+/// Writes a blob into `out`, which must be [`size`] bytes long (its access field zero:
+/// the keyspace sets it); what does not fit is left out, never written past.
 pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payload<'_>) {
     let mut w = 0;
     let mut put = |bytes: &[u8]| {
-        out[w..w + bytes.len()].copy_from_slice(bytes);
+        if let Some(to) = out.get_mut(w..w + bytes.len()) {
+            to.copy_from_slice(bytes);
+        }
         w += bytes.len();
     };
     let flags = if expire.is_some() { EXPIRES } else { 0 }
