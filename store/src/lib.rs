@@ -25,6 +25,7 @@ pub mod lazyfree;
 mod prefetch;
 pub mod rdb;
 mod slot;
+pub mod striped;
 pub mod types;
 mod wheel;
 
