@@ -1,5 +1,15 @@
 //! Small helpers shared by command families.
 
+/// Puts back a list a loop took (`mem::take`) and emptied, so that its capacity serves
+/// the next round instead of being allocated again — unless the loop queued new entries
+/// meanwhile, which stay.
+pub fn reuse<T>(list: &mut Vec<T>, mut emptied: Vec<T>) {
+    if list.is_empty() {
+        emptied.clear();
+        *list = emptied;
+    }
+}
+
 /// Resident set size of the process in bytes, from /proc.
 pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

@@ -128,7 +128,7 @@ impl Arena {
         if head != NIL {
             self.free[n] = self.next_free(head);
             self.small_live += n * WORD;
-            idle_add(-((n * WORD) as isize));
+            IDLE.add(-((n * WORD) as isize));
             return head;
         }
         if self.bump + n > PAGE_WORDS {
@@ -137,13 +137,13 @@ impl Arena {
             }
             self.retire_tail();
             self.pages.push(vec![0u8; PAGE].into_boxed_slice());
-            idle_add(PAGE as isize);
+            IDLE.add(PAGE as isize);
             self.bump = 0;
         }
         let h = ((self.pages.len() - 1) << PAGE_BITS | self.bump) as Handle;
         self.bump += n;
         self.small_live += n * WORD;
-        idle_add(-((n * WORD) as isize));
+        IDLE.add(-((n * WORD) as isize));
         h
     }
 
@@ -153,6 +153,18 @@ impl Arena {
         let size = chunk_size(len);
         self.large_live += size;
         LARGE | self.large.insert(vec![0u8; size].into_boxed_slice()) as Handle
+    }
+
+    /// The chunk for the entry at `h` once it is rewritten `len` bytes long: its own when
+    /// that fits the same chunk size, else a new one (and `h` is freed: the caller reads
+    /// nothing of the old entry after this, and puts the returned handle in its place).
+    pub fn refit(&mut self, h: Handle, len: usize) -> Handle {
+        if chunk_size(self.get(h).len()) == chunk_size(len) {
+            return h;
+        }
+        let new = self.alloc(len);
+        self.free(h);
+        new
     }
 
     /// The unused end of the last page becomes a free chunk of its size.
@@ -176,10 +188,12 @@ impl Arena {
 
     fn push_free(&mut self, h: Handle, n: usize) {
         let (page, at) = split(h);
-        let next = self.free[n];
+        let Some(head) = self.free.get_mut(n) else {
+            return;
+        };
         if let Some(b) = self.pages.get_mut(page).and_then(|p| p.get_mut(at..at + 4)) {
-            b.copy_from_slice(&next.to_le_bytes());
-            self.free[n] = h;
+            b.copy_from_slice(&head.to_le_bytes());
+            *head = h;
         }
     }
 
@@ -258,24 +272,20 @@ impl Arena {
         }
         let n = words(self.get(h).len());
         self.small_live -= (n * WORD).min(self.small_live);
-        idle_add((n * WORD) as isize);
+        IDLE.add((n * WORD) as isize);
         self.push_free(h, n);
     }
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        idle_add(-((self.page_bytes() - self.small_live.min(self.page_bytes())) as isize));
+        IDLE.add(-((self.page_bytes() - self.small_live.min(self.page_bytes())) as isize));
     }
 }
 
 /// Bytes of the arenas' pages not holding an entry, counted per thread (arenas are
 /// dropped on other threads than the ones that filled them).
 static IDLE: Striped = Striped::new();
-
-fn idle_add(bytes: isize) {
-    IDLE.add(bytes);
-}
 
 /// Bytes of every arena's pages not holding an entry (free chunks, unused ends): the
 /// allocator counts them as allocated, and `used_memory` leaves them out, as

@@ -19,6 +19,7 @@
 //! 56-byte chunk; a key, its value and its expiry are read from one cache line or two.
 
 use crate::keyspace::Millis;
+use crate::leb128;
 
 /// The entry has an expiry.
 const EXPIRES: u8 = 1;
@@ -90,29 +91,14 @@ struct Header {
     payload_len: usize,
 }
 
-/// Reads a LEB128 length at `*at`, moving past it (at most 5 bytes: lengths fit 32 bits).
-fn read_len(blob: &[u8], at: &mut usize) -> usize {
-    let mut n = 0usize;
-    let mut shift = 0;
-    while let Some(&b) = blob.get(*at) {
-        *at += 1;
-        n |= usize::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 || shift > 28 {
-            break;
-        }
-        shift += 7;
-    }
-    n
-}
-
 fn header(blob: &[u8]) -> Header {
     let flags = blob.first().copied().unwrap_or(0);
     let mut at = 1 + ACCESS;
-    let key_len = read_len(blob, &mut at);
+    let key_len = leb128::read(blob, &mut at);
     let payload_len = if flags & BOXED != 0 {
         4
     } else {
-        read_len(blob, &mut at)
+        leb128::read(blob, &mut at)
     };
     let key_at = at + if flags & EXPIRES != 0 { 8 } else { 0 };
     Header {
@@ -129,36 +115,14 @@ pub fn len(bytes: &[u8]) -> usize {
     h.key_at + h.key_len + h.payload_len
 }
 
-fn varint_len(mut n: usize) -> usize {
-    let mut bytes = 1;
-    n >>= 7;
-    while n > 0 {
-        bytes += 1;
-        n >>= 7;
-    }
-    bytes
-}
-
-fn put_varint(put: &mut impl FnMut(&[u8]), mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            put(&[byte]);
-            break;
-        }
-        put(&[byte | 0x80]);
-    }
-}
-
 /// Bytes a blob for these parts takes.
 pub fn size(key: &[u8], expire: Option<Millis>, payload: Payload<'_>) -> usize {
     let payload_len = match payload {
-        Payload::Inline(s) => varint_len(s.len()) + s.len(),
+        Payload::Inline(s) => leb128::len(s.len()) + s.len(),
         Payload::Boxed(_) => 4,
     };
     1 + ACCESS
-        + varint_len(key.len())
+        + leb128::len(key.len())
         + if expire.is_some() { 8 } else { 0 }
         + key.len()
         + payload_len
@@ -182,9 +146,9 @@ pub fn write(out: &mut [u8], key: &[u8], expire: Option<Millis>, payload: Payloa
         };
     put(&[flags]);
     put(&[0; ACCESS]);
-    put_varint(&mut put, key.len());
+    leb128::write(key.len(), |b| put(&[b]));
     if let Payload::Inline(s) = payload {
-        put_varint(&mut put, s.len());
+        leb128::write(s.len(), |b| put(&[b]));
     }
     if let Some(at) = expire {
         put(&at.to_le_bytes());

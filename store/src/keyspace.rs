@@ -611,6 +611,18 @@ impl Keyspace {
         self.recorder.key(change, self.db, slot, key);
     }
 
+    /// [`Keyspace::record`] for the entry at `h` (before its chunk is freed), its key read
+    /// where it lies.
+    fn record_entry(&mut self, change: Change, slot: usize, h: Handle) {
+        let Keyspace {
+            recorder,
+            arena,
+            db,
+            ..
+        } = self;
+        recorder.key(change, *db, slot, blob::key(arena.get(h)));
+    }
+
     /// Runs `f` with the writes it makes marked quiet ([`crate::KeyEvent::quiet`]): what
     /// Redis changes without telling WATCH.
     pub fn quietly<R>(&mut self, f: impl FnOnce(&mut Keyspace) -> R) -> R {
@@ -1025,7 +1037,7 @@ impl Keyspace {
         let mut replaced_expire = None;
         if let Some(h) = self.find(slot, hash, key) {
             let old = self.arena.get(h);
-            let (old_len, old_expire) = (old.len(), blob::expire(old));
+            let old_expire = blob::expire(old);
             // An overwrite is an access; under LFU the key keeps its counter.
             let field = match self.access {
                 AccessMode::Lru => lru_clock(now),
@@ -1034,17 +1046,13 @@ impl Keyspace {
             if let Payload::Boxed(i) = blob::payload(old) {
                 freed = Some(i);
             }
-            let at = if arena::chunk_size(old_len) == arena::chunk_size(size) {
-                h
-            } else {
+            let at = self.arena.refit(h, size);
+            if at != h
+                && let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h)
+            {
                 // Another size: another chunk, in the same bucket.
-                let new = self.arena.alloc(size);
-                if let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h) {
-                    *place = new;
-                }
-                self.arena.free(h);
-                new
-            };
+                *place = at;
+            }
             let chunk = self.arena.chunk_mut(at, size);
             blob::write(chunk, key, expire_at, payload);
             blob::set_access(chunk, field);
@@ -1183,9 +1191,15 @@ impl Keyspace {
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<Millis>, now: Millis) -> bool {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
-        let Some(h) = self.find(slot, hash, key) else {
+        let arena = &self.arena;
+        let Some(place) = self
+            .slots
+            .get_mut(slot)
+            .and_then(|t| t.find_mut(hash, |&h| blob::key(arena.get(h)) == key))
+        else {
             return false;
         };
+        let h = *place;
         let entry = self.arena.get(h);
         if expired(entry, now) {
             self.delete(key, now);
@@ -1199,16 +1213,8 @@ impl Keyspace {
         if blob::pinned(entry) {
             blob::pin(&mut rebuilt);
         }
-        let at = if arena::chunk_size(entry.len()) == arena::chunk_size(rebuilt.len()) {
-            h
-        } else {
-            let new = self.arena.alloc(rebuilt.len());
-            if let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h) {
-                *place = new;
-            }
-            self.arena.free(h);
-            new
-        };
+        let at = self.arena.refit(h, rebuilt.len());
+        *place = at;
         self.arena
             .chunk_mut(at, rebuilt.len())
             .copy_from_slice(&rebuilt);
@@ -1281,9 +1287,8 @@ impl Keyspace {
             }
         });
         for h in gone {
-            let key = blob::key(self.arena.get(h)).to_vec();
+            self.record_entry(Change::Expired, usize::from(slot), h);
             self.discard(h);
-            self.record(Change::Expired, usize::from(slot), &key);
         }
         if let Some(table) = self.slots.get(usize::from(slot)) {
             for &h in table.iter() {
@@ -1370,23 +1375,19 @@ impl Keyspace {
         for t in due {
             let slot = usize::from(t.slot());
             let (hasher, arena) = (&self.hasher, &self.arena);
-            let Some(&h) = self.slots.get(slot).and_then(|table| {
-                table.find(t.hash, |&h| {
+            let Some(Ok(found)) = self.slots.get_mut(slot).map(|table| {
+                table.find_entry(t.hash, |&h| {
                     hasher.hash_one(blob::key(arena.get(h))) == t.hash
                 })
             }) else {
                 continue;
             };
-            let blob = self.arena.get(h);
+            let h = *found.get();
+            let blob = arena.get(h);
             if expired(blob, now) {
-                let key = blob::key(blob).to_vec();
-                if let Some(table) = self.slots.get_mut(slot)
-                    && let Ok(found) = table.find_entry(t.hash, |&x| x == h)
-                {
-                    found.remove();
-                }
+                found.remove();
+                self.record_entry(Change::Expired, slot, h);
                 self.discard(h);
-                self.record(Change::Expired, slot, &key);
                 removed += 1;
                 self.maybe_shrink(slot);
             } else if let Some(at) = blob::expire(blob) {

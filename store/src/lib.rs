@@ -22,6 +22,7 @@ mod blob;
 mod events;
 mod keyspace;
 pub mod lazyfree;
+mod leb128;
 mod prefetch;
 pub mod rdb;
 mod slot;

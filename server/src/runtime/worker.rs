@@ -368,7 +368,7 @@ impl Worker {
                     self.serve(key);
                 }
             }
-            reuse(&mut self.scheduled, scheduled);
+            crate::util::reuse(&mut self.scheduled, scheduled);
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
@@ -941,7 +941,7 @@ impl Worker {
         for key in opened.drain(..) {
             self.send_open_batch(key);
         }
-        reuse(&mut self.opened, opened);
+        crate::util::reuse(&mut self.opened, opened);
         self.send_monitor_feed();
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
@@ -1484,7 +1484,7 @@ impl Worker {
                 Err(_) => self.close(key),
             }
         }
-        reuse(&mut self.dirty, dirty);
+        crate::util::reuse(&mut self.dirty, dirty);
         // Resumed batches and their messages go out now.
         if !self.local.is_empty() {
             self.drain();
@@ -1614,14 +1614,6 @@ impl Worker {
                 conn.job = None;
             }
         }
-    }
-}
-
-/// Puts back a list of connections the loop took and emptied, so that its capacity serves
-/// the next iteration (unless the loop queued new entries meanwhile).
-fn reuse(list: &mut Vec<usize>, emptied: Vec<usize>) {
-    if list.is_empty() {
-        *list = emptied;
     }
 }
 

@@ -393,9 +393,7 @@ impl Shard {
     /// Gives back the vector [`Shard::take_out`] took, emptied, to be filled again (so
     /// that sending replies allocates nothing in steady traffic).
     pub fn return_out(&mut self, emptied: Vec<Outgoing>) {
-        if self.out.is_empty() && emptied.is_empty() {
-            self.out = emptied;
-        }
+        crate::util::reuse(&mut self.out, emptied);
     }
 
     /// Whether messages are waiting in [`Shard::take_out`].

@@ -18,6 +18,7 @@
 //! Fields are hashed with one foldhash state per process, seeded randomly (fields are
 //! client-controlled); a hash holds no hasher of its own.
 
+use crate::leb128;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
@@ -511,38 +512,17 @@ fn hash_of(field: &[u8]) -> u64 {
 
 /// A table entry: `[field length, LEB128][field][value]`.
 fn entry(field: &[u8], value: &[u8]) -> Box<[u8]> {
-    let mut e = Vec::with_capacity(leb_len(field.len()) + field.len() + value.len());
-    let mut n = field.len();
-    while n >= 0x80 {
-        e.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    e.push(n as u8);
+    let mut e = Vec::with_capacity(leb128::len(field.len()) + field.len() + value.len());
+    leb128::write(field.len(), |b| e.push(b));
     e.extend_from_slice(field);
     e.extend_from_slice(value);
     e.into_boxed_slice()
 }
 
-fn leb_len(mut n: usize) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
-}
-
 /// The field and the value of an entry.
 fn split_entry(e: &[u8]) -> (&[u8], &[u8]) {
-    let (mut n, mut shift, mut i) = (0usize, 0u32, 0usize);
-    while let Some(&b) = e.get(i) {
-        n |= usize::from(b & 0x7f) << shift;
-        i += 1;
-        if b < 0x80 || shift >= 63 {
-            break;
-        }
-        shift += 7;
-    }
+    let mut i = 0;
+    let n = leb128::read(e, &mut i);
     let rest = e.get(i..).unwrap_or_default();
     rest.split_at_checked(n).unwrap_or((rest, &[]))
 }
@@ -1541,7 +1521,7 @@ mod tests {
         for len in [0usize, 1, 127, 128, 300, 16_384, 70_000] {
             let f = vec![b'a'; len];
             let e = entry(&f, b"value");
-            assert_eq!(e.len(), leb_len(len) + len + 5);
+            assert_eq!(e.len(), leb128::len(len) + len + 5);
             assert_eq!(split_entry(&e), (&f[..], &b"value"[..]));
         }
     }

@@ -25,6 +25,7 @@
 //! small lists encoded as a single listpack), so [`List::encoding`] is always
 //! `quicklist`, whatever the list's size or history.
 
+use crate::leb128;
 use std::collections::VecDeque;
 use std::collections::vec_deque;
 use std::fmt;
@@ -59,24 +60,14 @@ fn size_class(n: usize) -> usize {
     n.div_ceil(step) * step
 }
 
-/// Bytes a LEB128 varint of `n` takes.
-fn varint_len(mut n: usize) -> usize {
-    let mut k = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        k += 1;
-    }
-    k
-}
-
 /// Bytes `element` takes packed: its length before and after its bytes.
 fn packed_len(element: &[u8]) -> usize {
-    element.len() + 2 * varint_len(element.len())
+    element.len() + 2 * leb128::len(element.len())
 }
 
 /// Packs `element` into `dst`, which is exactly [`packed_len`] long.
 fn pack(dst: &mut [u8], element: &[u8]) {
-    let k = varint_len(element.len());
+    let k = leb128::len(element.len());
     let last = dst.len() - 1;
     let mut n = element.len();
     for i in 0..k {
@@ -954,7 +945,7 @@ mod tests {
             let (data, next) = decode_at(&p, 0).expect("decodes forwards");
             assert_eq!(
                 (data.clone(), next),
-                (varint_len(n)..varint_len(n) + n, p.len())
+                (leb128::len(n)..leb128::len(n) + n, p.len())
             );
             let (back, pos) = decode_before(&p, p.len()).expect("decodes backwards");
             assert_eq!((back, pos), (data, 0));
