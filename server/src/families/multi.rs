@@ -13,6 +13,7 @@ use goblin_protocol::{Encoder, reply_len};
 
 use crate::errors;
 use crate::runtime::msg::{Batch, LockMode};
+use crate::runtime::slowlog::SlowCmd;
 use crate::shard::watch::{WatchState, Watching};
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::{CommandTable, meta};
@@ -233,7 +234,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 Queued::Conn(cmd)
             }
             Exec::Plan(cross) => match (cross.plan)(&start) {
-                Ok(plan) => Queued::Plan(db, plan, naming.then(|| Arc::from(cmd))),
+                Ok(plan) => Queued::Plan(db, plan, Arc::from(cmd), naming),
                 Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
             },
             Exec::Shard(_) => {
@@ -245,7 +246,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 match spec.cross_shard {
                     Some(cross) if shards.iter().any(|&s| s != first) => {
                         match (cross.plan)(&start) {
-                            Ok(plan) => Queued::Plan(db, plan, naming.then(|| Arc::from(cmd))),
+                            Ok(plan) => Queued::Plan(db, plan, Arc::from(cmd), naming),
                             Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
                         }
                     }
@@ -292,9 +293,9 @@ enum Queued {
     Single(usize, Box<Batch>),
     /// Runs on the connection.
     Conn(Box<Batch>),
-    /// Needs a plan of its own, in a database (with the command, to name its key
-    /// events when keyspace notifications are on).
-    Plan(usize, Box<dyn Plan>, Option<Arc<Batch>>),
+    /// Needs a plan of its own, in a database, with the command (a SLOWLOG entry of its
+    /// own, and the name of its key events when keyspace notifications are on: `true`).
+    Plan(usize, Box<dyn Plan>, Arc<Batch>, bool),
     /// Answered already (its arguments were refused).
     Ready(Outcome),
 }
@@ -312,7 +313,43 @@ struct ExecPlan {
     in_stage: Vec<usize>,
     /// A sub-plan in progress, for command `next - 1` (the transaction's hops stay in
     /// its database until it is done).
-    current: Option<(usize, Box<dyn Plan>)>,
+    current: Option<SubPlan>,
+}
+
+/// A queued command's plan, run inside EXEC.
+#[derive(Debug)]
+struct SubPlan {
+    /// The command's place in the transaction.
+    idx: usize,
+    plan: Box<dyn Plan>,
+    command: Arc<Batch>,
+    /// How long the transaction had run when it started ([`PlanCx::micros`]).
+    since: u64,
+}
+
+impl SubPlan {
+    /// Steps the plan; its outcome once done, when it is also a SLOWLOG entry if slow.
+    fn step(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        let started = std::time::Instant::now();
+        let step = step_without_parking(self.plan.as_mut(), cx, results);
+        if matches!(step, Step::Done(_)) {
+            // (`cx.micros` counts its earlier steps, not this one.)
+            let micros =
+                cx.micros.saturating_sub(self.since) + started.elapsed().as_micros() as u64;
+            let spec = self
+                .command
+                .cmds
+                .first()
+                .and_then(|c| cx.shared.commands.get(c.spec));
+            if cx.shared.slowlog.is_slow(micros)
+                && spec.is_some_and(|s| !s.flags.contains(crate::table::Flags::SKIP_SLOWLOG))
+            {
+                let entry = SlowCmd::new(&self.command.args(0), cx.now / 1000, micros);
+                cx.slow.borrow_mut().push(entry);
+            }
+        }
+        step
+    }
 }
 
 /// A sub-plan's next step inside EXEC, where nothing blocks: a plan that would park
@@ -339,11 +376,11 @@ impl Plan for ExecPlan {
             return cx.done(|e| e.null_array());
         }
         // Feed results to whoever asked for them.
-        if let Some((idx, mut plan)) = self.current.take() {
-            match step_without_parking(plan.as_mut(), cx, results) {
-                Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
+        if let Some(mut sub) = self.current.take() {
+            match sub.step(cx, results) {
+                Step::Done(outcome) => self.outcomes[sub.idx] = Some(outcome),
                 step => {
-                    self.current = Some((idx, plan));
+                    self.current = Some(sub);
                     return step;
                 }
             }
@@ -377,15 +414,21 @@ impl Plan for ExecPlan {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
                 Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
-                Some(Queued::Plan(db, mut plan, command)) => {
+                Some(Queued::Plan(db, plan, command, naming)) => {
                     cx.select(db);
-                    if let Some(command) = command {
-                        cx.name_steps(command);
+                    if naming {
+                        cx.name_steps(Arc::clone(&command));
                     }
-                    match step_without_parking(plan.as_mut(), cx, Vec::new()) {
+                    let mut sub = SubPlan {
+                        idx,
+                        plan,
+                        command,
+                        since: cx.micros,
+                    };
+                    match sub.step(cx, Vec::new()) {
                         Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
                         step => {
-                            self.current = Some((idx, plan));
+                            self.current = Some(sub);
                             return step;
                         }
                     }

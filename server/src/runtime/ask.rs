@@ -120,6 +120,7 @@ impl<'a> WorkerView<'a> {
                 false
             }
             Some(Some(outcome)) => {
+                self.worker.log_job(key, job.take_timing());
                 self.finished.push((key, outcome));
                 true
             }

@@ -207,6 +207,8 @@ pub struct Asking {
     pub answers: Vec<Vec<u8>>,
     /// How many answers are due in all.
     pub due: usize,
+    /// How long the workers took to answer so far, microseconds.
+    pub micros: u64,
 }
 
 /// One client connection.

@@ -258,6 +258,10 @@ pub struct TxStepDone {
     pub holds_locks: bool,
     /// Whether the step changed keys (and so the transaction has a part in the log).
     pub wrote: bool,
+    /// How long its work ran, microseconds (timed while SLOWLOG or LATENCY is on).
+    pub micros: u64,
+    /// The slow commands it ran (EXEC's, a script's), for SLOWLOG.
+    pub slow: Vec<crate::runtime::slowlog::SlowCmd>,
 }
 
 /// A parked plan's wait, registered on one shard.
@@ -314,8 +318,9 @@ pub enum Msg {
     Slots(Arc<SlotMap>),
     /// A connection's question to every worker: the command (its batch) asks.
     Ask(ConnRef, Arc<Batch>),
-    /// A worker's answer to a connection's question.
-    Answer(ConnRef, Vec<u8>),
+    /// A worker's answer to a connection's question, and how long it took to answer
+    /// (microseconds, for SLOWLOG).
+    Answer(ConnRef, Vec<u8>, u64),
     /// Keys loaded at start-up, for this worker's shard.
     Load(Vec<crate::persist::load::Loaded>),
     /// Loading is over: this worker's log, when the log is on.

@@ -38,7 +38,7 @@ use crate::shard::PREFETCH_AHEAD;
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
-use crate::txn::coordinator::{Env, TxJob};
+use crate::txn::coordinator::{Env, JobTiming, TxJob};
 use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
 
 /// Where a command's keys are.
@@ -50,6 +50,15 @@ pub enum Target {
     Shard(usize),
     /// On several shards.
     Many,
+}
+
+/// The SLOWLOG entry of a command run as a plan, made as it starts.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    cmd: SlowCmd,
+    fast: bool,
+    /// How long starting it took, microseconds.
+    micros: u64,
 }
 
 /// What routing found out about a request, kept while it waits so that it is worked out
@@ -364,7 +373,15 @@ impl Worker {
                     // EXEC remembers the keys of the whole transaction, if it reads.
                     t.read &= queued_reads(shared, conn);
                 }
-                self.multi_command(shared, key, f, MultiCall::Run(args))
+                let started = timing(shared);
+                let flow = self.multi_command(shared, key, f, MultiCall::Run(args));
+                // (EXEC is no entry: the commands it runs are.)
+                if let Some(started) = started
+                    && let Some(conn) = self.conns.get(key)
+                {
+                    log_command(shared, &conn.client, spec, args, self.now, since(started));
+                }
+                flow
             }
             Exec::Conn(f) => {
                 if conn.busy() {
@@ -381,8 +398,7 @@ impl Worker {
                 let at = output.buf.len();
                 // Timed for SLOWLOG and LATENCY as the shards time theirs (DEBUG SLEEP,
                 // CONFIG, CLIENT LIST … run here).
-                let started = (shared.slowlog.enabled() || shared.latency.enabled())
-                    .then(std::time::Instant::now);
+                let started = timing(shared);
                 f(
                     &mut ConnCtx {
                         client,
@@ -400,14 +416,7 @@ impl Worker {
                     args,
                 );
                 if let Some(started) = started {
-                    let micros = started.elapsed().as_micros() as u64;
-                    shared
-                        .latency
-                        .add_command(spec.flags.contains(Flags::FAST), micros);
-                    if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
-                        let slow = SlowCmd::new(args, self.now / 1000, micros);
-                        log_slow(shared, client, vec![slow]);
-                    }
+                    log_command(shared, client, spec, args, self.now, since(started));
                 }
                 if client.monitor != was_monitor {
                     let me = ConnRef {
@@ -620,12 +629,47 @@ impl Worker {
     }
 }
 
-/// Logs slow commands sent by `client` (SLOWLOG).
+/// Logs slow commands sent by `client` (SLOWLOG), or by a script it ran.
 fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<SlowCmd>) {
     let addr = client.addr.map(|a| a.to_string()).unwrap_or_default();
     let name = client.name.clone().unwrap_or_default();
     for cmd in slow {
-        shared.slowlog.push(cmd, addr.clone(), name.clone());
+        if cmd.by_script {
+            shared.slowlog.push(cmd, "?:0".to_owned(), Vec::new());
+        } else {
+            shared.slowlog.push(cmd, addr.clone(), name.clone());
+        }
+    }
+}
+
+/// When a command run on the connection's worker starts, if it is timed (for SLOWLOG
+/// and LATENCY).
+fn timing(shared: &Shared) -> Option<std::time::Instant> {
+    (shared.slowlog.enabled() || shared.latency.enabled()).then(std::time::Instant::now)
+}
+
+/// Microseconds since `started`.
+fn since(started: std::time::Instant) -> u64 {
+    started.elapsed().as_micros() as u64
+}
+
+/// Records a command of `client` that ran for `micros`: in LATENCY, and in SLOWLOG when
+/// it was slow.
+fn log_command(
+    shared: &Shared,
+    client: &crate::runtime::client::Client,
+    spec: &CommandSpec,
+    args: &Args<'_>,
+    now: goblin_store::Millis,
+    micros: u64,
+) {
+    if shared.latency.enabled() {
+        shared
+            .latency
+            .add_command(spec.flags.contains(Flags::FAST), micros);
+    }
+    if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
+        log_slow(shared, client, vec![SlowCmd::new(args, now / 1000, micros)]);
     }
 }
 
@@ -964,6 +1008,7 @@ impl Worker {
                 command: Arc::clone(&command),
                 answers: Vec::with_capacity(workers),
                 due: workers,
+                micros: 0,
             });
         }
         let out = (0..workers)
@@ -974,7 +1019,7 @@ impl Worker {
     }
 
     /// A worker's answer to a connection's question; the last one replies.
-    pub(crate) fn answered(&mut self, to: ConnRef, answer: Vec<u8>) {
+    pub(crate) fn answered(&mut self, to: ConnRef, answer: Vec<u8>, micros: u64) {
         let shared = Arc::clone(&self.shared);
         let now = self.now;
         let Some(conn) = self
@@ -986,6 +1031,7 @@ impl Worker {
         };
         let complete = conn.asking.as_mut().is_some_and(|asking| {
             asking.answers.push(answer);
+            asking.micros += micros;
             asking.answers.len() >= asking.due
         });
         if !complete {
@@ -1022,9 +1068,17 @@ impl Worker {
                     *generation,
                 ),
             };
+            let started = timing(&shared);
             gather(&mut ctx, &args, asking.answers);
             if drop_reply {
                 output.buf.truncate(at);
+            }
+            if let Some(started) = started
+                && let Some(spec) = spec
+            {
+                // Timed as the workers' answers and the gathering.
+                let micros = asking.micros + since(started);
+                log_command(&shared, client, spec, &args, now, micros);
             }
         }
         self.after_wait(to.key);
@@ -1037,6 +1091,7 @@ impl Worker {
             .cmds
             .first()
             .and_then(|c| shared.commands.get(c.spec));
+        let started = std::time::Instant::now();
         let answer = match spec.map(|s| s.exec) {
             Some(Exec::AskWorkers { ask, .. }) => {
                 let mut view = WorkerView::new(self, from);
@@ -1050,11 +1105,12 @@ impl Worker {
             }
             _ => Vec::new(),
         };
-        self.route_one(from.worker, Msg::Answer(from, answer));
+        self.route_one(from.worker, Msg::Answer(from, answer, since(started)));
     }
 
     /// Starts a cross-shard command's plan (or a keyspace-wide command's).
     fn start_plan(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let started = timing(&self.shared);
         let Some(cross) = spec.plan() else {
             // Refused when the table was built; answered anyway.
             return self.reply_now(key, &crate::errors::no_plan(spec.name));
@@ -1080,7 +1136,15 @@ impl Worker {
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,
-            Err(reply) => return self.reply_now(key, &reply),
+            Err(reply) => {
+                let flow = self.reply_now(key, &reply);
+                if let Some(started) = started
+                    && let Some(conn) = self.conns.get(key)
+                {
+                    log_command(&shared, &conn.client, spec, args, self.now, since(started));
+                }
+                return flow;
+            }
         };
         let (locks, whole_shards) = match cross.locking {
             _ if plan.whole_shards() => (Vec::new(), true),
@@ -1111,7 +1175,15 @@ impl Worker {
             batch.push(spec.id, args);
             Arc::new(*batch)
         });
-        self.start_job(key, locks, whole_shards, plan, command)
+        // Its SLOWLOG entry, timed as it runs (from here: parsing it counts).
+        let entry = started
+            .filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG))
+            .map(|started| Entry {
+                cmd: SlowCmd::new(args, 0, 0),
+                fast: spec.flags.contains(Flags::FAST),
+                micros: since(started),
+            });
+        self.start_job(key, locks, whole_shards, plan, command, entry)
     }
 
     /// Writes an error reply at once.
@@ -1130,6 +1202,7 @@ impl Worker {
         whole_shards: bool,
         plan: Box<dyn Plan>,
         command: Option<Arc<Batch>>,
+        entry: Option<Entry>,
     ) -> Flow {
         let (resp, db) = self
             .conns
@@ -1155,6 +1228,9 @@ impl Worker {
         if let Some(command) = command {
             job.set_command(command);
         }
+        if let Some(Entry { cmd, fast, micros }) = entry {
+            job.set_entry(cmd, fast, micros);
+        }
         if key != usize::MAX
             && let Some(tracked) = self.cmd_tracked
         {
@@ -1175,6 +1251,7 @@ impl Worker {
             Some(outcome) => {
                 // Finished at once (no keys): the connection is inside `run_requests`,
                 // which goes on by itself — resuming it here would run it re-entrantly.
+                self.log_job(key, job.take_timing());
                 self.write_job_outcome(key, outcome);
                 Flow::Next
             }
@@ -1244,7 +1321,28 @@ impl Worker {
         for id in calls {
             self.shard.count_call(id);
         }
-        self.start_job(key, locks, whole_shards, plan, None)
+        self.start_job(key, locks, whole_shards, plan, None, None)
+    }
+
+    /// Records what a finished job ran for connection `key`: its commands that were
+    /// slow (EXEC's), and the job's own command (a plan's) in LATENCY and, if slow, in
+    /// SLOWLOG.
+    pub(crate) fn log_job(&mut self, key: usize, (mut slow, entry): JobTiming) {
+        let shared = &self.shared;
+        if let Some((mut cmd, fast)) = entry {
+            if shared.latency.enabled() {
+                shared.latency.add_command(fast, cmd.micros);
+            }
+            if shared.slowlog.is_slow(cmd.micros) {
+                cmd.at = self.now / 1000;
+                slow.push(cmd);
+            }
+        }
+        if !slow.is_empty()
+            && let Some(conn) = self.conns.get(key)
+        {
+            log_slow(shared, &conn.client, slow);
+        }
     }
 
     /// Writes a finished job's answer and lets the connection go on.
@@ -1338,8 +1436,15 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
                 .cmds
                 .first()
                 .and_then(|c| ctx.shared.commands.get(c.spec));
-            match spec.map(|s| s.exec) {
-                Some(Exec::Conn(f)) => f(ctx, &cmd.args(0)),
+            match spec.map(|s| (s, s.exec)) {
+                Some((spec, Exec::Conn(f))) => {
+                    let started = timing(ctx.shared);
+                    let args = cmd.args(0);
+                    f(ctx, &args);
+                    if let Some(started) = started {
+                        log_command(ctx.shared, ctx.client, spec, &args, ctx.now, since(started));
+                    }
+                }
                 // Never queued as a connection command; answered, so that EXEC's array
                 // keeps one reply per command.
                 _ => ctx.reply().error(crate::errors::NOT_RUN),

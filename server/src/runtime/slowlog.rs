@@ -8,10 +8,18 @@
 //! rare by definition, so one lock for the log costs nothing that matters.
 //!
 //! What is timed: every command not flagged `fast` in COMMAND INFO (the ones that can be
-//! slow: KEYS, SMEMBERS, LRANGE, DEL of a large value …) and one `fast` command in 16 (the
-//! same sample as INFO commandstats). A `fast` command that happens to be slow and is
-//! not sampled is missed: timing each GET would cost more than the GET. Commands run by
-//! a cross-shard plan or EXEC are not logged.
+//! slow: KEYS, SMEMBERS, LRANGE, DEL of a large value …), every command when the
+//! threshold is under a millisecond (`FAST_TIMED_BELOW`: a `fast` command can then be
+//! slow, and at 0 every command is), and otherwise one `fast` command in 16 (the same
+//! sample as INFO commandstats). A `fast` command that happens to take more than a
+//! millisecond and is not sampled is missed: timing each GET would cost more than the GET.
+//!
+//! Which commands are entries, as in Redis: every command a client sends, except those
+//! flagged `skip_slowlog` (EXEC, …) — the commands EXEC runs are entries of their own, and
+//! so are those a script calls (sent by the script's client, `?:0`); a blocking command is
+//! an entry once served (timed without its wait), not when its wait times out. A command
+//! that runs as a cross-shard plan is timed as the sum of its steps' runs on the shards
+//! (the time it held them, without waiting for locks or messages).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -25,6 +33,8 @@ use crate::table::handler::Args;
 const MAX_ARGC: usize = 32;
 /// Bytes an argument keeps (Redis's `SLOWLOG_ENTRY_MAX_STRING`).
 const MAX_STRING: usize = 128;
+/// Below this threshold (microseconds) every command is timed, `fast` ones too.
+const FAST_TIMED_BELOW: i64 = 1000;
 
 /// A slow command as its shard saw it.
 #[derive(Debug, Clone)]
@@ -35,6 +45,8 @@ pub struct SlowCmd {
     pub micros: u64,
     /// Its arguments, trimmed.
     pub argv: Vec<Vec<u8>>,
+    /// A script called it: its client is the script's (`?:0`, no name), as in Redis.
+    pub by_script: bool,
 }
 
 impl SlowCmd {
@@ -60,7 +72,12 @@ impl SlowCmd {
                 argv.push(arg.to_vec());
             }
         }
-        SlowCmd { at, micros, argv }
+        SlowCmd {
+            at,
+            micros,
+            argv,
+            by_script: false,
+        }
     }
 }
 
@@ -107,6 +124,13 @@ impl SlowLog {
     /// Whether commands are timed for it at all (`slowlog-log-slower-than` ≥ 0).
     pub fn enabled(&self) -> bool {
         self.slower_than.load(Ordering::Relaxed) >= 0
+    }
+
+    /// Whether a command (`fast` or not) is timed for it: the log is on and the command
+    /// may cross its threshold (any command when it is under `FAST_TIMED_BELOW`).
+    pub fn times(&self, fast: bool) -> bool {
+        let threshold = self.slower_than.load(Ordering::Relaxed);
+        threshold >= 0 && (!fast || threshold < FAST_TIMED_BELOW)
     }
 
     /// Whether a command of `micros` is slow.

@@ -529,7 +529,7 @@ impl Worker {
                 "Background append only file rewriting started (the log is turned on)"
             );
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
             return;
         }
         let size = persist.aof_current_size.load(Ordering::Relaxed);
@@ -547,7 +547,7 @@ impl Worker {
                 );
             }
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
             return;
         }
         let unix = clock::now_ms() / 1000;
@@ -566,7 +566,7 @@ impl Worker {
                 crate::log!(Notice, "{dirty} changes in {since} seconds. Saving...");
             }
             let plan = SavePlan::new(SaveKind::Background { schedule: false });
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
         }
     }
 
@@ -1045,7 +1045,7 @@ impl Worker {
                 self.job_event(done.tx.seq, |job, env, out| job.on_done(done, env, out));
             }
             Msg::Ask(from, command) => self.answer(from, command),
-            Msg::Answer(to, answer) => self.answered(to, answer),
+            Msg::Answer(to, answer, micros) => self.answered(to, answer, micros),
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
             Msg::Loaded(log) => self.loaded(log),
             Msg::Shutdown => {
@@ -1061,6 +1061,7 @@ impl Worker {
                     Vec::new(),
                     true,
                     Box::new(SavePlan::new(kind)),
+                    None,
                     None,
                 );
             }
@@ -1101,6 +1102,7 @@ impl Worker {
                 if job.wrote() {
                     self.shard.commit(job.tx);
                 }
+                self.log_job(job.conn, job.take_timing());
                 self.finish_job(job.conn, outcome);
             }
             None => {

@@ -316,8 +316,8 @@ impl Shard {
         self.locks.quiet() && self.blocked.is_empty()
     }
 
-    /// A script runs on this shard from now on (`true`) or no longer: the commands it
-    /// calls are not timed one by one for SLOWLOG and LATENCY (the script is).
+    /// A script runs on this shard from now on (`true`) or no longer: the slow commands
+    /// it calls are SLOWLOG entries of the script's client, as in Redis.
     pub fn set_in_script(&mut self, on: bool) {
         self.in_script = on;
     }
@@ -917,14 +917,12 @@ impl Shard {
         }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
         // about as much as a GET's own work) and count it TIMING_SAMPLE times; time every
-        // run of a command that is not `fast` for the slow log.
+        // run of a command that is not `fast` for the slow log (and of every command when
+        // its threshold is low: `SlowLog::times`).
         self.executed = self.executed.wrapping_add(1);
         let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
         let fast = spec.flags.contains(crate::table::Flags::FAST);
-        // (The commands a script calls are timed as the script: only sampled here.)
-        let timed = sampled
-            || (!self.in_script
-                && ((!fast && shared.slowlog.enabled()) || shared.latency.enabled()));
+        let timed = sampled || shared.latency.enabled() || shared.slowlog.times(fast);
         let started = timed.then(Instant::now);
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {
@@ -986,14 +984,16 @@ impl Shard {
         if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
             shared.latency.add_command(fast, micros);
         }
+        // (One that must wait is an entry of its plan's, once served.)
         if let Some(micros) = micros
+            && !waits
             && shared.slowlog.is_slow(micros)
             && !spec.flags.contains(crate::table::Flags::SKIP_SLOWLOG)
             && self.slow.len() < SLOW_KEPT
         {
-            let at = now / 1000;
-            self.slow
-                .push(crate::runtime::slowlog::SlowCmd::new(args, at, micros));
+            let mut slow = crate::runtime::slowlog::SlowCmd::new(args, now / 1000, micros);
+            slow.by_script = self.in_script;
+            self.slow.push(slow);
         }
         if let Some(stat) = self.stats.get_mut(spec.id) {
             if let Some(micros) = micros.filter(|_| sampled) {
@@ -1275,11 +1275,18 @@ impl Shard {
     }
 
     fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
-        self.report_wrote(step, out, false);
+        self.report_ran(step, out, false, 0);
     }
 
-    /// [`Shard::report`] of a step that `wrote` keys.
-    fn report_wrote(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>, wrote: bool) {
+    /// [`Shard::report`] of a step that ran for `micros` and `wrote` keys (or not),
+    /// with the slow commands it ran.
+    fn report_ran(
+        &mut self,
+        step: &TxStep,
+        out: Result<HopOut, Vec<u8>>,
+        wrote: bool,
+        micros: u64,
+    ) {
         let done = TxStepDone {
             wrote,
             tx: step.tx,
@@ -1287,6 +1294,8 @@ impl Shard {
             shard: self.id,
             out,
             holds_locks: self.locks.holds(step.tx),
+            micros,
+            slow: std::mem::take(&mut self.slow),
         };
         self.out.push((step.tx.worker, Msg::StepDone(done)));
     }
@@ -1294,6 +1303,7 @@ impl Shard {
     /// Runs a step whose locks are available: acquire, run, release if asked (then, with
     /// `retry`, let waiting items move), and report.
     fn run_step(&mut self, shared: &Shared, mut step: TxStep, needs: &Needs, retry: bool) {
+        let started = (shared.slowlog.enabled() || shared.latency.enabled()).then(Instant::now);
         if !needs.is_empty() {
             self.locks.acquire(step.tx, needs);
         }
@@ -1316,6 +1326,8 @@ impl Shard {
                 while !batch.finished() {
                     self.run_one(shared, &mut batch, Some(step.tx));
                 }
+                // Its slow commands go back with the step's report.
+                self.slow.append(&mut batch.slow);
                 HopOut::Reply(std::mem::take(&mut batch.replies))
             }
             Some(Work::Run(f)) => {
@@ -1344,7 +1356,8 @@ impl Shard {
             }
         }
         let wrote = self.published != published;
-        self.report_wrote(&step, Ok(out), wrote);
+        let micros = started.map_or(0, |s| s.elapsed().as_micros() as u64);
+        self.report_ran(&step, Ok(out), wrote, micros);
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one

@@ -26,6 +26,7 @@ use goblin_store::Millis;
 
 use crate::runtime::msg::{Batch, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
+use crate::runtime::slowlog::SlowCmd;
 use crate::shard::Outgoing;
 use crate::shard::slots::SlotMap;
 use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, Watch, encoded};
@@ -101,7 +102,22 @@ pub struct TxJob {
     command: Option<Arc<Batch>>,
     /// The tracking client it runs for.
     tracked: Option<crate::runtime::tracking::Tracked>,
+    /// How long its parts ran so far, microseconds: its steps on the shards and the
+    /// plan's own work here (timed while SLOWLOG or LATENCY is on).
+    micros: u64,
+    /// The slow commands its steps ran (EXEC's), for SLOWLOG.
+    slow: Vec<SlowCmd>,
+    /// Its own SLOWLOG entry, if it is one (a command run as a plan), and whether the
+    /// command is `fast`.
+    entry: Option<(SlowCmd, bool)>,
+    /// Its wait timed out or was cut short: a blocking command is an entry only when
+    /// served, as in Redis.
+    unserved: bool,
 }
+
+/// What a finished job leaves for SLOWLOG and LATENCY: the slow commands its steps ran,
+/// and its own entry (with how long it ran, and whether it is `fast`) when it has one.
+pub type JobTiming = (Vec<SlowCmd>, Option<(SlowCmd, bool)>);
 
 impl TxJob {
     /// Whether some step changed keys.
@@ -172,7 +188,30 @@ impl TxJob {
             wrote: false,
             command: None,
             tracked: None,
+            micros: 0,
+            slow: Vec::new(),
+            entry: None,
+            unserved: false,
         }
+    }
+
+    /// The SLOWLOG entry of the command it runs (the client's command: a plan's, not
+    /// EXEC's), `fast` or not, timed when the job ends; `micros`: how long the command
+    /// took to start it.
+    pub fn set_entry(&mut self, entry: SlowCmd, fast: bool, micros: u64) {
+        self.entry = Some((entry, fast));
+        self.micros += micros;
+    }
+
+    /// Takes what the finished job leaves for SLOWLOG and LATENCY.
+    pub fn take_timing(&mut self) -> JobTiming {
+        let entry = self.entry.take().filter(|_| !self.unserved);
+        let micros = self.micros;
+        let entry = entry.map(|(mut cmd, fast)| {
+            cmd.micros = micros;
+            (cmd, fast)
+        });
+        (std::mem::take(&mut self.slow), entry)
     }
 
     /// The tracking client the transaction runs for (CLIENT TRACKING): its steps
@@ -226,11 +265,15 @@ impl TxJob {
     /// messages are then in `out`).
     pub fn on_done(
         &mut self,
-        done: TxStepDone,
+        mut done: TxStepDone,
         env: &Env<'_>,
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
         self.wrote |= done.wrote;
+        self.micros += done.micros;
+        if !done.slow.is_empty() {
+            self.slow.append(&mut done.slow);
+        }
         let at = self.locked_on.iter().position(|&s| s == done.shard);
         match (done.holds_locks, at) {
             (true, None) => self.locked_on.push(done.shard),
@@ -364,6 +407,7 @@ impl TxJob {
         }
         self.unpark(out);
         self.served = false;
+        self.unserved = true;
         self.now = env.now;
         self.advance(env, vec![HopOut::TimedOut], out)
     }
@@ -390,6 +434,7 @@ impl TxJob {
         }
         self.unpark(out);
         self.release_all(out);
+        self.unserved = true;
         if let Some(text) = error {
             self.phase = Phase::Done;
             let resp = self.resp;
@@ -477,8 +522,21 @@ impl TxJob {
         };
     }
 
-    /// Feeds the plan until it sends hops, parks or finishes.
+    /// Feeds the plan until it sends hops, parks or finishes (timing the plan's work).
     fn advance(
+        &mut self,
+        env: &Env<'_>,
+        results: Vec<HopOut>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        let started = Instant::now();
+        let step = self.advance_plan(env, results, out);
+        self.micros += started.elapsed().as_micros() as u64;
+        step
+    }
+
+    /// [`TxJob::advance`], untimed.
+    fn advance_plan(
         &mut self,
         env: &Env<'_>,
         mut results: Vec<HopOut>,
@@ -492,8 +550,11 @@ impl TxJob {
                 now: self.now,
                 db: std::cell::Cell::new(self.db),
                 command: std::cell::RefCell::new(None),
+                micros: self.micros,
+                slow: std::cell::RefCell::new(Vec::new()),
             };
             let step = self.plan.next(&cx, results);
+            self.slow.append(&mut cx.slow.take());
             self.db = cx.db.get();
             if let Some(command) = cx.command.take() {
                 self.command = Some(command);

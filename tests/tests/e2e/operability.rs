@@ -77,7 +77,7 @@ fn slow_commands_are_logged_with_their_client_and_trimmed_as_redis_trims_them() 
             [b"SMEMBERS".to_vec(), b"set-key".to_vec()],
             "{commands:?}"
         );
-        // SADD is `fast`: sampled, not always timed; the others are all there.
+        // At threshold 0 every command is timed, `fast` ones too.
         let smembers_long = commands
             .iter()
             .find(|c| c[0] == b"SMEMBERS" && c[1].starts_with(b"aaa"))
@@ -137,6 +137,136 @@ fn slow_commands_are_logged_with_their_client_and_trimmed_as_redis_trims_them() 
         let logged: Vec<Vec<u8>> = items(&items(&items(&log)[0])[3]).iter().map(bulk).collect();
         assert_eq!(logged.len(), 32);
         assert_eq!(logged[31], b"... (10 more arguments)");
+    }
+}
+
+/// What one connection's commands leave in SLOWLOG at threshold 0: each entry's
+/// arguments and who sent it (`me` for the connection, else the address as logged) with
+/// its name, newest first.
+fn slowlog_of(server: &Server) -> Vec<(Vec<String>, String, String)> {
+    let mut raw = server.raw();
+    let lines = [
+        "CONFIG SET slowlog-log-slower-than 0",
+        "CONFIG SET slowlog-max-len 128",
+        "SLOWLOG RESET",
+        "CLIENT SETNAME cmp",
+        // Keys on several shards: plans, as keyspace-wide commands are.
+        "MSET a 1 b 2 c 3 d 4 e 5 f 6",
+        "DBSIZE",
+        "KEYS nothing*",
+        "MGET a b c d",
+        "DEL a b",
+        // `fast` commands, and one that fails as it runs.
+        "INCR n",
+        "SADD s x",
+        "GETSET c 5",
+        "SPOP s",
+        "GET s",
+        "INCR c",
+        // Refused before running: not an entry.
+        "SET",
+        "NOPE",
+        // EXEC is no entry; the commands it runs are, a cross-shard one too.
+        "MULTI",
+        "SET x 1",
+        "INCR x",
+        "MSET p 1 q 2 r 3 t 4",
+        "PING",
+        "EXEC",
+        "WATCH x",
+        "UNWATCH",
+        "MULTI",
+        "DISCARD",
+        // A blocking command that times out is no entry; served at once, it is.
+        "BLPOP nolist 0.01",
+        "RPUSH l1 a",
+        "BLPOP l1 1",
+        "CLIENT ID",
+        "FLUSHALL",
+    ];
+    for line in lines {
+        raw.cmd_str(line);
+    }
+    // A script's commands are entries of the script's client.
+    raw.cmd(&[
+        b"EVAL",
+        b"redis.call('set', KEYS[1], 'v') return 1",
+        b"1",
+        b"k",
+    ]);
+    let info = String::from_utf8_lossy(&raw.cmd_str("CLIENT INFO")).into_owned();
+    let me = info
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .unwrap()
+        .to_string();
+    let reply = raw.cmd_str("SLOWLOG GET -1");
+    let log = frame(&reply);
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    items(&log)
+        .iter()
+        .map(|e| {
+            let e = items(e);
+            let argv = items(&e[3]).iter().map(|a| text(bulk(a))).collect();
+            let addr = text(bulk(&e[4]));
+            let who = if addr == me { "me".to_string() } else { addr };
+            (argv, who, text(bulk(&e[5])))
+        })
+        .collect()
+}
+
+/// The commands SLOWLOG records, and whose they are, are redis-server's: plans
+/// (keyspace-wide and cross-shard commands), EXEC's commands one by one, a script's
+/// commands, blocking commands once served, `fast` commands at a low threshold.
+#[test]
+fn slowlog_records_the_commands_redis_records() {
+    let want = slowlog_of(&Server::redis());
+    // Sanity: the oracle logged what this test is about.
+    for needle in ["FLUSHALL", "DBSIZE", "INCR", "BLPOP", "set", "MULTI"] {
+        assert!(
+            want.iter().any(|(argv, _, _)| argv[0] == needle),
+            "{want:?}"
+        );
+    }
+    for threads in [1, 3] {
+        let got = slowlog_of(&Server::goblin_threads(threads));
+        assert_eq!(got, want, "--threads {threads}");
+    }
+}
+
+/// A blocking command is an entry once served, not while it waits.
+#[test]
+fn slowlog_records_a_blocked_command_once_served() {
+    for server in [Server::redis(), Server::goblin_threads(3)] {
+        let mut raw = server.raw();
+        raw.cmd_str("CONFIG SET slowlog-log-slower-than 0");
+        let mut waiter = server.raw();
+        waiter.send(&goblin_tests::encode(&[b"BLPOP", b"wl", b"0"]));
+        let blpops = |raw: &mut goblin_tests::Raw| {
+            let reply = raw.cmd_str("SLOWLOG GET -1");
+            let log = frame(&reply);
+            items(&log)
+                .iter()
+                .filter(|e| bulk(&items(&items(e)[3])[0]) == b"BLPOP")
+                .count()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !String::from_utf8_lossy(&raw.cmd_str("INFO clients")).contains("blocked_clients:1") {
+            assert!(std::time::Instant::now() < deadline, "BLPOP never blocked");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(blpops(&mut raw), 0);
+        raw.cmd_str("RPUSH wl x");
+        waiter.reply();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while blpops(&mut raw) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the served BLPOP is no entry"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(blpops(&mut raw), 1);
     }
 }
 
