@@ -43,6 +43,12 @@ fn queue() -> Option<&'static Sender<Garbage>> {
         .as_ref()
 }
 
+/// Starts the background thread now (else the first big free starts it, on the loop
+/// that frees: a thread's creation costs a few hundred microseconds there).
+pub fn start() {
+    let _ = queue();
+}
+
 /// Frees `value`: in the background when it has more than [`THRESHOLD`] elements.
 pub fn free(value: Value) {
     if value.elements() > THRESHOLD {

@@ -512,6 +512,7 @@ impl Server {
             Startup::Ready(logs) => (logs, false),
             Startup::Load => (Vec::new(), true),
         };
+        goblin_store::lazyfree::start();
         let mut handles = Vec::new();
         for (id, (poll, inbox)) in self.polls.into_iter().enumerate() {
             let shared = Arc::clone(&self.shared);
