@@ -63,6 +63,9 @@ pub struct Config {
     pub notify_keyspace_events: u32,
     /// `enable-debug-command`: who may run DEBUG.
     pub enable_debug_command: Allow,
+    /// `enable-module-command`: who may run MODULE LOAD and UNLOAD (which load nothing:
+    /// Goblin has no modules).
+    pub enable_module_command: Allow,
     /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
     /// the cron) do not depend on it.
     pub hz: u64,
@@ -400,6 +403,7 @@ impl Default for Config {
             latency_monitor_threshold: 0,
             notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
+            enable_module_command: Allow::No,
             hz: 10,
             hll_sparse_max_bytes: 3000,
             tracking_table_max_keys: 1_000_000,
@@ -450,6 +454,9 @@ Options:
   --enable-debug-command no|yes|local
                             who may run DEBUG: nobody (default), everybody, or clients on
                             the loopback interface
+  --enable-module-command no|yes|local
+                            who may run MODULE LOAD and UNLOAD (Goblin loads no module:
+                            where allowed, they fail as a missing module does)
   --latency-monitor-threshold MILLISECONDS
                             LATENCY records events at least this slow (default 0: off)
   --notify-keyspace-events CLASSES
@@ -608,7 +615,18 @@ pub const FIXED: &[&str] = &[
     "databases",
     "logfile",
     "enable-debug-command",
+    "enable-module-command",
 ];
+
+/// `no`, `yes` or `local` (`enable-debug-command`, `enable-module-command`).
+fn parse_allow(value: &str) -> Result<Allow, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "no" => Ok(Allow::No),
+        "yes" => Ok(Allow::Yes),
+        "local" => Ok(Allow::Local),
+        _ => Err("argument(s) must be one of the following: no, yes, local".into()),
+    }
+}
 
 /// Sets one option, as a configuration file's line would (CONFIG SET).
 ///
@@ -763,14 +781,8 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.query_buffer_limit = parse_size_ranged(one()?, 1 << 20)?;
         }
         "client-output-buffer-limit" => config.output_limits.set(&values.join(" "))?,
-        "enable-debug-command" => {
-            config.enable_debug_command = match one()?.to_ascii_lowercase().as_str() {
-                "no" => Allow::No,
-                "yes" => Allow::Yes,
-                "local" => Allow::Local,
-                _ => return Err("argument(s) must be one of the following: no, yes, local".into()),
-            };
-        }
+        "enable-debug-command" => config.enable_debug_command = parse_allow(one()?)?,
+        "enable-module-command" => config.enable_module_command = parse_allow(one()?)?,
         "hll-sparse-max-bytes" => config.hll_sparse_max_bytes = parse_size_ranged(one()?, 0)?,
         "tracking-table-max-keys" => {
             config.tracking_table_max_keys = parse_ranged(one()?, 0, i64::MAX)? as u64;
@@ -1071,6 +1083,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("lfu-decay-time", &|c| c.memory.lfu_decay_time.to_string()),
         opt("enable-debug-command", &|c| {
             c.enable_debug_command.name().into()
+        }),
+        opt("enable-module-command", &|c| {
+            c.enable_module_command.name().into()
         }),
         opt("hz", &|c| c.hz.to_string()),
         opt("hll-sparse-max-bytes", &|c| {

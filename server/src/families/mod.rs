@@ -27,6 +27,7 @@ pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod sorted_sets;
+pub mod standalone;
 pub mod streams;
 pub mod strings;
 
@@ -73,6 +74,7 @@ pub fn register_all(table: &mut CommandTable) {
     hyperloglog::register(table);
     scripting::register(table);
     functions::register(table);
+    standalone::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

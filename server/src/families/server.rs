@@ -409,6 +409,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ),
         ("enable-debug-command", c.enable_debug_command.name().into()),
         (
+            "enable-module-command",
+            c.enable_module_command.name().into(),
+        ),
+        (
             "latency-monitor-threshold",
             c.latency_monitor_threshold.to_string(),
         ),

@@ -565,7 +565,6 @@ impl TxJob {
                     self.send(hops, out);
                     return None;
                 }
-                Step::Park(park) if park.keys.is_empty() => results = vec![HopOut::TimedOut],
                 Step::Park(park) => {
                     self.park(park, env, out);
                     return None;

@@ -79,6 +79,18 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("time", &["TIME", "TIME x"]),
     ("lolwut", &["LOLWUT", "LOLWUT VERSION 5 1 1"]),
     ("role", &["ROLE", "ROLE x"]),
+    ("module", &["MODULE", "MODULE x"]),
+    ("module|help", &["MODULE HELP"]),
+    ("module|list", &["MODULE LIST"]),
+    ("module|load", &["MODULE LOAD k", "MODULE LOAD k a b"]),
+    (
+        "module|loadex",
+        &["MODULE LOADEX k", "MODULE LOADEX k CONFIG a b ARGS c"],
+    ),
+    ("module|unload", &["MODULE UNLOAD k"]),
+    ("replicaof", &["REPLICAOF NO ONE", "REPLICAOF h 1"]),
+    ("slaveof", &["SLAVEOF NO ONE", "SLAVEOF h 1"]),
+    ("wait", &["WAIT 0 0", "WAIT 1 k"]),
     ("command|info", &["COMMAND INFO", "COMMAND INFO get"]),
     ("command|docs", &["COMMAND DOCS", "COMMAND DOCS get"]),
     (

@@ -428,3 +428,69 @@ fn info_replication_and_cpu_have_redis_fields() {
     let memory = fields(d.g.cmd_str("INFO memory"));
     assert!(memory.iter().any(|(k, _)| k == "mem_allocator"));
 }
+
+/// MODULE, REPLICAOF, SLAVEOF and WAIT answer as a standalone redis-server without
+/// modules or replicas answers them (its defaults: `enable-module-command no`).
+#[test]
+fn module_replicaof_and_wait_match_a_standalone_redis() {
+    goblin_tests::diff::for_each_thread_count(|d, ctx| {
+        goblin_tests::diff::script(
+            d,
+            &[],
+            ctx,
+            "
+            MODULE HELP
+            MODULE LIST
+            MODULE LOAD /nonexistent.so
+            MODULE LOADEX /x.so CONFIG a b ARGS c
+            MODULE UNLOAD foo
+            MODULE NOPE
+            MODULE
+            REPLICAOF NO ONE
+            SLAVEOF no one
+            REPLICAOF no
+            REPLICAOF host port
+            REPLICAOF 127.0.0.1 70000
+            ROLE
+            WAIT 0 0
+            WAIT -1 0
+            WAIT x 0
+            WAIT 1 -1
+            WAIT 1 x
+            WAIT 1 1.5
+            WAIT 1 20
+            WAIT
+            MULTI
+            WAIT 3 0
+            EXEC
+            CONFIG GET enable-module-command
+            CONFIG SET enable-module-command yes
+            ",
+        );
+    });
+}
+
+/// WAIT for replicas that never acknowledge blocks for its timeout (a blocked client
+/// meanwhile), forever at 0 until CLIENT UNBLOCK, and answers 0: as redis-server without
+/// replicas.
+#[test]
+fn wait_blocks_for_its_timeout_as_redis_does() {
+    for server in [Server::redis(), Server::goblin_threads(3)] {
+        let mut raw = server.raw();
+        let started = std::time::Instant::now();
+        assert_eq!(raw.cmd_str("WAIT 1 200"), b":0\r\n");
+        let took = started.elapsed();
+        assert!(took >= std::time::Duration::from_millis(190), "{took:?}");
+        let mut waiter = server.raw();
+        let id = String::from_utf8(waiter.cmd_str("CLIENT ID")).unwrap();
+        let id = id.trim_start_matches(':').trim_end().to_string();
+        waiter.send(&goblin_tests::encode(&[b"WAIT", b"2", b"0"]));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !String::from_utf8_lossy(&raw.cmd_str("INFO clients")).contains("blocked_clients:1") {
+            assert!(std::time::Instant::now() < deadline, "WAIT never blocked");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(raw.cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]), b":1\r\n");
+        assert_eq!(waiter.reply(), b":0\r\n");
+    }
+}
