@@ -3,29 +3,34 @@
 //! `w_*`, `h_*->field`), LIMIT, GET of other keys (`#` for the element), STORE into a
 //! list — with redis-server 7.0's parsing, order of checks and replies.
 //!
-//! Keys named by patterns are looked up on the sorted key's shard, so a pattern that
-//! names keys must name them in the sorted key's slot (its hash tag, as Redis Cluster
-//! since 7.2 requires: `SORT {u}ids BY {u}w_*`); another is refused. A pattern without
-//! `*` names no key (BY skips the sort, GET answers nil) and `#` is the element itself:
-//! both are always allowed. The STORE destination may live on another shard: the sort
-//! runs on the source's shard and the list is written on the destination's.
+//! A SORT whose keys (the sorted key, the STORE destination) and pattern keys are all on
+//! the sorted key's shard runs there as a plain command: always with one thread, and with
+//! more when the patterns name keys in the sorted key's slot (its hash tag, `SORT {u}ids
+//! BY {u}w_*`) or no key at all (`#`, a pattern without `*`). Otherwise it runs as a plan
+//! holding every shard (the keys a pattern names are known only once the elements are
+//! read): the elements are read on their shard, the pattern keys each step needs are
+//! fetched from theirs (the BY values, then the GETs of the elements LIMIT keeps), the sort
+//! runs on the coordinator, and the list is stored on the destination's shard. Inside
+//! MULTI, with more than one thread, patterns must name keys in the sorted key's slot
+//! (others are refused, as Redis Cluster refuses them).
 //!
 //! Known differences: a small sorted set keeps its `listpack` encoding (Redis converts
 //! it to a skiplist for good); elements that tie under ALPHA BY come in the order the
 //! source gives them, which for sets and sorted sets is not redis-server's.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use goblin_protocol::{Encoder, parse_i64};
 use goblin_store::{List, Value, ValueRef, key_slot};
 
 use crate::errors;
+use crate::runtime::server::Shared;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::{InvalidKeys, KeyFlags};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{Hop, HopOut, Locking, Plan, PlanCx, PlanStart};
-use crate::txn::shapes::{Decision, ReadThenWrite};
+use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 
 use super::sorted_sets::strtod;
 
@@ -34,11 +39,14 @@ pub fn register(table: &mut CommandTable) {
     table
         .add(&meta::SORT, Exec::Shard(sort))
         .custom_keys(sort_keys)
+        .plan_if(patterns_elsewhere)
         .cross_shard(sort_plan, Locking::Keys);
     table
         .add(&meta::SORT_RO, Exec::Shard(sort_ro))
         .custom_keys(sort_ro_keys)
-        .one_key();
+        .one_key()
+        .plan_if(patterns_elsewhere)
+        .cross_shard(sort_ro_plan, Locking::Keys);
 }
 
 const NOT_DOUBLE: &[u8] = b"ERR One or more scores can't be converted into double";
@@ -85,7 +93,7 @@ fn sort_ro_keys(
 }
 
 /// A parsed SORT.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct SortSpec {
     desc: bool,
     alpha: bool,
@@ -139,9 +147,30 @@ fn beside(pattern: &[u8], key: &[u8]) -> bool {
     pattern_slot(pattern) == Some(key_slot(key))
 }
 
+impl SortSpec {
+    /// Why its patterns need other shards than `key`'s, if they may: a BY or GET pattern
+    /// that names keys outside `key`'s slot (its refusal inside MULTI).
+    fn elsewhere(&self, key: &[u8]) -> Option<&'static [u8]> {
+        if self.by.as_deref().is_some_and(|p| !beside(p, key)) {
+            return Some(BY_ELSEWHERE);
+        }
+        self.gets
+            .iter()
+            .any(|p| names_keys(p) && !beside(p, key))
+            .then_some(GET_ELSEWHERE)
+    }
+}
+
+/// Whether a SORT or SORT_RO runs as its plan whatever shard its keys are on: with more
+/// than one thread, when its patterns may name keys on other shards.
+fn patterns_elsewhere(shared: &Shared, args: &Args<'_>) -> bool {
+    let read_only = args.get(0).eq_ignore_ascii_case(b"sort_ro");
+    shared.threads > 1
+        && parse(args, read_only).is_ok_and(|spec| spec.elsewhere(args.get(1)).is_some())
+}
+
 /// SORT's options, in Redis's order of checks (`sortCommandGeneric`).
 fn parse(args: &Args<'_>, read_only: bool) -> Result<SortSpec, &'static [u8]> {
-    let key = args.get(1);
     let mut spec = SortSpec {
         limit_count: -1,
         ..SortSpec::default()
@@ -166,9 +195,6 @@ fn parse(args: &Args<'_>, read_only: bool) -> Result<SortSpec, &'static [u8]> {
         } else if is_keyword(word, "BY") && left >= 1 {
             let pattern = args.get(j + 1);
             if c_str(pattern).contains(&b'*') {
-                if !beside(pattern, key) {
-                    return Err(BY_ELSEWHERE);
-                }
                 spec.by = Some(pattern.to_vec());
                 spec.dont_sort = false;
             } else {
@@ -177,11 +203,7 @@ fn parse(args: &Args<'_>, read_only: bool) -> Result<SortSpec, &'static [u8]> {
             }
             j += 1;
         } else if is_keyword(word, "GET") && left >= 1 {
-            let pattern = args.get(j + 1);
-            if names_keys(pattern) && !beside(pattern, key) {
-                return Err(GET_ELSEWHERE);
-            }
-            spec.gets.push(pattern.to_vec());
+            spec.gets.push(args.get(j + 1).to_vec());
             j += 1;
         } else {
             return Err(errors::SYNTAX);
@@ -191,15 +213,24 @@ fn parse(args: &Args<'_>, read_only: bool) -> Result<SortSpec, &'static [u8]> {
     Ok(spec)
 }
 
-/// The value a pattern names for `element` (`lookupKeyByPattern`): `#` is the element;
-/// `prefix*suffix` the string at the key with `*` replaced by the element;
-/// `prefix*suffix->field` that field of the hash there. `None`: no such key, field or
-/// `*`, or a key of another type.
-fn by_pattern(ctx: &mut ShardCtx<'_>, pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> {
+/// What a pattern names for an element (`lookupKeyByPattern`).
+enum Named {
+    /// `#`: the element itself.
+    Element,
+    /// Nothing: no `*` in the pattern.
+    Nothing,
+    /// `prefix*suffix`: the string at this key; `prefix*suffix->field`: that field of the
+    /// hash there.
+    Key(Vec<u8>, Option<Vec<u8>>),
+}
+
+fn named(pattern: &[u8], element: &[u8]) -> Named {
     if c_str(pattern) == b"#" {
-        return Some(element.to_vec());
+        return Named::Element;
     }
-    let star = c_str(pattern).iter().position(|&b| b == b'*')?;
+    let Some(star) = c_str(pattern).iter().position(|&b| b == b'*') else {
+        return Named::Nothing;
+    };
     // A `->` after the `*` with something after it names a hash field.
     let arrow = c_str(&pattern[star + 1..])
         .windows(2)
@@ -207,18 +238,33 @@ fn by_pattern(ctx: &mut ShardCtx<'_>, pattern: &[u8], element: &[u8]) -> Option<
         .map(|p| star + 1 + p)
         .filter(|&p| p + 2 < c_str(pattern).len());
     let (suffix_end, field) = match arrow {
-        Some(p) => (p, Some(&pattern[p + 2..])),
+        Some(p) => (p, Some(pattern[p + 2..].to_vec())),
         None => (pattern.len(), None),
     };
     let mut key = Vec::with_capacity(star + element.len() + (suffix_end - star));
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(element);
     key.extend_from_slice(&pattern[star + 1..suffix_end]);
-    let entry = ctx.db.get(&key, ctx.now)?;
+    Named::Key(key, field)
+}
+
+/// The string at `key`, or `field` of the hash there; `None` for a missing key or field,
+/// or a key of another type.
+fn value_at(ctx: &mut ShardCtx<'_>, key: &[u8], field: Option<&[u8]>) -> Option<Vec<u8>> {
+    let entry = ctx.db.get(key, ctx.now)?;
     match (entry.value(), field) {
         (ValueRef::Str(s), None) => Some(s.to_vec()),
         (ValueRef::Hash(h), Some(field)) => h.get(field).map(<[u8]>::to_vec),
         _ => None,
+    }
+}
+
+/// The value a pattern names for `element`, read on this shard.
+fn by_pattern(ctx: &mut ShardCtx<'_>, pattern: &[u8], element: &[u8]) -> Option<Vec<u8>> {
+    match named(pattern, element) {
+        Named::Element => Some(element.to_vec()),
+        Named::Nothing => None,
+        Named::Key(key, field) => value_at(ctx, &key, field.as_deref()),
     }
 }
 
@@ -232,18 +278,48 @@ struct Item {
 /// The elements of the sorted key, sorted and cut to the LIMIT, then the GETs of each:
 /// the list SORT replies or stores (`None`: a GET that found nothing). Errors:
 /// WRONGTYPE, or a score that is not a number.
-fn run(
+fn run(ctx: &mut ShardCtx<'_>, key: &[u8], spec: &SortSpec) -> Result<Items, &'static [u8]> {
+    let source = read_source(ctx, key, spec)?;
+    finish(source, spec, &mut |pattern, element| {
+        by_pattern(ctx, pattern, element)
+    })
+}
+
+/// What SORT replies or stores (`None`: a GET that found nothing).
+type Items = Vec<Option<Vec<u8>>>;
+
+/// What a pattern names for an element (`None`: nothing), however it is found.
+type Lookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<Vec<u8>> + 'a;
+
+/// The elements SORT works on, read from the sorted key, with what it does with them.
+#[derive(Debug, Clone, Default)]
+struct Source {
+    elements: Vec<Vec<u8>>,
+    /// The LIMIT's range in `elements` (inclusive; empty when `end < start`).
+    start: i64,
+    end: i64,
+    dont_sort: bool,
+    alpha: bool,
+    by: Option<Vec<u8>>,
+}
+
+/// The elements of the sorted key (only LIMIT's range of a list or sorted set that is
+/// not sorted); an error for a key of another type. A missing key has none.
+fn read_source(
     ctx: &mut ShardCtx<'_>,
     key: &[u8],
     spec: &SortSpec,
-) -> Result<Vec<Option<Vec<u8>>>, &'static [u8]> {
+) -> Result<Source, &'static [u8]> {
     let mut dont_sort = spec.dont_sort;
     let mut alpha = spec.alpha;
     let mut by = spec.by.as_deref();
     let desc = spec.desc;
     // A missing key is an empty list: nothing to sort, reply or store.
     let Some(entry) = ctx.db.get(key, ctx.now) else {
-        return Ok(Vec::new());
+        return Ok(Source {
+            end: -1,
+            ..Source::default()
+        });
     };
     let value = entry.value();
     let (is_set, n) = match value {
@@ -302,6 +378,33 @@ fn run(
         end -= start;
         start = 0;
     }
+    Ok(Source {
+        elements,
+        start,
+        end,
+        dont_sort,
+        alpha,
+        by: by.map(<[u8]>::to_vec),
+    })
+}
+
+/// Sorts `source`'s elements, cuts them to the LIMIT and takes the GETs of each, with
+/// `lookup` answering what a pattern names for an element.
+fn finish(
+    source: Source,
+    spec: &SortSpec,
+    lookup: &mut Lookup<'_>,
+) -> Result<Items, &'static [u8]> {
+    let Source {
+        elements,
+        start,
+        end,
+        dont_sort,
+        alpha,
+        by,
+    } = source;
+    let by = by.as_deref();
+    let desc = spec.desc;
     let mut items: Vec<Item> = elements
         .into_iter()
         .map(|element| Item {
@@ -318,7 +421,7 @@ fn run(
                 continue;
             }
             let looked_up = match by {
-                Some(pattern) => match by_pattern(ctx, pattern, &item.element) {
+                Some(pattern) => match lookup(pattern, &item.element) {
                     Some(v) => Some(v),
                     None => continue,
                 },
@@ -373,7 +476,7 @@ fn run(
             out.push(Some(item.element.clone()));
         }
         for pattern in &spec.gets {
-            out.push(by_pattern(ctx, pattern, &item.element));
+            out.push(lookup(pattern, &item.element));
         }
     }
     Ok(out)
@@ -395,6 +498,16 @@ fn sort_generic(ctx: &mut ShardCtx<'_>, args: &Args<'_>, read_only: bool) {
         Ok(spec) => spec,
         Err(e) => return ctx.out.error(e),
     };
+    if ctx.slots.shards() > 1
+        && let Some(refusal) = spec.elsewhere(args.get(1))
+    {
+        // Its patterns may name keys on other shards: its plan runs (inside MULTI,
+        // which cannot run it, it is refused).
+        if ctx.may_wait() {
+            return ctx.wait();
+        }
+        return ctx.out.error(refusal);
+    }
     let result = match run(ctx, args.get(1), &spec) {
         Ok(result) => result,
         Err(e) => return ctx.out.error(e),
@@ -436,49 +549,212 @@ fn store(ctx: &mut ShardCtx<'_>, dest: &[u8], items: Vec<Option<Vec<u8>>>) -> i6
     n
 }
 
-/// SORT … STORE with the destination on another shard: the sort runs on the source's
-/// shard (its pattern keys are there too), under both keys' locks; the list is written
-/// on the destination's.
+/// SORT as a plan: when the STORE destination is on another shard than the sorted key
+/// (under both keys' locks), or when its patterns may name keys on other shards (holding
+/// every shard: those keys are known only once the elements are read).
 fn sort_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    let args = start.args;
-    let spec = parse(args, false).map_err(<[u8]>::to_vec)?;
-    let key = args.get(1).to_vec();
-    let read = Hop::run(start.slots.shard_of_key(&key), move |ctx| {
-        let result = run(ctx, &key, &spec).map(|items| (spec.store, items));
-        HopOut::Other(Box::new(result))
-    });
-    Ok(Box::new(ReadThenWrite::new((), vec![read], decide_sort)))
+    plan_of(start, false)
 }
 
-type SortResult = Result<(Option<Vec<u8>>, Vec<Option<Vec<u8>>>), &'static [u8]>;
+/// SORT_RO as a plan: its patterns may name keys on other shards.
+fn sort_ro_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    plan_of(start, true)
+}
 
-fn decide_sort(_: &mut (), cx: &PlanCx<'_>, results: Vec<HopOut>) -> Decision {
-    let result = match results.into_iter().next() {
-        Some(HopOut::Other(any)) => match any.downcast::<SortResult>() {
-            Ok(result) => *result,
-            Err(_) => Err(errors::SYNTAX),
-        },
-        _ => Err(errors::SYNTAX),
-    };
-    let (dest, items) = match result {
-        Ok((Some(dest), items)) => (dest, items),
-        Ok((None, items)) => return Decision::Reply(cx.reply(|e| reply_items(e, &items))),
-        Err(e) => return Decision::Reply(cx.reply(|out| out.error(e))),
-    };
-    let n = items.len() as i64;
-    let write = Hop::run(cx.slots.shard_of_key(&dest), move |ctx| {
-        if ctx.logging() {
-            ctx.log(&[b"DEL", &dest]);
-            for chunk in items.chunks(512) {
-                let mut argv: Vec<&[u8]> = vec![b"RPUSH", &dest];
-                argv.extend(chunk.iter().map(|i| i.as_deref().unwrap_or_default()));
-                ctx.log(&argv);
+fn plan_of(start: &PlanStart<'_>, read_only: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
+    let args = start.args;
+    let spec = parse(args, read_only).map_err(<[u8]>::to_vec)?;
+    let key = args.get(1).to_vec();
+    Ok(Box::new(SortPlan {
+        whole: start.slots.shards() > 1 && spec.elsewhere(&key).is_some(),
+        spec,
+        key,
+        state: State::Start,
+    }))
+}
+
+/// A pattern's key and hash field, as [`Named::Key`] names them.
+type KeyField = (Vec<u8>, Option<Vec<u8>>);
+
+#[derive(Debug)]
+struct SortPlan {
+    spec: SortSpec,
+    key: Vec<u8>,
+    /// Its patterns may name keys on other shards: it holds every shard, and looks them
+    /// up where they are.
+    whole: bool,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    Start,
+    /// The sorted key's shard reads the elements (and, with patterns beside it, sorts).
+    Reading,
+    /// The pattern keys in `asked` (one list per hop) are being read.
+    LookingUp {
+        source: Source,
+        found: HashMap<KeyField, Option<Vec<u8>>>,
+        asked: Vec<Vec<KeyField>>,
+    },
+    /// The destination's shard stores the list of `n` elements.
+    Storing(i64),
+}
+
+/// What the sorted key's shard gives back: the result, or (patterns elsewhere) the
+/// elements to sort.
+enum Read {
+    Sorted(Items),
+    Source(Source),
+}
+
+type ReadResult = Result<Read, &'static [u8]>;
+
+impl Plan for SortPlan {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        match std::mem::replace(&mut self.state, State::Start) {
+            State::Start => {
+                let (key, spec, whole) = (self.key.clone(), self.spec.clone(), self.whole);
+                self.state = State::Reading;
+                Step::Hops(vec![Hop::run(cx.slots.shard_of_key(&key), move |ctx| {
+                    let read = read_source(ctx, &key, &spec).and_then(|source| {
+                        if whole {
+                            return Ok(Read::Source(source));
+                        }
+                        let sorted = finish(source, &spec, &mut |pattern, element| {
+                            by_pattern(ctx, pattern, element)
+                        });
+                        sorted.map(Read::Sorted)
+                    });
+                    HopOut::Other(Box::new(read))
+                })])
+            }
+            State::Reading => {
+                let read = match results.into_iter().next() {
+                    Some(HopOut::Other(any)) => match any.downcast::<ReadResult>() {
+                        Ok(read) => *read,
+                        Err(_) => Err(errors::SYNTAX),
+                    },
+                    _ => Err(errors::SYNTAX),
+                };
+                match read {
+                    Err(e) => cx.done(|out| out.error(e)),
+                    Ok(Read::Sorted(items)) => self.conclude(cx, items),
+                    Ok(Read::Source(source)) => self.look_up(cx, source, HashMap::new()),
+                }
+            }
+            State::LookingUp {
+                source,
+                mut found,
+                asked,
+            } => {
+                for (keys, result) in asked.into_iter().zip(results) {
+                    let HopOut::Bulks(values) = result else {
+                        continue;
+                    };
+                    found.extend(keys.into_iter().zip(values));
+                }
+                self.look_up(cx, source, found)
+            }
+            State::Storing(n) => cx.done(|e| e.integer(n)),
+        }
+    }
+
+    fn whole_shards(&self) -> bool {
+        self.whole
+    }
+}
+
+impl SortPlan {
+    /// Sorts with the pattern values `found` so far; reads those it still needs from
+    /// their shards (the BY values first, then the GETs of the elements LIMIT keeps), or
+    /// concludes.
+    fn look_up(
+        &mut self,
+        cx: &PlanCx<'_>,
+        source: Source,
+        found: HashMap<KeyField, Option<Vec<u8>>>,
+    ) -> Step {
+        let mut missing: Vec<KeyField> = Vec::new();
+        let sorted = finish(
+            source.clone(),
+            &self.spec,
+            &mut |pattern, element| match named(pattern, element) {
+                Named::Element => Some(element.to_vec()),
+                Named::Nothing => None,
+                Named::Key(key, field) => {
+                    let wanted = (key, field);
+                    match found.get(&wanted) {
+                        Some(value) => value.clone(),
+                        None => {
+                            missing.push(wanted);
+                            None
+                        }
+                    }
+                }
+            },
+        );
+        if missing.is_empty() {
+            return match sorted {
+                Ok(items) => self.conclude(cx, items),
+                Err(e) => cx.done(|out| out.error(e)),
+            };
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let mut by_shard: Vec<(usize, Vec<KeyField>)> = Vec::new();
+        for wanted in missing {
+            let shard = cx.slots.shard_of_key(&wanted.0);
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, keys)) => keys.push(wanted),
+                None => by_shard.push((shard, vec![wanted])),
             }
         }
-        store(ctx, &dest, items);
-        HopOut::Done
-    });
-    Decision::Write(vec![write], cx.reply(|e| e.integer(n)))
+        let mut hops = Vec::with_capacity(by_shard.len());
+        let mut asked = Vec::with_capacity(by_shard.len());
+        for (shard, keys) in by_shard {
+            let wanted = keys.clone();
+            hops.push(Hop::run(shard, move |ctx| {
+                let values = wanted
+                    .iter()
+                    .map(|(key, field)| value_at(ctx, key, field.as_deref()))
+                    .collect();
+                HopOut::Bulks(values)
+            }));
+            asked.push(keys);
+        }
+        self.state = State::LookingUp {
+            source,
+            found,
+            asked,
+        };
+        Step::Hops(hops)
+    }
+
+    /// Replies with the sorted items, or stores them on the destination's shard.
+    fn conclude(&mut self, cx: &PlanCx<'_>, items: Items) -> Step {
+        let Some(dest) = self.spec.store.clone() else {
+            return Step::Done(reply(cx, &items));
+        };
+        let n = items.len() as i64;
+        self.state = State::Storing(n);
+        Step::Hops(vec![Hop::run(cx.slots.shard_of_key(&dest), move |ctx| {
+            if ctx.logging() {
+                ctx.log(&[b"DEL", &dest]);
+                for chunk in items.chunks(512) {
+                    let mut argv: Vec<&[u8]> = vec![b"RPUSH", &dest];
+                    argv.extend(chunk.iter().map(|i| i.as_deref().unwrap_or_default()));
+                    ctx.log(&argv);
+                }
+            }
+            store(ctx, &dest, items);
+            HopOut::Done
+        })])
+    }
+}
+
+fn reply(cx: &PlanCx<'_>, items: &[Option<Vec<u8>>]) -> Outcome {
+    cx.reply(|e| reply_items(e, items))
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! the edges, BY with missing, non-numeric and hash-field weights, BY without `*`
 //! (no sort: native order, LIMIT and DESC applied), GET `#`, strings and hash fields,
 //! STORE on the same shard and another (an empty result deleting the destination),
-//! and every error in Redis's order; then seeded random sorts. Patterns name keys in
-//! the sorted key's slot (`{s}…`): Goblin refuses others, which redis-server accepts —
-//! the last test shows the difference.
+//! and every error in Redis's order; then seeded random sorts, with patterns naming keys
+//! in the sorted key's slot (`{s}…`: looked up on its shard) and anywhere (`w_*`: SORT
+//! runs as a plan holding every shard). Inside MULTI, with more than one thread, Goblin
+//! refuses patterns naming keys outside the sorted key's slot — the last test.
 
 use goblin_tests::diff::{for_each_thread_count, script, script_everywhere};
 use goblin_tests::rng::{Rng, seeds};
@@ -160,12 +161,23 @@ fn out_of_range_weights_match_redis() {
     });
 }
 
-/// Seeded random lists and sets of numbers and words, weights and hash fields,
-/// sorted with random options; replies compared one by one.
+/// Seeded random lists and sets of numbers and words, weights and hash fields in the
+/// sorted key's slot, sorted with random options; replies compared one by one.
 #[test]
 fn random_sorts_match_redis() {
+    random_sorts("sort random", "{r}");
+}
+
+/// The same with weights and hash fields anywhere (their keys on every shard).
+#[test]
+fn random_sorts_by_keys_anywhere_match_redis() {
+    random_sorts("sort random anywhere", "");
+}
+
+/// Random sorts of `{r}l` and `{r}s`, their patterns' keys starting with `tag`.
+fn random_sorts(name: &str, tag: &str) {
     for_each_thread_count(|d, ctx| {
-        for seed in seeds("sort random", 2) {
+        for seed in seeds(name, 2) {
             let mut rng = Rng::new(seed);
             let mut lines = Vec::new();
             for round in 0..20 {
@@ -190,15 +202,15 @@ fn random_sorts_match_redis() {
                     // that no two elements tie: ties under ALPHA BY come in the source's
                     // order, which for a set is not redis-server's.
                     let w = (rng.below(1000) * 100 + round) * 100 + i;
-                    lines.push(format!("SET {{r}}w_{e} {w}"));
-                    lines.push(format!("HSET {{r}}h_{e} f {e}{w} g {w}"));
+                    lines.push(format!("SET {tag}w_{e} {w}"));
+                    lines.push(format!("HSET {tag}h_{e} f {e}{w} g {w}"));
                 }
                 for _ in 0..6 {
                     let src = if rng.below(2) == 0 { "{r}l" } else { "{r}s" };
                     let mut line = format!("SORT {src}");
                     match rng.below(5) {
-                        0 => line.push_str(" BY {r}w_*"),
-                        1 => line.push_str(" BY {r}h_*->g"),
+                        0 => line.push_str(&format!(" BY {tag}w_*")),
+                        1 => line.push_str(&format!(" BY {tag}h_*->g")),
                         2 if src == "{r}l" => line.push_str(" BY nosort"),
                         _ => {}
                     }
@@ -214,7 +226,12 @@ fn random_sorts_match_redis() {
                         line.push_str(&format!(" LIMIT {start} {count}"));
                     }
                     for _ in 0..rng.below(3) {
-                        line.push_str([" GET #", " GET {r}w_*", " GET {r}h_*->f"][rng.below(3)]);
+                        let get = [
+                            " GET #".to_string(),
+                            format!(" GET {tag}w_*"),
+                            format!(" GET {tag}h_*->f"),
+                        ];
+                        line.push_str(&get[rng.below(3)]);
                     }
                     if rng.below(3) == 0 {
                         line.push_str(" STORE {r}d");
@@ -232,12 +249,53 @@ fn random_sorts_match_redis() {
     });
 }
 
-/// A pattern that may name keys outside the sorted key's slot is refused (redis-server
-/// standalone accepts it; Redis Cluster 7.2 refuses it as here); `#`, a pattern
-/// without `*` and a pattern in the key's slot are taken.
+/// Patterns naming keys anywhere (no hash tag, another one, an empty one), as
+/// redis-server standalone takes them: BY, GET of strings and hash fields, STORE, SORT_RO,
+/// with missing weights and keys of other types.
 #[test]
-fn patterns_outside_the_keys_slot_are_refused() {
-    let goblin = Server::goblin_threads(default_threads());
+fn patterns_naming_keys_anywhere_match_redis() {
+    script_everywhere(
+        1,
+        r#"
+        RPUSH {s}l 3 1 2 4
+        SADD {s}set c a b
+        MSET w_1 40 w_2 30 w_3 20 {t}w_1 1 {t}w_2 2 {}w_3 9 o_1 one o_2 two o_3 three
+        HSET h_1 f a g 9
+        HSET h_2 f b g 8
+        HSET h_c f z g 1
+        LPUSH w_4 notastring
+        SORT {s}l BY w_*
+        SORT {s}l BY w_* DESC LIMIT 1 2
+        SORT {s}l BY {t}w_*
+        SORT {s}l BY {}w_*
+        SORT {s}l BY h_*->g GET # GET o_* GET h_*->f
+        SORT {s}l BY h_*->f ALPHA GET h_*->g
+        SORT {s}l GET w_* GET nostar GET #
+        SORT_RO {s}l BY w_* GET o_*
+        SORT {s}set BY h_*->g ALPHA GET h_*->f
+        SORT {s}set ALPHA GET w_*
+        SORT {s}l BY w_* STORE K0
+        LRANGE K0 0 -1
+        SORT {s}l BY nokey_* STORE K0
+        LRANGE K0 0 -1
+        SORT {s}l BY w_* GET o_* STORE {s}dest
+        LRANGE {s}dest 0 -1
+        SORT nolist BY w_* GET o_*
+        SET {s}str x
+        SORT {s}str BY w_*
+        RPUSH {s}bad 1 x
+        SET w_x notanumber
+        SORT {s}bad BY w_*
+        "#,
+    );
+}
+
+/// Inside MULTI, with more than one thread, a pattern naming keys outside the sorted
+/// key's slot is refused (its plan cannot run there; redis-server takes it, as Goblin
+/// with one thread does); `#`, a pattern without `*` and one in the key's slot are taken.
+#[test]
+fn inside_multi_patterns_outside_the_keys_slot_are_refused() {
+    let goblin = Server::goblin_threads(default_threads().max(2));
     let redis = Server::redis();
     let (mut g, mut r) = (goblin.raw(), redis.raw());
     for raw in [&mut g, &mut r] {
@@ -253,20 +311,24 @@ fn patterns_outside_the_keys_slot_are_refused() {
     ];
     for (line, option) in refused {
         let want = format!(
-            "-ERR {option} option of SORT denied when keys formed by the pattern may be in \
-             different slots: give the pattern the sorted key's hash tag\r\n"
+            "*1\r\n-ERR {option} option of SORT denied when keys formed by the pattern may be \
+             in different slots: give the pattern the sorted key's hash tag\r\n"
         );
-        assert_eq!(String::from_utf8_lossy(&g.cmd_str(line)), want, "{line}");
-        assert!(
-            !r.cmd_str(line).starts_with(b"-"),
-            "redis-server takes {line}"
-        );
+        assert_eq!(g.cmd_str("MULTI"), b"+OK\r\n");
+        assert_eq!(g.cmd_str(line), b"+QUEUED\r\n");
+        assert_eq!(String::from_utf8_lossy(&g.cmd_str("EXEC")), want, "{line}");
+        // Outside MULTI it runs, as redis-server runs it.
+        assert_eq!(g.cmd_str(line), r.cmd_str(line), "{line}");
     }
     for line in [
         "SORT {s}l BY {s}w_*",
         "SORT {s}l BY nosort GET # GET nostar",
         "SORT {s}l BY w_ GET #",
     ] {
-        assert_eq!(g.cmd_str(line), r.cmd_str(line), "{line}");
+        for raw in [&mut g, &mut r] {
+            raw.cmd_str("MULTI");
+            raw.cmd_str(line);
+        }
+        assert_eq!(g.cmd_str("EXEC"), r.cmd_str("EXEC"), "{line}");
     }
 }
