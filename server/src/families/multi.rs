@@ -323,19 +323,18 @@ struct SubPlan {
     idx: usize,
     plan: Box<dyn Plan>,
     command: Arc<Batch>,
-    /// How long the transaction had run when it started ([`PlanCx::micros`]).
-    since: u64,
+    /// When it started, if SLOWLOG times it (inside EXEC nothing waits for locks).
+    since: Option<std::time::Instant>,
 }
 
 impl SubPlan {
     /// Steps the plan; its outcome once done, when it is also a SLOWLOG entry if slow.
     fn step(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
-        let started = std::time::Instant::now();
         let step = step_without_parking(self.plan.as_mut(), cx, results);
-        if matches!(step, Step::Done(_)) {
-            // (`cx.micros` counts its earlier steps, not this one.)
-            let micros =
-                cx.micros.saturating_sub(self.since) + started.elapsed().as_micros() as u64;
+        if matches!(step, Step::Done(_))
+            && let Some(since) = self.since
+        {
+            let micros = since.elapsed().as_micros() as u64;
             let spec = self
                 .command
                 .cmds
@@ -423,7 +422,7 @@ impl Plan for ExecPlan {
                         idx,
                         plan,
                         command,
-                        since: cx.micros,
+                        since: cx.shared.slowlog.enabled().then(std::time::Instant::now),
                     };
                     match sub.step(cx, Vec::new()) {
                         Step::Done(outcome) => self.outcomes[idx] = Some(outcome),

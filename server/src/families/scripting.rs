@@ -784,7 +784,6 @@ pub(crate) mod plan {
                 now: cx.now,
                 db: std::cell::Cell::new(cx.db()),
                 command: std::cell::RefCell::new(None),
-                micros: cx.micros,
                 slow: std::cell::RefCell::new(Vec::new()),
             };
             match crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results) {

@@ -258,8 +258,6 @@ pub struct TxStepDone {
     pub holds_locks: bool,
     /// Whether the step changed keys (and so the transaction has a part in the log).
     pub wrote: bool,
-    /// How long its work ran, microseconds (timed while SLOWLOG or LATENCY is on).
-    pub micros: u64,
     /// The slow commands it ran (EXEC's, a script's), for SLOWLOG.
     pub slow: Vec<crate::runtime::slowlog::SlowCmd>,
 }

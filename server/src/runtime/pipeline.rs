@@ -38,7 +38,7 @@ use crate::shard::PREFETCH_AHEAD;
 use crate::shard::slots::SlotMap;
 use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
-use crate::txn::coordinator::{Env, JobTiming, TxJob};
+use crate::txn::coordinator::{Entry, Env, JobTiming, TxJob};
 use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
 
 /// Where a command's keys are.
@@ -50,15 +50,6 @@ pub enum Target {
     Shard(usize),
     /// On several shards.
     Many,
-}
-
-/// The SLOWLOG entry of a command run as a plan, made as it starts.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    cmd: SlowCmd,
-    fast: bool,
-    /// How long starting it took, microseconds.
-    micros: u64,
 }
 
 /// What routing found out about a request, kept while it waits so that it is worked out
@@ -1175,13 +1166,18 @@ impl Worker {
             batch.push(spec.id, args);
             Arc::new(*batch)
         });
-        // Its SLOWLOG entry, timed as it runs (from here: parsing it counts).
+        // Its SLOWLOG entry, timed from here (parsing it counts) until its reply.
         let entry = started
             .filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG))
-            .map(|started| Entry {
-                cmd: SlowCmd::new(args, 0, 0),
-                fast: spec.flags.contains(Flags::FAST),
-                micros: since(started),
+            .map(|started| {
+                let mut batch = self.new_batch(Version::Resp2, db);
+                batch.push(spec.id, args);
+                Entry {
+                    command: batch,
+                    fast: spec.flags.contains(Flags::FAST),
+                    started,
+                    micros: 0,
+                }
             });
         self.start_job(key, locks, whole_shards, plan, command, entry)
     }
@@ -1228,8 +1224,8 @@ impl Worker {
         if let Some(command) = command {
             job.set_command(command);
         }
-        if let Some(Entry { cmd, fast, micros }) = entry {
-            job.set_entry(cmd, fast, micros);
+        if let Some(entry) = entry {
+            job.set_entry(entry);
         }
         if key != usize::MAX
             && let Some(tracked) = self.cmd_tracked
@@ -1328,20 +1324,26 @@ impl Worker {
     /// slow (EXEC's), and the job's own command (a plan's) in LATENCY and, if slow, in
     /// SLOWLOG.
     pub(crate) fn log_job(&mut self, key: usize, (mut slow, entry): JobTiming) {
-        let shared = &self.shared;
-        if let Some((mut cmd, fast)) = entry {
+        if let Some(Entry {
+            command,
+            fast,
+            micros,
+            ..
+        }) = entry
+        {
+            let shared = &self.shared;
             if shared.latency.enabled() {
-                shared.latency.add_command(fast, cmd.micros);
+                shared.latency.add_command(fast, micros);
             }
-            if shared.slowlog.is_slow(cmd.micros) {
-                cmd.at = self.now / 1000;
-                slow.push(cmd);
+            if shared.slowlog.is_slow(micros) {
+                slow.push(SlowCmd::new(&command.args(0), self.now / 1000, micros));
             }
+            self.recycle(command);
         }
         if !slow.is_empty()
             && let Some(conn) = self.conns.get(key)
         {
-            log_slow(shared, &conn.client, slow);
+            log_slow(&self.shared, &conn.client, slow);
         }
     }
 

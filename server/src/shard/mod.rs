@@ -1275,18 +1275,12 @@ impl Shard {
     }
 
     fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
-        self.report_ran(step, out, false, 0);
+        self.report_ran(step, out, false);
     }
 
-    /// [`Shard::report`] of a step that ran for `micros` and `wrote` keys (or not),
-    /// with the slow commands it ran.
-    fn report_ran(
-        &mut self,
-        step: &TxStep,
-        out: Result<HopOut, Vec<u8>>,
-        wrote: bool,
-        micros: u64,
-    ) {
+    /// [`Shard::report`] of a step that `wrote` keys (or not), with the slow commands it
+    /// ran.
+    fn report_ran(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>, wrote: bool) {
         let done = TxStepDone {
             wrote,
             tx: step.tx,
@@ -1294,7 +1288,6 @@ impl Shard {
             shard: self.id,
             out,
             holds_locks: self.locks.holds(step.tx),
-            micros,
             slow: std::mem::take(&mut self.slow),
         };
         self.out.push((step.tx.worker, Msg::StepDone(done)));
@@ -1303,7 +1296,6 @@ impl Shard {
     /// Runs a step whose locks are available: acquire, run, release if asked (then, with
     /// `retry`, let waiting items move), and report.
     fn run_step(&mut self, shared: &Shared, mut step: TxStep, needs: &Needs, retry: bool) {
-        let started = (shared.slowlog.enabled() || shared.latency.enabled()).then(Instant::now);
         if !needs.is_empty() {
             self.locks.acquire(step.tx, needs);
         }
@@ -1356,8 +1348,7 @@ impl Shard {
             }
         }
         let wrote = self.published != published;
-        let micros = started.map_or(0, |s| s.elapsed().as_micros() as u64);
-        self.report_ran(&step, Ok(out), wrote, micros);
+        self.report_ran(&step, Ok(out), wrote);
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use goblin_protocol::Version;
 use goblin_store::Millis;
@@ -102,22 +102,36 @@ pub struct TxJob {
     command: Option<Arc<Batch>>,
     /// The tracking client it runs for.
     tracked: Option<crate::runtime::tracking::Tracked>,
-    /// How long its parts ran so far, microseconds: its steps on the shards and the
-    /// plan's own work here (timed while SLOWLOG or LATENCY is on).
-    micros: u64,
+    /// Since when it has been parked, if it is, with an entry (its wait is not timed).
+    parked_since: Option<Instant>,
+    /// How long it has waited parked (an entry's time leaves that out).
+    waited: Duration,
     /// The slow commands its steps ran (EXEC's), for SLOWLOG.
     slow: Vec<SlowCmd>,
-    /// Its own SLOWLOG entry, if it is one (a command run as a plan), and whether the
-    /// command is `fast`.
-    entry: Option<(SlowCmd, bool)>,
+    /// Its own SLOWLOG entry, if it is one (a command run as a plan): the command (its
+    /// arguments in a batch of the worker's pool, made into an entry only if slow).
+    entry: Option<Entry>,
     /// Its wait timed out or was cut short: a blocking command is an entry only when
     /// served, as in Redis.
     unserved: bool,
 }
 
+/// A command run as a plan, for SLOWLOG and LATENCY.
+#[derive(Debug)]
+pub struct Entry {
+    /// The command's arguments.
+    pub command: Box<Batch>,
+    /// The command is `fast`.
+    pub fast: bool,
+    /// When it started (its parsing counts), or when its time is added up to.
+    pub started: Instant,
+    /// How long it ran, microseconds: from its start to the job's end, less its waits.
+    pub micros: u64,
+}
+
 /// What a finished job leaves for SLOWLOG and LATENCY: the slow commands its steps ran,
-/// and its own entry (with how long it ran, and whether it is `fast`) when it has one.
-pub type JobTiming = (Vec<SlowCmd>, Option<(SlowCmd, bool)>);
+/// and its own entry when it has one.
+pub type JobTiming = (Vec<SlowCmd>, Option<Entry>);
 
 impl TxJob {
     /// Whether some step changed keys.
@@ -188,7 +202,8 @@ impl TxJob {
             wrote: false,
             command: None,
             tracked: None,
-            micros: 0,
+            parked_since: None,
+            waited: Duration::ZERO,
             slow: Vec::new(),
             entry: None,
             unserved: false,
@@ -196,22 +211,10 @@ impl TxJob {
     }
 
     /// The SLOWLOG entry of the command it runs (the client's command: a plan's, not
-    /// EXEC's), `fast` or not, timed when the job ends; `micros`: how long the command
-    /// took to start it.
-    pub fn set_entry(&mut self, entry: SlowCmd, fast: bool, micros: u64) {
-        self.entry = Some((entry, fast));
-        self.micros += micros;
-    }
-
-    /// Takes what the finished job leaves for SLOWLOG and LATENCY.
-    pub fn take_timing(&mut self) -> JobTiming {
-        let entry = self.entry.take().filter(|_| !self.unserved);
-        let micros = self.micros;
-        let entry = entry.map(|(mut cmd, fast)| {
-            cmd.micros = micros;
-            (cmd, fast)
-        });
-        (std::mem::take(&mut self.slow), entry)
+    /// EXEC's), timed from its start until the job ends, less the time it waits parked
+    /// for keys (a blocking command's wait, as Redis leaves it out).
+    pub fn set_entry(&mut self, entry: Entry) {
+        self.entry = Some(entry);
     }
 
     /// The tracking client the transaction runs for (CLIENT TRACKING): its steps
@@ -223,6 +226,16 @@ impl TxJob {
     /// The command the transaction runs, given to its steps (for keyspace notifications).
     pub fn set_command(&mut self, command: Arc<Batch>) {
         self.command = Some(command);
+    }
+
+    /// Takes what the finished job leaves for SLOWLOG and LATENCY.
+    pub fn take_timing(&mut self) -> JobTiming {
+        let waited = self.waited;
+        let entry = self.entry.take().filter(|_| !self.unserved).map(|mut e| {
+            e.micros = e.started.elapsed().saturating_sub(waited).as_micros() as u64;
+            e
+        });
+        (std::mem::take(&mut self.slow), entry)
     }
 
     fn step(&self, index: usize) -> TxStep {
@@ -270,7 +283,6 @@ impl TxJob {
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
         self.wrote |= done.wrote;
-        self.micros += done.micros;
         if !done.slow.is_empty() {
             self.slow.append(&mut done.slow);
         }
@@ -462,6 +474,9 @@ impl TxJob {
     }
 
     fn unpark(&mut self, out: &mut Vec<Outgoing>) {
+        if let Some(since) = self.parked_since.take() {
+            self.waited += since.elapsed();
+        }
         if let Phase::Parked { id, shards, .. } = std::mem::replace(&mut self.phase, Phase::Done) {
             for shard in shards {
                 out.push((shard, Msg::Unpark(self.tx, id)));
@@ -489,6 +504,9 @@ impl TxJob {
     fn park(&mut self, park: Park, env: &Env<'_>, out: &mut Vec<Outgoing>) {
         // A parked plan holds no lock: others must be able to make it ready.
         self.release_all(out);
+        if self.entry.is_some() {
+            self.parked_since = Some(Instant::now());
+        }
         self.waits += 1;
         let id = self.waits;
         let mut by_shard: Vec<(usize, Vec<Watch>)> = Vec::new();
@@ -522,21 +540,8 @@ impl TxJob {
         };
     }
 
-    /// Feeds the plan until it sends hops, parks or finishes (timing the plan's work).
+    /// Feeds the plan until it sends hops, parks or finishes.
     fn advance(
-        &mut self,
-        env: &Env<'_>,
-        results: Vec<HopOut>,
-        out: &mut Vec<Outgoing>,
-    ) -> Option<Outcome> {
-        let started = Instant::now();
-        let step = self.advance_plan(env, results, out);
-        self.micros += started.elapsed().as_micros() as u64;
-        step
-    }
-
-    /// [`TxJob::advance`], untimed.
-    fn advance_plan(
         &mut self,
         env: &Env<'_>,
         mut results: Vec<HopOut>,
@@ -550,7 +555,6 @@ impl TxJob {
                 now: self.now,
                 db: std::cell::Cell::new(self.db),
                 command: std::cell::RefCell::new(None),
-                micros: self.micros,
                 slow: std::cell::RefCell::new(Vec::new()),
             };
             let step = self.plan.next(&cx, results);

@@ -259,9 +259,6 @@ pub struct PlanCx<'a> {
     /// The command the next hops' key events are named after, when a plan changes it
     /// (EXEC, running a queued cross-shard command; keyspace notifications).
     pub command: std::cell::RefCell<Option<std::sync::Arc<Batch>>>,
-    /// How long the transaction's parts ran so far, microseconds (its steps on the
-    /// shards, timed while SLOWLOG or LATENCY is on, and its plan's work).
-    pub micros: u64,
     /// SLOWLOG entries the plan adds for its client (EXEC's cross-shard commands).
     pub slow: std::cell::RefCell<Vec<crate::runtime::slowlog::SlowCmd>>,
 }
