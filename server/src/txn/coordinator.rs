@@ -123,7 +123,7 @@ pub struct Entry {
     pub command: Box<Batch>,
     /// The command is `fast`.
     pub fast: bool,
-    /// When it started (its parsing counts), or when its time is added up to.
+    /// When it started (its parsing counts).
     pub started: Instant,
     /// How long it ran, microseconds: from its start to the job's end, less its waits.
     pub micros: u64,
