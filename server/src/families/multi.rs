@@ -234,7 +234,10 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 Queued::Conn(cmd)
             }
             Exec::Plan(cross) => match (cross.plan)(&start) {
-                Ok(plan) => Queued::Plan(db, plan, Arc::from(cmd), naming),
+                Ok(plan) => {
+                    whole_shards |= plan.whole_shards();
+                    Queued::Plan(db, plan, Arc::from(cmd), naming)
+                }
                 Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
             },
             Exec::Shard(_) => {
@@ -246,7 +249,13 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 match spec.cross_shard {
                     Some(cross) if shards.iter().any(|&s| s != first) => {
                         match (cross.plan)(&start) {
-                            Ok(plan) => Queued::Plan(db, plan, Arc::from(cmd), naming),
+                            Ok(plan) => {
+                                // (A plan that must hold every shard makes EXEC hold them:
+                                // a script that may touch undeclared keys, a SORT whose
+                                // patterns name keys anywhere.)
+                                whole_shards |= plan.whole_shards();
+                                Queued::Plan(db, plan, Arc::from(cmd), naming)
+                            }
                             Err(e) => Queued::Ready(Outcome::Reply(error_reply(resp, &e))),
                         }
                     }

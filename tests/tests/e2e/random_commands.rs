@@ -73,7 +73,9 @@ fn commands(raw: &mut Raw) -> Vec<Command> {
         }
         let blocking = matches!(flags, Frame::Array(f) | Frame::Set(f)
             if f.iter().any(|x| matches!(x, Frame::Simple(b"blocking") | Frame::Bulk(b"blocking"))))
-            || name == "goblin.claim";
+            || name == "goblin.claim"
+            // (WAIT blocks for its timeout, in milliseconds, when replicas are asked for.)
+            || name == "wait";
         out.push(Command {
             words: name.split('|').map(|w| w.as_bytes().to_vec()).collect(),
             arity: *arity,
