@@ -395,6 +395,20 @@ fn run_here(
                     Err(e) => return Called::Refused(e),
                 };
                 shard.count_call(spec.id);
+                // MONITOR shows what the script calls as redis-server shows it: from
+                // its Lua client, in the database it ran in (SELECT's new one).
+                let monitored = shared.monitors.any()
+                    && !spec.flags.intersects(Flags::ADMIN)
+                    && !spec.flags.intersects(Flags::SKIP_MONITOR);
+                let monitor = |shard: &mut Shard, db: usize| {
+                    if monitored {
+                        let argv: Vec<&[u8]> = a.iter_from(0).collect();
+                        crate::runtime::monitor::line(&mut shard.monitor_feed, db, "lua", &argv);
+                    }
+                };
+                if spec.name != "select" {
+                    monitor(shard, db);
+                }
                 match spec.exec {
                     Exec::Shard(_) => {}
                     _ if spec.name == "select" => {
@@ -405,10 +419,12 @@ fn run_here(
                             }) {
                             Ok(n) => {
                                 db = n;
+                                monitor(shard, db);
                                 reply.extend_from_slice(b"+OK\r\n");
                                 Called::Reply
                             }
                             Err(e) => {
+                                monitor(shard, db);
                                 Encoder::new(reply, cresp).error(&e);
                                 Called::Reply
                             }

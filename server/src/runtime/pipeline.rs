@@ -355,6 +355,21 @@ impl Worker {
         } else {
             None
         };
+        // MONITOR: EVAL, EVALSHA and FCALL show before the commands their script calls,
+        // as redis-server feeds them (they are `skip_monitor`, so not again after).
+        let fed_at = self.shard.monitor_feed.len();
+        if shared.monitors.any()
+            && matches!(
+                spec.name,
+                "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+            )
+        {
+            let argv: Vec<&[u8]> = args.iter_from(0).collect();
+            self.feed_monitors(key, &argv);
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
         let flow = match spec.exec {
             Exec::Multi(f) => {
                 if conn.busy() {
@@ -475,7 +490,10 @@ impl Worker {
         {
             forget_caching(conn, Some(spec.name));
         }
-        if !matches!(flow, Flow::Wait) {
+        if matches!(flow, Flow::Wait) {
+            // It runs later, and shows then.
+            self.shard.monitor_feed.truncate(fed_at);
+        } else {
             self.shard.count_call(spec.id);
             if shared.monitors.any() {
                 self.monitor_command(key, spec, args, exec_feed);
@@ -532,7 +550,7 @@ impl Worker {
             return;
         };
         let addr = conn.client.addr.map_or_else(String::new, |a| a.to_string());
-        crate::runtime::monitor::line(&mut self.monitor_feed, conn.client.db, &addr, args);
+        crate::runtime::monitor::line(&mut self.shard.monitor_feed, conn.client.db, &addr, args);
     }
 
     /// Before a command of a client whose replies are off (CLIENT REPLY OFF or SKIP),

@@ -241,8 +241,6 @@ pub struct Worker {
     pub(crate) subs: crate::runtime::pubsub::Local,
     /// The tracking client the command being dispatched runs for (CLIENT TRACKING).
     pub(crate) cmd_tracked: Option<crate::runtime::tracking::Tracked>,
-    /// MONITOR lines of the commands run this iteration, sent at its end.
-    pub(crate) monitor_feed: Vec<u8>,
     /// Bytes read from and written to clients, and batches and steps sent to other
     /// shards: this worker's running totals, stored in `Shared::traffic` at the end of
     /// an iteration that changed them.
@@ -312,7 +310,6 @@ impl Worker {
             spare_fd: spare,
             accept_retry: false,
             paused: Vec::new(),
-            monitor_feed: Vec::new(),
             subs: Default::default(),
             cmd_tracked: None,
             net_in: 0,
@@ -788,10 +785,10 @@ impl Worker {
     /// Sends this iteration's MONITOR lines to every MONITOR client: one message per
     /// worker that has some.
     fn send_monitor_feed(&mut self) {
-        if self.monitor_feed.is_empty() {
+        if self.shard.monitor_feed.is_empty() {
             return;
         }
-        let feed: Arc<[u8]> = Arc::from(std::mem::take(&mut self.monitor_feed));
+        let feed: Arc<[u8]> = Arc::from(std::mem::take(&mut self.shard.monitor_feed));
         for client in self.shared.monitors.clients() {
             if client.worker == self.id {
                 self.monitor_lines(client, &feed);

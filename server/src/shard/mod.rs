@@ -151,6 +151,10 @@ pub struct Shard {
     /// What this worker publishes, for the end of its iteration: its connections'
     /// PUBLISHes and this shard's keyspace notifications, in the order they were made.
     pub pubsub: crate::runtime::pubsub::Outbound,
+    /// This loop iteration's MONITOR lines, in the order the commands ran (its worker
+    /// sends them at the iteration's end): its connections' commands, and the commands
+    /// the scripts it runs call.
+    pub monitor_feed: Vec<u8>,
     /// `notify-keyspace-events` as this shard last read it (0: off).
     notify_flags: u32,
     /// The command of the transaction step being run, which names its key events for
@@ -192,6 +196,7 @@ impl Shard {
             slow: Vec::new(),
             errors: Default::default(),
             pubsub: Default::default(),
+            monitor_feed: Vec::new(),
             notify_flags: 0,
             step_command: None,
             tracking: Default::default(),

@@ -42,7 +42,8 @@ fn normalise(lines: &[u8]) -> Vec<String> {
 /// What a MONITOR client sees of another client's commands, on several threads: every
 /// command that ran (not those refused before running, not administrative ones), with
 /// its database, arguments quoted as Redis quotes them, secrets redacted, MULTI's
-/// commands as EXEC runs them (none of a DISCARDed one).
+/// commands as EXEC runs them (none of a DISCARDed one), EVAL and FCALL before the
+/// commands their scripts call (shown from `lua`).
 #[test]
 fn monitor_shows_what_redis_shows() {
     let script: &[&[&[u8]]] = &[
@@ -68,6 +69,20 @@ fn monitor_shows_what_redis_shows() {
         &[b"mget", b"a", b"b", b"c", b"d", b"e", b"f"],
         &[b"del", b"a", b"b", b"c", b"d", b"e", b"f"],
         &[b"flushall"],
+        // A script's commands, after it, from the Lua client, in the database it selects.
+        &[
+            b"eval",
+            b"redis.call('set', KEYS[1], 'v') redis.call('select', '3') return redis.call('get', KEYS[1])",
+            b"1",
+            b"s",
+        ],
+        &[b"evalsha", b"0000000000000000000000000000000000000000", b"0"],
+        &[
+            b"function",
+            b"load",
+            b"#!lua name=mlib\nredis.register_function('mf', function(keys) return redis.call('get', keys[1]) end)",
+        ],
+        &[b"fcall", b"mf", b"1", b"s"],
         &[b"monitor"],
     ];
     let mut seen = Vec::new();
