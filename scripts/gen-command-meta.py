@@ -38,6 +38,7 @@ bitfield bitfield_ro lcs pfadd pfcount pfmerge pfdebug pfselftest geoadd geodist
 georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore sort sort_ro lolwut
 eval evalsha eval_ro evalsha_ro script fcall fcall_ro function
 module replicaof slaveof wait
+cluster asking readonly readwrite migrate restore-asking
 """.split()
 
 
@@ -133,7 +134,7 @@ def main():
         if info[0] == "null":
             sys.exit("redis-server does not know %s" % name)
         doc = docs[1]
-        ident = name.upper()
+        ident = name.upper().replace("-", "_")
         names.append(ident)
         out.append("/// `%s`" % name.upper())
         out.append("pub static %s: Meta = Meta {" % ident)

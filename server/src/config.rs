@@ -66,6 +66,8 @@ pub struct Config {
     /// `enable-module-command`: who may run MODULE LOAD and UNLOAD (which load nothing:
     /// Goblin has no modules).
     pub enable_module_command: Allow,
+    /// Redis Cluster mode (`cluster-enabled`, `cluster-config-file`, …: `cluster/`).
+    pub cluster: ClusterConfig,
     /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
     /// the cron) do not depend on it.
     pub hz: u64,
@@ -404,6 +406,7 @@ impl Default for Config {
             notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
             enable_module_command: Allow::No,
+            cluster: ClusterConfig::default(),
             hz: 10,
             hll_sparse_max_bytes: 3000,
             tracking_table_max_keys: 1_000_000,
@@ -592,7 +595,6 @@ pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold"
 /// CONFIG SET answers that they are immutable (redis-server: `cluster-enabled` and
 /// `io-threads` are; the encodings' thresholds are Goblin's constants).
 pub const SHOWN: &[&str] = &[
-    "cluster-enabled",
     "io-threads",
     "hash-max-listpack-entries",
     "hash-max-listpack-value",
@@ -616,7 +618,44 @@ pub const FIXED: &[&str] = &[
     "logfile",
     "enable-debug-command",
     "enable-module-command",
+    "cluster-enabled",
+    "cluster-config-file",
+    "cluster-port",
+    "cluster-node-timeout",
+    "cluster-require-full-coverage",
+    "cluster-allow-reads-when-down",
 ];
+
+/// Redis Cluster's options (`cluster/`).
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// `cluster-enabled`: the node speaks Redis Cluster's protocol (fixed at start-up).
+    pub enabled: bool,
+    /// `cluster-config-file`: where the node keeps its view of the cluster (relative to
+    /// `dir`).
+    pub config_file: String,
+    /// `cluster-node-timeout`, milliseconds: a node silent this long is suspected.
+    pub node_timeout: u64,
+    /// `cluster-port`: the cluster bus's port (0: the client port + 10000).
+    pub port: u16,
+    /// `cluster-require-full-coverage`: keys are refused while any slot is unserved.
+    pub require_full_coverage: bool,
+    /// `cluster-allow-reads-when-down`: reads are served while the cluster is down.
+    pub allow_reads_when_down: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            enabled: false,
+            config_file: "nodes.conf".into(),
+            node_timeout: 15_000,
+            port: 0,
+            require_full_coverage: true,
+            allow_reads_when_down: false,
+        }
+    }
+}
 
 /// `no`, `yes` or `local` (`enable-debug-command`, `enable-module-command`).
 fn parse_allow(value: &str) -> Result<Allow, String> {
@@ -783,6 +822,18 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "client-output-buffer-limit" => config.output_limits.set(&values.join(" "))?,
         "enable-debug-command" => config.enable_debug_command = parse_allow(one()?)?,
         "enable-module-command" => config.enable_module_command = parse_allow(one()?)?,
+        "cluster-enabled" => config.cluster.enabled = parse_bool(one()?)?,
+        "cluster-config-file" => config.cluster.config_file = one()?.into(),
+        "cluster-node-timeout" => {
+            config.cluster.node_timeout = parse_ranged(one()?, 0, i64::MAX)? as u64;
+        }
+        "cluster-port" => config.cluster.port = parse_ranged(one()?, 0, 65535)? as u16,
+        "cluster-require-full-coverage" => {
+            config.cluster.require_full_coverage = parse_bool(one()?)?;
+        }
+        "cluster-allow-reads-when-down" => {
+            config.cluster.allow_reads_when_down = parse_bool(one()?)?;
+        }
         "hll-sparse-max-bytes" => config.hll_sparse_max_bytes = parse_size_ranged(one()?, 0)?,
         "tracking-table-max-keys" => {
             config.tracking_table_max_keys = parse_ranged(one()?, 0, i64::MAX)? as u64;
@@ -1086,6 +1137,18 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         }),
         opt("enable-module-command", &|c| {
             c.enable_module_command.name().into()
+        }),
+        opt("cluster-enabled", &|c| yes_no(c.cluster.enabled).into()),
+        opt("cluster-config-file", &|c| c.cluster.config_file.clone()),
+        opt("cluster-node-timeout", &|c| {
+            c.cluster.node_timeout.to_string()
+        }),
+        opt("cluster-port", &|c| c.cluster.port.to_string()),
+        opt("cluster-require-full-coverage", &|c| {
+            yes_no(c.cluster.require_full_coverage).into()
+        }),
+        opt("cluster-allow-reads-when-down", &|c| {
+            yes_no(c.cluster.allow_reads_when_down).into()
         }),
         opt("hz", &|c| c.hz.to_string()),
         opt("hll-sparse-max-bytes", &|c| {

@@ -26,6 +26,7 @@
 pub mod alloc;
 
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod families;
 pub mod table;

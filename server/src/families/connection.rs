@@ -328,11 +328,13 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `SELECT index`
 fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let databases = ctx.shared.config.databases;
-    match args
-        .cursor(1)
-        .next_i32()
-        .and_then(|n| select_db(i64::from(n), databases))
-    {
+    let index = args.cursor(1).next_i32();
+    if ctx.shared.cluster.is_some() && index.as_ref().is_ok_and(|&n| n != 0) {
+        ctx.reply()
+            .error(b"ERR SELECT is not allowed in cluster mode");
+        return;
+    }
+    match index.and_then(|n| select_db(i64::from(n), databases)) {
         Ok(db) => {
             ctx.client.db = db;
             ctx.reply().ok();

@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub mod bitmaps;
+pub mod cluster;
 pub mod connection;
 pub mod debug;
 pub mod diagnostics;
@@ -75,6 +76,7 @@ pub fn register_all(table: &mut CommandTable) {
     scripting::register(table);
     functions::register(table);
     standalone::register(table);
+    cluster::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -420,7 +420,18 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "requirepass",
             String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
         ),
-        ("cluster-enabled", "no".into()),
+        ("cluster-enabled", yes_no(c.cluster.enabled)),
+        ("cluster-config-file", c.cluster.config_file.clone()),
+        ("cluster-node-timeout", c.cluster.node_timeout.to_string()),
+        ("cluster-port", c.cluster.port.to_string()),
+        (
+            "cluster-require-full-coverage",
+            yes_no(c.cluster.require_full_coverage),
+        ),
+        (
+            "cluster-allow-reads-when-down",
+            yes_no(c.cluster.allow_reads_when_down),
+        ),
         (
             "notify-keyspace-events",
             crate::shard::notify::flags_text(c.notify_keyspace_events),
@@ -1013,7 +1024,12 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         ),
     );
     section("cpu", "CPU", cpu_section());
-    section("cluster", "Cluster", "cluster_enabled:0\r\n".to_string());
+    let enabled = u8::from(shared.cluster.is_some());
+    section(
+        "cluster",
+        "Cluster",
+        format!("cluster_enabled:{enabled}\r\n"),
+    );
     let mut commandstats = String::new();
     for (id, s) in &stats {
         let Some(spec) = shared.commands.get(*id) else {

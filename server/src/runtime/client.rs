@@ -22,6 +22,8 @@ pub struct Client {
     pub resp: Version,
     /// The selected database (only 0 exists).
     pub db: usize,
+    /// ASKING: the next command may run in a slot this node imports (cluster mode).
+    pub asking: bool,
     /// Peer address.
     pub addr: Option<SocketAddr>,
     /// Local address.
@@ -177,6 +179,7 @@ impl Client {
             lib_ver: None,
             resp: Version::Resp2,
             db: 0,
+            asking: false,
             addr,
             laddr,
             created_at: now,

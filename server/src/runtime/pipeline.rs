@@ -287,6 +287,28 @@ impl Worker {
                 && conn.client.subs.active())
             .then(|| crate::errors::not_while_subscribed(spec.name))
         });
+        // Cluster mode: a command whose keys this node does not serve is redirected.
+        let refusal = match (refusal, shared.cluster.as_deref()) {
+            (None, Some(cluster)) => {
+                match cluster_redirect(&mut self.routes, cluster, shared, conn, spec, args) {
+                    Some(message) if is_exec(spec) => {
+                        // The transaction is discarded, and the client redirected.
+                        if conn.busy() {
+                            return Flow::Wait;
+                        }
+                        conn.multi = None;
+                        conn.client.watching = None;
+                        let at = conn.output.buf.len();
+                        Encoder::new(&mut conn.output.buf, conn.client.resp).error(&message);
+                        self.shard
+                            .count_error(&conn.output.buf[at..], Some(spec.id));
+                        return Flow::Next;
+                    }
+                    other => other,
+                }
+            }
+            (refusal, _) => refusal,
+        };
         if let Some(message) = refusal {
             if conn.busy() {
                 return Flow::Wait;
@@ -495,6 +517,14 @@ impl Worker {
             self.shard.monitor_feed.truncate(fed_at);
         } else {
             self.shard.count_call(spec.id);
+            // ASKING lasts one command (or until EXEC, inside MULTI).
+            if let Some(conn) = self.conns.get_mut(key)
+                && conn.client.asking
+                && conn.multi.is_none()
+                && spec.name != "asking"
+            {
+                conn.client.asking = false;
+            }
             if shared.monitors.any() {
                 self.monitor_command(key, spec, args, exec_feed);
             }
@@ -739,6 +769,58 @@ fn queued_args(conn: &Conn) -> Option<Vec<Vec<Vec<u8>>>> {
             .map(|b| b.args(0).iter_from(0).map(<[u8]>::to_vec).collect())
             .collect(),
     )
+}
+
+/// Whether `spec` is EXEC.
+fn is_exec(spec: &CommandSpec) -> bool {
+    matches!(spec.exec, Exec::Multi(_)) && spec.name == "exec"
+}
+
+/// Cluster mode: the redirection (or CLUSTERDOWN) a command gets when this node does not
+/// serve its keys — for EXEC, the keys of every command queued (which must share a slot),
+/// as redis-server's `getNodeByQuery` decides. `None`: it runs here.
+fn cluster_redirect(
+    cache: &mut Option<Arc<crate::cluster::Routes>>,
+    cluster: &crate::cluster::Cluster,
+    shared: &Shared,
+    conn: &Conn,
+    spec: &CommandSpec,
+    args: &Args<'_>,
+) -> Option<Vec<u8>> {
+    let mut keys: Option<(usize, bool)> = None;
+    let mut write = spec.flags.contains(Flags::WRITE);
+    let mut note = |slot: u16| match &mut keys {
+        None => keys = Some((usize::from(slot), false)),
+        Some((first, cross)) => *cross |= *first != usize::from(slot),
+    };
+    if is_exec(spec) {
+        for batch in &conn.multi.as_ref()?.queued {
+            for (i, cmd) in batch.cmds.iter().enumerate() {
+                let Some(queued) = shared.commands.get(cmd.spec) else {
+                    continue;
+                };
+                write |= queued.flags.contains(Flags::WRITE);
+                let a = batch.args(i);
+                queued.for_each_key_position(&a, |k| note(goblin_store::key_slot(a.get(k))));
+            }
+        }
+    } else {
+        spec.for_each_key_position(args, |k| note(goblin_store::key_slot(args.get(k))));
+    }
+    keys?;
+    if cache
+        .as_ref()
+        .is_none_or(|r| r.version != cluster.version())
+    {
+        *cache = Some(cluster.routes());
+    }
+    let routes = cache.as_ref()?;
+    let asking = conn.client.asking || spec.flags.contains(Flags::ASKING);
+    let reads = shared.config.cluster.allow_reads_when_down;
+    match routes.route(keys, asking, write, reads) {
+        crate::cluster::routes::Verdict::Here => None,
+        crate::cluster::routes::Verdict::Refuse(e) => Some(e),
+    }
 }
 
 /// Which shard(s) a keyed command needs.

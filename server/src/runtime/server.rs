@@ -173,6 +173,8 @@ pub struct Shared {
     /// The replication ID INFO shows (`master_replid`): random at start, new after
     /// DEBUG CHANGE-REPL-ID.
     pub repl_id: std::sync::Mutex<String>,
+    /// Redis Cluster mode's state (`cluster-enabled yes`), else `None`.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Shared {
@@ -219,7 +221,18 @@ impl Shared {
             polls.push((poll, rx));
         }
         let persist = Arc::new(Persist::new(&config.persist));
+        let cluster = if config.cluster.enabled {
+            let cluster =
+                crate::cluster::Cluster::open(&config, local_addr.port()).map_err(|e| {
+                    crate::log!(Warning, "{e}");
+                    io::Error::other(e)
+                })?;
+            Some(Arc::new(cluster))
+        } else {
+            None
+        };
         let shared = Shared {
+            cluster,
             persist,
             live: std::sync::RwLock::new(config.clone()),
             ticks: std::sync::atomic::AtomicU8::new(ticks(&config)),
@@ -500,7 +513,12 @@ impl Server {
         }
         crate::log!(
             Notice,
-            "Running mode=standalone, port={}, threads={}.",
+            "Running mode={}, port={}, threads={}.",
+            if self.shared.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            },
             self.shared.local_addr.port(),
             self.shared.threads
         );
@@ -513,6 +531,28 @@ impl Server {
             Startup::Load => (Vec::new(), true),
         };
         goblin_store::lazyfree::start();
+        if let Some(cluster) = &self.shared.cluster {
+            let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
+            crate::cluster::bus::start(Arc::clone(cluster), self.shared.local_addr.ip(), port)
+                .map_err(|e| {
+                    crate::log!(
+                        Warning,
+                        "Could not bind the cluster bus on port {port}: {e}"
+                    );
+                    e
+                })?;
+            let state = cluster.lock();
+            crate::log!(
+                Notice,
+                "{} node {}; cluster bus on port {port}",
+                if state.nodes.len() > 1 {
+                    "Node configuration loaded, I'm"
+                } else {
+                    "No cluster configuration found, I'm"
+                },
+                crate::cluster::id_str(&state.myself)
+            );
+        }
         let mut handles = Vec::new();
         for (id, (poll, inbox)) in self.polls.into_iter().enumerate() {
             let shared = Arc::clone(&self.shared);

@@ -841,6 +841,44 @@ impl Shard {
         errors::not_owned(slot, self.id)
     }
 
+    /// Cluster mode, while slots move: the redirection a command gets from the shard
+    /// that holds its keys — what it lacks of them decides ([`Routes::on_shard`]).
+    ///
+    /// [`Routes::on_shard`]: crate::cluster::Routes::on_shard
+    fn cluster_refusal(
+        &mut self,
+        cluster: &crate::cluster::Cluster,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        db: usize,
+        now: Millis,
+    ) -> Option<Vec<u8>> {
+        let mut slot = None;
+        let mut keys = 0;
+        spec.for_each_key_position(args, |i| {
+            slot.get_or_insert(usize::from(key_slot(args.get(i))));
+            keys += 1;
+        });
+        let slot = slot?;
+        let routes = cluster.routes();
+        if !routes.needs_check(slot) {
+            return None;
+        }
+        let keyspace = self.dbs.get_mut(db)?;
+        let mut missing = 0;
+        spec.for_each_key_position(args, |i| {
+            // (Looked at, not touched: an expired key counts as missing.)
+            let stored = keyspace.peek_expiry(args.get(i));
+            if stored.is_none_or(|at| at.is_some_and(|at| at <= now)) {
+                missing += 1;
+            }
+        });
+        match routes.on_shard(slot, keys, missing) {
+            crate::cluster::routes::Verdict::Here => None,
+            crate::cluster::routes::Verdict::Refuse(e) => Some(e),
+        }
+    }
+
     /// Runs a shard handler on this shard's database `db`, writing its reply to `out`,
     /// and accounts for it in the command statistics. `routed_with` is the version of
     /// the slot map the command was routed with: another version than this shard's makes
@@ -918,6 +956,18 @@ impl Shard {
         {
             let refusal = self.refusal(slot, routed_with);
             Encoder::new(out, resp).error(&refusal);
+            return false;
+        }
+        // Cluster mode, while slots move: the keys' slot checked again here, where they
+        // are (ASK for a key already migrated, TRYAGAIN, MOVED once the slot is gone).
+        if let Some(cluster) = shared.cluster.as_deref()
+            && cluster.unstable()
+            && !self.in_script
+            && let Some(refusal) = self.cluster_refusal(cluster, spec, args, db, now)
+        {
+            let at = out.len();
+            Encoder::new(out, resp).error(&refusal);
+            self.count_error(&out[at..], Some(spec.id));
             return false;
         }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs

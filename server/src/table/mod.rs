@@ -62,6 +62,9 @@ impl Flags {
     pub const SKIP_SLOWLOG: Flags = Flags(1 << 13);
     /// Runs while a script is busy (`allow_busy`).
     pub const ALLOW_BUSY: Flags = Flags(1 << 14);
+    /// Served in a slot being imported as if the client had sent ASKING
+    /// (RESTORE-ASKING).
+    pub const ASKING: Flags = Flags(1 << 15);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -79,6 +82,7 @@ impl Flags {
         ("skip_monitor", Flags::SKIP_MONITOR),
         ("skip_slowlog", Flags::SKIP_SLOWLOG),
         ("allow_busy", Flags::ALLOW_BUSY),
+        ("asking", Flags::ASKING),
     ];
 
     /// Whether every flag of `other` is set.

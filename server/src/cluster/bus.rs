@@ -1,0 +1,976 @@
+//! The cluster bus: one thread that talks with the other nodes on the bus port (the
+//! client port + 10000). Goblin nodes speak their own messages (Goblin-to-Goblin only),
+//! with redis-server's roles: MEET introduces a node, PING and PONG carry the sender's
+//! epochs and slots and gossip about the nodes it knows (so that a node met by one
+//! becomes known to all), FAIL spreads a failure a majority agreed on, UPDATE tells a
+//! node whose claim on slots is stale who holds them now.
+//!
+//! Frames: a 4-byte big-endian length, then the message. Every field is read with its
+//! bounds checked: a malformed frame closes its link and changes nothing.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use goblin_store::Millis;
+use goblin_store::SLOTS;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::{
+    Cluster, FAIL, HANDSHAKE, LinkInfo, MASTER, MEET, MYSELF, NOADDR, Node, NodeId, PFAIL, State,
+};
+use crate::clock::now_ms;
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+/// Links are tokens from here on.
+const FIRST_LINK: usize = 2;
+
+/// The largest frame accepted (a PING about a thousand nodes is well under it).
+const MAX_FRAME: usize = 1 << 20;
+/// Identifies Goblin's bus messages.
+const MAGIC: &[u8; 4] = b"GBus";
+
+/// How often the cron runs.
+const CRON: Duration = Duration::from_millis(100);
+/// How often each node is pinged (at least: `cluster-node-timeout` / 2 at most).
+const PING_EVERY: Millis = 1000;
+
+/// Message kinds, as indices into the counters of CLUSTER INFO.
+const PING: u8 = 0;
+const PONG: u8 = 1;
+const MEET_MSG: u8 = 2;
+const FAIL_MSG: u8 = 3;
+const UPDATE: u8 = 4;
+
+/// What a message says about one node it knows.
+#[derive(Debug)]
+struct Gossip {
+    id: NodeId,
+    ip: String,
+    port: u16,
+    cport: u16,
+    flags: u16,
+}
+
+/// A decoded message.
+#[derive(Debug)]
+struct Message {
+    kind: u8,
+    sender: NodeId,
+    ip: String,
+    port: u16,
+    cport: u16,
+    current_epoch: u64,
+    config_epoch: u64,
+    slots: Box<[u64; SLOTS / 64]>,
+    gossip: Vec<Gossip>,
+    /// FAIL: the failed node; UPDATE: the node whose claim it carries.
+    about: Option<NodeId>,
+    /// UPDATE: that node's epoch and slots.
+    update: Option<(u64, Box<[u64; SLOTS / 64]>)>,
+}
+
+/// Reads fields off a frame, refusing to go past its end.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.buf.len() < n {
+            return None;
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+    }
+    fn id(&mut self) -> Option<NodeId> {
+        self.take(40).and_then(super::parse_id)
+    }
+    fn ip(&mut self) -> Option<String> {
+        let n = usize::from(self.u8()?);
+        let text = std::str::from_utf8(self.take(n)?).ok()?;
+        Some(text.to_string())
+    }
+    fn slots(&mut self) -> Option<Box<[u64; SLOTS / 64]>> {
+        let mut slots = Box::new([0u64; SLOTS / 64]);
+        for w in slots.iter_mut() {
+            *w = self.u64()?;
+        }
+        Some(slots)
+    }
+}
+
+fn put_ip(out: &mut Vec<u8>, ip: &str) {
+    let bytes = &ip.as_bytes()[..ip.len().min(255)];
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+fn put_slots(out: &mut Vec<u8>, slots: &[u64; SLOTS / 64]) {
+    for w in slots {
+        out.extend_from_slice(&w.to_be_bytes());
+    }
+}
+
+/// Decodes one message (without its length prefix).
+fn decode(frame: &[u8]) -> Option<Message> {
+    let mut r = Reader { buf: frame };
+    if r.take(4)? != MAGIC || r.u8()? != 1 {
+        return None;
+    }
+    let kind = r.u8()?;
+    let sender = r.id()?;
+    let ip = r.ip()?;
+    // (The sender's flags: every Goblin node is a master.)
+    let (port, cport, _flags) = (r.u16()?, r.u16()?, r.u16()?);
+    let (current_epoch, config_epoch) = (r.u64()?, r.u64()?);
+    let slots = r.slots()?;
+    let mut msg = Message {
+        kind,
+        sender,
+        ip,
+        port,
+        cport,
+        current_epoch,
+        config_epoch,
+        slots,
+        gossip: Vec::new(),
+        about: None,
+        update: None,
+    };
+    match kind {
+        PING | PONG | MEET_MSG => {
+            let count = r.u16()?;
+            for _ in 0..count {
+                msg.gossip.push(Gossip {
+                    id: r.id()?,
+                    ip: r.ip()?,
+                    port: r.u16()?,
+                    cport: r.u16()?,
+                    flags: r.u16()?,
+                });
+            }
+        }
+        FAIL_MSG => msg.about = Some(r.id()?),
+        UPDATE => {
+            msg.about = Some(r.id()?);
+            msg.update = Some((r.u64()?, r.slots()?));
+        }
+        _ => return None,
+    }
+    Some(msg)
+}
+
+/// Starts a message from this node: kind, then its header.
+fn header(state: &State, kind: u8) -> Vec<u8> {
+    let me = state.me();
+    let mut out = Vec::with_capacity(2200);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(MAGIC);
+    out.push(1);
+    out.push(kind);
+    out.extend_from_slice(&me.id);
+    put_ip(&mut out, "");
+    out.extend_from_slice(&me.port.to_be_bytes());
+    out.extend_from_slice(&me.cport.to_be_bytes());
+    out.extend_from_slice(&(me.flags & !MYSELF).to_be_bytes());
+    out.extend_from_slice(&state.current_epoch.to_be_bytes());
+    out.extend_from_slice(&me.config_epoch.to_be_bytes());
+    put_slots(&mut out, &me.slots);
+    out
+}
+
+/// Writes the length prefix of a finished message.
+fn finish(mut out: Vec<u8>) -> Vec<u8> {
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// A PING, PONG or MEET for `to`, with gossip about every other node.
+fn ping(state: &State, kind: u8, to: &NodeId) -> Vec<u8> {
+    let mut out = header(state, kind);
+    let about: Vec<&Node> = state
+        .nodes
+        .values()
+        .filter(|n| n.id != state.myself && n.id != *to && n.flags & HANDSHAKE == 0)
+        .take(u16::MAX as usize)
+        .collect();
+    out.extend_from_slice(&(about.len() as u16).to_be_bytes());
+    for n in about {
+        out.extend_from_slice(&n.id);
+        put_ip(&mut out, &n.ip);
+        out.extend_from_slice(&n.port.to_be_bytes());
+        out.extend_from_slice(&n.cport.to_be_bytes());
+        out.extend_from_slice(&(n.flags & !MYSELF).to_be_bytes());
+    }
+    finish(out)
+}
+
+/// One bus connection.
+struct Link {
+    stream: TcpStream,
+    /// Outbound: the node it was opened to (its name may be a handshake's).
+    to: Option<NodeId>,
+    /// Inbound: the node that sent on it (once a message came).
+    from: Option<NodeId>,
+    /// The connection completed (outbound).
+    connected: bool,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    created: Millis,
+    closing: bool,
+}
+
+/// The bus thread's state.
+struct Bus {
+    cluster: Arc<Cluster>,
+    poll: Poll,
+    listener: TcpListener,
+    links: slab::Slab<Link>,
+    /// Outbound links by node.
+    outbound: HashMap<NodeId, usize>,
+    /// The routes' version last announced to the other nodes.
+    announced: u64,
+    last_cron: Millis,
+}
+
+/// Binds the bus port and starts its thread.
+///
+/// # Errors
+/// When the port cannot be bound.
+pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16) -> io::Result<()> {
+    let listener = TcpListener::bind(SocketAddr::new(ip, port))?;
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    *cluster
+        .waker
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(waker);
+    let mut bus = Bus {
+        cluster,
+        poll,
+        listener,
+        links: slab::Slab::new(),
+        outbound: HashMap::new(),
+        announced: u64::MAX,
+        last_cron: 0,
+    };
+    bus.poll
+        .registry()
+        .register(&mut bus.listener, LISTENER, Interest::READABLE)?;
+    std::thread::Builder::new()
+        .name("goblin-cluster-bus".into())
+        .spawn(move || bus.run())?;
+    Ok(())
+}
+
+impl Bus {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, Some(CRON)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    crate::log!(Warning, "Cluster bus poll failed: {e}");
+                    std::thread::sleep(CRON);
+                }
+                continue;
+            }
+            for event in &events {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(t) => {
+                        let key = t - FIRST_LINK;
+                        if event.is_writable() {
+                            self.flush(key);
+                        }
+                        if event.is_readable() || event.is_read_closed() {
+                            self.read(key);
+                        }
+                    }
+                }
+            }
+            self.reap();
+            let now = now_ms();
+            let announce = self.cluster.version() != self.announced;
+            if announce || now >= self.last_cron + CRON.as_millis() as Millis {
+                self.cron(now, announce);
+            }
+            self.reap();
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    self.add_link(stream, None, true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    crate::log!(Warning, "Cluster bus accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn add_link(&mut self, mut stream: TcpStream, to: Option<NodeId>, connected: bool) -> usize {
+        let entry = self.links.vacant_entry();
+        let key = entry.key();
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let registered =
+            self.poll
+                .registry()
+                .register(&mut stream, Token(key + FIRST_LINK), interest);
+        entry.insert(Link {
+            stream,
+            to,
+            from: None,
+            connected,
+            input: Vec::new(),
+            output: Vec::new(),
+            created: now_ms(),
+            closing: registered.is_err(),
+        });
+        key
+    }
+
+    fn send(&mut self, key: usize, msg: Vec<u8>) {
+        if let Some(link) = self.links.get_mut(key) {
+            link.output.extend_from_slice(&msg);
+        }
+        self.flush(key);
+    }
+
+    fn flush(&mut self, key: usize) {
+        let Some(link) = self.links.get_mut(key) else {
+            return;
+        };
+        if !link.connected {
+            match link.stream.peer_addr() {
+                Ok(_) => {
+                    link.connected = true;
+                    let _ = link.stream.set_nodelay(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    if let Ok(Some(_)) | Err(_) = link.stream.take_error() {
+                        link.closing = true;
+                    }
+                    return;
+                }
+                Err(_) => {
+                    link.closing = true;
+                    return;
+                }
+            }
+        }
+        while !link.output.is_empty() {
+            match link.stream.write(&link.output) {
+                Ok(0) => {
+                    link.closing = true;
+                    return;
+                }
+                Ok(n) => {
+                    link.output.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    link.closing = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, key: usize) {
+        let mut frames = Vec::new();
+        {
+            let Some(link) = self.links.get_mut(key) else {
+                return;
+            };
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match link.stream.read(&mut buf) {
+                    Ok(0) => {
+                        link.closing = true;
+                        break;
+                    }
+                    Ok(n) => link.input.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        link.closing = true;
+                        break;
+                    }
+                }
+            }
+            let mut at = 0;
+            while link.input.len() >= at + 4 {
+                let len = u32::from_be_bytes([
+                    link.input[at],
+                    link.input[at + 1],
+                    link.input[at + 2],
+                    link.input[at + 3],
+                ]) as usize;
+                if len > MAX_FRAME {
+                    link.closing = true;
+                    break;
+                }
+                if link.input.len() < at + 4 + len {
+                    break;
+                }
+                frames.push(link.input[at + 4..at + 4 + len].to_vec());
+                at += 4 + len;
+            }
+            link.input.drain(..at);
+        }
+        for frame in frames {
+            match decode(&frame) {
+                Some(msg) => self.process(key, msg),
+                None => {
+                    if let Some(link) = self.links.get_mut(key) {
+                        link.closing = true;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Closes the links that failed, and forgets which node they served.
+    fn reap(&mut self) {
+        let closing: Vec<usize> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.closing)
+            .map(|(k, _)| k)
+            .collect();
+        if closing.is_empty() {
+            return;
+        }
+        let mut state = self.cluster.lock();
+        for key in closing {
+            let mut link = self.links.remove(key);
+            let _ = self.poll.registry().deregister(&mut link.stream);
+            if let Some(to) = link.to
+                && self.outbound.get(&to) == Some(&key)
+            {
+                self.outbound.remove(&to);
+                if let Some(n) = state.nodes.get_mut(&to) {
+                    n.linked = false;
+                }
+            }
+        }
+    }
+
+    /// What a message from another node changes here.
+    fn process(&mut self, key: usize, msg: Message) {
+        let now = now_ms();
+        let cluster = Arc::clone(&self.cluster);
+        let mut state = cluster.lock();
+        let mut changed = false;
+        let kind = usize::from(msg.kind);
+        if let Some(c) = state.received.get_mut(kind) {
+            *c += 1;
+        }
+        let Some(link) = self.links.get_mut(key) else {
+            return;
+        };
+        let inbound = link.to.is_none();
+        let peer_ip = link.stream.peer_addr().ok().map(|a| a.ip());
+        let local_ip = link.stream.local_addr().ok().map(|a| a.ip());
+        if inbound {
+            link.from = Some(msg.sender);
+        }
+        let handshake_to = link.to;
+        // This node learns its own address from the first node that talks to it.
+        if inbound
+            && state.me().ip.is_empty()
+            && let Some(ip) = local_ip
+        {
+            state.me_mut().ip = ip_text(ip);
+            changed = true;
+        }
+        let sender_ip = if msg.ip.is_empty() {
+            peer_ip.map(ip_text).unwrap_or_default()
+        } else {
+            msg.ip.clone()
+        };
+        // A PONG on a link opened to a node in handshake names it.
+        if msg.kind == PONG
+            && let Some(to) = handshake_to
+            && to != msg.sender
+            && state
+                .nodes
+                .get(&to)
+                .is_some_and(|n| n.flags & HANDSHAKE != 0)
+        {
+            if state.nodes.contains_key(&msg.sender) {
+                state.remove_node(&to);
+            } else {
+                state.rename(&to, msg.sender);
+                if let Some(n) = state.nodes.get_mut(&msg.sender) {
+                    n.flags &= !(HANDSHAKE | MEET);
+                }
+            }
+            self.outbound.remove(&to);
+            self.outbound.insert(msg.sender, key);
+            if let Some(link) = self.links.get_mut(key) {
+                link.to = Some(msg.sender);
+            }
+            changed = true;
+        }
+        if msg.sender == state.myself {
+            return;
+        }
+        // A node that introduces itself, or pings, is added (unless it was forgotten
+        // lately).
+        if !state.nodes.contains_key(&msg.sender)
+            && matches!(msg.kind, MEET_MSG | PING)
+            && state
+                .forgotten
+                .get(&msg.sender)
+                .is_none_or(|&until| until <= now)
+            && !sender_ip.is_empty()
+        {
+            let mut node = Node::new(msg.sender, &sender_ip, msg.port, msg.cport, MASTER, now);
+            node.shard_id = msg.sender;
+            state.nodes.insert(msg.sender, node);
+            changed = true;
+        }
+        if matches!(msg.kind, PING | MEET_MSG) {
+            let pong = ping(&state, PONG, &msg.sender);
+            state.sent[usize::from(PONG)] += 1;
+            drop(state);
+            self.send(key, pong);
+            state = cluster.lock();
+        }
+        if !state.nodes.contains_key(&msg.sender) {
+            if changed {
+                cluster.changed(&mut state);
+            }
+            return;
+        }
+        if msg.current_epoch > state.current_epoch {
+            state.current_epoch = msg.current_epoch;
+            cluster.mark_dirty();
+        }
+        let timeout = state.node_timeout;
+        if let Some(node) = state.nodes.get_mut(&msg.sender) {
+            if msg.kind == PONG {
+                node.pong_received = now;
+                node.ping_sent = 0;
+                node.flags &= !MEET;
+                if node.flags & PFAIL != 0 {
+                    node.flags &= !PFAIL;
+                    changed = true;
+                }
+                if node.flags & FAIL != 0
+                    && (node.slot_count() == 0 || now > node.fail_time + 2 * timeout)
+                {
+                    node.flags &= !FAIL;
+                    changed = true;
+                }
+            }
+            if !sender_ip.is_empty()
+                && (node.ip != sender_ip || node.port != msg.port || node.cport != msg.cport)
+                && matches!(msg.kind, PING | PONG | MEET_MSG)
+            {
+                node.ip = sender_ip.clone();
+                node.port = msg.port;
+                node.cport = msg.cport;
+                node.flags &= !NOADDR;
+                changed = true;
+            }
+            if msg.config_epoch > node.config_epoch {
+                node.config_epoch = msg.config_epoch;
+                changed = true;
+            }
+        }
+        match msg.kind {
+            PING | PONG | MEET_MSG => {
+                changed |= claim_slots(&mut state, &msg.sender, msg.config_epoch, &msg.slots);
+                if let Some(update) = stale_claim(&state, &msg.sender, &msg.slots) {
+                    state.sent[usize::from(UPDATE)] += 1;
+                    drop(state);
+                    self.send(key, update);
+                    state = cluster.lock();
+                }
+                changed |= epoch_collision(&mut state, &msg.sender);
+                changed |= gossip(&mut state, &msg, now);
+            }
+            FAIL_MSG => {
+                if let Some(about) = msg.about
+                    && about != state.myself
+                    && let Some(n) = state.nodes.get_mut(&about)
+                    && n.flags & FAIL == 0
+                {
+                    n.flags = (n.flags | FAIL) & !PFAIL;
+                    n.fail_time = now;
+                    changed = true;
+                }
+            }
+            UPDATE => {
+                if let (Some(about), Some((epoch, slots))) = (msg.about, msg.update.as_ref())
+                    && let Some(n) = state.nodes.get_mut(&about)
+                    && n.config_epoch < *epoch
+                {
+                    n.config_epoch = *epoch;
+                    claim_slots(&mut state, &about, *epoch, slots);
+                    changed = true;
+                }
+            }
+            _ => {}
+        }
+        if changed {
+            cluster.changed(&mut state);
+        }
+    }
+
+    /// Once every [`CRON`]: links to open, pings to send, silent nodes to suspect,
+    /// failures to agree on, the configuration to save.
+    fn cron(&mut self, now: Millis, announce: bool) {
+        self.last_cron = now;
+        let cluster = Arc::clone(&self.cluster);
+        let mut state = cluster.lock();
+        let mut changed = false;
+        let timeout = state.node_timeout;
+        let myself = state.myself;
+        if announce {
+            self.announced = cluster.version();
+        }
+        // Handshakes that never completed are dropped.
+        let stale: Vec<NodeId> = state
+            .nodes
+            .values()
+            .filter(|n| n.flags & HANDSHAKE != 0 && now > n.created + timeout.max(1000))
+            .map(|n| n.id)
+            .collect();
+        for id in stale {
+            state.remove_node(&id);
+            changed = true;
+        }
+        state.forgotten.retain(|_, until| *until > now);
+        let ids: Vec<NodeId> = state.nodes.keys().copied().collect();
+        let mut to_send = Vec::new();
+        for id in ids {
+            if id == myself {
+                continue;
+            }
+            let Some(node) = state.nodes.get(&id) else {
+                continue;
+            };
+            if node.flags & NOADDR != 0 || node.ip.is_empty() {
+                continue;
+            }
+            let link = self.outbound.get(&id).copied();
+            // A ping unanswered for half the timeout: the link is made again.
+            if let Some(key) = link
+                && node.ping_sent != 0
+                && now > node.ping_sent + timeout / 2
+                && let Some(l) = self.links.get_mut(key)
+            {
+                l.closing = true;
+                continue;
+            }
+            let key = match link {
+                Some(key) => key,
+                None => {
+                    let Ok(ip) = node.ip.parse::<IpAddr>() else {
+                        continue;
+                    };
+                    match TcpStream::connect(SocketAddr::new(ip, node.cport)) {
+                        Ok(stream) => {
+                            let key = self.add_link(stream, Some(id), false);
+                            self.outbound.insert(id, key);
+                            to_send.push((key, id, true));
+                            continue;
+                        }
+                        Err(_) => continue,
+                    }
+                }
+            };
+            let due = node.ping_sent == 0
+                && now >= node.pong_received + PING_EVERY.min(timeout / 2).max(100);
+            if self.links.get(key).is_some_and(|l| l.connected)
+                && let Some(n) = state.nodes.get_mut(&id)
+                && !n.linked
+            {
+                n.linked = true;
+            }
+            if announce || due {
+                to_send.push((key, id, false));
+            }
+        }
+        for (key, id, new_link) in to_send {
+            let Some(node) = state.nodes.get_mut(&id) else {
+                continue;
+            };
+            let kind = if node.flags & MEET != 0 {
+                MEET_MSG
+            } else if announce && !new_link && node.ping_sent != 0 {
+                // An announcement (no answer awaited) while a ping is out anyway.
+                PONG
+            } else {
+                PING
+            };
+            if kind != PONG && node.ping_sent == 0 {
+                node.ping_sent = now;
+            }
+            let msg = ping(&state, kind, &id);
+            state.sent[usize::from(kind)] += 1;
+            if let Some(link) = self.links.get_mut(key) {
+                link.output.extend_from_slice(&msg);
+            }
+        }
+        // Suspect the silent; agree on failures.
+        let masters = state.size.max(1);
+        let needed = masters / 2 + 1;
+        let mut failed = Vec::new();
+        for node in state.nodes.values_mut() {
+            if node.flags & MYSELF != 0 || node.flags & HANDSHAKE != 0 {
+                continue;
+            }
+            if node.ping_sent != 0
+                && now > node.ping_sent + timeout
+                && node.flags & (PFAIL | FAIL) == 0
+            {
+                node.flags |= PFAIL;
+                changed = true;
+            }
+            node.fail_reports.retain(|(_, at)| now <= at + 2 * timeout);
+            if node.flags & PFAIL != 0 && node.fail_reports.len() + 1 >= needed {
+                node.flags = (node.flags | FAIL) & !PFAIL;
+                node.fail_time = now;
+                failed.push(node.id);
+                changed = true;
+            }
+        }
+        for id in failed {
+            crate::log!(
+                Notice,
+                "Marking node {} as failing (quorum reached).",
+                super::id_str(&id)
+            );
+            let mut msg = header(&state, FAIL_MSG);
+            msg.extend_from_slice(&id);
+            let msg = finish(msg);
+            for (_, link) in self.links.iter_mut().filter(|(_, l)| l.to.is_some()) {
+                link.output.extend_from_slice(&msg);
+                state.sent[usize::from(FAIL_MSG)] += 1;
+            }
+        }
+        let was_ok = state.ok;
+        state.update_state(now);
+        if state.ok != was_ok {
+            changed = true;
+        }
+        state.links = self
+            .links
+            .iter()
+            .filter_map(|(_, l)| {
+                Some(LinkInfo {
+                    outbound: l.to.is_some(),
+                    node: l.to.or(l.from)?,
+                    created: l.created,
+                    send_used: l.output.len(),
+                    send_allocated: if l.output.is_empty() {
+                        0
+                    } else {
+                        l.output.capacity()
+                    },
+                })
+            })
+            .collect();
+        if changed {
+            cluster.changed(&mut state);
+        }
+        drop(state);
+        let keys: Vec<usize> = self.links.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.flush(key);
+        }
+        if let Err(e) = cluster.save() {
+            crate::log!(Warning, "{e}");
+        }
+        cluster.settle(now);
+    }
+}
+
+/// An address as CLUSTER NODES writes it.
+fn ip_text(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
+        IpAddr::V4(v4) => v4.to_string(),
+    }
+}
+
+/// `sender` claims `slots` at `epoch`: it takes each slot that no node serves, or whose
+/// node's epoch is older — unless this node is importing it. True when a slot changed
+/// hands.
+fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLOTS / 64]) -> bool {
+    let mut changed = false;
+    for slot in 0..SLOTS {
+        if slots[slot / 64] & (1 << (slot % 64)) == 0 {
+            continue;
+        }
+        let owner = state.slots[slot];
+        if owner == Some(*sender) || state.importing_from.contains_key(&slot) {
+            continue;
+        }
+        let owner_epoch = owner
+            .and_then(|id| state.nodes.get(&id))
+            .map_or(0, |n| n.config_epoch);
+        if owner.is_none() || owner_epoch < epoch {
+            if owner == Some(state.myself) {
+                crate::log!(
+                    Notice,
+                    "Slot {slot} is now served by {} (epoch {epoch}).",
+                    super::id_str(sender)
+                );
+                state.migrating_to.remove(&slot);
+            }
+            state.assign(slot, Some(*sender));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// When `sender` claims a slot that a node with a newer epoch serves: an UPDATE telling
+/// it about that node.
+fn stale_claim(state: &State, sender: &NodeId, slots: &[u64; SLOTS / 64]) -> Option<Vec<u8>> {
+    let sender_epoch = state.nodes.get(sender)?.config_epoch;
+    for slot in 0..SLOTS {
+        if slots[slot / 64] & (1 << (slot % 64)) == 0 {
+            continue;
+        }
+        let Some(owner) = state.slots[slot] else {
+            continue;
+        };
+        if owner == *sender {
+            continue;
+        }
+        let node = state.nodes.get(&owner)?;
+        if node.config_epoch > sender_epoch {
+            let mut msg = header(state, UPDATE);
+            msg.extend_from_slice(&node.id);
+            msg.extend_from_slice(&node.config_epoch.to_be_bytes());
+            put_slots(&mut msg, &node.slots);
+            return Some(finish(msg));
+        }
+    }
+    None
+}
+
+/// Two masters with one config epoch: the one with the greater name takes a new epoch
+/// (redis-server's clusterHandleConfigEpochCollision).
+fn epoch_collision(state: &mut State, sender: &NodeId) -> bool {
+    let mine = state.me().config_epoch;
+    let Some(theirs) = state.nodes.get(sender).map(|n| n.config_epoch) else {
+        return false;
+    };
+    if theirs != mine || sender <= &state.myself {
+        return false;
+    }
+    state.current_epoch += 1;
+    let epoch = state.current_epoch;
+    state.me_mut().config_epoch = epoch;
+    crate::log!(
+        Verbose,
+        "WARNING: configEpoch collision with node {}. configEpoch set to {epoch}",
+        super::id_str(sender)
+    );
+    true
+}
+
+/// What a message's gossip teaches: nodes not known yet, failure reports.
+fn gossip(state: &mut State, msg: &Message, now: Millis) -> bool {
+    let mut changed = false;
+    let sender_is_master = state
+        .nodes
+        .get(&msg.sender)
+        .is_some_and(|n| n.flags & MASTER != 0);
+    for g in &msg.gossip {
+        if g.id == state.myself {
+            continue;
+        }
+        if let Some(node) = state.nodes.get_mut(&g.id) {
+            if sender_is_master {
+                let reported = node
+                    .fail_reports
+                    .iter()
+                    .position(|(by, _)| *by == msg.sender);
+                if g.flags & (PFAIL | FAIL) != 0 {
+                    match reported {
+                        Some(i) => node.fail_reports[i].1 = now,
+                        None => node.fail_reports.push((msg.sender, now)),
+                    }
+                } else if let Some(i) = reported {
+                    node.fail_reports.remove(i);
+                }
+            }
+            continue;
+        }
+        if g.flags & (NOADDR | HANDSHAKE) != 0
+            || g.ip.is_empty()
+            || state.forgotten.get(&g.id).is_some_and(|&until| until > now)
+        {
+            continue;
+        }
+        let mut node = Node::new(g.id, &g.ip, g.port, g.cport, MASTER, now);
+        node.shard_id = g.id;
+        state.nodes.insert(g.id, node);
+        changed = true;
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_decode_as_encoded_and_garbage_does_not() {
+        let mut state = State::new(super::super::random_id(), 7000, 17000, 1);
+        state.assign(5, Some(state.myself));
+        let other = super::super::random_id();
+        state
+            .nodes
+            .insert(other, Node::new(other, "127.0.0.1", 7001, 17001, MASTER, 1));
+        let frame = ping(&state, PING, &super::super::random_id());
+        let msg = decode(&frame[4..]).expect("a PING decodes");
+        assert_eq!(msg.sender, state.myself);
+        assert_eq!(msg.port, 7000);
+        assert_eq!(msg.gossip.len(), 1);
+        assert_eq!(msg.gossip[0].id, other);
+        assert!(msg.slots[0] & (1 << 5) != 0);
+        for cut in 0..frame.len() - 4 {
+            assert!(decode(&frame[4..4 + cut]).is_none());
+        }
+        assert!(decode(b"GBus\x01\x09").is_none());
+    }
+}

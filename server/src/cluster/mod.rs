@@ -1,0 +1,620 @@
+//! Redis Cluster mode: this node's view of the cluster — its nodes, which node serves
+//! each hash slot, the epochs that order their claims — kept as redis-server keeps it,
+//! spoken about with the other nodes over the cluster bus (`bus.rs`), saved in the
+//! cluster configuration file (`conf.rs`), and read by the workers as [`Routes`] to
+//! redirect the commands whose keys this node does not serve (`MOVED`, `ASK`).
+//!
+//! Inside a node, slots stay spread over the shard threads as in standalone mode: the
+//! node's slots are a second level above the threads' slot map, which does not change.
+
+pub mod bus;
+pub mod conf;
+pub mod routes;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use goblin_store::Millis;
+use goblin_store::SLOTS;
+
+pub use routes::Routes;
+
+/// A node's name: 40 lowercase hexadecimal digits.
+pub type NodeId = [u8; 40];
+
+/// The node is this one.
+pub const MYSELF: u16 = 1;
+/// The node is a master (every Goblin node is).
+pub const MASTER: u16 = 2;
+/// The node did not answer within `cluster-node-timeout` (suspected, `fail?`).
+pub const PFAIL: u16 = 4;
+/// A majority of masters agree the node failed.
+pub const FAIL: u16 = 8;
+/// Met, not yet answered: its name is not known yet.
+pub const HANDSHAKE: u16 = 16;
+/// Its address is not known.
+pub const NOADDR: u16 = 32;
+/// A MEET is to be sent to it (rather than a PING).
+pub const MEET: u16 = 64;
+
+/// How long a forgotten node may not be added back by gossip (redis-server: 60 s).
+pub const FORGET_TTL: Millis = 60_000;
+
+/// The kinds of bus messages, in the order CLUSTER INFO lists their counters.
+pub const MESSAGE_KINDS: [&str; 5] = ["ping", "pong", "meet", "fail", "update"];
+
+/// One node of the cluster, as this node sees it.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Its name.
+    pub id: NodeId,
+    /// Its shard's name (`CLUSTER MYSHARDID`; without replicas, one per master).
+    pub shard_id: NodeId,
+    /// Its address ("" while unknown).
+    pub ip: String,
+    /// Its client port.
+    pub port: u16,
+    /// Its cluster bus port.
+    pub cport: u16,
+    /// [`MYSELF`], [`MASTER`], …
+    pub flags: u16,
+    /// The epoch of its slot claims.
+    pub config_epoch: u64,
+    /// When the PING awaiting its PONG was sent (0: none awaited).
+    pub ping_sent: Millis,
+    /// When its last PONG arrived.
+    pub pong_received: Millis,
+    /// When it was flagged FAIL.
+    pub fail_time: Millis,
+    /// When this node learned of it.
+    pub created: Millis,
+    /// The slots it serves, as a bitmap.
+    pub slots: Box<[u64; SLOTS / 64]>,
+    /// Masters that reported it failing, with when.
+    pub fail_reports: Vec<(NodeId, Millis)>,
+    /// The bus link to it is up.
+    pub linked: bool,
+}
+
+impl Node {
+    /// A node named `id` at `ip:port@cport`.
+    pub fn new(id: NodeId, ip: &str, port: u16, cport: u16, flags: u16, now: Millis) -> Node {
+        Node {
+            id,
+            shard_id: random_id(),
+            ip: ip.to_string(),
+            port,
+            cport,
+            flags,
+            config_epoch: 0,
+            ping_sent: 0,
+            pong_received: 0,
+            fail_time: 0,
+            created: now,
+            slots: Box::new([0; SLOTS / 64]),
+            fail_reports: Vec::new(),
+            linked: false,
+        }
+    }
+
+    /// Whether it serves `slot`.
+    pub fn has_slot(&self, slot: usize) -> bool {
+        self.slots[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    fn set_slot(&mut self, slot: usize, on: bool) {
+        if on {
+            self.slots[slot / 64] |= 1 << (slot % 64);
+        } else {
+            self.slots[slot / 64] &= !(1 << (slot % 64));
+        }
+    }
+
+    /// How many slots it serves.
+    pub fn slot_count(&self) -> usize {
+        self.slots.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Its slots as ascending `(first, last)` ranges.
+    pub fn slot_ranges(&self) -> Vec<(usize, usize)> {
+        ranges((0..SLOTS).filter(|&s| self.has_slot(s)))
+    }
+
+    /// Its flags as CLUSTER NODES writes them.
+    pub fn flags_text(&self) -> String {
+        let mut parts = Vec::new();
+        if self.flags & MYSELF != 0 {
+            parts.push("myself");
+        }
+        if self.flags & MASTER != 0 {
+            parts.push("master");
+        }
+        if self.flags & PFAIL != 0 {
+            parts.push("fail?");
+        }
+        if self.flags & FAIL != 0 {
+            parts.push("fail");
+        }
+        if self.flags & HANDSHAKE != 0 {
+            parts.push("handshake");
+        }
+        if self.flags & NOADDR != 0 {
+            parts.push("noaddr");
+        }
+        if parts.is_empty() {
+            parts.push("noflags");
+        }
+        parts.join(",")
+    }
+
+    /// `ip:port@cport`, as CLUSTER NODES writes it.
+    pub fn address(&self) -> String {
+        format!("{}:{}@{}", self.ip, self.port, self.cport)
+    }
+
+    /// Its name as text.
+    pub fn name(&self) -> &str {
+        id_str(&self.id)
+    }
+}
+
+/// A node name as text (names are ASCII hexadecimal digits).
+pub fn id_str(id: &NodeId) -> &str {
+    std::str::from_utf8(id).unwrap_or("")
+}
+
+/// `text` as a node name, when it is one (40 hexadecimal digits).
+pub fn parse_id(text: &[u8]) -> Option<NodeId> {
+    let id: NodeId = text.try_into().ok()?;
+    id.iter().all(u8::is_ascii_hexdigit).then_some(id)
+}
+
+/// A new random node name.
+pub fn random_id() -> NodeId {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let seed = format!(
+        "{}:{}:{}",
+        crate::runtime::server::new_repl_id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+        crate::util::random_u64()
+    );
+    let hex = crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()));
+    let mut id = [b'0'; 40];
+    for (d, s) in id.iter_mut().zip(hex.bytes()) {
+        *d = s;
+    }
+    id
+}
+
+/// Ascending numbers grouped into `(first, last)` runs.
+pub fn ranges(items: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for s in items {
+        match out.last_mut() {
+            Some((_, last)) if *last + 1 == s => *last = s,
+            _ => out.push((s, s)),
+        }
+    }
+    out
+}
+
+/// One bus link, as CLUSTER LINKS shows it.
+#[derive(Clone, Debug)]
+pub struct LinkInfo {
+    /// `to` (this node connected) or `from` (the peer did).
+    pub outbound: bool,
+    /// The node at the other end.
+    pub node: NodeId,
+    /// When it was made.
+    pub created: Millis,
+    /// Bytes waiting to be sent.
+    pub send_used: usize,
+    /// Room reserved for them.
+    pub send_allocated: usize,
+}
+
+/// This node's view of the cluster.
+#[derive(Debug)]
+pub struct State {
+    /// This node's name.
+    pub myself: NodeId,
+    /// Every known node, this one included.
+    pub nodes: HashMap<NodeId, Node>,
+    /// Which node serves each slot.
+    pub slots: Vec<Option<NodeId>>,
+    /// Slots this node is giving to another (`SETSLOT … MIGRATING`).
+    pub migrating_to: BTreeMap<usize, NodeId>,
+    /// Slots this node is taking from another (`SETSLOT … IMPORTING`).
+    pub importing_from: BTreeMap<usize, NodeId>,
+    /// The greatest epoch this node has seen.
+    pub current_epoch: u64,
+    /// The last epoch it voted in (no failover: stays as loaded).
+    pub last_vote_epoch: u64,
+    /// Whether the cluster can serve keys (`cluster_state:ok`).
+    pub ok: bool,
+    /// Masters serving at least one slot.
+    pub size: usize,
+    /// Bus messages sent, by kind ([`MESSAGE_KINDS`]).
+    pub sent: [u64; 5],
+    /// Bus messages received, by kind.
+    pub received: [u64; 5],
+    /// Nodes CLUSTER FORGET removed, with when they may come back.
+    pub forgotten: HashMap<NodeId, Millis>,
+    /// The bus's links (kept by the bus thread).
+    pub links: Vec<LinkInfo>,
+    /// When the state may first turn ok (redis-server waits 2 s after start).
+    pub writable_after: Millis,
+    /// `cluster-node-timeout`.
+    pub node_timeout: u64,
+    /// `cluster-require-full-coverage`.
+    pub full_coverage: bool,
+}
+
+impl State {
+    /// A node alone, named `myself`, with no slot.
+    pub fn new(myself: NodeId, port: u16, cport: u16, now: Millis) -> State {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            myself,
+            Node::new(myself, "", port, cport, MYSELF | MASTER, now),
+        );
+        State {
+            myself,
+            nodes,
+            slots: vec![None; SLOTS],
+            migrating_to: BTreeMap::new(),
+            importing_from: BTreeMap::new(),
+            current_epoch: 0,
+            last_vote_epoch: 0,
+            ok: false,
+            size: 0,
+            sent: [0; 5],
+            received: [0; 5],
+            forgotten: HashMap::new(),
+            links: Vec::new(),
+            writable_after: now + 2000,
+            node_timeout: 15_000,
+            full_coverage: true,
+        }
+    }
+
+    /// This node.
+    pub fn me(&self) -> &Node {
+        &self.nodes[&self.myself]
+    }
+
+    /// This node, to change.
+    pub fn me_mut(&mut self) -> &mut Node {
+        let myself = self.myself;
+        self.nodes
+            .entry(myself)
+            .or_insert_with(|| Node::new(myself, "", 0, 0, MYSELF | MASTER, crate::clock::now_ms()))
+    }
+
+    /// Gives `slot` to `node` (`None`: to no node).
+    pub fn assign(&mut self, slot: usize, node: Option<NodeId>) {
+        if let Some(old) = self.slots[slot].and_then(|id| self.nodes.get_mut(&id)) {
+            old.set_slot(slot, false);
+        }
+        self.slots[slot] = node;
+        if let Some(new) = node.and_then(|id| self.nodes.get_mut(&id)) {
+            new.set_slot(slot, true);
+        }
+    }
+
+    /// Removes a node: its slots become unassigned, its reports are forgotten.
+    pub fn remove_node(&mut self, id: &NodeId) {
+        for slot in 0..SLOTS {
+            if self.slots[slot] == Some(*id) {
+                self.slots[slot] = None;
+            }
+        }
+        self.migrating_to.retain(|_, n| n != id);
+        self.importing_from.retain(|_, n| n != id);
+        self.nodes.remove(id);
+        for node in self.nodes.values_mut() {
+            node.fail_reports.retain(|(by, _)| by != id);
+        }
+    }
+
+    /// Renames a node (a handshake's random name for the one its PONG gave).
+    pub fn rename(&mut self, old: &NodeId, new: NodeId) {
+        let Some(mut node) = self.nodes.remove(old) else {
+            return;
+        };
+        node.id = new;
+        node.shard_id = new;
+        for slot in 0..SLOTS {
+            if self.slots[slot] == Some(*old) {
+                self.slots[slot] = Some(new);
+            }
+        }
+        self.nodes.insert(new, node);
+    }
+
+    /// The node named by `text`, if known.
+    pub fn lookup(&self, text: &[u8]) -> Option<&Node> {
+        parse_id(text).and_then(|id| self.nodes.get(&id))
+    }
+
+    /// The greatest config epoch of any node.
+    pub fn max_epoch(&self) -> u64 {
+        self.nodes
+            .values()
+            .map(|n| n.config_epoch)
+            .max()
+            .unwrap_or(0)
+            .max(self.current_epoch)
+    }
+
+    /// Recomputes `ok` and `size` (redis-server's clusterUpdateState): the cluster is ok
+    /// when every slot is served by a node not failing (or, without
+    /// `cluster-require-full-coverage`, always), once the start-up delay passed.
+    pub fn update_state(&mut self, now: Millis) {
+        let mut ok = true;
+        if self.full_coverage {
+            for owner in &self.slots {
+                match owner.and_then(|id| self.nodes.get(&id)) {
+                    Some(n) if n.flags & FAIL == 0 => {}
+                    _ => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+        }
+        // Nodes serving slots that can be reached: a minority partition stops serving.
+        let size = self
+            .nodes
+            .values()
+            .filter(|n| n.flags & MASTER != 0 && n.slot_count() > 0)
+            .count();
+        let reachable = self
+            .nodes
+            .values()
+            .filter(|n| n.flags & MASTER != 0 && n.slot_count() > 0)
+            .filter(|n| n.flags & (FAIL | PFAIL) == 0)
+            .count();
+        if size > 0 && reachable < size / 2 + 1 {
+            ok = false;
+        }
+        self.size = size;
+        if ok && !self.ok && now < self.writable_after {
+            return;
+        }
+        self.ok = ok;
+    }
+
+    /// The line of `node` in CLUSTER NODES (and in the configuration file): with this
+    /// node's open slots (`[slot->-to]`, `[slot-<-from]`) on its own line.
+    pub fn node_line(&self, node: &Node) -> String {
+        let link = if node.flags & MYSELF != 0 || node.linked {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let mut line = format!(
+            "{} {} {} - {} {} {} {}",
+            node.name(),
+            node.address(),
+            node.flags_text(),
+            node.ping_sent,
+            node.pong_received,
+            node.config_epoch,
+            link
+        );
+        for (first, last) in node.slot_ranges() {
+            if first == last {
+                line.push_str(&format!(" {first}"));
+            } else {
+                line.push_str(&format!(" {first}-{last}"));
+            }
+        }
+        if node.flags & MYSELF != 0 {
+            for (slot, to) in &self.migrating_to {
+                line.push_str(&format!(" [{slot}->-{}]", id_str(to)));
+            }
+            for (slot, from) in &self.importing_from {
+                line.push_str(&format!(" [{slot}-<-{}]", id_str(from)));
+            }
+        }
+        line
+    }
+
+    /// The nodes, by name (a stable order for replies and the configuration file).
+    pub fn sorted_nodes(&self) -> Vec<&Node> {
+        let mut nodes: Vec<&Node> = self.nodes.values().collect();
+        nodes.sort_unstable_by_key(|n| n.id);
+        nodes
+    }
+
+    /// CLUSTER NODES: a line per node, each ended by a newline.
+    pub fn nodes_text(&self) -> String {
+        let mut out = String::new();
+        for node in self.sorted_nodes() {
+            out.push_str(&self.node_line(node));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The cluster, shared by the workers, the CLUSTER commands and the bus thread.
+pub struct Cluster {
+    state: Mutex<State>,
+    /// What the workers read to route: replaced whole on every change that matters.
+    routes: Mutex<Arc<Routes>>,
+    /// Bumped with every new [`Routes`]: a worker compares it with its copy's.
+    version: AtomicU64,
+    /// Some slot is migrating or importing here, or was lately: the shards check the
+    /// keys of the commands they run against the routes (see [`Routes::unstable`]).
+    unstable: AtomicBool,
+    /// The configuration file must be written (the bus thread writes it).
+    dirty: AtomicBool,
+    /// The configuration file.
+    pub config_path: PathBuf,
+    /// Wakes the bus thread (set once it runs).
+    waker: Mutex<Option<Arc<mio::Waker>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("config_path", &self.config_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// The cluster as the configuration file left it, or a new node alone.
+    ///
+    /// # Errors
+    /// When the file exists and cannot be read or parsed (redis-server refuses to start).
+    pub fn open(config: &crate::config::Config, port: u16) -> Result<Cluster, String> {
+        let path = config.persist.dir.join(&config.cluster.config_file);
+        let cport = cluster_port(config, port);
+        let now = crate::clock::now_ms();
+        let mut state = match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => conf::parse(&text, now).map_err(|e| {
+                format!(
+                    "Unrecoverable error: corrupted cluster config file \"{}\": {e}",
+                    path.display()
+                )
+            })?,
+            Ok(_) => State::new(random_id(), port, cport, now),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                State::new(random_id(), port, cport, now)
+            }
+            Err(e) => return Err(format!("Can't read {}: {e}", path.display())),
+        };
+        let me = state.me_mut();
+        me.port = port;
+        me.cport = cport;
+        state.node_timeout = config.cluster.node_timeout.max(1);
+        state.full_coverage = config.cluster.require_full_coverage;
+        state.update_state(now);
+        let routes = Routes::build(&state, 0, now);
+        let cluster = Cluster {
+            state: Mutex::new(state),
+            routes: Mutex::new(Arc::new(routes)),
+            version: AtomicU64::new(0),
+            unstable: AtomicBool::new(false),
+            dirty: AtomicBool::new(true),
+            config_path: path,
+            waker: Mutex::new(None),
+        };
+        cluster.save()?;
+        Ok(cluster)
+    }
+
+    /// The state, locked.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The version of the routes now.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The routes now.
+    pub fn routes(&self) -> Arc<Routes> {
+        Arc::clone(
+            &self
+                .routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Whether the shards must check the commands they run against the routes.
+    pub fn unstable(&self) -> bool {
+        self.unstable.load(Ordering::Relaxed)
+    }
+
+    /// After a change of `state`: recomputes its health, publishes new routes, marks the
+    /// configuration to be saved and wakes the bus (a MEET to send, slots to announce).
+    pub fn changed(&self, state: &mut State) {
+        let now = crate::clock::now_ms();
+        state.update_state(now);
+        let version = self.version.load(Ordering::Relaxed) + 1;
+        let routes = Routes::build(state, version, now);
+        // Commands routed with the old routes may reach their shards after the change:
+        // the shards check their keys against the new ones for a while.
+        self.unstable.store(true, Ordering::Relaxed);
+        *self
+            .routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(routes);
+        self.version.store(version, Ordering::Release);
+        self.dirty.store(true, Ordering::Relaxed);
+        self.wake();
+    }
+
+    /// Lets the shards stop checking keys once no slot has been open for a while (the
+    /// bus thread calls it from its cron).
+    pub fn settle(&self, now: Millis) {
+        let routes = self.routes();
+        if !routes.has_open_slots() && now > routes.built_at + 2000 && self.unstable() {
+            self.unstable.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Wakes the bus thread.
+    pub fn wake(&self) {
+        if let Some(w) = self
+            .waker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = w.wake();
+        }
+    }
+
+    /// Writes the configuration file if it changed (atomically: a temporary file renamed
+    /// over it).
+    ///
+    /// # Errors
+    /// When it cannot be written.
+    pub fn save(&self) -> Result<(), String> {
+        if !self.dirty.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let text = conf::render(&self.lock());
+        conf::write(&self.config_path, &text).map_err(|e| {
+            self.dirty.store(true, Ordering::Relaxed);
+            format!(
+                "Could not save the cluster configuration to {}: {e}",
+                self.config_path.display()
+            )
+        })
+    }
+
+    /// Marks the configuration to be saved (an epoch changed, nothing else).
+    pub fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Relaxed);
+    }
+
+    /// Saves now (CLUSTER SAVECONFIG).
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn save_now(&self) -> Result<(), String> {
+        self.dirty.store(true, Ordering::Relaxed);
+        self.save()
+    }
+}
+
+/// The cluster bus's port: `cluster-port`, or the client port + 10000.
+pub fn cluster_port(config: &crate::config::Config, port: u16) -> u16 {
+    if config.cluster.port != 0 {
+        config.cluster.port
+    } else {
+        port.wrapping_add(10000)
+    }
+}
