@@ -578,6 +578,11 @@ impl Bus {
         }
         let timeout = state.node_timeout;
         if let Some(node) = state.nodes.get_mut(&msg.sender) {
+            // Every Goblin node is a master (a node met by MEET learns it here).
+            if node.flags & MASTER == 0 {
+                node.flags |= MASTER;
+                changed = true;
+            }
             if msg.kind == PONG {
                 node.pong_received = now;
                 node.ping_sent = 0;
@@ -610,12 +615,19 @@ impl Bus {
         }
         match msg.kind {
             PING | PONG | MEET_MSG => {
-                changed |= claim_slots(&mut state, &msg.sender, msg.config_epoch, &msg.slots);
-                if let Some(update) = stale_claim(&state, &msg.sender, &msg.slots) {
-                    state.sent[usize::from(UPDATE)] += 1;
-                    drop(state);
-                    self.send(key, update);
-                    state = cluster.lock();
+                // The common case: the sender claims what this node knows it serves.
+                let known = state
+                    .nodes
+                    .get(&msg.sender)
+                    .is_some_and(|n| *n.slots == *msg.slots);
+                if !known {
+                    changed |= claim_slots(&mut state, &msg.sender, msg.config_epoch, &msg.slots);
+                    if let Some(update) = stale_claim(&state, &msg.sender, &msg.slots) {
+                        state.sent[usize::from(UPDATE)] += 1;
+                        drop(state);
+                        self.send(key, update);
+                        state = cluster.lock();
+                    }
                 }
                 changed |= epoch_collision(&mut state, &msg.sender);
                 changed |= gossip(&mut state, &msg, now);
@@ -833,17 +845,21 @@ fn ip_text(ip: IpAddr) -> String {
 /// hands.
 fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLOTS / 64]) -> bool {
     let mut changed = false;
-    for slot in 0..SLOTS {
-        if slots[slot / 64] & (1 << (slot % 64)) == 0 {
-            continue;
-        }
+    let mut known: Option<(NodeId, u64)> = None;
+    for slot in claimed(slots) {
         let owner = state.slots[slot];
         if owner == Some(*sender) || state.importing_from.contains_key(&slot) {
             continue;
         }
-        let owner_epoch = owner
-            .and_then(|id| state.nodes.get(&id))
-            .map_or(0, |n| n.config_epoch);
+        let owner_epoch = match (owner, known) {
+            (None, _) => 0,
+            (Some(id), Some((k, epoch))) if k == id => epoch,
+            (Some(id), _) => {
+                let epoch = state.nodes.get(&id).map_or(0, |n| n.config_epoch);
+                known = Some((id, epoch));
+                epoch
+            }
+        };
         if owner.is_none() || owner_epoch < epoch {
             if owner == Some(state.myself) {
                 crate::log!(
@@ -860,14 +876,26 @@ fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLO
     changed
 }
 
+/// The slots a bitmap claims, ascending (empty words skipped).
+fn claimed(slots: &[u64; SLOTS / 64]) -> impl Iterator<Item = usize> + '_ {
+    slots.iter().enumerate().flat_map(|(w, &bits)| {
+        let mut bits = bits;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(w * 64 + b)
+        })
+    })
+}
+
 /// When `sender` claims a slot that a node with a newer epoch serves: an UPDATE telling
 /// it about that node.
 fn stale_claim(state: &State, sender: &NodeId, slots: &[u64; SLOTS / 64]) -> Option<Vec<u8>> {
     let sender_epoch = state.nodes.get(sender)?.config_epoch;
-    for slot in 0..SLOTS {
-        if slots[slot / 64] & (1 << (slot % 64)) == 0 {
-            continue;
-        }
+    for slot in claimed(slots) {
         let Some(owner) = state.slots[slot] else {
             continue;
         };

@@ -47,7 +47,7 @@ fn dump(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ
 /// frequency]`
-fn restore(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+pub(crate) fn restore(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if let Err(e) = restore_checked(ctx, args) {
         e.send(&mut ctx.out);
     }

@@ -19,6 +19,7 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
 pub mod lolwut;
+pub mod migrate;
 pub mod multi;
 pub mod notify;
 pub mod persistence;
@@ -77,6 +78,7 @@ pub fn register_all(table: &mut CommandTable) {
     functions::register(table);
     standalone::register(table);
     cluster::register(table);
+    migrate::register(table);
 }
 
 /// A HELP subcommand's reply: its lines as simple strings, as redis-server sends them.

@@ -860,6 +860,10 @@ impl Shard {
             keys += 1;
         });
         let slot = slot?;
+        // MIGRATE moves what keys there are: never redirected (redis-server's rule).
+        if spec.name == "migrate" {
+            return None;
+        }
         let routes = cluster.routes();
         if !routes.needs_check(slot) {
             return None;
