@@ -36,6 +36,8 @@ const MAGIC: &[u8; 4] = b"GBus";
 
 /// How often the cron runs.
 const CRON: Duration = Duration::from_millis(100);
+/// The least time between two announcements of changes.
+const ANNOUNCE_EVERY: Millis = 20;
 /// How often each node is pinged (at least: `cluster-node-timeout` / 2 at most).
 const PING_EVERY: Millis = 1000;
 
@@ -285,7 +287,12 @@ impl Bus {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(CRON)) {
+            let wait = if self.cluster.version() != self.announced {
+                Duration::from_millis(ANNOUNCE_EVERY)
+            } else {
+                CRON
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     crate::log!(Warning, "Cluster bus poll failed: {e}");
                     std::thread::sleep(CRON);
@@ -309,7 +316,10 @@ impl Bus {
             }
             self.reap();
             let now = now_ms();
-            let announce = self.cluster.version() != self.announced;
+            // A change is announced to every node at once — changes in quick
+            // succession (a reshard's) in one announcement per ANNOUNCE_EVERY.
+            let announce =
+                self.cluster.version() != self.announced && now >= self.last_cron + ANNOUNCE_EVERY;
             if announce || now >= self.last_cron + CRON.as_millis() as Millis {
                 self.cron(now, announce);
             }

@@ -760,6 +760,16 @@ impl Plan for SlotPlan {
         if !self.sent {
             self.sent = true;
             let slot = self.slot;
+            // Only giving away a slot of this node's needs its keys counted.
+            if let SlotWork::SetSlot(action) = self.work
+                && !gives_away(cx, slot, action)
+            {
+                let reply = setslot_apply(cx, slot, action, 0);
+                return cx.done(|e| match reply {
+                    Ok(()) => e.ok(),
+                    Err(err) => e.error(&err),
+                });
+            }
             let keys = match self.work {
                 SlotWork::Keys(n) => Some(n),
                 _ => None,
@@ -868,6 +878,15 @@ fn setslot_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         work: SlotWork::SetSlot(action),
         sent: false,
     }))
+}
+
+/// Whether SETSLOT gives a slot this node serves to another node.
+fn gives_away(cx: &PlanCx<'_>, slot: usize, action: SetSlot) -> bool {
+    let Some(c) = cx.shared.cluster.as_deref() else {
+        return false;
+    };
+    let state = c.lock();
+    matches!(action, SetSlot::Node(to) if to != state.myself && state.slots[slot] == Some(state.myself))
 }
 
 /// Applies SETSLOT, the slot holding `keys` keys here.
