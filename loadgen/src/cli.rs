@@ -21,7 +21,8 @@ const DEFAULT_DURATION_SECS: f64 = 10.0;
 /// HdrHistogram per thread, merged at the end.
 ///
 /// Exit status: 0 success; 1 a connection failed (refused, reset, closed, malformed
-/// reply, requests left unanswered); 2 bad usage; 3 the claim workload saw a violation.
+/// reply, requests left unanswered; with --cluster, also: the slot map could not be
+/// read); 2 bad usage; 3 the claim workload saw a violation.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "goblin-loadgen", version, about, long_about, after_help = EXAMPLES)]
 pub struct Cli {
@@ -88,6 +89,28 @@ pub struct Cli {
     /// scripts (loaded with SCRIPT LOAD at start) instead of the native commands.
     #[arg(long, value_enum, default_value_t = Target::Goblin)]
     pub target: Target,
+
+    /// Redis Cluster: send each request to the primary serving its key's slot, as learned
+    /// from --host/--port with CLUSTER SLOTS.
+    ///
+    /// A key's slot is CRC16 of the key (or of its `{hash tag}`) mod 16384; requests with
+    /// no key, such as PING, go to any node. Every connection becomes one connection per
+    /// primary (those known at start are opened before the clock starts, later ones when
+    /// first needed), and --pipeline counts a connection's requests in flight over all its
+    /// primaries together, not per primary.
+    ///
+    /// -MOVED updates the slot map (and refreshes it whole, at most every 100 ms over the
+    /// run) and sends the request again to the new owner; -ASK sends it again to the named
+    /// node after ASKING, leaving the map alone; -TRYAGAIN and -CLUSTERDOWN retry it after
+    /// 10-50 ms. A redirected request stays in flight, timed from its first send, until
+    /// its final answer: that one is measured and handed to the workload (and to the claim
+    /// detector). Redirects are not errors: the report counts them apart.
+    ///
+    /// The claim workload's keys are hash-tagged (as with --hash-tag), so that the claim
+    /// and its result share a slot. With --target redis, the oracle scripts are loaded on
+    /// every primary.
+    #[arg(long)]
+    pub cluster: bool,
 
     /// Open loop: total requests per second over all threads and connections. Absent:
     /// closed loop, each connection sends as fast as its replies return.
@@ -192,7 +215,8 @@ pub struct Cli {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub result_ttl: u64,
 
-    /// claim: wrap ids in a hash tag (claim:{id}, result:{id}) so both keys share a slot.
+    /// claim: wrap ids in a hash tag (claim:{id}, result:{id}) so both keys share a slot
+    /// (always on with --cluster).
     #[arg(long, help_heading = "Claim workload")]
     pub hash_tag: bool,
 
@@ -219,7 +243,8 @@ Examples:
   goblin-loadgen --workload claim --dup-ratio 0.3 --crash-ratio 0.05 --lease-secs 2
   goblin-loadgen --workload claim --block 5000 --renew-ratio 0.01 --lease-secs 1
   goblin-loadgen --target redis --workload lock --hold-ms 2 --lock-ttl-ms 500
-  goblin-loadgen --workload command --command 'HSET h:__rand_int__ f v'";
+  goblin-loadgen --workload command --command 'HSET h:__rand_int__ f v'
+  goblin-loadgen --cluster --port 7000 --target redis --workload claim --threads 2";
 
 /// The server a run targets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -330,7 +355,7 @@ impl Config {
     ///
     /// # Errors
     /// A message naming the offending option.
-    pub fn from_cli(cli: Cli) -> Result<Config, String> {
+    pub fn from_cli(mut cli: Cli) -> Result<Config, String> {
         let secs = |name: &str, v: f64| -> Result<Duration, String> {
             Duration::try_from_secs_f64(v)
                 .map_err(|_| format!("--{name} must be a non-negative number of seconds, got {v}"))
@@ -391,6 +416,11 @@ impl Config {
             (_, Some(_)) => return Err("--command is only used with --workload command".into()),
             (_, None) => None,
         };
+        if cli.cluster && cli.workload == WorkloadSpec::Claim {
+            // A claim call names both keys (and the scripts declare both): in a cluster
+            // they must hash to one slot.
+            cli.hash_tag = true;
+        }
         let seed = cli.seed.unwrap_or_else(clock_seed);
         let long_work_ms = cli
             .long_work_ms
@@ -541,5 +571,15 @@ mod tests {
             "0.3",
         ]);
         assert!(shares.contains("at most 1"), "{shares}");
+    }
+
+    #[test]
+    fn cluster_hash_tags_the_claim_keys() {
+        let c = config(&["--workload", "claim"]).unwrap();
+        assert!(!c.cli.cluster && !c.cli.hash_tag);
+        let c = config(&["--workload", "claim", "--cluster"]).unwrap();
+        assert!(c.cli.cluster && c.cli.hash_tag);
+        let c = config(&["--workload", "get", "--cluster"]).unwrap();
+        assert!(c.cli.cluster && !c.cli.hash_tag);
     }
 }

@@ -22,8 +22,19 @@
 //! and its reply's latency, a wait rather than a service time, stays out of the latency
 //! figures. When the run ends, waits still parked get a short grace ([`END_GRACE`]) and
 //! are then left unanswered: the detector judges them, and the connections close.
+//!
+//! With `--cluster`, each logical client (a `--connections` or waiter connection) has one
+//! connection per cluster node: to every node of the slot map at start (opened before
+//! the clock starts), and to nodes learned later when first needed. `--pipeline` bounds
+//! a client's requests in flight over all its nodes. Each request is encoded into a
+//! buffer of its own and written to the connection to the node serving its key's slot
+//! ([`crate::cluster::request_slot`]); the buffer is kept until the final answer, so that
+//! a request answered `-MOVED` (the map is updated), `-ASK` (sent again after `ASKING`)
+//! or `-TRYAGAIN`/`-CLUSTERDOWN` (retried after a backoff) is sent again as it was, still
+//! in flight and still timed from its first send. Only the final answer is a reply: it is
+//! measured, and handed to the workload (and the claim detector) then.
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +47,7 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token};
 
+use crate::cluster::{ClusterShared, Redirect, SlotMap, UNASSIGNED, request_slot};
 use crate::stats::{Counters, new_histogram};
 use crate::workload::{Generator, Op};
 
@@ -148,13 +160,38 @@ pub struct ThreadResult {
     pub last_reply: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Pending {
     /// Intended send time (ns since t0): latency is measured from here.
     sent: u64,
     op: Op,
+    /// `--cluster`: the request's bytes, kept to send again after a redirect (empty
+    /// otherwise).
+    req: Vec<u8>,
+    /// `--cluster`: MOVED and ASK redirects this request has followed.
+    redirects: u8,
+    /// `--cluster`: TRYAGAIN and CLUSTERDOWN retries this request has made.
+    retries: u16,
+    /// `--cluster`: this is the `ASKING` sent ahead of an ASK-redirected request; its
+    /// reply is dropped.
+    asking: bool,
 }
 
+impl Pending {
+    #[inline]
+    fn new(sent: u64, op: Op) -> Pending {
+        Pending {
+            sent,
+            op,
+            req: Vec::new(),
+            redirects: 0,
+            retries: 0,
+            asking: false,
+        }
+    }
+}
+
+/// One TCP connection (to the server, or with `--cluster` to one node).
 struct Conn {
     stream: TcpStream,
     rbuf: Vec<u8>,
@@ -164,16 +201,156 @@ struct Conn {
     wpos: usize,
     want_write: bool,
     inflight: VecDeque<Pending>,
-    /// A waiter connection: one blocking claim at a time, nothing else.
-    waiter: bool,
-    /// Open loop: this connection's first intended send, and requests scheduled so far.
-    phase_ns: f64,
-    scheduled: u64,
+    /// The logical client this connection belongs to (its index in `Worker::clients`).
+    client: usize,
+    /// The peer.
+    addr: SocketAddr,
+    /// `--cluster`: in `Worker::dirty`, awaiting a flush.
+    dirty: bool,
 }
 
-impl Conn {
+/// One logical client of the workload (a `--connections` or waiter connection). Without
+/// `--cluster` it owns one connection, of the same index; with it, one per node.
+struct Client {
+    /// A waiter connection: one blocking claim at a time, nothing else.
+    waiter: bool,
+    /// Requests sent and not finally answered, over all of this client's connections
+    /// (redirected requests and those waiting for a retry included).
+    inflight: usize,
+    /// Open loop: this client's first intended send, and requests scheduled so far.
+    phase_ns: f64,
+    scheduled: u64,
+    /// Connection index per node index (`NO_CONN` where none is open yet).
+    conns: Vec<usize>,
+}
+
+/// No connection to this node yet.
+const NO_CONN: usize = usize::MAX;
+
+impl Client {
     fn next_intended(&self, interval: f64) -> u64 {
         (self.phase_ns + self.scheduled as f64 * interval) as u64
+    }
+}
+
+/// `--cluster`: a MOVED or ASK chain longer than this ends the request with its last
+/// redirect counted as its (error) reply, as cluster clients give up after 16 hops.
+const MAX_REDIRECTS: u8 = 16;
+/// `--cluster`: TRYAGAIN or CLUSTERDOWN retries before the request ends with that error as
+/// its reply (with [`retry_backoff_ns`], about ten seconds).
+const MAX_RETRIES: u16 = 200;
+/// `ASKING`, sent ahead of an ASK-redirected request.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+/// Request buffers kept for reuse (`--cluster`), per thread.
+const MAX_SPARE_BUFFERS: usize = 4096;
+
+/// The wait before retry number `n` (from 1) after TRYAGAIN or CLUSTERDOWN: 10, 20, 40,
+/// then 50 ms.
+fn retry_backoff_ns(n: u16) -> u64 {
+    let ms = (10u64 << n.saturating_sub(1).min(3)).min(50);
+    ms * 1_000_000
+}
+
+/// A request waiting for its retry after TRYAGAIN or CLUSTERDOWN.
+struct Retry {
+    due: u64,
+    seq: u64,
+    client: usize,
+    pending: Pending,
+}
+
+impl PartialEq for Retry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Retry {}
+impl PartialOrd for Retry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Retry {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+/// A request answered with a redirect, to be followed once its connection's replies are
+/// consumed.
+struct Bounce {
+    client: usize,
+    pending: Pending,
+    redirect: Redirect,
+    /// The node that answered (an empty host in the redirect means its host).
+    from: SocketAddr,
+}
+
+/// `--cluster`: one thread's view of the cluster and its redirect bookkeeping.
+struct Routing {
+    shared: Arc<ClusterShared>,
+    /// This thread's slot map; node indexes only grow, as clients' connections are
+    /// indexed by them.
+    map: SlotMap,
+    /// The version of the shared map last adopted.
+    version: u64,
+    retries: BinaryHeap<Retry>,
+    retry_seq: u64,
+    bounced: Vec<Bounce>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Routing {
+    fn new(shared: Arc<ClusterShared>) -> Routing {
+        let (map, version) = shared.snapshot();
+        Routing {
+            shared,
+            map,
+            version,
+            retries: BinaryHeap::new(),
+            retry_seq: 0,
+            bounced: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    fn take_buf(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    fn give_back(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE_BUFFERS && buf.capacity() > 0 {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
+    /// Takes the shared map if another thread (or this one) refreshed it.
+    fn adopt_shared(&mut self) {
+        if self.shared.version() == self.version {
+            return;
+        }
+        let (map, version) = self.shared.snapshot();
+        let local: Vec<u16> = map.nodes.iter().map(|&a| self.map.node_index(a)).collect();
+        for (mine, &theirs) in self.map.slots.iter_mut().zip(&map.slots) {
+            *mine = local
+                .get(usize::from(theirs))
+                .copied()
+                .unwrap_or(UNASSIGNED);
+        }
+        self.version = version;
+    }
+
+    /// A `-MOVED slot addr`: the map is refreshed (at most every 100 ms over the run),
+    /// and the slot is `addr`'s, whatever the refresh said.
+    fn moved(&mut self, slot: u16, addr: SocketAddr) {
+        self.shared.maybe_refresh(addr);
+        self.adopt_shared();
+        let node = self.map.node_index(addr);
+        if let Some(s) = self.map.slots.get_mut(usize::from(slot)) {
+            *s = node;
+        }
     }
 }
 
@@ -231,8 +408,10 @@ impl Recorder {
 pub struct ThreadSpec {
     /// Thread number, from 0.
     pub index: usize,
-    /// The server.
+    /// The server (with `--cluster`, the seed node).
     pub addr: SocketAddr,
+    /// `--cluster`: the cluster's shared state (slot map, refresh gate).
+    pub cluster: Option<Arc<ClusterShared>>,
     /// The timeline.
     pub plan: Arc<Plan>,
     /// This thread's generator.
@@ -252,13 +431,15 @@ pub fn run_thread(spec: ThreadSpec) {
     let ThreadSpec {
         index,
         addr,
+        cluster,
         plan,
         generator,
         shared,
         tx,
         barrier,
     } = spec;
-    let connected = connect_all(addr, plan.connections, plan.waiters);
+    let routing = cluster.map(Routing::new);
+    let connected = connect_all(addr, &plan, routing.as_ref());
     barrier.wait();
     barrier.wait();
     let t0 = shared.start_clock();
@@ -272,7 +453,7 @@ pub fn run_thread(spec: ThreadSpec) {
         last_reply: 0,
         counters: Counters::default(),
     };
-    let outcome = connected.and_then(|(poll, conns)| {
+    let outcome = connected.and_then(|(poll, conns, clients)| {
         let budget = plan
             .requests_per_thread
             .as_ref()
@@ -281,6 +462,9 @@ pub fn run_thread(spec: ThreadSpec) {
             index,
             poll,
             conns,
+            clients,
+            dirty: Vec::new(),
+            routing,
             generator,
             plan: &plan,
             shared: &shared,
@@ -310,40 +494,130 @@ pub fn run_thread(spec: ThreadSpec) {
     let _ = tx.send(Message::Done(Box::new(result)));
 }
 
-/// Connects `n` connections, then `waiters` waiter connections.
-fn connect_all(addr: SocketAddr, n: usize, waiters: usize) -> Result<(Poll, Vec<Conn>), String> {
+/// Opens connection number `i` (its mio token) to `addr` for client `client`.
+fn open_conn(
+    registry: &Registry,
+    addr: SocketAddr,
+    i: usize,
+    client: usize,
+) -> Result<Conn, String> {
+    let fail = |e: io::Error| format!("connection {i}: connect to {addr}: {e}");
+    let std = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(fail)?;
+    std.set_nodelay(true).map_err(fail)?;
+    std.set_nonblocking(true).map_err(fail)?;
+    let mut stream = TcpStream::from_std(std);
+    registry
+        .register(&mut stream, Token(i), Interest::READABLE)
+        .map_err(fail)?;
+    Ok(Conn {
+        stream,
+        rbuf: vec![0; READ_BUF],
+        rstart: 0,
+        rend: 0,
+        wbuf: Vec::with_capacity(WRITE_BUF),
+        wpos: 0,
+        want_write: false,
+        inflight: VecDeque::new(),
+        client,
+        addr,
+        dirty: false,
+    })
+}
+
+/// Connects the plan's clients (`connections`, then `waiters` waiter connections): one
+/// connection each, or with `--cluster` one to each node the slot map names at start.
+fn connect_all(
+    addr: SocketAddr,
+    plan: &Plan,
+    routing: Option<&Routing>,
+) -> Result<(Poll, Vec<Conn>, Vec<Client>), String> {
     let poll = Poll::new().map_err(|e| format!("creating the poller: {e}"))?;
-    let mut conns = Vec::with_capacity(n + waiters);
-    for i in 0..n + waiters {
-        let fail = |e: io::Error| format!("connection {i}: connect to {addr}: {e}");
-        let std = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(fail)?;
-        std.set_nodelay(true).map_err(fail)?;
-        std.set_nonblocking(true).map_err(fail)?;
-        let mut stream = TcpStream::from_std(std);
-        poll.registry()
-            .register(&mut stream, Token(i), Interest::READABLE)
-            .map_err(fail)?;
-        conns.push(Conn {
-            stream,
-            rbuf: vec![0; READ_BUF],
-            rstart: 0,
-            rend: 0,
-            wbuf: Vec::with_capacity(WRITE_BUF),
-            wpos: 0,
-            want_write: false,
-            inflight: VecDeque::new(),
-            waiter: i >= n,
+    let n = plan.connections + plan.waiters;
+    let nodes = match &routing {
+        Some(r) => r.map.nodes.clone(),
+        None => vec![addr],
+    };
+    let mut conns = Vec::with_capacity(n * nodes.len());
+    let mut clients = Vec::with_capacity(n);
+    for ci in 0..n {
+        let mut links = Vec::with_capacity(nodes.len());
+        for &node in &nodes {
+            links.push(conns.len());
+            conns.push(open_conn(poll.registry(), node, conns.len(), ci)?);
+        }
+        clients.push(Client {
+            waiter: ci >= plan.connections,
+            inflight: 0,
             phase_ns: 0.0,
             scheduled: 0,
+            conns: links,
         });
     }
-    Ok((poll, conns))
+    Ok((poll, conns, clients))
+}
+
+/// What [`draw`] produced.
+enum Draw {
+    /// A request, intended (or due) at this time, was encoded.
+    Sent(u64, Op),
+    /// A duplicate was queued for a waiter connection: nothing was encoded.
+    Queued,
+    /// Nothing is due now.
+    Stop,
+}
+
+/// Encodes into `out` the next request for `client`: a due follow-up first, then a new
+/// request (closed loop: now; open loop: if its intended time has come), within the
+/// requests-mode budget.
+#[inline]
+fn draw(
+    generator: &mut Generator,
+    client: &mut Client,
+    out: &mut Vec<u8>,
+    plan: &Plan,
+    budget: &mut Option<u64>,
+    measuring: bool,
+    now: u64,
+) -> Draw {
+    if let Some((due, op)) = generator.pop_due(now) {
+        generator.encode_followup(op, out, due);
+        return Draw::Sent(due, op);
+    }
+    if generator.backlogged() {
+        return Draw::Stop;
+    }
+    let intended = match plan.interval_ns {
+        None => now,
+        Some(interval) => {
+            let due = client.next_intended(interval);
+            if due > now {
+                return Draw::Stop;
+            }
+            client.scheduled += 1;
+            due
+        }
+    };
+    if measuring && let Some(b) = budget {
+        if *b == 0 {
+            return Draw::Stop;
+        }
+        *b -= 1;
+    }
+    match generator.next(out, intended) {
+        Some(op) => Draw::Sent(intended, op),
+        None => Draw::Queued,
+    }
 }
 
 struct Worker<'a> {
     index: usize,
     poll: Poll,
     conns: Vec<Conn>,
+    clients: Vec<Client>,
+    /// `--cluster`: connections written to since their last flush.
+    dirty: Vec<usize>,
+    /// `--cluster`: the slot map and redirect bookkeeping.
+    routing: Option<Routing>,
     generator: Generator,
     plan: &'a Plan,
     shared: &'a Shared,
@@ -371,9 +645,9 @@ impl Worker<'_> {
             conn.inflight.reserve(plan.pipeline);
         }
         if let Some(interval) = plan.interval_ns {
-            // Stagger connections evenly over one interval so sends are spread in time.
+            // Stagger clients evenly over one interval so sends are spread in time.
             let total = (plan.threads * plan.connections) as f64;
-            for (i, c) in self.conns.iter_mut().enumerate() {
+            for (i, c) in self.clients.iter_mut().enumerate() {
                 let global = (self.index * plan.connections + i) as f64;
                 c.phase_ns = interval * global / total;
             }
@@ -382,22 +656,20 @@ impl Worker<'_> {
         let mut events = Events::with_capacity(self.conns.len().max(16));
         let now = self.now();
         self.phase(rec, now);
-        for i in 0..self.conns.len() {
-            self.top_up(i, now, rec);
-            self.flush(i)?;
-        }
+        self.top_up_all(now, rec)?;
         loop {
             if self.shared.stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
             let now = self.now();
             self.phase(rec, now);
+            self.send_retries(now)?;
             if self.stopping {
-                let outstanding: usize = self.conns.iter().map(|c| c.inflight.len()).sum();
+                let outstanding: usize = self.clients.iter().map(|c| c.inflight).sum();
                 if outstanding == 0 {
                     return Ok(());
                 }
-                let waits_only = self.conns.iter().all(|c| c.waiter || c.inflight.is_empty());
+                let waits_only = self.clients.iter().all(|c| c.waiter || c.inflight == 0);
                 if !waits_only {
                     self.waits_only_since = None;
                 } else if let Some(since) = self.waits_only_since {
@@ -415,10 +687,7 @@ impl Worker<'_> {
                     ));
                 }
             } else if timers {
-                for i in 0..self.conns.len() {
-                    self.top_up(i, now, rec);
-                    self.flush(i)?;
-                }
+                self.top_up_all(now, rec)?;
             }
             let timeout = self.timeout(rec, now, timers);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -432,11 +701,27 @@ impl Worker<'_> {
                 let now = self.now();
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     self.read(i, now, rec)?;
+                    self.follow_redirects(now, rec)?;
                 }
-                self.top_up(i, now, rec);
+                let client = self.conns.get(i).map_or(i, |c| c.client);
+                self.top_up(client, now, rec)?;
+                self.flush(i)?;
+            }
+            // --cluster: the requests this round's events routed, written once per
+            // connection (without --cluster, `flush` above wrote each client's).
+            self.flush_dirty()?;
+        }
+    }
+
+    /// Tops up every client and flushes what they wrote.
+    fn top_up_all(&mut self, now: u64, rec: &Recorder) -> Result<(), String> {
+        for i in 0..self.clients.len() {
+            self.top_up(i, now, rec)?;
+            if self.routing.is_none() {
                 self.flush(i)?;
             }
         }
+        self.flush_dirty()
     }
 
     /// Moves the run through its phases: the warmup's end, progress ticks, the end.
@@ -489,13 +774,26 @@ impl Worker<'_> {
 
     /// Gives up on the waits still unanswered at the end: the generator judges them.
     fn abandon_waits(&mut self, now: u64) {
-        let waits: Vec<(Op, u64)> = self
+        let clients = &self.clients;
+        let is_waiter = |ci: usize| clients.get(ci).is_some_and(|c| c.waiter);
+        let mut waits: Vec<(Op, u64)> = self
             .conns
             .iter_mut()
-            .filter(|c| c.waiter)
+            .filter(|c| is_waiter(c.client))
             .flat_map(|c| c.inflight.drain(..))
+            .filter(|p| !p.asking)
             .map(|p| (p.op, p.sent))
             .collect();
+        if let Some(r) = &mut self.routing {
+            let retries = std::mem::take(&mut r.retries);
+            for retry in retries {
+                if is_waiter(retry.client) {
+                    waits.push((retry.pending.op, retry.pending.sent));
+                } else {
+                    r.retries.push(retry);
+                }
+            }
+        }
         self.generator.abandon(&waits, now);
     }
 
@@ -518,6 +816,9 @@ impl Worker<'_> {
         if !rec.measuring {
             wake = wake.min(self.plan.measure_start);
         }
+        if let Some(retry) = self.routing.as_ref().and_then(|r| r.retries.peek()) {
+            wake = wake.min(retry.due);
+        }
         if self.stopping {
             wake = wake.min(self.drain_deadline);
             if let Some(since) = self.waits_only_since {
@@ -529,8 +830,8 @@ impl Worker<'_> {
             }
             if timers {
                 let mut room = false;
-                for c in &self.conns {
-                    if c.waiter || c.inflight.len() >= self.plan.pipeline {
+                for c in &self.clients {
+                    if c.waiter || c.inflight >= self.plan.pipeline {
                         continue;
                     }
                     room = true;
@@ -551,66 +852,279 @@ impl Worker<'_> {
         }
     }
 
-    /// Fills connection `i` up to the pipeline depth: due follow-ups first, then new
+    /// Fills client `i` up to the pipeline depth: due follow-ups first, then new
     /// requests (closed loop: now; open loop: those whose intended time has come). A
-    /// waiter connection takes the longest-queued wait, if it is idle.
+    /// waiter client takes the longest-queued wait, if it is idle. Without `--cluster`
+    /// the requests go straight into the client's connection; with it, each to the
+    /// connection to its slot's node.
     #[inline]
-    fn top_up(&mut self, i: usize, now: u64, rec: &Recorder) {
+    fn top_up(&mut self, i: usize, now: u64, rec: &Recorder) -> Result<(), String> {
+        if self.routing.is_some() {
+            return self.top_up_cluster(i, now, rec);
+        }
         let pipeline = self.plan.pipeline;
-        let Some(c) = self.conns.get_mut(i) else {
-            return;
+        let (Some(client), Some(c)) = (self.clients.get_mut(i), self.conns.get_mut(i)) else {
+            return Ok(());
         };
-        if c.waiter {
-            if c.inflight.is_empty()
+        if client.waiter {
+            if client.inflight == 0
                 && !self.stopping
                 && let Some(op) = self.generator.next_wait(&mut c.wbuf, now)
             {
-                c.inflight.push_back(Pending { sent: now, op });
+                c.inflight.push_back(Pending::new(now, op));
+                client.inflight += 1;
             }
-            return;
+            return Ok(());
         }
-        while c.inflight.len() < pipeline && !self.stopping {
-            if let Some((due, op)) = self.generator.pop_due(now) {
-                self.generator.encode_followup(op, &mut c.wbuf, due);
-                c.inflight.push_back(Pending { sent: due, op });
-                continue;
-            }
-            if self.generator.backlogged() {
-                break;
-            }
-            let intended = match self.plan.interval_ns {
-                None => now,
-                Some(interval) => {
-                    let due = c.next_intended(interval);
-                    if due > now {
-                        break;
-                    }
-                    c.scheduled += 1;
-                    due
+        while client.inflight < pipeline && !self.stopping {
+            let drawn = draw(
+                &mut self.generator,
+                client,
+                &mut c.wbuf,
+                self.plan,
+                &mut self.budget,
+                rec.measuring,
+                now,
+            );
+            match drawn {
+                Draw::Sent(sent, op) => {
+                    c.inflight.push_back(Pending::new(sent, op));
+                    client.inflight += 1;
                 }
+                Draw::Queued => {}
+                Draw::Stop => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Worker::top_up`] with `--cluster`: each request is encoded into a buffer of its
+    /// own (kept until its final answer, to be sent again after a redirect) and routed.
+    fn top_up_cluster(&mut self, i: usize, now: u64, rec: &Recorder) -> Result<(), String> {
+        let pipeline = self.plan.pipeline;
+        loop {
+            let (Some(client), Some(r)) = (self.clients.get_mut(i), self.routing.as_mut()) else {
+                return Ok(());
             };
-            if rec.measuring
-                && let Some(b) = &mut self.budget
-            {
-                if *b == 0 {
-                    break;
-                }
-                *b -= 1;
+            if self.stopping || client.inflight >= pipeline.max(1) {
+                return Ok(());
             }
-            if let Some(op) = self.generator.next(&mut c.wbuf, intended) {
-                c.inflight.push_back(Pending { sent: intended, op });
+            let mut buf = r.take_buf();
+            let drawn = if client.waiter {
+                if client.inflight > 0 {
+                    r.give_back(buf);
+                    return Ok(());
+                }
+                match self.generator.next_wait(&mut buf, now) {
+                    Some(op) => Draw::Sent(now, op),
+                    None => Draw::Stop,
+                }
+            } else {
+                draw(
+                    &mut self.generator,
+                    client,
+                    &mut buf,
+                    self.plan,
+                    &mut self.budget,
+                    rec.measuring,
+                    now,
+                )
+            };
+            match drawn {
+                Draw::Sent(sent, op) => {
+                    client.inflight += 1;
+                    let mut p = Pending::new(sent, op);
+                    p.req = buf;
+                    self.route(i, p, None)?;
+                }
+                Draw::Queued => r.give_back(buf),
+                Draw::Stop => {
+                    r.give_back(buf);
+                    return Ok(());
+                }
             }
         }
     }
 
+    /// `--cluster`: sends `p` (already counted in its client's in-flight requests) on
+    /// client `ci`'s connection to the node serving its key's slot (any node for a
+    /// request with no key), or with `ask` to that node, preceded by `ASKING`.
+    fn route(&mut self, ci: usize, p: Pending, ask: Option<SocketAddr>) -> Result<(), String> {
+        let Some(r) = self.routing.as_mut() else {
+            return Ok(());
+        };
+        let node = match ask {
+            Some(addr) => r.map.node_index(addr),
+            None => {
+                let owner = request_slot(&p.req)
+                    .and_then(|s| r.map.slots.get(usize::from(s)).copied())
+                    .filter(|&n| n != UNASSIGNED);
+                match owner {
+                    Some(n) => n,
+                    // No key, or a slot nobody serves (the node will redirect): the
+                    // client's first open connection, else the first node.
+                    None => self
+                        .clients
+                        .get(ci)
+                        .and_then(|c| c.conns.iter().position(|&l| l != NO_CONN))
+                        .map_or(0, |n| n as u16),
+                }
+            }
+        };
+        let li = self.conn_to(ci, usize::from(node))?;
+        let Some(c) = self.conns.get_mut(li) else {
+            return Ok(());
+        };
+        if ask.is_some() {
+            c.wbuf.extend_from_slice(ASKING);
+            let mut asking = Pending::new(p.sent, p.op);
+            asking.asking = true;
+            c.inflight.push_back(asking);
+        }
+        c.wbuf.extend_from_slice(&p.req);
+        c.inflight.push_back(p);
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(li);
+        }
+        Ok(())
+    }
+
+    /// `--cluster`: client `ci`'s connection to node `node`, opened now if it has none.
+    fn conn_to(&mut self, ci: usize, node: usize) -> Result<usize, String> {
+        let Some(client) = self.clients.get(ci) else {
+            return Err(format!("no client {ci}"));
+        };
+        if let Some(&li) = client.conns.get(node)
+            && li != NO_CONN
+        {
+            return Ok(li);
+        }
+        let Some(addr) = self
+            .routing
+            .as_ref()
+            .and_then(|r| r.map.nodes.get(node).copied())
+        else {
+            return Err(format!("no cluster node {node}"));
+        };
+        if let Some(r) = &self.routing {
+            r.shared.prepare_node(addr)?;
+        }
+        let li = self.conns.len();
+        let mut conn = open_conn(self.poll.registry(), addr, li, ci)?;
+        conn.inflight.reserve(self.plan.pipeline);
+        self.conns.push(conn);
+        if let Some(client) = self.clients.get_mut(ci) {
+            if client.conns.len() <= node {
+                client.conns.resize(node + 1, NO_CONN);
+            }
+            client.conns[node] = li;
+        }
+        Ok(li)
+    }
+
+    /// `--cluster`: follows the redirects the last read found. MOVED updates the slot map
+    /// and sends the request to the new owner; ASK sends it to the named node after
+    /// `ASKING`; TRYAGAIN and CLUSTERDOWN schedule a retry after a short backoff.
+    fn follow_redirects(&mut self, now: u64, rec: &mut Recorder) -> Result<(), String> {
+        let Some(r) = self.routing.as_mut() else {
+            return Ok(());
+        };
+        if r.bounced.is_empty() {
+            return Ok(());
+        }
+        let mut bounced = std::mem::take(&mut r.bounced);
+        for b in bounced.drain(..) {
+            let Bounce {
+                client,
+                mut pending,
+                redirect,
+                from,
+            } = b;
+            let counts = &mut rec.counters.redirects;
+            match redirect {
+                Redirect::Moved { slot, node } => {
+                    counts.moved += 1;
+                    pending.redirects += 1;
+                    let addr = node.resolve(from)?;
+                    if let Some(r) = self.routing.as_mut() {
+                        r.moved(slot, addr);
+                    }
+                    self.route(client, pending, None)?;
+                }
+                Redirect::Ask { node, .. } => {
+                    counts.ask += 1;
+                    pending.redirects += 1;
+                    let addr = node.resolve(from)?;
+                    self.route(client, pending, Some(addr))?;
+                }
+                Redirect::TryAgain | Redirect::ClusterDown => {
+                    if matches!(redirect, Redirect::TryAgain) {
+                        counts.tryagain += 1;
+                    } else {
+                        counts.clusterdown += 1;
+                    }
+                    pending.retries += 1;
+                    if let Some(r) = self.routing.as_mut() {
+                        r.retry_seq += 1;
+                        r.retries.push(Retry {
+                            due: now.saturating_add(retry_backoff_ns(pending.retries)),
+                            seq: r.retry_seq,
+                            client,
+                            pending,
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(r) = self.routing.as_mut() {
+            r.bounced = bounced;
+        }
+        Ok(())
+    }
+
+    /// `--cluster`: sends the requests whose retry is due (routed by the current map).
+    fn send_retries(&mut self, now: u64) -> Result<(), String> {
+        loop {
+            let Some(r) = self.routing.as_mut() else {
+                return Ok(());
+            };
+            if r.retries.peek().is_none_or(|t| t.due > now) {
+                break;
+            }
+            let Some(retry) = r.retries.pop() else {
+                break;
+            };
+            self.route(retry.client, retry.pending, None)?;
+        }
+        self.flush_dirty()
+    }
+
+    /// `--cluster`: flushes every connection written to since its last flush.
+    fn flush_dirty(&mut self) -> Result<(), String> {
+        while let Some(li) = self.dirty.pop() {
+            if let Some(c) = self.conns.get_mut(li) {
+                c.dirty = false;
+            }
+            self.flush(li)?;
+        }
+        Ok(())
+    }
+
     fn flush(&mut self, i: usize) -> Result<(), String> {
         let registry: &Registry = self.poll.registry();
+        let cluster = self.routing.is_some();
         let Some(c) = self.conns.get_mut(i) else {
             return Ok(());
         };
         while c.wpos < c.wbuf.len() {
             match c.stream.write(&c.wbuf[c.wpos..]) {
-                Ok(0) => return Err(format!("connection {i}: the server stopped accepting data")),
+                Ok(0) => {
+                    return Err(format!(
+                        "{}: the server stopped accepting data",
+                        conn_name(i, c, cluster)
+                    ));
+                }
                 Ok(n) => c.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !c.want_write {
@@ -620,13 +1134,13 @@ impl Worker<'_> {
                                 Token(i),
                                 Interest::READABLE | Interest::WRITABLE,
                             )
-                            .map_err(|e| format!("connection {i}: {e}"))?;
+                            .map_err(|e| format!("{}: {e}", conn_name(i, c, cluster)))?;
                         c.want_write = true;
                     }
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("connection {i}: write: {e}")),
+                Err(e) => return Err(format!("{}: write: {e}", conn_name(i, c, cluster))),
             }
         }
         c.wbuf.clear();
@@ -636,6 +1150,7 @@ impl Worker<'_> {
 
     /// Reads what connection `i` has received and consumes every complete reply.
     fn read(&mut self, i: usize, now: u64, rec: &mut Recorder) -> Result<(), String> {
+        let cluster = self.routing.is_some();
         let Some(c) = self.conns.get_mut(i) else {
             return Ok(());
         };
@@ -654,13 +1169,22 @@ impl Worker<'_> {
             match c.stream.read(&mut c.rbuf[c.rend..]) {
                 Ok(0) => {
                     return Err(format!(
-                        "connection {i}: closed by the server ({} requests unanswered)",
+                        "{}: closed by the server ({} requests unanswered)",
+                        conn_name(i, c, cluster),
                         c.inflight.len()
                     ));
                 }
                 Ok(n) => {
                     c.rend += n;
-                    consume(i, c, &mut self.generator, rec, now)?;
+                    consume(
+                        i,
+                        c,
+                        &mut self.clients,
+                        self.routing.as_mut(),
+                        &mut self.generator,
+                        rec,
+                        now,
+                    )?;
                     // A short read drained the socket; with edge-triggered readiness a
                     // new event comes when more arrives, so skip the read that would
                     // only say WouldBlock.
@@ -670,36 +1194,77 @@ impl Worker<'_> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("connection {i}: read: {e}")),
+                Err(e) => return Err(format!("{}: read: {e}", conn_name(i, c, cluster))),
             }
         }
     }
 }
 
-/// Consumes every complete reply in `c`'s read buffer.
+/// How errors name connection `i`: with `--cluster`, with its node's address.
+fn conn_name(i: usize, c: &Conn, cluster: bool) -> String {
+    if cluster {
+        format!("connection {i} to {}", c.addr)
+    } else {
+        format!("connection {i}")
+    }
+}
+
+/// Consumes every complete reply in `c`'s read buffer. With `--cluster` (`routing`),
+/// replies to `ASKING` are dropped, and redirects are set aside for
+/// [`Worker::follow_redirects`] instead of being counted: a redirected request's reply
+/// is the final one, whenever it comes.
 #[inline]
 fn consume(
     i: usize,
     c: &mut Conn,
+    clients: &mut [Client],
+    mut routing: Option<&mut Routing>,
     generator: &mut Generator,
     rec: &mut Recorder,
     now: u64,
 ) -> Result<(), String> {
     let needs_frames = generator.needs_replies();
+    let cluster = routing.is_some();
     while c.rstart < c.rend {
         let buf = &c.rbuf[c.rstart..c.rend];
         let (len, is_error) = match reply_len(buf) {
             Ok(Some(r)) => r,
             Ok(None) => break,
-            Err(e) => return Err(format!("connection {i}: {e}: {}", excerpt(buf))),
+            Err(e) => {
+                return Err(format!(
+                    "{}: {e}: {}",
+                    conn_name(i, c, cluster),
+                    excerpt(buf)
+                ));
+            }
         };
         let reply = &buf[..len];
         let Some(p) = c.inflight.pop_front() else {
             return Err(format!(
-                "connection {i}: a reply with no request outstanding: {}",
+                "{}: a reply with no request outstanding: {}",
+                conn_name(i, c, cluster),
                 excerpt(reply)
             ));
         };
+        if let Some(r) = routing.as_deref_mut() {
+            if p.asking {
+                c.rstart += len;
+                continue;
+            }
+            if is_error && let Some(redirect) = redirect_of(reply, &p) {
+                r.bounced.push(Bounce {
+                    client: c.client,
+                    pending: p,
+                    redirect,
+                    from: c.addr,
+                });
+                c.rstart += len;
+                continue;
+            }
+        }
+        if let Some(client) = clients.get_mut(c.client) {
+            client.inflight = client.inflight.saturating_sub(1);
+        }
         if p.op.is_blocking() {
             rec.blocking_reply(now);
         } else {
@@ -713,7 +1278,8 @@ fn consume(
                 Ok(Some((frame, _))) => frame,
                 _ => {
                     return Err(format!(
-                        "connection {i}: malformed reply: {}",
+                        "{}: malformed reply: {}",
+                        conn_name(i, c, cluster),
                         excerpt(reply)
                     ));
                 }
@@ -724,6 +1290,9 @@ fn consume(
                 rec.error(&text);
             }
         }
+        if let Some(r) = routing.as_deref_mut() {
+            r.give_back(p.req);
+        }
         c.rstart += len;
     }
     rec.flush_run();
@@ -732,6 +1301,19 @@ fn consume(
         c.rend = 0;
     }
     Ok(())
+}
+
+/// The redirect an error reply to `p` asks to follow, unless `p` has followed too many
+/// (then the reply is its answer, an error).
+fn redirect_of(reply: &[u8], p: &Pending) -> Option<Redirect> {
+    let text = reply.strip_prefix(b"-")?;
+    let text = text.strip_suffix(b"\r\n").unwrap_or(text);
+    let redirect = Redirect::parse(text)?;
+    let within = match redirect {
+        Redirect::Moved { .. } | Redirect::Ask { .. } => p.redirects < MAX_REDIRECTS,
+        Redirect::TryAgain | Redirect::ClusterDown => p.retries < MAX_RETRIES,
+    };
+    within.then_some(redirect)
 }
 
 /// The text of an error reply (`-TEXT\r\n` or a RESP3 blob error), without its marker.
@@ -748,4 +1330,41 @@ fn excerpt(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX)]);
     let dots = if bytes.len() > MAX { "…" } else { "" };
     format!("{s:?}{dots}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn redirect_limits() {
+        let mut p = Pending::new(0, Op::Plain);
+        assert!(matches!(
+            redirect_of(b"-MOVED 1 127.0.0.1:7000\r\n", &p),
+            Some(Redirect::Moved { slot: 1, .. })
+        ));
+        assert_eq!(
+            redirect_of(b"-TRYAGAIN x\r\n", &p),
+            Some(Redirect::TryAgain)
+        );
+        assert_eq!(redirect_of(b"-ERR x\r\n", &p), None);
+        p.redirects = MAX_REDIRECTS;
+        assert_eq!(redirect_of(b"-ASK 1 127.0.0.1:7000\r\n", &p), None);
+        assert_eq!(
+            redirect_of(b"-CLUSTERDOWN down\r\n", &p),
+            Some(Redirect::ClusterDown)
+        );
+        p.retries = MAX_RETRIES;
+        assert_eq!(redirect_of(b"-CLUSTERDOWN down\r\n", &p), None);
+    }
+
+    #[test]
+    fn retry_backoff() {
+        let ms = |n| retry_backoff_ns(n) / 1_000_000;
+        assert_eq!(
+            [ms(1), ms(2), ms(3), ms(4), ms(5), ms(200)],
+            [10, 20, 40, 50, 50, 50]
+        );
+    }
 }

@@ -20,7 +20,8 @@
 //! servers (polling: redis-server has no blocking claim).
 //!
 //! Modules, in the order a request meets them: [`cli`] (options), [`workload`] (what to
-//! send, what replies mean), `engine` (event loops), [`stats`] and [`report`] (figures).
+//! send, what replies mean), `engine` (event loops), [`cluster`] (key slots, the slot map
+//! and redirects, with `--cluster`), [`stats`] and [`report`] (figures).
 //!
 //! ```no_run
 //! // The binary is a thin wrapper around this:
@@ -29,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod cluster;
 pub mod detector;
 mod engine;
 pub mod json;
@@ -89,18 +91,36 @@ pub fn run(cfg: &Config) -> i32 {
     };
     let needs_scripts = c.target == cli::Target::Redis
         && matches!(c.workload, WorkloadSpec::Claim | WorkloadSpec::Lock);
-    let shas = if needs_scripts {
-        match scripts::load(addr) {
-            Ok(s) => s,
+    let cluster = if c.cluster {
+        match cluster::fetch_slot_map(addr) {
+            Ok(map) => Some(map),
             Err(e) => {
-                eprintln!("goblin-loadgen: loading the oracle scripts: {e}");
+                eprintln!("goblin-loadgen: --cluster: reading the slot map from {addr}: {e}");
                 return EXIT_FAILED;
             }
         }
     } else {
-        Shas::default()
+        None
     };
-    let summary = execute(cfg, addr, &shas);
+    // With --cluster, every primary runs the scripts: load them on each.
+    let script_nodes = match &cluster {
+        Some(map) => map.nodes.clone(),
+        None => vec![addr],
+    };
+    let mut shas = Shas::default();
+    if needs_scripts {
+        for node in script_nodes {
+            match scripts::load(node) {
+                Ok(s) => shas = s,
+                Err(e) => {
+                    eprintln!("goblin-loadgen: loading the oracle scripts on {node}: {e}");
+                    return EXIT_FAILED;
+                }
+            }
+        }
+    }
+    let cluster = cluster.map(|map| cluster::ClusterShared::new(map, needs_scripts));
+    let summary = execute(cfg, addr, cluster.as_ref(), &shas);
     print!("{}", summary.table());
     let mut status = EXIT_OK;
     if let Some(path) = &c.json
@@ -167,7 +187,12 @@ fn plan(cfg: &Config) -> Plan {
     }
 }
 
-fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
+fn execute(
+    cfg: &Config,
+    addr: SocketAddr,
+    cluster: Option<&Arc<cluster::ClusterShared>>,
+    shas: &Shas,
+) -> Summary {
     let c = &cfg.cli;
     let plan = Arc::new(plan(cfg));
     let shared = Arc::new(Shared::default());
@@ -179,6 +204,7 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
         let spec = ThreadSpec {
             index,
             addr,
+            cluster: cluster.cloned(),
             plan: Arc::clone(&plan),
             generator: Generator::new(cfg, index as u32, &nonce, shas.clone()),
             shared: Arc::clone(&shared),
@@ -258,9 +284,21 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
     } else {
         String::new()
     };
+    let cluster_label = match cluster {
+        Some(cl) => {
+            let (map, _) = cl.snapshot();
+            format!(
+                " (Redis Cluster: {} primaries, {} of 16384 slots served at start)",
+                map.nodes.len(),
+                map.assigned()
+            )
+        }
+        None => String::new(),
+    };
     let headline = format!(
-        "goblin-loadgen {}: workload {} on {} at {}:{}\n  {} thread(s) x {} connection(s), \
-         pipeline {}, {mode}, keyspace {} ({}), value {} B, warmup {:.1} s, seed {}{claim_line}",
+        "goblin-loadgen {}: workload {} on {} at {}:{}{cluster_label}\n  {} thread(s) x {} \
+         connection(s), pipeline {}, {mode}, keyspace {} ({}), value {} B, warmup {:.1} s, \
+         seed {}{claim_line}",
         env!("CARGO_PKG_VERSION"),
         workload_label(cfg),
         c.target.name(),
@@ -284,6 +322,7 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
         ("target", Json::str(c.target.name())),
         ("host", Json::str(c.host.clone())),
         ("port", Json::Int(u64::from(c.port))),
+        ("cluster", Json::Bool(c.cluster)),
         ("threads", Json::Int(u64::from(c.threads))),
         (
             "connections_per_thread",
@@ -332,6 +371,9 @@ fn execute(cfg: &Config, addr: SocketAddr, shas: &Shas) -> Summary {
         hist,
         counters,
         workload,
+        cluster: cluster.map(|cl| report::ClusterFigures {
+            map_refreshes: cl.refreshes(),
+        }),
         failures: shared.failures(),
     }
 }

@@ -43,8 +43,17 @@ pub struct Summary {
     pub counters: Counters,
     /// Which workload-specific section to show.
     pub workload: WorkloadSection,
+    /// `--cluster`: the cluster figures (the redirects are in `counters`).
+    pub cluster: Option<ClusterFigures>,
     /// Connection failures; a run with any is a failed run.
     pub failures: Vec<String>,
+}
+
+/// What a `--cluster` run reports besides the redirects it followed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterFigures {
+    /// Full slot-map refreshes (CLUSTER SLOTS) made after MOVED replies.
+    pub map_refreshes: u64,
 }
 
 /// The workload-specific part of a report.
@@ -146,6 +155,15 @@ impl Summary {
                 t,
                 "    … and {} more kinds (all of them in --json)",
                 kinds.len() - MAX_TABLE_ERROR_KINDS
+            );
+        }
+        if let Some(cl) = &self.cluster {
+            let r = &self.counters.redirects;
+            let _ = writeln!(
+                t,
+                "  redirects followed: MOVED {}, ASK {}, TRYAGAIN {}, CLUSTERDOWN {}   (not \
+                 errors; slot map refreshed {} times)",
+                r.moved, r.ask, r.tryagain, r.clusterdown, cl.map_refreshes
             );
         }
         match self.workload {
@@ -272,6 +290,19 @@ impl Summary {
                 Json::obj([("total", Json::Int(errors.total())), ("by_kind", by_kind)]),
             ),
         ]);
+        if let Some(cl) = &self.cluster {
+            let r = &self.counters.redirects;
+            doc.push((
+                "redirects".into(),
+                Json::obj([
+                    ("moved", Json::Int(r.moved)),
+                    ("ask", Json::Int(r.ask)),
+                    ("tryagain", Json::Int(r.tryagain)),
+                    ("clusterdown", Json::Int(r.clusterdown)),
+                    ("map_refreshes", Json::Int(cl.map_refreshes)),
+                ]),
+            ));
+        }
         match self.workload {
             WorkloadSection::Plain => {}
             WorkloadSection::Claim => {

@@ -127,6 +127,29 @@ impl LockStats {
     }
 }
 
+/// Cluster replies that were followed rather than counted as replies (`--cluster`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Redirects {
+    /// `-MOVED`: the slot map was updated and the request sent to the new owner.
+    pub moved: u64,
+    /// `-ASK`: the request was sent to the importing node after `ASKING`.
+    pub ask: u64,
+    /// `-TRYAGAIN`: the request was retried after a short backoff.
+    pub tryagain: u64,
+    /// `-CLUSTERDOWN`: the request was retried after a short backoff.
+    pub clusterdown: u64,
+}
+
+impl Redirects {
+    /// Adds another thread's counts into these.
+    pub fn merge(&mut self, o: &Redirects) {
+        self.moved += o.moved;
+        self.ask += o.ask;
+        self.tryagain += o.tryagain;
+        self.clusterdown += o.clusterdown;
+    }
+}
+
 /// A histogram of durations in nanoseconds that starts empty (for [`Counters`]).
 #[derive(Clone, Debug)]
 pub struct Durations(pub Histogram<u64>);
@@ -154,6 +177,8 @@ pub struct Counters {
     pub violations: Vec<String>,
     /// Lock workload counters.
     pub lock: LockStats,
+    /// Cluster redirects followed (`--cluster`), warmup included.
+    pub redirects: Redirects,
 }
 
 impl Counters {
@@ -166,6 +191,7 @@ impl Counters {
         let _ = self.dup_wait.0.add(&o.dup_wait.0);
         self.violations.extend(o.violations.iter().cloned());
         self.lock.merge(&o.lock);
+        self.redirects.merge(&o.redirects);
     }
 }
 

@@ -3,10 +3,12 @@
 //! break the protocol or the GOBLIN.CLAIM contract on purpose.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use goblin_protocol::{Decoded, RequestDecoder};
@@ -78,7 +80,11 @@ impl Server {
 
     /// Starts `kind` with extra command-line arguments.
     fn start_with(kind: ServerKind, extra: &[&str]) -> Server {
-        let port = free_port();
+        Server::start_on(kind, free_port(), extra)
+    }
+
+    /// Starts `kind` on `port` with extra command-line arguments.
+    fn start_on(kind: ServerKind, port: u16, extra: &[&str]) -> Server {
         let child = match kind
             .command(port)
             .args(extra)
@@ -513,6 +519,7 @@ fn bad_usage_exits_2() {
         "--poll-ms",
         "--renew-ratio",
         "--stale-ratio",
+        "--cluster",
     ] {
         assert!(help.contains(opt), "--help documents {opt}");
     }
@@ -845,4 +852,512 @@ fn a_connection_closed_mid_run_fails_the_run() {
         stderr.contains("closed by the server") || stderr.contains("reset"),
         "{stderr}"
     );
+}
+
+// ---- Redis Cluster (`--cluster`) ----
+
+/// A port P such that P and P + 10000 (its cluster bus port) are both free right now.
+fn free_cluster_port(taken: &[u16]) -> u16 {
+    let mut x = u64::from(std::process::id()) ^ unix_ms();
+    for _ in 0..10_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let port = 20_000 + ((x >> 33) % 20_000) as u16;
+        if taken.contains(&port) {
+            continue;
+        }
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+    panic!("no free port pair for a cluster node");
+}
+
+fn redis_cli(args: &[&str]) -> Output {
+    match Command::new("redis-cli").args(args).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("redis-cli is not installed; apt-get install -y redis-tools")
+        }
+        Err(e) => panic!("redis-cli: {e}"),
+    }
+}
+
+/// A Redis Cluster of `n` redis-server primaries on free ports, each stopped (by pid)
+/// when dropped; its node files live in a directory of their own, removed then too.
+struct RedisCluster {
+    nodes: Vec<Server>,
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    fn start(n: usize) -> RedisCluster {
+        let dir = std::env::temp_dir().join(format!(
+            "goblin-loadgen-e2e-{}-cluster-{}",
+            std::process::id(),
+            unix_ms()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cluster = RedisCluster {
+            nodes: Vec::new(),
+            dir,
+        };
+        let mut ports = Vec::new();
+        for _ in 0..n {
+            let port = free_cluster_port(&ports);
+            ports.push(port);
+            let conf = cluster.dir.join(format!("nodes-{port}.conf"));
+            let dir = cluster.dir.to_str().unwrap().to_string();
+            cluster.nodes.push(Server::start_on(
+                ServerKind::Redis,
+                port,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    conf.to_str().unwrap(),
+                    "--dir",
+                    &dir,
+                ],
+            ));
+        }
+        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        let out = redis_cli(&args);
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let check = redis_cli(&["--cluster", "check", &addrs[0]]);
+            let text = String::from_utf8_lossy(&check.stdout).into_owned();
+            let ok = check.status.success()
+                && text.contains("[OK] All 16384 slots covered")
+                && !text.contains("[ERR]")
+                && !text.contains("[WARNING]")
+                && ports.iter().all(|p| {
+                    let info = redis_cli(&["-p", &p.to_string(), "cluster", "info"]);
+                    String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok")
+                });
+            if ok {
+                return cluster;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not settle:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn port(&self, i: usize) -> u16 {
+        self.nodes[i].port
+    }
+
+    fn node_id(&self, i: usize) -> String {
+        let out = redis_cli(&["-p", &self.port(i).to_string(), "cluster", "myid"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        // Servers first (killed by pid), then their files.
+        self.nodes.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The claim workload (the oracle scripts through EVALSHA, keys hash-tagged into one slot
+/// per claim) on a 3-primary redis-server cluster while 300 slots move from one primary
+/// to another: the detector sees every final answer and finds no violation, the run ends
+/// cleanly, and the redirects it followed are reported, not counted as errors.
+#[test]
+fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
+    let started = Instant::now();
+    let cluster = RedisCluster::start(3);
+    let json = temp_file("cluster-claim.json");
+    let port = cluster.port(0).to_string();
+    let child = Command::new(LOADGEN)
+        .args([
+            "--cluster",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--quiet",
+        ])
+        .args([
+            "--target",
+            "redis",
+            "--workload",
+            "claim",
+            "--duration",
+            "5",
+        ])
+        .args(["--threads", "2", "--connections", "8", "--pipeline", "2"])
+        .args([
+            "--dup-ratio",
+            "0.5",
+            "--crash-ratio",
+            "0.05",
+            "--renew-ratio",
+            "0.05",
+        ])
+        .args([
+            "--stale-ratio",
+            "0.05",
+            "--lease-secs",
+            "1",
+            "--long-work-ms",
+            "1200",
+        ])
+        .args(["--work-ms", "2", "--poll-ms", "50", "--json", json.str()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    let (from, to) = (cluster.node_id(0), cluster.node_id(1));
+    let reshard = redis_cli(&[
+        "--cluster",
+        "reshard",
+        &format!("127.0.0.1:{port}"),
+        "--cluster-from",
+        &from,
+        "--cluster-to",
+        &to,
+        "--cluster-slots",
+        "300",
+        "--cluster-yes",
+    ]);
+    assert!(
+        reshard.status.success(),
+        "reshard: {}",
+        String::from_utf8_lossy(&reshard.stdout)
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "exit status {}", out.status);
+    assert!(stdout.contains("redirects followed: MOVED "), "{stdout}");
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert_eq!(doc["cluster"], true);
+    assert_eq!(
+        doc["hash_tag"], true,
+        "claim keys are hash-tagged in a cluster"
+    );
+    assert_eq!(doc["errors"]["total"], 0, "{}", doc["errors"]);
+    let claim = &doc["claim"];
+    assert_eq!(claim["violations"], 0, "{claim}");
+    for counter in ["completed", "claims_won", "replays_served", "published"] {
+        assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
+    }
+    let redirects = &doc["redirects"];
+    let followed = ["moved", "ask", "tryagain"]
+        .iter()
+        .map(|k| redirects[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert!(followed > 0, "slots moved under the load: {redirects}");
+    // Every primary got its share of the claims.
+    for i in 0..3 {
+        let out = redis_cli(&["-p", &cluster.port(i).to_string(), "dbsize"]);
+        let keys: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(keys > 0, "node {i} holds no key");
+    }
+    drop(cluster);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A command handler of a fake cluster node: the request's arguments, and whether
+/// `ASKING` came just before it on its connection.
+type NodeHandler = Arc<dyn Fn(&[Vec<u8>], bool) -> Vec<u8> + Send + Sync>;
+
+/// Serves `listener` as a fake cluster node: `ASKING` is answered `+OK` (and flags the
+/// next request), everything else by `handler`.
+fn fake_node(listener: TcpListener, handler: NodeHandler) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let handler = Arc::clone(&handler);
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut dec = RequestDecoder::default();
+                let mut asking = false;
+                loop {
+                    let Ok(n) = stream.read(&mut chunk) else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let mut out = Vec::new();
+                    while let Ok(Decoded::Command(len)) = dec.decode(&mut buf) {
+                        let args: Vec<Vec<u8>> =
+                            dec.args().iter().map(|r| buf[r.clone()].to_vec()).collect();
+                        buf.drain(..len);
+                        if args[0].eq_ignore_ascii_case(b"ASKING") {
+                            asking = true;
+                            out.extend_from_slice(b"+OK\r\n");
+                        } else {
+                            out.extend(handler(&args, asking));
+                            asking = false;
+                        }
+                    }
+                    if stream.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// `CLUSTER SLOTS` giving every slot to 127.0.0.1:`port`.
+fn all_slots_to(port: u16) -> Vec<u8> {
+    format!("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n").into_bytes()
+}
+
+/// The key index of `GET key:<12 digits>`.
+fn key_index(args: &[Vec<u8>]) -> u64 {
+    let key = String::from_utf8_lossy(&args[1]).into_owned();
+    key.trim_start_matches("key:").parse().unwrap()
+}
+
+/// Every redirect, on two fake nodes: the seed (A) claims every slot but answers each GET
+/// `-MOVED` to B; B sends a third of the keys back to A with `-ASK` (A serves them only
+/// after `ASKING`), and answers another third `-TRYAGAIN` once. Each request must still
+/// be answered exactly once, with no error, and the redirects counted apart.
+#[test]
+fn moved_ask_and_tryagain_are_followed() {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (pa, pb) = (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    );
+    let slot = |args: &[Vec<u8>]| goblin_loadgen::cluster::key_slot(&args[1]);
+    let node_a: NodeHandler = Arc::new(move |args, asking| {
+        if args[0].eq_ignore_ascii_case(b"CLUSTER") {
+            all_slots_to(pa)
+        } else if asking {
+            b"$1\r\na\r\n".to_vec()
+        } else {
+            format!("-MOVED {} 127.0.0.1:{pb}\r\n", slot(args)).into_bytes()
+        }
+    });
+    let tried = Arc::new(Mutex::new(HashSet::new()));
+    let node_b: NodeHandler = Arc::new(move |args, _| {
+        if args[0].eq_ignore_ascii_case(b"CLUSTER") {
+            return all_slots_to(pb);
+        }
+        let i = key_index(args);
+        match i % 3 {
+            // Redis 7 leaves the host out when it does not know it: the node's own.
+            0 => format!("-ASK {} :{pa}\r\n", slot(args)).into_bytes(),
+            1 if tried.lock().unwrap().insert(i) => {
+                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n".to_vec()
+            }
+            _ => b"$1\r\nb\r\n".to_vec(),
+        }
+    });
+    fake_node(a, node_a);
+    fake_node(b, node_b);
+    let json = temp_file("fake-cluster.json");
+    let out = loadgen(
+        pa,
+        &[
+            "--cluster",
+            "--requests",
+            "3000",
+            "--keyspace",
+            "60",
+            "--connections",
+            "4",
+            "--pipeline",
+            "8",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert!(out.status.success(), "exit status {}", out.status);
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert_eq!(doc["requests"], 3000);
+    assert_eq!(doc["errors"]["total"], 0, "{}", doc["errors"]);
+    let r = &doc["redirects"];
+    let count = |k: &str| r[k].as_u64().unwrap();
+    assert!(count("moved") > 0, "{r}");
+    assert!(
+        count("ask") > 800,
+        "a third of the requests were sent on: {r}"
+    );
+    assert!(
+        count("tryagain") > 0 && count("tryagain") <= 20,
+        "once per key: {r}"
+    );
+    assert_eq!(count("clusterdown"), 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("redirects followed: MOVED"), "{stdout}");
+}
+
+/// A cluster whose slot map names a node that refuses connections: the run fails (exit
+/// status 1) as for any connection failure.
+#[test]
+fn an_unreachable_cluster_node_fails_the_run() {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let pa = a.local_addr().unwrap().port();
+    let dead = free_port();
+    fake_node(a, Arc::new(move |_, _| all_slots_to(dead)));
+    let out = loadgen(pa, &["--cluster", "--requests", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("FAILED") && stderr.contains(&dead.to_string()),
+        "{stderr}"
+    );
+}
+
+/// `--cluster` against a server without cluster mode: CLUSTER SLOTS is refused, and so
+/// is the run (exit status 1), with the server's reason.
+#[test]
+fn cluster_against_a_standalone_server_fails() {
+    let server = Server::start(ServerKind::Redis);
+    let out = loadgen(server.port, &["--cluster", "--requests", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cluster support disabled"), "{stderr}");
+}
+
+/// The detector sees the final answers of a `--cluster` run: a node that grants every
+/// claim, after sending each one first through a `-MOVED` from the seed, is caught.
+#[test]
+fn a_cluster_granting_duplicate_claims_is_caught() {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (pa, pb) = (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    );
+    fake_node(
+        a,
+        Arc::new(move |args, _| {
+            if args[0].eq_ignore_ascii_case(b"CLUSTER") {
+                all_slots_to(pa)
+            } else {
+                let slot = goblin_loadgen::cluster::key_slot(&args[1]);
+                format!("-MOVED {slot} 127.0.0.1:{pb}\r\n").into_bytes()
+            }
+        }),
+    );
+    fake_node(
+        b,
+        Arc::new(move |args, _| {
+            if args[0].eq_ignore_ascii_case(b"CLUSTER") {
+                all_slots_to(pb)
+            } else {
+                always_claimed(args)
+            }
+        }),
+    );
+    let json = temp_file("cluster-violations.json");
+    let out = loadgen(
+        pa,
+        &[
+            "--cluster",
+            "--workload",
+            "claim",
+            "--requests",
+            "2000",
+            "--dup-ratio",
+            "0.5",
+            "--connections",
+            "4",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "violations exit with status 3");
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert!(
+        doc["claim"]["double_owners"].as_u64().unwrap() > 0,
+        "{}",
+        doc["claim"]
+    );
+    assert!(doc["redirects"]["moved"].as_u64().unwrap() > 0);
+}
+
+/// The claim's whole life with `--block` (waiter connections) through the `--cluster`
+/// code path: a fake seed node gives every slot to a goblin-server, so each request is
+/// routed, buffered and answered as in a cluster, waits included.
+#[test]
+fn claim_with_block_through_the_cluster_path_has_no_violations() {
+    let server = Server::start(ServerKind::Goblin);
+    let seed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let seed_port = seed.local_addr().unwrap().port();
+    let port = server.port;
+    fake_node(seed, Arc::new(move |_, _| all_slots_to(port)));
+    let json = temp_file("cluster-block.json");
+    let out = loadgen(
+        seed_port,
+        &[
+            "--cluster",
+            "--workload",
+            "claim",
+            "--block",
+            "3000",
+            "--waiters",
+            "16",
+            "--dup-ratio",
+            "0.5",
+            "--crash-ratio",
+            "0.05",
+            "--renew-ratio",
+            "0.05",
+            "--stale-ratio",
+            "0.05",
+            "--lease-secs",
+            "1",
+            "--long-work-ms",
+            "1200",
+            "--work-ms",
+            "2",
+            "--duration",
+            "3",
+            "--connections",
+            "8",
+            "--pipeline",
+            "2",
+            "--json",
+            json.str(),
+        ],
+    );
+    assert!(out.status.success(), "exit status {}", out.status);
+    let doc: Value = serde_json::from_str(&json.read()).unwrap();
+    assert_eq!(doc["errors"]["total"], 0, "{}", doc["errors"]);
+    let claim = &doc["claim"];
+    assert_eq!(claim["violations"], 0, "{claim}");
+    for counter in [
+        "completed",
+        "blocking_replies",
+        "takeovers",
+        "replays_served",
+        "published",
+        "renewals",
+    ] {
+        assert!(claim[counter].as_u64().unwrap() > 0, "{counter}: {claim}");
+    }
+    assert_eq!(doc["redirects"]["moved"], 0);
 }
