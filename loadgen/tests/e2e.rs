@@ -885,22 +885,23 @@ fn redis_cli(args: &[&str]) -> Output {
     }
 }
 
-/// A Redis Cluster of `n` redis-server primaries on free ports, each stopped (by pid)
-/// when dropped; its node files live in a directory of their own, removed then too.
-struct RedisCluster {
+/// A Redis Cluster of `n` primaries (redis-server or goblin-server) on free ports, each
+/// stopped (by pid) when dropped; its node files live in a directory of their own,
+/// removed then too.
+struct TestCluster {
     nodes: Vec<Server>,
     dir: PathBuf,
 }
 
-impl RedisCluster {
-    fn start(n: usize) -> RedisCluster {
+impl TestCluster {
+    fn start(kind: ServerKind, n: usize) -> TestCluster {
         let dir = std::env::temp_dir().join(format!(
             "goblin-loadgen-e2e-{}-cluster-{}",
             std::process::id(),
             unix_ms()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cluster = RedisCluster {
+        let mut cluster = TestCluster {
             nodes: Vec::new(),
             dir,
         };
@@ -911,7 +912,7 @@ impl RedisCluster {
             let conf = cluster.dir.join(format!("nodes-{port}.conf"));
             let dir = cluster.dir.to_str().unwrap().to_string();
             cluster.nodes.push(Server::start_on(
-                ServerKind::Redis,
+                kind,
                 port,
                 &[
                     "--cluster-enabled",
@@ -967,7 +968,7 @@ impl RedisCluster {
     }
 }
 
-impl Drop for RedisCluster {
+impl Drop for TestCluster {
     fn drop(&mut self) {
         // Servers first (killed by pid), then their files.
         self.nodes.clear();
@@ -975,16 +976,18 @@ impl Drop for RedisCluster {
     }
 }
 
-/// The claim workload (the oracle scripts through EVALSHA, keys hash-tagged into one slot
-/// per claim) on a 3-primary redis-server cluster while 300 slots move from one primary
-/// to another: the detector sees every final answer and finds no violation, the run ends
-/// cleanly, and the redirects it followed are reported, not counted as errors.
-#[test]
-fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
+/// The claim workload (keys hash-tagged into one slot per claim; the oracle scripts
+/// through EVALSHA on redis-server) on a 3-primary cluster while `slots` slots move from
+/// one primary to another: the detector sees every final answer and finds no violation,
+/// the run ends cleanly, and the redirects it followed are reported, not counted as
+/// errors. The load lasts `secs` seconds, longer than the reshard; `rate` (requests a
+/// second, if any) keeps it from taking the cores the nodes move slots with.
+fn claim_during_a_reshard(kind: ServerKind, slots: usize, secs: u64, rate: Option<u32>) {
     let started = Instant::now();
-    let cluster = RedisCluster::start(3);
+    let cluster = TestCluster::start(kind, 3);
     let json = temp_file("cluster-claim.json");
     let port = cluster.port(0).to_string();
+    let secs_text = secs.to_string();
     let child = Command::new(LOADGEN)
         .args([
             "--cluster",
@@ -996,11 +999,11 @@ fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
         ])
         .args([
             "--target",
-            "redis",
+            kind.target(),
             "--workload",
             "claim",
             "--duration",
-            "5",
+            &secs_text,
         ])
         .args(["--threads", "2", "--connections", "8", "--pipeline", "2"])
         .args([
@@ -1020,12 +1023,18 @@ fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
             "1200",
         ])
         .args(["--work-ms", "2", "--poll-ms", "50", "--json", json.str()])
+        .args(
+            rate.map(|r| ["--rate".to_string(), r.to_string()])
+                .iter()
+                .flatten(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1_000));
     let (from, to) = (cluster.node_id(0), cluster.node_id(1));
+    let reshard_began = Instant::now();
     let reshard = redis_cli(&[
         "--cluster",
         "reshard",
@@ -1035,15 +1044,21 @@ fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
         "--cluster-to",
         &to,
         "--cluster-slots",
-        "300",
+        &slots.to_string(),
         "--cluster-yes",
     ]);
+    let reshard_took = reshard_began.elapsed();
+    eprintln!("{kind:?}: a reshard of {slots} slots under load took {reshard_took:?}");
     assert!(
         reshard.status.success(),
         "reshard: {}",
         String::from_utf8_lossy(&reshard.stdout)
     );
     let out = child.wait_with_output().unwrap();
+    assert!(
+        reshard_took + Duration::from_secs(1) < Duration::from_secs(secs),
+        "the reshard ({reshard_took:?}) outlasted the load ({secs} s)"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "exit status {}", out.status);
@@ -1072,12 +1087,30 @@ fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
         let keys: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(keys > 0, "node {i} holds no key");
     }
+    // The cluster agrees on where every slot is, and no slot is left open.
+    let check = redis_cli(&["--cluster", "check", &format!("127.0.0.1:{port}")]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && !text.contains("[ERR]") && !text.contains("[WARNING]"),
+        "{text}"
+    );
     drop(cluster);
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < Duration::from_secs(secs + 30),
         "took {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn claim_on_a_redis_cluster_during_a_reshard_has_no_violations() {
+    claim_during_a_reshard(ServerKind::Redis, 300, 10, None);
+}
+
+/// The test: 1,000 slots move while the claim workload runs on Goblin nodes.
+#[test]
+fn claim_on_a_goblin_cluster_during_a_reshard_of_1000_slots_has_no_violations() {
+    claim_during_a_reshard(ServerKind::Goblin, 1000, 30, Some(3000));
 }
 
 /// A command handler of a fake cluster node: the request's arguments, and whether

@@ -17,6 +17,8 @@
 //!   the suites run with.
 //! - [`model`]: a sequential model of the string keyspace.
 //! - [`claim`]: the key layouts and replies of GOBLIN.CLAIM.
+//! - [`cluster`]: Redis Cluster mode: clusters of goblin-server or redis-server nodes built
+//!   with `redis-cli --cluster create`, and their normalised transcripts compared.
 //! - [`streams`]: stream replies compared with their clock fields masked.
 //!
 //! Test modules take their helpers from here, never from one another.
@@ -29,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub mod claim;
+pub mod cluster;
 pub mod cmd;
 pub mod dataset;
 pub mod diff;

@@ -856,7 +856,7 @@ fn ip_text(ip: IpAddr) -> String {
 fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLOTS / 64]) -> bool {
     let mut changed = false;
     let mut known: Option<(NodeId, u64)> = None;
-    for slot in claimed(slots) {
+    for slot in super::slots_of(slots) {
         let owner = state.slots[slot];
         if owner == Some(*sender) || state.importing_from.contains_key(&slot) {
             continue;
@@ -886,26 +886,11 @@ fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLO
     changed
 }
 
-/// The slots a bitmap claims, ascending (empty words skipped).
-fn claimed(slots: &[u64; SLOTS / 64]) -> impl Iterator<Item = usize> + '_ {
-    slots.iter().enumerate().flat_map(|(w, &bits)| {
-        let mut bits = bits;
-        std::iter::from_fn(move || {
-            if bits == 0 {
-                return None;
-            }
-            let b = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            Some(w * 64 + b)
-        })
-    })
-}
-
 /// When `sender` claims a slot that a node with a newer epoch serves: an UPDATE telling
 /// it about that node.
 fn stale_claim(state: &State, sender: &NodeId, slots: &[u64; SLOTS / 64]) -> Option<Vec<u8>> {
     let sender_epoch = state.nodes.get(sender)?.config_epoch;
-    for slot in claimed(slots) {
+    for slot in super::slots_of(slots) {
         let Some(owner) = state.slots[slot] else {
             continue;
         };

@@ -119,7 +119,7 @@ impl Node {
 
     /// Its slots as ascending `(first, last)` ranges.
     pub fn slot_ranges(&self) -> Vec<(usize, usize)> {
-        ranges((0..SLOTS).filter(|&s| self.has_slot(s)))
+        ranges(slots_of(&self.slots))
     }
 
     /// Its flags as CLUSTER NODES writes them.
@@ -186,6 +186,21 @@ pub fn random_id() -> NodeId {
         *d = s;
     }
     id
+}
+
+/// The slots a bitmap holds, ascending (empty words skipped).
+pub fn slots_of(bitmap: &[u64; SLOTS / 64]) -> impl Iterator<Item = usize> + '_ {
+    bitmap.iter().enumerate().flat_map(|(w, &bits)| {
+        let mut bits = bits;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(w * 64 + b)
+        })
+    })
 }
 
 /// Ascending numbers grouped into `(first, last)` runs.
@@ -362,10 +377,13 @@ impl State {
                 .filter(|n| n.flags & FAIL != 0)
                 .map(|n| n.id)
                 .collect();
-            ok = self
-                .slots
-                .iter()
-                .all(|owner| owner.is_some_and(|id| !failing.contains(&id)));
+            ok = if failing.is_empty() {
+                self.slots.iter().all(Option::is_some)
+            } else {
+                self.slots
+                    .iter()
+                    .all(|owner| owner.is_some_and(|id| !failing.contains(&id)))
+            };
         }
         // Nodes serving slots that can be reached: a minority partition stops serving.
         let size = self

@@ -74,9 +74,18 @@ impl Routes {
             })
             .collect();
         let mut owner = vec![NONE; SLOTS];
+        // (Slots come in runs of one node: its index is looked up once per run.)
+        let mut last: Option<(super::NodeId, u16)> = None;
         for (slot, node) in state.slots.iter().enumerate() {
             if let Some(id) = node {
-                owner[slot] = index(id);
+                owner[slot] = match last {
+                    Some((l, i)) if l == *id => i,
+                    _ => {
+                        let i = index(id);
+                        last = Some((*id, i));
+                        i
+                    }
+                };
             }
         }
         let mut migrating = vec![NONE; SLOTS];
@@ -164,9 +173,10 @@ impl Routes {
     /// move ([`super::Cluster::unstable`]): `missing` — how many of the keys it lacks,
     /// of `keys` keys in all, in `slot`. A key of a slot this node no longer serves (the
     /// routes changed after the command was routed) is redirected; in a slot migrating
-    /// away, a command that lacks a key is sent to the slot's new node (`ASK`); in a slot
-    /// being imported (the client asked), a command of several keys that lacks some
-    /// must wait for them (`TRYAGAIN`).
+    /// away, a command that lacks every key is sent to the slot's new node (`ASK`), and
+    /// one that has some of them but not all must wait for the move to end
+    /// (`TRYAGAIN`); in a slot being imported (the client asked), a command of several
+    /// keys that lacks some must wait too.
     pub fn on_shard(&self, slot: usize, keys: usize, missing: usize) -> Verdict {
         let importing = self.importing.get(slot) == Some(&true);
         if !self.mine(slot) && !importing {
@@ -174,6 +184,9 @@ impl Routes {
         }
         let to = self.migrating.get(slot).copied().unwrap_or(NONE);
         if to != NONE && missing > 0 {
+            if missing < keys {
+                return Verdict::Refuse(TRYAGAIN.to_vec());
+            }
             return Verdict::Refuse(format!("ASK {slot} {}", self.addr(to)).into_bytes());
         }
         if importing && keys > 1 && missing > 0 {

@@ -103,7 +103,10 @@ fn restore_checked(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorR
     } else if absttl {
         Some(ttl as u64)
     } else {
-        Some(now.saturating_add(ttl as u64))
+        // A relative TTL counts from the clock as the key arrives, not from the command's
+        // timestamp (the iteration's, possibly older): a key MIGRATE moves — a claim's
+        // lease — never ends earlier here than it would have where it came from.
+        Some(now.max(crate::clock::now_ms()).saturating_add(ttl as u64))
     };
     if expire_at.is_some_and(|at| at < now) {
         // Already expired: nothing is created (the key it replaced is gone).

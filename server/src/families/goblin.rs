@@ -105,6 +105,14 @@ fn claim_may_block(_: &crate::runtime::server::Shared, args: &Args<'_>) -> bool 
     args.len() > 5
 }
 
+/// The clock a lease granted or extended on this shard counts from: now, not the
+/// command's timestamp (the iteration's, older by whatever ran before it in the
+/// iteration), so that a lease of N seconds never ends earlier than N seconds after the
+/// command was sent (nor after its key moved to another node: RESTORE counts the same way).
+fn lease_clock(ctx: &ShardCtx<'_>) -> Millis {
+    ctx.now.max(crate::clock::now_ms())
+}
+
 /// The claim attempt: `SET claim_key token NX PXAT deadline`. True when it won. A key of
 /// any type holds the claim (NX tests existence only). A won claim's effect is that SET:
 /// replayed, the lease keeps its deadline.
@@ -124,7 +132,7 @@ pub fn try_claim(ctx: &mut ShardCtx<'_>, key: &[u8], token: &[u8], deadline: Mil
 /// wait (its plan takes over and parks); elsewhere (inside EXEC) BLOCK is checked and the
 /// command answers as without it.
 fn claim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let opts = match parse_claim(args, ctx.now) {
+    let opts = match parse_claim(args, lease_clock(ctx)) {
         Ok(o) => o,
         Err(e) => return e.send(&mut ctx.out),
     };
@@ -430,7 +438,7 @@ impl Plan for ClaimWait {
                     let (token, lease) = (a.token.clone(), self.lease);
                     Step::Hops(vec![
                         Hop::run(a.claim_shard, move |ctx| {
-                            let deadline = ctx.now.saturating_add(lease);
+                            let deadline = lease_clock(ctx).saturating_add(lease);
                             HopOut::Flag(try_claim(ctx, &key, &token, deadline))
                         })
                         .releasing(),
@@ -521,7 +529,7 @@ fn publish_deadline(args: &Args<'_>, now: Millis) -> Result<Millis, ErrorReply> 
 /// if the claim holds `token`, the result is stored and both keys expire at now +
 /// seconds (1); otherwise nothing changes (0).
 fn publish(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let at = match publish_deadline(args, ctx.now) {
+    let at = match publish_deadline(args, lease_clock(ctx)) {
         Ok(at) => at,
         Err(e) => return e.send(&mut ctx.out),
     };
@@ -591,7 +599,12 @@ fn publish_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 /// `GOBLIN.RENEW claim_key token seconds`: the owner's lease extension (1), or nothing
 /// (0) when the claim does not hold `token`.
 fn renew(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
-    let at = match parse_expire(args.get(3), ExpireUnit::Seconds, ctx.now, "goblin.renew") {
+    let at = match parse_expire(
+        args.get(3),
+        ExpireUnit::Seconds,
+        lease_clock(ctx),
+        "goblin.renew",
+    ) {
         Ok(at) => at,
         Err(e) => return e.send(&mut ctx.out),
     };

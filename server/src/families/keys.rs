@@ -889,6 +889,11 @@ pub fn parse_copy(
             return Err(errors::SYNTAX.into());
         }
     }
+    if crate::cluster::enabled() && (db != 0 || dst_db.is_some_and(|d| d != 0)) {
+        return Err(ErrorReply::Fixed(
+            b"ERR Copying to another database is not allowed in cluster mode",
+        ));
+    }
     if args.get(1) == args.get(2) && dst_db.is_none_or(|d| d == db) {
         return Err(errors::SAME_OBJECT.into());
     }
@@ -921,6 +926,9 @@ fn copy(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// `MOVE key db`: 1 when the key moved to database `db`, 0 when it is not here or is
 /// there already.
 fn move_key(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
+    if crate::cluster::enabled() {
+        return ctx.out.error(b"ERR MOVE is not allowed in cluster mode");
+    }
     let (key, now) = (args.get(1), ctx.now);
     let target = match db_argument(args.get(2), ctx.databases()) {
         Ok(db) => db,

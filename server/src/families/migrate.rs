@@ -165,17 +165,36 @@ fn migrate(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 /// Sends `keys` (those that exist) to the target and deletes them here once it has them.
 fn move_keys(ctx: &mut ShardCtx<'_>, opts: &Options, keys: &[Vec<u8>]) -> Moved {
     let now = ctx.now;
+    // TTLs are sent relative to the clock now, not to the command's timestamp (the
+    // iteration's, possibly older): the target counts them from its own clock as the key
+    // arrives, so a lease never ends earlier there than here. A key expired by now is not
+    // sent, and goes as an expired key goes.
+    let fresh = now.max(crate::clock::now_ms());
     let mut found = Vec::new();
+    let mut expired = Vec::new();
     for key in keys {
         let Some(entry) = ctx.db.get(key, now) else {
             continue;
         };
         let ttl = match entry.expire_at() {
-            Some(at) if at <= now => continue,
-            Some(at) => (at - now).max(1),
+            Some(at) if at <= fresh => {
+                expired.push(key.as_slice());
+                continue;
+            }
+            Some(at) => at - fresh,
             None => 0,
         };
         found.push((key.as_slice(), ttl, rdb::dump(entry.value())));
+    }
+    if !expired.is_empty() {
+        for key in &expired {
+            ctx.db.delete(key, now);
+        }
+        if ctx.logging() {
+            let mut argv: Vec<&[u8]> = vec![b"DEL"];
+            argv.extend(expired.iter().copied());
+            ctx.log(&argv);
+        }
     }
     if found.is_empty() {
         return Moved::NoKey;

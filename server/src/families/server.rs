@@ -753,6 +753,9 @@ fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 /// `SWAPDB index1 index2`: the two databases exchanged on every shard at one instant
 /// (every shard locked whole); clients keep their database numbers.
 fn swapdb_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    if start.shared.cluster.is_some() {
+        return Err(b"ERR SWAPDB is not allowed in cluster mode".to_vec());
+    }
     let args = start.args;
     let index = |i: usize, what: &'static [u8]| {
         goblin_protocol::parse_i64(args.get(i))

@@ -804,6 +804,17 @@ fn cluster_redirect(
                 queued.for_each_key_position(&a, |k| note(goblin_store::key_slot(a.get(k))));
             }
         }
+    } else if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
+        // Sharded Pub/Sub: the channels are routed as keys (their key specs say
+        // `not_key`, so the key finder skips them).
+        let last = if spec.name == "spublish" {
+            2
+        } else {
+            args.len()
+        };
+        for i in 1..last.min(args.len()) {
+            note(goblin_store::key_slot(args.get(i)));
+        }
     } else {
         spec.for_each_key_position(args, |k| note(goblin_store::key_slot(args.get(k))));
     }

@@ -8,6 +8,7 @@ mod blocking;
 mod client_commands;
 mod client_limits;
 mod clients;
+mod cluster;
 mod config_rewrite;
 mod connection;
 mod databases;
