@@ -635,6 +635,16 @@ impl Cluster {
 /// code that has no [`crate::runtime::server::Shared`] at hand (MIGRATE's shard part).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
+/// The routes now, from `cache` (a thread's copy) unless the cluster's version moved on:
+/// one atomic load in the common case.
+pub fn current<'a>(cache: &'a mut Option<Arc<Routes>>, cluster: &Cluster) -> &'a Arc<Routes> {
+    let version = cluster.version();
+    if cache.as_ref().is_none_or(|r| r.version != version) {
+        *cache = Some(cluster.routes());
+    }
+    cache.get_or_insert_with(|| cluster.routes())
+}
+
 /// Whether this process runs in cluster mode.
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)

@@ -290,7 +290,7 @@ impl Worker {
         // Cluster mode: a command whose keys this node does not serve is redirected.
         let refusal = match (refusal, shared.cluster.as_deref()) {
             (None, Some(cluster)) => {
-                match cluster_redirect(&mut self.routes, cluster, shared, conn, spec, args) {
+                match cluster_redirect(&mut self.shard.routes, cluster, shared, conn, spec, args) {
                     Some(message) if is_exec(spec) => {
                         // The transaction is discarded, and the client redirected.
                         if conn.busy() {
@@ -819,13 +819,7 @@ fn cluster_redirect(
         spec.for_each_key_position(args, |k| note(goblin_store::key_slot(args.get(k))));
     }
     keys?;
-    if cache
-        .as_ref()
-        .is_none_or(|r| r.version != cluster.version())
-    {
-        *cache = Some(cluster.routes());
-    }
-    let routes = cache.as_ref()?;
+    let routes = crate::cluster::current(cache, cluster);
     let asking = conn.client.asking || spec.flags.contains(Flags::ASKING);
     let reads = shared.config.cluster.allow_reads_when_down;
     match routes.route(keys, asking, write, reads) {

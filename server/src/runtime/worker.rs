@@ -241,9 +241,6 @@ pub struct Worker {
     pub(crate) subs: crate::runtime::pubsub::Local,
     /// The tracking client the command being dispatched runs for (CLIENT TRACKING).
     pub(crate) cmd_tracked: Option<crate::runtime::tracking::Tracked>,
-    /// Cluster mode: this worker's copy of the node's routes (renewed when the
-    /// cluster's version moves on).
-    pub(crate) routes: Option<Arc<crate::cluster::Routes>>,
     /// Bytes read from and written to clients, and batches and steps sent to other
     /// shards: this worker's running totals, stored in `Shared::traffic` at the end of
     /// an iteration that changed them.
@@ -315,7 +312,6 @@ impl Worker {
             paused: Vec::new(),
             subs: Default::default(),
             cmd_tracked: None,
-            routes: None,
             net_in: 0,
             net_out: 0,
             hops: 0,

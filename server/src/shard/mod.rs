@@ -118,6 +118,9 @@ pub struct Shard {
     executed: u64,
     /// A script runs on this shard: see [`Shard::set_in_script`].
     in_script: bool,
+    /// Cluster mode: this thread's copy of the node's routes (renewed when the
+    /// cluster's version moves on; its worker routes with it too).
+    pub(crate) routes: Option<Arc<crate::cluster::Routes>>,
     locks: LockTable,
     blocked: VecDeque<Blocked>,
     waiters: Waiters,
@@ -179,6 +182,7 @@ impl Shard {
             stats: vec![CmdStat::default(); commands],
             executed: 0,
             in_script: false,
+            routes: None,
             locks: LockTable::default(),
             blocked: VecDeque::new(),
             waiters: Waiters::default(),
@@ -864,7 +868,7 @@ impl Shard {
         if spec.name == "migrate" {
             return None;
         }
-        let routes = cluster.routes();
+        let routes = Arc::clone(crate::cluster::current(&mut self.routes, cluster));
         if !routes.needs_check(slot) {
             return None;
         }
