@@ -186,14 +186,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5, help="seconds per throughput run")
     ap.add_argument("--slots", type=int, default=1000)
-    ap.add_argument("--reshard-duration", type=int, default=20,
+    ap.add_argument("--reshard-duration", type=int, default=45,
                     help="seconds of load around the reshard")
+    ap.add_argument("--parts", default="throughput,reshard",
+                    help="what to run: throughput, reshard, or both (comma-separated)")
     opts = ap.parse_args()
     for tool in (GOBLIN, LOADGEN):
         if not os.path.exists(tool):
             sys.exit(f"{tool} is missing: cargo build --release -p goblin-server -p goblin-loadgen")
-    throughput(opts)
-    reshard(opts)
+    parts = opts.parts.split(",")
+    if "throughput" in parts:
+        throughput(opts)
+    if "reshard" in parts:
+        reshard(opts)
 
 
 if __name__ == "__main__":
