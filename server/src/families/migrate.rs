@@ -186,16 +186,7 @@ fn move_keys(ctx: &mut ShardCtx<'_>, opts: &Options, keys: &[Vec<u8>]) -> Moved 
         };
         found.push((key.as_slice(), ttl, rdb::dump(entry.value())));
     }
-    if !expired.is_empty() {
-        for key in &expired {
-            ctx.db.delete(key, now);
-        }
-        if ctx.logging() {
-            let mut argv: Vec<&[u8]> = vec![b"DEL"];
-            argv.extend(expired.iter().copied());
-            ctx.log(&argv);
-        }
-    }
+    delete_logged(ctx, &expired);
     if found.is_empty() {
         return Moved::NoKey;
     }
@@ -252,19 +243,27 @@ fn move_keys(ctx: &mut ShardCtx<'_>, opts: &Options, keys: &[Vec<u8>]) -> Moved 
             moved.push(found[i - preamble].0);
         }
     }
-    if !opts.copy && !moved.is_empty() {
-        for key in &moved {
-            ctx.db.delete(key, now);
-        }
-        if ctx.logging() {
-            let mut argv: Vec<&[u8]> = vec![b"DEL"];
-            argv.extend(moved.iter().copied());
-            ctx.log(&argv);
-        }
+    if !opts.copy {
+        delete_logged(ctx, &moved);
     }
     match error {
         Some(e) => Moved::Err(e),
         None => Moved::Ok,
+    }
+}
+
+/// Deletes `keys` (gone to the target, or expired), logged as one DEL.
+fn delete_logged(ctx: &mut ShardCtx<'_>, keys: &[&[u8]]) {
+    if keys.is_empty() {
+        return;
+    }
+    for key in keys {
+        ctx.db.delete(key, ctx.now);
+    }
+    if ctx.logging() {
+        let mut argv: Vec<&[u8]> = vec![b"DEL"];
+        argv.extend(keys.iter().copied());
+        ctx.log(&argv);
     }
 }
 

@@ -91,6 +91,69 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("replicaof", &["REPLICAOF NO ONE", "REPLICAOF h 1"]),
     ("slaveof", &["SLAVEOF NO ONE", "SLAVEOF h 1"]),
     ("wait", &["WAIT 0 0", "WAIT 1 k"]),
+    // Cluster.
+    ("cluster", &["CLUSTER", "CLUSTER NOPE x"]),
+    ("cluster|help", &["CLUSTER HELP", "CLUSTER HELP x"]),
+    ("cluster|info", &["CLUSTER INFO"]),
+    ("cluster|myid", &["CLUSTER MYID"]),
+    ("cluster|nodes", &["CLUSTER NODES"]),
+    ("cluster|slots", &["CLUSTER SLOTS"]),
+    ("cluster|shards", &["CLUSTER SHARDS"]),
+    ("cluster|links", &["CLUSTER LINKS"]),
+    ("cluster|keyslot", &["CLUSTER KEYSLOT k", "CLUSTER KEYSLOT"]),
+    (
+        "cluster|addslots",
+        &["CLUSTER ADDSLOTS 1 2", "CLUSTER ADDSLOTS"],
+    ),
+    ("cluster|addslotsrange", &["CLUSTER ADDSLOTSRANGE 1 2"]),
+    ("cluster|delslots", &["CLUSTER DELSLOTS 1"]),
+    ("cluster|delslotsrange", &["CLUSTER DELSLOTSRANGE 1 2"]),
+    ("cluster|meet", &["CLUSTER MEET h 1", "CLUSTER MEET h 1 2"]),
+    ("cluster|forget", &["CLUSTER FORGET n"]),
+    ("cluster|set-config-epoch", &["CLUSTER SET-CONFIG-EPOCH 1"]),
+    ("cluster|bumpepoch", &["CLUSTER BUMPEPOCH"]),
+    (
+        "cluster|count-failure-reports",
+        &["CLUSTER COUNT-FAILURE-REPORTS n"],
+    ),
+    ("cluster|saveconfig", &["CLUSTER SAVECONFIG"]),
+    ("cluster|replicas", &["CLUSTER REPLICAS n"]),
+    ("cluster|slaves", &["CLUSTER SLAVES n"]),
+    ("cluster|replicate", &["CLUSTER REPLICATE n"]),
+    (
+        "cluster|failover",
+        &["CLUSTER FAILOVER", "CLUSTER FAILOVER FORCE"],
+    ),
+    ("cluster|countkeysinslot", &["CLUSTER COUNTKEYSINSLOT 1"]),
+    ("cluster|getkeysinslot", &["CLUSTER GETKEYSINSLOT 1 2"]),
+    (
+        "cluster|setslot",
+        &["CLUSTER SETSLOT 1 STABLE", "CLUSTER SETSLOT 1 NODE n"],
+    ),
+    ("cluster|flushslots", &["CLUSTER FLUSHSLOTS"]),
+    ("cluster|reset", &["CLUSTER RESET", "CLUSTER RESET HARD"]),
+    ("asking", &["ASKING", "ASKING x"]),
+    ("readonly", &["READONLY", "READONLY x"]),
+    ("readwrite", &["READWRITE", "READWRITE x"]),
+    (
+        "migrate",
+        &[
+            "MIGRATE h 1 k 0 10",
+            "MIGRATE h 1 k 0 10 COPY REPLACE",
+            "MIGRATE h 1 '' 0 10 KEYS a b",
+            "MIGRATE h 1 '' 0 10 AUTH p KEYS a b",
+            "MIGRATE h 1 '' 0 10 AUTH2 u p KEYS a",
+            "MIGRATE h 1 k",
+        ],
+    ),
+    (
+        "restore-asking",
+        &[
+            "RESTORE-ASKING k 0 x",
+            "RESTORE-ASKING k 0 x REPLACE",
+            "RESTORE-ASKING k 0",
+        ],
+    ),
     ("command|info", &["COMMAND INFO", "COMMAND INFO get"]),
     ("command|docs", &["COMMAND DOCS", "COMMAND DOCS get"]),
     (
@@ -1122,6 +1185,13 @@ const OWN: &[(&str, &[(&str, Want)])] = &[
         &[
             ("CLIENT SETINFO lib-name x", NO_KEYS),
             ("CLIENT SETINFO", NO_KEYS),
+        ],
+    ),
+    (
+        "cluster|myshardid",
+        &[
+            ("CLUSTER MYSHARDID", NO_KEYS),
+            ("CLUSTER MYSHARDID x", NO_KEYS),
         ],
     ),
 ];
