@@ -250,14 +250,20 @@ struct Bus {
     outbound: HashMap<NodeId, usize>,
     /// The routes' version last announced to the other nodes.
     announced: u64,
+    /// Wakes the workers when the routes change.
+    wake_workers: WakeWorkers,
     last_cron: Millis,
 }
+
+/// Wakes the workers (so that each looks at the new routes: its clients blocked on a slot
+/// that left are redirected).
+pub type WakeWorkers = Box<dyn Fn() + Send>;
 
 /// Binds the bus port and starts its thread.
 ///
 /// # Errors
 /// When the port cannot be bound.
-pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16) -> io::Result<()> {
+pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, wake: WakeWorkers) -> io::Result<()> {
     let listener = TcpListener::bind(SocketAddr::new(ip, port))?;
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -272,6 +278,7 @@ pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16) -> io::Result<()> {
         links: slab::Slab::new(),
         outbound: HashMap::new(),
         announced: u64::MAX,
+        wake_workers: wake,
         last_cron: 0,
     };
     bus.poll
@@ -681,6 +688,7 @@ impl Bus {
         let myself = state.myself;
         if announce {
             self.announced = cluster.version();
+            (self.wake_workers)();
         }
         // Handshakes that never completed are dropped.
         let stale: Vec<NodeId> = state

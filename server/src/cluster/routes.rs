@@ -195,6 +195,25 @@ impl Routes {
         Verdict::Here
     }
 
+    /// The redirection a client blocked on a key of `slot` gets when the slot is no longer
+    /// this node's (redis-server's clusterRedirectBlockedClientIfNeeded): CLUSTERDOWN
+    /// while the cluster is down, MOVED once the slot is another node's (unless this node
+    /// is importing it).
+    pub fn blocked(&self, slot: usize) -> Option<Vec<u8>> {
+        if !self.ok {
+            return Some(DOWN.to_vec());
+        }
+        if self.mine(slot) || self.importing.get(slot) == Some(&true) {
+            return None;
+        }
+        Some(self.moved(slot))
+    }
+
+    /// Whether `slot` is leaving this node (migrating) or is no longer its own.
+    pub fn leaving(&self, slot: usize) -> bool {
+        !self.mine(slot) || self.migrating.get(slot).is_some_and(|&m| m != NONE)
+    }
+
     /// Whether the shard must look at the keys of a command in `slot` (it is open, or no
     /// longer this node's).
     pub fn needs_check(&self, slot: usize) -> bool {

@@ -533,14 +533,25 @@ impl Server {
         goblin_store::lazyfree::start();
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
-            crate::cluster::bus::start(Arc::clone(cluster), self.shared.local_addr.ip(), port)
-                .map_err(|e| {
-                    crate::log!(
-                        Warning,
-                        "Could not bind the cluster bus on port {port}: {e}"
-                    );
-                    e
-                })?;
+            let shared = Arc::clone(&self.shared);
+            let wake = Box::new(move || {
+                for peer in &shared.peers {
+                    let _ = peer.waker.wake();
+                }
+            });
+            crate::cluster::bus::start(
+                Arc::clone(cluster),
+                self.shared.local_addr.ip(),
+                port,
+                wake,
+            )
+            .map_err(|e| {
+                crate::log!(
+                    Warning,
+                    "Could not bind the cluster bus on port {port}: {e}"
+                );
+                e
+            })?;
             let state = cluster.lock();
             crate::log!(
                 Notice,

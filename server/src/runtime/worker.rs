@@ -249,6 +249,8 @@ pub struct Worker {
     hops: u64,
     /// They changed this iteration.
     traffic_changed: bool,
+    /// Cluster mode: the version of the routes the parked jobs were last checked against.
+    parked_routes: u64,
 }
 
 /// `accept` errors: the process, or the system, has no descriptor left.
@@ -275,12 +277,13 @@ impl Worker {
             .is_some()
             .then(|| std::fs::File::open("/dev/null").ok())
             .flatten();
-        let shard = Shard::new(
+        let mut shard = Shard::new(
             id,
             Arc::clone(&shared.slots),
             shared.commands.all().len(),
             shared.config.databases,
         );
+        shard.cluster = shared.cluster.clone();
         Ok(Worker {
             id,
             poll,
@@ -316,6 +319,7 @@ impl Worker {
             net_out: 0,
             hops: 0,
             traffic_changed: false,
+            parked_routes: 0,
             last_fd_warning: None,
         })
     }
@@ -381,6 +385,7 @@ impl Worker {
             self.close_idle();
             self.drain();
             self.time_out_parked();
+            self.redirect_parked();
             self.send_all();
             self.flush_all();
             if self.commands > 0 {
@@ -602,6 +607,47 @@ impl Worker {
         let persist = &self.shared.persist;
         if persist.loading_workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             persist.loaded();
+        }
+    }
+
+    /// Cluster mode: when the routes change, a parked job waiting on a key whose slot left
+    /// the node (or while the cluster is down) is unblocked with the redirection, as
+    /// redis-server unblocks a blocked client with MOVED or CLUSTERDOWN — so a client
+    /// blocked on a slot that moved goes on where the slot went. One atomic load per
+    /// iteration otherwise.
+    fn redirect_parked(&mut self) {
+        let Some(version) = self.shared.cluster.as_deref().map(|c| c.version()) else {
+            return;
+        };
+        if version == self.parked_routes {
+            return;
+        }
+        self.parked_routes = version;
+        let Some(cluster) = self
+            .shared
+            .cluster
+            .clone()
+            .filter(|_| !self.jobs.is_empty())
+        else {
+            return;
+        };
+        let routes = Arc::clone(crate::cluster::current(&mut self.shard.routes, &cluster));
+        let redirected: Vec<(u64, Vec<u8>)> = self
+            .jobs
+            .iter()
+            .filter_map(|(&seq, job)| {
+                let error = job
+                    .parked_slots()
+                    .iter()
+                    .find_map(|&slot| routes.blocked(usize::from(slot)))?;
+                Some((seq, error))
+            })
+            .collect();
+        for (seq, error) in redirected {
+            self.now = clock::now_ms();
+            self.job_event(seq, |job, env, out| {
+                job.unblock(Some(&error), env, out).flatten()
+            });
         }
     }
 

@@ -121,6 +121,8 @@ pub struct Shard {
     /// Cluster mode: this thread's copy of the node's routes (renewed when the
     /// cluster's version moves on; its worker routes with it too).
     pub(crate) routes: Option<Arc<crate::cluster::Routes>>,
+    /// Cluster mode: the node's cluster (for the routes, where no `Shared` is at hand).
+    pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
     locks: LockTable,
     blocked: VecDeque<Blocked>,
     waiters: Waiters,
@@ -183,6 +185,7 @@ impl Shard {
             executed: 0,
             in_script: false,
             routes: None,
+            cluster: None,
             locks: LockTable::default(),
             blocked: VecDeque::new(),
             waiters: Waiters::default(),
@@ -748,7 +751,19 @@ impl Shard {
 
     /// Serves the waits `key` of database `db` is ready for, in order: a notify wait is
     /// told at once, a lock wait is queued for [`Shard::serve_wakes`].
+    ///
+    /// Cluster mode: no wait is served by a key of a slot that is leaving the node (or
+    /// left): its keys go away as MIGRATE moves them, which frees nothing — a claim moved
+    /// to another node is still held there. Its waiters are redirected once the slot is
+    /// gone (`Worker::redirect_parked`).
     pub fn serve_key(&mut self, db: usize, key: &[u8]) {
+        if let Some(cluster) = self.cluster.as_deref()
+            && cluster.unstable()
+            && crate::cluster::current(&mut self.routes, cluster)
+                .leaving(usize::from(key_slot(key)))
+        {
+            return;
+        }
         let now = self.clock_hint;
         let Some(keyspace) = self.dbs.get_mut(db) else {
             return;

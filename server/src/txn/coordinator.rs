@@ -61,6 +61,9 @@ enum Phase {
         shards: Vec<usize>,
         deadline: Option<Instant>,
         claim: Arc<AtomicBool>,
+        /// The hash slots of the keys it waits on (cluster mode redirects it when one
+        /// leaves the node).
+        slots: Vec<u16>,
     },
     /// The connection is gone while a shard was serving the wait: the grant it sends
     /// is given back, and the job ends without a reply.
@@ -424,6 +427,14 @@ impl TxJob {
         self.advance(env, vec![HopOut::TimedOut], out)
     }
 
+    /// The hash slots of the keys the job waits on (none when it is not parked).
+    pub fn parked_slots(&self) -> &[u16] {
+        match &self.phase {
+            Phase::Parked { slots, .. } => slots,
+            _ => &[],
+        }
+    }
+
     /// Whether the job waits for a key event, and whether with a timeout.
     pub fn parked_state(&self) -> (bool, bool) {
         match &self.phase {
@@ -518,6 +529,12 @@ impl TxJob {
             }
         }
         let shards = by_shard.iter().map(|(s, _)| *s).collect();
+        let mut slots: Vec<u16> = by_shard
+            .iter()
+            .flat_map(|(_, keys)| keys.iter().map(|w| goblin_store::key_slot(&w.key)))
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
         let claim = Arc::new(AtomicBool::new(false));
         let first_in_line = std::mem::take(&mut self.served);
         for (shard, keys) in by_shard {
@@ -537,6 +554,7 @@ impl TxJob {
             shards,
             deadline: park.timeout.map(|t| Instant::now() + t),
             claim,
+            slots,
         };
     }
 

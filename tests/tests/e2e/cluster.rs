@@ -722,6 +722,150 @@ fn migration(c: &Cluster) -> Transcript {
     t
 }
 
+/// Clients blocked on a key whose slot leaves their node are told where it went (MOVED),
+/// as redis-server tells them: a BLPOP, and on Goblin a GOBLIN.CLAIM … BLOCK waiting for
+/// the result of a claim held elsewhere.
+fn blocked_redirect(c: &Cluster) -> Transcript {
+    let mut t = Transcript::on(c);
+    let (src, dst) = (0, 1);
+    let tag = c.tag_on(src, "blk");
+    let s = slot(tag.as_bytes());
+    let ss = s.to_string();
+    let list = format!("{tag}list");
+    let (claim, result) = (format!("{tag}claim"), format!("{tag}result"));
+    let ok = b"+OK\r\n";
+    let mut a = c.raw(src);
+    let mut b = c.raw(dst);
+    let mut pop = c.raw(src);
+    pop.send(&goblin_tests::encode(&[b"BLPOP", list.as_bytes(), b"0"]));
+    let mut waiter = c.raw(src);
+    if c.kind() == Kind::Goblin {
+        let held = a.cmd(&[
+            b"GOBLIN.CLAIM",
+            claim.as_bytes(),
+            result.as_bytes(),
+            b"t1",
+            b"60",
+        ]);
+        t.check_reply(&held, &bulk(b"CLAIMED"), "node0> GOBLIN.CLAIM (the owner)");
+        waiter.send(&goblin_tests::encode(&[
+            b"GOBLIN.CLAIM",
+            claim.as_bytes(),
+            result.as_bytes(),
+            b"t2",
+            b"60",
+            b"BLOCK",
+            b"0",
+        ]));
+    }
+    // Both are waiting (CLIENT LIST shows their commands).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let want = if c.kind() == Kind::Goblin { 2 } else { 1 };
+    while Instant::now() < deadline {
+        let info = String::from_utf8_lossy(&a.cmd(&[b"INFO", b"clients"])).into_owned();
+        if info_field(&info, "blocked_clients").is_some_and(|n| n == want.to_string()) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    if c.kind() == Kind::Goblin {
+        // The claim's key moves first, as a reshard would move it.
+        let port = c.port(dst).to_string();
+        expect(
+            &mut t,
+            c,
+            &mut b,
+            dst,
+            &["CLUSTER", "SETSLOT", &ss, "IMPORTING", c.id(src)],
+            ok,
+        );
+        expect(
+            &mut t,
+            c,
+            &mut a,
+            src,
+            &["CLUSTER", "SETSLOT", &ss, "MIGRATING", c.id(dst)],
+            ok,
+        );
+        let moved_keys = a.cmd(&[
+            b"MIGRATE",
+            b"127.0.0.1",
+            port.as_bytes(),
+            b"",
+            b"0",
+            b"5000",
+            b"KEYS",
+            claim.as_bytes(),
+        ]);
+        t.check_reply(&moved_keys, ok, "node0> MIGRATE the claim");
+    } else {
+        expect(
+            &mut t,
+            c,
+            &mut b,
+            dst,
+            &["CLUSTER", "SETSLOT", &ss, "IMPORTING", c.id(src)],
+            ok,
+        );
+        expect(
+            &mut t,
+            c,
+            &mut a,
+            src,
+            &["CLUSTER", "SETSLOT", &ss, "MIGRATING", c.id(dst)],
+            ok,
+        );
+    }
+    expect(
+        &mut t,
+        c,
+        &mut b,
+        dst,
+        &["CLUSTER", "SETSLOT", &ss, "NODE", c.id(dst)],
+        ok,
+    );
+    expect(
+        &mut t,
+        c,
+        &mut a,
+        src,
+        &["CLUSTER", "SETSLOT", &ss, "NODE", c.id(dst)],
+        ok,
+    );
+    let want = moved(c, s, dst);
+    let reply = pop.reply();
+    t.check_reply(&reply, &want, "node0> BLPOP, blocked as its slot left");
+    if c.kind() == Kind::Goblin {
+        let reply = waiter.reply();
+        t.check_reply(
+            &reply,
+            &want,
+            "node0> GOBLIN.CLAIM BLOCK, blocked as its slot left",
+        );
+        // Where it went, the claim is still held: the waiter, redirected, is not granted it.
+        let mut b2 = c.raw(dst);
+        let again = b2.cmd(&[
+            b"GOBLIN.CLAIM",
+            claim.as_bytes(),
+            result.as_bytes(),
+            b"t2",
+            b"60",
+        ]);
+        t.check_reply(&again, b"$-1\r\n", "node1> GOBLIN.CLAIM after the redirect");
+    }
+    t
+}
+
+#[test]
+fn blocked_redirect_redis() {
+    run_on(Kind::Redis, NODES, blocked_redirect);
+}
+
+#[test]
+fn blocked_redirect_goblin() {
+    run_on(Kind::Goblin, NODES, blocked_redirect);
+}
+
 #[test]
 fn migration_redis() {
     run_on(Kind::Redis, NODES, migration);

@@ -36,7 +36,8 @@ fn command_info_and_docs_match_redis() {
             let Frame::Bulk(sub_name) = &sub_fields[0] else {
                 panic!("subcommand name")
             };
-            if *sub_name != b"client|setinfo" {
+            // (Subcommands redis-server 7.0 lacks have entries of Goblin's own.)
+            if ![&b"client|setinfo"[..], b"cluster|myshardid"].contains(sub_name) {
                 names.push(sub_name.to_vec());
             }
         }
