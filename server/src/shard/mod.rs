@@ -1331,6 +1331,24 @@ impl Shard {
             self.report(&step, Err(refusal));
             return;
         }
+        // Cluster mode: a transaction (a plan, EXEC) does not take keys of a slot that is
+        // leaving the node, or has left: the keys may be on their way to the other node,
+        // and a plan's hops are not commands the shard checks one by one. It answers
+        // TRYAGAIN, which clients retry once the slot is settled.
+        if let Some(cluster) = self.cluster.as_deref()
+            && cluster.unstable()
+            && !step.lock.is_empty()
+        {
+            let routes = crate::cluster::current(&mut self.routes, cluster);
+            if step
+                .lock
+                .iter()
+                .any(|(k, _)| routes.leaving(usize::from(key_slot(k))))
+            {
+                self.report(&step, Err(crate::cluster::routes::TRYAGAIN.to_vec()));
+                return;
+            }
+        }
         let needs = Needs {
             keys: std::mem::take(&mut step.lock),
             all: step.lock_all,

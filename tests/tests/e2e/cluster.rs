@@ -798,6 +798,33 @@ fn blocked_redirect(c: &Cluster) -> Transcript {
             claim.as_bytes(),
         ]);
         t.check_reply(&moved_keys, ok, "node0> MIGRATE the claim");
+        // The claim is held on the target now: the source grants it to nobody, whichever
+        // of its threads a connection lands on (a claim that may block runs as a plan
+        // when its keys are on another thread), with BLOCK or without.
+        for i in 0..8 {
+            let mut other = c.raw(src);
+            let token = format!("t{}", 10 + i);
+            let mut args = vec![
+                &b"GOBLIN.CLAIM"[..],
+                claim.as_bytes(),
+                result.as_bytes(),
+                token.as_bytes(),
+                b"60",
+            ];
+            if i % 2 == 0 {
+                args.extend([&b"BLOCK"[..], b"100"]);
+            }
+            let reply = other.cmd(&args);
+            t.check(
+                reply.starts_with(b"-ASK ") || reply.starts_with(b"-TRYAGAIN "),
+                || {
+                    format!(
+                        "node0> GOBLIN.CLAIM of a migrated claim (connection {i}): {:?}",
+                        String::from_utf8_lossy(&reply)
+                    )
+                },
+            );
+        }
     } else {
         expect(
             &mut t,
