@@ -526,11 +526,11 @@ impl Bus {
             && state.me().ip.is_empty()
             && let Some(ip) = local_ip
         {
-            state.me_mut().ip = ip_text(ip);
+            state.me_mut().ip = super::ip_text(ip);
             changed = true;
         }
         let sender_ip = if msg.ip.is_empty() {
-            peer_ip.map(ip_text).unwrap_or_default()
+            peer_ip.map(super::ip_text).unwrap_or_default()
         } else {
             msg.ip.clone()
         };
@@ -845,16 +845,6 @@ impl Bus {
             crate::log!(Warning, "{e}");
         }
         cluster.settle(now);
-    }
-}
-
-/// An address as CLUSTER NODES writes it.
-fn ip_text(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
-        IpAddr::V4(v4) => v4.to_string(),
     }
 }
 

@@ -173,19 +173,24 @@ pub fn parse_id(text: &[u8]) -> Option<NodeId> {
 
 /// A new random node name.
 pub fn random_id() -> NodeId {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let seed = format!(
-        "{}:{}:{}",
-        crate::runtime::server::new_repl_id(),
-        SEQ.fetch_add(1, Ordering::Relaxed),
-        crate::util::random_u64()
-    );
-    let hex = crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()));
     let mut id = [b'0'; 40];
-    for (d, s) in id.iter_mut().zip(hex.bytes()) {
+    for (d, s) in id
+        .iter_mut()
+        .zip(crate::runtime::server::new_repl_id().bytes())
+    {
         *d = s;
     }
     id
+}
+
+/// An address as CLUSTER NODES writes it (an IPv4-mapped IPv6 address as IPv4).
+pub fn ip_text(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+    }
 }
 
 /// The slots a bitmap holds, ascending (empty words skipped).

@@ -46,15 +46,6 @@ pub struct Routes {
     me: u16,
 }
 
-/// Where a command goes.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// It runs here.
-    Here,
-    /// It is refused with this error (a redirection or CLUSTERDOWN).
-    Refuse(Vec<u8>),
-}
-
 impl Routes {
     /// The routes of `state`.
     pub fn build(state: &State, version: u64, now: Millis) -> Routes {
@@ -123,7 +114,9 @@ impl Routes {
         self.addrs.get(usize::from(node)).map_or("", String::as_str)
     }
 
-    /// Where a command goes, as the node that receives it decides before running it:
+    /// The refusal (a redirection or CLUSTERDOWN) of a command this node does not serve,
+    /// or `None` when it runs here, as the node that receives it decides before running
+    /// it:
     /// `keys` — the slot of its first key and whether another key is in another slot
     /// (`None`: it has no key); `asking` — the client sent ASKING (or the command
     /// implies it); `write` — the command may write (`cluster-allow-reads-when-down`).
@@ -135,29 +128,27 @@ impl Routes {
         asking: bool,
         write: bool,
         reads_when_down: bool,
-    ) -> Verdict {
-        let Some((first, cross)) = keys else {
-            return Verdict::Here;
-        };
+    ) -> Option<Vec<u8>> {
+        let (first, cross) = keys?;
         let owner = self.owner.get(first).copied().unwrap_or(NONE);
         if owner == NONE {
-            return Verdict::Refuse(UNBOUND.to_vec());
+            return Some(UNBOUND.to_vec());
         }
         if cross {
-            return Verdict::Refuse(CROSSSLOT.to_vec());
+            return Some(CROSSSLOT.to_vec());
         }
         if !self.ok {
             if !reads_when_down {
-                return Verdict::Refuse(DOWN.to_vec());
+                return Some(DOWN.to_vec());
             }
             if write {
-                return Verdict::Refuse(DOWN_READS_ONLY.to_vec());
+                return Some(DOWN_READS_ONLY.to_vec());
             }
         }
         if owner == self.me || (asking && self.importing.get(first) == Some(&true)) {
-            return Verdict::Here;
+            return None;
         }
-        Verdict::Refuse(self.moved(first))
+        Some(self.moved(first))
     }
 
     /// `MOVED slot ip:port` to the node that serves `slot`.
@@ -169,7 +160,8 @@ impl Routes {
         format!("MOVED {slot} {}", self.addr(owner)).into_bytes()
     }
 
-    /// The check the shard that owns a command's keys makes as it runs it, while slots
+    /// The refusal (or `None`) the shard that owns a command's keys gives as it runs it,
+    /// while slots
     /// move ([`super::Cluster::unstable`]): `missing` — how many of the keys it lacks,
     /// of `keys` keys in all, in `slot`. A key of a slot this node no longer serves (the
     /// routes changed after the command was routed) is redirected; in a slot migrating
@@ -177,22 +169,22 @@ impl Routes {
     /// one that has some of them but not all must wait for the move to end
     /// (`TRYAGAIN`); in a slot being imported (the client asked), a command of several
     /// keys that lacks some must wait too.
-    pub fn on_shard(&self, slot: usize, keys: usize, missing: usize) -> Verdict {
+    pub fn on_shard(&self, slot: usize, keys: usize, missing: usize) -> Option<Vec<u8>> {
         let importing = self.importing.get(slot) == Some(&true);
         if !self.mine(slot) && !importing {
-            return Verdict::Refuse(self.moved(slot));
+            return Some(self.moved(slot));
         }
         let to = self.migrating.get(slot).copied().unwrap_or(NONE);
         if to != NONE && missing > 0 {
             if missing < keys {
-                return Verdict::Refuse(TRYAGAIN.to_vec());
+                return Some(TRYAGAIN.to_vec());
             }
-            return Verdict::Refuse(format!("ASK {slot} {}", self.addr(to)).into_bytes());
+            return Some(format!("ASK {slot} {}", self.addr(to)).into_bytes());
         }
         if importing && keys > 1 && missing > 0 {
-            return Verdict::Refuse(TRYAGAIN.to_vec());
+            return Some(TRYAGAIN.to_vec());
         }
-        Verdict::Here
+        None
     }
 
     /// The redirection a client blocked on a key of `slot` gets when the slot is no longer

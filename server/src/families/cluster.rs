@@ -11,6 +11,7 @@ use goblin_store::{SLOTS, key_slot};
 
 use crate::cluster::{self, Cluster, HANDSHAKE, MASTER, MEET, MYSELF, Node, State, id_str};
 use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
+use crate::table::meta_node::{Meta, Node as M};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 use crate::txn::shapes::FanOut;
@@ -510,12 +511,7 @@ fn meet(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         );
         return;
     };
-    let ip = match addr {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
-        IpAddr::V4(v4) => v4.to_string(),
-    };
+    let ip = cluster::ip_text(addr);
     let mut state = c.lock();
     let pending = state
         .nodes
@@ -1047,32 +1043,27 @@ fn reset(state: &mut State, hard: bool, now: goblin_store::Millis) {
 }
 
 /// `CLUSTER MYSHARDID`'s entry (Redis 7.2's; 7.0 lacks it).
-static CLUSTER_MYSHARDID: crate::table::meta_node::Meta = crate::table::meta_node::Meta {
-    info: crate::table::meta_node::Node::Array(&[
-        crate::table::meta_node::Node::Bulk("cluster|myshardid"),
-        crate::table::meta_node::Node::Int(2),
-        crate::table::meta_node::Node::Set(&[
-            crate::table::meta_node::Node::Simple("loading"),
-            crate::table::meta_node::Node::Simple("stale"),
-        ]),
-        crate::table::meta_node::Node::Int(0),
-        crate::table::meta_node::Node::Int(0),
-        crate::table::meta_node::Node::Int(0),
-        crate::table::meta_node::Node::Set(&[crate::table::meta_node::Node::Simple("@slow")]),
-        crate::table::meta_node::Node::Set(&[crate::table::meta_node::Node::Bulk(
-            "nondeterministic_output",
-        )]),
-        crate::table::meta_node::Node::Set(&[]),
-        crate::table::meta_node::Node::Set(&[]),
+static CLUSTER_MYSHARDID: Meta = Meta {
+    info: M::Array(&[
+        M::Bulk("cluster|myshardid"),
+        M::Int(2),
+        M::Set(&[M::Simple("loading"), M::Simple("stale")]),
+        M::Int(0),
+        M::Int(0),
+        M::Int(0),
+        M::Set(&[M::Simple("@slow")]),
+        M::Set(&[M::Bulk("nondeterministic_output")]),
+        M::Set(&[]),
+        M::Set(&[]),
     ]),
-    docs: crate::table::meta_node::Node::Map(&[
-        crate::table::meta_node::Node::Bulk("summary"),
-        crate::table::meta_node::Node::Bulk("Returns the shard ID of a node."),
-        crate::table::meta_node::Node::Bulk("since"),
-        crate::table::meta_node::Node::Bulk("7.2.0"),
-        crate::table::meta_node::Node::Bulk("group"),
-        crate::table::meta_node::Node::Bulk("cluster"),
-        crate::table::meta_node::Node::Bulk("complexity"),
-        crate::table::meta_node::Node::Bulk("O(1)"),
+    docs: M::Map(&[
+        M::Bulk("summary"),
+        M::Bulk("Returns the shard ID of a node."),
+        M::Bulk("since"),
+        M::Bulk("7.2.0"),
+        M::Bulk("group"),
+        M::Bulk("cluster"),
+        M::Bulk("complexity"),
+        M::Bulk("O(1)"),
     ]),
 };

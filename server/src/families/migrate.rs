@@ -267,6 +267,9 @@ fn delete_logged(ctx: &mut ShardCtx<'_>, keys: &[&[u8]]) {
     }
 }
 
+/// The most of one reply MIGRATE reads from its target.
+const MAX_TARGET_REPLY: usize = 1 << 20;
+
 /// Appends `argv` to `out` as a RESP command.
 fn command(out: &mut Vec<u8>, argv: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
@@ -315,6 +318,11 @@ fn exchange(
             }
             Ok(None) => {}
             Err(_) => return Err(read_error()),
+        }
+        // The target's replies are short (+OK, or an error line): a peer that sends more
+        // is not one, and is not buffered without end.
+        if buf.len() - at > MAX_TARGET_REPLY {
+            return Err(read_error());
         }
         match stream.read(&mut chunk) {
             Ok(0) | Err(_) => return Err(read_error()),

@@ -801,31 +801,17 @@ fn cluster_redirect(
                 };
                 write |= queued.flags.contains(Flags::WRITE);
                 let a = batch.args(i);
-                queued.for_each_key_position(&a, |k| note(goblin_store::key_slot(a.get(k))));
+                queued.for_each_routed_position(&a, |k| note(goblin_store::key_slot(a.get(k))));
             }
         }
-    } else if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
-        // Sharded Pub/Sub: the channels are routed as keys (their key specs say
-        // `not_key`, so the key finder skips them).
-        let last = if spec.name == "spublish" {
-            2
-        } else {
-            args.len()
-        };
-        for i in 1..last.min(args.len()) {
-            note(goblin_store::key_slot(args.get(i)));
-        }
     } else {
-        spec.for_each_key_position(args, |k| note(goblin_store::key_slot(args.get(k))));
+        spec.for_each_routed_position(args, |k| note(goblin_store::key_slot(args.get(k))));
     }
     keys?;
     let routes = crate::cluster::current(cache, cluster);
     let asking = conn.client.asking || spec.flags.contains(Flags::ASKING);
     let reads = shared.config.cluster.allow_reads_when_down;
-    match routes.route(keys, asking, write, reads) {
-        crate::cluster::routes::Verdict::Here => None,
-        crate::cluster::routes::Verdict::Refuse(e) => Some(e),
-    }
+    routes.route(keys, asking, write, reads)
 }
 
 /// Which shard(s) a keyed command needs.

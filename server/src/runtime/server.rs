@@ -611,9 +611,12 @@ impl Server {
 
 /// A new replication ID: 40 hexadecimal digits, random (the clock and the process).
 pub fn new_repl_id() -> String {
+    // (Two in one nanosecond differ by the sequence: cluster node names are made here too.)
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let seed = format!("{nanos}:{}", std::process::id());
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let seed = format!("{nanos}:{}:{seq}", std::process::id());
     crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()))
 }

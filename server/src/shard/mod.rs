@@ -872,6 +872,10 @@ impl Shard {
         db: usize,
         now: Millis,
     ) -> Option<Vec<u8>> {
+        // MIGRATE moves what keys there are: never redirected (redis-server's rule).
+        if spec.name == "migrate" {
+            return None;
+        }
         let mut slot = None;
         let mut keys = 0;
         spec.for_each_key_position(args, |i| {
@@ -879,10 +883,6 @@ impl Shard {
             keys += 1;
         });
         let slot = slot?;
-        // MIGRATE moves what keys there are: never redirected (redis-server's rule).
-        if spec.name == "migrate" {
-            return None;
-        }
         let routes = Arc::clone(crate::cluster::current(&mut self.routes, cluster));
         if !routes.needs_check(slot) {
             return None;
@@ -896,10 +896,7 @@ impl Shard {
                 missing += 1;
             }
         });
-        match routes.on_shard(slot, keys, missing) {
-            crate::cluster::routes::Verdict::Here => None,
-            crate::cluster::routes::Verdict::Refuse(e) => Some(e),
-        }
+        routes.on_shard(slot, keys, missing)
     }
 
     /// Runs a shard handler on this shard's database `db`, writing its reply to `out`,

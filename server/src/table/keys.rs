@@ -474,6 +474,8 @@ pub struct KeyFinder {
     custom: Option<CustomFinder>,
     /// Some spec names keys (is not NOT_KEY).
     has_key_spec: bool,
+    /// Some spec is NOT_KEY (sharded Pub/Sub's channels).
+    has_not_key_spec: bool,
     /// Some spec has VARIABLE_FLAGS.
     variable_flags: bool,
     /// Some invocation can find several keys.
@@ -489,6 +491,7 @@ impl KeyFinder {
         simple: None,
         custom: None,
         has_key_spec: false,
+        has_not_key_spec: false,
         variable_flags: false,
         may_span: false,
         key_flags: KeyFlags::NONE,
@@ -511,6 +514,7 @@ impl KeyFinder {
     fn from_specs(specs: Vec<KeySpec>) -> KeyFinder {
         let keys = || specs.iter().filter(|s| s.is_key());
         let has_key_spec = keys().next().is_some();
+        let has_not_key_spec = specs.iter().any(|s| !s.is_key());
         let may_span = keys().count() > 1 || keys().any(KeySpec::may_span);
         let key_flags = keys().fold(KeyFlags::NONE, |acc, s| acc | s.flags);
         let variable_flags = specs
@@ -549,6 +553,7 @@ impl KeyFinder {
             simple,
             custom: None,
             has_key_spec,
+            has_not_key_spec,
             variable_flags,
             may_span,
             key_flags,
@@ -642,20 +647,48 @@ impl KeyFinder {
         }
     }
 
+    /// What Redis Cluster routes `args` by: the keys, and with them the arguments of
+    /// NOT_KEY specs — sharded Pub/Sub's channels, which name a slot though they are no
+    /// keys (redis-server's `GET_KEYSPEC_INCLUDE_NOT_KEYS`).
+    ///
+    /// # Errors
+    /// As [`KeyFinder::find`].
+    pub fn routed_positions(
+        &self,
+        args: &Args<'_>,
+        mut f: impl FnMut(usize),
+    ) -> Result<(), InvalidKeys> {
+        if self.has_not_key_spec {
+            self.search_specs(args, &mut |i, _| f(i), |_| true)
+        } else {
+            self.positions(args, f)
+        }
+    }
+
     /// The search of `getKeysUsingKeySpecs` alone: every spec but NOT_KEY ones.
     fn find_in_specs(
         &self,
         args: &Args<'_>,
         f: &mut impl FnMut(usize, KeyFlags),
     ) -> Result<(), InvalidKeys> {
+        self.search_specs(args, f, KeySpec::is_key)
+    }
+
+    /// The arguments the specs `included` name.
+    fn search_specs(
+        &self,
+        args: &Args<'_>,
+        f: &mut impl FnMut(usize, KeyFlags),
+        included: impl Fn(&KeySpec) -> bool,
+    ) -> Result<(), InvalidKeys> {
         let specs = self.specs.as_slice();
         // A later spec may invalidate the whole search: check them all before reporting.
         if specs.len() > 1 {
-            for spec in specs.iter().filter(|s| s.is_key()) {
+            for spec in specs.iter().filter(|s| included(s)) {
                 spec.locate(args)?;
             }
         }
-        for spec in specs.iter().filter(|s| s.is_key()) {
+        for spec in specs.iter().filter(|s| included(s)) {
             if let Some(span) = spec.locate(args)? {
                 for i in (span.first..=span.last).step_by(span.step) {
                     f(i, spec.flags);

@@ -228,6 +228,17 @@ impl CommandSpec {
         }
     }
 
+    /// Calls `f` with the argument index of each key of the command `args`, and of each
+    /// argument Redis Cluster routes by though it names no key (sharded Pub/Sub's
+    /// channels): what decides the slot a command goes to.
+    pub fn for_each_routed_position(&self, args: &Args<'_>, mut f: impl FnMut(usize)) {
+        if self.key_finder.routed_positions(args, &mut f).is_err()
+            && let Some(route) = self.route_keys
+        {
+            let _ = route(args, &mut |i, _| f(i));
+        }
+    }
+
     /// The keys of the command `args` with their lock modes.
     pub fn lock_needs(&self, args: &Args<'_>) -> Vec<(Vec<u8>, LockMode)> {
         let mut needs = Vec::new();
