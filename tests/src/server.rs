@@ -1,9 +1,11 @@
 //! Server processes: goblin-server under test and redis-server as the oracle.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::Raw;
@@ -88,13 +90,41 @@ fn ready_reply(reply: &[u8]) -> bool {
     reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH")
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, and never handed out before by this process.
+///
+/// The kernel may give the same port to two binds of port 0 in quick succession once
+/// the first is closed; two tests starting servers at once could then both be told the
+/// same port, and one of them would talk to the other's server (seen in CI: a redis-server
+/// that lost the race exited, and the test's PING reached a server being stopped).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind a port")
+            .local_addr()
+            .expect("local address")
+            .port();
+        // Every port of the ephemeral range handed out once: start again.
+        if given.len() > 20_000 {
+            given.clear();
+        }
+        if given.insert(port) {
+            return port;
+        }
+    }
+}
+
+/// Whether a server answers PING on `port` with a ready reply; a connection refused,
+/// closed or silent is "not yet", never a panic.
+fn answers_ready(port: u16) -> bool {
+    let Ok(mut raw) = Raw::try_connect(port) else {
+        return false;
+    };
+    raw.try_send(&crate::encode(&[b"PING"])).is_ok()
+        && raw.try_reply().is_ok_and(|reply| ready_reply(&reply))
 }
 
 /// Which server a [`Server`] runs.
@@ -290,9 +320,7 @@ impl Server {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if let Ok(mut raw) = Raw::try_connect(self.port)
-                && ready_reply(&raw.cmd(&[b"PING"]))
-            {
+            if answers_ready(self.port) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -305,9 +333,7 @@ impl Server {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if let Ok(mut raw) = Raw::try_connect(self.port)
-                && ready_reply(&raw.cmd(&[b"PING"]))
-            {
+            if answers_ready(self.port) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
