@@ -23,6 +23,8 @@
 //! ```
 #![deny(missing_docs)]
 
+/// Users and their permissions (ACL).
+pub mod acl;
 pub mod alloc;
 
 pub mod clock;

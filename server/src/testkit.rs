@@ -328,6 +328,7 @@ impl Loopback {
             db: 0,
             databases: self.shared.config.databases,
             local_client: true,
+            caller: None,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

@@ -1,7 +1,6 @@
-//! ACL, for the one user Goblin has — `default`, with every permission and the
-//! `requirepass` password: WHOAMI, CAT, GENPASS, LIST, USERS, GETUSER, LOG (always
-//! empty: nothing is ever denied), DRYRUN and HELP, with redis-server 7.0's replies.
-//! Users of one's own (SETUSER, DELUSER, LOAD, SAVE) are not part of Goblin.
+//! ACL: users and their permissions (`crate::acl`), with redis-server 7.0's replies —
+//! SETUSER, DELUSER, GETUSER, LIST, USERS, WHOAMI, CAT, GENPASS, LOG, DRYRUN and HELP.
+//! LOAD and SAVE answer as redis-server does without an ACL file (Goblin has none).
 
 use crate::errors;
 use crate::sha1::hex;
@@ -14,6 +13,10 @@ pub fn register(table: &mut CommandTable) {
         &meta::ACL,
         Exec::Container,
         &[
+            ("setuser", None, Exec::Conn(setuser)),
+            ("deluser", None, Exec::Conn(deluser)),
+            ("load", None, Exec::Conn(no_acl_file)),
+            ("save", None, Exec::Conn(no_acl_file)),
             ("whoami", None, Exec::Conn(whoami)),
             ("cat", None, Exec::Conn(cat)),
             ("genpass", None, Exec::Conn(genpass)),
@@ -27,30 +30,7 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
-/// The categories, in Redis's order.
-const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
+use crate::acl::{CATEGORIES, Denied};
 
 /// More arguments than the subcommand takes (`aclCommand` checks them itself).
 fn too_many(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
@@ -60,7 +40,41 @@ fn too_many(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `ACL WHOAMI`
 fn whoami(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    ctx.reply().bulk(b"default");
+    let name = ctx.client.user.name.clone();
+    ctx.reply().bulk(&name);
+}
+
+/// `ACL SETUSER username [rule …]`: every rule applies, or none.
+fn setuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let rules: Vec<&[u8]> = args.iter_from(3).collect();
+    match ctx
+        .shared
+        .acl
+        .set_user(&ctx.shared.commands, args.get(2), &rules)
+    {
+        Ok(()) => ctx.reply().ok(),
+        Err(e) => ctx.reply().error_sanitized(&e),
+    }
+}
+
+/// `ACL DELUSER username …`: how many existed. Their clients are closed (each as it
+/// next sends a command).
+fn deluser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let names: Vec<&[u8]> = args.iter_from(2).collect();
+    match ctx.shared.acl.delete_users(&names) {
+        Ok(n) => ctx.reply().integer(n as i64),
+        Err(e) => ctx.reply().error_sanitized(&e),
+    }
+}
+
+/// `ACL LOAD`, `ACL SAVE`: Goblin has no ACL file.
+fn no_acl_file(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    ctx.reply().error(
+        b"ERR This Redis instance is not configured to use an ACL file. You may want to \
+          specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
+          (assuming you have a Redis configuration file set) in order to store users in the \
+          Redis configuration.",
+    );
 }
 
 /// `ACL CAT [category]`: the categories, or the commands (and subcommands) in one.
@@ -122,95 +136,127 @@ fn genpass(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     ctx.reply().bulk(text.as_bytes());
 }
 
-/// The default user's password rule: `nopass`, or `#` and the password's SHA-256.
-fn password_hash(ctx: &ConnCtx<'_>) -> Option<String> {
-    let live = ctx.shared.live();
-    live.requirepass
-        .as_ref()
-        .map(|p| hex(&crate::sha256::digest(p)))
-}
-
-/// `ACL LIST`: the one user, in configuration-file form.
+/// `ACL LIST`: every user, in configuration-file form, by name.
 fn list(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let pass = password_hash(ctx).map_or_else(|| "nopass".to_string(), |h| format!("#{h}"));
-    let line = format!("user default on {pass} ~* &* +@all");
+    let users = ctx.shared.acl.users();
+    let lines: Vec<Vec<u8>> = users
+        .iter()
+        .map(|u| {
+            let mut line = b"user ".to_vec();
+            line.extend_from_slice(&u.name);
+            line.push(b' ');
+            line.extend_from_slice(u.describe(&ctx.shared.commands).as_bytes());
+            line
+        })
+        .collect();
     let mut out = ctx.reply();
-    out.array(1);
-    out.bulk(line.as_bytes());
-}
-
-/// `ACL USERS`
-fn users(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let mut out = ctx.reply();
-    out.array(1);
-    out.bulk(b"default");
-}
-
-/// `ACL GETUSER username`: the default user's rules; nil for anyone else.
-fn getuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    if args.get(2) != b"default" {
-        return ctx.reply().null();
+    out.array(lines.len());
+    for line in &lines {
+        out.bulk(line);
     }
-    let hash = password_hash(ctx);
+}
+
+/// `ACL USERS`: every user's name, in order.
+fn users(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let users = ctx.shared.acl.users();
+    let mut out = ctx.reply();
+    out.array(users.len());
+    for u in &users {
+        out.bulk(&u.name);
+    }
+}
+
+/// `ACL GETUSER username`: flags, passwords, and the commands, keys and channels of its
+/// root permissions and of each selector; nil for no such user.
+fn getuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let Some(user) = ctx.shared.acl.user(args.get(2)).0 else {
+        return ctx.reply().null();
+    };
+    let views = user.views(&ctx.shared.commands);
     let mut out = ctx.reply();
     out.map(6);
     out.bulk(b"flags");
-    match &hash {
-        Some(_) => {
-            out.array(1);
-            out.bulk(b"on");
-        }
-        None => {
-            out.array(2);
-            out.bulk(b"on");
-            out.bulk(b"nopass");
-        }
+    let flags = user.flags();
+    out.array(flags.len());
+    for f in flags {
+        out.bulk(f.as_bytes());
     }
     out.bulk(b"passwords");
-    match &hash {
-        Some(h) => {
-            out.array(1);
-            out.bulk(h.as_bytes());
-        }
-        None => out.array(0),
+    out.array(user.passwords().len());
+    for p in user.passwords() {
+        out.bulk(p.as_bytes());
     }
-    out.bulk(b"commands");
-    out.bulk(b"+@all");
-    out.bulk(b"keys");
-    out.bulk(b"~*");
-    out.bulk(b"channels");
-    out.bulk(b"&*");
+    let mut views = views.iter();
+    if let Some([commands, keys, channels]) = views.next() {
+        out.bulk(b"commands");
+        out.bulk(commands.as_bytes());
+        out.bulk(b"keys");
+        out.bulk(keys.as_bytes());
+        out.bulk(b"channels");
+        out.bulk(channels.as_bytes());
+    }
     out.bulk(b"selectors");
-    out.array(0);
+    out.array(views.len());
+    for [commands, keys, channels] in views {
+        out.map(3);
+        out.bulk(b"commands");
+        out.bulk(commands.as_bytes());
+        out.bulk(b"keys");
+        out.bulk(keys.as_bytes());
+        out.bulk(b"channels");
+        out.bulk(channels.as_bytes());
+    }
 }
 
-/// `ACL LOG [count | RESET]`: nothing is ever denied, so the log is empty.
+/// `ACL LOG [count | RESET]`: the newest refusals first (10 by default).
 fn log(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     if args.len() > 3 {
         return too_many(ctx, args);
     }
+    let mut count = 10;
     if args.len() == 3 {
         let arg = args.get(2);
         if arg.eq_ignore_ascii_case(b"reset") {
+            ctx.shared.acl.reset_log();
             return ctx.reply().ok();
         }
-        if goblin_protocol::parse_i64(arg).is_none() {
-            return ctx.reply().error(errors::NOT_INTEGER);
+        match goblin_protocol::parse_i64(arg) {
+            Some(n) if n >= 0 => count = n as usize,
+            _ => return ctx.reply().error(errors::NOT_INTEGER),
         }
     }
-    ctx.reply().array(0);
+    let entries = ctx.shared.acl.log_entries(count);
+    let now = ctx.now;
+    let mut out = ctx.reply();
+    out.array(entries.len());
+    for e in &entries {
+        out.map(7);
+        out.bulk(b"count");
+        out.integer(e.count as i64);
+        out.bulk(b"reason");
+        out.bulk(e.reason.as_bytes());
+        out.bulk(b"context");
+        out.bulk(e.context.as_bytes());
+        out.bulk(b"object");
+        out.bulk(&e.object);
+        out.bulk(b"username");
+        out.bulk(&e.username);
+        out.bulk(b"age-seconds");
+        out.double(now.saturating_sub(e.at_ms) as f64 / 1000.0);
+        out.bulk(b"client-info");
+        out.bulk(e.client_info.as_bytes());
+    }
 }
 
-/// `ACL DRYRUN username command [arg …]`: the default user may run any command with
-/// the right number of arguments.
+/// `ACL DRYRUN username command [arg …]`: whether the user may run the command, as OK
+/// or the reason it may not.
 fn dryrun(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    let user = args.get(2);
-    if user != b"default" {
+    let Some(user) = ctx.shared.acl.user(args.get(2)).0 else {
         let mut msg = b"ERR User '".to_vec();
-        msg.extend_from_slice(user);
+        msg.extend_from_slice(args.get(2));
         msg.extend_from_slice(b"' not found");
         return ctx.reply().error_sanitized(&msg);
-    }
+    };
     let table = &ctx.shared.commands;
     let name = args.get(3);
     let not_found = |ctx: &mut ConnCtx<'_>| {
@@ -234,7 +280,23 @@ fn dryrun(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         let msg = errors::wrong_arity(spec.name);
         return ctx.reply().error(&msg);
     }
-    ctx.reply().ok();
+    let command = args.skip(3);
+    let why = match user.check(spec, &command) {
+        Ok(()) => return ctx.reply().ok(),
+        Err(Denied::Command) => format!(
+            "This user has no permissions to run the '{}' command",
+            spec.name
+        ),
+        Err(Denied::Key(i)) => format!(
+            "This user has no permissions to access the '{}' key",
+            String::from_utf8_lossy(command.get(i))
+        ),
+        Err(Denied::Channel(i)) => format!(
+            "This user has no permissions to access the '{}' channel",
+            String::from_utf8_lossy(command.get(i))
+        ),
+    };
+    ctx.reply().bulk(why.as_bytes());
 }
 
 /// `ACL HELP`

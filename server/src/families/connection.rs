@@ -206,7 +206,10 @@ fn reset(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     conn.client.resp = Version::Resp2;
     conn.client.name = None;
     conn.client.reply = ReplyMode::On;
-    conn.client.authenticated = conn.shared.live().requirepass.is_none();
+    let (user, version) = conn.shared.acl.default_user();
+    conn.client.authenticated = user.needs_no_password();
+    conn.client.user = user;
+    conn.client.acl_version = version;
     conn.reply().simple(b"RESET");
     None
 }
@@ -227,26 +230,30 @@ fn valid_client_attr(s: &[u8]) -> bool {
     s.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-/// Whether `user`/`password` authenticate. Goblin has one user, `default`, with no
-/// password: like redis-server's default configuration, any password is accepted for it.
-fn authenticates(ctx: &ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
-    user == b"default"
-        && ctx
-            .shared
-            .live()
-            .requirepass
-            .as_deref()
-            .is_none_or(|wanted| constant_time_eq(wanted, password))
-}
-
-/// Whether `a` and `b` are equal, in a time that depends on their lengths only (a
-/// password compared byte by byte until the first difference tells an attacker, by the
-/// time it takes, how much of it they have right).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Authenticates the client as `user` if `password` opens it (the user exists, is on,
+/// and needs no password or has this one); a failure is logged in the ACL LOG.
+fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
+    let (found, version) = ctx.shared.acl.user(user);
+    match found {
+        Some(found) if found.opens(password) => {
+            ctx.client.user = found;
+            ctx.client.acl_version = version;
+            ctx.client.authenticated = true;
+            true
+        }
+        _ => {
+            ctx.shared.acl.log(crate::acl::LogEntry {
+                count: 1,
+                reason: "auth",
+                context: "toplevel",
+                object: b"AUTH".to_vec(),
+                username: user.to_vec(),
+                at_ms: ctx.now,
+                client_info: ctx.client.info_line(ctx.now),
+            });
+            false
+        }
     }
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// Names the connection (`clientSetNameOrReply`); an empty name removes its name.
@@ -276,10 +283,9 @@ fn hello_args(ctx: &mut ConnCtx<'_>, args: &Args<'_>) -> Result<Option<Version>,
     while let Some(opt) = c.next() {
         if is_keyword(opt, "AUTH") && c.remaining() >= 2 {
             let (user, password) = (c.next_arg()?, c.next_arg()?);
-            if !authenticates(ctx, user, password) {
+            if !authenticate(ctx, user, password) {
                 return Err(errors::WRONGPASS.into());
             }
-            ctx.client.authenticated = true;
         } else if is_keyword(opt, "SETNAME") && !c.is_empty() {
             set_client_name(ctx, c.next_arg()?)?;
         } else {
@@ -346,15 +352,14 @@ fn select(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `AUTH [username] password`
 fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let (user, password) = match args.len() {
-        2 if ctx.shared.live().requirepass.is_none() => {
+        2 if ctx.shared.acl.default_user().0.needs_no_password() => {
             return ctx.reply().error(errors::AUTH_NO_PASSWORD);
         }
         2 => (&b"default"[..], args.get(1)),
         3 => (args.get(1), args.get(2)),
         _ => return ctx.reply().error(errors::SYNTAX),
     };
-    if authenticates(ctx, user, password) {
-        ctx.client.authenticated = true;
+    if authenticate(ctx, user, password) {
         ctx.reply().ok();
     } else {
         ctx.reply().error(errors::WRONGPASS);
@@ -544,6 +549,8 @@ struct KillFilter {
     skipme: bool,
     /// MAXAGE (Redis 7.4): clients connected longer than this many seconds.
     max_age: Option<u64>,
+    /// USER: clients authenticated as this user.
+    user: Option<Vec<u8>>,
 }
 
 /// `CLIENT KILL addr:port` and `CLIENT KILL <filter> <value> ...`, checked as
@@ -557,6 +564,7 @@ fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
         laddr: None,
         skipme: true,
         max_age: None,
+        user: None,
     };
     if f.old {
         f.addr = Some(args.get(2).to_vec());
@@ -579,9 +587,7 @@ fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
         } else if args.is(i, "laddr") && more {
             f.laddr = Some(value.to_vec());
         } else if args.is(i, "user") && more {
-            if value != b"default" {
-                return Err(errors::no_such_user(value));
-            }
+            f.user = Some(value.to_vec());
         } else if args.is(i, "maxage") && more {
             let age = parse_i64(value).ok_or(ErrorReply::Fixed(errors::MAXAGE_NOT_INTEGER))?;
             // As Redis 7.4: 0 (or less) does not filter.
@@ -615,6 +621,7 @@ impl KillFilter {
                 .laddr
                 .as_ref()
                 .is_none_or(|a| shown(c.laddr).as_ref() == Some(a))
+            && self.user.as_ref().is_none_or(|u| c.user.name == *u)
             && !(self.skipme && view.is_asker(c))
             && self
                 .max_age
@@ -638,6 +645,11 @@ fn client_kill_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u
         Ok(f) => f,
         Err(e) => return e.send(&mut ctx.reply()),
     };
+    if let Some(user) = &filter.user
+        && ctx.shared.acl.user(user).0.is_none()
+    {
+        return errors::no_such_user(user).send(&mut ctx.reply());
+    }
     let killed: u64 = answers
         .iter()
         .filter_map(|a| <[u8; 8]>::try_from(a.as_slice()).ok())

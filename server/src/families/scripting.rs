@@ -379,6 +379,7 @@ fn run_here(
     out: &mut Vec<u8>,
 ) {
     let mut db = db;
+    let caller = shard.script_caller.clone();
     shard.set_in_script(true);
     let ran = inv.callee.with_engine(shared, |engine| {
         let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv) {
@@ -394,6 +395,11 @@ fn run_here(
                     Ok(spec) => spec,
                     Err(e) => return Called::Refused(e),
                 };
+                if let Some(caller) = &caller
+                    && let Some(e) = caller.check(&shared.acl, spec, a, now)
+                {
+                    return Called::Refused(e);
+                }
                 shard.count_call(spec.id);
                 // MONITOR shows what the script calls as redis-server shows it: from
                 // its Lua client, in the database it ran in (SELECT's new one).
@@ -632,6 +638,8 @@ pub(crate) mod plan {
         /// The plan of a command it called whose keys span shards, with the protocol
         /// the script reads its reply in.
         sub: Option<(Box<dyn Plan>, Version)>,
+        /// Who runs it, when that user's permissions are restricted.
+        caller: Option<std::sync::Arc<crate::acl::Caller>>,
     }
 
     /// Where a command a script calls runs.
@@ -662,6 +670,7 @@ pub(crate) mod plan {
             run: None,
             sub: None,
             callee: inv.callee,
+            caller: start.caller.clone(),
         }))
     }
 
@@ -700,6 +709,11 @@ pub(crate) mod plan {
             Args::with_owned(argv, |a| {
                 let spec =
                     check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
+                if let Some(caller) = &self.caller
+                    && let Some(e) = caller.check(&cx.shared.acl, spec, a, cx.now)
+                {
+                    return Err(Resume::Refused(e));
+                }
                 match spec.exec {
                     Exec::Shard(_) => {}
                     _ if spec.name == "select" => {
@@ -763,6 +777,7 @@ pub(crate) mod plan {
                         db: cx.db(),
                         databases: cx.shared.config.databases,
                         local_client: true,
+                        caller: self.caller.clone(),
                     };
                     return match (cross.plan)(&start) {
                         Ok(plan) => Ok(Routed::Sub(plan)),

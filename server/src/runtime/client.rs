@@ -39,6 +39,10 @@ pub struct Client {
     /// Whether it may run commands: always without `requirepass`, else once AUTH (or
     /// HELLO … AUTH) succeeded.
     pub authenticated: bool,
+    /// The user it is authenticated as (the default user until AUTH says otherwise).
+    pub user: std::sync::Arc<crate::acl::User>,
+    /// The version of the users `user` was read at: taken again when they change.
+    pub acl_version: u64,
     /// CLIENT REPLY: whether its replies are sent.
     pub reply: ReplyMode,
     /// A MONITOR client: it is sent every command the server runs.
@@ -150,7 +154,7 @@ impl Client {
             "id={} addr={addr} laddr={laddr} fd={} name={} age={age} idle={idle} flags={flags} \
              db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
              multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events={events} cmd={} \
-             user=default redir={redir} resp={resp} lib-name={} lib-ver={}",
+             user={} redir={redir} resp={resp} lib-name={} lib-ver={}",
             self.id,
             f.fd,
             text(&self.name),
@@ -163,6 +167,7 @@ impl Client {
             f.omem,
             f.tot_mem,
             self.last_command,
+            String::from_utf8_lossy(&self.user.name),
             text(&self.lib_name),
             text(&self.lib_ver),
         )
@@ -170,8 +175,25 @@ impl Client {
 }
 
 impl Client {
+    /// Who runs a script for this client, when its user's permissions are restricted
+    /// (`None`: nothing to check).
+    pub fn script_caller(&self, now: Millis) -> Option<std::sync::Arc<crate::acl::Caller>> {
+        (!self.user.unrestricted).then(|| {
+            std::sync::Arc::new(crate::acl::Caller {
+                user: std::sync::Arc::clone(&self.user),
+                client_info: self.info_line(now),
+            })
+        })
+    }
+
     /// A fresh client.
-    pub fn new(id: u64, addr: Option<SocketAddr>, laddr: Option<SocketAddr>, now: Millis) -> Self {
+    pub fn new(
+        id: u64,
+        addr: Option<SocketAddr>,
+        laddr: Option<SocketAddr>,
+        now: Millis,
+        (user, acl_version): (std::sync::Arc<crate::acl::User>, u64),
+    ) -> Self {
         Client {
             id,
             name: None,
@@ -186,7 +208,9 @@ impl Client {
             close_after_reply: false,
             last_command: "NULL",
             last_io: now,
-            authenticated: true,
+            authenticated: user.needs_no_password(),
+            user,
+            acl_version,
             reply: ReplyMode::On,
             monitor: false,
             no_evict: false,

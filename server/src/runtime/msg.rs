@@ -106,6 +106,9 @@ pub struct Batch {
     /// It holds a command that may run a script (the shard that runs it lends its
     /// worker's connections to the stand-in meanwhile: `runtime/standin.rs`).
     pub scripts: bool,
+    /// Who runs its scripts, when that user's permissions are restricted (the commands
+    /// a script calls are checked against them).
+    pub caller: Option<Arc<crate::acl::Caller>>,
 }
 
 impl Default for Batch {
@@ -124,6 +127,7 @@ impl Default for Batch {
             slow: Vec::new(),
             tracker: None,
             scripts: false,
+            caller: None,
         }
     }
 }
@@ -197,6 +201,7 @@ impl Batch {
         self.slow.clear();
         self.tracker = None;
         self.scripts = false;
+        self.caller = None;
     }
 
     /// True when every command has run.

@@ -242,10 +242,22 @@ impl Worker {
                 return self.reject(shared, key, rejection);
             }
         };
+        // The users changed (ACL SETUSER, DELUSER, `requirepass`): the client's is read
+        // again; a client whose user was deleted is closed.
+        if conn.client.acl_version != shared.acl.version() && !refresh_user(shared, conn) {
+            conn.closing = true;
+            return Flow::Next;
+        }
         // Refused before it runs (or is queued in MULTI, which it then aborts): before
-        // AUTH, while loading, while writes cannot be persisted.
+        // AUTH, by the user's permissions, while loading, while writes cannot be
+        // persisted.
         let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             Some(crate::errors::NOAUTH.to_vec())
+        } else if !conn.client.user.unrestricted
+            && !spec.flags.contains(Flags::NO_AUTH)
+            && let Err(denied) = conn.client.user.check(spec, args)
+        {
+            Some(acl_denied(shared, conn, spec, args, denied, self.now))
         } else if shared.persist.gate() != 0
             && let Some(refusal) = gate_refusal(shared, spec)
         {
@@ -316,13 +328,13 @@ impl Worker {
             if conn.client.tracking.caching {
                 forget_caching(conn, Some(spec.name));
             }
+            // A transaction command answers its own refusal (a refused EXEC discards
+            // the transaction: `EXECABORT`, as redis-server's `rejectCommand`).
+            let own = matches!(spec.exec, Exec::Multi(_)).then_some(spec.id);
             return self.reject_command(
                 shared,
                 key,
-                Rejection {
-                    spec: None,
-                    message,
-                },
+                Rejection { spec: own, message },
                 Some(spec.id),
             );
         }
@@ -361,6 +373,9 @@ impl Worker {
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
             };
+            if spec.may_run_script() {
+                queued.caller = conn.client.script_caller(self.now);
+            }
             if let Some(multi) = conn.multi.as_mut() {
                 multi.queued.push(queued);
             }
@@ -668,6 +683,59 @@ impl Worker {
     }
 }
 
+/// Takes the client's user again after the users changed; false when it was deleted.
+#[cold]
+#[inline(never)]
+fn refresh_user(shared: &Shared, conn: &mut Conn) -> bool {
+    let (user, version) = shared.acl.user(&conn.client.user.name);
+    conn.client.acl_version = version;
+    match user {
+        Some(user) => {
+            conn.client.user = user;
+            true
+        }
+        None => false,
+    }
+}
+
+/// A command the client's user may not run: logged in the ACL LOG, and its `NOPERM`
+/// error.
+#[cold]
+#[inline(never)]
+fn acl_denied(
+    shared: &Shared,
+    conn: &mut Conn,
+    spec: &CommandSpec,
+    args: &Args<'_>,
+    denied: crate::acl::Denied,
+    now: goblin_store::Millis,
+) -> Vec<u8> {
+    use crate::acl::Denied;
+    let (reason, object) = match denied {
+        Denied::Command => ("command", spec.name.as_bytes().to_vec()),
+        Denied::Key(i) => ("key", args.get(i).to_vec()),
+        Denied::Channel(i) => ("channel", args.get(i).to_vec()),
+    };
+    conn.client.facts = conn.facts(false);
+    let last = std::mem::replace(&mut conn.client.last_command, spec.name);
+    let client_info = conn.client.info_line(now);
+    conn.client.last_command = last;
+    shared.acl.log(crate::acl::LogEntry {
+        count: 1,
+        reason,
+        context: if conn.multi.is_some() {
+            "multi"
+        } else {
+            "toplevel"
+        },
+        object,
+        username: conn.client.user.name.clone(),
+        at_ms: now,
+        client_info,
+    });
+    crate::acl::noperm(denied, spec)
+}
+
 /// Logs slow commands sent by `client` (SLOWLOG), or by a script it ran.
 fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<SlowCmd>) {
     let addr = client.addr.map(|a| a.to_string()).unwrap_or_default();
@@ -852,6 +920,7 @@ impl Worker {
                 self.shard.tracked = self.cmd_tracked;
             }
             let waits = if spec.may_run_script() {
+                self.shard.script_caller = conn.client.script_caller(self.now);
                 self.execute_lending(key, spec, args, may_wait)
             } else {
                 let Conn { client, output, .. } = conn;
@@ -869,6 +938,7 @@ impl Worker {
             if tracked {
                 self.shard.tracked = None;
             }
+            self.shard.script_caller = None;
             if self.shard.has_slow()
                 && let Some(conn) = self.conns.get(key)
             {
@@ -890,9 +960,15 @@ impl Worker {
             key,
             generation: conn.generation,
         };
+        let caller = if spec.may_run_script() {
+            conn.client.script_caller(self.now)
+        } else {
+            None
+        };
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);
         batch.scripts = spec.may_run_script();
+        batch.caller = caller;
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
     }
@@ -960,7 +1036,12 @@ impl Worker {
         conn.flight_shard = shard;
         if let Some(batch) = conn.open.as_mut() {
             batch.push_tracked(spec.id, args, self.cmd_tracked);
-            batch.scripts |= spec.may_run_script();
+            if spec.may_run_script() {
+                batch.scripts = true;
+                if batch.caller.is_none() {
+                    batch.caller = conn.client.script_caller(self.now);
+                }
+            }
         }
         Flow::Next
     }
@@ -1198,10 +1279,16 @@ impl Worker {
             return self.reply_now(key, &crate::errors::no_plan(spec.name));
         };
         let slots = Arc::clone(self.shard.slots());
-        let (db, local_client) = self.conns.get(key).map_or((0, false), |c| {
+        let now = self.now;
+        let (db, local_client, caller) = self.conns.get(key).map_or((0, false, None), |c| {
             (
                 c.client.db,
                 c.client.addr.is_some_and(|a| a.ip().is_loopback()),
+                if spec.may_run_script() {
+                    c.client.script_caller(now)
+                } else {
+                    None
+                },
             )
         });
         let shared = Arc::clone(&self.shared);
@@ -1215,6 +1302,7 @@ impl Worker {
             db,
             databases: self.shared.config.databases,
             local_client,
+            caller,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

@@ -173,6 +173,8 @@ pub struct Shared {
     /// The replication ID INFO shows (`master_replid`): random at start, new after
     /// DEBUG CHANGE-REPL-ID.
     pub repl_id: std::sync::Mutex<String>,
+    /// The users and the ACL LOG.
+    pub acl: crate::acl::Acl,
     /// Redis Cluster mode's state (`cluster-enabled yes`), else `None`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
@@ -231,7 +233,9 @@ impl Shared {
         } else {
             None
         };
+        let acl = crate::acl::Acl::new(&commands, config.requirepass.as_deref());
         let shared = Shared {
+            acl,
             cluster,
             persist,
             live: std::sync::RwLock::new(config.clone()),
@@ -312,6 +316,9 @@ impl Shared {
         self.latency.set_threshold(config.latency_monitor_threshold);
         self.notify
             .store(config.notify_keyspace_events, Ordering::Relaxed);
+        if config.requirepass != self.live().requirepass {
+            self.acl.set_requirepass(config.requirepass.as_deref());
+        }
         *self
             .live
             .write()

@@ -162,8 +162,13 @@ pub(crate) fn new_conn(
         let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&params);
     }
     let laddr = stream.local_addr().ok();
-    let mut client = Client::new(shared.new_client_id(), Some(addr), laddr, now);
-    client.authenticated = shared.live().requirepass.is_none();
+    let client = Client::new(
+        shared.new_client_id(),
+        Some(addr),
+        laddr,
+        now,
+        shared.acl.default_user(),
+    );
     // (`serve` brings the decoder's limits up to the live ones.)
     Conn::new(stream, client, shared.config.limits, generation)
 }

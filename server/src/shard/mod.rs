@@ -171,6 +171,9 @@ pub struct Shard {
     tracking_on: bool,
     /// The tracking client the command being run is for.
     pub tracked: Option<crate::runtime::tracking::Tracked>,
+    /// Who runs the script being run here, when that user's permissions are restricted
+    /// (the commands it calls are checked against them).
+    pub script_caller: Option<Arc<crate::acl::Caller>>,
 }
 
 impl Shard {
@@ -209,6 +212,7 @@ impl Shard {
             tracking: Default::default(),
             tracking_on: false,
             tracked: None,
+            script_caller: None,
         }
     }
 
@@ -1279,6 +1283,8 @@ impl Shard {
     /// Runs command `batch.next` with no lock checks.
     fn run_one(&mut self, shared: &Shared, batch: &mut Batch, tx: Option<TxRef>) {
         let tracked = batch.tracked(batch.next);
+        let caller = batch.caller.clone();
+        let batch_scripts = caller.is_some();
         let Batch {
             data,
             spans,
@@ -1298,6 +1304,9 @@ impl Shard {
             return;
         };
         self.tracked = tracked;
+        if batch_scripts {
+            self.script_caller = caller;
+        }
         self.execute(
             shared,
             spec,
@@ -1310,6 +1319,9 @@ impl Shard {
             *slots_version,
         );
         self.tracked = None;
+        if batch_scripts {
+            self.script_caller = None;
+        }
         if !self.slow.is_empty() {
             batch.slow.append(&mut self.slow);
         }

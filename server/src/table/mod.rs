@@ -545,6 +545,14 @@ impl CommandTable {
             })
     }
 
+    /// The subcommands of `container` (none for a plain command).
+    pub fn subcommands<'t>(
+        &'t self,
+        container: &'t CommandSpec,
+    ) -> impl Iterator<Item = &'t CommandSpec> + 't {
+        container.subcommands.iter().map(|&id| &self.specs[id])
+    }
+
     /// Finds the command `args` invokes and checks its arity, with redis-server 7's errors.
     ///
     /// # Errors

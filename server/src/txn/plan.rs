@@ -332,6 +332,9 @@ pub struct PlanStart<'a> {
     /// The client connects from this machine (its peer is a loopback address): what
     /// `enable-debug-command local` allows.
     pub local_client: bool,
+    /// Who runs it, when that user's permissions are restricted (a script's plan
+    /// checks the commands the script calls against them).
+    pub caller: Option<std::sync::Arc<crate::acl::Caller>>,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.

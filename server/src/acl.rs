@@ -1,0 +1,1244 @@
+//! Users and what they may do (ACL), as redis-server 7.0 has them: passwords, the
+//! commands (by category, command, subcommand or first argument), the keys (by pattern,
+//! for reading, writing or both) and the Pub/Sub channels each user may use, with
+//! selectors — further sets of the same permissions, any of which may allow a command.
+//!
+//! [`Acl`] is shared by every thread: the users by name, behind a lock that only ACL
+//! SETUSER, DELUSER and `requirepass` take for writing, with a version number that
+//! changes with them. A client holds its user (`Arc<User>`) and the version it was
+//! taken at; before each command it compares that version with the current one (one
+//! relaxed atomic load) and takes its user again when they differ — a deleted user's
+//! clients are closed then. A user who may do everything (`User::unrestricted`, the
+//! default user as it starts) is checked by nothing else.
+//!
+//! What a check looks at is Redis's `ACLCheckAllUserCommandPerm`: the command (or
+//! subcommand) bit, then each key with the access its key spec declares, then the
+//! channels of PUBLISH, SPUBLISH and the subscriptions; selectors are tried in turn and
+//! the most specific refusal (channel over key over command) is reported. Refusals go to
+//! the ACL LOG.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::sha1::hex;
+use crate::table::handler::Args;
+use crate::table::keys::KeyFlags;
+use crate::table::{CommandSpec, CommandTable};
+use crate::util::glob_match;
+
+/// The ACL categories, in Redis's order (ACL CAT, and the order rules are described in).
+pub const CATEGORIES: [&str; 21] = [
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// How many entries ACL LOG keeps (redis-server's `acllog-max-len` default).
+const LOG_MAX_LEN: usize = 128;
+/// Refusals alike within this many milliseconds are counted in one log entry.
+const LOG_GROUPING_MS: u64 = 60_000;
+
+/// A key pattern and the access it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KeyPattern {
+    pattern: Vec<u8>,
+    read: bool,
+    write: bool,
+}
+
+/// One set of permissions: the user's root one, or a selector.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    /// One bit per command of the table (subcommands included), by id.
+    allowed: Vec<u64>,
+    /// `+@all`: commands added later are allowed too (what decides whether the rules are
+    /// described from `+@all` or from `-@all`).
+    future: bool,
+    /// First arguments allowed of a command otherwise refused (`+select|0`), by id.
+    first_args: BTreeMap<usize, Vec<Vec<u8>>>,
+    all_keys: bool,
+    keys: Vec<KeyPattern>,
+    all_channels: bool,
+    channels: Vec<Vec<u8>>,
+}
+
+/// A user.
+#[derive(Clone, Debug)]
+pub struct User {
+    /// Its name.
+    pub name: Vec<u8>,
+    enabled: bool,
+    nopass: bool,
+    /// `sanitize-payload` (`Some(true)`) or `skip-sanitize-payload` (`Some(false)`).
+    sanitize: Option<bool>,
+    /// SHA-256 digests of its passwords, in hex, in the order they were added.
+    passwords: Vec<String>,
+    root: Selector,
+    selectors: Vec<Selector>,
+    /// May run every command on every key and channel: nothing to check.
+    pub unrestricted: bool,
+}
+
+/// Why a command was refused; ordered as Redis ranks them (the highest of the
+/// selectors' is reported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Denied {
+    /// The command.
+    Command,
+    /// The key at this argument.
+    Key(usize),
+    /// The channel at this argument.
+    Channel(usize),
+}
+
+impl Denied {
+    fn rank(self) -> u8 {
+        match self {
+            Denied::Command => 1,
+            Denied::Key(_) => 2,
+            Denied::Channel(_) => 4,
+        }
+    }
+}
+
+/// The `NOPERM` error for a refusal of command `spec`.
+pub fn noperm(denied: Denied, spec: &CommandSpec) -> Vec<u8> {
+    match denied {
+        Denied::Command => format!(
+            "NOPERM this user has no permissions to run the '{}' command",
+            spec.name
+        )
+        .into_bytes(),
+        Denied::Key(_) => {
+            b"NOPERM this user has no permissions to access one of the keys used as arguments"
+                .to_vec()
+        }
+        Denied::Channel(_) => b"NOPERM this user has no permissions to access one of the \
+              channels used as arguments"
+            .to_vec(),
+    }
+}
+
+impl Selector {
+    fn new(commands: usize) -> Selector {
+        Selector {
+            allowed: vec![0; commands.div_ceil(64)],
+            future: false,
+            first_args: BTreeMap::new(),
+            all_keys: false,
+            keys: Vec::new(),
+            all_channels: false,
+            channels: Vec::new(),
+        }
+    }
+
+    fn bit(&self, id: usize) -> bool {
+        self.allowed
+            .get(id / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    fn set_bit(&mut self, id: usize, on: bool) {
+        if let Some(w) = self.allowed.get_mut(id / 64) {
+            if on {
+                *w |= 1 << (id % 64);
+            } else {
+                *w &= !(1 << (id % 64));
+            }
+        }
+    }
+
+    /// Allows or refuses a command, and its subcommands with it (`ACLChangeSelectorPerm`).
+    fn change(&mut self, table: &CommandTable, spec: &CommandSpec, on: bool) {
+        self.set_bit(spec.id, on);
+        self.first_args.remove(&spec.id);
+        for sub in table.subcommands(spec) {
+            self.set_bit(sub.id, on);
+            self.first_args.remove(&sub.id);
+        }
+    }
+
+    fn all_commands(&mut self, table: &CommandTable, on: bool) {
+        for w in &mut self.allowed {
+            *w = if on { u64::MAX } else { 0 };
+        }
+        // Bits past the table's end stay clear, so that two selectors compare alike.
+        let n = table.all().len();
+        if let Some(last) = self.allowed.last_mut()
+            && !n.is_multiple_of(64)
+        {
+            *last &= (1u64 << (n % 64)) - 1;
+        }
+        self.first_args.clear();
+        self.future = on;
+    }
+
+    fn category(&mut self, table: &CommandTable, name: &[u8], on: bool) {
+        for spec in table.all() {
+            if spec.in_acl_category(name) {
+                self.set_bit(spec.id, on);
+                self.first_args.remove(&spec.id);
+            }
+        }
+    }
+
+    /// Applies one rule of the selector kind (commands, keys, channels); `Err` with
+    /// Redis's reason.
+    fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), &'static str> {
+        let lower = rule.to_ascii_lowercase();
+        match lower.as_slice() {
+            b"allkeys" => {
+                self.all_keys = true;
+                self.keys.clear();
+                return Ok(());
+            }
+            b"resetkeys" => {
+                self.all_keys = false;
+                self.keys.clear();
+                return Ok(());
+            }
+            b"allchannels" => {
+                self.all_channels = true;
+                self.channels.clear();
+                return Ok(());
+            }
+            b"resetchannels" => {
+                self.all_channels = false;
+                self.channels.clear();
+                return Ok(());
+            }
+            b"allcommands" | b"+@all" => {
+                self.all_commands(table, true);
+                return Ok(());
+            }
+            b"nocommands" | b"-@all" => {
+                self.all_commands(table, false);
+                return Ok(());
+            }
+            _ => {}
+        }
+        match rule.first() {
+            Some(b'~' | b'%') => self.key_rule(rule),
+            Some(b'&') => {
+                if self.all_channels {
+                    return Err(
+                        "Adding a pattern after the * pattern (or the 'allchannels' \
+                                flag) is not valid and does not have any effect. Try \
+                                'resetchannels' to start with an empty list of channels",
+                    );
+                }
+                let pattern = &rule[1..];
+                if pattern == b"*" {
+                    self.all_channels = true;
+                    self.channels.clear();
+                } else if !self.channels.iter().any(|c| c == pattern) {
+                    self.channels.push(pattern.to_vec());
+                }
+                Ok(())
+            }
+            Some(&sign @ (b'+' | b'-')) => self.command_rule(table, &lower[1..], sign == b'+'),
+            _ => Err("Syntax error"),
+        }
+    }
+
+    fn key_rule(&mut self, rule: &[u8]) -> Result<(), &'static str> {
+        let (read, write, pattern) = if rule[0] == b'%' {
+            let tilde = rule.iter().position(|&b| b == b'~').ok_or("Syntax error")?;
+            let (mut read, mut write) = (false, false);
+            for &b in &rule[1..tilde] {
+                match b.to_ascii_uppercase() {
+                    b'R' => read = true,
+                    b'W' => write = true,
+                    _ => return Err("Syntax error"),
+                }
+            }
+            if !read && !write {
+                return Err("Syntax error");
+            }
+            (read, write, &rule[tilde + 1..])
+        } else {
+            (true, true, &rule[1..])
+        };
+        if self.all_keys {
+            return Err(
+                "Adding a pattern after the * pattern (or the 'allkeys' flag) is not \
+                        valid and does not have any effect. Try 'resetkeys' to start with an \
+                        empty list of patterns",
+            );
+        }
+        if read && write && pattern == b"*" {
+            self.all_keys = true;
+            self.keys.clear();
+            return Ok(());
+        }
+        match self.keys.iter_mut().find(|k| k.pattern == pattern) {
+            Some(k) => {
+                k.read |= read;
+                k.write |= write;
+            }
+            None => self.keys.push(KeyPattern {
+                pattern: pattern.to_vec(),
+                read,
+                write,
+            }),
+        }
+        Ok(())
+    }
+
+    fn command_rule(
+        &mut self,
+        table: &CommandTable,
+        what: &[u8],
+        on: bool,
+    ) -> Result<(), &'static str> {
+        const UNKNOWN: &str = "Unknown command or category name in ACL";
+        if let Some(category) = what.strip_prefix(b"@") {
+            if !CATEGORIES.iter().any(|c| c.as_bytes() == category) {
+                return Err(UNKNOWN);
+            }
+            self.category(table, category, on);
+            return Ok(());
+        }
+        let Some(bar) = what.iter().position(|&b| b == b'|') else {
+            let spec = table.lookup(what).ok_or(UNKNOWN)?;
+            self.change(table, spec, on);
+            return Ok(());
+        };
+        let (name, sub) = (&what[..bar], &what[bar + 1..]);
+        let spec = table.lookup(name).ok_or(UNKNOWN)?;
+        if spec.is_container() {
+            let sub = table.lookup_sub(spec, sub).ok_or(UNKNOWN)?;
+            self.change(table, sub, on);
+            return Ok(());
+        }
+        // A first argument of a command without subcommands (`+select|0`): allowed only
+        // added, and never one that is empty or holds another `|`.
+        if !on || sub.is_empty() || sub.contains(&b'|') {
+            return Err(if on { "Syntax error" } else { UNKNOWN });
+        }
+        if !self.bit(spec.id) {
+            let args = self.first_args.entry(spec.id).or_default();
+            if !args.iter().any(|a| a == sub) {
+                args.push(sub.to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this selector allows `args` of `spec`; else why not.
+    fn check(&self, spec: &CommandSpec, args: &Args<'_>) -> Result<(), Denied> {
+        if !self.bit(spec.id) {
+            let at = if spec.name.contains('|') { 2 } else { 1 };
+            let allowed = args.len() > at
+                && self
+                    .first_args
+                    .get(&spec.id)
+                    .is_some_and(|list| list.iter().any(|a| a.eq_ignore_ascii_case(args.get(at))));
+            if !allowed {
+                return Err(Denied::Command);
+            }
+        }
+        if !self.all_keys && spec.key_finder.has_keys() {
+            let mut refused = None;
+            let _ = spec.key_finder.find(args, |i, flags| {
+                if refused.is_none() && !self.key_allowed(args.get(i), flags) {
+                    refused = Some(i);
+                }
+            });
+            if let Some(i) = refused {
+                return Err(Denied::Key(i));
+            }
+        }
+        if !self.all_channels
+            && let Some((first, pattern)) = channels_of(spec)
+        {
+            let last = if spec.name == "publish" || spec.name == "spublish" {
+                first + 1
+            } else {
+                args.len()
+            };
+            for i in first..last.min(args.len()) {
+                if !self.channel_allowed(args.get(i), pattern) {
+                    return Err(Denied::Channel(i));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `ACLSelectorCheckKey`: some pattern grants the access the key spec declares.
+    fn key_allowed(&self, key: &[u8], flags: KeyFlags) -> bool {
+        let read = flags.contains(KeyFlags::ACCESS);
+        let write = flags.intersects(
+            KeyFlags::INSERT
+                .union(KeyFlags::DELETE)
+                .union(KeyFlags::UPDATE),
+        );
+        self.keys
+            .iter()
+            .any(|k| (!read || k.read) && (!write || k.write) && glob_match(&k.pattern, key, false))
+    }
+
+    /// `ACLCheckChannelAgainstList`: a pattern subscription must name an allowed pattern
+    /// exactly; a channel must match one.
+    fn channel_allowed(&self, channel: &[u8], is_pattern: bool) -> bool {
+        self.channels.iter().any(|c| {
+            if is_pattern {
+                c == channel
+            } else {
+                glob_match(c, channel, false)
+            }
+        })
+    }
+
+    /// Whether it allows everything.
+    fn unrestricted(&self, table: &CommandTable) -> bool {
+        self.all_keys && self.all_channels && table.all().iter().all(|spec| self.bit(spec.id))
+    }
+
+    /// Its rules, as ACL LIST shows them (`ACLDescribeSelector`).
+    fn describe(&self, table: &CommandTable) -> String {
+        let mut out = String::new();
+        if self.all_keys {
+            out.push_str("~* ");
+        } else {
+            for k in &self.keys {
+                out.push_str(&key_pattern_text(k));
+                out.push(' ');
+            }
+        }
+        if self.all_channels {
+            out.push_str("&* ");
+        } else {
+            out.push_str("resetchannels ");
+            for c in &self.channels {
+                out.push('&');
+                out.push_str(&String::from_utf8_lossy(c));
+                out.push(' ');
+            }
+        }
+        out.push_str(&self.describe_commands(table));
+        out
+    }
+
+    fn keys_text(&self) -> String {
+        if self.all_keys {
+            return "~*".to_string();
+        }
+        let parts: Vec<String> = self.keys.iter().map(key_pattern_text).collect();
+        parts.join(" ")
+    }
+
+    fn channels_text(&self) -> String {
+        if self.all_channels {
+            return "&*".to_string();
+        }
+        let parts: Vec<String> = self
+            .channels
+            .iter()
+            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// The command rules (`ACLDescribeSelectorCommandRules`, 7.0's): from `+@all` or
+    /// `-@all`, the categories that add (or remove) more commands than not, then the
+    /// single commands, subcommands and first arguments that still differ.
+    fn describe_commands(&self, table: &CommandTable) -> String {
+        let mut fake = Selector::new(table.all().len());
+        let additive = !self.future;
+        let mut rules = if additive {
+            fake.all_commands(table, false);
+            String::from("-@all ")
+        } else {
+            fake.all_commands(table, true);
+            String::from("+@all ")
+        };
+        for category in CATEGORIES {
+            let (mut on, mut off) = (0usize, 0usize);
+            for spec in table.all() {
+                if spec.in_acl_category(category.as_bytes()) {
+                    if self.bit(spec.id) {
+                        on += 1;
+                    } else {
+                        off += 1;
+                    }
+                }
+            }
+            if (additive && on > off) || (!additive && off > on) {
+                fake.category(table, category.as_bytes(), additive);
+                rules.push(if additive { '+' } else { '-' });
+                rules.push('@');
+                rules.push_str(category);
+                rules.push(' ');
+            }
+        }
+        for spec in table.top_level() {
+            self.describe_single(table, spec, &mut fake, &mut rules);
+            for sub in table.subcommands(spec) {
+                self.describe_single(table, sub, &mut fake, &mut rules);
+            }
+        }
+        rules.pop();
+        rules
+    }
+
+    fn describe_single(
+        &self,
+        table: &CommandTable,
+        spec: &CommandSpec,
+        fake: &mut Selector,
+        rules: &mut String,
+    ) {
+        let user = self.bit(spec.id);
+        if user != fake.bit(spec.id) {
+            rules.push(if user { '+' } else { '-' });
+            rules.push_str(spec.name);
+            rules.push(' ');
+            fake.change(table, spec, user);
+        }
+        if !user && let Some(args) = self.first_args.get(&spec.id) {
+            for a in args {
+                rules.push('+');
+                rules.push_str(spec.name);
+                rules.push('|');
+                rules.push_str(&String::from_utf8_lossy(a));
+                rules.push(' ');
+            }
+        }
+    }
+}
+
+fn key_pattern_text(k: &KeyPattern) -> String {
+    let prefix = match (k.read, k.write) {
+        (true, true) => "~",
+        (true, false) => "%R~",
+        _ => "%W~",
+    };
+    format!("{prefix}{}", String::from_utf8_lossy(&k.pattern))
+}
+
+/// Where a command's channels start, and whether they are patterns: PUBLISH's and
+/// SPUBLISH's one channel, the subscriptions' (the unsubscriptions are not checked).
+fn channels_of(spec: &CommandSpec) -> Option<(usize, bool)> {
+    match spec.name {
+        "publish" | "spublish" | "subscribe" | "ssubscribe" => Some((1, false)),
+        "psubscribe" => Some((1, true)),
+        _ => None,
+    }
+}
+
+impl User {
+    /// A new user as ACL SETUSER creates it: off, no password, no permission.
+    fn new(name: &[u8], table: &CommandTable) -> User {
+        let mut root = Selector::new(table.all().len());
+        root.all_commands(table, false);
+        User {
+            name: name.to_vec(),
+            enabled: false,
+            nopass: false,
+            sanitize: None,
+            passwords: Vec::new(),
+            root,
+            selectors: Vec::new(),
+            unrestricted: false,
+        }
+    }
+
+    /// The default user: on, every permission, `requirepass` its password if set.
+    fn default_user(table: &CommandTable, requirepass: Option<&[u8]>) -> User {
+        let mut user = User::new(b"default", table);
+        user.enabled = true;
+        user.root.all_commands(table, true);
+        user.root.all_keys = true;
+        user.root.all_channels = true;
+        user.set_requirepass(requirepass);
+        user.unrestricted = user.root.unrestricted(table);
+        user
+    }
+
+    fn set_requirepass(&mut self, requirepass: Option<&[u8]>) {
+        self.passwords.clear();
+        match requirepass {
+            Some(pw) => {
+                self.nopass = false;
+                self.passwords.push(hex(&crate::sha256::digest(pw)));
+            }
+            None => self.nopass = true,
+        }
+    }
+
+    /// Whether a client of this user needs no AUTH: it is on and needs no password (the
+    /// default user decides whether new clients must authenticate).
+    pub fn needs_no_password(&self) -> bool {
+        self.enabled && self.nopass
+    }
+
+    /// Whether `password` opens this user (on, and no password needed or one of its).
+    pub fn opens(&self, password: &[u8]) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let digest = hex(&crate::sha256::digest(password));
+        // Every stored digest is compared whole, so the time taken says nothing of which.
+        self.passwords.iter().fold(false, |found, p| {
+            found | constant_time_eq(p.as_bytes(), digest.as_bytes())
+        })
+    }
+
+    /// Whether it may run `args` of `spec`; else the refusal to report.
+    pub fn check(&self, spec: &CommandSpec, args: &Args<'_>) -> Result<(), Denied> {
+        if self.unrestricted {
+            return Ok(());
+        }
+        let mut worst = match self.root.check(spec, args) {
+            Ok(()) => return Ok(()),
+            Err(d) => d,
+        };
+        for s in &self.selectors {
+            match s.check(spec, args) {
+                Ok(()) => return Ok(()),
+                Err(d) if d.rank() > worst.rank() => worst = d,
+                Err(_) => {}
+            }
+        }
+        Err(worst)
+    }
+
+    /// Applies one SETUSER rule.
+    fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), Vec<u8>> {
+        let failed = |reason: &str| {
+            let mut e = b"ERR Error in ACL SETUSER modifier '".to_vec();
+            e.extend_from_slice(rule);
+            e.extend_from_slice(b"': ");
+            e.extend_from_slice(reason.as_bytes());
+            e
+        };
+        if rule.first() == Some(&b'(') && rule.last() == Some(&b')') && rule.len() >= 2 {
+            let mut selector = Selector::new(table.all().len());
+            selector.all_commands(table, false);
+            for part in rule[1..rule.len() - 1]
+                .split(|&b| b == b' ')
+                .filter(|p| !p.is_empty())
+            {
+                selector.apply(table, part).map_err(&failed)?;
+            }
+            self.selectors.push(selector);
+            return Ok(());
+        }
+        match rule.to_ascii_lowercase().as_slice() {
+            b"on" => self.enabled = true,
+            b"off" => self.enabled = false,
+            b"nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            b"resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            b"skip-sanitize-payload" => self.sanitize = Some(false),
+            b"sanitize-payload" => self.sanitize = Some(true),
+            b"clearselectors" => self.selectors.clear(),
+            b"reset" => {
+                self.passwords.clear();
+                self.nopass = false;
+                self.enabled = false;
+                self.sanitize = Some(true);
+                self.selectors.clear();
+                self.root = Selector::new(table.all().len());
+                self.root.all_commands(table, false);
+            }
+            _ => match rule.first() {
+                Some(b'>') => {
+                    let digest = hex(&crate::sha256::digest(&rule[1..]));
+                    if !self.passwords.contains(&digest) {
+                        self.passwords.push(digest);
+                    }
+                    self.nopass = false;
+                }
+                Some(b'#') => {
+                    let digest = password_hash(&rule[1..]).ok_or_else(|| failed(BAD_HASH))?;
+                    if !self.passwords.contains(&digest) {
+                        self.passwords.push(digest);
+                    }
+                    self.nopass = false;
+                }
+                Some(b'<') => {
+                    let digest = hex(&crate::sha256::digest(&rule[1..]));
+                    let at = self.passwords.iter().position(|p| *p == digest).ok_or_else(|| {
+                        failed("The password you are trying to remove from the user does not exist")
+                    })?;
+                    self.passwords.remove(at);
+                }
+                Some(b'!') => {
+                    let digest = password_hash(&rule[1..]).ok_or_else(|| failed(BAD_HASH))?;
+                    let at = self.passwords.iter().position(|p| *p == digest).ok_or_else(|| {
+                        failed("The password you are trying to remove from the user does not exist")
+                    })?;
+                    self.passwords.remove(at);
+                }
+                _ => self.root.apply(table, rule).map_err(&failed)?,
+            },
+        }
+        Ok(())
+    }
+
+    /// Its rules, as ACL LIST shows them after `user <name> ` (`ACLDescribeUser`).
+    pub fn describe(&self, table: &CommandTable) -> String {
+        let mut out = String::new();
+        for flag in self.flags() {
+            out.push_str(flag);
+            out.push(' ');
+        }
+        for p in &self.passwords {
+            out.push('#');
+            out.push_str(p);
+            out.push(' ');
+        }
+        out.push_str(&self.root.describe(table));
+        for s in &self.selectors {
+            out.push_str(" (");
+            out.push_str(&s.describe(table));
+            out.push(')');
+        }
+        out
+    }
+
+    /// Its flags, as ACL GETUSER lists them.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut flags = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            flags.push("nopass");
+        }
+        match self.sanitize {
+            Some(false) => flags.push("skip-sanitize-payload"),
+            Some(true) => flags.push("sanitize-payload"),
+            None => {}
+        }
+        flags
+    }
+
+    /// The SHA-256 digests of its passwords, in hex.
+    pub fn passwords(&self) -> &[String] {
+        &self.passwords
+    }
+
+    /// ACL GETUSER's `commands`, `keys` and `channels` of its root permissions, then of
+    /// each selector.
+    pub fn views(&self, table: &CommandTable) -> Vec<[String; 3]> {
+        std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .map(|s| [s.describe_commands(table), s.keys_text(), s.channels_text()])
+            .collect()
+    }
+}
+
+const BAD_HASH: &str = "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters";
+
+/// A password's hash as `#` and `!` give it: 64 lowercase hexadecimal digits.
+fn password_hash(text: &[u8]) -> Option<String> {
+    (text.len() == 64
+        && text
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+    .then(|| String::from_utf8_lossy(text).into_owned())
+}
+
+/// Whether `a` and `b` are equal, in a time that depends on their lengths only.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// Who runs a script, for the checks of the commands it calls: the user, and the
+/// client as CLIENT LIST shows it (for the ACL LOG). Only a restricted user's scripts
+/// carry one.
+#[derive(Debug)]
+pub struct Caller {
+    /// The user.
+    pub user: Arc<User>,
+    /// The client's CLIENT LIST line, as the script started.
+    pub client_info: String,
+}
+
+impl Caller {
+    /// Whether the user may call `args` of `spec` from its script; else the error the
+    /// script gets (`scriptCall`'s), the refusal logged with the `lua` context.
+    pub fn check(
+        &self,
+        acl: &Acl,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        now: u64,
+    ) -> Option<Vec<u8>> {
+        let denied = self.user.check(spec, args).err()?;
+        let (reason, object, error) = match denied {
+            Denied::Command => (
+                "command",
+                spec.name.as_bytes().to_vec(),
+                &b"ERR The user executing the script can't run this command or subcommand"[..],
+            ),
+            Denied::Key(i) => (
+                "key",
+                args.get(i).to_vec(),
+                &b"ERR The user executing the script can't access at least one of the keys \
+                   mentioned in the command arguments"[..],
+            ),
+            Denied::Channel(i) => (
+                "channel",
+                args.get(i).to_vec(),
+                &b"ERR The user executing the script can't publish to the channel mentioned \
+                   in the command"[..],
+            ),
+        };
+        acl.log(LogEntry {
+            count: 1,
+            reason,
+            context: "lua",
+            object,
+            username: self.user.name.clone(),
+            at_ms: now,
+            client_info: self.client_info.clone(),
+        });
+        Some(error.to_vec())
+    }
+}
+
+/// One ACL LOG entry.
+#[derive(Clone, Debug)]
+pub struct LogEntry {
+    /// How many refusals it stands for.
+    pub count: u64,
+    /// `command`, `key`, `channel` or `auth`.
+    pub reason: &'static str,
+    /// `toplevel`, `multi` or `lua`.
+    pub context: &'static str,
+    /// The command, key or channel refused (`AUTH` for a failed authentication).
+    pub object: Vec<u8>,
+    /// The user.
+    pub username: Vec<u8>,
+    /// When, in milliseconds since the epoch (the last of its refusals).
+    pub at_ms: u64,
+    /// The client, as CLIENT LIST shows it.
+    pub client_info: String,
+}
+
+/// Every user, the ACL LOG, and a version that changes with the users.
+#[derive(Debug)]
+pub struct Acl {
+    users: RwLock<BTreeMap<Vec<u8>, Arc<User>>>,
+    version: AtomicU64,
+    log: Mutex<VecDeque<LogEntry>>,
+    /// What [`Acl::default_user`] answers should the default user be missing (it cannot
+    /// be deleted): a user who may do nothing.
+    nobody: Arc<User>,
+}
+
+impl Acl {
+    /// The default user alone, with `requirepass` as its password.
+    pub fn new(table: &CommandTable, requirepass: Option<&[u8]>) -> Acl {
+        let mut users = BTreeMap::new();
+        users.insert(
+            b"default".to_vec(),
+            Arc::new(User::default_user(table, requirepass)),
+        );
+        Acl {
+            users: RwLock::new(users),
+            version: AtomicU64::new(1),
+            log: Mutex::new(VecDeque::new()),
+            nobody: Arc::new(User::new(b"default", table)),
+        }
+    }
+
+    /// The version of the users: it changes whenever one does.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Vec<u8>, Arc<User>>> {
+        self.users
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Vec<u8>, Arc<User>>> {
+        self.users
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The user called `name`, with the version it was read at.
+    pub fn user(&self, name: &[u8]) -> (Option<Arc<User>>, u64) {
+        let users = self.read();
+        (users.get(name).cloned(), self.version())
+    }
+
+    /// The default user and the version it was read at.
+    pub fn default_user(&self) -> (Arc<User>, u64) {
+        let users = self.read();
+        let user = users.get(&b"default"[..]).cloned();
+        let version = self.version();
+        drop(users);
+        (user.unwrap_or_else(|| Arc::clone(&self.nobody)), version)
+    }
+
+    /// Every user, by name.
+    pub fn users(&self) -> Vec<Arc<User>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// `ACL SETUSER name rule…`: every rule applies, or none (the user is untouched).
+    ///
+    /// # Errors
+    /// The first rule's error, as Redis words it.
+    pub fn set_user(
+        &self,
+        table: &CommandTable,
+        name: &[u8],
+        rules: &[&[u8]],
+    ) -> Result<(), Vec<u8>> {
+        if name.iter().any(|&b| b == b' ' || b == 0) {
+            return Err(b"ERR Usernames can't contain spaces or null characters".to_vec());
+        }
+        let rules = merge_selectors(rules)?;
+        let mut users = self.write();
+        let mut user = match users.get(name) {
+            Some(u) => User::clone(u),
+            None => User::new(name, table),
+        };
+        for rule in &rules {
+            user.apply(table, rule)?;
+        }
+        user.unrestricted =
+            user.root.unrestricted(table) || user.selectors.iter().any(|s| s.unrestricted(table));
+        users.insert(name.to_vec(), Arc::new(user));
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// `ACL DELUSER name…`: how many were deleted.
+    ///
+    /// # Errors
+    /// When `default` is among them.
+    pub fn delete_users(&self, names: &[&[u8]]) -> Result<usize, Vec<u8>> {
+        if names.iter().any(|n| *n == b"default") {
+            return Err(b"ERR The 'default' user cannot be removed".to_vec());
+        }
+        let mut users = self.write();
+        let deleted = names.iter().filter(|n| users.remove(**n).is_some()).count();
+        if deleted > 0 {
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(deleted)
+    }
+
+    /// `requirepass` changed: the default user's password follows.
+    pub fn set_requirepass(&self, requirepass: Option<&[u8]>) {
+        let mut users = self.write();
+        if let Some(u) = users.get_mut(&b"default"[..]) {
+            let mut user = User::clone(u);
+            user.set_requirepass(requirepass);
+            *u = Arc::new(user);
+        }
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Adds a refusal to the log, counted with an entry alike of the last minute.
+    pub fn log(&self, mut entry: LogEntry) {
+        let mut log = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let alike = log.iter().take(10).position(|e| {
+            e.reason == entry.reason
+                && e.context == entry.context
+                && e.object == entry.object
+                && e.username == entry.username
+                && entry.at_ms.saturating_sub(e.at_ms) <= LOG_GROUPING_MS
+        });
+        if let Some(i) = alike
+            && let Some(old) = log.remove(i)
+        {
+            entry.count = old.count + 1;
+        }
+        log.push_front(entry);
+        log.truncate(LOG_MAX_LEN);
+    }
+
+    /// The newest `count` log entries, newest first.
+    pub fn log_entries(&self, count: usize) -> Vec<LogEntry> {
+        let log = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.iter().take(count).cloned().collect()
+    }
+
+    /// ACL LOG RESET.
+    pub fn reset_log(&self) {
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// SETUSER's arguments with each selector made one rule: an argument that starts with
+/// `(` runs to the first that ends with `)`, joined by spaces (`ACLMergeSelectorArguments`).
+fn merge_selectors(rules: &[&[u8]]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
+    let mut out = Vec::with_capacity(rules.len());
+    let mut open: Option<Vec<u8>> = None;
+    for rule in rules {
+        match open.as_mut() {
+            Some(selector) => {
+                selector.push(b' ');
+                selector.extend_from_slice(rule);
+                if rule.last() == Some(&b')') {
+                    out.extend(open.take());
+                }
+            }
+            None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
+                open = Some(rule.to_vec());
+            }
+            None if rule.first() == Some(&b'(') && rule.len() == 1 => open = Some(rule.to_vec()),
+            None => out.push(rule.to_vec()),
+        }
+    }
+    if let Some(selector) = open {
+        let mut e = b"ERR Unmatched parenthesis in acl selector starting at '".to_vec();
+        e.extend_from_slice(
+            &selector[..selector
+                .iter()
+                .position(|&b| b == b' ')
+                .unwrap_or(selector.len())],
+        );
+        e.extend_from_slice(b"'.");
+        return Err(e);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> CommandTable {
+        crate::families::table().expect("the command table")
+    }
+
+    fn args(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    fn check(acl: &Acl, table: &CommandTable, user: &str, words: &[&str]) -> Result<(), Denied> {
+        Args::with_owned(&args(words), |a| {
+            let spec = table.resolve(a).expect("a known command");
+            let (u, _) = acl.user(user.as_bytes());
+            u.expect("the user").check(spec, a)
+        })
+    }
+
+    fn setuser(acl: &Acl, table: &CommandTable, name: &str, rules: &[&str]) -> Result<(), Vec<u8>> {
+        let owned = args(rules);
+        let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        acl.set_user(table, name.as_bytes(), &refs)
+    }
+
+    #[test]
+    fn the_default_user_may_do_everything() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        let (u, _) = acl.default_user();
+        assert!(u.unrestricted);
+        assert_eq!(u.describe(&t), "on nopass ~* &* +@all");
+        assert!(u.opens(b"anything"));
+        acl.set_requirepass(Some(b"pw"));
+        let (u, _) = acl.default_user();
+        assert!(u.opens(b"pw") && !u.opens(b"other"));
+    }
+
+    #[test]
+    fn commands_keys_and_channels_are_checked() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        setuser(
+            &acl,
+            &t,
+            "u",
+            &[
+                "on",
+                ">pw",
+                "~k*",
+                "%R~r*",
+                "&ch",
+                "+get",
+                "+set",
+                "+publish",
+                "+psubscribe",
+                "+config|get",
+            ],
+        )
+        .expect("rules");
+        assert_eq!(check(&acl, &t, "u", &["get", "k1"]), Ok(()));
+        assert_eq!(check(&acl, &t, "u", &["get", "r1"]), Ok(()));
+        assert_eq!(
+            check(&acl, &t, "u", &["set", "r1", "x"]),
+            Err(Denied::Key(1))
+        );
+        assert_eq!(check(&acl, &t, "u", &["del", "k1"]), Err(Denied::Command));
+        assert_eq!(check(&acl, &t, "u", &["config", "get", "x"]), Ok(()));
+        assert_eq!(
+            check(&acl, &t, "u", &["config", "set", "x", "y"]),
+            Err(Denied::Command)
+        );
+        assert_eq!(check(&acl, &t, "u", &["publish", "ch", "m"]), Ok(()));
+        assert_eq!(
+            check(&acl, &t, "u", &["publish", "no", "m"]),
+            Err(Denied::Channel(1))
+        );
+        assert_eq!(
+            check(&acl, &t, "u", &["psubscribe", "ch*"]),
+            Err(Denied::Channel(1))
+        );
+        assert_eq!(check(&acl, &t, "u", &["psubscribe", "ch"]), Ok(()));
+        let (u, _) = acl.user(b"u");
+        let u = u.expect("u");
+        assert!(u.opens(b"pw") && !u.opens(b"px"));
+        let described = u.describe(&t);
+        let (head, commands) = described.split_once(" -@all ").expect("-@all");
+        assert_eq!(
+            head,
+            format!(
+                "on #{} ~k* %R~r* resetchannels &ch",
+                hex(&crate::sha256::digest(b"pw"))
+            )
+        );
+        // The single commands come in table order: compared as a set.
+        let mut commands: Vec<&str> = commands.split(' ').collect();
+        commands.sort_unstable();
+        assert_eq!(
+            commands,
+            ["+config|get", "+get", "+psubscribe", "+publish", "+set"]
+        );
+    }
+
+    #[test]
+    fn rules_are_described_from_the_fewest_words() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        setuser(&acl, &t, "a", &["+@string", "-get"]).expect("rules");
+        let (u, _) = acl.user(b"a");
+        assert_eq!(
+            u.expect("a").describe(&t),
+            "off resetchannels -@all +@string -get"
+        );
+        setuser(&acl, &t, "b", &["+config", "-config|set"]).expect("rules");
+        let (u, _) = acl.user(b"b");
+        assert_eq!(
+            u.expect("b").describe(&t),
+            "off resetchannels -@all +config -config|set"
+        );
+        setuser(&acl, &t, "c", &["reset"]).expect("rules");
+        let (u, _) = acl.user(b"c");
+        assert_eq!(
+            u.expect("c").describe(&t),
+            "off sanitize-payload resetchannels -@all"
+        );
+    }
+
+    #[test]
+    fn a_failed_rule_changes_nothing() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        setuser(&acl, &t, "u", &["on"]).expect("rules");
+        let e = setuser(&acl, &t, "u", &["+get", "get"]).expect_err("a bad rule");
+        assert_eq!(
+            e,
+            b"ERR Error in ACL SETUSER modifier 'get': Syntax error".to_vec()
+        );
+        assert_eq!(check(&acl, &t, "u", &["get", "k"]), Err(Denied::Command));
+        let e = setuser(&acl, &t, "u", &["(+get", "x"]).expect_err("unmatched");
+        assert_eq!(
+            e,
+            b"ERR Unmatched parenthesis in acl selector starting at '(+get'.".to_vec()
+        );
+    }
+
+    #[test]
+    fn a_selector_may_allow_what_the_root_does_not() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        setuser(
+            &acl,
+            &t,
+            "u",
+            &["on", "nopass", "+set", "~s*", "(~g*", "+get)"],
+        )
+        .expect("rules");
+        assert_eq!(check(&acl, &t, "u", &["get", "g1"]), Ok(()));
+        assert_eq!(check(&acl, &t, "u", &["get", "s1"]), Err(Denied::Key(1)));
+        assert_eq!(
+            check(&acl, &t, "u", &["set", "g1", "v"]),
+            Err(Denied::Key(1))
+        );
+        let (u, _) = acl.user(b"u");
+        assert_eq!(
+            u.expect("u").describe(&t),
+            "on nopass ~s* resetchannels -@all +set (~g* resetchannels -@all +get)"
+        );
+    }
+
+    #[test]
+    fn the_log_groups_alike_refusals() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        let entry = |object: &[u8], at_ms| LogEntry {
+            count: 1,
+            reason: "key",
+            context: "toplevel",
+            object: object.to_vec(),
+            username: b"u".to_vec(),
+            at_ms,
+            client_info: String::new(),
+        };
+        acl.log(entry(b"k", 1_000));
+        acl.log(entry(b"k", 2_000));
+        acl.log(entry(b"j", 3_000));
+        acl.log(entry(b"k", 100_000));
+        let entries = acl.log_entries(10);
+        let counts: Vec<(Vec<u8>, u64)> = entries
+            .iter()
+            .map(|e| (e.object.clone(), e.count))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![(b"k".to_vec(), 1), (b"j".to_vec(), 1), (b"k".to_vec(), 2)]
+        );
+    }
+}
