@@ -243,12 +243,14 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 }
 
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
-/// are several), which only its plan can lock.
+/// are several), which only its plan can lock; so may one that declares no key (it
+/// runs here first, and is given up for its plan only if it reaches for another
+/// shard's key before writing: `run_script`).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     if shared.threads < 2 {
         return false;
     }
-    if shared.scripts.undeclared_allowed() {
+    if shared.scripts.undeclared_allowed() || (args.get(2) == b"0" && shared.cluster.is_none()) {
         return true;
     }
     if args.get(0).len() >= 5 && args.get(0)[..5].eq_ignore_ascii_case(b"fcall") {
@@ -359,26 +361,68 @@ fn run_script(
         // It may reach any shard: its plan runs it with every shard locked.
         return true;
     }
-    run_here(
-        shard, shared, &inv, call.db, call.now, call.resp, call.tx, allowed, out,
+    // A script that declares no key runs here until it calls a command with keys (all
+    // of them undeclared, maybe on other shards): it is then given up, having changed
+    // nothing, and started again under its plan, with every shard locked.
+    let restartable = call.may_wait && inv.keys.is_empty() && shared.threads > 1;
+    let at = out.len();
+    let restart = run_here(
+        shard,
+        shared,
+        &inv,
+        Run {
+            db: call.db,
+            now: call.now,
+            resp: call.resp,
+            tx: call.tx,
+            allowed,
+            restartable,
+        },
+        out,
     );
-    false
+    if restart {
+        out.truncate(at);
+    }
+    restart
 }
 
-/// Runs a script on this shard: its commands run here, one unit of work each.
-#[allow(clippy::too_many_arguments)]
-fn run_here(
-    shard: &mut Shard,
-    shared: &Shared,
-    inv: &Invocation<'_>,
+/// How a script runs on a shard.
+struct Run {
     db: usize,
     now: Millis,
     resp: Version,
     tx: Option<TxRef>,
+    /// Undeclared keys are allowed (`lua-allow-undeclared-keys`, or the script's flag).
     allowed: bool,
+    /// It may be given up for its plan (see [`run_script`]).
+    restartable: bool,
+}
+
+/// Runs a script on this shard: its commands run here, one unit of work each. A key it
+/// does not declare is used if this shard owns it and no transaction holds it (as Redis
+/// Cluster lets a script use undeclared keys of its node's slots; in cluster mode only
+/// with undeclared keys allowed). True when the run was given up, having changed
+/// nothing, to run again under its plan: `run.restartable`, and it called a command
+/// with keys before it wrote anything.
+fn run_here(
+    shard: &mut Shard,
+    shared: &Shared,
+    inv: &Invocation<'_>,
+    run: Run,
     out: &mut Vec<u8>,
-) {
+) -> bool {
+    let Run {
+        db,
+        now,
+        resp,
+        tx,
+        allowed,
+        restartable,
+    } = run;
+    let reachable_allowed = allowed || shared.cluster.is_none();
     let mut db = db;
+    let mut wrote = false;
+    let mut restart = false;
     let caller = shard.script_caller.clone();
     shard.set_in_script(true);
     let ran = inv.callee.with_engine(shared, |engine| {
@@ -390,6 +434,11 @@ fn run_here(
             }
         };
         let mut call = |a: &Args<'_>, cresp: Version, reply: &mut Vec<u8>| -> Called {
+            if restart {
+                // Given up: nothing more runs (a script catching the error goes on, and
+                // its run is thrown away).
+                return Called::Refused(b"ERR the script is run again".to_vec());
+            }
             {
                 let spec = match check_call(&shared.commands, a, inv.read_only) {
                     Ok(spec) => spec,
@@ -445,6 +494,7 @@ fn run_here(
                         let n = shard
                             .pubsub
                             .publish(&shared.pubsub, space, a.get(1), a.get(2));
+                        wrote = true;
                         Encoder::new(reply, cresp).integer(n as i64);
                         return Called::Reply;
                     }
@@ -459,11 +509,13 @@ fn run_here(
                     }
                 }
                 let mut refused = None;
+                let mut keyed = false;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
+                    keyed = true;
                     if refused.is_none()
                         && !inv.keys.contains(&key)
-                        && !(allowed && shard.may_touch_undeclared(key, tx))
+                        && !(reachable_allowed && shard.may_touch_undeclared(key, tx))
                     {
                         refused = Some(if allowed {
                             other_shard_key(key)
@@ -472,12 +524,19 @@ fn run_here(
                         });
                     }
                 });
+                if keyed && restartable && !wrote {
+                    // Every key it touches is undeclared: under its plan, with every
+                    // shard locked, it may reach them all, whatever it writes first.
+                    restart = true;
+                    return Called::Refused(refused.unwrap_or_default());
+                }
                 if let Some(e) = refused {
                     return Called::Refused(e);
                 }
                 let version = shard.slots().version();
                 shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
                 if spec.flags.contains(Flags::WRITE) {
+                    wrote = true;
                     Called::Wrote
                 } else {
                     Called::Reply
@@ -500,6 +559,7 @@ fn run_here(
     if ran.is_none() {
         Encoder::new(out, resp).error(b"ERR the Lua interpreter could not start");
     }
+    restart
 }
 
 /// The error for an undeclared key a script may touch but cannot reach from where it
@@ -655,8 +715,11 @@ pub(crate) mod plan {
     /// Makes the plan.
     pub fn script_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         let inv = invocation(start.shared, start.spec.name, start.args)?;
-        let whole =
-            start.shared.threads > 1 && undeclared_allowed(start.shared, inv.callee.flags());
+        // A script that declares no key runs with every shard locked: what it touches
+        // it names itself (`run_script` gives such a run up for this plan).
+        let whole = start.shared.threads > 1
+            && (undeclared_allowed(start.shared, inv.callee.flags())
+                || (inv.keys.is_empty() && start.shared.cluster.is_none()));
         let generation = match &inv.callee {
             Callee::Script(_) => start.shared.scripts.generation(),
             Callee::Function(_) => start.shared.functions.generation(),
