@@ -627,15 +627,25 @@ impl User {
         Err(worst)
     }
 
+    /// Applies SETUSER rules in turn; `Err` with the rule that failed and why.
+    fn apply_all<'r>(
+        &mut self,
+        table: &CommandTable,
+        rules: &'r [Vec<u8>],
+    ) -> Result<(), (&'r [u8], &'static str)> {
+        for rule in rules {
+            self.apply(table, rule)
+                .map_err(|reason| (rule.as_slice(), reason))?;
+        }
+        self.unrestricted =
+            self.root.unrestricted(table) || self.selectors.iter().any(|s| s.unrestricted(table));
+        Ok(())
+    }
+
     /// Applies one SETUSER rule.
-    fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), Vec<u8>> {
-        let failed = |reason: &str| {
-            let mut e = b"ERR Error in ACL SETUSER modifier '".to_vec();
-            e.extend_from_slice(rule);
-            e.extend_from_slice(b"': ");
-            e.extend_from_slice(reason.as_bytes());
-            e
-        };
+    /// Applies one rule; `Err` with Redis's reason.
+    fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), &'static str> {
+        let failed = |reason: &'static str| reason;
         if rule.first() == Some(&b'(') && rule.last() == Some(&b')') && rule.len() >= 2 {
             let mut selector = Selector::new(table.all().len());
             selector.all_commands(table, false);
@@ -932,12 +942,81 @@ impl Acl {
             Some(u) => User::clone(u),
             None => User::new(name, table),
         };
-        for rule in &rules {
-            user.apply(table, rule)?;
-        }
-        user.unrestricted =
-            user.root.unrestricted(table) || user.selectors.iter().any(|s| s.unrestricted(table));
+        user.apply_all(table, &rules).map_err(|(rule, reason)| {
+            let mut e = b"ERR Error in ACL SETUSER modifier '".to_vec();
+            e.extend_from_slice(rule);
+            e.extend_from_slice(b"': ");
+            e.extend_from_slice(reason.as_bytes());
+            e
+        })?;
         users.insert(name.to_vec(), Arc::new(user));
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Every user as ACL LIST and an ACL file show them: `user name rules`, by name.
+    pub fn lines(&self, table: &CommandTable) -> Vec<String> {
+        self.users()
+            .iter()
+            .map(|u| {
+                format!(
+                    "user {} {}",
+                    String::from_utf8_lossy(&u.name),
+                    u.describe(table)
+                )
+            })
+            .collect()
+    }
+
+    /// Makes the users those `text` (an ACL file, read from `path`) declares, all or
+    /// none: the default user, if the file does not declare it, as it starts.
+    ///
+    /// # Errors
+    /// Every line's error, as redis-server's ACL LOAD words them.
+    pub fn load(&self, table: &CommandTable, text: &str, path: &str) -> Result<(), String> {
+        let mut loaded: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
+        let mut errors = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let n = n + 1;
+            let words: Vec<&[u8]> = line.split_ascii_whitespace().map(str::as_bytes).collect();
+            if words.is_empty() {
+                continue;
+            }
+            if words.len() < 2 || words[0] != b"user" {
+                errors.push_str(&format!(
+                    "{path}:{n} should start with user keyword followed by the username. "
+                ));
+                continue;
+            }
+            let name = words[1];
+            let rules = match merge_selectors(&words[2..]) {
+                Ok(rules) => rules,
+                Err(e) => {
+                    let e = String::from_utf8_lossy(&e);
+                    errors.push_str(&format!("{path}:{n}: {}. ", e.trim_start_matches("ERR ")));
+                    continue;
+                }
+            };
+            let mut user = User::new(name, table);
+            if let Err((rule, reason)) = user.apply_all(table, &rules) {
+                errors.push_str(&format!(
+                    "{path}:{n}: Error in applying operation '{}': {reason}. ",
+                    String::from_utf8_lossy(rule)
+                ));
+                continue;
+            }
+            loaded.insert(name.to_vec(), Arc::new(user));
+        }
+        if !errors.is_empty() {
+            errors.push_str(
+                "WARNING: ACL errors detected, no change to the previously active ACL rules was performed",
+            );
+            return Err(errors);
+        }
+        loaded
+            .entry(b"default".to_vec())
+            .or_insert_with(|| Arc::new(User::default_user(table, None)));
+        *self.write() = loaded;
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -1211,6 +1290,40 @@ mod tests {
         assert_eq!(
             u.expect("u").describe(&t),
             "on nopass ~s* resetchannels -@all +set (~g* resetchannels -@all +get)"
+        );
+    }
+
+    #[test]
+    fn an_acl_file_loads_whole_or_not_at_all() {
+        let t = table();
+        let acl = Acl::new(&t, None);
+        setuser(&acl, &t, "old", &["on"]).expect("rules");
+        let e = acl
+            .load(
+                &t,
+                "user a on +get\nuser b +nosuch\nfoo\n\nuser c\n",
+                "f.acl",
+            )
+            .expect_err("bad lines");
+        assert_eq!(
+            e,
+            "f.acl:2: Error in applying operation '+nosuch': Unknown command or category name \
+             in ACL. f.acl:3 should start with user keyword followed by the username. WARNING: \
+             ACL errors detected, no change to the previously active ACL rules was performed"
+        );
+        assert!(acl.user(b"old").0.is_some() && acl.user(b"a").0.is_none());
+        acl.load(&t, "user a on >pw ~k* (~x +get) +set\n", "f.acl")
+            .expect("good lines");
+        assert!(acl.user(b"old").0.is_none());
+        assert_eq!(
+            acl.lines(&t),
+            [
+                format!(
+                    "user a on #{} ~k* resetchannels -@all +set (~x resetchannels -@all +get)",
+                    hex(&crate::sha256::digest(b"pw"))
+                ),
+                "user default on nopass ~* &* +@all".to_string(),
+            ]
         );
     }
 

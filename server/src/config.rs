@@ -30,6 +30,12 @@ pub struct Config {
     /// `requirepass`: the default user's password; `None`: no password (every client
     /// is authenticated).
     pub requirepass: Option<Vec<u8>>,
+    /// `user name rule …` (configuration file only): the users to create at start, each
+    /// its name and rules (as ACL SETUSER's).
+    pub users: Vec<Vec<String>>,
+    /// `aclfile`: the file users are loaded from at start, and ACL LOAD and ACL SAVE
+    /// read and write.
+    pub aclfile: Option<PathBuf>,
     /// `maxclients`: connections beyond it get an error and are closed.
     pub maxclients: usize,
     /// `timeout`: seconds a client may stay idle before it is closed (0: never).
@@ -389,6 +395,8 @@ impl Default for Config {
             persist: PersistConfig::default(),
             file: None,
             requirepass: None,
+            users: Vec::new(),
+            aclfile: None,
             maxclients: 10_000,
             timeout: 0,
             tcp_keepalive: 300,
@@ -435,6 +443,8 @@ Options:
                             the cores this process may use)
   --proto-max-bulk-len SIZE largest bulk argument in bytes (default 512mb, at least 1mb)
   --requirepass PASSWORD    clients must AUTH with it (default: none; '' for none)
+  --aclfile PATH            users loaded at start and by ACL LOAD, saved by ACL SAVE
+                            (default: none)
   --maxclients N            connections beyond N get an error and are closed (default
                             10000)
   --timeout SECONDS         close clients idle this long (default 0: never)
@@ -489,6 +499,8 @@ Options:
                             elements in the background whatever they say
   (configuration file only) rename-command OLD NEW: OLD is reachable as NEW only; NEW ''
                             removes it
+  (configuration file only) user NAME RULE ...: a user, as ACL SETUSER NAME RULE ...
+                            makes it (a line per user)
 
 Persistence (as in redis.conf):
   --dir DIR                 where the snapshot and the log directory live (default .)
@@ -612,6 +624,7 @@ pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Options set only at start-up (CONFIG SET answers that they are immutable).
 pub const FIXED: &[&str] = &[
     "threads",
+    "aclfile",
     "appenddirname",
     "appendfilename",
     "databases",
@@ -886,6 +899,14 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "databases" => {
             config.databases = parse_ranged(one()?, 1, i64::from(MAX_DATABASES))? as usize;
         }
+        "user" => match values {
+            [] => return Err("Bad directive or wrong number of arguments".into()),
+            words => config.users.push(words.to_vec()),
+        },
+        "aclfile" => {
+            let value = one()?;
+            config.aclfile = (!value.is_empty()).then(|| PathBuf::from(value));
+        }
         "rename-command" => match values {
             [old, new] => config.renames.push((old.clone(), new.clone())),
             _ => return Err("Bad directive or wrong number of arguments".into()),
@@ -1068,6 +1089,31 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
                 format!("dir {}", repr(dir.as_os_str().as_encoded_bytes())),
                 true,
             )],
+            by_class: false,
+        },
+        // Users: every one, as ACL LIST shows them (the caller puts the live ones in
+        // `users`; none with an ACL file, which holds them).
+        Rewritten {
+            name: "user",
+            lines: c
+                .users
+                .iter()
+                .map(|words| (format!("user {}", words.join(" ")), true))
+                .collect(),
+            by_class: false,
+        },
+        Rewritten {
+            name: "aclfile",
+            lines: c
+                .aclfile
+                .iter()
+                .map(|path| {
+                    (
+                        format!("aclfile {}", repr(path.to_string_lossy().as_bytes())),
+                        true,
+                    )
+                })
+                .collect(),
             by_class: false,
         },
         // No password: no line.
@@ -1516,7 +1562,12 @@ mod rewrite_tests {
         for name in SETTABLE.iter().chain(FIXED).chain(PROTECTED) {
             assert!(names.contains(name), "{name}");
         }
-        assert_eq!(names.len(), SETTABLE.len() + FIXED.len() + PROTECTED.len());
+        // (And `user`, a directive of the file that no CONFIG command names.)
+        assert!(names.contains(&"user"));
+        assert_eq!(
+            names.len(),
+            SETTABLE.len() + FIXED.len() + PROTECTED.len() + 1
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@ pub fn register(table: &mut CommandTable) {
         &[
             ("setuser", None, Exec::Conn(setuser)),
             ("deluser", None, Exec::Conn(deluser)),
-            ("load", None, Exec::Conn(no_acl_file)),
-            ("save", None, Exec::Conn(no_acl_file)),
+            ("load", None, Exec::Conn(load)),
+            ("save", None, Exec::Conn(save)),
             ("whoami", None, Exec::Conn(whoami)),
             ("cat", None, Exec::Conn(cat)),
             ("genpass", None, Exec::Conn(genpass)),
@@ -67,14 +67,58 @@ fn deluser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// `ACL LOAD`, `ACL SAVE`: Goblin has no ACL file.
-fn no_acl_file(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    ctx.reply().error(
-        b"ERR This Redis instance is not configured to use an ACL file. You may want to \
-          specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
-          (assuming you have a Redis configuration file set) in order to store users in the \
-          Redis configuration.",
-    );
+const NO_ACL_FILE: &[u8] = b"ERR This Redis instance is not configured to use an ACL file. \
+    You may want to specify users via the ACL SETUSER command and then issue a CONFIG \
+    REWRITE (assuming you have a Redis configuration file set) in order to store users in \
+    the Redis configuration.";
+
+/// `ACL LOAD`: the users become those of the ACL file, all or none. Clients of users
+/// it no longer has are closed (each as it next sends a command).
+fn load(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let Some(path) = ctx.shared.config.aclfile.clone() else {
+        return ctx.reply().error(NO_ACL_FILE);
+    };
+    let shown = path.to_string_lossy().into_owned();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            let msg = format!(
+                "ERR Error loading ACLs, opening file '{shown}': {}",
+                crate::util::strerror(&e)
+            );
+            return ctx.reply().error_sanitized(msg.as_bytes());
+        }
+    };
+    match ctx.shared.acl.load(&ctx.shared.commands, &text, &shown) {
+        Ok(()) => ctx.reply().ok(),
+        Err(e) => ctx.reply().error_sanitized(format!("ERR {e}").as_bytes()),
+    }
+}
+
+/// `ACL SAVE`: every user written to the ACL file (a new file renamed over the old).
+fn save(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let Some(path) = ctx.shared.config.aclfile.clone() else {
+        return ctx.reply().error(NO_ACL_FILE);
+    };
+    let mut text = ctx.shared.acl.lines(&ctx.shared.commands).join("\n");
+    text.push('\n');
+    let tmp = path.with_extension("goblin-tmp");
+    let written = std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
+    match written {
+        Ok(()) => ctx.reply().ok(),
+        Err(e) => {
+            crate::log!(
+                Warning,
+                "Opening ACL file for writing: {}",
+                crate::util::strerror(&e)
+            );
+            let _ = std::fs::remove_file(&tmp);
+            ctx.reply().error(
+                b"ERR There was an error trying to save the ACLs. Please check the server \
+                  logs for more information",
+            );
+        }
+    }
 }
 
 /// `ACL CAT [category]`: the categories, or the commands (and subcommands) in one.
@@ -138,21 +182,11 @@ fn genpass(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `ACL LIST`: every user, in configuration-file form, by name.
 fn list(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let users = ctx.shared.acl.users();
-    let lines: Vec<Vec<u8>> = users
-        .iter()
-        .map(|u| {
-            let mut line = b"user ".to_vec();
-            line.extend_from_slice(&u.name);
-            line.push(b' ');
-            line.extend_from_slice(u.describe(&ctx.shared.commands).as_bytes());
-            line
-        })
-        .collect();
+    let lines = ctx.shared.acl.lines(&ctx.shared.commands);
     let mut out = ctx.reply();
     out.array(lines.len());
     for line in &lines {
-        out.bulk(line);
+        out.bulk(line.as_bytes());
     }
 }
 

@@ -420,6 +420,13 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             "requirepass",
             String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
         ),
+        (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
         ("cluster-enabled", yes_no(c.cluster.enabled)),
         ("cluster-config-file", c.cluster.config_file.clone()),
         ("cluster-node-timeout", c.cluster.node_timeout.to_string()),
@@ -640,7 +647,18 @@ fn config_rewrite(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let Some(path) = ctx.shared.config.file.clone() else {
         return ctx.reply().error(errors::CONFIG_REWRITE_NO_FILE);
     };
-    let live = ctx.shared.live().clone();
+    let mut live = ctx.shared.live().clone();
+    // The users as they are now, unless an ACL file holds them.
+    live.users = if live.aclfile.is_some() {
+        Vec::new()
+    } else {
+        ctx.shared
+            .acl
+            .lines(&ctx.shared.commands)
+            .into_iter()
+            .map(|line| line.split(' ').skip(1).map(String::from).collect())
+            .collect()
+    };
     match config::rewrite_file(&path, &live) {
         Ok(()) => {
             crate::log!(Notice, "CONFIG REWRITE executed with success.");

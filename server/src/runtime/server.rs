@@ -179,6 +179,54 @@ pub struct Shared {
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
+/// The users at start: the default user (with `requirepass`), then those of the
+/// configuration file's `user` directives or of the ACL file — not both, as redis-server
+/// refuses both. An error in any stops the start, as in redis-server.
+fn users(config: &Config, commands: &CommandTable) -> io::Result<crate::acl::Acl> {
+    let acl = crate::acl::Acl::new(commands, config.requirepass.as_deref());
+    let fail = |e: String| {
+        crate::log!(Warning, "{e}");
+        io::Error::other(e)
+    };
+    if config.aclfile.is_some() && !config.users.is_empty() {
+        return Err(fail(
+            "Configuring Redis with users defined in redis.conf and at the same setting an \
+             ACL file path is invalid. This setup is very likely to lead to configuration \
+             errors and security holes, please define either an ACL file or declare users \
+             directly in your redis.conf, but not both."
+                .into(),
+        ));
+    }
+    for words in &config.users {
+        let Some((name, rules)) = words.split_first() else {
+            continue;
+        };
+        let rules: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+        acl.set_user(commands, name.as_bytes(), &rules)
+            .map_err(|e| {
+                fail(format!(
+                    "Error in user declaration '{name}': {}",
+                    String::from_utf8_lossy(&e).trim_start_matches("ERR ")
+                ))
+            })?;
+    }
+    if let Some(path) = &config.aclfile {
+        let shown = path.to_string_lossy();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            fail(format!(
+                "Error loading ACLs, opening file '{shown}': {}",
+                crate::util::strerror(&e)
+            ))
+        })?;
+        acl.load(commands, &text, &shown).map_err(fail)?;
+        if config.requirepass.is_some() {
+            // `requirepass` sets the default user's password, whatever the file says.
+            acl.set_requirepass(config.requirepass.as_deref());
+        }
+    }
+    Ok(acl)
+}
+
 impl Shared {
     /// The shared state for `config`, and each worker's poll and inbox.
     ///
@@ -233,7 +281,7 @@ impl Shared {
         } else {
             None
         };
-        let acl = crate::acl::Acl::new(&commands, config.requirepass.as_deref());
+        let acl = users(&config, &commands)?;
         let shared = Shared {
             acl,
             cluster,
