@@ -206,7 +206,7 @@ impl Selector {
     fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), &'static str> {
         let lower = rule.to_ascii_lowercase();
         match lower.as_slice() {
-            b"allkeys" => {
+            b"allkeys" | b"~*" => {
                 self.all_keys = true;
                 self.keys.clear();
                 return Ok(());
@@ -216,7 +216,7 @@ impl Selector {
                 self.keys.clear();
                 return Ok(());
             }
-            b"allchannels" => {
+            b"allchannels" | b"&*" => {
                 self.all_channels = true;
                 self.channels.clear();
                 return Ok(());
@@ -247,10 +247,10 @@ impl Selector {
                     );
                 }
                 let pattern = &rule[1..];
-                if pattern == b"*" {
-                    self.all_channels = true;
-                    self.channels.clear();
-                } else if !self.channels.iter().any(|c| c == pattern) {
+                if pattern.iter().any(u8::is_ascii_whitespace) {
+                    return Err("Syntax error");
+                }
+                if !self.channels.iter().any(|c| c == pattern) {
                     self.channels.push(pattern.to_vec());
                 }
                 Ok(())
@@ -266,8 +266,8 @@ impl Selector {
             let (mut read, mut write) = (false, false);
             for &b in &rule[1..tilde] {
                 match b.to_ascii_uppercase() {
-                    b'R' => read = true,
-                    b'W' => write = true,
+                    b'R' if !read => read = true,
+                    b'W' if !write => write = true,
                     _ => return Err("Syntax error"),
                 }
             }
@@ -284,6 +284,9 @@ impl Selector {
                         valid and does not have any effect. Try 'resetkeys' to start with an \
                         empty list of patterns",
             );
+        }
+        if pattern.iter().any(u8::is_ascii_whitespace) {
+            return Err("Syntax error");
         }
         if read && write && pattern == b"*" {
             self.all_keys = true;
@@ -318,35 +321,39 @@ impl Selector {
             self.category(table, category, on);
             return Ok(());
         }
-        let Some(bar) = what.iter().position(|&b| b == b'|') else {
-            let spec = table.lookup(what).ok_or(UNKNOWN)?;
+        if !on || !what.contains(&b'|') {
+            // `-command` or `-container|subcommand`, `+command`.
+            let spec = lookup_full(table, what).ok_or(UNKNOWN)?;
             self.change(table, spec, on);
             return Ok(());
-        };
+        }
+        // `+name|x`, split at the last `|`: a subcommand, or a first argument of a
+        // command without subcommands (`+select|0`), never of a subcommand.
+        let bar = what.iter().rposition(|&b| b == b'|').unwrap_or(0);
         let (name, sub) = (&what[..bar], &what[bar + 1..]);
-        let spec = table.lookup(name).ok_or(UNKNOWN)?;
+        let spec = lookup_full(table, name).ok_or(UNKNOWN)?;
+        if spec.name.contains('|') {
+            return Err("Allowing first-arg of a subcommand is not supported");
+        }
+        if sub.is_empty() {
+            return Err("Syntax error");
+        }
         if spec.is_container() {
             let sub = table.lookup_sub(spec, sub).ok_or(UNKNOWN)?;
             self.change(table, sub, on);
             return Ok(());
         }
-        // A first argument of a command without subcommands (`+select|0`): allowed only
-        // added, and never one that is empty or holds another `|`.
-        if !on || sub.is_empty() || sub.contains(&b'|') {
-            return Err(if on { "Syntax error" } else { UNKNOWN });
-        }
-        if !self.bit(spec.id) {
-            let args = self.first_args.entry(spec.id).or_default();
-            if !args.iter().any(|a| a == sub) {
-                args.push(sub.to_vec());
-            }
+        let args = self.first_args.entry(spec.id).or_default();
+        if !args.iter().any(|a| a.eq_ignore_ascii_case(sub)) {
+            args.push(sub.to_vec());
         }
         Ok(())
     }
 
     /// Whether this selector allows `args` of `spec`; else why not.
     fn check(&self, spec: &CommandSpec, args: &Args<'_>) -> Result<(), Denied> {
-        if !self.bit(spec.id) {
+        // AUTH and HELLO (the commands that need no authentication) are anyone's.
+        if !self.bit(spec.id) && !spec.flags.contains(crate::table::Flags::NO_AUTH) {
             let at = if spec.name.contains('|') { 2 } else { 1 };
             let allowed = args.len() > at
                 && self
@@ -473,24 +480,44 @@ impl Selector {
             fake.all_commands(table, true);
             String::from("+@all ")
         };
-        for category in CATEGORIES {
-            let (mut on, mut off) = (0usize, 0usize);
-            for spec in table.all() {
-                if spec.in_acl_category(category.as_bytes()) {
-                    if self.bit(spec.id) {
-                        on += 1;
-                    } else {
-                        off += 1;
+        // The categories, best fit first: of those that share more commands with the
+        // user's than they differ by, the one that differs least (then shares most),
+        // counted on what no category applied so far covers.
+        let mut temp = self.clone();
+        let mut applied = [false; CATEGORIES.len()];
+        loop {
+            let mut best = None;
+            let (mut min_diff, mut max_same) = (usize::MAX, 0);
+            for (j, category) in CATEGORIES.iter().enumerate() {
+                if applied[j] {
+                    continue;
+                }
+                let (mut on, mut off) = (0usize, 0usize);
+                for spec in table.all() {
+                    if spec.in_acl_category(category.as_bytes()) {
+                        if temp.bit(spec.id) {
+                            on += 1;
+                        } else {
+                            off += 1;
+                        }
                     }
                 }
+                let (diff, same) = if additive { (off, on) } else { (on, off) };
+                if same > diff && (diff < min_diff || (diff == min_diff && same > max_same)) {
+                    best = Some(j);
+                    min_diff = diff;
+                    max_same = same;
+                }
             }
-            if (additive && on > off) || (!additive && off > on) {
-                fake.category(table, category.as_bytes(), additive);
-                rules.push(if additive { '+' } else { '-' });
-                rules.push('@');
-                rules.push_str(category);
-                rules.push(' ');
-            }
+            let Some(j) = best else { break };
+            let category = CATEGORIES[j];
+            fake.category(table, category.as_bytes(), additive);
+            temp.category(table, category.as_bytes(), !additive);
+            rules.push(if additive { '+' } else { '-' });
+            rules.push('@');
+            rules.push_str(category);
+            rules.push(' ');
+            applied[j] = true;
         }
         for spec in table.top_level() {
             self.describe_single(table, spec, &mut fake, &mut rules);
@@ -524,6 +551,20 @@ impl Selector {
                 rules.push_str(&String::from_utf8_lossy(a));
                 rules.push(' ');
             }
+        }
+    }
+}
+
+/// The command `name` names: a command, or `container|subcommand`.
+fn lookup_full<'t>(table: &'t CommandTable, name: &[u8]) -> Option<&'t CommandSpec> {
+    match name.iter().position(|&b| b == b'|') {
+        None => table.lookup(name),
+        Some(bar) => {
+            let container = table.lookup(&name[..bar])?;
+            if !container.is_container() {
+                return None;
+            }
+            table.lookup_sub(container, &name[bar + 1..])
         }
     }
 }
@@ -646,6 +687,9 @@ impl User {
     /// Applies one rule; `Err` with Redis's reason.
     fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), &'static str> {
         let failed = |reason: &'static str| reason;
+        if rule.is_empty() {
+            return Ok(());
+        }
         if rule.first() == Some(&b'(') && rule.last() == Some(&b')') && rule.len() >= 2 {
             let mut selector = Selector::new(table.all().len());
             selector.all_commands(table, false);

@@ -211,7 +211,7 @@ fn getuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     out.map(6);
     out.bulk(b"flags");
     let flags = user.flags();
-    out.array(flags.len());
+    out.set(flags.len());
     for f in flags {
         out.bulk(f.as_bytes());
     }
@@ -255,8 +255,9 @@ fn log(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             return ctx.reply().ok();
         }
         match goblin_protocol::parse_i64(arg) {
-            Some(n) if n >= 0 => count = n as usize,
-            _ => return ctx.reply().error(errors::NOT_INTEGER),
+            // (A negative count lists nothing, as in redis-server.)
+            Some(n) => count = usize::try_from(n).unwrap_or(0),
+            None => return ctx.reply().error(errors::NOT_INTEGER),
         }
     }
     let entries = ctx.shared.acl.log_entries(count);

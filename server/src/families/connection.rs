@@ -231,8 +231,9 @@ fn valid_client_attr(s: &[u8]) -> bool {
 }
 
 /// Authenticates the client as `user` if `password` opens it (the user exists, is on,
-/// and needs no password or has this one); a failure is logged in the ACL LOG.
-fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
+/// and needs no password or has this one); a failure is logged in the ACL LOG, under
+/// the name of the `command` that tried.
+fn authenticate(ctx: &mut ConnCtx<'_>, command: &[u8], user: &[u8], password: &[u8]) -> bool {
     let (found, version) = ctx.shared.acl.user(user);
     match found {
         Some(found) if found.opens(password) => {
@@ -246,7 +247,8 @@ fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], password: &[u8]) -> bool {
                 count: 1,
                 reason: "auth",
                 context: "toplevel",
-                object: b"AUTH".to_vec(),
+                // The command's name as the client sent it, as redis-server logs it.
+                object: command.to_vec(),
                 username: user.to_vec(),
                 at_ms: ctx.now,
                 client_info: ctx.client.info_line(ctx.now),
@@ -283,7 +285,7 @@ fn hello_args(ctx: &mut ConnCtx<'_>, args: &Args<'_>) -> Result<Option<Version>,
     while let Some(opt) = c.next() {
         if is_keyword(opt, "AUTH") && c.remaining() >= 2 {
             let (user, password) = (c.next_arg()?, c.next_arg()?);
-            if !authenticate(ctx, user, password) {
+            if !authenticate(ctx, args.get(0), user, password) {
                 return Err(errors::WRONGPASS.into());
             }
         } else if is_keyword(opt, "SETNAME") && !c.is_empty() {
@@ -359,7 +361,7 @@ fn auth(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         3 => (args.get(1), args.get(2)),
         _ => return ctx.reply().error(errors::SYNTAX),
     };
-    if authenticate(ctx, user, password) {
+    if authenticate(ctx, args.get(0), user, password) {
         ctx.reply().ok();
     } else {
         ctx.reply().error(errors::WRONGPASS);

@@ -254,7 +254,6 @@ impl Worker {
         let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             Some(crate::errors::NOAUTH.to_vec())
         } else if !conn.client.user.unrestricted
-            && !spec.flags.contains(Flags::NO_AUTH)
             && let Err(denied) = conn.client.user.check(spec, args)
         {
             Some(acl_denied(shared, conn, spec, args, denied, self.now))

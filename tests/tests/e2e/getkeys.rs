@@ -186,6 +186,20 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("acl|help", &["ACL HELP", "ACL HELP x"]),
     (
+        "acl|setuser",
+        &[
+            "ACL SETUSER u",
+            "ACL SETUSER u on >p ~k* +get",
+            "ACL SETUSER",
+        ],
+    ),
+    (
+        "acl|deluser",
+        &["ACL DELUSER u", "ACL DELUSER u v", "ACL DELUSER"],
+    ),
+    ("acl|load", &["ACL LOAD", "ACL LOAD x"]),
+    ("acl|save", &["ACL SAVE", "ACL SAVE x"]),
+    (
         "client|reply",
         &["CLIENT REPLY", "CLIENT REPLY ON", "CLIENT REPLY ON x"],
     ),

@@ -2,6 +2,7 @@
 //! oracle. One test binary, a module per area.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod acl_users;
 mod atomicity;
 mod bitmaps_diff;
 mod blocking;
