@@ -18,7 +18,7 @@
 //! the ACL LOG.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::sha1::hex;
@@ -52,8 +52,6 @@ pub const CATEGORIES: [&str; 21] = [
     "scripting",
 ];
 
-/// How many entries ACL LOG keeps (redis-server's `acllog-max-len` default).
-const LOG_MAX_LEN: usize = 128;
 /// Refusals alike within this many milliseconds are counted in one log entry.
 const LOG_GROUPING_MS: u64 = 60_000;
 
@@ -589,10 +587,12 @@ fn channels_of(spec: &CommandSpec) -> Option<(usize, bool)> {
 }
 
 impl User {
-    /// A new user as ACL SETUSER creates it: off, no password, no permission.
-    fn new(name: &[u8], table: &CommandTable) -> User {
+    /// A new user as ACL SETUSER creates it: off, no password, no permission but every
+    /// channel with `acl-pubsub-default allchannels`.
+    fn new(name: &[u8], table: &CommandTable, all_channels: bool) -> User {
         let mut root = Selector::new(table.all().len());
         root.all_commands(table, false);
+        root.all_channels = all_channels;
         User {
             name: name.to_vec(),
             enabled: false,
@@ -607,7 +607,7 @@ impl User {
 
     /// The default user: on, every permission, `requirepass` its password if set.
     fn default_user(table: &CommandTable, requirepass: Option<&[u8]>) -> User {
-        let mut user = User::new(b"default", table);
+        let mut user = User::new(b"default", table, true);
         user.enabled = true;
         user.root.all_commands(table, true);
         user.root.all_keys = true;
@@ -673,9 +673,10 @@ impl User {
         &mut self,
         table: &CommandTable,
         rules: &'r [Vec<u8>],
+        pubsub_all: bool,
     ) -> Result<(), (&'r [u8], &'static str)> {
         for rule in rules {
-            self.apply(table, rule)
+            self.apply(table, rule, pubsub_all)
                 .map_err(|reason| (rule.as_slice(), reason))?;
         }
         self.unrestricted =
@@ -683,9 +684,14 @@ impl User {
         Ok(())
     }
 
-    /// Applies one SETUSER rule.
-    /// Applies one rule; `Err` with Redis's reason.
-    fn apply(&mut self, table: &CommandTable, rule: &[u8]) -> Result<(), &'static str> {
+    /// Applies one SETUSER rule (`reset` and new selectors take `acl-pubsub-default`
+    /// from `pubsub_all`); `Err` with Redis's reason.
+    fn apply(
+        &mut self,
+        table: &CommandTable,
+        rule: &[u8],
+        pubsub_all: bool,
+    ) -> Result<(), &'static str> {
         let failed = |reason: &'static str| reason;
         if rule.is_empty() {
             return Ok(());
@@ -693,6 +699,7 @@ impl User {
         if rule.first() == Some(&b'(') && rule.last() == Some(&b')') && rule.len() >= 2 {
             let mut selector = Selector::new(table.all().len());
             selector.all_commands(table, false);
+            selector.all_channels = pubsub_all;
             for part in rule[1..rule.len() - 1]
                 .split(|&b| b == b' ')
                 .filter(|p| !p.is_empty())
@@ -724,6 +731,7 @@ impl User {
                 self.selectors.clear();
                 self.root = Selector::new(table.all().len());
                 self.root.all_commands(table, false);
+                self.root.all_channels = pubsub_all;
             }
             _ => match rule.first() {
                 Some(b'>') => {
@@ -911,6 +919,10 @@ pub struct Acl {
     /// What [`Acl::default_user`] answers should the default user be missing (it cannot
     /// be deleted): a user who may do nothing.
     nobody: Arc<User>,
+    /// `acl-pubsub-default allchannels`.
+    pubsub_all: AtomicBool,
+    /// `acllog-max-len`.
+    log_max_len: AtomicUsize,
 }
 
 impl Acl {
@@ -925,8 +937,25 @@ impl Acl {
             users: RwLock::new(users),
             version: AtomicU64::new(1),
             log: Mutex::new(VecDeque::new()),
-            nobody: Arc::new(User::new(b"default", table)),
+            nobody: Arc::new(User::new(b"default", table, false)),
+            pubsub_all: AtomicBool::new(false),
+            log_max_len: AtomicUsize::new(128),
         }
+    }
+
+    /// `acl-pubsub-default` and `acllog-max-len`, as CONFIG SET leaves them.
+    pub fn configure(&self, pubsub_all: bool, log_max_len: u64) {
+        self.pubsub_all.store(pubsub_all, Ordering::Relaxed);
+        let max = usize::try_from(log_max_len).unwrap_or(usize::MAX);
+        self.log_max_len.store(max, Ordering::Relaxed);
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .truncate(max);
+    }
+
+    fn pubsub_all(&self) -> bool {
+        self.pubsub_all.load(Ordering::Relaxed)
     }
 
     /// The version of the users: it changes whenever one does.
@@ -984,15 +1013,16 @@ impl Acl {
         let mut users = self.write();
         let mut user = match users.get(name) {
             Some(u) => User::clone(u),
-            None => User::new(name, table),
+            None => User::new(name, table, self.pubsub_all()),
         };
-        user.apply_all(table, &rules).map_err(|(rule, reason)| {
-            let mut e = b"ERR Error in ACL SETUSER modifier '".to_vec();
-            e.extend_from_slice(rule);
-            e.extend_from_slice(b"': ");
-            e.extend_from_slice(reason.as_bytes());
-            e
-        })?;
+        user.apply_all(table, &rules, self.pubsub_all())
+            .map_err(|(rule, reason)| {
+                let mut e = b"ERR Error in ACL SETUSER modifier '".to_vec();
+                e.extend_from_slice(rule);
+                e.extend_from_slice(b"': ");
+                e.extend_from_slice(reason.as_bytes());
+                e
+            })?;
         users.insert(name.to_vec(), Arc::new(user));
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -1041,8 +1071,8 @@ impl Acl {
                     continue;
                 }
             };
-            let mut user = User::new(name, table);
-            if let Err((rule, reason)) = user.apply_all(table, &rules) {
+            let mut user = User::new(name, table, self.pubsub_all());
+            if let Err((rule, reason)) = user.apply_all(table, &rules, self.pubsub_all()) {
                 errors.push_str(&format!(
                     "{path}:{n}: Error in applying operation '{}': {reason}. ",
                     String::from_utf8_lossy(rule)
@@ -1111,7 +1141,7 @@ impl Acl {
             entry.count = old.count + 1;
         }
         log.push_front(entry);
-        log.truncate(LOG_MAX_LEN);
+        log.truncate(self.log_max_len.load(Ordering::Relaxed));
     }
 
     /// The newest `count` log entries, newest first.

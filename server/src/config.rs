@@ -65,6 +65,11 @@ pub struct Config {
     pub query_buffer_limit: u64,
     /// `latency-monitor-threshold`, milliseconds (0: the latency monitor is off).
     pub latency_monitor_threshold: u64,
+    /// `acl-pubsub-default`: new users (and `reset`) may use every channel
+    /// (`allchannels`), or none (`resetchannels`, the default).
+    pub acl_pubsub_all: bool,
+    /// `acllog-max-len`: how many entries ACL LOG keeps.
+    pub acllog_max_len: u64,
     /// `notify-keyspace-events`, as flags (`shard/notify.rs`; 0: off).
     pub notify_keyspace_events: u32,
     /// `enable-debug-command`: who may run DEBUG.
@@ -411,6 +416,8 @@ impl Default for Config {
             output_limits: OutputLimits::default(),
             query_buffer_limit: 1 << 30,
             latency_monitor_threshold: 0,
+            acl_pubsub_all: false,
+            acllog_max_len: 128,
             notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
             enable_module_command: Allow::No,
@@ -575,6 +582,8 @@ pub const SETTABLE: &[&str] = &[
     "client-output-buffer-limit",
     "client-query-buffer-limit",
     "latency-monitor-threshold",
+    "acl-pubsub-default",
+    "acllog-max-len",
     "notify-keyspace-events",
     "appendonly",
     "port",
@@ -860,6 +869,19 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.lazyfree[i] = parse_bool(one()?)?;
         }
         "hz" => config.hz = (parse_ranged(one()?, 0, INT_MAX)? as u64).clamp(1, 500),
+        "acl-pubsub-default" => {
+            config.acl_pubsub_all = match one()?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    );
+                }
+            };
+        }
+        "acllog-max-len" => config.acllog_max_len = parse_ranged(one()?, 0, i64::MAX)? as u64,
         "latency-monitor-threshold" => {
             config.latency_monitor_threshold = parse_ranged(one()?, 0, i64::MAX)? as u64;
         }
@@ -953,6 +975,11 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
     Ok(())
+}
+
+/// `acl-pubsub-default`'s value.
+pub fn pubsub_default_name(all: bool) -> &'static str {
+    if all { "allchannels" } else { "resetchannels" }
 }
 
 // CONFIG REWRITE, as redis-server 7.0's `rewriteConfig` does it.
@@ -1154,6 +1181,10 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         opt("latency-monitor-threshold", &|c| {
             c.latency_monitor_threshold.to_string()
         }),
+        opt("acl-pubsub-default", &|c| {
+            pubsub_default_name(c.acl_pubsub_all).into()
+        }),
+        opt("acllog-max-len", &|c| c.acllog_max_len.to_string()),
         // Quoted, as redis-server's `sdscatrepr` writes it (`""` when off).
         opt("notify-keyspace-events", &|c| {
             repr(crate::shard::notify::flags_text(c.notify_keyspace_events).as_bytes())

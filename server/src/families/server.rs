@@ -417,6 +417,11 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             c.latency_monitor_threshold.to_string(),
         ),
         (
+            "acl-pubsub-default",
+            config::pubsub_default_name(c.acl_pubsub_all).into(),
+        ),
+        ("acllog-max-len", c.acllog_max_len.to_string()),
+        (
             "requirepass",
             String::from_utf8_lossy(c.requirepass.as_deref().unwrap_or_default()).into_owned(),
         ),

@@ -184,6 +184,7 @@ pub struct Shared {
 /// refuses both. An error in any stops the start, as in redis-server.
 fn users(config: &Config, commands: &CommandTable) -> io::Result<crate::acl::Acl> {
     let acl = crate::acl::Acl::new(commands, config.requirepass.as_deref());
+    acl.configure(config.acl_pubsub_all, config.acllog_max_len);
     let fail = |e: String| {
         crate::log!(Warning, "{e}");
         io::Error::other(e)
@@ -367,6 +368,8 @@ impl Shared {
         if config.requirepass != self.live().requirepass {
             self.acl.set_requirepass(config.requirepass.as_deref());
         }
+        self.acl
+            .configure(config.acl_pubsub_all, config.acllog_max_len);
         *self
             .live
             .write()

@@ -1135,3 +1135,55 @@ fn the_default_users_password_and_requirepass_match_redis() {
     }
     diffs.assert_none();
 }
+
+/// `acl-pubsub-default` (the channels of new users, of `reset` and of new selectors) and
+/// `acllog-max-len` (how many entries ACL LOG keeps), through CONFIG GET and SET.
+#[test]
+fn acl_configuration_options_match_redis() {
+    let diffs = Diffs::default();
+    for threads in THREADS {
+        let d = Differential::threads(threads);
+        let ctx = threads_ctx(threads);
+        let mut admin = Pair::new(&d, &ctx, &diffs);
+        admin.check_lines(
+            "CONFIG GET acl-pubsub-default
+\
+             CONFIG GET acllog-max-len
+\
+             CONFIG SET acl-pubsub-default nope
+\
+             CONFIG SET acllog-max-len -1
+\
+             CONFIG SET acl-pubsub-default allchannels
+\
+             ACL SETUSER ps1 on
+\
+             ACL SETUSER ps2 on (+get)
+\
+             ACL SETUSER ps3 on &x
+\
+             ACL SETUSER ps3 on resetchannels &x reset
+\
+             ACL LIST
+\
+             CONFIG SET acl-pubsub-default resetchannels
+\
+             ACL SETUSER ps4 on
+\
+             ACL GETUSER ps4
+\
+             CONFIG SET acllog-max-len 1
+\
+             ACL LOG RESET
+\
+             AUTH nobody a
+\
+             AUTH someone b
+\
+             ACL LOG
+\
+             CONFIG GET acllog-max-len",
+        );
+    }
+    diffs.assert_none();
+}
