@@ -3,6 +3,7 @@
 //! LOAD and SAVE answer as redis-server does without an ACL file (Goblin has none).
 
 use crate::errors;
+use crate::runtime::ask::WorkerView;
 use crate::sha1::hex;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
@@ -14,7 +15,14 @@ pub fn register(table: &mut CommandTable) {
         Exec::Container,
         &[
             ("setuser", None, Exec::Conn(setuser)),
-            ("deluser", None, Exec::Conn(deluser)),
+            (
+                "deluser",
+                None,
+                Exec::AskWorkers {
+                    ask: deluser_ask,
+                    gather: deluser,
+                },
+            ),
             ("load", None, Exec::Conn(load)),
             ("save", None, Exec::Conn(save)),
             ("whoami", None, Exec::Conn(whoami)),
@@ -57,12 +65,30 @@ fn setuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     }
 }
 
-/// `ACL DELUSER username …`: how many existed. Their clients are closed (each as it
-/// next sends a command).
-fn deluser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+/// ACL DELUSER's question to each worker: close the clients of the users it deletes
+/// (none if it fails: `default` is among them). The one that asks is closed once
+/// answered, if its own user goes.
+fn deluser_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
+    let names: Vec<&[u8]> = args.iter_from(2).collect();
+    if names.contains(&&b"default"[..]) {
+        return Vec::new();
+    }
+    view.kill_clients(|v, c| !v.is_asker(c) && names.contains(&c.user.name.as_slice()));
+    Vec::new()
+}
+
+/// `ACL DELUSER username …`: how many existed. Their clients were closed by
+/// [`deluser_ask`]; one that authenticates as such a user meanwhile is closed as it
+/// next sends a command.
+fn deluser(ctx: &mut ConnCtx<'_>, args: &Args<'_>, _answers: Vec<Vec<u8>>) {
     let names: Vec<&[u8]> = args.iter_from(2).collect();
     match ctx.shared.acl.delete_users(&names) {
-        Ok(n) => ctx.reply().integer(n as i64),
+        Ok(n) => {
+            if names.contains(&ctx.client.user.name.as_slice()) {
+                ctx.client.close_after_reply = true;
+            }
+            ctx.reply().integer(n as i64);
+        }
         Err(e) => ctx.reply().error_sanitized(&e),
     }
 }
