@@ -1179,7 +1179,6 @@ fn merge_selectors(rules: &[&[u8]]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
             None if rule.first() == Some(&b'(') && rule.last() != Some(&b')') => {
                 open = Some(rule.to_vec());
             }
-            None if rule.first() == Some(&b'(') && rule.len() == 1 => open = Some(rule.to_vec()),
             None => out.push(rule.to_vec()),
         }
     }

@@ -246,25 +246,22 @@ fn getuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     for p in user.passwords() {
         out.bulk(p.as_bytes());
     }
+    // The root's three fields, then each selector's as a map of them.
+    let fields = |out: &mut goblin_protocol::Encoder<'_>, view: &[String; 3]| {
+        for (name, value) in ["commands", "keys", "channels"].iter().zip(view) {
+            out.bulk(name.as_bytes());
+            out.bulk(value.as_bytes());
+        }
+    };
     let mut views = views.iter();
-    if let Some([commands, keys, channels]) = views.next() {
-        out.bulk(b"commands");
-        out.bulk(commands.as_bytes());
-        out.bulk(b"keys");
-        out.bulk(keys.as_bytes());
-        out.bulk(b"channels");
-        out.bulk(channels.as_bytes());
+    if let Some(root) = views.next() {
+        fields(&mut out, root);
     }
     out.bulk(b"selectors");
     out.array(views.len());
-    for [commands, keys, channels] in views {
+    for view in views {
         out.map(3);
-        out.bulk(b"commands");
-        out.bulk(commands.as_bytes());
-        out.bulk(b"keys");
-        out.bulk(keys.as_bytes());
-        out.bulk(b"channels");
-        out.bulk(channels.as_bytes());
+        fields(&mut out, view);
     }
 }
 

@@ -1146,42 +1146,24 @@ fn acl_configuration_options_match_redis() {
         let ctx = threads_ctx(threads);
         let mut admin = Pair::new(&d, &ctx, &diffs);
         admin.check_lines(
-            "CONFIG GET acl-pubsub-default
-\
-             CONFIG GET acllog-max-len
-\
-             CONFIG SET acl-pubsub-default nope
-\
-             CONFIG SET acllog-max-len -1
-\
-             CONFIG SET acl-pubsub-default allchannels
-\
-             ACL SETUSER ps1 on
-\
-             ACL SETUSER ps2 on (+get)
-\
-             ACL SETUSER ps3 on &x
-\
-             ACL SETUSER ps3 on resetchannels &x reset
-\
-             ACL LIST
-\
-             CONFIG SET acl-pubsub-default resetchannels
-\
-             ACL SETUSER ps4 on
-\
-             ACL GETUSER ps4
-\
-             CONFIG SET acllog-max-len 1
-\
-             ACL LOG RESET
-\
-             AUTH nobody a
-\
-             AUTH someone b
-\
-             ACL LOG
-\
+            "CONFIG GET acl-pubsub-default\n\
+             CONFIG GET acllog-max-len\n\
+             CONFIG SET acl-pubsub-default nope\n\
+             CONFIG SET acllog-max-len -1\n\
+             CONFIG SET acl-pubsub-default allchannels\n\
+             ACL SETUSER ps1 on\n\
+             ACL SETUSER ps2 on (+get)\n\
+             ACL SETUSER ps3 on &x\n\
+             ACL SETUSER ps3 on resetchannels &x reset\n\
+             ACL LIST\n\
+             CONFIG SET acl-pubsub-default resetchannels\n\
+             ACL SETUSER ps4 on\n\
+             ACL GETUSER ps4\n\
+             CONFIG SET acllog-max-len 1\n\
+             ACL LOG RESET\n\
+             AUTH nobody a\n\
+             AUTH someone b\n\
+             ACL LOG\n\
              CONFIG GET acllog-max-len",
         );
     }
