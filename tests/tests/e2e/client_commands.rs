@@ -158,6 +158,32 @@ fn timed(c: &mut Raw, args: &[&[u8]]) -> (Vec<u8>, Duration) {
     (reply, start.elapsed())
 }
 
+/// A command held by a pause that ends before the server next sleeps goes on at once: a
+/// server held a command for good when a pause of 1 ms had ended between the command's
+/// timestamp and the loop's sleep (found by redis-py's `test_client_pause`; 94 rounds of
+/// this loop were enough to hang the debug build before the fix). Each round's replies
+/// must come within the reply timeout. (redis-server lets held clients go on from its
+/// cron, ten times a second: a few rounds of it show the same replies.)
+#[test]
+fn commands_held_by_a_short_pause_go_on() {
+    for server in servers() {
+        let mut c = Raw::connect(server.port);
+        let rounds = match server.kind {
+            goblin_tests::Kind::Goblin => 500,
+            goblin_tests::Kind::Redis => 5,
+        };
+        for round in 0..rounds {
+            c.send(b"CLIENT PAUSE 1\r\nPING\r\n");
+            for want in [&b"+OK\r\n"[..], b"+PONG\r\n"] {
+                let reply = c
+                    .try_reply()
+                    .unwrap_or_else(|e| panic!("{:?}, round {round}: no reply: {e}", server.kind));
+                assert_eq!(reply, want, "{:?}, round {round}", server.kind);
+            }
+        }
+    }
+}
+
 /// CLIENT PAUSE WRITE holds writes (queued in MULTI too) and not reads; ALL holds
 /// everything; a pause ends by itself or with CLIENT UNPAUSE; keys do not expire
 /// actively meanwhile; its argument errors are redis-server's.
