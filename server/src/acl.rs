@@ -98,7 +98,7 @@ pub struct User {
 
 /// Why a command was refused; ordered as Redis ranks them (the highest of the
 /// selectors' is reported).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Denied {
     /// The command.
     Command,
@@ -114,6 +114,15 @@ impl Denied {
             Denied::Command => 1,
             Denied::Key(_) => 2,
             Denied::Channel(_) => 4,
+        }
+    }
+
+    /// The ACL LOG's `reason` and `object` of this refusal of `args` of `spec`.
+    pub fn logged(self, spec: &CommandSpec, args: &Args<'_>) -> (&'static str, Vec<u8>) {
+        match self {
+            Denied::Command => ("command", spec.name.as_bytes().to_vec()),
+            Denied::Key(i) => ("key", args.get(i).to_vec()),
+            Denied::Channel(i) => ("channel", args.get(i).to_vec()),
         }
     }
 }
@@ -147,6 +156,14 @@ impl Selector {
             all_channels: false,
             channels: Vec::new(),
         }
+    }
+
+    /// A selector that allows no command, no key, and every channel or none.
+    fn none(table: &CommandTable, all_channels: bool) -> Selector {
+        let mut s = Selector::new(table.all().len());
+        s.all_commands(table, false);
+        s.all_channels = all_channels;
+        s
     }
 
     fn bit(&self, id: usize) -> bool {
@@ -374,14 +391,9 @@ impl Selector {
             }
         }
         if !self.all_channels
-            && let Some((first, pattern)) = channels_of(spec)
+            && let Some((at, pattern)) = channels_of(spec, args.len())
         {
-            let last = if spec.name == "publish" || spec.name == "spublish" {
-                first + 1
-            } else {
-                args.len()
-            };
-            for i in first..last.min(args.len()) {
+            for i in at {
                 if !self.channel_allowed(args.get(i), pattern) {
                     return Err(Denied::Channel(i));
                 }
@@ -422,27 +434,17 @@ impl Selector {
 
     /// Its rules, as ACL LIST shows them (`ACLDescribeSelector`).
     fn describe(&self, table: &CommandTable) -> String {
-        let mut out = String::new();
-        if self.all_keys {
-            out.push_str("~* ");
+        let channels = if self.all_channels {
+            self.channels_text()
         } else {
-            for k in &self.keys {
-                out.push_str(&key_pattern_text(k));
-                out.push(' ');
-            }
-        }
-        if self.all_channels {
-            out.push_str("&* ");
-        } else {
-            out.push_str("resetchannels ");
-            for c in &self.channels {
-                out.push('&');
-                out.push_str(&String::from_utf8_lossy(c));
-                out.push(' ');
-            }
-        }
-        out.push_str(&self.describe_commands(table));
-        out
+            format!("resetchannels {}", self.channels_text())
+        };
+        [self.keys_text(), channels, self.describe_commands(table)]
+            .iter()
+            .map(|part| part.trim_end())
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     fn keys_text(&self) -> String {
@@ -576,12 +578,14 @@ fn key_pattern_text(k: &KeyPattern) -> String {
     format!("{prefix}{}", String::from_utf8_lossy(&k.pattern))
 }
 
-/// Where a command's channels start, and whether they are patterns: PUBLISH's and
-/// SPUBLISH's one channel, the subscriptions' (the unsubscriptions are not checked).
-fn channels_of(spec: &CommandSpec) -> Option<(usize, bool)> {
+/// Which of a command's `argc` arguments are channels to check, and whether they are
+/// patterns: PUBLISH's and SPUBLISH's one channel, the subscriptions' (the
+/// unsubscriptions are not checked).
+fn channels_of(spec: &CommandSpec, argc: usize) -> Option<(std::ops::Range<usize>, bool)> {
     match spec.name {
-        "publish" | "spublish" | "subscribe" | "ssubscribe" => Some((1, false)),
-        "psubscribe" => Some((1, true)),
+        "publish" | "spublish" => Some((1..argc.min(2), false)),
+        "subscribe" | "ssubscribe" => Some((1..argc, false)),
+        "psubscribe" => Some((1..argc, true)),
         _ => None,
     }
 }
@@ -590,16 +594,13 @@ impl User {
     /// A new user as ACL SETUSER creates it: off, no password, no permission but every
     /// channel with `acl-pubsub-default allchannels`.
     fn new(name: &[u8], table: &CommandTable, all_channels: bool) -> User {
-        let mut root = Selector::new(table.all().len());
-        root.all_commands(table, false);
-        root.all_channels = all_channels;
         User {
+            root: Selector::none(table, all_channels),
             name: name.to_vec(),
             enabled: false,
             nopass: false,
             sanitize: None,
             passwords: Vec::new(),
-            root,
             selectors: Vec::new(),
             unrestricted: false,
         }
@@ -613,7 +614,7 @@ impl User {
         user.root.all_keys = true;
         user.root.all_channels = true;
         user.set_requirepass(requirepass);
-        user.unrestricted = user.root.unrestricted(table);
+        user.settle(table);
         user
     }
 
@@ -679,9 +680,14 @@ impl User {
             self.apply(table, rule, pubsub_all)
                 .map_err(|reason| (rule.as_slice(), reason))?;
         }
+        self.settle(table);
+        Ok(())
+    }
+
+    /// Works out [`User::unrestricted`] after a change.
+    fn settle(&mut self, table: &CommandTable) {
         self.unrestricted =
             self.root.unrestricted(table) || self.selectors.iter().any(|s| s.unrestricted(table));
-        Ok(())
     }
 
     /// Applies one SETUSER rule (`reset` and new selectors take `acl-pubsub-default`
@@ -692,19 +698,16 @@ impl User {
         rule: &[u8],
         pubsub_all: bool,
     ) -> Result<(), &'static str> {
-        let failed = |reason: &'static str| reason;
         if rule.is_empty() {
             return Ok(());
         }
         if rule.first() == Some(&b'(') && rule.last() == Some(&b')') && rule.len() >= 2 {
-            let mut selector = Selector::new(table.all().len());
-            selector.all_commands(table, false);
-            selector.all_channels = pubsub_all;
+            let mut selector = Selector::none(table, pubsub_all);
             for part in rule[1..rule.len() - 1]
                 .split(|&b| b == b' ')
                 .filter(|p| !p.is_empty())
             {
-                selector.apply(table, part).map_err(&failed)?;
+                selector.apply(table, part)?;
             }
             self.selectors.push(selector);
             return Ok(());
@@ -729,40 +732,29 @@ impl User {
                 self.enabled = false;
                 self.sanitize = Some(true);
                 self.selectors.clear();
-                self.root = Selector::new(table.all().len());
-                self.root.all_commands(table, false);
-                self.root.all_channels = pubsub_all;
+                self.root = Selector::none(table, pubsub_all);
             }
-            _ => match rule.first() {
-                Some(b'>') => {
-                    let digest = hex(&crate::sha256::digest(&rule[1..]));
-                    if !self.passwords.contains(&digest) {
-                        self.passwords.push(digest);
+            _ => match rule[0] {
+                // A password (`>`, `<`) or its digest (`#`, `!`), added or removed.
+                kind @ (b'>' | b'#' | b'<' | b'!') => {
+                    let digest = if matches!(kind, b'>' | b'<') {
+                        hex(&crate::sha256::digest(&rule[1..]))
+                    } else {
+                        password_hash(&rule[1..]).ok_or(BAD_HASH)?
+                    };
+                    if matches!(kind, b'>' | b'#') {
+                        if !self.passwords.contains(&digest) {
+                            self.passwords.push(digest);
+                        }
+                        self.nopass = false;
+                    } else {
+                        let at = self.passwords.iter().position(|p| *p == digest).ok_or(
+                            "The password you are trying to remove from the user does not exist",
+                        )?;
+                        self.passwords.remove(at);
                     }
-                    self.nopass = false;
                 }
-                Some(b'#') => {
-                    let digest = password_hash(&rule[1..]).ok_or_else(|| failed(BAD_HASH))?;
-                    if !self.passwords.contains(&digest) {
-                        self.passwords.push(digest);
-                    }
-                    self.nopass = false;
-                }
-                Some(b'<') => {
-                    let digest = hex(&crate::sha256::digest(&rule[1..]));
-                    let at = self.passwords.iter().position(|p| *p == digest).ok_or_else(|| {
-                        failed("The password you are trying to remove from the user does not exist")
-                    })?;
-                    self.passwords.remove(at);
-                }
-                Some(b'!') => {
-                    let digest = password_hash(&rule[1..]).ok_or_else(|| failed(BAD_HASH))?;
-                    let at = self.passwords.iter().position(|p| *p == digest).ok_or_else(|| {
-                        failed("The password you are trying to remove from the user does not exist")
-                    })?;
-                    self.passwords.remove(at);
-                }
-                _ => self.root.apply(table, rule).map_err(&failed)?,
+                _ => self.root.apply(table, rule)?,
             },
         }
         Ok(())
@@ -859,25 +851,20 @@ impl Caller {
         now: u64,
     ) -> Option<Vec<u8>> {
         let denied = self.user.check(spec, args).err()?;
-        let (reason, object, error) = match denied {
-            Denied::Command => (
-                "command",
-                spec.name.as_bytes().to_vec(),
-                &b"ERR The user executing the script can't run this command or subcommand"[..],
-            ),
-            Denied::Key(i) => (
-                "key",
-                args.get(i).to_vec(),
-                &b"ERR The user executing the script can't access at least one of the keys \
-                   mentioned in the command arguments"[..],
-            ),
-            Denied::Channel(i) => (
-                "channel",
-                args.get(i).to_vec(),
-                &b"ERR The user executing the script can't publish to the channel mentioned \
-                   in the command"[..],
-            ),
+        let error: &[u8] = match denied {
+            Denied::Command => {
+                b"ERR The user executing the script can't run this command or subcommand"
+            }
+            Denied::Key(_) => {
+                b"ERR The user executing the script can't access at least one \
+                of the keys mentioned in the command arguments"
+            }
+            Denied::Channel(_) => {
+                b"ERR The user executing the script can't publish to the \
+                channel mentioned in the command"
+            }
         };
+        let (reason, object) = denied.logged(spec, args);
         acl.log(LogEntry {
             count: 1,
             reason,
@@ -900,7 +887,8 @@ pub struct LogEntry {
     pub reason: &'static str,
     /// `toplevel`, `multi` or `lua`.
     pub context: &'static str,
-    /// The command, key or channel refused (`AUTH` for a failed authentication).
+    /// The command, key or channel refused (for a failed authentication, the name of
+    /// the command that tried, as the client sent it).
     pub object: Vec<u8>,
     /// The user.
     pub username: Vec<u8>,

@@ -227,7 +227,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             db,
             databases,
             local_client: ctx.conn.client.addr.is_some_and(|a| a.ip().is_loopback()),
-            caller: ctx.conn.client.script_caller(ctx.conn.now),
+            caller: ctx.conn.client.script_caller(spec, ctx.conn.now),
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {

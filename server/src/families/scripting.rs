@@ -244,8 +244,8 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
 /// are several), which only its plan can lock; so may one that declares no key (it
-/// runs here first, and is given up for its plan only if it reaches for another
-/// shard's key before writing: `run_script`).
+/// runs here first, and is given up for its plan once it calls a command with keys:
+/// `run_script`).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     if shared.threads < 2 {
         return false;
@@ -386,6 +386,10 @@ fn run_script(
     restart
 }
 
+/// What a run given up for its plan answers the calls it still makes (never seen: the
+/// run's reply is thrown away).
+const RUN_AGAIN: &[u8] = b"ERR the script is run again";
+
 /// How a script runs on a shard.
 struct Run {
     db: usize,
@@ -437,7 +441,7 @@ fn run_here(
             if restart {
                 // Given up: nothing more runs (a script catching the error goes on, and
                 // its run is thrown away).
-                return Called::Refused(b"ERR the script is run again".to_vec());
+                return Called::Refused(RUN_AGAIN.to_vec());
             }
             {
                 let spec = match check_call(&shared.commands, a, inv.read_only) {
@@ -527,8 +531,10 @@ fn run_here(
                 if keyed && restartable && !wrote {
                     // Every key it touches is undeclared: under its plan, with every
                     // shard locked, it may reach them all, whatever it writes first.
+                    // (The call stays counted from here: the plan's run does not count
+                    // the calls it makes.)
                     restart = true;
-                    return Called::Refused(refused.unwrap_or_default());
+                    return Called::Refused(RUN_AGAIN.to_vec());
                 }
                 if let Some(e) = refused {
                     return Called::Refused(e);

@@ -36,8 +36,8 @@ pub struct Client {
     pub last_command: &'static str,
     /// When it last sent something (`timeout`, CLIENT LIST's `idle=`).
     pub last_io: Millis,
-    /// Whether it may run commands: always without `requirepass`, else once AUTH (or
-    /// HELLO … AUTH) succeeded.
+    /// Whether it may run commands: from the start when the default user needs no
+    /// password (no `requirepass`), else once AUTH (or HELLO … AUTH) succeeded.
     pub authenticated: bool,
     /// The user it is authenticated as (the default user until AUTH says otherwise).
     pub user: std::sync::Arc<crate::acl::User>,
@@ -175,10 +175,14 @@ impl Client {
 }
 
 impl Client {
-    /// Who runs a script for this client, when its user's permissions are restricted
-    /// (`None`: nothing to check).
-    pub fn script_caller(&self, now: Millis) -> Option<std::sync::Arc<crate::acl::Caller>> {
-        (!self.user.unrestricted).then(|| {
+    /// Who runs the script `spec` may run for this client, when its user's permissions
+    /// are restricted (`None`: nothing to check, or no script).
+    pub fn script_caller(
+        &self,
+        spec: &crate::table::CommandSpec,
+        now: Millis,
+    ) -> Option<std::sync::Arc<crate::acl::Caller>> {
+        (spec.may_run_script() && !self.user.unrestricted).then(|| {
             std::sync::Arc::new(crate::acl::Caller {
                 user: std::sync::Arc::clone(&self.user),
                 client_info: self.info_line(now),

@@ -372,9 +372,7 @@ impl Worker {
             let Some(conn) = self.conns.get_mut(key) else {
                 return Flow::Next;
             };
-            if spec.may_run_script() {
-                queued.caller = conn.client.script_caller(self.now);
-            }
+            queued.caller = conn.client.script_caller(spec, self.now);
             if let Some(multi) = conn.multi.as_mut() {
                 multi.queued.push(queued);
             }
@@ -709,12 +707,7 @@ fn acl_denied(
     denied: crate::acl::Denied,
     now: goblin_store::Millis,
 ) -> Vec<u8> {
-    use crate::acl::Denied;
-    let (reason, object) = match denied {
-        Denied::Command => ("command", spec.name.as_bytes().to_vec()),
-        Denied::Key(i) => ("key", args.get(i).to_vec()),
-        Denied::Channel(i) => ("channel", args.get(i).to_vec()),
-    };
+    let (reason, object) = denied.logged(spec, args);
     conn.client.facts = conn.facts(false);
     let last = std::mem::replace(&mut conn.client.last_command, spec.name);
     let client_info = conn.client.info_line(now);
@@ -919,7 +912,7 @@ impl Worker {
                 self.shard.tracked = self.cmd_tracked;
             }
             let waits = if spec.may_run_script() {
-                self.shard.script_caller = conn.client.script_caller(self.now);
+                self.shard.script_caller = conn.client.script_caller(spec, self.now);
                 self.execute_lending(key, spec, args, may_wait)
             } else {
                 let Conn { client, output, .. } = conn;
@@ -959,11 +952,7 @@ impl Worker {
             key,
             generation: conn.generation,
         };
-        let caller = if spec.may_run_script() {
-            conn.client.script_caller(self.now)
-        } else {
-            None
-        };
+        let caller = conn.client.script_caller(spec, self.now);
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);
         batch.scripts = spec.may_run_script();
@@ -1038,7 +1027,7 @@ impl Worker {
             if spec.may_run_script() {
                 batch.scripts = true;
                 if batch.caller.is_none() {
-                    batch.caller = conn.client.script_caller(self.now);
+                    batch.caller = conn.client.script_caller(spec, self.now);
                 }
             }
         }
@@ -1283,11 +1272,7 @@ impl Worker {
             (
                 c.client.db,
                 c.client.addr.is_some_and(|a| a.ip().is_loopback()),
-                if spec.may_run_script() {
-                    c.client.script_caller(now)
-                } else {
-                    None
-                },
+                c.client.script_caller(spec, now),
             )
         });
         let shared = Arc::clone(&self.shared);
