@@ -7,7 +7,8 @@
 //! interval `[sent, replied]` on the load generator's monotonic clock, and a violation is
 //! reported only when *every* placement of the events inside their intervals breaks the
 //! contract. Redis keeps expiry times in milliseconds, so comparisons with a lease allow
-//! [`CLOCK_SLACK_NS`]. Every claim call carries a token of its own, so a grant, and the
+//! [`CLOCK_SLACK_NS`], plus however far the wall clock (which servers time leases on)
+//! moved against the monotonic clock during the run. Every claim call carries a token of its own, so a grant, and the
 //! publications and renewals made with its token, are told apart from every other grant.
 //!
 //! For each grant (a `CLAIMED` reply) the detector keeps the interval in which its lease
@@ -232,6 +233,9 @@ pub struct ClaimStats {
     pub missed_results: u64,
     /// Violations: a waiter not given a claim certainly free while it waited.
     pub missed_claims: u64,
+    /// How far the wall clock moved against the monotonic clock during the run (the
+    /// range of their offsets), allowed in every comparison with a lease.
+    pub wall_clock_moved_ns: u64,
 }
 
 impl ClaimStats {
@@ -278,6 +282,7 @@ impl ClaimStats {
         self.early_timeouts += o.early_timeouts;
         self.missed_results += o.missed_results;
         self.missed_claims += o.missed_claims;
+        self.wall_clock_moved_ns = self.wall_clock_moved_ns.max(o.wall_clock_moved_ns);
     }
 }
 
@@ -286,9 +291,9 @@ struct Grant {
     token: u64,
     sent: u64,
     replied: u64,
-    /// The lease certainly runs until here (less [`CLOCK_SLACK_NS`]).
+    /// The lease certainly runs until here (less the detector's slack).
     floor: u64,
-    /// The lease certainly ends by here (plus [`CLOCK_SLACK_NS`]).
+    /// The lease certainly ends by here (plus the detector's slack).
     ceiling: u64,
 }
 
@@ -387,14 +392,15 @@ impl Record {
 
     /// Whether the claim was certainly free (held by no grant that was answered or may
     /// still be) for [`WAKE_SLACK_NS`] somewhere in `[lo, hi]`; the first such instant.
-    fn free_stretch(&self, lo: u64, hi: u64) -> Option<u64> {
+    /// A lease may outlast its ceiling by `slack`.
+    fn free_stretch(&self, lo: u64, hi: u64, slack: u64) -> Option<u64> {
         let mut held: Vec<(u64, u64)> = self
             .grants()
             .iter()
-            .map(|g| (g.sent, g.ceiling.saturating_add(CLOCK_SLACK_NS)))
+            .map(|g| (g.sent, g.ceiling.saturating_add(slack)))
             .collect();
         if self.n_grants > MAX_GRANTS {
-            held.push((0, self.dropped_ceiling.saturating_add(CLOCK_SLACK_NS)));
+            held.push((0, self.dropped_ceiling.saturating_add(slack)));
         }
         held.extend(
             self.outstanding[..self.n_outstanding]
@@ -428,6 +434,12 @@ pub struct ClaimDetector {
     records: HashMap<u64, Record, foldhash::fast::FixedState>,
     stats: ClaimStats,
     described: Vec<String>,
+    /// The allowance in every comparison with a lease: [`CLOCK_SLACK_NS`], widened by
+    /// how far the wall clock has moved against the monotonic one (see
+    /// [`ClaimDetector::wall_clock_offset`]).
+    slack: u64,
+    /// The least and greatest wall-clock offsets seen.
+    offsets: Option<(i64, i64)>,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -444,7 +456,26 @@ impl ClaimDetector {
             records: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0)),
             stats: ClaimStats::default(),
             described: Vec::new(),
+            slack: CLOCK_SLACK_NS,
+            offsets: None,
         }
+    }
+
+    /// The wall clock read `offset_ns` ahead of the monotonic clock (on any fixed
+    /// origin). Servers time leases and timeouts on the wall clock, the detector on the
+    /// monotonic one, so a step of the wall clock (a VM's clock being set, NTP stepping)
+    /// ends every lease running across it early or late by the step. Every comparison
+    /// with a lease then allows the whole range of offsets seen, so that no clock step
+    /// is reported as a violation; a run whose wall clock moved says so.
+    pub fn wall_clock_offset(&mut self, offset_ns: i64) {
+        let (lo, hi) = match self.offsets {
+            Some((lo, hi)) => (lo.min(offset_ns), hi.max(offset_ns)),
+            None => (offset_ns, offset_ns),
+        };
+        self.offsets = Some((lo, hi));
+        let moved = hi.abs_diff(lo);
+        self.slack = CLOCK_SLACK_NS.saturating_add(moved);
+        self.stats.wall_clock_moved_ns = moved;
     }
 
     /// The counters so far.
@@ -535,7 +566,7 @@ impl ClaimDetector {
         let mut clash = None;
         if let Some((ps, pr)) = rec.accepted
             && sent > pr
-            && replied.saturating_add(CLOCK_SLACK_NS) < ps.saturating_add(ttl)
+            && replied.saturating_add(self.slack) < ps.saturating_add(ttl)
         {
             verdict = ClaimVerdict::Recomputed;
             clash = Some(Grant {
@@ -548,9 +579,9 @@ impl ClaimDetector {
                 let widest = replied
                     .saturating_sub(g.sent)
                     .max(g.replied.saturating_sub(sent));
-                let overlapping = widest.saturating_add(CLOCK_SLACK_NS) < lease;
+                let overlapping = widest.saturating_add(self.slack) < lease;
                 let inside_renewed =
-                    sent > g.replied && replied.saturating_add(CLOCK_SLACK_NS) < g.floor;
+                    sent > g.replied && replied.saturating_add(self.slack) < g.floor;
                 if overlapping || inside_renewed {
                     verdict = ClaimVerdict::DoubleOwner;
                     clash = Some(*g);
@@ -638,7 +669,7 @@ impl ClaimDetector {
         let verdict = if accepted {
             let stale = match own {
                 Some(g) => {
-                    let expired = sent > g.ceiling.saturating_add(CLOCK_SLACK_NS);
+                    let expired = sent > g.ceiling.saturating_add(self.slack);
                     let replaced = rec
                         .grants()
                         .iter()
@@ -674,7 +705,7 @@ impl ClaimDetector {
                 rec.set_outcome(outcome, OutcomeState::Refused);
             }
             let certainly_owner = own.is_some_and(|g| {
-                replied.saturating_add(CLOCK_SLACK_NS) < g.floor
+                replied.saturating_add(self.slack) < g.floor
                     && !rec
                         .grants()
                         .iter()
@@ -809,7 +840,7 @@ impl ClaimDetector {
         if let Some(r) = self.records.get_mut(&id) {
             r.answered(token);
         }
-        if block_ns == 0 || replied.saturating_add(CLOCK_SLACK_NS) < sent.saturating_add(block_ns) {
+        if block_ns == 0 || replied.saturating_add(self.slack) < sent.saturating_add(block_ns) {
             self.stats.early_timeouts += 1;
             self.describe(|| {
                 format!(
@@ -865,7 +896,7 @@ impl ClaimDetector {
         };
         if let Some((ps, pr)) = rec.accepted
             && pr.saturating_add(WAKE_SLACK_NS) < hi
-            && ps.saturating_add(ttl) > gave_up.saturating_add(CLOCK_SLACK_NS)
+            && ps.saturating_add(ttl) > gave_up.saturating_add(self.slack)
         {
             self.stats.missed_results += 1;
             self.describe(|| {
@@ -881,7 +912,7 @@ impl ClaimDetector {
             return WaitVerdict::MissedResult;
         }
         if hi > lo
-            && let Some(free) = rec.free_stretch(lo, hi)
+            && let Some(free) = rec.free_stretch(lo, hi, self.slack)
         {
             self.stats.missed_claims += 1;
             self.describe(|| {
@@ -940,6 +971,36 @@ mod tests {
         let mut d = ClaimDetector::new(5 * S, TTL);
         assert_eq!(d.claimed(1, 1, 2 * MS, 3 * MS), ClaimVerdict::Won);
         assert_eq!(d.claimed(1, 2, MS, 4 * MS), ClaimVerdict::DoubleOwner);
+    }
+
+    #[test]
+    fn a_step_of_the_wall_clock_is_allowed_for() {
+        // As a CI machine saw: the wall clock stepped 4 ms ahead while leases of 1 s ran,
+        // so the server (timing the lease on the wall clock) granted the claim again
+        // 4 ms early by the monotonic clock.
+        let history = |d: &mut ClaimDetector| {
+            assert_eq!(d.claimed(9, 1, 292_760_000, 293_054_000), ClaimVerdict::Won);
+            d.claimed(9, 2, 1_288_937_000, 1_289_068_000)
+        };
+        let mut unaware = ClaimDetector::new(S, TTL);
+        assert_eq!(history(&mut unaware), ClaimVerdict::DoubleOwner);
+
+        let mut aware = ClaimDetector::new(S, TTL);
+        aware.wall_clock_offset(1_000);
+        aware.wall_clock_offset(4_001_000);
+        assert_eq!(history(&mut aware), ClaimVerdict::ReclaimedAfterLease);
+        assert_eq!(aware.stats().violations(), 0);
+        assert_eq!(aware.stats().wall_clock_moved_ns, 4 * MS);
+        // A true double grant is still one.
+        assert_eq!(
+            aware.claimed(9, 3, 1_300_000_000, 1_300_100_000),
+            ClaimVerdict::DoubleOwner
+        );
+        // A steady offset widens nothing.
+        let mut steady = ClaimDetector::new(S, TTL);
+        steady.wall_clock_offset(-5 * S as i64);
+        steady.wall_clock_offset(-5 * S as i64);
+        assert_eq!(history(&mut steady), ClaimVerdict::DoubleOwner);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use goblin_protocol::{Frame, parse_reply, reply_len};
 use hdrhistogram::Histogram;
@@ -62,6 +62,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Progress is reported this often.
 const TICK_NS: u64 = 1_000_000_000;
+/// A wall-clock offset reading whose two wall-clock reads are further apart than this was
+/// interrupted, and is dropped.
+const WALL_SAMPLE_MAX_NS: u64 = 10_000;
 /// Longest sleep in `poll`, so that a failure elsewhere stops this thread promptly.
 const MAX_POLL_WAIT: Duration = Duration::from_millis(100);
 /// `epoll_wait` sleeps in whole milliseconds (mio rounds up). A timer due sooner than
@@ -639,6 +642,29 @@ impl Worker<'_> {
         self.t0.elapsed().as_nanos() as u64
     }
 
+    /// The claim workload: tells the detector how far the wall clock, which servers time
+    /// leases on, reads ahead of the monotonic clock it judges by. Read once per poll
+    /// round, after the wait: a clock step that shortened a lease happened before the
+    /// server acted on it, so before the reply that shows it is read. A reading
+    /// interrupted between its clock reads (the thread preempted) is dropped.
+    fn sample_wall_clock(&mut self) {
+        if self.generator.claim_detector().is_none() {
+            return;
+        }
+        let wall = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64)
+        };
+        let before = wall();
+        let mono = self.now() as i64;
+        let after = wall();
+        if after.abs_diff(before) <= WALL_SAMPLE_MAX_NS {
+            self.generator
+                .wall_clock_offset(before / 2 + after / 2 - mono);
+        }
+    }
+
     fn run(&mut self, rec: &mut Recorder) -> Result<(), String> {
         let plan = self.plan;
         for conn in &mut self.conns {
@@ -654,6 +680,7 @@ impl Worker<'_> {
         }
         let timers = plan.interval_ns.is_some() || self.generator.has_followups();
         let mut events = Events::with_capacity(self.conns.len().max(16));
+        self.sample_wall_clock();
         let now = self.now();
         self.phase(rec, now);
         self.top_up_all(now, rec)?;
@@ -696,6 +723,7 @@ impl Worker<'_> {
                 }
                 return Err(format!("poll: {e}"));
             }
+            self.sample_wall_clock();
             for event in events.iter() {
                 let i = event.token().0;
                 let now = self.now();

@@ -242,6 +242,14 @@ impl Summary {
                 for v in &self.counters.violations {
                     let _ = writeln!(t, "    {v}");
                 }
+                if c.wall_clock_moved_ns >= 1_000_000 {
+                    let _ = writeln!(
+                        t,
+                        "  wall clock    moved {:.3} ms against the monotonic clock during the run \
+                         (servers time leases on it: allowed in every lease comparison)",
+                        c.wall_clock_moved_ns as f64 / 1e6
+                    );
+                }
             }
             WorkloadSection::Lock => {
                 let l = &self.counters.lock;
@@ -360,6 +368,7 @@ impl Summary {
                         ("early_timeouts", Json::Int(c.early_timeouts)),
                         ("missed_results", Json::Int(c.missed_results)),
                         ("missed_claims", Json::Int(c.missed_claims)),
+                        ("wall_clock_moved_ns", Json::Int(c.wall_clock_moved_ns)),
                         (
                             "violation_examples",
                             Json::Arr(self.counters.violations.iter().map(Json::str).collect()),

@@ -494,6 +494,14 @@ impl Generator {
         }
     }
 
+    /// The claim workload: the wall clock read `offset_ns` ahead of the monotonic clock
+    /// (see [`ClaimDetector::wall_clock_offset`]).
+    pub fn wall_clock_offset(&mut self, offset_ns: i64) {
+        if let Kind::Claim(c) = &mut self.kind {
+            c.detector.wall_clock_offset(offset_ns);
+        }
+    }
+
     /// The duplicates' waits (ns), for the claim workload.
     pub fn dup_wait(&self) -> Option<&Histogram<u64>> {
         match &self.kind {
