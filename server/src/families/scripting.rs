@@ -25,7 +25,7 @@ use crate::runtime::server::Shared;
 use crate::scripting::engine::library::with_function_engine;
 use crate::scripting::engine::{Called, Engine, with_engine};
 use crate::scripting::functions::LibFunction;
-use crate::scripting::{Script, ScriptFlags, Sha, sha_arg, sha_of, shebang};
+use crate::scripting::{Reach, Script, ScriptFlags, Sha, sha_arg, sha_of, shebang, strays};
 use crate::shard::Shard;
 use crate::table::handler::{Args, ConnCtx, Exec, OnShard, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
@@ -130,6 +130,16 @@ impl Callee {
         }
     }
 
+    /// What its runs showed of the keys it touches, when that decides where it runs:
+    /// a script's, with several shards, outside cluster mode (a function declares its
+    /// keys, or says with its flags that it does not).
+    pub fn reach(&self, shared: &Shared) -> Option<&Reach> {
+        match self {
+            Callee::Script(s) if shared.threads > 1 && shared.cluster.is_none() => Some(&s.reach),
+            _ => None,
+        }
+    }
+
     /// Its flags.
     pub fn flags(&self) -> ScriptFlags {
         match self {
@@ -227,6 +237,7 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
         body: body.to_vec(),
         code_at,
         flags,
+        reach: Reach::default(),
     });
     let generation = shared.scripts.generation();
     with_engine(generation, |engine| {
@@ -243,9 +254,10 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 }
 
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
-/// are several), which only its plan can lock; so may one that declares no key (it
-/// runs here first, and is given up for its plan once it calls a command with keys:
-/// `run_script`).
+/// are several), which only its plan can lock: one allowed to, one that has not run yet
+/// or has strayed from its keys' slots (`Reach`, outside cluster mode); so may one that
+/// declares no key (it runs here first, and is given up for its plan once it calls a
+/// command with keys: `run_script`).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     if shared.threads < 2 {
         return false;
@@ -259,15 +271,29 @@ fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
             .find(args.get(1))
             .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
     }
+    let learning = shared.cluster.is_none();
     let script = if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
         sha_arg(args.get(1)).and_then(|sha| shared.scripts.get(&sha))
     } else {
-        // A script whose shebang asks for it (reading the shebang alone).
         let body = args.get(1);
-        return body.starts_with(b"#!")
-            && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED));
+        // A script whose shebang asks for it (reading the shebang alone).
+        if body.starts_with(b"#!")
+            && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED))
+        {
+            return true;
+        }
+        if !learning {
+            return false;
+        }
+        // Not run yet, or known to stray from its keys' slots (`Reach`).
+        return shared
+            .scripts
+            .get(&sha_of(body))
+            .is_none_or(|s| s.reach.needs_every_shard());
     };
-    script.is_some_and(|s| s.flags.has(ScriptFlags::ALLOW_UNDECLARED))
+    script.is_some_and(|s| {
+        s.flags.has(ScriptFlags::ALLOW_UNDECLARED) || (learning && s.reach.needs_every_shard())
+    })
 }
 
 /// The error for a key a script did not declare.
@@ -357,8 +383,12 @@ fn run_script(
         }
     };
     let allowed = undeclared_allowed(shared, inv.callee.flags());
-    if allowed && shared.threads > 1 && call.may_wait {
-        // It may reach any shard: its plan runs it with every shard locked.
+    let reach = inv.callee.reach(shared);
+    if call.may_wait
+        && ((allowed && shared.threads > 1) || reach.is_some_and(Reach::needs_every_shard))
+    {
+        // It may reach any shard (or has not shown yet that it keeps to its keys): its
+        // plan runs it with every shard locked.
         return true;
     }
     // A script that declares no key runs here until it calls a command with keys (all
@@ -366,6 +396,7 @@ fn run_script(
     // nothing, and started again under its plan, with every shard locked.
     let restartable = call.may_wait && inv.keys.is_empty() && shared.threads > 1;
     let at = out.len();
+    let fed_at = shard.monitor_feed.len();
     let restart = run_here(
         shard,
         shared,
@@ -381,7 +412,9 @@ fn run_script(
         out,
     );
     if restart {
+        // Its run under the plan shows again what it called.
         out.truncate(at);
+        shard.monitor_feed.truncate(fed_at);
     }
     restart
 }
@@ -405,9 +438,10 @@ struct Run {
 /// Runs a script on this shard: its commands run here, one unit of work each. A key it
 /// does not declare is used if this shard owns it and no transaction holds it (as Redis
 /// Cluster lets a script use undeclared keys of its node's slots; in cluster mode only
-/// with undeclared keys allowed). True when the run was given up, having changed
-/// nothing, to run again under its plan: `run.restartable`, and it called a command
-/// with keys before it wrote anything.
+/// with undeclared keys allowed); one in a slot none of its declared keys is in marks
+/// the script (`Reach`), so that its next runs have every shard locked. True when the
+/// run was given up, having changed nothing, to run again under its plan:
+/// `run.restartable`, and it called a command with keys before it wrote anything.
 fn run_here(
     shard: &mut Shard,
     shared: &Shared,
@@ -514,11 +548,15 @@ fn run_here(
                 }
                 let mut refused = None;
                 let mut keyed = false;
+                let mut strayed = false;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
                     keyed = true;
+                    if inv.keys.contains(&key) {
+                        return;
+                    }
+                    strayed |= strays(key, &inv.keys);
                     if refused.is_none()
-                        && !inv.keys.contains(&key)
                         && !(reachable_allowed && shard.may_touch_undeclared(key, tx))
                     {
                         refused = Some(if allowed {
@@ -528,6 +566,10 @@ fn run_here(
                         });
                     }
                 });
+                if strayed && let Some(reach) = inv.callee.reach(shared) {
+                    // Its next runs have every shard locked.
+                    reach.strayed();
+                }
                 if keyed && restartable && !wrote {
                     // Every key it touches is undeclared: under its plan, with every
                     // shard locked, it may reach them all, whatever it writes first.
@@ -685,6 +727,8 @@ pub(crate) mod plan {
     use crate::runtime::msg::Batch;
     use crate::scripting::engine::library::with_function_engine;
     use crate::scripting::engine::{Engine, Resume, Stepped, with_engine};
+    use crate::scripting::{Reach, strays};
+    use crate::table::Flags;
     use crate::table::handler::{Args, Exec};
     use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
 
@@ -723,9 +767,14 @@ pub(crate) mod plan {
         let inv = invocation(start.shared, start.spec.name, start.args)?;
         // A script that declares no key runs with every shard locked: what it touches
         // it names itself (`run_script` gives such a run up for this plan).
+        // So does a script that has not shown yet that it keeps to its keys' slots.
         let whole = start.shared.threads > 1
             && (undeclared_allowed(start.shared, inv.callee.flags())
-                || (inv.keys.is_empty() && start.shared.cluster.is_none()));
+                || (inv.keys.is_empty() && start.shared.cluster.is_none())
+                || inv
+                    .callee
+                    .reach(start.shared)
+                    .is_some_and(Reach::needs_every_shard));
         let generation = match &inv.callee {
             Callee::Script(_) => start.shared.scripts.generation(),
             Callee::Function(_) => start.shared.functions.generation(),
@@ -783,6 +832,19 @@ pub(crate) mod plan {
                 {
                     return Err(Resume::Refused(e));
                 }
+                // MONITOR shows the call as a run on a shard does (`run_here`).
+                let monitored = cx.shared.monitors.any()
+                    && !spec.flags.intersects(Flags::ADMIN)
+                    && !spec.flags.intersects(Flags::SKIP_MONITOR);
+                let monitor = |db: usize| {
+                    if monitored {
+                        let argv: Vec<&[u8]> = a.iter_from(0).collect();
+                        crate::runtime::monitor::plan_line(db, "lua", &argv);
+                    }
+                };
+                if spec.name != "select" {
+                    monitor(cx.db());
+                }
                 match spec.exec {
                     Exec::Shard(_) => {}
                     _ if spec.name == "select" => {
@@ -796,9 +858,13 @@ pub(crate) mod plan {
                         match db {
                             Ok(db) => {
                                 cx.select(db);
+                                monitor(db);
                                 Encoder::new(&mut reply, resp).ok();
                             }
-                            Err(e) => Encoder::new(&mut reply, resp).error(&e),
+                            Err(e) => {
+                                monitor(cx.db());
+                                Encoder::new(&mut reply, resp).error(&e);
+                            }
                         }
                         return Err(Resume::Reply(reply));
                     }
@@ -812,14 +878,18 @@ pub(crate) mod plan {
                 let mut shard = None;
                 let mut several = false;
                 let mut refusal = None;
+                let mut strayed = false;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
                     if refusal.is_some() {
                         return;
                     }
-                    if !self.whole && !self.keys.iter().any(|k| k.as_slice() == key) {
-                        refusal = Some(undeclared_key(key));
-                        return;
+                    if !self.keys.iter().any(|k| k.as_slice() == key) {
+                        strayed |= strays(key, &self.keys);
+                        if !self.whole {
+                            refusal = Some(undeclared_key(key));
+                            return;
+                        }
                     }
                     let s = cx.slots.shard_of_key(key);
                     match shard {
@@ -828,6 +898,10 @@ pub(crate) mod plan {
                         Some(_) => {}
                     }
                 });
+                if strayed && let Some(reach) = self.callee.reach(cx.shared) {
+                    // Its next runs have every shard locked.
+                    reach.strayed();
+                }
                 if let Some(e) = refusal {
                     return Err(Resume::Refused(e));
                 }
@@ -955,6 +1029,11 @@ pub(crate) mod plan {
                     }
                     Some(Stepped::Done(reply)) => {
                         self.run = None;
+                        if self.whole
+                            && let Some(reach) = self.callee.reach(cx.shared)
+                        {
+                            reach.kept_to_its_keys();
+                        }
                         return Step::Done(Outcome::Reply(reply));
                     }
                     Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {

@@ -71,6 +71,23 @@ pub fn line(out: &mut Vec<u8>, db: usize, addr: &str, args: &[&[u8]]) {
     out.extend_from_slice(text.as_bytes());
 }
 
+thread_local! {
+    /// The lines of commands that plans running on this thread's worker route (a
+    /// script's calls under its plan), until the worker sends its iteration's lines.
+    static PLAN_LINES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`line`] for a command a plan routes: kept until the worker takes it
+/// ([`take_plan_lines`]).
+pub fn plan_line(db: usize, addr: &str, args: &[&[u8]]) {
+    PLAN_LINES.with_borrow_mut(|out| line(out, db, addr, args));
+}
+
+/// Moves the lines plans made on this thread to the end of `feed`.
+pub fn take_plan_lines(feed: &mut Vec<u8>) {
+    PLAN_LINES.with_borrow_mut(|lines| feed.append(lines));
+}
+
 /// The positions of arguments redis-server hides from MONITOR: AUTH's, and the
 /// username and password of HELLO's AUTH option.
 fn redacted_args(args: &[&[u8]]) -> Vec<usize> {

@@ -842,6 +842,7 @@ impl Worker {
     /// Sends this iteration's MONITOR lines to every MONITOR client: one message per
     /// worker that has some.
     fn send_monitor_feed(&mut self) {
+        crate::runtime::monitor::take_plan_lines(&mut self.shard.monitor_feed);
         if self.shard.monitor_feed.is_empty() {
             return;
         }

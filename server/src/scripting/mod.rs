@@ -9,7 +9,7 @@
 //! - The commands and how a script reaches the keys are in `families/scripting.rs`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub mod convert;
@@ -120,6 +120,52 @@ pub struct Script {
     pub code_at: usize,
     /// Its flags.
     pub flags: ScriptFlags,
+    /// What its runs showed of the keys it touches.
+    pub reach: Reach,
+}
+
+/// What a script's runs have shown of the keys it touches, with several shards outside
+/// cluster mode. Redis lets a script touch keys it does not declare; a script that does,
+/// in slots none of its declared keys is in (BullMQ's job keys, built from a prefix),
+/// may reach any shard, so it must run with every shard locked. Whether it does is
+/// learned: its first run has every shard locked, and tells; a later run that touches
+/// such a key marks the script for good (see `families/scripting.rs`).
+#[derive(Debug, Default)]
+pub struct Reach(AtomicU8);
+
+impl Reach {
+    const UNKNOWN: u8 = 0;
+    const DECLARED: u8 = 1;
+    const UNDECLARED: u8 = 2;
+
+    /// Whether a run must have every shard locked: the script has not run yet, or a run
+    /// touched a key in a slot none of its declared keys was in.
+    pub fn needs_every_shard(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != Self::DECLARED
+    }
+
+    /// A run touched a key in a slot none of its declared keys is in.
+    pub fn strayed(&self) {
+        self.0.store(Self::UNDECLARED, Ordering::Relaxed);
+    }
+
+    /// A run with every shard locked ended without straying.
+    pub fn kept_to_its_keys(&self) {
+        let _ = self.0.compare_exchange(
+            Self::UNKNOWN,
+            Self::DECLARED,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Whether `key` is in a slot none of `declared` is in.
+pub fn strays<K: AsRef<[u8]>>(key: &[u8], declared: &[K]) -> bool {
+    let slot = goblin_store::key_slot(key);
+    !declared
+        .iter()
+        .any(|k| goblin_store::key_slot(k.as_ref()) == slot)
 }
 
 impl Script {

@@ -400,27 +400,63 @@ fn undeclared_keys_work_as_in_redis_where_they_can() {
         }
     }
 
-    // Declared keys on shard 0 of 4: an undeclared key of the same shard is used, one
-    // of shard 1 is refused after the write before it.
+    // Declared keys on shard 0 of 4, undeclared ones of shards 0 and 1, as BullMQ's
+    // scripts use them (its job keys). A script's first run has every shard locked and
+    // shows whether it strays from its declared keys' slots; one that does runs so from
+    // then on, one that does not runs on its keys' shard.
     let g = Server::goblin_threads(4);
     let mut c = g.raw();
     let here = goblin_tests::keys::keys_on("here.", 0, 4, 2);
-    let there = goblin_tests::keys::keys_on("there.", 1, 4, 1);
+    let there = goblin_tests::keys::keys_on("there.", 1, 4, 2);
     let body = b"redis.call('set', KEYS[1], 'x') redis.call('set', ARGV[1], 'y') \
                  return redis.call('get', ARGV[1])";
-    let reply = c.cmd(&[b"EVAL", body, b"1", here[0].as_bytes(), here[1].as_bytes()]);
-    assert_eq!(reply, b"$1\r\ny\r\n");
-    let reply = c.cmd(&[b"EVAL", body, b"1", here[0].as_bytes(), there[0].as_bytes()]);
-    let text = String::from_utf8_lossy(&reply);
-    let wanted = format!(
-        "-ERR Script attempted to access key '{}' that it did not declare",
-        there[0]
-    );
-    assert!(text.starts_with(&wanted), "{text}");
-    assert_eq!(c.cmd(&[b"EXISTS", there[0].as_bytes()]), b":0\r\n");
-    assert_eq!(c.cmd(&[b"GET", here[0].as_bytes()]), b"$1\r\nx\r\n");
+    for (key, other) in [
+        (&here[0], &here[1]),
+        (&here[0], &there[0]),
+        (&there[1], &here[1]),
+    ] {
+        let reply = c.cmd(&[b"EVAL", body, b"1", key.as_bytes(), other.as_bytes()]);
+        assert_eq!(reply, b"$1\r\ny\r\n", "{key} {other}");
+        assert_eq!(c.cmd(&[b"GET", key.as_bytes()]), b"$1\r\nx\r\n");
+    }
     drop(c);
     drop(g);
+
+    // A script whose first run kept to its keys, and which strays later to another
+    // thread's key: that call is refused (the run keeps what it wrote before), once —
+    // the script's next runs have every shard locked.
+    let body = b"if ARGV[1] == 'first' then redis.call('set', ARGV[2], 'y') end \
+                 redis.call('set', KEYS[1], 'x') \
+                 if ARGV[1] == 'last' then redis.call('set', ARGV[2], 'y') end return 1";
+    for when in [&b"first"[..], b"last"] {
+        let g = Server::goblin_threads(4);
+        let mut c = g.raw();
+        let here = goblin_tests::keys::keys_on("here.", 0, 4, 1);
+        let there = goblin_tests::keys::keys_on("there.", 1, 4, 1);
+        let (key, other) = (here[0].as_bytes(), there[0].as_bytes());
+        let run = |c: &mut goblin_tests::Raw, when: &[u8]| {
+            c.cmd(&[b"EVAL", body, b"1", key, when, other])
+        };
+        assert_eq!(run(&mut c, b"never"), b":1\r\n");
+        assert_eq!(c.cmd(&[b"DEL", key]), b":1\r\n");
+        let reply = run(&mut c, when);
+        let text = String::from_utf8_lossy(&reply);
+        let wanted = format!(
+            "-ERR Script attempted to access key '{}' that it did not declare",
+            there[0]
+        );
+        assert!(text.starts_with(&wanted), "{text}");
+        assert_eq!(c.cmd(&[b"EXISTS", other]), b":0\r\n");
+        let wrote: &[u8] = if when == b"last" {
+            b":1\r\n"
+        } else {
+            b":0\r\n"
+        };
+        assert_eq!(c.cmd(&[b"EXISTS", key]), wrote);
+        assert_eq!(run(&mut c, when), b":1\r\n");
+        assert_eq!(c.cmd(&[b"GET", other]), b"$1\r\ny\r\n");
+        assert_eq!(c.cmd(&[b"GET", key]), b"$1\r\nx\r\n");
+    }
 
     // The script's own flag (Goblin's; redis-server does not know it), without the option.
     let goblin = Server::goblin_threads(4);
