@@ -248,7 +248,14 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 });
                 let first = shards.first().copied().unwrap_or(0);
                 match spec.cross_shard {
-                    Some(cross) if shards.iter().any(|&s| s != first) => {
+                    Some(cross)
+                        if shards.iter().any(|&s| s != first)
+                            || super::scripting::needs_every_shard(
+                                ctx.conn.shared,
+                                spec,
+                                &args,
+                            ) =>
+                    {
                         match (cross.plan)(&start) {
                             Ok(plan) => {
                                 // (A plan that must hold every shard makes EXEC hold them:

@@ -237,7 +237,7 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
         body: body.to_vec(),
         code_at,
         flags,
-        reach: Reach::default(),
+        reach: Reach::of(&body[code_at.min(body.len())..], &shared.commands),
     });
     let generation = shared.scripts.generation();
     with_engine(generation, |engine| {
@@ -254,15 +254,19 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 }
 
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
-/// are several), which only its plan can lock: one allowed to, one that has not run yet
-/// or has strayed from its keys' slots (`Reach`, outside cluster mode); so may one that
+/// are several), which only its plan can lock ([`reaches_every_shard`]); so may one that
 /// declares no key (it runs here first, and is given up for its plan once it calls a
 /// command with keys: `run_script`).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
-    if shared.threads < 2 {
-        return false;
-    }
-    if shared.scripts.undeclared_allowed() || (args.get(2) == b"0" && shared.cluster.is_none()) {
+    shared.threads > 1
+        && ((args.get(2) == b"0" && shared.cluster.is_none()) || reaches_every_shard(shared, args))
+}
+
+/// Whether a script (or function) may touch undeclared keys of any shard, as far as is
+/// known before it runs: it is allowed to, or, outside cluster mode, its code or an
+/// earlier run says it strays from its keys' slots (`Reach`).
+fn reaches_every_shard(shared: &Shared, args: &Args<'_>) -> bool {
+    if shared.scripts.undeclared_allowed() {
         return true;
     }
     if args.get(0).len() >= 5 && args.get(0)[..5].eq_ignore_ascii_case(b"fcall") {
@@ -285,15 +289,24 @@ fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
         if !learning {
             return false;
         }
-        // Not run yet, or known to stray from its keys' slots (`Reach`).
-        return shared
-            .scripts
-            .get(&sha_of(body))
-            .is_none_or(|s| s.reach.needs_every_shard());
+        // Known to stray from its keys' slots, or, not run yet, its code may.
+        return match shared.scripts.get(&sha_of(body)) {
+            Some(s) => s.reach.needs_every_shard(),
+            None => crate::scripting::may_stray(body, &shared.commands),
+        };
     };
     script.is_some_and(|s| {
         s.flags.has(ScriptFlags::ALLOW_UNDECLARED) || (learning && s.reach.needs_every_shard())
     })
+}
+
+/// EXEC: whether a queued script (or function call) runs under its plan though its
+/// declared keys are on one shard, because it may touch keys of any shard (EXEC runs
+/// it where it cannot be given up for its plan).
+pub(crate) fn needs_every_shard(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
+    (spec.name.starts_with("eval") || spec.name.starts_with("fcall"))
+        && shared.threads > 1
+        && reaches_every_shard(shared, args)
 }
 
 /// The error for a key a script did not declare.
@@ -385,10 +398,12 @@ fn run_script(
     let allowed = undeclared_allowed(shared, inv.callee.flags());
     let reach = inv.callee.reach(shared);
     if call.may_wait
-        && ((allowed && shared.threads > 1) || reach.is_some_and(Reach::needs_every_shard))
+        && ((allowed && shared.threads > 1)
+            || (!inv.keys.is_empty() && reach.is_some_and(Reach::needs_every_shard)))
     {
-        // It may reach any shard (or has not shown yet that it keeps to its keys): its
-        // plan runs it with every shard locked.
+        // It may reach any shard (or has not shown yet that it keeps to its keys' slots):
+        // its plan runs it with every shard locked. (One that declares no key runs here
+        // first, below.)
         return true;
     }
     // A script that declares no key runs here until it calls a command with keys (all

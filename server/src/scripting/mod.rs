@@ -124,16 +124,27 @@ pub struct Script {
     pub reach: Reach,
 }
 
-/// What a script's runs have shown of the keys it touches, with several shards outside
-/// cluster mode. Redis lets a script touch keys it does not declare; a script that does,
-/// in slots none of its declared keys is in (BullMQ's job keys, built from a prefix),
-/// may reach any shard, so it must run with every shard locked. Whether it does is
-/// learned: its first run has every shard locked, and tells; a later run that touches
-/// such a key marks the script for good (see `families/scripting.rs`).
+/// What a script's code and runs have shown of the keys it touches, with several shards
+/// outside cluster mode. Redis lets a script touch keys it does not declare; a script
+/// that does, in slots none of its declared keys is in (BullMQ's job keys, built from a
+/// prefix), may reach any shard, so it must run with every shard locked. Whether it does
+/// is read from its code where the code tells ([`may_stray`]), and otherwise learned:
+/// its first run has every shard locked, and tells; a later run that touches such a
+/// key marks the script for good (see `families/scripting.rs`).
 #[derive(Debug, Default)]
 pub struct Reach(AtomicU8);
 
 impl Reach {
+    /// The reach of a script with this code: known to keep to its keys when its code
+    /// shows it ([`may_stray`]), to be learned otherwise.
+    pub fn of(code: &[u8], table: &crate::table::CommandTable) -> Reach {
+        Reach(AtomicU8::new(if may_stray(code, table) {
+            Self::UNKNOWN
+        } else {
+            Self::DECLARED
+        }))
+    }
+
     const UNKNOWN: u8 = 0;
     const DECLARED: u8 = 1;
     const UNDECLARED: u8 = 2;
@@ -158,6 +169,158 @@ impl Reach {
             Ordering::Relaxed,
         );
     }
+}
+
+/// Whether a script's code may touch keys it does not declare, as far as reading it
+/// tells: false only when `redis` is not used as a value (aliased, passed) and every
+/// command it calls is a `redis.call(` or `redis.pcall(` whose command is named by a
+/// string literal and, if `table` says it has a key, has one, at an argument that is an
+/// element of `KEYS` (`redis.call('get', KEYS[1])`). Unknown commands and those no
+/// script may call touch nothing. Strings and comments are not told apart from code,
+/// which can only make the answer true.
+pub fn may_stray(code: &[u8], table: &crate::table::CommandTable) -> bool {
+    use crate::table::Flags;
+    use crate::table::keys::KeyShape;
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while let Some(found) = code[i..].windows(5).position(|w| w == b"redis") {
+        let at = i + found;
+        i = at + 5;
+        if (at > 0 && word(code[at - 1])) || code.get(i).copied().is_some_and(word) {
+            continue;
+        }
+        let dot = skip_ws(code, i);
+        if code.get(dot) != Some(&b'.') {
+            // `redis` as a value.
+            return true;
+        }
+        let name_at = skip_ws(code, dot + 1);
+        let name_end = name_at + code[name_at..].iter().take_while(|&&b| word(b)).count();
+        let name = &code[name_at..name_end];
+        if name != b"call" && name != b"pcall" {
+            i = name_end;
+            continue;
+        }
+        let open = skip_ws(code, name_end);
+        if code.get(open) != Some(&b'(') {
+            return true;
+        }
+        // The call's arguments.
+        let mut args = Vec::new();
+        let mut from = open + 1;
+        loop {
+            let Some((end, sep)) = argument_end(code, from, b",)") else {
+                return true;
+            };
+            args.push(trim(code, from, end));
+            from = end + 1;
+            if sep == b')' {
+                break;
+            }
+        }
+        i = from;
+        let Some(spec) = args
+            .first()
+            .and_then(|a| string_literal(a))
+            .map(|name| table.lookup(name))
+        else {
+            return true;
+        };
+        let Some(mut spec) = spec else {
+            continue;
+        };
+        if spec.flags.contains(Flags::NOSCRIPT) {
+            continue;
+        }
+        if matches!(spec.exec, crate::table::handler::Exec::Container) {
+            let Some(sub) = args.get(1).and_then(|a| string_literal(a)) else {
+                return true;
+            };
+            match table.lookup_sub(spec, sub) {
+                Some(s) => spec = s,
+                None => continue,
+            }
+        }
+        match spec.key_finder.shape() {
+            KeyShape::Keyless => {}
+            KeyShape::At(k) => {
+                if args.get(k).is_some_and(|a| !keys_element(a)) {
+                    return true;
+                }
+            }
+            KeyShape::Other => return true,
+        }
+    }
+    false
+}
+
+fn skip_ws(code: &[u8], mut i: usize) -> usize {
+    while code.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// `code[from..end]` without the white space around it.
+fn trim(code: &[u8], from: usize, end: usize) -> &[u8] {
+    let arg = code.get(from..end).unwrap_or_default();
+    let start = arg
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(arg.len());
+    let stop = arg
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |p| p + 1);
+    &arg[start..stop]
+}
+
+/// The text of a quoted string literal with no escapes (`'get'`, `"GET"`).
+fn string_literal(arg: &[u8]) -> Option<&[u8]> {
+    let (&quote, rest) = arg.split_first()?;
+    let (&last, text) = rest.split_last()?;
+    ((quote == b'\'' || quote == b'"')
+        && last == quote
+        && !text.iter().any(|&b| b == quote || b == b'\\'))
+    .then_some(text)
+}
+
+/// Whether an argument is `KEYS[…]` and nothing more.
+fn keys_element(arg: &[u8]) -> bool {
+    let Some(rest) = arg.strip_prefix(b"KEYS") else {
+        return false;
+    };
+    let open = skip_ws(rest, 0);
+    rest.get(open) == Some(&b'[')
+        && argument_end(rest, open + 1, b"]").is_some_and(|(close, _)| close + 1 == rest.len())
+}
+
+/// Where the code starting at `from` reaches one of `ends` (a `,`, `)` or `]`) outside
+/// brackets and string literals: its position and which; None when the code ends first.
+fn argument_end(code: &[u8], from: usize, ends: &[u8]) -> Option<(usize, u8)> {
+    let mut depth = 0usize;
+    let mut i = from;
+    while let Some(&b) = code.get(i) {
+        match b {
+            _ if depth == 0 && ends.contains(&b) => return Some((i, b)),
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.checked_sub(1)?,
+            b'\'' | b'"' => {
+                i += 1;
+                while let Some(&c) = code.get(i) {
+                    if c == b'\\' {
+                        i += 1;
+                    } else if c == b {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Whether `key` is in a slot none of `declared` is in.
@@ -376,5 +539,60 @@ impl Scripts {
         self.map.read().map_or((0, 0), |m| {
             (m.len(), m.values().map(|s| s.body.len()).sum())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_stray;
+
+    fn table() -> crate::table::CommandTable {
+        crate::families::table().expect("the command table")
+    }
+
+    #[test]
+    fn code_that_keeps_to_its_keys() {
+        let t = table();
+        for code in [
+            "return 1",
+            "return redis.sha1hex('x')",
+            "return redis.call('get', KEYS[1])",
+            "redis.call('set', KEYS[1], ARGV[1]) return redis.pcall ( 'incr' , KEYS [ 2 ] )",
+            "return redis.call('ping')",
+            "redis.log(redis.LOG_WARNING, 'x') return redis.call(\"hget\", KEYS[i], 'f')",
+            "return redis.call('publish', 'ch', 'm')",
+            "return redis.call('fcall', 'f', 1, 'k')",
+            "return redis.call('nosuch', 'k')",
+            "return redis.call('object', 'encoding', KEYS[1])",
+            "return redis.call('config', 'get', 'maxmemory')",
+            "return redis.call('get', KEYS[1]) .. redis.call('hget', KEYS [ 2 ] , 'f')",
+            "local myredis = 1 return redis.call('get', KEYS[1]) -- predis",
+        ] {
+            assert!(!may_stray(code.as_bytes(), &t), "{code}");
+        }
+    }
+
+    #[test]
+    fn code_that_may_stray() {
+        let t = table();
+        for code in [
+            "return redis.call('get', ARGV[1])",
+            "return redis.call('get', 'k')",
+            "local rcall = redis.call return rcall('get', KEYS[1])",
+            "return pcall(redis.call, 'get', KEYS[1])",
+            "local r = redis return r.call('get', KEYS[1])",
+            "return redis['call']('get', KEYS[1])",
+            "return redis.call('mget', unpack(KEYS))",
+            "return redis.call('get', KEYS[1] .. ':x')",
+            "return redis.call('get', prefix .. KEYS[1])",
+            "return redis.call('set', KEYS[1], 'a,b') + redis.call('get', 'x')",
+            "return redis.call(cmd, key)",
+            "return redis.call(('g' .. 'et'), KEYS[#KEYS])",
+            "return redis.call('object', 'encoding', 'k')",
+            "return redis.call('del', KEYS[1], KEYS[2])",
+            "return redis.call('get', KEYS[1]:sub(1))",
+        ] {
+            assert!(may_stray(code.as_bytes(), &t), "{code}");
+        }
     }
 }

@@ -340,12 +340,13 @@ impl Shard {
 
     /// Whether a script running here (in transaction `tx`, if any) may touch `key`,
     /// which it did not declare: this shard owns it, and no other transaction holds or
-    /// wants it.
+    /// wants it — or `tx` holds it alone (EXEC's own keys).
     pub fn may_touch_undeclared(&self, key: &[u8], tx: Option<TxRef>) -> bool {
         self.slots.owns(self.id, usize::from(key_slot(key)))
             && (self.locks.quiet()
                 || !self.locks.locked(key)
-                || (tx.is_some() && self.locks.whole_shard_holder() == tx))
+                || (tx.is_some() && self.locks.whole_shard_holder() == tx)
+                || tx.is_some_and(|t| self.locks.holds_alone(t, key)))
     }
 
     /// Whether plans wait on keys of this shard.

@@ -484,7 +484,33 @@ pub struct KeyFinder {
     key_flags: KeyFlags,
 }
 
+/// Where a command's keys can be, for reading a script's calls ([`KeyFinder::shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyShape {
+    /// It has none.
+    Keyless,
+    /// One key, at this argument.
+    At(usize),
+    /// Several, or where only the arguments tell.
+    Other,
+}
+
 impl KeyFinder {
+    /// Where this command's keys can be.
+    /// (As [`KeyFinder::positions`] finds them: from the common shapes when they apply,
+    /// though a custom search may be asked for the flags.)
+    pub fn shape(&self) -> KeyShape {
+        match self.simple {
+            Some(Simple::Range {
+                first, lastkey: 0, ..
+            }) => KeyShape::At(first),
+            Some(Simple::Fixed { at, n: 1 }) => KeyShape::At(usize::from(at[0])),
+            Some(_) => KeyShape::Other,
+            None if self.custom.is_none() && !self.has_key_spec => KeyShape::Keyless,
+            None => KeyShape::Other,
+        }
+    }
+
     /// The finder of a keyless command.
     pub const NONE: KeyFinder = KeyFinder {
         specs: Specs::None,

@@ -63,6 +63,20 @@ impl LockTable {
         self.all_holder.is_some() || self.locks.contains_key(key)
     }
 
+    /// Whether `tx` holds `key` and nobody else does: exclusively, or as its only reader.
+    pub fn holds_alone(&self, tx: TxRef, key: &[u8]) -> bool {
+        let (Some(needs), Some(lock)) = (self.holders.get(&tx), self.locks.get(key)) else {
+            return false;
+        };
+        needs.keys.iter().any(|(k, mode)| {
+            k.as_slice() == key
+                && match mode {
+                    LockMode::Exclusive => true,
+                    LockMode::Shared => lock.readers == 1 && !lock.writer,
+                }
+        })
+    }
+
     /// The transaction that holds the whole shard, if one does.
     pub fn whole_shard_holder(&self) -> Option<TxRef> {
         self.all_holder

@@ -397,6 +397,24 @@ fn undeclared_keys_work_as_in_redis_where_they_can() {
             for k in ["u1", "u2", "u3", "n7", "undeclared"] {
                 same(&mut d, &["GET", k], &ctx);
             }
+            // Inside MULTI, new scripts and known ones, declaring keys or not.
+            let declared = "redis.call('set', KEYS[1], 'x') redis.call('set', ARGV[1], 'y') \
+                            return redis.call('mget', KEYS[1], ARGV[1])";
+            let fresh = "redis.call('set', 'm3', 'z') return redis.call('get', 'm4')";
+            for args in [
+                &["MULTI"][..],
+                &["EVAL", declared, "1", "m1", "m2"],
+                &["EVAL", declared, "1", "m5", "m6"],
+                &["EVAL", BODIES[0], "0"],
+                &["EVAL", fresh, "0"],
+                &["EVAL", "return redis.call('get', 'm2')", "1", "m2"],
+                &["EXEC"],
+            ] {
+                same(&mut d, args, &ctx);
+            }
+            for k in ["m1", "m2", "m3", "m5", "m6"] {
+                same(&mut d, &["GET", k], &ctx);
+            }
         }
     }
 
