@@ -9,10 +9,13 @@
 //! under the lock protocol with every declared key locked, and each command it calls
 //! travels to the shard that owns its keys.
 //!
-//! **Undeclared keys.** A script may touch only the keys it declares — the error says
-//! so — unless its flags (`#!lua flags=allow-undeclared-keys`) or
-//! `lua-allow-undeclared-keys` allow more; then, with more than one shard, it runs with
-//! every shard locked whole.
+//! **Undeclared keys.** A script may touch keys it does not declare, as in redis-server.
+//! With more than one shard, one whose code may (`scripting::may_stray`) runs with every
+//! shard locked whole, unless its declared keys are tagged together
+//! (`scripting::strays_with`); so does one that declares no key, once it calls a command
+//! with keys; so does every script and function when `lua-allow-undeclared-keys` or its
+//! flag (`#!lua flags=allow-undeclared-keys`) allows undeclared keys. Otherwise a
+//! script may touch undeclared keys of its own shard, and gets a clear error for others.
 
 use std::sync::Arc;
 
@@ -25,7 +28,9 @@ use crate::runtime::server::Shared;
 use crate::scripting::engine::library::with_function_engine;
 use crate::scripting::engine::{Called, Engine, with_engine};
 use crate::scripting::functions::LibFunction;
-use crate::scripting::{Reach, Script, ScriptFlags, Sha, sha_arg, sha_of, shebang, strays};
+use crate::scripting::{
+    Script, ScriptFlags, Sha, may_stray, sha_arg, sha_of, shebang, strays_with,
+};
 use crate::shard::Shard;
 use crate::table::handler::{Args, ConnCtx, Exec, OnShard, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
@@ -130,13 +135,21 @@ impl Callee {
         }
     }
 
-    /// What its runs showed of the keys it touches, when that decides where it runs:
-    /// a script's, with several shards, outside cluster mode (a function declares its
-    /// keys, or says with its flags that it does not).
-    pub fn reach(&self, shared: &Shared) -> Option<&Reach> {
+    /// Whether a run with these declared keys must have every shard locked, because it
+    /// may touch undeclared keys of any shard: a script's whose code may
+    /// ([`may_stray`]), with several shards, outside cluster mode, unless its keys are
+    /// tagged together ([`strays_with`]). (A function declares its keys, or says with
+    /// its flags that it does not.)
+    pub fn strays_with(&self, shared: &Shared, keys: &[impl AsRef<[u8]>]) -> bool {
         match self {
-            Callee::Script(s) if shared.threads > 1 && shared.cluster.is_none() => Some(&s.reach),
-            _ => None,
+            Callee::Script(s) => {
+                s.may_stray
+                    && shared.threads > 1
+                    && shared.cluster.is_none()
+                    && !keys.is_empty()
+                    && strays_with(keys)
+            }
+            Callee::Function(_) => false,
         }
     }
 
@@ -237,7 +250,7 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
         body: body.to_vec(),
         code_at,
         flags,
-        reach: Reach::of(&body[code_at.min(body.len())..], &shared.commands),
+        may_stray: may_stray(&body[code_at.min(body.len())..], &shared.commands),
     });
     let generation = shared.scripts.generation();
     with_engine(generation, |engine| {
@@ -259,13 +272,15 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 /// command with keys: `run_script`).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     shared.threads > 1
-        && ((args.get(2) == b"0" && shared.cluster.is_none()) || reaches_every_shard(shared, args))
+        && ((args.get(2) == b"0" && shared.cluster.is_none())
+            || reaches_every_shard(shared, args, false))
 }
 
 /// Whether a script (or function) may touch undeclared keys of any shard, as far as is
-/// known before it runs: it is allowed to, or, outside cluster mode, its code or an
-/// earlier run says it strays from its keys' slots (`Reach`).
-fn reaches_every_shard(shared: &Shared, args: &Args<'_>) -> bool {
+/// known before it runs: it is allowed to, or its code may stray from its declared keys
+/// (outside cluster mode: [`Callee::strays_with`]) — when it declares none, only if
+/// `keyless` (where it cannot run on a shard first and be given up for its plan).
+fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool {
     if shared.scripts.undeclared_allowed() {
         return true;
     }
@@ -275,7 +290,13 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>) -> bool {
             .find(args.get(1))
             .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
     }
-    let learning = shared.cluster.is_none();
+    let keys = || {
+        let n = goblin_protocol::parse_i64(args.get(2))
+            .filter(|&n| n > 0 && n <= args.len() as i64 - 3)
+            .unwrap_or(0) as usize;
+        (3..3 + n).map(|i| args.get(i)).collect::<Vec<_>>()
+    };
+    let reading = shared.cluster.is_none();
     let script = if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
         sha_arg(args.get(1)).and_then(|sha| shared.scripts.get(&sha))
     } else {
@@ -286,17 +307,31 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>) -> bool {
         {
             return true;
         }
-        if !learning {
+        if !reading {
             return false;
         }
-        // Known to stray from its keys' slots, or, not run yet, its code may.
-        return match shared.scripts.get(&sha_of(body)) {
-            Some(s) => s.reach.needs_every_shard(),
-            None => crate::scripting::may_stray(body, &shared.commands),
+        let stray = match shared.scripts.get(&sha_of(body)) {
+            Some(s) => s.may_stray,
+            None => may_stray(body, &shared.commands),
         };
+        let keys = keys();
+        return stray
+            && if keys.is_empty() {
+                keyless
+            } else {
+                strays_with(&keys)
+            };
     };
     script.is_some_and(|s| {
-        s.flags.has(ScriptFlags::ALLOW_UNDECLARED) || (learning && s.reach.needs_every_shard())
+        s.flags.has(ScriptFlags::ALLOW_UNDECLARED)
+            || (reading && s.may_stray && {
+                let keys = keys();
+                if keys.is_empty() {
+                    keyless
+                } else {
+                    strays_with(&keys)
+                }
+            })
     })
 }
 
@@ -306,7 +341,7 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>) -> bool {
 pub(crate) fn needs_every_shard(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
     (spec.name.starts_with("eval") || spec.name.starts_with("fcall"))
         && shared.threads > 1
-        && reaches_every_shard(shared, args)
+        && reaches_every_shard(shared, args, true)
 }
 
 /// The error for a key a script did not declare.
@@ -396,14 +431,11 @@ fn run_script(
         }
     };
     let allowed = undeclared_allowed(shared, inv.callee.flags());
-    let reach = inv.callee.reach(shared);
     if call.may_wait
-        && ((allowed && shared.threads > 1)
-            || (!inv.keys.is_empty() && reach.is_some_and(Reach::needs_every_shard)))
+        && ((allowed && shared.threads > 1) || inv.callee.strays_with(shared, &inv.keys))
     {
-        // It may reach any shard (or has not shown yet that it keeps to its keys' slots):
-        // its plan runs it with every shard locked. (One that declares no key runs here
-        // first, below.)
+        // It may reach any shard: its plan runs it with every shard locked. (One that
+        // declares no key runs here first, below.)
         return true;
     }
     // A script that declares no key runs here until it calls a command with keys (all
@@ -453,10 +485,9 @@ struct Run {
 /// Runs a script on this shard: its commands run here, one unit of work each. A key it
 /// does not declare is used if this shard owns it and no transaction holds it (as Redis
 /// Cluster lets a script use undeclared keys of its node's slots; in cluster mode only
-/// with undeclared keys allowed); one in a slot none of its declared keys is in marks
-/// the script (`Reach`), so that its next runs have every shard locked. True when the
-/// run was given up, having changed nothing, to run again under its plan:
-/// `run.restartable`, and it called a command with keys before it wrote anything.
+/// with undeclared keys allowed). True when the run was given up, having changed
+/// nothing, to run again under its plan: `run.restartable`, and it called a command
+/// with keys before it wrote anything.
 fn run_here(
     shard: &mut Shard,
     shared: &Shared,
@@ -563,14 +594,12 @@ fn run_here(
                 }
                 let mut refused = None;
                 let mut keyed = false;
-                let mut strayed = false;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
                     keyed = true;
                     if inv.keys.contains(&key) {
                         return;
                     }
-                    strayed |= strays(key, &inv.keys);
                     if refused.is_none()
                         && !(reachable_allowed && shard.may_touch_undeclared(key, tx))
                     {
@@ -581,10 +610,6 @@ fn run_here(
                         });
                     }
                 });
-                if strayed && let Some(reach) = inv.callee.reach(shared) {
-                    // Its next runs have every shard locked.
-                    reach.strayed();
-                }
                 if keyed && restartable && !wrote {
                     // Every key it touches is undeclared: under its plan, with every
                     // shard locked, it may reach them all, whatever it writes first.
@@ -742,7 +767,6 @@ pub(crate) mod plan {
     use crate::runtime::msg::Batch;
     use crate::scripting::engine::library::with_function_engine;
     use crate::scripting::engine::{Engine, Resume, Stepped, with_engine};
-    use crate::scripting::{Reach, strays};
     use crate::table::Flags;
     use crate::table::handler::{Args, Exec};
     use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
@@ -782,14 +806,11 @@ pub(crate) mod plan {
         let inv = invocation(start.shared, start.spec.name, start.args)?;
         // A script that declares no key runs with every shard locked: what it touches
         // it names itself (`run_script` gives such a run up for this plan).
-        // So does a script that has not shown yet that it keeps to its keys' slots.
+        // So does one whose code may stray from its keys (`Callee::strays_with`).
         let whole = start.shared.threads > 1
             && (undeclared_allowed(start.shared, inv.callee.flags())
                 || (inv.keys.is_empty() && start.shared.cluster.is_none())
-                || inv
-                    .callee
-                    .reach(start.shared)
-                    .is_some_and(Reach::needs_every_shard));
+                || inv.callee.strays_with(start.shared, &inv.keys));
         let generation = match &inv.callee {
             Callee::Script(_) => start.shared.scripts.generation(),
             Callee::Function(_) => start.shared.functions.generation(),
@@ -893,18 +914,14 @@ pub(crate) mod plan {
                 let mut shard = None;
                 let mut several = false;
                 let mut refusal = None;
-                let mut strayed = false;
                 spec.for_each_key_position(a, |i| {
                     let key = a.get(i);
                     if refusal.is_some() {
                         return;
                     }
-                    if !self.keys.iter().any(|k| k.as_slice() == key) {
-                        strayed |= strays(key, &self.keys);
-                        if !self.whole {
-                            refusal = Some(undeclared_key(key));
-                            return;
-                        }
+                    if !self.whole && !self.keys.iter().any(|k| k.as_slice() == key) {
+                        refusal = Some(undeclared_key(key));
+                        return;
                     }
                     let s = cx.slots.shard_of_key(key);
                     match shard {
@@ -913,10 +930,6 @@ pub(crate) mod plan {
                         Some(_) => {}
                     }
                 });
-                if strayed && let Some(reach) = self.callee.reach(cx.shared) {
-                    // Its next runs have every shard locked.
-                    reach.strayed();
-                }
                 if let Some(e) = refusal {
                     return Err(Resume::Refused(e));
                 }
@@ -1044,11 +1057,6 @@ pub(crate) mod plan {
                     }
                     Some(Stepped::Done(reply)) => {
                         self.run = None;
-                        if self.whole
-                            && let Some(reach) = self.callee.reach(cx.shared)
-                        {
-                            reach.kept_to_its_keys();
-                        }
                         return Step::Done(Outcome::Reply(reply));
                     }
                     Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {

@@ -9,7 +9,7 @@
 //! - The commands and how a script reaches the keys are in `families/scripting.rs`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub mod convert;
@@ -120,55 +120,30 @@ pub struct Script {
     pub code_at: usize,
     /// Its flags.
     pub flags: ScriptFlags,
-    /// What its runs showed of the keys it touches.
-    pub reach: Reach,
+    /// Its code may touch keys it does not declare ([`may_stray`]).
+    pub may_stray: bool,
 }
 
-/// What a script's code and runs have shown of the keys it touches, with several shards
-/// outside cluster mode. Redis lets a script touch keys it does not declare; a script
-/// that does, in slots none of its declared keys is in (BullMQ's job keys, built from a
-/// prefix), may reach any shard, so it must run with every shard locked. Whether it does
-/// is read from its code where the code tells ([`may_stray`]), and otherwise learned:
-/// its first run has every shard locked, and tells; a later run that touches such a
-/// key marks the script for good (see `families/scripting.rs`).
-#[derive(Debug, Default)]
-pub struct Reach(AtomicU8);
-
-impl Reach {
-    /// The reach of a script with this code: known to keep to its keys when its code
-    /// shows it ([`may_stray`]), to be learned otherwise.
-    pub fn of(code: &[u8], table: &crate::table::CommandTable) -> Reach {
-        Reach(AtomicU8::new(if may_stray(code, table) {
-            Self::UNKNOWN
-        } else {
-            Self::DECLARED
-        }))
-    }
-
-    const UNKNOWN: u8 = 0;
-    const DECLARED: u8 = 1;
-    const UNDECLARED: u8 = 2;
-
-    /// Whether a run must have every shard locked: the script has not run yet, or a run
-    /// touched a key in a slot none of its declared keys was in.
-    pub fn needs_every_shard(&self) -> bool {
-        self.0.load(Ordering::Relaxed) != Self::DECLARED
-    }
-
-    /// A run touched a key in a slot none of its declared keys is in.
-    pub fn strayed(&self) {
-        self.0.store(Self::UNDECLARED, Ordering::Relaxed);
-    }
-
-    /// A run with every shard locked ended without straying.
-    pub fn kept_to_its_keys(&self) {
-        let _ = self.0.compare_exchange(
-            Self::UNKNOWN,
-            Self::DECLARED,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
+/// Whether a run of a script whose code may touch keys it does not declare
+/// ([`may_stray`]) must have every shard locked, given its declared keys: yes, unless
+/// every one carries a hash tag and they share a slot — the mark of code written for
+/// Redis Cluster, whose undeclared keys, built from its keys, keep their slot.
+pub fn strays_with(keys: &[impl AsRef<[u8]>]) -> bool {
+    let tagged = |k: &[u8]| {
+        k.iter().position(|&b| b == b'{').is_some_and(|open| {
+            k[open + 1..]
+                .iter()
+                .position(|&b| b == b'}')
+                .is_some_and(|n| n > 0)
+        })
+    };
+    let Some(first) = keys.first() else {
+        return true;
+    };
+    let slot = goblin_store::key_slot(first.as_ref());
+    !keys
+        .iter()
+        .all(|k| tagged(k.as_ref()) && goblin_store::key_slot(k.as_ref()) == slot)
 }
 
 /// Whether a script's code may touch keys it does not declare, as far as reading it
@@ -321,14 +296,6 @@ fn argument_end(code: &[u8], from: usize, ends: &[u8]) -> Option<(usize, u8)> {
         i += 1;
     }
     None
-}
-
-/// Whether `key` is in a slot none of `declared` is in.
-pub fn strays<K: AsRef<[u8]>>(key: &[u8], declared: &[K]) -> bool {
-    let slot = goblin_store::key_slot(key);
-    !declared
-        .iter()
-        .any(|k| goblin_store::key_slot(k.as_ref()) == slot)
 }
 
 impl Script {
@@ -570,6 +537,18 @@ mod tests {
         ] {
             assert!(!may_stray(code.as_bytes(), &t), "{code}");
         }
+    }
+
+    #[test]
+    fn keys_tagged_together() {
+        use super::strays_with;
+        assert!(!strays_with(&["{u1}a", "{u1}:b", "x{u1}"]));
+        assert!(strays_with(&["{u1}a", "{u2}b"]));
+        assert!(strays_with(&["{u1}a", "b"]));
+        assert!(strays_with(&["a"]));
+        assert!(strays_with(&["{}a"]));
+        assert!(strays_with::<&str>(&[]));
+        assert!(!strays_with(&["{bull}:q:wait"]));
     }
 
     #[test]
