@@ -547,7 +547,8 @@ mod tests {
         assert!(strays_with(&["{u1}a", "b"]));
         assert!(strays_with(&["a"]));
         assert!(strays_with(&["{}a"]));
-        assert!(strays_with::<&str>(&[]));
+        let none: [&str; 0] = [];
+        assert!(strays_with(&none));
         assert!(!strays_with(&["{bull}:q:wait"]));
     }
 
