@@ -92,11 +92,12 @@ return redis.call("get", KEYS[2])
 """
 
 
-def redis_benchmark_cases(cases, pipeline, rounds, clients, keyspace):
+def redis_benchmark_cases(cases, pipeline, rounds, clients, keyspace, requests=None):
     """redis-benchmark of each (name, server, command) in `cases` at `pipeline`, rounds
     alternating between the cases, each run from an empty keyspace (FLUSHALL); prints
-    the table of medians and returns {name: (ops/s, server CPU us/op)}."""
-    requests = 2_000_000 if pipeline > 1 else 300_000
+    the table of medians and returns {name: (ops/s, server CPU us/op)}. `requests` per
+    run: 2,000,000 at -P > 1 and 300,000 at -P 1 unless given."""
+    requests = requests or (2_000_000 if pipeline > 1 else 300_000)
     results = {name: [] for name, _, _ in cases}
     for _ in range(rounds):
         for name, server, cmd in cases:

@@ -290,48 +290,59 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
             .find(args.get(1))
             .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
     }
-    let keys = || {
-        let n = goblin_protocol::parse_i64(args.get(2))
-            .filter(|&n| n > 0 && n <= args.len() as i64 - 3)
-            .unwrap_or(0) as usize;
-        (3..3 + n).map(|i| args.get(i)).collect::<Vec<_>>()
+    // Its declared keys: none, or tagged together, decide before its code is looked at.
+    let n = goblin_protocol::parse_i64(args.get(2))
+        .filter(|&n| n > 0 && n <= args.len() as i64 - 3)
+        .unwrap_or(0) as usize;
+    let keys_stray = if n == 0 {
+        keyless
+    } else {
+        strays_with((3..3 + n).map(|i| args.get(i)))
     };
     let reading = shared.cluster.is_none();
-    let script = if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
-        sha_arg(args.get(1)).and_then(|sha| shared.scripts.get(&sha))
-    } else {
-        let body = args.get(1);
-        // A script whose shebang asks for it (reading the shebang alone).
-        if body.starts_with(b"#!")
-            && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED))
+    if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
+        return sha_arg(args.get(1))
+            .and_then(|sha| shared.scripts.get(&sha))
+            .is_some_and(|s| {
+                s.flags.has(ScriptFlags::ALLOW_UNDECLARED) || (reading && keys_stray && s.may_stray)
+            });
+    }
+    let body = args.get(1);
+    // A script whose shebang asks for it (reading the shebang alone).
+    if body.starts_with(b"#!")
+        && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED))
+    {
+        return true;
+    }
+    reading && keys_stray && body_may_stray(shared, body)
+}
+
+thread_local! {
+    /// EVAL's routing: whether the code of the bodies it saw lately may stray, so that
+    /// an EVAL pays a hash of its body, not its SHA1 and the script cache's lock.
+    static BODIES: std::cell::RefCell<std::collections::HashMap<u64, (Box<[u8]>, bool), foldhash::fast::FixedState>> =
+        std::cell::RefCell::new(std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0)));
+}
+
+/// Bodies [`BODIES`] remembers per thread before it starts again.
+const BODIES_KEPT: usize = 256;
+
+/// [`may_stray`] of an EVAL's body, remembered.
+fn body_may_stray(shared: &Shared, body: &[u8]) -> bool {
+    use std::hash::BuildHasher;
+    let hash = foldhash::fast::FixedState::with_seed(0).hash_one(body);
+    BODIES.with_borrow_mut(|seen| {
+        if let Some((known, stray)) = seen.get(&hash)
+            && **known == *body
         {
-            return true;
+            return *stray;
         }
-        if !reading {
-            return false;
+        let stray = may_stray(body, &shared.commands);
+        if seen.len() >= BODIES_KEPT {
+            seen.clear();
         }
-        let stray = match shared.scripts.get(&sha_of(body)) {
-            Some(s) => s.may_stray,
-            None => may_stray(body, &shared.commands),
-        };
-        let keys = keys();
-        return stray
-            && if keys.is_empty() {
-                keyless
-            } else {
-                strays_with(&keys)
-            };
-    };
-    script.is_some_and(|s| {
-        s.flags.has(ScriptFlags::ALLOW_UNDECLARED)
-            || (reading && s.may_stray && {
-                let keys = keys();
-                if keys.is_empty() {
-                    keyless
-                } else {
-                    strays_with(&keys)
-                }
-            })
+        seen.insert(hash, (body.into(), stray));
+        stray
     })
 }
 

@@ -128,7 +128,7 @@ pub struct Script {
 /// ([`may_stray`]) must have every shard locked, given its declared keys: yes, unless
 /// every one carries a hash tag and they share a slot — the mark of code written for
 /// Redis Cluster, whose undeclared keys, built from its keys, keep their slot.
-pub fn strays_with(keys: &[impl AsRef<[u8]>]) -> bool {
+pub fn strays_with<K: AsRef<[u8]>>(keys: impl IntoIterator<Item = K>) -> bool {
     let tagged = |k: &[u8]| {
         k.iter().position(|&b| b == b'{').is_some_and(|open| {
             k[open + 1..]
@@ -137,13 +137,15 @@ pub fn strays_with(keys: &[impl AsRef<[u8]>]) -> bool {
                 .is_some_and(|n| n > 0)
         })
     };
-    let Some(first) = keys.first() else {
-        return true;
-    };
-    let slot = goblin_store::key_slot(first.as_ref());
-    !keys
-        .iter()
-        .all(|k| tagged(k.as_ref()) && goblin_store::key_slot(k.as_ref()) == slot)
+    let mut slot = None;
+    for key in keys {
+        let key = key.as_ref();
+        let s = goblin_store::key_slot(key);
+        if !tagged(key) || *slot.get_or_insert(s) != s {
+            return true;
+        }
+    }
+    slot.is_none()
 }
 
 /// Whether a script's code may touch keys it does not declare, as far as reading it
