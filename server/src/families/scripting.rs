@@ -317,11 +317,17 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
     reading && keys_stray && body_may_stray(shared, body)
 }
 
+/// Bodies seen by EVAL's routing, by their hash: the body, and whether its code may stray.
+type Bodies = std::collections::HashMap<u64, (Box<[u8]>, bool), foldhash::fast::FixedState>;
+
 thread_local! {
     /// EVAL's routing: whether the code of the bodies it saw lately may stray, so that
     /// an EVAL pays a hash of its body, not its SHA1 and the script cache's lock.
-    static BODIES: std::cell::RefCell<std::collections::HashMap<u64, (Box<[u8]>, bool), foldhash::fast::FixedState>> =
-        std::cell::RefCell::new(std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0)));
+    static BODIES: std::cell::RefCell<Bodies> = const {
+        std::cell::RefCell::new(std::collections::HashMap::with_hasher(
+            foldhash::fast::FixedState::with_seed(0),
+        ))
+    };
 }
 
 /// Bodies [`BODIES`] remembers per thread before it starts again.
