@@ -544,14 +544,14 @@ mod tests {
     #[test]
     fn keys_tagged_together() {
         use super::strays_with;
-        assert!(!strays_with(&["{u1}a", "{u1}:b", "x{u1}"]));
-        assert!(strays_with(&["{u1}a", "{u2}b"]));
-        assert!(strays_with(&["{u1}a", "b"]));
-        assert!(strays_with(&["a"]));
-        assert!(strays_with(&["{}a"]));
+        assert!(!strays_with(["{u1}a", "{u1}:b", "x{u1}"]));
+        assert!(strays_with(["{u1}a", "{u2}b"]));
+        assert!(strays_with(["{u1}a", "b"]));
+        assert!(strays_with(["a"]));
+        assert!(strays_with(["{}a"]));
         let none: [&str; 0] = [];
-        assert!(strays_with(&none));
-        assert!(!strays_with(&["{bull}:q:wait"]));
+        assert!(strays_with(none));
+        assert!(!strays_with(["{bull}:q:wait"]));
     }
 
     #[test]
