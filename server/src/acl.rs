@@ -145,6 +145,56 @@ pub fn noperm(denied: Denied, spec: &CommandSpec) -> Vec<u8> {
     }
 }
 
+/// What SORT (and SORT_RO) answers when `user` may not read every key and its
+/// arguments use BY with a pattern or GET (which name keys anywhere), as redis-server's
+/// `sortCommandGeneric` finds them while reading its options; None when it may, or
+/// when the options have a syntax error first (SORT answers that).
+pub fn sort_refusal(user: &User, spec: &CommandSpec, args: &Args<'_>) -> Option<&'static [u8]> {
+    if user.unrestricted || !matches!(spec.name, "sort" | "sort_ro") {
+        return None;
+    }
+    let mut i = 2;
+    let refusal: &'static [u8] = loop {
+        if i >= args.len() {
+            return None;
+        }
+        let (a, left) = (args.get(i), args.len() - i - 1);
+        let is = |w: &[u8]| a.eq_ignore_ascii_case(w);
+        if is(b"asc") || is(b"desc") || is(b"alpha") {
+            i += 1;
+        } else if is(b"limit") && left >= 2 {
+            i += 3;
+        } else if is(b"store") && left >= 1 && spec.name == "sort" {
+            i += 2;
+        } else if is(b"by") && left >= 1 {
+            if args.get(i + 1).contains(&b'*') {
+                break b"ERR BY option of SORT denied due to insufficient ACL permissions.";
+            }
+            i += 2;
+        } else if is(b"get") && left >= 1 {
+            break b"ERR GET option of SORT denied due to insufficient ACL permissions.";
+        } else {
+            return None;
+        }
+    };
+    (!user.reads_every_key(spec, args)).then_some(refusal)
+}
+
+/// What EXEC answers for a queued command its user may no longer run (the ACL rules
+/// changed since it was queued).
+pub fn exec_noperm(denied: Denied) -> Vec<u8> {
+    let reason = match denied {
+        Denied::Command => "no permission to execute the command or subcommand",
+        Denied::Key(_) => "no permission to touch the specified keys",
+        Denied::Channel(_) => "no permission to access one of the channels used as arguments",
+    };
+    format!(
+        "NOPERM ACLs rules changed between the moment the transaction was accumulated and \
+         the EXEC call. This command is no longer allowed for the following reason: {reason}"
+    )
+    .into_bytes()
+}
+
 impl Selector {
     fn new(commands: usize) -> Selector {
         Selector {
@@ -591,6 +641,30 @@ fn channels_of(spec: &CommandSpec, argc: usize) -> Option<(std::ops::Range<usize
 }
 
 impl User {
+    /// The root permissions and the selectors.
+    fn selectors(&self) -> impl Iterator<Item = &Selector> {
+        std::iter::once(&self.root).chain(&self.selectors)
+    }
+
+    /// `ACLUserCheckChannelPerm`: whether the user may subscribe to `channel` (a
+    /// pattern subscription when `pattern`).
+    pub fn may_subscribe(&self, channel: &[u8], pattern: bool) -> bool {
+        self.unrestricted
+            || self
+                .selectors()
+                .any(|s| s.all_channels || s.channel_allowed(channel, pattern))
+    }
+
+    /// `ACLUserCheckCmdWithUnrestrictedKeyAccess` for reads: some selector allows the
+    /// command and reading every key.
+    fn reads_every_key(&self, spec: &CommandSpec, args: &Args<'_>) -> bool {
+        self.unrestricted
+            || self.selectors().any(|s| {
+                (s.all_keys || s.keys.iter().any(|k| k.read && k.pattern == b"*"))
+                    && s.check(spec, args).is_ok()
+            })
+    }
+
     /// A new user as ACL SETUSER creates it: off, no password, no permission but every
     /// channel with `acl-pubsub-default allchannels`.
     fn new(name: &[u8], table: &CommandTable, all_channels: bool) -> User {
@@ -850,7 +924,10 @@ impl Caller {
         args: &Args<'_>,
         now: u64,
     ) -> Option<Vec<u8>> {
-        let denied = self.user.check(spec, args).err()?;
+        let denied = match self.user.check(spec, args) {
+            Ok(()) => return sort_refusal(&self.user, spec, args).map(<[u8]>::to_vec),
+            Err(denied) => denied,
+        };
         let error: &[u8] = match denied {
             Denied::Command => {
                 b"ERR The user executing the script can't run this command or subcommand"
@@ -997,9 +1074,30 @@ impl Acl {
         if name.iter().any(|&b| b == b' ' || b == 0) {
             return Err(b"ERR Usernames can't contain spaces or null characters".to_vec());
         }
-        let rules = merge_selectors(rules)?;
         let mut users = self.write();
-        let mut user = match users.get(name) {
+        let user = self.updated(table, users.get(name), name, rules)?;
+        users.insert(name.to_vec(), Arc::new(user));
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The user `name` as `ACL SETUSER name rule…` would make it, nothing changed; None
+    /// when a rule fails.
+    pub fn preview(&self, table: &CommandTable, name: &[u8], rules: &[&[u8]]) -> Option<User> {
+        let current = self.user(name).0;
+        self.updated(table, current.as_ref(), name, rules).ok()
+    }
+
+    /// `current` (or a new user called `name`) with `rules` applied.
+    fn updated(
+        &self,
+        table: &CommandTable,
+        current: Option<&Arc<User>>,
+        name: &[u8],
+        rules: &[&[u8]],
+    ) -> Result<User, Vec<u8>> {
+        let rules = merge_selectors(rules)?;
+        let mut user = match current {
             Some(u) => User::clone(u),
             None => User::new(name, table, self.pubsub_all()),
         };
@@ -1011,9 +1109,7 @@ impl Acl {
                 e.extend_from_slice(reason.as_bytes());
                 e
             })?;
-        users.insert(name.to_vec(), Arc::new(user));
-        self.version.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(user)
     }
 
     /// Every user as ACL LIST and an ACL file show them: `user name rules`, by name.

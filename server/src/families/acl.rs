@@ -14,7 +14,14 @@ pub fn register(table: &mut CommandTable) {
         &meta::ACL,
         Exec::Container,
         &[
-            ("setuser", None, Exec::Conn(setuser)),
+            (
+                "setuser",
+                None,
+                Exec::AskWorkers {
+                    ask: setuser_ask,
+                    gather: setuser,
+                },
+            ),
             (
                 "deluser",
                 None,
@@ -52,8 +59,28 @@ fn whoami(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().bulk(&name);
 }
 
+/// ACL SETUSER's question to each worker: close the clients of the user whose
+/// subscriptions the rules, once applied, no longer allow (redis-server's
+/// `ACLKillPubsubClientsIfNeeded`). The rules are applied once every worker answered.
+fn setuser_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
+    let rules: Vec<&[u8]> = args.iter_from(3).collect();
+    let shared = view.shared();
+    let Some(user) = shared.acl.preview(&shared.commands, args.get(2), &rules) else {
+        return Vec::new();
+    };
+    view.kill_clients(|v, c| {
+        !v.is_asker(c)
+            && c.user.name == user.name
+            && c.subs.active()
+            && !c
+                .subs
+                .all(|name, pattern| user.may_subscribe(name, pattern))
+    });
+    Vec::new()
+}
+
 /// `ACL SETUSER username [rule …]`: every rule applies, or none.
-fn setuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+fn setuser(ctx: &mut ConnCtx<'_>, args: &Args<'_>, _answers: Vec<Vec<u8>>) {
     let rules: Vec<&[u8]> = args.iter_from(3).collect();
     match ctx
         .shared

@@ -205,6 +205,13 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         let Some(spec) = cmd.cmds.first().and_then(|c| table.get(c.spec)) else {
             continue;
         };
+        // The user's permissions are checked again: they may have changed since the
+        // command was queued.
+        if let Some(refusal) = acl_refusal(&ctx.conn, spec, &args) {
+            let reply = error_reply(ctx.conn.client.resp, &refusal);
+            queued.push(Some(Queued::Ready(Outcome::Reply(reply))));
+            continue;
+        }
         if spec.name == "select"
             && let Ok(selected) = args
                 .cursor(1)
@@ -295,6 +302,36 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         whole_shards,
         calls,
     })
+}
+
+/// EXEC: what a queued command answers when its user may not run it now — the ACL
+/// rules changed since it was queued (logged with the `multi` context), or SORT's BY
+/// or GET need more (`acl::sort_refusal`); None when it may run.
+fn acl_refusal(
+    conn: &ConnCtx<'_>,
+    spec: &crate::table::CommandSpec,
+    args: &Args<'_>,
+) -> Option<Vec<u8>> {
+    let user = &conn.client.user;
+    if user.unrestricted {
+        return None;
+    }
+    match user.check(spec, args) {
+        Ok(()) => crate::acl::sort_refusal(user, spec, args).map(<[u8]>::to_vec),
+        Err(denied) => {
+            let (reason, object) = denied.logged(spec, args);
+            conn.shared.acl.log(crate::acl::LogEntry {
+                count: 1,
+                reason,
+                context: "multi",
+                object,
+                username: user.name.clone(),
+                at_ms: conn.now,
+                client_info: conn.client.info_line(conn.now),
+            });
+            Some(crate::acl::exec_noperm(denied))
+        }
+    }
 }
 
 fn error_reply(resp: goblin_protocol::Version, text: &[u8]) -> Vec<u8> {

@@ -33,6 +33,11 @@ impl<'a> WorkerView<'a> {
         }
     }
 
+    /// The shared state.
+    pub fn shared(&self) -> &crate::runtime::server::Shared {
+        &self.worker.shared
+    }
+
     /// The clients connected to this worker.
     pub fn clients(&self) -> impl Iterator<Item = &Client> {
         self.worker

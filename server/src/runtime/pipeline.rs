@@ -257,6 +257,12 @@ impl Worker {
             && let Err(denied) = conn.client.user.check(spec, args)
         {
             Some(acl_denied(shared, conn, spec, args, denied, self.now))
+        } else if !conn.client.user.unrestricted
+            && conn.multi.is_none()
+            && let Some(refusal) = crate::acl::sort_refusal(&conn.client.user, spec, args)
+        {
+            // (Inside MULTI it is queued, and EXEC answers it in its place.)
+            Some(refusal.to_vec())
         } else if shared.persist.gate() != 0
             && let Some(refusal) = gate_refusal(shared, spec)
         {

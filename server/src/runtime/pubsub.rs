@@ -58,6 +58,16 @@ pub struct Subscriptions {
 }
 
 impl Subscriptions {
+    /// Whether `allowed(name, pattern)` holds for every subscription (channels and
+    /// shard channels by name, patterns as patterns).
+    pub fn all(&self, mut allowed: impl FnMut(&[u8], bool) -> bool) -> bool {
+        Space::ALL.into_iter().all(|space| {
+            self.sets[space as usize]
+                .iter()
+                .all(|name| allowed(name, space == Space::Patterns))
+        })
+    }
+
     /// Whether the client subscribes to anything: in RESP2 it then may run only the
     /// Pub/Sub commands, PING, QUIT and RESET.
     pub fn active(&self) -> bool {

@@ -1169,3 +1169,83 @@ fn acl_configuration_options_match_redis() {
     }
     diffs.assert_none();
 }
+
+// ---------------------------------------------------------------------------------------
+// 11. Permissions that change under a client: EXEC, subscriptions; SORT's BY and GET.
+
+/// Rules changed between MULTI and EXEC: EXEC checks each queued command again and
+/// answers NOPERM in its place (command, key, channel), logged with the `multi` context.
+/// SORT's BY (with a pattern) and GET need every key readable, at top level, inside
+/// MULTI and from a script. A subscriber whose channels the new rules no longer allow is
+/// disconnected; one whose channels are still allowed stays.
+#[test]
+fn changed_permissions_and_sort_patterns_match_redis() {
+    let diffs = Diffs::default();
+    for threads in THREADS {
+        let d = Differential::threads(threads);
+        let ctx = threads_ctx(threads);
+        let mut admin = Pair::new(&d, &ctx, &diffs);
+        admin.ok("ACL SETUSER u on >pw +@all ~* &*");
+        admin.ok("RPUSH k 3 1 2");
+        admin.ok("MSET w_1 9 w_2 8 w_3 7");
+        admin.ok("ACL LOG RESET");
+
+        // EXEC after the rules changed.
+        let mut u = Pair::new(&d, &ctx, &diffs);
+        u.check_lines(
+            "AUTH u pw\n\
+             MULTI\n\
+             SET k2 v\n\
+             GET k2\n\
+             LRANGE k 0 -1\n\
+             PUBLISH ch m\n\
+             SELECT 1\n\
+             SORT k BY w_*\n\
+             SORT k",
+        );
+        admin.ok("ACL SETUSER u -set -select resetchannels resetkeys %R~k");
+        u.check_lines("EXEC\nACL WHOAMI");
+        admin.check_lines("ACL LOG 3");
+
+        // SORT's BY and GET: denied without every key readable.
+        u.check_lines(
+            "SORT k BY w_*\n\
+             SORT k BY nosort\n\
+             SORT k GET #\n\
+             SORT k LIMIT 0 1 GET w_*\n\
+             SORT k NOSUCH BY w_*\n\
+             SORT_RO k BY w_*\n\
+             SORT k ALPHA\n\
+             EVAL \"return redis.call('sort', KEYS[1], 'by', 'w_*')\" 1 k\n\
+             MULTI\n\
+             SORT k GET #\n\
+             EXEC",
+        );
+        admin.ok("ACL SETUSER u %R~*");
+        u.check_lines("SORT k BY w_*\nSORT k BY w_* GET #");
+        admin.ok("ACL SETUSER u allchannels");
+
+        // Subscribers.
+        let mut gone = Pair::new(&d, &ctx, &diffs);
+        let mut kept = Pair::new(&d, &ctx, &diffs);
+        for (p, channel) in [(&mut gone, "news.1"), (&mut kept, "keep.1")] {
+            p.check("AUTH u pw");
+            p.send(&format!("SUBSCRIBE {channel}"));
+            p.check_reply("SUBSCRIBE");
+        }
+        admin.ok("ACL SETUSER u resetchannels &keep.*");
+        assert!(
+            closed(&mut gone.r, Duration::from_secs(2)),
+            "{ctx}: redis-server kept the subscriber"
+        );
+        if !closed(&mut gone.g, Duration::from_secs(2)) {
+            diffs.push(format!(
+                "[{ctx}] goblin-server kept a subscriber whose channel its user lost"
+            ));
+        }
+        kept.check("PING");
+        admin.check("PUBLISH keep.1 hello");
+        kept.check_reply("the message");
+    }
+    diffs.assert_none();
+}
