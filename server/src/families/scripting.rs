@@ -330,12 +330,22 @@ thread_local! {
     };
 }
 
-/// Bodies [`BODIES`] remembers per thread before it starts again.
+/// Bodies [`BODIES`] remembers per thread before it starts again (at most 4 MiB).
 const BODIES_KEPT: usize = 256;
+
+/// The longest body [`BODIES`] keeps a copy of; a longer one is found in the script
+/// cache by its SHA1 (which its run computes anyway).
+const BODY_KEPT_MAX: usize = 16 * 1024;
 
 /// [`may_stray`] of an EVAL's body, remembered.
 fn body_may_stray(shared: &Shared, body: &[u8]) -> bool {
     use std::hash::BuildHasher;
+    if body.len() > BODY_KEPT_MAX {
+        return shared
+            .scripts
+            .get(&sha_of(body))
+            .map_or_else(|| may_stray(body, &shared.commands), |s| s.may_stray);
+    }
     let hash = foldhash::fast::FixedState::with_seed(0).hash_one(body);
     BODIES.with_borrow_mut(|seen| {
         if let Some((known, stray)) = seen.get(&hash)

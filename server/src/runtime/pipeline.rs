@@ -1616,6 +1616,14 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
                         log_command(ctx.shared, ctx.client, spec, &args, ctx.now, since(started));
                     }
                 }
+                // ACL SETUSER and DELUSER inside MULTI change the users alone: their
+                // questions to the workers (closing clients) are not asked, and the
+                // clients concerned are closed as they next send a command.
+                Some((spec, Exec::AskWorkers { gather, .. }))
+                    if matches!(spec.name, "acl|setuser" | "acl|deluser") =>
+                {
+                    gather(ctx, &cmd.args(0), Vec::new());
+                }
                 // Never queued as a connection command; answered, so that EXEC's array
                 // keeps one reply per command.
                 _ => ctx.reply().error(crate::errors::NOT_RUN),

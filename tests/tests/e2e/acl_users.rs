@@ -1177,7 +1177,8 @@ fn acl_configuration_options_match_redis() {
 /// answers NOPERM in its place (command, key, channel), logged with the `multi` context.
 /// SORT's BY (with a pattern) and GET need every key readable, at top level, inside
 /// MULTI and from a script. A subscriber whose channels the new rules no longer allow is
-/// disconnected; one whose channels are still allowed stays.
+/// disconnected; one whose channels are still allowed stays. ACL SETUSER and DELUSER
+/// work inside MULTI.
 #[test]
 fn changed_permissions_and_sort_patterns_match_redis() {
     let diffs = Diffs::default();
@@ -1246,6 +1247,16 @@ fn changed_permissions_and_sort_patterns_match_redis() {
         kept.check("PING");
         admin.check("PUBLISH keep.1 hello");
         kept.check_reply("the message");
+
+        // ACL SETUSER and DELUSER inside MULTI.
+        admin.check_lines(
+            "MULTI
+             ACL SETUSER temp on >p +@all
+             ACL USERS
+             ACL DELUSER temp
+             ACL USERS
+             EXEC",
+        );
     }
     diffs.assert_none();
 }

@@ -427,14 +427,20 @@ fn undeclared_keys_work_as_in_redis_where_they_can() {
     let there = goblin_tests::keys::keys_on("there.", 1, 4, 2);
     let body = b"redis.call('set', KEYS[1], 'x') redis.call('set', ARGV[1], 'y') \
                  return redis.call('get', ARGV[1])";
-    for (key, other) in [
-        (&here[0], &here[1]),
-        (&here[0], &there[0]),
-        (&there[1], &here[1]),
-    ] {
-        let reply = c.cmd(&[b"EVAL", body, b"1", key.as_bytes(), other.as_bytes()]);
-        assert_eq!(reply, b"$1\r\ny\r\n", "{key} {other}");
-        assert_eq!(c.cmd(&[b"GET", key.as_bytes()]), b"$1\r\nx\r\n");
+    // (A long body too: EVAL's routing remembers short ones, finds long ones by SHA1.)
+    let mut long = format!("-- {}\n", "x".repeat(20_000)).into_bytes();
+    long.extend_from_slice(body);
+    for body in [&body[..], &long] {
+        for (key, other) in [
+            (&here[0], &here[1]),
+            (&here[0], &there[0]),
+            (&there[1], &here[1]),
+        ] {
+            c.cmd(&[b"DEL", key.as_bytes(), other.as_bytes()]);
+            let reply = c.cmd(&[b"EVAL", body, b"1", key.as_bytes(), other.as_bytes()]);
+            assert_eq!(reply, b"$1\r\ny\r\n", "{key} {other}");
+            assert_eq!(c.cmd(&[b"GET", key.as_bytes()]), b"$1\r\nx\r\n");
+        }
     }
     // Keys tagged together mark code written for Redis Cluster: the script runs on
     // their shard, and may touch undeclared keys of its own shard (its tag's, or by
