@@ -542,6 +542,26 @@ mod tests {
     }
 
     #[test]
+    fn any_code_is_read_without_a_panic() {
+        let t = table();
+        let pieces: [&[u8]; 14] = [
+            b"redis", b".", b"call", b"pcall", b"(", b")", b",", b"KEYS", b"[", b"]", b"'get'",
+            b"\"", b"'", b" ",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            let mut code = Vec::new();
+            for _ in 0..(seed % 24) {
+                seed = seed
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                code.extend_from_slice(pieces[(seed >> 33) as usize % pieces.len()]);
+            }
+            let _ = may_stray(&code, &t);
+        }
+    }
+
+    #[test]
     fn keys_tagged_together() {
         use super::strays_with;
         assert!(!strays_with(["{u1}a", "{u1}:b", "x{u1}"]));
