@@ -386,6 +386,28 @@ impl Server {
         Raw::connect(self.port)
     }
 
+    /// A raw connection and the goblin-server worker it landed on: the one whose client
+    /// count (INFO's `goblin_clients_per_thread`, asked on `probe`, a connection kept
+    /// open so that connections keep being dealt to each worker in turn) grew.
+    pub fn raw_located(&self, probe: &mut Raw) -> (Raw, usize) {
+        let mut counts = || -> Vec<usize> {
+            let reply = probe.cmd(&[b"INFO", b"everything"]);
+            let info = String::from_utf8_lossy(&reply).into_owned();
+            info_field(&info, "goblin_clients_per_thread")
+                .expect("goblin_clients_per_thread in INFO")
+                .split(',')
+                .map(|n| n.trim().parse().expect("a client count"))
+                .collect()
+        };
+        let before = counts();
+        let conn = self.raw();
+        let after = counts();
+        let worker = (0..after.len())
+            .find(|&i| after[i] > before.get(i).copied().unwrap_or(0))
+            .expect("the new connection shows in INFO");
+        (conn, worker)
+    }
+
     /// A `redis` crate connection.
     pub fn client(&self) -> redis::Connection {
         let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();

@@ -896,8 +896,9 @@ fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
 
 impl Worker {
     /// Runs a command whose keys are on this shard: at once when nothing is locked here,
-    /// else through the shard's queue like any batch. A command that `may_wait` runs at
-    /// once too, and its plan takes over if it asks to wait (or when locks are about).
+    /// or when nothing locked here is its keys' (as a batch's command would); else
+    /// through the shard's queue like any batch. A command that `may_wait` runs at once
+    /// too, and its plan takes over if it asks to wait (or when locks are about).
     fn run_local(
         &mut self,
         key: usize,
@@ -911,7 +912,12 @@ impl Worker {
         if conn.busy() {
             return Flow::Wait;
         }
-        if self.shard.quiet() {
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        if self.shard.quiet() || (!may_wait && self.shard.may_run_now(spec, args, from)) {
             // (The shard's context is None between commands: set only for a tracking one.)
             let tracked = self.cmd_tracked.is_some();
             if tracked {
@@ -951,13 +957,8 @@ impl Worker {
         if may_wait {
             return self.start_plan(key, spec, args);
         }
-        // Locks are held or wanted here: go through the shard's queue like any batch.
+        // Its keys are locked or wanted here: go through the shard's queue like any batch.
         let (resp, db) = (conn.client.resp, conn.client.db);
-        let from = ConnRef {
-            worker: self.id,
-            key,
-            generation: conn.generation,
-        };
         let caller = conn.client.script_caller(spec, self.now);
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);

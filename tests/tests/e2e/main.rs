@@ -30,6 +30,7 @@ mod hashes_diff;
 mod hyperloglog_diff;
 mod keys_diff;
 mod lists_diff;
+mod locks;
 mod multi_exec;
 mod multikey;
 mod notifications;

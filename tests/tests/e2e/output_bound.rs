@@ -21,24 +21,6 @@ fn info_field(raw: &mut Raw, field: &str) -> String {
         .to_string()
 }
 
-/// The worker a new connection lands on: the one whose client count grew.
-fn connect_and_locate(server: &Server) -> (Raw, usize) {
-    let mut probe = server.raw();
-    let before: Vec<usize> = info_field(&mut probe, "goblin_clients_per_thread")
-        .split(',')
-        .map(|n| n.trim().parse().unwrap())
-        .collect();
-    let conn = server.raw();
-    let after: Vec<usize> = info_field(&mut probe, "goblin_clients_per_thread")
-        .split(',')
-        .map(|n| n.trim().parse().unwrap())
-        .collect();
-    let worker = (0..after.len())
-        .find(|&i| after[i] > before[i])
-        .expect("the new connection shows in INFO");
-    (conn, worker)
-}
-
 /// A two-thread server, a connection, and a 4 MiB value stored on the shard that is not
 /// the connection's; a second connection for INFO; the server's used_memory then. The
 /// connection has already sent (and not read) GETS GETs of the value.
@@ -51,7 +33,7 @@ struct Flood {
 
 fn flood_from_another_shard() -> Flood {
     let server = Server::goblin_threads(2);
-    let (mut flood, worker) = connect_and_locate(&server);
+    let (mut flood, worker) = server.raw_located(&mut server.raw());
     // With two shards, shard 0 owns slots 0..8192 and shard 1 the rest.
     let other = 1 - worker;
     let key = (0..)

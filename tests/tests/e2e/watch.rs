@@ -13,7 +13,7 @@ use goblin_protocol::{Frame, parse_reply};
 use goblin_tests::cmd::{Cmd, script_commands, script_lines, substitute, words};
 use goblin_tests::diff::{How, compare_pipeline, verdict};
 use goblin_tests::keys::{keys_on, spread};
-use goblin_tests::reply::{bulk_or_nil, info_field};
+use goblin_tests::reply::bulk_or_nil;
 use goblin_tests::{Differential, Raw, Server, default_threads, show};
 
 /// Twelve keys, `K0`…`K11` in the scripts: with 4 threads `Ki` lives on shard `i % 4`.
@@ -783,25 +783,6 @@ fn watch_pipelined_matches_redis() {
     compare_pipeline(&mut d, &rest, "after another client's write");
 }
 
-/// The worker a new connection lands on: the one whose client count grew.
-fn connect_and_locate(server: &Server, probe: &mut Raw) -> (Raw, usize) {
-    let counts = |probe: &mut Raw| -> Vec<usize> {
-        let info = String::from_utf8_lossy(&probe.cmd(&[b"INFO", b"everything"])).into_owned();
-        info_field(&info, "goblin_clients_per_thread")
-            .unwrap_or_else(|| panic!("no goblin_clients_per_thread in INFO"))
-            .split(',')
-            .map(|n| n.trim().parse().unwrap())
-            .collect()
-    };
-    let before = counts(probe);
-    let conn = server.raw();
-    let after = counts(probe);
-    let worker = (0..after.len())
-        .find(|&i| after[i] > before[i])
-        .expect("the new connection shows in INFO");
-    (conn, worker)
-}
-
 /// Watching across threads, with 4: a connection on every worker watches a key of every
 /// shard; a change by a connection of a third thread, an active expiry on the key's own
 /// thread, and an expiry that nothing acted on each fail its EXEC; an untouched key
@@ -821,7 +802,7 @@ fn watch_works_across_threads() {
         if watchers.iter().all(Option::is_some) {
             break;
         }
-        let (conn, worker) = connect_and_locate(&server, &mut probe);
+        let (conn, worker) = server.raw_located(&mut probe);
         if watchers[worker].is_none() {
             watchers[worker] = Some(conn);
         }
@@ -831,7 +812,7 @@ fn watch_works_across_threads() {
         .enumerate()
         .map(|(w, c)| (w, c.expect("a connection on every worker")))
         .collect();
-    let (mut writer, writer_thread) = connect_and_locate(&server, &mut probe);
+    let (mut writer, writer_thread) = server.raw_located(&mut probe);
     let exec = |c: &mut Raw, queued: &[&[u8]]| -> Vec<u8> {
         assert_eq!(c.cmd(&[b"MULTI"]), b"+OK\r\n");
         assert_eq!(c.cmd(queued), b"+QUEUED\r\n");
