@@ -896,9 +896,8 @@ fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
 
 impl Worker {
     /// Runs a command whose keys are on this shard: at once when nothing is locked here,
-    /// or when nothing locked here is its keys' (as a batch's command would); else
-    /// through the shard's queue like any batch. A command that `may_wait` runs at once
-    /// too, and its plan takes over if it asks to wait (or when locks are about).
+    /// else through the shard's queue like any batch. A command that `may_wait` runs at
+    /// once too, and its plan takes over if it asks to wait (or when locks are about).
     fn run_local(
         &mut self,
         key: usize,
@@ -912,12 +911,7 @@ impl Worker {
         if conn.busy() {
             return Flow::Wait;
         }
-        let from = ConnRef {
-            worker: self.id,
-            key,
-            generation: conn.generation,
-        };
-        if self.shard.quiet() || (!may_wait && self.shard.may_run_now(spec, args, from)) {
+        if self.shard.quiet() {
             // (The shard's context is None between commands: set only for a tracking one.)
             let tracked = self.cmd_tracked.is_some();
             if tracked {
@@ -957,8 +951,13 @@ impl Worker {
         if may_wait {
             return self.start_plan(key, spec, args);
         }
-        // Its keys are locked or wanted here: go through the shard's queue like any batch.
+        // Locks are held or wanted here: go through the shard's queue like any batch.
         let (resp, db) = (conn.client.resp, conn.client.db);
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
         let caller = conn.client.script_caller(spec, self.now);
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);

@@ -332,22 +332,6 @@ impl Shard {
         self.locks.quiet() && self.blocked.is_empty()
     }
 
-    /// While locks are held or wanted here: whether a command of connection `from` with
-    /// keys may run at once, as a batch's command would (`run_batch`) — nobody holds its
-    /// keys against it, nothing waiting needs them, and the connection has nothing
-    /// waiting here.
-    pub fn may_run_now(&self, spec: &CommandSpec, args: &Args<'_>, from: ConnRef) -> bool {
-        let needs = Needs {
-            keys: spec.lock_needs(args),
-            all: false,
-        };
-        !needs.keys.is_empty()
-            && !self
-                .locks
-                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
-            && self.locks.compatible(&needs, None)
-    }
-
     /// A script runs on this shard from now on (`true`) or no longer: the slow commands
     /// it calls are SLOWLOG entries of the script's client, as in Redis.
     pub fn set_in_script(&mut self, on: bool) {

@@ -1,7 +1,6 @@
 //! Commands of a shard whose other keys are locked: a transaction holding some keys of a
 //! shard holds back the commands on those keys only; a command on another key of that
-//! shard runs at once. (A connection's command for its own thread's shard runs inline
-//! then, `Shard::may_run_now`; it used to go through the shard's queue as a batch.)
+//! shard runs at once (through the shard's queue, which checks each command's keys).
 
 use std::time::{Duration, Instant};
 
