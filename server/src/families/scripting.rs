@@ -140,14 +140,17 @@ impl Callee {
     /// ([`may_stray`]), with several shards, outside cluster mode, unless its keys are
     /// tagged together ([`strays_with`]). (A function declares its keys, or says with
     /// its flags that it does not.)
-    pub fn strays_with(&self, shared: &Shared, keys: &[impl AsRef<[u8]>]) -> bool {
+    pub fn strays_with<'k>(
+        &self,
+        shared: &Shared,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> bool {
         match self {
             Callee::Script(s) => {
                 s.may_stray
                     && shared.threads > 1
                     && shared.cluster.is_none()
-                    && !keys.is_empty()
-                    && strays_with(keys)
+                    && strays_with(keys).unwrap_or(false)
             }
             Callee::Function(_) => false,
         }
@@ -290,21 +293,21 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
             .find(args.get(1))
             .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
     }
-    // Its declared keys: none, or tagged together, decide before its code is looked at.
-    let n = goblin_protocol::parse_i64(args.get(2))
-        .filter(|&n| n > 0 && n <= args.len() as i64 - 3)
-        .unwrap_or(0) as usize;
-    let keys_stray = if n == 0 {
-        keyless
-    } else {
-        strays_with((3..3 + n).map(|i| args.get(i)))
+    // With its code straying: its declared keys, tagged together, may keep it on their
+    // shard (none: `keyless` decides).
+    let keys_stray = || {
+        let n = goblin_protocol::parse_i64(args.get(2))
+            .filter(|&n| n > 0 && n <= args.len() as i64 - 3)
+            .unwrap_or(0) as usize;
+        strays_with((3..3 + n).map(|i| args.get(i))).unwrap_or(keyless)
     };
     let reading = shared.cluster.is_none();
     if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
         return sha_arg(args.get(1))
             .and_then(|sha| shared.scripts.get(&sha))
             .is_some_and(|s| {
-                s.flags.has(ScriptFlags::ALLOW_UNDECLARED) || (reading && keys_stray && s.may_stray)
+                s.flags.has(ScriptFlags::ALLOW_UNDECLARED)
+                    || (reading && s.may_stray && keys_stray())
             });
     }
     let body = args.get(1);
@@ -314,7 +317,7 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
     {
         return true;
     }
-    reading && keys_stray && body_may_stray(shared, body)
+    reading && keys_stray() && body_may_stray(shared, body)
 }
 
 /// Bodies seen by EVAL's routing, by their hash: the body, and whether its code may stray.
@@ -459,7 +462,8 @@ fn run_script(
     };
     let allowed = undeclared_allowed(shared, inv.callee.flags());
     if call.may_wait
-        && ((allowed && shared.threads > 1) || inv.callee.strays_with(shared, &inv.keys))
+        && ((allowed && shared.threads > 1)
+            || inv.callee.strays_with(shared, inv.keys.iter().copied()))
     {
         // It may reach any shard: its plan runs it with every shard locked. (One that
         // declares no key runs here first, below.)
@@ -563,9 +567,7 @@ fn run_here(
                 shard.count_call(spec.id);
                 // MONITOR shows what the script calls as redis-server shows it: from
                 // its Lua client, in the database it ran in (SELECT's new one).
-                let monitored = shared.monitors.any()
-                    && !spec.flags.intersects(Flags::ADMIN)
-                    && !spec.flags.intersects(Flags::SKIP_MONITOR);
+                let monitored = shared.monitors.any() && crate::runtime::monitor::shown(spec);
                 let monitor = |shard: &mut Shard, db: usize| {
                     if monitored {
                         let argv: Vec<&[u8]> = a.iter_from(0).collect();
@@ -794,7 +796,6 @@ pub(crate) mod plan {
     use crate::runtime::msg::Batch;
     use crate::scripting::engine::library::with_function_engine;
     use crate::scripting::engine::{Engine, Resume, Stepped, with_engine};
-    use crate::table::Flags;
     use crate::table::handler::{Args, Exec};
     use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
 
@@ -837,7 +838,9 @@ pub(crate) mod plan {
         let whole = start.shared.threads > 1
             && (undeclared_allowed(start.shared, inv.callee.flags())
                 || (inv.keys.is_empty() && start.shared.cluster.is_none())
-                || inv.callee.strays_with(start.shared, &inv.keys));
+                || inv
+                    .callee
+                    .strays_with(start.shared, inv.keys.iter().copied()));
         let generation = match &inv.callee {
             Callee::Script(_) => start.shared.scripts.generation(),
             Callee::Function(_) => start.shared.functions.generation(),
@@ -896,9 +899,7 @@ pub(crate) mod plan {
                     return Err(Resume::Refused(e));
                 }
                 // MONITOR shows the call as a run on a shard does (`run_here`).
-                let monitored = cx.shared.monitors.any()
-                    && !spec.flags.intersects(Flags::ADMIN)
-                    && !spec.flags.intersects(Flags::SKIP_MONITOR);
+                let monitored = cx.shared.monitors.any() && crate::runtime::monitor::shown(spec);
                 let monitor = |db: usize| {
                     if monitored {
                         let argv: Vec<&[u8]> = a.iter_from(0).collect();

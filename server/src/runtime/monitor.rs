@@ -71,6 +71,13 @@ pub fn line(out: &mut Vec<u8>, db: usize, addr: &str, args: &[&[u8]]) {
     out.extend_from_slice(text.as_bytes());
 }
 
+/// Whether MONITOR shows `spec`'s runs: not administrative commands, nor those flagged
+/// `skip_monitor` (EVAL shows the commands its script calls, not itself).
+pub fn shown(spec: &crate::table::CommandSpec) -> bool {
+    use crate::table::Flags;
+    !spec.flags.intersects(Flags::ADMIN) && !spec.flags.intersects(Flags::SKIP_MONITOR)
+}
+
 thread_local! {
     /// The lines of commands that plans running on this thread's worker route (a
     /// script's calls under its plan), until the worker sends its iteration's lines.

@@ -581,7 +581,7 @@ impl Worker {
         args: &Args<'_>,
         exec_feed: Option<Vec<Vec<Vec<u8>>>>,
     ) {
-        if spec.flags.intersects(Flags::ADMIN) || spec.flags.intersects(Flags::SKIP_MONITOR) {
+        if !crate::runtime::monitor::shown(spec) {
             return;
         }
         for queued in exec_feed.iter().flatten() {

@@ -126,26 +126,18 @@ pub struct Script {
 
 /// Whether a run of a script whose code may touch keys it does not declare
 /// ([`may_stray`]) must have every shard locked, given its declared keys: yes, unless
-/// every one carries a hash tag and they share a slot — the mark of code written for
-/// Redis Cluster, whose undeclared keys, built from its keys, keep their slot.
-pub fn strays_with<K: AsRef<[u8]>>(keys: impl IntoIterator<Item = K>) -> bool {
-    let tagged = |k: &[u8]| {
-        k.iter().position(|&b| b == b'{').is_some_and(|open| {
-            k[open + 1..]
-                .iter()
-                .position(|&b| b == b'}')
-                .is_some_and(|n| n > 0)
-        })
-    };
-    let mut slot = None;
+/// every one carries the same hash tag — the mark of code written for Redis Cluster,
+/// whose undeclared keys, built from its keys, keep their slot. None when it declares
+/// no key (its caller decides).
+pub fn strays_with<'k>(keys: impl IntoIterator<Item = &'k [u8]>) -> Option<bool> {
+    let mut first: Option<&[u8]> = None;
     for key in keys {
-        let key = key.as_ref();
-        let s = goblin_store::key_slot(key);
-        if !tagged(key) || *slot.get_or_insert(s) != s {
-            return true;
+        let tag = goblin_store::hash_tag(key);
+        if tag.len() == key.len() || *first.get_or_insert(tag) != tag {
+            return Some(true);
         }
     }
-    slot.is_none()
+    first.map(|_| false)
 }
 
 /// Whether a script's code may touch keys it does not declare, as far as reading it
@@ -189,7 +181,7 @@ pub fn may_stray(code: &[u8], table: &crate::table::CommandTable) -> bool {
             let Some((end, sep)) = argument_end(code, from, b",)") else {
                 return true;
             };
-            args.push(trim(code, from, end));
+            args.push(code.get(from..end).unwrap_or_default().trim_ascii());
             from = end + 1;
             if sep == b')' {
                 break;
@@ -236,20 +228,6 @@ fn skip_ws(code: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
-}
-
-/// `code[from..end]` without the white space around it.
-fn trim(code: &[u8], from: usize, end: usize) -> &[u8] {
-    let arg = code.get(from..end).unwrap_or_default();
-    let start = arg
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(arg.len());
-    let stop = arg
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |p| p + 1);
-    &arg[start..stop]
 }
 
 /// The text of a quoted string literal with no escapes (`'get'`, `"GET"`).
@@ -564,14 +542,14 @@ mod tests {
     #[test]
     fn keys_tagged_together() {
         use super::strays_with;
-        assert!(!strays_with(["{u1}a", "{u1}:b", "x{u1}"]));
-        assert!(strays_with(["{u1}a", "{u2}b"]));
-        assert!(strays_with(["{u1}a", "b"]));
-        assert!(strays_with(["a"]));
-        assert!(strays_with(["{}a"]));
-        let none: [&str; 0] = [];
-        assert!(strays_with(none));
-        assert!(!strays_with(["{bull}:q:wait"]));
+        let keys = |k: &[&'static str]| strays_with(k.iter().map(|k| k.as_bytes()));
+        assert_eq!(keys(&["{u1}a", "{u1}:b", "x{u1}"]), Some(false));
+        assert_eq!(keys(&["{u1}a", "{u2}b"]), Some(true));
+        assert_eq!(keys(&["{u1}a", "b"]), Some(true));
+        assert_eq!(keys(&["a"]), Some(true));
+        assert_eq!(keys(&["{}a"]), Some(true));
+        assert_eq!(keys(&[]), None);
+        assert_eq!(keys(&["{bull}:q:wait"]), Some(false));
     }
 
     #[test]

@@ -345,8 +345,9 @@ impl Shard {
         self.slots.owns(self.id, usize::from(key_slot(key)))
             && (self.locks.quiet()
                 || !self.locks.locked(key)
-                || (tx.is_some() && self.locks.whole_shard_holder() == tx)
-                || tx.is_some_and(|t| self.locks.holds_alone(t, key)))
+                || tx.is_some_and(|t| {
+                    self.locks.whole_shard_holder() == Some(t) || self.locks.holds_alone(t, key)
+                }))
     }
 
     /// Whether plans wait on keys of this shard.
