@@ -279,6 +279,33 @@ pub struct Conn {
     pub drop_reply: bool,
     /// Its next command waits for CLIENT PAUSE to end.
     pub paused: bool,
+    /// Batches sent since the connection opened.
+    pub sent: u64,
+    /// Batches come back since the connection opened.
+    pub returned: u64,
+    /// Replies of commands run early (`Worker::run_early`), ahead of batches still in
+    /// flight, not yet in the output.
+    pub early: Early,
+}
+
+/// Replies of a connection's commands that ran ahead of its batches in flight, each held
+/// until the batches sent before it came back, and the keys locked for them meanwhile.
+#[derive(Debug, Default)]
+pub struct Early {
+    /// The replies, one after the other.
+    pub replies: Vec<u8>,
+    /// For each run of replies, where it goes: after the first `n` commands of batch
+    /// `b` (counting the connection's batches from 1), as `(b, n, end)` with `end`
+    /// where the run ends in `replies`. (`n` is 0 for a run that goes after batch
+    /// `b - 1`, whatever comes next.)
+    pub marks: std::collections::VecDeque<(u64, usize, usize)>,
+    /// Replies of the oldest batch in flight that came back already (its commands
+    /// before a stall at its reply budget).
+    pub head_cmds: usize,
+    /// Where the replies not yet moved to the output start.
+    pub moved: usize,
+    /// Keys locked for them on the connection's shard.
+    pub holds: usize,
 }
 
 impl Conn {
@@ -291,7 +318,7 @@ impl Conn {
     /// Reply bytes held for the connection: unsent output, and what its batches in
     /// flight may bring back.
     pub fn held_replies(&self) -> usize {
-        self.output.pending() + self.reserved
+        self.output.pending() + self.reserved + self.early.replies.len()
     }
 
     /// What it holds now, for CLIENT LIST and the log (`blocked`: whether its command
@@ -348,6 +375,9 @@ impl Conn {
             soft_since: None,
             drop_reply: false,
             paused: false,
+            sent: 0,
+            returned: 0,
+            early: Early::default(),
         }
     }
 }

@@ -109,6 +109,12 @@ pub struct Batch {
     /// Who runs its scripts, when that user's permissions are restricted (the commands
     /// a script calls are checked against them).
     pub caller: Option<Arc<crate::acl::Caller>>,
+    /// Where each command's reply ends in `replies`, recorded when `record_ends` (the
+    /// connection ran commands early between them and puts their replies in between:
+    /// `Worker::run_early`).
+    pub ends: Vec<usize>,
+    /// Record `ends`.
+    pub record_ends: bool,
 }
 
 impl Default for Batch {
@@ -128,6 +134,8 @@ impl Default for Batch {
             tracker: None,
             scripts: false,
             caller: None,
+            ends: Vec::new(),
+            record_ends: false,
         }
     }
 }
@@ -202,6 +210,8 @@ impl Batch {
         self.tracker = None;
         self.scripts = false;
         self.caller = None;
+        self.ends.clear();
+        self.record_ends = false;
     }
 
     /// True when every command has run.
@@ -298,9 +308,10 @@ pub enum Msg {
     Run(ConnRef, Box<Batch>),
     /// A batch coming back with its replies.
     Done(ConnRef, Box<Batch>),
-    /// The replies of a batch that reached its reply budget, from this shard: the rest of
-    /// it waits there until [`Msg::Resume`].
-    Replies(ConnRef, usize, Vec<u8>),
+    /// The replies of a batch that reached its reply budget, from this shard, and where
+    /// each ends (when the batch records it): the rest of it waits there until
+    /// [`Msg::Resume`].
+    Replies(ConnRef, usize, Vec<u8>, Vec<usize>),
     /// The connection's output has room again: go on with its stalled batch, with this
     /// reply budget (`None`: the connection is gone; send the batch back unrun).
     Resume(ConnRef, Option<usize>),

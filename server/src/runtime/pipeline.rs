@@ -896,8 +896,9 @@ fn target(slots: &SlotMap, spec: &CommandSpec, args: &Args<'_>) -> Target {
 
 impl Worker {
     /// Runs a command whose keys are on this shard: at once when nothing is locked here,
-    /// else through the shard's queue like any batch. A command that `may_wait` runs at
-    /// once too, and its plan takes over if it asks to wait (or when locks are about).
+    /// or when nothing locked here is its keys' (as a batch's command would); else
+    /// through the shard's queue like any batch. A command that `may_wait` runs at once
+    /// too, and its plan takes over if it asks to wait (or when locks are about).
     fn run_local(
         &mut self,
         key: usize,
@@ -909,9 +910,18 @@ impl Worker {
             return Flow::Next;
         };
         if conn.busy() {
-            return Flow::Wait;
+            return if may_wait {
+                Flow::Wait
+            } else {
+                self.run_early(key, spec, args)
+            };
         }
-        if self.shard.quiet() {
+        let from = ConnRef {
+            worker: self.id,
+            key,
+            generation: conn.generation,
+        };
+        if self.shard.quiet() || (!may_wait && self.shard.may_run_now(spec, args, from)) {
             // (The shard's context is None between commands: set only for a tracking one.)
             let tracked = self.cmd_tracked.is_some();
             if tracked {
@@ -951,13 +961,8 @@ impl Worker {
         if may_wait {
             return self.start_plan(key, spec, args);
         }
-        // Locks are held or wanted here: go through the shard's queue like any batch.
+        // Its keys are locked or wanted here: go through the shard's queue like any batch.
         let (resp, db) = (conn.client.resp, conn.client.db);
-        let from = ConnRef {
-            worker: self.id,
-            key,
-            generation: conn.generation,
-        };
         let caller = conn.client.script_caller(spec, self.now);
         let mut batch = self.new_batch(resp, db);
         batch.push_tracked(spec.id, args, self.cmd_tracked);
@@ -965,6 +970,164 @@ impl Worker {
         batch.caller = caller;
         self.send_batch(key, from, self.id, batch);
         Flow::Taken
+    }
+
+    /// Runs a command of this shard's keys ahead of the connection's batches in flight,
+    /// when they went to a later shard: its keys are locked until they are all back, and
+    /// its reply waits for the batches sent before it (`Early`).
+    ///
+    /// The order of a connection's commands holds. Each command takes effect as if it
+    /// ran just after the batch sent before it came back: its keys were locked from its
+    /// run until then, so nobody else saw or changed them in between, and the commands
+    /// after it were sent to the later shard after it ran. Locks are taken in the order
+    /// of the shards (this one's first, the later shard's batch after), as a cross-shard
+    /// transaction takes them, so no wait goes round in a circle. Where that does not
+    /// hold — batches in flight to an earlier shard, a transaction or a question in
+    /// progress — or where something else could see the command out of order (MONITOR,
+    /// keyspace notifications, client tracking, scripts, a command that may block or
+    /// touches no key), it waits as before.
+    fn run_early(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>) -> Flow {
+        let worker = self.id;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        if conn.flight_shard <= worker
+            || conn.job.is_some()
+            || conn.asking.is_some()
+            || conn.stalled
+            || conn.drop_reply
+            || conn.client.reply != ReplyMode::On
+            || conn.early.holds >= EARLY_HOLDS
+            || conn.held_replies() > OUTPUT_HIGH_WATER
+            || self.cmd_tracked.is_some()
+            || spec.may_run_script()
+            || !(spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::READONLY))
+            || self.shared.monitors.any()
+            || self.shard.notifying()
+        {
+            return Flow::Wait;
+        }
+        let from = ConnRef {
+            worker,
+            key,
+            generation: conn.generation,
+        };
+        let Some(held) = self
+            .shard
+            .hold_early(spec, args, from, early_tx(worker, key))
+        else {
+            return Flow::Wait;
+        };
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let Conn {
+            client,
+            early,
+            sent,
+            open,
+            ..
+        } = conn;
+        // Its reply goes after those of the commands gathered so far for the later
+        // shard: after the open batch's, or after the last batch sent.
+        let place = match open.as_mut() {
+            Some(batch) => {
+                batch.record_ends = true;
+                (*sent + 1, batch.cmds.len())
+            }
+            None => (*sent + 1, 0),
+        };
+        early.holds += held;
+        self.shard.execute_here(
+            &self.shared,
+            spec,
+            args,
+            client.db,
+            self.now,
+            &mut early.replies,
+            client.resp,
+            false,
+        );
+        let end = early.replies.len();
+        match early.marks.back_mut() {
+            Some((b, n, at)) if (*b, *n) == place => *at = end,
+            _ => early.marks.push_back((place.0, place.1, end)),
+        }
+        if self.shard.has_slow()
+            && let Some(conn) = self.conns.get(key)
+        {
+            log_slow(&self.shared, &conn.client, self.shard.take_slow());
+        }
+        self.route_shard_out();
+        Flow::Next
+    }
+
+    /// Replies of the connection's oldest batch in flight came back (`ends`: where each
+    /// ends, if the batch recorded it; `done`: the batch is finished): into the output,
+    /// with the replies of the commands that ran early in their places.
+    fn deliver_early(&mut self, key: usize, replies: &[u8], ends: &[usize], done: bool) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let Conn {
+            early,
+            output,
+            returned,
+            ..
+        } = conn;
+        let batch = *returned + 1;
+        let mut from = 0;
+        for (i, &end) in ends.iter().enumerate() {
+            let ran = early.head_cmds + i + 1;
+            while let Some(&(b, n, at)) = early.marks.front()
+                && b == batch
+                && n == ran
+            {
+                output.buf.extend_from_slice(&replies[from..end]);
+                from = end;
+                output
+                    .buf
+                    .extend_from_slice(&early.replies[early.moved..at]);
+                early.moved = at;
+                early.marks.pop_front();
+            }
+        }
+        output.buf.extend_from_slice(&replies[from..]);
+        early.head_cmds += ends.len();
+        if !done {
+            return;
+        }
+        *returned += 1;
+        early.head_cmds = 0;
+        // What goes after this batch, before the next one's first command.
+        while let Some(&(b, n, at)) = early.marks.front()
+            && (b <= *returned || (b == *returned + 1 && n == 0))
+        {
+            output
+                .buf
+                .extend_from_slice(&early.replies[early.moved..at]);
+            early.moved = at;
+            early.marks.pop_front();
+        }
+        if early.marks.is_empty() {
+            early.replies.clear();
+            early.moved = 0;
+        }
+    }
+
+    /// Once nothing of the connection is in flight, the keys its early commands locked
+    /// are unlocked.
+    fn release_early(&mut self, key: usize) {
+        let worker = self.id;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.in_flight == 0 && conn.open.is_none() && conn.early.holds > 0 {
+            conn.early.holds = 0;
+            self.shard
+                .release_early(&self.shared, early_tx(worker, key));
+            self.route_shard_out();
+        }
     }
 
     /// `Shard::execute_here` of a command that may run a script, the connections lent to
@@ -1069,6 +1232,7 @@ impl Worker {
         batch.reply_budget = budget;
         conn.reserved += budget;
         conn.in_flight += 1;
+        conn.sent += 1;
         conn.flight_shard = dest;
         if dest == self.id {
             self.shard.run_batch(&self.shared, from, batch);
@@ -1090,11 +1254,17 @@ impl Worker {
             conn.stalled = false;
             if std::mem::take(&mut conn.drop_reply) {
                 // CLIENT REPLY OFF or SKIP: not sent.
+                conn.returned += 1;
+            } else if !conn.early.marks.is_empty() {
+                self.deliver_early(to.key, &batch.replies, &batch.ends, true);
             } else if conn.output.pending() == 0 && conn.output.buf.is_empty() {
+                conn.returned += 1;
                 std::mem::swap(&mut conn.output.buf, &mut batch.replies);
             } else {
+                conn.returned += 1;
                 conn.output.buf.extend_from_slice(&batch.replies);
             }
+            self.release_early(to.key);
             self.after_wait(to.key);
         }
         self.recycle(batch);
@@ -1102,15 +1272,26 @@ impl Worker {
 
     /// A batch reached its reply budget: its replies so far arrive, the rest waits at
     /// its shard until the client reads them.
-    pub(crate) fn batch_stalled(&mut self, to: ConnRef, shard: usize, replies: Vec<u8>) {
+    pub(crate) fn batch_stalled(
+        &mut self,
+        to: ConnRef,
+        shard: usize,
+        replies: Vec<u8>,
+        ends: Vec<usize>,
+    ) {
         let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
             // The connection is gone: the rest of the batch comes back unrun.
             self.route_one(shard, Msg::Resume(to, None));
             return;
         };
-        if !conn.drop_reply {
+        if !conn.early.marks.is_empty() {
+            self.deliver_early(to.key, &replies, &ends, false);
+        } else if !conn.drop_reply {
             conn.output.buf.extend_from_slice(&replies);
         }
+        let Some(conn) = self.conns.get_mut(to.key) else {
+            return;
+        };
         conn.stalled = true;
         let key = to.key;
         self.mark_dirty(key);
@@ -1641,6 +1822,21 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
 /// What [`Worker::prefetch_keys`] prefetches of a request: its second word, where most
 /// commands have their key, and for a command whose name starts with `H` (the hash
 /// commands) its third word, the field.
+/// Most keys a connection's commands run early may hold at once: past it, they wait for
+/// the batches in flight (which then unlock them).
+const EARLY_HOLDS: usize = 64;
+
+/// Who holds the keys a connection's early commands locked: the connection, by its slot
+/// on its worker (unique among the open connections, and a slot is reused only once
+/// nothing of its connection is in flight), in a range of sequence numbers transactions
+/// do not reach.
+fn early_tx(worker: usize, key: usize) -> TxRef {
+    TxRef {
+        worker,
+        seq: (1 << 63) | key as u64,
+    }
+}
+
 #[derive(Clone, Copy, Default)]
 struct Words<'a> {
     key: &'a [u8],

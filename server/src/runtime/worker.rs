@@ -1095,7 +1095,7 @@ impl Worker {
             Msg::Reserve(db, key) => self.shard.serve_key(db, &key),
             Msg::Slots(map) => self.shard.set_slots(map),
             Msg::Done(to, batch) => self.batch_done(to, batch),
-            Msg::Replies(to, shard, replies) => self.batch_stalled(to, shard, replies),
+            Msg::Replies(to, shard, replies, ends) => self.batch_stalled(to, shard, replies, ends),
             Msg::StepDone(done) => {
                 self.job_event(done.tx.seq, |job, env, out| job.on_done(done, env, out));
             }

@@ -332,6 +332,61 @@ impl Shard {
         self.locks.quiet() && self.blocked.is_empty()
     }
 
+    /// While locks are held or wanted here: whether a command of connection `from` with
+    /// keys may run at once, as a batch's command would (`run_batch`) — nobody holds its
+    /// keys against it, nothing waiting needs them, and the connection has nothing
+    /// waiting here.
+    pub fn may_run_now(&self, spec: &CommandSpec, args: &Args<'_>, from: ConnRef) -> bool {
+        let needs = Needs {
+            keys: spec.lock_needs(args),
+            all: false,
+        };
+        !needs.keys.is_empty()
+            && !self
+                .locks
+                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
+            && self.locks.compatible(&needs, None)
+    }
+
+    /// A command of connection `from` that runs ahead of its connection's commands in
+    /// flight to a later shard (`Worker::run_early`): when it may run now (as
+    /// [`Shard::may_run_now`]), its keys are locked for `tx` until
+    /// [`Shard::release_early`], and how many keys that is; `None` when it must wait.
+    pub fn hold_early(
+        &mut self,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+        from: ConnRef,
+        tx: TxRef,
+    ) -> Option<usize> {
+        let needs = Needs {
+            keys: spec.lock_needs(args),
+            all: false,
+        };
+        if needs.keys.is_empty()
+            || self
+                .locks
+                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
+            || !self.locks.compatible(&needs, None)
+        {
+            return None;
+        }
+        self.locks.acquire(tx, &needs);
+        Some(needs.keys.len())
+    }
+
+    /// Releases what [`Shard::hold_early`] locked for `tx`; what waited for it goes on.
+    pub fn release_early(&mut self, shared: &Shared, tx: TxRef) {
+        if self.locks.release(tx) {
+            self.retry(shared);
+        }
+    }
+
+    /// Whether keyspace notifications are published.
+    pub fn notifying(&self) -> bool {
+        notify::active(self.notify_flags)
+    }
+
     /// A script runs on this shard from now on (`true`) or no longer: the slow commands
     /// it calls are SLOWLOG entries of the script's client, as in Redis.
     pub fn set_in_script(&mut self, on: bool) {
@@ -1161,8 +1216,9 @@ impl Shard {
     /// the connection's later batches) waits for [`Shard::resume`].
     fn stall(&mut self, from: ConnRef, mut batch: Box<Batch>) {
         let replies = std::mem::take(&mut batch.replies);
+        let ends = std::mem::take(&mut batch.ends);
         self.out
-            .push((from.worker, Msg::Replies(from, self.id, replies)));
+            .push((from.worker, Msg::Replies(from, self.id, replies, ends)));
         self.stalled.entry(from).or_default().push_front(batch);
     }
 
@@ -1323,6 +1379,9 @@ impl Shard {
         self.tracked = None;
         if batch_scripts {
             self.script_caller = None;
+        }
+        if batch.record_ends {
+            batch.ends.push(batch.replies.len());
         }
         if !self.slow.is_empty() {
             batch.slow.append(&mut self.slow);

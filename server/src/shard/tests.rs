@@ -207,7 +207,7 @@ fn a_batch_stops_at_its_reply_budget_and_resumes_in_order() {
     shard.run_batch(&shared, C1, later);
     let out = shard.take_out();
     assert_eq!(out.len(), 1, "{out:?}");
-    let Some((_, Msg::Replies(_, 0, replies))) = out.first() else {
+    let Some((_, Msg::Replies(_, 0, replies, _))) = out.first() else {
         panic!("{out:?}");
     };
     assert_eq!(
