@@ -351,7 +351,10 @@ impl Shard {
     /// A command of connection `from` that runs ahead of its connection's commands in
     /// flight to a later shard (`Worker::run_early`): when it may run now (as
     /// [`Shard::may_run_now`]), its keys are locked for `tx` until
-    /// [`Shard::release_early`], and how many keys that is; `None` when it must wait.
+    /// [`Shard::release_early`], and how many keys that is; `None` when it must wait —
+    /// also when one of its keys was wanted while locked in the last second
+    /// (`LockTable::contended`: a hot key locked for a round trip would hold the others
+    /// back each time).
     pub fn hold_early(
         &mut self,
         spec: &CommandSpec,
@@ -363,12 +366,16 @@ impl Shard {
             keys: spec.lock_needs(args),
             all: false,
         };
-        if needs.keys.is_empty()
-            || self
-                .locks
-                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
+        if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
+            return None;
+        }
+        if self
+            .locks
+            .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
             || !self.locks.compatible(&needs, None)
         {
+            // (Its command waits as before.)
+            self.locks.contend(&needs.keys);
             return None;
         }
         self.locks.acquire(tx, &needs);

@@ -6,7 +6,8 @@
 //! or wants have no entry, so an idle table is empty and [`LockTable::quiet`] is one
 //! branch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher as _;
 
 use crate::runtime::msg::{ConnRef, LockMode, TxRef};
 
@@ -45,7 +46,16 @@ pub struct LockTable {
     all_holder: Option<TxRef>,
     queued_all: usize,
     waiting_conns: FastMap<ConnRef, usize>,
+    /// Keys (by hash) that someone had to wait for lately: a connection's command does
+    /// not lock them ahead of its turn (`Shard::hold_early`), which would hold the
+    /// others back for a round trip each time. Forgotten every second (and past
+    /// `CONTENDED_MAX` keys).
+    contended: HashSet<u64, foldhash::fast::FixedState>,
+    contended_since: u64,
 }
+
+/// Most keys [`LockTable::contended`] remembers.
+const CONTENDED_MAX: usize = 4096;
 
 impl LockTable {
     /// True when nothing is locked or wanted.
@@ -123,8 +133,33 @@ impl LockTable {
             .any(|(k, _)| self.locks.get(k).is_some_and(|l| l.queued > 0))
     }
 
+    /// Records that keys were wanted while locked (or wanted already).
+    pub fn contend(&mut self, keys: &[(Vec<u8>, LockMode)]) {
+        if self.contended.len() + keys.len() > CONTENDED_MAX {
+            self.contended.clear();
+        }
+        for (k, _) in keys {
+            self.contended.insert(self.contended.hasher().hash_one(k));
+        }
+    }
+
+    /// Whether any of `keys` was wanted while locked within the last second (`now`: the
+    /// time in milliseconds).
+    pub fn contended(&mut self, keys: &[(Vec<u8>, LockMode)], now: u64) -> bool {
+        if now.saturating_sub(self.contended_since) >= 1000 {
+            self.contended.clear();
+            self.contended_since = now;
+        }
+        !self.contended.is_empty()
+            && keys.iter().any(|(k, _)| {
+                self.contended
+                    .contains(&self.contended.hasher().hash_one(k))
+            })
+    }
+
     /// Records that an item with `needs` (from connection `from`) waits.
     pub fn wait(&mut self, needs: &Needs, from: Option<ConnRef>) {
+        self.contend(&needs.keys);
         for (k, _) in &needs.keys {
             self.locks.entry(k.clone()).or_default().queued += 1;
         }
@@ -259,5 +294,28 @@ mod tests {
         assert!(!t.queued_ahead(&needs(&[(b"b", LockMode::Shared)]), None, true));
         t.unwait(&n, Some(c));
         assert!(t.quiet());
+    }
+
+    /// A key someone waited for is contended for a second (by the clock given), then
+    /// forgotten; others are not.
+    #[test]
+    fn keys_waited_for_are_contended_for_a_second() {
+        let mut table = LockTable::default();
+        let hot = needs(&[(b"hot", LockMode::Exclusive)]);
+        let cold = needs(&[(b"cold", LockMode::Exclusive)]);
+        assert!(!table.contended(&hot.keys, 5_000));
+        table.wait(&hot, None);
+        assert!(table.contended(&hot.keys, 5_500));
+        assert!(!table.contended(&cold.keys, 5_500));
+        table.unwait(&hot, None);
+        assert!(table.contended(&hot.keys, 5_999));
+        assert!(!table.contended(&hot.keys, 6_000));
+        // Bounded: past CONTENDED_MAX keys it starts again.
+        for i in 0..CONTENDED_MAX {
+            table.contend(&needs(&[(format!("k{i}").as_bytes(), LockMode::Shared)]).keys);
+        }
+        table.contend(&hot.keys);
+        assert!(table.contended(&hot.keys, 6_001));
+        assert!(table.contended.len() <= CONTENDED_MAX);
     }
 }
