@@ -1,7 +1,9 @@
 //! Commands of a shard whose other keys are locked: a transaction holding some keys of a
 //! shard holds back the commands on those keys only; a command on another key of that
 //! shard runs at once. (A connection's command for its own thread's shard runs inline
-//! then, `Shard::may_run_now`; it used to go through the shard's queue as a batch.)
+//! then, `Shard::may_run_now`; it used to go through the shard's queue as a batch.) And
+//! a connection's commands run early (`Worker::run_early`) hold their keys until the
+//! batch sent before them is back, their replies in their places.
 
 use std::time::{Duration, Instant};
 
@@ -12,48 +14,58 @@ use goblin_tests::{Raw, Server, encode};
 /// spins for `SPIN_MS` on the other shard's thread, holding both keys.
 const SPIN_MS: u64 = 1500;
 
-#[test]
-fn a_held_key_holds_back_only_its_own_commands() {
-    let server = Server::goblin_threads(2);
-    let mut probe = server.raw();
-    let mut by_worker: [Option<Raw>; 2] = [None, None];
-    let mut runner = None;
-    for _ in 0..16 {
-        let (conn, worker) = server.raw_located(&mut probe);
-        if runner.is_none() {
-            runner = Some((conn, worker));
-        } else if by_worker[worker].is_none() {
-            by_worker[worker] = Some(conn);
-        }
-        if by_worker.iter().all(Option::is_some) {
-            break;
-        }
-    }
-    let (mut runner, x) = runner.expect("a connection");
-    let y = 1 - x;
-    let mut local = by_worker[y]
-        .take()
-        .expect("a connection on the other thread");
-    let held_x = keys_on("held.x.", x, 2, 1).remove(0);
-    let held_y = keys_on("held.y.", y, 2, 1).remove(0);
-    let free_y = keys_on("free.y.", y, 2, 1).remove(0);
-    let spin = format!(
+/// The script that holds its two keys (`EVAL <it> 2 x y`, running on the thread of `x`'s
+/// shard): sets `y` to `during`, spins for `SPIN_MS`, sets `x` to `done`.
+fn spin_script() -> String {
+    format!(
         "redis.call('set', KEYS[2], 'during') \
          local t0 = redis.call('time') \
          repeat local t = redis.call('time') \
          until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > {} \
          return redis.call('set', KEYS[1], 'done')",
         SPIN_MS * 1000
-    );
+    )
+}
+
+/// Starts `spin_script` on `runner` holding keys `x` and `y`, and gives it time to take
+/// its locks.
+fn spin(runner: &mut Raw, x: &str, y: &str) {
     runner.send(&encode(&[
         b"EVAL",
-        spin.as_bytes(),
+        spin_script().as_bytes(),
         b"2",
-        held_x.as_bytes(),
-        held_y.as_bytes(),
+        x.as_bytes(),
+        y.as_bytes(),
     ]));
-    // The script starts at once; give it time to take its locks.
     std::thread::sleep(Duration::from_millis(300));
+}
+
+/// A connection on each of the server's `N` threads, by thread.
+fn one_per_thread<const N: usize>(server: &Server) -> [Raw; N] {
+    let mut probe = server.raw();
+    let mut by_worker: [Option<Raw>; N] = std::array::from_fn(|_| None);
+    for _ in 0..8 * N {
+        let (conn, worker) = server.raw_located(&mut probe);
+        if by_worker[worker].is_none() {
+            by_worker[worker] = Some(conn);
+        }
+        if by_worker.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    by_worker.map(|c| c.expect("a connection on each thread"))
+}
+
+#[test]
+fn a_held_key_holds_back_only_its_own_commands() {
+    let server = Server::goblin_threads(2);
+    let [mut runner, mut local] = one_per_thread::<2>(&server);
+    let (x, y) = (0, 1);
+    let held_x = keys_on("held.x.", x, 2, 1).remove(0);
+    let held_y = keys_on("held.y.", y, 2, 1).remove(0);
+    let free_y = keys_on("free.y.", y, 2, 1).remove(0);
+    // The script starts at once, holding both keys, spinning on thread x.
+    spin(&mut runner, &held_x, &held_y);
     let asked = Instant::now();
     assert_eq!(local.cmd(&[b"SET", free_y.as_bytes(), b"v"]), b"+OK\r\n");
     let free_took = asked.elapsed();
@@ -84,39 +96,12 @@ fn a_held_key_holds_back_only_its_own_commands() {
 #[test]
 fn a_command_run_early_holds_its_key_until_the_batch_before_it_is_back() {
     let server = Server::goblin_threads(3);
-    let mut probe = server.raw();
-    let mut by_worker: [Option<Raw>; 3] = [None, None, None];
-    for _ in 0..24 {
-        let (conn, worker) = server.raw_located(&mut probe);
-        if by_worker[worker].is_none() {
-            by_worker[worker] = Some(conn);
-        }
-        if by_worker.iter().all(Option::is_some) {
-            break;
-        }
-    }
-    let [Some(mut early), Some(mut reader), Some(mut runner)] = by_worker else {
-        panic!("a connection on each thread");
-    };
+    let [mut early, mut reader, mut runner] = one_per_thread::<3>(&server);
     let held = keys_on("held.", 2, 3, 1).remove(0);
     let remote = keys_on("remote.", 1, 3, 1).remove(0);
     let own = keys_on("own.", 0, 3, 1).remove(0);
-    let spin = format!(
-        "local t0 = redis.call('time') \
-         repeat local t = redis.call('time') \
-         until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > {} \
-         return redis.call('set', KEYS[1], 'done')",
-        SPIN_MS * 1000
-    );
     // The script holds `remote` (shard 1) and spins on thread 2.
-    runner.send(&encode(&[
-        b"EVAL",
-        spin.as_bytes(),
-        b"2",
-        held.as_bytes(),
-        remote.as_bytes(),
-    ]));
-    std::thread::sleep(Duration::from_millis(300));
+    spin(&mut runner, &held, &remote);
     // Thread 0's client: a write of `remote` (waits for the script), then one of its own
     // shard's key, which runs early.
     let started = Instant::now();
@@ -158,13 +143,7 @@ fn a_command_run_early_holds_its_key_until_the_batch_before_it_is_back() {
 #[test]
 fn replies_of_commands_run_early_keep_their_places() {
     let server = Server::goblin_threads(2);
-    let mut probe = server.raw();
-    let mut conn = loop {
-        let (conn, worker) = server.raw_located(&mut probe);
-        if worker == 0 {
-            break conn;
-        }
-    };
+    let [mut conn, _] = one_per_thread::<2>(&server);
     let big = keys_on("big.", 1, 2, 1).remove(0);
     let small = keys_on("small.", 1, 2, 1).remove(0);
     let own = keys_on("own.", 0, 2, 3);
