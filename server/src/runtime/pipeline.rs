@@ -1083,16 +1083,20 @@ impl Worker {
                 && b == batch
                 && n == ran
             {
-                output.buf.extend_from_slice(&replies[from..end]);
-                from = end;
                 output
                     .buf
-                    .extend_from_slice(&early.replies[early.moved..at]);
-                early.moved = at;
+                    .extend_from_slice(replies.get(from..end).unwrap_or_default());
+                from = end.max(from);
+                output
+                    .buf
+                    .extend_from_slice(early.replies.get(early.moved..at).unwrap_or_default());
+                early.moved = at.max(early.moved);
                 early.marks.pop_front();
             }
         }
-        output.buf.extend_from_slice(&replies[from..]);
+        output
+            .buf
+            .extend_from_slice(replies.get(from..).unwrap_or_default());
         early.head_cmds += ends.len();
         if !done {
             return;
@@ -1105,8 +1109,8 @@ impl Worker {
         {
             output
                 .buf
-                .extend_from_slice(&early.replies[early.moved..at]);
-            early.moved = at;
+                .extend_from_slice(early.replies.get(early.moved..at).unwrap_or_default());
+            early.moved = at.max(early.moved);
             early.marks.pop_front();
         }
         if early.marks.is_empty() {
@@ -1124,8 +1128,12 @@ impl Worker {
         };
         if conn.in_flight == 0 && conn.open.is_none() && conn.early.holds > 0 {
             conn.early.holds = 0;
+            // (What waited for the keys may run a script: the connections are lent to
+            // the stand-in meanwhile, as for any shard work that may.)
+            self.lend_conns(None);
             self.shard
                 .release_early(&self.shared, early_tx(worker, key));
+            self.take_back_conns();
             self.route_shard_out();
         }
     }
@@ -1819,9 +1827,6 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
     }
 }
 
-/// What [`Worker::prefetch_keys`] prefetches of a request: its second word, where most
-/// commands have their key, and for a command whose name starts with `H` (the hash
-/// commands) its third word, the field.
 /// Most keys a connection's commands run early may hold at once: past it, they wait for
 /// the batches in flight (which then unlock them).
 const EARLY_HOLDS: usize = 64;
@@ -1833,10 +1838,13 @@ const EARLY_HOLDS: usize = 64;
 fn early_tx(worker: usize, key: usize) -> TxRef {
     TxRef {
         worker,
-        seq: (1 << 63) | key as u64,
+        seq: crate::txn::locks::EARLY_SEQ | key as u64,
     }
 }
 
+/// What [`Worker::prefetch_keys`] prefetches of a request: its second word, where most
+/// commands have their key, and for a command whose name starts with `H` (the hash
+/// commands) its third word, the field.
 #[derive(Clone, Copy, Default)]
 struct Words<'a> {
     key: &'a [u8],

@@ -52,10 +52,22 @@ pub struct LockTable {
     /// `CONTENDED_MAX` keys).
     contended: HashSet<u64, foldhash::fast::FixedState>,
     contended_since: u64,
+    /// Something started waiting for a key a connection locked early: no key is locked
+    /// early here until `cool_until` (readers that keep reading the keys a writer is
+    /// writing would hold it back a round trip for each).
+    early_waited: bool,
+    cool_until: u64,
 }
 
 /// Most keys [`LockTable::contended`] remembers.
 const CONTENDED_MAX: usize = 4096;
+
+/// The sequence numbers of the holders of keys locked early (`Worker::run_early`): a
+/// range transactions do not reach.
+pub const EARLY_SEQ: u64 = 1 << 63;
+
+/// How long no key is locked early on a shard after something waited for one, in ms.
+const EARLY_COOLDOWN_MS: u64 = 100;
 
 impl LockTable {
     /// True when nothing is locked or wanted.
@@ -143,9 +155,16 @@ impl LockTable {
         }
     }
 
-    /// Whether any of `keys` was wanted while locked within the last second (`now`: the
-    /// time in milliseconds).
+    /// Whether any of `keys` was wanted while locked within the last second, or anything
+    /// waited for a key locked early in the last `EARLY_COOLDOWN_MS` (`now`: the time in
+    /// milliseconds).
     pub fn contended(&mut self, keys: &[(Vec<u8>, LockMode)], now: u64) -> bool {
+        if std::mem::take(&mut self.early_waited) {
+            self.cool_until = now + EARLY_COOLDOWN_MS;
+        }
+        if now < self.cool_until {
+            return true;
+        }
         if now.saturating_sub(self.contended_since) >= 1000 {
             self.contended.clear();
             self.contended_since = now;
@@ -160,6 +179,15 @@ impl LockTable {
     /// Records that an item with `needs` (from connection `from`) waits.
     pub fn wait(&mut self, needs: &Needs, from: Option<ConnRef>) {
         self.contend(&needs.keys);
+        if !self.early_waited {
+            self.early_waited = self.holders.iter().any(|(tx, held)| {
+                tx.seq & EARLY_SEQ != 0
+                    && held
+                        .keys
+                        .iter()
+                        .any(|(h, _)| needs.keys.iter().any(|(k, _)| k == h))
+            });
+        }
         for (k, _) in &needs.keys {
             self.locks.entry(k.clone()).or_default().queued += 1;
         }
@@ -317,5 +345,30 @@ mod tests {
         table.contend(&hot.keys);
         assert!(table.contended(&hot.keys, 6_001));
         assert!(table.contended.len() <= CONTENDED_MAX);
+    }
+
+    /// Once something waits for a key a connection locked early, no key is locked early
+    /// for `EARLY_COOLDOWN_MS`.
+    #[test]
+    fn waiting_for_a_key_locked_early_cools_every_key() {
+        let mut table = LockTable::default();
+        let early = TxRef {
+            worker: 1,
+            seq: EARLY_SEQ | 7,
+        };
+        let held = needs(&[(b"held", LockMode::Shared)]);
+        let other = needs(&[(b"other", LockMode::Shared)]);
+        table.acquire(T1, &other);
+        table.wait(&other, None);
+        assert!(table.contended(&other.keys, 100));
+        assert!(
+            !table.contended(&held.keys, 100),
+            "a plan's key cools only itself"
+        );
+        table.acquire(early, &held);
+        table.wait(&needs(&[(b"held", LockMode::Exclusive)]), None);
+        assert!(table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 101));
+        assert!(table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 200));
+        assert!(!table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 201));
     }
 }
