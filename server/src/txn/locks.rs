@@ -52,11 +52,15 @@ pub struct LockTable {
     /// `CONTENDED_MAX` keys).
     contended: HashSet<u64, foldhash::fast::FixedState>,
     contended_since: u64,
-    /// Something started waiting for a key a connection locked early: no key is locked
-    /// early here until `cool_until` (readers that keep reading the keys a writer is
-    /// writing would hold it back a round trip for each).
-    early_waited: bool,
-    cool_until: u64,
+    /// Keys locked early, and items that started waiting for a key locked early, in
+    /// the window that began at `window_since`: when more than one lock in
+    /// `EARLY_WAITS_PER` made something wait, no key is locked early here in the next
+    /// window (readers that keep reading the keys a writer is writing would hold it back
+    /// a round trip for each; with keys spread wide, a wait is rare and costs little).
+    early_locks: u64,
+    early_waits: u64,
+    window_since: u64,
+    cooling: bool,
 }
 
 /// Most keys [`LockTable::contended`] remembers.
@@ -66,8 +70,11 @@ const CONTENDED_MAX: usize = 4096;
 /// range transactions do not reach.
 pub const EARLY_SEQ: u64 = 1 << 63;
 
-/// How long no key is locked early on a shard after something waited for one, in ms.
-const EARLY_COOLDOWN_MS: u64 = 100;
+/// The window over which waits for keys locked early are counted, in ms.
+const EARLY_WINDOW_MS: u64 = 100;
+
+/// Keys locked early per wait for one, at least, for keys to go on being locked early.
+const EARLY_WAITS_PER: u64 = 50;
 
 impl LockTable {
     /// True when nothing is locked or wanted.
@@ -155,14 +162,16 @@ impl LockTable {
         }
     }
 
-    /// Whether any of `keys` was wanted while locked within the last second, or anything
-    /// waited for a key locked early in the last `EARLY_COOLDOWN_MS` (`now`: the time in
+    /// Whether any of `keys` was wanted while locked within the last second, or keys
+    /// locked early made others wait too often in the last window (`now`: the time in
     /// milliseconds).
     pub fn contended(&mut self, keys: &[(Vec<u8>, LockMode)], now: u64) -> bool {
-        if std::mem::take(&mut self.early_waited) {
-            self.cool_until = now + EARLY_COOLDOWN_MS;
+        if now.saturating_sub(self.window_since) >= EARLY_WINDOW_MS {
+            self.cooling = self.early_waits * EARLY_WAITS_PER > self.early_locks;
+            (self.early_locks, self.early_waits) = (0, 0);
+            self.window_since = now;
         }
-        if now < self.cool_until {
+        if self.cooling {
             return true;
         }
         if now.saturating_sub(self.contended_since) >= 1000 {
@@ -179,14 +188,14 @@ impl LockTable {
     /// Records that an item with `needs` (from connection `from`) waits.
     pub fn wait(&mut self, needs: &Needs, from: Option<ConnRef>) {
         self.contend(&needs.keys);
-        if !self.early_waited {
-            self.early_waited = self.holders.iter().any(|(tx, held)| {
-                tx.seq & EARLY_SEQ != 0
-                    && held
-                        .keys
-                        .iter()
-                        .any(|(h, _)| needs.keys.iter().any(|(k, _)| k == h))
-            });
+        if self.holders.iter().any(|(tx, held)| {
+            tx.seq & EARLY_SEQ != 0
+                && held
+                    .keys
+                    .iter()
+                    .any(|(h, _)| needs.keys.iter().any(|(k, _)| k == h))
+        }) {
+            self.early_waits += 1;
         }
         for (k, _) in &needs.keys {
             self.locks.entry(k.clone()).or_default().queued += 1;
@@ -224,6 +233,9 @@ impl LockTable {
 
     /// Grants `needs` to `tx` (the caller checked [`LockTable::compatible`]).
     pub fn acquire(&mut self, tx: TxRef, needs: &Needs) {
+        if tx.seq & EARLY_SEQ != 0 {
+            self.early_locks += 1;
+        }
         for (k, mode) in &needs.keys {
             let l = self.locks.entry(k.clone()).or_default();
             match mode {
@@ -347,28 +359,45 @@ mod tests {
         assert!(table.contended.len() <= CONTENDED_MAX);
     }
 
-    /// Once something waits for a key a connection locked early, no key is locked early
-    /// for `EARLY_COOLDOWN_MS`.
+    /// When keys locked early make others wait more than once per `EARLY_WAITS_PER`
+    /// locks in a window, no key is locked early in the next one.
     #[test]
-    fn waiting_for_a_key_locked_early_cools_every_key() {
+    fn waits_for_keys_locked_early_cool_every_key() {
         let mut table = LockTable::default();
         let early = TxRef {
             worker: 1,
             seq: EARLY_SEQ | 7,
         };
-        let held = needs(&[(b"held", LockMode::Shared)]);
+        let cold = needs(&[(b"cold", LockMode::Shared)]);
         let other = needs(&[(b"other", LockMode::Shared)]);
         table.acquire(T1, &other);
         table.wait(&other, None);
         assert!(table.contended(&other.keys, 100));
         assert!(
-            !table.contended(&held.keys, 100),
+            !table.contended(&cold.keys, 100),
             "a plan's key cools only itself"
         );
-        table.acquire(early, &held);
-        table.wait(&needs(&[(b"held", LockMode::Exclusive)]), None);
-        assert!(table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 101));
-        assert!(table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 200));
-        assert!(!table.contended(&needs(&[(b"cold", LockMode::Shared)]).keys, 201));
+        // Rare waits: it goes on.
+        for i in 0..EARLY_WAITS_PER {
+            table.acquire(
+                early,
+                &needs(&[(format!("k{i}").as_bytes(), LockMode::Shared)]),
+            );
+        }
+        table.wait(&needs(&[(b"k0", LockMode::Exclusive)]), None);
+        assert!(!table.contended(&cold.keys, 150));
+        assert!(
+            !table.contended(&cold.keys, 250),
+            "1 wait in {EARLY_WAITS_PER} locks"
+        );
+        // Frequent ones: the next window locks nothing early.
+        table.acquire(early, &needs(&[(b"k1", LockMode::Shared)]));
+        table.wait(&needs(&[(b"k1", LockMode::Exclusive)]), None);
+        assert!(!table.contended(&cold.keys, 300));
+        assert!(table.contended(&cold.keys, 350));
+        assert!(
+            !table.contended(&cold.keys, 450),
+            "nothing waited in the cool window"
+        );
     }
 }
