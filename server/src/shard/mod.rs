@@ -352,9 +352,9 @@ impl Shard {
     /// flight to a later shard (`Worker::run_early`): when it may run now (as
     /// [`Shard::may_run_now`]), its keys are locked for `tx` until
     /// [`Shard::release_early`], and how many keys that is; `None` when it must wait —
-    /// also when one of its keys was wanted while locked in the last second
-    /// (`LockTable::contended`: a hot key locked for a round trip would hold the others
-    /// back each time).
+    /// also when one of its keys was wanted while locked in the last second, or keys
+    /// locked early here made others wait too often lately (`LockTable::contended`: a
+    /// hot key locked for a round trip would hold the others back each time).
     pub fn hold_early(
         &mut self,
         spec: &CommandSpec,
