@@ -1116,6 +1116,10 @@ impl Worker {
         if early.marks.is_empty() {
             early.replies.clear();
             early.moved = 0;
+            if early.replies.capacity() > EARLY_KEEP_BYTES {
+                // (A big reply's room is not kept for the connection's lifetime.)
+                early.replies = Vec::new();
+            }
         }
     }
 
@@ -1830,6 +1834,9 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
 /// Most keys a connection's commands run early may hold at once: past it, they wait for
 /// the batches in flight (which then unlock them).
 const EARLY_HOLDS: usize = 64;
+
+/// Room for the replies of commands run early that a connection keeps between uses.
+const EARLY_KEEP_BYTES: usize = 64 * 1024;
 
 /// Who holds the keys a connection's early commands locked: the connection, by its slot
 /// on its worker (unique among the open connections, and a slot is reused only once
