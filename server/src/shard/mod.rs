@@ -341,11 +341,17 @@ impl Shard {
             keys: spec.lock_needs(args),
             all: false,
         };
-        !needs.keys.is_empty()
-            && !self
-                .locks
-                .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
-            && self.locks.compatible(&needs, None)
+        !needs.keys.is_empty() && self.free_for(&needs, from)
+    }
+
+    /// Whether `needs` may be had now by a command of connection `from`: nobody holds
+    /// them against it, nothing waiting needs them, and the connection has nothing
+    /// waiting here.
+    fn free_for(&self, needs: &Needs, from: ConnRef) -> bool {
+        !self
+            .locks
+            .queued_ahead(needs, Some(from), !self.blocked.is_empty())
+            && self.locks.compatible(needs, None)
     }
 
     /// A command of connection `from` that runs ahead of its connection's commands in
@@ -369,11 +375,7 @@ impl Shard {
         if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
             return None;
         }
-        if self
-            .locks
-            .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
-            || !self.locks.compatible(&needs, None)
-        {
+        if !self.free_for(&needs, from) {
             // (Its command waits as before.)
             self.locks.contend(&needs.keys);
             return None;
