@@ -55,6 +55,10 @@ pub struct Input {
     /// (`Worker::prefetch_keys`): each request is looked at once, however many times
     /// the connection stops and goes on.
     pub prefetched: usize,
+    /// Requests from this offset on are kept although consumed: the connection may
+    /// decode them again (`Input::rewind`), when a batch that commands were held back
+    /// for stops short (`Worker::hold_back`).
+    pub keep: Option<usize>,
 }
 
 impl Default for Input {
@@ -67,6 +71,7 @@ impl Default for Input {
             end: 0,
             decoder: RequestDecoder::default(),
             prefetched: 0,
+            keep: None,
         }
     }
 }
@@ -79,6 +84,7 @@ impl Input {
             end: 0,
             decoder: RequestDecoder::new(limits),
             prefetched: 0,
+            keep: None,
         }
     }
 
@@ -95,7 +101,7 @@ impl Input {
     /// Marks `n` bytes at the start as consumed.
     pub fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
-        if self.start == self.end {
+        if self.start == self.end && self.keep.is_none() {
             self.start = 0;
             self.end = 0;
             self.prefetched = 0;
@@ -111,16 +117,39 @@ impl Input {
         if self.buf.len() - self.end >= READ_MIN_FREE {
             return;
         }
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.prefetched = self.prefetched.saturating_sub(self.start);
-            self.start = 0;
+        let from = self.keep.map_or(self.start, |keep| keep.min(self.start));
+        if from > 0 {
+            self.buf.copy_within(from..self.end, 0);
+            self.end -= from;
+            self.prefetched = self.prefetched.saturating_sub(from);
+            self.start -= from;
+            self.keep = self.keep.map(|keep| keep - from);
         }
         if self.buf.len() - self.end < READ_MIN_FREE {
             let len = self.buf.len().max(READ_BUFFER_INITIAL) * 2;
             self.buf.resize(len, 0);
         }
+    }
+
+    /// Keeps the requests from the one being decoded on (`Input::keep`), if not kept
+    /// already; returns that request's offset from the first one kept.
+    pub fn keep_from_here(&mut self) -> usize {
+        let keep = *self.keep.get_or_insert(self.start);
+        self.start - keep
+    }
+
+    /// Goes back to the request kept at offset `at` (from [`Input::keep_from_here`]),
+    /// to decode it and those after it again; `None`: no going back, the requests kept
+    /// are released.
+    pub fn rewind(&mut self, at: Option<usize>) {
+        let Some(keep) = self.keep.take() else {
+            return;
+        };
+        if let Some(at) = at {
+            self.start = (keep + at).min(self.end);
+            self.decoder.reset();
+        }
+        self.consume(0);
     }
 
     /// Reads once from `src` into the free space.
@@ -306,6 +335,13 @@ pub struct Early {
     pub moved: usize,
     /// Keys locked for them on the connection's shard.
     pub holds: usize,
+    /// Commands of the connection's shard held back while the batch gathered for an
+    /// earlier shard runs there, their keys locked here (`Worker::hold_back`).
+    pub held: Option<Box<Batch>>,
+    /// For each held-back command: after how many of that batch's commands it goes, and
+    /// where its request starts in the input, from the first request kept
+    /// (`Input::keep`).
+    pub held_at: Vec<(usize, usize)>,
 }
 
 impl Conn {

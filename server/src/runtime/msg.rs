@@ -115,6 +115,10 @@ pub struct Batch {
     pub ends: Vec<usize>,
     /// Record `ends`.
     pub record_ends: bool,
+    /// It never waits for keys nor for its connection's output: where it would, it
+    /// comes back unfinished (its connection holds keys of its own shard meanwhile, for
+    /// commands held back: `Worker::hold_back`).
+    pub no_wait: bool,
 }
 
 impl Default for Batch {
@@ -136,6 +140,7 @@ impl Default for Batch {
             caller: None,
             ends: Vec::new(),
             record_ends: false,
+            no_wait: false,
         }
     }
 }
@@ -212,6 +217,19 @@ impl Batch {
         self.caller = None;
         self.ends.clear();
         self.record_ends = false;
+        self.no_wait = false;
+    }
+
+    /// Drops the commands from `n` on.
+    pub fn truncate(&mut self, n: usize) {
+        if let Some(cmd) = self.cmds.get(n) {
+            let first = cmd.args.start;
+            if let Some(span) = self.spans.get(first) {
+                self.data.truncate(span.start);
+            }
+            self.spans.truncate(first);
+            self.cmds.truncate(n);
+        }
     }
 
     /// True when every command has run.

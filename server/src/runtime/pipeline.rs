@@ -103,6 +103,14 @@ impl Worker {
             let Some(conn) = self.conns.get_mut(key) else {
                 break;
             };
+            if input.keep.is_some()
+                && conn.deferred.is_none()
+                && input.buf.get(input.start).is_some_and(|&b| b != b'*')
+            {
+                // (Requests kept may be decoded again: not inline ones, unescaped in
+                // place as they are decoded.)
+                break;
+            }
             // A request that had to wait goes first: it is still decoded.
             let (decoded, mut route) = match conn.deferred.take() {
                 Some(deferred) => (Ok(Decoded::Command(deferred.len)), deferred.route),
@@ -133,6 +141,14 @@ impl Worker {
                             conn.deferred = Some(Deferred { len: n, route });
                         }
                         break;
+                    }
+                    if std::mem::take(&mut self.held_back) {
+                        let at = input.keep_from_here();
+                        if let Some(conn) = self.conns.get_mut(key)
+                            && let Some(last) = conn.early.held_at.last_mut()
+                        {
+                            last.1 = at;
+                        }
                     }
                     input.consume(n);
                     if self.ran(key, &flow) {
@@ -991,7 +1007,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
-        if conn.flight_shard <= worker
+        if conn.flight_shard == worker
             || conn.job.is_some()
             || conn.asking.is_some()
             || conn.stalled
@@ -1007,6 +1023,18 @@ impl Worker {
         {
             return Flow::Wait;
         }
+        let back = conn.flight_shard < worker;
+        if back
+            && (conn.in_flight > 0
+                || !conn.early.marks.is_empty()
+                || conn.early.held_at.len() >= EARLY_HOLDS
+                || conn
+                    .open
+                    .as_ref()
+                    .is_none_or(|b| b.scripts || b.tracker.is_some()))
+        {
+            return Flow::Wait;
+        }
         let from = ConnRef {
             worker,
             key,
@@ -1018,6 +1046,9 @@ impl Worker {
         else {
             return Flow::Wait;
         };
+        if back {
+            return self.hold_back(key, spec, args, held);
+        }
         let Some(conn) = self.conns.get_mut(key) else {
             return Flow::Next;
         };
@@ -1060,6 +1091,163 @@ impl Worker {
         }
         self.route_shard_out();
         Flow::Next
+    }
+
+    /// Holds back a command of this shard's keys, locked for it already (`held` keys),
+    /// while the connection gathers a batch for an earlier shard: the batch goes on
+    /// gathering, and is sent to run there without ever waiting (`Batch::no_wait`);
+    /// when it is back, the held-back commands run in their places among its replies
+    /// (`Worker::held_back_done`).
+    ///
+    /// The order of a connection's commands holds. A held-back command's keys were
+    /// locked from before the batch ran until it ran, so nobody saw or changed them in
+    /// between: it takes effect as if it ran at its place in the batch. This shard's
+    /// keys are locked before the earlier shard's, against the order of the shards —
+    /// which is why the batch never waits there (it comes back where it would): nothing
+    /// waits while holding them, so no wait goes round in a circle. If it stopped short,
+    /// the keys are unlocked and what did not run goes on the ordinary way: its requests
+    /// are kept in the input to be decoded again.
+    fn hold_back(&mut self, key: usize, spec: &CommandSpec, args: &Args<'_>, held: usize) -> Flow {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        conn.early.holds += held;
+        if conn.early.held.is_none() {
+            let (resp, db) = (conn.client.resp, conn.client.db);
+            let batch = self.new_batch(resp, db);
+            let Some(conn) = self.conns.get_mut(key) else {
+                return Flow::Next;
+            };
+            conn.early.held = Some(batch);
+        }
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Flow::Next;
+        };
+        let Conn { early, open, .. } = conn;
+        let (Some(batch), Some(held)) = (open.as_mut(), early.held.as_mut()) else {
+            return Flow::Next;
+        };
+        batch.no_wait = true;
+        batch.record_ends = true;
+        held.push(spec.id, args);
+        // (Where its request starts is recorded once it is consumed: `run_requests`.)
+        early.held_at.push((batch.cmds.len(), 0));
+        self.held_back = true;
+        Flow::Next
+    }
+
+    /// The batch that commands were held back for came back (`Worker::hold_back`): its
+    /// replies go to the output, the held-back commands run in their places as far as
+    /// it ran, then their keys are unlocked. If it stopped short, the rest goes on the
+    /// ordinary way: its commands before the first held-back command not run are sent
+    /// again (waiting, this time, where they must), and the connection decodes its
+    /// requests again from that command on.
+    fn held_back_done(&mut self, key: usize, mut batch: Box<Batch>) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            self.recycle(batch);
+            return;
+        };
+        let held = conn.early.held.take();
+        let held_at = std::mem::take(&mut conn.early.held_at);
+        conn.returned += 1;
+        let ran = batch.next.min(batch.cmds.len());
+        let mut unread = Vec::new();
+        let Conn {
+            output,
+            client,
+            gone,
+            ..
+        } = conn;
+        // (A connection gone still has what it sent take effect; nobody reads it.)
+        let out = if *gone { &mut unread } else { &mut output.buf };
+        let (mut from, mut next) = (0, 0);
+        for i in 0..=ran {
+            while let Some(&(at, _)) = held_at.get(next)
+                && at == i
+            {
+                if let Some(held) = held.as_ref()
+                    && let Some(cmd) = held.cmds.get(next)
+                    && let Some(spec) = self.shared.commands.get(cmd.spec)
+                {
+                    self.shard.execute_here(
+                        &self.shared,
+                        spec,
+                        &held.args(next),
+                        held.db,
+                        self.now,
+                        out,
+                        client.resp,
+                        false,
+                    );
+                }
+                next += 1;
+            }
+            if i < ran {
+                let end = batch.ends.get(i).copied().unwrap_or(batch.replies.len());
+                out.extend_from_slice(batch.replies.get(from..end).unwrap_or_default());
+                from = end.max(from);
+            }
+        }
+        let gone = *gone;
+        if let Some(held) = held {
+            // Those not run are decoded and counted again.
+            let rest = held_at.get(next).map_or(batch.cmds.len(), |&(at, _)| at);
+            let again = held
+                .cmds
+                .iter()
+                .skip(next)
+                .chain(batch.cmds.iter().skip(rest));
+            for cmd in again {
+                self.shard.uncount_call(cmd.spec);
+                if self.commands > 0 {
+                    self.commands -= 1;
+                } else {
+                    // (Counted in an iteration before, already added up.)
+                    (self.shared.total_commands).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            self.recycle(held);
+        }
+        if !batch.finished() {
+            self.shard.early_given_up();
+        }
+        self.release_early(key);
+        if self.shard.has_slow()
+            && let Some(conn) = self.conns.get(key)
+        {
+            log_slow(&self.shared, &conn.client, self.shard.take_slow());
+        }
+        self.route_shard_out();
+        let Some(conn) = self.conns.get_mut(key) else {
+            self.recycle(batch);
+            return;
+        };
+        // The first held-back command not run, if any: decoded again from there.
+        let rest = held_at.get(next).copied();
+        conn.input.rewind(rest.map(|(_, at)| at));
+        if rest.is_some() {
+            conn.deferred = None;
+        }
+        if let Some((at, _)) = rest {
+            batch.truncate(at);
+        }
+        if batch.finished() || gone {
+            self.recycle(batch);
+        } else {
+            batch.replies.clear();
+            batch.ends.clear();
+            batch.no_wait = false;
+            batch.record_ends = false;
+            batch.now = self.now;
+            let from = ConnRef {
+                worker: self.id,
+                key,
+                generation: conn.generation,
+            };
+            let dest = conn.flight_shard;
+            self.send_batch(key, from, dest, batch);
+        }
+        self.after_wait(key);
     }
 
     /// Replies of the connection's oldest batch in flight came back (`ends`: where each
@@ -1187,7 +1375,12 @@ impl Worker {
             return Flow::Next;
         };
         let pending = conn.in_flight > 0 || conn.open.is_some();
-        if conn.job.is_some() || (pending && conn.flight_shard != shard) {
+        if conn.job.is_some()
+            || (pending && conn.flight_shard != shard)
+            || (conn.open.as_ref().is_some_and(|b| b.no_wait)
+                && (spec.may_run_script() || self.cmd_tracked.is_some()))
+        {
+            // (A batch that must not wait holds nothing that might.)
             return Flow::Wait;
         }
         if conn.open.is_none() {
@@ -1264,6 +1457,10 @@ impl Worker {
             conn.in_flight = conn.in_flight.saturating_sub(1);
             conn.reserved = conn.reserved.saturating_sub(batch.reply_budget);
             conn.stalled = false;
+            if conn.early.held.is_some() {
+                self.held_back_done(to.key, batch);
+                return;
+            }
             if std::mem::take(&mut conn.drop_reply) {
                 // CLIENT REPLY OFF or SKIP: not sent.
                 conn.returned += 1;

@@ -246,6 +246,9 @@ pub struct Worker {
     pub(crate) subs: crate::runtime::pubsub::Local,
     /// The tracking client the command being dispatched runs for (CLIENT TRACKING).
     pub(crate) cmd_tracked: Option<crate::runtime::tracking::Tracked>,
+    /// The command just dispatched was held back (`Worker::hold_back`): its request is
+    /// kept in the input.
+    pub(crate) held_back: bool,
     /// Bytes read from and written to clients, and batches and steps sent to other
     /// shards: this worker's running totals, stored in `Shared::traffic` at the end of
     /// an iteration that changed them.
@@ -320,6 +323,7 @@ impl Worker {
             paused: Vec::new(),
             subs: Default::default(),
             cmd_tracked: None,
+            held_back: false,
             net_in: 0,
             net_out: 0,
             hops: 0,

@@ -341,17 +341,20 @@ impl Shard {
             keys: spec.lock_needs(args),
             all: false,
         };
-        !needs.keys.is_empty() && self.free_for(&needs, from)
+        !needs.keys.is_empty() && self.free_for(&needs, from, None)
     }
 
     /// Whether `needs` may be had now by a command of connection `from`: nobody holds
-    /// them against it, nothing waiting needs them, and the connection has nothing
-    /// waiting here.
-    fn free_for(&self, needs: &Needs, from: ConnRef) -> bool {
+    /// them against it (but `holder`, alone), nothing waiting needs them, and the
+    /// connection has nothing waiting here.
+    fn free_for(&self, needs: &Needs, from: ConnRef, holder: Option<TxRef>) -> bool {
         !self
             .locks
             .queued_ahead(needs, Some(from), !self.blocked.is_empty())
-            && self.locks.compatible(needs, None)
+            && match holder {
+                None => self.locks.compatible(needs, None),
+                Some(tx) => self.locks.compatible_beside_own(needs, tx),
+            }
     }
 
     /// A command of connection `from` that runs ahead of its connection's commands in
@@ -375,13 +378,19 @@ impl Shard {
         if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
             return None;
         }
-        if !self.free_for(&needs, from) {
+        if !self.free_for(&needs, from, Some(tx)) {
             // (Its command waits as before.)
             self.locks.contend(&needs.keys);
             return None;
         }
-        self.locks.acquire(tx, &needs);
-        Some(needs.keys.len())
+        // (Keys the connection's earlier commands locked already count once.)
+        Some(self.locks.acquire_more(tx, &needs))
+    }
+
+    /// Records that keys [`Shard::hold_early`] locked were given up unused
+    /// (`LockTable::early_given_up`).
+    pub fn early_given_up(&mut self) {
+        self.locks.early_given_up();
     }
 
     /// Releases what [`Shard::hold_early`] locked for `tx`; what waited for it goes on.
@@ -1188,6 +1197,14 @@ impl Shard {
         }
     }
 
+    /// Takes back a call counted by [`Shard::count_call`] of a command that did not run
+    /// and is dispatched again (`Worker::held_back_done`).
+    pub fn uncount_call(&mut self, id: usize) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.calls = stat.calls.saturating_sub(1);
+        }
+    }
+
     /// Runs a batch of plain commands that arrived from connection `from`. Its replies go
     /// back to the connection's worker — all of them, or those its reply budget allowed —
     /// or it waits here for a lock.
@@ -1205,12 +1222,23 @@ impl Shard {
                 .queued_ahead(&needs, Some(from), !self.blocked.is_empty())
                 || !self.locks.compatible(&needs, None))
         {
+            if batch.no_wait {
+                self.locks.contend(&needs.keys);
+                self.out.push(finished(from, batch));
+                return;
+            }
             self.locks.wait(&needs, Some(from));
             self.blocked
                 .push_back(Blocked::Batch { from, batch, needs });
             return;
         }
         match self.continue_batch(shared, &mut batch) {
+            // (One that must not wait goes back where it stops.)
+            Ran::Blocked(needs) if batch.no_wait => {
+                self.locks.contend(&needs.keys);
+                self.out.push(finished(from, batch));
+            }
+            Ran::OverBudget if batch.no_wait => self.out.push(finished(from, batch)),
             Ran::Blocked(needs) => {
                 self.locks.wait(&needs, Some(from));
                 self.blocked

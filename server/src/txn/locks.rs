@@ -134,6 +134,53 @@ impl LockTable {
         })
     }
 
+    /// [`LockTable::compatible`] for `tx`, to which the keys it holds alone are free.
+    pub fn compatible_beside_own(&self, needs: &Needs, tx: TxRef) -> bool {
+        if self.all_holder.is_some_and(|h| h != tx) {
+            return false;
+        }
+        needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
+            None => true,
+            Some(l) => {
+                (match mode {
+                    LockMode::Shared => !l.writer,
+                    LockMode::Exclusive => !l.writer && l.readers == 0,
+                }) || self.holds_alone(tx, k)
+            }
+        })
+    }
+
+    /// Grants `tx` those of `needs` it does not hold already in a mode that covers
+    /// them (the caller checked [`LockTable::compatible_beside_own`]); how many that is.
+    pub fn acquire_more(&mut self, tx: TxRef, needs: &Needs) -> usize {
+        let Some(held) = self.holders.get(&tx) else {
+            self.acquire(tx, needs);
+            return needs.keys.len();
+        };
+        let held = Some(held);
+        let covered = |k: &Vec<u8>, mode: LockMode| {
+            held.is_some_and(|h| {
+                h.keys.iter().any(|(hk, hm)| {
+                    hk == k && (*hm == LockMode::Exclusive || mode == LockMode::Shared)
+                })
+            })
+        };
+        let more = Needs {
+            keys: needs
+                .keys
+                .iter()
+                .filter(|(k, mode)| !covered(k, *mode))
+                .cloned()
+                .collect(),
+            all: needs.all,
+        };
+        let n = more.keys.len();
+        if n > 0 || more.all {
+            self.acquire(tx, &more);
+        }
+        n
+    }
+
     /// Whether a newcomer must queue behind waiting items: it needs a key (or the whole
     /// shard) some waiting item needs, or its connection already has an item waiting.
     pub fn queued_ahead(&self, needs: &Needs, from: Option<ConnRef>, anyone_waits: bool) -> bool {
@@ -183,6 +230,13 @@ impl LockTable {
                 self.contended
                     .contains(&self.contended.hasher().hash_one(k))
             })
+    }
+
+    /// Records that keys locked early here (`Worker::hold_back`) had to be given up:
+    /// the batch they were held for stopped short elsewhere. It counts as a wait for
+    /// them (how often early locks cost a round trip decides whether they go on).
+    pub fn early_given_up(&mut self) {
+        self.early_waits += 1;
     }
 
     /// Records that an item with `needs` (from connection `from`) waits.

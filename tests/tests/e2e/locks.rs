@@ -196,3 +196,98 @@ fn replies_of_commands_run_early_keep_their_places() {
         }
     }
 }
+
+/// A command of a connection's own thread's shard held back while its batch runs at an
+/// earlier shard (`Worker::hold_back`) when that batch cannot run there at once: the
+/// batch comes back unrun (it never waits while the connection holds keys of its own
+/// shard), the key is unlocked, and the commands go on in order the ordinary way — the
+/// batch waits for the script that holds its key, the held-back write after it. Another
+/// client meanwhile reads the held-back command's key at once, unwritten.
+#[test]
+fn a_held_back_command_waits_for_the_batch_before_it_when_that_batch_cannot_run() {
+    let server = Server::goblin_threads(3);
+    let [mut reader, mut back, mut runner] = one_per_thread::<3>(&server);
+    let held = keys_on("held.", 2, 3, 1).remove(0);
+    let remote = keys_on("remote.", 0, 3, 1).remove(0);
+    let own = keys_on("own.", 1, 3, 1).remove(0);
+    assert_eq!(reader.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+    // The script holds `remote` (shard 0) and spins on thread 2.
+    spin(&mut runner, &held, &remote);
+    // Thread 1's client: a write of `remote` (shard 0, earlier), then one of its own
+    // shard's key.
+    let started = Instant::now();
+    let mut pipeline = encode(&[b"APPEND", remote.as_bytes(), b"first"]);
+    pipeline.extend(encode(&[b"APPEND", own.as_bytes(), b"second"]));
+    back.send(&pipeline);
+    std::thread::sleep(Duration::from_millis(200));
+    let read = reader.cmd(&[b"GET", own.as_bytes()]);
+    let read_took = started.elapsed();
+    assert_eq!(runner.reply(), b"+OK\r\n");
+    // (After the script's `during`.)
+    assert_eq!(back.reply(), b":11\r\n");
+    assert_eq!(back.reply(), b":6\r\n");
+    let finished = started.elapsed();
+    assert_eq!(
+        read, b"$-1\r\n",
+        "the held-back write was seen before the one before it"
+    );
+    if finished > Duration::from_millis(SPIN_MS / 2) {
+        // (The script did hold the key meanwhile: the read did not wait for it.)
+        assert!(
+            read_took < Duration::from_millis(SPIN_MS / 2),
+            "a key held back for a batch that could not run stayed locked: read after \
+             {read_took:?}"
+        );
+    }
+    assert_eq!(reader.cmd(&[b"GET", own.as_bytes()]), b"$6\r\nsecond\r\n");
+    assert_eq!(
+        reader.cmd(&[b"GET", remote.as_bytes()]),
+        b"$11\r\nduringfirst\r\n"
+    );
+    // Each APPEND counted once, though the second was decoded twice.
+    let stats = String::from_utf8_lossy(&reader.cmd(&[b"INFO", b"commandstats"])).into_owned();
+    assert!(
+        stats.contains("cmdstat_append:calls=2,"),
+        "APPEND counted other than twice: {stats}"
+    );
+}
+
+/// Commands held back while their connection's batches run at an earlier shard
+/// (`Worker::hold_back`) answer in their places: a pipeline interleaving both shards'
+/// keys, reads and writes, some keys twice, larger than one read, gets the replies
+/// a single-threaded run of it gives (each INCR's count of its key so far, each GET the
+/// count as a string).
+#[test]
+fn replies_of_held_back_commands_keep_their_places() {
+    let server = Server::goblin_threads(2);
+    let [_, mut conn] = one_per_thread::<2>(&server);
+    let earlier = keys_on("e.", 0, 2, 40);
+    let own = keys_on("o.", 1, 2, 40);
+    let mut pipeline = Vec::new();
+    let mut expected = Vec::new();
+    let mut counts = std::collections::HashMap::new();
+    for i in 0..4000usize {
+        let k = if i % 3 == 0 {
+            &own[i % 40]
+        } else if i % 3 == 1 {
+            &earlier[(i * 7) % 40]
+        } else {
+            &own[(i * 11) % 40]
+        };
+        pipeline.extend(encode(&[b"INCR", k.as_bytes()]));
+        let n = counts.entry(k.clone()).or_insert(0u64);
+        *n += 1;
+        expected.extend(format!(":{n}\r\n").into_bytes());
+        if i % 5 == 0 {
+            pipeline.extend(encode(&[b"GET", k.as_bytes()]));
+            let v = n.to_string();
+            expected.extend(format!("${}\r\n{v}\r\n", v.len()).into_bytes());
+        }
+    }
+    conn.send(&pipeline);
+    let mut got = Vec::new();
+    while got.len() < expected.len() {
+        got.extend(conn.reply());
+    }
+    assert!(got == expected, "replies out of place");
+}

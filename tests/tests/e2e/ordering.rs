@@ -167,6 +167,18 @@ fn pipelines_mixing_local_remote_keyless_and_fanout_commands_reply_in_order() {
     }
 }
 
+/// A connection on thread `on`.
+fn connection_on(server: &Server, on: usize) -> goblin_tests::Raw {
+    let mut probe = server.raw();
+    for _ in 0..16 {
+        let (conn, worker) = server.raw_located(&mut probe);
+        if worker == on {
+            return conn;
+        }
+    }
+    panic!("no connection landed on thread {on}");
+}
+
 /// Write order of the writer below: `a_0, b_0, a_1, b_1, …`.
 fn write_order(a: &[String], b: &[String]) -> Vec<String> {
     a.iter()
@@ -190,15 +202,23 @@ fn a_connections_writes_take_effect_in_the_order_sent_across_shards() {
         if threads > 1 {
             directions.push((threads - 1, 0));
         }
-        for (sa, sb) in directions {
+        // The writer on the first thread, or on the last: its batches go to later
+        // shards or to earlier ones (`Worker::run_early`, `Worker::hold_back`).
+        let mut runs: Vec<_> = directions.iter().map(|&d| (d, 0)).collect();
+        if threads > 1 {
+            runs.extend(directions.iter().map(|&d| (d, threads - 1)));
+        }
+        for ((sa, sb), on) in runs {
             let server = Server::goblin_threads(threads);
             let a = keys_on("a", sa, threads, PAIRS);
             let b = keys_on("b", sb, threads, PAIRS);
             let order = write_order(&a, &b);
-            let what = format!("--threads {threads}, a on shard {sa}, b on shard {sb}");
-            // Connections are dealt to the threads round-robin: the writer and each
-            // reader land on different threads when there are several.
-            let mut writer = server.raw();
+            let what = format!(
+                "--threads {threads}, a on shard {sa}, b on shard {sb}, writer on thread {on}"
+            );
+            // Connections are dealt to the threads round-robin: the readers land on other
+            // threads than the writer's when there are several.
+            let mut writer = connection_on(&server, on);
             let done = Arc::new(AtomicBool::new(false));
             // The writer starts once both readers are reading.
             let started = Arc::new(Barrier::new(3));
