@@ -1151,6 +1151,10 @@ impl Worker {
         let held_at = std::mem::take(&mut conn.early.held_at);
         conn.returned += 1;
         let ran = batch.next.min(batch.cmds.len());
+        if let Some(held) = held.as_ref() {
+            // (Their keys were looked at a round trip ago.)
+            self.shard.prefetch_batch(held);
+        }
         let mut unread = Vec::new();
         let Conn {
             output,
@@ -2030,7 +2034,7 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
 
 /// Most keys a connection's commands run early may hold at once: past it, they wait for
 /// the batches in flight (which then unlock them).
-const EARLY_HOLDS: usize = 64;
+const EARLY_HOLDS: usize = 256;
 
 /// Room for the replies of commands run early that a connection keeps between uses.
 const EARLY_KEEP_BYTES: usize = 64 * 1024;

@@ -384,7 +384,7 @@ impl Shard {
             return None;
         }
         // (Keys the connection's earlier commands locked already count once.)
-        Some(self.locks.acquire_more(tx, &needs))
+        Some(self.locks.acquire_more(tx, needs))
     }
 
     /// Records that keys [`Shard::hold_early`] locked were given up unused
@@ -1336,7 +1336,7 @@ impl Shard {
 
     /// Prefetches the keys of the next [`PREFETCH_AHEAD`] commands of `batch`, as the
     /// worker does for its own connections' pipelines (`Worker::prefetch_keys`).
-    fn prefetch_batch(&self, batch: &Batch) {
+    pub(crate) fn prefetch_batch(&self, batch: &Batch) {
         self.prefetch_commands(
             batch
                 .cmds

@@ -152,33 +152,46 @@ impl LockTable {
 
     /// Grants `tx` those of `needs` it does not hold already in a mode that covers
     /// them (the caller checked [`LockTable::compatible_beside_own`]); how many that is.
-    pub fn acquire_more(&mut self, tx: TxRef, needs: &Needs) -> usize {
-        let Some(held) = self.holders.get(&tx) else {
-            self.acquire(tx, needs);
-            return needs.keys.len();
-        };
-        let held = Some(held);
-        let covered = |k: &Vec<u8>, mode: LockMode| {
-            held.is_some_and(|h| {
-                h.keys.iter().any(|(hk, hm)| {
-                    hk == k && (*hm == LockMode::Exclusive || mode == LockMode::Shared)
-                })
-            })
-        };
-        let more = Needs {
-            keys: needs
-                .keys
-                .iter()
-                .filter(|(k, mode)| !covered(k, *mode))
-                .cloned()
-                .collect(),
-            all: needs.all,
-        };
-        let n = more.keys.len();
-        if n > 0 || more.all {
-            self.acquire(tx, &more);
+    pub fn acquire_more(&mut self, tx: TxRef, mut needs: Needs) -> usize {
+        if let Some(held) = self.holders.get(&tx) {
+            let locks = &self.locks;
+            // (A key nobody locked is not its; only a locked one is looked for.)
+            needs.keys.retain(|(k, mode)| {
+                !(locks.contains_key(k)
+                    && held.keys.iter().any(|(h, m)| {
+                        h == k && (*m == LockMode::Exclusive || *mode == LockMode::Shared)
+                    }))
+            });
+        }
+        let n = needs.keys.len();
+        if n > 0 || needs.all {
+            self.acquire_owned(tx, needs);
         }
         n
+    }
+
+    /// [`LockTable::acquire`] of needs the table may keep.
+    fn acquire_owned(&mut self, tx: TxRef, needs: Needs) {
+        if tx.seq & EARLY_SEQ != 0 {
+            self.early_locks += 1;
+        }
+        for (k, mode) in &needs.keys {
+            let l = self.locks.entry(k.clone()).or_default();
+            match mode {
+                LockMode::Shared => l.readers += 1,
+                LockMode::Exclusive => l.writer = true,
+            }
+        }
+        if needs.all {
+            self.all_holder = Some(tx);
+        }
+        let held = self.holders.entry(tx).or_default();
+        held.all |= needs.all;
+        if held.keys.is_empty() {
+            held.keys = needs.keys;
+        } else {
+            held.keys.extend(needs.keys);
+        }
     }
 
     /// Whether a newcomer must queue behind waiting items: it needs a key (or the whole
@@ -287,22 +300,7 @@ impl LockTable {
 
     /// Grants `needs` to `tx` (the caller checked [`LockTable::compatible`]).
     pub fn acquire(&mut self, tx: TxRef, needs: &Needs) {
-        if tx.seq & EARLY_SEQ != 0 {
-            self.early_locks += 1;
-        }
-        for (k, mode) in &needs.keys {
-            let l = self.locks.entry(k.clone()).or_default();
-            match mode {
-                LockMode::Shared => l.readers += 1,
-                LockMode::Exclusive => l.writer = true,
-            }
-        }
-        if needs.all {
-            self.all_holder = Some(tx);
-        }
-        let held = self.holders.entry(tx).or_default();
-        held.keys.extend(needs.keys.iter().cloned());
-        held.all |= needs.all;
+        self.acquire_owned(tx, needs.clone());
     }
 
     /// Releases every lock `tx` holds here; false when it held none.
