@@ -8,7 +8,10 @@ replies; the time is from the first byte sent to the last byte received, with th
 server's CPU time over the same span. Medians over --rounds; every round starts from an
 empty keyspace (FLUSHALL, not timed).
 
-  bench/big-pipeline.py --rounds 5 [--commands 100000] [--kinds set,get,incr,ping]
+  bench/big-pipeline.py --rounds 5 [--commands 100000] [--kinds set,get,incr,ping] [--each]
+
+`--each` prints every round's time too: with --threads 2 the connection lands on either
+thread, round by round, and the two can differ.
 """
 import argparse
 import socket
@@ -77,6 +80,7 @@ def main():
     ap.add_argument("--commands", type=int, default=100_000)
     ap.add_argument("--kinds", default="set,get,incr,ping")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--each", action="store_true", help="print every round's time")
     opts = ap.parse_args()
     servers = []
     try:
@@ -96,8 +100,9 @@ def main():
                     results[s["name"]].append(one_round(s, payload, opts.commands))
             for s in servers:
                 r = results[s["name"]]
+                each = "  " + " ".join(f"{x[0]:.3f}" for x in r) if opts.each else ""
                 print(f"{kind:<6} {s['name']:<14} {statistics.median(x[0] for x in r):>9.3f} "
-                      f"{statistics.median(x[1] for x in r):>13.3f}")
+                      f"{statistics.median(x[1] for x in r):>13.3f}{each}")
     finally:
         stop(servers)
 
