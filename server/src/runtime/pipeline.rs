@@ -23,6 +23,7 @@
 //! bound the connection reads and dispatches nothing more.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Decoded, Encoder, Version};
 
@@ -1207,7 +1208,7 @@ impl Worker {
                     self.commands -= 1;
                 } else {
                     // (Counted in an iteration before, already added up.)
-                    (self.shared.total_commands).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    self.shared.total_commands.fetch_sub(1, Ordering::Relaxed);
                 }
             }
             self.recycle(held);
@@ -1243,13 +1244,7 @@ impl Worker {
             batch.no_wait = false;
             batch.record_ends = false;
             batch.now = self.now;
-            let from = ConnRef {
-                worker: self.id,
-                key,
-                generation: conn.generation,
-            };
-            let dest = conn.flight_shard;
-            self.send_batch(key, from, dest, batch);
+            self.send_to_flight_shard(key, batch);
         }
         self.after_wait(key);
     }
@@ -1418,6 +1413,15 @@ impl Worker {
             return;
         };
         let Some(batch) = conn.open.take() else {
+            return;
+        };
+        self.send_to_flight_shard(key, batch);
+    }
+
+    /// Sends a batch of a connection's to the shard its batches go to.
+    fn send_to_flight_shard(&mut self, key: usize, batch: Box<Batch>) {
+        let Some(conn) = self.conns.get(key) else {
+            self.recycle(batch);
             return;
         };
         let from = ConnRef {
@@ -1719,16 +1723,12 @@ impl Worker {
             conn.tracking_flush = true;
         }
         // Keyspace notifications: the shards name the events of its steps after it.
-        let command = crate::shard::notify::active(
-            self.shared
-                .notify
-                .load(std::sync::atomic::Ordering::Relaxed),
-        )
-        .then(|| {
-            let mut batch = self.new_batch(Version::Resp2, db);
-            batch.push(spec.id, args);
-            Arc::new(*batch)
-        });
+        let command = crate::shard::notify::active(self.shared.notify.load(Ordering::Relaxed))
+            .then(|| {
+                let mut batch = self.new_batch(Version::Resp2, db);
+                batch.push(spec.id, args);
+                Arc::new(*batch)
+            });
         // Its SLOWLOG entry, timed from here (parsing it counts) until its reply.
         let entry = started
             .filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG))
