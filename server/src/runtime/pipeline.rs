@@ -1229,6 +1229,10 @@ impl Worker {
         };
         // The first held-back command not run, if any: decoded again from there.
         let rest = held_at.get(next).copied();
+        let mut held_at = held_at;
+        held_at.clear();
+        // (Its room is kept for the next time.)
+        conn.early.held_at = held_at;
         conn.input.rewind(rest.map(|(_, at)| at));
         if rest.is_some() {
             conn.deferred = None;
