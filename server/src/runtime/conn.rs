@@ -308,10 +308,8 @@ pub struct Conn {
     pub drop_reply: bool,
     /// Its next command waits for CLIENT PAUSE to end.
     pub paused: bool,
-    /// Batches sent since the connection opened.
+    /// Batches sent since the connection opened (those come back: `sent - in_flight`).
     pub sent: u64,
-    /// Batches come back since the connection opened.
-    pub returned: u64,
     /// Replies of commands run early (`Worker::run_early`), ahead of batches still in
     /// flight, not yet in the output.
     pub early: Early,
@@ -412,7 +410,6 @@ impl Conn {
             drop_reply: false,
             paused: false,
             sent: 0,
-            returned: 0,
             early: Early::default(),
         }
     }

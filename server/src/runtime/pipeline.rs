@@ -1150,7 +1150,6 @@ impl Worker {
         };
         let held = conn.early.held.take();
         let held_at = std::mem::take(&mut conn.early.held_at);
-        conn.returned += 1;
         let ran = batch.next.min(batch.cmds.len());
         if let Some(held) = held.as_ref() {
             // (Their keys were looked at a round trip ago.)
@@ -1263,10 +1262,12 @@ impl Worker {
         let Conn {
             early,
             output,
-            returned,
+            sent,
+            in_flight,
             ..
         } = conn;
-        let batch = *returned + 1;
+        // The oldest batch in flight; a finished one is no longer counted in flight.
+        let batch = *sent - *in_flight as u64 + u64::from(!done);
         let mut from = 0;
         for (i, &end) in ends.iter().enumerate() {
             let ran = early.head_cmds + i + 1;
@@ -1292,11 +1293,10 @@ impl Worker {
         if !done {
             return;
         }
-        *returned += 1;
         early.head_cmds = 0;
         // What goes after this batch, before the next one's first command.
         while let Some(&(b, n, at)) = early.marks.front()
-            && (b <= *returned || (b == *returned + 1 && n == 0))
+            && (b <= batch || (b == batch + 1 && n == 0))
         {
             output
                 .buf
@@ -1475,14 +1475,11 @@ impl Worker {
             }
             if std::mem::take(&mut conn.drop_reply) {
                 // CLIENT REPLY OFF or SKIP: not sent.
-                conn.returned += 1;
             } else if !conn.early.marks.is_empty() {
                 self.deliver_early(to.key, &batch.replies, &batch.ends, true);
             } else if conn.output.pending() == 0 && conn.output.buf.is_empty() {
-                conn.returned += 1;
                 std::mem::swap(&mut conn.output.buf, &mut batch.replies);
             } else {
-                conn.returned += 1;
                 conn.output.buf.extend_from_slice(&batch.replies);
             }
             self.release_early(to.key);
@@ -2036,8 +2033,9 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
     }
 }
 
-/// Most keys a connection's commands run early may hold at once: past it, they wait for
-/// the batches in flight (which then unlock them).
+/// Most keys a connection's commands run early or held back may hold at once, and most
+/// commands it may hold back: past it, they wait for the batches in flight (which then
+/// unlock them).
 const EARLY_HOLDS: usize = 256;
 
 /// Room for the replies of commands run early that a connection keeps between uses.

@@ -387,8 +387,8 @@ impl Shard {
         Some(self.locks.acquire_more(tx, needs))
     }
 
-    /// Records that keys [`Shard::hold_early`] locked were given up unused
-    /// (`LockTable::early_given_up`).
+    /// Records that keys [`Shard::hold_early`] locked were unlocked before all their
+    /// commands ran (`LockTable::early_given_up`).
     pub fn early_given_up(&mut self) {
         self.locks.early_given_up();
     }

@@ -20,6 +20,18 @@ struct KeyLock {
     writer: bool,
     /// Waiting items that need the key.
     queued: u32,
+    /// Of its holders, those that locked it early (`EARLY_SEQ`).
+    early: u32,
+}
+
+impl KeyLock {
+    /// Whether it can be had in `mode` besides its holders.
+    fn admits(&self, mode: LockMode) -> bool {
+        match mode {
+            LockMode::Shared => !self.writer,
+            LockMode::Exclusive => !self.writer && self.readers == 0,
+        }
+    }
 }
 
 /// What a waiting item needs before it can go on: keys in a mode, or the whole shard.
@@ -125,13 +137,10 @@ impl LockTable {
         if needs.all && self.holders.keys().any(|t| Some(*t) != holder) {
             return false;
         }
-        needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
-            None => true,
-            Some(l) => match mode {
-                LockMode::Shared => !l.writer,
-                LockMode::Exclusive => !l.writer && l.readers == 0,
-            },
-        })
+        needs
+            .keys
+            .iter()
+            .all(|(k, mode)| self.locks.get(k).is_none_or(|l| l.admits(*mode)))
     }
 
     /// [`LockTable::compatible`] for `tx`, to which the keys it holds alone are free.
@@ -139,14 +148,10 @@ impl LockTable {
         if self.all_holder.is_some_and(|h| h != tx) {
             return false;
         }
-        needs.keys.iter().all(|(k, mode)| match self.locks.get(k) {
-            None => true,
-            Some(l) => {
-                (match mode {
-                    LockMode::Shared => !l.writer,
-                    LockMode::Exclusive => !l.writer && l.readers == 0,
-                }) || self.holds_alone(tx, k)
-            }
+        needs.keys.iter().all(|(k, mode)| {
+            self.locks
+                .get(k)
+                .is_none_or(|l| l.admits(*mode) || self.holds_alone(tx, k))
         })
     }
 
@@ -172,11 +177,13 @@ impl LockTable {
 
     /// [`LockTable::acquire`] of needs the table may keep.
     fn acquire_owned(&mut self, tx: TxRef, needs: Needs) {
-        if tx.seq & EARLY_SEQ != 0 {
+        let early = tx.seq & EARLY_SEQ != 0;
+        if early {
             self.early_locks += 1;
         }
         for (k, mode) in &needs.keys {
             let l = self.locks.entry(k.clone()).or_default();
+            l.early += u32::from(early);
             match mode {
                 LockMode::Shared => l.readers += 1,
                 LockMode::Exclusive => l.writer = true,
@@ -245,8 +252,8 @@ impl LockTable {
             })
     }
 
-    /// Records that keys locked early here (`Worker::hold_back`) had to be given up:
-    /// the batch they were held for stopped short elsewhere. It counts as a wait for
+    /// Records that keys locked early here (`Worker::hold_back`) were unlocked before
+    /// all their commands ran: the batch they were held for stopped short elsewhere. It counts as a wait for
     /// them (how often early locks cost a round trip decides whether they go on).
     pub fn early_given_up(&mut self) {
         self.early_waits += 1;
@@ -255,13 +262,11 @@ impl LockTable {
     /// Records that an item with `needs` (from connection `from`) waits.
     pub fn wait(&mut self, needs: &Needs, from: Option<ConnRef>) {
         self.contend(&needs.keys);
-        if self.holders.iter().any(|(tx, held)| {
-            tx.seq & EARLY_SEQ != 0
-                && held
-                    .keys
-                    .iter()
-                    .any(|(h, _)| needs.keys.iter().any(|(k, _)| k == h))
-        }) {
+        if needs
+            .keys
+            .iter()
+            .any(|(k, _)| self.locks.get(k).is_some_and(|l| l.early > 0))
+        {
             self.early_waits += 1;
         }
         for (k, _) in &needs.keys {
@@ -308,8 +313,10 @@ impl LockTable {
         let Some(held) = self.holders.remove(&tx) else {
             return false;
         };
+        let early = tx.seq & EARLY_SEQ != 0;
         for (k, mode) in held.keys {
             if let Some(l) = self.locks.get_mut(&k) {
+                l.early = l.early.saturating_sub(u32::from(early));
                 match mode {
                     LockMode::Shared => l.readers = l.readers.saturating_sub(1),
                     LockMode::Exclusive => l.writer = false,
