@@ -400,7 +400,11 @@ impl Server {
                 .collect()
         };
         let before = counts();
-        let conn = self.raw();
+        let mut conn = self.raw();
+        // A reply means the worker has taken the connection in: before it, the kernel's
+        // handshake is done but the worker may not have counted it yet.
+        let pong = conn.cmd(&[b"PING"]);
+        assert_eq!(pong, b"+PONG\r\n", "PING on the new connection");
         let after = counts();
         let worker = (0..after.len())
             .find(|&i| after[i] > before.get(i).copied().unwrap_or(0))
