@@ -61,7 +61,7 @@ use crate::runtime::server::Shared;
 use crate::table::CommandSpec;
 use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
 use crate::txn::coordinator::WOKEN;
-use crate::txn::locks::{LockTable, Needs};
+use crate::txn::locks::{LockKey, LockTable, Needs, lock_key};
 use crate::txn::plan::{HopOut, Work};
 use dbs::{Dbs, Recording};
 use events::{Effect, Observer, Origin, Write};
@@ -143,6 +143,8 @@ pub struct Shard {
     /// Batches that reached their reply budget, by connection, with the connection's
     /// later batches behind them: they wait for its client to read (`Msg::Resume`).
     stalled: HashMap<ConnRef, VecDeque<Box<Batch>>, foldhash::fast::RandomState>,
+    /// The keys of the command [`Shard::hold_early`] looks at, kept between calls.
+    scratch_keys: Vec<(LockKey, LockMode)>,
     /// Units of work published (see [`Shard::published`]).
     published: u64,
     /// Write commands run since [`Shard::take_writes`].
@@ -200,6 +202,7 @@ impl Shard {
             wakes: Vec::new(),
             clock_hint: 0,
             stalled: HashMap::default(),
+            scratch_keys: Vec::new(),
             published: 0,
             writes: 0,
             observers_want_keys: false,
@@ -338,7 +341,7 @@ impl Shard {
     /// waiting here.
     pub fn may_run_now(&self, spec: &CommandSpec, args: &Args<'_>, from: ConnRef) -> bool {
         let needs = Needs {
-            keys: spec.lock_needs(args),
+            keys: spec.lock_keys(args),
             all: false,
         };
         !needs.keys.is_empty() && self.free_for(&needs, from, None)
@@ -371,20 +374,26 @@ impl Shard {
         from: ConnRef,
         tx: TxRef,
     ) -> Option<usize> {
-        let needs = Needs {
-            keys: spec.lock_needs(args),
+        let mut needs = Needs {
+            keys: std::mem::take(&mut self.scratch_keys),
             all: false,
         };
-        if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
-            return None;
-        }
-        if !self.free_for(&needs, from, Some(tx)) {
+        needs.keys.clear();
+        spec.for_each_key(args, |i, mode| {
+            needs.keys.push((lock_key(args.get(i)), mode))
+        });
+        let held = if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
+            None
+        } else if !self.free_for(&needs, from, Some(tx)) {
             // (Its command waits as before.)
             self.locks.contend(&needs.keys);
-            return None;
-        }
-        // (Keys the connection's earlier commands locked already count once.)
-        Some(self.locks.acquire_more(tx, needs))
+            None
+        } else {
+            // (Keys the connection's earlier commands locked already count once.)
+            Some(self.locks.acquire_more(tx, &needs))
+        };
+        self.scratch_keys = needs.keys;
+        held
     }
 
     /// Records that keys [`Shard::hold_early`] locked were unlocked before all their
@@ -1291,7 +1300,7 @@ impl Shard {
         let spec = shared.commands.get(cmd.spec)?;
         let args = batch.args(batch.next);
         Some(Needs {
-            keys: spec.lock_needs(&args),
+            keys: spec.lock_keys(&args),
             all: false,
         })
     }
@@ -1426,7 +1435,7 @@ impl Shard {
     }
 
     /// Handles a transaction step: lock (or wait), run, release.
-    pub fn step(&mut self, shared: &Shared, mut step: TxStep) {
+    pub fn step(&mut self, shared: &Shared, step: TxStep) {
         if step.slots_version != self.slots.version()
             && let Some(slot) = step
                 .lock
@@ -1456,10 +1465,7 @@ impl Shard {
                 return;
             }
         }
-        let needs = Needs {
-            keys: std::mem::take(&mut step.lock),
-            all: step.lock_all,
-        };
+        let needs = Needs::of(&step.lock, step.lock_all);
         if !needs.is_empty()
             && (self
                 .locks
@@ -1506,7 +1512,7 @@ impl Shard {
             // A read-only command of a tracking client (or a transaction that reads):
             // its keys here are remembered while it holds them.
             self.tracking.refresh(&shared.tracking);
-            for (key, _) in &needs.keys {
+            for (key, _) in &step.lock {
                 self.tracking.remember(key, t.reader, &shared.tracking);
             }
             self.tracking.limit(&shared.tracking, &mut self.pubsub);
@@ -1620,7 +1626,7 @@ impl Shard {
             let mut progressed = false;
             // Keys, the whole shard and connections that earlier waiting items still
             // want: a later item needing any of them must not overtake.
-            let mut wanted: HashSet<Vec<u8>> = HashSet::new();
+            let mut wanted: HashSet<LockKey> = HashSet::new();
             let mut wanted_all = false;
             let mut wanted_conns: HashSet<ConnRef> = HashSet::new();
             let items = std::mem::take(&mut self.blocked);
@@ -1634,7 +1640,7 @@ impl Shard {
                     || needs.keys.iter().any(|(k, _)| wanted.contains(k))
                     || from.is_some_and(|c| wanted_conns.contains(&c));
                 if overtakes || !self.locks.compatible(needs, tx) {
-                    wanted.extend(needs.keys.iter().map(|(k, _)| k.clone()));
+                    wanted.extend(needs.keys.iter().map(|(k, _)| *k));
                     wanted_all |= needs.all;
                     if let Some(c) = from {
                         wanted_conns.insert(c);
@@ -1663,7 +1669,7 @@ impl Shard {
                         match self.continue_batch(shared, &mut batch) {
                             Ran::Blocked(needs) => {
                                 self.locks.wait(&needs, Some(from));
-                                wanted.extend(needs.keys.iter().map(|(k, _)| k.clone()));
+                                wanted.extend(needs.keys.iter().map(|(k, _)| *k));
                                 wanted_all |= needs.all;
                                 wanted_conns.insert(from);
                                 self.blocked

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use crate::errors;
 use crate::runtime::msg::LockMode;
 use crate::table::handler::{Args, Exec};
+use crate::txn::locks::{LockKey, lock_key};
 use crate::txn::plan::{CrossShard, Locking, PlanFn};
 pub use keys::{KeyFinder, KeyFlags};
 pub use meta_node::{Meta, Node};
@@ -244,6 +245,13 @@ impl CommandSpec {
         let mut needs = Vec::new();
         self.for_each_key(args, |i, mode| needs.push((args.get(i).to_vec(), mode)));
         needs
+    }
+
+    /// The keys of the command `args` as the lock table knows them, with their modes.
+    pub fn lock_keys(&self, args: &Args<'_>) -> Vec<(LockKey, LockMode)> {
+        let mut keys = Vec::new();
+        self.for_each_key(args, |i, mode| keys.push((lock_key(args.get(i)), mode)));
+        keys
     }
 
     /// Whether some invocation names more than one key.

@@ -1,6 +1,12 @@
 //! A shard's lock table: per-key lock state for the keys that transactions hold or wait
 //! for, and which transaction holds what.
 //!
+//! The table knows a key by a 64-bit hash of its bytes ([`lock_key`]), computed once per
+//! command: locking, checking and releasing copy no key and allocate nothing per key.
+//! Two keys with one hash share one lock, which is coarser than needed but never wrong
+//! (a command waits for a key it does not touch; the seed is random per process, so a
+//! client cannot choose keys that collide).
+//!
 //! The table only answers questions and records grants; the shard keeps the FIFO list of
 //! waiting items and decides when they run (see `shard/mod.rs`). Keys that nobody holds
 //! or wants have no entry, so an idle table is empty and [`LockTable::quiet`] is one
@@ -8,6 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher as _;
+use std::sync::OnceLock;
 
 use crate::runtime::msg::{ConnRef, LockMode, TxRef};
 
@@ -34,16 +41,38 @@ impl KeyLock {
     }
 }
 
+/// A key as the lock table knows it: [`lock_key`] of its bytes.
+pub type LockKey = u64;
+
+/// The [`LockKey`] of `key`: a hash with a seed drawn once per process.
+pub fn lock_key(key: &[u8]) -> LockKey {
+    static HASHER: OnceLock<foldhash::fast::FixedState> = OnceLock::new();
+    HASHER
+        .get_or_init(|| {
+            let seed = foldhash::fast::RandomState::default().hash_one(0u64);
+            foldhash::fast::FixedState::with_seed(seed)
+        })
+        .hash_one(key)
+}
+
 /// What a waiting item needs before it can go on: keys in a mode, or the whole shard.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Needs {
     /// Keys and how.
-    pub keys: Vec<(Vec<u8>, LockMode)>,
+    pub keys: Vec<(LockKey, LockMode)>,
     /// The whole shard (keyspace-wide commands).
     pub all: bool,
 }
 
 impl Needs {
+    /// The needs of `keys` (and of the whole shard with `all`).
+    pub fn of(keys: &[(Vec<u8>, LockMode)], all: bool) -> Needs {
+        Needs {
+            keys: keys.iter().map(|(k, m)| (lock_key(k), *m)).collect(),
+            all,
+        }
+    }
+
     /// True when nothing is needed.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && !self.all
@@ -53,7 +82,7 @@ impl Needs {
 /// Who holds and who waits for which key on one shard.
 #[derive(Debug, Default)]
 pub struct LockTable {
-    locks: FastMap<Vec<u8>, KeyLock>,
+    locks: FastMap<LockKey, KeyLock>,
     holders: FastMap<TxRef, Needs>,
     all_holder: Option<TxRef>,
     queued_all: usize,
@@ -62,7 +91,7 @@ pub struct LockTable {
     /// not lock them ahead of its turn (`Shard::hold_early`), which would hold the
     /// others back for a round trip each time. Forgotten every second (and past
     /// `CONTENDED_MAX` keys).
-    contended: HashSet<u64, foldhash::fast::FixedState>,
+    contended: HashSet<LockKey, foldhash::fast::FixedState>,
     contended_since: u64,
     /// Keys locked early, and items that started waiting for a key locked early, in
     /// the window that began at `window_since`: when more than one lock in
@@ -73,7 +102,13 @@ pub struct LockTable {
     early_waits: u64,
     window_since: u64,
     cooling: bool,
+    /// Key lists of released holders, for the next ones: a connection that locks keys
+    /// early for each round trip allocates nothing for it.
+    spare: Vec<Vec<(LockKey, LockMode)>>,
 }
+
+/// Most key lists [`LockTable::spare`] keeps.
+const SPARE_LISTS: usize = 64;
 
 /// Most keys [`LockTable::contended`] remembers.
 const CONTENDED_MAX: usize = 4096;
@@ -101,16 +136,22 @@ impl LockTable {
 
     /// Whether `key` is locked or wanted (or the whole shard held): eviction passes it by.
     pub fn locked(&self, key: &[u8]) -> bool {
-        self.all_holder.is_some() || self.locks.contains_key(key)
+        self.all_holder.is_some()
+            || (!self.locks.is_empty() && self.locks.contains_key(&lock_key(key)))
     }
 
     /// Whether `tx` holds `key` and nobody else does: exclusively, or as its only reader.
     pub fn holds_alone(&self, tx: TxRef, key: &[u8]) -> bool {
-        let (Some(needs), Some(lock)) = (self.holders.get(&tx), self.locks.get(key)) else {
+        self.holds_alone_key(tx, lock_key(key))
+    }
+
+    /// [`LockTable::holds_alone`] of a [`LockKey`].
+    fn holds_alone_key(&self, tx: TxRef, key: LockKey) -> bool {
+        let (Some(needs), Some(lock)) = (self.holders.get(&tx), self.locks.get(&key)) else {
             return false;
         };
         needs.keys.iter().any(|(k, mode)| {
-            k.as_slice() == key
+            *k == key
                 && match mode {
                     LockMode::Exclusive => true,
                     LockMode::Shared => lock.readers == 1 && !lock.writer,
@@ -151,54 +192,69 @@ impl LockTable {
         needs.keys.iter().all(|(k, mode)| {
             self.locks
                 .get(k)
-                .is_none_or(|l| l.admits(*mode) || self.holds_alone(tx, k))
+                .is_none_or(|l| l.admits(*mode) || self.holds_alone_key(tx, *k))
         })
     }
 
     /// Grants `tx` those of `needs` it does not hold already in a mode that covers
     /// them (the caller checked [`LockTable::compatible_beside_own`]); how many that is.
-    pub fn acquire_more(&mut self, tx: TxRef, mut needs: Needs) -> usize {
-        if let Some(held) = self.holders.get(&tx) {
-            let locks = &self.locks;
+    pub fn acquire_more(&mut self, tx: TxRef, needs: &Needs) -> usize {
+        let mut n = 0;
+        for &(k, mode) in &needs.keys {
             // (A key nobody locked is not its; only a locked one is looked for.)
-            needs.keys.retain(|(k, mode)| {
-                !(locks.contains_key(k)
-                    && held.keys.iter().any(|(h, m)| {
-                        h == k && (*m == LockMode::Exclusive || *mode == LockMode::Shared)
-                    }))
-            });
+            let covered = self.locks.contains_key(&k)
+                && self.holders.get(&tx).is_some_and(|held| {
+                    held.keys.iter().any(|&(h, m)| {
+                        h == k && (m == LockMode::Exclusive || mode == LockMode::Shared)
+                    })
+                });
+            if !covered {
+                self.grant(tx, k, mode);
+                n += 1;
+            }
         }
-        let n = needs.keys.len();
-        if n > 0 || needs.all {
-            self.acquire_owned(tx, needs);
+        if needs.all {
+            self.grant_all(tx);
         }
         n
     }
 
-    /// [`LockTable::acquire`] of needs the table may keep.
-    fn acquire_owned(&mut self, tx: TxRef, needs: Needs) {
-        let early = tx.seq & EARLY_SEQ != 0;
-        if early {
-            self.early_locks += 1;
-        }
-        for (k, mode) in &needs.keys {
-            let l = self.locks.entry(k.clone()).or_default();
-            l.early += u32::from(early);
-            match mode {
-                LockMode::Shared => l.readers += 1,
-                LockMode::Exclusive => l.writer = true,
-            }
+    /// Grants `needs` to `tx` (the caller checked [`LockTable::compatible`]).
+    pub fn acquire(&mut self, tx: TxRef, needs: &Needs) {
+        for &(k, mode) in &needs.keys {
+            self.grant(tx, k, mode);
         }
         if needs.all {
-            self.all_holder = Some(tx);
+            self.grant_all(tx);
         }
-        let held = self.holders.entry(tx).or_default();
-        held.all |= needs.all;
-        if held.keys.is_empty() {
-            held.keys = needs.keys;
-        } else {
-            held.keys.extend(needs.keys);
+    }
+
+    /// Grants `tx` one key in `mode`.
+    fn grant(&mut self, tx: TxRef, key: LockKey, mode: LockMode) {
+        let early = tx.seq & EARLY_SEQ != 0;
+        self.early_locks += u64::from(early);
+        let l = self.locks.entry(key).or_default();
+        l.early += u32::from(early);
+        match mode {
+            LockMode::Shared => l.readers += 1,
+            LockMode::Exclusive => l.writer = true,
         }
+        self.holding(tx).keys.push((key, mode));
+    }
+
+    /// Grants `tx` the whole shard.
+    fn grant_all(&mut self, tx: TxRef) {
+        self.all_holder = Some(tx);
+        self.holding(tx).all = true;
+    }
+
+    /// What `tx` holds, a new holder taking a list a released one left.
+    fn holding(&mut self, tx: TxRef) -> &mut Needs {
+        let spare = &mut self.spare;
+        self.holders.entry(tx).or_insert_with(|| Needs {
+            keys: spare.pop().unwrap_or_default(),
+            all: false,
+        })
     }
 
     /// Whether a newcomer must queue behind waiting items: it needs a key (or the whole
@@ -220,19 +276,17 @@ impl LockTable {
     }
 
     /// Records that keys were wanted while locked (or wanted already).
-    pub fn contend(&mut self, keys: &[(Vec<u8>, LockMode)]) {
+    pub fn contend(&mut self, keys: &[(LockKey, LockMode)]) {
         if self.contended.len() + keys.len() > CONTENDED_MAX {
             self.contended.clear();
         }
-        for (k, _) in keys {
-            self.contended.insert(self.contended.hasher().hash_one(k));
-        }
+        self.contended.extend(keys.iter().map(|(k, _)| *k));
     }
 
     /// Whether any of `keys` was wanted while locked within the last second, or keys
     /// locked early made others wait too often in the last window (`now`: the time in
     /// milliseconds).
-    pub fn contended(&mut self, keys: &[(Vec<u8>, LockMode)], now: u64) -> bool {
+    pub fn contended(&mut self, keys: &[(LockKey, LockMode)], now: u64) -> bool {
         if now.saturating_sub(self.window_since) >= EARLY_WINDOW_MS {
             self.cooling = self.early_waits * EARLY_WAITS_PER > self.early_locks;
             (self.early_locks, self.early_waits) = (0, 0);
@@ -245,11 +299,7 @@ impl LockTable {
             self.contended.clear();
             self.contended_since = now;
         }
-        !self.contended.is_empty()
-            && keys.iter().any(|(k, _)| {
-                self.contended
-                    .contains(&self.contended.hasher().hash_one(k))
-            })
+        !self.contended.is_empty() && keys.iter().any(|(k, _)| self.contended.contains(k))
     }
 
     /// Records that keys locked early here (`Worker::hold_back`) were unlocked before
@@ -270,7 +320,7 @@ impl LockTable {
             self.early_waits += 1;
         }
         for (k, _) in &needs.keys {
-            self.locks.entry(k.clone()).or_default().queued += 1;
+            self.locks.entry(*k).or_default().queued += 1;
         }
         if needs.all {
             self.queued_all += 1;
@@ -303,18 +353,14 @@ impl LockTable {
         }
     }
 
-    /// Grants `needs` to `tx` (the caller checked [`LockTable::compatible`]).
-    pub fn acquire(&mut self, tx: TxRef, needs: &Needs) {
-        self.acquire_owned(tx, needs.clone());
-    }
-
     /// Releases every lock `tx` holds here; false when it held none.
     pub fn release(&mut self, tx: TxRef) -> bool {
         let Some(held) = self.holders.remove(&tx) else {
             return false;
         };
         let early = tx.seq & EARLY_SEQ != 0;
-        for (k, mode) in held.keys {
+        let mut keys = held.keys;
+        for &(k, mode) in &keys {
             if let Some(l) = self.locks.get_mut(&k) {
                 l.early = l.early.saturating_sub(u32::from(early));
                 match mode {
@@ -329,6 +375,10 @@ impl LockTable {
         if self.all_holder == Some(tx) {
             self.all_holder = None;
         }
+        if self.spare.len() < SPARE_LISTS {
+            keys.clear();
+            self.spare.push(keys);
+        }
         true
     }
 }
@@ -342,7 +392,7 @@ mod tests {
 
     fn needs(keys: &[(&[u8], LockMode)]) -> Needs {
         Needs {
-            keys: keys.iter().map(|(k, m)| (k.to_vec(), *m)).collect(),
+            keys: keys.iter().map(|(k, m)| (lock_key(k), *m)).collect(),
             all: false,
         }
     }
