@@ -898,6 +898,8 @@ pub(crate) mod plan {
                 {
                     return Err(Resume::Refused(e));
                 }
+                // Counted as a run on a shard counts it (`run_here`).
+                cx.calls.borrow_mut().push(spec.id);
                 // MONITOR shows the call as a run on a shard does (`run_here`).
                 let monitored = cx.shared.monitors.any() && crate::runtime::monitor::shown(spec);
                 let monitor = |db: usize| {
@@ -1015,8 +1017,11 @@ pub(crate) mod plan {
                 db: std::cell::Cell::new(cx.db()),
                 command: std::cell::RefCell::new(None),
                 slow: std::cell::RefCell::new(Vec::new()),
+                calls: std::cell::RefCell::new(Vec::new()),
             };
-            match crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results) {
+            let step = crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results);
+            cx.calls.borrow_mut().append(&mut sub_cx.calls.take());
+            match step {
                 Step::Done(Outcome::Reply(reply)) => Ok(Resume::Reply(reply)),
                 Step::Done(_) => Err(cx.done(|out| {
                     out.error(b"ERR internal error: a command called by a script answered no reply")

@@ -537,7 +537,14 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         ctx.reset_stats();
         HopOut::Done
     }
-    fn merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+    fn merge(cx: &PlanCx<'_>, args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
+        // Counted once more after the reset, as redis-server counts a command when it
+        // has run: the statistics then show this CONFIG RESETSTAT.
+        if let Some(id) =
+            Args::with_owned(args, |a| cx.shared.commands.resolve(a).ok().map(|s| s.id))
+        {
+            cx.calls.borrow_mut().push(id);
+        }
         cx.shared.total_commands.store(0, Ordering::Relaxed);
         cx.shared.total_connections.store(0, Ordering::Relaxed);
         cx.shared.rejected_connections.store(0, Ordering::Relaxed);

@@ -125,7 +125,7 @@ impl<'a> WorkerView<'a> {
                 false
             }
             Some(Some(outcome)) => {
-                self.worker.log_job(key, job.take_timing());
+                self.worker.log_job(key, job.take_timing(), &outcome);
                 self.finished.push((key, outcome));
                 true
             }

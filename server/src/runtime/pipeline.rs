@@ -81,6 +81,15 @@ pub(crate) enum Flow {
     Wait,
 }
 
+/// The command a job runs, when it is one command run as a plan.
+pub(crate) struct JobCommand {
+    /// Its id: INFO commandstats counts its error reply as a failed call.
+    id: usize,
+    /// It, for the key events of its steps (keyspace notifications on).
+    notify: Option<Arc<Batch>>,
+    /// Its SLOWLOG and LATENCY entry.
+    entry: Option<Entry>,
+}
 impl Worker {
     /// Decodes and dispatches the complete requests buffered on a connection.
     pub(crate) fn run_requests(&mut self, key: usize) {
@@ -1743,7 +1752,12 @@ impl Worker {
                     micros: 0,
                 }
             });
-        self.start_job(key, locks, whole_shards, plan, command, entry)
+        let command = JobCommand {
+            id: spec.id,
+            notify: command,
+            entry,
+        };
+        self.start_job(key, locks, whole_shards, plan, Some(command))
     }
 
     /// Writes an error reply at once.
@@ -1754,15 +1768,15 @@ impl Worker {
         Flow::Next
     }
 
-    /// Starts a transaction for connection `key`.
+    /// Starts a transaction for connection `key` (running `command`, when it is one
+    /// command run as a plan).
     pub(crate) fn start_job(
         &mut self,
         key: usize,
         locks: Vec<(Vec<u8>, LockMode)>,
         whole_shards: bool,
         plan: Box<dyn Plan>,
-        command: Option<Arc<Batch>>,
-        entry: Option<Entry>,
+        command: Option<JobCommand>,
     ) -> Flow {
         let (resp, db) = self
             .conns
@@ -1785,11 +1799,14 @@ impl Worker {
             resp,
             db,
         ));
-        if let Some(command) = command {
-            job.set_command(command);
-        }
-        if let Some(entry) = entry {
-            job.set_entry(entry);
+        if let Some(JobCommand { id, notify, entry }) = command {
+            job.set_counted(id);
+            if let Some(notify) = notify {
+                job.set_command(notify);
+            }
+            if let Some(entry) = entry {
+                job.set_entry(entry);
+            }
         }
         if key != usize::MAX
             && let Some(tracked) = self.cmd_tracked
@@ -1811,7 +1828,7 @@ impl Worker {
             Some(outcome) => {
                 // Finished at once (no keys): the connection is inside `run_requests`,
                 // which goes on by itself — resuming it here would run it re-entrantly.
-                self.log_job(key, job.take_timing());
+                self.log_job(key, job.take_timing(), &outcome);
                 self.write_job_outcome(key, outcome);
                 Flow::Next
             }
@@ -1881,13 +1898,27 @@ impl Worker {
         for id in calls {
             self.shard.count_call(id);
         }
-        self.start_job(key, locks, whole_shards, plan, None, None)
+        self.start_job(key, locks, whole_shards, plan, None)
     }
 
     /// Records what a finished job ran for connection `key`: its commands that were
     /// slow (EXEC's), and the job's own command (a plan's) in LATENCY and, if slow, in
     /// SLOWLOG.
-    pub(crate) fn log_job(&mut self, key: usize, (mut slow, entry): JobTiming) {
+    pub(crate) fn log_job(&mut self, key: usize, timing: JobTiming, outcome: &Outcome) {
+        let JobTiming {
+            mut slow,
+            entry,
+            calls,
+            counted,
+        } = timing;
+        for id in calls {
+            self.shard.count_call(id);
+        }
+        if let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
+            && reply.first() == Some(&b'-')
+        {
+            self.shard.count_failed(id);
+        }
         if let Some(Entry {
             command,
             fast,

@@ -540,7 +540,7 @@ impl Worker {
                 "Background append only file rewriting started (the log is turned on)"
             );
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
             return;
         }
         let size = persist.aof_current_size.load(Ordering::Relaxed);
@@ -558,7 +558,7 @@ impl Worker {
                 );
             }
             let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
             return;
         }
         let unix = clock::now_ms() / 1000;
@@ -577,7 +577,7 @@ impl Worker {
                 crate::log!(Notice, "{dirty} changes in {since} seconds. Saving...");
             }
             let plan = SavePlan::new(SaveKind::Background { schedule: false });
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None, None);
+            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
         }
     }
 
@@ -1121,7 +1121,6 @@ impl Worker {
                     true,
                     Box::new(SavePlan::new(kind)),
                     None,
-                    None,
                 );
             }
             Msg::Publish(publications) => self.deliver(&publications),
@@ -1161,7 +1160,7 @@ impl Worker {
                 if job.wrote() {
                     self.shard.commit(job.tx);
                 }
-                self.log_job(job.conn, job.take_timing());
+                self.log_job(job.conn, job.take_timing(), &outcome);
                 self.finish_job(job.conn, outcome);
             }
             None => {

@@ -111,6 +111,11 @@ pub struct TxJob {
     waited: Duration,
     /// The slow commands its steps ran (EXEC's), for SLOWLOG.
     slow: Vec<SlowCmd>,
+    /// The commands it called (a script's), for INFO commandstats.
+    calls: Vec<usize>,
+    /// The command it runs (a command run as a plan), whose error reply INFO
+    /// commandstats counts as a failed call.
+    counted: Option<usize>,
     /// Its own SLOWLOG entry, if it is one (a command run as a plan): the command (its
     /// arguments in a batch of the worker's pool, made into an entry only if slow).
     entry: Option<Entry>,
@@ -132,9 +137,18 @@ pub struct Entry {
     pub micros: u64,
 }
 
-/// What a finished job leaves for SLOWLOG and LATENCY: the slow commands its steps ran,
-/// and its own entry when it has one.
-pub type JobTiming = (Vec<SlowCmd>, Option<Entry>);
+/// What a finished job leaves for SLOWLOG, LATENCY and INFO commandstats.
+#[derive(Debug)]
+pub struct JobTiming {
+    /// The slow commands its steps ran.
+    pub slow: Vec<SlowCmd>,
+    /// Its own entry, when it has one.
+    pub entry: Option<Entry>,
+    /// The commands it called (a script's).
+    pub calls: Vec<usize>,
+    /// The command it ran, failed when the job answers an error.
+    pub counted: Option<usize>,
+}
 
 impl TxJob {
     /// Whether some step changed keys.
@@ -208,6 +222,8 @@ impl TxJob {
             parked_since: None,
             waited: Duration::ZERO,
             slow: Vec::new(),
+            calls: Vec::new(),
+            counted: None,
             entry: None,
             unserved: false,
         }
@@ -231,6 +247,11 @@ impl TxJob {
         self.command = Some(command);
     }
 
+    /// Names the command the job runs, for INFO commandstats (`Worker::log_job`).
+    pub fn set_counted(&mut self, id: usize) {
+        self.counted = Some(id);
+    }
+
     /// Takes what the finished job leaves for SLOWLOG and LATENCY.
     pub fn take_timing(&mut self) -> JobTiming {
         let waited = self.waited;
@@ -238,7 +259,12 @@ impl TxJob {
             e.micros = e.started.elapsed().saturating_sub(waited).as_micros() as u64;
             e
         });
-        (std::mem::take(&mut self.slow), entry)
+        JobTiming {
+            slow: std::mem::take(&mut self.slow),
+            entry,
+            calls: std::mem::take(&mut self.calls),
+            counted: self.counted,
+        }
     }
 
     fn step(&self, index: usize) -> TxStep {
@@ -574,9 +600,11 @@ impl TxJob {
                 db: std::cell::Cell::new(self.db),
                 command: std::cell::RefCell::new(None),
                 slow: std::cell::RefCell::new(Vec::new()),
+                calls: std::cell::RefCell::new(Vec::new()),
             };
             let step = self.plan.next(&cx, results);
             self.slow.append(&mut cx.slow.take());
+            self.calls.append(&mut cx.calls.take());
             self.db = cx.db.get();
             if let Some(command) = cx.command.take() {
                 self.command = Some(command);

@@ -261,6 +261,9 @@ pub struct PlanCx<'a> {
     pub command: std::cell::RefCell<Option<std::sync::Arc<Batch>>>,
     /// SLOWLOG entries the plan adds for its client (EXEC's cross-shard commands).
     pub slow: std::cell::RefCell<Vec<crate::runtime::slowlog::SlowCmd>>,
+    /// The commands a script run as a plan called, by id: INFO commandstats counts
+    /// them on the connection's worker when the job ends.
+    pub calls: std::cell::RefCell<Vec<usize>>,
 }
 
 impl PlanCx<'_> {

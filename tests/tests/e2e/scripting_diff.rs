@@ -259,6 +259,7 @@ fn scripts_with_keys_match_redis_in_every_layout() {
         for layout in LAYOUTS {
             let ctx = format!("{ctx}, {layout:?}");
             same(d, &["FLUSHALL"], &ctx);
+            same(d, &["CONFIG", "RESETSTAT"], &ctx);
             let keys = layout.keys(3);
             for body in bodies {
                 let mut args = vec!["EVAL", body, "3"];
@@ -266,6 +267,10 @@ fn scripts_with_keys_match_redis_in_every_layout() {
                 args.extend(["a", "b"]);
                 same(d, &args, &ctx);
             }
+            // The commands the scripts called count as redis-server counts them, whether
+            // a script ran on one shard or as a plan across several.
+            let (got, want) = (calls(&mut d.g), calls(&mut d.r));
+            assert_eq!(got, want, "{ctx}: INFO commandstats");
             for k in &keys {
                 same(d, &["DUMP", k], &ctx);
                 same(d, &["SELECT", "1"], &ctx);
@@ -274,6 +279,25 @@ fn scripts_with_keys_match_redis_in_every_layout() {
             }
         }
     });
+}
+
+/// INFO commandstats without the times: each command's calls, rejected and failed calls.
+fn calls(raw: &mut goblin_tests::Raw) -> Vec<String> {
+    let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"commandstats"])).into_owned();
+    let mut calls: Vec<String> = info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .map(|l| {
+            let (name, fields) = l.split_once(':').unwrap_or((l, ""));
+            let kept: Vec<&str> = fields
+                .split(',')
+                .filter(|f| !f.starts_with("usec"))
+                .collect();
+            format!("{name}:{}", kept.join(","))
+        })
+        .collect();
+    calls.sort();
+    calls
 }
 
 /// EVAL's and EVALSHA's own errors, the cache (SCRIPT LOAD, EXISTS, FLUSH), EVALSHA
