@@ -119,6 +119,9 @@ pub struct Batch {
     /// comes back unfinished (its connection holds keys of its own shard meanwhile, for
     /// commands held back: `Worker::hold_back`).
     pub no_wait: bool,
+    /// Its commands before this one have had their keys prefetched on the shard that
+    /// runs them (`Shard::prefetch_runs`, `Shard::continue_batch`).
+    pub prefetched: usize,
 }
 
 impl Default for Batch {
@@ -141,6 +144,7 @@ impl Default for Batch {
             ends: Vec::new(),
             record_ends: false,
             no_wait: false,
+            prefetched: 0,
         }
     }
 }
@@ -218,6 +222,7 @@ impl Batch {
         self.ends.clear();
         self.record_ends = false;
         self.no_wait = false;
+        self.prefetched = 0;
     }
 
     /// Drops the commands from `n` on.

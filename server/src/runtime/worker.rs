@@ -1050,7 +1050,7 @@ impl Worker {
                     break;
                 };
                 any = true;
-                self.shard.prefetch_runs(&msgs);
+                self.shard.prefetch_runs(&mut msgs);
                 for msg in msgs.drain(..) {
                     if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
                         self.awaiting = self.awaiting.saturating_sub(1);

@@ -1313,8 +1313,9 @@ impl Shard {
             if batch.next > first && batch.over_budget() {
                 return Ran::OverBudget;
             }
-            if (batch.next - first).is_multiple_of(PREFETCH_AHEAD) {
+            if batch.next >= batch.prefetched {
                 self.prefetch_batch(batch);
+                batch.prefetched = batch.next + PREFETCH_AHEAD;
             }
             if !self.quiet()
                 && let Some(needs) = self.next_needs(shared, batch)
@@ -1332,7 +1333,19 @@ impl Shard {
     /// [`PREFETCH_AHEAD`] keys in all, before any of them runs. With keys spread over the
     /// shards most batches hold a command or two, too few to prefetch one by one; all
     /// the batches of a message vector together are many.
-    pub fn prefetch_runs(&self, msgs: &[Msg]) {
+    pub fn prefetch_runs(&self, msgs: &mut [Msg]) {
+        // (Marked first: the batches' own prefetches skip these commands.)
+        let mut left = PREFETCH_AHEAD;
+        for msg in msgs.iter_mut() {
+            if left == 0 {
+                break;
+            }
+            if let Msg::Run(_, batch) = msg {
+                let these = batch.cmds.len().saturating_sub(batch.next).min(left);
+                batch.prefetched = batch.next + these;
+                left -= these;
+            }
+        }
         self.prefetch_commands(
             msgs.iter()
                 .filter_map(|msg| match msg {
