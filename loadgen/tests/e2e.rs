@@ -828,8 +828,10 @@ fn lease_expiry_wakes_its_waiter_despite_a_crowded_wheel_slot() {
     );
     let late = unix_ms() as i64 - lease_end as i64;
     assert_eq!(reply, b"$7\r\nCLAIMED\r\n");
+    // (The bug made it seconds late, until the slot's next cascade; a debug build on a
+    // CI machine busy with other suites was seen 220 ms late.)
     assert!(
-        late < 200,
+        late < 1_000,
         "the waiter was given the claim {late} ms after the lease ended"
     );
 }
