@@ -289,6 +289,8 @@ pub struct Conn {
     pub deferred_pushes: Vec<u8>,
     /// A question asked of every worker, until every answer is in.
     pub asking: Option<Asking>,
+    /// EXEC's reply after its queued command that is [`Conn::asking`] every worker.
+    pub exec_rest: Option<crate::runtime::pipeline::ExecRest>,
     /// MULTI state: the queued commands, and whether one was rejected.
     pub multi: Option<MultiState>,
     /// A request that arrived while the connection waited: the length of the frame at the
@@ -402,6 +404,7 @@ impl Conn {
             tracking_flush: false,
             deferred_pushes: Vec::new(),
             asking: None,
+            exec_rest: None,
             multi: None,
             deferred: None,
             peer_closed: false,

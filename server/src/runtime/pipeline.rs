@@ -1558,10 +1558,18 @@ impl Worker {
         let Some(conn) = self.conns.get(key) else {
             return Flow::Next;
         };
-        let (resp, generation, db) = (conn.client.resp, conn.generation, conn.client.db);
+        let (resp, db) = (conn.client.resp, conn.client.db);
         let mut batch = self.new_batch(resp, db);
         batch.push(spec.id, args);
-        let command: Arc<Batch> = Arc::from(batch);
+        self.ask_with(key, Arc::from(batch))
+    }
+
+    /// Asks every worker `command` (an [`Exec::AskWorkers`] command) for connection
+    /// `key`; the last answer replies ([`Worker::answered`]).
+    fn ask_with(&mut self, key: usize, command: Arc<Batch>) -> Flow {
+        let Some(generation) = self.conns.get(key).map(|c| c.generation) else {
+            return Flow::Next;
+        };
         let from = ConnRef {
             worker: self.id,
             key,
@@ -1646,6 +1654,7 @@ impl Worker {
                 log_command(&shared, client, spec, &args, now, micros);
             }
         }
+        self.exec_go_on(to.key);
         self.after_wait(to.key);
     }
 
@@ -2001,8 +2010,69 @@ impl Worker {
                 *generation,
             ),
         };
-        write_outcome(&mut ctx, outcome);
-        output.buf.extend_from_slice(&deferred);
+        match write_outcome(&mut ctx, outcome) {
+            None => output.buf.extend_from_slice(&deferred),
+            Some((command, rest)) => self.exec_asks(
+                key,
+                ExecRest {
+                    command,
+                    rest,
+                    deferred,
+                },
+            ),
+        }
+    }
+
+    /// EXEC's queued command that asks every worker: asked now, and the rest of EXEC's
+    /// reply written once they have answered ([`Worker::exec_go_on`]).
+    fn exec_asks(&mut self, key: usize, mut rest: ExecRest) {
+        let command: Arc<Batch> = Arc::from(std::mem::take(&mut rest.command));
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.exec_rest = Some(rest);
+        }
+        let _ = self.ask_with(key, command);
+    }
+
+    /// The workers answered EXEC's command that asked them: the rest of EXEC's reply.
+    fn exec_go_on(&mut self, key: usize) {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let Some(ExecRest { rest, deferred, .. }) = conn.exec_rest.take() else {
+            return;
+        };
+        let Conn {
+            client,
+            output,
+            generation,
+            ..
+        } = conn;
+        let mut ctx = ConnCtx {
+            client,
+            shared: &shared,
+            out: &mut output.buf,
+            now,
+            hub: Hub::new(
+                &mut self.subs,
+                &mut self.shard.pubsub,
+                self.id,
+                key,
+                *generation,
+            ),
+        };
+        match write_outcomes(&mut ctx, rest) {
+            None => output.buf.extend_from_slice(&deferred),
+            Some((command, rest)) => self.exec_asks(
+                key,
+                ExecRest {
+                    command,
+                    rest,
+                    deferred,
+                },
+            ),
+        }
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
@@ -2024,8 +2094,49 @@ impl Worker {
     }
 }
 
-/// Writes a job's outcome into a connection's output.
-fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
+/// What EXEC still has to answer after a queued command that asks every worker (CLIENT
+/// KILL, LIST, UNBLOCK, UNPAUSE): that command, the replies after it, and what goes out
+/// after the whole reply.
+#[derive(Debug)]
+pub struct ExecRest {
+    /// The command that asks.
+    command: Box<Batch>,
+    /// The outcomes of the queued commands after it.
+    rest: std::vec::IntoIter<Outcome>,
+    /// Pushes held until EXEC's reply is whole.
+    deferred: Vec<u8>,
+}
+
+/// Writes a job's outcome into a connection's output, up to a queued command that must
+/// ask every worker (returned with what follows it: [`Worker::exec_go_on`]).
+fn write_outcome(
+    ctx: &mut ConnCtx<'_>,
+    outcome: Outcome,
+) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
+    match outcome {
+        Outcome::Exec(list) => {
+            ctx.reply().array(list.len());
+            write_outcomes(ctx, list.into_iter())
+        }
+        one => write_one(ctx, one).map(|cmd| (cmd, Vec::new().into_iter())),
+    }
+}
+
+/// Writes EXEC's outcomes in order, up to one that must ask every worker.
+fn write_outcomes(
+    ctx: &mut ConnCtx<'_>,
+    mut items: std::vec::IntoIter<Outcome>,
+) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
+    while let Some(item) = items.next() {
+        if let Some(cmd) = write_one(ctx, item) {
+            return Some((cmd, items));
+        }
+    }
+    None
+}
+
+/// Writes one outcome; a queued command that must ask every worker is given back.
+fn write_one(ctx: &mut ConnCtx<'_>, outcome: Outcome) -> Option<Box<Batch>> {
     match outcome {
         Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
         Outcome::Conn(cmd) => {
@@ -2050,18 +2161,23 @@ fn write_outcome(ctx: &mut ConnCtx<'_>, outcome: Outcome) {
                 {
                     gather(ctx, &cmd.args(0), Vec::new());
                 }
+                // The others ask every worker, and EXEC's reply goes on when all have
+                // answered.
+                Some((_, Exec::AskWorkers { .. })) => return Some(cmd),
                 // Never queued as a connection command; answered, so that EXEC's array
                 // keeps one reply per command.
                 _ => ctx.reply().error(crate::errors::NOT_RUN),
             }
         }
         Outcome::Exec(list) => {
+            // (Not reached: EXEC is not queued, and its own array is `write_outcome`'s.)
             ctx.reply().array(list.len());
             for item in list {
-                write_outcome(ctx, item);
+                let _ = write_one(ctx, item);
             }
         }
     }
+    None
 }
 
 /// Most keys a connection's commands run early or held back may hold at once, and most

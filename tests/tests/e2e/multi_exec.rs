@@ -263,3 +263,62 @@ fn quit_inside_multi_closes_like_redis() {
         d.check(&[b"MGET", keys[0].as_bytes(), keys[1].as_bytes()]);
     }
 }
+
+/// Commands that ask every thread (CLIENT KILL, LIST, UNPAUSE) inside MULTI: EXEC
+/// answers each in its place as redis-server does, and CLIENT KILL closes its victim
+/// whichever thread holds it.
+#[test]
+fn client_commands_that_ask_every_thread_run_inside_exec() {
+    for threads in THREAD_COUNTS {
+        let mut d = Differential::threads(threads);
+        // Victims on every thread (connections are dealt round-robin).
+        for victims in 0..threads {
+            let mut replies = Vec::new();
+            for (server, raw) in [(&d.goblin, &mut d.g), (&d.redis, &mut d.r)] {
+                let mut victim = server.raw();
+                for _ in 0..victims {
+                    drop(server.raw());
+                }
+                let id = String::from_utf8_lossy(&victim.cmd(&[b"CLIENT", b"ID"]))
+                    .trim_start_matches(':')
+                    .trim()
+                    .to_string();
+                let mut reply = Vec::new();
+                for c in [
+                    vec!["MULTI"],
+                    vec!["CLIENT", "KILL", "ID", &id],
+                    vec!["INCR", "counter"],
+                    vec!["CLIENT", "KILL", "ID", &id],
+                    vec!["CLIENT", "UNPAUSE"],
+                    vec!["SET", "k", "v"],
+                ] {
+                    let args: Vec<&[u8]> = c.iter().map(|w| w.as_bytes()).collect();
+                    reply.extend(raw.cmd(&args));
+                }
+                let exec = raw.cmd(&[b"EXEC"]);
+                reply.extend_from_slice(&exec);
+                // The victim is closed.
+                let (_, closed) = victim.read_to_close(std::time::Duration::from_secs(5));
+                assert!(closed, "--threads {threads}: the victim is still open");
+                // CLIENT LIST inside MULTI lists this connection among the others.
+                raw.cmd(&[b"MULTI"]);
+                raw.cmd(&[b"CLIENT", b"LIST"]);
+                raw.cmd(&[b"PING"]);
+                let list = raw.cmd(&[b"EXEC"]);
+                let text = String::from_utf8_lossy(&list);
+                assert!(
+                    text.starts_with("*2\r\n$")
+                        && text.contains(" cmd=exec ")
+                        && text.ends_with("+PONG\r\n"),
+                    "--threads {threads}: {text}"
+                );
+                replies.push(reply);
+            }
+            assert_eq!(
+                String::from_utf8_lossy(&replies[0]),
+                String::from_utf8_lossy(&replies[1]),
+                "--threads {threads}, victim after {victims} connections"
+            );
+        }
+    }
+}
