@@ -1839,6 +1839,11 @@ impl Worker {
                 // which goes on by itself — resuming it here would run it re-entrantly.
                 self.log_job(key, job.take_timing(), &outcome);
                 self.write_job_outcome(key, outcome);
+                if self.conns.get(key).is_some_and(|c| c.asking.is_some()) {
+                    // EXEC asks every worker (`Worker::exec_asks`): the connection goes
+                    // on once they have answered.
+                    return Flow::Taken;
+                }
                 Flow::Next
             }
             None => {

@@ -312,6 +312,30 @@ fn client_commands_that_ask_every_thread_run_inside_exec() {
                         && text.ends_with("+PONG\r\n"),
                     "--threads {threads}: {text}"
                 );
+                // Pipelined: the command after EXEC waits for EXEC's whole reply.
+                let mut pipelined = Vec::new();
+                for c in [
+                    &[&b"MULTI"[..]][..],
+                    &[b"CLIENT", b"LIST"],
+                    &[b"EXEC"],
+                    &[b"INCR", b"counter"],
+                ] {
+                    pipelined.extend(goblin_tests::encode(c));
+                }
+                raw.send(&pipelined);
+                let (ok, queued) = (raw.reply(), raw.reply());
+                let (exec, incr) = (raw.reply(), raw.reply());
+                assert_eq!(
+                    (&ok[..], &queued[..]),
+                    (&b"+OK\r\n"[..], &b"+QUEUED\r\n"[..])
+                );
+                assert!(
+                    exec.starts_with(b"*1\r\n$") && incr.starts_with(b":"),
+                    "--threads {threads}: {} then {}",
+                    String::from_utf8_lossy(&exec),
+                    String::from_utf8_lossy(&incr)
+                );
+                reply.extend_from_slice(&incr);
                 replies.push(reply);
             }
             assert_eq!(
