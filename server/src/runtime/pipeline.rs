@@ -1968,8 +1968,6 @@ impl Worker {
         if let Outcome::Reply(reply) = &outcome {
             self.shard.count_error(reply, None);
         }
-        let shared = Arc::clone(&self.shared);
-        let now = self.now;
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
@@ -1996,6 +1994,23 @@ impl Worker {
             conn.output.buf.extend_from_slice(&deferred);
             return;
         }
+        self.write_replies(key, deferred, |ctx| write_outcome(ctx, outcome));
+    }
+
+    /// Writes into connection `key`'s output with `write`, then `deferred` (pushes held
+    /// for after the reply) — unless `write` stopped at a queued command of EXEC that
+    /// must ask every worker: that is asked, and the rest waits for the answers.
+    fn write_replies(
+        &mut self,
+        key: usize,
+        deferred: Vec<u8>,
+        write: impl FnOnce(&mut ConnCtx<'_>) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)>,
+    ) {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
         let Conn {
             client,
             output,
@@ -2015,7 +2030,7 @@ impl Worker {
                 *generation,
             ),
         };
-        match write_outcome(&mut ctx, outcome) {
+        match write(&mut ctx) {
             None => output.buf.extend_from_slice(&deferred),
             Some((command, rest)) => self.exec_asks(
                 key,
@@ -2040,44 +2055,12 @@ impl Worker {
 
     /// The workers answered EXEC's command that asked them: the rest of EXEC's reply.
     fn exec_go_on(&mut self, key: usize) {
-        let shared = Arc::clone(&self.shared);
-        let now = self.now;
-        let Some(conn) = self.conns.get_mut(key) else {
+        let Some(ExecRest { rest, deferred, .. }) =
+            self.conns.get_mut(key).and_then(|c| c.exec_rest.take())
+        else {
             return;
         };
-        let Some(ExecRest { rest, deferred, .. }) = conn.exec_rest.take() else {
-            return;
-        };
-        let Conn {
-            client,
-            output,
-            generation,
-            ..
-        } = conn;
-        let mut ctx = ConnCtx {
-            client,
-            shared: &shared,
-            out: &mut output.buf,
-            now,
-            hub: Hub::new(
-                &mut self.subs,
-                &mut self.shard.pubsub,
-                self.id,
-                key,
-                *generation,
-            ),
-        };
-        match write_outcomes(&mut ctx, rest) {
-            None => output.buf.extend_from_slice(&deferred),
-            Some((command, rest)) => self.exec_asks(
-                key,
-                ExecRest {
-                    command,
-                    rest,
-                    deferred,
-                },
-            ),
-        }
+        self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest));
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
