@@ -2032,30 +2032,22 @@ impl Worker {
         };
         match write(&mut ctx) {
             None => output.buf.extend_from_slice(&deferred),
-            Some((command, rest)) => self.exec_asks(
-                key,
-                ExecRest {
-                    command,
-                    rest,
-                    deferred,
-                },
-            ),
+            Some((command, rest)) => self.exec_asks(key, command, ExecRest { rest, deferred }),
         }
     }
 
     /// EXEC's queued command that asks every worker: asked now, and the rest of EXEC's
     /// reply written once they have answered ([`Worker::exec_go_on`]).
-    fn exec_asks(&mut self, key: usize, mut rest: ExecRest) {
-        let command: Arc<Batch> = Arc::from(std::mem::take(&mut rest.command));
+    fn exec_asks(&mut self, key: usize, command: Box<Batch>, rest: ExecRest) {
         if let Some(conn) = self.conns.get_mut(key) {
             conn.exec_rest = Some(rest);
         }
-        let _ = self.ask_with(key, command);
+        let _ = self.ask_with(key, Arc::from(command));
     }
 
     /// The workers answered EXEC's command that asked them: the rest of EXEC's reply.
     fn exec_go_on(&mut self, key: usize) {
-        let Some(ExecRest { rest, deferred, .. }) =
+        let Some(ExecRest { rest, deferred }) =
             self.conns.get_mut(key).and_then(|c| c.exec_rest.take())
         else {
             return;
@@ -2083,12 +2075,10 @@ impl Worker {
 }
 
 /// What EXEC still has to answer after a queued command that asks every worker (CLIENT
-/// KILL, LIST, UNBLOCK, UNPAUSE): that command, the replies after it, and what goes out
-/// after the whole reply.
+/// KILL, LIST, UNBLOCK, UNPAUSE, which is being asked): the replies after it, and what
+/// goes out after the whole reply.
 #[derive(Debug)]
 pub struct ExecRest {
-    /// The command that asks.
-    command: Box<Batch>,
     /// The outcomes of the queued commands after it.
     rest: std::vec::IntoIter<Outcome>,
     /// Pushes held until EXEC's reply is whole.
