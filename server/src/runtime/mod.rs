@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod pubsub;
 pub mod server;
 pub mod slowlog;
+pub mod spin;
 pub mod standin;
 pub mod tracking;
 pub mod worker;

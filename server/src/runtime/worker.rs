@@ -46,6 +46,7 @@ use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::limits::{self, ClientClass};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
 use crate::runtime::server::{Shared, TICK_CRON, TICK_IDLE, WAKER};
+use crate::runtime::spin;
 use crate::shard::{Outgoing, Shard};
 use crate::txn::coordinator::{Env, TxJob};
 use crate::txn::plan::Outcome;
@@ -257,6 +258,8 @@ pub struct Worker {
     hops: u64,
     /// They changed this iteration.
     traffic_changed: bool,
+    /// Whether looking for work before sleeping has paid lately.
+    spin: spin::Spin,
     /// Cluster mode: the version of the routes the parked jobs were last checked against.
     parked_routes: u64,
 }
@@ -328,6 +331,7 @@ impl Worker {
             net_out: 0,
             hops: 0,
             traffic_changed: false,
+            spin: spin::Spin::default(),
             parked_routes: 0,
             last_fd_warning: None,
         })
@@ -763,6 +767,15 @@ impl Worker {
                 std::thread::yield_now();
             }
         }
+        if timeout != Some(Duration::ZERO) && !self.shared.cores_shared && self.spin.wanted() {
+            // Look for a few microseconds before sleeping, while that pays (`spin`).
+            let window = timeout.map_or(spin::WINDOW, |t| t.min(spin::WINDOW));
+            let found = self.look(events, window)?;
+            self.spin.found(found);
+            if found {
+                return Ok(());
+            }
+        }
         let me = &self.shared.peers[self.id];
         if timeout != Some(Duration::ZERO) {
             me.sleeping.store(true, Ordering::SeqCst);
@@ -777,6 +790,25 @@ impl Worker {
         match result {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             other => other,
+        }
+    }
+
+    /// Polls without sleeping for up to `window`: whether a connection or a message from
+    /// another worker turned up (the loop drains the inbox whatever `events` holds).
+    fn look(&mut self, events: &mut Events, window: Duration) -> io::Result<bool> {
+        let start = Instant::now();
+        loop {
+            match self.poll.poll(events, Some(Duration::ZERO)) {
+                Ok(()) if !events.is_empty() => return Ok(true),
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
+                _ => {}
+            }
+            if !self.inbox.is_empty() {
+                return Ok(true);
+            }
+            if start.elapsed() >= window {
+                return Ok(false);
+            }
         }
     }
 
