@@ -339,12 +339,20 @@ impl Shard {
     /// keys may run at once, as a batch's command would (`run_batch`) — nobody holds its
     /// keys against it, nothing waiting needs them, and the connection has nothing
     /// waiting here.
-    pub fn may_run_now(&self, spec: &CommandSpec, args: &Args<'_>, from: ConnRef) -> bool {
-        let needs = Needs {
-            keys: spec.lock_keys(args),
-            all: false,
-        };
-        !needs.keys.is_empty() && self.free_for(&needs, from, None)
+    pub fn may_run_now(&mut self, spec: &CommandSpec, args: &Args<'_>, from: ConnRef) -> bool {
+        let needs = self.scratch_needs(spec, args);
+        let may = !needs.keys.is_empty() && self.free_for(&needs, from, None);
+        self.scratch_keys = needs.keys;
+        may
+    }
+
+    /// The keys of the command `args` as the lock table knows them, in the shard's
+    /// scratch list (give it back to `scratch_keys`: no allocation per command).
+    fn scratch_needs(&mut self, spec: &CommandSpec, args: &Args<'_>) -> Needs {
+        let mut keys = std::mem::take(&mut self.scratch_keys);
+        keys.clear();
+        spec.for_each_key(args, |i, mode| keys.push((lock_key(args.get(i)), mode)));
+        Needs { keys, all: false }
     }
 
     /// Whether `needs` may be had now by a command of connection `from`: nobody holds
@@ -374,14 +382,7 @@ impl Shard {
         from: ConnRef,
         tx: TxRef,
     ) -> Option<usize> {
-        let mut needs = Needs {
-            keys: std::mem::take(&mut self.scratch_keys),
-            all: false,
-        };
-        needs.keys.clear();
-        spec.for_each_key(args, |i, mode| {
-            needs.keys.push((lock_key(args.get(i)), mode))
-        });
+        let needs = self.scratch_needs(spec, args);
         let held = if needs.keys.is_empty() || self.locks.contended(&needs.keys, self.clock_hint) {
             None
         } else if !self.free_for(&needs, from, Some(tx)) {
