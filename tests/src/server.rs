@@ -388,7 +388,9 @@ impl Server {
 
     /// A raw connection and the goblin-server worker it landed on: the one whose client
     /// count (INFO's `goblin_clients_per_thread`, asked on `probe`, a connection kept
-    /// open so that connections keep being dealt to each worker in turn) grew.
+    /// open so that connections keep being dealt to each worker in turn) grew. Keep the
+    /// connections located before open meanwhile: one closed while this one is located
+    /// may lower its worker's count by the time this one raises it.
     pub fn raw_located(&self, probe: &mut Raw) -> (Raw, usize) {
         let mut counts = || -> Vec<usize> {
             let reply = probe.cmd(&[b"INFO", b"everything"]);

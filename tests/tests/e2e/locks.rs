@@ -44,10 +44,15 @@ fn spin(runner: &mut Raw, x: &str, y: &str) {
 fn one_per_thread<const N: usize>(server: &Server) -> [Raw; N] {
     let mut probe = server.raw();
     let mut by_worker: [Option<Raw>; N] = std::array::from_fn(|_| None);
+    // Spares stay open until the end: a close taking effect while the next connection
+    // is located would hide it (`Server::raw_located`).
+    let mut spares = Vec::new();
     for _ in 0..8 * N {
         let (conn, worker) = server.raw_located(&mut probe);
         if by_worker[worker].is_none() {
             by_worker[worker] = Some(conn);
+        } else {
+            spares.push(conn);
         }
         if by_worker.iter().all(Option::is_some) {
             break;

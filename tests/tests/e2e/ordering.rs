@@ -170,11 +170,15 @@ fn pipelines_mixing_local_remote_keyless_and_fanout_commands_reply_in_order() {
 /// A connection on thread `on`.
 fn connection_on(server: &Server, on: usize) -> goblin_tests::Raw {
     let mut probe = server.raw();
+    // Connections on other threads stay open until one lands on `on`: a close taking
+    // effect while the next one is located would hide it (`Server::raw_located`).
+    let mut others = Vec::new();
     for _ in 0..16 {
         let (conn, worker) = server.raw_located(&mut probe);
         if worker == on {
             return conn;
         }
+        others.push(conn);
     }
     panic!("no connection landed on thread {on}");
 }

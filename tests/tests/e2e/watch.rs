@@ -798,6 +798,9 @@ fn watch_works_across_threads() {
     ]);
     let mut probe = server.raw();
     let mut watchers: Vec<Option<Raw>> = (0..THREADS).map(|_| None).collect();
+    // Spares stay open while connections are located: a close taking effect meanwhile
+    // would hide the next one (`Server::raw_located`).
+    let mut spares = Vec::new();
     for _ in 0..64 {
         if watchers.iter().all(Option::is_some) {
             break;
@@ -805,6 +808,8 @@ fn watch_works_across_threads() {
         let (conn, worker) = server.raw_located(&mut probe);
         if watchers[worker].is_none() {
             watchers[worker] = Some(conn);
+        } else {
+            spares.push(conn);
         }
     }
     let mut watchers: Vec<(usize, Raw)> = watchers
