@@ -17,7 +17,7 @@ use crate::runtime::slowlog::SlowCmd;
 use crate::shard::watch::{WatchState, Watching};
 use crate::table::handler::{Args, ConnCtx, Exec, MultiCall, MultiCtx, Started};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
+use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step, Tally};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -220,7 +220,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         {
             db = selected;
         }
-        calls.push(spec.id);
+        calls.push(Tally::Call(spec.id));
         locks.extend(spec.lock_needs(&args));
         whole_shards |=
             matches!(spec.exec, Exec::Plan(cross) if cross.locking == Locking::WholeShards);

@@ -385,24 +385,35 @@ pub(crate) fn undeclared_key(key: &[u8]) -> Vec<u8> {
     e
 }
 
+/// A script's command refused before it ran: the error, and the command's id when it
+/// names one (its `rejected_calls`, as Redis counts a refusal in `scriptCall`).
+pub(crate) type Refusal = (Option<usize>, Vec<u8>);
+
 /// What a script's command is checked against before it runs: Redis's checks
 /// (`luaRedisGenericCommand`, `scriptCall`), in its order. `Ok` with the command.
 pub(crate) fn check_call<'t>(
     table: &'t CommandTable,
     argv: &Args<'_>,
     read_only: bool,
-) -> Result<&'t CommandSpec, Vec<u8>> {
+) -> Result<&'t CommandSpec, Refusal> {
     let spec = match table.resolve(argv) {
         Ok(spec) => spec,
         Err(rejection) => {
             return Err(match rejection.spec {
-                None => b"ERR Unknown Redis command called from script".to_vec(),
-                Some(_) => b"ERR Wrong number of args calling Redis command from script".to_vec(),
+                None => (
+                    None,
+                    b"ERR Unknown Redis command called from script".to_vec(),
+                ),
+                Some(id) => (
+                    Some(id),
+                    b"ERR Wrong number of args calling Redis command from script".to_vec(),
+                ),
             });
         }
     };
+    let refused = |e: &[u8]| Err((Some(spec.id), e.to_vec()));
     if spec.flags.contains(Flags::NOSCRIPT) {
-        return Err(b"ERR This Redis command is not allowed from script".to_vec());
+        return refused(b"ERR This Redis command is not allowed from script");
     }
     // (PUBLISH is propagated like a write: redis-server refuses it too, though its
     // COMMAND INFO flags do not say so.)
@@ -410,7 +421,7 @@ pub(crate) fn check_call<'t>(
         || spec.flags.contains(Flags::MAY_REPLICATE)
         || matches!(spec.name, "publish" | "spublish");
     if read_only && propagates {
-        return Err(b"ERR Write commands are not allowed from read-only scripts.".to_vec());
+        return refused(b"ERR Write commands are not allowed from read-only scripts.");
     }
     Ok(spec)
 }
@@ -557,11 +568,17 @@ fn run_here(
             {
                 let spec = match check_call(&shared.commands, a, inv.read_only) {
                     Ok(spec) => spec,
-                    Err(e) => return Called::Refused(e),
+                    Err((id, e)) => {
+                        if let Some(id) = id {
+                            shard.count_rejected(id);
+                        }
+                        return Called::Refused(e);
+                    }
                 };
                 if let Some(caller) = &caller
                     && let Some(e) = caller.check(&shared.acl, spec, a, now)
                 {
+                    shard.count_rejected(spec.id);
                     return Called::Refused(e);
                 }
                 shard.count_call(spec.id);
@@ -797,7 +814,7 @@ pub(crate) mod plan {
     use crate::scripting::engine::library::with_function_engine;
     use crate::scripting::engine::{Engine, Resume, Stepped, with_engine};
     use crate::table::handler::{Args, Exec};
-    use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step};
+    use crate::txn::plan::{Hop, HopOut, Outcome, Plan, PlanCx, PlanStart, Step, Tally};
 
     /// A script's run under a plan.
     #[derive(Debug)]
@@ -817,6 +834,9 @@ pub(crate) mod plan {
         sub: Option<(Box<dyn Plan>, Version)>,
         /// Who runs it, when that user's permissions are restricted.
         caller: Option<std::sync::Arc<crate::acl::Caller>>,
+        /// A write command it called ran since it was last resumed (SCRIPT KILL can
+        /// no longer stop it).
+        wrote: std::cell::Cell<bool>,
     }
 
     /// Where a command a script calls runs.
@@ -855,6 +875,7 @@ pub(crate) mod plan {
             sub: None,
             callee: inv.callee,
             caller: start.caller.clone(),
+            wrote: std::cell::Cell::new(false),
         }))
     }
 
@@ -891,15 +912,24 @@ pub(crate) mod plan {
             resp: Version,
         ) -> Result<Routed, Resume> {
             Args::with_owned(argv, |a| {
-                let spec =
-                    check_call(&cx.shared.commands, a, self.read_only).map_err(Resume::Refused)?;
+                let spec = match check_call(&cx.shared.commands, a, self.read_only) {
+                    Ok(spec) => spec,
+                    Err((id, e)) => {
+                        cx.calls.borrow_mut().extend(id.map(Tally::Rejected));
+                        return Err(Resume::Refused(e));
+                    }
+                };
                 if let Some(caller) = &self.caller
                     && let Some(e) = caller.check(&cx.shared.acl, spec, a, cx.now)
                 {
+                    cx.calls.borrow_mut().push(Tally::Rejected(spec.id));
                     return Err(Resume::Refused(e));
                 }
                 // Counted as a run on a shard counts it (`run_here`).
-                cx.calls.borrow_mut().push(spec.id);
+                cx.calls.borrow_mut().push(Tally::Call(spec.id));
+                if spec.flags.contains(crate::table::Flags::WRITE) {
+                    self.wrote.set(true);
+                }
                 // MONITOR shows the call as a run on a shard does (`run_here`).
                 let monitored = cx.shared.monitors.any() && crate::runtime::monitor::shown(spec);
                 let monitor = |db: usize| {
@@ -1082,7 +1112,8 @@ pub(crate) mod plan {
             };
             loop {
                 let busy_after = cx.shared.scripts.busy_after();
-                let stepped = self.engine(|e| e.resume(id, input, busy_after));
+                let wrote = self.wrote.take();
+                let stepped = self.engine(|e| e.resume(id, input, wrote, busy_after));
                 match stepped {
                     None => {
                         return cx

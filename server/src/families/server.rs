@@ -13,7 +13,7 @@ use crate::runtime::server::REDIS_VERSION;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
-use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart};
+use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Tally};
 use crate::txn::shapes::{FanOut, sum};
 use crate::util::glob_match;
 
@@ -543,7 +543,7 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         if let Some(id) =
             Args::with_owned(args, |a| cx.shared.commands.resolve(a).ok().map(|s| s.id))
         {
-            cx.calls.borrow_mut().push(id);
+            cx.calls.borrow_mut().push(Tally::Call(id));
         }
         cx.shared.total_commands.store(0, Ordering::Relaxed);
         cx.shared.total_connections.store(0, Ordering::Relaxed);

@@ -1909,8 +1909,8 @@ impl Worker {
         else {
             return Flow::Next;
         };
-        for id in calls {
-            self.shard.count_call(id);
+        for tally in calls {
+            self.shard.count(tally);
         }
         self.start_job(key, locks, whole_shards, plan, None)
     }
@@ -1925,8 +1925,8 @@ impl Worker {
             calls,
             counted,
         } = timing;
-        for id in calls {
-            self.shard.count_call(id);
+        for tally in calls {
+            self.shard.count(tally);
         }
         if let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
             && reply.first() == Some(&b'-')

@@ -63,21 +63,68 @@ const GLOBALS: &[&str] = &[
     "xpcall",
 ];
 
-/// `pcall` as scripts see it: Lua's, with a Redis error raised by `redis.call` (a Rust
-/// error inside Lua) turned back into the `{err = …}` table Redis raises.
+/// `pcall` and `xpcall` as scripts see them: Lua's, with a Redis error raised by
+/// `redis.call` (a Rust error inside Lua) turned back into the `{err = …}` table Redis
+/// raises — `xpcall`'s before its handler sees it.
 const PCALL: &str = r#"
-local pcall, fix = pcall, __goblin_fix
-return function(...) return fix(pcall(...)) end
+local pcall, xpcall, fix, raised = pcall, xpcall, __goblin_fix, __goblin_raised
+return function(...) return fix(pcall(...)) end,
+  function(f, h) return xpcall(f, function(e) return h(raised(e)) end) end
+"#;
+
+/// `pcall` and `xpcall` of a script that runs as a coroutine (see [`YIELDING`]). Lua 5.1
+/// cannot yield across `pcall`, so the protected function runs as a coroutine of its
+/// own: what it yields (the commands it calls) is yielded on to the plan, the replies
+/// are passed back to it, and its end or its error ends the call as Lua's would. (Its
+/// `coroutine.resume` is [`RESUME`]'s, which moves the count hook.)
+const YIELDING_PCALL: &str = r#"
+local create, resume, status, yield = coroutine.create, coroutine.resume, coroutine.status, coroutine.yield
+local pcall, type, fix, raised = pcall, type, __goblin_fix, __goblin_raised
+local function finish(co, ok, ...)
+  if status(co) == 'dead' then return ok, ... end
+  return finish(co, resume(co, yield(...)))
+end
+local function protected(f, ...)
+  if type(f) ~= 'function' then return pcall(f, ...) end
+  local co = create(function(...) return f(...) end)
+  return finish(co, resume(co, ...))
+end
+return function(...) return fix(protected(...)) end,
+  function(f, h)
+    local function handled(ok, ...)
+      if ok then return ok, ... end
+      return false, h(raised((...)))
+    end
+    return handled(protected(f))
+  end
+"#;
+
+/// `coroutine.resume` as scripts see it: Lua's, with the count hook ([`hook`]) moved to
+/// the coroutine while it runs and back to its resumer after, so that a loop inside a
+/// coroutine turns busy and can be killed as one outside does (mlua's hook runs on one
+/// Lua thread at a time).
+const RESUME: &str = r#"
+local resume, running, hook = coroutine.resume, coroutine.running, __goblin_hook
+local function back(...)
+  hook(running())
+  return ...
+end
+return function(co, ...)
+  hook(co)
+  return back(resume(co, ...))
+end
 "#;
 
 /// `redis.call` and `redis.pcall` of a script that runs as a coroutine (its keys span
 /// shards): each command is yielded to the plan that runs the script, which resumes it
-/// with `true, reply` or `false, error text`. (Lua 5.1 cannot yield across `pcall`:
-/// such a script cannot call `pcall(redis.call, …)`.)
+/// with `true, reply` or `false, error text` — or `nil, error text` when SCRIPT KILL
+/// stopped it meanwhile: raised even by `redis.pcall`, as the count hook raises it. (Its `pcall` and `xpcall` are
+/// [`YIELDING_PCALL`]'s.)
 const YIELDING: &str = r#"
 local yield, raise, type = coroutine.yield, __goblin_raise, type
 local function finish(raising, ok, v)
   if ok then return v end
+  if ok == nil then return raise(v) end
   if type(v) == 'table' then
     if raising then return raise(v.err) end
     return v
@@ -113,6 +160,8 @@ struct RunState {
     wrote: bool,
     /// It is a function's (FCALL), not a script's.
     function: bool,
+    /// The slow script warning was logged (once per run, a suspended run's too).
+    warned: bool,
 }
 
 impl RunState {
@@ -125,6 +174,7 @@ impl RunState {
             busy: false,
             wrote: false,
             function: false,
+            warned: false,
         }
     }
 }
@@ -154,6 +204,9 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     if !st.busy && st.started.elapsed().as_millis() as u64 >= st.busy_after {
         st.busy = true;
         super::enter_busy(st.wrote, st.function);
+        if std::mem::replace(&mut st.warned, true) {
+            return kill_check(st);
+        }
         crate::log!(
             Warning,
             "Slow script detected: still in execution after {} milliseconds. You can try \
@@ -161,8 +214,13 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
             st.started.elapsed().as_millis()
         );
     }
+    kill_check(st)
+}
+
+/// A busy run serves its thread's other clients (BUSY, or SCRIPT KILL's answer) and
+/// stops if SCRIPT KILL asked and it did not write.
+fn kill_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     if st.busy {
-        // The thread's other clients get their answers (BUSY, or SCRIPT KILL's).
         crate::runtime::standin::serve_busy();
     }
     if st.busy && !st.wrote && super::kill_epoch() != st.epoch {
@@ -172,12 +230,26 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     Ok(mlua::VmState::Continue)
 }
 
-/// Installs the count hook ([`hook`]).
+/// Installs the count hook ([`hook`]) on the main Lua thread.
 pub(crate) fn set_busy_hook(lua: &Lua) {
-    lua.set_hook(
-        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-        |lua, _| hook(lua),
-    );
+    lua.set_hook(busy_triggers(), |lua, _| hook(lua));
+}
+
+/// When the count hook runs.
+fn busy_triggers() -> mlua::HookTriggers {
+    mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY)
+}
+
+/// Moves the count hook to `thread` (the main thread when none), the Lua thread about
+/// to run: mlua runs its hook on one Lua thread only, the one it was set on last. (Not
+/// a thread: left to `coroutine.resume` to refuse.)
+fn hook_thread(lua: &Lua, thread: Value) -> mlua::Result<()> {
+    match thread {
+        Value::Thread(thread) => thread.set_hook(busy_triggers(), |lua, _| hook(lua)),
+        Value::Nil => set_busy_hook(lua),
+        _ => {}
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -204,6 +276,16 @@ fn begin_run(busy_after: u64, resp: Version, function: bool) {
         st.busy_after = busy_after;
         st.epoch = super::kill_epoch();
         st.resp = resp;
+    });
+}
+
+/// Swaps `state` with the run's state in progress: a suspended run goes on (its clock,
+/// kill epoch, busy count and all are its own, not the resumption's), or stops again.
+fn swap_run(state: &mut RunState) {
+    RUN.with(|st| {
+        if let Ok(mut st) = st.try_borrow_mut() {
+            std::mem::swap(&mut *st, state);
+        }
     });
 }
 
@@ -249,6 +331,11 @@ pub struct Engine {
     runner: Function,
     /// `redis.call` and `redis.pcall` of scripts run as coroutines.
     yielding: (Function, Function),
+    /// The global `pcall` and `xpcall`: of scripts run at once, of scripts run as
+    /// coroutines.
+    protect: (Function, Function),
+    protect_yielding: (Function, Function),
+    globals: Table,
     /// The global tables KEYS and ARGV, and how many elements each holds.
     keys: Table,
     keys_len: usize,
@@ -264,12 +351,23 @@ pub struct Engine {
 /// A script suspended in a command.
 struct Suspended {
     thread: mlua::Thread,
-    /// Its `redis.setresp` state.
-    resp: Version,
     /// Its SHA1 (a function's name), for its errors.
     sha: Vec<u8>,
     /// The protocol of the client it answers.
     version: Version,
+    /// Its state while it waits (its `redis.setresp` protocol, its clock, whether it
+    /// is busy: a busy run stays busy between its commands, as the script is still
+    /// running for the other clients).
+    state: RunState,
+}
+
+impl Drop for Suspended {
+    /// A busy run given up (its plan ended early) no longer counts as busy.
+    fn drop(&mut self) {
+        if self.state.busy {
+            super::leave_busy(self.state.wrote, self.state.function);
+        }
+    }
 }
 
 /// What a suspended script gets when it is resumed.
@@ -391,11 +489,23 @@ impl Engine {
         Self::open_redis(&lua)?;
         globals.raw_set("__redis__err__handler", lua.create_function(error_handler)?)?;
         globals.raw_set("__goblin_fix", lua.create_function(fix_pcall)?)?;
+        globals.raw_set("__goblin_raised", lua.create_function(raised_value)?)?;
         globals.raw_set("__goblin_raise", lua.create_function(raise_positioned)?)?;
+        globals.raw_set("__goblin_hook", lua.create_function(hook_thread)?)?;
+        let killed =
+            lua.create_function(|_, ()| -> mlua::Result<()> { Err(ScriptError::redis(KILLED)) })?;
+        globals.raw_set("__goblin_killed", killed)?;
+        let coroutine: Table = globals.raw_get("coroutine")?;
+        let resume: Function = lua.load(RESUME).set_name(INTERNAL).eval()?;
+        coroutine.raw_set("resume", resume)?;
         let yielding: (Function, Function) = lua.load(YIELDING).set_name(INTERNAL).eval()?;
-        let pcall: Function = lua.load(PCALL).set_name(INTERNAL).eval()?;
-        globals.raw_set("pcall", pcall)?;
+        let protect: (Function, Function) = lua.load(PCALL).set_name(INTERNAL).eval()?;
+        let protect_yielding: (Function, Function) =
+            lua.load(YIELDING_PCALL).set_name(INTERNAL).eval()?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
+        // (Lua's own `pcall` and `xpcall` are the ones these chunks keep.)
+        globals.raw_set("pcall", &protect.0)?;
+        globals.raw_set("xpcall", &protect.1)?;
         let redis: Table = globals.raw_get("redis")?;
         let direct = (make_call(&lua, true)?, make_call(&lua, false)?);
         redis.raw_set("call", &direct.0)?;
@@ -428,6 +538,9 @@ impl Engine {
             direct,
             runner,
             yielding,
+            protect,
+            protect_yielding,
+            globals,
             keys,
             keys_len: 0,
             argv,
@@ -550,32 +663,54 @@ impl Engine {
             Ok(Err(reply)) => return Err(reply),
             Err(e) => return Err(format!("ERR Error running script: {e}").into_bytes()),
         };
-        let id = self.next_run;
-        self.next_run += 1;
-        self.runs.insert(
-            id,
-            Suspended {
-                thread,
-                resp: Version::Resp2,
-                sha: sha.to_vec(),
-                version,
-            },
-        );
-        Ok(id)
+        Ok(self.suspend(thread, sha.to_vec(), version))
     }
 
-    /// Resumes run `id` with `input`; where it stops. A finished run is forgotten.
-    pub fn resume(&mut self, id: u64, input: Resume, busy_after: u64) -> Stepped {
-        let Some(run) = self.runs.get(&id) else {
+    /// Keeps `thread`, a run of script `sha` (a function's name) answering a client
+    /// speaking `version`, about to start; its id.
+    fn suspend(&mut self, thread: mlua::Thread, sha: Vec<u8>, version: Version) -> u64 {
+        let id = self.next_run;
+        self.next_run += 1;
+        let mut state = RunState::new();
+        state.function = self.function;
+        state.epoch = super::kill_epoch();
+        let run = Suspended {
+            thread,
+            sha,
+            version,
+            state,
+        };
+        self.runs.insert(id, run);
+        id
+    }
+
+    /// Resumes run `id` with `input` (`wrote`: a command it called wrote); where it
+    /// stops. A finished run is forgotten.
+    pub fn resume(&mut self, id: u64, input: Resume, wrote: bool, busy_after: u64) -> Stepped {
+        let Some(run) = self.runs.get_mut(&id) else {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
         let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
-        begin_run(busy_after, run.resp, self.function);
+        let mut state = std::mem::replace(&mut run.state, RunState::new());
+        state.busy_after = busy_after;
+        swap_run(&mut state);
+        if wrote {
+            note_write();
+        }
+        // Its time and SCRIPT KILL are checked between its commands too: a script that
+        // keeps calling commands may spend little time in Lua between them.
+        let killed = !matches!(input, Resume::Start)
+            && run_state(busy_check).is_some_and(|checked| checked.is_err());
         let lua = &self.lua;
         let resumed = (|| -> mlua::Result<MultiValue> {
             self.redis.raw_set("call", &self.yielding.0)?;
             self.redis.raw_set("pcall", &self.yielding.1)?;
+            self.globals.raw_set("pcall", &self.protect_yielding.0)?;
+            self.globals.raw_set("xpcall", &self.protect_yielding.1)?;
             let args = match input {
+                _ if killed => {
+                    MultiValue::from_iter([Value::Nil, Value::String(lua.create_string(KILLED)?)])
+                }
                 Resume::Start => MultiValue::new(),
                 Resume::Reply(reply) => {
                     let value = reply_to_lua(lua, &reply)?;
@@ -593,15 +728,24 @@ impl Engine {
                     Value::String(lua.create_string(&text)?),
                 ]),
             };
+            hook_thread(lua, Value::Thread(thread.clone()))?;
             let out = thread.resume::<MultiValue>(args);
+            set_busy_hook(lua);
             self.redis.raw_set("call", &self.direct.0)?;
             self.redis.raw_set("pcall", &self.direct.1)?;
+            self.globals.raw_set("pcall", &self.protect.0)?;
+            self.globals.raw_set("xpcall", &self.protect.1)?;
             out
         })();
-        let resp = run_resp();
-        end_run();
-        if let Some(run) = self.runs.get_mut(&id) {
-            run.resp = resp;
+        let script = run_resp();
+        if resumed.is_ok() && thread.status() == mlua::ThreadStatus::Resumable {
+            // Waits again, busy or not, with its state.
+            swap_run(&mut state);
+            if let Some(run) = self.runs.get_mut(&id) {
+                run.state = state;
+            }
+        } else {
+            end_run();
         }
         let done = |out: Vec<u8>| Stepped::Done(out);
         let mut out = Vec::new();
@@ -609,18 +753,16 @@ impl Engine {
             Ok(values) if thread.status() == mlua::ThreadStatus::Resumable => {
                 match command_args(&values) {
                     Ok(argv) => {
-                        let resp = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
-                        return Stepped::Call(argv, resp);
+                        return Stepped::Call(argv, script);
                     }
                     // A bad call: answered at once, as an error.
                     Err(text) => {
-                        return self.resume(id, Resume::BadArgs(text.to_vec()), busy_after);
+                        return self.resume(id, Resume::BadArgs(text.to_vec()), false, busy_after);
                     }
                 }
             }
             Ok(values) => {
                 let value = values.into_iter().next().unwrap_or(Value::Nil);
-                let script = self.runs.get(&id).map_or(Version::Resp2, |r| r.resp);
                 if let Err(e) = lua_to_reply(&value, version, script, &mut out) {
                     out.clear();
                     Encoder::new(&mut out, version)
@@ -1042,6 +1184,19 @@ fn fix_pcall(lua: &Lua, mut results: MultiValue) -> mlua::Result<MultiValue> {
     };
     results[1] = v;
     Ok(results)
+}
+
+/// What Redis raises for an error as Lua holds it: a Redis error raised by a Rust
+/// function (`redis.call`) is its `{err = …}` table; anything else is itself. What
+/// `xpcall`'s handler is given.
+fn raised_value(lua: &Lua, raised: Value) -> mlua::Result<Value> {
+    match &raised {
+        Value::Error(e) => match ScriptError::find(e) {
+            Some(s) => s.value(lua),
+            None => Ok(raised),
+        },
+        _ => Ok(raised),
+    }
 }
 
 /// A `math.random` number between 0 and 1, as Redis draws it.

@@ -62,7 +62,7 @@ use crate::table::CommandSpec;
 use crate::table::handler::{Args, CmdStat, Exec, ShardCtx};
 use crate::txn::coordinator::WOKEN;
 use crate::txn::locks::{LockKey, LockTable, Needs, lock_key};
-use crate::txn::plan::{HopOut, Work};
+use crate::txn::plan::{HopOut, Tally, Work};
 use dbs::{Dbs, Recording};
 use events::{Effect, Observer, Origin, Write};
 use park::{Serve, Waiters};
@@ -1204,6 +1204,21 @@ impl Shard {
     pub fn count_call(&mut self, id: usize) {
         if let Some(stat) = self.stats.get_mut(id) {
             stat.calls += 1;
+        }
+    }
+
+    /// Counts a command refused before it ran (a script's call, checked by the script).
+    pub fn count_rejected(&mut self, id: usize) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.rejected += 1;
+        }
+    }
+
+    /// Counts what [`Tally`] says.
+    pub fn count(&mut self, tally: Tally) {
+        match tally {
+            Tally::Call(id) => self.count_call(id),
+            Tally::Rejected(id) => self.count_rejected(id),
         }
     }
 

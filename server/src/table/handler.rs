@@ -394,7 +394,7 @@ pub struct Started {
     /// Whether it locks every shard whole.
     pub whole_shards: bool,
     /// The table ids of the commands it runs, for INFO commandstats' calls.
-    pub calls: Vec<usize>,
+    pub calls: Vec<crate::txn::plan::Tally>,
 }
 
 /// A command that runs with its whole shard ([`crate::table::CommandSpec::on_shard`]):

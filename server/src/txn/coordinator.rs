@@ -29,7 +29,7 @@ use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
 use crate::shard::Outgoing;
 use crate::shard::slots::SlotMap;
-use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, Watch, encoded};
+use crate::txn::plan::{Hop, HopOut, Outcome, Park, Plan, PlanCx, Step, Tally, Watch, encoded};
 
 /// The `index` of a step that only releases locks: its acknowledgement carries no result.
 pub const RELEASE: usize = usize::MAX;
@@ -111,8 +111,8 @@ pub struct TxJob {
     waited: Duration,
     /// The slow commands its steps ran (EXEC's), for SLOWLOG.
     slow: Vec<SlowCmd>,
-    /// The commands it called (a script's), for INFO commandstats.
-    calls: Vec<usize>,
+    /// The commands it called (a script's) or had refused, for INFO commandstats.
+    calls: Vec<Tally>,
     /// The command it runs (a command run as a plan), whose error reply INFO
     /// commandstats counts as a failed call.
     counted: Option<usize>,
@@ -145,7 +145,7 @@ pub struct JobTiming {
     /// Its own entry, when it has one.
     pub entry: Option<Entry>,
     /// The commands it called (a script's).
-    pub calls: Vec<usize>,
+    pub calls: Vec<Tally>,
     /// The command it ran, failed when the job answers an error.
     pub counted: Option<usize>,
 }

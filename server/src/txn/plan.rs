@@ -261,9 +261,18 @@ pub struct PlanCx<'a> {
     pub command: std::cell::RefCell<Option<std::sync::Arc<Batch>>>,
     /// SLOWLOG entries the plan adds for its client (EXEC's cross-shard commands).
     pub slow: std::cell::RefCell<Vec<crate::runtime::slowlog::SlowCmd>>,
-    /// The commands a script run as a plan called, by id: INFO commandstats counts
-    /// them on the connection's worker when the job ends.
-    pub calls: std::cell::RefCell<Vec<usize>>,
+    /// The commands a script run as a plan called or had refused, by id: INFO
+    /// commandstats counts them on the connection's worker when the job ends.
+    pub calls: std::cell::RefCell<Vec<Tally>>,
+}
+
+/// A command counted in INFO commandstats by id: called, or refused before it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tally {
+    /// A call of the command.
+    Call(usize),
+    /// A call refused before it ran.
+    Rejected(usize),
 }
 
 impl PlanCx<'_> {

@@ -254,6 +254,15 @@ fn scripts_with_keys_match_redis_in_every_layout() {
         "local t = {} for i, k in ipairs(KEYS) do t[#t+1] = redis.call('type', k).ok end return t",
         "local r = redis.call('select', 1) redis.call('set', KEYS[1], 'in db1') local v = redis.call('get', KEYS[1]) return {r.ok, v}",
         "local v = redis.call('get', KEYS[1]) return v",
+        // pcall and xpcall around commands (a script run as a plan yields each command
+        // from inside them).
+        "local ok, v = pcall(redis.call, 'incr', KEYS[1]) local ok2, e = pcall(redis.call, 'hset', KEYS[2], 'f') return {tostring(ok), v, tostring(ok2), type(e), e}",
+        "local ok, e = pcall(function() redis.call('set', KEYS[1], 'x') redis.call('set', KEYS[3], 'y') error('boom') end) return {tostring(ok), e, redis.call('get', KEYS[1]), redis.call('get', KEYS[3])}",
+        "local ok, e = pcall(function() return redis.call('lpush', KEYS[2], 'z') end) return {tostring(ok), e}",
+        "local ok, e = xpcall(function() return redis.call('get', KEYS[1]) .. redis.call('get', KEYS[3]) end, function(m) return 'handled' end) return {tostring(ok), e}",
+        "local ok, e = xpcall(function() redis.call('incr', KEYS[3]) end, function(m) return {type(m), type(m) == 'table' and m.err or m} end) return {tostring(ok), e}",
+        "local ok, e = pcall(pcall, redis.call, 'get', KEYS[2]) return {tostring(ok), tostring(e)}",
+        "local ok, a, b = pcall(function(x, y) return redis.call('exists', KEYS[1], KEYS[2]), x .. y end, 'p', 'q') return {tostring(ok), a, b}",
     ];
     for_each_thread_count(|d, ctx| {
         for layout in LAYOUTS {
@@ -680,6 +689,112 @@ fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
             }
         }
     }
+}
+
+/// What a client sees around busy scripts whose two keys, `a` and `b`, are on different
+/// shards (so that goblin runs them as plans, coroutines suspended in each call): one
+/// that only read, looping inside `pcall` (SCRIPT KILL stops it: the kill error
+/// is what its `pcall` returns), one that keeps reading, and one that wrote and then loops (UNKILLABLE; it ends
+/// by itself).
+fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
+    use goblin_tests::{Raw, encode};
+    let show = |r: Vec<u8>| String::from_utf8_lossy(&r).into_owned();
+    let mut out = Vec::new();
+    let mut admin = Raw::connect(port);
+    admin.cmd(&[b"CONFIG", b"SET", b"busy-reply-threshold", b"100"]);
+    let mut runner = Raw::connect(port);
+    let mut other = Raw::connect(port);
+    let read = "local ok, e = pcall(function() \
+                  redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) \
+                  local i = 0 while true do i = i + 1 end \
+                end) \
+                return {tostring(ok), tostring(e)}";
+    runner.send(&encode(&[
+        b"EVAL",
+        read.as_bytes(),
+        b"2",
+        a.as_bytes(),
+        b.as_bytes(),
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(other.cmd(&[b"GET", a.as_bytes()])));
+    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(other.cmd(&[b"PING"])));
+
+    // One that keeps calling commands: little time in Lua between them.
+    let calls = "while true do redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) end";
+    runner.send(&encode(&[
+        b"EVAL",
+        calls.as_bytes(),
+        b"2",
+        a.as_bytes(),
+        b.as_bytes(),
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
+    let killed = show(runner.reply());
+    out.push(
+        killed
+            .split(" script:")
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    );
+    out.push(show(other.cmd(&[b"PING"])));
+
+    let wrote = "redis.call('set', KEYS[1], 'v') redis.call('get', KEYS[2]) \
+                 local t = redis.call('time') \
+                 local start = t[1] * 1000000 + t[2] \
+                 while true do \
+                   local n = redis.call('time') \
+                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
+                 end \
+                 return 'done'";
+    runner.send(&encode(&[
+        b"EVAL",
+        wrote.as_bytes(),
+        b"2",
+        a.as_bytes(),
+        b.as_bytes(),
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(other.cmd(&[b"GET", a.as_bytes()])));
+    out.push(show(admin.cmd(&[b"DEL", a.as_bytes()])));
+    out
+}
+
+/// A busy script run as a plan (its keys on two shards) turns busy as one run on its
+/// shard does — the count hook follows it into its coroutine, and into the coroutine
+/// its `pcall` runs in — so the other clients get BUSY, SCRIPT KILL stops it unless it
+/// wrote, as redis-server answers.
+#[test]
+fn busy_scripts_run_as_plans_can_be_killed() {
+    use goblin_tests::keys::keys_on;
+    let threads = 2;
+    let goblin = Server::goblin_threads(threads);
+    let redis = Server::redis();
+    let a = keys_on("busyplan:a", 0, threads, 1).remove(0);
+    let b = keys_on("busyplan:b", 1, threads, 1).remove(0);
+    let got = busy_plan_transcript(goblin.port, &a, &b);
+    let want = busy_plan_transcript(redis.port, &a, &b);
+    assert_eq!(got, want);
+    for expected in [
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
+        "-UNKILLABLE",
+        "+OK",
+    ] {
+        assert!(
+            got.iter().any(|r| r.starts_with(expected)),
+            "{expected}: {got:?}"
+        );
+    }
+    assert!(
+        got.iter().any(|r| r.contains("Script killed by user")),
+        "{got:?}"
+    );
 }
 
 /// SHUTDOWN during a busy script that wrote (which SCRIPT KILL cannot stop): without

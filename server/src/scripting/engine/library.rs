@@ -17,7 +17,7 @@ use std::sync::Arc;
 use goblin_protocol::Version;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
-use super::{Engine, Suspended, array, compile_error};
+use super::{Engine, array, compile_error};
 use crate::scripting::functions::{BAD_NAME, FunctionDef, LibFunction, Library};
 use crate::scripting::libs::{INTERNAL, Raise, ScriptError};
 use crate::scripting::{FLAG_NAMES, ScriptFlags};
@@ -252,18 +252,7 @@ impl Engine {
             .call_with(func, &keys, &argv)
             .and_then(|run| self.lua.create_thread(run))
             .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
-        let id = self.next_run;
-        self.next_run += 1;
-        self.runs.insert(
-            id,
-            Suspended {
-                thread,
-                resp: Version::Resp2,
-                sha: f.def().name.clone(),
-                version,
-            },
-        );
-        Ok(id)
+        Ok(self.suspend(thread, f.def().name.clone(), version))
     }
 }
 
