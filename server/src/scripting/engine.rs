@@ -75,19 +75,20 @@ return function(...) return fix(pcall(...)) end,
 /// `pcall` and `xpcall` of a script that runs as a coroutine (see [`YIELDING`]). Lua 5.1
 /// cannot yield across `pcall`, so the protected function runs as a coroutine of its
 /// own: what it yields (the commands it calls) is yielded on to the plan, the replies
-/// are passed back to it, and its end or its error ends the call as Lua's would. (Its
-/// `coroutine.resume` is [`RESUME`]'s, which moves the count hook.)
+/// are passed back to it, and its end or its error ends the call as Lua's would (each
+/// resumption a [`COROUTINES`] step, which moves the count hook).
 const YIELDING_PCALL: &str = r#"
-local create, resume, status, yield = coroutine.create, coroutine.resume, coroutine.status, coroutine.yield
+local create, status, yield, step = coroutine.create, coroutine.status, coroutine.yield, __goblin_step
+local unyielding = __goblin_unyielding
 local pcall, type, fix, raised = pcall, type, __goblin_fix, __goblin_raised
 local function finish(co, ok, ...)
   if status(co) == 'dead' then return ok, ... end
-  return finish(co, resume(co, yield(...)))
+  return finish(co, step(co, yield(...)))
 end
 local function protected(f, ...)
   if type(f) ~= 'function' then return pcall(f, ...) end
-  local co = create(function(...) return f(...) end)
-  return finish(co, resume(co, ...))
+  local co = unyielding(create(function(...) return f(...) end))
+  return finish(co, step(co, ...))
 end
 return function(...) return fix(protected(...)) end,
   function(f, h)
@@ -99,29 +100,86 @@ return function(...) return fix(protected(...)) end,
   end
 "#;
 
-/// `coroutine.resume` as scripts see it: Lua's, with the count hook ([`hook`]) moved to
-/// the coroutine while it runs and back to its resumer after, so that a loop inside a
-/// coroutine turns busy and can be killed as one outside does (mlua's hook runs on one
-/// Lua thread at a time).
-const RESUME: &str = r#"
-local resume, running, hook = coroutine.resume, coroutine.running, __goblin_hook
-local function back(...)
+/// `coroutine.resume` and `coroutine.wrap` as scripts see them, and the `step` both
+/// share. A step moves the count hook ([`hook`]) to the coroutine while it runs and back
+/// to its resumer after (mlua's hook runs on one Lua thread at a time), so that a loop
+/// inside a coroutine turns busy and can be killed as one outside does. In a script run
+/// as a plan, a command called inside a coroutine yields it with the call mark
+/// ([`YIELDING`]): the step passes that yield on, up to the plan, and resumes the
+/// coroutine with the reply, so that commands work inside coroutines there too. What
+/// Lua's would do otherwise: `resume` returns an error `redis.call` raised as the
+/// `{err = …}` table Redis raises, and blames a bad argument on the script's line; `wrap`
+/// raises the coroutine's error with the caller's position, as Lua's `auxwrap` (a Redis
+/// error, `{err = …}`, with the script's position, as Redis's error handler adds it). The
+/// coroutines goblin makes stand for what Lua could not yield from (a script run as a
+/// plan, the function its `pcall` runs: the last of the chunk's functions marks them):
+/// in them `yield` refuses, as Lua 5.1 does, and `running` answers what they stand in
+/// (nothing, for the script's own).
+const COROUTINES: &str = r#"
+local create, resume, status, yield = coroutine.create, coroutine.resume, coroutine.status, coroutine.yield
+local running, hook, raised, mark = coroutine.running, __goblin_hook, __goblin_raised, __goblin_call
+local raise = __goblin_raise
+local type, error, setmetatable = type, error, setmetatable
+-- The coroutines that stand for what Lua 5.1 could not yield from (a script's run, a
+-- protected call's), each with the coroutine it stands in (false: none, the script's).
+local standing = setmetatable({}, {__mode = 'k'})
+local function current()
+  local co = running()
+  local stands = standing[co]
+  while stands ~= nil do
+    if stands == false then return nil end
+    co = stands
+    stands = standing[co]
+  end
+  return co
+end
+local step
+local function back(co, ok, ...)
   hook(running())
-  return ...
+  if ok and (...) == mark and status(co) == 'suspended' then
+    return step(co, yield(...))
+  end
+  return ok, ...
+end
+step = function(co, ...)
+  hook(co)
+  return back(co, resume(co, ...))
+end
+local function returned(ok, ...)
+  if ok then return ok, ... end
+  return ok, raised((...))
+end
+local function unwrapped(ok, ...)
+  if ok then return ... end
+  local e = raised((...))
+  if type(e) == 'table' and type(e.err) == 'string' then return raise(e.err) end
+  error(e, 3)
 end
 return function(co, ...)
-  hook(co)
-  return back(resume(co, ...))
-end
+    if type(co) ~= 'thread' then error("bad argument #1 to 'resume' (coroutine expected)", 2) end
+    return returned(step(co, ...))
+  end,
+  function(f)
+    local co = create(f)
+    return function(...) return unwrapped(step(co, ...)) end
+  end,
+  function(...)
+    if standing[running()] ~= nil then error('attempt to yield across metamethod/C-call boundary', 0) end
+    return yield(...)
+  end,
+  current,
+  step,
+  function(co) standing[co] = current() or false return co end
 "#;
 
 /// `redis.call` and `redis.pcall` of a script that runs as a coroutine (its keys span
-/// shards): each command is yielded to the plan that runs the script, which resumes it
+/// shards): each command is yielded, after the call mark (`__goblin_call`, which tells
+/// it from a yield of the script's own coroutines), to the plan that runs the script, which resumes it
 /// with `true, reply` or `false, error text` — or `nil, error text` when SCRIPT KILL
 /// stopped it meanwhile: raised even by `redis.pcall`, as the count hook raises it. (Its `pcall` and `xpcall` are
 /// [`YIELDING_PCALL`]'s.)
 const YIELDING: &str = r#"
-local yield, raise, type = coroutine.yield, __goblin_raise, type
+local yield, raise, type, mark = coroutine.yield, __goblin_raise, type, __goblin_call
 local function finish(raising, ok, v)
   if ok then return v end
   if ok == nil then return raise(v) end
@@ -132,9 +190,23 @@ local function finish(raising, ok, v)
   if raising then return raise(v) end
   return {err = v}
 end
-local call = function(...) return finish(true, yield(...)) end
-local pcall = function(...) return finish(false, yield(...)) end
+local call = function(...) return finish(true, yield(mark, ...)) end
+local pcall = function(...) return finish(false, yield(mark, ...)) end
 return call, pcall
+"#;
+
+/// `error` in a script run as a coroutine, where no error handler sees what it raises
+/// (mlua turns a table into its address): `{err = text}` is raised as `redis.call`'s
+/// errors are there, with the position of the script's code; anything else is Lua's
+/// `error`, its level counted past this function.
+const YIELDING_ERROR: &str = r#"
+local error, type, raise = error, type, __goblin_raise
+return function(v, level)
+  if type(v) == 'table' and type(v.err) == 'string' then return raise(v.err) end
+  if level == nil then level = 1 end
+  if type(level) == 'number' and level > 0 then level = level + 1 end
+  return error(v, level)
+end
 "#;
 
 /// Runs a script's function under the error handler.
@@ -335,6 +407,12 @@ pub struct Engine {
     /// coroutines.
     protect: (Function, Function),
     protect_yielding: (Function, Function),
+    /// `error`: Lua's, and [`YIELDING_ERROR`]'s.
+    error: (Function, Function),
+    /// What `redis.call` and `redis.pcall` yield first in a script run as a coroutine.
+    call_mark: Table,
+    /// Marks a coroutine the script may not yield from ([`COROUTINES`]).
+    unyielding: Function,
     globals: Table,
     /// The global tables KEYS and ARGV, and how many elements each holds.
     keys: Table,
@@ -492,18 +570,34 @@ impl Engine {
         globals.raw_set("__goblin_raised", lua.create_function(raised_value)?)?;
         globals.raw_set("__goblin_raise", lua.create_function(raise_positioned)?)?;
         globals.raw_set("__goblin_hook", lua.create_function(hook_thread)?)?;
-        let killed =
-            lua.create_function(|_, ()| -> mlua::Result<()> { Err(ScriptError::redis(KILLED)) })?;
-        globals.raw_set("__goblin_killed", killed)?;
+        let mark = lua.create_table()?;
+        globals.raw_set("__goblin_call", &mark)?;
         let coroutine: Table = globals.raw_get("coroutine")?;
-        let resume: Function = lua.load(RESUME).set_name(INTERNAL).eval()?;
-        coroutine.raw_set("resume", resume)?;
+        let (resume, wrap, yield_, running, step, unyielding): (
+            Function,
+            Function,
+            Function,
+            Function,
+            Function,
+            Function,
+        ) = lua.load(COROUTINES).set_name(INTERNAL).eval()?;
+        globals.raw_set("__goblin_step", step)?;
+        globals.raw_set("__goblin_unyielding", &unyielding)?;
         let yielding: (Function, Function) = lua.load(YIELDING).set_name(INTERNAL).eval()?;
         let protect: (Function, Function) = lua.load(PCALL).set_name(INTERNAL).eval()?;
         let protect_yielding: (Function, Function) =
             lua.load(YIELDING_PCALL).set_name(INTERNAL).eval()?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
-        // (Lua's own `pcall` and `xpcall` are the ones these chunks keep.)
+        let error = (
+            globals.raw_get("error")?,
+            lua.load(YIELDING_ERROR).set_name(INTERNAL).eval()?,
+        );
+        // (Lua's own `pcall`, `xpcall` and `coroutine` functions are the ones these
+        // chunks keep.)
+        coroutine.raw_set("resume", resume)?;
+        coroutine.raw_set("wrap", wrap)?;
+        coroutine.raw_set("yield", yield_)?;
+        coroutine.raw_set("running", running)?;
         globals.raw_set("pcall", &protect.0)?;
         globals.raw_set("xpcall", &protect.1)?;
         let redis: Table = globals.raw_get("redis")?;
@@ -540,6 +634,9 @@ impl Engine {
             yielding,
             protect,
             protect_yielding,
+            error,
+            call_mark: mark,
+            unyielding,
             globals,
             keys,
             keys_len: 0,
@@ -663,12 +760,21 @@ impl Engine {
             Ok(Err(reply)) => return Err(reply),
             Err(e) => return Err(format!("ERR Error running script: {e}").into_bytes()),
         };
-        Ok(self.suspend(thread, sha.to_vec(), version))
+        self.suspend(thread, sha.to_vec(), version)
     }
 
     /// Keeps `thread`, a run of script `sha` (a function's name) answering a client
-    /// speaking `version`, about to start; its id.
-    fn suspend(&mut self, thread: mlua::Thread, sha: Vec<u8>, version: Version) -> u64 {
+    /// speaking `version`, about to start (a coroutine it may not yield from, as a run
+    /// on its shard may not); its id.
+    fn suspend(
+        &mut self,
+        thread: mlua::Thread,
+        sha: Vec<u8>,
+        version: Version,
+    ) -> Result<u64, Vec<u8>> {
+        self.unyielding
+            .call::<Value>(&thread)
+            .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
         let id = self.next_run;
         self.next_run += 1;
         let mut state = RunState::new();
@@ -681,7 +787,7 @@ impl Engine {
             state,
         };
         self.runs.insert(id, run);
-        id
+        Ok(id)
     }
 
     /// Resumes run `id` with `input` (`wrote`: a command it called wrote); where it
@@ -706,6 +812,7 @@ impl Engine {
             self.redis.raw_set("call", &self.yielding.0)?;
             self.redis.raw_set("pcall", &self.yielding.1)?;
             self.globals.raw_set("pcall", &self.protect_yielding.0)?;
+            self.globals.raw_set("error", &self.error.1)?;
             self.globals.raw_set("xpcall", &self.protect_yielding.1)?;
             let args = match input {
                 _ if killed => {
@@ -734,6 +841,7 @@ impl Engine {
             self.redis.raw_set("call", &self.direct.0)?;
             self.redis.raw_set("pcall", &self.direct.1)?;
             self.globals.raw_set("pcall", &self.protect.0)?;
+            self.globals.raw_set("error", &self.error.0)?;
             self.globals.raw_set("xpcall", &self.protect.1)?;
             out
         })();
@@ -750,7 +858,22 @@ impl Engine {
         let done = |out: Vec<u8>| Stepped::Done(out);
         let mut out = Vec::new();
         match resumed {
-            Ok(values) if thread.status() == mlua::ThreadStatus::Resumable => {
+            Ok(mut values) if thread.status() == mlua::ThreadStatus::Resumable => {
+                let marked = matches!(values.pop_front(),
+                    Some(Value::Table(t)) if t.to_pointer() == self.call_mark.to_pointer());
+                if !marked {
+                    // A yield of the script's own, outside any coroutine of its: what
+                    // Lua answers when a script run on its shard does it.
+                    self.runs.remove(&id);
+                    Encoder::new(&mut out, version).error_sanitized(
+                        format!(
+                            "ERR attempt to yield across metamethod/C-call boundary script: {}",
+                            String::from_utf8_lossy(&sha)
+                        )
+                        .as_bytes(),
+                    );
+                    return done(out);
+                }
                 match command_args(&values) {
                     Ok(argv) => {
                         return Stepped::Call(argv, script);
@@ -910,16 +1033,32 @@ fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out
                     t.raw_set("line", *line)?;
                 }
             }
-            Some(ScriptError::Redis(m)) => t.raw_set("err", lua.create_string(m)?)?,
+            Some(ScriptError::Redis(m)) => {
+                t.raw_set("err", lua.create_string(m)?)?;
+                // Raised by a Rust function (the count hook's kill), without position:
+                // where its traceback says.
+                if let Some((source, line)) = callback_traceback(e).and_then(raised_at) {
+                    t.raw_set("source", source)?;
+                    t.raw_set("line", line)?;
+                }
+            }
             Some(ScriptError::Message(m)) => string_error(lua, &t, m)?,
             None => {
                 let text = match e {
                     mlua::Error::RuntimeError(m) => m.clone(),
                     other => other.to_string(),
                 };
-                // mlua adds the coroutine's traceback to its message.
-                let text = text.split("\nstack traceback:").next().unwrap_or_default();
+                // mlua adds the coroutine's traceback to its message: where the error
+                // was raised, if its message does not say.
+                let (text, traceback) =
+                    text.split_once("\nstack traceback:").unwrap_or((&text, ""));
                 string_error(lua, &t, text.as_bytes())?;
+                if t.raw_get::<Value>("line")?.is_nil()
+                    && let Some((source, line)) = raised_at(traceback)
+                {
+                    t.raw_set("source", source)?;
+                    t.raw_set("line", line)?;
+                }
             }
         }
         Ok(())
@@ -928,6 +1067,33 @@ fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out
         return Encoder::new(out, version).error(b"ERR Error running script");
     }
     let _ = raised_error(&Value::Table(t), sha, version, out);
+}
+
+/// The traceback mlua took of the Lua stack where a Rust function raised `e`.
+fn callback_traceback(e: &mlua::Error) -> Option<&str> {
+    match e {
+        mlua::Error::CallbackError { traceback, cause } => {
+            callback_traceback(cause).or(Some(traceback.as_str()))
+        }
+        mlua::Error::WithContext { cause, .. } => callback_traceback(cause),
+        _ => None,
+    }
+}
+
+/// Where a coroutine's traceback says its error was raised, as Redis's error handler
+/// reads it: the first frame past C functions (`error`) and goblin's own Lua (which
+/// stands for Lua's C functions), if that is the script's (or a library's) code.
+fn raised_at(traceback: &str) -> Option<(&'static str, i64)> {
+    let internal = &INTERNAL[1..];
+    let frame = traceback
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("[C]") && !l.starts_with(internal))?;
+    [CHUNK, library::CHUNK].into_iter().find_map(|chunk| {
+        let rest = frame.strip_prefix(&chunk[1..])?.strip_prefix(':')?;
+        let line = rest.split(':').next()?.parse().ok()?;
+        Some((chunk, line))
+    })
 }
 
 /// An error raised as a string: `ERR <message>`, at the line its position names.

@@ -263,6 +263,24 @@ fn scripts_with_keys_match_redis_in_every_layout() {
         "local ok, e = xpcall(function() redis.call('incr', KEYS[3]) end, function(m) return {type(m), type(m) == 'table' and m.err or m} end) return {tostring(ok), e}",
         "local ok, e = pcall(pcall, redis.call, 'get', KEYS[2]) return {tostring(ok), tostring(e)}",
         "local ok, a, b = pcall(function(x, y) return redis.call('exists', KEYS[1], KEYS[2]), x .. y end, 'p', 'q') return {tostring(ok), a, b}",
+        // Coroutines of the script's own, calling commands (a command's yield passes
+        // through them to the plan), and what Lua 5.1 refuses.
+        "local co = coroutine.create(function(k) redis.call('set', k, 'v1') local x = coroutine.yield(redis.call('get', k)) redis.call('set', KEYS[3], x) return 'fin' end) local r1 = {coroutine.resume(co, KEYS[1])} local r2 = {coroutine.resume(co, 'z')} return {tostring(r1[1]), r1[2], tostring(r2[1]), r2[2], redis.call('get', KEYS[3]), coroutine.status(co)}",
+        "local f = coroutine.wrap(function() for i = 1, 3 do coroutine.yield(redis.call('incr', KEYS[2])) end end) return {f(), f(), f(), redis.call('get', KEYS[3])}",
+        "local ok, e = coroutine.resume(coroutine.create(function() redis.call('get', KEYS[3]) redis.call('hset', KEYS[1]) end)) return {tostring(ok), type(e), e.err}",
+        "local co = coroutine.wrap(function() local ok, e = pcall(function() redis.call('get', KEYS[1]) coroutine.yield('inner') return redis.call('get', KEYS[2]) end) return {tostring(ok), tostring(e)} end) return co()",
+        "local co = coroutine.wrap(function() local ok, e = pcall(function() redis.call('get', KEYS[1]) local w = coroutine.wrap(function() coroutine.yield(redis.call('get', KEYS[2]) or 'n') end) return w() end) return {tostring(ok), tostring(e)} end) return co()",
+        "redis.call('get', KEYS[1]) return {tostring(coroutine.running() == nil), tostring(pcall(function() return coroutine.running() == nil end))}",
+        "redis.call('get', KEYS[1]) coroutine.yield(1) return 1",
+        "redis.call('get', KEYS[2]) local ok, e = pcall(coroutine.yield, 1) return {tostring(ok), e}",
+        "redis.call('get', KEYS[3]) return {coroutine.resume(42)}",
+        "local f = coroutine.wrap(function() redis.call('get', KEYS[1]) error('w') end) local ok, e = pcall(function() local r = f() return r end) return e",
+        "local f = coroutine.wrap(function() end) f() redis.call('get', KEYS[2]) local ok, e = pcall(function() local r = f() return r end) return e",
+        // Errors raised as tables, and at a level.
+        "redis.call('get', KEYS[3]) error({err='raised as a table'})",
+        "redis.call('get', KEYS[1]) local ok, e = pcall(error, {err='in pcall'}) return e",
+        "redis.call('get', KEYS[2]) local function f() error('level 2', 2) end local ok, e = pcall(function() f() end) return e",
+        "redis.call('get', KEYS[1]) error('level 0', 0)",
     ];
     for_each_thread_count(|d, ctx| {
         for layout in LAYOUTS {
@@ -694,7 +712,8 @@ fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
 /// What a client sees around busy scripts whose two keys, `a` and `b`, are on different
 /// shards (so that goblin runs them as plans, coroutines suspended in each call): one
 /// that only read, looping inside `pcall` (SCRIPT KILL stops it: the kill error
-/// is what its `pcall` returns), one that keeps reading, and one that wrote and then loops (UNKILLABLE; it ends
+/// is what its `pcall` returns), one looping in a coroutine of its own, one that keeps
+/// reading, and one that wrote and then loops (UNKILLABLE; it ends
 /// by itself).
 fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     use goblin_tests::{Raw, encode};
@@ -722,6 +741,20 @@ fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     out.push(show(runner.reply()));
     out.push(show(other.cmd(&[b"PING"])));
 
+    // One looping inside a coroutine of its own.
+    let inside = "redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) \
+                  coroutine.wrap(function() local i = 0 while true do i = i + 1 end end)()";
+    runner.send(&encode(&[
+        b"EVAL",
+        inside.as_bytes(),
+        b"2",
+        a.as_bytes(),
+        b.as_bytes(),
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+
     // One that keeps calling commands: little time in Lua between them.
     let calls = "while true do redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) end";
     runner.send(&encode(&[
@@ -733,14 +766,7 @@ fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     ]));
     out.push(show(until_busy(&mut admin)));
     out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
-    let killed = show(runner.reply());
-    out.push(
-        killed
-            .split(" script:")
-            .next()
-            .unwrap_or_default()
-            .to_string(),
-    );
+    out.push(show(runner.reply()));
     out.push(show(other.cmd(&[b"PING"])));
 
     let wrote = "redis.call('set', KEYS[1], 'v') redis.call('get', KEYS[2]) \
