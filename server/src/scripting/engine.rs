@@ -174,10 +174,10 @@ return function(co, ...)
 
 /// `redis.call` and `redis.pcall` of a script that runs as a coroutine (its keys span
 /// shards): each command is yielded, after the call mark (`__goblin_call`, which tells
-/// it from a yield of the script's own coroutines), to the plan that runs the script, which resumes it
-/// with `true, reply` or `false, error text` — or `nil, error text` when SCRIPT KILL
-/// stopped it meanwhile: raised even by `redis.pcall`, as the count hook raises it. (Its `pcall` and `xpcall` are
-/// [`YIELDING_PCALL`]'s.)
+/// it from a yield of the script's own coroutines), to the plan that runs the script,
+/// which resumes it with `true, reply` or `false, error text` — or `nil, error text`
+/// when SCRIPT KILL stopped it meanwhile: raised even by `redis.pcall`, as the count
+/// hook raises it. (Its `pcall` and `xpcall` are [`YIELDING_PCALL`]'s.)
 const YIELDING: &str = r#"
 local yield, raise, type, mark = coroutine.yield, __goblin_raise, type, __goblin_call
 local function finish(raising, ok, v)
