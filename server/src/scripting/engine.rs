@@ -305,6 +305,7 @@ fn kill_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
 /// Installs the count hook ([`hook`]) on the main Lua thread.
 pub(crate) fn set_busy_hook(lua: &Lua) {
     lua.set_hook(busy_triggers(), |lua, _| hook(lua));
+    lua.set_app_data(Hooked(None));
 }
 
 /// When the count hook runs.
@@ -312,13 +313,24 @@ fn busy_triggers() -> mlua::HookTriggers {
     mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY)
 }
 
-/// Moves the count hook to `thread` (the main thread when none), the Lua thread about
-/// to run: mlua runs its hook on one Lua thread only, the one it was set on last. (Not
-/// a thread: left to `coroutine.resume` to refuse.)
+/// The coroutine the count hook is on (`None`: the main thread), kept alive so that its
+/// address cannot become another's: mlua runs its hook on one Lua thread only, the one
+/// it was set on last, so the hook moves with the thread that runs.
+struct Hooked(Option<mlua::Thread>);
+
+/// Moves the count hook to `thread` (the main thread when nil), the Lua thread about
+/// to run, unless it is there already. (Not a thread: left to `coroutine.resume` to
+/// refuse.)
 fn hook_thread(lua: &Lua, thread: Value) -> mlua::Result<()> {
+    let on = lua
+        .app_data_ref::<Hooked>()
+        .map(|h| h.0.as_ref().map(|t| t.to_pointer()));
     match thread {
-        Value::Thread(thread) => thread.set_hook(busy_triggers(), |lua, _| hook(lua)),
-        Value::Nil => set_busy_hook(lua),
+        Value::Thread(thread) if on != Some(Some(thread.to_pointer())) => {
+            thread.set_hook(busy_triggers(), |lua, _| hook(lua));
+            lua.set_app_data(Hooked(Some(thread)));
+        }
+        Value::Nil if on != Some(None) => set_busy_hook(lua),
         _ => {}
     }
     Ok(())
@@ -837,7 +849,6 @@ impl Engine {
             };
             hook_thread(lua, Value::Thread(thread.clone()))?;
             let out = thread.resume::<MultiValue>(args);
-            set_busy_hook(lua);
             self.redis.raw_set("call", &self.direct.0)?;
             self.redis.raw_set("pcall", &self.direct.1)?;
             self.globals.raw_set("pcall", &self.protect.0)?;
@@ -919,7 +930,10 @@ impl Engine {
         out: &mut Vec<u8>,
     ) {
         begin_run(busy_after, Version::Resp2, self.function);
-        let ran = with_runner(call, || self.run_inner(func, sha, keys, argv, version, out));
+        // (A script run as a coroutine may have left the count hook on its thread.)
+        let ran = hook_thread(&self.lua, Value::Nil).and_then(|()| {
+            with_runner(call, || self.run_inner(func, sha, keys, argv, version, out))
+        });
         end_run();
         if let Err(e) = ran {
             crate::log!(Warning, "Lua script failed: {e}");
