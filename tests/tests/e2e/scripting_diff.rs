@@ -711,10 +711,9 @@ fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
 
 /// What a client sees around busy scripts whose two keys, `a` and `b`, are on different
 /// shards (so that goblin runs them as plans, coroutines suspended in each call): one
-/// that only read, looping inside `pcall` (SCRIPT KILL stops it: the kill error
-/// is what its `pcall` returns), one looping in a coroutine of its own, one that keeps
-/// reading, and one that wrote and then loops (UNKILLABLE; it ends
-/// by itself).
+/// that only read, looping inside `pcall` (SCRIPT KILL stops it: the kill error is what
+/// its `pcall` returns), one looping in a coroutine of its own, one that keeps reading,
+/// and one that wrote and then loops (UNKILLABLE; it ends by itself).
 fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     use goblin_tests::{Raw, encode};
     let show = |r: Vec<u8>| String::from_utf8_lossy(&r).into_owned();
@@ -723,52 +722,37 @@ fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     admin.cmd(&[b"CONFIG", b"SET", b"busy-reply-threshold", b"100"]);
     let mut runner = Raw::connect(port);
     let mut other = Raw::connect(port);
+    // Runs `script` until it is busy, asks `during` meanwhile, SCRIPT KILL, then takes
+    // the script's reply.
+    let mut busy = |script: &str, during: &[&[u8]], out: &mut Vec<String>| {
+        runner.send(&encode(&[
+            b"EVAL",
+            script.as_bytes(),
+            b"2",
+            a.as_bytes(),
+            b.as_bytes(),
+        ]));
+        out.push(show(until_busy(&mut admin)));
+        if !during.is_empty() {
+            out.push(show(other.cmd(during)));
+        }
+        out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
+        out.push(show(runner.reply()));
+        out.push(show(other.cmd(&[b"GET", a.as_bytes()])));
+    };
     let read = "local ok, e = pcall(function() \
                   redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) \
                   local i = 0 while true do i = i + 1 end \
                 end) \
                 return {tostring(ok), tostring(e)}";
-    runner.send(&encode(&[
-        b"EVAL",
-        read.as_bytes(),
-        b"2",
-        a.as_bytes(),
-        b.as_bytes(),
-    ]));
-    out.push(show(until_busy(&mut admin)));
-    out.push(show(other.cmd(&[b"GET", a.as_bytes()])));
-    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
-    out.push(show(runner.reply()));
-    out.push(show(other.cmd(&[b"PING"])));
-
+    busy(read, &[b"PING"], &mut out);
     // One looping inside a coroutine of its own.
     let inside = "redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) \
                   coroutine.wrap(function() local i = 0 while true do i = i + 1 end end)()";
-    runner.send(&encode(&[
-        b"EVAL",
-        inside.as_bytes(),
-        b"2",
-        a.as_bytes(),
-        b.as_bytes(),
-    ]));
-    out.push(show(until_busy(&mut admin)));
-    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
-    out.push(show(runner.reply()));
-
+    busy(inside, &[], &mut out);
     // One that keeps calling commands: little time in Lua between them.
     let calls = "while true do redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) end";
-    runner.send(&encode(&[
-        b"EVAL",
-        calls.as_bytes(),
-        b"2",
-        a.as_bytes(),
-        b.as_bytes(),
-    ]));
-    out.push(show(until_busy(&mut admin)));
-    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
-    out.push(show(runner.reply()));
-    out.push(show(other.cmd(&[b"PING"])));
-
+    busy(calls, &[], &mut out);
     let wrote = "redis.call('set', KEYS[1], 'v') redis.call('get', KEYS[2]) \
                  local t = redis.call('time') \
                  local start = t[1] * 1000000 + t[2] \
@@ -777,17 +761,7 @@ fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
                    if n[1] * 1000000 + n[2] - start > 1500000 then break end \
                  end \
                  return 'done'";
-    runner.send(&encode(&[
-        b"EVAL",
-        wrote.as_bytes(),
-        b"2",
-        a.as_bytes(),
-        b.as_bytes(),
-    ]));
-    out.push(show(until_busy(&mut admin)));
-    out.push(show(other.cmd(&[b"SCRIPT", b"KILL"])));
-    out.push(show(runner.reply()));
-    out.push(show(other.cmd(&[b"GET", a.as_bytes()])));
+    busy(wrote, &[], &mut out);
     out.push(show(admin.cmd(&[b"DEL", a.as_bytes()])));
     out
 }
