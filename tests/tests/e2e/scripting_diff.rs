@@ -597,6 +597,15 @@ fn sha1(body: &str) -> String {
     String::from_utf8_lossy(&reply[5..reply.len() - 2]).into_owned()
 }
 
+/// The end of a script that runs for 1.5 s, calling TIME all along.
+const CALLS_FOR_1_5_S: &str = "local t = redis.call('time') \
+                               local start = t[1] * 1000000 + t[2] \
+                               while true do \
+                                 local n = redis.call('time') \
+                                 if n[1] * 1000000 + n[2] - start > 1500000 then break end \
+                               end \
+                               return 'done'";
+
 /// Sends PING on `raw` until a script is busy (the reply is BUSY); at most 20 s.
 fn until_busy(raw: &mut goblin_tests::Raw) -> Vec<u8> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -648,14 +657,7 @@ fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     out.push(show(before[0].cmd(&[b"SCRIPT", b"KILL"])));
 
     // A script that wrote: UNKILLABLE, and it ends by itself.
-    let wrote = "redis.call('set', KEYS[1], 'v') \
-                 local t = redis.call('time') \
-                 local start = t[1] * 1000000 + t[2] \
-                 while true do \
-                   local n = redis.call('time') \
-                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
-                 end \
-                 return 'done'";
+    let wrote = format!("redis.call('set', KEYS[1], 'v') {CALLS_FOR_1_5_S}");
     runner.send(&encode(&[b"EVAL", wrote.as_bytes(), b"1", key.as_bytes()]));
     out.push(show(until_busy(&mut admin)));
     out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
@@ -753,15 +755,9 @@ fn busy_plan_transcript(port: u16, a: &str, b: &str) -> Vec<String> {
     // One that keeps calling commands: little time in Lua between them.
     let calls = "while true do redis.call('get', KEYS[1]) redis.call('get', KEYS[2]) end";
     busy(calls, &[], &mut out);
-    let wrote = "redis.call('set', KEYS[1], 'v') redis.call('get', KEYS[2]) \
-                 local t = redis.call('time') \
-                 local start = t[1] * 1000000 + t[2] \
-                 while true do \
-                   local n = redis.call('time') \
-                   if n[1] * 1000000 + n[2] - start > 1500000 then break end \
-                 end \
-                 return 'done'";
-    busy(wrote, &[], &mut out);
+    let wrote =
+        format!("redis.call('set', KEYS[1], 'v') redis.call('get', KEYS[2]) {CALLS_FOR_1_5_S}");
+    busy(&wrote, &[], &mut out);
     out.push(show(admin.cmd(&[b"DEL", a.as_bytes()])));
     out
 }
