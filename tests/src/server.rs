@@ -401,7 +401,18 @@ impl Server {
                 .map(|n| n.trim().parse().expect("a client count"))
                 .collect()
         };
-        let before = counts();
+        // Closes still on their way (the harness's readiness check, connections the
+        // caller dropped) would lower a count while this one raises it: counts that
+        // stay the same for 10 ms have none left.
+        let mut before = counts();
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(10));
+            let again = counts();
+            if again == before {
+                break;
+            }
+            before = again;
+        }
         let mut conn = self.raw();
         // A reply means the worker has taken the connection in: before it, the kernel's
         // handshake is done but the worker may not have counted it yet.
