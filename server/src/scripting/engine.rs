@@ -119,7 +119,7 @@ const COROUTINES: &str = r#"
 local create, resume, status, yield = coroutine.create, coroutine.resume, coroutine.status, coroutine.yield
 local running, hook, raised, mark = coroutine.running, __goblin_hook, __goblin_raised, __goblin_call
 local raise = __goblin_raise
-local type, error, setmetatable = type, error, setmetatable
+local type, error, setmetatable, pcall = type, error, setmetatable, pcall
 -- The coroutines that stand for what Lua 5.1 could not yield from (a script's run, a
 -- protected call's), each with the coroutine it stands in (false: none, the script's).
 local standing = setmetatable({}, {__mode = 'k'})
@@ -160,7 +160,8 @@ return function(co, ...)
     return returned(step(co, ...))
   end,
   function(f)
-    local co = create(f)
+    local made, co = pcall(create, f)
+    if not made then error("bad argument #1 to 'wrap' (Lua function expected)", 2) end
     return function(...) return unwrapped(step(co, ...)) end
   end,
   function(...)

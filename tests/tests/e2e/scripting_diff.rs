@@ -274,6 +274,7 @@ fn scripts_with_keys_match_redis_in_every_layout() {
         "redis.call('get', KEYS[1]) coroutine.yield(1) return 1",
         "redis.call('get', KEYS[2]) local ok, e = pcall(coroutine.yield, 1) return {tostring(ok), e}",
         "redis.call('get', KEYS[3]) return {coroutine.resume(42)}",
+        "redis.call('get', KEYS[3]) local f = coroutine.wrap(42) return 1",
         "local f = coroutine.wrap(function() redis.call('get', KEYS[1]) error('w') end) local ok, e = pcall(function() local r = f() return r end) return e",
         "local f = coroutine.wrap(function() end) f() redis.call('get', KEYS[2]) local ok, e = pcall(function() local r = f() return r end) return e",
         // Errors raised as tables, and at a level.
