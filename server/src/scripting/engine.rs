@@ -210,6 +210,43 @@ return function(v, level)
 end
 "#;
 
+/// The first byte of a Lua binary chunk (ESC).
+const BINARY_SIGNATURE: u8 = 0x1b;
+
+/// `loadstring` and `load` as scripts see them: Lua's, reading every chunk as text, as
+/// Redis's Lua does (Lua 5.1 runs crafted bytecode unchecked: CVE-2015-4335). A chunk
+/// that starts as bytecode does gets a space before it, so that Lua's lexer refuses it
+/// with Redis's words (`unexpected symbol near 'char(27)'`), under the chunk's own name.
+const LOADERS: &str = r#"
+local loadstring, load, type, byte, select, error = loadstring, load, type, string.byte, select, error
+local function text(s) return ' ' .. s end
+-- Lua's bad argument error, blamed on the script's line.
+local function expected(fname, what, n, v)
+  local got = n == 0 and 'no value' or type(v)
+  error("bad argument #1 to '" .. fname .. "' (" .. what .. " expected, got " .. got .. ")", 3)
+end
+return function(...)
+    local s, name = ...
+    local t = type(s)
+    if t ~= 'string' and t ~= 'number' then expected('loadstring', 'string', select('#', ...), s) end
+    if t == 'string' and byte(s, 1) == 27 then return loadstring(text(s), name or s) end
+    return loadstring(s, name)
+  end,
+  function(...)
+    local f, name = ...
+    if type(f) ~= 'function' then expected('load', 'function', select('#', ...), f) end
+    local first = true
+    return load(function()
+      local piece = f()
+      if first and type(piece) == 'string' and piece ~= '' then
+        first = false
+        if byte(piece, 1) == 27 then return text(piece) end
+      end
+      return piece
+    end, name or '=(load)')
+  end
+"#;
+
 /// Runs a script's function under the error handler.
 const RUNNER: &str = r#"
 local xpcall, errh = xpcall, __redis__err__handler
@@ -406,6 +443,10 @@ pub struct Engine {
     lua: Lua,
     /// Compiled scripts by SHA1.
     compiled: HashMap<Sha, Function>,
+    /// The bytecode of the scripts this thread ran as coroutines, by SHA1: each run
+    /// loads it with its own environment (its `KEYS` and `ARGV`) rather than compile
+    /// the code again (BullMQ's scripts are hundreds of lines).
+    bytecode: HashMap<Sha, Vec<u8>>,
     /// The generation of the shared cache these were compiled for (SCRIPT FLUSH starts
     /// a new one).
     generation: u64,
@@ -601,6 +642,10 @@ impl Engine {
         let protect_yielding: (Function, Function) =
             lua.load(YIELDING_PCALL).set_name(INTERNAL).eval()?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
+        let (loadstring, load): (Function, Function) =
+            lua.load(LOADERS).set_name(INTERNAL).eval()?;
+        globals.raw_set("loadstring", loadstring)?;
+        globals.raw_set("load", load)?;
         let error = (
             globals.raw_get("error")?,
             lua.load(YIELDING_ERROR).set_name(INTERNAL).eval()?,
@@ -640,6 +685,7 @@ impl Engine {
         Ok(Engine {
             lua,
             compiled: HashMap::new(),
+            bytecode: HashMap::new(),
             generation,
             redis,
             direct,
@@ -725,16 +771,27 @@ impl Engine {
     }
 
     /// Compiles a script's code: the error reply Redis gives when it does not compile.
+    /// Always as text: Lua 5.1 has no bytecode verifier, and crafted bytecode would
+    /// reach past the sandbox (Redis's Lua reads every chunk as text, CVE-2015-4335).
     pub fn compile(&self, code: &[u8]) -> Result<Function, Vec<u8>> {
+        if code.first() == Some(&BINARY_SIGNATURE) {
+            return Err(
+                b"ERR Error compiling script (new function): user_script:1: \
+                         unexpected symbol near 'char(27)'"
+                    .to_vec(),
+            );
+        }
         self.lua
             .load(code)
             .set_name(CHUNK)
+            .set_mode(mlua::ChunkMode::Text)
             .into_function()
             .map_err(compile_error)
     }
 
     /// Starts `code` (script `sha`) as a coroutine with its own globals `KEYS` and
     /// `ARGV`: a script that runs under a plan, suspended in each command it calls.
+    /// (Compiled once per thread: later runs load its bytecode.)
     pub fn start(
         &mut self,
         sha: &Sha,
@@ -743,6 +800,14 @@ impl Engine {
         argv: &[Vec<u8>],
         version: Version,
     ) -> Result<u64, Vec<u8>> {
+        if !self.bytecode.contains_key(sha) {
+            // (Dumped with its debug information: its errors name its lines.)
+            let compiled = self.compile(code)?.dump(false);
+            self.bytecode.insert(*sha, compiled);
+        }
+        let Some(bytecode) = self.bytecode.get(sha) else {
+            return Err(b"ERR internal error: the script's bytecode is gone".to_vec());
+        };
         let started = (|| -> mlua::Result<Result<mlua::Thread, Vec<u8>>> {
             let lua = &self.lua;
             let env = lua.create_table()?;
@@ -758,8 +823,9 @@ impl Engine {
             }
             env.set_metatable(Some(meta));
             let func = match lua
-                .load(code)
+                .load(bytecode.as_slice())
                 .set_name(CHUNK)
+                .set_mode(mlua::ChunkMode::Binary)
                 .set_environment(env)
                 .into_function()
             {

@@ -166,6 +166,19 @@ const KEYLESS: &[&str] = &[
     "\n\nerror('on line three')",
     "local function f() error('deep') end\nlocal function g() f() end\ng()",
     "local t = setmetatable({}, {__index = function(t, k) error('meta ' .. k) end}) return t.x",
+    // Every chunk is read as text (Lua 5.1 runs crafted bytecode unchecked): bytecode
+    // given to loadstring or load is refused as Redis's Lua refuses it.
+    "local f, e = loadstring(string.char(27) .. 'LuaQ') return tostring(e)",
+    "local f, e = loadstring(string.char(27) .. 'LuaQ', 'named') return tostring(e)",
+    "local f, e = loadstring(string.dump(function() return 1 end)) return tostring(e)",
+    "local i = 0 local f, e = load(function() i = i + 1 if i == 1 then return string.char(27) .. 'Lua' end end) return tostring(e)",
+    "local i = 0 local parts = {'return ', '4', '2'} local f = load(function() i = i + 1 return parts[i] end) return f()",
+    "return loadstring('return 7')()",
+    "local f, e = loadstring('x =', '=mine') return e",
+    "local f = loadstring() return 1",
+    "local f = loadstring({}) return 1",
+    "local f = load('x') return 1",
+    "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00",
 ];
 
 /// Every keyless script, with each thread count, in RESP2 and RESP3.
