@@ -287,6 +287,26 @@ impl RunState {
             warned: false,
         }
     }
+
+    /// The state of a run that begins now: its clock and SCRIPT KILL's epoch, the
+    /// protocol of its commands, `busy-reply-threshold`, whether it is a function's.
+    fn begun(busy_after: u64, resp: Version, function: bool) -> RunState {
+        RunState {
+            resp,
+            busy_after,
+            epoch: super::kill_epoch(),
+            function,
+            ..RunState::new()
+        }
+    }
+
+    /// The run ends, or is given up: it no longer counts as busy.
+    fn leave(&mut self) {
+        if self.busy {
+            self.busy = false;
+            super::leave_busy(self.wrote, self.function);
+        }
+    }
 }
 
 /// How often (in Lua instructions) a running script checks the time and SCRIPT KILL, as
@@ -392,13 +412,7 @@ fn run_resp() -> Version {
 
 /// A run begins: its clock and kill epoch, and the protocol of its commands.
 fn begin_run(busy_after: u64, resp: Version, function: bool) {
-    run_state(|st| {
-        *st = RunState::new();
-        st.function = function;
-        st.busy_after = busy_after;
-        st.epoch = super::kill_epoch();
-        st.resp = resp;
-    });
+    run_state(|st| *st = RunState::begun(busy_after, resp, function));
 }
 
 /// Swaps `state` with the run's state in progress: a suspended run goes on (its clock,
@@ -413,12 +427,7 @@ fn swap_run(state: &mut RunState) {
 
 /// A run ends: it no longer counts as busy.
 fn end_run() {
-    run_state(|st| {
-        if st.busy {
-            st.busy = false;
-            super::leave_busy(st.wrote, st.function);
-        }
-    });
+    run_state(RunState::leave);
 }
 
 /// The run wrote.
@@ -496,9 +505,7 @@ struct Suspended {
 impl Drop for Suspended {
     /// A busy run given up (its plan ended early) no longer counts as busy.
     fn drop(&mut self) {
-        if self.state.busy {
-            super::leave_busy(self.state.wrote, self.state.function);
-        }
+        self.state.leave();
     }
 }
 
@@ -856,9 +863,8 @@ impl Engine {
             .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
         let id = self.next_run;
         self.next_run += 1;
-        let mut state = RunState::new();
-        state.function = self.function;
-        state.epoch = super::kill_epoch();
+        // (Its threshold is set at each resumption, from the configuration then.)
+        let state = RunState::begun(0, Version::Resp2, self.function);
         let run = Suspended {
             thread,
             sha,
@@ -867,6 +873,22 @@ impl Engine {
         };
         self.runs.insert(id, run);
         Ok(id)
+    }
+
+    /// Sets the functions that differ for a script run as a coroutine (`coroutine`:
+    /// `redis.call` and `redis.pcall`, `pcall`, `xpcall` and `error`), or back to those
+    /// of a script run at once.
+    fn lend_functions(&self, coroutine: bool) -> mlua::Result<()> {
+        let (calls, protect, error) = if coroutine {
+            (&self.yielding, &self.protect_yielding, &self.error.1)
+        } else {
+            (&self.direct, &self.protect, &self.error.0)
+        };
+        self.redis.raw_set("call", &calls.0)?;
+        self.redis.raw_set("pcall", &calls.1)?;
+        self.globals.raw_set("pcall", &protect.0)?;
+        self.globals.raw_set("xpcall", &protect.1)?;
+        self.globals.raw_set("error", error)
     }
 
     /// Resumes run `id` with `input` (`wrote`: a command it called wrote); where it
@@ -888,11 +910,7 @@ impl Engine {
             && run_state(busy_check).is_some_and(|checked| checked.is_err());
         let lua = &self.lua;
         let resumed = (|| -> mlua::Result<MultiValue> {
-            self.redis.raw_set("call", &self.yielding.0)?;
-            self.redis.raw_set("pcall", &self.yielding.1)?;
-            self.globals.raw_set("pcall", &self.protect_yielding.0)?;
-            self.globals.raw_set("error", &self.error.1)?;
-            self.globals.raw_set("xpcall", &self.protect_yielding.1)?;
+            self.lend_functions(true)?;
             let args = match input {
                 _ if killed => {
                     MultiValue::from_iter([Value::Nil, Value::String(lua.create_string(KILLED)?)])
@@ -916,11 +934,7 @@ impl Engine {
             };
             hook_thread(lua, Value::Thread(thread.clone()))?;
             let out = thread.resume::<MultiValue>(args);
-            self.redis.raw_set("call", &self.direct.0)?;
-            self.redis.raw_set("pcall", &self.direct.1)?;
-            self.globals.raw_set("pcall", &self.protect.0)?;
-            self.globals.raw_set("error", &self.error.0)?;
-            self.globals.raw_set("xpcall", &self.protect.1)?;
+            self.lend_functions(false)?;
             out
         })();
         let script = run_resp();

@@ -1176,8 +1176,8 @@ impl Shard {
     pub fn count_error(&mut self, reply: &[u8], rejected: Option<usize>) {
         if reply.first() == Some(&b'-') {
             self.errors.count(reply);
-            if let Some(stat) = rejected.and_then(|id| self.stats.get_mut(id)) {
-                stat.rejected += 1;
+            if let Some(id) = rejected {
+                self.count_rejected(id);
             }
         }
     }

@@ -620,6 +620,16 @@ const CALLS_FOR_1_5_S: &str = "local t = redis.call('time') \
                                end \
                                return 'done'";
 
+/// Asserts that a transcript holds a reply starting with each of `expected`.
+fn said_all(got: &[String], expected: &[&str]) {
+    for expected in expected {
+        assert!(
+            got.iter().any(|r| r.starts_with(expected)),
+            "{expected}: {got:?}"
+        );
+    }
+}
+
 /// Sends PING on `raw` until a script is busy (the reply is BUSY); at most 20 s.
 fn until_busy(raw: &mut goblin_tests::Raw) -> Vec<u8> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -710,17 +720,15 @@ fn busy_scripts_answer_the_other_clients_and_can_be_killed() {
             let want = busy_transcript(redis.port, key);
             assert_eq!(got, want, "--threads {threads}, key {key}");
             // (And what both said is what this is about.)
-            for expected in [
-                "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
-                "-BUSY Redis is busy running a script. You can only call FUNCTION KILL",
-                "-UNKILLABLE",
-                "-ERR Script killed by user with SCRIPT KILL...",
-            ] {
-                assert!(
-                    got.iter().any(|r| r.starts_with(expected)),
-                    "{expected}: {got:?}"
-                );
-            }
+            said_all(
+                &got,
+                &[
+                    "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
+                    "-BUSY Redis is busy running a script. You can only call FUNCTION KILL",
+                    "-UNKILLABLE",
+                    "-ERR Script killed by user with SCRIPT KILL...",
+                ],
+            );
         }
     }
 }
@@ -791,16 +799,14 @@ fn busy_scripts_run_as_plans_can_be_killed() {
     let got = busy_plan_transcript(goblin.port, &a, &b);
     let want = busy_plan_transcript(redis.port, &a, &b);
     assert_eq!(got, want);
-    for expected in [
-        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
-        "-UNKILLABLE",
-        "+OK",
-    ] {
-        assert!(
-            got.iter().any(|r| r.starts_with(expected)),
-            "{expected}: {got:?}"
-        );
-    }
+    said_all(
+        &got,
+        &[
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL",
+            "-UNKILLABLE",
+            "+OK",
+        ],
+    );
     assert!(
         got.iter().any(|r| r.contains("Script killed by user")),
         "{got:?}"
