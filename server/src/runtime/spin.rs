@@ -15,12 +15,25 @@
 //! credit sleeps at once, trying again now and then. A lightly loaded server (clients
 //! that think between requests) or a core shared with the clients themselves (where the
 //! looking would only keep them from running) soon stops looking.
+//!
+//! A transaction whose keys span shards makes its workers wait for each other: the
+//! coordinator for each step's answer, a participant holding locks for the coordinator's
+//! next step (a script run under its plan sends each command it calls on another shard's
+//! keys as a step, with every shard locked when it may touch keys it did not declare).
+//! Waking a sleeping worker costs the waker an `eventfd` write and an interrupt to the
+//! other core, the woken a context switch — tens of µs each on a virtual machine, far
+//! longer than the wait itself (BullMQ at `--threads 2` spent half its server CPU there).
+//! So while a step is due (`EXPECT_WINDOW`) a worker looks longer, with an account of its
+//! own.
 
 use std::time::Duration;
 
 /// How long a worker looks for more work before it sleeps: about the time a client on
 /// another core takes to read a reply and send its next request.
 pub const WINDOW: Duration = Duration::from_micros(8);
+/// How long a worker looks while a transaction's step is due to or from another worker:
+/// a script's Lua between two of its commands, a command on the other shard.
+pub const EXPECT_WINDOW: Duration = Duration::from_micros(100);
 /// Credit is capped here: after a busy spell, this many fruitless looks in a row (at two
 /// credits each) stop the looking.
 const MAX_CREDIT: i32 = 8;

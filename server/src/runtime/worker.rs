@@ -260,6 +260,10 @@ pub struct Worker {
     traffic_changed: bool,
     /// Whether looking for work before sleeping has paid lately.
     spin: spin::Spin,
+    /// The same account for the longer look while a transaction's step is due.
+    expect_spin: spin::Spin,
+    /// Of `awaiting`, transaction steps (`Msg::Step`).
+    awaiting_steps: usize,
     /// Cluster mode: the version of the routes the parked jobs were last checked against.
     parked_routes: u64,
 }
@@ -332,6 +336,8 @@ impl Worker {
             hops: 0,
             traffic_changed: false,
             spin: spin::Spin::default(),
+            expect_spin: spin::Spin::default(),
+            awaiting_steps: 0,
             parked_routes: 0,
             last_fd_warning: None,
         })
@@ -767,13 +773,26 @@ impl Worker {
                 std::thread::yield_now();
             }
         }
-        if timeout != Some(Duration::ZERO) && !self.shared.cores_shared && self.spin.wanted() {
-            // Look for a few microseconds before sleeping, while that pays (`spin`).
-            let window = timeout.map_or(spin::WINDOW, |t| t.min(spin::WINDOW));
-            let found = self.look(events, window)?;
-            self.spin.found(found);
-            if found {
-                return Ok(());
+        if timeout != Some(Duration::ZERO) && !self.shared.cores_shared {
+            // Look for a few microseconds before sleeping, while that pays (`spin`): a
+            // little while for clients, longer while a transaction's next step is due
+            // from or to another worker.
+            let expecting = self.awaiting_steps > 0 || self.shard.held_for_others(self.id);
+            let (wanted, window) = if expecting {
+                (self.expect_spin.wanted(), spin::EXPECT_WINDOW)
+            } else {
+                (self.spin.wanted(), spin::WINDOW)
+            };
+            if wanted {
+                let found = self.look(events, timeout.map_or(window, |t| t.min(window)))?;
+                if expecting {
+                    self.expect_spin.found(found);
+                } else {
+                    self.spin.found(found);
+                }
+                if found {
+                    return Ok(());
+                }
             }
         }
         let me = &self.shared.peers[self.id];
@@ -838,6 +857,9 @@ impl Worker {
         } else if let Some(q) = self.outbox.get_mut(dest) {
             if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
                 self.awaiting += 1;
+                if matches!(msg, Msg::Step(..)) {
+                    self.awaiting_steps += 1;
+                }
                 self.hops += 1;
                 self.traffic_changed = true;
             }
@@ -1086,6 +1108,9 @@ impl Worker {
                 for msg in msgs.drain(..) {
                     if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
                         self.awaiting = self.awaiting.saturating_sub(1);
+                        if matches!(msg, Msg::StepDone(..)) {
+                            self.awaiting_steps = self.awaiting_steps.saturating_sub(1);
+                        }
                     }
                     self.handle(msg);
                 }

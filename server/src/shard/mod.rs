@@ -335,6 +335,11 @@ impl Shard {
         self.locks.quiet() && self.blocked.is_empty()
     }
 
+    /// Whether a transaction coordinated by another worker than `me` holds locks here.
+    pub fn held_for_others(&self, me: usize) -> bool {
+        self.locks.held_for_others(me)
+    }
+
     /// While locks are held or wanted here: whether a command of connection `from` with
     /// keys may run at once, as a batch's command would (`run_batch`) — nobody holds its
     /// keys against it, nothing waiting needs them, and the connection has nothing

@@ -159,6 +159,16 @@ impl LockTable {
         })
     }
 
+    /// Whether a transaction coordinated by another worker than `me` holds locks here:
+    /// its next step (or its release) comes from that worker.
+    pub fn held_for_others(&self, me: usize) -> bool {
+        !self.holders.is_empty()
+            && self
+                .holders
+                .keys()
+                .any(|tx| tx.worker != me && tx.seq & EARLY_SEQ == 0)
+    }
+
     /// The transaction that holds the whole shard, if one does.
     pub fn whole_shard_holder(&self) -> Option<TxRef> {
         self.all_holder
