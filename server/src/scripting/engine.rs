@@ -447,6 +447,10 @@ fn note_write() {
 /// again but by `math.randomseed` (scripts do not each start it over).
 static RAND48: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1234_ABCD_330E);
 
+/// Most main functions [`Engine::idle`] keeps per script: as many as its runs that may
+/// wait at once on one thread, usually one.
+const IDLE_MAINS: usize = 4;
+
 /// A thread's interpreter.
 pub struct Engine {
     lua: Lua,
@@ -456,6 +460,11 @@ pub struct Engine {
     /// loads it with its own environment (its `KEYS` and `ARGV`) rather than compile
     /// the code again (BullMQ's scripts are hundreds of lines).
     bytecode: HashMap<Sha, Vec<u8>>,
+    /// Main functions of finished runs, by SHA1, for the next runs of their script (each
+    /// given the run's environment): loading BullMQ's bytecode again took a tenth of the
+    /// server's time under it. (A main chunk keeps no state of its run: it has no
+    /// upvalues, and the functions it makes are made anew by each run.)
+    idle: HashMap<Sha, Vec<Function>>,
     /// The generation of the shared cache these were compiled for (SCRIPT FLUSH starts
     /// a new one).
     generation: u64,
@@ -500,6 +509,9 @@ struct Suspended {
     /// is busy: a busy run stays busy between its commands, as the script is still
     /// running for the other clients).
     state: RunState,
+    /// A script's main function and SHA1, kept for the script's next run once this one
+    /// is over ([`Engine::idle`]); none for a library function's run.
+    main: Option<(Sha, Function)>,
 }
 
 impl Drop for Suspended {
@@ -693,6 +705,7 @@ impl Engine {
             lua,
             compiled: HashMap::new(),
             bytecode: HashMap::new(),
+            idle: HashMap::new(),
             generation,
             redis,
             direct,
@@ -815,7 +828,7 @@ impl Engine {
         let Some(bytecode) = self.bytecode.get(sha) else {
             return Err(b"ERR internal error: the script's bytecode is gone".to_vec());
         };
-        let started = (|| -> mlua::Result<Result<mlua::Thread, Vec<u8>>> {
+        let started = (|| -> mlua::Result<Result<(mlua::Thread, Function), Vec<u8>>> {
             let lua = &self.lua;
             let env = lua.create_table()?;
             let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
@@ -829,24 +842,31 @@ impl Engine {
                 meta.raw_set("__newindex", gmeta.raw_get::<Value>("__newindex")?)?;
             }
             env.set_metatable(Some(meta));
-            let func = match lua
-                .load(bytecode.as_slice())
-                .set_name(CHUNK)
-                .set_mode(mlua::ChunkMode::Binary)
-                .set_environment(env)
-                .into_function()
-            {
-                Ok(f) => f,
-                Err(e) => return Ok(Err(compile_error(e))),
+            let idle = self.idle.get_mut(sha).and_then(Vec::pop);
+            let func = match idle {
+                Some(f) => {
+                    f.set_environment(env)?;
+                    f
+                }
+                None => match lua
+                    .load(bytecode.as_slice())
+                    .set_name(CHUNK)
+                    .set_mode(mlua::ChunkMode::Binary)
+                    .set_environment(env)
+                    .into_function()
+                {
+                    Ok(f) => f,
+                    Err(e) => return Ok(Err(compile_error(e))),
+                },
             };
-            Ok(Ok(lua.create_thread(func)?))
+            Ok(Ok((lua.create_thread(func.clone())?, func)))
         })();
-        let thread = match started {
+        let (thread, main) = match started {
             Ok(Ok(t)) => t,
             Ok(Err(reply)) => return Err(reply),
             Err(e) => return Err(format!("ERR Error running script: {e}").into_bytes()),
         };
-        self.suspend(thread, sha.to_vec(), version)
+        self.suspend(thread, sha.to_vec(), version, Some((*sha, main)))
     }
 
     /// Keeps `thread`, a run of script `sha` (a function's name) answering a client
@@ -857,6 +877,7 @@ impl Engine {
         thread: mlua::Thread,
         sha: Vec<u8>,
         version: Version,
+        main: Option<(Sha, Function)>,
     ) -> Result<u64, Vec<u8>> {
         self.unyielding
             .call::<Value>(&thread)
@@ -870,6 +891,7 @@ impl Engine {
             sha,
             version,
             state,
+            main,
         };
         self.runs.insert(id, run);
         Ok(id)
@@ -986,7 +1008,12 @@ impl Engine {
             }
             Err(e) => coroutine_error(lua, &e, &sha, version, &mut out),
         }
-        self.runs.remove(&id);
+        if let Some((sha, main)) = self.runs.remove(&id).and_then(|mut run| run.main.take()) {
+            let idle = self.idle.entry(sha).or_default();
+            if idle.len() < IDLE_MAINS {
+                idle.push(main);
+            }
+        }
         done(out)
     }
 

@@ -854,3 +854,71 @@ fn shutdown_nosave_ends_a_busy_script_that_wrote() {
         }
     }
 }
+
+/// A script run again and again under its plan (keys on several shards) sees each run's
+/// own `KEYS` and `ARGV`, functions of its own and the globals' protection: runs one
+/// after another against redis-server, and runs waiting at once on one thread (a worker
+/// gives a finished run's main function to the script's next run).
+#[test]
+fn repeated_runs_across_shards_keep_their_own_keys_and_args() {
+    let bodies = [
+        "redis.call('set', KEYS[1], ARGV[1]) local t = {} for i, k in ipairs(KEYS) do t[i] = k .. '=' .. tostring(redis.call('get', k)) end t[#t + 1] = table.concat(ARGV, ',') return t",
+        "local function f() return ARGV[#ARGV] end redis.call('incr', KEYS[2]) return {f(), #KEYS, #ARGV}",
+        "redis.call('get', KEYS[1]) leaked = ARGV[1] return 1",
+        "redis.call('get', KEYS[2]) return type(leaked)",
+        "redis.call('get', KEYS[1]) error('run ' .. ARGV[1])",
+    ];
+    for_each_thread_count(|d, ctx| {
+        let mut keys = Layout::CrossShard.keys(4);
+        for round in 0..6 {
+            keys.rotate_left(1);
+            let argv: Vec<String> = (0..=round % 3).map(|i| format!("r{round}a{i}")).collect();
+            for body in bodies {
+                let mut args = vec!["EVAL", body, "4"];
+                args.extend(keys.iter().map(String::as_str));
+                args.extend(argv.iter().map(String::as_str));
+                same(d, &args, &format!("{ctx}, round {round}"));
+            }
+        }
+    });
+
+    let body = "local a = ARGV[1] redis.call('set', KEYS[1], a) redis.call('set', KEYS[2], a) \
+                return {a, redis.call('get', KEYS[1]), redis.call('get', KEYS[2]), KEYS[1]}";
+    let server = Server::goblin_threads(4);
+    std::thread::scope(|s| {
+        for client in 0..8 {
+            let mut raw = server.raw();
+            s.spawn(move || {
+                let keys = goblin_tests::keys::spread(&format!("c{client}."), 4, 1);
+                for run in 0..200 {
+                    let (arg, k1, k2) = (
+                        format!("{client}-{run}"),
+                        &keys[run % 4],
+                        &keys[(run + 1) % 4],
+                    );
+                    let reply = raw.cmd(&[
+                        b"EVAL",
+                        body.as_bytes(),
+                        b"2",
+                        k1.as_bytes(),
+                        k2.as_bytes(),
+                        arg.as_bytes(),
+                    ]);
+                    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+                    let want = format!(
+                        "*4\r\n{}{}{}{}",
+                        bulk(&arg),
+                        bulk(&arg),
+                        bulk(&arg),
+                        bulk(k1)
+                    );
+                    assert_eq!(
+                        String::from_utf8_lossy(&reply),
+                        want,
+                        "client {client}, run {run}"
+                    );
+                }
+            });
+        }
+    });
+}

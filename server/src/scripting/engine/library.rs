@@ -252,7 +252,7 @@ impl Engine {
             .call_with(func, &keys, &argv)
             .and_then(|run| self.lua.create_thread(run))
             .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
-        self.suspend(thread, f.def().name.clone(), version)
+        self.suspend(thread, f.def().name.clone(), version, None)
     }
 }
 
