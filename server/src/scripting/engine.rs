@@ -456,9 +456,10 @@ pub struct Engine {
     lua: Lua,
     /// Compiled scripts by SHA1.
     compiled: HashMap<Sha, Function>,
-    /// The bytecode of the scripts this thread ran as coroutines, by SHA1: each run
-    /// loads it with its own environment (its `KEYS` and `ARGV`) rather than compile
-    /// the code again (BullMQ's scripts are hundreds of lines).
+    /// The bytecode of the scripts this thread ran as coroutines, by SHA1: a run that
+    /// finds no idle main function loads it with its own environment (its `KEYS` and
+    /// `ARGV`) rather than compile the code again (BullMQ's scripts are hundreds of
+    /// lines).
     bytecode: HashMap<Sha, Vec<u8>>,
     /// Main functions of finished runs, by SHA1, for the next runs of their script (each
     /// given the run's environment): loading BullMQ's bytecode again took a tenth of the
@@ -811,7 +812,8 @@ impl Engine {
 
     /// Starts `code` (script `sha`) as a coroutine with its own globals `KEYS` and
     /// `ARGV`: a script that runs under a plan, suspended in each command it calls.
-    /// (Compiled once per thread: later runs load its bytecode.)
+    /// (Compiled once per thread: later runs take a finished run's main function, or
+    /// load its bytecode.)
     pub fn start(
         &mut self,
         sha: &Sha,

@@ -439,6 +439,28 @@ mod tests {
     }
 
     #[test]
+    fn holders_for_other_workers_are_told_apart() {
+        let mut t = LockTable::default();
+        let remote = TxRef { worker: 1, seq: 3 };
+        let early = TxRef {
+            worker: 1,
+            seq: EARLY_SEQ | 4,
+        };
+        assert!(!t.held_for_others(0));
+        t.acquire(T1, &needs(&[(b"a", LockMode::Exclusive)]));
+        t.acquire(early, &needs(&[(b"b", LockMode::Shared)]));
+        assert!(!t.held_for_others(0), "its own, and a batch's early lock");
+        t.acquire(remote, &needs(&[(b"c", LockMode::Shared)]));
+        assert!(t.held_for_others(0));
+        assert!(
+            t.held_for_others(1),
+            "worker 0's transaction, seen from worker 1"
+        );
+        t.release(remote);
+        assert!(!t.held_for_others(0));
+    }
+
+    #[test]
     fn waiting_items_are_counted_per_key_and_connection() {
         let mut t = LockTable::default();
         let c = ConnRef {
