@@ -390,8 +390,26 @@ pub(crate) fn undeclared_key(key: &[u8]) -> Vec<u8> {
 pub(crate) type Refusal = (Option<usize>, Vec<u8>);
 
 /// What a script's command is checked against before it runs: Redis's checks
-/// (`luaRedisGenericCommand`, `scriptCall`), in its order. `Ok` with the command.
+/// (`luaRedisGenericCommand`, `scriptCall`), in its order, and then the permissions of
+/// the user who runs the script (`caller`, when restricted). `Ok` with the command.
 pub(crate) fn check_call<'t>(
+    shared: &'t Shared,
+    caller: Option<&crate::acl::Caller>,
+    argv: &Args<'_>,
+    read_only: bool,
+    now: u64,
+) -> Result<&'t CommandSpec, Refusal> {
+    let spec = check_command(&shared.commands, argv, read_only)?;
+    if let Some(caller) = caller
+        && let Some(e) = caller.check(&shared.acl, spec, argv, now)
+    {
+        return Err((Some(spec.id), e));
+    }
+    Ok(spec)
+}
+
+/// [`check_call`]'s checks of the command itself.
+fn check_command<'t>(
     table: &'t CommandTable,
     argv: &Args<'_>,
     read_only: bool,
@@ -566,7 +584,7 @@ fn run_here(
                 return Called::Refused(RUN_AGAIN.to_vec());
             }
             {
-                let spec = match check_call(&shared.commands, a, inv.read_only) {
+                let spec = match check_call(shared, caller.as_deref(), a, inv.read_only, now) {
                     Ok(spec) => spec,
                     Err((id, e)) => {
                         if let Some(id) = id {
@@ -575,12 +593,6 @@ fn run_here(
                         return Called::Refused(e);
                     }
                 };
-                if let Some(caller) = &caller
-                    && let Some(e) = caller.check(&shared.acl, spec, a, now)
-                {
-                    shard.count_rejected(spec.id);
-                    return Called::Refused(e);
-                }
                 shard.count_call(spec.id);
                 // MONITOR shows what the script calls as redis-server shows it: from
                 // its Lua client, in the database it ran in (SELECT's new one).
@@ -912,19 +924,14 @@ pub(crate) mod plan {
             resp: Version,
         ) -> Result<Routed, Resume> {
             Args::with_owned(argv, |a| {
-                let spec = match check_call(&cx.shared.commands, a, self.read_only) {
+                let caller = self.caller.as_deref();
+                let spec = match check_call(cx.shared, caller, a, self.read_only, cx.now) {
                     Ok(spec) => spec,
                     Err((id, e)) => {
                         cx.calls.borrow_mut().extend(id.map(Tally::Rejected));
                         return Err(Resume::Refused(e));
                     }
                 };
-                if let Some(caller) = &self.caller
-                    && let Some(e) = caller.check(&cx.shared.acl, spec, a, cx.now)
-                {
-                    cx.calls.borrow_mut().push(Tally::Rejected(spec.id));
-                    return Err(Resume::Refused(e));
-                }
                 // Counted as a run on a shard counts it (`run_here`).
                 cx.calls.borrow_mut().push(Tally::Call(spec.id));
                 if spec.flags.contains(crate::table::Flags::WRITE) {

@@ -778,18 +778,14 @@ impl Worker {
             // little while for clients, longer while a transaction's next step is due
             // from or to another worker.
             let expecting = self.awaiting_steps > 0 || self.shard.held_for_others(self.id);
-            let (wanted, window) = if expecting {
-                (self.expect_spin.wanted(), spin::EXPECT_WINDOW)
+            let window = if expecting {
+                spin::EXPECT_WINDOW
             } else {
-                (self.spin.wanted(), spin::WINDOW)
+                spin::WINDOW
             };
-            if wanted {
+            if self.spin_account(expecting).wanted() {
                 let found = self.look(events, timeout.map_or(window, |t| t.min(window)))?;
-                if expecting {
-                    self.expect_spin.found(found);
-                } else {
-                    self.spin.found(found);
-                }
+                self.spin_account(expecting).found(found);
                 if found {
                     return Ok(());
                 }
@@ -809,6 +805,16 @@ impl Worker {
         match result {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             other => other,
+        }
+    }
+
+    /// The account of the look before sleeping: the one while a transaction's step is
+    /// due (`expecting`), or the one for clients.
+    fn spin_account(&mut self, expecting: bool) -> &mut spin::Spin {
+        if expecting {
+            &mut self.expect_spin
+        } else {
+            &mut self.spin
         }
     }
 

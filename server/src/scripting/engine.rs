@@ -1161,9 +1161,8 @@ fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out
                 t.raw_set("err", lua.create_string(m)?)?;
                 // Raised by a Rust function (the count hook's kill), without position:
                 // where its traceback says.
-                if let Some((source, line)) = callback_traceback(e).and_then(raised_at) {
-                    t.raw_set("source", source)?;
-                    t.raw_set("line", line)?;
+                if let Some(at) = callback_traceback(e).and_then(raised_at) {
+                    set_position(&t, at)?;
                 }
             }
             Some(ScriptError::Message(m)) => string_error(lua, &t, m)?,
@@ -1178,10 +1177,9 @@ fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out
                     text.split_once("\nstack traceback:").unwrap_or((&text, ""));
                 string_error(lua, &t, text.as_bytes())?;
                 if t.raw_get::<Value>("line")?.is_nil()
-                    && let Some((source, line)) = raised_at(traceback)
+                    && let Some(at) = raised_at(traceback)
                 {
-                    t.raw_set("source", source)?;
-                    t.raw_set("line", line)?;
+                    set_position(&t, at)?;
                 }
             }
         }
@@ -1213,11 +1211,26 @@ fn raised_at(traceback: &str) -> Option<(&'static str, i64)> {
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with("[C]") && !l.starts_with(internal))?;
+    position(frame.as_bytes())
+}
+
+/// The position `text` starts with (`user_script:7: …`, or a library's): its chunk
+/// and line.
+fn position(text: &[u8]) -> Option<(&'static str, i64)> {
     [CHUNK, library::CHUNK].into_iter().find_map(|chunk| {
-        let rest = frame.strip_prefix(&chunk[1..])?.strip_prefix(':')?;
-        let line = rest.split(':').next()?.parse().ok()?;
+        let rest = text
+            .strip_prefix(&chunk.as_bytes()[1..])?
+            .strip_prefix(b":")?;
+        let end = rest.iter().position(|&b| b == b':')?;
+        let line = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
         Some((chunk, line))
     })
+}
+
+/// Sets an error table's `source` and `line`.
+fn set_position(t: &Table, (source, line): (&'static str, i64)) -> mlua::Result<()> {
+    t.raw_set("source", source)?;
+    t.raw_set("line", line)
 }
 
 /// An error raised as a string: `ERR <message>`, at the line its position names.
@@ -1225,19 +1238,10 @@ fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
     let mut text = b"ERR ".to_vec();
     text.extend_from_slice(m);
     t.raw_set("err", lua.create_string(&text)?)?;
-    for chunk in [CHUNK, library::CHUNK] {
-        if let Some(rest) = m.strip_prefix(&chunk.as_bytes()[1..])
-            && let Some(rest) = rest.strip_prefix(b":")
-            && let Some(end) = rest.iter().position(|&b| b == b':')
-            && let Some(line) = std::str::from_utf8(&rest[..end])
-                .ok()
-                .and_then(|l| l.parse::<i64>().ok())
-        {
-            t.raw_set("source", chunk)?;
-            t.raw_set("line", line)?;
-        }
+    match position(m) {
+        Some(at) => set_position(t, at),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `redis.call`'s error in a script run as a coroutine: raised with the position of the
