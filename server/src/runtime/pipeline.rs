@@ -1850,7 +1850,12 @@ impl Worker {
                 if let Some(at) = job.deadline() {
                     self.deadlines.push(std::cmp::Reverse((at, seq)));
                 }
-                self.note_blocked((false, false), job.parked_state());
+                let parked = job.parked_state();
+                self.note_blocked((false, false), parked);
+                if parked.0 {
+                    // Blocked: the replies before the command go out now.
+                    self.mark_dirty(key);
+                }
                 self.jobs.insert(seq, job);
                 if let Some(conn) = self.conns.get_mut(key) {
                     conn.job = Some(seq);

@@ -1216,7 +1216,12 @@ impl Worker {
         let was = job.parked_state();
         let outcome = f(&mut job, &env, &mut out);
         self.take_back_conns();
-        self.note_blocked(was, job.parked_state());
+        let is = job.parked_state();
+        self.note_blocked(was, is);
+        if is.0 && !was.0 {
+            // Blocked: the replies before the command go out now (`flush_all`).
+            self.mark_dirty(job.conn);
+        }
         self.route(out);
         match outcome {
             Some(outcome) => {
@@ -1552,8 +1557,14 @@ impl Worker {
             // A connection waiting for replies from other shards gets its output written
             // with the rest of its pipeline's: one write for the pipeline, as with a
             // local one, instead of one per shard round trip. (`after_wait` marks it
-            // dirty again when the wait ends.)
+            // dirty again when the wait ends.) Not one blocked in a command (BLPOP,
+            // GOBLIN.CLAIM … BLOCK): the replies before it go now, as from redis-server.
+            let blocked = conn
+                .job
+                .and_then(|seq| self.jobs.get(&seq))
+                .is_some_and(|job| job.parked_state().0);
             if (conn.busy() || conn.deferred.is_some())
+                && !blocked
                 && !conn.closing
                 && !conn.stalled
                 && conn.output.pending() < FLUSH_EARLY_ABOVE

@@ -128,6 +128,39 @@ fn a_timeout_answers_nil_after_the_time_given() {
 }
 
 #[test]
+fn replies_before_a_blocking_command_arrive_while_it_waits() {
+    // A pipeline whose last command blocks: the replies of the commands before it (one
+    // on another shard) reach the client while it waits, as redis-server writes them.
+    let (a, b) = two_keys();
+    same(|s| {
+        let mut admin = s.raw();
+        let mut c = s.raw();
+        let mut out = Vec::new();
+        for wait in ["BLPOP q 0", "XREAD BLOCK 0 STREAMS st $", "BZPOPMIN z 0"] {
+            let mut pipeline = Vec::new();
+            for line in [&format!("SET {a} 1"), &format!("GET {b}"), wait] {
+                let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+                pipeline.extend(encode(&words));
+            }
+            c.send(&pipeline);
+            until_blocked(&mut admin, 1);
+            // Read while the last command still waits (a read times out after
+            // REPLY_TIMEOUT when they are held back).
+            out.push(c.reply());
+            out.push(c.reply());
+            assert_eq!(info(&mut admin, "blocked_clients"), "1", "{wait}");
+            out.push(admin.cmd_str(match wait {
+                "BLPOP q 0" => "RPUSH q v",
+                "BZPOPMIN z 0" => "ZADD z 1 m",
+                _ => "XADD st 1-1 f v",
+            }));
+            out.push(c.reply());
+        }
+        out
+    });
+}
+
+#[test]
 fn clients_are_served_in_the_order_they_blocked_one_element_each() {
     same(|s| {
         let mut admin = s.raw();
