@@ -18,6 +18,7 @@ use super::libs::{self, INTERNAL, Raise, ScriptError};
 
 pub mod library;
 mod runner;
+mod untail;
 
 pub use runner::Runner;
 use runner::{call_runner, with_runner};
@@ -823,8 +824,10 @@ impl Engine {
         version: Version,
     ) -> Result<u64, Vec<u8>> {
         if !self.bytecode.contains_key(sha) {
-            // (Dumped with its debug information: its errors name its lines.)
+            // (Dumped with its debug information: its errors name its lines; without
+            // tail calls, so that its frame is there when a command it returns fails.)
             let compiled = self.compile(code)?.dump(false);
+            let compiled = untail::untail(&compiled).unwrap_or(compiled);
             self.bytecode.insert(*sha, compiled);
         }
         let Some(bytecode) = self.bytecode.get(sha) else {

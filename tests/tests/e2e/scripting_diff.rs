@@ -295,6 +295,13 @@ fn scripts_with_keys_match_redis_in_every_layout() {
         "redis.call('get', KEYS[1]) local ok, e = pcall(error, {err='in pcall'}) return e",
         "redis.call('get', KEYS[2]) local function f() error('level 2', 2) end local ok, e = pcall(function() f() end) return e",
         "redis.call('get', KEYS[1]) error('level 0', 0)",
+        // A failing command called in tail position: its error names the script's line
+        // (redis.call is a C function in redis-server; a Lua one in goblin's plans).
+        "redis.call('set', KEYS[1], 'x') return redis.call('incr', KEYS[1])",
+        "redis.call('get', KEYS[2])\nlocal function f(k) return redis.call('hset', k, 'f') end\nreturn f(KEYS[3])",
+        "redis.call('get', KEYS[3]) return redis.call('nosuchcommand', KEYS[1])",
+        "redis.call('set', KEYS[2], 'x') return redis.pcall('incr', KEYS[2])",
+        "local function many() return redis.call('get', KEYS[1]), redis.call('exists', KEYS[2]) end local function pass() return many() end return {pass()}",
     ];
     for_each_thread_count(|d, ctx| {
         for layout in LAYOUTS {
