@@ -787,7 +787,19 @@ impl Engine {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        let f = self.compile(body)?;
+        let mut f = self.compile(body)?;
+        // Calls of library functions in tail position made plain calls, so that their
+        // errors name the script's line (`untail`; only goblin's own bytecode is loaded).
+        if let Some(untailed) = untail::untail(&f.dump(false))
+            && let Ok(g) = self
+                .lua
+                .load(untailed.as_slice())
+                .set_name(CHUNK)
+                .set_mode(mlua::ChunkMode::Binary)
+                .into_function()
+        {
+            f = g;
+        }
         self.compiled.insert(*sha, f.clone());
         Ok(f)
     }

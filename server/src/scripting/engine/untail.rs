@@ -9,8 +9,9 @@
 //! such a run (never a client's: those are read as text) has each `OP_TAILCALL` turned
 //! into the `OP_CALL` it was before the compiler marked it (`C = 0`, every result),
 //! which the `OP_RETURN` after it then returns: the same results, with the caller's
-//! frame kept, as redis-server keeps it. (A script that recursed through tail calls
-//! deeper than Lua's 20,000 calls would now overflow where it looped; scripts do not.)
+//! frame kept, as redis-server keeps it. Only calls of a table's field are changed
+//! (`redis.call`, `cjson.decode`): a script's own functions may recurse through tail
+//! calls as deep as they like, as in Lua.
 //!
 //! The chunk is read as Lua 5.1's `ldump.c` writes it on this platform; anything else
 //! leaves it as it is.
@@ -51,6 +52,24 @@ pub fn untail(chunk: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Whether the function a tail call `call` calls is a table's field (`redis.call`,
+/// `cjson.decode`, `obj:method`): the last instruction before it to set its register
+/// is `OP_GETTABLE` or `OP_SELF`. Only those are made plain calls: a script's own
+/// functions (locals, upvalues, globals) may recurse through tail calls, which must
+/// not use up the stack; a library's function in a table does not call back.
+fn of_a_field(before: &[u32], call: u32) -> bool {
+    const GETTABLE: u32 = 6;
+    const SELF: u32 = 11;
+    // Instructions whose A field names no register they set.
+    const SET_NONE: [u32; 10] = [7, 8, 9, 22, 23, 24, 25, 26, 34, 35];
+    let a = (call >> 6) & 0xff;
+    before
+        .iter()
+        .rev()
+        .find(|&&op| (op >> 6) & 0xff == a && !SET_NONE.contains(&(op & OP_MASK)))
+        .is_some_and(|&op| matches!(op & OP_MASK, GETTABLE | SELF))
+}
+
 /// Walks a chunk, noting where its `OP_TAILCALL`s are.
 struct Reader<'a> {
     chunk: &'a [u8],
@@ -83,13 +102,18 @@ impl Reader<'_> {
         }
         self.string()?; // source
         self.take(4 + 4 + 4)?; // linedefined, lastlinedefined; nups, numparams, is_vararg, maxstacksize
-        let code = self.int()?;
-        for _ in 0..code {
-            let at = self.at;
-            let op = u32::from_le_bytes(self.take(4)?.try_into().ok()?);
+        let count = self.int()?;
+        let start = self.at;
+        let code: Vec<u32> = self
+            .take(count.checked_mul(4)?)?
+            .chunks_exact(4)
+            .filter_map(|w| w.try_into().ok().map(u32::from_le_bytes))
+            .collect();
+        for (i, &op) in code.iter().enumerate() {
             // A tail call always takes every result (C = 0), as the compiler leaves it.
-            if op & OP_MASK == OP_TAILCALL && (op >> 14) & 0x1ff == 0 {
-                self.calls.push(at);
+            if op & OP_MASK == OP_TAILCALL && (op >> 14) & 0x1ff == 0 && of_a_field(&code[..i], op)
+            {
+                self.calls.push(start + i * 4);
             }
         }
         let constants = self.int()?;
@@ -144,14 +168,15 @@ mod tests {
         // `err` raises an error at its caller's line: none for the stand-in of a frame
         // a tail call replaced.
         let code = r#"
-            local function err() error('boom', 2) end
-            local function many() return 1, 2, 3 end
+            local lib = {}
+            function lib.err() error('boom', 2) end
+            function lib.many() return 1, 2, 3 end
             local function inner()
-              return err()
+              return lib.err()
             end
-            local a, b, c = (function() return many() end)()
+            local a, b, c = (function() return lib.many() end)()
             local _, raised = pcall(inner)
-            return raised, a + b + c, select('#', (function() return many() end)())
+            return raised, a + b + c, select('#', (function() return lib.many() end)())
         "#;
         let chunk = dump(&lua, code);
         let (tail_raised, sum, count): (String, i64, i64) = load(&lua, &chunk).call(()).unwrap();
@@ -161,16 +186,35 @@ mod tests {
         assert_eq!((sum, count), (6, 3));
         assert_eq!((sum2, count2), (6, 3));
         assert_eq!(tail_raised, "boom");
-        // Without the tail calls, `inner`'s frame is there, at `return err()`.
-        assert!(raised.ends_with("]:5: boom"), "{raised}");
+        // Without the tail calls, `inner`'s frame is there, at `return lib.err()`.
+        assert!(raised.ends_with("]:6: boom"), "{raised}");
+    }
+
+    #[test]
+    fn a_scripts_own_functions_keep_their_tail_calls() {
+        let lua = Lua::new();
+        // Far deeper than Lua's 20,000 calls: only tail calls get there.
+        let code = r#"
+            local function down(n) if n == 0 then return 'bottom' end return down(n - 1) end
+            function up(n) if n == 0 then return 'top' end return up(n - 1) end
+            local t = {}
+            function t:m(n) return n end
+            local function m() return t:m(7) end
+            return down(100000), up(100000), m()
+        "#;
+        let chunk = dump(&lua, code);
+        let untailed = untail(&chunk).expect("t:m is a field's tail call");
+        let got: (String, String, i64) = load(&lua, &untailed).call(()).unwrap();
+        assert_eq!(got, ("bottom".into(), "top".into(), 7));
     }
 
     #[test]
     fn a_chunk_without_tail_calls_or_not_ours_is_left_alone() {
         let lua = Lua::new();
         assert_eq!(untail(&dump(&lua, "local x = 1 return x")), None);
+        assert_eq!(untail(&dump(&lua, "return tostring(1)")), None);
         assert_eq!(untail(b"return 1"), None);
-        let chunk = dump(&lua, "return tostring(1)");
+        let chunk = dump(&lua, "return string.format('%d', 1)");
         // Cut anywhere, or with bytes after it: not read.
         for len in 0..chunk.len() {
             assert_eq!(untail(&chunk[..len]), None, "cut at {len}");
