@@ -249,6 +249,13 @@ end, flags={'no-writes'}}
 redis.register_function('fails', function(keys, args)
   return redis.call('incr', keys[1])
 end)
+redis.register_function('fails2', function(keys, args)
+  redis.call('get', keys[2])
+  return redis.call('incr', keys[1])
+end)
+redis.register_function('decodes', function(keys, args)
+  return cjson.decode('{')
+end)
 redis.register_function('pfails', function(keys, args)
   local r = redis.pcall('incr', keys[1])
   return {type(r), r['err']}
@@ -309,6 +316,9 @@ fn fcall_matches_redis_on_one_shard_and_across_shards() {
                 &["FCALL", "ro", "1", k1],
                 &["FCALL", "ro_writes", "1", k1],
                 &["FCALL", "fails", "1", k1],
+                // In tail position, across shards too: the error names the line.
+                &["FCALL", "fails2", "2", k1, k2],
+                &["FCALL", "decodes", "0"],
                 &["FCALL", "pfails", "1", k1],
                 &["FCALL", "raises", "0"],
                 &["FCALL", "raises_table", "0"],

@@ -132,7 +132,7 @@ impl Engine {
         let chunk = lua
             .load(code)
             .set_name(CHUNK)
-            .set_environment(env)
+            .set_environment(env.clone())
             .into_function()
             .map_err(|e| {
                 let mut text = compile_error(e);
@@ -142,6 +142,19 @@ impl Engine {
                 reply.extend_from_slice(&msg);
                 reply
             })?;
+        // Calls of library functions in tail position made plain calls, so that their
+        // errors name the function's line (`untail`; only goblin's own bytecode is
+        // loaded).
+        let chunk = super::untail::untail(&chunk.dump(false))
+            .and_then(|untailed| {
+                lua.load(untailed.as_slice())
+                    .set_name(CHUNK)
+                    .set_mode(mlua::ChunkMode::Binary)
+                    .set_environment(env)
+                    .into_function()
+                    .ok()
+            })
+            .unwrap_or(chunk);
         lua.set_app_data(Loading(Vec::new()));
         // Loading may take LOAD_TIMEOUT at most (as redis-server's engine allows).
         let started = std::time::Instant::now();
