@@ -460,11 +460,13 @@ fn client_info(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().verbatim(b"txt", &line);
 }
 
-/// The kinds of client CLIENT LIST and KILL filter by. Every client here is a normal
-/// one (no replication, no Pub/Sub yet).
+/// The kinds of client CLIENT LIST and KILL filter by: a client subscribed to a channel
+/// or pattern is a Pub/Sub one (`flags=P`), any other a normal one (no replication here:
+/// no master or replica clients).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClientType {
     Normal,
+    Pubsub,
     Other,
 }
 
@@ -472,8 +474,18 @@ enum ClientType {
 fn client_type(name: &[u8]) -> Result<ClientType, ErrorReply> {
     match name.to_ascii_lowercase().as_slice() {
         b"normal" => Ok(ClientType::Normal),
-        b"master" | b"replica" | b"slave" | b"pubsub" => Ok(ClientType::Other),
+        b"pubsub" => Ok(ClientType::Pubsub),
+        b"master" | b"replica" | b"slave" => Ok(ClientType::Other),
         _ => Err(errors::unknown_client_type(name)),
+    }
+}
+
+/// `getClientType` (MONITOR clients show as normal ones, as in Redis).
+fn type_of(c: &Client) -> ClientType {
+    if c.subs.active() {
+        ClientType::Pubsub
+    } else {
+        ClientType::Normal
     }
 }
 
@@ -512,8 +524,8 @@ fn client_list_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
     view.refresh_facts();
     view.clients()
         .filter(|c| match &filter {
-            ListFilter::All | ListFilter::Type(ClientType::Normal) => true,
-            ListFilter::Type(ClientType::Other) => false,
+            ListFilter::All => true,
+            ListFilter::Type(kind) => type_of(c) == *kind,
             ListFilter::Ids(ids) => ids.contains(&c.id),
         })
         .flat_map(|c| client_line(c, now))
@@ -614,7 +626,7 @@ impl KillFilter {
     fn matches(&self, view: &WorkerView<'_>, c: &Client) -> bool {
         let shown = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string().into_bytes());
         self.id.is_none_or(|id| c.id == id)
-            && self.kind.is_none_or(|k| k == ClientType::Normal)
+            && self.kind.is_none_or(|k| k == type_of(c))
             && self
                 .addr
                 .as_ref()

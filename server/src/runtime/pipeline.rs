@@ -397,6 +397,8 @@ impl Worker {
             // Left by a tracking command that had to wait.
             self.cmd_tracked = None;
         }
+        // (A command queued in MULTI is the client's last one too, as in Redis.)
+        conn.client.last_command = spec.name;
         if conn.multi.is_some() && spec.queued_in_multi {
             let (resp, db) = (conn.client.resp, conn.client.db);
             let mut queued = self.new_batch(resp, db);
@@ -411,7 +413,6 @@ impl Worker {
             Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
             return Flow::Next;
         }
-        conn.client.last_command = spec.name;
         // MONITOR: what EXEC runs is shown as it runs, before EXEC itself.
         let exec_feed = if shared.monitors.any()
             && matches!(spec.exec, Exec::Multi(_))

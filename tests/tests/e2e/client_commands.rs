@@ -259,3 +259,57 @@ fn client_pause_holds_what_redis_holds() {
         assert_eq!(a.cmd(&[b"ping"]), b"+PONG\r\n");
     }
 }
+
+/// CLIENT LIST and CLIENT KILL by TYPE: a subscribed client is a `pubsub` one, not a
+/// `normal` one; a client inside MULTI shows the command it queued last — as
+/// redis-server shows them (what is compared: which clients each filter finds, and the
+/// `cmd` field).
+#[test]
+fn client_types_and_the_last_command_are_redis_ones() {
+    let transcript = |s: &Server| -> Vec<String> {
+        let mut admin = s.raw();
+        let mut sub = s.raw();
+        let mut queued = s.raw();
+        let mut out = Vec::new();
+        sub.cmd_str("CLIENT SETNAME listener");
+        sub.cmd_str("SUBSCRIBE ch");
+        queued.cmd_str("CLIENT SETNAME queuer");
+        for line in ["MULTI", "SET x 1", "GET x"] {
+            queued.cmd_str(line);
+        }
+        let names = |reply: Vec<u8>| -> String {
+            let text = String::from_utf8_lossy(&reply).into_owned();
+            let mut names: Vec<String> = text
+                .lines()
+                .filter_map(|l| l.split(" name=").nth(1))
+                .filter_map(|rest| rest.split(' ').next())
+                .map(String::from)
+                .collect();
+            names.sort();
+            names.join(",")
+        };
+        out.push(names(admin.cmd_str("CLIENT LIST TYPE pubsub")));
+        out.push(names(admin.cmd_str("CLIENT LIST TYPE normal")));
+        out.push(names(admin.cmd_str("CLIENT LIST TYPE replica")));
+        let list = String::from_utf8_lossy(&admin.cmd_str("CLIENT LIST")).into_owned();
+        let queuer = list
+            .lines()
+            .find(|l| l.contains("name=queuer"))
+            .unwrap_or("");
+        out.push(
+            queuer
+                .split(' ')
+                .filter(|f| f.starts_with("cmd=") || f.starts_with("multi="))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        out.push(String::from_utf8_lossy(&admin.cmd_str("CLIENT KILL TYPE pubsub")).into_owned());
+        out.push(names(admin.cmd_str("CLIENT LIST TYPE pubsub")));
+        out
+    };
+    let servers = servers();
+    let got = transcript(&servers[0]);
+    let want = transcript(&servers[1]);
+    assert_eq!(got, want);
+    assert_eq!(want[0], "listener", "{want:?}");
+}
