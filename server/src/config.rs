@@ -2,6 +2,8 @@
 //!
 //! Options are given redis-server style, `--name value`; `--help` lists them.
 
+pub mod inert;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -96,6 +98,8 @@ pub struct Config {
     /// frees a value of many elements in the background whatever they say
     /// (`goblin_store::lazyfree`).
     pub lazyfree: [bool; 5],
+    /// Redis's options Goblin keeps but does not act on ([`inert::INERT`]'s order).
+    pub inert: Vec<String>,
     /// `lua-allow-undeclared-keys` (Goblin's): scripts may touch keys they do not
     /// declare, running with every shard locked.
     pub lua_allow_undeclared_keys: bool,
@@ -428,6 +432,7 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             lua_allow_undeclared_keys: false,
             lazyfree: [false; 5],
+            inert: inert::defaults(),
         }
     }
 }
@@ -613,19 +618,8 @@ pub const LAZYFREE: [&str; 5] = [
 pub const ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
 
 /// Parameters CONFIG GET shows for tools that read them, which Goblin does not let change:
-/// CONFIG SET answers that they are immutable (redis-server: `cluster-enabled` and
-/// `io-threads` are; the encodings' thresholds are Goblin's constants).
-pub const SHOWN: &[&str] = &[
-    "io-threads",
-    "hash-max-listpack-entries",
-    "hash-max-listpack-value",
-    "list-max-listpack-size",
-    "set-max-intset-entries",
-    "zset-max-listpack-entries",
-    "zset-max-listpack-value",
-    "stream-node-max-bytes",
-    "stream-node-max-entries",
-];
+/// CONFIG SET answers that they are immutable (as redis-server answers for `io-threads`).
+pub const SHOWN: &[&str] = &["io-threads"];
 
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
 pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
@@ -972,6 +966,16 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "auto-aof-rewrite-min-size" => {
             config.persist.auto_aof_rewrite_min_size = parse_size(one()?)?;
         }
+        kept if let Some(i) = inert::find(kept) => {
+            let value = inert::INERT[i].check(values).map_err(|e| {
+                if values.len() == 1 {
+                    e
+                } else {
+                    "Bad directive or wrong number of arguments".into()
+                }
+            })?;
+            config.inert[i] = value;
+        }
         _ => return Err("Bad directive or wrong number of arguments".into()),
     }
     Ok(())
@@ -1067,7 +1071,7 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
             )
         })
     };
-    vec![
+    let mut out = vec![
         // At its default, not written at all (its lines dropped), as in redis-server.
         Rewritten {
             name: "bind",
@@ -1242,7 +1246,19 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         }),
         // Goblin's own.
         opt("threads", &|c| c.threads.to_string()),
-    ]
+    ];
+    // Redis's options kept but not acted on: text quoted, memory with its unit.
+    out.extend(inert::INERT.iter().zip(c.inert.iter().zip(&d.inert)).map(
+        |(o, (value, default))| {
+            let show = |v: &String| match o.kind {
+                inert::Kind::Text => repr(v.as_bytes()),
+                inert::Kind::Memory => v.parse().map_or_else(|_| v.clone(), format_memory),
+                _ => v.clone(),
+            };
+            one(o.name, show(value), show(default))
+        },
+    ));
+    out
 }
 
 /// A line as redis-server reads an old file's: without blanks, CR and LF at either end.
@@ -1590,14 +1606,15 @@ mod rewrite_tests {
             .iter()
             .map(|o| o.name)
             .collect();
-        for name in SETTABLE.iter().chain(FIXED).chain(PROTECTED) {
+        let kept = inert::INERT.iter().map(|o| &o.name);
+        for name in SETTABLE.iter().chain(FIXED).chain(PROTECTED).chain(kept) {
             assert!(names.contains(name), "{name}");
         }
         // (And `user`, a directive of the file that no CONFIG command names.)
         assert!(names.contains(&"user"));
         assert_eq!(
             names.len(),
-            SETTABLE.len() + FIXED.len() + PROTECTED.len() + 1
+            SETTABLE.len() + FIXED.len() + PROTECTED.len() + inert::INERT.len() + 1
         );
     }
 

@@ -4,8 +4,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use goblin_store::types::{hash, list, set, zset};
-
 use crate::config;
 use crate::errors;
 use crate::runtime::pubsub::Space;
@@ -358,7 +356,7 @@ fn command_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
     let live = ctx.shared.live();
     let c = &*live;
-    vec![
+    let mut params = vec![
         ("bind", c.bind.to_string()),
         ("port", ctx.shared.port().to_string()),
         ("save", c.persist.save_text()),
@@ -450,26 +448,6 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         ),
         ("hz", c.hz.to_string()),
         ("io-threads", ctx.shared.threads.to_string()),
-        (
-            "hash-max-listpack-entries",
-            hash::LISTPACK_ENTRIES.to_string(),
-        ),
-        ("hash-max-listpack-value", hash::LISTPACK_VALUE.to_string()),
-        ("list-max-listpack-size", list::LISTPACK_SIZE.to_string()),
-        ("set-max-intset-entries", set::INTSET_ENTRIES.to_string()),
-        (
-            "zset-max-listpack-entries",
-            zset::LISTPACK_ENTRIES.to_string(),
-        ),
-        ("zset-max-listpack-value", zset::LISTPACK_VALUE.to_string()),
-        (
-            "stream-node-max-bytes",
-            super::streams::LIMITS.max_bytes.to_string(),
-        ),
-        (
-            "stream-node-max-entries",
-            super::streams::LIMITS.max_entries.to_string(),
-        ),
         ("hll-sparse-max-bytes", c.hll_sparse_max_bytes.to_string()),
         ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
         ("lua-time-limit", c.busy_reply_threshold.to_string()),
@@ -486,7 +464,19 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
         (config::LAZYFREE[2], yes_no(c.lazyfree[2])),
         (config::LAZYFREE[3], yes_no(c.lazyfree[3])),
         (config::LAZYFREE[4], yes_no(c.lazyfree[4])),
-    ]
+    ];
+    // Redis's options kept but not acted on, and their other names.
+    params.extend(
+        config::inert::INERT
+            .iter()
+            .zip(&c.inert)
+            .map(|(o, v)| (o.name, v.clone())),
+    );
+    params.extend(config::inert::ALIASES.iter().filter_map(|(alias, real)| {
+        let i = config::inert::find(real)?;
+        Some((*alias, c.inert.get(i)?.clone()))
+    }));
+    params
 }
 
 fn yes_no(on: bool) -> String {
@@ -572,6 +562,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
         let name = config::ALIASES
             .iter()
+            .chain(config::inert::ALIASES)
             .find(|(alias, _)| *alias == name)
             .map_or(name, |(_, real)| (*real).to_string());
         let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
@@ -582,20 +573,16 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 &name,
                 "can't set protected config",
             ))
-        } else if config::SHOWN.contains(&name.as_str())
-            && name.contains("-max-")
-            && config_params(ctx)
-                .iter()
-                .any(|(n, v)| *n == name && *v == value)
+        } else if config::FIXED.contains(&name.as_str())
+            || config::SHOWN.contains(&name.as_str())
+            || config::inert::immutable(&name)
         {
-            // An encoding threshold set to the value it has: nothing changes.
-            None
-        } else if config::FIXED.contains(&name.as_str()) || config::SHOWN.contains(&name.as_str()) {
             Some(errors::config_set_failed(
                 &name,
                 "can't set immutable config",
             ))
-        } else if !config::SETTABLE.contains(&name.as_str()) {
+        } else if !config::SETTABLE.contains(&name.as_str()) && config::inert::find(&name).is_none()
+        {
             Some(errors::config_unknown(&name))
         } else {
             config::set_option(&mut next, &name, &value)

@@ -580,6 +580,14 @@ impl Server {
             self.shared.local_addr.port(),
             self.shared.threads
         );
+        for warning in crate::config::inert::warnings(&config.inert) {
+            crate::log!(Warning, "{warning}");
+        }
+        if let Some(path) = crate::config::inert::pidfile(&config.inert)
+            && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
+        {
+            crate::log!(Warning, "Failed to write PID file: {e}");
+        }
         let startup = load::prepare(&self.shared).map_err(|e| {
             crate::log!(Warning, "{e}");
             io::Error::other(e)
@@ -677,4 +685,11 @@ pub fn new_repl_id() -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let seed = format!("{nanos}:{}:{seq}", std::process::id());
     crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()))
+}
+
+/// Removes the `pidfile` written at start-up, as redis-server does when it exits.
+pub(crate) fn remove_pidfile(shared: &Shared) {
+    if let Some(path) = crate::config::inert::pidfile(&shared.live().inert) {
+        let _ = std::fs::remove_file(path);
+    }
 }

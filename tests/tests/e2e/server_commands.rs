@@ -305,6 +305,216 @@ fn renamed_commands_answer_as_redis_renamed_ones() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Redis 7.0's options that Goblin keeps without acting on them (replication, TLS,
+/// defragmentation, the encodings' thresholds …) and their other names: a redis.conf
+/// written for redis-server starts goblin-server, and CONFIG GET and SET answer as
+/// redis-server answers (its defaults, its checks, its immutable ones).
+#[test]
+fn options_goblin_keeps_without_acting_on_answer_as_redis() {
+    let mut d = Differential::new();
+    for name in [
+        "active-defrag-cycle-max",
+        "active-defrag-cycle-min",
+        "active-defrag-ignore-bytes",
+        "active-defrag-max-scan-fields",
+        "active-defrag-threshold-lower",
+        "active-defrag-threshold-upper",
+        "active-expire-effort",
+        "activedefrag",
+        "activerehashing",
+        "always-show-logo",
+        "aof-disable-auto-gc",
+        "aof-rewrite-incremental-fsync",
+        "aof-timestamp-enabled",
+        "aof-use-rdb-preamble",
+        "aof_rewrite_cpulist",
+        "bgsave_cpulist",
+        "bind-source-addr",
+        "bio_cpulist",
+        "cluster-allow-pubsubshard-when-down",
+        "cluster-allow-replica-migration",
+        "cluster-announce-bus-port",
+        "cluster-announce-hostname",
+        "cluster-announce-ip",
+        "cluster-announce-port",
+        "cluster-announce-tls-port",
+        "cluster-link-sendbuf-limit",
+        "cluster-migration-barrier",
+        "cluster-preferred-endpoint-type",
+        "cluster-replica-no-failover",
+        "cluster-replica-validity-factor",
+        "cluster-slave-no-failover",
+        "cluster-slave-validity-factor",
+        "crash-log-enabled",
+        "crash-memcheck-enabled",
+        "daemonize",
+        "disable-thp",
+        "dynamic-hz",
+        "enable-protected-configs",
+        "hash-max-ziplist-entries",
+        "hash-max-ziplist-value",
+        "ignore-warnings",
+        "io-threads-do-reads",
+        "jemalloc-bg-thread",
+        "latency-tracking",
+        "latency-tracking-info-percentiles",
+        "list-compress-depth",
+        "list-max-ziplist-size",
+        "masterauth",
+        "masteruser",
+        "maxmemory-clients",
+        "maxmemory-eviction-tenacity",
+        "min-replicas-max-lag",
+        "min-replicas-to-write",
+        "min-slaves-max-lag",
+        "min-slaves-to-write",
+        "no-appendfsync-on-rewrite",
+        "oom-score-adj",
+        "oom-score-adj-values",
+        "pidfile",
+        "proc-title-template",
+        "propagation-error-behavior",
+        "rdb-del-sync-files",
+        "rdb-save-incremental-fsync",
+        "rdbchecksum",
+        "rdbcompression",
+        "repl-backlog-size",
+        "repl-backlog-ttl",
+        "repl-disable-tcp-nodelay",
+        "repl-diskless-load",
+        "repl-diskless-sync",
+        "repl-diskless-sync-delay",
+        "repl-diskless-sync-max-replicas",
+        "repl-ping-replica-period",
+        "repl-ping-slave-period",
+        "repl-timeout",
+        "replica-announce-ip",
+        "replica-announce-port",
+        "replica-announced",
+        "replica-ignore-disk-write-errors",
+        "replica-ignore-maxmemory",
+        "replica-lazy-flush",
+        "replica-priority",
+        "replica-read-only",
+        "replica-serve-stale-data",
+        "replicaof",
+        "sanitize-dump-payload",
+        "server_cpulist",
+        "set-proc-title",
+        "shutdown-on-sigint",
+        "shutdown-on-sigterm",
+        "shutdown-timeout",
+        "slave-announce-ip",
+        "slave-announce-port",
+        "slave-ignore-maxmemory",
+        "slave-lazy-flush",
+        "slave-priority",
+        "slave-read-only",
+        "slave-serve-stale-data",
+        "slaveof",
+        "socket-mark-id",
+        "supervised",
+        "syslog-enabled",
+        "syslog-facility",
+        "syslog-ident",
+        "tcp-backlog",
+        "tls-auth-clients",
+        "tls-ca-cert-dir",
+        "tls-ca-cert-file",
+        "tls-cert-file",
+        "tls-ciphers",
+        "tls-ciphersuites",
+        "tls-client-cert-file",
+        "tls-client-key-file",
+        "tls-client-key-file-pass",
+        "tls-cluster",
+        "tls-dh-params-file",
+        "tls-key-file",
+        "tls-key-file-pass",
+        "tls-port",
+        "tls-prefer-server-ciphers",
+        "tls-protocols",
+        "tls-replication",
+        "tls-session-cache-size",
+        "tls-session-cache-timeout",
+        "tls-session-caching",
+        "unixsocket",
+        "unixsocketperm",
+        "zset-max-ziplist-entries",
+        "zset-max-ziplist-value",
+        "hash-max-listpack-entries",
+        "hash-max-listpack-value",
+        "list-max-listpack-size",
+        "set-max-intset-entries",
+        "zset-max-listpack-entries",
+        "zset-max-listpack-value",
+        "stream-node-max-bytes",
+        "stream-node-max-entries",
+    ] {
+        d.check(&[b"CONFIG", b"GET", name.as_bytes()]);
+    }
+    d.check_lines(
+        "
+        CONFIG SET activerehashing no
+        CONFIG GET activerehashing
+        CONFIG SET activerehashing maybe
+        CONFIG SET hash-max-ziplist-entries 64
+        CONFIG GET hash-max-listpack-entries
+        CONFIG GET hash-max-ziplist-entries
+        CONFIG SET hash-max-listpack-entries x
+        CONFIG SET active-expire-effort 11
+        CONFIG SET active-expire-effort 3
+        CONFIG GET active-expire-effort
+        CONFIG SET repl-backlog-size 2mb
+        CONFIG GET repl-backlog-size
+        CONFIG SET repl-diskless-load swapdb
+        CONFIG GET repl-diskless-load
+        CONFIG SET repl-diskless-load maybe
+        CONFIG SET tcp-backlog 100
+        CONFIG SET daemonize yes
+        CONFIG SET slave-read-only no
+        CONFIG GET replica-read-only
+        CONFIG GET slave-read-only
+        CONFIG SET list-compress-depth 2
+        CONFIG GET list-compress-depth
+        CONFIG SET zset-max-ziplist-value 32 set-max-intset-entries 100
+        CONFIG GET zset-max-listpack-value
+        CONFIG GET set-max-intset-entries
+        CONFIG SET oom-score-adj-values 0
+        ",
+    );
+    // A file with them (as Debian's redis.conf has them) starts goblin-server.
+    let dir = goblin_tests::scratch_dir("redis-conf");
+    let conf = dir.join("redis.conf");
+    std::fs::write(
+        &conf,
+        "tcp-backlog 511\nhash-max-ziplist-entries 128\nlist-compress-depth 1\n\
+         latency-tracking-info-percentiles 50 99 99.9\nrepl-backlog-size 2mb\n\
+         supervised no\nactiverehashing no\nsave \"\"\n",
+    )
+    .unwrap();
+    let goblin = Server::goblin_with_file(&conf, &["--dir", dir.to_str().unwrap()]);
+    let mut raw = goblin.raw();
+    for (name, value) in [
+        ("tcp-backlog", "511"),
+        ("hash-max-listpack-entries", "128"),
+        ("list-compress-depth", "1"),
+        ("latency-tracking-info-percentiles", "50 99 99.9"),
+        ("repl-backlog-size", "2097152"),
+        ("activerehashing", "no"),
+    ] {
+        let want = format!(
+            "*2\r\n${}\r\n{name}\r\n${}\r\n{value}\r\n",
+            name.len(),
+            value.len()
+        );
+        let got = raw.cmd(&[b"CONFIG", b"GET", name.as_bytes()]);
+        assert_eq!(show(&got), show(want.as_bytes()));
+    }
+    drop(goblin);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// CONFIG SET as redis-server answers it: several pairs at once, all or nothing; unknown,
 /// repeated and invalid ones refused with its texts; the new values in effect at once.
 #[test]
