@@ -118,6 +118,12 @@ pub struct Shard {
     executed: u64,
     /// A script runs on this shard: see [`Shard::set_in_script`].
     in_script: bool,
+    /// Inside a script or a transaction's commands here: the keys that became ready for
+    /// waiters are kept, in that order, and served when it ends (`end_deferred_serving`),
+    /// as redis-server serves blocked clients after the whole EXEC or script.
+    serving_deferred: u32,
+    /// Those keys, by database.
+    deferred_ready: Vec<(usize, Vec<u8>)>,
     /// Cluster mode: this thread's copy of the node's routes (renewed when the
     /// cluster's version moves on; its worker routes with it too).
     pub(crate) routes: Option<Arc<crate::cluster::Routes>>,
@@ -189,6 +195,8 @@ impl Shard {
             stats: vec![CmdStat::default(); commands],
             executed: 0,
             in_script: false,
+            serving_deferred: 0,
+            deferred_ready: Vec::new(),
             routes: None,
             cluster: None,
             locks: LockTable::default(),
@@ -423,7 +431,31 @@ impl Shard {
     /// A script runs on this shard from now on (`true`) or no longer: the slow commands
     /// it calls are SLOWLOG entries of the script's client, as in Redis.
     pub fn set_in_script(&mut self, on: bool) {
+        if on != self.in_script {
+            if on {
+                self.begin_deferred_serving();
+            } else {
+                self.end_deferred_serving();
+            }
+        }
         self.in_script = on;
+    }
+
+    /// From now until [`Shard::end_deferred_serving`], keys that become ready for waiters
+    /// are served at the end (nested: the outermost end serves them).
+    fn begin_deferred_serving(&mut self) {
+        self.serving_deferred += 1;
+    }
+
+    /// Serves the keys that became ready since the outermost
+    /// [`Shard::begin_deferred_serving`], in the order they became ready.
+    fn end_deferred_serving(&mut self) {
+        self.serving_deferred = self.serving_deferred.saturating_sub(1);
+        if self.serving_deferred == 0 && !self.deferred_ready.is_empty() {
+            for (db, key) in std::mem::take(&mut self.deferred_ready) {
+                self.serve_key(db, &key);
+            }
+        }
     }
 
     /// Whether a script running here (in transaction `tx`, if any) may touch `key`,
@@ -837,6 +869,18 @@ impl Shard {
                 }
                 Event::Key(_) => {}
             }
+        }
+        if self.serving_deferred > 0 {
+            for (db, key) in keys {
+                if !self
+                    .deferred_ready
+                    .iter()
+                    .any(|(d, k)| *d == db && *k == key)
+                {
+                    self.deferred_ready.push((db, key));
+                }
+            }
+            return;
         }
         for (db, key) in keys {
             self.serve_key(db, &key);
@@ -1558,9 +1602,11 @@ impl Shard {
                 batch.now = step.now;
                 batch.slots_version = step.slots_version;
                 batch.db = step.db;
+                self.begin_deferred_serving();
                 while !batch.finished() {
                     self.run_one(shared, &mut batch, Some(step.tx));
                 }
+                self.end_deferred_serving();
                 // Its slow commands go back with the step's report.
                 self.slow.append(&mut batch.slow);
                 HopOut::Reply(std::mem::take(&mut batch.replies))

@@ -161,6 +161,43 @@ fn replies_before_a_blocking_command_arrive_while_it_waits() {
 }
 
 #[test]
+fn a_transaction_or_script_serves_blocked_clients_when_it_ends() {
+    // Clients blocked on two keys (of one shard) and a MULTI or a script pushing to
+    // both: as in redis-server, the clients are served after the whole transaction, key
+    // by key in the order the keys became ready, each key serving every client it can
+    // — both clients take from {t}w2, whose push came first, and {t}w1 keeps its element.
+    same(|s| {
+        let mut admin = s.raw();
+        let mut a = s.raw();
+        let mut b = s.raw();
+        let mut out = Vec::new();
+        let pushes = [
+            "MULTI",
+            "RPUSH {t}w2 A",
+            "RPUSH {t}w1 B",
+            "RPUSH {t}w2 C",
+            "EXEC",
+        ];
+        let script = "EVAL redis.call('rpush',KEYS[2],'A')redis.call('rpush',KEYS[1],'B')redis.call('rpush',KEYS[2],'C') 2 {t}w1 {t}w2";
+        for transaction in [&pushes[..], &[script][..]] {
+            send(&mut a, "BLPOP {t}w1 {t}w2 5");
+            until_blocked(&mut admin, 1);
+            send(&mut b, "BLPOP {t}w2 {t}w1 5");
+            until_blocked(&mut admin, 2);
+            for line in transaction {
+                out.push(admin.cmd_str(line));
+            }
+            out.push(a.reply());
+            out.push(b.reply());
+            out.push(admin.cmd_str("LRANGE {t}w1 0 -1"));
+            out.push(admin.cmd_str("LRANGE {t}w2 0 -1"));
+            out.push(admin.cmd_str("DEL {t}w1 {t}w2"));
+        }
+        out
+    });
+}
+
+#[test]
 fn clients_are_served_in_the_order_they_blocked_one_element_each() {
     same(|s| {
         let mut admin = s.raw();
