@@ -272,6 +272,13 @@ pub struct Worker {
 const EMFILE: i32 = 24;
 const ENFILE: i32 = 23;
 
+/// Whether job `job` (a connection's, if any) waits for a key event: a client blocked in
+/// a command.
+fn parked(jobs: &HashMap<u64, Box<TxJob>, foldhash::fast::RandomState>, job: Option<u64>) -> bool {
+    job.and_then(|seq| jobs.get(&seq))
+        .is_some_and(|job| job.parked_state().0)
+}
+
 impl Worker {
     /// Worker `id`; `listener` is given to the one that accepts connections.
     ///
@@ -1260,11 +1267,7 @@ impl Worker {
 
     /// Whether the connection's command waits for a key event (a parked plan).
     pub(crate) fn blocked_in_a_wait(&self, key: usize) -> bool {
-        self.conns
-            .get(key)
-            .and_then(|c| c.job)
-            .and_then(|seq| self.jobs.get(&seq))
-            .is_some_and(|job| job.parked_state().0)
+        parked(&self.jobs, self.conns.get(key).and_then(|c| c.job))
     }
 
     pub(crate) fn live_conn(&mut self, to: ConnRef) -> Option<&mut Conn> {
@@ -1559,15 +1562,11 @@ impl Worker {
             // local one, instead of one per shard round trip. (`after_wait` marks it
             // dirty again when the wait ends.) Not one blocked in a command (BLPOP,
             // GOBLIN.CLAIM … BLOCK): the replies before it go now, as from redis-server.
-            let blocked = conn
-                .job
-                .and_then(|seq| self.jobs.get(&seq))
-                .is_some_and(|job| job.parked_state().0);
             if (conn.busy() || conn.deferred.is_some())
-                && !blocked
                 && !conn.closing
                 && !conn.stalled
                 && conn.output.pending() < FLUSH_EARLY_ABOVE
+                && !parked(&self.jobs, conn.job)
             {
                 continue;
             }

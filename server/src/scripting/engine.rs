@@ -787,19 +787,9 @@ impl Engine {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        let mut f = self.compile(body)?;
         // Calls of library functions in tail position made plain calls, so that their
         // errors name the script's line (`untail`; only goblin's own bytecode is loaded).
-        if let Some(untailed) = untail::untail(&f.dump(false))
-            && let Ok(g) = self
-                .lua
-                .load(untailed.as_slice())
-                .set_name(CHUNK)
-                .set_mode(mlua::ChunkMode::Binary)
-                .into_function()
-        {
-            f = g;
-        }
+        let f = untail::without_tail_calls(&self.lua, self.compile(body)?, CHUNK, None);
         self.compiled.insert(*sha, f.clone());
         Ok(f)
     }
@@ -836,10 +826,10 @@ impl Engine {
         version: Version,
     ) -> Result<u64, Vec<u8>> {
         if !self.bytecode.contains_key(sha) {
-            // (Dumped with its debug information: its errors name its lines; without
-            // tail calls, so that its frame is there when a command it returns fails.)
-            let compiled = self.compile(code)?.dump(false);
-            let compiled = untail::untail(&compiled).unwrap_or(compiled);
+            // (The compiled function's, dumped with its debug information: its errors
+            // name its lines; without tail calls, so that its frame is there when a
+            // command it returns fails.)
+            let compiled = self.function(sha, code)?.dump(false);
             self.bytecode.insert(*sha, compiled);
         }
         let Some(bytecode) = self.bytecode.get(sha) else {

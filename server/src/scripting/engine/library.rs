@@ -145,16 +145,7 @@ impl Engine {
         // Calls of library functions in tail position made plain calls, so that their
         // errors name the function's line (`untail`; only goblin's own bytecode is
         // loaded).
-        let chunk = super::untail::untail(&chunk.dump(false))
-            .and_then(|untailed| {
-                lua.load(untailed.as_slice())
-                    .set_name(CHUNK)
-                    .set_mode(mlua::ChunkMode::Binary)
-                    .set_environment(env)
-                    .into_function()
-                    .ok()
-            })
-            .unwrap_or(chunk);
+        let chunk = super::untail::without_tail_calls(lua, chunk, CHUNK, Some(env));
         lua.set_app_data(Loading(Vec::new()));
         // Loading may take LOAD_TIMEOUT at most (as redis-server's engine allows).
         let started = std::time::Instant::now();

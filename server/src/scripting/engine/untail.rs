@@ -27,6 +27,28 @@ const OP_TAILCALL: u32 = 29;
 /// levels of C calls; a chunk of ours never comes near).
 const MAX_DEPTH: usize = 250;
 
+/// `f` (a chunk goblin compiled, named `name`) loaded again with its tail calls of a
+/// table's field made plain calls, in environment `env` if given; `f` itself when it has
+/// none (or its bytecode is not read).
+pub fn without_tail_calls(
+    lua: &mlua::Lua,
+    f: mlua::Function,
+    name: &str,
+    env: Option<mlua::Table>,
+) -> mlua::Function {
+    let Some(untailed) = untail(&f.dump(false)) else {
+        return f;
+    };
+    let mut chunk = lua
+        .load(untailed.as_slice())
+        .set_name(name)
+        .set_mode(mlua::ChunkMode::Binary);
+    if let Some(env) = env {
+        chunk = chunk.set_environment(env);
+    }
+    chunk.into_function().unwrap_or(f)
+}
+
 /// `chunk` with its tail calls made plain calls, or `None` when it is not a Lua 5.1
 /// chunk of this platform's layout (or has none).
 pub fn untail(chunk: &[u8]) -> Option<Vec<u8>> {
