@@ -38,7 +38,16 @@ pub struct Limits {
     pub max_multibulk_len: usize,
     /// Longest inline request line and longest length-header line, in bytes.
     pub max_inline_len: usize,
+    /// The client has not authenticated and must: as redis-server, a request may then
+    /// declare at most [`UNAUTHENTICATED_MULTIBULK_LEN`] arguments of at most
+    /// [`UNAUTHENTICATED_BULK_LEN`] bytes each.
+    pub unauthenticated: bool,
 }
+
+/// Most arguments a request of a client that must authenticate may declare.
+pub const UNAUTHENTICATED_MULTIBULK_LEN: i64 = 10;
+/// Longest argument of a client that must authenticate, in bytes.
+pub const UNAUTHENTICATED_BULK_LEN: i64 = 16384;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -46,6 +55,7 @@ impl Default for Limits {
             max_bulk_len: DEFAULT_MAX_BULK_LEN,
             max_multibulk_len: DEFAULT_MAX_MULTIBULK_LEN,
             max_inline_len: DEFAULT_MAX_INLINE_LEN,
+            unauthenticated: false,
         }
     }
 }
@@ -57,6 +67,10 @@ pub enum ProtocolError {
     InvalidMultibulkLength,
     /// `$` header is not an integer, is negative, or exceeds the bulk limit.
     InvalidBulkLength,
+    /// `*` header declares more arguments than a client that must authenticate may send.
+    UnauthenticatedMultibulkLength,
+    /// `$` header declares more bytes than a client that must authenticate may send.
+    UnauthenticatedBulkLength,
     /// An array element did not start with `$`; carries the byte found instead.
     ExpectedDollar(u8),
     /// No end of line within the limit while reading a `*` header.
@@ -80,6 +94,12 @@ impl ProtocolError {
                 m.extend_from_slice(b"invalid multibulk length")
             }
             ProtocolError::InvalidBulkLength => m.extend_from_slice(b"invalid bulk length"),
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                m.extend_from_slice(b"unauthenticated multibulk length")
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                m.extend_from_slice(b"unauthenticated bulk length")
+            }
             ProtocolError::ExpectedDollar(b) => {
                 m.extend_from_slice(b"expected '$', got '");
                 m.push(b);
@@ -278,6 +298,9 @@ impl RequestDecoder {
         if count > 0 && count as u64 > self.limits.max_multibulk_len as u64 {
             return Err(ProtocolError::InvalidMultibulkLength);
         }
+        if self.limits.unauthenticated && count > UNAUTHENTICATED_MULTIBULK_LEN {
+            return Err(ProtocolError::UnauthenticatedMultibulkLength);
+        }
         let pos = cr + 2;
         if count <= 0 {
             self.state = State::Idle { scanned: 0 };
@@ -326,8 +349,11 @@ impl RequestDecoder {
                     }
                     let len = parse_i64(&buf[pos + 1..cr])
                         .filter(|&l| l >= 0 && l as u64 <= self.limits.max_bulk_len as u64)
-                        .ok_or(ProtocolError::InvalidBulkLength)?
-                        as usize;
+                        .ok_or(ProtocolError::InvalidBulkLength)?;
+                    if self.limits.unauthenticated && len > UNAUTHENTICATED_BULK_LEN {
+                        return Err(ProtocolError::UnauthenticatedBulkLength);
+                    }
+                    let len = len as usize;
                     pos = cr + 2;
                     scanned = pos;
                     bulk = Some(len);

@@ -427,6 +427,12 @@ fn limits() -> impl Strategy<Value = Limits> {
             max_bulk_len: bulk,
             max_multibulk_len: multibulk,
             max_inline_len: inline,
+            unauthenticated: false,
+        }),
+        // A client that must authenticate: 10 arguments of 16384 bytes at most.
+        1 => Just(Limits {
+            unauthenticated: true,
+            ..reference::redis_limits()
         }),
     ]
 }
@@ -864,6 +870,7 @@ fn regression_unlimited_limits_overflow() {
         max_bulk_len: usize::MAX,
         max_multibulk_len: usize::MAX,
         max_inline_len: usize::MAX,
+        unauthenticated: false,
     };
     let mut dec = RequestDecoder::new(unlimited);
     assert_eq!(

@@ -58,7 +58,7 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// `loglevel`.
     pub loglevel: crate::log::Level,
-    /// `logfile` (`None`: standard error).
+    /// `logfile` (`None`: standard output).
     pub logfile: Option<PathBuf>,
     /// `client-output-buffer-limit`, per client class.
     pub output_limits: OutputLimits,
@@ -464,7 +464,7 @@ Options:
   --protected-mode yes|no   without a password, serve loopback clients only (default yes)
   --databases N             databases, SELECT 0 to N-1 (default 16)
   --loglevel LEVEL          debug, verbose, notice (default) or warning
-  --logfile FILE            append the log to FILE (default '': standard error)
+  --logfile FILE            append the log to FILE (default '': standard output)
   --maxmemory SIZE          memory limit (default 0: none)
   --maxmemory-policy NAME   past it: noeviction (default; writes get OOM), allkeys-lru,
                             allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,

@@ -7,8 +7,8 @@
 //! pid, role (`M`), the time (UTC; redis-server writes local time), the level's mark (`.`
 //! debug, `-` verbose, `*` notice, `#` warning) and the message. `loglevel` filters
 //! (`notice` by default); `logfile` names a file to append to, `""` (the default) means
-//! standard error. (redis-server writes to standard output with `logfile ""`; Goblin
-//! keeps standard output for its one `ready on` line, which scripts read.)
+//! standard output, as with redis-server (after Goblin's one `ready on` line there, which
+//! scripts read for the port).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -74,7 +74,7 @@ pub fn set_level(level: Level) {
     LEVEL.store(level as u8, Ordering::Relaxed);
 }
 
-/// Writes to `path` (appending) from now on, or to standard error when `None`.
+/// Writes to `path` (appending) from now on, or to standard output when `None`.
 ///
 /// # Errors
 /// When the file cannot be opened (the log stays where it was).
@@ -108,17 +108,30 @@ pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
         timestamp(now.as_millis() as u64),
         level.mark()
     );
+    append(line.as_bytes());
+}
+
+/// Writes `text` as it is, without the line's prefix, when `level` is logged (the logo).
+pub fn write_raw(level: Level, text: &str) {
+    if enabled(level) {
+        append(text.as_bytes());
+    }
+}
+
+/// Whether the log goes to standard output (`logfile ""`).
+pub fn to_stdout() -> bool {
+    FILE.lock().map(|slot| slot.is_none()).unwrap_or(false)
+}
+
+fn append(bytes: &[u8]) {
     let mut slot = FILE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match slot.as_mut() {
-        Some(file) => {
-            let _ = file.write_all(line.as_bytes());
-        }
-        None => {
-            let _ = std::io::stderr().write_all(line.as_bytes());
-        }
-    }
+    // A closed or full destination loses the line, never the server.
+    let _ = match slot.as_mut() {
+        Some(file) => file.write_all(bytes),
+        None => std::io::stdout().lock().write_all(bytes),
+    };
 }
 
 /// `01 Dec 2026 19:57:38.123` (UTC) for Unix milliseconds `ms`.

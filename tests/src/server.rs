@@ -224,9 +224,11 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start goblin-server");
-        let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        stdout.read_line(&mut line).unwrap();
+        // The log follows on standard output: passed on, as the server's stderr is.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::stderr()));
         let port = line
             .trim()
             .rsplit(':')

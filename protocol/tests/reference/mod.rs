@@ -31,6 +31,7 @@ pub fn redis_limits() -> Limits {
         max_bulk_len: BULK_MAX,
         max_multibulk_len: MULTIBULK_MAX,
         max_inline_len: INLINE_MAX,
+        unauthenticated: false,
     }
 }
 
@@ -174,6 +175,10 @@ fn multibulk(rest: &[u8], limits: Limits) -> Step {
         Some(n) if i128::from(n) <= limits.max_multibulk_len as i128 => n,
         _ => return Step::Stop(Event::Error(ProtocolError::InvalidMultibulkLength)),
     };
+    // networking.c: `ll > 10 && authRequired(c)`.
+    if limits.unauthenticated && count > 10 {
+        return Step::Stop(Event::Error(ProtocolError::UnauthenticatedMultibulkLength));
+    }
     let mut pos = cr + 2;
     if count <= 0 {
         return Step::Frame(Event::Empty(pos));
@@ -195,6 +200,10 @@ fn multibulk(rest: &[u8], limits: Limits) -> Step {
             Some(n) if n >= 0 && n as u128 <= limits.max_bulk_len as u128 => n as usize,
             _ => return Step::Stop(Event::Error(ProtocolError::InvalidBulkLength)),
         };
+        // networking.c: `ll > 16384 && authRequired(c)`.
+        if limits.unauthenticated && len > 16384 {
+            return Step::Stop(Event::Error(ProtocolError::UnauthenticatedBulkLength));
+        }
         let payload = cr + 2;
         // The two bytes after the payload are skipped without being looked at.
         if rest.len() < payload + len + 2 {

@@ -334,18 +334,20 @@ impl Inert {
     }
 }
 
+/// The value of option `name` in `values` (kept in [`INERT`]'s order).
+pub fn value<'a>(values: &'a [String], name: &str) -> Option<&'a str> {
+    find(name).and_then(|i| values.get(i)).map(String::as_str)
+}
+
 /// The `pidfile` configured, if any (written at start-up, removed at exit, as
 /// redis-server does).
 pub fn pidfile(values: &[String]) -> Option<&str> {
-    find("pidfile")
-        .and_then(|i| values.get(i))
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
+    value(values, "pidfile").filter(|v| !v.is_empty())
 }
 
 /// What a configuration asks for that Goblin does not do: a warning line each.
 pub fn warnings(values: &[String]) -> Vec<String> {
-    let value = |name: &str| find(name).and_then(|i| values.get(i)).map(String::as_str);
+    let value = |name: &str| value(values, name);
     let mut out = Vec::new();
     if value("daemonize") == Some("yes") {
         out.push("daemonize yes: Goblin does not fork; it runs in the foreground".into());

@@ -924,18 +924,25 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "server",
         "Server",
         format!(
-            "redis_version:{REDIS_VERSION}\r\ngoblin_version:{}\r\nredis_mode:standalone\r\n\
-             os:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\n\
+            "redis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+             redis_build_id:{}\r\ngoblin_version:{}\r\nredis_mode:standalone\r\n\
+             os:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n\
+             multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\n\
+             process_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\n\
              tcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\n\
-             uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nexecutable:{}\r\nconfig_file:{}\r\n\
-             io_threads_active:0\r\nthreads:{}\r\n",
+             uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nlru_clock:{}\r\n\
+             executable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nthreads:{}\r\n",
+            shared.run_id.get(..16).unwrap_or_default(),
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
+            shared.run_id,
             shared.port(),
             cx.now * 1000,
             uptime / 86400,
+            // redis-server's LRU clock: seconds, in 24 bits.
+            (cx.now / 1000) & 0xFF_FFFF,
             std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),

@@ -121,6 +121,16 @@ impl Worker {
                 // place as they are decoded.)
                 break;
             }
+            // Until it authenticates, a client's requests are kept small, as in Redis
+            // (AUTH earlier in this read counts for the requests after it).
+            let unauthenticated = !conn.client.authenticated;
+            let limits = input.decoder.limits();
+            if limits.unauthenticated != unauthenticated {
+                input.decoder.set_limits(goblin_protocol::Limits {
+                    unauthenticated,
+                    ..limits
+                });
+            }
             // A request that had to wait goes first: it is still decoded.
             let (decoded, mut route) = match conn.deferred.take() {
                 Some(deferred) => (Ok(Decoded::Command(deferred.len)), deferred.route),

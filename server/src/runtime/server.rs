@@ -173,6 +173,8 @@ pub struct Shared {
     /// The replication ID INFO shows (`master_replid`): random at start, new after
     /// DEBUG CHANGE-REPL-ID.
     pub repl_id: std::sync::Mutex<String>,
+    /// This process's random name (INFO's `run_id`), 40 hexadecimal digits.
+    pub run_id: String,
     /// The users and the ACL LOG.
     pub acl: crate::acl::Acl,
     /// Redis Cluster mode's state (`cluster-enabled yes`), else `None`.
@@ -312,6 +314,7 @@ impl Shared {
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
             repl_id: std::sync::Mutex::new(new_repl_id()),
+            run_id: new_repl_id(),
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
             new_listener: std::sync::Mutex::new(None),
@@ -569,17 +572,24 @@ impl Server {
                  specify a config file use goblin-server /path/to/goblin.conf"
             ),
         }
-        crate::log!(
-            Notice,
-            "Running mode={}, port={}, threads={}.",
-            if self.shared.cluster.is_some() {
-                "cluster"
-            } else {
-                "standalone"
-            },
-            self.shared.local_addr.port(),
-            self.shared.threads
-        );
+        let mode = if self.shared.cluster.is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        };
+        let (port, threads) = (self.shared.local_addr.port(), self.shared.threads);
+        // As redis-server: the logo when asked for, or when a person is reading the log.
+        let show_logo = crate::config::inert::value(&config.inert, "always-show-logo")
+            == Some("yes")
+            || (crate::log::to_stdout() && io::IsTerminal::is_terminal(&io::stdout()));
+        if show_logo {
+            crate::log::write_raw(crate::log::Level::Notice, &logo(mode, port, threads));
+        } else {
+            crate::log!(
+                Notice,
+                "Running mode={mode}, port={port}, threads={threads}."
+            );
+        }
         for warning in crate::config::inert::warnings(&config.inert) {
             crate::log!(Warning, "{warning}");
         }
@@ -692,4 +702,23 @@ pub(crate) fn remove_pidfile(shared: &Shared) {
     if let Some(path) = crate::config::inert::pidfile(&shared.live().inert) {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// The start-up logo: the version, mode, port and pid, in the lines redis-server's logo
+/// has them (` Port: 6379`, ` PID: 4242`: tools and test frameworks look for them).
+fn logo(mode: &str, port: u16, threads: usize) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    let pid = std::process::id();
+    [
+        String::new(),
+        r"          .--.   .--.".to_string(),
+        format!(r"         /  ,-._.-,  \        Goblin {version} (redis {REDIS_VERSION}) 64 bit"),
+        r"        (__/ o   o \__)".to_string(),
+        format!(r"           \  ^  /           Running in {mode} mode, {threads} threads"),
+        format!(r"          __)'-=-'(__         Port: {port}"),
+        format!(r"         /  `-----'  \        PID: {pid}"),
+        String::new(),
+        String::new(),
+    ]
+    .join("\n")
 }

@@ -144,6 +144,11 @@ pub struct Shard {
     /// Lock waits served (with their keys' database), whose locks are still to be
     /// granted (`serve_wakes`).
     wakes: Vec<(TxRef, usize, Vec<u8>)>,
+    /// Lock waits served whose commands have not yet released the key they were served
+    /// for: the key's readiness counts less by as many, and when one releases without
+    /// taking what it was served for (its command failed: a destination of the wrong
+    /// type), the key is served again.
+    woken: Vec<(TxRef, usize, Vec<u8>)>,
     /// The time of the last unit of work, for readiness checks made after it.
     clock_hint: Millis,
     /// Batches that reached their reply budget, by connection, with the connection's
@@ -208,6 +213,7 @@ impl Shard {
             events: Vec::new(),
             out: Vec::new(),
             wakes: Vec::new(),
+            woken: Vec::new(),
             clock_hint: 0,
             stalled: HashMap::default(),
             scratch_keys: Vec::new(),
@@ -420,6 +426,16 @@ impl Shard {
     pub fn release_early(&mut self, shared: &Shared, tx: TxRef) {
         if self.locks.release(tx) {
             self.retry(shared);
+        }
+        self.woken_released(tx);
+    }
+
+    /// A served lock wait's transaction `tx` released its locks here: the key it was
+    /// served for is served again, for what it left (nothing, unless its command failed).
+    fn woken_released(&mut self, tx: TxRef) {
+        if let Some(i) = self.woken.iter().position(|(t, _, _)| *t == tx) {
+            let (_, db, key) = self.woken.swap_remove(i);
+            self.serve_key(db, &key);
         }
     }
 
@@ -906,7 +922,12 @@ impl Shard {
         let Some(keyspace) = self.dbs.get_mut(db) else {
             return;
         };
-        for (tx, id, key, serve) in self.waiters.serve(key, db, keyspace, now) {
+        let reserved = self
+            .woken
+            .iter()
+            .filter(|(_, d, k)| *d == db && *k == key)
+            .count();
+        for (tx, id, key, serve) in self.waiters.serve(key, db, keyspace, now, reserved) {
             match serve {
                 Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
                 Serve::Lock => self.wakes.push((tx, db, key)),
@@ -926,6 +947,7 @@ impl Shard {
         // In the order the waits were served (their lock requests queue in that order).
         let wakes = std::mem::take(&mut self.wakes);
         for (tx, db, key) in wakes {
+            self.woken.push((tx, db, key.clone()));
             let woken = key.clone();
             let step = TxStep {
                 tx,
@@ -1635,6 +1657,7 @@ impl Shard {
             if retry {
                 self.retry(shared);
             }
+            self.woken_released(step.tx);
         }
         let wrote = self.published != published;
         self.report_ran(&step, Ok(out), wrote);

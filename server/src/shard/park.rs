@@ -146,8 +146,16 @@ impl Waiters {
     /// changed, in the order they came: as many ready lock waits as the key can serve
     /// (its readiness count: a list of two elements serves the first two), and every
     /// ready notify wait, each claimed (a wait another shard or the coordinator claimed
-    /// first is dropped). They are removed.
-    pub fn serve(&mut self, key: &[u8], index: usize, db: &mut Keyspace, now: Millis) -> Vec<Wake> {
+    /// first is dropped). They are removed. `reserved` lock waits served earlier have not
+    /// yet taken their part: the readiness count is less by as many.
+    pub fn serve(
+        &mut self,
+        key: &[u8],
+        index: usize,
+        db: &mut Keyspace,
+        now: Millis,
+        reserved: usize,
+    ) -> Vec<Wake> {
         let Some(queue) = self.by_key.get(key) else {
             return Vec::new();
         };
@@ -174,7 +182,9 @@ impl Waiters {
                 continue;
             }
             let serve = watched.serve;
-            if serve == Serve::Lock && locked >= *capacity.get_or_insert(ready) {
+            if serve == Serve::Lock
+                && locked >= *capacity.get_or_insert(ready.saturating_sub(reserved))
+            {
                 continue;
             }
             if wait
@@ -251,16 +261,16 @@ mod tests {
             );
         }
         assert!(
-            w.serve(b"k", 0, &mut db, 0).is_empty(),
+            w.serve(b"k", 0, &mut db, 0, 0).is_empty(),
             "not ready: nobody served"
         );
         db.set_str(b"k", b"v", None, 0);
         assert_eq!(
-            w.serve(b"k", 0, &mut db, 0),
+            w.serve(b"k", 0, &mut db, 0, 0),
             [(T1, 1, b"k".to_vec(), Serve::Lock)]
         );
         assert_eq!(
-            w.serve(b"k", 0, &mut db, 0),
+            w.serve(b"k", 0, &mut db, 0, 0),
             [(T2, 1, b"k".to_vec(), Serve::Lock)]
         );
         assert!(w.is_empty());
@@ -283,7 +293,7 @@ mod tests {
         w.register(T2, 1, 0, watch(&[b"k"], None, Serve::Notify), flag(), false);
         w.register(T3, 4, 0, watch(&[b"k"], None, Serve::Notify), flag(), true);
         taken.store(true, Ordering::Release);
-        let served = w.serve(b"k", 0, &mut db, 0);
+        let served = w.serve(b"k", 0, &mut db, 0, 0);
         assert_eq!(
             served,
             [
@@ -303,7 +313,7 @@ mod tests {
         w.cancel(T1, 0);
         assert_eq!(w.len(), 1, "an older wait's cancel leaves the newer one");
         w.register(T1, 2, 0, watch(&[b"c"], None, Serve::Notify), flag(), false);
-        assert!(w.serve(b"a", 0, &mut db, 0).is_empty());
+        assert!(w.serve(b"a", 0, &mut db, 0, 0).is_empty());
         w.cancel(T1, 2);
         assert!(w.is_empty());
     }

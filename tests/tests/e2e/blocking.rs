@@ -311,6 +311,45 @@ fn client_unblock_and_a_disconnect_leave_nothing_behind() {
 }
 
 #[test]
+fn a_waiter_whose_move_fails_leaves_the_element_to_the_next() {
+    // BRPOPLPUSH / BLMOVE into a key of another type: redis-server answers the first
+    // waiter WRONGTYPE and serves the next from the same push. Source and destinations
+    // on one shard, then on different shards of goblin.
+    let (a, b) = two_keys();
+    for (src, bad, good) in [
+        (
+            "{t}src".to_string(),
+            "{t}bad".to_string(),
+            "{t}good".to_string(),
+        ),
+        (a.clone(), b.clone(), a.clone() + "x"),
+    ] {
+        same(|s| {
+            let mut admin = s.raw();
+            let mut c1 = s.raw();
+            let mut c2 = s.raw();
+            let mut c3 = s.raw();
+            let mut out = vec![admin.cmd_str(&format!("SET {bad} nolist"))];
+            send(&mut c1, &format!("BRPOPLPUSH {src} {bad} 0"));
+            until_blocked(&mut admin, 1);
+            send(&mut c2, &format!("BLMOVE {src} {bad} LEFT RIGHT 0"));
+            until_blocked(&mut admin, 2);
+            send(&mut c3, &format!("BRPOPLPUSH {src} {good} 0"));
+            until_blocked(&mut admin, 3);
+            out.push(admin.cmd_str(&format!("LPUSH {src} foo")));
+            out.push(c1.reply());
+            out.push(c2.reply());
+            out.push(c3.reply());
+            out.push(admin.cmd_str(&format!("LRANGE {good} 0 -1")));
+            out.push(admin.cmd_str(&format!("EXISTS {src}")));
+            out.push(info(&mut admin, "blocked_clients").into_bytes());
+            out.push(admin.cmd_str(&format!("DEL {bad} {good}")));
+            out
+        });
+    }
+}
+
+#[test]
 fn a_key_of_another_type_keeps_its_waiters_waiting() {
     same(|s| {
         let mut admin = s.raw();

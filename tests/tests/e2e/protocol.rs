@@ -32,6 +32,47 @@ fn protocol_errors_match_redis_and_close_the_connection() {
 }
 
 #[test]
+fn a_client_that_must_authenticate_sends_small_requests_until_it_does() {
+    // As redis-server: before AUTH, at most 10 arguments of at most 16384 bytes; AUTH
+    // lifts it for the requests after it, in the same write too.
+    let mut d = Differential::with_servers(
+        Server::goblin_with(&["--requirepass", "pw"]),
+        Server::redis_with(&["--requirepass", "pw"]),
+    );
+    for case in [
+        &b"*100\r\n"[..],
+        b"*11\r\n",
+        b"*1\r\n$100000000\r\n",
+        b"*1\r\n$16385\r\n",
+        b"*2\r\n$4\r\nAUTH\r\n$2\r\nno\r\n*11\r\n",
+    ] {
+        let (_, closed) = d.check_raw_to_close(case);
+        assert!(closed, "{} should close the connection", show(case));
+    }
+    let mut big = encode(&[b"AUTH", b"pw"]);
+    big.extend_from_slice(&encode(&[b"SET", b"k", &[b'x'; 20_000]]));
+    big.extend_from_slice(&encode(&[
+        b"MSET", b"a", b"1", b"b", b"2", b"c", b"3", b"d", b"4", b"e", b"5",
+    ]));
+    big.extend_from_slice(&encode(&[b"STRLEN", b"k"]));
+    let (replies, closed) = d.check_raw_replies(&big, 4);
+    assert!(
+        !closed && replies.ends_with(b":20000\r\n"),
+        "{}",
+        show(&replies)
+    );
+    // Within the limits, a client gets NOAUTH and stays.
+    let mut small = encode(&[b"PING"]);
+    small.extend_from_slice(&encode(&[b"ECHO", &[b'y'; 16384]]));
+    let (replies, closed) = d.check_raw(&small, Duration::from_millis(300));
+    assert!(
+        !closed && replies.starts_with(b"-NOAUTH"),
+        "{}",
+        show(&replies)
+    );
+}
+
+#[test]
 fn oversized_lines_are_protocol_errors() {
     let mut d = Differential::new();
     let mut inline = vec![b'a'; 70 * 1024];

@@ -638,6 +638,67 @@ fn info_replication_and_cpu_have_redis_fields() {
     }
     let memory = fields(d.g.cmd_str("INFO memory"));
     assert!(memory.iter().any(|(k, _)| k == "mem_allocator"));
+    // The server section: redis-server's fields in its order (test frameworks read
+    // `redis_git_sha1`, `run_id`), with Goblin's two of its own.
+    let (g, r) = (
+        fields(d.g.cmd_str("INFO server")),
+        fields(d.r.cmd_str("INFO server")),
+    );
+    let ours: Vec<String> = names(&g)
+        .into_iter()
+        .filter(|n| n != "goblin_version" && n != "threads")
+        .collect();
+    assert_eq!(ours, names(&r));
+    let run_id = &g.iter().find(|(k, _)| k == "run_id").unwrap().1;
+    assert!(run_id.len() == 40 && run_id.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+/// With `always-show-logo yes` the log shows a logo with redis-server's ` Port: N` and
+/// ` PID: N` lines, and the log goes to standard output (`logfile ""`), as redis-server's
+/// does: Redis's own test framework starts a server and waits for those lines there.
+#[test]
+fn the_log_goes_to_standard_output_with_the_logo_when_asked() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = goblin_tests::scratch_dir("logo");
+    let mut child = Command::new(goblin_tests::goblin_binary())
+        .args(["--bind", "127.0.0.1", "--port", "0", "--save", ""])
+        .args(["--always-show-logo", "yes", "--loglevel", "verbose"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen: Vec<String> = Vec::new();
+    while !seen
+        .iter()
+        .any(|l| l.contains("Ready to accept connections"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = seen.first().cloned().unwrap_or_default();
+    assert!(first.contains(" ready on 127.0.0.1:"), "{first}");
+    let port = first.rsplit(':').next().unwrap().to_string();
+    let log = seen.join("\n");
+    assert!(log.contains(&format!(" PID: {pid}\n")), "{log}");
+    assert!(log.contains(&format!(" Port: {port}\n")), "{log}");
+    assert!(!log.contains("Running mode="), "{log}");
 }
 
 /// MODULE, REPLICAOF, SLAVEOF and WAIT answer as a standalone redis-server without
