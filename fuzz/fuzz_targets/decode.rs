@@ -24,11 +24,13 @@ fn limits(selector: u8) -> Limits {
             max_bulk_len: 16,
             max_multibulk_len: 4,
             max_inline_len: 32,
+            unauthenticated: true,
         },
         3 => Limits {
             max_bulk_len: 1,
             max_multibulk_len: 1,
             max_inline_len: 3,
+            unauthenticated: false,
         },
         _ => Limits::default(),
     }
