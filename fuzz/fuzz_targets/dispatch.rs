@@ -16,7 +16,6 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use goblin_server::runtime::client::Client;
 use goblin_server::testkit::Loopback;
 use libfuzzer_sys::fuzz_target;
 
@@ -43,7 +42,7 @@ fuzz_target!(|data: &[u8]| SHARDS.with_borrow_mut(|lb| run(lb, data)));
 fn run(lb: &mut Loopback, data: &[u8]) {
     let names = names();
     lb.reset();
-    let mut client = Client::new(1, None, None, goblin_server::testkit::NOW);
+    let mut client = lb.client();
     for line in data.split(|&b| b == b'\n').take(64) {
         let mut argv: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
         if argv.len() > 64 {
@@ -61,7 +60,10 @@ fn run(lb: &mut Loopback, data: &[u8]) {
         let silent = |name: &[u8]| argv.first().is_some_and(|a| a.eq_ignore_ascii_case(name));
         if reply.is_empty()
             && (silent(b"monitor")
-                || (silent(b"client") && argv.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"reply"))))
+                || (silent(b"client")
+                    && argv
+                        .get(1)
+                        .is_some_and(|a| a.eq_ignore_ascii_case(b"reply"))))
         {
             continue;
         }
