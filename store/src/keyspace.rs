@@ -401,6 +401,37 @@ impl Keyspace {
         Some(u64::from(lru_idle(blob::access(blob), now)))
     }
 
+    /// Sets `key`'s access field as RESTORE's IDLETIME or FREQ gives it (Redis's
+    /// `objectSetLRUOrLFU`): under an LFU policy the counter `freq`, otherwise the last
+    /// access `idle_secs` before `now` on the wrapping LRU clock. What the policy does
+    /// not keep is ignored.
+    pub fn set_access_of(
+        &mut self,
+        key: &[u8],
+        idle_secs: Option<u64>,
+        freq: Option<u8>,
+        now: Millis,
+    ) {
+        let field = match (self.access, idle_secs, freq) {
+            (AccessMode::Lfu { .. }, _, Some(freq)) => lfu_minutes(now) << 8 | u32::from(freq),
+            (AccessMode::Lru, Some(idle), _) => {
+                // As object.c: `idle*1000/1000` (in 64 bits), then one wrap back, then
+                // the 24 bits the field keeps.
+                let idle = i64::try_from(idle).unwrap_or(i64::MAX).wrapping_mul(1000) / 1000;
+                let mut at = i64::from(lru_clock(now)).wrapping_sub(idle);
+                if at < 0 {
+                    at += 0xFF_FFFF;
+                }
+                (at as u64 & 0xFF_FFFF) as u32
+            }
+            _ => return,
+        };
+        let (slot, hash) = self.locate(key);
+        if let Some(h) = self.find(slot, hash, key) {
+            blob::set_access(self.arena.get_mut(h), field);
+        }
+    }
+
     /// `key`'s access frequency counter (OBJECT FREQ), decayed to `now`, without accessing
     /// it; `None` when it is absent.
     pub fn frequency(&mut self, key: &[u8], now: Millis) -> Option<u32> {

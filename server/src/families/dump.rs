@@ -8,8 +8,8 @@
 //! payload REPLACE ABSTTL`), as redis-server propagates it; a RESTORE whose absolute TTL
 //! has passed creates nothing, and logs the DEL of the key it replaced.
 //!
-//! IDLETIME and FREQ are checked as redis-server checks them and otherwise ignored:
-//! Goblin does not track access times per key for OBJECT IDLETIME (it answers 0).
+//! IDLETIME and FREQ set the key's last access or its counter, as the eviction policy
+//! keeps one or the other (OBJECT IDLETIME and FREQ read them).
 
 use goblin_protocol::parse_i64;
 use goblin_store::rdb::{self, PayloadError};
@@ -117,6 +117,8 @@ fn restore_checked(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorR
         return Ok(());
     }
     ctx.db.insert(key, value, expire_at, now);
+    ctx.db
+        .set_access_of(key, idle.map(|n| n as u64), freq.map(|n| n as u8), now);
     if ctx.logging() {
         let at = decimal(expire_at.map_or(0, |at| at as i64));
         ctx.log(&[b"RESTORE", key, &at, args.get(3), b"REPLACE", b"ABSTTL"]);

@@ -189,5 +189,45 @@ fn restore_errors_and_options_match_redis() {
             c(d, line, How::Exact);
         }
         c(d, &[b"PTTL", b"ttl"], How::Near);
+        // IDLETIME and FREQ set what OBJECT IDLETIME and OBJECT FREQ read, under the
+        // eviction policy that keeps each (the other is ignored).
+        for (policy, lines) in [
+            (
+                &b"allkeys-lfu"[..],
+                &[
+                    &[b"RESTORE".as_slice(), b"f", b"0", p, b"FREQ", b"100"][..],
+                    &[b"OBJECT", b"FREQ", b"f"],
+                    &[b"RESTORE", b"g", b"0", p, b"IDLETIME", b"1000"],
+                    &[b"OBJECT", b"FREQ", b"g"],
+                ][..],
+            ),
+            (
+                b"allkeys-lru",
+                &[
+                    &[b"RESTORE".as_slice(), b"i", b"0", p, b"IDLETIME", b"1000"][..],
+                    &[b"OBJECT", b"IDLETIME", b"i"],
+                    &[b"RESTORE", b"j", b"0", p, b"FREQ", b"100"],
+                    &[b"OBJECT", b"IDLETIME", b"j"],
+                    &[b"RESTORE", b"k", b"0", p, b"IDLETIME", b"999999999999"],
+                    &[b"OBJECT", b"IDLETIME", b"k"],
+                ],
+            ),
+        ] {
+            c(
+                d,
+                &[b"CONFIG", b"SET", b"maxmemory-policy", policy],
+                How::Exact,
+            );
+            for line in lines {
+                // (An idle time may tick a second on one server and not the other.)
+                let idle = line.get(1) == Some(&&b"IDLETIME"[..]) && line[0] == b"OBJECT";
+                c(d, line, if idle { How::Near } else { How::Exact });
+            }
+        }
+        c(
+            d,
+            &[b"CONFIG", b"SET", b"maxmemory-policy", b"noeviction"],
+            How::Exact,
+        );
     });
 }
