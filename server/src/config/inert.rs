@@ -1,8 +1,8 @@
 //! Redis 7.0's options that Goblin accepts and keeps but does not act on: a redis.conf
 //! written for redis-server (Debian's own, say) starts goblin-server unchanged, CONFIG
 //! GET shows them, CONFIG SET checks and keeps them, CONFIG REWRITE writes them. Most
-//! tune what Goblin does not have (replication, TLS, active defrag, the encodings'
-//! thresholds, which are Goblin's constants); a few are logged at start-up when they
+//! tune what Goblin does not have (replication, TLS, active defrag); the encodings'
+//! thresholds are put in force ([`apply_thresholds`]); a few are logged at start-up when they
 //! ask for something Goblin does not do (`daemonize yes`, a TLS port, a Unix socket,
 //! `replicaof`).
 
@@ -337,6 +337,23 @@ impl Inert {
 /// The value of option `name` in `values` (kept in [`INERT`]'s order).
 pub fn value<'a>(values: &'a [String], name: &str) -> Option<&'a str> {
     find(name).and_then(|i| values.get(i)).map(String::as_str)
+}
+
+/// Puts the encodings' thresholds among `values` in force (at start-up and on CONFIG
+/// SET): `goblin_store::types::thresholds`.
+pub fn apply_thresholds(values: &[String]) {
+    use goblin_store::types::thresholds as t;
+    for (name, threshold) in [
+        ("hash-max-listpack-entries", &t::HASH_LISTPACK_ENTRIES),
+        ("hash-max-listpack-value", &t::HASH_LISTPACK_VALUE),
+        ("zset-max-listpack-entries", &t::ZSET_LISTPACK_ENTRIES),
+        ("zset-max-listpack-value", &t::ZSET_LISTPACK_VALUE),
+        ("set-max-intset-entries", &t::SET_INTSET_ENTRIES),
+    ] {
+        if let Some(n) = value(values, name).and_then(|v| v.parse::<u64>().ok()) {
+            threshold.set(n);
+        }
+    }
 }
 
 /// The `pidfile` configured, if any (written at start-up, removed at exit, as

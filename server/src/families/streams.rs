@@ -1702,7 +1702,7 @@ fn serve_key(
         let serve = if blocked {
             s.last_id > gt
         } else {
-            s.length > 0 && s.edge(false).is_some_and(|top| top > gt)
+            has_entry_after(s, gt)
         };
         if !serve {
             return Ok(None);
@@ -1736,7 +1736,7 @@ fn serve_key(
     let serve = match history {
         Some(_) => true,
         None if blocked => s.last_id > gt,
-        None => s.length > 0 && s.edge(false).is_some_and(|top| top > gt),
+        None => has_entry_after(s, gt),
     };
     let count = if blocked && r.count == 0 {
         BLOCKED_DEFAULT_COUNT
@@ -1956,15 +1956,23 @@ fn xread(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
 }
 
 /// Whether a stream at `key` has entries past the ID in `arg` (16 bytes): an XREAD
-/// wait's readiness (every waiter can be served).
+/// wait's readiness (every waiter can be served). An entry, not the stream's last ID: a
+/// stream whose entries past the ID were deleted keeps its reader waiting, as in Redis
+/// (which would otherwise answer it an empty list of entries).
 fn read_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
     let Ok(gt) = <[u8; 16]>::try_from(arg) else {
         return 0;
     };
     match lookup(db, key, now) {
-        Found::Stream(s) if s.last_id > StreamId::from_be_bytes(gt) => usize::MAX,
+        Found::Stream(s) if has_entry_after(s, StreamId::from_be_bytes(gt)) => usize::MAX,
         _ => 0,
     }
+}
+
+/// Whether stream `s` holds an entry with an ID greater than `gt` (Redis's
+/// `streamLastValidID` compared).
+fn has_entry_after(s: &Stream, gt: StreamId) -> bool {
+    s.length > 0 && s.edge(false).is_some_and(|top| top > gt)
 }
 
 /// Whether a stream at `key` has entries its group `arg` has not delivered — or the group
@@ -1974,7 +1982,7 @@ fn group_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize 
     match lookup(db, key, now) {
         Found::Stream(s) => match s.groups.get(arg) {
             None => 1,
-            Some(g) => usize::from(s.last_id > g.last_id),
+            Some(g) => usize::from(has_entry_after(s, g.last_id)),
         },
         _ => 1,
     }

@@ -285,6 +285,7 @@ impl Shared {
             None
         };
         let acl = users(&config, &commands)?;
+        crate::config::inert::apply_thresholds(&config.inert);
         let shared = Shared {
             acl,
             cluster,
@@ -363,6 +364,7 @@ impl Shared {
         self.client_limits.set(&config);
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
+        crate::config::inert::apply_thresholds(&config.inert);
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         self.scripts.configure(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);

@@ -18,15 +18,17 @@
 //! Fields are hashed with one foldhash state per process, seeded randomly (fields are
 //! client-controlled); a hash holds no hasher of its own.
 
+use super::thresholds;
 use crate::leb128;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-/// redis-server 7.0's `hash-max-listpack-entries`: more fields make it a hashtable.
+/// redis-server 7.0's default `hash-max-listpack-entries` (in force:
+/// [`thresholds::HASH_LISTPACK_ENTRIES`]): more fields make it a hashtable.
 pub const LISTPACK_ENTRIES: usize = 512;
-/// redis-server 7.0's `hash-max-listpack-value`: a longer field or value makes it a
-/// hashtable.
+/// redis-server 7.0's default `hash-max-listpack-value` (in force:
+/// [`thresholds::HASH_LISTPACK_VALUE`]): a longer field or value makes it a hashtable.
 pub const LISTPACK_VALUE: usize = 64;
 
 /// A hash.
@@ -96,15 +98,19 @@ impl Hash {
 
     /// Sets `field` to `value`; true when the field is new. Converts the hash to a table
     /// as Redis's `hashTypeSet` does: before, when the field or the value is longer than
-    /// [`LISTPACK_VALUE`]; after, when it has more than [`LISTPACK_ENTRIES`] fields.
+    /// `hash-max-listpack-value`; after, when it has more fields than
+    /// `hash-max-listpack-entries`.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
-        if field.len() > LISTPACK_VALUE || value.len() > LISTPACK_VALUE {
-            self.convert();
+        if matches!(self.repr, Repr::Packed(_)) {
+            let longest = thresholds::HASH_LISTPACK_VALUE.get();
+            if field.len() > longest || value.len() > longest {
+                self.convert();
+            }
         }
         match &mut self.repr {
             Repr::Packed(p) => {
                 let added = p.insert(field, value);
-                if p.len() > LISTPACK_ENTRIES {
+                if p.len() > thresholds::HASH_LISTPACK_ENTRIES.get() {
                     self.convert();
                 }
                 added

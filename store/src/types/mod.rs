@@ -10,6 +10,7 @@ pub mod listpack;
 pub mod set;
 pub mod stream;
 pub mod string;
+pub mod thresholds;
 pub mod zset;
 
 pub use hash::Hash;

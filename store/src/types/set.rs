@@ -30,9 +30,10 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 
 use super::string::parse_i64;
+use super::thresholds;
 
-/// redis-server 7.0's `set-max-intset-entries`: more integer members make an intset a
-/// hashtable.
+/// redis-server 7.0's default `set-max-intset-entries` (in force:
+/// [`thresholds::SET_INTSET_ENTRIES`]): more integer members make an intset a hashtable.
 pub const INTSET_ENTRIES: usize = 512;
 /// A hashtable's part splits when it holds more members than this: the capacity of 64
 /// buckets, so that a split and a SSCAN step stay short, while a part's fixed cost (its
@@ -623,7 +624,7 @@ impl Set {
             Repr::Ints(ints) => match parse_i64(member) {
                 Some(x) => {
                     let added = ints.insert(x);
-                    if added && ints.len() > INTSET_ENTRIES {
+                    if added && ints.len() > thresholds::SET_INTSET_ENTRIES.get() {
                         self.to_hashtable();
                     }
                     added
@@ -639,7 +640,11 @@ impl Set {
     /// Adds `member` (of another set); true when it is new.
     pub fn insert_member(&mut self, member: Member<'_>) -> bool {
         match (&mut self.repr, member) {
-            (Repr::Ints(ints), Member::Int(x)) if ints.len() < INTSET_ENTRIES => ints.insert(x),
+            (Repr::Ints(ints), Member::Int(x))
+                if ints.len() < thresholds::SET_INTSET_ENTRIES.get() =>
+            {
+                ints.insert(x)
+            }
             (_, m) => m.with_bytes(|b| self.insert(b)),
         }
     }
@@ -740,7 +745,10 @@ impl Set {
     pub fn fits_intset(&self) -> bool {
         match &self.repr {
             Repr::Ints(_) => true,
-            Repr::Table(t) => t.len <= INTSET_ENTRIES && t.iter().all(|m| parse_i64(m).is_some()),
+            Repr::Table(t) => {
+                t.len <= thresholds::SET_INTSET_ENTRIES.get()
+                    && t.iter().all(|m| parse_i64(m).is_some())
+            }
         }
     }
 

@@ -30,11 +30,14 @@ use std::cmp::Ordering;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
+use super::thresholds;
 use foldhash::fast::RandomState;
 
-/// redis-server 7.0's `zset-max-listpack-entries`: more members make it large (`skiplist`).
+/// redis-server 7.0's default `zset-max-listpack-entries` (in force:
+/// [`thresholds::ZSET_LISTPACK_ENTRIES`]): more members make it large (`skiplist`).
 pub const LISTPACK_ENTRIES: usize = 128;
-/// redis-server 7.0's `zset-max-listpack-value`: a longer member makes it large.
+/// redis-server 7.0's default `zset-max-listpack-value` (in force:
+/// [`thresholds::ZSET_LISTPACK_VALUE`]): a longer member makes it large.
 pub const LISTPACK_VALUE: usize = 64;
 
 /// No element or node: the end of a list, of a hash chain.
@@ -1328,7 +1331,8 @@ impl SortedSet {
             return Ok(Added::Skipped);
         }
         if let Repr::Small(b) = &self.repr
-            && (lp_count(b) + 1 > LISTPACK_ENTRIES || member.len() > LISTPACK_VALUE)
+            && (lp_count(b) + 1 > thresholds::ZSET_LISTPACK_ENTRIES.get()
+                || member.len() > thresholds::ZSET_LISTPACK_VALUE.get())
         {
             self.convert();
         }
@@ -1432,12 +1436,14 @@ impl SortedSet {
     }
 
     /// A sorted set of `entries` (distinct members, no NaN score), in the form its size
-    /// calls for: small when it has at most [`LISTPACK_ENTRIES`] members of at most
-    /// [`LISTPACK_VALUE`] bytes — what Redis gives the destination of a STORE command.
+    /// calls for: small when it has at most `zset-max-listpack-entries` members of at most
+    /// `zset-max-listpack-value` bytes — what Redis gives the destination of a STORE
+    /// command.
     pub fn from_entries(mut entries: Vec<(Vec<u8>, f64)>) -> SortedSet {
         entries.sort_by(|a, b| order((&a.0, a.1), (&b.0, b.1)));
-        let small = entries.len() <= LISTPACK_ENTRIES
-            && entries.iter().all(|(m, _)| m.len() <= LISTPACK_VALUE);
+        let longest = thresholds::ZSET_LISTPACK_VALUE.get();
+        let small = entries.len() <= thresholds::ZSET_LISTPACK_ENTRIES.get()
+            && entries.iter().all(|(m, _)| m.len() <= longest);
         if small {
             if entries.is_empty() {
                 return SortedSet::default();
@@ -1462,10 +1468,10 @@ impl SortedSet {
     }
 
     /// An empty set in the form Redis starts a destination of `n` elements in (a
-    /// ZRANGESTORE by rank): large when `n` is past [`LISTPACK_ENTRIES`], else small (and
+    /// ZRANGESTORE by rank): large when `n` is past `zset-max-listpack-entries`, else small (and
     /// [`SortedSet::add`] converts it as members come).
     pub fn for_size(n: usize) -> SortedSet {
-        if n > LISTPACK_ENTRIES {
+        if n > thresholds::ZSET_LISTPACK_ENTRIES.get() {
             SortedSet {
                 repr: Repr::Large(Box::new(Large::new(n))),
             }

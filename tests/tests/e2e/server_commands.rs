@@ -701,6 +701,75 @@ fn the_log_goes_to_standard_output_with_the_logo_when_asked() {
     assert!(!log.contains("Running mode="), "{log}");
 }
 
+/// The encodings' thresholds act as in redis-server: CONFIG SET (under the ziplist names
+/// too) changes when a hash, sorted set or set takes its large form — on a write, on a
+/// STORE command's destination, on HINCRBYFLOAT's result — and OBJECT ENCODING shows it.
+#[test]
+fn encoding_thresholds_set_by_config_act_as_in_redis() {
+    goblin_tests::diff::for_each_thread_count(|d, ctx| {
+        goblin_tests::diff::script(
+            d,
+            &[],
+            ctx,
+            "
+            FLUSHALL
+            CONFIG SET zset-max-ziplist-entries 1
+            ZADD z 1 a
+            OBJECT ENCODING z
+            ZADD z 2 b
+            OBJECT ENCODING z
+            CONFIG SET zset-max-listpack-entries 128
+            ZADD z2 1 a 2 b
+            OBJECT ENCODING z2
+            ZRANGESTORE z3 z2 0 -1
+            OBJECT ENCODING z3
+            CONFIG SET zset-max-listpack-entries 1
+            ZRANGESTORE z4 z2 0 -1
+            OBJECT ENCODING z4
+            CONFIG SET zset-max-listpack-entries 0
+            ZADD z5 1 a
+            OBJECT ENCODING z5
+            CONFIG SET zset-max-listpack-entries 128
+            CONFIG SET zset-max-listpack-value 3
+            ZADD z6 1 abcd
+            OBJECT ENCODING z6
+            CONFIG SET hash-max-listpack-entries 2
+            HSET h a 1 b 2
+            OBJECT ENCODING h
+            HSET h c 3
+            OBJECT ENCODING h
+            CONFIG SET hash-max-listpack-value 4
+            HSET h2 a 12345
+            OBJECT ENCODING h2
+            HSET h3 a 1.5
+            HINCRBYFLOAT h3 a 0.0000000001
+            OBJECT ENCODING h3
+            CONFIG SET set-max-intset-entries 2
+            SADD s 1 2
+            OBJECT ENCODING s
+            SADD s 3
+            OBJECT ENCODING s
+            SADD s4 1 2 3
+            OBJECT ENCODING s4
+            SADD s5 1
+            SADD s6 2
+            SUNIONSTORE s7 s5 s6
+            OBJECT ENCODING s7
+            CONFIG SET set-max-intset-entries 0
+            SADD s8 1
+            OBJECT ENCODING s8
+            CONFIG SET zset-max-listpack-entries 1000
+            CONFIG GET zset-max-listpack-entries
+            CONFIG SET hash-max-listpack-entries 512
+            CONFIG SET hash-max-listpack-value 64
+            CONFIG SET zset-max-listpack-entries 128
+            CONFIG SET zset-max-listpack-value 64
+            CONFIG SET set-max-intset-entries 512
+            ",
+        );
+    });
+}
+
 /// MODULE, REPLICAOF, SLAVEOF and WAIT answer as a standalone redis-server without
 /// modules or replicas answers them (its defaults: `enable-module-command no`).
 #[test]

@@ -295,6 +295,48 @@ fn a_timeout_answers_nil_in_both_protocols() {
     assert_eq!(show(&want[4]), show(b"_\r\n"));
 }
 
+/// A stream whose entries after the ID were deleted (its last ID still greater) keeps a
+/// blocking XREAD or XREADGROUP waiting until it times out, as redis-server does
+/// (Redis's tests for issue #5299): no empty list of entries at once; a later XADD
+/// serves them.
+#[test]
+fn entries_deleted_past_the_id_keep_a_blocking_read_waiting() {
+    same(|s| {
+        let mut c = s.raw();
+        let mut admin = s.raw();
+        let mut out = Vec::new();
+        for line in [
+            "XADD s1 666 f v",
+            "XADD s1 667 f2 v2",
+            "XDEL s1 667",
+            "XADD dry 666 key value",
+            "XDEL dry 666",
+            "XGROUP CREATE s1 g 666",
+        ] {
+            out.push(admin.cmd_str(line));
+        }
+        for line in [
+            "XREAD BLOCK 100 STREAMS s1 666",
+            "XREAD BLOCK 100 STREAMS dry 665",
+            "XREADGROUP GROUP g c BLOCK 100 STREAMS s1 >",
+        ] {
+            let started = Instant::now();
+            out.push(c.cmd_str(line));
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(100), "{line}: {took:?}");
+        }
+        send(&mut c, "XREAD BLOCK 0 STREAMS dry 665");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("XADD dry 667 k2 v2"));
+        out.push(answer(&mut c));
+        send(&mut c, "XREADGROUP GROUP g c BLOCK 0 STREAMS s1 >");
+        until_blocked(&mut admin, 1);
+        out.push(admin.cmd_str("XADD s1 668 f3 v3"));
+        out.push(answer(&mut c));
+        out
+    });
+}
+
 /// Several clients blocked on one key with XREAD are all served by one XADD (each gets
 /// the entry, in RESP2 or RESP3); a client waiting for a later ID than the entry's keeps
 /// waiting.
