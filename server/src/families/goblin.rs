@@ -408,6 +408,7 @@ impl ClaimWait {
         let mut keys = vec![Watch {
             key: a.claim_key.clone(),
             ready: Some(claim_free),
+            ready_first: None,
             serve: Serve::Lock,
             arg: Vec::new(),
         }];
@@ -415,6 +416,7 @@ impl ClaimWait {
             keys.push(Watch {
                 key: a.result_key.clone(),
                 ready: Some(result_present),
+                ready_first: None,
                 serve: Serve::Notify,
                 arg: Vec::new(),
             });

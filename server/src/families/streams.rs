@@ -1955,11 +1955,23 @@ fn xread(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     Ok(())
 }
 
-/// Whether a stream at `key` has entries past the ID in `arg` (16 bytes): an XREAD
-/// wait's readiness (every waiter can be served). An entry, not the stream's last ID: a
-/// stream whose entries past the ID were deleted keeps its reader waiting, as in Redis
-/// (which would otherwise answer it an empty list of entries).
+/// Whether the last ID of a stream at `key` is past the ID in `arg` (16 bytes): an XREAD
+/// wait's readiness once it waits (every waiter can be served), as Redis serves its
+/// blocked readers — an entry added and deleted in one transaction wakes them to nothing.
 fn read_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
+    let Ok(gt) = <[u8; 16]>::try_from(arg) else {
+        return 0;
+    };
+    match lookup(db, key, now) {
+        Found::Stream(s) if s.last_id > StreamId::from_be_bytes(gt) => usize::MAX,
+        _ => 0,
+    }
+}
+
+/// Whether a stream at `key` has an entry past the ID in `arg`: an XREAD wait's test as
+/// it registers, the one it made before waiting (a stream whose entries past the ID were
+/// deleted keeps its reader waiting, as in Redis).
+fn read_ready_now(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
     let Ok(gt) = <[u8; 16]>::try_from(arg) else {
         return 0;
     };
@@ -1979,6 +1991,18 @@ fn has_entry_after(s: &Stream, gt: StreamId) -> bool {
 /// or the stream is gone, which the waiter is then told: an XREADGROUP wait's readiness,
 /// one waiter at a time.
 fn group_ready(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
+    match lookup(db, key, now) {
+        Found::Stream(s) => match s.groups.get(arg) {
+            None => 1,
+            Some(g) => usize::from(s.last_id > g.last_id),
+        },
+        _ => 1,
+    }
+}
+
+/// [`group_ready`] as the wait registers: an entry past the group's last ID, not only a
+/// last ID past it.
+fn group_ready_now(db: &mut Keyspace, key: &[u8], now: Millis, arg: &[u8]) -> usize {
     match lookup(db, key, now) {
         Found::Stream(s) => match s.groups.get(arg) {
             None => 1,
@@ -2097,6 +2121,7 @@ impl StreamRead {
                 Some((group, _)) => Watch {
                     key: key.clone(),
                     ready: Some(group_ready),
+                    ready_first: Some(group_ready_now),
                     serve: Serve::Lock,
                     arg: group.clone(),
                 },
@@ -2108,6 +2133,7 @@ impl StreamRead {
                     Watch {
                         key: key.clone(),
                         ready: Some(read_ready),
+                        ready_first: Some(read_ready_now),
                         serve: Serve::Notify,
                         arg: gt.to_be_bytes().to_vec(),
                     }

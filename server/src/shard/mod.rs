@@ -1667,6 +1667,7 @@ impl Shard {
     /// of them is ready already.
     pub fn park(&mut self, shared: &Shared, req: ParkReq) {
         if req.keys.iter().any(|w| w.ready.is_some()) {
+            // (A wait's own first test, if it has one.)
             let keys = &req.keys;
             let mut scratch = Vec::new();
             let (found, _) = self.unit(
@@ -1679,7 +1680,8 @@ impl Shard {
                 |ctx| {
                     keys.iter()
                         .find(|w| {
-                            w.ready
+                            w.ready_first
+                                .or(w.ready)
                                 .is_some_and(|ready| ready(ctx.db, &w.key, req.now, &w.arg) > 0)
                         })
                         .map(|w| (w.key.clone(), w.serve))

@@ -236,6 +236,7 @@ mod tests {
             .map(|k| Watch {
                 key: k.to_vec(),
                 ready,
+                ready_first: None,
                 serve,
                 arg: Vec::new(),
             })

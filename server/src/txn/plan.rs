@@ -192,6 +192,7 @@ impl Park {
                 .map(|key| Watch {
                     key,
                     ready,
+                    ready_first: None,
                     serve,
                     arg: Vec::new(),
                 })
@@ -211,6 +212,11 @@ pub struct Watch {
     /// registration, both run on the key's shard in one step) and after every change of
     /// the key (a write, a delete, an expiry). `None`: any change serves it.
     pub ready: Option<ReadyFn>,
+    /// Checked instead of `ready` as the wait registers, when it is another test: a
+    /// blocking stream read registers unless an entry past its ID is there (what it
+    /// checked before waiting), and is then served by any change that moves the stream's
+    /// last ID past it, as in Redis.
+    pub ready_first: Option<ReadyFn>,
     /// How the wait is served through this key: `Serve::Lock` grants the plan an
     /// exclusive lock on the key in the very step that made it ready, so that what made
     /// it ready is the plan's (a blocked pop gets the element pushed, a freed claim goes
