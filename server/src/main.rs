@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     let server = match Server::bind(config) {
         Ok(server) => server,
         Err(e) => {
-            eprintln!("goblin-server: cannot listen: {e}");
+            eprintln!("goblin-server: cannot start: {e}");
             return ExitCode::from(1);
         }
     };

@@ -528,14 +528,29 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listener and builds the shared state.
+    /// Moves to `dir`, binds the listener and builds the shared state.
     ///
     /// # Errors
-    /// When the address cannot be bound.
-    pub fn bind(config: Config) -> io::Result<Server> {
+    /// When `dir` is not a directory one can move to, or the address cannot be bound.
+    pub fn bind(mut config: Config) -> io::Result<Server> {
+        // As redis-server, the process works in `dir`: the paths a configuration gives
+        // relative (`aclfile`, `logfile`) are relative to it.
+        let dir = crate::config::absolute_dir(&config.persist.dir);
+        std::env::set_current_dir(&dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("Can't chdir to '{}': {e}", config.persist.dir.display()),
+            )
+        })?;
+        config.persist.dir = dir;
         crate::log::set_level(config.loglevel);
         crate::log::set_file(config.logfile.as_deref())?;
-        let listener = bind(&config)?;
+        let listener = bind(&config).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {}:{}: {e}", config.bind, config.port),
+            )
+        })?;
         let local_addr = listener.local_addr()?;
         let (shared, polls) = Shared::build(config, local_addr)?;
         Ok(Server {

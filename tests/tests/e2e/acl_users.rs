@@ -1260,3 +1260,33 @@ fn changed_permissions_and_sort_patterns_match_redis() {
     }
     diffs.assert_none();
 }
+
+/// As redis-server, the server works in `dir`: a relative `aclfile` is read there (Redis's
+/// own tests start servers so), whatever directory it was started from; a `dir` that
+/// does not exist stops the start.
+#[test]
+fn a_relative_aclfile_is_read_in_dir() {
+    let dir = goblin_tests::scratch_dir("acl-dir");
+    std::fs::write(
+        dir.join("users.acl"),
+        "user alice on (+get ~rw*)\nuser bob on (+set %W~w*) (+get %R~r*)\n",
+    )
+    .unwrap();
+    let dir_arg = dir.to_str().unwrap();
+    let server = goblin_tests::Server::goblin_with(&["--dir", dir_arg, "--aclfile", "users.acl"]);
+    let mut raw = server.raw();
+    assert_eq!(
+        show(&raw.cmd_str("ACL USERS")),
+        show(b"*3\r\n$5\r\nalice\r\n$3\r\nbob\r\n$7\r\ndefault\r\n")
+    );
+    let out = std::process::Command::new(goblin_tests::goblin_binary())
+        .args(["--port", "0", "--dir", "/nonexistent/goblin-dir"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Can't chdir to '/nonexistent/goblin-dir'"),
+        "{err}"
+    );
+}
