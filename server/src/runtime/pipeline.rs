@@ -317,7 +317,8 @@ impl Worker {
         } else if shared.memory.maxmemory() > 0
             && ((spec.flags.contains(Flags::DENYOOM) && !matches!(spec.exec, Exec::Shard(_)))
                 || (conn.multi.is_some()
-                    && !matches!(spec.name, "exec" | "discard" | "quit" | "reset")))
+                    && !matches!(spec.name, "exec" | "discard" | "quit" | "reset"))
+                || (spec.name == "exec" && conn.multi.as_ref().is_some_and(|m| m.deny_oom)))
         {
             // Over `maxmemory`, a command that may grow memory is refused before it
             // starts a transaction, and inside MULTI any command but EXEC, DISCARD, QUIT
@@ -419,6 +420,7 @@ impl Worker {
             queued.caller = conn.client.script_caller(spec, self.now);
             if let Some(multi) = conn.multi.as_mut() {
                 multi.queued.push(queued);
+                multi.deny_oom |= spec.flags.contains(Flags::DENYOOM);
             }
             Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
             return Flow::Next;

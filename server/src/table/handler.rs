@@ -362,6 +362,9 @@ pub struct MultiState {
     pub queued: Vec<Box<Batch>>,
     /// A command was rejected while queueing: EXEC answers EXECABORT.
     pub dirty: bool,
+    /// A queued command may grow memory (`denyoom`): over `maxmemory`, EXEC is refused
+    /// with OOM (EXECABORT), as in Redis.
+    pub deny_oom: bool,
 }
 
 /// The context of a transaction command (MULTI, EXEC, DISCARD).

@@ -118,6 +118,36 @@ fn over_maxmemory_with_noeviction_writes_get_redis_s_oom_error() {
     );
 }
 
+/// A transaction queued before memory went over `maxmemory`: EXEC is refused (EXECABORT
+/// … OOM) when a queued command may grow memory, and runs when they only read, as in
+/// redis-server.
+#[test]
+fn exec_over_maxmemory_is_refused_when_a_queued_command_may_grow_memory() {
+    let transcript = |server: &Server| {
+        let mut c = server.raw();
+        let mut admin = server.raw();
+        let mut out = Vec::new();
+        for (writes, queued) in [(true, &["SET x 1", "GET x"][..]), (false, &["GET x"][..])] {
+            out.push(c.cmd_str("MULTI"));
+            for line in queued {
+                out.push(c.cmd_str(line));
+            }
+            out.push(admin.cmd_str("CONFIG SET maxmemory 1"));
+            out.push(c.cmd_str("EXEC"));
+            out.push(admin.cmd_str("CONFIG SET maxmemory 0"));
+            out.push(c.cmd_str("EXISTS x"));
+            assert!(writes || out.last() == Some(&b":0\r\n".to_vec()));
+        }
+        out
+    };
+    let (g, r) = (Server::goblin(), Server::redis());
+    let (got, want) = (transcript(&g), transcript(&r));
+    assert_eq!(
+        got.iter().map(|b| show(b)).collect::<Vec<_>>(),
+        want.iter().map(|b| show(b)).collect::<Vec<_>>()
+    );
+}
+
 /// Writes `keys` keys of 1000 bytes, in pipelines; how many writes failed, and the first
 /// errors.
 fn fill(raw: &mut Raw, prefix: &str, keys: usize, ttl: Option<u64>) -> (usize, Vec<String>) {
