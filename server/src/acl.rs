@@ -109,11 +109,13 @@ pub enum Denied {
 }
 
 impl Denied {
-    fn rank(self) -> u8 {
+    /// Which of several selectors' refusals is reported (`ACLCheckAllUserCommandPerm`):
+    /// the greater reason, then the later argument (the selector that got furthest).
+    fn rank(self) -> (u8, usize) {
         match self {
-            Denied::Command => 1,
-            Denied::Key(_) => 2,
-            Denied::Channel(_) => 4,
+            Denied::Command => (1, 0),
+            Denied::Key(i) => (2, i),
+            Denied::Channel(i) => (4, i),
         }
     }
 

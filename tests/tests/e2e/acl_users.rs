@@ -773,6 +773,18 @@ fn acl_log_matches_redis() {
         // After a RESET, the same denial starts a new entry.
         u.check_lines("SET r1 x\nSET r1 x\nAUTH app wrong");
         admin.check_lines("ACL LOG\nACL LOG reset\nACL LOG");
+        // Several selectors refusing: the greater reason, then the selector that got
+        // furthest, is logged (Redis's tests, acl-v2.tcl).
+        admin.ok("ACL SETUSER sel on nopass +mget ~key (+mget ~key ~otherkey)");
+        let mut sel = Pair::new(&d, &ctx, &diffs);
+        sel.check_lines(
+            "AUTH sel x\n\
+             GET key\n\
+             MGET otherkey someotherkey\n\
+             MGET key otherkey someotherkey\n\
+             MGET otherkey key",
+        );
+        admin.check_lines("ACL LOG 4\nACL LOG RESET");
     }
     diffs.assert_none();
 }
