@@ -67,8 +67,14 @@ pub struct Route {
 enum Mute {
     /// It must wait for what is in flight.
     Busy,
-    /// It runs; its reply starts at `at` in the output.
-    Run { at: usize, skip_next: bool },
+    /// It runs; its reply starts at `at` in the output. `pushes`: a (un)subscribe
+    /// command, whose confirmations are sent whatever CLIENT REPLY says, as Redis sends
+    /// every Pub/Sub reply (`CLIENT_PUSHING`).
+    Run {
+        at: usize,
+        skip_next: bool,
+        pushes: bool,
+    },
 }
 
 /// What happened to a request the connection handed over.
@@ -148,13 +154,18 @@ impl Worker {
                     // CLIENT REPLY OFF or SKIP (or a dropped reply still on its way):
                     // set up, around the one call of `dispatch`, so that it stays inlined.
                     let mute = (conn.client.reply != ReplyMode::On || conn.drop_reply)
-                        .then(|| self.mute_begin(key));
+                        .then(|| self.mute_begin(key, args.get(0)));
                     let mut flow = match mute {
                         Some(Mute::Busy) => Flow::Wait,
                         _ => self.dispatch(&shared, key, &args, &mut route),
                     };
-                    if let Some(Mute::Run { at, skip_next }) = mute {
-                        flow = self.mute_end(key, flow, at, skip_next);
+                    if let Some(Mute::Run {
+                        at,
+                        skip_next,
+                        pushes,
+                    }) = mute
+                    {
+                        flow = self.mute_end(key, flow, at, skip_next, pushes);
                     }
                     if matches!(flow, Flow::Wait) {
                         if let Some(conn) = self.conns.get_mut(key) {
@@ -646,7 +657,7 @@ impl Worker {
     /// here or arriving from elsewhere), and where its reply will start is noted.
     #[cold]
     #[inline(never)]
-    fn mute_begin(&mut self, key: usize) -> Mute {
+    fn mute_begin(&mut self, key: usize, name: &[u8]) -> Mute {
         let Some(conn) = self.conns.get_mut(key) else {
             return Mute::Busy;
         };
@@ -657,9 +668,20 @@ impl Worker {
         if skip_next {
             conn.client.reply = ReplyMode::Skip;
         }
+        const PUSHING: [&str; 6] = [
+            "subscribe",
+            "unsubscribe",
+            "psubscribe",
+            "punsubscribe",
+            "ssubscribe",
+            "sunsubscribe",
+        ];
         Mute::Run {
             at: conn.output.buf.len(),
             skip_next,
+            pushes: PUSHING
+                .iter()
+                .any(|p| p.as_bytes().eq_ignore_ascii_case(name)),
         }
     }
 
@@ -667,11 +689,20 @@ impl Worker {
     /// it turned replies back on (CLIENT REPLY ON answers).
     #[cold]
     #[inline(never)]
-    fn mute_end(&mut self, key: usize, flow: Flow, at: usize, skip_next: bool) -> Flow {
+    fn mute_end(
+        &mut self,
+        key: usize,
+        flow: Flow,
+        at: usize,
+        skip_next: bool,
+        pushes: bool,
+    ) -> Flow {
         let Some(conn) = self.conns.get_mut(key) else {
             return flow;
         };
-        let muted = matches!(conn.client.reply, ReplyMode::Off | ReplyMode::Skip);
+        // (A (un)subscribe confirmation is sent; an error reply is not.)
+        let muted = matches!(conn.client.reply, ReplyMode::Off | ReplyMode::Skip)
+            && !(pushes && !conn.busy() && conn.output.buf.get(at).is_some_and(|&b| b != b'-'));
         match flow {
             Flow::Wait => {
                 if skip_next {

@@ -503,3 +503,40 @@ fn a_message_published_before_a_command_comes_before_its_reply() {
         b.join().unwrap();
     }
 }
+
+/// Under CLIENT REPLY OFF, (un)subscribe confirmations are still sent, in RESP2 and
+/// RESP3, as redis-server sends every Pub/Sub reply (`CLIENT_PUSHING`); other replies are
+/// not (Redis's pubsub tests).
+#[test]
+fn subscribe_confirmations_are_sent_under_client_reply_off() {
+    let transcript = |server: &Server| {
+        let mut out = Vec::new();
+        for version in ["2", "3"] {
+            for sub in [
+                "SUBSCRIBE ch ch3",
+                "PSUBSCRIBE p*",
+                "SSUBSCRIBE ch2",
+                "UNSUBSCRIBE",
+                "SUBSCRIBE",
+            ] {
+                let mut c = server.raw();
+                c.cmd_str(&format!("HELLO {version}"));
+                let mut bytes = Vec::new();
+                for line in ["CLIENT REPLY OFF", "PING", sub, "PING"] {
+                    let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+                    bytes.extend_from_slice(&encode(&words));
+                }
+                c.send(&bytes);
+                out.push(c.read_to_close(Duration::from_millis(200)).0);
+            }
+        }
+        out
+    };
+    let (g, r) = (Server::goblin(), Server::redis());
+    let (got, want) = (transcript(&g), transcript(&r));
+    assert_eq!(
+        got.iter().map(|b| show(b)).collect::<Vec<_>>(),
+        want.iter().map(|b| show(b)).collect::<Vec<_>>()
+    );
+    assert!(!want[0].is_empty());
+}
