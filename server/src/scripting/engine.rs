@@ -64,6 +64,27 @@ const GLOBALS: &[&str] = &[
     "xpcall",
 ];
 
+/// `next`, `pairs` and `getmetatable` as scripts see them ([`Engine::readonly_env`]):
+/// through a read-only view to its table; Lua's own for any other (in tail position, so
+/// that their errors are raised as before).
+const VIEWS: &str = r#"
+local next, pairs, getmetatable, targets, hidden = ...
+local function next_(t, k)
+  local target = targets[t]
+  if target ~= nil then return next(target, k) end
+  return next(t, k)
+end
+local function pairs_(t)
+  if targets[t] ~= nil then return next_, t, nil end
+  return pairs(t)
+end
+local function getmetatable_(t)
+  if hidden[t] ~= nil then return nil end
+  return getmetatable(t)
+end
+return next_, pairs_, getmetatable_
+"#;
+
 /// `pcall` and `xpcall` as scripts see them: Lua's, with a Redis error raised by
 /// `redis.call` (a Rust error inside Lua) turned back into the `{err = …}` table Redis
 /// raises — `xpcall`'s before its handler sees it.
@@ -219,8 +240,15 @@ const BINARY_SIGNATURE: u8 = 0x1b;
 /// that starts as bytecode does gets a space before it, so that Lua's lexer refuses it
 /// with Redis's words (`unexpected symbol near 'char(27)'`), under the chunk's own name.
 const LOADERS: &str = r#"
-local loadstring, load, type, byte, select, error = loadstring, load, type, string.byte, select, error
+local loadstring, load, type, byte, select, error, setfenv =
+  loadstring, load, type, string.byte, select, error, setfenv
 local function text(s) return ' ' .. s end
+-- What is loaded sees the scripts' globals (`scripts.env`, once the engine made them).
+local scripts = {}
+local function within(f, e)
+  if f and scripts.env then setfenv(f, scripts.env) end
+  return f, e
+end
 -- Lua's bad argument error, blamed on the script's line.
 local function expected(fname, what, n, v)
   local got = n == 0 and 'no value' or type(v)
@@ -230,22 +258,23 @@ return function(...)
     local s, name = ...
     local t = type(s)
     if t ~= 'string' and t ~= 'number' then expected('loadstring', 'string', select('#', ...), s) end
-    if t == 'string' and byte(s, 1) == 27 then return loadstring(text(s), name or s) end
-    return loadstring(s, name)
+    if t == 'string' and byte(s, 1) == 27 then return within(loadstring(text(s), name or s)) end
+    return within(loadstring(s, name))
   end,
   function(...)
     local f, name = ...
     if type(f) ~= 'function' then expected('load', 'function', select('#', ...), f) end
     local first = true
-    return load(function()
+    return within(load(function()
       local piece = f()
       if first and type(piece) == 'string' and piece ~= '' then
         first = false
         if byte(piece, 1) == 27 then return text(piece) end
       end
       return piece
-    end, name or '=(load)')
-  end
+    end, name or '=(load)'))
+  end,
+  scripts
 "#;
 
 /// Runs a script's function under the error handler.
@@ -488,6 +517,9 @@ pub struct Engine {
     /// Marks a coroutine the script may not yield from ([`COROUTINES`]).
     unyielding: Function,
     globals: Table,
+    /// What scripts see as their globals (`_G`): an empty table reading through to
+    /// [`Engine::globals`] and refusing every assignment ([`Engine::readonly_env`]).
+    env: Table,
     /// The global tables KEYS and ARGV, and how many elements each holds.
     keys: Table,
     keys_len: usize,
@@ -663,7 +695,7 @@ impl Engine {
         let protect_yielding: (Function, Function) =
             lua.load(YIELDING_PCALL).set_name(INTERNAL).eval()?;
         let runner: Function = lua.load(RUNNER).set_name(INTERNAL).eval()?;
-        let (loadstring, load): (Function, Function) =
+        let (loadstring, load, loaded): (Function, Function, Table) =
             lua.load(LOADERS).set_name(INTERNAL).eval()?;
         globals.raw_set("loadstring", loadstring)?;
         globals.raw_set("load", load)?;
@@ -703,6 +735,8 @@ impl Engine {
         // than Lua's default (200), as memory for it is cheap next to the time.
         lua.gc_set_pause(400);
         Self::protect_globals(&lua, &globals)?;
+        let env = Self::readonly_env(&lua, &globals)?;
+        loaded.raw_set("env", &env)?;
         Ok(Engine {
             lua,
             compiled: HashMap::new(),
@@ -719,6 +753,7 @@ impl Engine {
             call_mark: mark,
             unyielding,
             globals,
+            env,
             keys,
             keys_len: 0,
             argv,
@@ -781,6 +816,86 @@ impl Engine {
         Ok(())
     }
 
+    /// Makes what scripts reach read-only, as Redis's read-only tables do (its Lua
+    /// refuses writes to the globals, the libraries' tables and their metatables, so
+    /// that no script changes what the next one runs — `redis = 1`, `redis.call = f`,
+    /// `setmetatable(_G, {})`): scripts run with an empty table as their globals
+    /// (returned: `_G`), which reads through to the real ones and refuses assignments;
+    /// each library's table is replaced by such a view of it; `getmetatable` of a view
+    /// answers a view (or nil), `setmetatable` of one and `rawset` into one are refused,
+    /// `pairs` and `next` go through a view to its table; `load` and `loadstring` give
+    /// what they compile the same globals ([`LOADERS`]).
+    fn readonly_env(lua: &Lua, globals: &Table) -> mlua::Result<Table> {
+        let refuse: Value = globals
+            .metatable()
+            .map(|m| m.raw_get::<Value>("__newindex"))
+            .transpose()?
+            .unwrap_or(Value::Nil);
+        let mut protected = Protected::default();
+        // Each view's table, and the views whose metatable is not shown (nil).
+        let (targets, hidden) = (lua.create_table()?, lua.create_table()?);
+        let mut view = |target: &Table, hide: Value| -> mlua::Result<Table> {
+            let p = lua.create_table()?;
+            let meta = lua.create_table()?;
+            meta.raw_set("__index", target)?;
+            meta.raw_set("__newindex", refuse.clone())?;
+            if hide == Value::Boolean(false) {
+                hidden.raw_set(&p, true)?;
+            }
+            meta.raw_set("__metatable", hide)?;
+            p.set_metatable(Some(meta));
+            protected.0.insert(p.to_pointer() as usize);
+            targets.raw_set(&p, target)?;
+            Ok(p)
+        };
+        for name in READONLY_LIBS {
+            if let Value::Table(lib) = globals.raw_get::<Value>(*name)? {
+                globals.raw_set(*name, view(&lib, Value::Boolean(false))?)?;
+            }
+        }
+        // The strings' metatable: its `__index` is the `string` library.
+        let strings: Table = lua
+            .load("return getmetatable('')")
+            .set_name(INTERNAL)
+            .eval()?;
+        let shown = lua.create_table()?;
+        shown.raw_set("__index", globals.raw_get::<Value>("string")?)?;
+        strings.raw_set("__metatable", view(&shown, Value::Boolean(false))?)?;
+        let gmeta = globals.metatable().unwrap_or(lua.create_table()?);
+        let gmeta_view = view(&gmeta, Value::Boolean(false))?;
+        let env = view(globals, Value::Table(gmeta_view))?;
+        globals.raw_set("_G", &env)?;
+        protected.0.insert(globals.to_pointer() as usize);
+        lua.set_app_data(protected);
+        let original: Function = globals.raw_get("setmetatable")?;
+        let setmetatable = lua.create_function(move |lua, args: MultiValue| {
+            if let Some(Value::Table(t)) = args.front()
+                && is_protected(lua, t)
+            {
+                // Raised by the VM from inside a C function: no position.
+                return Err(mlua::Error::external(ScriptError::Message(
+                    b"Attempt to modify a readonly table".to_vec(),
+                )));
+            }
+            original.call::<MultiValue>(args)
+        })?;
+        globals.raw_set("setmetatable", setmetatable)?;
+        // `pairs` and `next` go through a view to its table; `getmetatable` of a library's
+        // view is nil, as of a library's table in Redis.
+        let (next, pairs, getmetatable): (Function, Function, Function) =
+            lua.load(VIEWS).set_name(INTERNAL).call((
+                globals.raw_get::<Function>("next")?,
+                globals.raw_get::<Function>("pairs")?,
+                globals.raw_get::<Function>("getmetatable")?,
+                targets,
+                hidden,
+            ))?;
+        globals.raw_set("next", next)?;
+        globals.raw_set("pairs", pairs)?;
+        globals.raw_set("getmetatable", getmetatable)?;
+        Ok(env)
+    }
+
     /// The compiled function of script `sha`, compiling `body` (after its shebang line,
     /// whose line feed it keeps) if this thread has not yet.
     pub fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
@@ -789,7 +904,12 @@ impl Engine {
         }
         // Calls of library functions in tail position made plain calls, so that their
         // errors name the script's line (`untail`; only goblin's own bytecode is loaded).
-        let f = untail::without_tail_calls(&self.lua, self.compile(body)?, CHUNK, None);
+        let f = untail::without_tail_calls(
+            &self.lua,
+            self.compile(body)?,
+            CHUNK,
+            Some(self.env.clone()),
+        );
         self.compiled.insert(*sha, f.clone());
         Ok(f)
     }
@@ -809,6 +929,7 @@ impl Engine {
             .load(code)
             .set_name(CHUNK)
             .set_mode(mlua::ChunkMode::Text)
+            .set_environment(self.env.clone())
             .into_function()
             .map_err(compile_error)
     }
@@ -844,7 +965,7 @@ impl Engine {
             env.raw_set("ARGV", array(lua, &argv)?)?;
             let globals = lua.globals();
             let meta = lua.create_table()?;
-            meta.raw_set("__index", &globals)?;
+            meta.raw_set("__index", &self.env)?;
             if let Some(gmeta) = globals.metatable() {
                 meta.raw_set("__newindex", gmeta.raw_get::<Value>("__newindex")?)?;
             }
@@ -1558,16 +1679,7 @@ fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             libs::type_name(args.front())
         )));
     };
-    let globals = lua.globals();
-    let mut readonly = t.to_pointer() == globals.to_pointer();
-    for name in READONLY_LIBS {
-        if let Ok(Value::Table(lib)) = globals.raw_get::<Value>(*name)
-            && lib.to_pointer() == t.to_pointer()
-        {
-            readonly = true;
-        }
-    }
-    if readonly {
+    if is_protected(lua, t) {
         return Err(Raise::Msg("Attempt to modify a readonly table".into()));
     }
     let key = args.get(1).cloned().unwrap_or(Value::Nil);
@@ -1578,7 +1690,17 @@ fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(one(Value::Table(t.clone())))
 }
 
-/// The library tables `rawset` may not change.
+/// The tables scripts may not change ([`Engine::readonly_env`]), by address.
+#[derive(Default)]
+struct Protected(std::collections::HashSet<usize>);
+
+/// Whether `t` is one of the read-only tables.
+fn is_protected(lua: &Lua, t: &Table) -> bool {
+    lua.app_data_ref::<Protected>()
+        .is_some_and(|p| p.0.contains(&(t.to_pointer() as usize)))
+}
+
+/// The library tables scripts see read-only.
 const READONLY_LIBS: &[&str] = &[
     "redis",
     "string",

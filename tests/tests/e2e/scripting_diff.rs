@@ -195,6 +195,53 @@ fn keyless_scripts_match_redis() {
     });
 }
 
+/// What a script may not change, so that the next script runs as the first did (Redis's
+/// read-only tables): the globals (`redis = 1`, through `_G`, `rawset` or a chunk from
+/// `loadstring`), the libraries' tables (`redis.call = f`, through the strings'
+/// metatable too) and the metatables (`setmetatable(_G, {})`, `getmetatable(_G)`'s
+/// fields) — each refused with Redis's error, and every script after them finds the
+/// libraries as they were.
+const TAMPERING: &[&str] = &[
+    "setmetatable(_G, {})",
+    "local g = getmetatable(_G) g.__index = {}",
+    "local g = getmetatable(_G) g.__newindex = {}",
+    "redis.call = function() return 1 end",
+    "redis.pcall = function() return 1 end",
+    "cjson.encode = function() return 1 end",
+    "cmsgpack.pack = function() return 1 end",
+    "bit.band = function() return 1 end",
+    "string.upper = nil",
+    "math.floor = nil",
+    "table.insert = nil",
+    "getmetatable('').__index.upper = nil",
+    "redis = 1",
+    "KEYS = nil",
+    "_G.cjson = 1",
+    "_G.newglobal = 1",
+    "rawset(_G, 'redis', 1)",
+    "rawset(redis, 'call', 1)",
+    "loadstring('redis = 2')()",
+    "setmetatable(redis, {})",
+    "return type(getmetatable(redis))",
+];
+
+#[test]
+fn scripts_cannot_change_what_later_scripts_see() {
+    for_each_thread_count(|d, ctx| {
+        for body in TAMPERING {
+            eval0(d, body, ctx);
+        }
+        for body in [
+            "return {type(redis), type(redis.call), type(cjson.encode), string.upper('a')}",
+            "return redis.call('ping')",
+            "return math.floor(2.5) .. ('x'):upper() .. type(KEYS)",
+            "return tostring(rawequal(_G, _G._G))",
+        ] {
+            eval0(d, body, ctx);
+        }
+    });
+}
+
 /// What `redis.call` returns in Lua, per reply type, in RESP2 and after
 /// `redis.setresp(3)`; shown through cjson-free code so that both directions convert.
 #[test]
