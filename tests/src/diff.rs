@@ -456,6 +456,22 @@ pub fn script(d: &mut Differential, keys: &[String], ctx: &str, text: &str) {
     }
 }
 
+/// Runs `scenario` (several connections, in a set order: what each answered, step by
+/// step) on goblin-server with the default thread count and on redis-server, and asserts
+/// the same transcript; returns redis-server's.
+///
+/// # Panics
+/// At the first step that differs, or when the transcripts' lengths differ.
+pub fn same_transcript(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let (g, r) = (Server::goblin(), Server::redis());
+    let (got, want) = (scenario(&g), scenario(&r));
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(show(a), show(b), "step {i} differs (goblin, redis)");
+    }
+    assert_eq!(got.len(), want.len(), "the transcripts' lengths");
+    want
+}
+
 /// Runs `f` against a fresh redis-server and a fresh goblin-server with each of
 /// [`THREADS`], with a context naming the thread count for failure messages.
 pub fn for_each_thread_count(mut f: impl FnMut(&mut Differential, &str)) {

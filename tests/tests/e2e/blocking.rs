@@ -33,23 +33,9 @@ fn send(raw: &mut Raw, line: &str) {
     raw.send(&encode(&words));
 }
 
-/// Both servers, to run a scenario on each.
-fn servers() -> [Server; 2] {
-    [Server::goblin_threads(default_threads()), Server::redis()]
-}
-
 /// Runs `scenario` on goblin and on redis and asserts the same transcript.
 fn same(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {
-    let [g, r] = servers();
-    let (got, want) = (scenario(&g), scenario(&r));
-    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(
-            goblin_tests::show(a),
-            goblin_tests::show(b),
-            "step {i} differs (goblin, redis)"
-        );
-    }
-    assert_eq!(got.len(), want.len());
+    goblin_tests::diff::same_transcript(scenario);
 }
 
 /// Keys a test uses: on different shards of goblin when it has several.

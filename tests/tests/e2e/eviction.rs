@@ -140,12 +140,7 @@ fn exec_over_maxmemory_is_refused_when_a_queued_command_may_grow_memory() {
         }
         out
     };
-    let (g, r) = (Server::goblin(), Server::redis());
-    let (got, want) = (transcript(&g), transcript(&r));
-    assert_eq!(
-        got.iter().map(|b| show(b)).collect::<Vec<_>>(),
-        want.iter().map(|b| show(b)).collect::<Vec<_>>()
-    );
+    goblin_tests::diff::same_transcript(transcript);
 }
 
 /// Writes `keys` keys of 1000 bytes, in pipelines; how many writes failed, and the first
