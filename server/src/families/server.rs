@@ -11,7 +11,9 @@ use crate::runtime::server::REDIS_VERSION;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, CmdStat, ConnCtx, Exec, ShardCtx};
 use crate::table::{CommandSpec, CommandTable, Flags, meta};
-use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Tally};
+use crate::txn::plan::{
+    CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step, Tally,
+};
 use crate::txn::shapes::{FanOut, sum};
 use crate::util::glob_match;
 
@@ -758,13 +760,59 @@ fn ok_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome 
 }
 
 /// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked (one at most;
-/// both clear at once here), then every shard cleared.
+/// both clear at once here), then every shard cleared; FLUSHALL then saves the (empty)
+/// snapshot when `save` rules are set, as redis-server's `flushAllDataAndResetRDB`, so
+/// that a restart does not bring back what was flushed.
 fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
     let mut c = args.cursor(1);
     let _ = c.next_is("async") || c.next_is("sync");
     c.finish()?;
-    Ok(Box::new(FanOut::new(args, flush_part, flush_merge)))
+    let flush = Box::new(FanOut::new(args, flush_part, flush_merge));
+    let all = is_keyword(args.get(0), "flushall");
+    Ok(if all && !start.shared.live().persist.save.is_empty() {
+        Box::new(FlushThenSave { flush, save: None })
+    } else {
+        flush
+    })
+}
+
+/// FLUSHALL with `save` rules: the flush, then a foreground save (unless one is running
+/// already), answered as the flush is.
+#[derive(Debug)]
+struct FlushThenSave {
+    flush: Box<dyn Plan>,
+    /// The save and the flush's answer, once the flush is done.
+    save: Option<(crate::persist::snapshot::SavePlan, Outcome)>,
+}
+
+impl Plan for FlushThenSave {
+    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
+        use crate::persist::snapshot::{SaveKind, SavePlan};
+        let results = match self.save.take() {
+            Some((mut save, answer)) => match save.next(cx, results) {
+                Step::Done(_) => return Step::Done(answer),
+                step => {
+                    self.save = Some((save, answer));
+                    return step;
+                }
+            },
+            None => results,
+        };
+        match self.flush.next(cx, results) {
+            Step::Done(answer) if !cx.shared.persist.saving.load(Ordering::SeqCst) => {
+                let mut save = SavePlan::new(SaveKind::Foreground);
+                match save.next(cx, Vec::new()) {
+                    Step::Done(_) => Step::Done(answer),
+                    step => {
+                        self.save = Some((save, answer));
+                        step
+                    }
+                }
+            }
+            step => step,
+        }
+    }
 }
 
 /// `SWAPDB index1 index2`: the two databases exchanged on every shard at one instant

@@ -1024,3 +1024,25 @@ fn the_log_turns_on_and_off_at_run_time() {
     assert_eq!(cmd(&mut raw, "EXISTS after:off"), b":0\r\n");
     assert_eq!(cmd(&mut raw, "EXISTS after:rewrite"), b":1\r\n");
 }
+
+/// With `save` rules, FLUSHALL saves the emptied dataset at once, as redis-server does:
+/// the changes count is 0 after it, and a server killed right after comes back empty,
+/// not with what the last snapshot held. FLUSHDB does not save.
+#[test]
+fn flushall_with_save_rules_saves_the_empty_dataset() {
+    let dir = Dir::new("flushall-save");
+    let base = ["--dir", dir.arg(), "--save", "3600 1"];
+    let mut server = Server::goblin_with(&base);
+    let mut raw = server.raw();
+    ok(&mut raw, "SET a 1");
+    ok(&mut raw, "SAVE");
+    ok(&mut raw, "SET b 2");
+    ok(&mut raw, "FLUSHDB");
+    ok(&mut raw, "SET c 3");
+    ok(&mut raw, "FLUSHALL");
+    let info = String::from_utf8(cmd(&mut raw, "INFO persistence")).unwrap();
+    assert!(info.contains("rdb_changes_since_last_save:0\r\n"), "{info}");
+    server.kill();
+    let server = Server::goblin_with(&base);
+    assert_eq!(cmd(&mut server.raw(), "DBSIZE"), b":0\r\n");
+}
