@@ -433,6 +433,22 @@ fn check_command<'t>(
     if spec.flags.contains(Flags::NOSCRIPT) {
         return refused(b"ERR This Redis command is not allowed from script");
     }
+    // A script does not block: XREAD and XREADGROUP refuse BLOCK there (their options
+    // come before STREAMS), with `xreadCommand`'s words.
+    if matches!(spec.name, "xread" | "xreadgroup")
+        && (1..argv.len().saturating_sub(1))
+            .map(|i| argv.get(i))
+            .take_while(|a| !a.eq_ignore_ascii_case(b"STREAMS"))
+            .any(|a| a.eq_ignore_ascii_case(b"BLOCK"))
+    {
+        return refused(
+            format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                spec.name
+            )
+            .as_bytes(),
+        );
+    }
     // (PUBLISH is propagated like a write: redis-server refuses it too, though its
     // COMMAND INFO flags do not say so.)
     let propagates = spec.flags.contains(Flags::WRITE)

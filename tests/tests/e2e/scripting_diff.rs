@@ -31,6 +31,9 @@ fn eval0(d: &mut Differential, body: &str, ctx: &str) {
 
 /// Scripts that touch no key: results, conversions, the environment, errors.
 const KEYLESS: &[&str] = &[
+    "return redis.pcall('xread','BLOCK',0,'STREAMS','s','$')",
+    "return redis.pcall('xreadgroup','GROUP','g','c','block',0,'STREAMS','s','>')",
+    "return redis.pcall('xread','count','1','BLOCK','0')",
     "return 1",
     "return 'hello'",
     "return nil",
