@@ -7,7 +7,7 @@
 //! pid, role (`M`), the time (UTC; redis-server writes local time), the level's mark (`.`
 //! debug, `-` verbose, `*` notice, `#` warning) and the message. `loglevel` filters
 //! (`notice` by default); `logfile` names a file to append to, `""` (the default) means
-//! standard output, as with redis-server (after Goblin's one `ready on` line there, which
+//! standard output, as with redis-server (beside Goblin's one `ready on` line there, which
 //! scripts read for the port).
 
 use std::fs::{File, OpenOptions};

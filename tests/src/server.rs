@@ -225,9 +225,13 @@ impl Server {
             .spawn()
             .expect("start goblin-server");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        // Its `ready on` line, after what it logged before it listened (standard output
+        // carries the log too, as redis-server's does: passed on, as its stderr is).
         let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        // The log follows on standard output: passed on, as the server's stderr is.
+        while stdout.read_line(&mut line).unwrap_or(0) > 0 && !line.contains(" ready on ") {
+            eprint!("{line}");
+            line.clear();
+        }
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::stderr()));
         let port = line
             .trim()

@@ -161,11 +161,12 @@ fn goblin_unprivileged(conf: &Path, scratch: &Path) -> Proc {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start goblin-server");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    // Its `ready on` line, after what it logged before it listened.
     let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("its port");
+    while stdout.read_line(&mut line).expect("its port") > 0 && !line.contains(" ready on ") {
+        line.clear();
+    }
     let port = line
         .trim()
         .rsplit(':')
