@@ -223,8 +223,8 @@ pub enum AccessMode {
 /// before it had a chance to be used.
 const LFU_INIT: u32 = 5;
 
-/// The LRU clock: seconds, 24 bits.
-fn lru_clock(now: Millis) -> u32 {
+/// The LRU clock: seconds, 24 bits (INFO's `lru_clock`).
+pub fn lru_clock(now: Millis) -> u32 {
     ((now / 1000) & 0xFF_FFFF) as u32
 }
 

@@ -789,28 +789,26 @@ struct FlushThenSave {
 impl Plan for FlushThenSave {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         use crate::persist::snapshot::{SaveKind, SavePlan};
-        let results = match self.save.take() {
-            Some((mut save, answer)) => match save.next(cx, results) {
-                Step::Done(_) => return Step::Done(answer),
-                step => {
+        let step = match &mut self.save {
+            Some((save, _)) => save.next(cx, results),
+            None => match self.flush.next(cx, results) {
+                Step::Done(answer) => {
+                    // (A save already running refuses this one: the flush's answer
+                    // stands.)
+                    let mut save = SavePlan::new(SaveKind::Foreground);
+                    let step = save.next(cx, Vec::new());
                     self.save = Some((save, answer));
-                    return step;
+                    step
                 }
+                step => return step,
             },
-            None => results,
         };
-        match self.flush.next(cx, results) {
-            Step::Done(answer) if !cx.shared.persist.saving.load(Ordering::SeqCst) => {
-                let mut save = SavePlan::new(SaveKind::Foreground);
-                match save.next(cx, Vec::new()) {
-                    Step::Done(_) => Step::Done(answer),
-                    step => {
-                        self.save = Some((save, answer));
-                        step
-                    }
-                }
+        match (step, self.save.take()) {
+            (Step::Done(_), Some((_, answer))) => Step::Done(answer),
+            (step, save) => {
+                self.save = save;
+                step
             }
-            step => step,
         }
     }
 }
@@ -989,8 +987,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.port(),
             cx.now * 1000,
             uptime / 86400,
-            // redis-server's LRU clock: seconds, in 24 bits.
-            (cx.now / 1000) & 0xFF_FFFF,
+            goblin_store::lru_clock(cx.now),
             std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),

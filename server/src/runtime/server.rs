@@ -534,7 +534,11 @@ impl Server {
     /// When `dir` is not a directory one can move to, or the address cannot be bound.
     pub fn bind(mut config: Config) -> io::Result<Server> {
         // As redis-server, the process works in `dir`: the paths a configuration gives
-        // relative (`aclfile`, `logfile`) are relative to it.
+        // relative (`aclfile`, `logfile`) are relative to it. The configuration file
+        // (CONFIG REWRITE's) and `--loadrdb` stay where they were named from.
+        let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.into());
+        config.file = config.file.as_deref().map(absolute);
+        config.persist.loadrdb = config.persist.loadrdb.as_deref().map(absolute);
         let dir = crate::config::absolute_dir(&config.persist.dir);
         std::env::set_current_dir(&dir).map_err(|e| {
             io::Error::new(

@@ -64,25 +64,50 @@ const GLOBALS: &[&str] = &[
     "xpcall",
 ];
 
-/// `next`, `pairs` and `getmetatable` as scripts see them ([`Engine::readonly_env`]):
-/// through a read-only view to its table; Lua's own for any other (in tail position, so
-/// that their errors are raised as before).
+/// `next`, `pairs`, `getmetatable` and `setmetatable` as scripts see them
+/// ([`Engine::readonly_env`]): through a read-only view to its table, refusing to change
+/// a read-only table's metatable; Lua's own for any other, their arguments checked here
+/// so that a bad one is blamed on the script's line, with Lua's words.
 const VIEWS: &str = r#"
-local next, pairs, getmetatable, targets, hidden = ...
-local function next_(t, k)
+local next, pairs, getmetatable, setmetatable, targets, hidden, globals, refuse = ...
+local type, select, error, pcall = type, select, error, pcall
+-- Lua's bad argument error, blamed on the caller's line (a wrapper's own line otherwise).
+local function bad(n, fname, what, count, v)
+  local got = count < n and 'no value' or type(v)
+  error("bad argument #" .. n .. " to '" .. fname .. "' (" .. what .. " expected, got " .. got .. ")", 3)
+end
+local function next_(...)
+  local t, k = ...
+  if type(t) ~= 'table' then bad(1, 'next', 'table', select('#', ...), t) end
   local target = targets[t]
   if target ~= nil then return next(target, k) end
   return next(t, k)
 end
-local function pairs_(t)
+local function pairs_(...)
+  local t = ...
+  if type(t) ~= 'table' then bad(1, 'pairs', 'table', select('#', ...), t) end
   if targets[t] ~= nil then return next_, t, nil end
   return pairs(t)
 end
-local function getmetatable_(t)
+local function getmetatable_(...)
+  if select('#', ...) == 0 then error("bad argument #1 to 'getmetatable' (value expected)", 2) end
+  local t = ...
   if hidden[t] ~= nil then return nil end
   return getmetatable(t)
 end
-return next_, pairs_, getmetatable_
+local function setmetatable_(...)
+  local t, mt = ...
+  if type(t) ~= 'table' then bad(1, 'setmetatable', 'table', select('#', ...), t) end
+  if select('#', ...) < 2 or (mt ~= nil and type(mt) ~= 'table') then
+    error("bad argument #2 to 'setmetatable' (nil or table expected)", 2)
+  end
+  if t == globals or targets[t] ~= nil then return refuse() end
+  -- (A table whose metatable has `__metatable`: Lua's refusal, on the caller's line.)
+  local ok, r = pcall(setmetatable, t, mt)
+  if not ok then error(r, 2) end
+  return r
+end
+return next_, pairs_, getmetatable_, setmetatable_
 "#;
 
 /// `pcall` and `xpcall` as scripts see them: Lua's, with a Redis error raised by
@@ -831,10 +856,9 @@ impl Engine {
             .map(|m| m.raw_get::<Value>("__newindex"))
             .transpose()?
             .unwrap_or(Value::Nil);
-        let mut protected = Protected::default();
         // Each view's table, and the views whose metatable is not shown (nil).
         let (targets, hidden) = (lua.create_table()?, lua.create_table()?);
-        let mut view = |target: &Table, hide: Value| -> mlua::Result<Table> {
+        let view = |target: &Table, hide: Value| -> mlua::Result<Table> {
             let p = lua.create_table()?;
             let meta = lua.create_table()?;
             meta.raw_set("__index", target)?;
@@ -844,7 +868,6 @@ impl Engine {
             }
             meta.raw_set("__metatable", hide)?;
             p.set_metatable(Some(meta));
-            protected.0.insert(p.to_pointer() as usize);
             targets.raw_set(&p, target)?;
             Ok(p)
         };
@@ -865,34 +888,28 @@ impl Engine {
         let gmeta_view = view(&gmeta, Value::Boolean(false))?;
         let env = view(globals, Value::Table(gmeta_view))?;
         globals.raw_set("_G", &env)?;
-        protected.0.insert(globals.to_pointer() as usize);
-        lua.set_app_data(protected);
-        let original: Function = globals.raw_get("setmetatable")?;
-        let setmetatable = lua.create_function(move |lua, args: MultiValue| {
-            if let Some(Value::Table(t)) = args.front()
-                && is_protected(lua, t)
-            {
-                // Raised by the VM from inside a C function: no position.
-                return Err(mlua::Error::external(ScriptError::Message(
-                    b"Attempt to modify a readonly table".to_vec(),
-                )));
-            }
-            original.call::<MultiValue>(args)
+        // Raised by the VM from inside a C function: no position.
+        let refuse = lua.create_function(|_, ()| -> mlua::Result<()> {
+            Err(mlua::Error::external(ScriptError::Message(
+                b"Attempt to modify a readonly table".to_vec(),
+            )))
         })?;
-        globals.raw_set("setmetatable", setmetatable)?;
-        // `pairs` and `next` go through a view to its table; `getmetatable` of a library's
-        // view is nil, as of a library's table in Redis.
-        let (next, pairs, getmetatable): (Function, Function, Function) =
+        let (next, pairs, getmetatable, setmetatable): (Function, Function, Function, Function) =
             lua.load(VIEWS).set_name(INTERNAL).call((
                 globals.raw_get::<Function>("next")?,
                 globals.raw_get::<Function>("pairs")?,
                 globals.raw_get::<Function>("getmetatable")?,
-                targets,
+                globals.raw_get::<Function>("setmetatable")?,
+                &targets,
                 hidden,
+                globals,
+                refuse,
             ))?;
         globals.raw_set("next", next)?;
         globals.raw_set("pairs", pairs)?;
         globals.raw_set("getmetatable", getmetatable)?;
+        globals.raw_set("setmetatable", setmetatable)?;
+        lua.set_app_data(Views(targets));
         Ok(env)
     }
 
@@ -1690,14 +1707,15 @@ fn rawset(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     Ok(one(Value::Table(t.clone())))
 }
 
-/// The tables scripts may not change ([`Engine::readonly_env`]), by address.
-#[derive(Default)]
-struct Protected(std::collections::HashSet<usize>);
+/// The read-only views scripts see ([`Engine::readonly_env`]), each with its table.
+struct Views(Table);
 
-/// Whether `t` is one of the read-only tables.
+/// Whether `t` is one of the read-only tables: the globals, or a view.
 fn is_protected(lua: &Lua, t: &Table) -> bool {
-    lua.app_data_ref::<Protected>()
-        .is_some_and(|p| p.0.contains(&(t.to_pointer() as usize)))
+    t.to_pointer() == lua.globals().to_pointer()
+        || lua
+            .app_data_ref::<Views>()
+            .is_some_and(|v| !matches!(v.0.raw_get::<Value>(t), Ok(Value::Nil) | Err(_)))
 }
 
 /// The library tables scripts see read-only.
