@@ -585,137 +585,145 @@ fn run_here(
     let mut restart = false;
     let caller = shard.script_caller.clone();
     shard.set_in_script(true);
-    let ran = inv.callee.with_engine(shared, |engine| {
-        let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv) {
-            Ok(f) => f,
-            Err(e) => {
-                Encoder::new(out, resp).error_sanitized(&e);
-                return;
-            }
-        };
-        let mut call = |a: &Args<'_>, cresp: Version, reply: &mut Vec<u8>| -> Called {
-            if restart {
-                // Given up: nothing more runs (a script catching the error goes on, and
-                // its run is thrown away).
-                return Called::Refused(RUN_AGAIN.to_vec());
-            }
+    let ran = crate::scripting::engine::with_caller(caller.as_ref(), || {
+        inv.callee.with_engine(shared, |engine| {
+            let (func, keys, argv) = match inv.callee.runnable(shared, engine, &inv.keys, &inv.argv)
             {
-                let spec = match check_call(shared, caller.as_deref(), a, inv.read_only, now) {
-                    Ok(spec) => spec,
-                    Err((id, e)) => {
-                        if let Some(id) = id {
-                            shard.count_rejected(id);
-                        }
-                        return Called::Refused(e);
-                    }
-                };
-                shard.count_call(spec.id);
-                // MONITOR shows what the script calls as redis-server shows it: from
-                // its Lua client, in the database it ran in (SELECT's new one).
-                let monitored = shared.monitors.any() && crate::runtime::monitor::shown(spec);
-                let monitor = |shard: &mut Shard, db: usize| {
-                    if monitored {
-                        let argv: Vec<&[u8]> = a.iter_from(0).collect();
-                        crate::runtime::monitor::line(&mut shard.monitor_feed, db, "lua", &argv);
-                    }
-                };
-                if spec.name != "select" {
-                    monitor(shard, db);
+                Ok(f) => f,
+                Err(e) => {
+                    Encoder::new(out, resp).error_sanitized(&e);
+                    return;
                 }
-                match spec.exec {
-                    Exec::Shard(_) => {}
-                    _ if spec.name == "select" => {
-                        return match goblin_protocol::parse_i64(a.get(1))
-                            .ok_or_else(|| errors::NOT_INTEGER.to_vec())
-                            .and_then(|n| {
-                                super::select_db(n, shared.config.databases).map_err(Vec::from)
-                            }) {
-                            Ok(n) => {
-                                db = n;
-                                monitor(shard, db);
-                                reply.extend_from_slice(b"+OK\r\n");
-                                Called::Reply
-                            }
-                            Err(e) => {
-                                monitor(shard, db);
-                                Encoder::new(reply, cresp).error(&e);
-                                Called::Reply
-                            }
-                        };
-                    }
-                    _ if matches!(spec.name, "publish" | "spublish") => {
-                        let space = if spec.name == "publish" {
-                            crate::runtime::pubsub::Space::Channels
-                        } else {
-                            crate::runtime::pubsub::Space::ShardChannels
-                        };
-                        let n = shard
-                            .pubsub
-                            .publish(&shared.pubsub, space, a.get(1), a.get(2));
-                        wrote = true;
-                        Encoder::new(reply, cresp).integer(n as i64);
-                        return Called::Reply;
-                    }
-                    _ => {
-                        return match keyless_reply(spec, a, cresp) {
-                            Some(r) => {
-                                reply.extend_from_slice(&r);
-                                Called::Reply
-                            }
-                            None => Called::Refused(unsupported(spec)),
-                        };
-                    }
-                }
-                let mut refused = None;
-                let mut keyed = false;
-                spec.for_each_key_position(a, |i| {
-                    let key = a.get(i);
-                    keyed = true;
-                    if inv.keys.contains(&key) {
-                        return;
-                    }
-                    if refused.is_none()
-                        && !(reachable_allowed && shard.may_touch_undeclared(key, tx))
-                    {
-                        refused = Some(if allowed {
-                            other_shard_key(key)
-                        } else {
-                            undeclared_key(key)
-                        });
-                    }
-                });
-                if keyed && restartable && !wrote {
-                    // Every key it touches is undeclared: under its plan, with every
-                    // shard locked, it may reach them all, whatever it writes first.
-                    // (The call stays counted from here: the plan's run does not count
-                    // the calls it makes.)
-                    restart = true;
+            };
+            let mut call = |a: &Args<'_>, cresp: Version, reply: &mut Vec<u8>| -> Called {
+                if restart {
+                    // Given up: nothing more runs (a script catching the error goes on, and
+                    // its run is thrown away).
                     return Called::Refused(RUN_AGAIN.to_vec());
                 }
-                if let Some(e) = refused {
-                    return Called::Refused(e);
+                {
+                    let spec = match check_call(shared, caller.as_deref(), a, inv.read_only, now) {
+                        Ok(spec) => spec,
+                        Err((id, e)) => {
+                            if let Some(id) = id {
+                                shard.count_rejected(id);
+                            }
+                            return Called::Refused(e);
+                        }
+                    };
+                    shard.count_call(spec.id);
+                    // MONITOR shows what the script calls as redis-server shows it: from
+                    // its Lua client, in the database it ran in (SELECT's new one).
+                    let monitored = shared.monitors.any() && crate::runtime::monitor::shown(spec);
+                    let monitor = |shard: &mut Shard, db: usize| {
+                        if monitored {
+                            let argv: Vec<&[u8]> = a.iter_from(0).collect();
+                            crate::runtime::monitor::line(
+                                &mut shard.monitor_feed,
+                                db,
+                                "lua",
+                                &argv,
+                            );
+                        }
+                    };
+                    if spec.name != "select" {
+                        monitor(shard, db);
+                    }
+                    match spec.exec {
+                        Exec::Shard(_) => {}
+                        _ if spec.name == "select" => {
+                            return match goblin_protocol::parse_i64(a.get(1))
+                                .ok_or_else(|| errors::NOT_INTEGER.to_vec())
+                                .and_then(|n| {
+                                    super::select_db(n, shared.config.databases).map_err(Vec::from)
+                                }) {
+                                Ok(n) => {
+                                    db = n;
+                                    monitor(shard, db);
+                                    reply.extend_from_slice(b"+OK\r\n");
+                                    Called::Reply
+                                }
+                                Err(e) => {
+                                    monitor(shard, db);
+                                    Encoder::new(reply, cresp).error(&e);
+                                    Called::Reply
+                                }
+                            };
+                        }
+                        _ if matches!(spec.name, "publish" | "spublish") => {
+                            let space = if spec.name == "publish" {
+                                crate::runtime::pubsub::Space::Channels
+                            } else {
+                                crate::runtime::pubsub::Space::ShardChannels
+                            };
+                            let n = shard
+                                .pubsub
+                                .publish(&shared.pubsub, space, a.get(1), a.get(2));
+                            wrote = true;
+                            Encoder::new(reply, cresp).integer(n as i64);
+                            return Called::Reply;
+                        }
+                        _ => {
+                            return match keyless_reply(spec, a, cresp) {
+                                Some(r) => {
+                                    reply.extend_from_slice(&r);
+                                    Called::Reply
+                                }
+                                None => Called::Refused(unsupported(spec)),
+                            };
+                        }
+                    }
+                    let mut refused = None;
+                    let mut keyed = false;
+                    spec.for_each_key_position(a, |i| {
+                        let key = a.get(i);
+                        keyed = true;
+                        if inv.keys.contains(&key) {
+                            return;
+                        }
+                        if refused.is_none()
+                            && !(reachable_allowed && shard.may_touch_undeclared(key, tx))
+                        {
+                            refused = Some(if allowed {
+                                other_shard_key(key)
+                            } else {
+                                undeclared_key(key)
+                            });
+                        }
+                    });
+                    if keyed && restartable && !wrote {
+                        // Every key it touches is undeclared: under its plan, with every
+                        // shard locked, it may reach them all, whatever it writes first.
+                        // (The call stays counted from here: the plan's run does not count
+                        // the calls it makes.)
+                        restart = true;
+                        return Called::Refused(RUN_AGAIN.to_vec());
+                    }
+                    if let Some(e) = refused {
+                        return Called::Refused(e);
+                    }
+                    let version = shard.slots().version();
+                    shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
+                    if spec.flags.contains(Flags::WRITE) {
+                        wrote = true;
+                        Called::Wrote
+                    } else {
+                        Called::Reply
+                    }
                 }
-                let version = shard.slots().version();
-                shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
-                if spec.flags.contains(Flags::WRITE) {
-                    wrote = true;
-                    Called::Wrote
-                } else {
-                    Called::Reply
-                }
-            }
-        };
-        let busy_after = shared.scripts.busy_after();
-        engine.run(
-            &func,
-            inv.callee.who(),
-            keys,
-            argv,
-            resp,
-            busy_after,
-            &mut call,
-            out,
-        );
+            };
+            let busy_after = shared.scripts.busy_after();
+            engine.run(
+                &func,
+                inv.callee.who(),
+                keys,
+                argv,
+                resp,
+                busy_after,
+                &mut call,
+                out,
+            );
+        })
     });
     shard.set_in_script(false);
     if ran.is_none() {
@@ -919,10 +927,10 @@ pub(crate) mod plan {
         /// Runs `f` with this thread's interpreter for the script (or function), of the
         /// generation it started in.
         fn engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
-            match self.callee {
+            crate::scripting::engine::with_caller(self.caller.as_ref(), || match self.callee {
                 Callee::Script(_) => with_engine(self.generation, f),
                 Callee::Function(_) => with_function_engine(f),
-            }
+            })
         }
 
         /// Where the command the script calls runs: a hop, or an answer at once.

@@ -92,7 +92,7 @@ pub struct Shared {
     /// One waits there (read by the accepting worker every iteration).
     listener_waits: AtomicBool,
     /// Every command.
-    pub commands: CommandTable,
+    pub commands: Arc<CommandTable>,
     /// Number of shard threads.
     pub threads: usize,
     /// The slot map workers start with (each then keeps its own copy, updated by
@@ -254,12 +254,8 @@ impl Shared {
         for (old, new) in &config.renames {
             commands.rename(old, new).map_err(io::Error::other)?;
         }
-        let _ = crate::scripting::COMMAND_NAMES.set(
-            commands
-                .top_level()
-                .map(|c| c.name.as_bytes().to_vec())
-                .collect(),
-        );
+        let commands = Arc::new(commands);
+        let _ = crate::scripting::COMMANDS.set(commands.clone());
         let mut polls = Vec::with_capacity(threads);
         let mut peers = Vec::with_capacity(threads);
         for _ in 0..threads {

@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use goblin_protocol::{Encoder, Version};
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -1731,33 +1732,53 @@ const READONLY_LIBS: &[&str] = &[
     "struct",
 ];
 
-/// `redis.acl_check_cmd(command, …)`: whether the user may run it — the default user
-/// may run every command, so whether it exists.
+/// `redis.acl_check_cmd(command, …)`: whether the user who runs the script may run the
+/// command with these arguments (`luaRedisAclCheckCmdPermissionsCommand`: the command
+/// and subcommand looked up without checking their arity, then every selector of the
+/// user, keys and channels too; nothing is logged).
 fn acl_check_cmd(_lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
-    let Some(first) = args.front() else {
-        return Err(Raise::Err(
-            "ERR Please specify at least one argument for this redis lib call".into(),
-        ));
-    };
-    let name = match first {
-        Value::String(s) => s.as_bytes().to_ascii_lowercase(),
-        Value::Integer(n) => n.to_string().into_bytes(),
-        Value::Number(n) => n.to_string().into_bytes(),
-        _ => {
-            return Err(Raise::Err(
-                "ERR Lua redis lib command arguments must be strings or integers".into(),
-            ));
+    let (mut buf, mut spans) = (Vec::new(), Vec::new());
+    if let Err(e) = command_args_into(&args, &mut buf, &mut spans) {
+        return Err(Raise::Err(String::from_utf8_lossy(e).into_owned()));
+    }
+    let argv = crate::table::args::Args::new(&buf, &spans);
+    let spec = super::COMMANDS.get().and_then(|table| {
+        let spec = table.lookup(argv.get(0))?;
+        match spec.is_container() && argv.len() >= 2 {
+            true => table.lookup_sub(spec, argv.get(1)),
+            false => Some(spec),
         }
-    };
-    let known = super::COMMAND_NAMES
-        .get()
-        .is_some_and(|names| names.contains(&name));
-    if !known {
+    });
+    let Some(spec) = spec else {
         return Err(Raise::Err(
             "ERR Invalid command passed to redis.acl_check_cmd()".into(),
         ));
+    };
+    let allowed = CALLER.with(|c| match &*c.borrow() {
+        Some(caller) => caller.user.check(spec, &argv).is_ok(),
+        None => true,
+    });
+    Ok(one(Value::Boolean(allowed)))
+}
+
+thread_local! {
+    /// Who runs the script in progress on this thread, when a restricted user does
+    /// (`redis.acl_check_cmd` checks its permissions).
+    static CALLER: RefCell<Option<Arc<crate::acl::Caller>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `caller` as the thread's script caller ([`acl_check_cmd`] reads it),
+/// the one before put back after.
+pub fn with_caller<R>(caller: Option<&Arc<crate::acl::Caller>>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Arc<crate::acl::Caller>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            CALLER.with(|c| *c.borrow_mut() = before);
+        }
     }
-    Ok(one(Value::Boolean(true)))
+    let _restore = Restore(CALLER.with(|c| c.replace(caller.cloned())));
+    f()
 }
 
 fn error_reply(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {

@@ -17,9 +17,9 @@ pub mod engine;
 pub mod functions;
 pub mod libs;
 
-/// The names of the commands (lowercase), for `redis.acl_check_cmd`: set once the
-/// command table is built.
-pub static COMMAND_NAMES: std::sync::OnceLock<std::collections::HashSet<Vec<u8>>> =
+/// The command table, for `redis.acl_check_cmd`: set once it is built (the first
+/// server's, in a process that runs several).
+pub static COMMANDS: std::sync::OnceLock<Arc<crate::table::CommandTable>> =
     std::sync::OnceLock::new();
 
 /// A script's SHA1, in lowercase hex.
