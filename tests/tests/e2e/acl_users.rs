@@ -1267,21 +1267,21 @@ fn changed_permissions_and_sort_patterns_match_redis() {
         let mut chk = Pair::new(&d, &ctx, &diffs);
         chk.check("AUTH chk pw");
         for p in [&mut chk, &mut admin] {
-            p.check_lines(&format!(
-                "EVAL \"return {{redis.acl_check_cmd('get','a1'), redis.acl_check_cmd('get','b1')}}\" 0\n\
+            p.check_lines(
+                "EVAL \"return {redis.acl_check_cmd('get','a1'), redis.acl_check_cmd('get','b1')}\" 0\n\
                  EVAL \"return redis.acl_check_cmd('set','a1','v') == false\" 0\n\
                  EVAL \"return redis.acl_check_cmd('GET')\" 0\n\
-                 EVAL \"return {{redis.acl_check_cmd('config','get','x'), redis.acl_check_cmd('config','set','x','y')}}\" 0\n\
-                 EVAL \"return {{redis.acl_check_cmd('publish','ch1','m'), redis.acl_check_cmd('publish','x','m')}}\" 0\n\
+                 EVAL \"return {redis.acl_check_cmd('config','get','x'), redis.acl_check_cmd('config','set','x','y')}\" 0\n\
+                 EVAL \"return {redis.acl_check_cmd('publish','ch1','m'), redis.acl_check_cmd('publish','x','m')}\" 0\n\
                  EVAL \"return redis.acl_check_cmd('config','nosuch')\" 0\n\
                  EVAL \"return redis.acl_check_cmd('nosuch')\" 0\n\
                  EVAL \"return redis.acl_check_cmd()\" 0\n\
-                 EVAL \"return redis.acl_check_cmd({{}})\" 0\n\
+                 EVAL \"return redis.acl_check_cmd({})\" 0\n\
                  EVAL \"return pcall(redis.acl_check_cmd, 'nosuch')\" 0\n\
-                 EVAL \"return {{redis.acl_check_cmd('mget',KEYS[1],KEYS[2]), redis.call('get',KEYS[1])}}\" 2 a{{1}} a{{2}}\n\
-                 EVAL \"redis.call('get',KEYS[2]); return redis.acl_check_cmd('rename',KEYS[1],'b')\" 2 a{{1}} a{{3}}\n\
-                 ACL WHOAMI",
-            ));
+                 EVAL \"return {redis.acl_check_cmd('mget',KEYS[1],KEYS[2]), redis.call('get',KEYS[1])}\" 2 a{1} a{2}\n\
+                 EVAL \"redis.call('get',KEYS[2]); return redis.acl_check_cmd('rename',KEYS[1],'b')\" 2 a{1} a{3}\n\
+                 ACL WHOAMI"
+            );
         }
 
         // ACL SETUSER and DELUSER inside MULTI.
