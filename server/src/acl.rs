@@ -1134,6 +1134,20 @@ impl Acl {
     /// # Errors
     /// Every line's error, as redis-server's ACL LOAD words them.
     pub fn load(&self, table: &CommandTable, text: &str, path: &str) -> Result<(), String> {
+        let loaded = self.parse_file(table, text, path)?;
+        *self.write() = loaded;
+        self.version.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The users an ACL file's `text` defines (`default` added when it has none), or
+    /// the errors of its lines, as [`Acl::load`] reports them.
+    pub fn parse_file(
+        &self,
+        table: &CommandTable,
+        text: &str,
+        path: &str,
+    ) -> Result<BTreeMap<Vec<u8>, Arc<User>>, String> {
         let mut loaded: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
         let mut errors = String::new();
         for (n, line) in text.lines().enumerate() {
@@ -1149,6 +1163,13 @@ impl Acl {
                 continue;
             }
             let name = words[1];
+            if loaded.contains_key(name) {
+                errors.push_str(&format!(
+                    "WARNING: Duplicate user '{}' found on line {n}. ",
+                    String::from_utf8_lossy(name)
+                ));
+                continue;
+            }
             let rules = match merge_selectors(&words[2..]) {
                 Ok(rules) => rules,
                 Err(e) => {
@@ -1176,9 +1197,7 @@ impl Acl {
         loaded
             .entry(b"default".to_vec())
             .or_insert_with(|| Arc::new(User::default_user(table, None)));
-        *self.write() = loaded;
-        self.version.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(loaded)
     }
 
     /// `ACL DELUSER name…`: how many were deleted.

@@ -30,7 +30,14 @@ pub fn register(table: &mut CommandTable) {
                     gather: deluser,
                 },
             ),
-            ("load", None, Exec::Conn(load)),
+            (
+                "load",
+                None,
+                Exec::AskWorkers {
+                    ask: load_ask,
+                    gather: load,
+                },
+            ),
             ("save", None, Exec::Conn(save)),
             ("whoami", None, Exec::Conn(whoami)),
             ("cat", None, Exec::Conn(cat)),
@@ -125,25 +132,55 @@ const NO_ACL_FILE: &[u8] = b"ERR This Redis instance is not configured to use an
     REWRITE (assuming you have a Redis configuration file set) in order to store users in \
     the Redis configuration.";
 
-/// `ACL LOAD`: the users become those of the ACL file, all or none. Clients of users
-/// it no longer has are closed (each as it next sends a command).
-fn load(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let Some(path) = ctx.shared.config.aclfile.clone() else {
-        return ctx.reply().error(NO_ACL_FILE);
+/// The ACL file's text, or the error ACL LOAD answers.
+fn acl_file(shared: &crate::runtime::server::Shared) -> Result<(String, String), Vec<u8>> {
+    let Some(path) = shared.config.aclfile.as_ref() else {
+        return Err(NO_ACL_FILE.to_vec());
     };
     let shown = path.to_string_lossy().into_owned();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) => {
-            let msg = format!(
-                "ERR Error loading ACLs, opening file '{shown}': {}",
-                crate::util::strerror(&e)
-            );
-            return ctx.reply().error_sanitized(msg.as_bytes());
-        }
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((text, shown)),
+        Err(e) => Err(format!(
+            "ERR Error loading ACLs, opening file '{shown}': {}",
+            crate::util::strerror(&e)
+        )
+        .into_bytes()),
+    }
+}
+
+/// ACL LOAD's question to each worker: when the file loads, the clients of every user
+/// but `default` are closed (redis-server frees every user it had, and the clients
+/// authenticated as one; the asker after its reply).
+fn load_ask(view: &mut WorkerView<'_>, _args: &Args<'_>) -> Vec<u8> {
+    let shared = view.shared();
+    let loads = acl_file(shared).is_ok_and(|(text, shown)| {
+        shared
+            .acl
+            .parse_file(&shared.commands, &text, &shown)
+            .is_ok()
+    });
+    if loads {
+        view.kill_clients(|v, c| !v.is_asker(c) && c.user.name != b"default");
+    }
+    Vec::new()
+}
+
+/// `ACL LOAD`: the users become those of the ACL file, all or none. The clients of
+/// users other than `default` were closed by [`load_ask`]; this one is closed after
+/// its reply, and one that authenticated meanwhile as a user the file no longer has,
+/// as it next sends a command.
+fn load(ctx: &mut ConnCtx<'_>, _args: &Args<'_>, _answers: Vec<Vec<u8>>) {
+    let (text, shown) = match acl_file(ctx.shared) {
+        Ok(file) => file,
+        Err(e) => return ctx.reply().error_sanitized(&e),
     };
     match ctx.shared.acl.load(&ctx.shared.commands, &text, &shown) {
-        Ok(()) => ctx.reply().ok(),
+        Ok(()) => {
+            if ctx.client.user.name != b"default" {
+                ctx.client.close_after_reply = true;
+            }
+            ctx.reply().ok()
+        }
         Err(e) => ctx.reply().error_sanitized(format!("ERR {e}").as_bytes()),
     }
 }

@@ -1669,6 +1669,7 @@ impl Worker {
                 client,
                 output,
                 generation,
+                closing,
                 ..
             } = conn;
             let at = output.buf.len();
@@ -1687,6 +1688,10 @@ impl Worker {
             };
             let started = timing(&shared);
             gather(&mut ctx, &args, asking.answers);
+            // (As `ran` does for a command answered at once.)
+            if client.close_after_reply {
+                *closing = true;
+            }
             if drop_reply {
                 output.buf.truncate(at);
             }

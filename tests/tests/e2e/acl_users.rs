@@ -1326,3 +1326,71 @@ fn a_relative_aclfile_is_read_in_dir() {
         "{err}"
     );
 }
+
+/// ACL LOAD as redis-server does it: a file with a duplicate user is refused whole, with
+/// its words; a file that loads frees every user but `default`, so the clients of the
+/// others are closed at once (a subscriber too; the one that sent ACL LOAD after its
+/// reply), whether or not the file still has their user.
+#[test]
+fn acl_load_closes_the_clients_of_every_user_but_default() {
+    let diffs = Diffs::default();
+    let dir = goblin_tests::scratch_dir("acl-load");
+    let mut servers = Vec::new();
+    for (name, server) in [("redis", 0), ("goblin", 1)] {
+        let file = dir.join(format!("{name}.acl"));
+        std::fs::write(
+            &file,
+            "user alice on >a +@all ~* &*\nuser bob on >b +@all ~* &*\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap().to_string();
+        let s = match server {
+            0 => goblin_tests::Server::redis_with(&["--aclfile", &path]),
+            _ => goblin_tests::Server::goblin_with(&["--aclfile", &path, "--threads", "2"]),
+        };
+        servers.push((name, s, file));
+    }
+    // Each step on each server: the replies and which connections the server closed.
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for (_, server, file) in &servers {
+        let mut seen = Vec::new();
+        let conns = ["default", "alice", "bob", "subscriber"].map(|who| {
+            let mut raw = server.raw();
+            match who {
+                "default" => {}
+                "subscriber" => {
+                    raw.cmd_str("AUTH alice a");
+                    raw.cmd_str("SUBSCRIBE news");
+                }
+                _ => {
+                    raw.cmd_str(&format!("AUTH {who} {}", &who[..1]));
+                }
+            }
+            (who, raw)
+        });
+        let mut conns = conns;
+        std::fs::write(
+            file,
+            "user alice on >a +@all\nuser carol on\nuser alice off\n",
+        )
+        .unwrap();
+        seen.push(show(&conns[1].1.cmd_str("ACL LOAD")));
+        seen.push(show(&conns[1].1.cmd_str("ACL USERS")));
+        std::fs::write(file, "user alice on >a +@all ~* &*\nuser carol on >c\n").unwrap();
+        seen.push(show(&conns[1].1.cmd_str("ACL LOAD")));
+        for (who, raw) in conns.iter_mut() {
+            let gone = closed(raw, Duration::from_millis(300));
+            seen.push(format!("{who} closed: {gone}"));
+        }
+        let mut again = server.raw();
+        seen.push(show(&again.cmd_str("ACL USERS")));
+        seen.push(show(&again.cmd_str("AUTH alice a")));
+        runs.push(seen);
+    }
+    for (i, (want, got)) in runs[0].iter().zip(&runs[1]).enumerate() {
+        if want != got {
+            diffs.push(format!("step {i}: goblin {got}, redis {want}"));
+        }
+    }
+    diffs.assert_none();
+}
