@@ -300,6 +300,9 @@ impl Worker {
         // persisted.
         let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             Some(crate::errors::NOAUTH.to_vec())
+        } else if conn.multi.is_some() && spec.flags.contains(Flags::NO_MULTI) {
+            // SAVE, SHUTDOWN (and replication's SYNC, PSYNC).
+            Some(b"ERR Command not allowed inside a transaction".to_vec())
         } else if !conn.client.user.unrestricted
             && let Err(denied) = conn.client.user.check(spec, args)
         {

@@ -76,7 +76,8 @@ fn multi_exec_discard_basics_match_redis() {
 /// wrong arity in a block makes EXEC answer EXECABORT and run nothing (and leaves MULTI);
 /// errors that only show when a command runs (SET … EX 0, a syntax error, MSET with an
 /// odd number of arguments, RENAME of a missing key, SELECT 1) appear in EXEC's array
-/// while the block's other commands run.
+/// while the block's other commands run; SAVE and SHUTDOWN are refused inside MULTI
+/// (`no-multi`), which aborts the block.
 #[test]
 fn multi_exec_errors_match_redis() {
     check_everywhere(
@@ -120,6 +121,12 @@ fn multi_exec_errors_match_redis() {
         EXEC
         MGET K4 K5 K6 K7 K8 K9 K10 K11
         DBSIZE
+        MULTI
+        SET K11 w
+        SAVE
+        SHUTDOWN NOSAVE
+        EXEC
+        GET K11
         ",
     );
 }
