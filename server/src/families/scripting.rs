@@ -694,8 +694,8 @@ fn run_here(
                     if keyed && restartable && !wrote {
                         // Every key it touches is undeclared: under its plan, with every
                         // shard locked, it may reach them all, whatever it writes first.
-                        // (The call stays counted from here: the plan's run does not count
-                        // the calls it makes.)
+                        // (Where the plan's run calls it again, and counts it.)
+                        shard.uncount_call(spec.id);
                         restart = true;
                         return Called::Refused(RUN_AGAIN.to_vec());
                     }

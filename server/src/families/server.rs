@@ -690,7 +690,7 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         .stats
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.calls + s.failed + s.rejected > 0)
+        .filter(|(_, s)| s.calls != 0 || s.failed != 0 || s.rejected != 0)
         .map(|(id, s)| (id, *s))
         .collect();
     let (mut dbs, mut bytes, mut expired) = (Vec::new(), 0, 0);
@@ -924,16 +924,37 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             counts.1 += expires;
             thread.0 += keys;
         }
-        thread.1 += part.stats.iter().map(|(_, s)| s.calls).sum::<u64>();
+        // (Wrapping: a shard's count may be below zero, `Shard::take_back_call`.)
+        thread.1 = part
+            .stats
+            .iter()
+            .fold(thread.1, |n, (_, s)| n.wrapping_add(s.calls));
         errors.merge(&part.errors);
         keyspace_bytes += part.bytes;
         expired_keys += part.expired;
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
-            stat.calls += s.calls;
+            stat.calls = stat.calls.wrapping_add(s.calls);
             stat.usec += s.usec;
             stat.failed += s.failed;
             stat.rejected += s.rejected;
+        }
+    }
+    // (A sum below zero, a call counted on one shard and taken back on another across
+    // a CONFIG RESETSTAT, is none.)
+    for stat in stats.values_mut() {
+        if stat.calls > i64::MAX as u64 {
+            stat.calls = 0;
+        }
+    }
+    // This INFO was counted as it started; redis-server counts a command once it has
+    // run, so its own call is not in what it answers.
+    if let Some(info) = cx.shared.commands.lookup(b"info")
+        && let Some(stat) = stats.get_mut(&info.id)
+    {
+        stat.calls = stat.calls.saturating_sub(1);
+        if stat.calls == 0 && stat.failed == 0 && stat.rejected == 0 {
+            stats.remove(&info.id);
         }
     }
     let wanted: Vec<String> = args

@@ -473,7 +473,17 @@ impl Worker {
                     t.read &= queued_reads(shared, conn);
                 }
                 let started = timing(shared);
+                let at = conn.output.buf.len();
                 let flow = self.multi_command(shared, key, f, MultiCall::Run(args));
+                // Its own error (EXEC without MULTI, EXECABORT …), answered at once.
+                if let Some(conn) = self.conns.get(key)
+                    && conn.output.buf.get(at) == Some(&b'-')
+                {
+                    let end = conn.output.buf.len().min(at + 64);
+                    let error = conn.output.buf[at..end].to_vec();
+                    self.shard.count_error(&error, None);
+                    self.shard.count_failed(spec.id);
+                }
                 // (EXEC is no entry: the commands it runs are.)
                 if let Some(started) = started
                     && let Some(conn) = self.conns.get(key)
@@ -2051,7 +2061,19 @@ impl Worker {
             conn.output.buf.extend_from_slice(&deferred);
             return;
         }
-        self.write_replies(key, deferred, |ctx| write_outcome(ctx, outcome));
+        let mut failed = Vec::new();
+        self.write_replies(key, deferred, |ctx| {
+            write_outcome(ctx, outcome, &mut failed)
+        });
+        self.count_failed_in_exec(failed);
+    }
+
+    /// Counts the errors of EXEC's connection commands ([`write_one`]'s).
+    fn count_failed_in_exec(&mut self, failed: Vec<(usize, Vec<u8>)>) {
+        for (id, error) in failed {
+            self.shard.count_error(&error, None);
+            self.shard.count_failed(id);
+        }
     }
 
     /// Writes into connection `key`'s output with `write`, then `deferred` (pushes held
@@ -2109,7 +2131,9 @@ impl Worker {
         else {
             return;
         };
-        self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest));
+        let mut failed = Vec::new();
+        self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest, &mut failed));
+        self.count_failed_in_exec(failed);
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
@@ -2147,13 +2171,14 @@ pub struct ExecRest {
 fn write_outcome(
     ctx: &mut ConnCtx<'_>,
     outcome: Outcome,
+    failed: &mut Vec<(usize, Vec<u8>)>,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     match outcome {
         Outcome::Exec(list) => {
             ctx.reply().array(list.len());
-            write_outcomes(ctx, list.into_iter())
+            write_outcomes(ctx, list.into_iter(), failed)
         }
-        one => write_one(ctx, one).map(|cmd| (cmd, Vec::new().into_iter())),
+        one => write_one(ctx, one, failed).map(|cmd| (cmd, Vec::new().into_iter())),
     }
 }
 
@@ -2161,17 +2186,24 @@ fn write_outcome(
 fn write_outcomes(
     ctx: &mut ConnCtx<'_>,
     mut items: std::vec::IntoIter<Outcome>,
+    failed: &mut Vec<(usize, Vec<u8>)>,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     while let Some(item) = items.next() {
-        if let Some(cmd) = write_one(ctx, item) {
+        if let Some(cmd) = write_one(ctx, item, failed) {
             return Some((cmd, items));
         }
     }
     None
 }
 
-/// Writes one outcome; a queued command that must ask every worker is given back.
-fn write_one(ctx: &mut ConnCtx<'_>, outcome: Outcome) -> Option<Box<Batch>> {
+/// Writes one outcome; a queued command that must ask every worker is given back. A
+/// connection command that answers an error is added to `failed` (its command and the
+/// start of its error), for INFO's statistics.
+fn write_one(
+    ctx: &mut ConnCtx<'_>,
+    outcome: Outcome,
+    failed: &mut Vec<(usize, Vec<u8>)>,
+) -> Option<Box<Batch>> {
     match outcome {
         Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
         Outcome::Conn(cmd) => {
@@ -2183,7 +2215,12 @@ fn write_one(ctx: &mut ConnCtx<'_>, outcome: Outcome) -> Option<Box<Batch>> {
                 Some((spec, Exec::Conn(f))) => {
                     let started = timing(ctx.shared);
                     let args = cmd.args(0);
+                    let at = ctx.out.len();
                     f(ctx, &args);
+                    if ctx.out.get(at) == Some(&b'-') {
+                        let end = ctx.out.len().min(at + 64);
+                        failed.push((spec.id, ctx.out[at..end].to_vec()));
+                    }
                     if let Some(started) = started {
                         log_command(ctx.shared, ctx.client, spec, &args, ctx.now, since(started));
                     }
@@ -2208,7 +2245,7 @@ fn write_one(ctx: &mut ConnCtx<'_>, outcome: Outcome) -> Option<Box<Batch>> {
             // (Not reached: EXEC is not queued, and its own array is `write_outcome`'s.)
             ctx.reply().array(list.len());
             for item in list {
-                let _ = write_one(ctx, item);
+                let _ = write_one(ctx, item, failed);
             }
         }
     }

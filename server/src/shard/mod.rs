@@ -1148,6 +1148,7 @@ impl Shard {
             let at = out.len();
             Encoder::new(out, resp).error(&refusal);
             self.count_error(&out[at..], Some(spec.id));
+            self.take_back_call(spec.id);
             return false;
         }
         // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
@@ -1169,10 +1170,11 @@ impl Shard {
             && !shared.persist.loading()
             && self.out_of_memory(shared, now)
         {
-            // Refused before it ran: a rejected call, as Redis counts it.
+            // Refused before it ran: a rejected call, as Redis counts it, and no call.
             let at = out.len();
             Encoder::new(out, resp).error(errors::OOM);
             self.count_error(&out[at..], Some(spec.id));
+            self.take_back_call(spec.id);
             return false;
         }
         let waits = match spec.on_shard {
@@ -1274,7 +1276,17 @@ impl Shard {
     /// Counts a call of command `id` (on the connection's worker, where it is dispatched).
     pub fn count_call(&mut self, id: usize) {
         if let Some(stat) = self.stats.get_mut(id) {
-            stat.calls += 1;
+            stat.calls = stat.calls.wrapping_add(1);
+        }
+    }
+
+    /// Takes back the call of command `id`, counted where it was dispatched (on this
+    /// worker or on the connection's), that a check here refused before it ran. The
+    /// shards' counts are summed with wrapping arithmetic, so this one may go below
+    /// zero while the sum stays right.
+    fn take_back_call(&mut self, id: usize) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.calls = stat.calls.wrapping_sub(1);
         }
     }
 
@@ -1297,7 +1309,7 @@ impl Shard {
     /// and is dispatched again (`Worker::held_back_done`).
     pub fn uncount_call(&mut self, id: usize) {
         if let Some(stat) = self.stats.get_mut(id) {
-            stat.calls = stat.calls.saturating_sub(1);
+            stat.calls = stat.calls.wrapping_sub(1);
         }
     }
 

@@ -526,3 +526,58 @@ fn config_set_of_shown_values_answers_as_redis_does() {
     assert!(refused.contains(&"databases".to_string()), "{refused:?}");
     assert_eq!(raw.cmd_str("PING"), b"+PONG\r\n");
 }
+
+/// INFO commandstats and errorstats as redis-server counts them around transactions and
+/// scripts: an error of a connection command inside EXEC, EXEC's and DISCARD's own
+/// errors (EXECABORT too); a script's call of an undeclared key counted once (the run it
+/// restarts under its plan does not count it twice); a command refused over
+/// `maxmemory` is a rejected call and no call; INFO leaves out its own call.
+#[test]
+fn command_and_error_counts_around_transactions_match_redis() {
+    let scenarios = [
+        "MULTI|SET a b|AUTH a|EXEC|EXEC",
+        "EVAL \"redis.pcall('XGROUP', 'CREATECONSUMER', 's1', 'mygroup', 'consumer') return\" 0|EVAL a",
+        "EVAL \"redis.pcall('get','zz'); redis.pcall('set','zz', 1); return redis.pcall('get','yy')\" 0",
+        "MULTI|SET|EXEC",
+        "MULTI|MULTI|DISCARD|DISCARD",
+        "CONFIG SET maxmemory 1|SET a b|CONFIG SET maxmemory 0",
+        "INFO commandstats|INFO commandstats",
+    ];
+    // The two sections, each line without its timing, in order.
+    let stats = |raw: &mut goblin_tests::Raw| -> Vec<String> {
+        let mut lines = Vec::new();
+        for section in ["commandstats", "errorstats"] {
+            let reply = raw.cmd(&[b"INFO", section.as_bytes()]);
+            for line in String::from_utf8_lossy(&reply).split("\r\n") {
+                if let Some((name, values)) = line.split_once(':') {
+                    let kept: Vec<&str> = values
+                        .split(',')
+                        .filter(|v| !v.starts_with("usec"))
+                        .collect();
+                    lines.push(format!("{name}:{}", kept.join(",")));
+                }
+            }
+        }
+        lines.sort();
+        lines
+    };
+    for threads in [1, 2] {
+        let (g, r) = (Server::goblin_threads(threads), Server::redis());
+        for scenario in scenarios {
+            let mut seen = Vec::new();
+            for server in [&r, &g] {
+                let mut raw = server.raw();
+                raw.cmd_str("CONFIG RESETSTAT");
+                for line in scenario.split('|') {
+                    let c = goblin_tests::cmd::words(line);
+                    goblin_tests::cmd::call(&mut raw, &c);
+                }
+                seen.push(stats(&mut raw));
+            }
+            assert_eq!(
+                seen[1], seen[0],
+                "--threads {threads}, {scenario}: goblin (left), redis (right)"
+            );
+        }
+    }
+}
