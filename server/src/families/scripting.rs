@@ -608,6 +608,7 @@ fn run_here(
                             if let Some(id) = id {
                                 shard.count_rejected(id);
                             }
+                            shard.count_error_text(&e);
                             return Called::Refused(e);
                         }
                     };
@@ -669,7 +670,11 @@ fn run_here(
                                     reply.extend_from_slice(&r);
                                     Called::Reply
                                 }
-                                None => Called::Refused(unsupported(spec)),
+                                None => {
+                                    let e = unsupported(spec);
+                                    shard.count_error_text(&e);
+                                    Called::Refused(e)
+                                }
                             };
                         }
                     }
@@ -700,6 +705,7 @@ fn run_here(
                         return Called::Refused(RUN_AGAIN.to_vec());
                     }
                     if let Some(e) = refused {
+                        shard.count_error_text(&e);
                         return Called::Refused(e);
                     }
                     let version = shard.slots().version();
@@ -725,6 +731,11 @@ fn run_here(
             );
         })
     });
+    // What its reply's errors count (left to the generic count when it has none noted).
+    let errors = crate::scripting::convert::take_reply_errors();
+    if !restart && !errors.is_empty() {
+        shard.script_errors = Some(errors);
+    }
     shard.set_in_script(false);
     if ran.is_none() {
         Encoder::new(out, resp).error(b"ERR the Lua interpreter could not start");
@@ -937,7 +948,16 @@ pub(crate) mod plan {
         fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Routed {
             match self.route_inner(cx, argv, resp) {
                 Ok(routed) => routed,
-                Err(answer) => Routed::Answer(answer),
+                Err(answer) => {
+                    // Refused before it ran: counted in errorstats now, as Redis's
+                    // `scriptCall` counts it (the script's reply does not count it again).
+                    if let Resume::Refused(e) = &answer {
+                        cx.calls.borrow_mut().push(Tally::Error(
+                            crate::table::handler::ErrorCode::of_message(e),
+                        ));
+                    }
+                    Routed::Answer(answer)
+                }
             }
         }
 
@@ -1152,6 +1172,12 @@ pub(crate) mod plan {
                     }
                     Some(Stepped::Done(reply)) => {
                         self.run = None;
+                        let errors = crate::scripting::convert::take_reply_errors();
+                        if !errors.is_empty() {
+                            let mut calls = cx.calls.borrow_mut();
+                            calls.push(Tally::ReplyErrors(errors.failed_calls()));
+                            calls.extend(errors.new.into_iter().map(Tally::Error));
+                        }
                         return Step::Done(Outcome::Reply(reply));
                     }
                     Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {

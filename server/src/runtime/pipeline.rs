@@ -1992,13 +1992,28 @@ impl Worker {
             calls,
             counted,
         } = timing;
+        let mut reply_failed = None;
         for tally in calls {
+            if let crate::txn::plan::Tally::ReplyErrors(n) = tally {
+                reply_failed = Some(n);
+            }
             self.shard.count(tally);
         }
-        if let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
-            && reply.first() == Some(&b'-')
-        {
-            self.shard.count_failed(id);
+        match reply_failed {
+            // A script's reply, whose errors its run counted (`ScriptPlan`).
+            Some(n) => {
+                if let Some(id) = counted {
+                    (0..n).for_each(|_| self.shard.count_failed(id));
+                }
+                self.reply_counted = true;
+            }
+            None => {
+                if let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
+                    && reply.first() == Some(&b'-')
+                {
+                    self.shard.count_failed(id);
+                }
+            }
         }
         if let Some(Entry {
             command,
@@ -2032,7 +2047,9 @@ impl Worker {
     /// Writes a job's answer to its connection's output, without resuming the connection
     /// (for a job that finished while the connection's requests are being run).
     fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
-        if let Outcome::Reply(reply) = &outcome {
+        if let Outcome::Reply(reply) = &outcome
+            && !std::mem::take(&mut self.reply_counted)
+        {
             self.shard.count_error(reply, None);
         }
         let Some(conn) = self.conns.get_mut(key) else {

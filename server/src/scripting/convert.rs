@@ -15,6 +15,64 @@ const MAX_REPLY_DEPTH: usize = 1000;
 /// commands; this only bounds the recursion).
 const MAX_PARSE_DEPTH: usize = 1000;
 
+/// The errors a script's reply holds, as redis-server counts them (`luaReplyToRedisReply`
+/// and `afterErrorReply`): an error table marked `ignore_error_stats_update` came from a
+/// command the script called, whose error was counted when it answered; any other is
+/// counted now.
+#[derive(Debug, Default)]
+pub struct ReplyErrors {
+    /// Errors passed on from the commands the script called: each is one more failed
+    /// call of the script's command, and nothing in errorstats.
+    pub passed_on: u64,
+    /// The codes of the others, each counted in errorstats; with any, the script's
+    /// command failed (once).
+    pub new: Vec<crate::table::handler::ErrorCode>,
+}
+
+impl ReplyErrors {
+    /// Whether the reply held no error.
+    pub fn is_empty(&self) -> bool {
+        self.passed_on == 0 && self.new.is_empty()
+    }
+
+    /// How many failed calls they make of the script's command.
+    pub fn failed_calls(&self) -> u64 {
+        self.passed_on + u64::from(!self.new.is_empty())
+    }
+}
+
+thread_local! {
+    /// The errors of the script reply being encoded on this thread.
+    static REPLY_ERRORS: std::cell::RefCell<ReplyErrors> = std::cell::RefCell::default();
+}
+
+/// Notes an error a script's reply holds (`passed_on`: marked as counted already).
+pub(crate) fn note_error(text: &[u8], passed_on: bool) {
+    REPLY_ERRORS.with(|e| {
+        let mut e = e.borrow_mut();
+        if passed_on {
+            e.passed_on += 1;
+        } else {
+            e.new
+                .push(crate::table::handler::ErrorCode::of_message(text));
+        }
+    });
+}
+
+/// Takes the errors noted since the last call: those of the script reply just encoded
+/// (the engine takes them before it encodes one, and its caller right after).
+pub fn take_reply_errors() -> ReplyErrors {
+    REPLY_ERRORS.with(|e| std::mem::take(&mut *e.borrow_mut()))
+}
+
+/// Whether the table `t` is marked as an error counted already.
+pub(crate) fn passed_on(t: &Table) -> mlua::Result<bool> {
+    Ok(matches!(
+        t.raw_get::<Value>("ignore_error_stats_update")?,
+        Value::Boolean(true)
+    ))
+}
+
 /// A Lua number as Redis turns it into an integer: C's `(long long)` cast, which on
 /// x86-64 gives `LLONG_MIN` for NaN and values out of range.
 pub fn lua_to_int(n: f64) -> i64 {
@@ -215,6 +273,7 @@ fn encode(
 ) -> mlua::Result<()> {
     let both = (version, script_resp);
     if depth >= MAX_REPLY_DEPTH {
+        note_error(b"ERR reached lua stack limit", false);
         Encoder::new(out, version).error(b"ERR reached lua stack limit");
         return Ok(());
     }
@@ -230,7 +289,9 @@ fn encode(
         Value::Integer(n) => enc.integer(*n),
         Value::Table(t) => {
             if let Some(err) = string_field(t, "err")? {
-                enc.error_sanitized(&error_text(&err.as_bytes()));
+                let text = error_text(&err.as_bytes());
+                note_error(&text, passed_on(t)?);
+                enc.error_sanitized(&text);
                 return Ok(());
             }
             if let Some(ok) = string_field(t, "ok")? {

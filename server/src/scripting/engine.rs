@@ -233,7 +233,7 @@ local function finish(raising, ok, v)
   if ok then return v end
   if ok == nil then return raise(v) end
   if type(v) == 'table' then
-    if raising then return raise(v.err) end
+    if raising then return raise(v.err, v.ignore_error_stats_update) end
     return v
   end
   if raising then return raise(v) end
@@ -251,7 +251,9 @@ return call, pcall
 const YIELDING_ERROR: &str = r#"
 local error, type, raise = error, type, __goblin_raise
 return function(v, level)
-  if type(v) == 'table' and type(v.err) == 'string' then return raise(v.err) end
+  if type(v) == 'table' and type(v.err) == 'string' then
+    return raise(v.err, v.ignore_error_stats_update)
+  end
   if level == nil then level = 1 end
   if type(level) == 'number' and level > 0 then level = level + 1 end
   return error(v, level)
@@ -1117,6 +1119,8 @@ impl Engine {
         }
         let done = |out: Vec<u8>| Stepped::Done(out);
         let mut out = Vec::new();
+        // (Its reply's errors are noted from here, for the caller to take.)
+        super::convert::take_reply_errors();
         match resumed {
             Ok(mut values) if thread.status() == mlua::ThreadStatus::Resumable => {
                 let marked = matches!(values.pop_front(),
@@ -1184,6 +1188,7 @@ impl Engine {
         out: &mut Vec<u8>,
     ) {
         begin_run(busy_after, Version::Resp2, self.function);
+        super::convert::take_reply_errors();
         // (A script run as a coroutine may have left the count hook on its thread.)
         let ran = hook_thread(&self.lua, Value::Nil).and_then(|()| {
             with_runner(call, || self.run_inner(func, sha, keys, argv, version, out))
@@ -1232,7 +1237,7 @@ fn make_call(lua: &Lua, raise: bool) -> mlua::Result<Function> {
             .map_err(|_| mlua::Error::RecursiveMutCallback)?;
         let (buf, spans, reply) = &mut *buffers;
         let outcome = match command_args_into(&args, buf, spans) {
-            Err(text) if raise => Err(text.to_vec()),
+            Err(text) if raise => return Err(ScriptError::redis(text.to_vec())),
             Err(text) => return err_table(lua, text),
             Ok(()) => {
                 let argv = crate::table::args::Args::new(buf, spans);
@@ -1265,7 +1270,7 @@ fn make_call(lua: &Lua, raise: bool) -> mlua::Result<Function> {
         };
         match outcome {
             Ok(value) => Ok(value),
-            Err(text) if raise => Err(ScriptError::redis(text)),
+            Err(text) if raise => Err(ScriptError::command(text)),
             // Refused by the checks before the command: Redis marks these too as
             // counted already.
             Err(text) => checked_err_table(lua, &text),
@@ -1294,15 +1299,26 @@ fn coroutine_error(lua: &Lua, e: &mlua::Error, sha: &[u8], version: Version, out
     };
     let filled = (|| -> mlua::Result<()> {
         match ScriptError::find(e) {
-            Some(ScriptError::Raised { err, source, line }) => {
+            Some(ScriptError::Raised {
+                err,
+                source,
+                line,
+                passed_on,
+            }) => {
                 t.raw_set("err", lua.create_string(err)?)?;
+                if *passed_on {
+                    t.raw_set("ignore_error_stats_update", true)?;
+                }
                 if let Some(source) = source {
                     t.raw_set("source", lua.create_string(source)?)?;
                     t.raw_set("line", *line)?;
                 }
             }
-            Some(ScriptError::Redis(m)) => {
+            Some(raised @ (ScriptError::Redis(m) | ScriptError::Command(m))) => {
                 t.raw_set("err", lua.create_string(m)?)?;
+                if raised.passed_on() {
+                    t.raw_set("ignore_error_stats_update", true)?;
+                }
                 // Raised by a Rust function (the count hook's kill), without position:
                 // where its traceback says.
                 if let Some(at) = callback_traceback(e).and_then(raised_at) {
@@ -1390,7 +1406,7 @@ fn string_error(lua: &Lua, t: &Table, m: &[u8]) -> mlua::Result<()> {
 
 /// `redis.call`'s error in a script run as a coroutine: raised with the position of the
 /// script's code that called it.
-fn raise_positioned(lua: &Lua, err: Value) -> mlua::Result<()> {
+fn raise_positioned(lua: &Lua, (err, passed_on): (Value, Value)) -> mlua::Result<()> {
     let text = match err {
         Value::String(s) => s.as_bytes().to_vec(),
         _ => Vec::new(),
@@ -1408,6 +1424,7 @@ fn raise_positioned(lua: &Lua, err: Value) -> mlua::Result<()> {
         err: text,
         source,
         line,
+        passed_on: matches!(passed_on, Value::Boolean(true)),
     }))
 }
 
@@ -1431,6 +1448,7 @@ fn raised_error(
             _ => b"execution failure".to_vec(),
         };
         msg.extend(text.iter().take(100));
+        super::convert::note_error(&msg, false);
         Encoder::new(out, version).error_sanitized(&msg);
         return Ok(());
     };
@@ -1439,6 +1457,7 @@ fn raised_error(
         _ => None,
     };
     let mut msg = err.map_or_else(Vec::new, |e| error_text(&e.as_bytes()));
+    super::convert::note_error(&msg, super::convert::passed_on(t)?);
     let source: Value = t.raw_get("source")?;
     let line: Value = t.raw_get("line")?;
     if let (Value::String(source), Value::Number(_) | Value::Integer(_)) = (&source, &line) {

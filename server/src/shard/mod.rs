@@ -187,6 +187,9 @@ pub struct Shard {
     /// Who runs the script being run here, when that user's permissions are restricted
     /// (the commands it calls are checked against them).
     pub script_caller: Option<Arc<crate::acl::Caller>>,
+    /// The errors the reply of the script just run holds, for its command's statistics
+    /// (set by the script's run when it noted some).
+    pub script_errors: Option<crate::scripting::convert::ReplyErrors>,
 }
 
 impl Shard {
@@ -230,6 +233,7 @@ impl Shard {
             tracking_on: false,
             tracked: None,
             script_caller: None,
+            script_errors: None,
         }
     }
 
@@ -1236,9 +1240,20 @@ impl Shard {
             if let Some(micros) = micros.filter(|_| sampled) {
                 stat.usec += micros * TIMING_SAMPLE;
             }
-            if out.get(reply_at) == Some(&b'-') {
-                stat.failed += 1;
-                self.errors.count(&out[reply_at..]);
+            match self.script_errors.take() {
+                // A script's reply: the errors it holds, as Redis counts them.
+                Some(errors) => {
+                    stat.failed += errors.failed_calls();
+                    errors
+                        .new
+                        .into_iter()
+                        .for_each(|code| self.errors.add(code));
+                }
+                None if out.get(reply_at) == Some(&b'-') => {
+                    stat.failed += 1;
+                    self.errors.count(&out[reply_at..]);
+                }
+                None => {}
             }
         }
         waits
@@ -1297,12 +1312,21 @@ impl Shard {
         }
     }
 
-    /// Counts what [`Tally`] says.
+    /// Counts what [`Tally`] says (a job's failed calls are counted by
+    /// `Worker::log_job`).
     pub fn count(&mut self, tally: Tally) {
         match tally {
             Tally::Call(id) => self.count_call(id),
             Tally::Rejected(id) => self.count_rejected(id),
+            Tally::Error(code) => self.errors.add(code),
+            Tally::ReplyErrors(_) => {}
         }
+    }
+
+    /// Counts an error in errorstats by its text (a script's call refused).
+    pub fn count_error_text(&mut self, text: &[u8]) {
+        self.errors
+            .add(crate::table::handler::ErrorCode::of_message(text));
     }
 
     /// Takes back a call counted by [`Shard::count_call`] of a command that did not run

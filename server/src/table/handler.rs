@@ -54,6 +54,43 @@ pub struct ErrorCounts {
     pub total: u64,
 }
 
+/// An error's code as redis-server's `afterErrorReply` reads it: the first word of
+/// `-CODE message` when a space ends it within the first 32 bytes, else `ERR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode {
+    bytes: [u8; 31],
+    len: u8,
+}
+
+impl ErrorCode {
+    /// The code of the error reply (`-CODE message\r\n`) that starts `reply`.
+    pub fn of(reply: &[u8]) -> ErrorCode {
+        ErrorCode::of_message(reply.strip_prefix(b"-").unwrap_or(reply))
+    }
+
+    /// The code of the error whose message (what follows the reply's dash) starts
+    /// `text`.
+    pub fn of_message(text: &[u8]) -> ErrorCode {
+        let line = &text[..memchr::memchr(b'\r', text).unwrap_or(text.len())];
+        let window = &line[..line.len().min(31)];
+        let code = match memchr::memchr(b' ', window) {
+            Some(end) => &window[..end],
+            None => b"ERR".as_slice(),
+        };
+        let mut bytes = [0u8; 31];
+        bytes[..code.len()].copy_from_slice(code);
+        ErrorCode {
+            bytes,
+            len: code.len() as u8,
+        }
+    }
+
+    /// The code.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 impl ErrorCounts {
     /// Distinct codes kept (Redis's `ERROR_STATS_NUMBER`); errors of further codes are
     /// counted in `total` only.
@@ -62,15 +99,15 @@ impl ErrorCounts {
     /// Counts the error reply that starts `reply` (a RESP error: `-CODE message\r\n`),
     /// if it is one.
     pub fn count(&mut self, reply: &[u8]) {
-        let Some(text) = reply.strip_prefix(b"-") else {
-            return;
-        };
+        if reply.first() == Some(&b'-') {
+            self.add(ErrorCode::of(reply));
+        }
+    }
+
+    /// Counts an error of code `code`.
+    pub fn add(&mut self, code: ErrorCode) {
         self.total += 1;
-        let end = text
-            .iter()
-            .position(|&b| b == b' ' || b == b'\r')
-            .unwrap_or(text.len());
-        let code = &text[..end];
+        let code = code.as_bytes();
         if let Some(n) = self.by_code.get_mut(code) {
             *n += 1;
         } else if self.by_code.len() < Self::MAX_CODES {

@@ -279,6 +279,12 @@ pub enum Tally {
     Call(usize),
     /// A call refused before it ran.
     Rejected(usize),
+    /// An error counted in errorstats (a script's call refused, or one its reply
+    /// holds).
+    Error(crate::table::handler::ErrorCode),
+    /// The failed calls a script's reply makes of its command, by the errors it holds
+    /// (`ScriptPlan`); without it, the job's reply decides.
+    ReplyErrors(u64),
 }
 
 impl PlanCx<'_> {

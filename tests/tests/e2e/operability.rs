@@ -531,9 +531,10 @@ fn config_set_of_shown_values_answers_as_redis_does() {
 /// scripts: an error of a connection command inside EXEC, EXEC's and DISCARD's own
 /// errors (EXECABORT too); a script's call of an undeclared key counted once (the run it
 /// restarts under its plan does not count it twice); a command refused over
-/// `maxmemory` is a rejected call and no call; INFO leaves out its own call.
+/// `maxmemory` is a rejected call and no call; INFO leaves out its own call; the errors
+/// a script's reply holds.
 #[test]
-fn command_and_error_counts_around_transactions_match_redis() {
+fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
     let scenarios = [
         "MULTI|SET a b|AUTH a|EXEC|EXEC",
         "EVAL \"redis.pcall('XGROUP', 'CREATECONSUMER', 's1', 'mygroup', 'consumer') return\" 0|EVAL a",
@@ -542,6 +543,14 @@ fn command_and_error_counts_around_transactions_match_redis() {
         "MULTI|MULTI|DISCARD|DISCARD",
         "CONFIG SET maxmemory 1|SET a b|CONFIG SET maxmemory 0",
         "INFO commandstats|INFO commandstats",
+        // A script's reply: an error passed on from a command it called is counted
+        // once (by that command), any other error it holds (nested too) now; a call
+        // refused before it ran is counted as it is refused. On one shard and across.
+        "SET a 1|EVAL \"return {1,{err='MY x'}}\" 0|EVAL \"return redis.call('lpush',KEYS[1],'x')\" 1 a|EVAL \"return redis.error_reply('NOSPACE')\" 0",
+        "SET a 1|EVAL \"return {redis.pcall('lpush',KEYS[1],'x'), redis.pcall('nosuch'), {err='A b'}}\" 2 a b|EVAL \"return redis.call('lpush',KEYS[1],'x')\" 2 a b|EVAL \"return {err='E f'}\" 2 a b|EVAL \"return redis.call('nosuch')\" 2 a b|EVAL \"return redis.call('get', {})\" 2 a b|EVAL \"error({err='Q r'})\" 2 a b",
+        "EVAL \"return redis.pcall('nosuch')\" 0|EVAL \"error('boom')\" 0|EVAL \"return redis.call('get', 'undeclared')\" 1 a|EVAL \"return redis.call('get', {})\" 0|EVAL \"local e = redis.pcall('nosuch') error(e)\" 0",
+        // The code is the first word when a space ends it within 32 bytes, else ERR.
+        "EVAL \"return {err='NOSPACE'}\" 0|EVAL \"return {err='-X y'}\" 0|EVAL \"return {err=''}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCD x'}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE x'}\" 0",
     ];
     // The two sections, each line without its timing, in order.
     let stats = |raw: &mut goblin_tests::Raw| -> Vec<String> {

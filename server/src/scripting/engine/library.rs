@@ -264,7 +264,9 @@ impl Engine {
 /// `luaExtractErrorInformation` gives it: a raised table's `err`, or `ERR <string>`.
 fn load_error(e: &mlua::Error) -> Vec<u8> {
     match ScriptError::find(e) {
-        Some(ScriptError::Redis(m)) | Some(ScriptError::Raised { err: m, .. }) => m.clone(),
+        Some(ScriptError::Redis(m))
+        | Some(ScriptError::Command(m))
+        | Some(ScriptError::Raised { err: m, .. }) => m.clone(),
         Some(ScriptError::Message(m)) => [b"ERR ".as_slice(), m].concat(),
         None => {
             let text = match e {

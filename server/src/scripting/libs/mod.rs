@@ -48,6 +48,9 @@ pub enum ScriptError {
     Message(Vec<u8>),
     /// Raised as the table `{err = text}` (`luaPushError` + `luaError`).
     Redis(Vec<u8>),
+    /// Raised by `redis.call`: the error of the command it called, or its refusal, as
+    /// the table `{err = text, ignore_error_stats_update = true}` (counted already).
+    Command(Vec<u8>),
     /// `{err = text}` raised by `redis.call` in a script run as a coroutine, with the
     /// position of the script's code that called it.
     Raised {
@@ -57,13 +60,15 @@ pub enum ScriptError {
         source: Option<String>,
         /// The line.
         line: i32,
+        /// It is the error of a command the script called (counted already).
+        passed_on: bool,
     },
 }
 
 impl std::fmt::Display for ScriptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ScriptError::Message(m) | ScriptError::Redis(m) => {
+            ScriptError::Message(m) | ScriptError::Redis(m) | ScriptError::Command(m) => {
                 f.write_str(&String::from_utf8_lossy(m))
             }
             ScriptError::Raised { err, .. } => f.write_str(&String::from_utf8_lossy(err)),
@@ -109,13 +114,35 @@ impl ScriptError {
         mlua::Error::external(ScriptError::Redis(text.into()))
     }
 
+    /// Raises a command's error (or its refusal) from `redis.call`.
+    pub fn command(text: impl Into<Vec<u8>>) -> mlua::Error {
+        mlua::Error::external(ScriptError::Command(text.into()))
+    }
+
+    /// Whether it is the error of a command the script called.
+    pub fn passed_on(&self) -> bool {
+        matches!(
+            self,
+            ScriptError::Command(_)
+                | ScriptError::Raised {
+                    passed_on: true,
+                    ..
+                }
+        )
+    }
+
     /// The Lua value Redis would have raised: a string, or the `{err = …}` table.
     pub fn value(&self, lua: &Lua) -> mlua::Result<Value> {
         Ok(match self {
             ScriptError::Message(m) => Value::String(lua.create_string(m)?),
-            ScriptError::Redis(m) | ScriptError::Raised { err: m, .. } => {
+            ScriptError::Redis(m)
+            | ScriptError::Command(m)
+            | ScriptError::Raised { err: m, .. } => {
                 let t = lua.create_table()?;
                 t.raw_set("err", lua.create_string(m)?)?;
+                if self.passed_on() {
+                    t.raw_set("ignore_error_stats_update", true)?;
+                }
                 Value::Table(t)
             }
         })
