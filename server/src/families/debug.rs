@@ -1,6 +1,6 @@
 //! DEBUG, allowed as `enable-debug-command` says (no by default, as in redis-server
 //! 7.0): the subcommands tests and tools use — SLEEP, SET-ACTIVE-EXPIRE, OBJECT, DIGEST,
-//! DIGEST-VALUE, RELOAD, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD
+//! DIGEST-VALUE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD
 //! (accepted, nothing to set) and HELP.
 //!
 //! DEBUG runs with every shard locked whole, as redis-server runs it with the server to
@@ -36,6 +36,9 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
+/// DEBUG LOADAOF without the log (redis-server exits there).
+const LOADAOF_WITHOUT_LOG: &[u8] = b"ERR DEBUG LOADAOF needs the append-only log (appendonly yes)";
+
 const HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CHANGE-REPL-ID",
@@ -50,6 +53,8 @@ const HELP: &[&str] = &[
     "    unit tests to simulate Redis errors.",
     "LOG <message>",
     "    Write <message> to the server log.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
     "PROTOCOL <type>",
@@ -101,12 +106,19 @@ enum Job {
     Ok,
     /// Looks at keys on their shards.
     Object(Vec<u8>),
+    /// Keys being put in place; the line to log once they are.
+    Loaded(&'static str),
     DigestValue(Vec<Vec<u8>>),
     Digest,
     /// Saves (unless NOSAVE), then loads the file into every shard.
     Reload {
         save: Option<SavePlan>,
         flush: bool,
+    },
+    /// Writes out every shard's log, reads the log's files back, and puts their keys in
+    /// place of those in memory.
+    LoadAof {
+        synced: bool,
     },
     /// The arguments' error.
     Refuse(Vec<u8>),
@@ -158,6 +170,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
             save: save.then(|| SavePlan::new(SaveKind::Foreground)),
             flush,
         }
+    } else if is("LOADAOF") && n == 2 {
+        Job::LoadAof { synced: false }
     } else if is("CHANGE-REPL-ID") && n == 2 {
         Job::ChangeReplId
     } else if is("LOG") && n == 3 {
@@ -327,6 +341,47 @@ impl Plan for DebugPlan {
                 let text = hex(&digest);
                 cx.done(|e| e.simple(text.as_bytes()))
             }
+            Job::LoadAof { synced } if !*synced => {
+                if !cx.shared.live().persist.appendonly {
+                    return cx.done(|e| e.error(LOADAOF_WITHOUT_LOG));
+                }
+                *synced = true;
+                // Each shard's log written out first, as redis-server flushes its own.
+                let hops = (0..cx.slots.shards())
+                    .map(|shard| {
+                        Hop::run(shard, |ctx| {
+                            ctx.sync_log();
+                            HopOut::Flag(true)
+                        })
+                    })
+                    .collect();
+                Step::Hops(hops)
+            }
+            Job::LoadAof { .. } if results.iter().all(|r| matches!(r, HopOut::Flag(true))) => {
+                match crate::persist::load::replay_log_keys(cx.shared) {
+                    Ok(chunks) => {
+                        self.job = Job::Loaded("Append Only File loaded by DEBUG LOADAOF");
+                        fill_hops(chunks, true, true)
+                    }
+                    Err(e) => {
+                        crate::log!(Warning, "DEBUG LOADAOF: {e}");
+                        cx.done(|out| {
+                            out.error(b"ERR Error loading the append-only log, check server logs.")
+                        })
+                    }
+                }
+            }
+            Job::LoadAof { .. } | Job::Loaded(_)
+                if results.iter().any(|r| matches!(r, HopOut::Flag(false))) =>
+            {
+                cx.done(|e| e.error(b"ERR Error loading the append-only log, check server logs."))
+            }
+            Job::LoadAof { .. } | Job::Loaded(_) => {
+                if let Job::Loaded(line) = &self.job {
+                    crate::log!(Warning, "{line}");
+                }
+                cx.done(|e| e.ok())
+            }
             Job::Reload { save, flush } => {
                 // First the save, as SAVE makes it.
                 if let Some(plan) = save {
@@ -359,7 +414,6 @@ impl Plan for DebugPlan {
 /// off) and given its keys. A file that cannot be read empties the shards all the same
 /// and fails the reload, as in Redis.
 fn reload_hops(cx: &PlanCx<'_>, flush: bool) -> Step {
-    type Chunk = Vec<(usize, Vec<u8>, Value, Option<Millis>)>;
     let shards = cx.slots.shards();
     let mut chunks: Vec<Chunk> = (0..shards).map(|_| Vec::new()).collect();
     let path = cx.shared.live().persist.rdb_path();
@@ -373,12 +427,21 @@ fn reload_hops(cx: &PlanCx<'_>, flush: bool) -> Step {
     if let Err(e) = &read {
         crate::log!(Warning, "DEBUG RELOAD: {e}");
     }
-    let ok = read.is_ok();
+    fill_hops(chunks, flush, read.is_ok())
+}
+
+/// Keys loaded from a file, for one shard: database, key, value, expiry.
+type Chunk = Vec<(usize, Vec<u8>, Value, Option<Millis>)>;
+
+/// The hops that give each shard its `chunks` (emptied first with `flush`), answering
+/// `ok`. What they change is not logged: it is what the files hold already.
+fn fill_hops(chunks: Vec<Chunk>, flush: bool, ok: bool) -> Step {
     let hops = chunks
         .into_iter()
         .enumerate()
         .map(|(shard, chunk)| {
             Hop::run(shard, move |ctx| {
+                ctx.unlogged();
                 let now = ctx.now;
                 let mut chunk: Vec<_> = chunk.into_iter().map(Some).collect();
                 ctx.for_each_db(|db, keyspace| {

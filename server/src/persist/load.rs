@@ -257,6 +257,8 @@ struct Replay<'a> {
     /// The slots of the shard whose file is being replayed: a flush or a SWAPDB in it
     /// was that shard's part of the command, and touches only its slots.
     file_slots: Vec<u16>,
+    /// Only the keys: the log's FUNCTION records are passed over (DEBUG LOADAOF).
+    keys_only: bool,
     /// Commands replayed, since when, and the last progress line.
     commands: u64,
     started: Instant,
@@ -276,6 +278,7 @@ impl<'a> Replay<'a> {
             out: Vec::new(),
             db: 0,
             file_slots: (0..goblin_store::SLOTS as u16).collect(),
+            keys_only: false,
             commands: 0,
             started: Instant::now(),
             reported: Instant::now(),
@@ -332,9 +335,10 @@ impl<'a> Replay<'a> {
                 self.clear(self.db, now);
                 Ok(())
             }
-            _ if spec.name.starts_with("function|") => {
-                crate::families::functions::replay(self.shared, args)
-            }
+            _ if spec.name.starts_with("function|") => match self.keys_only {
+                true => Ok(()),
+                false => crate::families::functions::replay(self.shared, args),
+            },
             _ if spec.name == "swapdb" => {
                 let databases = self.shared.config.databases;
                 let (a, b) = (db_arg(args, 1, databases)?, db_arg(args, 2, databases)?);
@@ -400,7 +404,11 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             seqs.dedup();
             for seq in seqs {
                 let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
-                replay_generation(&mut replay, &dir, &files, config.aof_load_truncated)?;
+                let torn = match config.aof_load_truncated {
+                    true => Torn::Cut,
+                    false => Torn::Fail,
+                };
+                replay_generation(&mut replay, &dir, &files, torn)?;
             }
             manifest
         }
@@ -476,6 +484,56 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     Ok(logs)
 }
 
+/// What a torn last record of a file does to its replay.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Torn {
+    /// It is cut off the file (`aof-load-truncated yes`).
+    Cut,
+    /// The load fails.
+    Fail,
+    /// It is left where it is, unreplayed (a log being appended to).
+    Leave,
+}
+
+/// DEBUG LOADAOF's read of the log (its files written out first): the keys it holds,
+/// in chunks by the shard that owns them now. The function libraries are left as they
+/// are (the log's FUNCTION records are not replayed), and nothing is written.
+///
+/// # Errors
+/// A file that cannot be read or replayed.
+pub(crate) fn replay_log_keys(shared: &Shared) -> Result<Vec<Vec<Loaded>>, String> {
+    let config = &shared.config.persist;
+    let dir = config.aof_dir();
+    let mut replay = Replay::new(shared);
+    replay.keys_only = true;
+    let now = clock::now_ms();
+    if let Some(manifest) = Manifest::load(&dir, &config.appendfilename)? {
+        if let Some(base) = &manifest.base {
+            load_rdb(shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
+                replay.shard.load_one(db, k, v, at, now);
+            })?;
+        }
+        let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
+        seqs.dedup();
+        for seq in seqs {
+            let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
+            replay_generation(&mut replay, &dir, &files, Torn::Leave)?;
+        }
+    }
+    let mut chunks: Vec<Vec<Loaded>> = (0..shared.threads).map(|_| Vec::new()).collect();
+    let now = clock::now_ms();
+    for db in 0..shared.config.databases {
+        for slot in 0..goblin_store::SLOTS as u16 {
+            replay.shard.drain_slot_for_load(db, slot, now, |k, v, at| {
+                if let Some(chunk) = chunks.get_mut(shared.slots.shard_of_key(&k)) {
+                    chunk.push((db, k, v, at));
+                }
+            });
+        }
+    }
+    Ok(chunks)
+}
+
 /// A unit of a log being replayed: plain commands, a `MULTI` block, a transaction's part.
 enum Unit {
     Plain,
@@ -489,7 +547,7 @@ fn replay_generation(
     replay: &mut Replay<'_>,
     dir: &Path,
     files: &[&LogFile],
-    truncate_torn: bool,
+    on_torn: Torn,
 ) -> Result<(), String> {
     let mut data = Vec::with_capacity(files.len());
     for f in files {
@@ -523,7 +581,10 @@ fn replay_generation(
         };
         if let Some(torn) = replay_file(replay, path, bytes, &commits)? {
             let cut = bytes.len() - torn;
-            if !truncate_torn {
+            if on_torn == Torn::Leave {
+                continue;
+            }
+            if on_torn == Torn::Fail {
                 return Err(format!(
                     "{}: the last record is torn ({cut} bytes at offset {torn}); start with \
                      --aof-load-truncated yes to cut it",

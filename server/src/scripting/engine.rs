@@ -377,11 +377,42 @@ pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// The count hook: past `busy-reply-threshold` the script counts as busy (other clients
 /// get BUSY, SCRIPT KILL may stop it); a script SCRIPT KILL stopped raises its error
 /// (at every hook after, so that `pcall` cannot keep it going).
-fn hook(_lua: &Lua) -> mlua::Result<mlua::VmState> {
-    RUN.with(|st| match st.try_borrow_mut() {
+fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
+    // (A killed run raises its error in the script's code, not in the engine's: its
+    // runner must return it.)
+    if QUICK.with(std::cell::Cell::get)
+        && lua
+            .inspect_stack(0)
+            .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
+    {
+        return Ok(mlua::VmState::Continue);
+    }
+    let checked = RUN.with(|st| match st.try_borrow_mut() {
         Ok(mut st) => busy_check(&mut st),
         Err(_) => Ok(mlua::VmState::Continue),
-    })
+    });
+    if checked.is_err() && !QUICK.with(|q| q.replace(true)) {
+        quicken(lua);
+    }
+    checked
+}
+
+thread_local! {
+    /// The count hook runs at every instruction: a run was killed (reset as the next
+    /// run starts, `hook_thread`).
+    static QUICK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A run SCRIPT KILL (or FUNCTION KILL) stopped: the count hook at every instruction, so
+/// that its error is raised again as soon as a `pcall` that caught it returns (Redis's
+/// hook then runs at every line), on the Lua thread that runs.
+fn quicken(lua: &Lua) {
+    let every = mlua::HookTriggers::new().every_nth_instruction(1);
+    let thread = lua.app_data_ref::<Hooked>().and_then(|h| h.0.clone());
+    match thread {
+        Some(thread) => thread.set_hook(every, |lua, _| hook(lua)),
+        None => lua.set_hook(every, |lua, _| hook(lua)),
+    }
 }
 
 /// [`hook`]'s work on the run's state.
@@ -441,12 +472,14 @@ fn hook_thread(lua: &Lua, thread: Value) -> mlua::Result<()> {
     let on = lua
         .app_data_ref::<Hooked>()
         .map(|h| h.0.as_ref().map(|t| t.to_pointer()));
+    // (After a killed run, at its usual pace again.)
+    let quick = QUICK.with(|q| q.replace(false));
     match thread {
-        Value::Thread(thread) if on != Some(Some(thread.to_pointer())) => {
+        Value::Thread(thread) if quick || on != Some(Some(thread.to_pointer())) => {
             thread.set_hook(busy_triggers(), |lua, _| hook(lua));
             lua.set_app_data(Hooked(Some(thread)));
         }
-        Value::Nil if on != Some(None) => set_busy_hook(lua),
+        Value::Nil if quick || on != Some(None) => set_busy_hook(lua),
         _ => {}
     }
     Ok(())

@@ -190,6 +190,8 @@ pub struct Shard {
     /// The errors the reply of the script just run holds, for its command's statistics
     /// (set by the script's run when it noted some).
     pub script_errors: Option<crate::scripting::convert::ReplyErrors>,
+    /// The unit of work being published is not logged (`ShardCtx::unlogged`).
+    unlogged_unit: bool,
 }
 
 impl Shard {
@@ -234,6 +236,7 @@ impl Shard {
             tracked: None,
             script_caller: None,
             script_errors: None,
+            unlogged_unit: false,
         }
     }
 
@@ -733,6 +736,8 @@ impl Shard {
         let rotation = ctx.rotation();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
+        self.unlogged_unit = ctx.is_unlogged();
+        let sync_log = ctx.wants_log_sync();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
             self.errors = Default::default();
@@ -750,6 +755,12 @@ impl Shard {
             self.update_observed();
         }
 
+        self.unlogged_unit = false;
+        if sync_log {
+            for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
+                observer.sync();
+            }
+        }
         if flushed && self.tracking_on {
             self.flush_tracking(shared);
         }
@@ -807,8 +818,11 @@ impl Shard {
                 unlisted,
                 effect,
             };
+            let unlogged = self.unlogged_unit;
             for observer in &mut self.observers {
-                observer.on_write(&write);
+                if !(unlogged && observer.is_log()) {
+                    observer.on_write(&write);
+                }
             }
         }
         if notify::active(self.notify_flags) {

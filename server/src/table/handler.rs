@@ -156,6 +156,8 @@ pub struct ShardCtx<'a> {
     rotate: Option<u64>,
     reset_stats: bool,
     flushed: bool,
+    unlogged: bool,
+    sync_log: bool,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -193,6 +195,8 @@ impl<'a> ShardCtx<'a> {
             waits: false,
             rotate: None,
             reset_stats: false,
+            unlogged: false,
+            sync_log: false,
         }
     }
 
@@ -313,6 +317,29 @@ impl<'a> ShardCtx<'a> {
     /// Whether [`ShardCtx::flushed_every_key`] was called.
     pub(crate) fn wants_flush_notice(&self) -> bool {
         self.flushed
+    }
+
+    /// What this unit of work changes is not written to the append-only log (DEBUG
+    /// RELOAD and LOADAOF put back what the files hold, as redis-server's do not
+    /// propagate); watches, tracking and notifications see it all the same.
+    pub fn unlogged(&mut self) {
+        self.unlogged = true;
+    }
+
+    /// Whether [`ShardCtx::unlogged`] was called.
+    pub(crate) fn is_unlogged(&self) -> bool {
+        self.unlogged
+    }
+
+    /// The shard's log writes what it holds to its file once this unit is done (DEBUG
+    /// LOADAOF reads the files next, as redis-server flushes its log first).
+    pub fn sync_log(&mut self) {
+        self.sync_log = true;
+    }
+
+    /// Whether [`ShardCtx::sync_log`] was called.
+    pub(crate) fn wants_log_sync(&self) -> bool {
+        self.sync_log
     }
 
     /// Whether [`ShardCtx::release_locks_after`] was called.

@@ -737,6 +737,18 @@ fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     out.push(show(after.cmd(&[b"PING"])));
     out.push(show(before[0].cmd(&[b"SCRIPT", b"KILL"])));
 
+    // One that catches the kill with `pcall` and goes on: stopped all the same (the
+    // error is raised again as soon as it is out of the `pcall`).
+    runner.send(&encode(&[
+        b"EVAL",
+        b"local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end",
+        b"0",
+    ]));
+    out.push(show(until_busy(&mut admin)));
+    out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
+    out.push(show(runner.reply()));
+    out.push(show(after.cmd(&[b"PING"])));
+
     // A script that wrote: UNKILLABLE, and it ends by itself.
     let wrote = format!("redis.call('set', KEYS[1], 'v') {CALLS_FOR_1_5_S}");
     runner.send(&encode(&[b"EVAL", wrote.as_bytes(), b"1", key.as_bytes()]));
