@@ -204,7 +204,12 @@ fn users(config: &Config, commands: &CommandTable) -> io::Result<crate::acl::Acl
         let Some((name, rules)) = words.split_first() else {
             continue;
         };
-        let rules: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+        let mut rules: Vec<&[u8]> = rules.iter().map(|r| r.as_bytes()).collect();
+        if name == "default" {
+            // Declared, the default user starts from `reset` (`ACLLoadConfiguredUsers`):
+            // no channels unless its rules or `acl-pubsub-default` give them.
+            rules.insert(0, b"reset");
+        }
         acl.set_user(commands, name.as_bytes(), &rules)
             .map_err(|e| {
                 fail(format!(

@@ -1394,3 +1394,47 @@ fn acl_load_closes_the_clients_of_every_user_but_default() {
     }
     diffs.assert_none();
 }
+
+/// A `user default …` line in the configuration file starts the default user from
+/// `reset` (redis-server's `ACLLoadConfiguredUsers`): without `&…` in its rules it has no
+/// channels (`acl-pubsub-default resetchannels`), so SUBSCRIBE is refused.
+#[test]
+fn a_default_user_declared_in_the_configuration_file_starts_from_reset() {
+    let dir = goblin_tests::scratch_dir("acl-default-conf");
+    let lines = [
+        "user default on nopass ~* +@all",
+        "user default on nopass ~* &* +@all",
+    ];
+    for line in lines {
+        let answers = |port: u16| {
+            let mut raw = Raw::connect(port);
+            let list = show(&raw.cmd_str("ACL LIST"));
+            let subscribe = show(&raw.cmd_str("SUBSCRIBE foo"));
+            (list, subscribe)
+        };
+        let goblin_conf = dir.join("goblin.conf");
+        std::fs::write(&goblin_conf, format!("{line}\n")).unwrap();
+        let goblin = goblin_tests::Server::goblin_with_file(&goblin_conf, &[]);
+        let got = answers(goblin.port);
+        let port = goblin_tests::free_port();
+        let redis_conf = dir.join("redis.conf");
+        std::fs::write(
+            &redis_conf,
+            format!("{line}\nport {port}\nbind 127.0.0.1\nsave \"\"\n"),
+        )
+        .unwrap();
+        let mut redis = std::process::Command::new("redis-server")
+            .arg(&redis_conf)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let started = std::time::Instant::now();
+        while Raw::try_connect(port).is_err() && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let want = answers(port);
+        let _ = redis.kill();
+        let _ = redis.wait();
+        assert_eq!(got, want, "{line}");
+    }
+}
