@@ -395,21 +395,11 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     let now = clock::now_ms();
     let mut manifest = match Manifest::load(&dir, name)? {
         Some(manifest) => {
-            if let Some(base) = &manifest.base {
-                load_rdb(shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
-                    replay.shard.load_one(db, k, v, at, now);
-                })?;
-            }
-            let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
-            seqs.dedup();
-            for seq in seqs {
-                let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
-                let torn = match config.aof_load_truncated {
-                    true => Torn::Cut,
-                    false => Torn::Fail,
-                };
-                replay_generation(&mut replay, &dir, &files, torn)?;
-            }
+            let torn = match config.aof_load_truncated {
+                true => Torn::Cut,
+                false => Torn::Fail,
+            };
+            replay_manifest(&mut replay, &manifest, &dir, torn)?;
             manifest
         }
         None => {
@@ -484,6 +474,29 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     Ok(logs)
 }
 
+/// Replays what `manifest` lists in `dir`: its base snapshot, then its generations in
+/// order.
+fn replay_manifest(
+    replay: &mut Replay<'_>,
+    manifest: &Manifest,
+    dir: &Path,
+    torn: Torn,
+) -> Result<(), String> {
+    let now = clock::now_ms();
+    if let Some(base) = &manifest.base {
+        load_rdb(replay.shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
+            replay.shard.load_one(db, k, v, at, now);
+        })?;
+    }
+    let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
+    seqs.dedup();
+    for seq in seqs {
+        let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
+        replay_generation(replay, dir, &files, torn)?;
+    }
+    Ok(())
+}
+
 /// What a torn last record of a file does to its replay.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Torn {
@@ -506,19 +519,8 @@ pub(crate) fn replay_log_keys(shared: &Shared) -> Result<Vec<Vec<Loaded>>, Strin
     let dir = config.aof_dir();
     let mut replay = Replay::new(shared);
     replay.keys_only = true;
-    let now = clock::now_ms();
     if let Some(manifest) = Manifest::load(&dir, &config.appendfilename)? {
-        if let Some(base) = &manifest.base {
-            load_rdb(shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
-                replay.shard.load_one(db, k, v, at, now);
-            })?;
-        }
-        let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
-        seqs.dedup();
-        for seq in seqs {
-            let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
-            replay_generation(&mut replay, &dir, &files, Torn::Leave)?;
-        }
+        replay_manifest(&mut replay, &manifest, &dir, Torn::Leave)?;
     }
     let mut chunks: Vec<Vec<Loaded>> = (0..shared.threads).map(|_| Vec::new()).collect();
     let now = clock::now_ms();
