@@ -354,6 +354,15 @@ pub fn apply_thresholds(values: &[String]) {
             threshold.set(n);
         }
     }
+    use std::sync::atomic::Ordering::Relaxed;
+    let streams = &crate::families::streams::NODE_MAX_BYTES;
+    if let Some(n) = value(values, "stream-node-max-bytes").and_then(|v| v.parse::<usize>().ok()) {
+        streams.store(n, Relaxed);
+    }
+    let entries = &crate::families::streams::NODE_MAX_ENTRIES;
+    if let Some(n) = value(values, "stream-node-max-entries").and_then(|v| v.parse::<i64>().ok()) {
+        entries.store(n, Relaxed);
+    }
 }
 
 /// The `pidfile` configured, if any (written at start-up, removed at exit, as
@@ -438,7 +447,7 @@ mod tests {
     fn the_encodings_thresholds_show_goblins_constants() {
         use goblin_store::types::{hash, list, set, zset};
         let default = |name: &str| INERT[find(name).unwrap()].default;
-        let streams = crate::families::streams::LIMITS;
+        let streams = crate::families::streams::limits();
         for (name, value) in [
             (
                 "hash-max-listpack-entries",

@@ -94,11 +94,21 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
-/// How stream nodes are closed (redis-server's defaults; CONFIG GET shows them).
-pub const LIMITS: NodeLimits = NodeLimits {
-    max_bytes: 4096,
-    max_entries: 100,
-};
+/// `stream-node-max-bytes`: process-wide (CONFIG SET changes it for every shard),
+/// read as entries are added.
+pub static NODE_MAX_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(4096);
+/// `stream-node-max-entries`, as [`NODE_MAX_BYTES`].
+pub static NODE_MAX_ENTRIES: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(100);
+
+/// How stream nodes are closed now (redis-server's defaults until configured).
+pub fn limits() -> NodeLimits {
+    use std::sync::atomic::Ordering::Relaxed;
+    NodeLimits {
+        max_bytes: NODE_MAX_BYTES.load(Relaxed),
+        max_entries: NODE_MAX_ENTRIES.load(Relaxed),
+    }
+}
 
 /// `COUNT` of a blocked XREAD without one (`XREAD_BLOCKED_DEFAULT_COUNT`).
 const BLOCKED_DEFAULT_COUNT: usize = 1000;
@@ -474,7 +484,11 @@ fn parse_add_or_trim(args: &Args<'_>, xadd: bool) -> Result<AddArgs, ErrorReply>
             return Err(ErrorReply::Fixed(LIMIT_NOT_APPROX));
         }
     } else if trim.approx {
-        trim.limit = (100 * LIMITS.max_entries).clamp(1, 1_000_000);
+        // At most 100 nodes' worth; 10,000 when nodes have no entry limit.
+        trim.limit = match 100i64.saturating_mul(limits().max_entries) {
+            n if n <= 0 => 10_000,
+            n => n.min(1_000_000),
+        };
     } else {
         trim.limit = 0;
     }
@@ -566,7 +580,7 @@ fn xadd(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             || Value::Stream(Box::default()),
             |v| match v {
                 ValueMut::Boxed(Value::Stream(s)) => match next_id(s, a.id, now) {
-                    Ok(id) => match s.add(id, &fields, LIMITS) {
+                    Ok(id) => match s.add(id, &fields, limits()) {
                         Ok(()) => (Some(Ok(id)), true),
                         Err(_) => (Some(Err(ErrorReply::Fixed(TOO_LARGE))), false),
                     },

@@ -424,6 +424,39 @@ fn xadd_trimming_matches_redis() {
         ));
     }
     text.push_str("XLEN K3\nXINFO STREAM K3\nXRANGE K3 - + COUNT 2\n");
+    // `stream-node-max-entries` and `stream-node-max-bytes` set: nodes close as they
+    // say (0: no limit), and an approximate trim's default LIMIT follows them.
+    text.push_str("CONFIG SET stream-node-max-entries 10\nDEL K0\n");
+    text.push_str(&xadds("K0", 1, 100, |i| i.to_string()));
+    text.push_str(
+        "XADD K0 MAXLEN ~ 55 LIMIT 30 101-1 f x
+        XLEN K0
+        XADD K0 MAXLEN ~ 55 LIMIT 30 102-1 f x
+        XLEN K0
+        XADD K0 MAXLEN ~ 5 103-1 f x
+        XLEN K0
+        XINFO STREAM K0
+        CONFIG SET stream-node-max-entries 2
+        DEL K1
+        XADD K1 1-1 f x
+        XADD K1 2-1 f x
+        XADD K1 3-1 f x
+        XTRIM K1 MAXLEN ~ 0 LIMIT 1
+        XTRIM K1 MAXLEN ~ 0 LIMIT 2
+        XLEN K1
+        CONFIG SET stream-node-max-entries 0
+        CONFIG SET stream-node-max-bytes 50
+        DEL K2
+        XADD K2 1-1 field-one value-one-xxxxxxxxxxxxxxxxxx
+        XADD K2 2-1 field-one value-one-xxxxxxxxxxxxxxxxxx
+        XADD K2 3-1 field-one value-one-xxxxxxxxxxxxxxxxxx
+        XADD K2 4-1 field-one value-one-xxxxxxxxxxxxxxxxxx
+        XTRIM K2 MAXLEN ~ 1
+        XLEN K2
+        CONFIG SET stream-node-max-entries 100
+        CONFIG SET stream-node-max-bytes 4096
+        ",
+    );
     run_both_protocols(4, &text);
 }
 
