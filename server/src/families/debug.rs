@@ -114,6 +114,7 @@ enum Job {
     Reload {
         save: Option<SavePlan>,
         flush: bool,
+        merge: bool,
     },
     /// Writes out every shard's log, reads the log's files back, and puts their keys in
     /// place of those in memory.
@@ -154,10 +155,10 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
     } else if is("DIGEST-VALUE") && n >= 2 {
         Job::DigestValue(args.iter_from(2).map(<[u8]>::to_vec).collect())
     } else if is("RELOAD") {
-        let (mut save, mut flush) = (true, true);
+        let (mut save, mut flush, mut merge) = (true, true, false);
         for option in args.iter_from(2) {
             if is_keyword(option, "MERGE") {
-                // Keys in the file replace those in memory either way.
+                merge = true;
             } else if is_keyword(option, "NOFLUSH") {
                 flush = false;
             } else if is_keyword(option, "NOSAVE") {
@@ -169,6 +170,7 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Reload {
             save: save.then(|| SavePlan::new(SaveKind::Foreground)),
             flush,
+            merge,
         }
     } else if is("LOADAOF") && n == 2 {
         Job::LoadAof { synced: false }
@@ -382,7 +384,7 @@ impl Plan for DebugPlan {
                 }
                 cx.done(|e| e.ok())
             }
-            Job::Reload { save, flush } => {
+            Job::Reload { save, flush, merge } => {
                 // First the save, as SAVE makes it.
                 if let Some(plan) = save {
                     match plan.next(cx, results) {
@@ -391,15 +393,13 @@ impl Plan for DebugPlan {
                         step => return step,
                     }
                     *save = None;
-                    return reload_hops(cx, *flush);
+                    return reload_hops(cx, *flush, *merge);
                 }
                 if first {
-                    return reload_hops(cx, *flush);
+                    return reload_hops(cx, *flush, *merge);
                 }
                 match results.iter().any(|r| matches!(r, HopOut::Flag(false))) {
-                    true => cx.done(|e| {
-                        e.error(b"ERR Error trying to load the RDB dump, check server logs.")
-                    }),
+                    true => cx.done(|e| e.error(b"ERR Error trying to load the RDB dump")),
                     false => {
                         crate::log!(Warning, "DB reloaded by DEBUG RELOAD");
                         cx.done(|e| e.ok())
@@ -411,21 +411,34 @@ impl Plan for DebugPlan {
 }
 
 /// The hops of a reload: the file read here, each shard emptied (unless `flush` is
-/// off) and given its keys. A file that cannot be read empties the shards all the same
-/// and fails the reload, as in Redis.
-fn reload_hops(cx: &PlanCx<'_>, flush: bool) -> Step {
+/// off) and given its keys. The function libraries are the file's with `flush`; without
+/// it, the file's are added, replacing those of the same names with `merge`, else
+/// failing the reload on a name taken (keys in the file replace those in memory either
+/// way). A file that cannot be read empties the shards all the same and fails the
+/// reload, as in Redis; without `flush`, nothing changes then.
+fn reload_hops(cx: &PlanCx<'_>, flush: bool, merge: bool) -> Step {
+    use crate::scripting::functions::RestorePolicy;
+    let policy = match (flush, merge) {
+        (true, _) => RestorePolicy::Flush,
+        (false, true) => RestorePolicy::Replace,
+        (false, false) => RestorePolicy::Append,
+    };
     let shards = cx.slots.shards();
     let mut chunks: Vec<Chunk> = (0..shards).map(|_| Vec::new()).collect();
     let path = cx.shared.live().persist.rdb_path();
     let now = crate::clock::now_ms();
-    let read = crate::persist::load::load_rdb(cx.shared, &path, now, &mut |db, key, value, at| {
-        let shard = cx.slots.shard_of_key(&key);
-        if let Some(chunk) = chunks.get_mut(shard) {
-            chunk.push((db, key, value, at));
-        }
-    });
+    let read =
+        crate::persist::load::load_rdb(cx.shared, &path, now, policy, &mut |db, key, value, at| {
+            let shard = cx.slots.shard_of_key(&key);
+            if let Some(chunk) = chunks.get_mut(shard) {
+                chunk.push((db, key, value, at));
+            }
+        });
     if let Err(e) = &read {
         crate::log!(Warning, "DEBUG RELOAD: {e}");
+        if !flush {
+            chunks.iter_mut().for_each(Vec::clear);
+        }
     }
     fill_hops(chunks, flush, read.is_ok())
 }

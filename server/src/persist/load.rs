@@ -161,9 +161,13 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
     } else {
         if let Some(path) = snapshot_source(shared)? {
             let now = clock::now_ms();
-            load_rdb(shared, &path, now, &mut |db, k, v, at| {
-                sink.put(db, k, v, at)
-            })?;
+            load_rdb(
+                shared,
+                &path,
+                now,
+                RestorePolicy::Replace,
+                &mut |db, k, v, at| sink.put(db, k, v, at),
+            )?;
         }
         (0..shared.threads).map(|_| None).collect()
     };
@@ -198,6 +202,7 @@ pub(crate) fn load_rdb(
     shared: &Shared,
     path: &Path,
     now: Millis,
+    policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
 ) -> Result<(), String> {
     let data = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -221,11 +226,11 @@ pub(crate) fn load_rdb(
     })
     .map_err(|e| format!("{}: {e}", path.display()))
     .and_then(|info| {
-        // The file's libraries (replacing those of the same names: DEBUG RELOAD reads
-        // back what is loaded already).
+        // The file's libraries, as `policy` says (DEBUG RELOAD's options; at start-up
+        // and for a log's base, replacing those of the same names).
         shared
             .functions
-            .restore(&info.functions, RestorePolicy::Replace)
+            .restore(&info.functions, policy)
             .map_err(|e| {
                 format!(
                     "{}: its function libraries do not load: {}",
@@ -406,9 +411,15 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             // The log's first start: an existing snapshot becomes its base.
             let mut manifest = Manifest::default();
             if let Some(path) = snapshot_source(shared)? {
-                load_rdb(shared, &path, now, &mut |db, k, v, at| {
-                    replay.shard.load_one(db, k, v, at, now);
-                })?;
+                load_rdb(
+                    shared,
+                    &path,
+                    now,
+                    RestorePolicy::Replace,
+                    &mut |db, k, v, at| {
+                        replay.shard.load_one(db, k, v, at, now);
+                    },
+                )?;
                 let base = aof::base_name(name, 1);
                 fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
                 manifest.base = Some(LogFile {
@@ -484,9 +495,15 @@ fn replay_manifest(
 ) -> Result<(), String> {
     let now = clock::now_ms();
     if let Some(base) = &manifest.base {
-        load_rdb(replay.shared, &dir.join(&base.name), now, &mut |db, k, v, at| {
-            replay.shard.load_one(db, k, v, at, now);
-        })?;
+        load_rdb(
+            replay.shared,
+            &dir.join(&base.name),
+            now,
+            RestorePolicy::Replace,
+            &mut |db, k, v, at| {
+                replay.shard.load_one(db, k, v, at, now);
+            },
+        )?;
     }
     let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
     seqs.dedup();

@@ -618,3 +618,49 @@ fn the_log_keeps_the_libraries_across_restarts_and_rewrites() {
         );
     }
 }
+
+/// DEBUG RELOAD and the libraries, as redis-server: by default the file's libraries
+/// replace all (the others are gone); with NOFLUSH, a library of a name already loaded
+/// fails the reload (nothing changes), unless MERGE, which replaces it.
+#[test]
+fn debug_reload_loads_the_libraries_as_its_options_say() {
+    let dir = goblin_tests::scratch_dir("debug-reload-functions");
+    let dir = dir.to_str().unwrap();
+    let goblin = Server::goblin_with(&["--enable-debug-command", "yes"]);
+    let redis = Server::redis_with(&["--enable-debug-command", "yes", "--dir", dir]);
+    let transcript = |port: u16| -> Vec<String> {
+        let mut raw = Raw::connect(port);
+        let mut out = Vec::new();
+        let one = lib(
+            "one",
+            "redis.register_function('f1', function() return 1 end)",
+        );
+        let two = lib(
+            "two",
+            "redis.register_function('f2', function() return 2 end)",
+        );
+        for line in [
+            vec!["SET", "x", "1"],
+            vec!["FUNCTION", "LOAD", one.as_str()],
+            vec!["DEBUG", "RELOAD"],
+            vec!["DEBUG", "RELOAD", "NOFLUSH"],
+            vec!["DEBUG", "RELOAD", "NOFLUSH", "MERGE"],
+            vec!["FUNCTION", "LOAD", two.as_str()],
+            vec!["SET", "y", "2"],
+            vec!["DEBUG", "RELOAD", "NOSAVE"],
+            vec!["FUNCTION", "LIST"],
+            vec!["MGET", "x", "y"],
+            vec!["FUNCTION", "DELETE", "one"],
+            // (A key in both the file and memory would stop redis-server.)
+            vec!["DEL", "x"],
+            vec!["DEBUG", "RELOAD", "NOSAVE", "NOFLUSH"],
+            vec!["FUNCTION", "LIST"],
+            vec!["GET", "x"],
+        ] {
+            let args: Vec<&[u8]> = line.iter().map(|w| w.as_bytes()).collect();
+            out.push(String::from_utf8_lossy(&raw.cmd(&args)).into_owned());
+        }
+        out
+    };
+    assert_eq!(transcript(goblin.port), transcript(redis.port));
+}
