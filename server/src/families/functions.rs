@@ -291,16 +291,39 @@ fn function_dump(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().bulk(&payload);
 }
 
-/// `FUNCTION STATS`: nothing runs while a command is served.
+/// `FUNCTION STATS`: the busy script, when one runs (as it described itself: a script
+/// run as a plan does not), and the libraries.
 fn function_stats(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let (libraries, functions) = ctx
-        .shared
+    stats_reply(ctx.shared, &mut ctx.reply());
+}
+
+/// FUNCTION STATS's reply (also the busy script's thread's, `runtime/standin.rs`).
+pub(crate) fn stats_reply(shared: &Shared, out: &mut Encoder<'_>) {
+    let (libraries, functions) = shared
         .functions
         .read(|r| (r.libraries().count(), r.function_count()));
-    let mut out = ctx.reply();
+    if crate::scripting::busy() && crate::scripting::busy_error() == crate::errors::BUSY_SCRIPT {
+        // A busy EVAL script: refused, as redis-server's `functionStatsCommand` does.
+        return out.error(crate::errors::BUSY_SCRIPT);
+    }
+    let running = crate::scripting::running().filter(|_| crate::scripting::busy());
     out.map(2);
     out.bulk(b"running_script");
-    out.null();
+    match running {
+        None => out.null(),
+        Some(run) => {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(&run.name);
+            out.bulk(b"command");
+            out.array(run.command.len());
+            for word in &run.command {
+                out.bulk(word);
+            }
+            out.bulk(b"duration_ms");
+            out.integer(run.started.elapsed().as_millis() as i64);
+        }
+    }
     out.bulk(b"engines");
     out.map(1);
     out.bulk(ENGINE.as_bytes());

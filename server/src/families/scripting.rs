@@ -523,7 +523,7 @@ fn run_script(
     let restart = run_here(
         shard,
         shared,
-        &inv,
+        (&inv, call.args),
         Run {
             db: call.db,
             now: call.now,
@@ -567,7 +567,7 @@ struct Run {
 fn run_here(
     shard: &mut Shard,
     shared: &Shared,
-    inv: &Invocation<'_>,
+    (inv, command): (&Invocation<'_>, &Args<'_>),
     run: Run,
     out: &mut Vec<u8>,
 ) -> bool {
@@ -596,6 +596,11 @@ fn run_here(
                 }
             };
             let mut call = |a: &Args<'_>, cresp: Version, reply: &mut Vec<u8>| -> Called {
+                if a.is_empty() {
+                    // Asked what runs (it is turning busy): its function and command.
+                    describe(inv, command, reply);
+                    return Called::Reply;
+                }
                 if restart {
                     // Given up: nothing more runs (a script catching the error goes on, and
                     // its run is thrown away).
@@ -741,6 +746,21 @@ fn run_here(
         Encoder::new(out, resp).error(b"ERR the Lua interpreter could not start");
     }
     restart
+}
+
+/// What `inv` runs, for FUNCTION STATS: its function's name (`f_<sha>` for a script,
+/// as Redis names the Lua function) and its `command`, as an array.
+fn describe(inv: &Invocation<'_>, command: &Args<'_>, out: &mut Vec<u8>) {
+    let mut enc = Encoder::new(out, Version::Resp2);
+    let name = match &inv.callee {
+        Callee::Script(_) => [b"f_".as_slice(), inv.callee.who()].concat(),
+        Callee::Function(_) => inv.callee.who().to_vec(),
+    };
+    enc.array(1 + command.len());
+    enc.bulk(&name);
+    for word in command.iter_from(0) {
+        enc.bulk(word);
+    }
 }
 
 /// The error for an undeclared key a script may touch but cannot reach from where it

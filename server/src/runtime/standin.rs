@@ -299,6 +299,10 @@ impl Lent {
                         Answer::Error(e) => {
                             Encoder::new(&mut conn.output.buf, resp).error_sanitized(&e);
                         }
+                        Answer::Stats => crate::families::functions::stats_reply(
+                            &shared,
+                            &mut Encoder::new(&mut conn.output.buf, resp),
+                        ),
                     }
                     conn.input.consume(n);
                     if conn.closing {
@@ -331,6 +335,8 @@ enum Answer {
     Quit,
     /// It may run during a busy script, but here only once it is over.
     Later,
+    /// FUNCTION STATS, which shows the busy script.
+    Stats,
 }
 
 /// The answer to a request during a busy script, as redis-server's `processCommand`
@@ -367,6 +373,7 @@ fn answer(
         "quit" => Answer::Quit,
         "script|kill" => kill(true),
         "function|kill" => kill(false),
+        "function|stats" => Answer::Stats,
         "shutdown" => Answer::Error(crate::families::persistence::shutdown_while_busy(
             shared, args,
         )),

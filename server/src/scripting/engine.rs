@@ -422,6 +422,7 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
     }
     if !st.busy && st.started.elapsed().as_millis() as u64 >= st.busy_after {
         st.busy = true;
+        describe_run(st.started);
         super::enter_busy(st.wrote, st.function);
         if std::mem::replace(&mut st.warned, true) {
             return kill_check(st);
@@ -434,6 +435,35 @@ fn busy_check(st: &mut RunState) -> mlua::Result<mlua::VmState> {
         );
     }
     kill_check(st)
+}
+
+/// Records what the run turning busy is (FUNCTION STATS shows it), as its runner
+/// describes it: asked with no arguments, it answers its function's name and its
+/// command, as an array. (A run as a coroutine has no runner: not recorded.)
+fn describe_run(started: std::time::Instant) {
+    let mut reply = Vec::new();
+    let none = crate::table::args::Args::new(&[], &[]);
+    if !matches!(
+        call_runner(&none, Version::Resp2, &mut reply),
+        Some(Called::Reply)
+    ) {
+        return;
+    }
+    let Ok(Some((goblin_protocol::Frame::Array(items), _))) = goblin_protocol::parse_reply(&reply)
+    else {
+        return;
+    };
+    let mut words = items.iter().filter_map(|f| match f {
+        goblin_protocol::Frame::Bulk(b) => Some(b.to_vec()),
+        _ => None,
+    });
+    if let Some(name) = words.next() {
+        super::set_running(super::Running {
+            name,
+            command: words.collect(),
+            started,
+        });
+    }
 }
 
 /// A busy run serves its thread's other clients (BUSY, or SCRIPT KILL's answer) and

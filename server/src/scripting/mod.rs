@@ -362,6 +362,9 @@ pub fn busy_wrote() {
 
 /// A busy script ended; `wrote`: it had written; `function`: it was FCALL's.
 pub fn leave_busy(wrote: bool, function: bool) {
+    if let Ok(mut running) = RUNNING.lock() {
+        *running = None;
+    }
     BUSY.fetch_sub(1, Ordering::SeqCst);
     if wrote {
         BUSY_WROTE.fetch_sub(1, Ordering::SeqCst);
@@ -369,6 +372,33 @@ pub fn leave_busy(wrote: bool, function: bool) {
     if function {
         BUSY_FUNCTIONS.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// The busy script, for FUNCTION STATS: its function's name (`f_<sha>` for a script),
+/// the command that runs it, since when.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// The function's name.
+    pub name: Vec<u8>,
+    /// The command, as the client sent it.
+    pub command: Vec<Vec<u8>>,
+    /// When it started.
+    pub started: std::time::Instant,
+}
+
+/// The busy script, when it could describe itself (one run on its shard).
+static RUNNING: std::sync::Mutex<Option<Running>> = std::sync::Mutex::new(None);
+
+/// Records the busy script (set as it turns busy, cleared as it ends).
+pub fn set_running(running: Running) {
+    if let Ok(mut slot) = RUNNING.lock() {
+        *slot = Some(running);
+    }
+}
+
+/// The busy script, if one runs and described itself.
+pub fn running() -> Option<Running> {
+    RUNNING.lock().ok().and_then(|r| r.clone())
 }
 
 /// The kill epoch a script starts in.

@@ -699,6 +699,15 @@ fn until_busy(raw: &mut goblin_tests::Raw) -> Vec<u8> {
     }
 }
 
+/// FUNCTION STATS's reply, but how long the busy script has run.
+fn function_stats(c: &mut goblin_tests::Raw) -> String {
+    let stats = String::from_utf8_lossy(&c.cmd(&[b"FUNCTION", b"STATS"])).into_owned();
+    match stats.split_once("duration_ms\r\n:") {
+        Some((head, tail)) => format!("{head}{}", &tail[tail.find('\r').unwrap_or(0)..]),
+        None => stats,
+    }
+}
+
 /// What clients see around busy scripts on the server at `port`: the replies, in order.
 fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     use goblin_tests::Raw;
@@ -724,6 +733,7 @@ fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     for c in &mut before {
         out.push(show(c.cmd(&[b"GET", key.as_bytes()])));
     }
+    out.push(function_stats(&mut before[0]));
     // Connected during it: whichever thread takes them, and the one that accepts.
     let mut after = Raw::connect(port);
     for _ in 0..4 {
@@ -765,6 +775,10 @@ fn busy_transcript(port: u16, key: &str) -> Vec<String> {
     out.push(show(admin.cmd(&[b"FUNCTION", b"LOAD", lib.as_bytes()])));
     runner.send(&encode(&[b"FCALL", b"spin", b"0"]));
     out.push(show(until_busy(&mut admin)));
+    // FUNCTION STATS shows it, from its thread and another.
+    for c in [&mut after, &mut before[0]] {
+        out.push(function_stats(c));
+    }
     out.push(show(before[1].cmd(&[b"INCR", key.as_bytes()])));
     out.push(show(after.cmd(&[b"SCRIPT", b"KILL"])));
     out.push(show(after.cmd(&[b"FUNCTION", b"KILL"])));
