@@ -380,7 +380,8 @@ pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
     // (A killed run raises its error in the script's code, not in the engine's: its
     // runner must return it.)
-    if QUICK.with(std::cell::Cell::get)
+    let quick = lua.app_data_ref::<Quick>().is_some();
+    if quick
         && lua
             .inspect_stack(0)
             .is_some_and(|d| d.source().source.as_deref() == Some(INTERNAL))
@@ -391,17 +392,15 @@ fn hook(lua: &Lua) -> mlua::Result<mlua::VmState> {
         Ok(mut st) => busy_check(&mut st),
         Err(_) => Ok(mlua::VmState::Continue),
     });
-    if checked.is_err() && !QUICK.with(|q| q.replace(true)) {
+    if checked.is_err() && !quick {
         quicken(lua);
     }
     checked
 }
 
-thread_local! {
-    /// The count hook runs at every instruction: a run was killed (reset as the next
-    /// run starts, `hook_thread`).
-    static QUICK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// In an interpreter's app data: its count hook runs at every instruction, a run was
+/// killed (taken away as its next run starts, `hook_thread`).
+struct Quick;
 
 /// A run SCRIPT KILL (or FUNCTION KILL) stopped: the count hook at every instruction, so
 /// that its error is raised again as soon as a `pcall` that caught it returns (Redis's
@@ -413,6 +412,7 @@ fn quicken(lua: &Lua) {
         Some(thread) => thread.set_hook(every, |lua, _| hook(lua)),
         None => lua.set_hook(every, |lua, _| hook(lua)),
     }
+    lua.set_app_data(Quick);
 }
 
 /// [`hook`]'s work on the run's state.
@@ -503,7 +503,7 @@ fn hook_thread(lua: &Lua, thread: Value) -> mlua::Result<()> {
         .app_data_ref::<Hooked>()
         .map(|h| h.0.as_ref().map(|t| t.to_pointer()));
     // (After a killed run, at its usual pace again.)
-    let quick = QUICK.with(|q| q.replace(false));
+    let quick = lua.remove_app_data::<Quick>().is_some();
     match thread {
         Value::Thread(thread) if quick || on != Some(Some(thread.to_pointer())) => {
             thread.set_hook(busy_triggers(), |lua, _| hook(lua));
