@@ -37,13 +37,17 @@ fn bgsave_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let mut c = start.args.cursor(1);
     let schedule = c.next_is("schedule");
     c.finish()?;
-    Ok(Box::new(SavePlan::new(SaveKind::Background { schedule })))
+    Ok(Box::new(
+        SavePlan::new(SaveKind::Background { schedule }).in_exec(start.locked),
+    ))
 }
 
 /// `BGREWRITEAOF`: the log compacted — a snapshot as its new base, taken in the
 /// background while every shard goes on logging into new files.
-fn bgrewriteaof_plan(_start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    Ok(Box::new(SavePlan::new(SaveKind::Rewrite)))
+fn bgrewriteaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(
+        SavePlan::new(SaveKind::Rewrite).in_exec(start.locked),
+    ))
 }
 
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: save when asked or when `save` rules

@@ -440,6 +440,9 @@ struct Part {
 #[derive(Debug)]
 pub struct SavePlan {
     kind: SaveKind,
+    /// It runs inside EXEC, where redis-server schedules a background save for after
+    /// the transaction (and says so); here it starts at once all the same.
+    in_exec: bool,
     started: bool,
     dirty: u64,
     job: Option<Arc<SaveJob>>,
@@ -450,9 +453,27 @@ impl SavePlan {
     pub fn new(kind: SaveKind) -> SavePlan {
         SavePlan {
             kind,
+            in_exec: false,
             started: false,
             dirty: 0,
             job: None,
+        }
+    }
+
+    /// A save inside EXEC (see `in_exec`).
+    pub fn in_exec(mut self, in_exec: bool) -> SavePlan {
+        self.in_exec = in_exec;
+        self
+    }
+
+    /// A background save's reply once it started: `scheduled` inside EXEC, as
+    /// redis-server says.
+    fn started_reply(&self) -> &'static [u8] {
+        match (self.kind == SaveKind::Rewrite, self.in_exec) {
+            (true, false) => b"Background append only file rewriting started",
+            (true, true) => b"Background append only file rewriting scheduled",
+            (false, false) => b"Background saving started",
+            (false, true) => b"Background saving scheduled",
         }
     }
 
@@ -498,7 +519,7 @@ impl SavePlan {
         }
         if self.kind == SaveKind::Rewrite && !config.appendonly {
             // Nothing to rewrite: the log is off.
-            return cx.done(|e| e.simple(b"Background append only file rewriting started"));
+            return cx.done(|e| e.simple(self.started_reply()));
         }
         if let Some(refused) = self.busy(cx) {
             return refused;
@@ -535,15 +556,13 @@ impl SavePlan {
                     if self.kind == SaveKind::Rewrite {
                         persist.rewriting.store(false, Ordering::SeqCst);
                         persist.rewrite_failed.store(true, Ordering::Relaxed);
-                        return cx.done(|e| {
-                            e.simple(b"Background append only file rewriting started");
-                        });
+                        return cx.done(|e| e.simple(self.started_reply()));
                     }
                     persist
                         .last_bgsave_try
                         .store(clock::now_ms() / 1000, Ordering::Relaxed);
                     persist.set_bgsave_failed(true);
-                    return cx.done(|e| e.simple(b"Background saving started"));
+                    return cx.done(|e| e.simple(self.started_reply()));
                 }
             }
             persist
@@ -650,9 +669,9 @@ impl SavePlan {
         if let Some(job) = &self.job {
             job.header(db0, &cx.shared.functions.codes());
             if self.kind == SaveKind::Rewrite {
-                return cx.done(|e| e.simple(b"Background append only file rewriting started"));
+                return cx.done(|e| e.simple(self.started_reply()));
             }
-            return cx.done(|e| e.simple(b"Background saving started"));
+            return cx.done(|e| e.simple(self.started_reply()));
         }
         let records: Vec<(u16, Vec<u8>)> = parts.into_iter().flat_map(|p| p.records).collect();
         let target = cx.shared.live().persist.rdb_path();

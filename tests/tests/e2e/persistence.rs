@@ -1092,3 +1092,36 @@ fn debug_loadaof_and_reload_leave_the_log_whole() {
     );
     assert_eq!(cmd(&mut raw, "GET k"), b"$1\r\nv\r\n");
 }
+
+/// BGSAVE and BGREWRITEAOF inside MULTI answer that the save is `scheduled`, as
+/// redis-server, which starts it after the transaction (Goblin starts it at once); the
+/// save happens all the same.
+#[test]
+fn background_saves_inside_exec_answer_scheduled() {
+    let dir = Dir::new("bgsave-exec");
+    let goblin = Server::goblin_with(&["--appendonly", "yes"]);
+    let redis = Server::redis_with(&["--dir", dir.arg(), "--appendonly", "yes"]);
+    let transcript = |server: &Server| -> Vec<String> {
+        let mut raw = server.raw();
+        let mut out = Vec::new();
+        for lines in [
+            ["SET k v", "MULTI", "BGSAVE", "EXEC"],
+            ["SET k w", "MULTI", "BGREWRITEAOF", "EXEC"],
+        ] {
+            wait_info(&mut raw, "rdb_bgsave_in_progress:0");
+            wait_info(&mut raw, "aof_rewrite_in_progress:0");
+            for line in lines {
+                out.push(show(&cmd(&mut raw, line)));
+            }
+        }
+        wait_info(&mut raw, "rdb_bgsave_in_progress:0");
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        let info = wait_info(&mut raw, "rdb_last_bgsave_status:ok");
+        out.push(format!(
+            "saved: {}",
+            info.contains("rdb_changes_since_last_save:0")
+        ));
+        out
+    };
+    assert_eq!(transcript(&goblin), transcript(&redis));
+}
