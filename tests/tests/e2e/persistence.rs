@@ -1113,14 +1113,11 @@ fn background_saves_inside_exec_answer_scheduled() {
             for line in lines {
                 out.push(show(&cmd(&mut raw, line)));
             }
+            // The save is made: what the SET changed is in it.
+            if lines[2] == "BGSAVE" {
+                wait_info(&mut raw, "rdb_changes_since_last_save:0");
+            }
         }
-        wait_info(&mut raw, "rdb_bgsave_in_progress:0");
-        wait_info(&mut raw, "aof_rewrite_in_progress:0");
-        let info = wait_info(&mut raw, "rdb_last_bgsave_status:ok");
-        out.push(format!(
-            "saved: {}",
-            info.contains("rdb_changes_since_last_save:0")
-        ));
         out
     };
     assert_eq!(transcript(&goblin), transcript(&redis));
