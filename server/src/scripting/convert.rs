@@ -43,7 +43,12 @@ impl ReplyErrors {
 
 thread_local! {
     /// The errors of the script reply being encoded on this thread.
-    static REPLY_ERRORS: std::cell::RefCell<ReplyErrors> = std::cell::RefCell::default();
+    static REPLY_ERRORS: std::cell::RefCell<ReplyErrors> = const {
+        std::cell::RefCell::new(ReplyErrors {
+            passed_on: 0,
+            new: Vec::new(),
+        })
+    };
 }
 
 /// Notes an error a script's reply holds (`passed_on`: marked as counted already).
@@ -60,9 +65,23 @@ pub(crate) fn note_error(text: &[u8], passed_on: bool) {
 }
 
 /// Takes the errors noted since the last call: those of the script reply just encoded
-/// (the engine takes them before it encodes one, and its caller right after).
+/// (its caller takes them right after; none noted, nothing to take).
 pub fn take_reply_errors() -> ReplyErrors {
-    REPLY_ERRORS.with(|e| std::mem::take(&mut *e.borrow_mut()))
+    REPLY_ERRORS.with(|e| match e.try_borrow_mut() {
+        Ok(mut e) if !e.is_empty() => std::mem::take(&mut *e),
+        _ => ReplyErrors::default(),
+    })
+}
+
+/// Forgets the errors noted so far (before a script reply is encoded).
+pub(crate) fn clear_reply_errors() {
+    REPLY_ERRORS.with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut()
+            && !e.is_empty()
+        {
+            *e = ReplyErrors::default();
+        }
+    });
 }
 
 /// Whether the table `t` is marked as an error counted already.

@@ -1183,7 +1183,7 @@ impl Engine {
         let done = |out: Vec<u8>| Stepped::Done(out);
         let mut out = Vec::new();
         // (Its reply's errors are noted from here, for the caller to take.)
-        super::convert::take_reply_errors();
+        super::convert::clear_reply_errors();
         match resumed {
             Ok(mut values) if thread.status() == mlua::ThreadStatus::Resumable => {
                 let marked = matches!(values.pop_front(),
@@ -1251,7 +1251,7 @@ impl Engine {
         out: &mut Vec<u8>,
     ) {
         begin_run(busy_after, Version::Resp2, self.function);
-        super::convert::take_reply_errors();
+        super::convert::clear_reply_errors();
         // (A script run as a coroutine may have left the count hook on its thread.)
         let ran = hook_thread(&self.lua, Value::Nil).and_then(|()| {
             with_runner(call, || self.run_inner(func, sha, keys, argv, version, out))
@@ -1852,6 +1852,10 @@ thread_local! {
 /// Runs `f` with `caller` as the thread's script caller ([`acl_check_cmd`] reads it),
 /// the one before put back after.
 pub fn with_caller<R>(caller: Option<&Arc<crate::acl::Caller>>, f: impl FnOnce() -> R) -> R {
+    // (Outside a run there is none: an unrestricted user's run has nothing to set.)
+    if caller.is_none() {
+        return f();
+    }
     struct Restore(Option<Arc<crate::acl::Caller>>);
     impl Drop for Restore {
         fn drop(&mut self) {

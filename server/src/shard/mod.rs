@@ -1254,20 +1254,18 @@ impl Shard {
             if let Some(micros) = micros.filter(|_| sampled) {
                 stat.usec += micros * TIMING_SAMPLE;
             }
-            match self.script_errors.take() {
+            if self.script_errors.is_some() {
                 // A script's reply: the errors it holds, as Redis counts them.
-                Some(errors) => {
+                if let Some(errors) = self.script_errors.take() {
                     stat.failed += errors.failed_calls();
                     errors
                         .new
                         .into_iter()
                         .for_each(|code| self.errors.add(code));
                 }
-                None if out.get(reply_at) == Some(&b'-') => {
-                    stat.failed += 1;
-                    self.errors.count(&out[reply_at..]);
-                }
-                None => {}
+            } else if out.get(reply_at) == Some(&b'-') {
+                stat.failed += 1;
+                self.errors.count(&out[reply_at..]);
             }
         }
         waits
