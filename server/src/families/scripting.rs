@@ -901,6 +901,9 @@ pub(crate) mod plan {
         sub: Option<(Box<dyn Plan>, Version)>,
         /// Who runs it, when that user's permissions are restricted.
         caller: Option<std::sync::Arc<crate::acl::Caller>>,
+        /// The command that runs it (EVAL, FCALL …), whose failed calls its reply's
+        /// errors make.
+        command: usize,
         /// A write command it called ran since it was last resumed (SCRIPT KILL can
         /// no longer stop it).
         wrote: std::cell::Cell<bool>,
@@ -942,6 +945,7 @@ pub(crate) mod plan {
             sub: None,
             callee: inv.callee,
             caller: start.caller.clone(),
+            command: start.spec.id,
             wrote: std::cell::Cell::new(false),
         }))
     }
@@ -1195,7 +1199,7 @@ pub(crate) mod plan {
                         let errors = crate::scripting::convert::take_reply_errors();
                         if !errors.is_empty() {
                             let mut calls = cx.calls.borrow_mut();
-                            calls.push(Tally::ReplyErrors(errors.failed_calls()));
+                            calls.push(Tally::ReplyErrors(self.command, errors.failed_calls()));
                             calls.extend(errors.new.into_iter().map(Tally::Error));
                         }
                         return Step::Done(Outcome::Reply(reply));

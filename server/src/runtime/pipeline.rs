@@ -1992,29 +1992,20 @@ impl Worker {
             calls,
             counted,
         } = timing;
-        let mut reply_failed = None;
+        // A script's reply (`ScriptPlan`) is counted by its run's tallies, not by its
+        // first byte.
+        let mut script_reply = false;
         for tally in calls {
-            if let crate::txn::plan::Tally::ReplyErrors(n) = tally {
-                reply_failed = Some(n);
-            }
+            script_reply |= matches!(tally, crate::txn::plan::Tally::ReplyErrors(..));
             self.shard.count(tally);
         }
-        match reply_failed {
-            // A script's reply, whose errors its run counted (`ScriptPlan`).
-            Some(n) => {
-                if let Some(id) = counted {
-                    (0..n).for_each(|_| self.shard.count_failed(id));
-                }
-                self.reply_counted = true;
-            }
-            None => {
-                if let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
-                    && reply.first() == Some(&b'-')
-                {
-                    self.shard.count_failed(id);
-                }
-            }
+        if !script_reply
+            && let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
+            && reply.first() == Some(&b'-')
+        {
+            self.shard.count_failed(id);
         }
+        self.reply_counted = script_reply;
         if let Some(Entry {
             command,
             fast,
@@ -2047,8 +2038,9 @@ impl Worker {
     /// Writes a job's answer to its connection's output, without resuming the connection
     /// (for a job that finished while the connection's requests are being run).
     fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
+        let counted = std::mem::take(&mut self.reply_counted);
         if let Outcome::Reply(reply) = &outcome
-            && !std::mem::take(&mut self.reply_counted)
+            && !counted
         {
             self.shard.count_error(reply, None);
         }

@@ -54,7 +54,9 @@ thread_local! {
 /// Notes an error a script's reply holds (`passed_on`: marked as counted already).
 pub(crate) fn note_error(text: &[u8], passed_on: bool) {
     REPLY_ERRORS.with(|e| {
-        let mut e = e.borrow_mut();
+        let Ok(mut e) = e.try_borrow_mut() else {
+            return;
+        };
         if passed_on {
             e.passed_on += 1;
         } else {

@@ -1324,14 +1324,17 @@ impl Shard {
         }
     }
 
-    /// Counts what [`Tally`] says (a job's failed calls are counted by
-    /// `Worker::log_job`).
+    /// Counts what [`Tally`] says.
     pub fn count(&mut self, tally: Tally) {
         match tally {
             Tally::Call(id) => self.count_call(id),
             Tally::Rejected(id) => self.count_rejected(id),
             Tally::Error(code) => self.errors.add(code),
-            Tally::ReplyErrors(_) => {}
+            Tally::ReplyErrors(id, failed) => {
+                if let Some(stat) = self.stats.get_mut(id) {
+                    stat.failed += failed;
+                }
+            }
         }
     }
 

@@ -282,9 +282,9 @@ pub enum Tally {
     /// An error counted in errorstats (a script's call refused, or one its reply
     /// holds).
     Error(crate::table::handler::ErrorCode),
-    /// The failed calls a script's reply makes of its command, by the errors it holds
-    /// (`ScriptPlan`); without it, the job's reply decides.
-    ReplyErrors(u64),
+    /// The failed calls a script's reply makes of its command (the id), by the errors
+    /// it holds (`ScriptPlan`); without it, the job's reply decides.
+    ReplyErrors(usize, u64),
 }
 
 impl PlanCx<'_> {

@@ -549,6 +549,8 @@ fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
         "SET a 1|EVAL \"return {1,{err='MY x'}}\" 0|EVAL \"return redis.call('lpush',KEYS[1],'x')\" 1 a|EVAL \"return redis.error_reply('NOSPACE')\" 0",
         "SET a 1|EVAL \"return {redis.pcall('lpush',KEYS[1],'x'), redis.pcall('nosuch'), {err='A b'}}\" 2 a b|EVAL \"return redis.call('lpush',KEYS[1],'x')\" 2 a b|EVAL \"return {err='E f'}\" 2 a b|EVAL \"return redis.call('nosuch')\" 2 a b|EVAL \"return redis.call('get', {})\" 2 a b|EVAL \"error({err='Q r'})\" 2 a b",
         "EVAL \"return redis.pcall('nosuch')\" 0|EVAL \"error('boom')\" 0|EVAL \"return redis.call('get', 'undeclared')\" 1 a|EVAL \"return redis.call('get', {})\" 0|EVAL \"local e = redis.pcall('nosuch') error(e)\" 0",
+        // Scripts inside EXEC (on one shard and across), then errors after it.
+        "SET s 1|MULTI|EVAL \"return redis.call('lpush', KEYS[1], 'x')\" 2 s b|EVAL \"return {err='X y'}\" 2 a b|EXEC|LPUSH s x|EVAL \"return {err='Z w'}\" 2 a b|MULTI|EVAL \"return {1, {err='Q q'}}\" 1 a|EXEC",
         // The code is the first word when a space ends it within 32 bytes, else ERR.
         "EVAL \"return {err='NOSPACE'}\" 0|EVAL \"return {err='-X y'}\" 0|EVAL \"return {err=''}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCD x'}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE x'}\" 0",
     ];
