@@ -36,8 +36,9 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
-/// DEBUG LOADAOF without the log (redis-server exits there).
-const LOADAOF_WITHOUT_LOG: &[u8] = b"ERR DEBUG LOADAOF needs the append-only log (appendonly yes)";
+/// DEBUG LOADAOF without a log to load (redis-server exits there).
+const LOADAOF_WITHOUT_LOG: &[u8] =
+    b"ERR DEBUG LOADAOF needs the append-only log (appendonly yes, or a BGREWRITEAOF's files)";
 
 const HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -344,7 +345,13 @@ impl Plan for DebugPlan {
                 cx.done(|e| e.simple(text.as_bytes()))
             }
             Job::LoadAof { synced } if !*synced => {
-                if !cx.shared.live().persist.appendonly {
+                // (With the log off, what a BGREWRITEAOF wrote, as redis-server loads it.)
+                let persist = cx.shared.live().persist.clone();
+                let manifest = crate::persist::aof::Manifest::path(
+                    &persist.aof_dir(),
+                    &persist.appendfilename,
+                );
+                if !persist.appendonly && !manifest.exists() {
                     return cx.done(|e| e.error(LOADAOF_WITHOUT_LOG));
                 }
                 *synced = true;

@@ -517,10 +517,6 @@ impl SavePlan {
         {
             exit(cx);
         }
-        if self.kind == SaveKind::Rewrite && !config.appendonly {
-            // Nothing to rewrite: the log is off.
-            return cx.done(|e| e.simple(self.started_reply()));
-        }
         if let Some(refused) = self.busy(cx) {
             return refused;
         }

@@ -1082,15 +1082,39 @@ fn debug_loadaof_and_reload_leave_the_log_whole() {
     server.kill();
     let server = Server::goblin_with(&args);
     assert_eq!(cmd(&mut server.raw(), "DEBUG DIGEST"), digest);
-    // Without the log (where redis-server exits): refused, nothing changed.
+    // Without the log and its files (where redis-server exits): refused, nothing
+    // changed.
     let plain = Server::goblin_with(&["--enable-debug-command", "yes"]);
     let mut raw = plain.raw();
     ok(&mut raw, "SET k v");
     assert_eq!(
         show(&cmd(&mut raw, "DEBUG LOADAOF")),
-        show(b"-ERR DEBUG LOADAOF needs the append-only log (appendonly yes)\r\n")
+        show(
+            b"-ERR DEBUG LOADAOF needs the append-only log (appendonly yes, or a \
+              BGREWRITEAOF's files)\r\n"
+        )
     );
     assert_eq!(cmd(&mut raw, "GET k"), b"$1\r\nv\r\n");
+    // With the log off, BGREWRITEAOF writes the log's files all the same, and DEBUG
+    // LOADAOF loads them, as redis-server does.
+    let redis_dir = Dir::new("loadaof-redis");
+    let redis = Server::redis_with(&["--dir", redis_dir.arg(), "--enable-debug-command", "yes"]);
+    let transcript = |server: &Server| -> Vec<String> {
+        let mut raw = server.raw();
+        let mut out = vec![show(&cmd(&mut raw, "SET a 1"))];
+        out.push(show(&cmd(&mut raw, "BGREWRITEAOF")));
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        out.push(
+            wait_info(&mut raw, "aof_rewrites:1")
+                .contains("aof_enabled:0")
+                .to_string(),
+        );
+        for line in ["SET b 2", "DEBUG LOADAOF", "MGET a b"] {
+            out.push(show(&cmd(&mut raw, line)));
+        }
+        out
+    };
+    assert_eq!(transcript(&plain), transcript(&redis));
 }
 
 /// BGSAVE and BGREWRITEAOF inside MULTI answer that the save is `scheduled`, as
