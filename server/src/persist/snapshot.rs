@@ -697,6 +697,7 @@ fn exit(cx: &PlanCx<'_>) -> ! {
     cx.shared.persist.sync_log();
     crate::runtime::server::remove_pidfile(cx.shared);
     crate::log!(Notice, "ready to exit, bye bye");
+    crate::runtime::server::stop_listening(cx.shared);
     std::process::exit(0);
 }
 

@@ -89,6 +89,9 @@ pub struct Shared {
     port: std::sync::atomic::AtomicU16,
     /// A listener CONFIG SET bound, for the accepting worker to take in place of its own.
     new_listener: std::sync::Mutex<Option<TcpListener>>,
+    /// The listening socket in use (another descriptor of it), shut as the process
+    /// exits ([`stop_listening`]).
+    listening: std::sync::Mutex<Option<Socket>>,
     /// One waits there (read by the accepting worker every iteration).
     listener_waits: AtomicBool,
     /// Every command.
@@ -320,6 +323,7 @@ impl Shared {
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
             new_listener: std::sync::Mutex::new(None),
+            listening: std::sync::Mutex::new(None),
             listener_waits: AtomicBool::new(false),
             config,
             commands,
@@ -437,6 +441,7 @@ impl Shared {
     pub fn rebind(&self, config: &Config) -> io::Result<()> {
         let listener = bind(config)?;
         let port = listener.local_addr()?.port();
+        self.keep_listening(&listener);
         if let Ok(mut slot) = self.new_listener.lock() {
             *slot = Some(listener);
             self.listener_waits.store(true, Ordering::SeqCst);
@@ -445,6 +450,14 @@ impl Shared {
         crate::log!(Notice, "Listening on {}:{port} (CONFIG SET)", config.bind);
         self.peers[0].send(Vec::new());
         Ok(())
+    }
+
+    /// Keeps another descriptor of `listener`, the one in use now, for
+    /// [`stop_listening`].
+    fn keep_listening(&self, listener: &TcpListener) {
+        if let (Ok(mut slot), Ok(dup)) = (self.listening.lock(), listener.try_clone()) {
+            *slot = Some(Socket::from(dup));
+        }
     }
 
     /// The listener CONFIG SET bound, if one waits to be taken.
@@ -482,6 +495,7 @@ fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
                 if asked {
                     crate::log!(Warning, "{name} again: exiting now");
                     shared.persist.sync_log();
+                    stop_listening(&shared);
                     std::process::exit(1);
                 }
                 asked = true;
@@ -558,6 +572,7 @@ impl Server {
         })?;
         let local_addr = listener.local_addr()?;
         let (shared, polls) = Shared::build(config, local_addr)?;
+        shared.keep_listening(&listener);
         Ok(Server {
             listener,
             shared: Arc::new(shared),
@@ -717,6 +732,18 @@ pub fn new_repl_id() -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let seed = format!("{nanos}:{}:{seq}", std::process::id());
     crate::sha1::hex(&crate::sha1::Sha1::digest(seed.as_bytes()))
+}
+
+/// Stops accepting connections before the process exits: a client that saw its
+/// connection close (SHUTDOWN's) and connects again is refused, as by a redis-server
+/// that exited (the kernel closes descriptors in their order, the listener's maybe
+/// after the client's).
+pub(crate) fn stop_listening(shared: &Shared) {
+    if let Ok(slot) = shared.listening.lock()
+        && let Some(socket) = slot.as_ref()
+    {
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// Removes the `pidfile` written at start-up, as redis-server does when it exits.

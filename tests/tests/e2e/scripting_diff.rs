@@ -921,6 +921,17 @@ fn shutdown_nosave_ends_a_busy_script_that_wrote() {
         by.send(&encode(&[b"SHUTDOWN", b"NOSAVE"]));
         let (rest, closed) = by.read_to_close(std::time::Duration::from_secs(10));
         out.push(format!("{} closed={closed}", show(rest)));
+        // Once that connection is closed, no other is accepted (the listener goes
+        // first).
+        let again = std::net::TcpStream::connect(("127.0.0.1", server.port));
+        out.push(format!(
+            "connect again: {}",
+            match again {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused",
+                Err(_) => "failed otherwise",
+                Ok(_) => "accepted",
+            }
+        ));
         let status = server.wait_exit(std::time::Duration::from_secs(10));
         out.push(format!("exited={}", status.is_some()));
         out
