@@ -917,6 +917,13 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         }
         "user" => match values {
             [] => return Err("Bad directive or wrong number of arguments".into()),
+            [name, ..] if config.users.iter().any(|u| u.first() == Some(name)) => {
+                // (`ACLAppendUserForLoading`'s refusal.)
+                return Err(format!(
+                    "Error in user declaration '{name}': Duplicate user found. A user can \
+                     only be defined once in config files"
+                ));
+            }
             words => config.users.push(words.to_vec()),
         },
         "aclfile" => {

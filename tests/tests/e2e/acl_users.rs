@@ -1438,3 +1438,46 @@ fn a_default_user_declared_in_the_configuration_file_starts_from_reset() {
         assert_eq!(got, want, "{line}");
     }
 }
+
+/// A user declared twice in the configuration stops the start, before the server
+/// listens, as redis-server's `ACLAppendUserForLoading` refuses it.
+#[test]
+fn a_user_declared_twice_in_the_configuration_stops_the_start() {
+    for name in ["foo", "default"] {
+        let args = ["--port", "0", "--user", name, "--user", name];
+        // (One that started anyway is stopped after a while, and fails the test.)
+        let mut child = std::process::Command::new(goblin_tests::goblin_binary())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("goblin-server");
+        let started = std::time::Instant::now();
+        while child.try_wait().ok().flatten().is_none()
+            && started.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let goblin = child.wait_with_output().expect("goblin-server's output");
+        let redis = std::process::Command::new("redis-server")
+            .args(args)
+            .output()
+            .expect("redis-server");
+        let said = |o: &std::process::Output| {
+            let text = [o.stdout.as_slice(), o.stderr.as_slice()].concat();
+            String::from_utf8_lossy(&text).contains(&format!(
+                "Error in user declaration '{name}': Duplicate user found. A user can only \
+                 be defined once in config files"
+            ))
+        };
+        assert!(
+            !redis.status.success() && said(&redis),
+            "redis-server: {redis:?}"
+        );
+        assert!(
+            !goblin.status.success() && said(&goblin),
+            "goblin-server: {goblin:?}"
+        );
+    }
+}
