@@ -1,6 +1,7 @@
 //! DEBUG, allowed as `enable-debug-command` says (no by default, as in redis-server
 //! 7.0): the subcommands tests and tools use — SLEEP, SET-ACTIVE-EXPIRE, OBJECT, DIGEST,
-//! DIGEST-VALUE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD
+//! DIGEST-VALUE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, SET-DISABLE-DENY-SCRIPTS,
+//! QUICKLIST-PACKED-THRESHOLD
 //! (accepted, nothing to set) and HELP.
 //!
 //! DEBUG runs with every shard locked whole, as redis-server runs it with the server to
@@ -99,6 +100,8 @@ enum Job {
     /// Answers at once (SLEEP sleeps first).
     Sleep(f64),
     ActiveExpire(bool),
+    /// SET-DISABLE-DENY-SCRIPTS: whether scripts may call `noscript` commands.
+    DenyScripts(bool),
     Help,
     ChangeReplId,
     Log(Vec<u8>),
@@ -185,6 +188,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Protocol(args.get(2).to_ascii_lowercase())
     } else if is("QUICKLIST-PACKED-THRESHOLD") && n == 3 {
         Job::Ok
+    } else if is("SET-DISABLE-DENY-SCRIPTS") && n == 3 {
+        Job::DenyScripts(atoi(args.get(2)) != 0)
     } else {
         return Err(errors::subcommand_syntax(b"debug", sub));
     })
@@ -240,6 +245,10 @@ impl Plan for DebugPlan {
                         .latency
                         .add_command(false, u64::try_from(micros).unwrap_or(u64::MAX));
                 }
+                cx.done(|e| e.ok())
+            }
+            Job::DenyScripts(disabled) => {
+                crate::scripting::set_deny_disabled(*disabled);
                 cx.done(|e| e.ok())
             }
             Job::ActiveExpire(on) => {

@@ -430,7 +430,7 @@ fn check_command<'t>(
         }
     };
     let refused = |e: &[u8]| Err((Some(spec.id), e.to_vec()));
-    if spec.flags.contains(Flags::NOSCRIPT) {
+    if spec.flags.contains(Flags::NOSCRIPT) && !crate::scripting::deny_disabled() {
         return refused(b"ERR This Redis command is not allowed from script");
     }
     // A script does not block: XREAD and XREADGROUP refuse BLOCK there (their options

@@ -401,6 +401,20 @@ pub fn running() -> Option<Running> {
     RUNNING.lock().ok().and_then(|r| r.clone())
 }
 
+/// `DEBUG SET-DISABLE-DENY-SCRIPTS`: scripts may call commands flagged `noscript` (for
+/// tests; those Goblin cannot run from a script are refused all the same).
+static DENY_DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// Sets `DEBUG SET-DISABLE-DENY-SCRIPTS`.
+pub fn set_deny_disabled(disabled: bool) {
+    DENY_DISABLED.store(disabled, Ordering::Relaxed);
+}
+
+/// Whether scripts may call commands flagged `noscript` (see [`set_deny_disabled`]).
+pub fn deny_disabled() -> bool {
+    DENY_DISABLED.load(Ordering::Relaxed)
+}
+
 /// The kill epoch a script starts in.
 pub fn kill_epoch() -> u64 {
     KILL_EPOCH.load(Ordering::SeqCst)

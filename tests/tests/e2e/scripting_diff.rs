@@ -1016,3 +1016,25 @@ fn repeated_runs_across_shards_keep_their_own_keys_and_args() {
         }
     });
 }
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS (redis-server's testing flag): with it, a script's
+/// call of a `noscript` command is not refused for its flag (Goblin then refuses the
+/// connection commands it cannot run from a script, in its own words); without it,
+/// redis-server's refusal again.
+#[test]
+fn debug_set_disable_deny_scripts_lifts_the_noscript_refusal() {
+    let server = Server::goblin_with(&["--enable-debug-command", "yes"]);
+    let mut raw = server.raw();
+    let call = "return redis.pcall('client', 'id')";
+    let refused = b"-ERR This Redis command is not allowed from script\r\n";
+    assert_eq!(raw.cmd(&[b"EVAL", call.as_bytes(), b"0"]), refused);
+    assert_eq!(raw.cmd_str("DEBUG SET-DISABLE-DENY-SCRIPTS 1"), b"+OK\r\n");
+    let lifted = raw.cmd(&[b"EVAL", call.as_bytes(), b"0"]);
+    assert!(
+        String::from_utf8_lossy(&lifted).contains("cannot be called from a script in Goblin"),
+        "{}",
+        String::from_utf8_lossy(&lifted)
+    );
+    assert_eq!(raw.cmd_str("DEBUG SET-DISABLE-DENY-SCRIPTS 0"), b"+OK\r\n");
+    assert_eq!(raw.cmd(&[b"EVAL", call.as_bytes(), b"0"]), refused);
+}
