@@ -904,6 +904,8 @@ pub(crate) mod plan {
         /// The command that runs it (EVAL, FCALL …), whose failed calls its reply's
         /// errors make.
         command: usize,
+        /// It has called a write command (then no longer refused over `maxmemory`).
+        dirty: std::cell::Cell<bool>,
         /// A write command it called ran since it was last resumed (SCRIPT KILL can
         /// no longer stop it).
         wrote: std::cell::Cell<bool>,
@@ -946,6 +948,7 @@ pub(crate) mod plan {
             callee: inv.callee,
             caller: start.caller.clone(),
             command: start.spec.id,
+            dirty: std::cell::Cell::new(false),
             wrote: std::cell::Cell::new(false),
         }))
     }
@@ -1000,10 +1003,27 @@ pub(crate) mod plan {
                         return Err(Resume::Refused(e));
                     }
                 };
+                // Over `maxmemory`, a command that may grow memory is refused to a
+                // script that has not written yet (Redis's `scriptVerifyOOM`), as the
+                // shard refuses it to a script run there: its hops run in the
+                // transaction, where the shard does not check.
+                if spec.flags.contains(crate::table::Flags::DENYOOM)
+                    && !self.dirty.get()
+                    && !self
+                        .callee
+                        .flags()
+                        .has(crate::scripting::ScriptFlags::ALLOW_OOM)
+                    && cx.shared.memory.maxmemory() > 0
+                    && crate::memory::used() > cx.shared.memory.maxmemory()
+                {
+                    cx.calls.borrow_mut().push(Tally::Rejected(spec.id));
+                    return Err(Resume::Refused(errors::OOM.to_vec()));
+                }
                 // Counted as a run on a shard counts it (`run_here`).
                 cx.calls.borrow_mut().push(Tally::Call(spec.id));
                 if spec.flags.contains(crate::table::Flags::WRITE) {
                     self.wrote.set(true);
+                    self.dirty.set(true);
                 }
                 // MONITOR shows the call as a run on a shard does (`run_here`).
                 let monitored = cx.shared.monitors.any() && crate::runtime::monitor::shown(spec);

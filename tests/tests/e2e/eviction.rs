@@ -143,6 +143,48 @@ fn exec_over_maxmemory_is_refused_when_a_queued_command_may_grow_memory() {
     goblin_tests::diff::same_transcript(transcript);
 }
 
+/// Over `maxmemory`, a script's call of a command that may grow memory is refused until
+/// the script has written — whether it runs on its shard or, declaring no key or keys on
+/// several shards, under its plan (whose commands the shards do not check).
+#[test]
+fn scripts_over_maxmemory_are_refused_their_writes_wherever_they_run() {
+    let (a, b) = {
+        let on = |prefix: &str, shard: usize| {
+            goblin_tests::keys::keys_on(prefix, shard, goblin_tests::default_threads(), 1).remove(0)
+        };
+        (
+            on("oom:a", 0),
+            on("oom:b", 1 % goblin_tests::default_threads()),
+        )
+    };
+    let transcript = |server: &Server| {
+        let mut c = server.raw();
+        let mut out = vec![c.cmd_str("SET pre 1"), c.cmd_str("CONFIG SET maxmemory 1")];
+        for (script, keys) in [
+            ("redis.call('set', 'x', 1)", vec![]),
+            ("return redis.pcall('set', 'x', 1)", vec![]),
+            ("redis.call('set', KEYS[1], 1)", vec![a.as_str()]),
+            (
+                "redis.call('set', KEYS[1], 1)",
+                vec![a.as_str(), b.as_str()],
+            ),
+            (
+                "redis.call('del', 'pre') return redis.call('get', 'x')",
+                vec![],
+            ),
+        ] {
+            let n = keys.len().to_string();
+            let mut args: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), n.as_bytes()];
+            args.extend(keys.iter().map(|k| k.as_bytes()));
+            out.push(c.cmd(&args));
+        }
+        out.push(c.cmd_str("CONFIG SET maxmemory 0"));
+        out.push(c.cmd(&[b"EXISTS", b"x", a.as_bytes(), b"pre"]));
+        out
+    };
+    goblin_tests::diff::same_transcript(transcript);
+}
+
 /// Writes `keys` keys of 1000 bytes, in pipelines; how many writes failed, and the first
 /// errors.
 fn fill(raw: &mut Raw, prefix: &str, keys: usize, ttl: Option<u64>) -> (usize, Vec<String>) {
