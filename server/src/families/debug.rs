@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Encoder, format_double};
-use goblin_store::{Keyspace, Millis, StreamId, Value, ValueRef};
+use goblin_store::{Keyspace, StreamId, ValueRef};
 
 use crate::config::Allow;
 use crate::errors;
@@ -110,8 +110,6 @@ enum Job {
     Ok,
     /// Looks at keys on their shards.
     Object(Vec<u8>),
-    /// Keys being put in place; the line to log once they are.
-    Loaded(&'static str),
     DigestValue(Vec<Vec<u8>>),
     Digest,
     /// Saves (unless NOSAVE), then loads the file into every shard.
@@ -122,9 +120,7 @@ enum Job {
     },
     /// Writes out every shard's log, reads the log's files back, and puts their keys in
     /// place of those in memory.
-    LoadAof {
-        synced: bool,
-    },
+    LoadAof(LoadAof),
     /// The arguments' error.
     Refuse(Vec<u8>),
 }
@@ -177,7 +173,7 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
             merge,
         }
     } else if is("LOADAOF") && n == 2 {
-        Job::LoadAof { synced: false }
+        Job::LoadAof(LoadAof::Sync)
     } else if is("CHANGE-REPL-ID") && n == 2 {
         Job::ChangeReplId
     } else if is("LOG") && n == 3 {
@@ -353,7 +349,7 @@ impl Plan for DebugPlan {
                 let text = hex(&digest);
                 cx.done(|e| e.simple(text.as_bytes()))
             }
-            Job::LoadAof { synced } if !*synced => {
+            Job::LoadAof(step @ LoadAof::Sync) => {
                 // (With the log off, what a BGREWRITEAOF wrote, as redis-server loads it.)
                 let persist = cx.shared.live().persist.clone();
                 let manifest = crate::persist::aof::Manifest::path(
@@ -363,7 +359,7 @@ impl Plan for DebugPlan {
                 if !persist.appendonly && !manifest.exists() {
                     return cx.done(|e| e.error(LOADAOF_WITHOUT_LOG));
                 }
-                *synced = true;
+                *step = LoadAof::Replay;
                 // Each shard's log written out first, as redis-server flushes its own.
                 let hops = (0..cx.slots.shards())
                     .map(|shard| {
@@ -375,10 +371,10 @@ impl Plan for DebugPlan {
                     .collect();
                 Step::Hops(hops)
             }
-            Job::LoadAof { .. } if results.iter().all(|r| matches!(r, HopOut::Flag(true))) => {
+            Job::LoadAof(step @ LoadAof::Replay) => {
                 match crate::persist::load::replay_log_keys(cx.shared) {
                     Ok(chunks) => {
-                        self.job = Job::Loaded("Append Only File loaded by DEBUG LOADAOF");
+                        *step = LoadAof::Filled;
                         fill_hops(chunks, true, true)
                     }
                     Err(e) => {
@@ -389,15 +385,8 @@ impl Plan for DebugPlan {
                     }
                 }
             }
-            Job::LoadAof { .. } | Job::Loaded(_)
-                if results.iter().any(|r| matches!(r, HopOut::Flag(false))) =>
-            {
-                cx.done(|e| e.error(b"ERR Error loading the append-only log, check server logs."))
-            }
-            Job::LoadAof { .. } | Job::Loaded(_) => {
-                if let Job::Loaded(line) = &self.job {
-                    crate::log!(Warning, "{line}");
-                }
+            Job::LoadAof(LoadAof::Filled) => {
+                crate::log!(Warning, "Append Only File loaded by DEBUG LOADAOF");
                 cx.done(|e| e.ok())
             }
             Job::Reload { save, flush, merge } => {
@@ -459,8 +448,19 @@ fn reload_hops(cx: &PlanCx<'_>, flush: bool, merge: bool) -> Step {
     fill_hops(chunks, flush, read.is_ok())
 }
 
-/// Keys loaded from a file, for one shard: database, key, value, expiry.
-type Chunk = Vec<(usize, Vec<u8>, Value, Option<Millis>)>;
+/// Keys loaded from a file, for one shard.
+type Chunk = Vec<crate::persist::load::Loaded>;
+
+/// DEBUG LOADAOF's steps.
+#[derive(Debug)]
+enum LoadAof {
+    /// Every shard writes its log out.
+    Sync,
+    /// The log's files are read back, and each shard is given its keys.
+    Replay,
+    /// The keys are in place.
+    Filled,
+}
 
 /// The hops that give each shard its `chunks` (emptied first with `flush`), answering
 /// `ok`. What they change is not logged: it is what the files hold already.

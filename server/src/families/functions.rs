@@ -302,7 +302,7 @@ pub(crate) fn stats_reply(shared: &Shared, out: &mut Encoder<'_>) {
     let (libraries, functions) = shared
         .functions
         .read(|r| (r.libraries().count(), r.function_count()));
-    if crate::scripting::busy() && crate::scripting::busy_error() == crate::errors::BUSY_SCRIPT {
+    if crate::scripting::busy_eval() {
         // A busy EVAL script: refused, as redis-server's `functionStatsCommand` does.
         return out.error(crate::errors::BUSY_SCRIPT);
     }

@@ -748,16 +748,12 @@ fn run_here(
     restart
 }
 
-/// What `inv` runs, for FUNCTION STATS: its function's name (`f_<sha>` for a script,
-/// as Redis names the Lua function) and its `command`, as an array.
+/// What `inv` runs, for FUNCTION STATS (which shows only functions): its name (a
+/// script's SHA1) and its `command`, as an array.
 fn describe(inv: &Invocation<'_>, command: &Args<'_>, out: &mut Vec<u8>) {
     let mut enc = Encoder::new(out, Version::Resp2);
-    let name = match &inv.callee {
-        Callee::Script(_) => [b"f_".as_slice(), inv.callee.who()].concat(),
-        Callee::Function(_) => inv.callee.who().to_vec(),
-    };
     enc.array(1 + command.len());
-    enc.bulk(&name);
+    enc.bulk(inv.callee.who());
     for word in command.iter_from(0) {
         enc.bulk(word);
     }

@@ -377,13 +377,13 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// Moves every key to its shard.
-    fn drain(mut self, sink: &mut Sink<'_>) {
+    /// Hands every key to `put`, with its database.
+    fn drain(mut self, mut put: impl FnMut(usize, Vec<u8>, Value, Option<Millis>)) {
         let now = clock::now_ms();
         for db in 0..self.shared.config.databases {
             for slot in 0..goblin_store::SLOTS as u16 {
                 self.shard
-                    .drain_slot_for_load(db, slot, now, |k, v, at| sink.put(db, k, v, at));
+                    .drain_slot_for_load(db, slot, now, |k, v, at| put(db, k, v, at));
             }
         }
     }
@@ -431,7 +431,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             manifest
         }
     };
-    replay.drain(sink);
+    replay.drain(|db, k, v, at| sink.put(db, k, v, at));
     // This run's files: the last generation's when it has one file per shard of this
     // run, else a new generation.
     let shards = shared.threads;
@@ -540,16 +540,11 @@ pub(crate) fn replay_log_keys(shared: &Shared) -> Result<Vec<Vec<Loaded>>, Strin
         replay_manifest(&mut replay, &manifest, &dir, Torn::Leave)?;
     }
     let mut chunks: Vec<Vec<Loaded>> = (0..shared.threads).map(|_| Vec::new()).collect();
-    let now = clock::now_ms();
-    for db in 0..shared.config.databases {
-        for slot in 0..goblin_store::SLOTS as u16 {
-            replay.shard.drain_slot_for_load(db, slot, now, |k, v, at| {
-                if let Some(chunk) = chunks.get_mut(shared.slots.shard_of_key(&k)) {
-                    chunk.push((db, k, v, at));
-                }
-            });
+    replay.drain(|db, k, v, at| {
+        if let Some(chunk) = chunks.get_mut(shared.slots.shard_of_key(&k)) {
+            chunk.push((db, k, v, at));
         }
-    }
+    });
     Ok(chunks)
 }
 

@@ -22,6 +22,7 @@
 //! the owner sends what it has and keeps the rest until the client reads). Past the
 //! bound the connection reads and dispatches nothing more.
 
+use crate::table::handler::ErrorCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -479,9 +480,7 @@ impl Worker {
                 if let Some(conn) = self.conns.get(key)
                     && conn.output.buf.get(at) == Some(&b'-')
                 {
-                    let end = conn.output.buf.len().min(at + 64);
-                    let error = conn.output.buf[at..end].to_vec();
-                    self.shard.count_error(&error, None);
+                    self.shard.count_error(&conn.output.buf[at..], None);
                     self.shard.count_failed(spec.id);
                 }
                 // (EXEC is no entry: the commands it runs are.)
@@ -1983,8 +1982,9 @@ impl Worker {
     }
 
     /// Records what a finished job ran for connection `key`: its commands that were
-    /// slow (EXEC's), and the job's own command (a plan's) in LATENCY and, if slow, in
-    /// SLOWLOG.
+    /// slow (EXEC's), the job's own command (a plan's) in LATENCY and, if slow, in
+    /// SLOWLOG, and in INFO commandstats and errorstats what it called and its reply's
+    /// error. (Every job whose outcome is written is recorded here first.)
     pub(crate) fn log_job(&mut self, key: usize, timing: JobTiming, outcome: &Outcome) {
         let JobTiming {
             mut slow,
@@ -2000,12 +2000,14 @@ impl Worker {
             self.shard.count(tally);
         }
         if !script_reply
-            && let (Some(id), Outcome::Reply(reply)) = (counted, outcome)
+            && let Outcome::Reply(reply) = outcome
             && reply.first() == Some(&b'-')
         {
-            self.shard.count_failed(id);
+            self.shard.count_error(reply, None);
+            if let Some(id) = counted {
+                self.shard.count_failed(id);
+            }
         }
-        self.reply_counted = script_reply;
         if let Some(Entry {
             command,
             fast,
@@ -2038,12 +2040,6 @@ impl Worker {
     /// Writes a job's answer to its connection's output, without resuming the connection
     /// (for a job that finished while the connection's requests are being run).
     fn write_job_outcome(&mut self, key: usize, outcome: Outcome) {
-        let counted = std::mem::take(&mut self.reply_counted);
-        if let Outcome::Reply(reply) = &outcome
-            && !counted
-        {
-            self.shard.count_error(reply, None);
-        }
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
@@ -2078,9 +2074,9 @@ impl Worker {
     }
 
     /// Counts the errors of EXEC's connection commands ([`write_one`]'s).
-    fn count_failed_in_exec(&mut self, failed: Vec<(usize, Vec<u8>)>) {
-        for (id, error) in failed {
-            self.shard.count_error(&error, None);
+    fn count_failed_in_exec(&mut self, failed: Vec<(usize, ErrorCode)>) {
+        for (id, code) in failed {
+            self.shard.count(crate::txn::plan::Tally::Error(code));
             self.shard.count_failed(id);
         }
     }
@@ -2180,7 +2176,7 @@ pub struct ExecRest {
 fn write_outcome(
     ctx: &mut ConnCtx<'_>,
     outcome: Outcome,
-    failed: &mut Vec<(usize, Vec<u8>)>,
+    failed: &mut Vec<(usize, ErrorCode)>,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     match outcome {
         Outcome::Exec(list) => {
@@ -2195,7 +2191,7 @@ fn write_outcome(
 fn write_outcomes(
     ctx: &mut ConnCtx<'_>,
     mut items: std::vec::IntoIter<Outcome>,
-    failed: &mut Vec<(usize, Vec<u8>)>,
+    failed: &mut Vec<(usize, ErrorCode)>,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     while let Some(item) = items.next() {
         if let Some(cmd) = write_one(ctx, item, failed) {
@@ -2207,11 +2203,11 @@ fn write_outcomes(
 
 /// Writes one outcome; a queued command that must ask every worker is given back. A
 /// connection command that answers an error is added to `failed` (its command and the
-/// start of its error), for INFO's statistics.
+/// error's code), for INFO's statistics.
 fn write_one(
     ctx: &mut ConnCtx<'_>,
     outcome: Outcome,
-    failed: &mut Vec<(usize, Vec<u8>)>,
+    failed: &mut Vec<(usize, ErrorCode)>,
 ) -> Option<Box<Batch>> {
     match outcome {
         Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
@@ -2227,8 +2223,7 @@ fn write_one(
                     let at = ctx.out.len();
                     f(ctx, &args);
                     if ctx.out.get(at) == Some(&b'-') {
-                        let end = ctx.out.len().min(at + 64);
-                        failed.push((spec.id, ctx.out[at..end].to_vec()));
+                        failed.push((spec.id, ErrorCode::of(&ctx.out[at..])));
                     }
                     if let Some(started) = started {
                         log_command(ctx.shared, ctx.client, spec, &args, ctx.now, since(started));

@@ -226,9 +226,6 @@ pub struct Worker {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Batch>>,
     pub(crate) commands: u64,
-    /// The errors of the job reply about to be written were counted already (a
-    /// script's, by `Worker::log_job`).
-    pub(crate) reply_counted: bool,
     /// Messages sent to other workers whose answer has not come back yet.
     awaiting: usize,
     /// The background save this shard's image goes to.
@@ -331,7 +328,6 @@ impl Worker {
             deadlines: BinaryHeap::new(),
             pool: Vec::new(),
             commands: 0,
-            reply_counted: false,
             awaiting: 0,
             save_job: None,
             last_cron: Instant::now(),

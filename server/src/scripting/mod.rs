@@ -344,6 +344,11 @@ pub fn busy_error() -> &'static [u8] {
     }
 }
 
+/// Whether the busy script is an EVAL's (no function is busy).
+pub fn busy_eval() -> bool {
+    busy() && BUSY_FUNCTIONS.load(Ordering::Relaxed) == 0
+}
+
 /// A script passed the threshold; `wrote`: it wrote already; `function`: it is FCALL's.
 pub fn enter_busy(wrote: bool, function: bool) {
     BUSY.fetch_add(1, Ordering::SeqCst);
@@ -374,8 +379,8 @@ pub fn leave_busy(wrote: bool, function: bool) {
     }
 }
 
-/// The busy script, for FUNCTION STATS: its function's name (`f_<sha>` for a script),
-/// the command that runs it, since when.
+/// The busy function, for FUNCTION STATS: its name, the command that runs it, since
+/// when.
 #[derive(Clone, Debug)]
 pub struct Running {
     /// The function's name.
