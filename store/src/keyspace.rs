@@ -963,6 +963,23 @@ impl Keyspace {
         })
     }
 
+    /// The entry stored for `key`, live or not, and its idle seconds at `now`: nothing
+    /// is removed and no access is recorded (DEBUG OBJECT, which in Redis looks the key
+    /// up in the keyspace's dictionary, expired or not).
+    pub fn peek_stored(&self, key: &[u8], now: Millis) -> Option<(Entry<'_>, u64)> {
+        let (slot, hash) = self.locate(key);
+        let h = self.find(slot, hash, key)?;
+        let blob = self.arena.get(h);
+        let idle = u64::from(lru_idle(blob::access(blob), now));
+        Some((
+            Entry {
+                blob,
+                value: value_ref(blob, &self.boxed),
+            },
+            idle,
+        ))
+    }
+
     /// How `key` is stored, live or not: `None` when absent, else its expiry, which may
     /// have passed. Nothing is removed and no access is recorded: WATCH looks at a key
     /// this way (Redis's `keyIsExpired` does not delete either).

@@ -232,9 +232,8 @@ impl Plan for DebugPlan {
         match &mut self.job {
             Job::Refuse(error) => cx.done(|e| e.error(error)),
             Job::Sleep(secs) => {
-                if secs.is_finite() && *secs > 0.0 {
-                    let started = std::time::Instant::now();
-                    std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+                let started = std::time::Instant::now();
+                if sleep(*secs) {
                     // A slow command, for the latency monitor.
                     let micros = started.elapsed().as_micros();
                     cx.shared
@@ -492,8 +491,24 @@ fn fill_hops(chunks: Vec<Chunk>, flush: bool, ok: bool) -> Step {
     Step::Hops(hops)
 }
 
+/// DEBUG SLEEP's sleep, of `secs` as C's `strtod` reads them (an hour at most); whether
+/// it slept.
+pub(crate) fn sleep(secs: f64) -> bool {
+    let slept = secs.is_finite() && secs > 0.0;
+    if slept {
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+    }
+    slept
+}
+
+/// `DEBUG SLEEP seconds` called by a script (Redis's tests of a script's frozen clock
+/// call it): the script's thread sleeps, as redis-server does.
+pub(crate) fn script_sleep(arg: &[u8]) {
+    sleep(strtod(arg).0);
+}
+
 /// `DEBUG PROTOCOL type`: a sample reply of each RESP type.
-fn protocol(e: &mut Encoder<'_>, kind: &[u8]) {
+pub(crate) fn protocol(e: &mut Encoder<'_>, kind: &[u8]) {
     let resp3 = e.version() == goblin_protocol::Version::Resp3;
     match kind {
         b"string" => e.bulk(b"Hello World"),
@@ -541,8 +556,7 @@ fn protocol(e: &mut Encoder<'_>, kind: &[u8]) {
 /// `DEBUG OBJECT key`'s line, as `debugCommand` prints it (the address is made up from
 /// the key; the LRU clock has Redis's 24 bits of seconds).
 fn describe(ctx: &mut ShardCtx<'_>, key: &[u8]) -> Option<String> {
-    let idle = ctx.db.idle_secs(key, ctx.now).unwrap_or(0);
-    let e = ctx.db.get(key, ctx.now)?;
+    let (e, idle) = ctx.db.peek_stored(key, ctx.now)?;
     let refcount = super::keys::refcount(&e);
     let encoding = e.encoding();
     let value = e.value();

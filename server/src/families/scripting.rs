@@ -461,11 +461,21 @@ fn check_command<'t>(
 }
 
 /// A keyless command a script may call that runs on the connection's thread elsewhere:
-/// answered here (PING, ECHO, TIME); `None` for others.
+/// answered here (PING, ECHO, TIME, DEBUG PROTOCOL and SLEEP); `None` for others.
 pub(crate) fn keyless_reply(spec: &CommandSpec, argv: &Args<'_>, resp: Version) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut enc = Encoder::new(&mut out, resp);
     match spec.name {
+        // DEBUG PROTOCOL's sample replies and DEBUG SLEEP (Redis's tests of a script's
+        // RESP parsing and frozen clock call them); DEBUG's other subcommands are not
+        // one shard's.
+        "debug" if argv.len() == 3 && argv.get(1).eq_ignore_ascii_case(b"protocol") => {
+            crate::families::debug::protocol(&mut enc, &argv.get(2).to_ascii_lowercase())
+        }
+        "debug" if argv.len() == 3 && argv.get(1).eq_ignore_ascii_case(b"sleep") => {
+            crate::families::debug::script_sleep(argv.get(2));
+            enc.ok()
+        }
         "ping" if argv.len() == 1 => enc.simple(b"PONG"),
         "ping" => enc.bulk(argv.get(1)),
         "echo" => enc.bulk(argv.get(1)),

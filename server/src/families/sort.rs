@@ -314,6 +314,7 @@ fn read_source(
     let mut alpha = spec.alpha;
     let mut by = spec.by.as_deref();
     let desc = spec.desc;
+    let by_script = ctx.called_by_script();
     // A missing key is an empty list: nothing to sort, reply or store.
     let Some(entry) = ctx.db.get(key, ctx.now) else {
         return Ok(Source {
@@ -328,8 +329,9 @@ fn read_source(
         ValueRef::ZSet(z) => (false, z.len()),
         _ => return Err(errors::WRONGTYPE),
     };
-    // A set has no order of its own: stored, it is sorted as strings.
-    if dont_sort && is_set && spec.store.is_some() {
+    // A set has no order of its own: stored, or answered to a script, it is sorted as
+    // strings (so that the result does not depend on how the set is laid out).
+    if dont_sort && is_set && (spec.store.is_some() || by_script) {
         dont_sort = false;
         alpha = true;
         by = None;

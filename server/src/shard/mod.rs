@@ -731,6 +731,7 @@ impl Shard {
             logging.then_some(&mut self.effects),
             &mut self.watches,
         );
+        ctx.set_in_script(self.in_script);
         let result = f(&mut ctx);
         let release = ctx.wants_release();
         let rotation = ctx.rotation();

@@ -158,6 +158,7 @@ pub struct ShardCtx<'a> {
     flushed: bool,
     unlogged: bool,
     sync_log: bool,
+    in_script: bool,
 }
 
 impl<'a> ShardCtx<'a> {
@@ -197,7 +198,19 @@ impl<'a> ShardCtx<'a> {
             reset_stats: false,
             unlogged: false,
             sync_log: false,
+            in_script: false,
         }
+    }
+
+    /// Marks the command as called by a script running on this shard.
+    pub(crate) fn set_in_script(&mut self, on: bool) {
+        self.in_script = on;
+    }
+
+    /// Whether a script running on this shard called the command (SORT then orders a
+    /// set it would leave unsorted, as redis-server does for a script's determinism).
+    pub fn called_by_script(&self) -> bool {
+        self.in_script
     }
 
     /// The number of the database the command runs against.

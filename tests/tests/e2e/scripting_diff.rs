@@ -1038,3 +1038,83 @@ fn debug_set_disable_deny_scripts_lifts_the_noscript_refusal() {
     assert_eq!(raw.cmd_str("DEBUG SET-DISABLE-DENY-SCRIPTS 0"), b"+OK\r\n");
     assert_eq!(raw.cmd(&[b"EVAL", call.as_bytes(), b"0"]), refused);
 }
+
+/// What scripts may call of DEBUG (PROTOCOL's sample replies, in each protocol pair of
+/// script and client, but a push, which redis-server's script turns to nil; SLEEP, with the script's clock standing still meanwhile), SORT BY
+/// a constant of a set called by a script (ordered, as redis-server orders it for a
+/// script), and DEBUG OBJECT of a key whose time has passed (found, not expired), as
+/// redis-server answers them (Redis's own tests of a script's RESP parsing call DEBUG
+/// PROTOCOL).
+#[test]
+fn debug_and_sort_called_by_scripts_match_redis() {
+    for threads in [1, 4] {
+        let args = ["--enable-debug-command", "yes"];
+        let t = threads.to_string();
+        let mut d = Differential::with_servers(
+            Server::goblin_with(&["--threads", &t, args[0], args[1]]),
+            Server::redis_with(&args),
+        );
+        let ctx = format!("--threads {threads}");
+        same(&mut d, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"], &ctx);
+        for client in ["2", "3"] {
+            same(&mut d, &["HELLO", client], &ctx);
+            for lua in ["2", "3"] {
+                for kind in [
+                    "string", "integer", "double", "bignum", "null", "array", "set", "map",
+                    "attrib", "verbatim", "true", "false", "nosuch",
+                ] {
+                    let body = format!(
+                        "redis.setresp({lua}); return redis.pcall('debug', 'protocol', '{kind}')"
+                    );
+                    eval0(&mut d, &body, &format!("{ctx}, client {client}, lua {lua}"));
+                }
+            }
+        }
+        same(&mut d, &["HELLO", "2"], &ctx);
+        // Time stands still for a script: a key set to expire in 1 ms outlives the sleep.
+        let frozen = "redis.call('set', KEYS[1], 'v', 'px', 1); \
+                      redis.call('debug', 'sleep', 0.01); \
+                      return redis.call('exists', KEYS[1])";
+        same(&mut d, &["EVAL", frozen, "1", "{t}frozen"], &ctx);
+        same(&mut d, &["EXISTS", "{t}frozen"], &ctx);
+        let members = [
+            "a", "b", "c", "d", "e", "f", "g", "h", "i", "l", "m", "n", "o", "p", "q", "r", "aa",
+            "aaa", "azz", "z",
+        ];
+        let mut sadd = vec!["SADD", "{t}myset"];
+        sadd.extend(members);
+        same(&mut d, &sadd, &ctx);
+        for call in [
+            "return redis.call('sort', KEYS[1], 'by', '_')",
+            "return redis.call('sort', KEYS[1], 'by', '_', 'desc', 'limit', 2, 5)",
+            "return redis.call('sort_ro', KEYS[1], 'by', 'nosort')",
+        ] {
+            same(&mut d, &["EVAL", call, "1", "{t}myset"], &ctx);
+        }
+        // DEBUG OBJECT finds a key whose time has passed while nothing expired it.
+        same(&mut d, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"], &ctx);
+        same(&mut d, &["SET", "{t}gone", "v", "PX", "1"], &ctx);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let g = d.g.cmd(&[b"DEBUG", b"OBJECT", b"{t}gone"]);
+        let r = d.r.cmd(&[b"DEBUG", b"OBJECT", b"{t}gone"]);
+        for (who, reply) in [("goblin", &g), ("redis", &r)] {
+            assert!(
+                reply.starts_with(b"+Value at:"),
+                "{ctx}: {who}: {}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+        same(
+            &mut d,
+            &[
+                "EVAL",
+                "return redis.call('exists', KEYS[1])",
+                "1",
+                "{t}gone",
+            ],
+            &ctx,
+        );
+        same(&mut d, &["EXISTS", "{t}gone"], &ctx);
+        same(&mut d, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"], &ctx);
+    }
+}
