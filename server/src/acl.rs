@@ -390,7 +390,7 @@ impl Selector {
         }
         if !on || !what.contains(&b'|') {
             // `-command` or `-container|subcommand`, `+command`.
-            let spec = lookup_full(table, what).ok_or(UNKNOWN)?;
+            let spec = table.lookup_full(what).ok_or(UNKNOWN)?;
             self.change(table, spec, on);
             return Ok(());
         }
@@ -398,7 +398,7 @@ impl Selector {
         // command without subcommands (`+select|0`), never of a subcommand.
         let bar = what.iter().rposition(|&b| b == b'|').unwrap_or(0);
         let (name, sub) = (&what[..bar], &what[bar + 1..]);
-        let spec = lookup_full(table, name).ok_or(UNKNOWN)?;
+        let spec = table.lookup_full(name).ok_or(UNKNOWN)?;
         if spec.name.contains('|') {
             return Err("Allowing first-arg of a subcommand is not supported");
         }
@@ -603,20 +603,6 @@ impl Selector {
                 rules.push_str(&String::from_utf8_lossy(a));
                 rules.push(' ');
             }
-        }
-    }
-}
-
-/// The command `name` names: a command, or `container|subcommand`.
-fn lookup_full<'t>(table: &'t CommandTable, name: &[u8]) -> Option<&'t CommandSpec> {
-    match name.iter().position(|&b| b == b'|') {
-        None => table.lookup(name),
-        Some(bar) => {
-            let container = table.lookup(&name[..bar])?;
-            if !container.is_container() {
-                return None;
-            }
-            table.lookup_sub(container, &name[bar + 1..])
         }
     }
 }

@@ -2,7 +2,8 @@
 //! written for redis-server (Debian's own, say) starts goblin-server unchanged, CONFIG
 //! GET shows them, CONFIG SET checks and keeps them, CONFIG REWRITE writes them. Most
 //! tune what Goblin does not have (replication, TLS, active defrag); the encodings'
-//! thresholds are put in force ([`apply_thresholds`]); a few are logged at start-up when they
+//! thresholds and the latency histograms' options are put in force ([`apply_thresholds`]);
+//! a few are logged at start-up when they
 //! ask for something Goblin does not do (`daemonize yes`, a TLS port, a Unix socket,
 //! `replicaof`).
 
@@ -301,6 +302,9 @@ impl Inert {
             {
                 Err("wrong number of arguments".into())
             }
+            Kind::Text if self.name == "latency-tracking-info-percentiles" => {
+                crate::runtime::histogram::canonical_percentiles(&values.join(" "))
+            }
             Kind::Text => Ok(values.join(" ")),
             Kind::Bool => match one()?.to_ascii_lowercase().as_str() {
                 "yes" => Ok("yes".into()),
@@ -354,6 +358,10 @@ pub fn apply_thresholds(values: &[String]) {
             threshold.set(n);
         }
     }
+    crate::runtime::histogram::configure(
+        value(values, "latency-tracking") != Some("no"),
+        value(values, "latency-tracking-info-percentiles").unwrap_or_default(),
+    );
     use std::sync::atomic::Ordering::Relaxed;
     let streams = &crate::families::streams::NODE_MAX_BYTES;
     if let Some(n) = value(values, "stream-node-max-bytes").and_then(|v| v.parse::<usize>().ok()) {

@@ -2,9 +2,12 @@
 //! MEMORY (USAGE, STATS, DOCTOR, PURGE, MALLOC-STATS), with redis-server 7.0's replies
 //! where they mean something here. (DEBUG is `debug.rs`.)
 
+use std::collections::BTreeMap;
+
 use goblin_protocol::parse_i64;
 
 use crate::errors;
+use crate::runtime::histogram::Histogram;
 use crate::table::CommandTable;
 use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
 use crate::table::meta;
@@ -23,6 +26,14 @@ pub fn register(table: &mut CommandTable) {
             ("reset", None, Exec::Conn(latency_reset)),
             ("doctor", None, Exec::Conn(latency_doctor)),
             ("help", None, Exec::Conn(latency_help)),
+            (
+                "histogram",
+                None,
+                Exec::Plan(CrossShard {
+                    plan: latency_histogram_plan,
+                    locking: Locking::WholeShards,
+                }),
+            ),
         ],
     );
     table.add_container(
@@ -102,10 +113,94 @@ fn latency_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             "RESET [<event> ...]",
             "    Reset latency data of one or more <event> classes.",
             "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
             "HELP",
             "    Prints this help.",
         ],
     );
+}
+
+/// One worker's latency histograms, by command id (LATENCY HISTOGRAM's and INFO
+/// latencystats' part).
+pub(crate) fn latency_part(ctx: &ShardCtx<'_>) -> HopOut {
+    let part: Vec<(usize, Histogram)> = ctx
+        .latencies
+        .iter()
+        .map(|(id, h)| (id, h.clone()))
+        .collect();
+    HopOut::Other(Box::new(part))
+}
+
+/// Every worker's histograms added up, by command id.
+pub(crate) fn merge_latencies(parts: Vec<HopOut>) -> BTreeMap<usize, Histogram> {
+    let mut merged: BTreeMap<usize, Histogram> = BTreeMap::new();
+    for part in parts {
+        let HopOut::Other(any) = part else { continue };
+        let Ok(part) = any.downcast::<Vec<(usize, Histogram)>>() else {
+            continue;
+        };
+        for (id, h) in part.iter() {
+            merged.entry(*id).or_default().merge(h);
+        }
+    }
+    merged
+}
+
+fn latency_histogram_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+    latency_part(ctx)
+}
+
+/// `LATENCY HISTOGRAM [command ...]`: per command with runs (all of them, by name, or
+/// those named — a container names its subcommands; unknown names are skipped), its
+/// calls and cumulative buckets, as `latencySpecificCommandsFillCDF` answers.
+fn latency_histogram_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let merged = merge_latencies(parts);
+    let table = &cx.shared.commands;
+    let mut shown: Vec<(&str, &Histogram)> = Vec::new();
+    if args.len() <= 2 {
+        shown = merged
+            .iter()
+            .filter_map(|(id, h)| table.get(*id).map(|s| (s.name, h)))
+            .collect();
+        shown.sort_by_key(|(name, _)| *name);
+    }
+    for name in args.iter().skip(2) {
+        let Some(spec) = table.lookup_full(name) else {
+            continue;
+        };
+        let with_subcommands = std::iter::once(spec).chain(table.subcommands(spec));
+        for spec in with_subcommands {
+            if let Some(h) = merged.get(&spec.id) {
+                shown.push((spec.name, h));
+            }
+        }
+    }
+    cx.reply(|e| {
+        e.map(shown.len());
+        for (name, h) in &shown {
+            e.bulk(name.as_bytes());
+            e.map(2);
+            e.bulk(b"calls");
+            e.integer(h.total() as i64);
+            e.bulk(b"histogram_usec");
+            let buckets = h.cumulative_usec();
+            e.map(buckets.len());
+            for (usec, count) in buckets {
+                e.integer(usec as i64);
+                e.integer(count as i64);
+            }
+        }
+    })
+}
+
+fn latency_histogram_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    Ok(Box::new(FanOut::new(
+        start.args,
+        latency_histogram_part,
+        latency_histogram_merge,
+    )))
 }
 
 /// `MEMORY USAGE key [SAMPLES count]`: the bytes the key takes (nil when it does not
@@ -155,7 +250,7 @@ fn memory_stats_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
 /// `MEMORY STATS`: redis-server's fields, from the allocator's count, the process's
 /// resident size and every shard's keyspace.
 fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
-    let mut dbs: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
+    let mut dbs: BTreeMap<usize, (usize, usize)> = Default::default();
     let (mut keys, mut dataset) = (0usize, 0usize);
     for part in parts {
         let HopOut::Other(any) = part else { continue };

@@ -10,7 +10,7 @@
 //! each shard's keys at once.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use goblin_protocol::{Frame, parse_i64, parse_reply};
@@ -191,34 +191,24 @@ fn move_keys(ctx: &mut ShardCtx<'_>, opts: &Options, keys: &[Vec<u8>]) -> Moved 
         return Moved::NoKey;
     }
     let asking = crate::cluster::enabled();
-    let mut request = Vec::new();
-    if let Some((user, password)) = &opts.auth {
-        match user {
-            Some(user) => command(&mut request, &[b"AUTH", user, password]),
-            None => command(&mut request, &[b"AUTH", password]),
-        }
-    }
-    let db = opts.db.to_string();
-    command(&mut request, &[b"SELECT", db.as_bytes()]);
-    let preamble = 1 + usize::from(opts.auth.is_some());
     let restore: &[u8] = if asking {
         b"RESTORE-ASKING"
     } else {
         b"RESTORE"
     };
+    let mut restores = Vec::new();
     for (key, ttl, payload) in &found {
         let ttl = ttl.to_string();
         if opts.replace {
             command(
-                &mut request,
+                &mut restores,
                 &[restore, key, ttl.as_bytes(), payload, b"REPLACE"],
             );
         } else {
-            command(&mut request, &[restore, key, ttl.as_bytes(), payload]);
+            command(&mut restores, &[restore, key, ttl.as_bytes(), payload]);
         }
     }
-    let expected = preamble + found.len();
-    let replies = match exchange(opts, &request, expected) {
+    let (preamble, replies) = match exchange(opts, &restores, found.len()) {
         Ok(r) => r,
         Err(e) => return Moved::Err(e),
     };
@@ -280,28 +270,92 @@ fn command(out: &mut Vec<u8>, argv: &[&[u8]]) {
     }
 }
 
-/// Sends `request` to the target and reads `expected` replies (each `Err` carrying an
-/// error reply's text), within the timeout.
+/// Sends the `restores` (`n` commands) to the target, after AUTH if asked and SELECT if
+/// the connection has another database selected, over a cached connection when there is
+/// one; answers how many replies came before the restores' and every reply (each `Err`
+/// carrying an error reply's text), within the timeout. A cached connection that fails
+/// (the target closed it meanwhile) is closed and the exchange tried once more on a new
+/// one, as redis-server's `migrateCommand` retries; not after a timeout.
 fn exchange(
     opts: &Options,
+    restores: &[u8],
+    n: usize,
+) -> Result<(usize, Vec<Result<(), Vec<u8>>>), Vec<u8>> {
+    let target = format!("{}:{}", opts.host, opts.port);
+    let mut retried = false;
+    loop {
+        let (mut conn, reused) = match cache::take(&target) {
+            Some(conn) => (conn, true),
+            None => (cache::connect(opts)?, false),
+        };
+        let mut request = Vec::new();
+        if let Some((user, password)) = &opts.auth {
+            match user {
+                Some(user) => command(&mut request, &[b"AUTH", user, password]),
+                None => command(&mut request, &[b"AUTH", password]),
+            }
+        }
+        let select = conn.db != Some(opts.db);
+        if select {
+            let db = opts.db.to_string();
+            command(&mut request, &[b"SELECT", db.as_bytes()]);
+        }
+        let preamble = usize::from(opts.auth.is_some()) + usize::from(select);
+        request.extend_from_slice(restores);
+        match talk(&mut conn.stream, opts.timeout, &request, preamble + n) {
+            Ok(replies) => {
+                if select {
+                    // The database the connection has now (none known if SELECT failed).
+                    conn.db = replies
+                        .get(preamble - 1)
+                        .and_then(|r| r.is_ok().then_some(opts.db));
+                }
+                cache::put_back(target, conn);
+                return Ok((preamble, replies));
+            }
+            Err(failure) => {
+                cache::close(conn);
+                if reused && !retried && !failure.timed_out {
+                    retried = true;
+                    continue;
+                }
+                return Err(failure.message);
+            }
+        }
+    }
+}
+
+/// Why an exchange with the target failed.
+struct Failure {
+    message: Vec<u8>,
+    timed_out: bool,
+}
+
+/// Writes `request` and reads `expected` replies.
+fn talk(
+    stream: &mut TcpStream,
+    timeout: Duration,
     request: &[u8],
     expected: usize,
-) -> Result<Vec<Result<(), Vec<u8>>>, Vec<u8>> {
-    let connect_error = || b"IOERR error or timeout connecting to the client".to_vec();
-    let addr = (opts.host.as_str(), opts.port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(connect_error)?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, opts.timeout).map_err(|_| connect_error())?;
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(opts.timeout));
-    let _ = stream.set_read_timeout(Some(opts.timeout));
-    stream
-        .write_all(request)
-        .map_err(|_| b"IOERR error or timeout writing to target instance".to_vec())?;
-    let read_error = || b"IOERR error or timeout reading to target instance".to_vec();
+) -> Result<Vec<Result<(), Vec<u8>>>, Failure> {
+    let failure = |message: &[u8], e: Option<std::io::Error>| Failure {
+        message: message.to_vec(),
+        timed_out: e.is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
+        }),
+    };
+    let _ = stream.set_write_timeout(Some(timeout));
+    let _ = stream.set_read_timeout(Some(timeout));
+    stream.write_all(request).map_err(|e| {
+        failure(
+            b"IOERR error or timeout writing to target instance",
+            Some(e),
+        )
+    })?;
+    const READ_ERROR: &[u8] = b"IOERR error or timeout reading to target instance";
     let mut buf = Vec::new();
     let mut replies = Vec::with_capacity(expected);
     let mut at = 0;
@@ -317,20 +371,123 @@ fn exchange(
                 continue;
             }
             Ok(None) => {}
-            Err(_) => return Err(read_error()),
+            Err(_) => return Err(failure(READ_ERROR, None)),
         }
         // The target's replies are short (+OK, or an error line): a peer that sends more
         // is not one, and is not buffered without end.
         if buf.len() - at > MAX_TARGET_REPLY {
-            return Err(read_error());
+            return Err(failure(READ_ERROR, None));
         }
         match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return Err(read_error()),
+            Ok(0) => return Err(failure(READ_ERROR, None)),
+            Err(e) => return Err(failure(READ_ERROR, Some(e))),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
+    // (Bytes after the replies expected would be out of step: not kept.)
+    if at != buf.len() {
+        return Err(failure(READ_ERROR, None));
+    }
     Ok(replies)
 }
+
+/// MIGRATE's connections kept for the next MIGRATE to the same target, as redis-server
+/// keeps them (`migrateGetSocket`): per `host:port`, the connection and the database it
+/// has selected; at most 64 (the least recently used goes), each closed after 10 s
+/// unused ([`close_idle`], from the cron). A connection in use is taken out, so that
+/// MIGRATEs on several threads never share one; INFO's `migrate_cached_sockets` counts
+/// those too.
+mod cache {
+    use std::net::{TcpStream, ToSocketAddrs};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::Options;
+
+    /// `MIGRATE_SOCKET_CACHE_ITEMS`.
+    const ITEMS: usize = 64;
+    /// `MIGRATE_SOCKET_CACHE_TTL`.
+    const TTL: Duration = Duration::from_secs(10);
+
+    /// A connection to a target.
+    pub(super) struct Conn {
+        pub stream: TcpStream,
+        /// The database it has selected, when known.
+        pub db: Option<i64>,
+        used: Instant,
+    }
+
+    static IDLE: Mutex<Vec<(String, Conn)>> = Mutex::new(Vec::new());
+    static IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+    fn idle() -> std::sync::MutexGuard<'static, Vec<(String, Conn)>> {
+        IDLE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cached connection to `target`, taken out for use.
+    pub(super) fn take(target: &str) -> Option<Conn> {
+        let mut idle = idle();
+        let at = idle.iter().position(|(t, _)| t == target)?;
+        IN_USE.fetch_add(1, Ordering::Relaxed);
+        Some(idle.swap_remove(at).1)
+    }
+
+    /// A new connection to the target (in use).
+    pub(super) fn connect(opts: &Options) -> Result<Conn, Vec<u8>> {
+        let connect_error = || b"IOERR error or timeout connecting to the client".to_vec();
+        let addr = (opts.host.as_str(), opts.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(connect_error)?;
+        let stream =
+            TcpStream::connect_timeout(&addr, opts.timeout).map_err(|_| connect_error())?;
+        let _ = stream.set_nodelay(true);
+        IN_USE.fetch_add(1, Ordering::Relaxed);
+        Ok(Conn {
+            stream,
+            db: None,
+            used: Instant::now(),
+        })
+    }
+
+    /// Keeps a connection that served for the next MIGRATE to `target`.
+    pub(super) fn put_back(target: String, mut conn: Conn) {
+        conn.used = Instant::now();
+        let mut idle = idle();
+        IN_USE.fetch_sub(1, Ordering::Relaxed);
+        // (Two threads' connections to one target: the other is closed.)
+        idle.retain(|(t, _)| *t != target);
+        if idle.len() + IN_USE.load(Ordering::Relaxed) >= ITEMS
+            && let Some(oldest) = (0..idle.len()).min_by_key(|&i| idle[i].1.used)
+        {
+            idle.swap_remove(oldest);
+        }
+        idle.push((target, conn));
+    }
+
+    /// Closes a connection that failed.
+    pub(super) fn close(conn: Conn) {
+        IN_USE.fetch_sub(1, Ordering::Relaxed);
+        drop(conn);
+    }
+
+    /// Closes the connections unused for 10 s.
+    pub fn close_idle() {
+        let mut idle = idle();
+        if !idle.is_empty() {
+            idle.retain(|(_, c)| c.used.elapsed() < TTL);
+        }
+    }
+
+    /// How many connections are cached, in use or not (INFO's `migrate_cached_sockets`).
+    pub fn count() -> usize {
+        idle().len() + IN_USE.load(Ordering::Relaxed)
+    }
+}
+
+pub use cache::{close_idle, count as cached_sockets};
 
 /// MIGRATE … KEYS with keys on several shards: each shard moves its own keys (at once,
 /// each waiting for the target on its own thread); the answer is the first error, else

@@ -377,7 +377,8 @@ struct SubPlan {
     idx: usize,
     plan: Box<dyn Plan>,
     command: Arc<Batch>,
-    /// When it started, if SLOWLOG times it (inside EXEC nothing waits for locks).
+    /// When it started, if its latency or SLOWLOG times it (inside EXEC nothing waits
+    /// for locks).
     since: Option<std::time::Instant>,
 }
 
@@ -388,12 +389,16 @@ impl SubPlan {
         if matches!(step, Step::Done(_))
             && let Some(since) = self.since
         {
-            let micros = since.elapsed().as_micros() as u64;
+            let nanos = since.elapsed().as_nanos() as u64;
+            let micros = nanos / 1000;
             let spec = self
                 .command
                 .cmds
                 .first()
                 .and_then(|c| cx.shared.commands.get(c.spec));
+            if let Some(spec) = spec {
+                cx.calls.borrow_mut().push(Tally::Latency(spec.id, nanos));
+            }
             if cx.shared.slowlog.is_slow(micros)
                 && spec.is_some_and(|s| !s.flags.contains(crate::table::Flags::SKIP_SLOWLOG))
             {
@@ -476,7 +481,9 @@ impl Plan for ExecPlan {
                         idx,
                         plan,
                         command,
-                        since: cx.shared.slowlog.enabled().then(std::time::Instant::now),
+                        since: (crate::runtime::histogram::tracking()
+                            || cx.shared.slowlog.enabled())
+                        .then(std::time::Instant::now),
                     };
                     match sub.step(cx, Vec::new()) {
                         Step::Done(outcome) => self.outcomes[idx] = Some(outcome),

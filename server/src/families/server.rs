@@ -236,14 +236,7 @@ fn named<'a>(ctx: &ConnCtx<'a>, args: &Args<'_>) -> Vec<Option<&'a CommandSpec>>
         return table.top_level().map(Some).collect();
     }
     args.iter_from(2)
-        .map(|name| {
-            let mut parts = name.splitn(2, |&b| b == b'|');
-            let spec = table.lookup(parts.next().unwrap_or(b""))?;
-            match parts.next() {
-                Some(sub) => table.lookup_sub(spec, sub),
-                None => Some(spec),
-            }
-        })
+        .map(|name| table.lookup_full(name))
         .collect()
 }
 
@@ -682,10 +675,21 @@ struct InfoPart {
     expired: u64,
     stats: Vec<(usize, CmdStat)>,
     errors: crate::table::handler::ErrorCounts,
+    /// Its latency histograms, when INFO shows latencystats.
+    latencies: Option<HopOut>,
 }
 
 /// INFO's part on one shard.
-fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+fn info_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
+    let latencies = args
+        .iter()
+        .skip(1)
+        .any(|a| {
+            ["all", "everything", "latencystats"]
+                .iter()
+                .any(|s| a.eq_ignore_ascii_case(s.as_bytes()))
+        })
+        .then(|| super::diagnostics::latency_part(ctx));
     let stats = ctx
         .stats
         .iter()
@@ -708,6 +712,7 @@ fn info_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
         expired,
         stats,
         errors: ctx.errors.clone(),
+        latencies,
     }))
 }
 
@@ -903,6 +908,37 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// INFO latencystats: per command with runs, the configured percentiles of its latency
+/// in µs (nothing with `latency-tracking no`).
+fn latencystats(cx: &PlanCx<'_>, parts: Vec<HopOut>) -> String {
+    let mut text = String::new();
+    if !crate::runtime::histogram::tracking() {
+        return text;
+    }
+    let percentiles = crate::runtime::histogram::percentiles();
+    let mut by_name: Vec<(&str, crate::runtime::histogram::Histogram)> =
+        super::diagnostics::merge_latencies(parts)
+            .into_iter()
+            .filter_map(|(id, h)| cx.shared.commands.get(id).map(|s| (s.name, h)))
+            .collect();
+    by_name.sort_by_key(|(name, _)| *name);
+    for (name, h) in by_name {
+        let values: Vec<String> = percentiles
+            .iter()
+            .map(|&p| {
+                let text = crate::runtime::histogram::percentile_text(p);
+                format!("p{text}={:.3}", h.value_at_percentile(p) as f64 / 1000.0)
+            })
+            .collect();
+        let _ = write!(
+            text,
+            "latency_percentiles_usec_{name}:{}\r\n",
+            values.join(",")
+        );
+    }
+    text
+}
+
 /// INFO's sections, from every shard's part.
 fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     let mut keyspace_bytes = 0usize;
@@ -912,11 +948,13 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     // Per thread: keys, commands dispatched by its connections.
     let mut threads: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
     let mut stats: BTreeMap<usize, CmdStat> = BTreeMap::new();
+    let mut latency_parts = Vec::new();
     for part in parts {
         let HopOut::Other(any) = part else { continue };
-        let Ok(part) = any.downcast::<InfoPart>() else {
+        let Ok(mut part) = any.downcast::<InfoPart>() else {
             continue;
         };
+        latency_parts.extend(part.latencies.take());
         let thread = threads.entry(part.shard).or_default();
         for (db, keys, expires) in part.dbs {
             let counts = dbs.entry(db).or_default();
@@ -935,7 +973,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
             stat.calls = stat.calls.wrapping_add(s.calls);
-            stat.usec += s.usec;
+            stat.nanos += s.nanos;
             stat.failed += s.failed;
             stat.rejected += s.rejected;
         }
@@ -968,7 +1006,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     let show = |name: &str| {
         everything
             || wanted.iter().any(|s| s == name)
-            || (default && !matches!(name, "commandstats" | "threads"))
+            || (default && !matches!(name, "commandstats" | "latencystats" | "threads"))
     };
     let shared = cx.shared;
     let uptime = shared.started.elapsed().as_secs();
@@ -1082,7 +1120,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
              expired_keys:{expired_keys}\r\nevicted_keys:{}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
-             tracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
+             migrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
              tracking_total_prefixes:{}\r\n\
              unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
             shared.total_connections.load(Ordering::Relaxed),
@@ -1095,6 +1133,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.pubsub.len(Space::Channels),
             shared.pubsub.len(Space::Patterns),
             shared.pubsub.len(Space::ShardChannels),
+            super::migrate::cached_sockets(),
             shared.tracking.keys.load(Ordering::Relaxed),
             shared.tracking.items.load(Ordering::Relaxed),
             shared.tracking.prefixes(),
@@ -1129,14 +1168,18 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             continue;
         };
         let per_call = if s.calls > 0 {
-            s.usec as f64 / s.calls as f64
+            (s.nanos / 1000) as f64 / s.calls as f64
         } else {
             0.0
         };
         let _ = write!(
             commandstats,
             "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
-            spec.name, s.calls, s.usec, s.rejected, s.failed
+            spec.name,
+            s.calls,
+            s.nanos / 1000,
+            s.rejected,
+            s.failed
         );
     }
     section("commandstats", "Commandstats", commandstats);
@@ -1148,6 +1191,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             .iter()
             .map(|(code, n)| format!("errorstat_{}:count={n}\r\n", String::from_utf8_lossy(code)))
             .collect(),
+    );
+    section(
+        "latencystats",
+        "Latencystats",
+        latencystats(cx, latency_parts),
     );
     section(
         "threads",

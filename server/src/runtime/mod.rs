@@ -4,6 +4,7 @@
 pub mod ask;
 pub mod client;
 pub mod conn;
+pub mod histogram;
 pub mod latency;
 pub mod limits;
 pub mod monitor;

@@ -483,11 +483,13 @@ impl Worker {
                     self.shard.count_error(&conn.output.buf[at..], None);
                     self.shard.count_failed(spec.id);
                 }
-                // (EXEC is no entry: the commands it runs are.)
+                // (EXEC is no SLOWLOG entry: the commands it runs are.)
                 if let Some(started) = started
                     && let Some(conn) = self.conns.get(key)
                 {
-                    log_command(shared, &conn.client, spec, args, self.now, since(started));
+                    let nanos = nanos_since(started);
+                    self.shard.record_run(spec.id, nanos);
+                    log_command(shared, &conn.client, spec, args, self.now, nanos / 1000);
                 }
                 flow
             }
@@ -524,7 +526,9 @@ impl Worker {
                     args,
                 );
                 if let Some(started) = started {
-                    log_command(shared, client, spec, args, self.now, since(started));
+                    let nanos = nanos_since(started);
+                    self.shard.record_run(spec.id, nanos);
+                    log_command(shared, client, spec, args, self.now, nanos / 1000);
                 }
                 if client.monitor != was_monitor {
                     let me = ConnRef {
@@ -832,12 +836,13 @@ fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<
 /// When a command run on the connection's worker starts, if it is timed (for SLOWLOG
 /// and LATENCY).
 fn timing(shared: &Shared) -> Option<std::time::Instant> {
-    (shared.slowlog.enabled() || shared.latency.enabled()).then(std::time::Instant::now)
+    (crate::runtime::histogram::tracking() || shared.slowlog.enabled() || shared.latency.enabled())
+        .then(std::time::Instant::now)
 }
 
-/// Microseconds since `started`.
-fn since(started: std::time::Instant) -> u64 {
-    started.elapsed().as_micros() as u64
+/// Nanoseconds since `started`.
+fn nanos_since(started: std::time::Instant) -> u64 {
+    started.elapsed().as_nanos() as u64
 }
 
 /// Records a command of `client` that ran for `micros`: in LATENCY, and in SLOWLOG when
@@ -1711,8 +1716,9 @@ impl Worker {
                 && let Some(spec) = spec
             {
                 // Timed as the workers' answers and the gathering.
-                let micros = asking.micros + since(started);
-                log_command(&shared, client, spec, &args, now, micros);
+                let nanos = asking.micros * 1000 + nanos_since(started);
+                self.shard.record_run(spec.id, nanos);
+                log_command(&shared, client, spec, &args, now, nanos / 1000);
             }
         }
         self.exec_go_on(to.key);
@@ -1740,7 +1746,8 @@ impl Worker {
             }
             _ => Vec::new(),
         };
-        self.route_one(from.worker, Msg::Answer(from, answer, since(started)));
+        let micros = nanos_since(started) / 1000;
+        self.route_one(from.worker, Msg::Answer(from, answer, micros));
     }
 
     /// Starts a cross-shard command's plan (or a keyspace-wide command's).
@@ -1779,7 +1786,9 @@ impl Worker {
                 if let Some(started) = started
                     && let Some(conn) = self.conns.get(key)
                 {
-                    log_command(&shared, &conn.client, spec, args, self.now, since(started));
+                    let nanos = nanos_since(started);
+                    self.shard.record_run(spec.id, nanos);
+                    log_command(&shared, &conn.client, spec, args, self.now, nanos / 1000);
                 }
                 return flow;
             }
@@ -1809,19 +1818,20 @@ impl Worker {
                 batch.push(spec.id, args);
                 Arc::new(*batch)
             });
-        // Its SLOWLOG entry, timed from here (parsing it counts) until its reply.
-        let entry = started
-            .filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG))
-            .map(|started| {
-                let mut batch = self.new_batch(Version::Resp2, db);
-                batch.push(spec.id, args);
-                Entry {
-                    command: batch,
-                    fast: spec.flags.contains(Flags::FAST),
-                    started,
-                    micros: 0,
-                }
-            });
+        // Its latency and SLOWLOG entry, timed from here (parsing it counts) until its
+        // reply.
+        let entry = started.map(|started| {
+            let mut batch = self.new_batch(Version::Resp2, db);
+            batch.push(spec.id, args);
+            Entry {
+                id: spec.id,
+                slowlog: !spec.flags.contains(Flags::SKIP_SLOWLOG),
+                command: batch,
+                fast: spec.flags.contains(Flags::FAST),
+                started,
+                micros: 0,
+            }
+        });
         let command = JobCommand {
             id: spec.id,
             notify: command,
@@ -1989,9 +1999,13 @@ impl Worker {
         let JobTiming {
             mut slow,
             entry,
+            latency,
             calls,
             counted,
         } = timing;
+        if let Some((id, nanos)) = latency {
+            self.shard.record_run(id, nanos);
+        }
         // A script's reply (`ScriptPlan`) is counted by its run's tallies, not by its
         // first byte.
         let mut script_reply = false;
@@ -2010,16 +2024,17 @@ impl Worker {
         }
         if let Some(Entry {
             command,
+            slowlog,
             fast,
             micros,
             ..
         }) = entry
         {
             let shared = &self.shared;
-            if shared.latency.enabled() {
+            if slowlog && shared.latency.enabled() {
                 shared.latency.add_command(fast, micros);
             }
-            if shared.slowlog.is_slow(micros) {
+            if slowlog && shared.slowlog.is_slow(micros) {
                 slow.push(SlowCmd::new(&command.args(0), self.now / 1000, micros));
             }
             self.recycle(command);
@@ -2066,18 +2081,20 @@ impl Worker {
             conn.output.buf.extend_from_slice(&deferred);
             return;
         }
-        let mut failed = Vec::new();
-        self.write_replies(key, deferred, |ctx| {
-            write_outcome(ctx, outcome, &mut failed)
-        });
-        self.count_failed_in_exec(failed);
+        let mut runs = ExecConnRuns::default();
+        self.write_replies(key, deferred, |ctx| write_outcome(ctx, outcome, &mut runs));
+        self.count_exec_conn_runs(runs);
     }
 
-    /// Counts the errors of EXEC's connection commands ([`write_one`]'s).
-    fn count_failed_in_exec(&mut self, failed: Vec<(usize, ErrorCode)>) {
-        for (id, code) in failed {
+    /// Counts the errors and the run times of EXEC's connection commands
+    /// ([`write_one`]'s).
+    fn count_exec_conn_runs(&mut self, runs: ExecConnRuns) {
+        for (id, code) in runs.failed {
             self.shard.count(crate::txn::plan::Tally::Error(code));
             self.shard.count_failed(id);
+        }
+        for (id, nanos) in runs.timed {
+            self.shard.record_run(id, nanos);
         }
     }
 
@@ -2136,9 +2153,9 @@ impl Worker {
         else {
             return;
         };
-        let mut failed = Vec::new();
-        self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest, &mut failed));
-        self.count_failed_in_exec(failed);
+        let mut runs = ExecConnRuns::default();
+        self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest, &mut runs));
+        self.count_exec_conn_runs(runs);
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
@@ -2171,19 +2188,28 @@ pub struct ExecRest {
     deferred: Vec<u8>,
 }
 
+/// What EXEC's connection commands, run as its reply is written, leave for INFO's
+/// statistics: each one that answered an error (its command and the error's code), and
+/// each one's run time in ns (its command's), for the latency histograms.
+#[derive(Default)]
+struct ExecConnRuns {
+    failed: Vec<(usize, ErrorCode)>,
+    timed: Vec<(usize, u64)>,
+}
+
 /// Writes a job's outcome into a connection's output, up to a queued command that must
 /// ask every worker (returned with what follows it: [`Worker::exec_go_on`]).
 fn write_outcome(
     ctx: &mut ConnCtx<'_>,
     outcome: Outcome,
-    failed: &mut Vec<(usize, ErrorCode)>,
+    runs: &mut ExecConnRuns,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     match outcome {
         Outcome::Exec(list) => {
             ctx.reply().array(list.len());
-            write_outcomes(ctx, list.into_iter(), failed)
+            write_outcomes(ctx, list.into_iter(), runs)
         }
-        one => write_one(ctx, one, failed).map(|cmd| (cmd, Vec::new().into_iter())),
+        one => write_one(ctx, one, runs).map(|cmd| (cmd, Vec::new().into_iter())),
     }
 }
 
@@ -2191,10 +2217,10 @@ fn write_outcome(
 fn write_outcomes(
     ctx: &mut ConnCtx<'_>,
     mut items: std::vec::IntoIter<Outcome>,
-    failed: &mut Vec<(usize, ErrorCode)>,
+    runs: &mut ExecConnRuns,
 ) -> Option<(Box<Batch>, std::vec::IntoIter<Outcome>)> {
     while let Some(item) = items.next() {
-        if let Some(cmd) = write_one(ctx, item, failed) {
+        if let Some(cmd) = write_one(ctx, item, runs) {
             return Some((cmd, items));
         }
     }
@@ -2202,12 +2228,11 @@ fn write_outcomes(
 }
 
 /// Writes one outcome; a queued command that must ask every worker is given back. A
-/// connection command that answers an error is added to `failed` (its command and the
-/// error's code), for INFO's statistics.
+/// connection command run here is added to `runs`, for INFO's statistics.
 fn write_one(
     ctx: &mut ConnCtx<'_>,
     outcome: Outcome,
-    failed: &mut Vec<(usize, ErrorCode)>,
+    runs: &mut ExecConnRuns,
 ) -> Option<Box<Batch>> {
     match outcome {
         Outcome::Reply(bytes) => ctx.out.extend_from_slice(&bytes),
@@ -2223,10 +2248,12 @@ fn write_one(
                     let at = ctx.out.len();
                     f(ctx, &args);
                     if ctx.out.get(at) == Some(&b'-') {
-                        failed.push((spec.id, ErrorCode::of(&ctx.out[at..])));
+                        runs.failed.push((spec.id, ErrorCode::of(&ctx.out[at..])));
                     }
                     if let Some(started) = started {
-                        log_command(ctx.shared, ctx.client, spec, &args, ctx.now, since(started));
+                        let nanos = nanos_since(started);
+                        runs.timed.push((spec.id, nanos));
+                        log_command(ctx.shared, ctx.client, spec, &args, ctx.now, nanos / 1000);
                     }
                 }
                 // ACL SETUSER and DELUSER inside MULTI change the users alone: their
@@ -2249,7 +2276,7 @@ fn write_one(
             // (Not reached: EXEC is not queued, and its own array is `write_outcome`'s.)
             ctx.reply().array(list.len());
             for item in list {
-                let _ = write_one(ctx, item, failed);
+                let _ = write_one(ctx, item, runs);
             }
         }
     }

@@ -290,6 +290,8 @@ impl Shared {
         };
         let acl = users(&config, &commands)?;
         crate::config::inert::apply_thresholds(&config.inert);
+        // The commands' clock, measured before the first command is timed.
+        crate::runtime::histogram::calibrate();
         let shared = Shared {
             acl,
             cluster,

@@ -533,7 +533,8 @@ impl Worker {
         self.shard.snapshot_active()
     }
 
-    /// Once a second, on worker 0, as redis-server's cron: a rewrite or save that waited
+    /// Once a second, on worker 0, as redis-server's cron: MIGRATE's idle connections
+    /// closed, a rewrite or save that waited
     /// for the one running, the automatic log rewrite (`auto-aof-rewrite-percentage`,
     /// `-min-size`), and the `save` rules (a background save after so many seconds with
     /// so many changes).
@@ -544,6 +545,7 @@ impl Worker {
         }
         self.last_cron = now;
         crate::memory::purge_if_bloated();
+        crate::families::migrate::close_idle();
         let persist = Arc::clone(&self.shared.persist);
         let config = self.shared.live().persist.clone();
         if persist.loading() || persist.saving.load(Ordering::Relaxed) {

@@ -48,7 +48,6 @@ mod tests;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
 
 use goblin_protocol::{Encoder, Version};
 use std::sync::atomic::Ordering;
@@ -114,6 +113,8 @@ pub struct Shard {
     dbs: Dbs,
     slots: Arc<SlotMap>,
     stats: Vec<CmdStat>,
+    /// Commands' latencies (LATENCY HISTOGRAM, INFO latencystats).
+    latencies: crate::runtime::histogram::Latencies,
     /// Commands run here, for sampling their timing.
     executed: u64,
     /// A script runs on this shard: see [`Shard::set_in_script`].
@@ -203,6 +204,7 @@ impl Shard {
             dbs: Dbs::new(databases),
             slots,
             stats: vec![CmdStat::default(); commands],
+            latencies: Default::default(),
             executed: 0,
             in_script: false,
             serving_deferred: 0,
@@ -726,8 +728,7 @@ impl Shard {
                 shared.client_limits.max_bulk_len(),
                 shared.hll_sparse_max_bytes(),
             ),
-            &self.stats,
-            &self.errors,
+            (&self.stats, &self.errors, &self.latencies),
             logging.then_some(&mut self.effects),
             &mut self.watches,
         );
@@ -742,6 +743,7 @@ impl Shard {
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
             self.errors = Default::default();
+            self.latencies.clear();
             self.dbs.iter_mut().for_each(Keyspace::reset_expired);
         }
         let events = if all_dbs {
@@ -1170,15 +1172,18 @@ impl Shard {
             self.take_back_call(spec.id);
             return false;
         }
-        // Time one run in TIMING_SAMPLE of each command (reading the clock twice costs
-        // about as much as a GET's own work) and count it TIMING_SAMPLE times; time every
-        // run of a command that is not `fast` for the slow log (and of every command when
-        // its threshold is low: `SlowLog::times`).
+        // Time every run for the latency histograms (`latency-tracking yes`, the
+        // default); without them, one run in TIMING_SAMPLE of each command, counted
+        // TIMING_SAMPLE times in INFO commandstats, and every run of a command that is
+        // not `fast` for the slow log (and of every command when its threshold is low:
+        // `SlowLog::times`).
+        // (Not while a log or snapshot loads: its commands are no client's.)
+        let tracking = crate::runtime::histogram::tracking() && !shared.persist.loading();
         self.executed = self.executed.wrapping_add(1);
         let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
         let fast = spec.flags.contains(crate::table::Flags::FAST);
-        let timed = sampled || shared.latency.enabled() || shared.slowlog.times(fast);
-        let started = timed.then(Instant::now);
+        let timed = tracking || sampled || shared.latency.enabled() || shared.slowlog.times(fast);
+        let started = timed.then(crate::runtime::histogram::Tick::now);
         let reply_at = out.len();
         if spec.flags.contains(crate::table::Flags::WRITE) {
             self.writes += 1;
@@ -1236,7 +1241,15 @@ impl Shard {
             });
             self.tracking.limit(&shared.tracking, &mut self.pubsub);
         }
-        let micros = started.map(|s| s.elapsed().as_micros() as u64);
+        let nanos = started.map(crate::runtime::histogram::Tick::elapsed_nanos);
+        // (One that must wait is recorded by its plan, once done.)
+        if tracking
+            && !waits
+            && let Some(nanos) = nanos
+        {
+            self.latencies.record(spec.id, nanos);
+        }
+        let micros = nanos.map(|n| n / 1000);
         if let Some(micros) = micros.filter(|_| shared.latency.enabled()) {
             shared.latency.add_command(fast, micros);
         }
@@ -1252,8 +1265,10 @@ impl Shard {
             self.slow.push(slow);
         }
         if let Some(stat) = self.stats.get_mut(spec.id) {
-            if let Some(micros) = micros.filter(|_| sampled) {
-                stat.usec += micros * TIMING_SAMPLE;
+            match nanos {
+                Some(nanos) if tracking => stat.nanos += nanos,
+                Some(nanos) if sampled => stat.nanos += nanos * TIMING_SAMPLE,
+                _ => {}
             }
             if self.script_errors.is_some() {
                 // A script's reply: the errors it holds, as Redis counts them.
@@ -1301,6 +1316,18 @@ impl Shard {
         !self.slow.is_empty()
     }
 
+    /// Records a run of command `id` that took `nanos` (one run on the connection's
+    /// worker, or as a plan): in INFO commandstats, and in its latency histogram with
+    /// `latency-tracking yes`.
+    pub fn record_run(&mut self, id: usize, nanos: u64) {
+        if let Some(stat) = self.stats.get_mut(id) {
+            stat.nanos += nanos;
+        }
+        if crate::runtime::histogram::tracking() {
+            self.latencies.record(id, nanos);
+        }
+    }
+
     /// Counts a call of command `id` (on the connection's worker, where it is dispatched).
     pub fn count_call(&mut self, id: usize) {
         if let Some(stat) = self.stats.get_mut(id) {
@@ -1336,6 +1363,7 @@ impl Shard {
                     stat.failed += failed;
                 }
             }
+            Tally::Latency(id, nanos) => self.record_run(id, nanos),
         }
     }
 

@@ -36,8 +36,9 @@ pub use crate::table::args::{ArgCursor, Args};
 pub struct CmdStat {
     /// Times dispatched.
     pub calls: u64,
-    /// Microseconds spent running it here.
-    pub usec: u64,
+    /// Nanoseconds spent running it here (every run timed with `latency-tracking yes`;
+    /// otherwise, on a shard, one run in 16 counted 16 times).
+    pub nanos: u64,
     /// Times it replied an error here.
     pub failed: u64,
     /// Times it was refused before running (arity, OOM, NOAUTH …).
@@ -148,6 +149,8 @@ pub struct ShardCtx<'a> {
     pub stats: &'a [CmdStat],
     /// This worker's error replies by code (for INFO's part).
     pub errors: &'a ErrorCounts,
+    /// This worker's latency histograms (for INFO's and LATENCY HISTOGRAM's parts).
+    pub latencies: &'a crate::runtime::histogram::Latencies,
     effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
     watches: &'a mut WatchTable,
     release: bool,
@@ -172,8 +175,11 @@ impl<'a> ShardCtx<'a> {
         shard: usize,
         slots: &'a SlotMap,
         (max_string, hll_sparse_max_bytes): (usize, usize),
-        stats: &'a [CmdStat],
-        errors: &'a ErrorCounts,
+        (stats, errors, latencies): (
+            &'a [CmdStat],
+            &'a ErrorCounts,
+            &'a crate::runtime::histogram::Latencies,
+        ),
         effects: Option<&'a mut Vec<Vec<Vec<u8>>>>,
         watches: &'a mut WatchTable,
     ) -> Self {
@@ -188,6 +194,7 @@ impl<'a> ShardCtx<'a> {
             hll_sparse_max_bytes,
             stats,
             errors,
+            latencies,
             effects,
             watches,
             release: false,

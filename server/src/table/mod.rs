@@ -553,6 +553,21 @@ impl CommandTable {
             })
     }
 
+    /// The command `name` names: a command, or `container|subcommand` (as redis-server's
+    /// `lookupCommandBySds`).
+    pub fn lookup_full(&self, name: &[u8]) -> Option<&CommandSpec> {
+        match name.iter().position(|&b| b == b'|') {
+            None => self.lookup(name),
+            Some(bar) => {
+                let container = self.lookup(&name[..bar])?;
+                if !container.is_container() {
+                    return None;
+                }
+                self.lookup_sub(container, &name[bar + 1..])
+            }
+        }
+    }
+
     /// The subcommands of `container` (none for a plain command).
     pub fn subcommands<'t>(
         &'t self,

@@ -124,9 +124,13 @@ pub struct TxJob {
     unserved: bool,
 }
 
-/// A command run as a plan, for SLOWLOG and LATENCY.
+/// A command run as a plan, for its latency histogram, SLOWLOG and LATENCY.
 #[derive(Debug)]
 pub struct Entry {
+    /// The command's id.
+    pub id: usize,
+    /// It may be a SLOWLOG entry and a LATENCY event (it is not `skip_slowlog`).
+    pub slowlog: bool,
     /// The command's arguments.
     pub command: Box<Batch>,
     /// The command is `fast`.
@@ -144,6 +148,10 @@ pub struct JobTiming {
     pub slow: Vec<SlowCmd>,
     /// Its own entry, when it has one.
     pub entry: Option<Entry>,
+    /// Its command's id and how long it ran in ns, less its waits, for INFO
+    /// commandstats and the command's latency histogram (not a blocking command that
+    /// timed out: redis-server 7.0 records it only when served).
+    pub latency: Option<(usize, u64)>,
     /// The commands it called (a script's).
     pub calls: Vec<Tally>,
     /// The command it ran, failed when the job answers an error.
@@ -255,13 +263,20 @@ impl TxJob {
     /// Takes what the finished job leaves for SLOWLOG and LATENCY.
     pub fn take_timing(&mut self) -> JobTiming {
         let waited = self.waited;
+        let ran = self
+            .entry
+            .as_ref()
+            .map(|e| (e.id, e.started.elapsed().saturating_sub(waited)));
         let entry = self.entry.take().filter(|_| !self.unserved).map(|mut e| {
-            e.micros = e.started.elapsed().saturating_sub(waited).as_micros() as u64;
+            e.micros = ran.map_or(0, |(_, d)| d.as_micros() as u64);
             e
         });
         JobTiming {
             slow: std::mem::take(&mut self.slow),
             entry,
+            latency: ran
+                .filter(|_| !self.unserved)
+                .map(|(id, d)| (id, d.as_nanos() as u64)),
             calls: std::mem::take(&mut self.calls),
             counted: self.counted,
         }

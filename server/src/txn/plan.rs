@@ -285,6 +285,9 @@ pub enum Tally {
     /// The failed calls a script's reply makes of its command (the id), by the errors
     /// it holds (`ScriptPlan`); without it, the job's reply decides.
     ReplyErrors(usize, u64),
+    /// A run of the command that took so many ns (a plan of a command queued in EXEC),
+    /// for INFO commandstats and its latency histogram.
+    Latency(usize, u64),
 }
 
 impl PlanCx<'_> {

@@ -231,3 +231,63 @@ fn restore_errors_and_options_match_redis() {
         );
     });
 }
+
+/// MIGRATE keeps its connection to a target for the next MIGRATE there, as redis-server
+/// does (INFO `migrate_cached_sockets`): several MIGRATEs, to other databases too, make
+/// one connection at the target; one the target closed meanwhile is replaced and the
+/// MIGRATE goes through; after 10 s unused it is closed. The same counts with
+/// redis-server as the source.
+#[test]
+fn migrate_caches_its_connections_as_redis_does() {
+    let field = |raw: &mut Raw, name: &str| -> i64 {
+        let info = String::from_utf8_lossy(&raw.cmd_str("INFO stats")).into_owned();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+    };
+    let target = Server::redis();
+    let mut t = target.raw();
+    let port = target.port.to_string();
+    let sources = [Server::redis(), Server::goblin_threads(default_threads())];
+    for source in &sources {
+        let who = format!("{:?}", source.port);
+        let mut s = source.raw();
+        assert_eq!(field(&mut s, "migrate_cached_sockets"), 0, "{who}");
+        let accepted = field(&mut t, "total_connections_received");
+        for (i, db) in ["0", "3", "3", "0"].iter().enumerate() {
+            let key = format!("k{i}:{}", source.port);
+            assert_eq!(s.cmd(&[b"SET", key.as_bytes(), b"v"]), b"+OK\r\n");
+            let migrate = ["MIGRATE", "127.0.0.1", &port, &key, db, "5000"];
+            let migrate: Vec<&[u8]> = migrate.iter().map(|a| a.as_bytes()).collect();
+            assert_eq!(s.cmd(&migrate), b"+OK\r\n", "{who}, {key}");
+            assert_eq!(field(&mut s, "migrate_cached_sockets"), 1, "{who}");
+            t.cmd(&[b"SELECT", db.as_bytes()]);
+            assert_eq!(t.cmd(&[b"GET", key.as_bytes()]), b"$1\r\nv\r\n", "{who}");
+        }
+        assert_eq!(
+            field(&mut t, "total_connections_received") - accepted,
+            1,
+            "{who}: one connection for four MIGRATEs"
+        );
+        // The target closes it: the next MIGRATE connects again.
+        t.cmd_str("CLIENT KILL TYPE normal SKIPME yes");
+        let key = format!("again:{}", source.port);
+        s.cmd(&[b"SET", key.as_bytes(), b"v"]);
+        let migrate = ["MIGRATE", "127.0.0.1", &port, &key, "0", "5000"];
+        let migrate: Vec<&[u8]> = migrate.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(s.cmd(&migrate), b"+OK\r\n", "{who}");
+        assert_eq!(field(&mut s, "migrate_cached_sockets"), 1, "{who}");
+    }
+    // Unused for 10 s, closed (by each server's cron).
+    std::thread::sleep(std::time::Duration::from_millis(11_500));
+    for source in &sources {
+        let mut s = source.raw();
+        assert_eq!(
+            field(&mut s, "migrate_cached_sockets"),
+            0,
+            "{}",
+            source.port
+        );
+    }
+}

@@ -592,3 +592,119 @@ fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
         }
     }
 }
+
+/// LATENCY HISTOGRAM's commands and calls (not their buckets: times differ), as a
+/// sorted list of `name calls`.
+fn histogram_calls(raw: &mut goblin_tests::Raw, args: &[&str]) -> Vec<String> {
+    let mut cmd: Vec<&[u8]> = vec![b"LATENCY", b"HISTOGRAM"];
+    cmd.extend(args.iter().map(|a| a.as_bytes()));
+    let reply = raw.cmd(&cmd);
+    let f = frame(&reply);
+    let mut seen = Vec::new();
+    for pair in items(&f).chunks(2) {
+        let [name, detail] = pair else {
+            panic!("odd map: {reply:?}")
+        };
+        let detail = items(detail);
+        assert_eq!(bulk(&detail[0]), b"calls");
+        assert_eq!(bulk(&detail[2]), b"histogram_usec");
+        // Cumulative: counts rise with the buckets, up to the calls.
+        let buckets = items(&detail[3]);
+        let counts: Vec<i64> = buckets.chunks(2).map(|b| int(&b[1])).collect();
+        assert!(counts.windows(2).all(|w| w[0] < w[1]), "{reply:?}");
+        assert_eq!(counts.last().copied(), Some(int(&detail[1])), "{reply:?}");
+        seen.push(format!(
+            "{} {}",
+            String::from_utf8_lossy(&bulk(name)),
+            int(&detail[1])
+        ));
+    }
+    seen.sort();
+    seen
+}
+
+/// INFO latencystats' lines without their values: `name:p50,p99,…`, sorted.
+fn latencystats_shape(raw: &mut goblin_tests::Raw) -> Vec<String> {
+    let reply = raw.cmd_str("INFO latencystats");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&reply)
+        .split("\r\n")
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, values)| {
+            let labels: Vec<&str> = values
+                .split(',')
+                .filter_map(|v| v.split_once('=').map(|(p, _)| p))
+                .collect();
+            format!("{name}:{}", labels.join(","))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn latency_histograms_and_latencystats_record_the_calls_redis_records() {
+    let scenarios = [
+        // Commands on shards, on the connection's worker, as plans, inside EXEC and
+        // scripts (on one shard and across), a blocking command served and one timed
+        // out, and one refused before it ran (no call).
+        "SET a b|SET c d|GET a|CLIENT ID|CONFIG GET maxmemory|MSET x 1 y 2 z 3|MULTI|SET a 1|INCR n|CLIENT ID|EXEC|HSET h f v|DEL a|LPUSH l x|BLPOP l 0|BLPOP nolist 0.01|GET|EVAL \"return redis.call('set', KEYS[1], 'v')\" 1 a|EVAL \"return redis.call('incr', KEYS[2])\" 2 a b",
+        "CONFIG SET latency-tracking no|SET a b|GET a|CONFIG SET latency-tracking yes|GET a",
+        "CONFIG SET latency-tracking-info-percentiles \"0 50 99.99 100\"|SET a b|INFO latencystats|CONFIG SET latency-tracking-info-percentiles \"\"|GET a|INFO latencystats|CONFIG SET latency-tracking-info-percentiles \"50 99 99.9\"",
+    ];
+    for threads in [1, 3] {
+        let (g, r) = (Server::goblin_threads(threads), Server::redis());
+        for scenario in scenarios {
+            let mut seen = Vec::new();
+            for server in [&r, &g] {
+                let mut raw = server.raw();
+                raw.cmd_str("CONFIG RESETSTAT");
+                for line in scenario.split('|') {
+                    let c = goblin_tests::cmd::words(line);
+                    goblin_tests::cmd::call(&mut raw, &c);
+                }
+                let some = histogram_calls(&mut raw, &["set", "client", "nosuch", "blpop"]);
+                let all = histogram_calls(&mut raw, &[]);
+                seen.push((some, all, latencystats_shape(&mut raw)));
+            }
+            assert_eq!(
+                seen[1], seen[0],
+                "--threads {threads}, {scenario}: goblin (left), redis (right)"
+            );
+            assert!(!seen[0].1.is_empty(), "{scenario}");
+        }
+    }
+    // The percentiles' option, checked and shown as redis-server does, and CONFIG
+    // RESETSTAT forgets every histogram.
+    let mut d = Differential::new();
+    for value in [
+        "0.0 50.0 100.0",
+        "10.0 50.0 a",
+        "10.0 50.0 101.0",
+        "-1",
+        "nan",
+        "",
+        "99.999",
+    ] {
+        d.check(&[
+            b"CONFIG",
+            b"SET",
+            b"latency-tracking-info-percentiles",
+            value.as_bytes(),
+        ]);
+        d.check(&[b"CONFIG", b"GET", b"latency-tracking-info-percentiles"]);
+    }
+    d.check(&[b"CONFIG", b"RESETSTAT"]);
+    d.check(&[b"LATENCY", b"HISTOGRAM", b"set", b"get"]);
+    assert_eq!(latencystats_shape(&mut d.g), latencystats_shape(&mut d.r));
+    let g = Server::goblin_with(&["--enable-debug-command", "yes"]);
+    let mut raw = g.raw();
+    raw.cmd_str("DEBUG SLEEP 0.05");
+    let info = String::from_utf8_lossy(&raw.cmd_str("INFO latencystats")).into_owned();
+    let p50: f64 = info
+        .split("latency_percentiles_usec_debug:p50=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(p50 >= 50_000.0, "{info}");
+}
