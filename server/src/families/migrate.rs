@@ -276,11 +276,7 @@ fn command(out: &mut Vec<u8>, argv: &[&[u8]]) {
 /// carrying an error reply's text), within the timeout. A cached connection that fails
 /// (the target closed it meanwhile) is closed and the exchange tried once more on a new
 /// one, as redis-server's `migrateCommand` retries; not after a timeout.
-fn exchange(
-    opts: &Options,
-    restores: &[u8],
-    n: usize,
-) -> Result<(usize, Vec<Result<(), Vec<u8>>>), Vec<u8>> {
+fn exchange(opts: &Options, restores: &[u8], n: usize) -> Result<(usize, Replies), Vec<u8>> {
     let target = format!("{}:{}", opts.host, opts.port);
     let mut retried = false;
     loop {
@@ -331,13 +327,16 @@ struct Failure {
     timed_out: bool,
 }
 
+/// The target's replies: each `Err` carrying an error reply's text.
+type Replies = Vec<Result<(), Vec<u8>>>;
+
 /// Writes `request` and reads `expected` replies.
 fn talk(
     stream: &mut TcpStream,
     timeout: Duration,
     request: &[u8],
     expected: usize,
-) -> Result<Vec<Result<(), Vec<u8>>>, Failure> {
+) -> Result<Replies, Failure> {
     let failure = |message: &[u8], e: Option<std::io::Error>| Failure {
         message: message.to_vec(),
         timed_out: e.is_some_and(|e| {
