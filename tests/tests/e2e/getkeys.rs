@@ -250,6 +250,10 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ),
     ("latency|doctor", &["LATENCY DOCTOR", "LATENCY DOCTOR x"]),
     ("latency|help", &["LATENCY HELP", "LATENCY HELP x"]),
+    (
+        "latency|histogram",
+        &["LATENCY HISTOGRAM", "LATENCY HISTOGRAM set get"],
+    ),
     ("memory", &["MEMORY", "MEMORY NOPE x"]),
     (
         "memory|usage",
