@@ -1122,6 +1122,7 @@ pub(crate) mod plan {
                 }
                 let mut batch = Box::<Batch>::default();
                 batch.resp = resp;
+                batch.by_script = true;
                 batch.push(spec.id, a);
                 // A keyless command of a shard (none usually): the first shard.
                 let shard = shard.unwrap_or(0);

@@ -106,6 +106,9 @@ pub struct Batch {
     /// It holds a command that may run a script (the shard that runs it lends its
     /// worker's connections to the stand-in meanwhile: `runtime/standin.rs`).
     pub scripts: bool,
+    /// Its commands are a script's calls (a script run under its plan): SORT then orders
+    /// a set it would leave unsorted ([`crate::table::handler::ShardCtx::called_by_script`]).
+    pub by_script: bool,
     /// Who runs its scripts, when that user's permissions are restricted (the commands
     /// a script calls are checked against them).
     pub caller: Option<Arc<crate::acl::Caller>>,
@@ -140,6 +143,7 @@ impl Default for Batch {
             slow: Vec::new(),
             tracker: None,
             scripts: false,
+            by_script: false,
             caller: None,
             ends: Vec::new(),
             record_ends: false,
@@ -218,6 +222,7 @@ impl Batch {
         self.slow.clear();
         self.tracker = None;
         self.scripts = false;
+        self.by_script = false;
         self.caller = None;
         self.ends.clear();
         self.record_ends = false;

@@ -2002,6 +2002,7 @@ impl Worker {
             latency,
             calls,
             counted,
+            unblocked,
         } = timing;
         if let Some((id, nanos)) = latency {
             self.shard.record_run(id, nanos);
@@ -2013,14 +2014,17 @@ impl Worker {
             script_reply |= matches!(tally, crate::txn::plan::Tally::ReplyErrors(..));
             self.shard.count(tally);
         }
+        let error_reply = matches!(outcome, Outcome::Reply(reply) if reply.first() == Some(&b'-'));
         if !script_reply
             && let Outcome::Reply(reply) = outcome
-            && reply.first() == Some(&b'-')
+            && error_reply
         {
             self.shard.count_error(reply, None);
-            if let Some(id) = counted {
-                self.shard.count_failed(id);
-            }
+        }
+        if (error_reply && !script_reply || unblocked)
+            && let Some(id) = counted
+        {
+            self.shard.count_failed(id);
         }
         if let Some(Entry {
             command,

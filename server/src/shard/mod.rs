@@ -119,6 +119,8 @@ pub struct Shard {
     executed: u64,
     /// A script runs on this shard: see [`Shard::set_in_script`].
     in_script: bool,
+    /// The commands running are a script's calls sent here by its plan (a hop).
+    script_hop: bool,
     /// Inside a script or a transaction's commands here: the keys that became ready for
     /// waiters are kept, in that order, and served when it ends (`end_deferred_serving`),
     /// as redis-server serves blocked clients after the whole EXEC or script.
@@ -207,6 +209,7 @@ impl Shard {
             latencies: Default::default(),
             executed: 0,
             in_script: false,
+            script_hop: false,
             serving_deferred: 0,
             deferred_ready: Vec::new(),
             routes: None,
@@ -732,7 +735,7 @@ impl Shard {
             logging.then_some(&mut self.effects),
             &mut self.watches,
         );
-        ctx.set_in_script(self.in_script);
+        ctx.set_in_script(self.in_script || self.script_hop);
         let result = f(&mut ctx);
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
@@ -1705,9 +1708,11 @@ impl Shard {
                 batch.slots_version = step.slots_version;
                 batch.db = step.db;
                 self.begin_deferred_serving();
+                self.script_hop = batch.by_script;
                 while !batch.finished() {
                     self.run_one(shared, &mut batch, Some(step.tx));
                 }
+                self.script_hop = false;
                 self.end_deferred_serving();
                 // Its slow commands go back with the step's report.
                 self.slow.append(&mut batch.slow);

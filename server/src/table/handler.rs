@@ -209,13 +209,14 @@ impl<'a> ShardCtx<'a> {
         }
     }
 
-    /// Marks the command as called by a script running on this shard.
+    /// Marks the command as called by a script (running on this shard, or under its
+    /// plan).
     pub(crate) fn set_in_script(&mut self, on: bool) {
         self.in_script = on;
     }
 
-    /// Whether a script running on this shard called the command (SORT then orders a
-    /// set it would leave unsorted, as redis-server does for a script's determinism).
+    /// Whether a script called the command (SORT then orders a set it would leave
+    /// unsorted, as redis-server does for a script's determinism).
     pub fn called_by_script(&self) -> bool {
         self.in_script
     }

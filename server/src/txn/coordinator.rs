@@ -119,9 +119,12 @@ pub struct TxJob {
     /// Its own SLOWLOG entry, if it is one (a command run as a plan): the command (its
     /// arguments in a batch of the worker's pool, made into an entry only if slow).
     entry: Option<Entry>,
-    /// Its wait timed out or was cut short: a blocking command is an entry only when
-    /// served, as in Redis.
+    /// Its wait timed out: a blocking command is an entry only when served, as in
+    /// Redis.
     unserved: bool,
+    /// CLIENT UNBLOCK ended its wait: as in Redis, it is an entry and a failed call
+    /// whatever its reply (`updateStatsOnUnblock` with errors).
+    unblocked: bool,
 }
 
 /// A command run as a plan, for its latency histogram, SLOWLOG and LATENCY.
@@ -156,6 +159,8 @@ pub struct JobTiming {
     pub calls: Vec<Tally>,
     /// The command it ran, failed when the job answers an error.
     pub counted: Option<usize>,
+    /// CLIENT UNBLOCK ended its wait: its command failed, whatever the reply.
+    pub unblocked: bool,
 }
 
 impl TxJob {
@@ -234,6 +239,7 @@ impl TxJob {
             counted: None,
             entry: None,
             unserved: false,
+            unblocked: false,
         }
     }
 
@@ -279,6 +285,7 @@ impl TxJob {
                 .map(|(id, d)| (id, d.as_nanos() as u64)),
             calls: std::mem::take(&mut self.calls),
             counted: self.counted,
+            unblocked: self.unblocked,
         }
     }
 
@@ -498,7 +505,7 @@ impl TxJob {
         }
         self.unpark(out);
         self.release_all(out);
-        self.unserved = true;
+        self.unblocked = true;
         if let Some(text) = error {
             self.phase = Phase::Done;
             let resp = self.resp;

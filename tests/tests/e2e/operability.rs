@@ -673,6 +673,43 @@ fn latency_histograms_and_latencystats_record_the_calls_redis_records() {
             assert!(!seen[0].1.is_empty(), "{scenario}");
         }
     }
+    // CLIENT UNBLOCK ends a wait: the blocked command is recorded, and is a failed call
+    // whatever its reply (a timeout's nil too), as redis-server counts it.
+    for threads in [1, 3] {
+        let (g, r) = (Server::goblin_threads(threads), Server::redis());
+        let mut seen = Vec::new();
+        for server in [&r, &g] {
+            let (mut a, mut b) = (server.raw(), server.raw());
+            b.cmd_str("CONFIG RESETSTAT");
+            let id = String::from_utf8_lossy(&a.cmd_str("CLIENT ID"))
+                .trim()
+                .trim_start_matches(':')
+                .to_string();
+            let mut replies = Vec::new();
+            for how in ["TIMEOUT", "ERROR"] {
+                a.send(b"BLPOP nolist 0\r\n");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while !String::from_utf8_lossy(&b.cmd_str("INFO clients"))
+                    .contains("blocked_clients:1")
+                {
+                    assert!(std::time::Instant::now() < deadline, "never blocked");
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                b.cmd_str(&format!("CLIENT UNBLOCK {id} {how}"));
+                replies.push(a.reply());
+            }
+            let blpop: Vec<String> = String::from_utf8_lossy(&b.cmd_str("INFO commandstats"))
+                .lines()
+                .filter(|l| l.starts_with("cmdstat_blpop"))
+                .map(|l| l.split(',').filter(|v| !v.contains("usec")).collect())
+                .collect();
+            seen.push((replies, blpop, histogram_calls(&mut b, &["blpop"])));
+        }
+        assert_eq!(
+            seen[1], seen[0],
+            "--threads {threads}: goblin (left), redis (right)"
+        );
+    }
     // The percentiles' option, checked and shown as redis-server does, and CONFIG
     // RESETSTAT forgets every histogram.
     let mut d = Differential::new();

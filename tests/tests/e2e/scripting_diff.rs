@@ -1040,11 +1040,12 @@ fn debug_set_disable_deny_scripts_lifts_the_noscript_refusal() {
 }
 
 /// What scripts may call of DEBUG (PROTOCOL's sample replies, in each protocol pair of
-/// script and client, but a push, which redis-server's script turns to nil; SLEEP, with the script's clock standing still meanwhile), SORT BY
-/// a constant of a set called by a script (ordered, as redis-server orders it for a
-/// script), and DEBUG OBJECT of a key whose time has passed (found, not expired), as
-/// redis-server answers them (Redis's own tests of a script's RESP parsing call DEBUG
-/// PROTOCOL).
+/// script and client, but a push, which redis-server's script turns to nil; SLEEP, with
+/// the script's clock standing still meanwhile), SORT BY a constant of a set called by a
+/// script (ordered, as redis-server orders it for a script; on the script's shard and
+/// under its plan), and DEBUG OBJECT of a key whose time has passed (found, not
+/// expired), as redis-server answers them (Redis's own tests of a script's RESP parsing
+/// call DEBUG PROTOCOL).
 #[test]
 fn debug_and_sort_called_by_scripts_match_redis() {
     for threads in [1, 4] {
@@ -1081,15 +1082,19 @@ fn debug_and_sort_called_by_scripts_match_redis() {
             "a", "b", "c", "d", "e", "f", "g", "h", "i", "l", "m", "n", "o", "p", "q", "r", "aa",
             "aaa", "azz", "z",
         ];
-        let mut sadd = vec!["SADD", "{t}myset"];
-        sadd.extend(members);
-        same(&mut d, &sadd, &ctx);
-        for call in [
-            "return redis.call('sort', KEYS[1], 'by', '_')",
-            "return redis.call('sort', KEYS[1], 'by', '_', 'desc', 'limit', 2, 5)",
-            "return redis.call('sort_ro', KEYS[1], 'by', 'nosort')",
-        ] {
-            same(&mut d, &["EVAL", call, "1", "{t}myset"], &ctx);
+        // (A key without a hash tag: with several threads, the script runs under its
+        // plan, its calls sent to the key's shard.)
+        for set in ["{t}myset", "plainset"] {
+            let mut sadd = vec!["SADD", set];
+            sadd.extend(members);
+            same(&mut d, &sadd, &ctx);
+            for call in [
+                "return redis.call('sort', KEYS[1], 'by', '_')",
+                "return redis.call('sort', KEYS[1], 'by', '_', 'desc', 'limit', 2, 5)",
+                "return redis.call('sort_ro', KEYS[1], 'by', 'nosort')",
+            ] {
+                same(&mut d, &["EVAL", call, "1", set], &ctx);
+            }
         }
         // DEBUG OBJECT finds a key whose time has passed while nothing expired it.
         same(&mut d, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"], &ctx);
