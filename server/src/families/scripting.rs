@@ -231,8 +231,10 @@ pub(crate) fn check_flags(
             return Err(refusal);
         }
     }
+    // (`no-writes` implies `allow-oom`, as in redis-server.)
     if !flags.has(ScriptFlags::EVAL_COMPAT)
         && !flags.has(ScriptFlags::ALLOW_OOM)
+        && !flags.has(ScriptFlags::NO_WRITES)
         && shared.memory.maxmemory() > 0
         && crate::memory::used() > shared.memory.maxmemory()
     {
@@ -724,7 +726,12 @@ fn run_here(
                         return Called::Refused(e);
                     }
                     let version = shard.slots().version();
+                    // Over `maxmemory`, the shard refuses a command that may grow memory
+                    // unless the script may (`allow-oom`) or has written already
+                    // (Redis's `scriptVerifyOOM`).
+                    shard.script_oom_free = wrote || inv.callee.flags().has(ScriptFlags::ALLOW_OOM);
                     shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
+                    shard.script_oom_free = false;
                     if spec.flags.contains(Flags::WRITE) {
                         wrote = true;
                         Called::Wrote

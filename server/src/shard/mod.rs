@@ -121,6 +121,9 @@ pub struct Shard {
     in_script: bool,
     /// The commands running are a script's calls sent here by its plan (a hop).
     script_hop: bool,
+    /// The script running here may grow memory over `maxmemory` (it is `allow-oom`, or
+    /// has written already): its calls are not refused for it.
+    pub(crate) script_oom_free: bool,
     /// Inside a script or a transaction's commands here: the keys that became ready for
     /// waiters are kept, in that order, and served when it ends (`end_deferred_serving`),
     /// as redis-server serves blocked clients after the whole EXEC or script.
@@ -210,6 +213,7 @@ impl Shard {
             executed: 0,
             in_script: false,
             script_hop: false,
+            script_oom_free: false,
             serving_deferred: 0,
             deferred_ready: Vec::new(),
             routes: None,
@@ -1192,6 +1196,7 @@ impl Shard {
             self.writes += 1;
         }
         if tx.is_none()
+            && !self.script_oom_free
             && spec.flags.contains(crate::table::Flags::DENYOOM)
             && shared.memory.maxmemory() > 0
             && !shared.persist.loading()

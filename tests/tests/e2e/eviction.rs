@@ -145,7 +145,8 @@ fn exec_over_maxmemory_is_refused_when_a_queued_command_may_grow_memory() {
 
 /// Over `maxmemory`, a script's call of a command that may grow memory is refused until
 /// the script has written — whether it runs on its shard or, declaring no key or keys on
-/// several shards, under its plan (whose commands the shards do not check).
+/// several shards, under its plan (whose commands the shards do not check) — unless the
+/// script is `allow-oom`; a `no-writes` one runs.
 #[test]
 fn scripts_over_maxmemory_are_refused_their_writes_wherever_they_run() {
     let (a, b) = {
@@ -159,7 +160,21 @@ fn scripts_over_maxmemory_are_refused_their_writes_wherever_they_run() {
     };
     let transcript = |server: &Server| {
         let mut c = server.raw();
-        let mut out = vec![c.cmd_str("SET pre 1"), c.cmd_str("CONFIG SET maxmemory 1")];
+        let library = "#!lua name=oomlib\n\
+            redis.register_function{function_name='oomf', flags={'allow-oom'}, \
+              callback=function(keys) return redis.call('set', keys[1], '1') end}\n\
+            redis.register_function{function_name='nowrite', flags={'no-writes'}, \
+              callback=function() return 'hello' end}";
+        let mut out = vec![
+            c.cmd_str("SET pre 1"),
+            c.cmd(&[b"FUNCTION", b"LOAD", library.as_bytes()]),
+            c.cmd_str("CONFIG SET maxmemory 1"),
+        ];
+        // `allow-oom` lets a script write; `no-writes` implies it; a script that has
+        // written (DEL: a write that does not grow memory) may go on writing.
+        for fcall in ["FCALL oomf 1", "FCALL nowrite 1", "FCALL_RO nowrite 1"] {
+            out.push(c.cmd_str(&format!("{fcall} {a}")));
+        }
         for (script, keys) in [
             ("redis.call('set', 'x', 1)", vec![]),
             ("return redis.pcall('set', 'x', 1)", vec![]),
@@ -172,6 +187,15 @@ fn scripts_over_maxmemory_are_refused_their_writes_wherever_they_run() {
                 "redis.call('del', 'pre') return redis.call('get', 'x')",
                 vec![],
             ),
+            (
+                "#!lua flags=allow-oom\nreturn redis.call('set', KEYS[1], 2)",
+                vec![a.as_str()],
+            ),
+            ("#!lua flags=no-writes\nreturn 'hello'", vec![a.as_str()]),
+            (
+                "redis.call('del', KEYS[1]) return redis.call('set', KEYS[1], 3)",
+                vec![a.as_str()],
+            ),
         ] {
             let n = keys.len().to_string();
             let mut args: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), n.as_bytes()];
@@ -180,6 +204,8 @@ fn scripts_over_maxmemory_are_refused_their_writes_wherever_they_run() {
         }
         out.push(c.cmd_str("CONFIG SET maxmemory 0"));
         out.push(c.cmd(&[b"EXISTS", b"x", a.as_bytes(), b"pre"]));
+        out.push(c.cmd(&[b"GET", a.as_bytes()]));
+        out.push(c.cmd_str("FUNCTION FLUSH"));
         out
     };
     goblin_tests::diff::same_transcript(transcript);
