@@ -521,7 +521,7 @@ fn client_list_ask(view: &mut WorkerView<'_>, args: &Args<'_>) -> Vec<u8> {
         return Vec::new();
     };
     let now = view.now();
-    view.refresh_facts();
+    view.refresh_facts(args);
     view.clients()
         .filter(|c| match &filter {
             ListFilter::All => true,

@@ -10,6 +10,7 @@
 use crate::runtime::client::Client;
 use crate::runtime::worker::Worker;
 use crate::shard::Outgoing;
+use crate::table::handler::Args;
 use crate::txn::coordinator::Env;
 
 /// What one worker shows of itself to a question.
@@ -48,13 +49,17 @@ impl<'a> WorkerView<'a> {
     }
 
     /// Brings what each client's connection holds up to date in its client state
-    /// (CLIENT LIST shows it).
-    pub fn refresh_facts(&mut self) {
+    /// (CLIENT LIST shows it); the asker's query buffer holds `asking` (the command it
+    /// runs), as redis-server's still does.
+    pub fn refresh_facts(&mut self, asking: &Args<'_>) {
         let keys: Vec<usize> = self.worker.conns.iter().map(|(key, _)| key).collect();
         for key in keys {
             let blocked = self.worker.blocked_in_a_wait(key);
             if let Some(conn) = self.worker.conns.get_mut(key) {
                 conn.client.facts = conn.facts(blocked);
+                if self.asker.worker == self.worker.id && self.asker.key == key {
+                    conn.client.facts.qbuf += asking.resp_len();
+                }
             }
         }
     }

@@ -498,6 +498,9 @@ impl Worker {
                     return Flow::Wait;
                 }
                 conn.client.facts = conn.facts(false);
+                // redis-server's query buffer still holds the command it runs (CLIENT
+                // LIST and INFO show it in the caller's `qbuf`).
+                conn.client.facts.qbuf += args.resp_len();
                 let was_monitor = conn.client.monitor;
                 let Conn {
                     client,

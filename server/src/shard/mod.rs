@@ -1180,11 +1180,11 @@ impl Shard {
             return false;
         }
         // Time every run for the latency histograms (`latency-tracking yes`, the
-        // default); without them, one run in TIMING_SAMPLE of each command, counted
-        // TIMING_SAMPLE times in INFO commandstats, and every run of a command that is
-        // not `fast` for the slow log (and of every command when its threshold is low:
+        // default; not while a log or snapshot loads: its commands are no client's);
+        // without them, one run in TIMING_SAMPLE of each command, counted TIMING_SAMPLE
+        // times in INFO commandstats, and every run of a command that is not `fast` for
+        // the slow log (and of every command when its threshold is low:
         // `SlowLog::times`).
-        // (Not while a log or snapshot loads: its commands are no client's.)
         let tracking = crate::runtime::histogram::tracking() && !shared.persist.loading();
         self.executed = self.executed.wrapping_add(1);
         let sampled = self.executed.is_multiple_of(TIMING_SAMPLE);
@@ -1274,6 +1274,8 @@ impl Shard {
         }
         if let Some(stat) = self.stats.get_mut(spec.id) {
             match nanos {
+                // (One that must wait counts when its plan is done: `record_run`.)
+                Some(_) if tracking && waits => {}
                 Some(nanos) if tracking => stat.nanos += nanos,
                 Some(nanos) if sampled => stat.nanos += nanos * TIMING_SAMPLE,
                 _ => {}

@@ -75,6 +75,17 @@ impl<'a> Args<'a> {
         self.spans.len()
     }
 
+    /// The bytes of the command as a RESP array of bulk strings (as a client sends it).
+    pub fn resp_len(&self) -> usize {
+        let digits = |n: usize| n.checked_ilog10().unwrap_or(0) as usize + 1;
+        let arguments: usize = self
+            .spans
+            .iter()
+            .map(|r| 1 + digits(r.len()) + 2 + r.len() + 2)
+            .sum();
+        1 + digits(self.len()) + 2 + arguments
+    }
+
     /// True when there are no arguments (never, for a dispatched command).
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
@@ -312,6 +323,18 @@ mod tests {
         assert_eq!(c.next(), None);
         assert_eq!(c.next(), None);
         assert_eq!(c.finish(), Ok(()));
+    }
+
+    #[test]
+    fn the_resp_length_is_what_a_client_sends() {
+        let (buf, spans) = argv(&[b"client", b"list"]);
+        assert_eq!(Args::new(&buf, &spans).resp_len(), 26);
+        let long = vec![b'x'; 1234];
+        let (buf, spans) = argv(&[b"SET", b"", &long]);
+        assert_eq!(
+            Args::new(&buf, &spans).resp_len(),
+            b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$1234\r\n".len() + 1234 + 2
+        );
     }
 
     #[test]

@@ -313,3 +313,41 @@ fn client_types_and_the_last_command_are_redis_ones() {
     assert_eq!(got, want);
     assert_eq!(want[0], "listener", "{want:?}");
 }
+
+/// The caller's `qbuf` in CLIENT LIST and CLIENT INFO holds the command it runs, as
+/// redis-server's query buffer still does (Redis's introspection tests match
+/// `qbuf=26` for `CLIENT LIST`), on every thread count.
+#[test]
+fn the_callers_query_buffer_holds_its_command() {
+    let qbuf = |reply: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(reply)
+            .split_whitespace()
+            .filter(|f| f.starts_with("qbuf="))
+            .map(String::from)
+            .collect()
+    };
+    for server in [Server::redis(), Server::goblin()] {
+        let mut raw = server.raw();
+        assert_eq!(
+            qbuf(&raw.cmd_str("CLIENT LIST")),
+            ["qbuf=26"],
+            "{}",
+            server.port
+        );
+        assert_eq!(
+            qbuf(&raw.cmd_str("CLIENT INFO")),
+            ["qbuf=26"],
+            "{}",
+            server.port
+        );
+        let mut other = server.raw();
+        other.cmd_str("PING");
+        let list = raw.cmd_str("CLIENT LIST");
+        assert_eq!(
+            qbuf(&list),
+            ["qbuf=26", "qbuf=0"],
+            "{}",
+            String::from_utf8_lossy(&list)
+        );
+    }
+}

@@ -572,7 +572,18 @@ fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
         lines.sort();
         lines
     };
-    for threads in [1, 2] {
+    same_after_scenarios(&[1, 2], &scenarios, stats);
+}
+
+/// Runs each of `scenarios` (commands separated by `|`) after CONFIG RESETSTAT on
+/// redis-server and on goblin-server with each of `threads`, and asserts that what
+/// `observe` reads after it is the same on both.
+fn same_after_scenarios<T: PartialEq + std::fmt::Debug>(
+    threads: &[usize],
+    scenarios: &[&str],
+    mut observe: impl FnMut(&mut goblin_tests::Raw) -> T,
+) {
+    for &threads in threads {
         let (g, r) = (Server::goblin_threads(threads), Server::redis());
         for scenario in scenarios {
             let mut seen = Vec::new();
@@ -583,7 +594,7 @@ fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
                     let c = goblin_tests::cmd::words(line);
                     goblin_tests::cmd::call(&mut raw, &c);
                 }
-                seen.push(stats(&mut raw));
+                seen.push(observe(&mut raw));
             }
             assert_eq!(
                 seen[1], seen[0],
@@ -651,28 +662,12 @@ fn latency_histograms_and_latencystats_record_the_calls_redis_records() {
         "CONFIG SET latency-tracking no|SET a b|GET a|CONFIG SET latency-tracking yes|GET a",
         "CONFIG SET latency-tracking-info-percentiles \"0 50 99.99 100\"|SET a b|INFO latencystats|CONFIG SET latency-tracking-info-percentiles \"\"|GET a|INFO latencystats|CONFIG SET latency-tracking-info-percentiles \"50 99 99.9\"",
     ];
-    for threads in [1, 3] {
-        let (g, r) = (Server::goblin_threads(threads), Server::redis());
-        for scenario in scenarios {
-            let mut seen = Vec::new();
-            for server in [&r, &g] {
-                let mut raw = server.raw();
-                raw.cmd_str("CONFIG RESETSTAT");
-                for line in scenario.split('|') {
-                    let c = goblin_tests::cmd::words(line);
-                    goblin_tests::cmd::call(&mut raw, &c);
-                }
-                let some = histogram_calls(&mut raw, &["set", "client", "nosuch", "blpop"]);
-                let all = histogram_calls(&mut raw, &[]);
-                seen.push((some, all, latencystats_shape(&mut raw)));
-            }
-            assert_eq!(
-                seen[1], seen[0],
-                "--threads {threads}, {scenario}: goblin (left), redis (right)"
-            );
-            assert!(!seen[0].1.is_empty(), "{scenario}");
-        }
-    }
+    same_after_scenarios(&[1, 3], &scenarios, |raw| {
+        let some = histogram_calls(raw, &["set", "client", "nosuch", "blpop"]);
+        let all = histogram_calls(raw, &[]);
+        assert!(!all.is_empty());
+        (some, all, latencystats_shape(raw))
+    });
     // CLIENT UNBLOCK ends a wait: the blocked command is recorded, and is a failed call
     // whatever its reply (a timeout's nil too), as redis-server counts it.
     for threads in [1, 3] {
