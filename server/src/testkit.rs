@@ -25,6 +25,11 @@ pub fn shared(threads: usize) -> Shared {
     Shared::build(
         crate::config::Config {
             threads,
+            // No `save` rules: a FLUSHALL run here would write dump.rdb in the crate.
+            persist: crate::config::PersistConfig {
+                save: Vec::new(),
+                ..Default::default()
+            },
             ..Default::default()
         },
         addr,

@@ -140,6 +140,11 @@ struct Counts {
     volatile: usize,
 }
 
+/// A slot table per slot, empty (half a megabyte: made at a keyspace's first key).
+fn empty_slots() -> Box<[HashTable<Handle>]> {
+    (0..SLOTS).map(|_| HashTable::new()).collect()
+}
+
 /// Accounts for an entry leaving: its counters, its boxed value. (Its chunk is the
 /// caller's to free, once it is done reading the entry.)
 fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<Value> {
@@ -1079,7 +1084,7 @@ impl Keyspace {
         let mut created = false;
         let size = blob::size(key, expire_at, payload);
         if self.slots.is_empty() {
-            self.slots = (0..SLOTS).map(|_| HashTable::new()).collect();
+            self.slots = empty_slots();
         }
         let mut freed = None;
         let mut replaced_expire = None;
@@ -1311,10 +1316,10 @@ impl Keyspace {
         // its slot tables gets new empty ones at once, as redis-server keeps its empty
         // dictionary: memory in use after a flush is what the next keys start from, not
         // half a megabyte short of it (Redis's maxmemory tests measure from there).
-        let fresh: Box<[HashTable<Handle>]> = if self.slots.is_empty() {
+        let fresh = if self.slots.is_empty() {
             Box::new([])
         } else {
-            (0..SLOTS).map(|_| HashTable::new()).collect()
+            empty_slots()
         };
         let slots = std::mem::replace(&mut self.slots, fresh);
         let arena = std::mem::take(&mut self.arena);

@@ -299,14 +299,20 @@ fn exchange(opts: &Options, restores: &[u8], n: usize) -> Result<(usize, Replies
         let preamble = usize::from(opts.auth.is_some()) + usize::from(select);
         request.extend_from_slice(restores);
         match talk(&mut conn.stream, opts.timeout, &request, preamble + n) {
-            Ok(replies) => {
+            Ok((replies, in_step)) => {
                 if select {
                     // The database the connection has now (none known if SELECT failed).
                     conn.db = replies
                         .get(preamble - 1)
                         .and_then(|r| r.is_ok().then_some(opts.db));
                 }
-                cache::put_back(target, conn);
+                // (A target that sent more than the replies is out of step: its
+                // connection is not kept for the next MIGRATE.)
+                if in_step {
+                    cache::put_back(target, conn);
+                } else {
+                    cache::close(conn);
+                }
                 return Ok((preamble, replies));
             }
             Err(failure) => {
@@ -330,13 +336,13 @@ struct Failure {
 /// The target's replies: each `Err` carrying an error reply's text.
 type Replies = Vec<Result<(), Vec<u8>>>;
 
-/// Writes `request` and reads `expected` replies.
+/// Writes `request` and reads `expected` replies; whether nothing came after them.
 fn talk(
     stream: &mut TcpStream,
     timeout: Duration,
     request: &[u8],
     expected: usize,
-) -> Result<Replies, Failure> {
+) -> Result<(Replies, bool), Failure> {
     let failure = |message: &[u8], e: Option<std::io::Error>| Failure {
         message: message.to_vec(),
         timed_out: e.is_some_and(|e| {
@@ -383,11 +389,7 @@ fn talk(
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    // (Bytes after the replies expected would be out of step: not kept.)
-    if at != buf.len() {
-        return Err(failure(READ_ERROR, None));
-    }
-    Ok(replies)
+    Ok((replies, at == buf.len()))
 }
 
 /// MIGRATE's connections kept for the next MIGRATE to the same target, as redis-server

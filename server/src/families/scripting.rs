@@ -163,6 +163,12 @@ impl Callee {
             Callee::Function(f) => f.def().flags,
         }
     }
+
+    /// Whether its calls may grow memory over `maxmemory` (Redis's `scriptVerifyOOM`):
+    /// it is `allow-oom`, or it has written already (`wrote`: it cannot stop halfway).
+    pub fn oom_free(&self, wrote: bool) -> bool {
+        wrote || self.flags().has(ScriptFlags::ALLOW_OOM)
+    }
 }
 
 /// What [`Callee::runnable`] gives: the function to run, and the keys and arguments it
@@ -727,9 +733,8 @@ fn run_here(
                     }
                     let version = shard.slots().version();
                     // Over `maxmemory`, the shard refuses a command that may grow memory
-                    // unless the script may (`allow-oom`) or has written already
-                    // (Redis's `scriptVerifyOOM`).
-                    shard.script_oom_free = wrote || inv.callee.flags().has(ScriptFlags::ALLOW_OOM);
+                    // unless the script may (`Callee::oom_free`).
+                    shard.script_oom_free = inv.callee.oom_free(wrote);
                     shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
                     shard.script_oom_free = false;
                     if spec.flags.contains(Flags::WRITE) {
@@ -1016,16 +1021,12 @@ pub(crate) mod plan {
                         return Err(Resume::Refused(e));
                     }
                 };
-                // Over `maxmemory`, a command that may grow memory is refused to a
-                // script that has not written yet (Redis's `scriptVerifyOOM`), as the
-                // shard refuses it to a script run there: its hops run in the
-                // transaction, where the shard does not check.
+                // Over `maxmemory`, a command that may grow memory is refused unless
+                // the script may (`Callee::oom_free`), as the shard refuses it to a
+                // script run there: its hops run in the transaction, where the shard
+                // does not check.
                 if spec.flags.contains(crate::table::Flags::DENYOOM)
-                    && !self.dirty.get()
-                    && !self
-                        .callee
-                        .flags()
-                        .has(crate::scripting::ScriptFlags::ALLOW_OOM)
+                    && !self.callee.oom_free(self.dirty.get())
                     && cx.shared.memory.maxmemory() > 0
                     && crate::memory::used() > cx.shared.memory.maxmemory()
                 {

@@ -679,17 +679,26 @@ struct InfoPart {
     latencies: Option<HopOut>,
 }
 
+/// Whether `INFO` with `args` shows section `name`. Sections add up, as in redis-server
+/// 7.0 (`INFO default commandstats` is both); `all` and `everything` show every one;
+/// none named is `default`, which leaves out commandstats, latencystats and Goblin's
+/// threads.
+fn info_shows(args: &[Vec<u8>], name: &str) -> bool {
+    let named = |section: &str| {
+        args.iter()
+            .skip(1)
+            .any(|a| a.eq_ignore_ascii_case(section.as_bytes()))
+    };
+    let default = args.len() <= 1 || named("default");
+    named("all")
+        || named("everything")
+        || named(name)
+        || (default && !matches!(name, "commandstats" | "latencystats" | "threads"))
+}
+
 /// INFO's part on one shard.
 fn info_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
-    let latencies = args
-        .iter()
-        .skip(1)
-        .any(|a| {
-            ["all", "everything", "latencystats"]
-                .iter()
-                .any(|s| a.eq_ignore_ascii_case(s.as_bytes()))
-        })
-        .then(|| super::diagnostics::latency_part(ctx));
+    let latencies = info_shows(args, "latencystats").then(|| super::diagnostics::latency_part(ctx));
     let stats = ctx
         .stats
         .iter()
@@ -995,19 +1004,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             stats.remove(&info.id);
         }
     }
-    let wanted: Vec<String> = args
-        .iter()
-        .skip(1)
-        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
-        .collect();
-    let everything = wanted.iter().any(|s| s == "all" || s == "everything");
-    // Sections add up, as in redis-server 7.0: `INFO default commandstats` is both.
-    let default = wanted.is_empty() || wanted.iter().any(|s| s == "default");
-    let show = |name: &str| {
-        everything
-            || wanted.iter().any(|s| s == name)
-            || (default && !matches!(name, "commandstats" | "latencystats" | "threads"))
-    };
+    let show = |name: &str| info_shows(args, name);
     let shared = cx.shared;
     let uptime = shared.started.elapsed().as_secs();
     let rss = rss_bytes();

@@ -106,7 +106,7 @@ pub struct Tick(u64);
 #[derive(Debug)]
 enum Source {
     /// The time-stamp counter, at `scale` ns per tick · 2^32.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[cfg(target_arch = "x86_64")]
     Counter { scale: u64 },
     /// Nanoseconds of the monotonic clock since `origin`.
     Monotonic { origin: std::time::Instant },
@@ -166,8 +166,6 @@ impl Tick {
         match source() {
             #[cfg(target_arch = "x86_64")]
             Source::Counter { .. } => Tick(counter()),
-            #[cfg(not(target_arch = "x86_64"))]
-            Source::Counter { .. } => Tick(0),
             Source::Monotonic { origin } => Tick(origin.elapsed().as_nanos() as u64),
         }
     }
@@ -181,8 +179,6 @@ impl Tick {
                 let ticks = counter().saturating_sub(self.0);
                 ((u128::from(ticks) * u128::from(*scale)) >> 32) as u64
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            Source::Counter { .. } => 0,
             Source::Monotonic { origin } => {
                 (origin.elapsed().as_nanos() as u64).saturating_sub(self.0)
             }

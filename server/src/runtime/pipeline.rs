@@ -488,8 +488,15 @@ impl Worker {
                     && let Some(conn) = self.conns.get(key)
                 {
                     let nanos = nanos_since(started);
-                    self.shard.record_run(spec.id, nanos);
-                    log_command(shared, &conn.client, spec, args, self.now, nanos / 1000);
+                    log_command(
+                        Some(&mut self.shard),
+                        shared,
+                        &conn.client,
+                        spec,
+                        args,
+                        self.now,
+                        nanos,
+                    );
                 }
                 flow
             }
@@ -530,8 +537,15 @@ impl Worker {
                 );
                 if let Some(started) = started {
                     let nanos = nanos_since(started);
-                    self.shard.record_run(spec.id, nanos);
-                    log_command(shared, client, spec, args, self.now, nanos / 1000);
+                    log_command(
+                        Some(&mut self.shard),
+                        shared,
+                        client,
+                        spec,
+                        args,
+                        self.now,
+                        nanos,
+                    );
                 }
                 if client.monitor != was_monitor {
                     let me = ConnRef {
@@ -848,16 +862,24 @@ fn nanos_since(started: std::time::Instant) -> u64 {
     started.elapsed().as_nanos() as u64
 }
 
-/// Records a command of `client` that ran for `micros`: in LATENCY, and in SLOWLOG when
-/// it was slow.
+/// Records a command of `client` that ran on this worker for `nanos`: in INFO
+/// commandstats and its latency histogram (in `shard`, when given: EXEC's connection
+/// commands are recorded by the caller, who has none at hand), in LATENCY, and in
+/// SLOWLOG when it was slow.
+#[allow(clippy::too_many_arguments)]
 fn log_command(
+    shard: Option<&mut crate::shard::Shard>,
     shared: &Shared,
     client: &crate::runtime::client::Client,
     spec: &CommandSpec,
     args: &Args<'_>,
     now: goblin_store::Millis,
-    micros: u64,
+    nanos: u64,
 ) {
+    if let Some(shard) = shard {
+        shard.record_run(spec.id, nanos);
+    }
+    let micros = nanos / 1000;
     if shared.latency.enabled() {
         shared
             .latency
@@ -1720,8 +1742,15 @@ impl Worker {
             {
                 // Timed as the workers' answers and the gathering.
                 let nanos = asking.micros * 1000 + nanos_since(started);
-                self.shard.record_run(spec.id, nanos);
-                log_command(&shared, client, spec, &args, now, nanos / 1000);
+                log_command(
+                    Some(&mut self.shard),
+                    &shared,
+                    client,
+                    spec,
+                    &args,
+                    now,
+                    nanos,
+                );
             }
         }
         self.exec_go_on(to.key);
@@ -1790,8 +1819,15 @@ impl Worker {
                     && let Some(conn) = self.conns.get(key)
                 {
                     let nanos = nanos_since(started);
-                    self.shard.record_run(spec.id, nanos);
-                    log_command(&shared, &conn.client, spec, args, self.now, nanos / 1000);
+                    log_command(
+                        Some(&mut self.shard),
+                        &shared,
+                        &conn.client,
+                        spec,
+                        args,
+                        self.now,
+                        nanos,
+                    );
                 }
                 return flow;
             }
@@ -2017,14 +2053,14 @@ impl Worker {
             script_reply |= matches!(tally, crate::txn::plan::Tally::ReplyErrors(..));
             self.shard.count(tally);
         }
-        let error_reply = matches!(outcome, Outcome::Reply(reply) if reply.first() == Some(&b'-'));
-        if !script_reply
-            && let Outcome::Reply(reply) = outcome
-            && error_reply
-        {
+        let error = match outcome {
+            Outcome::Reply(reply) if !script_reply && reply.first() == Some(&b'-') => Some(reply),
+            _ => None,
+        };
+        if let Some(reply) = error {
             self.shard.count_error(reply, None);
         }
-        if (error_reply && !script_reply || unblocked)
+        if (error.is_some() || unblocked)
             && let Some(id) = counted
         {
             self.shard.count_failed(id);
@@ -2260,7 +2296,7 @@ fn write_one(
                     if let Some(started) = started {
                         let nanos = nanos_since(started);
                         runs.timed.push((spec.id, nanos));
-                        log_command(ctx.shared, ctx.client, spec, &args, ctx.now, nanos / 1000);
+                        log_command(None, ctx.shared, ctx.client, spec, &args, ctx.now, nanos);
                     }
                 }
                 // ACL SETUSER and DELUSER inside MULTI change the users alone: their
