@@ -11,6 +11,14 @@ pub fn now_ms() -> Millis {
         .map_or(0, |d| d.as_millis() as Millis)
 }
 
+/// Nanoseconds since the Unix epoch (as the kernel's receive times: the order of
+/// blocked clients, `shard/park.rs`).
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// Microseconds since the Unix epoch (MONITOR's timestamps).
 pub fn now_us() -> u64 {
     SystemTime::now()

@@ -317,8 +317,12 @@ pub struct ParkReq {
     /// Set by whichever serves the wait, or gives it up, first: every shard of the wait
     /// and its coordinator share it.
     pub claim: Arc<AtomicBool>,
-    /// The plan was served and waits again: it keeps its turn (front of each queue).
-    pub first_in_line: bool,
+    /// When its command came, ns since the epoch: waits are served in that order
+    /// (`park.rs`).
+    pub turn: u64,
+    /// The transaction holds locks on this shard, let go once the wait is registered:
+    /// what waits for those locks (a push, say) then finds it in line.
+    pub release: bool,
     /// The time the readiness check uses.
     pub now: Millis,
     /// The database of the keys.

@@ -96,6 +96,8 @@ pub(crate) struct JobCommand {
     notify: Option<Arc<Batch>>,
     /// Its SLOWLOG and LATENCY entry.
     entry: Option<Entry>,
+    /// When it came (ns since the epoch): the turn of its waits, if it waits for keys.
+    turn: u64,
 }
 impl Worker {
     /// Decodes and dispatches the complete requests buffered on a connection.
@@ -108,6 +110,7 @@ impl Worker {
             return;
         }
         let mut input = std::mem::take(&mut conn.input);
+        self.arrived = input.arrived;
         while let Some(conn) = self.conns.get_mut(key) {
             if conn.closing || conn.held_replies() > OUTPUT_HIGH_WATER {
                 break;
@@ -201,6 +204,7 @@ impl Worker {
                 }
             }
         }
+        self.arrived = None;
         if let Some(conn) = self.conns.get_mut(key) {
             conn.input = input;
         }
@@ -1875,6 +1879,7 @@ impl Worker {
             id: spec.id,
             notify: command,
             entry,
+            turn: self.arrived.unwrap_or_else(crate::clock::now_ns),
         };
         self.start_job(key, locks, whole_shards, plan, Some(command))
     }
@@ -1918,8 +1923,15 @@ impl Worker {
             resp,
             db,
         ));
-        if let Some(JobCommand { id, notify, entry }) = command {
+        if let Some(JobCommand {
+            id,
+            notify,
+            entry,
+            turn,
+        }) = command
+        {
             job.set_counted(id);
+            job.set_turn(turn);
             if let Some(notify) = notify {
                 job.set_command(notify);
             }

@@ -253,7 +253,7 @@ impl Lent {
             if conn.peer_closed || conn.input.pending() > limit {
                 break;
             }
-            match conn.input.read_from(&mut conn.stream) {
+            match conn.input.read_from(&conn.stream) {
                 Ok(ReadOutcome::Full) => {}
                 Ok(ReadOutcome::Drained | ReadOutcome::WouldBlock) => {
                     conn.readable = false;

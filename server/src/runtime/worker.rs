@@ -151,6 +151,7 @@ pub(crate) fn new_conn(
 ) -> Conn {
     // Replies go out as soon as they are written, as with redis-server.
     let _ = stream.set_nodelay(true);
+    receive_times(&stream);
     let keepalive = shared.live().tcp_keepalive;
     if keepalive > 0 {
         // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds, then
@@ -189,6 +190,19 @@ fn not_busy(shared: &Shared, target: usize) -> usize {
         .map(|i| (target + i) % shared.threads)
         .find(|&t| !busy(t))
         .unwrap_or(target)
+}
+
+/// Has the kernel note when each packet of `stream` arrives (`SO_TIMESTAMPNS`), which
+/// each read returns (`Input::read_from`).
+///
+/// Blocked clients are served in the order their commands came (`shard/park.rs`), as
+/// redis-server, one thread reading sockets in the order they became ready, serves
+/// them. When a thread reads a command is no measure of that: a thread woken by it, or
+/// busy, or off its core, reads it tens of µs or more after it came, after another
+/// thread may have read a later client's.
+pub(crate) fn receive_times(stream: &impl std::os::fd::AsFd) {
+    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
+    let _ = setsockopt(stream, ReceiveTimestampns, &true);
 }
 
 /// One thread's event loop.
@@ -247,6 +261,8 @@ pub struct Worker {
     pub(crate) subs: crate::runtime::pubsub::Local,
     /// The tracking client the command being dispatched runs for (CLIENT TRACKING).
     pub(crate) cmd_tracked: Option<crate::runtime::tracking::Tracked>,
+    /// When the requests being run came, if their read asked (`Input::arrived`).
+    pub(crate) arrived: Option<u64>,
     /// The command just dispatched was held back (`Worker::hold_back`): its request is
     /// kept in the input.
     pub(crate) held_back: bool,
@@ -337,6 +353,7 @@ impl Worker {
             paused: Vec::new(),
             subs: Default::default(),
             cmd_tracked: None,
+            arrived: None,
             held_back: false,
             net_in: 0,
             net_out: 0,
@@ -1494,7 +1511,7 @@ impl Worker {
             }
             reads += 1;
             let before = conn.input.pending();
-            let outcome = conn.input.read_from(&mut conn.stream);
+            let outcome = conn.input.read_from(&conn.stream);
             self.net_in += conn.input.pending().saturating_sub(before) as u64;
             self.traffic_changed = true;
             if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {

@@ -438,7 +438,8 @@ impl Shard {
         self.locks.early_given_up();
     }
 
-    /// Releases what [`Shard::hold_early`] locked for `tx`; what waited for it goes on.
+    /// Releases what `tx` holds here ([`Shard::hold_early`]'s locks, or a parked plan's);
+    /// what waited for it goes on.
     pub fn release_early(&mut self, shared: &Shared, tx: TxRef) {
         if self.locks.release(tx) {
             self.retry(shared);
@@ -1756,8 +1757,17 @@ impl Shard {
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one
-    /// of them is ready already.
+    /// of them is ready already; then lets go of the locks it holds here, if asked (what
+    /// waited for them runs with the wait in line).
     pub fn park(&mut self, shared: &Shared, req: ParkReq) {
+        let (tx, release) = (req.tx, req.release);
+        self.wait_or_wake(shared, req);
+        if release {
+            self.release_early(shared, tx);
+        }
+    }
+
+    fn wait_or_wake(&mut self, shared: &Shared, req: ParkReq) {
         if req.keys.iter().any(|w| w.ready.is_some()) {
             // (A wait's own first test, if it has one.)
             let keys = &req.keys;
@@ -1795,14 +1805,8 @@ impl Shard {
                 return;
             }
         }
-        self.waiters.register(
-            req.tx,
-            req.id,
-            req.db,
-            req.keys,
-            req.claim,
-            req.first_in_line,
-        );
+        self.waiters
+            .register(req.tx, req.id, req.db, req.keys, req.claim, req.turn);
         self.update_observed();
     }
 

@@ -1,7 +1,10 @@
 //! Plans parked on this shard's keys: who waits for which key, in the order they came.
 //!
-//! A plan parks on keys of one or more shards; each shard keeps, for its keys, a FIFO
-//! queue of waits. Every wait carries a claim flag shared by all its shards: whichever
+//! A plan parks on keys of one or more shards; each shard keeps, for its keys, a queue
+//! of waits in the order their commands came (their *turn*: when the command's bytes
+//! reached the machine, or when its connection's thread began it — not when its wait
+//! reached this shard — so a client on another thread that sent its command first is
+//! served first, as in Redis; a plan served that must wait again keeps its turn). Every wait carries a claim flag shared by all its shards: whichever
 //! shard serves it first sets the flag, so a plan waiting on keys of several shards is
 //! served at most once; the coordinator sets it too when the wait times out or is given
 //! up, so a late event serves nobody.
@@ -59,7 +62,8 @@ pub type Wake = (TxRef, u64, Vec<u8>, Serve);
 /// Who waits for which key on one shard.
 #[derive(Debug, Default)]
 pub struct Waiters {
-    by_key: FastMap<Box<[u8]>, VecDeque<TxRef>>,
+    /// Per key, its waits by turn.
+    by_key: FastMap<Box<[u8]>, VecDeque<(u64, TxRef)>>,
     by_tx: FastMap<TxRef, Wait>,
 }
 
@@ -80,9 +84,7 @@ impl Waiters {
     }
 
     /// Registers wait `id` of `tx` on `keys` of database `db` (replacing an earlier wait
-    /// of `tx`), at the back of each key's queue, or at the front for a plan that was
-    /// served and must wait again (it keeps its turn).
-    #[allow(clippy::too_many_arguments)]
+    /// of `tx`), in each key's queue after the waits whose turn is not later.
     pub fn register(
         &mut self,
         tx: TxRef,
@@ -90,7 +92,7 @@ impl Waiters {
         db: usize,
         keys: Vec<Watch>,
         claim: Arc<AtomicBool>,
-        first_in_line: bool,
+        turn: u64,
     ) {
         self.remove(tx);
         let keys: Vec<Watched> = keys
@@ -104,11 +106,12 @@ impl Waiters {
             .collect();
         for w in &keys {
             let queue = self.by_key.entry(w.key.clone()).or_default();
-            if first_in_line {
-                queue.push_front(tx);
-            } else {
-                queue.push_back(tx);
-            }
+            // Mostly the last: searched from the back.
+            let at = queue
+                .iter()
+                .rposition(|(t, _)| *t <= turn)
+                .map_or(0, |i| i + 1);
+            queue.insert(at, (turn, tx));
         }
         self.by_tx.insert(
             tx,
@@ -134,7 +137,7 @@ impl Waiters {
         };
         for w in wait.keys {
             if let Some(queue) = self.by_key.get_mut(&w.key) {
-                queue.retain(|t| *t != tx);
+                queue.retain(|(_, t)| *t != tx);
                 if queue.is_empty() {
                     self.by_key.remove(&w.key);
                 }
@@ -164,7 +167,7 @@ impl Waiters {
         // Lock waits served so far, and how many the key can serve (its readiness count,
         // read once, before any of them takes anything).
         let (mut locked, mut capacity) = (0usize, None);
-        for &tx in queue {
+        for &(_, tx) in queue {
             let Some(wait) = self.by_tx.get(&tx).filter(|w| w.db == index) else {
                 continue;
             };
@@ -247,18 +250,23 @@ mod tests {
         Arc::new(AtomicBool::new(false))
     }
 
+    /// The `n`th turn.
+    fn turn(n: u64) -> u64 {
+        1_000 + n
+    }
+
     #[test]
     fn lock_waits_are_served_one_at_a_time_in_order() {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
-        for tx in [T1, T2] {
+        for (n, tx) in [T1, T2].into_iter().enumerate() {
             w.register(
                 tx,
                 1,
                 0,
                 watch(&[b"k"], Some(exists), Serve::Lock),
                 flag(),
-                false,
+                turn(n as u64),
             );
         }
         assert!(
@@ -289,10 +297,26 @@ mod tests {
             0,
             watch(&[b"k", b"j"], None, Serve::Lock),
             Arc::clone(&taken),
-            false,
+            turn(1),
         );
-        w.register(T2, 1, 0, watch(&[b"k"], None, Serve::Notify), flag(), false);
-        w.register(T3, 4, 0, watch(&[b"k"], None, Serve::Notify), flag(), true);
+        w.register(
+            T2,
+            1,
+            0,
+            watch(&[b"k"], None, Serve::Notify),
+            flag(),
+            turn(2),
+        );
+        // Registered last, but its command started first (on another thread, say, or
+        // it was served and waits again).
+        w.register(
+            T3,
+            4,
+            0,
+            watch(&[b"k"], None, Serve::Notify),
+            flag(),
+            turn(0),
+        );
         taken.store(true, Ordering::Release);
         let served = w.serve(b"k", 0, &mut db, 0, 0);
         assert_eq!(
@@ -301,7 +325,7 @@ mod tests {
                 (T3, 4, b"k".to_vec(), Serve::Notify),
                 (T2, 1, b"k".to_vec(), Serve::Notify)
             ],
-            "first in line first; T1 was claimed elsewhere"
+            "the first turn first; T1 was claimed elsewhere"
         );
         assert!(w.is_empty(), "T1's other key forgotten too");
     }
@@ -310,10 +334,24 @@ mod tests {
     fn a_cancelled_or_replaced_wait_is_not_served() {
         let mut w = Waiters::default();
         let mut db = Keyspace::new();
-        w.register(T1, 1, 0, watch(&[b"a"], None, Serve::Notify), flag(), false);
+        w.register(
+            T1,
+            1,
+            0,
+            watch(&[b"a"], None, Serve::Notify),
+            flag(),
+            turn(0),
+        );
         w.cancel(T1, 0);
         assert_eq!(w.len(), 1, "an older wait's cancel leaves the newer one");
-        w.register(T1, 2, 0, watch(&[b"c"], None, Serve::Notify), flag(), false);
+        w.register(
+            T1,
+            2,
+            0,
+            watch(&[b"c"], None, Serve::Notify),
+            flag(),
+            turn(0),
+        );
         assert!(w.serve(b"a", 0, &mut db, 0, 0).is_empty());
         w.cancel(T1, 2);
         assert!(w.is_empty());

@@ -95,8 +95,9 @@ pub struct TxJob {
     /// Shards where the transaction holds locks now, released when it ends.
     locked_on: Vec<usize>,
     waits: u64,
-    /// The last wait was served: a wait that follows keeps its turn.
-    served: bool,
+    /// When its command came, ns since the epoch, for the order of its waits
+    /// (`shard/park.rs`): set by the connection's thread, or at its first wait.
+    turn: Option<u64>,
     /// Some step changed keys: the transaction has parts in the log, and its end is
     /// recorded as their commit.
     wrote: bool,
@@ -228,7 +229,7 @@ impl TxJob {
             db,
             locked_on: Vec::new(),
             waits: 0,
-            served: false,
+            turn: None,
             wrote: false,
             command: None,
             tracked: None,
@@ -248,6 +249,11 @@ impl TxJob {
     /// for keys (a blocking command's wait, as Redis leaves it out).
     pub fn set_entry(&mut self, entry: Entry) {
         self.entry = Some(entry);
+    }
+
+    /// When its command came: its waits are in line from then (`shard/park.rs`).
+    pub fn set_turn(&mut self, turn: u64) {
+        self.turn = Some(turn);
     }
 
     /// The tracking client the transaction runs for (CLIENT TRACKING): its steps
@@ -413,7 +419,6 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.served = true;
         self.now = env.now;
         let woken = match done.out {
             Ok(woken @ HopOut::Woken(_)) => woken,
@@ -434,7 +439,6 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.served = true;
         self.now = env.now;
         self.advance(env, vec![HopOut::Woken(key)], out)
     }
@@ -469,7 +473,6 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.served = false;
         self.unserved = true;
         self.now = env.now;
         self.advance(env, vec![HopOut::TimedOut], out)
@@ -561,8 +564,6 @@ impl TxJob {
     }
 
     fn park(&mut self, park: Park, env: &Env<'_>, out: &mut Vec<Outgoing>) {
-        // A parked plan holds no lock: others must be able to make it ready.
-        self.release_all(out);
         if self.entry.is_some() {
             self.parked_since = Some(Instant::now());
         }
@@ -584,19 +585,31 @@ impl TxJob {
         slots.sort_unstable();
         slots.dedup();
         let claim = Arc::new(AtomicBool::new(false));
-        let first_in_line = std::mem::take(&mut self.served);
+        let turn = *self.turn.get_or_insert_with(crate::clock::now_ns);
+        // A parked plan holds no lock: others must be able to make it ready. A shard of
+        // the wait lets go of its locks once the wait is in line there (what waits for
+        // them may be what makes it ready); the others are released now.
         for (shard, keys) in by_shard {
+            let release = match self.locked_on.iter().position(|&s| s == shard) {
+                Some(i) => {
+                    self.locked_on.swap_remove(i);
+                    true
+                }
+                None => false,
+            };
             let req = ParkReq {
                 tx: self.tx,
                 id,
                 keys,
                 claim: Arc::clone(&claim),
-                first_in_line,
+                turn,
+                release,
                 now: self.now,
                 db: self.db,
             };
             out.push((shard, Msg::Park(req)));
         }
+        self.release_all(out);
         self.phase = Phase::Parked {
             id,
             shards,
@@ -644,7 +657,6 @@ impl TxJob {
                 Step::Done(outcome) => {
                     self.release_all(out);
                     self.phase = Phase::Done;
-                    self.served = false;
                     return Some(outcome);
                 }
             }
