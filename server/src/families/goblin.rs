@@ -411,6 +411,7 @@ impl ClaimWait {
             ready_first: None,
             serve: Serve::Lock,
             arg: Vec::new(),
+            with: None,
         }];
         if a.result_key != a.claim_key {
             keys.push(Watch {
@@ -419,6 +420,7 @@ impl ClaimWait {
                 ready_first: None,
                 serve: Serve::Notify,
                 arg: Vec::new(),
+                with: None,
             });
         }
         Step::Park(Park {

@@ -1459,12 +1459,21 @@ impl BlockingMove {
 
     fn park(&mut self) -> Step {
         self.state = MoveState::Parked;
-        Step::Park(Park::on(
+        let mut park = Park::on(
             vec![self.across.src.clone()],
             Some(is_ready),
             Serve::Lock,
             self.timeout,
-        ))
+        );
+        let a = &self.across;
+        if a.src_shard == a.dst_shard && a.src != a.dst {
+            // Served with the destination locked too: the move then goes through
+            // before anything that came after the push that served it.
+            for watch in &mut park.keys {
+                watch.with = Some(a.dst.clone());
+            }
+        }
+        Step::Park(park)
     }
 
     /// The lock-only hops that lock the keys again, in ascending shard order.
@@ -1505,7 +1514,10 @@ impl Plan for BlockingMove {
                 cx.done(|e| e.bulk(&element))
             }
             MoveState::Parked => match results.into_iter().next() {
-                Some(HopOut::Woken(_)) if self.across.src == self.across.dst => self.check(),
+                // Served with both keys locked (one shard): on with the move.
+                Some(HopOut::Woken(_)) if self.across.src_shard == self.across.dst_shard => {
+                    self.check()
+                }
                 Some(HopOut::Woken(_)) => {
                     self.state = MoveState::TryingDst;
                     let a = &self.across;

@@ -2138,6 +2138,7 @@ impl StreamRead {
                     ready_first: Some(group_ready_now),
                     serve: Serve::Lock,
                     arg: group.clone(),
+                    with: None,
                 },
                 None => {
                     let gt = match from {
@@ -2150,6 +2151,7 @@ impl StreamRead {
                         ready_first: Some(read_ready_now),
                         serve: Serve::Notify,
                         arg: gt.to_be_bytes().to_vec(),
+                        with: None,
                     }
                 }
             })

@@ -82,6 +82,10 @@ pub(crate) const PREFETCH_AHEAD: usize = 32;
 /// A message this shard produced for a worker (possibly its own).
 pub type Outgoing = (usize, Msg);
 
+/// A lock wait served, to grant its lock: the transaction, the key's database, the key,
+/// and the key granted with it (`Watch::with`).
+type Grant = (TxRef, usize, Vec<u8>, Option<Vec<u8>>);
+
 /// Something waiting on this shard.
 #[derive(Debug)]
 enum Blocked {
@@ -147,9 +151,8 @@ pub struct Shard {
     events: Vec<Event>,
     /// Messages produced, for the worker to route.
     out: Vec<Outgoing>,
-    /// Lock waits served (with their keys' database), whose locks are still to be
-    /// granted (`serve_wakes`).
-    wakes: Vec<(TxRef, usize, Vec<u8>)>,
+    /// Lock waits served, whose locks are still to be granted (`serve_wakes`).
+    wakes: Vec<Grant>,
     /// Lock waits served whose commands have not yet released the key they were served
     /// for: the key's readiness counts less by as many, and when one releases without
     /// taking what it was served for (its command failed: a destination of the wrong
@@ -894,8 +897,8 @@ impl Shard {
     }
 
     /// After a unit of work: the waits its writes serve (`park.rs`). A notify wait is told
-    /// at once; a lock wait is granted its lock by a step queued like any other (so that
-    /// it comes after whoever already waits for the key), in [`Shard::serve_wakes`].
+    /// at once; a lock wait is granted its lock by a step that goes ahead of whatever
+    /// waits for the key (all of it came after the write), in [`Shard::serve_wakes`].
     fn serve_waiters(&mut self) {
         let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
         for event in &self.events {
@@ -956,10 +959,10 @@ impl Shard {
             .iter()
             .filter(|(_, d, k)| *d == db && *k == key)
             .count();
-        for (tx, id, key, serve) in self.waiters.serve(key, db, keyspace, now, reserved) {
+        for (tx, id, key, serve, with) in self.waiters.serve(key, db, keyspace, now, reserved) {
             match serve {
                 Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
-                Serve::Lock => self.wakes.push((tx, db, key)),
+                Serve::Lock => self.wakes.push((tx, db, key, with)),
             }
         }
     }
@@ -969,19 +972,23 @@ impl Shard {
         !self.wakes.is_empty()
     }
 
-    /// Grants served lock waits their locks: a step per wait that locks the key and
-    /// reports `Woken` (index [`WOKEN`]) once it holds it. Called by the worker after each
-    /// message or command, never from inside a unit of work.
+    /// Grants served lock waits their locks: a step per wait that locks the key (and the
+    /// key it is granted with) and reports `Woken` (index [`WOKEN`]) once it holds it,
+    /// ahead of other waiting items (`Shard::step`). Called after each command of a
+    /// batch, and by the worker after each message or command, never from inside a unit
+    /// of work.
     pub fn serve_wakes(&mut self, shared: &Shared) {
         // In the order the waits were served (their lock requests queue in that order).
         let wakes = std::mem::take(&mut self.wakes);
-        for (tx, db, key) in wakes {
+        for (tx, db, key, with) in wakes {
             self.woken.push((tx, db, key.clone()));
             let woken = key.clone();
+            let mut lock = vec![(key, LockMode::Exclusive)];
+            lock.extend(with.map(|k| (k, LockMode::Exclusive)));
             let step = TxStep {
                 tx,
                 index: WOKEN,
-                lock: vec![(key, LockMode::Exclusive)],
+                lock,
                 lock_all: false,
                 try_lock: false,
                 work: Some(Work::Run(Box::new(move |_| HopOut::Woken(woken)))),
@@ -1502,6 +1509,11 @@ impl Shard {
                 return Ran::Blocked(needs);
             }
             self.run_one(shared, batch, None);
+            if self.has_wakes() {
+                // Served before the batch's next command, which finds the keys locked
+                // (as redis-server serves blocked clients after each command).
+                self.serve_wakes(shared);
+            }
         }
         Ran::Finished
     }
@@ -1657,10 +1669,15 @@ impl Shard {
             }
         }
         let needs = Needs::of(&step.lock, step.lock_all);
+        // A served wait's grant goes ahead of whatever waits for its keys: all of that
+        // came after the write that served it, and in Redis runs after the blocked
+        // clients that write served (and those they served in turn).
+        let woken = step.index == WOKEN;
         if !needs.is_empty()
-            && (self
-                .locks
-                .queued_ahead(&needs, None, !self.blocked.is_empty())
+            && ((!woken
+                && self
+                    .locks
+                    .queued_ahead(&needs, None, !self.blocked.is_empty()))
                 || !self.locks.compatible(&needs, Some(step.tx)))
         {
             if step.try_lock {
@@ -1668,7 +1685,17 @@ impl Shard {
                 return;
             }
             self.locks.wait(&needs, None);
-            self.blocked.push_back(Blocked::Step { step, needs });
+            let item = Blocked::Step { step, needs };
+            if woken {
+                let at = self
+                    .blocked
+                    .iter()
+                    .position(|b| !matches!(b, Blocked::Step { step, .. } if step.index == WOKEN))
+                    .unwrap_or(self.blocked.len());
+                self.blocked.insert(at, item);
+            } else {
+                self.blocked.push_back(item);
+            }
             return;
         }
         self.run_step(shared, step, &needs, true);
@@ -1786,10 +1813,10 @@ impl Shard {
                                 .or(w.ready)
                                 .is_some_and(|ready| ready(ctx.db, &w.key, req.now, &w.arg) > 0)
                         })
-                        .map(|w| (w.key.clone(), w.serve))
+                        .map(|w| (w.key.clone(), w.serve, w.with.clone()))
                 },
             );
-            if let Some((key, serve)) = found {
+            if let Some((key, serve, with)) = found {
                 if req
                     .claim
                     .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
@@ -1799,7 +1826,7 @@ impl Shard {
                         Serve::Notify => self
                             .out
                             .push((req.tx.worker, Msg::Woken(req.tx, req.id, key))),
-                        Serve::Lock => self.wakes.push((req.tx, req.db, key)),
+                        Serve::Lock => self.wakes.push((req.tx, req.db, key, with)),
                     }
                 }
                 return;

@@ -54,10 +54,12 @@ struct Watched {
     ready: Option<ReadyFn>,
     serve: Serve,
     arg: Box<[u8]>,
+    with: Option<Box<[u8]>>,
 }
 
-/// A wait to serve: the transaction, its wait number, the key, how.
-pub type Wake = (TxRef, u64, Vec<u8>, Serve);
+/// A wait to serve: the transaction, its wait number, the key, how, and the key a lock
+/// wait is granted with ([`Watch::with`]).
+pub type Wake = (TxRef, u64, Vec<u8>, Serve, Option<Vec<u8>>);
 
 /// Who waits for which key on one shard.
 #[derive(Debug, Default)]
@@ -102,6 +104,7 @@ impl Waiters {
                 ready: w.ready,
                 serve: w.serve,
                 arg: w.arg.into_boxed_slice(),
+                with: w.with.map(Vec::into_boxed_slice),
             })
             .collect();
         for w in &keys {
@@ -199,7 +202,8 @@ impl Waiters {
                 continue;
             }
             locked += usize::from(serve == Serve::Lock);
-            served.push((tx, wait.id, key.to_vec(), serve));
+            let with = watched.with.as_deref().map(<[u8]>::to_vec);
+            served.push((tx, wait.id, key.to_vec(), serve, with));
         }
         for tx in dropped.into_iter().chain(served.iter().map(|w| w.0)) {
             self.remove(tx);
@@ -242,6 +246,7 @@ mod tests {
                 ready_first: None,
                 serve,
                 arg: Vec::new(),
+                with: None,
             })
             .collect()
     }
@@ -276,11 +281,11 @@ mod tests {
         db.set_str(b"k", b"v", None, 0);
         assert_eq!(
             w.serve(b"k", 0, &mut db, 0, 0),
-            [(T1, 1, b"k".to_vec(), Serve::Lock)]
+            [(T1, 1, b"k".to_vec(), Serve::Lock, None)]
         );
         assert_eq!(
             w.serve(b"k", 0, &mut db, 0, 0),
-            [(T2, 1, b"k".to_vec(), Serve::Lock)]
+            [(T2, 1, b"k".to_vec(), Serve::Lock, None)]
         );
         assert!(w.is_empty());
     }
@@ -322,8 +327,8 @@ mod tests {
         assert_eq!(
             served,
             [
-                (T3, 4, b"k".to_vec(), Serve::Notify),
-                (T2, 1, b"k".to_vec(), Serve::Notify)
+                (T3, 4, b"k".to_vec(), Serve::Notify, None),
+                (T2, 1, b"k".to_vec(), Serve::Notify, None)
             ],
             "the first turn first; T1 was claimed elsewhere"
         );

@@ -195,6 +195,7 @@ impl Park {
                     ready_first: None,
                     serve,
                     arg: Vec::new(),
+                    with: None,
                 })
                 .collect(),
             timeout,
@@ -225,6 +226,11 @@ pub struct Watch {
     pub serve: Serve,
     /// What the readiness test needs besides the key (empty for most waits).
     pub arg: Vec<u8>,
+    /// Another key of the same shard that a lock wait is granted with: a blocking move's
+    /// destination, so that the element is the plan's to push before anything that came
+    /// after the write that served it (as in Redis, where a move's push serves the next
+    /// blocked client at once: circular moves end before the pusher's next command).
+    pub with: Option<Vec<u8>>,
 }
 
 /// What a plan wants next.

@@ -377,6 +377,49 @@ fn clients_blocked_back_to_back_are_served_in_the_order_they_sent() {
 }
 
 #[test]
+fn the_pushers_next_command_finds_the_blocked_clients_served() {
+    // Redis serves blocked clients right after the command that made their key ready,
+    // before any other command: a command pipelined after the push sees the rotation of
+    // a BLMOVE from a list into itself, and circular BRPOPLPUSHes (each one's push
+    // serves the other) are over before the pusher's next command (Redis's "Circular
+    // BRPOPLPUSH"). The clients and the lists' shards change from round to round.
+    let threads = default_threads();
+    let tags: Vec<String> = (0..threads)
+        .map(|shard| keys_on("t", shard, threads, 1).remove(0))
+        .collect();
+    same(|s| {
+        let mut admin = s.raw();
+        let mut out = Vec::new();
+        for round in 0..8 {
+            let tag = &tags[round % tags.len()];
+            let (l1, l2) = (format!("{{{tag}}}l1"), format!("{{{tag}}}l2"));
+            let _spare = (round % 3 == 1).then(|| s.raw());
+            let mut c1 = s.raw();
+            let mut c2 = s.raw();
+            send(&mut c1, &format!("BLMOVE {l1} {l1} LEFT RIGHT 0"));
+            until_blocked(&mut admin, 1);
+            admin.send(&encode(&[b"RPUSH", l1.as_bytes(), b"a", b"b"]));
+            admin.send(&encode(&[b"LRANGE", l1.as_bytes(), b"0", b"-1"]));
+            out.push(admin.reply());
+            out.push(admin.reply());
+            out.push(c1.reply());
+            out.push(admin.cmd_str(&format!("DEL {l1}")));
+            send(&mut c1, &format!("BRPOPLPUSH {l1} {l2} 0"));
+            until_blocked(&mut admin, 1);
+            send(&mut c2, &format!("BRPOPLPUSH {l2} {l1} 0"));
+            until_blocked(&mut admin, 2);
+            out.push(admin.cmd_str(&format!("RPUSH {l1} foo")));
+            out.push(admin.cmd_str(&format!("LRANGE {l1} 0 -1")));
+            out.push(admin.cmd_str(&format!("LRANGE {l2} 0 -1")));
+            out.push(c1.reply());
+            out.push(c2.reply());
+            out.push(admin.cmd_str(&format!("DEL {l1} {l2}")));
+        }
+        out
+    });
+}
+
+#[test]
 fn a_key_of_another_type_keeps_its_waiters_waiting() {
     same(|s| {
         let mut admin = s.raw();
