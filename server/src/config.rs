@@ -446,7 +446,9 @@ Usage: goblin-server [/path/to/goblin.conf] [options]
 A configuration file has redis.conf's syntax: one option per line, its name without the
 dashes, then its value (`appendfsync always`, `save 3600 1 300 100`); `#` starts a comment;
 `include /other.conf` reads another file there. Options on the command line come after the
-file's, and win. An unknown or invalid option stops the start, naming the file and line.
+file's, and win: as with redis-server, `--name` begins an option and the arguments up to
+the next `--name` are its values (`--save 900 1 300 10`), and `--name value` may be one
+argument. An unknown or invalid option stops the start, naming the file and line.
 
 Options:
   --bind ADDR               address to listen on (default 127.0.0.1)
@@ -691,42 +693,89 @@ pub fn set_option(config: &mut Config, name: &str, value: &str) -> Result<(), St
     set(config, name, &[value.to_string()])
 }
 
-/// Parses the arguments (without the program name): an optional configuration file first,
-/// then `--name value` options.
+/// Parses the arguments (without the program name) as redis-server does: an optional
+/// configuration file first, then options, read as configuration lines after the file's
+/// ([`options_text`]).
 ///
 /// # Errors
 /// A message naming the bad option or value (and, for the file, where it is).
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     let mut config = Config::default();
     let args: Vec<String> = args.into_iter().collect();
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help") => return Ok(Cli::Help),
+        Some("-v" | "--version") => return Ok(Cli::Version),
+        _ => {}
+    }
     let mut rest = &args[..];
+    let mut reader = FileReader::default();
     if let Some(first) = args.first()
         && !first.starts_with('-')
     {
         let path = Path::new(first);
-        let mut reader = FileReader::default();
         reader.read(&mut config, path, 0)?;
         config.file = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
         rest = &args[1..];
     }
-    let mut args = rest.iter();
-    while let Some(arg) = args.next() {
-        let name = arg.as_str();
-        match name {
-            "-h" | "--help" => return Ok(Cli::Help),
-            "-v" | "--version" => return Ok(Cli::Version),
-            _ => {}
-        }
-        let Some(option) = name.strip_prefix("--") else {
-            return Err(format!("unknown option {name} (see --help)"));
-        };
-        let value = args
-            .next()
-            .ok_or_else(|| format!("missing value for {name}"))?;
-        set(&mut config, option, std::slice::from_ref(value))
-            .map_err(|e| format!("{name}: {e}"))?;
-    }
+    reader.read_text(&mut config, options_text(rest).as_bytes(), None, 0)?;
     Ok(Cli::Run(Box::new(config)))
+}
+
+/// The options of a command line as configuration lines, as redis-server's `main` makes
+/// them: each `--name` begins a line and the arguments after it are its values, quoted
+/// (so that spaces and quotes in them stay); a `--name value` given as one argument is
+/// split as a configuration line is, and the argument after it begins a line even without
+/// `--`; `--save` with no value (last, or before another option) is `save ""`.
+fn options_text(args: &[String]) -> String {
+    let mut text = String::new();
+    // The last option has a value (or is one argument with its values).
+    let mut has_value = true;
+    for (i, arg) in args.iter().enumerate() {
+        match arg.strip_prefix("--") {
+            Some(option) if has_value => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(option);
+                text.push(' ');
+                // (Unbalanced quotes count as several words, as in redis-server.)
+                let words = goblin_protocol::split_args(arg.as_bytes()).map_or(0, |w| w.len());
+                has_value = words != 1;
+                if words == 1 && arg.eq_ignore_ascii_case("--save") {
+                    let next_is_option = args.get(i + 1).is_some_and(|a| a.starts_with("--"));
+                    if next_is_option || i + 1 == args.len() {
+                        text.push_str("\"\"");
+                        has_value = true;
+                    }
+                }
+            }
+            _ => {
+                quote_into(&mut text, arg);
+                text.push(' ');
+                has_value = true;
+            }
+        }
+    }
+    text
+}
+
+/// `value` quoted as redis-server's `sdscatrepr` quotes it, for a configuration line.
+fn quote_into(text: &mut String, value: &str) {
+    text.push('"');
+    for b in value.bytes() {
+        match b {
+            b'\\' => text.push_str("\\\\"),
+            b'"' => text.push_str("\\\""),
+            b'\n' => text.push_str("\\n"),
+            b'\r' => text.push_str("\\r"),
+            b'\t' => text.push_str("\\t"),
+            0x07 => text.push_str("\\a"),
+            0x08 => text.push_str("\\b"),
+            b if b.is_ascii_graphic() || b == b' ' => text.push(char::from(b)),
+            b => text.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    text.push('"');
 }
 
 /// Reads configuration files (`include` nests them).
@@ -744,6 +793,18 @@ impl FileReader {
                 path.display()
             )
         })?;
+        self.read_text(config, &text, Some(path), depth)
+    }
+
+    /// Reads configuration lines: a file's (`path`) or the command line's.
+    fn read_text(
+        &mut self,
+        config: &mut Config,
+        text: &[u8],
+        path: Option<&Path>,
+        depth: usize,
+    ) -> Result<(), String> {
+        let source = path.map_or(String::new(), |p| format!(" '{}'", p.display()));
         for (n, line) in text.split(|&b| b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let trimmed = line.trim_ascii();
@@ -753,9 +814,9 @@ impl FileReader {
             let fail = |reason: &str| {
                 format!(
                     "\n*** FATAL CONFIG FILE ERROR (Redis {}) ***\nReading the configuration \
-                     file '{}', at line {}\n>>> '{}'\n{reason}",
+                     file{}, at line {}\n>>> '{}'\n{reason}",
                     crate::runtime::server::REDIS_VERSION,
-                    path.display(),
+                    source,
                     n + 1,
                     String::from_utf8_lossy(trimmed)
                 )
@@ -1481,6 +1542,44 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    fn run(args: &[&str]) -> Config {
+        match parse(args.iter().map(|a| a.to_string())) {
+            Ok(Cli::Run(c)) => *c,
+            other => panic!("expected a config from {args:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_the_command_line_as_redis_server_does() {
+        // Several values; a name and its value in one argument (redis-server's tests).
+        let c = run(&["--port", "7000", "--save", "900", "1", "300", "10"]);
+        assert_eq!((c.port, c.persist.save.len()), (7000, 2));
+        let c = run(&["--maxmemory 700mb", "--maxmemory-policy volatile-lru"]);
+        assert_eq!(c.memory.maxmemory, 734_003_200);
+        assert_eq!(c.memory.policy.name(), "volatile-lru");
+        // "wrong usage that we support anyway": words after the file and before the
+        // first option are a line, and quotes in a one-argument option are a line's.
+        let file = std::env::temp_dir().join(format!("goblin-cli-{}.conf", std::process::id()));
+        std::fs::write(&file, "port 7001\n").expect("a config file");
+        let path = file.to_string_lossy().into_owned();
+        let c = run(&[&path, "loglevel", "verbose", "--maxmemory '700mb'"]);
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.loglevel, crate::log::Level::Verbose);
+        assert_eq!(c.memory.maxmemory, 734_003_200);
+        // Values keep their spaces and quotes.
+        let c = run(&["--requirepass", "a \"b\" c"]);
+        assert_eq!(c.requirepass.as_deref(), Some(&b"a \"b\" c"[..]));
+        // `--save` without a value, last or before another option: no rules.
+        assert!(run(&["--save"]).persist.save.is_empty());
+        let c = run(&["--save", "--port", "7002"]);
+        assert_eq!((c.persist.save.len(), c.port), (0, 7002));
+        // An empty value.
+        assert_eq!(run(&["--requirepass", ""]).requirepass, None);
+        assert!(matches!(parse(args("--port")), Err(_)));
+        assert!(matches!(parse(args("--no-such-option 1")), Err(_)));
     }
 
     #[test]

@@ -444,10 +444,11 @@ impl Shard {
     /// Releases what `tx` holds here ([`Shard::hold_early`]'s locks, or a parked plan's);
     /// what waited for it goes on.
     pub fn release_early(&mut self, shared: &Shared, tx: TxRef) {
+        // (What it was served for first: what the retry runs may serve `tx` again.)
+        self.woken_released(tx);
         if self.locks.release(tx) {
             self.retry(shared);
         }
-        self.woken_released(tx);
     }
 
     /// A served lock wait's transaction `tx` released its locks here: the key it was

@@ -520,3 +520,36 @@ fn set_mode(path: &PathBuf, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
+
+#[test]
+fn the_command_line_is_read_as_redis_server_reads_it() {
+    // Redis's "redis-server command line arguments" tests: an option's values run up to
+    // the next `--name`, a name and its value may be one argument (quotes inside it are
+    // a configuration line's), and `--save` without a value means no rules.
+    let args = [
+        "--maxmemory 700mb",
+        "--maxmemory-policy 'volatile-lru'",
+        "--save",
+        "900",
+        "1",
+        "300",
+        "10",
+        "--hz",
+        "20",
+        "--save",
+        "--lua-time-limit",
+        "2000",
+    ];
+    let names = [
+        "maxmemory",
+        "maxmemory-policy",
+        "save",
+        "hz",
+        "lua-time-limit",
+    ];
+    let got = |server: &Server| config_get(&mut server.raw(), &names);
+    assert_eq!(
+        got(&Server::goblin_with(&args)),
+        got(&Server::redis_with(&args))
+    );
+}
