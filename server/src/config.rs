@@ -1578,8 +1578,8 @@ mod tests {
         assert_eq!((c.persist.save.len(), c.port), (0, 7002));
         // An empty value.
         assert_eq!(run(&["--requirepass", ""]).requirepass, None);
-        assert!(matches!(parse(args("--port")), Err(_)));
-        assert!(matches!(parse(args("--no-such-option 1")), Err(_)));
+        assert!(parse(args("--port")).is_err());
+        assert!(parse(args("--no-such-option 1")).is_err());
     }
 
     #[test]
