@@ -26,6 +26,7 @@ use crate::blob::{self, Payload};
 use crate::events::{Change, Event, Recorder};
 use crate::rdb::RdbWriter;
 use crate::slot::{SLOTS, key_slot};
+use crate::slot_tables::SlotTables;
 use crate::types::{Value, ValueRef};
 use crate::wheel::{Timer, Wheel};
 
@@ -138,11 +139,6 @@ fn removal(blob: &[u8], now: Millis) -> Change {
 struct Counts {
     len: usize,
     volatile: usize,
-}
-
-/// A slot table per slot, empty (half a megabyte: made at a keyspace's first key).
-fn empty_slots() -> Box<[HashTable<Handle>]> {
-    (0..SLOTS).map(|_| HashTable::new()).collect()
 }
 
 /// Accounts for an entry leaving: its counters, its boxed value. (Its chunk is the
@@ -312,7 +308,7 @@ pub struct Keyspace {
     hasher: foldhash::fast::RandomState,
     /// A table per hash slot; none at all until the first key is stored (16384 empty
     /// tables are 512 KiB, and most databases of most shards stay empty).
-    slots: Box<[HashTable<Handle>]>,
+    slots: SlotTables,
     /// The entries the tables' handles name.
     arena: Arena,
     boxed: Slab<Value>,
@@ -360,7 +356,7 @@ impl Keyspace {
     pub fn for_db(db: u16) -> Self {
         Keyspace {
             hasher: foldhash::fast::RandomState::default(),
-            slots: Box::new([]),
+            slots: SlotTables::default(),
             arena: Arena::new(),
             boxed: Slab::new(),
             wheel: Wheel::new(0),
@@ -865,6 +861,7 @@ impl Keyspace {
             if table.capacity() > 0 {
                 *table = HashTable::new();
             }
+            self.slots.release_if_empty(slot);
         } else if table.capacity() > 16 && table.len() * 4 < table.capacity() {
             let (hasher, arena) = (&self.hasher, &self.arena);
             table.shrink_to(table.len() * 2, |&h| {
@@ -1083,9 +1080,6 @@ impl Keyspace {
         let (slot, hash) = self.locate(key);
         let mut created = false;
         let size = blob::size(key, expire_at, payload);
-        if self.slots.is_empty() {
-            self.slots = empty_slots();
-        }
         let mut freed = None;
         let mut replaced_expire = None;
         if let Some(h) = self.find(slot, hash, key) {
@@ -1101,7 +1095,10 @@ impl Keyspace {
             }
             let at = self.arena.refit(h, size);
             if at != h
-                && let Some(place) = self.slots[slot].find_mut(hash, |&x| x == h)
+                && let Some(place) = self
+                    .slots
+                    .get_mut(slot)
+                    .and_then(|t| t.find_mut(hash, |&x| x == h))
             {
                 // Another size: another chunk, in the same bucket.
                 *place = at;
@@ -1120,7 +1117,9 @@ impl Keyspace {
             blob::write(chunk, key, expire_at, payload);
             blob::set_access(chunk, self.access.fresh(now));
             let (hasher, arena) = (&self.hasher, &self.arena);
-            self.slots[slot].insert_unique(hash, h, |&h| hasher.hash_one(blob::key(arena.get(h))));
+            self.slots
+                .get_or_make(slot)
+                .insert_unique(hash, h, |&h| hasher.hash_one(blob::key(arena.get(h))));
             self.counts.len += 1;
         }
         if let Some(i) = freed {
@@ -1312,16 +1311,9 @@ impl Keyspace {
         if self.snapshot.is_some() {
             (0..SLOTS).for_each(|slot| self.preserve(slot));
         }
-        // (Freed in the background: a million keys take a while.) A keyspace that had
-        // its slot tables gets new empty ones at once, as redis-server keeps its empty
-        // dictionary: memory in use after a flush is what the next keys start from, not
-        // half a megabyte short of it (Redis's maxmemory tests measure from there).
-        let fresh = if self.slots.is_empty() {
-            Box::new([])
-        } else {
-            empty_slots()
-        };
-        let slots = std::mem::replace(&mut self.slots, fresh);
+        // (Freed in the background: a million keys take a while. The next keys make
+        // their slots' tables a chunk at a time, a few KiB: `slot_tables.rs`.)
+        let slots = std::mem::take(&mut self.slots);
         let arena = std::mem::take(&mut self.arena);
         let boxed = std::mem::take(&mut self.boxed);
         let wheel = std::mem::replace(&mut self.wheel, Wheel::new(0));

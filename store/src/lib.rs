@@ -26,6 +26,7 @@ mod leb128;
 mod prefetch;
 pub mod rdb;
 mod slot;
+mod slot_tables;
 pub mod striped;
 pub mod types;
 mod wheel;
