@@ -469,3 +469,51 @@ fn memory_after_a_flush_is_what_the_next_keys_start_from() {
         );
     }
 }
+
+#[test]
+fn a_limit_just_above_the_memory_in_use_is_honoured_from_a_fresh_start() {
+    // Redis's "maxmemory - is the memory limit honoured?": on a server that never held a
+    // key, the limit is set 100 KiB above the memory in use after a flush, keys with an
+    // expiry go in at random places until 4 KiB short of it, then as many again: no write
+    // is refused and memory stays within 4 KiB of the limit. (Goblin made all of a
+    // keyspace's slot tables, half a megabyte, at its first key.) Two threads: each
+    // thread's first key takes a 64 KiB page of entries, and a thread evicts only its own
+    // keys, so with more of them 100 KiB is too little room.
+    for policy in [
+        "allkeys-random",
+        "allkeys-lru",
+        "allkeys-lfu",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        for server in [Server::redis(), Server::goblin_threads(2)] {
+            let mut raw = server.raw();
+            assert_eq!(raw.cmd_str("FLUSHALL"), b"+OK\r\n");
+            let limit = info_field(&mut raw, "memory", "used_memory") + 100 * 1024;
+            raw.cmd_str(&format!("CONFIG SET maxmemory {limit}"));
+            raw.cmd_str(&format!("CONFIG SET maxmemory-policy {policy}"));
+            let mut n: u64 = 0;
+            let mut set = |raw: &mut Raw, n: u64| {
+                // Keys all over the slots (a multiplicative hash of the count).
+                let key = format!("key:{}", n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40);
+                let reply = raw.cmd(&[b"SETEX", key.as_bytes(), b"10000", b"x"]);
+                assert_eq!(reply, b"+OK\r\n", "{policy}: key {n}: {}", show(&reply));
+            };
+            loop {
+                set(&mut raw, n);
+                n += 1;
+                if info_field(&mut raw, "memory", "used_memory") + 4096 > limit {
+                    break;
+                }
+            }
+            assert!(n > 10, "{policy}: {n} keys");
+            for j in 0..n {
+                set(&mut raw, n + j);
+            }
+            let used = info_field(&mut raw, "memory", "used_memory");
+            assert!(used < limit + 4096, "{policy}: {used} over {limit}");
+        }
+    }
+}
