@@ -18,6 +18,9 @@ pub enum Kind {
     Memory,
     /// One of these words.
     Enum(&'static [&'static str]),
+    /// Some of these words, shown in this order; the first alone (`default`) when none of
+    /// the others is given (redis-server's multi-argument enums).
+    Flags(&'static [&'static str]),
     /// Any text (several words on a file's line are joined with spaces).
     Text,
 }
@@ -32,6 +35,9 @@ pub struct Inert {
     /// How its values are checked.
     pub kind: Kind,
 }
+
+/// SHUTDOWN's flags, for the signals' options.
+const SHUTDOWN_FLAGS: Kind = Kind::Flags(&["default", "save", "nosave", "now", "force"]);
 
 const fn opt(name: &'static str, default: &'static str, kind: Kind) -> Inert {
     Inert {
@@ -167,8 +173,8 @@ pub const INERT: &[Inert] = &[
     opt("server_cpulist", "", Kind::Text),
     opt("set-max-intset-entries", "512", LONG),
     opt("set-proc-title", "yes", Kind::Bool),
-    opt("shutdown-on-sigint", "default", Kind::Text),
-    opt("shutdown-on-sigterm", "default", Kind::Text),
+    opt("shutdown-on-sigint", "default", SHUTDOWN_FLAGS),
+    opt("shutdown-on-sigterm", "default", SHUTDOWN_FLAGS),
     opt("shutdown-timeout", "10", UINT),
     opt("socket-mark-id", "0", UINT),
     opt("stream-node-max-bytes", "4096", Kind::Memory),
@@ -323,6 +329,29 @@ impl Inert {
                 Ok(n.to_string())
             }
             Kind::Memory => super::parse_size(one()?).map(|n| n.to_string()),
+            Kind::Flags(words) => {
+                let given: Vec<String> = values
+                    .iter()
+                    .flat_map(|v| v.split_whitespace())
+                    .map(str::to_ascii_lowercase)
+                    .collect();
+                if given.is_empty() || given.iter().any(|g| !words.contains(&g.as_str())) {
+                    return Err(format!(
+                        "argument(s) must be one of the following: {}",
+                        words.join(", ")
+                    ));
+                }
+                let has = |w: &str| given.iter().any(|g| g == w);
+                if has("save") && has("nosave") {
+                    return Err("shutdown can't have both SAVE and NOSAVE flags".into());
+                }
+                let set: Vec<&str> = words[1..].iter().copied().filter(|w| has(w)).collect();
+                Ok(if set.is_empty() {
+                    words[0].to_string()
+                } else {
+                    set.join(" ")
+                })
+            }
             Kind::Enum(words) => {
                 let v = one()?.to_ascii_lowercase();
                 if words.contains(&v.as_str()) {

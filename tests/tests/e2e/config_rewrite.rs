@@ -539,6 +539,10 @@ fn the_command_line_is_read_as_redis_server_reads_it() {
         "--save",
         "--lua-time-limit",
         "2000",
+        "--shutdown-on-sigint",
+        "nosave force now",
+        "--shutdown-on-sigterm",
+        "default",
     ];
     let names = [
         "maxmemory",
@@ -546,6 +550,8 @@ fn the_command_line_is_read_as_redis_server_reads_it() {
         "save",
         "hz",
         "lua-time-limit",
+        "shutdown-on-sigint",
+        "shutdown-on-sigterm",
     ];
     let got = |server: &Server| config_get(&mut server.raw(), &names);
     assert_eq!(
