@@ -495,7 +495,7 @@ fn a_limit_just_above_the_memory_in_use_is_honoured_from_a_fresh_start() {
             raw.cmd_str(&format!("CONFIG SET maxmemory {limit}"));
             raw.cmd_str(&format!("CONFIG SET maxmemory-policy {policy}"));
             let mut n: u64 = 0;
-            let mut set = |raw: &mut Raw, n: u64| {
+            let set = |raw: &mut Raw, n: u64| {
                 // Keys all over the slots (a multiplicative hash of the count).
                 let key = format!("key:{}", n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40);
                 let reply = raw.cmd(&[b"SETEX", key.as_bytes(), b"10000", b"x"]);
