@@ -17,7 +17,7 @@ use hashbrown::HashTable;
 use crate::arena::Handle;
 use crate::slot::SLOTS;
 
-/// Slots per chunk.
+/// Slots per chunk (a divisor of [`SLOTS`]).
 pub const CHUNK: usize = 16;
 
 /// A slot's table: the handles of its entries.
@@ -53,12 +53,14 @@ impl SlotTables {
             .map(|c| &mut c[slot % CHUNK])
     }
 
-    /// `slot`'s table, made (with its chunk) if it was not. `slot` < [`SLOTS`].
+    /// `slot`'s table, made (with its chunk) if it was not (`slot` is taken modulo
+    /// [`SLOTS`]).
     pub fn get_or_make(&mut self, slot: usize) -> &mut Table {
         if self.chunks.is_empty() {
-            self.chunks = (0..SLOTS.div_ceil(CHUNK)).map(|_| None).collect();
+            self.chunks = (0..SLOTS / CHUNK).map(|_| None).collect();
         }
-        let chunk = self.chunks[(slot / CHUNK) % self.chunks.len()]
+        let slot = slot % SLOTS;
+        let chunk = self.chunks[slot / CHUNK]
             .get_or_insert_with(|| Box::new(std::array::from_fn(|_| HashTable::new())));
         &mut chunk[slot % CHUNK]
     }
