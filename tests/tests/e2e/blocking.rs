@@ -335,16 +335,13 @@ fn a_waiter_whose_move_fails_leaves_the_element_to_the_next() {
     }
 }
 
-#[test]
-fn clients_blocked_back_to_back_are_served_in_the_order_they_sent() {
-    // After Redis's own "BRPOPLPUSH with multiple blocked clients": two clients block on
-    // one list, sent one right after the other, and a push follows. The first is served
-    // first (its move fails: WRONGTYPE) and the element goes to the second. In goblin
-    // the first client's command may come from another thread than the list's and reach
-    // the list's shard after the second's: it still keeps its turn. The lists are on
-    // each shard by turns, and an extra connection now and then moves the clients to
-    // other threads. (Redis's test sends the push at once too; goblin cannot promise
-    // that a push read on the list's thread finds a wait still on its way from another.)
+/// Runs `round` `n` times side by side on goblin and redis, each time with a hash tag
+/// whose keys are on the next shard, the admin connection and two new clients (an extra
+/// connection now and then moves them to other threads).
+fn rounds_on_each_shard(
+    n: usize,
+    round: impl Fn(&str, &mut Raw, &mut Raw, &mut Raw) -> Vec<Vec<u8>>,
+) {
     let threads = default_threads();
     let tags: Vec<String> = (0..threads)
         .map(|shard| keys_on("t", shard, threads, 1).remove(0))
@@ -352,26 +349,39 @@ fn clients_blocked_back_to_back_are_served_in_the_order_they_sent() {
     same(|s| {
         let mut admin = s.raw();
         let mut out = Vec::new();
-        for round in 0..12 {
-            let tag = &tags[round % tags.len()];
-            let (src, bad, good) = (
-                format!("{{{tag}}}src"),
-                format!("{{{tag}}}bad"),
-                format!("{{{tag}}}good"),
-            );
-            let _spare = (round % 3 == 1).then(|| s.raw());
-            let mut c1 = s.raw();
-            let mut c2 = s.raw();
-            out.push(admin.cmd_str(&format!("SET {bad} nolist")));
-            send(&mut c1, &format!("BRPOPLPUSH {src} {bad} 0"));
-            send(&mut c2, &format!("BRPOPLPUSH {src} {good} 0"));
-            until_blocked(&mut admin, 2);
-            out.push(admin.cmd_str(&format!("LPUSH {src} foo")));
-            out.push(c1.reply());
-            out.push(c2.reply());
-            out.push(admin.cmd_str(&format!("LRANGE {good} 0 -1")));
-            out.push(admin.cmd_str(&format!("DEL {src} {bad} {good}")));
+        for i in 0..n {
+            let _spare = (i % 3 == 1).then(|| s.raw());
+            let (mut c1, mut c2) = (s.raw(), s.raw());
+            out.extend(round(&tags[i % tags.len()], &mut admin, &mut c1, &mut c2));
         }
+        out
+    });
+}
+
+#[test]
+fn clients_blocked_back_to_back_are_served_in_the_order_they_sent() {
+    // After Redis's own "BRPOPLPUSH with multiple blocked clients": two clients block on
+    // one list, sent one right after the other, and a push follows. The first is served
+    // first (its move fails: WRONGTYPE) and the element goes to the second. In goblin
+    // the first client's command may come from another thread than the list's and reach
+    // the list's shard after the second's: it still keeps its turn. (Redis's test sends
+    // the push at once too; goblin cannot promise that a push read on the list's thread
+    // finds a wait still on its way from another.)
+    rounds_on_each_shard(12, |tag, admin, c1, c2| {
+        let (src, bad, good) = (
+            format!("{{{tag}}}src"),
+            format!("{{{tag}}}bad"),
+            format!("{{{tag}}}good"),
+        );
+        let mut out = vec![admin.cmd_str(&format!("SET {bad} nolist"))];
+        send(c1, &format!("BRPOPLPUSH {src} {bad} 0"));
+        send(c2, &format!("BRPOPLPUSH {src} {good} 0"));
+        until_blocked(admin, 2);
+        out.push(admin.cmd_str(&format!("LPUSH {src} foo")));
+        out.push(c1.reply());
+        out.push(c2.reply());
+        out.push(admin.cmd_str(&format!("LRANGE {good} 0 -1")));
+        out.push(admin.cmd_str(&format!("DEL {src} {bad} {good}")));
         out
     });
 }
@@ -382,39 +392,28 @@ fn the_pushers_next_command_finds_the_blocked_clients_served() {
     // before any other command: a command pipelined after the push sees the rotation of
     // a BLMOVE from a list into itself, and circular BRPOPLPUSHes (each one's push
     // serves the other) are over before the pusher's next command (Redis's "Circular
-    // BRPOPLPUSH"). The clients and the lists' shards change from round to round.
-    let threads = default_threads();
-    let tags: Vec<String> = (0..threads)
-        .map(|shard| keys_on("t", shard, threads, 1).remove(0))
-        .collect();
-    same(|s| {
-        let mut admin = s.raw();
+    // BRPOPLPUSH").
+    rounds_on_each_shard(8, |tag, admin, c1, c2| {
+        let (l1, l2) = (format!("{{{tag}}}l1"), format!("{{{tag}}}l2"));
         let mut out = Vec::new();
-        for round in 0..8 {
-            let tag = &tags[round % tags.len()];
-            let (l1, l2) = (format!("{{{tag}}}l1"), format!("{{{tag}}}l2"));
-            let _spare = (round % 3 == 1).then(|| s.raw());
-            let mut c1 = s.raw();
-            let mut c2 = s.raw();
-            send(&mut c1, &format!("BLMOVE {l1} {l1} LEFT RIGHT 0"));
-            until_blocked(&mut admin, 1);
-            admin.send(&encode(&[b"RPUSH", l1.as_bytes(), b"a", b"b"]));
-            admin.send(&encode(&[b"LRANGE", l1.as_bytes(), b"0", b"-1"]));
-            out.push(admin.reply());
-            out.push(admin.reply());
-            out.push(c1.reply());
-            out.push(admin.cmd_str(&format!("DEL {l1}")));
-            send(&mut c1, &format!("BRPOPLPUSH {l1} {l2} 0"));
-            until_blocked(&mut admin, 1);
-            send(&mut c2, &format!("BRPOPLPUSH {l2} {l1} 0"));
-            until_blocked(&mut admin, 2);
-            out.push(admin.cmd_str(&format!("RPUSH {l1} foo")));
-            out.push(admin.cmd_str(&format!("LRANGE {l1} 0 -1")));
-            out.push(admin.cmd_str(&format!("LRANGE {l2} 0 -1")));
-            out.push(c1.reply());
-            out.push(c2.reply());
-            out.push(admin.cmd_str(&format!("DEL {l1} {l2}")));
-        }
+        send(c1, &format!("BLMOVE {l1} {l1} LEFT RIGHT 0"));
+        until_blocked(admin, 1);
+        admin.send(&encode(&[b"RPUSH", l1.as_bytes(), b"a", b"b"]));
+        admin.send(&encode(&[b"LRANGE", l1.as_bytes(), b"0", b"-1"]));
+        out.push(admin.reply());
+        out.push(admin.reply());
+        out.push(c1.reply());
+        out.push(admin.cmd_str(&format!("DEL {l1}")));
+        send(c1, &format!("BRPOPLPUSH {l1} {l2} 0"));
+        until_blocked(admin, 1);
+        send(c2, &format!("BRPOPLPUSH {l2} {l1} 0"));
+        until_blocked(admin, 2);
+        out.push(admin.cmd_str(&format!("RPUSH {l1} foo")));
+        out.push(admin.cmd_str(&format!("LRANGE {l1} 0 -1")));
+        out.push(admin.cmd_str(&format!("LRANGE {l2} 0 -1")));
+        out.push(c1.reply());
+        out.push(c2.reply());
+        out.push(admin.cmd_str(&format!("DEL {l1} {l2}")));
         out
     });
 }
