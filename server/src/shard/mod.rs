@@ -123,6 +123,9 @@ pub struct Shard {
     executed: u64,
     /// A script runs on this shard: see [`Shard::set_in_script`].
     in_script: bool,
+    /// The script running for a tracking client called a read-only command: its
+    /// declared keys are remembered when it ends (Redis 7.0's rule).
+    script_read: bool,
     /// The commands running are a script's calls sent here by its plan (a hop).
     script_hop: bool,
     /// The script running here may grow memory over `maxmemory` (it is `allow-oom`, or
@@ -215,6 +218,7 @@ impl Shard {
             latencies: Default::default(),
             executed: 0,
             in_script: false,
+            script_read: false,
             script_hop: false,
             script_oom_free: false,
             serving_deferred: 0,
@@ -470,6 +474,7 @@ impl Shard {
     pub fn set_in_script(&mut self, on: bool) {
         if on != self.in_script {
             if on {
+                self.script_read = false;
                 self.begin_deferred_serving();
             } else {
                 self.end_deferred_serving();
@@ -1248,10 +1253,20 @@ impl Shard {
                 .0
             }
         };
-        if let Some(t) = self.tracked
-            && t.read
-            && spec.flags.contains(crate::table::Flags::READONLY)
-        {
+        // A tracking client's keys: a read-only command's; not those of the commands a
+        // script calls, but the script's declared keys once it called a read-only one
+        // (as redis-server 7.0 remembers its caller's keys then).
+        let readonly = spec.flags.contains(crate::table::Flags::READONLY);
+        let remember = match self.tracked {
+            Some(t) if t.read && self.in_script => {
+                self.script_read |= readonly;
+                false
+            }
+            Some(t) if t.read && spec.may_run_script() => std::mem::take(&mut self.script_read),
+            Some(t) => t.read && readonly,
+            None => false,
+        };
+        if remember && let Some(t) = self.tracked {
             let table = &mut self.tracking;
             spec.for_each_key_position(args, |i| {
                 table.remember(args.get(i), t.reader, &shared.tracking);

@@ -640,3 +640,36 @@ fn the_tracking_table_is_bounded_like_redis() {
         p.message(0);
     }
 }
+
+#[test]
+fn a_script_tracks_its_declared_keys_once_it_reads_like_redis() {
+    // Redis 7.0 remembers the keys a script declares once it calls a read-only command,
+    // and not the keys of the commands it calls (Redis's "Tracking only occurs for
+    // scripts when a command calls a read-only command", which waited for ever).
+    for threads in THREAD_COUNTS {
+        let mut p = Pair::new(threads, 2);
+        p.check(0, "HELLO 3");
+        p.check(0, "CLIENT TRACKING on");
+        p.check(1, "MSET key2{t} 1 key3{t} 1");
+        p.check(
+            0,
+            "EVAL redis.call('set','key3{t}','bar') 2 key1{t} key2{t}",
+        );
+        p.check(1, "MSET key2{t} 2 key1{t} 2");
+        p.quiet(0);
+        p.check(0, "EVAL redis.call('get','key3{t}') 2 key1{t} key2{t}");
+        p.check(1, "SET key3{t} 5");
+        p.quiet(0);
+        p.check(1, "MSET key2{t} 2 key1{t} 2");
+        p.message(0);
+        p.message(0);
+        p.check(0, "EVAL_RO redis.call('ping') 2 key1{t} key2{t}");
+        p.check(1, "MSET key2{t} 2 key1{t} 2");
+        p.quiet(0);
+        p.check(0, "EVAL_RO redis.call('get','key1{t}') 2 key1{t} key2{t}");
+        p.check(1, "MSET key2{t} 3 key1{t} 3");
+        p.message(0);
+        p.message(0);
+        p.check(0, "PING");
+    }
+}
