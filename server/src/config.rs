@@ -1035,8 +1035,10 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
             config.persist.auto_aof_rewrite_min_size = parse_size(one()?)?;
         }
         kept if let Some(i) = inert::find(kept) => {
+            // (An option of several words says itself what is wrong with them.)
+            let several = matches!(inert::INERT[i].kind, inert::Kind::Flags(_));
             let value = inert::INERT[i].check(values).map_err(|e| {
-                if values.len() == 1 {
+                if values.len() == 1 || several {
                     e
                 } else {
                     "Bad directive or wrong number of arguments".into()
@@ -1578,6 +1580,17 @@ mod tests {
         assert_eq!((c.persist.save.len(), c.port), (0, 7002));
         // An empty value.
         assert_eq!(run(&["--requirepass", ""]).requirepass, None);
+        let refused = |args: &[&str]| match parse(args.iter().map(|a| a.to_string())) {
+            Err(e) => e,
+            Ok(_) => panic!("{args:?} accepted"),
+        };
+        assert!(refused(&["--shutdown-on-sigint"]).ends_with(
+            "argument(s) must be one of the following: default, save, nosave, now, force"
+        ));
+        assert!(
+            refused(&["--shutdown-on-sigterm", "save", "nosave"])
+                .ends_with("shutdown can't have both SAVE and NOSAVE flags")
+        );
         assert!(parse(args("--port")).is_err());
         assert!(parse(args("--no-such-option 1")).is_err());
     }
