@@ -408,6 +408,39 @@ impl SubPlan {
         }
         step
     }
+
+    /// CLIENT TRACKING: hops that remember the keys the finished command read, if it is
+    /// read-only and its client's reads are remembered — after it ran, so that what the
+    /// transaction wrote before does not invalidate them (as Redis remembers a command's
+    /// keys after each command EXEC runs). None otherwise.
+    fn remembered(&self, cx: &PlanCx<'_>) -> Option<Step> {
+        if !self.command.tracked(0).is_some_and(|t| t.read) {
+            return None;
+        }
+        let cmd = self.command.cmds.first()?;
+        let spec = cx.shared.commands.get(cmd.spec)?;
+        if !spec.flags.contains(crate::table::Flags::READONLY) {
+            return None;
+        }
+        let args = self.command.args(0);
+        let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+        spec.for_each_key_position(&args, |i| {
+            let key = args.get(i);
+            let shard = cx.slots.shard_of_key(key);
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, keys)) => keys.push(key.to_vec()),
+                None => by_shard.push((shard, vec![key.to_vec()])),
+            }
+        });
+        (!by_shard.is_empty()).then(|| {
+            Step::Hops(
+                by_shard
+                    .into_iter()
+                    .map(|(shard, keys)| Hop::remember(shard, keys))
+                    .collect(),
+            )
+        })
+    }
 }
 
 /// A sub-plan's next step inside EXEC, where nothing blocks: a plan that would park
@@ -436,7 +469,12 @@ impl Plan for ExecPlan {
         // Feed results to whoever asked for them.
         if let Some(mut sub) = self.current.take() {
             match sub.step(cx, results) {
-                Step::Done(outcome) => self.outcomes[sub.idx] = Some(outcome),
+                Step::Done(outcome) => {
+                    self.outcomes[sub.idx] = Some(outcome);
+                    if let Some(step) = sub.remembered(cx) {
+                        return step;
+                    }
+                }
                 step => {
                     self.current = Some(sub);
                     return step;
@@ -486,7 +524,12 @@ impl Plan for ExecPlan {
                         .then(std::time::Instant::now),
                     };
                     match sub.step(cx, Vec::new()) {
-                        Step::Done(outcome) => self.outcomes[idx] = Some(outcome),
+                        Step::Done(outcome) => {
+                            self.outcomes[idx] = Some(outcome);
+                            if let Some(step) = sub.remembered(cx) {
+                                return step;
+                            }
+                        }
                         step => {
                             self.current = Some(sub);
                             return step;

@@ -474,8 +474,8 @@ impl Worker {
                     return Flow::Wait;
                 }
                 if let Some(t) = self.cmd_tracked.as_mut() {
-                    // EXEC remembers the keys of the whole transaction, if it reads.
-                    t.read &= queued_reads(shared, conn);
+                    // Its queued commands say whether theirs are remembered, as they run.
+                    t.read = false;
                 }
                 let started = timing(shared);
                 let at = conn.output.buf.len();
@@ -911,18 +911,13 @@ fn gate_refusal(shared: &Shared, spec: &CommandSpec) -> Option<Vec<u8>> {
 /// Whether a connection's MULTI queue holds a command that writes (or may be
 /// propagated): CLIENT PAUSE WRITE holds its EXEC.
 fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
-    queued_any(shared, conn, |spec| spec.flags.writes_or_propagates())
-}
-
-/// Whether a connection's MULTI queue holds a command for which `f` holds.
-fn queued_any(shared: &Shared, conn: &Conn, f: impl Fn(&CommandSpec) -> bool) -> bool {
     conn.multi.as_ref().is_some_and(|multi| {
         multi
             .queued
             .iter()
             .filter_map(|b| b.cmds.first())
             .filter_map(|c| shared.commands.get(c.spec))
-            .any(f)
+            .any(|spec| spec.flags.writes_or_propagates())
     })
 }
 
@@ -933,11 +928,6 @@ fn forget_caching(conn: &mut Conn, name: Option<&str>) {
     if conn.multi.is_none() && !name.is_some_and(|n| n.starts_with("client")) {
         conn.client.tracking.caching = false;
     }
-}
-
-/// Whether a connection's MULTI queue holds a read-only command (CLIENT TRACKING).
-fn queued_reads(shared: &Shared, conn: &Conn) -> bool {
-    queued_any(shared, conn, |spec| spec.flags.contains(Flags::READONLY))
 }
 
 /// The arguments of the commands a connection queued in MULTI (for MONITOR), if the

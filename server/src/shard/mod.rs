@@ -1524,7 +1524,7 @@ impl Shard {
             {
                 return Ran::Blocked(needs);
             }
-            self.run_one(shared, batch, None);
+            self.run_one(shared, batch, None, None);
             if self.has_wakes() {
                 // Served before the batch's next command, which finds the keys locked
                 // (as redis-server serves blocked clients after each command).
@@ -1603,9 +1603,17 @@ impl Shard {
         }
     }
 
-    /// Runs command `batch.next` with no lock checks.
-    fn run_one(&mut self, shared: &Shared, batch: &mut Batch, tx: Option<TxRef>) {
-        let tracked = batch.tracked(batch.next);
+    /// Runs command `batch.next` with no lock checks. `client`: the tracking client a
+    /// step's commands run for when the batch does not name one (the commands a script
+    /// run as a plan calls): its writes are its own (NOLOOP), its reads not remembered.
+    fn run_one(
+        &mut self,
+        shared: &Shared,
+        batch: &mut Batch,
+        tx: Option<TxRef>,
+        client: Option<crate::runtime::tracking::Tracked>,
+    ) {
+        let tracked = batch.tracked(batch.next).or(client);
         let caller = batch.caller.clone();
         let batch_scripts = caller.is_some();
         let Batch {
@@ -1754,14 +1762,28 @@ impl Shard {
         let published = self.published;
         let out = match step.work.take() {
             None => HopOut::Done,
+            Some(Work::Remember(keys)) => {
+                // Keys a read-only command inside EXEC read here (it holds them still).
+                if let Some(t) = step.tracked {
+                    self.tracking.refresh(&shared.tracking);
+                    for key in &keys {
+                        self.tracking.remember(key, t.reader, &shared.tracking);
+                    }
+                    self.tracking.limit(&shared.tracking, &mut self.pubsub);
+                }
+                HopOut::Done
+            }
             Some(Work::Commands(mut batch)) => {
                 batch.now = step.now;
                 batch.slots_version = step.slots_version;
                 batch.db = step.db;
                 self.begin_deferred_serving();
                 self.script_hop = batch.by_script;
+                let client = step
+                    .tracked
+                    .map(|t| crate::runtime::tracking::Tracked { read: false, ..t });
                 while !batch.finished() {
-                    self.run_one(shared, &mut batch, Some(step.tx));
+                    self.run_one(shared, &mut batch, Some(step.tx), client);
                 }
                 self.script_hop = false;
                 self.end_deferred_serving();

@@ -31,6 +31,9 @@ pub enum Work {
     Commands(Box<Batch>),
     /// A closure.
     Run(HopFn),
+    /// Remember, for the transaction's tracking client (CLIENT TRACKING), that it read
+    /// these keys: what a cross-shard read-only command inside EXEC read on the shard.
+    Remember(Vec<Vec<u8>>),
 }
 
 impl fmt::Debug for Work {
@@ -38,6 +41,7 @@ impl fmt::Debug for Work {
         match self {
             Work::Commands(b) => write!(f, "Commands({} commands)", b.cmds.len()),
             Work::Run(_) => f.write_str("Run(..)"),
+            Work::Remember(keys) => write!(f, "Remember({} keys)", keys.len()),
         }
     }
 }
@@ -79,6 +83,18 @@ impl Hop {
             try_lock: false,
             release: false,
             work: Some(Work::Commands(batch)),
+        }
+    }
+
+    /// A hop that remembers, for the transaction's tracking client, that it read `keys`
+    /// on `shard` ([`Work::Remember`]).
+    pub fn remember(shard: usize, keys: Vec<Vec<u8>>) -> Hop {
+        Hop {
+            shard,
+            lock: Vec::new(),
+            try_lock: false,
+            release: false,
+            work: Some(Work::Remember(keys)),
         }
     }
 

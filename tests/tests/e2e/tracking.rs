@@ -673,3 +673,65 @@ fn a_script_tracks_its_declared_keys_once_it_reads_like_redis() {
         p.check(0, "PING");
     }
 }
+
+#[test]
+fn a_transaction_remembers_what_it_read_when_it_read_it_like_redis() {
+    // Redis remembers a read-only command's keys as EXEC runs it: what the transaction
+    // wrote before is not sent back to it, what it writes after is (after EXEC's
+    // reply). Goblin remembered every key the transaction locked, when it locked them,
+    // and told the client of its own earlier writes (Redis's "Tracking invalidation
+    // message is not interleaved with multiple keys response"). With 4 threads the
+    // MGET is a plan of its own inside EXEC.
+    for threads in THREAD_COUNTS {
+        let mut p = Pair::new(threads, 2);
+        p.check(0, "HELLO 3");
+        p.check(0, "CLIENT TRACKING on");
+        for line in ["MULTI", "MSET x{t} 1 y{t} 2", "GET y{t}", "EXEC"] {
+            p.check(0, line);
+        }
+        p.quiet(0);
+        for line in ["MULTI", "GET a{t}", "SET a{t} 2", "EXEC"] {
+            p.check(0, line);
+        }
+        p.message(0);
+        p.quiet(0);
+        for line in ["MULTI", "SET k1 1", "MGET k1 k2 k3 k4", "SET k2 2", "EXEC"] {
+            p.check(0, line);
+        }
+        p.message(0);
+        p.quiet(0);
+        p.check(1, "SET y{t} 3");
+        p.message(0);
+        for key in ["k1", "k3", "k4"] {
+            p.check(1, &format!("SET {key} x"));
+            p.message(0);
+        }
+        p.check(1, "SET k2 x");
+        p.quiet(0);
+    }
+}
+
+#[test]
+fn a_noloop_client_is_not_told_of_its_scripts_writes_like_redis() {
+    // A script's writes are its caller's: a NOLOOP client is not told of them (Redis's
+    // "Invalid keys should not be tracked for scripts in NOLOOP mode"), whether the
+    // script runs on its keys' shard or as a plan across shards (an undeclared key on
+    // another thread), and the keys are forgotten all the same.
+    for threads in THREAD_COUNTS {
+        let mut p = Pair::new(threads, 2);
+        p.check(0, "HELLO 3");
+        p.check(0, "CLIENT TRACKING on NOLOOP");
+        p.check(0, "MSET key1 1 key2 1 key3 1");
+        p.check(0, "MGET key1 key2 key3");
+        p.check(0, "EVAL redis.call('set','key1','2') 1 key1");
+        p.quiet(0);
+        p.check(0, "EVAL redis.call('set','key2','2') 0");
+        p.quiet(0);
+        p.check(1, "SET key1 3");
+        p.check(1, "SET key2 3");
+        p.quiet(0);
+        p.check(1, "SET key3 3");
+        p.message(0);
+        p.quiet(0);
+    }
+}
