@@ -159,6 +159,8 @@ pub struct Limits {
     pub evicted_keys: AtomicU64,
     /// The most memory seen in use (MEMORY STATS' `peak.allocated`).
     peak: AtomicU64,
+    /// Memory in use once the server was ready (INFO's `used_memory_startup`).
+    pub startup: AtomicU64,
 }
 
 impl Limits {

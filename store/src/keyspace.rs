@@ -325,6 +325,17 @@ pub struct Keyspace {
     /// Redis keeps its `EvictionPoolLRU`, so that each eviction takes the best of many
     /// samples, not of the few just drawn.
     pool: Vec<(u64, Vec<u8>)>,
+    /// INFO's `keyspace_hits` / `keyspace_misses`: lookups of live and absent keys,
+    /// counted while a read-only command runs ([`Keyspace::count_reads`]).
+    reads: ReadStats,
+}
+
+/// Lookups counted for INFO.
+#[derive(Debug, Default, Clone, Copy)]
+struct ReadStats {
+    on: bool,
+    hits: u64,
+    misses: u64,
 }
 
 /// Candidates kept in the eviction pool (Redis's `EVPOOL_SIZE`).
@@ -367,6 +378,7 @@ impl Keyspace {
             access: AccessMode::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
             pool: Vec::new(),
+            reads: ReadStats::default(),
         }
     }
 
@@ -789,9 +801,24 @@ impl Keyspace {
         self.recorder.expired
     }
 
-    /// CONFIG RESETSTAT: the count of expired keys starts again.
+    /// CONFIG RESETSTAT: the count of expired keys starts again (and those of hits and
+    /// misses).
     pub fn reset_expired(&mut self) {
         self.recorder.expired = 0;
+        self.reads.hits = 0;
+        self.reads.misses = 0;
+    }
+
+    /// Counts the lookups that follow as hits or misses (`on`: a read-only command
+    /// runs, as Redis counts its `lookupKeyRead`s), or stops; what it was before.
+    #[inline]
+    pub fn count_reads(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.reads.on, on)
+    }
+
+    /// Lookups counted: hits (live keys) and misses (absent or expired).
+    pub fn read_stats(&self) -> (u64, u64) {
+        (self.reads.hits, self.reads.misses)
     }
 
     /// Bytes the keyspace holds: entries (their chunks), boxed values, tables and
@@ -894,13 +921,19 @@ impl Keyspace {
             _ => 0.0,
         };
         let (slot, hash) = self.locate(key);
-        let h = self.find(slot, hash, key)?;
+        let counting = u64::from(self.reads.on);
+        let Some(h) = self.find(slot, hash, key) else {
+            self.reads.misses += counting;
+            return None;
+        };
         if expired(self.arena.get(h), now) {
             self.unlink(slot, hash, key);
             self.discard(h);
             self.record(Change::Expired, slot, key);
+            self.reads.misses += counting;
             return None;
         }
+        self.reads.hits += counting;
         let access = self.access;
         let Keyspace { arena, boxed, .. } = self;
         let blob = arena.get_mut(h);

@@ -673,6 +673,8 @@ struct InfoPart {
     dbs: Vec<(usize, usize, usize)>,
     bytes: usize,
     expired: u64,
+    /// Its keyspace hits and misses.
+    reads: (u64, u64),
     stats: Vec<(usize, CmdStat)>,
     errors: crate::table::handler::ErrorCounts,
     /// Its latency histograms, when INFO shows latencystats.
@@ -706,19 +708,22 @@ fn info_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
         .filter(|(_, s)| s.calls != 0 || s.failed != 0 || s.rejected != 0)
         .map(|(id, s)| (id, *s))
         .collect();
-    let (mut dbs, mut bytes, mut expired) = (Vec::new(), 0, 0);
+    let (mut dbs, mut bytes, mut expired, mut reads) = (Vec::new(), 0, 0, (0, 0));
     ctx.for_each_db(|db, keyspace| {
         if !keyspace.is_empty() {
             dbs.push((db, keyspace.len(), keyspace.volatile_len()));
         }
         bytes += keyspace.used_bytes();
         expired += keyspace.expired_keys();
+        let (hits, misses) = keyspace.read_stats();
+        reads = (reads.0 + hits, reads.1 + misses);
     });
     HopOut::Other(Box::new(InfoPart {
         shard: ctx.shard,
         dbs,
         bytes,
         expired,
+        reads,
         stats,
         errors: ctx.errors.clone(),
         latencies,
@@ -902,6 +907,17 @@ fn cpu_section() -> String {
 
 use crate::util::rss_bytes;
 
+/// The machine's memory (INFO's `total_system_memory`), from /proc/meminfo.
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "K", "M", "G"];
     let mut v = n as f64;
@@ -952,6 +968,7 @@ fn latencystats(cx: &PlanCx<'_>, parts: Vec<HopOut>) -> String {
 fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     let mut keyspace_bytes = 0usize;
     let mut expired_keys = 0u64;
+    let (mut hits, mut misses) = (0u64, 0u64);
     let mut dbs: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
     let mut errors = crate::table::handler::ErrorCounts::default();
     // Per thread: keys, commands dispatched by its connections.
@@ -979,6 +996,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         errors.merge(&part.errors);
         keyspace_bytes += part.bytes;
         expired_keys += part.expired;
+        hits += part.reads.0;
+        misses += part.reads.1;
         for (id, s) in part.stats {
             let stat = stats.entry(id).or_default();
             stat.calls = stat.calls.wrapping_add(s.calls);
@@ -1011,6 +1030,13 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     // The allocator's count of bytes in use, as redis-server reports its allocator's;
     // the process's resident size when the counting allocator is not installed.
     let used = crate::alloc::allocated().map_or(rss, |n| n as u64);
+    let traffic = |f: fn(&crate::runtime::server::Traffic) -> &std::sync::atomic::AtomicU64| {
+        shared
+            .traffic
+            .iter()
+            .map(move |t| f(t).load(Ordering::Relaxed))
+    };
+    let (ops, input_kbps, output_kbps) = shared.instantaneous();
     let mut text = String::new();
     let memory = shared.memory.get();
     let maxmemory = memory.maxmemory;
@@ -1060,9 +1086,14 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "clients",
         "Clients",
         format!(
-            "connected_clients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\n\
+            "connected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
+             client_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\n\
+             blocked_clients:{}\r\ntracking_clients:{}\r\n\
              clients_in_timeout_table:{}\r\ngoblin_clients_per_thread:{}\r\n",
             shared.connected_clients.load(Ordering::Relaxed),
+            shared.live().maxclients,
+            traffic(|t| &t.max_input).max().unwrap_or(0),
+            traffic(|t| &t.max_output).max().unwrap_or(0),
             shared.blocked_clients.load(Ordering::Relaxed),
             shared.tracking.clients(),
             shared.blocked_with_timeout.load(Ordering::Relaxed),
@@ -1075,6 +1106,21 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         ),
     );
     let (scripts, scripts_bytes) = shared.scripts.stats();
+    let libraries = shared.functions.read(|r| r.libraries().count());
+    let lua = crate::scripting::engine::lua_bytes() as u64;
+    let peak = shared.memory.peak(used as usize) as u64;
+    let startup = shared.memory.startup.load(Ordering::Relaxed);
+    let dataset = keyspace_bytes as u64;
+    let overhead = used.saturating_sub(dataset);
+    let clients_mem: u64 = traffic(|t| &t.clients_mem).sum();
+    let percent = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            a as f64 * 100.0 / b as f64
+        }
+    };
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let (functions, function_bytes) = shared.functions.read(|r| {
         (
             r.function_count(),
@@ -1086,19 +1132,48 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Memory",
         format!(
             "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
-             used_memory_rss_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\n\
-             maxmemory_policy:{}\r\nmem_allocator:{}\r\ngoblin_keyspace_bytes:{keyspace_bytes}\r\n\
+             used_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\n\
+             used_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\n\
+             used_memory_overhead:{overhead}\r\nused_memory_startup:{startup}\r\n\
+             used_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\n\
+             allocator_allocated:{used}\r\nallocator_active:{used}\r\n\
+             allocator_resident:{rss}\r\ntotal_system_memory:{}\r\n\
+             total_system_memory_human:{}\r\nused_memory_lua:{lua}\r\n\
+             used_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\n\
              used_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
-             number_of_functions:{functions}\r\nused_memory_functions:{function_bytes}\r\n\
+             number_of_functions:{functions}\r\nnumber_of_libraries:{libraries}\r\n\
+             used_memory_vm_functions:0\r\nused_memory_vm_total:{lua}\r\n\
+             used_memory_vm_total_human:{}\r\nused_memory_functions:{function_bytes}\r\n\
              used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n\
-             lazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+             maxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n\
+             allocator_frag_ratio:1.00\r\nallocator_frag_bytes:0\r\n\
+             allocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\n\
+             rss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\n\
+             mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\n\
+             mem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\n\
+             mem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\n\
+             mem_clients_normal:{clients_mem}\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\n\
+             mem_allocator:{}\r\nactive_defrag_running:0\r\n\
+             lazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\
+             goblin_keyspace_bytes:{keyspace_bytes}\r\n",
             human_bytes(used),
             human_bytes(rss),
-            human_bytes(maxmemory),
-            memory.policy.name(),
-            crate::alloc::NAME,
+            human_bytes(peak),
+            percent(used, peak),
+            percent(dataset, used.saturating_sub(startup)),
+            total_system_memory(),
+            human_bytes(total_system_memory()),
+            human_bytes(lua),
+            human_bytes(lua),
             scripts_bytes + function_bytes,
             human_bytes((scripts_bytes + function_bytes) as u64),
+            human_bytes(maxmemory),
+            memory.policy.name(),
+            ratio(rss, used),
+            rss as i64 - used as i64,
+            ratio(rss, used),
+            rss as i64 - used as i64,
+            crate::alloc::NAME,
             goblin_store::lazyfree::pending(),
             goblin_store::lazyfree::freed(),
         ),
@@ -1113,16 +1188,29 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Stats",
         format!(
             "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             instantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\n\
-             total_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
-             expired_keys:{expired_keys}\r\nevicted_keys:{}\r\n\
+             instantaneous_ops_per_sec:{ops}\r\ntotal_net_input_bytes:{}\r\n\
+             total_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\n\
+             total_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{input_kbps:.2}\r\n\
+             instantaneous_output_kbps:{output_kbps:.2}\r\n\
+             instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
+             rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\n\
+             sync_partial_err:0\r\nexpired_keys:{expired_keys}\r\n\
+             evicted_keys:{}\r\nevicted_clients:0\r\n\
+             keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
-             migrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
+             latest_fork_usec:0\r\ntotal_forks:0\r\n\
+             migrate_cached_sockets:{}\r\nslave_expires_tracked_keys:0\r\n\
+             active_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\n\
+             active_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\n\
+             current_active_defrag_time:0\r\n\
+             tracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
              tracking_total_prefixes:{}\r\n\
-             unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
+             unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n\
+             dump_payload_sanitizations:0\r\n\
+             io_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\n\
+             reply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
-            shared.ops_per_sec(),
             shared.net_input_bytes(),
             shared.net_output_bytes(),
             shared.rejected_connections.load(Ordering::Relaxed),

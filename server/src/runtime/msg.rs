@@ -283,6 +283,8 @@ pub struct TxStep {
     pub command: Option<Arc<Batch>>,
     /// The tracking client the transaction runs for, if it tracks.
     pub tracked: Option<crate::runtime::tracking::Tracked>,
+    /// It runs a read-only command: its lookups count as INFO's hits and misses.
+    pub reads: bool,
 }
 
 /// What a transaction step gives back.

@@ -1921,6 +1921,12 @@ impl Worker {
         }) = command
         {
             job.set_counted(id);
+            job.set_reads(
+                self.shared
+                    .commands
+                    .get(id)
+                    .is_some_and(|s| s.flags.contains(Flags::READONLY)),
+            );
             job.set_turn(turn);
             if let Some(notify) = notify {
                 job.set_command(notify);

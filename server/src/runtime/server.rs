@@ -76,6 +76,23 @@ pub struct Traffic {
     pub hops: AtomicU64,
     /// CONFIG RESETSTAT asked for the totals to start again.
     pub reset: AtomicBool,
+    /// Its clients' buffers, input and output, at its last look (once a second while
+    /// it works): INFO's `mem_clients_normal`.
+    pub clients_mem: AtomicU64,
+    /// The largest input and output buffer of its clients then
+    /// (`client_recent_max_input_buffer`, `_output_buffer`).
+    pub max_input: AtomicU64,
+    /// See `max_input`.
+    pub max_output: AtomicU64,
+}
+
+/// INFO's last look at the counters its rates come from.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    commands: u64,
+    input: u64,
+    output: u64,
 }
 
 /// What every thread shares: read-only configuration and tables, and a few counters.
@@ -155,7 +172,7 @@ pub struct Shared {
     /// Connections refused (`maxclients`, no descriptor left).
     pub rejected_connections: AtomicU64,
     /// INFO's last look at the command count: (when, total), for `instantaneous_ops_per_sec`.
-    ops_sample: std::sync::Mutex<(Instant, u64)>,
+    ops_sample: std::sync::Mutex<Sample>,
     /// CLIENT PAUSE.
     pub pause: crate::runtime::pause::Pause,
     /// MONITOR clients.
@@ -310,7 +327,12 @@ impl Shared {
             pause: crate::runtime::pause::Pause::default(),
             traffic: (0..threads).map(|_| Traffic::default()).collect(),
             rejected_connections: AtomicU64::new(0),
-            ops_sample: std::sync::Mutex::new((Instant::now(), 0)),
+            ops_sample: std::sync::Mutex::new(Sample {
+                at: Instant::now(),
+                commands: 0,
+                input: 0,
+                output: 0,
+            }),
             monitors: crate::runtime::monitor::Monitors::default(),
             pubsub: crate::runtime::pubsub::Directory::default(),
             tracking: crate::runtime::tracking::Registry::with_max_keys(
@@ -373,6 +395,13 @@ impl Shared {
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
         self.tracking.set_max_keys(config.tracking_table_max_keys);
+        if self.tracking.over_limit() {
+            // Lowered below what the tables hold: every worker wakes to trim its own
+            // (as Redis's cron trims the table of an idle server).
+            for peer in &self.peers {
+                peer.send(Vec::new());
+            }
+        }
         self.scripts.configure(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);
         self.notify
@@ -414,19 +443,30 @@ impl Shared {
             .sum()
     }
 
-    /// Commands per second since INFO last asked (since start, the first time).
-    pub fn ops_per_sec(&self) -> u64 {
-        let total = self.total_commands.load(Ordering::Relaxed);
-        let Ok(mut sample) = self.ops_sample.lock() else {
-            return 0;
+    /// Commands per second, and kB read and written per second, since INFO last asked
+    /// (since start, the first time): `instantaneous_ops_per_sec`, `_input_kbps`,
+    /// `_output_kbps`.
+    pub fn instantaneous(&self) -> (u64, f64, f64) {
+        let now = Sample {
+            at: Instant::now(),
+            commands: self.total_commands.load(Ordering::Relaxed),
+            input: self.net_input_bytes(),
+            output: self.net_output_bytes(),
         };
-        let (at, before) = *sample;
-        let secs = at.elapsed().as_secs_f64();
-        *sample = (Instant::now(), total);
+        let Ok(mut sample) = self.ops_sample.lock() else {
+            return (0, 0.0, 0.0);
+        };
+        let before = std::mem::replace(&mut *sample, now);
+        let secs = now.at.duration_since(before.at).as_secs_f64();
         if secs <= 0.0 {
-            return 0;
+            return (0, 0.0, 0.0);
         }
-        (total.saturating_sub(before) as f64 / secs) as u64
+        let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+        (
+            rate(now.commands, before.commands) as u64,
+            rate(now.input, before.input) / 1024.0,
+            rate(now.output, before.output) / 1024.0,
+        )
     }
 
     /// The port the server listens on now.
@@ -713,6 +753,10 @@ impl Server {
             self.shared.persist.start_fsync_thread()?;
         }
         crate::log!(Notice, "Server initialized");
+        self.shared
+            .memory
+            .startup
+            .store(crate::memory::used(), Ordering::Relaxed);
         crate::log!(Notice, "Ready to accept connections tcp");
         for handle in handles {
             match handle.join() {

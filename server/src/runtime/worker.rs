@@ -248,6 +248,8 @@ pub struct Worker {
     last_cron: Instant,
     /// The last look for idle clients ([`Worker::close_idle`]).
     last_idle_check: Instant,
+    /// When its clients' buffers are next measured (ms).
+    next_clients_look: u64,
     /// On the acceptor: a descriptor kept open to be given up when the process has no
     /// other, so that a client can still be accepted and told it is refused.
     spare_fd: Option<std::fs::File>,
@@ -348,6 +350,7 @@ impl Worker {
             save_job: None,
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
+            next_clients_look: 0,
             spare_fd: spare,
             accept_retry: false,
             paused: Vec::new(),
@@ -417,6 +420,7 @@ impl Worker {
             // in this iteration, not after the next event.
             self.expire_keys();
             self.memory_work();
+            self.shard.limit_tracking(&self.shared);
             self.save_work();
             // CONFIG SET appendonly no: this shard's log closes.
             if !self.shared.persist.log_on.load(Ordering::Relaxed) && self.shard.has_log() {
@@ -426,6 +430,7 @@ impl Worker {
                 self.cron();
             }
             self.close_idle();
+            self.measure_clients();
             self.drain();
             self.time_out_parked();
             self.redirect_parked();
@@ -619,6 +624,26 @@ impl Worker {
 
     /// Once a second, with `timeout` set: closes the clients idle longer than it (not
     /// those waiting for a command to answer: a blocked client has its own timeout).
+    /// Once a second while it works: its clients' buffers, for INFO.
+    fn measure_clients(&mut self) {
+        if self.now < self.next_clients_look {
+            return;
+        }
+        self.next_clients_look = self.now + 1000;
+        let (mut total, mut input, mut output) = (0, 0, 0);
+        for (_, c) in self.conns.iter() {
+            let (i, o) = (c.input.buf.capacity(), c.output.buf.capacity());
+            total += i + o;
+            input = input.max(c.input.buf.len());
+            output = output.max(c.output.pending());
+        }
+        if let Some(t) = self.shared.traffic.get(self.id) {
+            t.clients_mem.store(total as u64, Ordering::Relaxed);
+            t.max_input.store(input as u64, Ordering::Relaxed);
+            t.max_output.store(output as u64, Ordering::Relaxed);
+        }
+    }
+
     fn close_idle(&mut self) {
         if self.shared.ticks() & TICK_IDLE == 0
             || self.last_idle_check.elapsed() < Duration::from_secs(1)

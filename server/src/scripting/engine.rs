@@ -668,6 +668,29 @@ pub enum Stepped {
 
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+    /// What this thread's interpreter held after its last run, as counted in
+    /// [`LUA_BYTES`].
+    static LUA_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes every thread's interpreter holds, as each saw after its last run (INFO's
+/// `used_memory_lua`).
+static LUA_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes the threads' Lua interpreters hold.
+pub fn lua_bytes() -> usize {
+    LUA_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// This thread's interpreter holds `bytes` now.
+fn note_lua_bytes(bytes: usize) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let before = LUA_SEEN.with(|seen| seen.replace(bytes));
+    if bytes >= before {
+        LUA_BYTES.fetch_add(bytes - before, Relaxed);
+    } else {
+        LUA_BYTES.fetch_sub(before - bytes, Relaxed);
+    }
 }
 
 /// Runs `f` with this thread's engine, made on first use (or again after a flush of
@@ -684,7 +707,11 @@ pub fn with_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Opti
                 }
             }
         }
-        slot.as_mut().map(f)
+        let result = slot.as_mut().map(f);
+        if let Some(engine) = slot.as_ref() {
+            note_lua_bytes(engine.lua.used_memory());
+        }
+        result
     })
 }
 

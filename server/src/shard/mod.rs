@@ -870,6 +870,15 @@ impl Shard {
         }
     }
 
+    /// Past `tracking-table-max-keys` (lowered by CONFIG SET): forgets keys of this
+    /// shard's table, telling their readers, until under it again — between commands,
+    /// as Redis's cron does.
+    pub fn limit_tracking(&mut self, shared: &Shared) {
+        if shared.tracking.over_limit() {
+            self.tracking.limit(&shared.tracking, &mut self.pubsub);
+        }
+    }
+
     /// Sends the BCAST invalidations gathered this iteration (the end of the worker's
     /// loop iteration).
     pub fn send_tracking(&mut self) {
@@ -1004,6 +1013,7 @@ impl Shard {
                 db,
                 command: None,
                 tracked: None,
+                reads: false,
             };
             self.step(shared, step);
         }
@@ -1223,6 +1233,10 @@ impl Shard {
             self.take_back_call(spec.id);
             return false;
         }
+        // INFO's hits and misses: the lookups of a read-only command (a script's calls
+        // count for themselves).
+        let readonly = spec.flags.contains(crate::table::Flags::READONLY);
+        let counted = self.dbs.get_mut(db).map(|ks| ks.count_reads(readonly));
         let waits = match spec.on_shard {
             Some(run) => {
                 let call = crate::table::handler::OnShard {
@@ -1253,10 +1267,14 @@ impl Shard {
                 .0
             }
         };
+        if let Some(before) = counted
+            && let Some(ks) = self.dbs.get_mut(db)
+        {
+            ks.count_reads(before);
+        }
         // A tracking client's keys: a read-only command's; not those of the commands a
         // script calls, but the script's declared keys once it called a read-only one
         // (as redis-server 7.0 remembers its caller's keys then).
-        let readonly = spec.flags.contains(crate::table::Flags::READONLY);
         let remember = match self.tracked {
             Some(t) if t.read && self.in_script => {
                 self.script_read |= readonly;
@@ -1795,6 +1813,10 @@ impl Shard {
                 let mut scratch = Vec::new();
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
+                let counted = self
+                    .dbs
+                    .get_mut(step.db)
+                    .map(|ks| ks.count_reads(step.reads));
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1806,6 +1828,11 @@ impl Shard {
                 );
                 self.step_command = None;
                 self.tracked = None;
+                if let Some(before) = counted
+                    && let Some(ks) = self.dbs.get_mut(step.db)
+                {
+                    ks.count_reads(before);
+                }
                 step.release |= release;
                 out
             }

@@ -39,6 +39,7 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         db: 0,
         command: None,
         tracked: None,
+        reads: false,
     }
 }
 

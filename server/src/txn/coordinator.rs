@@ -106,6 +106,8 @@ pub struct TxJob {
     command: Option<Arc<Batch>>,
     /// The tracking client it runs for.
     tracked: Option<crate::runtime::tracking::Tracked>,
+    /// It runs a read-only command (INFO's hits and misses).
+    reads: bool,
     /// Since when it has been parked, if it is, with an entry (its wait is not timed).
     parked_since: Option<Instant>,
     /// How long it has waited parked (an entry's time leaves that out).
@@ -233,6 +235,7 @@ impl TxJob {
             wrote: false,
             command: None,
             tracked: None,
+            reads: false,
             parked_since: None,
             waited: Duration::ZERO,
             slow: Vec::new(),
@@ -260,6 +263,11 @@ impl TxJob {
     /// remember the keys they lock for it when `tracked.read`.
     pub fn set_tracked(&mut self, tracked: crate::runtime::tracking::Tracked) {
         self.tracked = Some(tracked);
+    }
+
+    /// It runs a read-only command: its lookups are INFO's hits and misses.
+    pub fn set_reads(&mut self, reads: bool) {
+        self.reads = reads;
     }
 
     /// The command the transaction runs, given to its steps (for keyspace notifications).
@@ -309,6 +317,7 @@ impl TxJob {
             db: self.db,
             command: self.command.clone(),
             tracked: self.tracked,
+            reads: self.reads,
         }
     }
 

@@ -448,6 +448,51 @@ fn info_stats_count_expiries_refusals_and_traffic_as_redis_does() {
     }
 }
 
+/// INFO's `keyspace_hits` and `keyspace_misses` count the keys read-only commands look
+/// up, found or not (an expired one is a miss), across threads, and not those of
+/// commands that write; CONFIG RESETSTAT zeroes them — as redis-server counts them.
+#[test]
+fn info_counts_keyspace_hits_and_misses_as_redis_does() {
+    for server in [Server::goblin_threads(3), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        for line in [
+            "MSET a 1 b 2 c 3",
+            "SET gone v PX 20",
+            "INCR n",
+            "HSET h f v",
+            "RPUSH l x",
+        ] {
+            raw.cmd_str(line);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        for line in [
+            "GET a",
+            "GET nothing",
+            "GET gone",
+            "MGET a b c d e",
+            "EXISTS a nothing b",
+            "TYPE h",
+            "STRLEN nothing",
+            "HGET h f",
+            "HGET nothing f",
+            "LRANGE l 0 -1",
+            "EVAL redis.call('get',KEYS[1]) 1 c",
+            "SET a 5",
+            "INCR n",
+            "DEL b",
+        ] {
+            raw.cmd_str(line);
+        }
+        let hits = info_field(&mut raw, "stats", "keyspace_hits");
+        let misses = info_field(&mut raw, "stats", "keyspace_misses");
+        assert_eq!((hits.as_str(), misses.as_str()), ("10", "7"), "{kind:?}");
+        assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
+        assert_eq!(info_field(&mut raw, "stats", "keyspace_hits"), "0");
+        assert_eq!(info_field(&mut raw, "stats", "keyspace_misses"), "0");
+    }
+}
+
 /// INFO threads shows, per shard thread, its queue and the hops its connections made to
 /// other shards; CLIENT KILL MAXAGE (Redis 7.4) closes the clients older than it.
 #[test]

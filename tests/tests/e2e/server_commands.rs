@@ -1,7 +1,7 @@
 //! Server commands: COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL.
 
 use goblin_protocol::{Frame, parse_reply};
-use goblin_tests::{Differential, Server, show};
+use goblin_tests::{Differential, Raw, Server, show};
 
 /// Every Redis command Goblin implements has COMMAND INFO and DOCS entries identical to
 /// redis-server's (those are what cluster-aware clients and redis-cli read). Containers
@@ -250,9 +250,8 @@ fn config_resetstat_clears_the_statistics_of_every_thread() {
         raw.cmd_str(&format!("SET k{i} v"));
         raw.cmd_str(&format!("GET k{i}"));
     }
-    let stats = |raw: &mut goblin_tests::Raw| {
-        String::from_utf8_lossy(&raw.cmd_str("INFO commandstats")).into_owned()
-    };
+    let stats =
+        |raw: &mut Raw| String::from_utf8_lossy(&raw.cmd_str("INFO commandstats")).into_owned();
     let before = stats(&mut raw);
     assert!(before.contains("cmdstat_get:calls=20,"), "{before}");
     assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
@@ -651,6 +650,62 @@ fn info_replication_and_cpu_have_redis_fields() {
     assert_eq!(ours, names(&r));
     let run_id = &g.iter().find(|(k, _)| k == "run_id").unwrap().1;
     assert!(run_id.len() == 40 && run_id.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+/// INFO's clients and memory sections have redis-server's fields in its order (and
+/// Goblin's own, `goblin_*`); its stats section has redis-server's in its order but for
+/// the measurements Goblin does not make (the expiry cycle's, the eviction's time, the
+/// reads and writes processed). Monitoring reads `keyspace_hits`, `used_memory_peak`,
+/// `mem_fragmentation_ratio`, `maxclients`, which Goblin did not show.
+#[test]
+fn info_clients_memory_and_stats_have_redis_fields_in_its_order() {
+    let goblin = Server::goblin_threads(2);
+    let redis = Server::redis();
+    let (mut g, mut r) = (goblin.raw(), redis.raw());
+    g.cmd(&[b"EVAL", b"return 1", b"0"]);
+    let names = |raw: &mut Raw, section: &str| -> Vec<String> {
+        String::from_utf8_lossy(&raw.cmd_str(&format!("INFO {section}")))
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, _)| k.to_string())
+            .filter(|k| !k.starts_with("goblin_"))
+            .collect()
+    };
+    for section in ["clients", "memory"] {
+        assert_eq!(names(&mut g, section), names(&mut r, section), "{section}");
+    }
+    let ours = names(&mut g, "stats");
+    let theirs = names(&mut r, "stats");
+    let unmeasured = [
+        "expired_stale_perc",
+        "expired_time_cap_reached_count",
+        "expire_cycle_cpu_milliseconds",
+        "total_eviction_exceeded_time",
+        "current_eviction_exceeded_time",
+        "total_reads_processed",
+        "total_writes_processed",
+    ];
+    let expected: Vec<String> = theirs
+        .into_iter()
+        .filter(|n| !unmeasured.contains(&n.as_str()))
+        .collect();
+    assert_eq!(ours, expected);
+    let field = |raw: &mut Raw, name: &str| -> String {
+        String::from_utf8_lossy(&raw.cmd_str("INFO memory"))
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    // Values that follow from the others.
+    let used: u64 = field(&mut g, "used_memory").parse().expect("used_memory");
+    let peak: u64 = field(&mut g, "used_memory_peak").parse().expect("peak");
+    assert!(peak >= used, "peak {peak} used {used}");
+    let lua: u64 = field(&mut g, "used_memory_lua").parse().expect("lua");
+    assert!(lua > 0, "a script ran: its interpreter holds memory");
+    let system: u64 = field(&mut g, "total_system_memory")
+        .parse()
+        .expect("system");
+    assert!(system > used);
 }
 
 /// With `always-show-logo yes` the log shows a logo with redis-server's ` Port: N` and

@@ -735,3 +735,32 @@ fn a_noloop_client_is_not_told_of_its_scripts_writes_like_redis() {
         p.quiet(0);
     }
 }
+
+#[test]
+fn a_lowered_table_limit_invalidates_keys_with_no_further_command_like_redis() {
+    // CONFIG SET tracking-table-max-keys below what the tables hold: the keys past it
+    // are invalidated even if no client sends anything more (Redis's cron trims the
+    // table; Redis's "Tracking gets notification on tracking table key eviction"
+    // waited for ever on Goblin, which trimmed only when a key was next remembered).
+    for threads in THREAD_COUNTS {
+        let mut p = Pair::new(threads, 4);
+        p.check(0, "HELLO 3");
+        p.check(0, "CLIENT TRACKING on");
+        p.check(1, "MSET k1 1 k2 2 k3 3");
+        p.check(0, "MGET k1 k2 k3");
+        p.check(1, "CONFIG SET tracking-table-max-keys 1");
+        let (g, r) = &mut p.conns[0];
+        for (server, raw) in [("goblin", g), ("redis", r)] {
+            for _ in 0..2 {
+                let frame = raw.reply();
+                assert!(
+                    frame.starts_with(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk"),
+                    "{server}, --threads {threads}: {}",
+                    show(&frame)
+                );
+            }
+        }
+        p.quiet(0);
+        p.tracking_info();
+    }
+}
