@@ -85,6 +85,8 @@ const HELP: &[&str] = &[
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
     "HELP",
     "    Prints this help.",
 ];
@@ -100,6 +102,8 @@ enum Job {
     /// Answers at once (SLEEP sleeps first).
     Sleep(f64),
     ActiveExpire(bool),
+    /// PAUSE-CRON.
+    PauseCron(bool),
     /// SET-DISABLE-DENY-SCRIPTS: whether scripts may call `noscript` commands.
     DenyScripts(bool),
     Help,
@@ -148,6 +152,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Sleep(secs)
     } else if is("SET-ACTIVE-EXPIRE") && n == 3 {
         Job::ActiveExpire(atoi(args.get(2)) != 0)
+    } else if is("PAUSE-CRON") && n == 3 {
+        Job::PauseCron(atoi(args.get(2)) != 0)
     } else if is("OBJECT") && n == 3 {
         Job::Object(args.get(2).to_vec())
     } else if is("DIGEST") && n == 2 {
@@ -248,6 +254,14 @@ impl Plan for DebugPlan {
             }
             Job::ActiveExpire(on) => {
                 cx.shared.active_expire.store(*on, Ordering::Relaxed);
+                cx.done(|e| e.ok())
+            }
+            Job::PauseCron(on) => {
+                cx.shared.cron_paused.store(*on, Ordering::Relaxed);
+                if !*on && cx.shared.shutdown_asked.load(Ordering::SeqCst) {
+                    // A shutdown a signal asked for meanwhile starts now.
+                    cx.shared.peers[0].send(vec![crate::runtime::msg::Msg::Shutdown]);
+                }
                 cx.done(|e| e.ok())
             }
             Job::Help => cx.done(|e| {

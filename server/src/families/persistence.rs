@@ -8,7 +8,7 @@ use crate::persist::snapshot::{SaveKind, SavePlan};
 use crate::runtime::server::Shared;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{CrossShard, Locking, Plan, PlanStart};
+use crate::txn::plan::{CrossShard, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 
 /// Registers the family.
 pub fn register(table: &mut CommandTable) {
@@ -54,12 +54,39 @@ fn bgrewriteaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 /// are set, sync the log, and end the process. (There is no pause to wait for replicas,
 /// so NOW changes nothing, and no shutdown is ever in progress to ABORT.)
 fn shutdown_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    let (save, nosave, force) = shutdown_flags(start.args)?;
+    let (save, nosave, force) = match shutdown_flags(start.args) {
+        // ABORT: the shutdown a signal asked for, not started (DEBUG PAUSE-CRON), is
+        // cancelled.
+        Err(e) if e == ABORT && start.shared.shutdown_asked.swap(false, Ordering::SeqCst) => {
+            crate::log!(Notice, "Shutdown manually aborted.");
+            return Ok(Box::new(Answered::ok()));
+        }
+        flags => flags?,
+    };
     Ok(Box::new(SavePlan::new(SaveKind::Shutdown {
         save,
         nosave,
         force,
     })))
+}
+
+/// SHUTDOWN ABORT with no shutdown to cancel.
+const ABORT: &[u8] = b"ERR No shutdown in progress.";
+
+/// A plan whose reply is known at once.
+#[derive(Debug)]
+struct Answered(Option<Vec<u8>>);
+
+impl Answered {
+    fn ok() -> Answered {
+        Answered(Some(b"+OK\r\n".to_vec()))
+    }
+}
+
+impl Plan for Answered {
+    fn next(&mut self, _cx: &PlanCx<'_>, _results: Vec<HopOut>) -> Step {
+        Step::Done(Outcome::Reply(self.0.take().unwrap_or_default()))
+    }
 }
 
 /// SHUTDOWN's flags: SAVE, NOSAVE, FORCE (or its error).
@@ -80,7 +107,7 @@ fn shutdown_flags(args: &Args<'_>) -> Result<(bool, bool, bool), Vec<u8>> {
         return Err(errors::SYNTAX.to_vec());
     }
     if abort {
-        return Err(b"ERR No shutdown in progress.".to_vec());
+        return Err(ABORT.to_vec());
     }
     Ok((save, nosave, force))
 }

@@ -190,6 +190,12 @@ pub struct Shared {
     pub latency: crate::runtime::latency::Latency,
     /// Keys expire actively (DEBUG SET-ACTIVE-EXPIRE turns it off).
     pub active_expire: AtomicBool,
+    /// DEBUG PAUSE-CRON 1: worker 0's cron (the `save` rules, rewrites, a shutdown a
+    /// signal asked for) and every worker's look at its clients wait.
+    pub cron_paused: AtomicBool,
+    /// A signal asked for a shutdown (it starts at once unless the cron is paused):
+    /// SHUTDOWN ABORT cancels it.
+    pub shutdown_asked: AtomicBool,
     /// The replication ID INFO shows (`master_replid`): random at start, new after
     /// DEBUG CHANGE-REPL-ID.
     pub repl_id: std::sync::Mutex<String>,
@@ -342,6 +348,8 @@ impl Shared {
             keyspace_events: families::notify::events,
             latency: crate::runtime::latency::Latency::new(config.latency_monitor_threshold),
             active_expire: AtomicBool::new(true),
+            cron_paused: AtomicBool::new(false),
+            shutdown_asked: AtomicBool::new(false),
             repl_id: std::sync::Mutex::new(new_repl_id()),
             run_id: new_repl_id(),
             local_addr,
@@ -527,21 +535,22 @@ fn handle_signals(shared: Arc<Shared>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("goblin-signals".into())
         .spawn(move || {
-            let mut asked = false;
             for signal in signals.forever() {
                 let name = if signal == SIGTERM {
                     "SIGTERM"
                 } else {
                     "SIGINT"
                 };
-                if asked {
-                    crate::log!(Warning, "{name} again: exiting now");
+                // SIGINT while a shutdown is asked for (not aborted): at once, as
+                // redis-server does (another SIGTERM asks again).
+                if signal == SIGINT && shared.shutdown_asked.load(Ordering::SeqCst) {
+                    crate::log!(Warning, "You insist... exiting now.");
                     shared.persist.sync_log();
                     stop_listening(&shared);
                     std::process::exit(1);
                 }
-                asked = true;
-                crate::log!(Notice, "received {name}, scheduling shutdown...");
+                crate::log!(Notice, "Received {name} scheduling shutdown...");
+                shared.shutdown_asked.store(true, Ordering::SeqCst);
                 shared.peers[0].send(vec![Msg::Shutdown]);
             }
         })

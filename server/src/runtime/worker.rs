@@ -250,6 +250,8 @@ pub struct Worker {
     last_idle_check: Instant,
     /// When its clients' buffers are next measured (ms).
     next_clients_look: u64,
+    /// The shutdown a signal asked for has started (worker 0).
+    shutting_down: bool,
     /// On the acceptor: a descriptor kept open to be given up when the process has no
     /// other, so that a client can still be accepted and told it is refused.
     spare_fd: Option<std::fs::File>,
@@ -351,6 +353,7 @@ impl Worker {
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
             next_clients_look: 0,
+            shutting_down: false,
             spare_fd: spare,
             accept_retry: false,
             paused: Vec::new(),
@@ -560,7 +563,38 @@ impl Worker {
     /// for the one running, the automatic log rewrite (`auto-aof-rewrite-percentage`,
     /// `-min-size`), and the `save` rules (a background save after so many seconds with
     /// so many changes).
+    /// The shutdown a signal asked for, unless SHUTDOWN ABORT cancelled it or the cron
+    /// is paused (DEBUG PAUSE-CRON: it starts when the cron goes on), as SHUTDOWN with no
+    /// option: save when `save` rules are set, sync the log, exit.
+    fn start_asked_shutdown(&mut self) {
+        if self.shutting_down
+            || self.shared.cron_paused.load(Ordering::Relaxed)
+            || !self.shared.shutdown_asked.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        self.shutting_down = true;
+        let kind = SaveKind::Shutdown {
+            save: false,
+            nosave: false,
+            force: false,
+        };
+        self.start_job(
+            usize::MAX,
+            Vec::new(),
+            true,
+            Box::new(SavePlan::new(kind)),
+            None,
+        );
+    }
+
     fn cron(&mut self) {
+        if self.shared.cron_paused.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.shared.shutdown_asked.load(Ordering::Relaxed) {
+            self.start_asked_shutdown();
+        }
         let now = Instant::now();
         if now.duration_since(self.last_cron) < Duration::from_secs(1) {
             return;
@@ -626,7 +660,7 @@ impl Worker {
     /// those waiting for a command to answer: a blocked client has its own timeout).
     /// Once a second while it works: its clients' buffers, for INFO.
     fn measure_clients(&mut self) {
-        if self.now < self.next_clients_look {
+        if self.now < self.next_clients_look || self.shared.cron_paused.load(Ordering::Relaxed) {
             return;
         }
         self.next_clients_look = self.now + 1000;
@@ -1221,22 +1255,7 @@ impl Worker {
             Msg::Answer(to, answer, micros) => self.answered(to, answer, micros),
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
             Msg::Loaded(log) => self.loaded(log),
-            Msg::Shutdown => {
-                // As SHUTDOWN with no option: save when `save` rules are set, sync the
-                // log, exit.
-                let kind = SaveKind::Shutdown {
-                    save: false,
-                    nosave: false,
-                    force: false,
-                };
-                self.start_job(
-                    usize::MAX,
-                    Vec::new(),
-                    true,
-                    Box::new(SavePlan::new(kind)),
-                    None,
-                );
-            }
+            Msg::Shutdown => self.start_asked_shutdown(),
             Msg::Publish(publications) => self.deliver(&publications),
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();

@@ -781,7 +781,8 @@ impl Shard {
                 observer.sync();
             }
         }
-        if flushed && self.tracking_on {
+        // (A table is emptied even when no client tracks now: Redis frees it whole.)
+        if flushed && (self.tracking_on || !self.tracking.is_empty()) {
             self.flush_tracking(shared);
         }
         if let Some(seq) = rotation {

@@ -92,6 +92,11 @@ impl TrackTable {
         }
     }
 
+    /// Whether no key is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     /// Every key was flushed: nothing is remembered any more.
     pub fn clear(&mut self, reg: &Registry) {
         let items: usize = self.keys.values().map(Vec::len).sum();

@@ -859,6 +859,42 @@ fn sigterm_and_sigint_save_and_exit_as_shutdown_does() {
 }
 
 #[test]
+fn shutdown_abort_cancels_a_signal_while_the_cron_is_paused_like_redis() {
+    // Redis's "SHUTDOWN ABORT can cancel SIGTERM": with DEBUG PAUSE-CRON 1 the shutdown a
+    // signal asks for waits for the cron, and SHUTDOWN ABORT cancels it; once the cron
+    // goes on, a signal's shutdown starts. Goblin knew neither.
+    let debug = ["--enable-debug-command", "yes"];
+    for mut server in [Server::goblin_with(&debug), Server::redis_with(&debug)] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        assert_eq!(
+            cmd(&mut raw, "SHUTDOWN ABORT"),
+            b"-ERR No shutdown in progress.\r\n"
+        );
+        assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 1"), b"+OK\r\n", "{kind:?}");
+        server.signal("TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(server.is_running(), "{kind:?}");
+        assert_eq!(cmd(&mut raw, "SHUTDOWN ABORT"), b"+OK\r\n", "{kind:?}");
+        assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 0"), b"+OK\r\n", "{kind:?}");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(cmd(&mut raw, "PING"), b"+PONG\r\n", "{kind:?}");
+        assert_eq!(
+            cmd(&mut raw, "SHUTDOWN ABORT"),
+            b"-ERR No shutdown in progress.\r\n"
+        );
+        // Asked while paused, it starts when the cron goes on.
+        assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 1"), b"+OK\r\n", "{kind:?}");
+        server.signal("TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(server.is_running(), "{kind:?}");
+        raw.send(&goblin_tests::encode(&[b"DEBUG", b"PAUSE-CRON", b"0"]));
+        let status = server.wait_exit(Duration::from_secs(10));
+        assert!(status.is_some(), "{kind:?}: still running");
+    }
+}
+
+#[test]
 fn requests_are_logged_as_they_came_and_replay() {
     // A request's own frame is its record, with Redis's leniency kept: the two bytes
     // after a bulk string are not checked (`$3\r\nSETxx` is SET).

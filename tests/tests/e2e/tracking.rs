@@ -762,5 +762,9 @@ fn a_lowered_table_limit_invalidates_keys_with_no_further_command_like_redis() {
         }
         p.quiet(0);
         p.tracking_info();
+        // A flush empties the tables even when no client tracks any more.
+        p.check(0, "CLIENT TRACKING off");
+        p.check(1, "FLUSHALL");
+        p.tracking_info();
     }
 }
