@@ -221,6 +221,29 @@ pub(crate) fn invocation<'a>(
     })
 }
 
+/// Whether EVAL, EVALSHA or FCALL with `args` counts as a command that writes (for
+/// CLIENT PAUSE WRITE), as Redis's `evalGetCommandFlags` and `fcallGetCommandFlags`
+/// decide: a script or function that declares its flags writes unless `no-writes`; one
+/// without a shebang, or not found, may (`may_replicate`). Other commands: their flags.
+pub(crate) fn pause_writes(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
+    if !spec.flags.writes_or_propagates() {
+        return false;
+    }
+    let flags = match spec.name {
+        "eval" => shared
+            .scripts
+            .get(&sha_of(args.get(1)))
+            .map(|s| s.flags)
+            .or_else(|| shebang(args.get(1)).ok().map(|(f, _)| f)),
+        "evalsha" => sha_arg(args.get(1))
+            .and_then(|sha| shared.scripts.get(&sha))
+            .map(|s| s.flags),
+        "fcall" => shared.functions.find(args.get(1)).map(|f| f.def().flags),
+        _ => return true,
+    };
+    flags.is_none_or(|f| f.has(ScriptFlags::EVAL_COMPAT) || !f.has(ScriptFlags::NO_WRITES))
+}
+
 /// `scriptPrepareForRun`'s checks of a script's (or function's) flags.
 pub(crate) fn check_flags(
     shared: &Shared,
@@ -457,11 +480,9 @@ fn check_command<'t>(
             .as_bytes(),
         );
     }
-    // (PUBLISH is propagated like a write: redis-server refuses it too, though its
-    // COMMAND INFO flags do not say so.)
-    let propagates = spec.flags.contains(Flags::WRITE)
-        || spec.flags.contains(Flags::MAY_REPLICATE)
-        || matches!(spec.name, "publish" | "spublish");
+    // (PUBLISH and PFCOUNT are propagated like writes: `may_replicate`, which COMMAND
+    // INFO hides.)
+    let propagates = spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::MAY_REPLICATE);
     if read_only && propagates {
         return refused(b"ERR Write commands are not allowed from read-only scripts.");
     }

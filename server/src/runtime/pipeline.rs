@@ -401,7 +401,7 @@ impl Worker {
         }
         // CLIENT PAUSE holds the command (every command, or those that write) until it
         // ends; queued in MULTI too, as in Redis.
-        if shared.pause.maybe() && self.held_by_pause(shared, key, spec) {
+        if shared.pause.maybe() && self.held_by_pause(shared, key, spec, args) {
             return Flow::Wait;
         }
         let Some(conn) = self.conns.get_mut(key) else {
@@ -641,18 +641,26 @@ impl Worker {
     /// worker's paused list.
     #[cold]
     #[inline(never)]
-    fn held_by_pause(&mut self, shared: &Shared, key: usize, spec: &CommandSpec) -> bool {
+    fn held_by_pause(
+        &mut self,
+        shared: &Shared,
+        key: usize,
+        spec: &CommandSpec,
+        args: &Args<'_>,
+    ) -> bool {
         let Some(conn) = self.conns.get_mut(key) else {
             return false;
         };
-        let writes = spec.flags.writes_or_propagates()
+        let writes = crate::families::scripting::pause_writes(shared, spec, args)
             || (spec.name == "exec" && queued_writes(shared, conn));
         if !shared.pause.holds(writes, self.now) {
             return false;
         }
         if !conn.paused {
+            // A blocked client, as INFO counts those CLIENT PAUSE holds in Redis.
             conn.paused = true;
             self.paused.push(key);
+            shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
         }
         true
     }
@@ -912,12 +920,14 @@ fn gate_refusal(shared: &Shared, spec: &CommandSpec) -> Option<Vec<u8>> {
 /// propagated): CLIENT PAUSE WRITE holds its EXEC.
 fn queued_writes(shared: &Shared, conn: &Conn) -> bool {
     conn.multi.as_ref().is_some_and(|multi| {
-        multi
-            .queued
-            .iter()
-            .filter_map(|b| b.cmds.first())
-            .filter_map(|c| shared.commands.get(c.spec))
-            .any(|spec| spec.flags.writes_or_propagates())
+        multi.queued.iter().any(|b| {
+            b.cmds
+                .first()
+                .and_then(|c| shared.commands.get(c.spec))
+                .is_some_and(|spec| {
+                    crate::families::scripting::pause_writes(shared, spec, &b.args(0))
+                })
+        })
     })
 }
 

@@ -979,8 +979,11 @@ impl Worker {
             return;
         }
         for key in std::mem::take(&mut self.paused) {
-            if let Some(conn) = self.conns.get_mut(key) {
+            if let Some(conn) = self.conns.get_mut(key)
+                && conn.paused
+            {
                 conn.paused = false;
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 if !conn.gone {
                     self.serve(key);
                 }
@@ -1569,7 +1572,8 @@ impl Worker {
                 Ok(ReadOutcome::Full) => {}
                 Ok(ReadOutcome::Drained) if conn.read_to_end => {}
                 Ok(ReadOutcome::Drained | ReadOutcome::WouldBlock) => conn.readable = false,
-                Ok(ReadOutcome::Eof) if blocked => {
+                // (Held by CLIENT PAUSE too: its command never runs, as in Redis.)
+                Ok(ReadOutcome::Eof) if blocked || conn.paused => {
                     self.close(key);
                     return;
                 }
@@ -1732,6 +1736,11 @@ impl Worker {
         if !conn.gone {
             conn.gone = true;
             conn.closing = true;
+            if conn.paused {
+                // (No longer held: INFO's blocked clients.)
+                conn.paused = false;
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
             if conn.client.monitor {
                 let me = ConnRef {
                     worker: self.id,

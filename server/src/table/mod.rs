@@ -102,6 +102,20 @@ impl Flags {
         self.0 & other.0 != 0
     }
 
+    /// The flags COMMAND INFO hides on purpose that redis-server 7.0's command table
+    /// gives: `may_replicate` (EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH, SPUBLISH), which
+    /// CLIENT PAUSE WRITE holds and read-only scripts refuse.
+    fn with_hidden(self, name: &str) -> Flags {
+        if matches!(
+            name,
+            "eval" | "evalsha" | "fcall" | "pfcount" | "publish" | "spublish"
+        ) {
+            Flags(self.0 | Flags::MAY_REPLICATE.0)
+        } else {
+            self
+        }
+    }
+
     fn from_names(node: &Node) -> Flags {
         node.items()
             .iter()
@@ -410,7 +424,8 @@ impl CommandTable {
             arity: int(meta_node::info::ARITY),
             flags: items
                 .get(meta_node::info::FLAGS)
-                .map_or(Flags::default(), Flags::from_names),
+                .map_or(Flags::default(), Flags::from_names)
+                .with_hidden(name),
             key_finder: KeyFinder::from_info(info),
             exec,
             id,

@@ -260,6 +260,110 @@ fn client_pause_holds_what_redis_holds() {
     }
 }
 
+/// INFO's `blocked_clients` of a server.
+fn blocked_clients(c: &mut Raw) -> String {
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"clients"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// CLIENT PAUSE WRITE holds what may be propagated as redis-server does (Redis's
+/// "Test special commands are paused by RO", "scripts are blocked by pause RO", "RO
+/// scripts are not blocked"): PFCOUNT, PUBLISH, a script without a shebang or with one
+/// that may write, a transaction holding one; not a script or function declared
+/// `no-writes`, nor EVAL_RO; the clients it holds count as blocked in INFO. A read-only
+/// script may not call PUBLISH or PFCOUNT.
+#[test]
+fn client_pause_write_holds_what_may_be_propagated_as_redis_does() {
+    for server in servers() {
+        let kind = server.kind;
+        let mut admin = Raw::connect(server.port);
+        assert_eq!(admin.cmd(&[b"PFADD", b"hll", b"a"]), b":1\r\n");
+        let f1 = b"#!lua name=f1\nredis.register_function{function_name='f1', callback=function() return 'hello' end, flags={'no-writes'}}";
+        assert_eq!(admin.cmd(&[b"FUNCTION", b"LOAD", f1]), b"$2\r\nf1\r\n");
+        for script in [
+            &b"return redis.call('publish','ch','m')"[..],
+            b"return redis.call('pfcount','hll')",
+        ] {
+            let reply = admin.cmd(&[b"EVAL_RO", script, b"0"]);
+            assert!(
+                reply.starts_with(b"-ERR Write commands are not allowed from read-only scripts."),
+                "{kind:?}: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+        // (Queued before the pause: a command that may write is held as it comes.)
+        let mut tx = Raw::connect(server.port);
+        assert_eq!(tx.cmd(&[b"MULTI"]), b"+OK\r\n");
+        assert_eq!(tx.cmd(&[b"EVAL", b"return 6", b"0"]), b"+QUEUED\r\n");
+        assert_eq!(
+            admin.cmd(&[b"CLIENT", b"PAUSE", b"100000", b"WRITE"]),
+            b"+OK\r\n"
+        );
+        // Not held.
+        let mut free = Raw::connect(server.port);
+        for (args, want) in [
+            (
+                &[&b"EVAL"[..], b"#!lua flags=no-writes\nreturn 1", b"0"][..],
+                &b":1\r\n"[..],
+            ),
+            (&[b"EVAL_RO", b"return 2", b"0"], b":2\r\n"),
+            (&[b"FCALL", b"f1", b"0"], b"$5\r\nhello\r\n"),
+            (&[b"EXISTS", b"hll"], b":1\r\n"),
+        ] {
+            let (reply, took) = timed(&mut free, args);
+            assert_eq!(reply, want, "{kind:?} {args:?}");
+            assert!(took < Duration::from_millis(500), "{kind:?} {args:?} held");
+        }
+        assert_eq!(free.cmd(&[b"MULTI"]), b"+OK\r\n");
+        free.cmd(&[b"EVAL", b"#!lua flags=no-writes\nreturn 3", b"0"]);
+        assert_eq!(free.cmd(&[b"EXEC"]), b"*1\r\n:3\r\n", "{kind:?}");
+        assert_eq!(blocked_clients(&mut admin), "0", "{kind:?}");
+        // Held, one client each.
+        let held: Vec<(&[&[u8]], &[u8])> = vec![
+            (&[b"PFCOUNT", b"hll"], b":1\r\n"),
+            (&[b"PUBLISH", b"ch", b"m"], b":0\r\n"),
+            (&[b"EVAL", b"return 4", b"0"], b":4\r\n"),
+            (&[b"EVAL", b"#!lua\nreturn 5", b"0"], b":5\r\n"),
+            (&[b"SET", b"k", b"v"], b"+OK\r\n"),
+        ];
+        let mut clients = Vec::new();
+        for (args, _) in &held {
+            let mut c = Raw::connect(server.port);
+            c.send(&encode(args));
+            clients.push(c);
+        }
+        tx.send(&encode(&[b"EXEC"]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while blocked_clients(&mut admin) != "6" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(blocked_clients(&mut admin), "6", "{kind:?}");
+        assert_eq!(admin.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+        for ((args, want), c) in held.iter().zip(&mut clients) {
+            assert_eq!(c.reply(), *want, "{kind:?} {args:?}");
+        }
+        assert_eq!(tx.reply(), b"*1\r\n:6\r\n", "{kind:?}");
+        assert_eq!(blocked_clients(&mut admin), "0", "{kind:?}");
+        // A held client that goes away is no longer counted.
+        assert_eq!(
+            admin.cmd(&[b"CLIENT", b"PAUSE", b"100000", b"WRITE"]),
+            b"+OK\r\n"
+        );
+        let mut gone = Raw::connect(server.port);
+        gone.send(&encode(&[b"SET", b"k", b"w"]));
+        while blocked_clients(&mut admin) != "1" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(gone);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(blocked_clients(&mut admin), "0", "{kind:?}");
+        assert_eq!(admin.cmd(&[b"CLIENT", b"UNPAUSE"]), b"+OK\r\n");
+    }
+}
+
 /// CLIENT LIST and CLIENT KILL by TYPE: a subscribed client is a `pubsub` one, not a
 /// `normal` one; a client inside MULTI shows the command it queued last — as
 /// redis-server shows them (what is compared: which clients each filter finds, and the
