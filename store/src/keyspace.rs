@@ -334,6 +334,8 @@ pub struct Keyspace {
 #[derive(Debug, Default, Clone, Copy)]
 struct ReadStats {
     on: bool,
+    /// An expired key read now stays (CLIENT PAUSE): it reads as missing.
+    keep_expired: bool,
     hits: u64,
     misses: u64,
 }
@@ -816,6 +818,14 @@ impl Keyspace {
         std::mem::replace(&mut self.reads.on, on)
     }
 
+    /// While on, a key found expired reads as missing but is not deleted (a read-only
+    /// command during CLIENT PAUSE, as Redis's `expireIfNeeded` leaves it); what it was
+    /// before. Only for commands that store nothing: a write would find the key there.
+    #[inline]
+    pub fn keep_expired(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.reads.keep_expired, on)
+    }
+
     /// Lookups counted: hits (live keys) and misses (absent or expired).
     pub fn read_stats(&self) -> (u64, u64) {
         (self.reads.hits, self.reads.misses)
@@ -927,9 +937,11 @@ impl Keyspace {
             return None;
         };
         if expired(self.arena.get(h), now) {
-            self.unlink(slot, hash, key);
-            self.discard(h);
-            self.record(Change::Expired, slot, key);
+            if !self.reads.keep_expired {
+                self.unlink(slot, hash, key);
+                self.discard(h);
+                self.record(Change::Expired, slot, key);
+            }
             self.reads.misses += counting;
             return None;
         }

@@ -1238,6 +1238,10 @@ impl Shard {
         // count for themselves).
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
         let counted = self.dbs.get_mut(db).map(|ks| ks.count_reads(readonly));
+        // CLIENT PAUSE: a read-only command leaves the expired keys it reads (as Redis).
+        let kept = (readonly && shared.pause.maybe() && shared.pause.until(now).is_some())
+            .then(|| self.dbs.get_mut(db).map(|ks| ks.keep_expired(true)))
+            .flatten();
         let waits = match spec.on_shard {
             Some(run) => {
                 let call = crate::table::handler::OnShard {
@@ -1272,6 +1276,9 @@ impl Shard {
             && let Some(ks) = self.dbs.get_mut(db)
         {
             ks.count_reads(before);
+            if let Some(kept) = kept {
+                ks.keep_expired(kept);
+            }
         }
         // A tracking client's keys: a read-only command's; not those of the commands a
         // script calls, but the script's declared keys once it called a read-only one
@@ -1814,10 +1821,12 @@ impl Shard {
                 let mut scratch = Vec::new();
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
+                let paused =
+                    step.reads && shared.pause.maybe() && shared.pause.until(step.now).is_some();
                 let counted = self
                     .dbs
                     .get_mut(step.db)
-                    .map(|ks| ks.count_reads(step.reads));
+                    .map(|ks| (ks.count_reads(step.reads), ks.keep_expired(paused)));
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1829,10 +1838,11 @@ impl Shard {
                 );
                 self.step_command = None;
                 self.tracked = None;
-                if let Some(before) = counted
+                if let Some((counting, kept)) = counted
                     && let Some(ks) = self.dbs.get_mut(step.db)
                 {
-                    ks.count_reads(before);
+                    ks.count_reads(counting);
+                    ks.keep_expired(kept);
                 }
                 step.release |= release;
                 out
