@@ -605,6 +605,9 @@ pub const SETTABLE: &[&str] = &[
     "lazyfree-lazy-server-del",
     "lazyfree-lazy-user-del",
     "lazyfree-lazy-user-flush",
+    "cluster-node-timeout",
+    "cluster-require-full-coverage",
+    "cluster-allow-reads-when-down",
 ];
 
 /// The `lazyfree-lazy-*` options, in [`Config::lazyfree`]'s order.
@@ -639,9 +642,6 @@ pub const FIXED: &[&str] = &[
     "cluster-enabled",
     "cluster-config-file",
     "cluster-port",
-    "cluster-node-timeout",
-    "cluster-require-full-coverage",
-    "cluster-allow-reads-when-down",
 ];
 
 /// Redis Cluster's options (`cluster/`).

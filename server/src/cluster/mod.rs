@@ -482,6 +482,8 @@ pub struct Cluster {
     pub config_path: PathBuf,
     /// Wakes the bus thread (set once it runs).
     waker: Mutex<Option<Arc<mio::Waker>>>,
+    /// `cluster-allow-reads-when-down` (CONFIG SET may change it).
+    reads_when_down: AtomicBool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -529,10 +531,30 @@ impl Cluster {
             dirty: AtomicBool::new(true),
             config_path: path,
             waker: Mutex::new(None),
+            reads_when_down: AtomicBool::new(config.cluster.allow_reads_when_down),
         };
         cluster.save()?;
         ENABLED.store(true, Ordering::Relaxed);
         Ok(cluster)
+    }
+
+    /// CONFIG SET: `cluster-node-timeout`, `cluster-require-full-coverage` and
+    /// `cluster-allow-reads-when-down` take effect (new routes when the coverage rule
+    /// changed).
+    pub fn configure(&self, config: &crate::config::ClusterConfig) {
+        self.reads_when_down
+            .store(config.allow_reads_when_down, Ordering::Relaxed);
+        let mut state = self.lock();
+        state.node_timeout = config.node_timeout.max(1);
+        if state.full_coverage != config.require_full_coverage {
+            state.full_coverage = config.require_full_coverage;
+            self.changed(&mut state);
+        }
+    }
+
+    /// Whether keys may be read while the cluster is down (`cluster-allow-reads-when-down`).
+    pub fn reads_when_down(&self) -> bool {
+        self.reads_when_down.load(Ordering::Relaxed)
     }
 
     /// The state, locked.

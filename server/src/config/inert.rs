@@ -16,6 +16,9 @@ pub enum Kind {
     Int(i64, i64),
     /// A number of bytes, with or without a unit (`100mb`), shown in bytes.
     Memory,
+    /// A number of bytes, or a percentage up to 100 (`10%`), shown as given
+    /// (`maxmemory-clients`: redis-server's `MEMORY_CONFIG | PERCENT_CONFIG`).
+    MemoryOrPercent,
     /// One of these words.
     Enum(&'static [&'static str]),
     /// Some of these words, shown in this order; the first alone (`default`) when none of
@@ -102,6 +105,7 @@ pub const INERT: &[Inert] = &[
     opt("ignore-warnings", "", Kind::Text),
     opt("io-threads-do-reads", "no", Kind::Bool),
     opt("jemalloc-bg-thread", "yes", Kind::Bool),
+    opt("key-load-delay", "0", INT),
     opt("latency-tracking", "yes", Kind::Bool),
     opt(
         "latency-tracking-info-percentiles",
@@ -110,9 +114,14 @@ pub const INERT: &[Inert] = &[
     ),
     opt("list-compress-depth", "0", Kind::Int(0, i32::MAX as i64)),
     opt("list-max-listpack-size", "-2", INT),
+    opt(
+        "loading-process-events-interval-bytes",
+        "2097152",
+        Kind::Int(1024, i32::MAX as i64),
+    ),
     opt("masterauth", "", Kind::Text),
     opt("masteruser", "", Kind::Text),
-    opt("maxmemory-clients", "0", Kind::Text),
+    opt("maxmemory-clients", "0", Kind::MemoryOrPercent),
     opt("maxmemory-eviction-tenacity", "10", Kind::Int(0, 100)),
     opt("min-replicas-max-lag", "10", UINT),
     opt("min-replicas-to-write", "0", UINT),
@@ -135,6 +144,7 @@ pub const INERT: &[Inert] = &[
         Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
     ),
     opt("rdb-del-sync-files", "no", Kind::Bool),
+    opt("rdb-key-save-delay", "0", INT),
     opt("rdb-save-incremental-fsync", "yes", Kind::Bool),
     opt("rdbchecksum", "yes", Kind::Bool),
     opt("rdbcompression", "yes", Kind::Bool),
@@ -220,6 +230,8 @@ pub const INERT: &[Inert] = &[
     opt("tls-session-caching", "yes", Kind::Bool),
     opt("unixsocket", "", Kind::Text),
     opt("unixsocketperm", "0", Kind::Text),
+    opt("use-exit-on-panic", "no", Kind::Bool),
+    opt("watchdog-period", "0", UINT),
     opt("zset-max-listpack-entries", "128", LONG),
     opt("zset-max-listpack-value", "64", LONG),
 ];
@@ -271,6 +283,17 @@ const IMMUTABLE: &[&str] = &[
     "tcp-backlog",
     "unixsocket",
     "unixsocketperm",
+];
+
+/// redis-server's options that CONFIG GET with a pattern does not show (its
+/// `HIDDEN_CONFIG`: debugging knobs of its tests, kept here and not acted on). Named, each
+/// is shown.
+pub const HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+    "rdb-key-save-delay",
+    "use-exit-on-panic",
+    "watchdog-period",
 ];
 
 /// Whether option `name` (canonical) is set only at start-up.
@@ -329,6 +352,28 @@ impl Inert {
                 Ok(n.to_string())
             }
             Kind::Memory => super::parse_size(one()?).map(|n| n.to_string()),
+            Kind::MemoryOrPercent => {
+                let v = one()?;
+                if let Ok(n) = super::parse_size(v) {
+                    if n > i64::MAX as u64 {
+                        return Err(format!(
+                            "argument must be between -100 and {} inclusive",
+                            i64::MAX
+                        ));
+                    }
+                    return Ok(n.to_string());
+                }
+                let percent = v
+                    .strip_suffix('%')
+                    .filter(|d| !d.is_empty())
+                    .and_then(|d| d.parse::<i64>().ok())
+                    .filter(|n| *n >= 0)
+                    .ok_or("argument must be a memory or percent value")?;
+                if percent > 100 {
+                    return Err("percentage argument must be less or equal to 100".into());
+                }
+                Ok(format!("{percent}%"))
+            }
             Kind::Flags(words) => {
                 let given: Vec<String> = values
                     .iter()

@@ -493,7 +493,7 @@ fn config_get(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         let is_glob = pattern.iter().any(|b| matches!(b, b'[' | b'*' | b'?'));
         for (name, value) in &params {
             let hit = if is_glob {
-                glob_match(pattern, name.as_bytes(), true)
+                !config::inert::HIDDEN.contains(name) && glob_match(pattern, name.as_bytes(), true)
             } else {
                 pattern.eq_ignore_ascii_case(name.as_bytes())
             };

@@ -992,7 +992,7 @@ fn cluster_redirect(
     keys?;
     let routes = crate::cluster::current(cache, cluster);
     let asking = conn.client.asking || spec.flags.contains(Flags::ASKING);
-    let reads = shared.config.cluster.allow_reads_when_down;
+    let reads = cluster.reads_when_down();
     routes.route(keys, asking, write, reads)
 }
 

@@ -403,6 +403,9 @@ impl Shared {
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
         self.tracking.set_max_keys(config.tracking_table_max_keys);
+        if let Some(cluster) = &self.cluster {
+            cluster.configure(&config.cluster);
+        }
         if self.tracking.over_limit() {
             // Lowered below what the tables hold: every worker wakes to trim its own
             // (as Redis's cron trims the table of an idle server).

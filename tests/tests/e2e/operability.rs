@@ -525,6 +525,63 @@ fn info_threads_and_client_kill_maxage() {
     assert_eq!(young.cmd_str("PING"), b"+PONG\r\n");
 }
 
+/// redis-server's hidden options (its tests' knobs: `key-load-delay`,
+/// `rdb-key-save-delay` …) are shown only when named, not by a pattern; the cluster's
+/// timeouts are settable as in redis-server; `maxmemory-clients` takes bytes or a
+/// percentage, checked and shown as redis-server does — Redis's "CONFIG GET hidden
+/// configs", "CONFIG sanity" and "CONFIG SET rollback on set error".
+#[test]
+fn hidden_cluster_and_client_memory_options_answer_as_redis_does() {
+    let text = r#"
+        CONFIG GET key-load-delay
+        CONFIG GET rdb-key-save-delay
+        CONFIG GET loading-process-events-interval-bytes
+        CONFIG GET watchdog-period
+        CONFIG GET use-exit-on-panic
+        CONFIG GET *-delay
+        CONFIG GET *panic*
+        CONFIG SET rdb-key-save-delay 100
+        CONFIG GET rdb-key-save-delay
+        CONFIG SET rdb-key-save-delay 0
+        CONFIG SET use-exit-on-panic yes
+        CONFIG SET loading-process-events-interval-bytes 10
+        CONFIG SET cluster-node-timeout 16000
+        CONFIG GET cluster-node-timeout
+        CONFIG SET cluster-node-timeout 15000
+        CONFIG SET cluster-require-full-coverage no
+        CONFIG GET cluster-require-full-coverage
+        CONFIG SET cluster-require-full-coverage yes
+        CONFIG SET cluster-allow-reads-when-down yes
+        CONFIG SET cluster-allow-reads-when-down no
+        CONFIG GET maxmemory-clients
+        CONFIG SET maxmemory-clients 10%
+        CONFIG GET maxmemory-clients
+        CONFIG SET maxmemory-clients 1mb
+        CONFIG GET maxmemory-clients
+        CONFIG SET maxmemory-clients 200%
+        CONFIG SET maxmemory-clients -5%
+        CONFIG SET maxmemory-clients %
+        CONFIG SET maxmemory-clients abc
+        CONFIG SET maxmemory 10000002
+        CONFIG SET maxmemory 10000001 maxmemory-clients 200% client-query-buffer-limit invalid
+        CONFIG GET maxmemory
+        CONFIG GET maxmemory-clients
+        CONFIG SET maxmemory-clients 0
+        CONFIG SET maxmemory 0
+    "#;
+    script(&mut Differential::new(), &[], "", text);
+    let server = Server::goblin_threads(2);
+    let mut raw = server.raw();
+    let all = String::from_utf8_lossy(&raw.cmd_str("CONFIG GET *")).into_owned();
+    for hidden in ["key-load-delay", "rdb-key-save-delay", "watchdog-period"] {
+        assert!(
+            !all.contains(&format!("\r\n{hidden}\r\n")),
+            "{hidden} shown by *"
+        );
+    }
+    assert!(all.contains("\r\nmaxmemory-clients\r\n"));
+}
+
 /// Every parameter CONFIG GET shows can be set to the value it shows, or is refused as
 /// immutable, as redis-server answers (the configurations' sanity check of Redis's own
 /// test suite); `hz` is kept within 1..500.
