@@ -325,19 +325,27 @@ pub struct Keyspace {
     /// Redis keeps its `EvictionPoolLRU`, so that each eviction takes the best of many
     /// samples, not of the few just drawn.
     pool: Vec<(u64, Vec<u8>)>,
-    /// INFO's `keyspace_hits` / `keyspace_misses`: lookups of live and absent keys,
-    /// counted while a read-only command runs ([`Keyspace::count_reads`]).
-    reads: ReadStats,
-}
-
-/// Lookups counted for INFO.
-#[derive(Debug, Default, Clone, Copy)]
-struct ReadStats {
-    on: bool,
-    /// An expired key read now stays (CLIENT PAUSE): it reads as missing.
-    keep_expired: bool,
+    /// How the running command's lookups behave ([`Keyspace::read_mode`]).
+    mode: ReadMode,
+    /// INFO's `keyspace_hits` / `keyspace_misses`: lookups of live and absent keys made
+    /// while [`ReadMode::count`].
     hits: u64,
     misses: u64,
+}
+
+/// How the lookups of the command running behave: set around each command by its
+/// shard (the default: a write's).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadMode {
+    /// Count them as INFO's hits and misses (a read-only command, as Redis counts its
+    /// `lookupKeyRead`s).
+    pub count: bool,
+    /// A key found expired reads as missing but stays (a read-only command during
+    /// CLIENT PAUSE, as Redis's `expireIfNeeded` leaves it). Only for commands that
+    /// store nothing: a write would find the key there.
+    pub keep_expired: bool,
+    /// Leave the access field alone (TTL, TYPE, EXISTS …: Redis's `LOOKUP_NOTOUCH`).
+    pub untouched: bool,
 }
 
 /// Candidates kept in the eviction pool (Redis's `EVPOOL_SIZE`).
@@ -380,7 +388,9 @@ impl Keyspace {
             access: AccessMode::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(db),
             pool: Vec::new(),
-            reads: ReadStats::default(),
+            mode: ReadMode::default(),
+            hits: 0,
+            misses: 0,
         }
     }
 
@@ -807,28 +817,19 @@ impl Keyspace {
     /// misses).
     pub fn reset_expired(&mut self) {
         self.recorder.expired = 0;
-        self.reads.hits = 0;
-        self.reads.misses = 0;
+        self.hits = 0;
+        self.misses = 0;
     }
 
-    /// Counts the lookups that follow as hits or misses (`on`: a read-only command
-    /// runs, as Redis counts its `lookupKeyRead`s), or stops; what it was before.
+    /// How the lookups that follow behave; what it was before.
     #[inline]
-    pub fn count_reads(&mut self, on: bool) -> bool {
-        std::mem::replace(&mut self.reads.on, on)
-    }
-
-    /// While on, a key found expired reads as missing but is not deleted (a read-only
-    /// command during CLIENT PAUSE, as Redis's `expireIfNeeded` leaves it); what it was
-    /// before. Only for commands that store nothing: a write would find the key there.
-    #[inline]
-    pub fn keep_expired(&mut self, on: bool) -> bool {
-        std::mem::replace(&mut self.reads.keep_expired, on)
+    pub fn read_mode(&mut self, mode: ReadMode) -> ReadMode {
+        std::mem::replace(&mut self.mode, mode)
     }
 
     /// Lookups counted: hits (live keys) and misses (absent or expired).
     pub fn read_stats(&self) -> (u64, u64) {
-        (self.reads.hits, self.reads.misses)
+        (self.hits, self.misses)
     }
 
     /// Bytes the keyspace holds: entries (their chunks), boxed values, tables and
@@ -931,21 +932,23 @@ impl Keyspace {
             _ => 0.0,
         };
         let (slot, hash) = self.locate(key);
-        let counting = u64::from(self.reads.on);
+        let mode = self.mode;
+        let counting = u64::from(mode.count);
         let Some(h) = self.find(slot, hash, key) else {
-            self.reads.misses += counting;
+            self.misses += counting;
             return None;
         };
         if expired(self.arena.get(h), now) {
-            if !self.reads.keep_expired {
+            if !mode.keep_expired {
                 self.unlink(slot, hash, key);
                 self.discard(h);
                 self.record(Change::Expired, slot, key);
             }
-            self.reads.misses += counting;
+            self.misses += counting;
             return None;
         }
-        self.reads.hits += counting;
+        self.hits += counting;
+        let touch = touch && !mode.untouched;
         let access = self.access;
         let Keyspace { arena, boxed, .. } = self;
         let blob = arena.get_mut(h);

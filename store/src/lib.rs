@@ -35,7 +35,8 @@ pub use arena::idle_bytes as arena_idle_bytes;
 pub use blob::{ENCODING_FLAGS, NOT_INT, RAW, UNSHARED};
 pub use events::{Change, Event, KeyEvent};
 pub use keyspace::{
-    AccessMode, Entry, EvictBy, INLINE_MAX, Keyspace, Millis, Removed, ValueMut, lru_clock,
+    AccessMode, Entry, EvictBy, INLINE_MAX, Keyspace, Millis, ReadMode, Removed, ValueMut,
+    lru_clock,
 };
 pub use slot::{SLOTS, crc16, hash_tag, key_slot};
 pub use types::{Hash, List, Set, SortedSet, Stream, StreamId, Value, ValueRef};

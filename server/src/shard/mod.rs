@@ -52,7 +52,7 @@ use std::sync::Arc;
 use goblin_protocol::{Encoder, Version};
 use std::sync::atomic::Ordering;
 
-use goblin_store::{Event, Keyspace, Millis, Value, key_slot};
+use goblin_store::{Event, Keyspace, Millis, ReadMode, Value, key_slot};
 
 use crate::errors;
 use crate::runtime::msg::{Batch, Cmd, ConnRef, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
@@ -1234,14 +1234,16 @@ impl Shard {
             self.take_back_call(spec.id);
             return false;
         }
-        // INFO's hits and misses: the lookups of a read-only command (a script's calls
-        // count for themselves).
+        // How its lookups behave: a read-only command's count as INFO's hits and misses
+        // and, during CLIENT PAUSE, leave the expired keys they find (a script's calls
+        // each for themselves).
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
-        let counted = self.dbs.get_mut(db).map(|ks| ks.count_reads(readonly));
-        // CLIENT PAUSE: a read-only command leaves the expired keys it reads (as Redis).
-        let kept = (readonly && shared.pause.maybe() && shared.pause.until(now).is_some())
-            .then(|| self.dbs.get_mut(db).map(|ks| ks.keep_expired(true)))
-            .flatten();
+        let mode = ReadMode {
+            count: readonly,
+            keep_expired: readonly && shared.pause.maybe() && shared.pause.until(now).is_some(),
+            untouched: spec.flags.contains(crate::table::Flags::NO_TOUCH),
+        };
+        let before = self.dbs.get_mut(db).map(|ks| ks.read_mode(mode));
         let waits = match spec.on_shard {
             Some(run) => {
                 let call = crate::table::handler::OnShard {
@@ -1272,13 +1274,10 @@ impl Shard {
                 .0
             }
         };
-        if let Some(before) = counted
+        if let Some(before) = before
             && let Some(ks) = self.dbs.get_mut(db)
         {
-            ks.count_reads(before);
-            if let Some(kept) = kept {
-                ks.keep_expired(kept);
-            }
+            ks.read_mode(before);
         }
         // A tracking client's keys: a read-only command's; not those of the commands a
         // script calls, but the script's declared keys once it called a read-only one
@@ -1821,12 +1820,14 @@ impl Shard {
                 let mut scratch = Vec::new();
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
-                let paused =
-                    step.reads && shared.pause.maybe() && shared.pause.until(step.now).is_some();
-                let counted = self
-                    .dbs
-                    .get_mut(step.db)
-                    .map(|ks| (ks.count_reads(step.reads), ks.keep_expired(paused)));
+                let mode = ReadMode {
+                    count: step.reads,
+                    keep_expired: step.reads
+                        && shared.pause.maybe()
+                        && shared.pause.until(step.now).is_some(),
+                    untouched: false,
+                };
+                let before = self.dbs.get_mut(step.db).map(|ks| ks.read_mode(mode));
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1838,11 +1839,10 @@ impl Shard {
                 );
                 self.step_command = None;
                 self.tracked = None;
-                if let Some((counting, kept)) = counted
+                if let Some(before) = before
                     && let Some(ks) = self.dbs.get_mut(step.db)
                 {
-                    ks.count_reads(counting);
-                    ks.keep_expired(kept);
+                    ks.read_mode(before);
                 }
                 step.release |= release;
                 out

@@ -66,6 +66,9 @@ impl Flags {
     /// Served in a slot being imported as if the client had sent ASKING
     /// (RESTORE-ASKING).
     pub const ASKING: Flags = Flags(1 << 15);
+    /// Its lookups leave keys' access times alone (Redis's `LOOKUP_NOTOUCH`: TTL, TYPE,
+    /// EXISTS …); internal, as `may_replicate` is hidden.
+    pub const NO_TOUCH: Flags = Flags(1 << 16);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -105,15 +108,31 @@ impl Flags {
     /// The flags COMMAND INFO hides on purpose that redis-server 7.0's command table
     /// gives: `may_replicate` (EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH, SPUBLISH), which
     /// CLIENT PAUSE WRITE holds and read-only scripts refuse.
+    /// And `NO_TOUCH` for the commands whose lookups redis-server makes with
+    /// `LOOKUP_NOTOUCH`.
     fn with_hidden(self, name: &str) -> Flags {
+        let mut flags = self;
         if matches!(
             name,
             "eval" | "evalsha" | "fcall" | "pfcount" | "publish" | "spublish"
         ) {
-            Flags(self.0 | Flags::MAY_REPLICATE.0)
-        } else {
-            self
+            flags.0 |= Flags::MAY_REPLICATE.0;
         }
+        if matches!(
+            name,
+            "exists"
+                | "type"
+                | "ttl"
+                | "pttl"
+                | "expiretime"
+                | "pexpiretime"
+                | "memory|usage"
+                | "object|encoding"
+                | "object|refcount"
+        ) {
+            flags.0 |= Flags::NO_TOUCH.0;
+        }
+        flags
     }
 
     fn from_names(node: &Node) -> Flags {

@@ -354,17 +354,39 @@ fn eviction_chooses_by_recency_frequency_and_expiry() {
     );
 }
 
-/// OBJECT IDLETIME counts seconds since the last access, and a read resets it.
+/// OBJECT IDLETIME counts seconds since the last access; a read or TOUCH resets it, and
+/// TTL, PTTL, EXPIRETIME, TYPE, EXISTS and OBJECT ENCODING do not, as in redis-server
+/// (its `LOOKUP_NOTOUCH`; Redis's "TTL, TYPE and EXISTS do not alter the last access
+/// time of a key").
 #[test]
 fn object_idletime_counts_since_the_last_access() {
-    let server = Server::goblin();
-    let mut raw = server.raw();
-    raw.cmd_str("SET k v");
-    std::thread::sleep(Duration::from_millis(2100));
-    let idle = raw.cmd_str("OBJECT IDLETIME k");
-    assert!(idle == b":2\r\n" || idle == b":3\r\n", "{}", show(&idle));
-    raw.cmd_str("GET k");
-    assert_eq!(raw.cmd_str("OBJECT IDLETIME k"), b":0\r\n");
+    for server in [Server::goblin(), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        raw.cmd_str("SET k v");
+        raw.cmd_str("SET t v");
+        std::thread::sleep(Duration::from_millis(2100));
+        for line in [
+            "TTL k",
+            "PTTL k",
+            "EXPIRETIME k",
+            "TYPE k",
+            "EXISTS k",
+            "OBJECT ENCODING k",
+        ] {
+            raw.cmd_str(line);
+        }
+        let idle = raw.cmd_str("OBJECT IDLETIME k");
+        assert!(
+            idle == b":2\r\n" || idle == b":3\r\n",
+            "{kind:?}: {}",
+            show(&idle)
+        );
+        assert_eq!(raw.cmd_str("TOUCH t"), b":1\r\n");
+        assert_eq!(raw.cmd_str("OBJECT IDLETIME t"), b":0\r\n", "{kind:?}");
+        raw.cmd_str("GET k");
+        assert_eq!(raw.cmd_str("OBJECT IDLETIME k"), b":0\r\n", "{kind:?}");
+    }
 }
 
 /// After a FLUSHALL the memory goes back to the operating system.
