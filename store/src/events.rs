@@ -75,6 +75,9 @@ pub(crate) struct Recorder {
     /// Keys removed because they expired, lazily or actively, observed or not (INFO's
     /// `expired_keys`).
     pub(crate) expired: u64,
+    /// Keys written or deleted, observed or not (what INFO's
+    /// `rdb_changes_since_last_save` and the `save` rules count).
+    pub(crate) changes: u64,
 }
 
 impl Recorder {
@@ -96,6 +99,8 @@ impl Recorder {
     ) {
         if change == Change::Expired {
             self.expired += 1;
+        } else {
+            self.changes += 1;
         }
         if self.on {
             if self.count_writes && change == Change::Written {

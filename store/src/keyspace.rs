@@ -827,6 +827,12 @@ impl Keyspace {
         std::mem::replace(&mut self.mode, mode)
     }
 
+    /// Keys written or deleted since the keyspace was made (expiries left out).
+    #[inline]
+    pub fn changes(&self) -> u64 {
+        self.recorder.changes
+    }
+
     /// Lookups counted: hits (live keys) and misses (absent or expired).
     pub fn read_stats(&self) -> (u64, u64) {
         (self.hits, self.misses)

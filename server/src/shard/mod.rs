@@ -1217,9 +1217,6 @@ impl Shard {
         let timed = tracking || sampled || shared.latency.enabled() || shared.slowlog.times(fast);
         let started = timed.then(crate::runtime::histogram::Tick::now);
         let reply_at = out.len();
-        if spec.flags.contains(crate::table::Flags::WRITE) {
-            self.writes += 1;
-        }
         if tx.is_none()
             && !self.script_oom_free
             && spec.flags.contains(crate::table::Flags::DENYOOM)
@@ -1243,7 +1240,10 @@ impl Shard {
             keep_expired: readonly && shared.pause.maybe() && shared.pause.until(now).is_some(),
             untouched: spec.flags.contains(crate::table::Flags::NO_TOUCH),
         };
-        let before = self.dbs.get_mut(db).map(|ks| ks.read_mode(mode));
+        let before = self
+            .dbs
+            .get_mut(db)
+            .map(|ks| (ks.read_mode(mode), ks.changes()));
         let waits = match spec.on_shard {
             Some(run) => {
                 let call = crate::table::handler::OnShard {
@@ -1274,10 +1274,25 @@ impl Shard {
                 .0
             }
         };
-        if let Some(before) = before
+        if let Some((mode, changes)) = before
             && let Some(ks) = self.dbs.get_mut(db)
         {
-            ks.read_mode(before);
+            ks.read_mode(mode);
+            // What it changed counts for the `save` rules (`rdb_changes_since_last_save`):
+            // the keys it wrote or deleted, as Redis's `dirty` counts (nothing for a write
+            // that changed nothing); a write with no key, once. A script's calls are
+            // counted with the script.
+            if !self.in_script {
+                let changed = ks.changes() - changes;
+                self.writes += if changed > 0 {
+                    changed
+                } else {
+                    u64::from(
+                        spec.flags.contains(crate::table::Flags::WRITE)
+                            && !spec.key_finder.has_keys(),
+                    )
+                };
+            }
         }
         // A tracking client's keys: a read-only command's; not those of the commands a
         // script calls, but the script's declared keys once it called a read-only one
@@ -1827,7 +1842,10 @@ impl Shard {
                         && shared.pause.until(step.now).is_some(),
                     untouched: false,
                 };
-                let before = self.dbs.get_mut(step.db).map(|ks| ks.read_mode(mode));
+                let before = self
+                    .dbs
+                    .get_mut(step.db)
+                    .map(|ks| (ks.read_mode(mode), ks.changes()));
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1839,10 +1857,11 @@ impl Shard {
                 );
                 self.step_command = None;
                 self.tracked = None;
-                if let Some(before) = before
+                if let Some((mode, changes)) = before
                     && let Some(ks) = self.dbs.get_mut(step.db)
                 {
-                    ks.read_mode(before);
+                    ks.read_mode(mode);
+                    self.writes += ks.changes() - changes;
                 }
                 step.release |= release;
                 out

@@ -894,6 +894,54 @@ fn shutdown_abort_cancels_a_signal_while_the_cron_is_paused_like_redis() {
     }
 }
 
+/// `rdb_changes_since_last_save` (what the `save` rules count) grows by what a command
+/// changed, as redis-server's `dirty`: each key written or deleted, nothing for a write
+/// that changed nothing (Redis's "SETBIT/BITFIELD only increase dirty when the value
+/// changed"), on one thread or across.
+#[test]
+fn changes_since_the_last_save_count_what_changed_as_redis_does() {
+    let changes = |raw: &mut Raw| -> i64 {
+        let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
+        info.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(-1)
+    };
+    let lines = [
+        "SET a 1",
+        "SET a 1",
+        "SETBIT bits 0 0",
+        "SETBIT bits 0 0",
+        "SETBIT bits 0 1",
+        "BITFIELD bf SET i5 0 0",
+        "BITFIELD bf SET i5 0 0",
+        "MSET a 2 b 2 c 2",
+        "DEL a b nothing",
+        "DEL nothing",
+        "INCR n",
+        "EXPIRE n 100",
+        "SADD s x",
+        "SADD s x",
+        "SREM s y",
+        "GET c",
+        "EVAL redis.call('set',KEYS[1],'v') 1 e",
+        "LPUSH l x",
+        "LPUSH l x",
+        "SET a 1 XX",
+    ];
+    let goblin = Server::goblin_threads(3);
+    let redis = Server::redis();
+    let (mut g, mut r) = (goblin.raw(), redis.raw());
+    for line in lines {
+        let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let (gb, rb) = (changes(&mut g), changes(&mut r));
+        let (gr, rr) = (g.cmd(&words), r.cmd(&words));
+        assert_eq!(gr, rr, "{line}");
+        let (ga, ra) = (changes(&mut g), changes(&mut r));
+        assert_eq!(ga - gb, ra - rb, "{line}: goblin counted {}, redis {}", ga - gb, ra - rb);
+    }
+}
+
 #[test]
 fn requests_are_logged_as_they_came_and_replay() {
     // A request's own frame is its record, with Redis's leniency kept: the two bytes
