@@ -95,7 +95,14 @@ impl<'a> WorkerView<'a> {
             .map(|(key, _)| key)
             .collect();
         for &key in &keys {
-            self.worker.close(key);
+            match self.worker.conns.get_mut(key) {
+                // The asker itself (SKIPME no) is answered first, then closed, as Redis
+                // closes it after the reply.
+                Some(conn) if self.asker.worker == self.worker.id && self.asker.key == key => {
+                    conn.client.close_after_reply = true;
+                }
+                _ => self.worker.close(key),
+            }
         }
         keys.len()
     }

@@ -264,6 +264,34 @@ fn client_pause_holds_what_redis_holds() {
     }
 }
 
+/// CLIENT KILL SKIPME no kills the asker too, which gets its reply first and is closed
+/// after it, as redis-server answers (Redis's "CLIENT KILL SKIPME YES/NO will kill all
+/// clients": Goblin closed the asker before its reply).
+#[test]
+fn client_kill_skipme_no_answers_the_asker_before_closing_it() {
+    for server in servers() {
+        let kind = server.kind;
+        let mut me = Raw::connect(server.port);
+        let mut others: Vec<Raw> = (0..2).map(|_| Raw::connect(server.port)).collect();
+        for o in &mut others {
+            assert_eq!(o.cmd(&[b"PING"]), b"+PONG\r\n");
+        }
+        assert_eq!(
+            me.cmd(&[b"CLIENT", b"KILL", b"SKIPME", b"yes"]),
+            b":2\r\n",
+            "{kind:?}"
+        );
+        let mut more: Vec<Raw> = (0..2).map(|_| Raw::connect(server.port)).collect();
+        for o in &mut more {
+            assert_eq!(o.cmd(&[b"PING"]), b"+PONG\r\n");
+        }
+        me.send(&encode(&[b"CLIENT", b"KILL", b"SKIPME", b"no"]));
+        let (bytes, closed) = me.read_to_close(Duration::from_secs(2));
+        assert_eq!(bytes, b":3\r\n", "{kind:?}");
+        assert!(closed, "{kind:?}");
+    }
+}
+
 /// INFO's `blocked_clients` of a server.
 fn blocked_clients(c: &mut Raw) -> String {
     let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"clients"])).into_owned();

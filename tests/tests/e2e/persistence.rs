@@ -938,7 +938,13 @@ fn changes_since_the_last_save_count_what_changed_as_redis_does() {
         let (gr, rr) = (g.cmd(&words), r.cmd(&words));
         assert_eq!(gr, rr, "{line}");
         let (ga, ra) = (changes(&mut g), changes(&mut r));
-        assert_eq!(ga - gb, ra - rb, "{line}: goblin counted {}, redis {}", ga - gb, ra - rb);
+        assert_eq!(
+            ga - gb,
+            ra - rb,
+            "{line}: goblin counted {}, redis {}",
+            ga - gb,
+            ra - rb
+        );
     }
 }
 
