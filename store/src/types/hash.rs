@@ -3,8 +3,8 @@
 //!
 //! - **packed** (`listpack`) while the hash has at most [`LISTPACK_ENTRIES`] fields and no
 //!   field or value longer than [`LISTPACK_VALUE`] bytes: one exact-size buffer, a field
-//!   count then each pair as `[field length][field][value length][value]` (one length byte
-//!   each, since both are at most 64 bytes), in insertion order — Redis's listpack order,
+//!   count then each pair as `[field length][field][value length][value]` (LEB128 lengths:
+//!   one byte each below 128 bytes), in insertion order — Redis's listpack order,
 //!   which HGETALL shows. Lookups scan it, as Redis scans a listpack.
 //! - **table** (`hashtable`) once either limit is passed (and never back, as in Redis): an
 //!   open-addressing table, linear probing with Robin Hood ordering, one allocation per
@@ -333,8 +333,9 @@ impl<'a> Sampler<'a> {
 /// Bytes of the packed form's header: the field count, little-endian.
 const HEADER: usize = 2;
 
-/// A small hash in one exact-size buffer: `[count: u16]` then `[field length: u8][field]
-/// [value length: u8][value]` per pair, in insertion order. Empty: no buffer at all.
+/// A small hash in one exact-size buffer: `[count: u16]` then `[field length][field]
+/// [value length][value]` per pair, in insertion order, each length LEB128 (one byte
+/// below 128, as fields and values mostly are). Empty: no buffer at all.
 #[derive(Clone, Default)]
 struct Packed {
     buf: Box<[u8]>,
@@ -342,18 +343,30 @@ struct Packed {
 
 /// Where a pair lies in a packed buffer.
 struct PairAt {
-    /// Offset of the pair (its field's length byte).
+    /// Offset of the pair (its field's length).
     start: usize,
-    /// Offset of the value's length byte.
+    /// Offset of the value's length.
     value_at: usize,
+    /// Offset of the value.
+    value_start: usize,
     /// The value's length.
     value_len: usize,
 }
 
 impl PairAt {
     fn end(&self) -> usize {
-        self.value_at + 1 + self.value_len
+        self.value_start + self.value_len
     }
+}
+
+/// Writes `n` as LEB128 at the start of `room`; the bytes after it.
+fn put_len(room: &mut [u8], n: usize) -> &mut [u8] {
+    let mut i = 0;
+    leb128::write(n, |b| {
+        room[i] = b;
+        i += 1;
+    });
+    &mut room[i..]
 }
 
 impl Packed {
@@ -377,42 +390,46 @@ impl Packed {
     }
 
     fn value(&self, at: &PairAt) -> &[u8] {
-        self.buf.get(at.value_at + 1..at.end()).unwrap_or_default()
+        self.buf.get(at.value_start..at.end()).unwrap_or_default()
     }
 
     fn find(&self, field: &[u8]) -> Option<PairAt> {
         let buf = &self.buf[..];
         let mut o = HEADER;
-        while let Some(&flen) = buf.get(o) {
-            let value_at = o + 1 + usize::from(flen);
-            let value_len = usize::from(*buf.get(value_at)?);
-            if buf.get(o + 1..value_at) == Some(field) {
+        while o < buf.len() {
+            let mut at = o;
+            let flen = leb128::read(buf, &mut at);
+            let value_at = at + flen;
+            let mut value_start = value_at;
+            let value_len = leb128::read(buf, &mut value_start);
+            if buf.get(at..value_at) == Some(field) {
                 return Some(PairAt {
                     start: o,
                     value_at,
+                    value_start,
                     value_len,
                 });
             }
-            o = value_at + 1 + value_len;
+            o = value_start + value_len;
         }
         None
     }
 
-    /// Sets a field (both lengths at most [`LISTPACK_VALUE`]); true when it is new.
+    /// Sets a field (both lengths at most `hash-max-listpack-value`); true when it is
+    /// new.
     fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         if let Some(at) = self.find(field) {
             if at.value_len == value.len() {
                 // The common update: same length, rewritten in place.
-                self.buf[at.value_at + 1..at.end()].copy_from_slice(value);
+                self.buf[at.value_start..at.end()].copy_from_slice(value);
             } else {
                 let room = splice(
                     &mut self.buf,
                     at.value_at,
-                    1 + at.value_len,
-                    1 + value.len(),
+                    at.end() - at.value_at,
+                    leb128::len(value.len()) + value.len(),
                 );
-                room[0] = value.len() as u8;
-                room[1..].copy_from_slice(value);
+                put_len(room, value.len()).copy_from_slice(value);
             }
             return false;
         }
@@ -420,12 +437,12 @@ impl Packed {
         let at = self.buf.len();
         // The first pair brings the header.
         let header = if at == 0 { HEADER } else { 0 };
-        let room = splice(&mut self.buf, at, 0, header + 2 + field.len() + value.len());
-        let room = &mut room[header..];
-        room[0] = field.len() as u8;
-        room[1..=field.len()].copy_from_slice(field);
-        room[1 + field.len()] = value.len() as u8;
-        room[2 + field.len()..].copy_from_slice(value);
+        let size = leb128::len(field.len()) + field.len() + leb128::len(value.len()) + value.len();
+        let room = splice(&mut self.buf, at, 0, header + size);
+        let room = put_len(&mut room[header..], field.len());
+        let (f, room) = room.split_at_mut(field.len());
+        f.copy_from_slice(field);
+        put_len(room, value.len()).copy_from_slice(value);
         self.set_len(n + 1);
         true
     }
@@ -475,10 +492,15 @@ impl<'a> Iterator for PackedPairs<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (&flen, rest) = self.rest.split_first()?;
-        let (field, rest) = rest.split_at_checked(usize::from(flen))?;
-        let (&vlen, rest) = rest.split_first()?;
-        let (value, rest) = rest.split_at_checked(usize::from(vlen))?;
+        if self.rest.is_empty() {
+            return None;
+        }
+        let mut at = 0;
+        let flen = leb128::read(self.rest, &mut at);
+        let (field, rest) = self.rest.get(at..)?.split_at_checked(flen)?;
+        let mut at = 0;
+        let vlen = leb128::read(rest, &mut at);
+        let (value, rest) = rest.get(at..)?.split_at_checked(vlen)?;
         self.rest = rest;
         Some((field, value))
     }
@@ -1147,6 +1169,31 @@ mod tests {
         if let Repr::Table(t) = &h.repr {
             check_table(t);
         }
+    }
+
+    #[test]
+    fn packed_pairs_hold_lengths_past_one_byte() {
+        // LEB128 lengths: a field or value of 128 bytes and more takes more length bytes,
+        // and a value whose length changes class is spliced.
+        let mut p = Packed::default();
+        let long = |n: usize| vec![b'x'; n];
+        assert!(p.insert(b"short", b"1"));
+        assert!(p.insert(&long(200), &long(300)));
+        assert!(p.insert(b"big", &long(70_000)));
+        assert!(p.insert(b"after", b"2"));
+        assert!(!p.insert(b"short", &long(128)));
+        assert!(!p.insert(&long(200), b"3"));
+        assert!(!p.insert(b"big", &long(70_001)));
+        let got: Vec<(usize, usize)> = p.pairs().map(|(f, v)| (f.len(), v.len())).collect();
+        assert_eq!(got, [(5, 128), (200, 1), (3, 70_001), (5, 1)]);
+        assert_eq!(p.len(), 4);
+        let at = p.find(b"after").expect("found");
+        assert_eq!(p.value(&at), b"2");
+        assert!(p.remove(b"big"));
+        assert!(p.remove(&long(200)));
+        let got: Vec<(usize, usize)> = p.pairs().map(|(f, v)| (f.len(), v.len())).collect();
+        assert_eq!(got, [(5, 128), (5, 1)]);
+        assert_eq!(p.buf.len(), HEADER + 1 + 5 + 2 + 128 + 1 + 5 + 1 + 1);
     }
 
     #[test]

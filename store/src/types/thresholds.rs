@@ -4,7 +4,7 @@
 //! past one takes its large form, as in Redis (and, as there, never goes back). They are
 //! process-wide (CONFIG SET changes them for every shard at once), each within what its
 //! compact form can hold: a compact sorted set keeps at most 255 members of at most 255
-//! bytes, a compact hash at most 65,534 fields of at most 255 bytes, whatever larger
+//! bytes, a compact hash at most 65,534 fields of at most 4 GiB each, whatever larger
 //! value is configured.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +40,7 @@ impl Threshold {
 /// `hash-max-listpack-entries` (default 512): more fields make a hash a hashtable.
 pub static HASH_LISTPACK_ENTRIES: Threshold = Threshold::new(512, u16::MAX as usize - 1);
 /// `hash-max-listpack-value` (default 64): a longer field or value makes it a hashtable.
-pub static HASH_LISTPACK_VALUE: Threshold = Threshold::new(64, u8::MAX as usize);
+pub static HASH_LISTPACK_VALUE: Threshold = Threshold::new(64, u32::MAX as usize);
 /// `zset-max-listpack-entries` (default 128): more members make a sorted set a skiplist.
 pub static ZSET_LISTPACK_ENTRIES: Threshold = Threshold::new(128, u8::MAX as usize);
 /// `zset-max-listpack-value` (default 64): a longer member makes it a skiplist.

@@ -816,6 +816,14 @@ fn encoding_thresholds_set_by_config_act_as_in_redis() {
             CONFIG SET zset-max-listpack-entries 1000
             CONFIG GET zset-max-listpack-entries
             CONFIG SET hash-max-listpack-entries 512
+            CONFIG SET hash-max-listpack-value 1000000000
+            HSET big f1 127 f2 abc
+            HSET big long xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+            HSET big f3 2147483647 f4 0
+            OBJECT ENCODING big
+            HGETALL big
+            HSET big long y
+            HGETALL big
             CONFIG SET hash-max-listpack-value 64
             CONFIG SET zset-max-listpack-entries 128
             CONFIG SET zset-max-listpack-value 64
