@@ -172,6 +172,9 @@ pub struct Shard {
     published: u64,
     /// Write commands run since [`Shard::take_writes`].
     writes: u64,
+    /// How the lookups of the next unit of work behave (a read-only command's: counted,
+    /// untouched …); each unit takes it, and it goes back to a write's.
+    next_read_mode: ReadMode,
     /// Some observer needs the keys of written values ([`Observer::wants_written_keys`]).
     observers_want_keys: bool,
     /// Slow commands run here, for the connection's worker to log (SLOWLOG).
@@ -240,6 +243,7 @@ impl Shard {
             scratch_keys: Vec::new(),
             published: 0,
             writes: 0,
+            next_read_mode: ReadMode::default(),
             observers_want_keys: false,
             slow: Vec::new(),
             errors: Default::default(),
@@ -735,8 +739,11 @@ impl Shard {
         let logging = !self.observers.is_empty();
         let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
+        let (keyspace, others) = self.dbs.split(db);
+        keyspace.read_mode(std::mem::take(&mut self.next_read_mode));
+        let changes = keyspace.changes();
         let mut ctx = ShardCtx::new(
-            self.dbs.split(db),
+            (keyspace, others),
             now,
             Encoder::new(out, resp),
             self.id,
@@ -751,6 +758,12 @@ impl Shard {
         );
         ctx.set_in_script(self.in_script || self.script_hop);
         let result = f(&mut ctx);
+        ctx.db.read_mode(ReadMode::default());
+        // The keys it wrote or deleted count for the `save` rules, as Redis's `dirty`
+        // (not an eviction's).
+        if !matches!(origin, Origin::Eviction) {
+            self.writes += ctx.db.changes().saturating_sub(changes);
+        }
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
         let all_dbs = ctx.touched_others();
@@ -1234,16 +1247,16 @@ impl Shard {
         // How its lookups behave: a read-only command's count as INFO's hits and misses
         // and, during CLIENT PAUSE, leave the expired keys they find (a script's calls
         // each for themselves).
+        // A write's count of changed keys is taken around it (a script's, call by call).
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
-        let mode = ReadMode {
-            count: readonly,
-            keep_expired: readonly && shared.pause.maybe() && shared.pause.until(now).is_some(),
-            untouched: spec.flags.contains(crate::table::Flags::NO_TOUCH),
-        };
-        let before = self
-            .dbs
-            .get_mut(db)
-            .map(|ks| (ks.read_mode(mode), ks.changes()));
+        let write = spec.flags.contains(crate::table::Flags::WRITE);
+        if readonly && spec.on_shard.is_none() {
+            self.next_read_mode = ReadMode {
+                count: true,
+                keep_expired: shared.pause.maybe() && shared.pause.until(now).is_some(),
+                untouched: spec.flags.contains(crate::table::Flags::NO_TOUCH),
+            };
+        }
         let waits = match spec.on_shard {
             Some(run) => {
                 let call = crate::table::handler::OnShard {
@@ -1274,25 +1287,10 @@ impl Shard {
                 .0
             }
         };
-        if let Some((mode, changes)) = before
-            && let Some(ks) = self.dbs.get_mut(db)
-        {
-            ks.read_mode(mode);
-            // What it changed counts for the `save` rules (`rdb_changes_since_last_save`):
-            // the keys it wrote or deleted, as Redis's `dirty` counts (nothing for a write
-            // that changed nothing); a write with no key, once. A script's calls are
-            // counted with the script.
-            if !self.in_script {
-                let changed = ks.changes() - changes;
-                self.writes += if changed > 0 {
-                    changed
-                } else {
-                    u64::from(
-                        spec.flags.contains(crate::table::Flags::WRITE)
-                            && !spec.key_finder.has_keys(),
-                    )
-                };
-            }
+        // A write with no key counts once for the `save` rules (a unit counts the keys
+        // others write or delete).
+        if write && !spec.key_finder.has_keys() {
+            self.writes += 1;
         }
         // A tracking client's keys: a read-only command's; not those of the commands a
         // script calls, but the script's declared keys once it called a read-only one
@@ -1835,17 +1833,14 @@ impl Shard {
                 let mut scratch = Vec::new();
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
-                let mode = ReadMode {
-                    count: step.reads,
-                    keep_expired: step.reads
-                        && shared.pause.maybe()
-                        && shared.pause.until(step.now).is_some(),
-                    untouched: false,
-                };
-                let before = self
-                    .dbs
-                    .get_mut(step.db)
-                    .map(|ks| (ks.read_mode(mode), ks.changes()));
+                if step.reads {
+                    self.next_read_mode = ReadMode {
+                        count: true,
+                        keep_expired: shared.pause.maybe()
+                            && shared.pause.until(step.now).is_some(),
+                        untouched: false,
+                    };
+                }
                 let (out, release) = self.unit(
                     shared,
                     Origin::Step(step.tx),
@@ -1857,12 +1852,6 @@ impl Shard {
                 );
                 self.step_command = None;
                 self.tracked = None;
-                if let Some((mode, changes)) = before
-                    && let Some(ks) = self.dbs.get_mut(step.db)
-                {
-                    ks.read_mode(mode);
-                    self.writes += ks.changes() - changes;
-                }
                 step.release |= release;
                 out
             }
