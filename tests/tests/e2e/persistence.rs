@@ -864,6 +864,18 @@ fn shutdown_abort_cancels_a_signal_while_the_cron_is_paused_like_redis() {
     // signal asks for waits for the cron, and SHUTDOWN ABORT cancels it; once the cron
     // goes on, a signal's shutdown starts. Goblin knew neither.
     let debug = ["--enable-debug-command", "yes"];
+    // DEBUG PAUSE-CRON 1, then SIGTERM: the server is still there a moment later.
+    let signal_while_paused = |server: &mut Server, raw: &mut Raw| {
+        assert_eq!(
+            cmd(raw, "DEBUG PAUSE-CRON 1"),
+            b"+OK\r\n",
+            "{:?}",
+            server.kind
+        );
+        server.signal("TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(server.is_running(), "{:?}", server.kind);
+    };
     for mut server in [Server::goblin_with(&debug), Server::redis_with(&debug)] {
         let kind = server.kind;
         let mut raw = server.raw();
@@ -871,10 +883,7 @@ fn shutdown_abort_cancels_a_signal_while_the_cron_is_paused_like_redis() {
             cmd(&mut raw, "SHUTDOWN ABORT"),
             b"-ERR No shutdown in progress.\r\n"
         );
-        assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 1"), b"+OK\r\n", "{kind:?}");
-        server.signal("TERM");
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(server.is_running(), "{kind:?}");
+        signal_while_paused(&mut server, &mut raw);
         assert_eq!(cmd(&mut raw, "SHUTDOWN ABORT"), b"+OK\r\n", "{kind:?}");
         assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 0"), b"+OK\r\n", "{kind:?}");
         std::thread::sleep(Duration::from_millis(300));
@@ -884,10 +893,7 @@ fn shutdown_abort_cancels_a_signal_while_the_cron_is_paused_like_redis() {
             b"-ERR No shutdown in progress.\r\n"
         );
         // Asked while paused, it starts when the cron goes on.
-        assert_eq!(cmd(&mut raw, "DEBUG PAUSE-CRON 1"), b"+OK\r\n", "{kind:?}");
-        server.signal("TERM");
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(server.is_running(), "{kind:?}");
+        signal_while_paused(&mut server, &mut raw);
         raw.send(&goblin_tests::encode(&[b"DEBUG", b"PAUSE-CRON", b"0"]));
         let status = server.wait_exit(Duration::from_secs(10));
         assert!(status.is_some(), "{kind:?}: still running");
