@@ -578,11 +578,6 @@ impl Worker {
         self.shard.snapshot_active()
     }
 
-    /// Once a second, on worker 0, as redis-server's cron: MIGRATE's idle connections
-    /// closed, a rewrite or save that waited
-    /// for the one running, the automatic log rewrite (`auto-aof-rewrite-percentage`,
-    /// `-min-size`), and the `save` rules (a background save after so many seconds with
-    /// so many changes).
     /// The shutdown a signal asked for, unless SHUTDOWN ABORT cancelled it or the cron
     /// is paused (DEBUG PAUSE-CRON: it starts when the cron goes on), as SHUTDOWN with no
     /// option: save when `save` rules are set, sync the log, exit.
@@ -608,6 +603,11 @@ impl Worker {
         );
     }
 
+    /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
+    /// shutdown a signal asked for, MIGRATE's idle connections closed, a rewrite or save
+    /// that waited for the one running, the automatic log rewrite
+    /// (`auto-aof-rewrite-percentage`, `-min-size`), and the `save` rules (a background
+    /// save after so many seconds with so many changes).
     fn cron(&mut self) {
         if self.shared.cron_paused.load(Ordering::Relaxed) {
             return;
@@ -676,8 +676,6 @@ impl Worker {
         }
     }
 
-    /// Once a second, with `timeout` set: closes the clients idle longer than it (not
-    /// those waiting for a command to answer: a blocked client has its own timeout).
     /// Once a second while it works: its clients' buffers, for INFO.
     fn measure_clients(&mut self) {
         if self.now < self.next_clients_look || self.shared.cron_paused.load(Ordering::Relaxed) {
@@ -698,6 +696,8 @@ impl Worker {
         }
     }
 
+    /// Once a second, with `timeout` set: closes the clients idle longer than it (not
+    /// those waiting for a command to answer: a blocked client has its own timeout).
     fn close_idle(&mut self) {
         if self.shared.ticks() & TICK_IDLE == 0
             || self.last_idle_check.elapsed() < Duration::from_secs(1)

@@ -1256,10 +1256,9 @@ impl Shard {
             self.take_back_call(spec.id);
             return false;
         }
-        // How its lookups behave: a read-only command's count as INFO's hits and misses
-        // and, during CLIENT PAUSE, leave the expired keys they find (a script's calls
-        // each for themselves).
-        // A write's count of changed keys is taken around it (a script's, call by call).
+        // How its unit's lookups behave: a read-only command's count as INFO's hits and
+        // misses and, during CLIENT PAUSE, leave the expired keys they find (a script's
+        // calls each for themselves).
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
         let write = spec.flags.contains(crate::table::Flags::WRITE);
         if readonly && spec.on_shard.is_none() {
