@@ -82,7 +82,7 @@ impl Default for Input {
 }
 
 impl Input {
-    fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Input {
             buf: vec![0; READ_BUFFER_INITIAL],
             start: 0,

@@ -645,6 +645,8 @@ impl Server {
     /// # Errors
     /// When a worker cannot be set up, or one fails.
     pub fn run(self) -> io::Result<()> {
+        // The kernel stamps every client's bytes from before the first is read.
+        crate::runtime::worker::hold_receive_times();
         let mut listener = Some(mio::net::TcpListener::from_std(self.listener));
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let config = &self.shared.config;

@@ -208,6 +208,38 @@ pub(crate) fn receive_times(stream: &impl std::os::fd::AsFd) {
     let _ = setsockopt(stream, ReceiveTimestampns, &true);
 }
 
+/// A socket that asks for receive times for as long as the process lives.
+static STAMPING: std::sync::OnceLock<std::net::UdpSocket> = std::sync::OnceLock::new();
+
+/// Makes sure the kernel stamps every packet from now on, before the first client comes.
+/// It stamps while some socket on the machine asks for receive times, and starts a moment
+/// after the first one asks (the switch is flipped by deferred work); when the last one
+/// closes it stops. A client's bytes unstamped in such a window took the thread's clock
+/// as their turn, later than a stamped client's that came after them, which was then
+/// served first (a BRPOPLPUSH test failed about one run in 20 at `--threads 1` while
+/// other servers started and stopped). So a socket of the server's own asks for them
+/// for its whole life, and start-up waits (up to 200 ms) until one of its datagrams
+/// comes back stamped.
+pub(crate) fn hold_receive_times() {
+    let Ok(socket) = std::net::UdpSocket::bind("127.0.0.1:0") else {
+        return;
+    };
+    receive_times(&socket);
+    let (Ok(addr), Ok(())) = (socket.local_addr(), socket.set_nonblocking(true)) else {
+        return;
+    };
+    let mut input = crate::runtime::conn::Input::new(goblin_protocol::Limits::default());
+    for _ in 0..200 {
+        let _ = socket.send_to(b"t", addr);
+        std::thread::sleep(Duration::from_millis(1));
+        if input.read_from(&socket).is_ok() && input.arrived.is_some() {
+            break;
+        }
+        input.consume(input.pending());
+    }
+    let _ = STAMPING.set(socket);
+}
+
 /// One thread's event loop.
 pub struct Worker {
     pub(crate) id: usize,
