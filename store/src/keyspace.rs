@@ -325,7 +325,7 @@ pub struct Keyspace {
     /// Redis keeps its `EvictionPoolLRU`, so that each eviction takes the best of many
     /// samples, not of the few just drawn.
     pool: Vec<(u64, Vec<u8>)>,
-    /// How the running command's lookups behave ([`Keyspace::read_mode`]).
+    /// How the running unit's lookups behave ([`Keyspace::set_read_mode`]).
     mode: ReadMode,
     /// INFO's `keyspace_hits` / `keyspace_misses`: lookups of live and absent keys made
     /// while [`ReadMode::count`].
@@ -333,8 +333,8 @@ pub struct Keyspace {
     misses: u64,
 }
 
-/// How the lookups of the command running behave: set around each command by its
-/// shard (the default: a write's).
+/// How the lookups of the unit of work running behave: set for each unit by its shard
+/// (the default: a write's).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ReadMode {
     /// Count them as INFO's hits and misses (a read-only command, as Redis counts its
@@ -808,23 +808,22 @@ impl Keyspace {
     }
 
     /// Keys removed because they expired (lazily or actively) since start or the last
-    /// [`Keyspace::reset_expired`].
+    /// [`Keyspace::reset_stats`].
     pub fn expired_keys(&self) -> u64 {
         self.recorder.expired
     }
 
-    /// CONFIG RESETSTAT: the count of expired keys starts again (and those of hits and
-    /// misses).
-    pub fn reset_expired(&mut self) {
+    /// CONFIG RESETSTAT: the counts of expired keys, hits and misses start again.
+    pub fn reset_stats(&mut self) {
         self.recorder.expired = 0;
         self.hits = 0;
         self.misses = 0;
     }
 
-    /// How the lookups that follow behave; what it was before.
+    /// How the lookups that follow behave.
     #[inline]
-    pub fn read_mode(&mut self, mode: ReadMode) -> ReadMode {
-        std::mem::replace(&mut self.mode, mode)
+    pub fn set_read_mode(&mut self, mode: ReadMode) {
+        self.mode = mode;
     }
 
     /// Keys written or deleted since the keyspace was made (expiries left out).

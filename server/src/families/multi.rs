@@ -423,20 +423,18 @@ impl SubPlan {
             return None;
         }
         let args = self.command.args(0);
-        let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
-        spec.for_each_key_position(&args, |i| {
-            let key = args.get(i);
-            let shard = cx.slots.shard_of_key(key);
-            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, keys)) => keys.push(key.to_vec()),
-                None => by_shard.push((shard, vec![key.to_vec()])),
-            }
-        });
-        (!by_shard.is_empty()).then(|| {
+        let mut positions = Vec::new();
+        spec.for_each_key_position(&args, |i| positions.push(i));
+        let groups = cx
+            .slots
+            .group_by_shard(positions.iter().map(|&i| (i, args.get(i))));
+        (!groups.is_empty()).then(|| {
             Step::Hops(
-                by_shard
+                groups
                     .into_iter()
-                    .map(|(shard, keys)| Hop::remember(shard, keys))
+                    .map(|(shard, at)| {
+                        Hop::remember(shard, at.iter().map(|&i| args.get(i).to_vec()).collect())
+                    })
                     .collect(),
             )
         })

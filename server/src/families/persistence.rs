@@ -52,7 +52,7 @@ fn bgrewriteaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: save when asked or when `save` rules
 /// are set, sync the log, and end the process. (There is no pause to wait for replicas,
-/// so NOW changes nothing, and no shutdown is ever in progress to ABORT.)
+/// so NOW changes nothing; ABORT cancels a signal's shutdown held by DEBUG PAUSE-CRON.)
 fn shutdown_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let (save, nosave, force) = match shutdown_flags(start.args) {
         // ABORT: the shutdown a signal asked for, not started (DEBUG PAUSE-CRON), is

@@ -1120,7 +1120,15 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             a as f64 * 100.0 / b as f64
         }
     };
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    // (The allocator's figures are Goblin's count: what is resident over it is the
+    // fragmentation Redis splits into three.)
+    let fragmentation = if used == 0 {
+        0.0
+    } else {
+        rss as f64 / used as f64
+    };
+    let fragmentation_bytes = rss as i64 - used as i64;
+    let system = total_system_memory();
     let (functions, function_bytes) = shared.functions.read(|r| {
         (
             r.function_count(),
@@ -1137,7 +1145,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              used_memory_overhead:{overhead}\r\nused_memory_startup:{startup}\r\n\
              used_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\n\
              allocator_allocated:{used}\r\nallocator_active:{used}\r\n\
-             allocator_resident:{rss}\r\ntotal_system_memory:{}\r\n\
+             allocator_resident:{rss}\r\ntotal_system_memory:{system}\r\n\
              total_system_memory_human:{}\r\nused_memory_lua:{lua}\r\n\
              used_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\n\
              used_memory_scripts_eval:{scripts_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\n\
@@ -1147,9 +1155,10 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              used_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\n\
              maxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n\
              allocator_frag_ratio:1.00\r\nallocator_frag_bytes:0\r\n\
-             allocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\n\
+             allocator_rss_ratio:{fragmentation:.2}\r\nallocator_rss_bytes:{fragmentation_bytes}\r\n\
              rss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\n\
-             mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\n\
+             mem_fragmentation_ratio:{fragmentation:.2}\r\n\
+             mem_fragmentation_bytes:{fragmentation_bytes}\r\n\
              mem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\n\
              mem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\n\
              mem_clients_normal:{clients_mem}\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\n\
@@ -1161,18 +1170,13 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             human_bytes(peak),
             percent(used, peak),
             percent(dataset, used.saturating_sub(startup)),
-            total_system_memory(),
-            human_bytes(total_system_memory()),
+            human_bytes(system),
             human_bytes(lua),
             human_bytes(lua),
             scripts_bytes + function_bytes,
             human_bytes((scripts_bytes + function_bytes) as u64),
             human_bytes(maxmemory),
             memory.policy.name(),
-            ratio(rss, used),
-            rss as i64 - used as i64,
-            ratio(rss, used),
-            rss as i64 - used as i64,
             crate::alloc::NAME,
             goblin_store::lazyfree::pending(),
             goblin_store::lazyfree::freed(),

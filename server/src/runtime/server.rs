@@ -171,7 +171,7 @@ pub struct Shared {
     pub traffic: Vec<Traffic>,
     /// Connections refused (`maxclients`, no descriptor left).
     pub rejected_connections: AtomicU64,
-    /// INFO's last look at the command count: (when, total), for `instantaneous_ops_per_sec`.
+    /// INFO's last look at the counters its `instantaneous_*` rates come from.
     ops_sample: std::sync::Mutex<Sample>,
     /// CLIENT PAUSE.
     pub pause: crate::runtime::pause::Pause,

@@ -170,7 +170,8 @@ pub struct Shard {
     scratch_keys: Vec<(LockKey, LockMode)>,
     /// Units of work published (see [`Shard::published`]).
     published: u64,
-    /// Write commands run since [`Shard::take_writes`].
+    /// Keys written or deleted (and keyless writes) since [`Shard::take_writes`]: what
+    /// the `save` rules count, as Redis's `dirty`.
     writes: u64,
     /// How the lookups of the next unit of work behave (a read-only command's: counted,
     /// untouched …); each unit takes it, and it goes back to a write's.
@@ -207,6 +208,17 @@ pub struct Shard {
     pub script_errors: Option<crate::scripting::convert::ReplyErrors>,
     /// The unit of work being published is not logged (`ShardCtx::unlogged`).
     unlogged_unit: bool,
+}
+
+/// The lookups of a read-only command's unit at `now`: counted as INFO's hits and
+/// misses; during CLIENT PAUSE they leave the expired keys they find; `untouched`, they
+/// leave access times alone (Redis's `LOOKUP_NOTOUCH`).
+fn reading(shared: &Shared, now: Millis, untouched: bool) -> ReadMode {
+    ReadMode {
+        count: true,
+        keep_expired: shared.pause.maybe() && shared.pause.until(now).is_some(),
+        untouched,
+    }
 }
 
 impl Shard {
@@ -319,7 +331,7 @@ impl Shard {
         self.published
     }
 
-    /// Write commands run since the last call (the changes a save covers).
+    /// Changes since the last call (what a save covers).
     pub fn take_writes(&mut self) -> u64 {
         std::mem::take(&mut self.writes)
     }
@@ -740,7 +752,7 @@ impl Shard {
         let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
         let (keyspace, others) = self.dbs.split(db);
-        keyspace.read_mode(std::mem::take(&mut self.next_read_mode));
+        keyspace.set_read_mode(std::mem::take(&mut self.next_read_mode));
         let changes = keyspace.changes();
         let mut ctx = ShardCtx::new(
             (keyspace, others),
@@ -758,7 +770,7 @@ impl Shard {
         );
         ctx.set_in_script(self.in_script || self.script_hop);
         let result = f(&mut ctx);
-        ctx.db.read_mode(ReadMode::default());
+        ctx.db.set_read_mode(ReadMode::default());
         // The keys it wrote or deleted count for the `save` rules, as Redis's `dirty`
         // (not an eviction's).
         if !matches!(origin, Origin::Eviction) {
@@ -774,7 +786,7 @@ impl Shard {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
             self.errors = Default::default();
             self.latencies.clear();
-            self.dbs.iter_mut().for_each(Keyspace::reset_expired);
+            self.dbs.iter_mut().for_each(Keyspace::reset_stats);
         }
         let events = if all_dbs {
             self.dbs.iter().any(Keyspace::has_events)
@@ -882,6 +894,21 @@ impl Shard {
                 .map_or(0, |t| t.reader.id);
             tracking::send_flush(&shared.tracking, except, &mut self.pubsub);
         }
+    }
+
+    /// Remembers that `reader` (a tracking client) read `keys` here, within
+    /// `tracking-table-max-keys`.
+    fn remember_keys<'k>(
+        &mut self,
+        shared: &Shared,
+        reader: crate::runtime::tracking::Reader,
+        keys: impl Iterator<Item = &'k [u8]>,
+    ) {
+        self.tracking.refresh(&shared.tracking);
+        for key in keys {
+            self.tracking.remember(key, reader, &shared.tracking);
+        }
+        self.tracking.limit(&shared.tracking, &mut self.pubsub);
     }
 
     /// Past `tracking-table-max-keys` (lowered by CONFIG SET): forgets keys of this
@@ -1250,11 +1277,11 @@ impl Shard {
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
         let write = spec.flags.contains(crate::table::Flags::WRITE);
         if readonly && spec.on_shard.is_none() {
-            self.next_read_mode = ReadMode {
-                count: true,
-                keep_expired: shared.pause.maybe() && shared.pause.until(now).is_some(),
-                untouched: spec.flags.contains(crate::table::Flags::NO_TOUCH),
-            };
+            self.next_read_mode = reading(
+                shared,
+                now,
+                spec.flags.contains(crate::table::Flags::NO_TOUCH),
+            );
         }
         let waits = match spec.on_shard {
             Some(run) => {
@@ -1788,13 +1815,9 @@ impl Shard {
             self.locks.acquire(step.tx, needs);
         }
         if let Some(t) = step.tracked.filter(|t| t.read) {
-            // A read-only command of a tracking client (or a transaction that reads):
-            // its keys here are remembered while it holds them.
-            self.tracking.refresh(&shared.tracking);
-            for (key, _) in &step.lock {
-                self.tracking.remember(key, t.reader, &shared.tracking);
-            }
-            self.tracking.limit(&shared.tracking, &mut self.pubsub);
+            // A read-only command of a tracking client: its keys here are remembered
+            // while it holds them.
+            self.remember_keys(shared, t.reader, step.lock.iter().map(|(k, _)| &k[..]));
         }
         let published = self.published;
         let out = match step.work.take() {
@@ -1802,11 +1825,7 @@ impl Shard {
             Some(Work::Remember(keys)) => {
                 // Keys a read-only command inside EXEC read here (it holds them still).
                 if let Some(t) = step.tracked {
-                    self.tracking.refresh(&shared.tracking);
-                    for key in &keys {
-                        self.tracking.remember(key, t.reader, &shared.tracking);
-                    }
-                    self.tracking.limit(&shared.tracking, &mut self.pubsub);
+                    self.remember_keys(shared, t.reader, keys.iter().map(|k| &k[..]));
                 }
                 HopOut::Done
             }
@@ -1833,12 +1852,7 @@ impl Shard {
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
                 if step.reads {
-                    self.next_read_mode = ReadMode {
-                        count: true,
-                        keep_expired: shared.pause.maybe()
-                            && shared.pause.until(step.now).is_some(),
-                        untouched: false,
-                    };
+                    self.next_read_mode = reading(shared, step.now, false);
                 }
                 let (out, release) = self.unit(
                     shared,
