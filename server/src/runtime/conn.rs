@@ -225,7 +225,30 @@ pub struct Output {
     written: usize,
 }
 
+/// What an idle output buffer keeps when memory is short ([`Output::release_idle`]).
+const OUTPUT_IDLE_KEEP: usize = 16 * 1024;
+
 impl Output {
+    /// Gives back the room of a buffer that holds nothing to send and grew past 16 KiB (a
+    /// burst of replies or pushes): asked before keys are evicted, as Redis frees its
+    /// reply list once written. (A written buffer keeps its room up to a megabyte
+    /// otherwise: a pipeline of large replies would grow it again at every write.)
+    /// Whether it gave some back.
+    pub fn release_idle(&mut self) -> bool {
+        if !self.is_fat() {
+            return false;
+        }
+        self.buf = Vec::new();
+        self.written = 0;
+        true
+    }
+
+    /// Whether the buffer holds nothing to send and kept more room than
+    /// [`Output::release_idle`] leaves.
+    pub fn is_fat(&self) -> bool {
+        self.pending() == 0 && self.buf.capacity() > OUTPUT_IDLE_KEEP
+    }
+
     /// Bytes still to send.
     pub fn pending(&self) -> usize {
         self.buf.len() - self.written

@@ -87,6 +87,9 @@ const SPIN_WHILE_AWAITING: Duration = Duration::from_micros(50);
 const EXPIRE_PER_ITERATION: usize = 1000;
 /// Keys a shard evicts per loop iteration while memory is over `maxmemory`.
 const EVICT_PER_ITERATION: usize = 64;
+/// Most connections with an oversized idle output buffer a worker remembers in an
+/// iteration ([`Worker::memory_work`] gives their room back before evicting).
+const FAT_OUTPUTS_MAX: usize = 1024;
 /// The most keys a command that may grow memory makes its shard evict before it runs
 /// (over `maxmemory`).
 pub(crate) const EVICT_PER_COMMAND: usize = 256;
@@ -282,6 +285,9 @@ pub struct Worker {
     last_idle_check: Instant,
     /// When its clients' buffers are next measured (ms).
     next_clients_look: u64,
+    /// Connections whose output buffer, written, kept more room than an idle one needs:
+    /// given back before keys are evicted (`memory_work`); forgotten otherwise.
+    fat_outputs: Vec<usize>,
     /// The shutdown a signal asked for has started (worker 0).
     shutting_down: bool,
     /// On the acceptor: a descriptor kept open to be given up when the process has no
@@ -385,6 +391,7 @@ impl Worker {
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
             next_clients_look: 0,
+            fat_outputs: Vec::new(),
             shutting_down: false,
             spare_fd: spare,
             accept_retry: false,
@@ -530,12 +537,25 @@ impl Worker {
     /// gives its share (not only those whose clients write). Keys transactions hold or
     /// want are passed by.
     fn memory_work(&mut self) {
+        let fat = std::mem::take(&mut self.fat_outputs);
         let memory = self.shared.memory.get();
         self.shard.set_access_mode(memory.access_mode());
         if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
         if crate::memory::used() <= memory.maxmemory {
+            return;
+        }
+        // First the room idle clients' output buffers kept after a burst (the
+        // invalidations of evicted keys, say: Redis frees its reply lists once written,
+        // so they do not call for more evictions).
+        let mut released = false;
+        for key in fat {
+            if let Some(conn) = self.conns.get_mut(key) {
+                released |= conn.output.release_idle();
+            }
+        }
+        if released && crate::memory::used() <= memory.maxmemory {
             return;
         }
         let now = clock::now_ms();
@@ -1634,6 +1654,8 @@ impl Worker {
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
         self.shard.sync_observers();
+        // (Oversized idle buffers are remembered only under a memory limit.)
+        let limited = self.shared.memory.maxmemory() > 0;
         let now = self.now;
         let mut dirty = std::mem::take(&mut self.dirty);
         for key in dirty.drain(..) {
@@ -1675,6 +1697,9 @@ impl Worker {
             self.traffic_changed = true;
             match written {
                 Ok(true) => {
+                    if limited && conn.output.is_fat() && self.fat_outputs.len() < FAT_OUTPUTS_MAX {
+                        self.fat_outputs.push(key);
+                    }
                     if conn.closing && !conn.busy() {
                         self.close(key);
                         continue;

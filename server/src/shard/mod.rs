@@ -674,7 +674,14 @@ impl Shard {
         let samples = memory.samples as usize;
         let mut evicted = 0;
         let mut scratch = Vec::new();
-        while evicted < budget && crate::memory::used() > limit {
+        // What must be freed, and what each eviction freed: measured around the delete
+        // alone, as Redis's `performEvictions` does, so that what the deletes make (the
+        // invalidations sent to tracking clients, a notification) does not call for more
+        // evictions in the same round (Redis's "client tracking don't cause eviction
+        // feedback loop").
+        let to_free = crate::memory::used().saturating_sub(limit);
+        let mut freed = 0u64;
+        while evicted < budget && freed < to_free && crate::memory::used() > limit {
             let mut any = false;
             for db in 0..self.dbs.count() {
                 if self.dbs.get(db).is_none_or(|k| k.is_empty()) {
@@ -688,18 +695,23 @@ impl Shard {
                 let Some(key) = candidate.filter(|k| !self.locks.locked(k)) else {
                     continue;
                 };
-                let (gone, _) = self.unit(
+                let ((gone, delta), _) = self.unit(
                     shared,
                     Origin::Eviction,
                     db,
                     now,
                     &mut scratch,
                     Version::Resp2,
-                    |ctx| ctx.db.delete(&key, now),
+                    |ctx| {
+                        let before = crate::memory::used();
+                        let gone = ctx.db.delete(&key, now);
+                        (gone, before.saturating_sub(crate::memory::used()))
+                    },
                 );
                 if gone {
                     any = true;
                     evicted += 1;
+                    freed += delta;
                 }
             }
             if !any {

@@ -393,6 +393,45 @@ fn object_idletime_counts_since_the_last_access() {
     }
 }
 
+/// Evicting keys that tracking clients cached sends them invalidations, which take
+/// memory; that memory does not call for more evictions in the same round (Redis's
+/// "client tracking don't cause eviction feedback loop"): a limit 40 kB under the memory
+/// in use evicts a few dozen keys of 1 kB names, not the database, side by side with
+/// redis-server.
+#[test]
+fn invalidations_of_evicted_keys_do_not_evict_more() {
+    for server in [Server::goblin_threads(1), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        raw.cmd_str("CONFIG SET maxmemory-policy allkeys-lru");
+        let mut clients: Vec<Raw> = (0..10).map(|_| server.raw()).collect();
+        for c in &mut clients {
+            c.cmd_str("HELLO 3");
+            assert_eq!(c.cmd_str("CLIENT TRACKING on"), b"+OK\r\n");
+        }
+        for j in 0..300 {
+            let key = format!("{j}{}", "x".repeat(1000));
+            raw.cmd(&[b"SET", key.as_bytes(), b"x"]);
+            for c in &mut clients {
+                assert_eq!(c.cmd(&[b"GET", key.as_bytes()]), b"$1\r\nx\r\n");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+        let used = info_field(&mut raw, "memory", "used_memory");
+        let limit = used - 40_000;
+        raw.cmd_str(&format!("CONFIG SET maxmemory {limit}"));
+        std::thread::sleep(Duration::from_millis(300));
+        let evicted = info_field(&mut raw, "stats", "evicted_keys");
+        let left = String::from_utf8_lossy(&raw.cmd_str("DBSIZE")).into_owned();
+        let left: u64 = left.trim_start_matches(':').trim().parse().unwrap_or(0);
+        assert!(
+            (200..=300).contains(&left) && (1..=100).contains(&evicted),
+            "{kind:?}: {left} keys left, {evicted} evicted"
+        );
+        raw.cmd_str("CONFIG SET maxmemory 0");
+    }
+}
+
 /// After a FLUSHALL the memory goes back to the operating system.
 #[test]
 fn a_flush_gives_memory_back_to_the_system() {
