@@ -10,7 +10,7 @@
 //! them (`maxmemory-samples` random keys, the best by idle time, frequency or expiry),
 //! and evictions go through the shard's write path, so the log records them as DELs.
 
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use goblin_store::{AccessMode, EvictBy};
 
@@ -132,6 +132,16 @@ impl Default for MemoryConfig {
     }
 }
 
+/// Whether small integer values count as shared objects (OBJECT REFCOUNT): as in Redis,
+/// unless a `maxmemory` limit evicts by LRU or LFU, which keeps an access field per
+/// value. The process's one configuration, as [`used`] is its one allocator.
+static INTEGERS_SHARED: AtomicBool = AtomicBool::new(true);
+
+/// Whether small integer values count as shared objects now (see `INTEGERS_SHARED`).
+pub fn integers_shared() -> bool {
+    INTEGERS_SHARED.load(Ordering::Relaxed)
+}
+
 impl MemoryConfig {
     /// How keys' access fields are kept under this configuration.
     pub fn access_mode(&self) -> AccessMode {
@@ -186,6 +196,11 @@ impl Limits {
             .store(config.lfu_log_factor, Ordering::Relaxed);
         self.lfu_decay_time
             .store(config.lfu_decay_time, Ordering::Relaxed);
+        let by_access = matches!(
+            config.policy.evicts(),
+            Some((EvictBy::Lru | EvictBy::Lfu, _))
+        );
+        INTEGERS_SHARED.store(config.maxmemory == 0 || !by_access, Ordering::Relaxed);
     }
 
     /// The configuration now.

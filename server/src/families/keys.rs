@@ -990,11 +990,13 @@ fn object_refcount(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 
 /// The references Redis reports for a key's value (OBJECT REFCOUNT, DEBUG OBJECT): it
 /// shares the objects of the integers 0 to 9999, reporting them with `INT_MAX`
-/// references; every other value has one.
+/// references, unless an LRU or LFU `maxmemory` policy is in force (as the policy is
+/// now, where Redis looks when the value is made); every other value has one.
 pub(crate) fn refcount(e: &goblin_store::Entry<'_>) -> i64 {
     match e.value() {
         ValueRef::Str(s)
             if e.flags() & UNSHARED == 0
+                && crate::memory::integers_shared()
                 && types::string::int_encoded(s, e.flags())
                 && goblin_protocol::parse_i64(s).is_some_and(|n| (0..10_000).contains(&n)) =>
         {

@@ -1184,7 +1184,9 @@ fn string_commands_on_other_types_match_redis() {
 /// OBJECT ENCODING and OBJECT REFCOUNT of strings: `int` for what `string2ll` reads and
 /// fits a long (shared below 10,000), `embstr` up to 44 bytes, `raw` above; as SET, MSET,
 /// SETNX, SETEX and GETSET store them; after APPEND and SETRANGE (always `raw`), INCR,
-/// INCRBY and DECR (in and out of the shared range), INCRBYFLOAT, GETEX.
+/// INCRBY and DECR (in and out of the shared range), INCRBYFLOAT, GETEX; and not shared
+/// under an LRU or LFU `maxmemory` policy (Redis's "With maxmemory and LRU policy
+/// integers are not shared").
 #[test]
 fn object_encoding_of_strings_matches_redis() {
     let long = ["x".repeat(44), "x".repeat(45), "7".repeat(44)];
@@ -1268,6 +1270,21 @@ fn object_encoding_of_strings_matches_redis() {
         OBJECT ENCODING K0
         OBJECT ENCODING K3
         OBJECT REFCOUNT K3
+        CONFIG SET maxmemory 1gb
+        CONFIG SET maxmemory-policy allkeys-lru
+        SET K0 1
+        OBJECT REFCOUNT K0
+        CONFIG SET maxmemory-policy volatile-lfu
+        INCR K0
+        OBJECT REFCOUNT K0
+        CONFIG SET maxmemory-policy allkeys-random
+        SET K0 7
+        OBJECT REFCOUNT K0
+        CONFIG SET maxmemory 0
+        CONFIG SET maxmemory-policy volatile-lru
+        SET K0 8
+        OBJECT REFCOUNT K0
+        CONFIG SET maxmemory-policy noeviction
         "#,
     );
     script_on_both(4, &text);
