@@ -28,6 +28,8 @@ pub const DEFAULT_MAX_INLINE_LEN: usize = 64 * 1024;
 /// Argument slots reserved up front for a multibulk request: enough for nearly every
 /// command, small enough that a declared-but-unsent huge count allocates nothing large.
 const INITIAL_ARGS_RESERVE: usize = 16;
+/// Room for arguments' ranges a decoder keeps between requests ([`RequestDecoder::shrink`]).
+const ARGS_KEEP: usize = 1024;
 
 /// Limits applied while decoding. The defaults are redis-server 7's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +236,14 @@ impl RequestDecoder {
         }
     }
 
+    /// Gives back the room of the ranges of a request with many arguments, once no
+    /// request is partly decoded (room for up to 1,024 is kept).
+    pub fn shrink(&mut self) {
+        if !self.in_frame() && self.args.capacity() > ARGS_KEEP {
+            self.args = Vec::new();
+        }
+    }
+
     /// Forgets any partly decoded request.
     pub fn reset(&mut self) {
         self.state = State::Idle { scanned: 0 };
@@ -305,6 +315,10 @@ impl RequestDecoder {
         if count <= 0 {
             self.state = State::Idle { scanned: 0 };
             return Ok(Decoded::Empty(pos));
+        }
+        // The room a request with many arguments left is given back at the next one.
+        if self.args.capacity() > ARGS_KEEP {
+            self.args = Vec::new();
         }
         self.args.clear();
         self.args.reserve(INITIAL_ARGS_RESERVE);
@@ -739,6 +753,23 @@ mod tests {
         let mut buf = b"*1048576\r\n$536870912\r\nabc".to_vec();
         assert_eq!(dec.decode(&mut buf), Ok(Decoded::Incomplete));
         assert!(dec.args.capacity() <= INITIAL_ARGS_RESERVE);
+    }
+
+    #[test]
+    fn the_room_of_many_arguments_is_given_back() {
+        let mut dec = RequestDecoder::default();
+        let mut many = format!("*5000\r\n{}", "$1\r\nx\r\n".repeat(5000)).into_bytes();
+        assert_eq!(dec.decode(&mut many), Ok(Decoded::Command(many.len())));
+        assert!(dec.args.capacity() >= 5000);
+        // At the next request.
+        let mut get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".to_vec();
+        assert_eq!(dec.decode(&mut get), Ok(Decoded::Command(get.len())));
+        assert!(dec.args.capacity() <= ARGS_KEEP);
+        assert_eq!(dec.args().len(), 2);
+        // Or when asked, between requests.
+        assert_eq!(dec.decode(&mut many), Ok(Decoded::Command(many.len())));
+        dec.shrink();
+        assert_eq!(dec.args.capacity(), 0);
     }
 
     #[test]

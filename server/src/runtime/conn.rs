@@ -21,8 +21,9 @@ use crate::table::handler::MultiState;
 const READ_BUFFER_INITIAL: usize = 16 * 1024;
 /// Least free space to read into; below it the buffer is compacted or grown first.
 const READ_MIN_FREE: usize = 4 * 1024;
-/// A read buffer larger than this is given back once it holds no pending bytes.
-const READ_BUFFER_SHRINK_ABOVE: usize = 256 * 1024;
+/// A read buffer larger than this is cut down to its recent peak ([`Input::resize`];
+/// Redis's `PROTO_RESIZE_THRESHOLD`).
+const READ_RESIZE_ABOVE: usize = 32 * 1024;
 /// An output buffer whose capacity grew past this is released once it has been written.
 const OUTPUT_SHRINK_ABOVE: usize = 1024 * 1024;
 
@@ -63,6 +64,8 @@ pub struct Input {
     /// When the bytes of the last read that got any reached the machine (the kernel's
     /// receive time, ns since the epoch), if the kernel said ([`Input::read_from`]).
     pub arrived: Option<u64>,
+    /// The most bytes the buffer held since [`Input::resize`] last looked.
+    peak: usize,
 }
 
 impl Default for Input {
@@ -77,6 +80,7 @@ impl Default for Input {
             prefetched: 0,
             keep: None,
             arrived: None,
+            peak: 0,
         }
     }
 }
@@ -91,6 +95,7 @@ impl Input {
             prefetched: 0,
             keep: None,
             arrived: None,
+            peak: 0,
         }
     }
 
@@ -111,10 +116,57 @@ impl Input {
             self.start = 0;
             self.end = 0;
             self.prefetched = 0;
-            if self.buf.len() > READ_BUFFER_SHRINK_ABOVE {
-                self.buf = vec![0; READ_BUFFER_INITIAL];
+        }
+    }
+
+    /// The first byte the buffer must keep: the request being decoded, or the first
+    /// one kept to be decoded again.
+    fn first_kept(&self) -> usize {
+        self.keep.map_or(self.start, |keep| keep.min(self.start))
+    }
+
+    /// Gives back room the buffer does not need, as Redis's cron does with a client's
+    /// query buffer once a second (`clientsCronResizeQueryBuffer`): all the free room
+    /// when the connection has been `idle` (over two seconds), and otherwise, for a
+    /// buffer past 32 KiB that is more than twice the most it held since the last look,
+    /// the room above that peak (at least the initial 16 KiB). Then the peak starts
+    /// again from what it holds now. (A buffer stays as large as a big request made it
+    /// until then: a client that sends big values keeps the room it needs.)
+    pub fn resize(&mut self, idle: bool) {
+        let from = self.first_kept();
+        let held = self.end - from;
+        // A bulk argument on its way: the bytes it still needs.
+        let awaited = self
+            .decoder
+            .needed()
+            .map_or(0, |needed| needed + (self.start - from));
+        let size = self.buf.len();
+        if size - held > READ_MIN_FREE {
+            if idle {
+                self.reallocate(from, held);
+            } else if size > READ_RESIZE_ABOVE && size / 2 > self.peak {
+                let keep = self.peak.max(held).max(awaited).max(READ_BUFFER_INITIAL);
+                self.reallocate(from, keep);
             }
         }
+        self.peak = held.max(awaited);
+    }
+
+    /// Moves the bytes kept (from `from`) to the start of a new buffer of `size` bytes.
+    fn reallocate(&mut self, from: usize, size: usize) {
+        let held = self.end - from;
+        let mut buf = vec![0; size.max(held)];
+        buf[..held].copy_from_slice(&self.buf[from..self.end]);
+        self.buf = buf;
+        self.shift(from);
+    }
+
+    /// The bytes from `from` on now start at 0.
+    fn shift(&mut self, from: usize) {
+        self.end -= from;
+        self.prefetched = self.prefetched.saturating_sub(from);
+        self.start -= from;
+        self.keep = self.keep.map(|keep| keep - from);
     }
 
     /// Makes room to read into: compacts, then grows (doubling) when the buffer is full
@@ -123,16 +175,18 @@ impl Input {
         if self.buf.len() - self.end >= READ_MIN_FREE {
             return;
         }
-        let from = self.keep.map_or(self.start, |keep| keep.min(self.start));
+        let from = self.first_kept();
         if from > 0 {
             self.buf.copy_within(from..self.end, 0);
-            self.end -= from;
-            self.prefetched = self.prefetched.saturating_sub(from);
-            self.start -= from;
-            self.keep = self.keep.map(|keep| keep - from);
+            self.shift(from);
         }
         if self.buf.len() - self.end < READ_MIN_FREE {
-            let len = self.buf.len().max(READ_BUFFER_INITIAL) * 2;
+            // A buffer given back whole (idle) starts again at the initial size.
+            let len = if self.buf.is_empty() {
+                READ_BUFFER_INITIAL
+            } else {
+                self.buf.len().max(READ_BUFFER_INITIAL) * 2
+            };
             self.buf.resize(len, 0);
         }
     }
@@ -200,6 +254,7 @@ impl Input {
                 Ok((0, _)) => return Ok(ReadOutcome::Eof),
                 Ok((n, arrived)) => {
                     self.end += n;
+                    self.peak = self.peak.max(self.end - self.first_kept());
                     self.arrived = arrived;
                     return Ok(if n < space {
                         ReadOutcome::Drained
@@ -497,7 +552,41 @@ mod tests {
         assert_eq!(total, 300_000);
         assert!(input.buf.len() <= 2 * 300_000 + READ_BUFFER_INITIAL);
         input.consume(300_000);
+        // Kept while it is the recent peak; then cut down, as the cron does once a
+        // second.
+        let grown = input.buf.len();
+        input.resize(false);
+        assert_eq!(input.buf.len(), grown);
+        input.resize(false);
         assert_eq!(input.buf.len(), READ_BUFFER_INITIAL);
+        // Idle: given back whole, and the next read starts at the initial size again.
+        input.resize(true);
+        assert_eq!(input.buf.len(), 0);
+        input.make_room();
+        assert_eq!(input.buf.len(), READ_BUFFER_INITIAL);
+    }
+
+    #[test]
+    fn a_resize_keeps_the_pending_bytes_and_a_bulk_on_its_way() {
+        let mut input = Input::new(Limits::default());
+        let request = b"*2\r\n$3\r\nGET\r\n$100000\r\nxyz";
+        input.buf = vec![0; 256 * 1024];
+        input.buf[..request.len()].copy_from_slice(request);
+        input.end = request.len();
+        let mut buf = input.buf.clone();
+        assert!(matches!(
+            input.decoder.decode(&mut buf[..input.end]),
+            Ok(goblin_protocol::Decoded::Incomplete)
+        ));
+        input.resize(false);
+        input.resize(false);
+        // The peak is what the bulk needs: the room for it stays.
+        assert!(input.buf.len() >= 100_000, "{}", input.buf.len());
+        assert!(input.buf.len() < 256 * 1024);
+        assert_eq!(&input.buf[..input.end], request);
+        input.resize(true);
+        assert_eq!(input.buf.len(), request.len());
+        assert_eq!(&input.buf[..input.end], request);
     }
 
     #[test]

@@ -283,6 +283,8 @@ pub struct Worker {
     last_cron: Instant,
     /// The last look for idle clients ([`Worker::close_idle`]).
     last_idle_check: Instant,
+    /// When its clients' query buffers are next resized (ms).
+    next_inputs_look: u64,
     /// When its clients' buffers are next measured (ms).
     next_clients_look: u64,
     /// Connections whose output buffer, written, kept more room than an idle one needs:
@@ -390,6 +392,7 @@ impl Worker {
             save_job: None,
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
+            next_inputs_look: 0,
             next_clients_look: 0,
             fat_outputs: Vec::new(),
             shutting_down: false,
@@ -472,6 +475,7 @@ impl Worker {
                 self.cron();
             }
             self.close_idle();
+            self.resize_inputs();
             self.measure_clients();
             self.drain();
             self.time_out_parked();
@@ -705,6 +709,27 @@ impl Worker {
             }
             let plan = SavePlan::new(SaveKind::Background { schedule: false });
             self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
+        }
+    }
+
+    /// Ten times a second: query buffers give back the room they no longer need, as
+    /// Redis's cron has them do (`Input::resize`; it looks at a tenth of its clients, at
+    /// least five, ten times a second). The bytes kept move as a read's compaction moves
+    /// them (`Input::make_room`), so a command under way loses nothing.
+    fn resize_inputs(&mut self) {
+        if self.now < self.next_inputs_look || self.shared.cron_paused.load(Ordering::Relaxed) {
+            return;
+        }
+        self.next_inputs_look = self.now + 100;
+        let now = self.now;
+        for (_, c) in self.conns.iter_mut() {
+            c.input
+                .resize(now.saturating_sub(c.client.last_io) / 1000 > 2);
+            // The ranges of a request with many arguments: not while a command waits to
+            // run again (`Conn::deferred`), which reads them then.
+            if !c.busy() && c.deferred.is_none() {
+                c.input.decoder.shrink();
+            }
         }
     }
 

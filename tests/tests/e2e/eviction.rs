@@ -582,3 +582,67 @@ fn a_limit_just_above_the_memory_in_use_is_honoured_from_a_fresh_start() {
         }
     }
 }
+
+/// A connection's query buffer and argument ranges give back what a big request made
+/// them take (Redis's cron resizes query buffers), so that after the UNLINK of a set
+/// sent as one SADD of 100,000 members the memory in use goes back near what it was, on
+/// the same connection (Redis's "UNLINK can reclaim memory in background"); and CLIENT
+/// LIST's `qbuf-free` shows the buffer cut down to its recent peak, as redis-server's
+/// ("query buffer resized correctly when not idle").
+#[test]
+fn a_big_request_gives_its_buffers_back() {
+    for threads in [1, 2] {
+        let server = Server::goblin_threads(threads);
+        let mut raw = server.raw();
+        let before = info_field(&mut raw, "memory", "used_memory");
+        let members: Vec<String> = (0..100_000).map(|i| i.to_string()).collect();
+        let mut argv: Vec<&[u8]> = vec![b"SADD", b"myset"];
+        argv.extend(members.iter().map(String::as_bytes));
+        assert_eq!(raw.cmd(&argv), b":100000\r\n");
+        let peak = info_field(&mut raw, "memory", "used_memory");
+        assert!(peak > before + 1_000_000, "{before} -> {peak}");
+        assert_eq!(raw.cmd_str("UNLINK myset"), b":1\r\n");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let used = info_field(&mut raw, "memory", "used_memory");
+            if used < before * 2 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "threads {threads}: {before} before, {peak} at the peak, {used} after"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // A big value's room stays while it is the recent peak, then goes.
+        let mut named = server.raw();
+        named.cmd_str("CLIENT SETNAME big");
+        let value = "A".repeat(400_000);
+        named.cmd(&[b"SET", b"x", value.as_bytes()]);
+        let qbuf_free = |raw: &mut Raw| -> u64 {
+            let list = String::from_utf8_lossy(&raw.cmd_str("CLIENT LIST")).into_owned();
+            let line = list
+                .lines()
+                .find(|l| l.contains("name=big"))
+                .unwrap_or_else(|| panic!("{list}"))
+                .to_string();
+            line.split(' ')
+                .find_map(|w| w.strip_prefix("qbuf-free="))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{line}"))
+        };
+        let grown = qbuf_free(&mut raw);
+        assert!(grown > 32_768, "threads {threads}: {grown}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            named.cmd_str("SET x small");
+            let now = qbuf_free(&mut raw);
+            if now < grown {
+                assert!(now > 0, "threads {threads}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "threads {threads}: still {now}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
