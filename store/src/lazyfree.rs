@@ -49,9 +49,10 @@ pub fn start() {
     let _ = queue();
 }
 
-/// Frees `value`: in the background when it has more than [`THRESHOLD`] elements.
+/// Frees `value`: in the background when freeing it is more than [`THRESHOLD`]
+/// allocations ([`Value::free_effort`]).
 pub fn free(value: Value) {
-    if value.elements() > THRESHOLD {
+    if value.free_effort() > THRESHOLD {
         free_later(value);
     }
 }
@@ -73,9 +74,14 @@ pub fn pending() -> u64 {
     PENDING.load(Ordering::Relaxed)
 }
 
-/// Values freed in the background so far.
+/// Values freed in the background so far (since the last [`reset_stats`]).
 pub fn freed() -> u64 {
     FREED.load(Ordering::Relaxed)
+}
+
+/// The count of values freed starts again from zero (CONFIG RESETSTAT).
+pub fn reset_stats() {
+    FREED.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -539,6 +539,7 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
             t.output.store(0, Ordering::Relaxed);
         }
         cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
+        goblin_store::lazyfree::reset_stats();
         cx.reply(|e| e.ok())
     }
     Ok(Box::new(FanOut::new(start.args, part, merge)))

@@ -75,16 +75,19 @@ impl Value {
         }
     }
 
-    /// How many allocations freeing it takes, roughly (Redis's `lazyfreeGetFreeEffort`):
-    /// a collection's elements (a stream's nodes), 1 for a string.
-    pub fn elements(&self) -> usize {
+    /// How many allocations freeing it takes, roughly, as Redis's
+    /// `lazyfreeGetFreeEffort` counts them: a hash table's or a skiplist's elements, a
+    /// list's nodes, a stream's nodes and its groups with their pending entries (the
+    /// first group's count for each); 1 for a string and for a compact encoding (one
+    /// buffer).
+    pub fn free_effort(&self) -> usize {
         match self {
-            Value::Str(_) => 1,
-            Value::Hash(h) => h.len(),
-            Value::List(l) => l.len(),
-            Value::Set(m) => m.len(),
-            Value::ZSet(z) => z.len(),
-            Value::Stream(x) => x.node_count(),
+            Value::Hash(h) if h.encoding() == "hashtable" => h.len(),
+            Value::Set(m) if m.encoding() == "hashtable" => m.len(),
+            Value::ZSet(z) if z.encoding() == "skiplist" => z.len(),
+            Value::List(l) => l.node_count(),
+            Value::Stream(x) => x.free_effort(),
+            _ => 1,
         }
     }
 

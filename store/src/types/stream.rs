@@ -458,6 +458,13 @@ impl Stream {
         self.nodes.len()
     }
 
+    /// Freeing's effort ([`super::Value::free_effort`]): the nodes, and each group with
+    /// as many pending entries as the first one has (Redis's estimate).
+    pub fn free_effort(&self) -> usize {
+        let pending = self.groups.values().next().map_or(0, |g| g.pel.len());
+        self.nodes.len() + self.groups.len() * (1 + pending)
+    }
+
     /// Approximate heap bytes.
     pub fn heap_bytes(&self) -> usize {
         let nodes: usize = self.nodes.values().map(|n| n.capacity() + 48).sum();

@@ -583,6 +583,99 @@ fn a_limit_just_above_the_memory_in_use_is_honoured_from_a_fresh_start() {
     }
 }
 
+/// UNLINK frees a value in the background when freeing it is much work, as Redis's
+/// `lazyfreeGetFreeEffort` counts it (over 64: a hash table's or skiplist's elements, a
+/// list's nodes, a stream's nodes and groups), and INFO's `lazyfreed_objects` counts
+/// those, the same as redis-server's, from the last CONFIG RESETSTAT (Redis's "lazy free
+/// a stream with all types of metadata" and "... with deleted cgroup").
+#[test]
+fn lazyfreed_objects_count_what_is_freed_in_the_background_as_redis_does() {
+    let members = |prefix: &str, n: usize| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("{prefix}{i}").into_bytes())
+            .collect()
+    };
+    let hundred = "x".repeat(100);
+    for server in [Server::goblin(), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        raw.cmd_str("CONFIG SET stream-node-max-entries 5");
+        let fill = |raw: &mut Raw, command: &[&str], elements: &[Vec<u8>]| {
+            let mut argv: Vec<&[u8]> = command.iter().map(|w| w.as_bytes()).collect();
+            for e in elements {
+                argv.push(e);
+                if command[0] == "HSET" {
+                    argv.push(b"1");
+                }
+            }
+            let reply = raw.cmd(&argv);
+            assert!(
+                !reply.starts_with(b"-"),
+                "{kind:?} {command:?}: {}",
+                show(&reply)
+            );
+        };
+        fill(&mut raw, &["SADD", "set:table"], &members("m", 1000));
+        fill(&mut raw, &["SADD", "set:ints"], &members("", 300));
+        fill(&mut raw, &["SADD", "set:small"], &members("m", 10));
+        fill(&mut raw, &["HSET", "hash:table"], &members("f", 1000));
+        fill(&mut raw, &["HSET", "hash:small"], &members("f", 100));
+        let mut zadd: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), b"zset:skiplist".to_vec()];
+        for i in 0..200 {
+            zadd.push(b"1".to_vec());
+            zadd.push(format!("m{i}").into_bytes());
+        }
+        let words: Vec<&[u8]> = zadd.iter().map(Vec::as_slice).collect();
+        raw.cmd(&words);
+        let long: Vec<Vec<u8>> = (0..10_000).map(|_| hundred.clone().into_bytes()).collect();
+        fill(&mut raw, &["RPUSH", "list:nodes"], &long);
+        fill(&mut raw, &["RPUSH", "list:one-node"], &members("e", 1000));
+        for j in 0..1000 {
+            raw.cmd_str(&format!("XADD stream:groups * foo {j}"));
+        }
+        raw.cmd_str("XGROUP CREATE stream:groups g 0");
+        raw.cmd_str("XREADGROUP GROUP g Alice COUNT 2 STREAMS stream:groups >");
+        raw.cmd_str("XADD stream:destroyed * a b");
+        raw.cmd_str("XGROUP CREATE stream:destroyed g $");
+        raw.cmd_str("XGROUP DESTROY stream:destroyed g");
+        let mut counts = Vec::new();
+        for key in [
+            "set:table",
+            "set:ints",
+            "set:small",
+            "hash:table",
+            "hash:small",
+            "zset:skiplist",
+            "list:nodes",
+            "list:one-node",
+            "stream:groups",
+            "stream:destroyed",
+        ] {
+            assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
+            assert_eq!(raw.cmd_str(&format!("UNLINK {key}")), b":1\r\n", "{kind:?}");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while info_field(&mut raw, "memory", "lazyfree_pending_objects") > 0 {
+                assert!(Instant::now() < deadline, "{kind:?}: {key} still pending");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            counts.push((key, info_field(&mut raw, "memory", "lazyfreed_objects")));
+        }
+        let expected = [
+            ("set:table", 1),
+            ("set:ints", 0),
+            ("set:small", 0),
+            ("hash:table", 1),
+            ("hash:small", 0),
+            ("zset:skiplist", 1),
+            ("list:nodes", 1),
+            ("list:one-node", 0),
+            ("stream:groups", 1),
+            ("stream:destroyed", 0),
+        ];
+        assert_eq!(counts, expected, "{kind:?}");
+    }
+}
+
 /// A connection's query buffer and argument ranges give back what a big request made
 /// them take (Redis's cron resizes query buffers), so that after the UNLINK of a set
 /// sent as one SADD of 100,000 members the memory in use goes back near what it was, on
