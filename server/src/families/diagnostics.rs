@@ -3,6 +3,7 @@
 //! where they mean something here. (DEBUG is `debug.rs`.)
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use goblin_protocol::parse_i64;
 
@@ -269,6 +270,20 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
     let total = crate::alloc::allocated().unwrap_or(rss);
     let peak = cx.shared.memory.peak(total);
     let overhead = total.saturating_sub(dataset);
+    let startup = cx.shared.memory.startup.load(Ordering::Relaxed) as usize;
+    // What INFO memory shows too: the clients' buffers as each thread last measured
+    // them, and the scripts' and functions' bodies.
+    let clients: u64 = cx
+        .shared
+        .traffic
+        .iter()
+        .map(|t| t.clients_mem.load(Ordering::Relaxed))
+        .sum();
+    let (_, scripts) = cx.shared.scripts.stats();
+    let functions = cx
+        .shared
+        .functions
+        .read(|r| r.libraries().map(|l| l.body().len()).sum::<usize>());
     let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     /// A field's value.
     enum V {
@@ -279,14 +294,14 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
     let mut fields: Vec<(String, V)> = [
         ("peak.allocated", peak),
         ("total.allocated", total),
-        ("startup.allocated", 0),
+        ("startup.allocated", startup),
         ("replication.backlog", 0),
         ("clients.slaves", 0),
-        ("clients.normal", 0),
+        ("clients.normal", clients as usize),
         ("cluster.links", 0),
         ("aof.buffer", 0),
-        ("lua.caches", 0),
-        ("functions.caches", 0),
+        ("lua.caches", scripts as usize),
+        ("functions.caches", functions),
     ]
     .into_iter()
     .map(|(name, v)| (name.to_string(), V::Int(v)))
@@ -304,7 +319,7 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
         ("dataset.bytes".to_string(), V::Int(dataset)),
         (
             "dataset.percentage".to_string(),
-            V::Float(ratio(dataset, total) * 100.0),
+            V::Float(ratio(dataset, total.saturating_sub(startup)) * 100.0),
         ),
         (
             "peak.percentage".to_string(),

@@ -123,8 +123,8 @@ fn the_latency_monitor_records_slow_events() {
 }
 
 /// MEMORY USAGE answers bytes for every type (more for a bigger value, nil for a missing
-/// key) and checks SAMPLES as redis-server does; STATS counts the keys of every shard;
-/// DOCTOR, PURGE and MALLOC-STATS answer.
+/// key) and checks SAMPLES as redis-server does; STATS counts the keys of every shard and
+/// has the startup, clients' and scripts' figures; DOCTOR, PURGE and MALLOC-STATS answer.
 #[test]
 fn memory_usage_and_stats_answer() {
     let mut errors = Vec::new();
@@ -183,6 +183,32 @@ fn memory_usage_and_stats_answer() {
     };
     assert_eq!(field("keys.count").as_deref(), Some("6"));
     assert!(field("dataset.bytes").is_some_and(|b| b.parse::<u64>().is_ok_and(|n| n > 10_000)));
+    // The figures INFO memory has: the memory in use at start, the clients' buffers
+    // (measured once a second), the cached scripts' bodies.
+    let number = |stats: &[Vec<u8>], name: &str| -> u64 {
+        stats
+            .iter()
+            .position(|f| f == name.as_bytes())
+            .and_then(|i| stats.get(i + 1))
+            .and_then(|v| String::from_utf8_lossy(v).parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {stats:?}"))
+    };
+    let startup = number(&stats, "startup.allocated");
+    assert!(
+        startup > 0 && startup < number(&stats, "total.allocated"),
+        "{stats:?}"
+    );
+    c.cmd(&[b"SCRIPT", b"LOAD", b"return 'a script of some length'"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let stats = items(&c.cmd(&[b"MEMORY", b"STATS"]));
+        if number(&stats, "clients.normal") > 0 {
+            assert!(number(&stats, "lua.caches") > 0, "{stats:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{stats:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert!(c.cmd(&[b"MEMORY", b"DOCTOR"]).starts_with(b"$"));
     assert!(c.cmd(&[b"MEMORY", b"MALLOC-STATS"]).starts_with(b"$"));
 }
