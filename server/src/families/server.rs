@@ -1108,7 +1108,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     );
     let (scripts, scripts_bytes) = shared.scripts.stats();
     let libraries = shared.functions.read(|r| r.libraries().count());
-    let lua = crate::scripting::engine::lua_bytes() as u64;
+    let lua = crate::scripting::engine::lua_bytes(shared.scripts.generation()) as u64;
     let peak = shared.memory.peak(used as usize) as u64;
     let startup = shared.memory.startup.load(Ordering::Relaxed);
     let dataset = keyspace_bytes as u64;

@@ -8,7 +8,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use goblin_protocol::{Encoder, Version};
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -566,7 +567,7 @@ fn note_write() {
 /// `math.random`'s generator (`redisLrand48`): one for the whole server, as in
 /// redis-server 7.0, where it starts at `rand.c`'s initial state and is never seeded
 /// again but by `math.randomseed` (scripts do not each start it over).
-static RAND48: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1234_ABCD_330E);
+static RAND48: AtomicU64 = AtomicU64::new(0x1234_ABCD_330E);
 
 /// Most main functions [`Engine::idle`] keeps per script: as many as its runs that may
 /// wait at once on one thread, usually one.
@@ -668,29 +669,48 @@ pub enum Stepped {
 
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
-    /// What this thread's interpreter held after its last run, as counted in
-    /// [`LUA_BYTES`].
-    static LUA_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// What this thread's interpreter held after its last run (one of
+    /// [`LUA_SEEN_ALL`]).
+    static LUA_SEEN: std::cell::OnceCell<Arc<LuaSeen>> = const { std::cell::OnceCell::new() };
 }
 
-/// Bytes every thread's interpreter holds, as each saw after its last run (INFO's
-/// `used_memory_lua`).
-static LUA_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Bytes the threads' Lua interpreters hold.
-pub fn lua_bytes() -> usize {
-    LUA_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+/// One thread's interpreter, as it was after its last run: the bytes it held and the
+/// generation of the script cache it was made for.
+#[derive(Debug, Default)]
+struct LuaSeen {
+    generation: AtomicU64,
+    bytes: AtomicUsize,
 }
 
-/// This thread's interpreter holds `bytes` now.
-fn note_lua_bytes(bytes: usize) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let before = LUA_SEEN.with(|seen| seen.replace(bytes));
-    if bytes >= before {
-        LUA_BYTES.fetch_add(bytes - before, Relaxed);
-    } else {
-        LUA_BYTES.fetch_sub(before - bytes, Relaxed);
-    }
+/// Every thread's [`LuaSeen`] (INFO's `used_memory_lua` sums them).
+static LUA_SEEN_ALL: Mutex<Vec<Arc<LuaSeen>>> = Mutex::new(Vec::new());
+
+/// Bytes the threads' Lua interpreters of script cache generation `generation` hold:
+/// after a SCRIPT FLUSH, the interpreters that were made before it (each thread makes
+/// its new one when it next runs a script) no longer count, as Redis's reset
+/// interpreter no longer holds what the old one did.
+pub fn lua_bytes(generation: u64) -> usize {
+    LUA_SEEN_ALL.lock().map_or(0, |all| {
+        all.iter()
+            .filter(|seen| seen.generation.load(Ordering::Relaxed) == generation)
+            .map(|seen| seen.bytes.load(Ordering::Relaxed))
+            .sum()
+    })
+}
+
+/// This thread's interpreter, of generation `generation`, holds `bytes` now.
+fn note_lua_bytes(generation: u64, bytes: usize) {
+    LUA_SEEN.with(|seen| {
+        let seen = seen.get_or_init(|| {
+            let seen = Arc::new(LuaSeen::default());
+            if let Ok(mut all) = LUA_SEEN_ALL.lock() {
+                all.push(Arc::clone(&seen));
+            }
+            seen
+        });
+        seen.generation.store(generation, Ordering::Relaxed);
+        seen.bytes.store(bytes, Ordering::Relaxed);
+    });
 }
 
 /// Runs `f` with this thread's engine, made on first use (or again after a flush of
@@ -709,7 +729,7 @@ pub fn with_engine<R>(generation: u64, f: impl FnOnce(&mut Engine) -> R) -> Opti
         }
         let result = slot.as_mut().map(f);
         if let Some(engine) = slot.as_ref() {
-            note_lua_bytes(engine.lua.used_memory());
+            note_lua_bytes(engine.generation, engine.lua.used_memory());
         }
         result
     })
@@ -1793,7 +1813,7 @@ fn math_random(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
 
 fn math_randomseed(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
     let seed = check_int(lua, &args, 0, "randomseed")?;
-    RAND48.store(srand48(seed), std::sync::atomic::Ordering::Relaxed);
+    RAND48.store(srand48(seed), Ordering::Relaxed);
     Ok(MultiValue::new())
 }
 

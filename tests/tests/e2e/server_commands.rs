@@ -708,6 +708,50 @@ fn info_clients_memory_and_stats_have_redis_fields_in_its_order() {
     assert!(system > used);
 }
 
+/// After SCRIPT FLUSH, `used_memory_lua` counts only the interpreters made since (each
+/// thread makes its new one when it next runs a script), as Redis's reset interpreter:
+/// 10,000 runs of a script on one key stay under Redis's own bound of 100 kB (Redis's
+/// "EVAL does not leak in the Lua stack"), where every thread's old interpreter counted.
+#[test]
+fn script_flush_resets_the_lua_memory_as_redis_does() {
+    for server in [Server::goblin_threads(4), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        // An interpreter on every thread: keys on every shard.
+        for i in 0..32 {
+            let key = format!("k{i}");
+            raw.cmd(&[
+                b"EVAL",
+                b"return redis.call('incr', KEYS[1])",
+                b"1",
+                key.as_bytes(),
+            ]);
+        }
+        assert_eq!(raw.cmd_str("SCRIPT FLUSH"), b"+OK\r\n");
+        let mut bytes = Vec::new();
+        for _ in 0..10_000 {
+            bytes.extend(goblin_tests::encode(&[
+                b"EVAL",
+                b"return redis.call('incr', KEYS[1])",
+                b"1",
+                b"x",
+            ]));
+        }
+        raw.send(&bytes);
+        for _ in 0..10_000 {
+            raw.reply();
+        }
+        assert_eq!(raw.cmd_str("GET x"), b"$5\r\n10000\r\n");
+        let info = String::from_utf8_lossy(&raw.cmd_str("INFO memory")).into_owned();
+        let lua: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("used_memory_lua:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{info}"));
+        assert!(lua > 0 && lua < 100 * 1024, "{kind:?}: {lua}");
+    }
+}
+
 /// With `always-show-logo yes` the log shows a logo with redis-server's ` Port: N` and
 /// ` PID: N` lines, and the log goes to standard output (`logfile ""`), as redis-server's
 /// does: Redis's own test framework starts a server and waits for those lines there.
