@@ -300,7 +300,7 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
         ("clients.normal", clients as usize),
         ("cluster.links", 0),
         ("aof.buffer", 0),
-        ("lua.caches", scripts as usize),
+        ("lua.caches", scripts),
         ("functions.caches", functions),
     ]
     .into_iter()

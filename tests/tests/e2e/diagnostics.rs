@@ -199,7 +199,7 @@ fn memory_usage_and_stats_answer() {
         "{stats:?}"
     );
     c.cmd(&[b"SCRIPT", b"LOAD", b"return 'a script of some length'"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
     loop {
         let stats = items(&c.cmd(&[b"MEMORY", b"STATS"]));
         if number(&stats, "clients.normal") > 0 {
@@ -207,7 +207,7 @@ fn memory_usage_and_stats_answer() {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{stats:?}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert!(c.cmd(&[b"MEMORY", b"DOCTOR"]).starts_with(b"$"));
     assert!(c.cmd(&[b"MEMORY", b"MALLOC-STATS"]).starts_with(b"$"));
