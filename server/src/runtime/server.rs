@@ -84,7 +84,16 @@ pub struct Traffic {
     pub max_input: AtomicU64,
     /// See `max_input`.
     pub max_output: AtomicU64,
+    /// The keys its shard could evict under the `maxmemory` policy (those with an
+    /// expiry, for a `volatile-*` one), as of its last loop iteration under an evicting
+    /// policy ([`EVICTABLE_UNKNOWN`] until then). A shard evicts its own keys only:
+    /// another shard's command is refused for want of memory only when no shard has any
+    /// (`Shard::out_of_memory`).
+    pub evictable: AtomicU64,
 }
+
+/// [`Traffic::evictable`] before a worker has counted under the policy in force.
+pub const EVICTABLE_UNKNOWN: u64 = u64::MAX;
 
 /// INFO's last look at the counters its rates come from.
 #[derive(Debug, Clone, Copy)]
@@ -331,7 +340,12 @@ impl Shared {
             scripts: crate::scripting::Scripts::new(&config),
             functions: Arc::default(),
             pause: crate::runtime::pause::Pause::default(),
-            traffic: (0..threads).map(|_| Traffic::default()).collect(),
+            traffic: (0..threads)
+                .map(|_| Traffic {
+                    evictable: AtomicU64::new(EVICTABLE_UNKNOWN),
+                    ..Traffic::default()
+                })
+                .collect(),
             rejected_connections: AtomicU64::new(0),
             ops_sample: std::sync::Mutex::new(Sample {
                 at: Instant::now(),
@@ -387,7 +401,17 @@ impl Shared {
     /// Replaces the configuration (CONFIG SET, once every new value was checked).
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);
-        self.memory.set(&config.memory);
+        if self.memory.get() != config.memory {
+            self.memory.set(&config.memory);
+            // Every worker wakes to say how many keys it could evict now (and to evict,
+            // if memory is over the new limit); until it has, it may.
+            for t in &self.traffic {
+                t.evictable.store(EVICTABLE_UNKNOWN, Ordering::Relaxed);
+            }
+            for peer in &self.peers {
+                peer.send(Vec::new());
+            }
+        }
         crate::log::set_level(config.loglevel);
         self.slowlog
             .configure(config.slowlog_slower_than, config.slowlog_max_len);

@@ -547,6 +547,7 @@ impl Worker {
         if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
+        self.shard.publish_evictable(&self.shared, &memory);
         if crate::memory::used() <= memory.maxmemory {
             return;
         }

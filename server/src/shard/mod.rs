@@ -629,8 +629,39 @@ impl Shard {
         );
         // Refused only when there was nothing left to evict and memory is still over
         // (redis-server's EVICT_FAIL): not when memory came back under the limit
-        // meanwhile (another shard evicted), which would make a race refuse it.
-        stuck && evicted == 0 && crate::memory::used() > memory.maxmemory
+        // meanwhile (another shard evicted), which would make a race refuse it; nor
+        // while another shard may still evict (a shard evicts its own keys: Redis's one
+        // keyspace would have those to evict), which is woken to.
+        if !(stuck && evicted == 0 && crate::memory::used() > memory.maxmemory) {
+            return false;
+        }
+        if memory.policy.evicts().is_none() {
+            return true;
+        }
+        let mut others = false;
+        for (i, (traffic, peer)) in shared.traffic.iter().zip(&shared.peers).enumerate() {
+            if i != self.id && traffic.evictable.load(Ordering::Relaxed) > 0 {
+                others = true;
+                if peer.sleeping.swap(false, Ordering::SeqCst) {
+                    let _ = peer.waker.wake();
+                }
+            }
+        }
+        !others
+    }
+
+    /// Tells the other shards how many keys this one could evict under `memory`'s
+    /// policy (`Traffic::evictable`).
+    pub fn publish_evictable(&self, shared: &Shared, memory: &crate::memory::MemoryConfig) {
+        let volatile = memory.policy.evicts().is_some_and(|(_, volatile)| volatile);
+        let keys: usize = self
+            .dbs
+            .iter()
+            .map(|k| if volatile { k.volatile_len() } else { k.len() })
+            .sum();
+        if let Some(t) = shared.traffic.get(self.id) {
+            t.evictable.store(keys as u64, Ordering::Relaxed);
+        }
     }
 
     /// Keeps keys' access fields as `mode` says from now on (the eviction policy's
@@ -728,6 +759,9 @@ impl Shard {
             .memory
             .evicted_keys
             .fetch_add(evicted as u64, Ordering::Relaxed);
+        if evicted > 0 {
+            self.publish_evictable(shared, memory);
+        }
         (evicted, stuck)
     }
 

@@ -739,3 +739,46 @@ fn a_big_request_gives_its_buffers_back() {
         }
     }
 }
+
+/// A shard evicts its own keys only: a write over `maxmemory` to a shard that has none
+/// left runs while another shard still has keys to evict (and is woken to evict them),
+/// as a write to redis-server's one keyspace would; it is refused only when no shard has
+/// any (Redis's "maxmemory - is the memory limit honoured?", whose ~140 keys with two
+/// threads left one shard empty).
+#[test]
+fn a_write_to_a_shard_with_no_keys_runs_while_another_can_evict() {
+    let server = Server::goblin_threads(2);
+    let mut raw = server.raw();
+    raw.cmd_str("CONFIG SET maxmemory-policy allkeys-lru");
+    let value = vec![b'x'; 1000];
+    let theirs = goblin_tests::keys::keys_on("far:", 1, 2, 600);
+    let sets: Vec<Vec<Vec<u8>>> = theirs
+        .iter()
+        .map(|k| vec![b"SET".to_vec(), k.clone().into_bytes(), value.clone()])
+        .collect();
+    assert_eq!(pipeline_errors(&mut raw, &sets).0, 0);
+    let ours = goblin_tests::keys::keys_on("near:", 0, 2, 50);
+    let used = info_field(&mut raw, "memory", "used_memory");
+    // Far under what is in use, and in the same write as the commands over it: shard 1
+    // has no time to evict first.
+    let mut commands = vec![vec![
+        b"CONFIG".to_vec(),
+        b"SET".to_vec(),
+        b"maxmemory".to_vec(),
+        (used - 300_000).to_string().into_bytes(),
+    ]];
+    commands.extend(
+        ours.iter()
+            .map(|k| vec![b"SET".to_vec(), k.clone().into_bytes(), b"v".to_vec()]),
+    );
+    let (errors, texts) = pipeline_errors(&mut raw, &commands);
+    assert_eq!(errors, 0, "{texts:?}");
+    // Shard 1 evicted what was over.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut raw, "memory", "used_memory") > used - 300_000 {
+        assert!(Instant::now() < deadline, "memory still over the limit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(info_field(&mut raw, "stats", "evicted_keys") >= 250);
+    raw.cmd_str("CONFIG SET maxmemory 0");
+}
