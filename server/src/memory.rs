@@ -171,7 +171,14 @@ pub struct Limits {
     peak: AtomicU64,
     /// Memory in use once the server was ready (INFO's `used_memory_startup`).
     pub startup: AtomicU64,
+    /// When the last eviction round began (ms), and the bytes still to free in it
+    /// ([`Limits::eviction_share`]).
+    round_at: AtomicU64,
+    debt: AtomicU64,
 }
+
+/// How long an eviction round lasts: what it freed is measured again only after it.
+pub const EVICTION_ROUND_MS: u64 = 100;
 
 impl Limits {
     /// The most memory seen in use, `used` included.
@@ -201,6 +208,43 @@ impl Limits {
             Some((EvictBy::Lru | EvictBy::Lfu, _))
         );
         INTEGERS_SHARED.store(config.maxmemory == 0 || !by_access, Ordering::Relaxed);
+    }
+
+    /// The bytes a shard is to free now, with memory `over` the limit and `sharing`
+    /// shards (itself included) that have keys to evict.
+    ///
+    /// Eviction goes in rounds, as Redis's `performEvictions` frees what was over when it
+    /// began and no more: the first shard to look after a round ends
+    /// ([`EVICTION_ROUND_MS`]) measures what is over, and the shards take their shares of
+    /// that until it is freed. What the evictions make meanwhile — the invalidations sent
+    /// to tracking clients, waiting in other threads' messages and output buffers, ten
+    /// times the bytes freed with ten clients — is not taken for more memory to free
+    /// (Redis's "client tracking don't cause eviction feedback loop"); once it is
+    /// written, the next round measures again.
+    pub fn eviction_share(&self, over: u64, sharing: u64, now: u64) -> u64 {
+        let began = self.round_at.load(Ordering::Relaxed);
+        if now >= began.saturating_add(EVICTION_ROUND_MS)
+            && self
+                .round_at
+                .compare_exchange(began, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.debt.store(over, Ordering::Release);
+        }
+        let mut debt = self.debt.load(Ordering::Acquire);
+        while debt > 0 {
+            let share = debt.div_ceil(sharing.max(1));
+            match self.debt.compare_exchange_weak(
+                debt,
+                debt - share,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return share,
+                Err(now_owed) => debt = now_owed,
+            }
+        }
+        0
     }
 
     /// The configuration now.

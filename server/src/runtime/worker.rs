@@ -572,6 +572,10 @@ impl Worker {
                 &memory,
                 memory.maxmemory,
                 EVICT_PER_ITERATION,
+                // After writes, back under the limit now (as Redis evicts before every
+                // command); else in rounds, not taking what the evictions made for more
+                // to free.
+                self.shard.wrote(),
                 now,
             );
             if let Some(started) = started {
@@ -1680,8 +1684,14 @@ impl Worker {
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
         self.shard.sync_observers();
-        // (Oversized idle buffers are remembered only under a memory limit.)
-        let limited = self.shared.memory.maxmemory() > 0;
+        // Oversized idle buffers are remembered only under a memory limit (given back
+        // before keys are evicted), and given back once written while memory is over it,
+        // as Redis frees its reply list once written: not counted against `maxmemory`
+        // when the next eviction looks (what evicting made, the invalidations of the
+        // keys evicted, would otherwise evict more).
+        let maxmemory = self.shared.memory.maxmemory();
+        let limited = maxmemory > 0;
+        let pressed = limited && crate::memory::used() > maxmemory;
         let now = self.now;
         let mut dirty = std::mem::take(&mut self.dirty);
         for key in dirty.drain(..) {
@@ -1723,7 +1733,12 @@ impl Worker {
             self.traffic_changed = true;
             match written {
                 Ok(true) => {
-                    if limited && conn.output.is_fat() && self.fat_outputs.len() < FAT_OUTPUTS_MAX {
+                    if pressed {
+                        conn.output.release_idle();
+                    } else if limited
+                        && conn.output.is_fat()
+                        && self.fat_outputs.len() < FAT_OUTPUTS_MAX
+                    {
                         self.fat_outputs.push(key);
                     }
                     if conn.closing && !conn.busy() {

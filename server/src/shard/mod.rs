@@ -331,6 +331,11 @@ impl Shard {
         self.published
     }
 
+    /// Whether keys changed since the last [`Shard::take_writes`].
+    pub fn wrote(&self) -> bool {
+        self.writes > 0
+    }
+
     /// Changes since the last call (what a save covers).
     pub fn take_writes(&mut self) -> u64 {
         std::mem::take(&mut self.writes)
@@ -625,6 +630,7 @@ impl Shard {
             &memory,
             memory.maxmemory,
             crate::runtime::worker::EVICT_PER_COMMAND,
+            true,
             now,
         );
         // Refused only when there was nothing left to evict and memory is still over
@@ -679,15 +685,17 @@ impl Shard {
     const EVICTION_MISSES: usize = 4;
 
     /// Evicts keys by `policy` until memory in use is at most `limit` or `budget` keys
-    /// went, each eviction a unit of work of its own (so that observers see a DEL); how
-    /// many went, and whether it stopped for want of keys to evict (`EVICTION_MISSES`
-    /// rounds in a row found none, or the policy evicts nothing). Databases take turns.
+    /// went, each eviction a unit of work of its own (so that observers see a DEL), for a
+    /// command or writes (`for_command`) or in the background (see below); how many
+    /// went, and whether it stopped for want of keys to evict (`EVICTION_MISSES` rounds
+    /// in a row found none, or the policy evicts nothing). Databases take turns.
     pub fn evict(
         &mut self,
         shared: &Shared,
         memory: &crate::memory::MemoryConfig,
         limit: u64,
         budget: usize,
+        for_command: bool,
         now: Millis,
     ) -> (usize, bool) {
         let Some((by, volatile)) = memory.policy.evicts() else {
@@ -705,12 +713,25 @@ impl Shard {
         let samples = memory.samples as usize;
         let mut evicted = 0;
         let mut scratch = Vec::new();
-        // What must be freed, and what each eviction freed: measured around the delete
-        // alone, as Redis's `performEvictions` does, so that what the deletes make (the
-        // invalidations sent to tracking clients, a notification) does not call for more
-        // evictions in the same round (Redis's "client tracking don't cause eviction
-        // feedback loop").
-        let to_free = crate::memory::used().saturating_sub(limit);
+        // What this shard is to free: for a command, until memory is under the limit
+        // (as Redis's `performEvictions` before each command); in the background, its
+        // share of what the round found over, with the shards that have keys to evict
+        // (`Limits::eviction_share`), counting what each eviction freed as the key's own
+        // bytes, as Redis measures the delete alone: not what the delete makes (the
+        // invalidations sent to tracking clients, a notification) nor what other
+        // threads allocate meanwhile.
+        let over = crate::memory::used().saturating_sub(limit);
+        let to_free = if for_command {
+            u64::MAX
+        } else {
+            let sharing = 1 + shared
+                .traffic
+                .iter()
+                .enumerate()
+                .filter(|(i, t)| *i != self.id && t.evictable.load(Ordering::Relaxed) > 0)
+                .count();
+            shared.memory.eviction_share(over, sharing as u64, now)
+        };
         let mut freed = 0u64;
         while evicted < budget && freed < to_free && crate::memory::used() > limit {
             let mut any = false;
@@ -734,9 +755,11 @@ impl Shard {
                     &mut scratch,
                     Version::Resp2,
                     |ctx| {
-                        let before = crate::memory::used();
-                        let gone = ctx.db.delete(&key, now);
-                        (gone, before.saturating_sub(crate::memory::used()))
+                        let bytes = ctx
+                            .db
+                            .peek_stored(&key, now)
+                            .map_or(0, |(e, _)| e.memory_usage());
+                        (ctx.db.delete(&key, now), bytes as u64)
                     },
                 );
                 if gone {

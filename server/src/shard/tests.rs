@@ -840,7 +840,7 @@ fn watched_keys_are_touched_by_eviction_and_expiry_and_cost_nothing_unwatched() 
         policy: crate::memory::Policy::VolatileTtl,
         ..Default::default()
     };
-    shard.evict(&shared, &memory, 0, 1, NOW);
+    shard.evict(&shared, &memory, 0, 1, true, NOW);
     assert!(
         !one.state().is_dirty(),
         "volatile-ttl evicts only the key with a TTL"
@@ -850,7 +850,7 @@ fn watched_keys_are_touched_by_eviction_and_expiry_and_cost_nothing_unwatched() 
         policy: crate::memory::Policy::AllKeysRandom,
         ..Default::default()
     };
-    shard.evict(&shared, &memory, 0, 1, NOW);
+    shard.evict(&shared, &memory, 0, 1, true, NOW);
     assert!(one.state().is_dirty(), "evicted");
     // Both settled: their entries went as the events met them, and nothing is recorded.
     assert!(!shard.dbs().get(0).is_some_and(Keyspace::observed));
