@@ -273,17 +273,9 @@ fn memory_stats_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], parts: Vec<HopOut>) ->
     let startup = cx.shared.memory.startup.load(Ordering::Relaxed) as usize;
     // What INFO memory shows too: the clients' buffers as each thread last measured
     // them, and the scripts' and functions' bodies.
-    let clients: u64 = cx
-        .shared
-        .traffic
-        .iter()
-        .map(|t| t.clients_mem.load(Ordering::Relaxed))
-        .sum();
+    let clients = cx.shared.clients_memory();
     let (_, scripts) = cx.shared.scripts.stats();
-    let functions = cx
-        .shared
-        .functions
-        .read(|r| r.libraries().map(|l| l.body().len()).sum::<usize>());
+    let functions = cx.shared.functions.read(|r| r.bodies_bytes());
     let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     /// A field's value.
     enum V {

@@ -1113,7 +1113,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     let startup = shared.memory.startup.load(Ordering::Relaxed);
     let dataset = keyspace_bytes as u64;
     let overhead = used.saturating_sub(dataset);
-    let clients_mem: u64 = traffic(|t| &t.clients_mem).sum();
+    let clients_mem = shared.clients_memory();
     let percent = |a: u64, b: u64| {
         if b == 0 {
             0.0
@@ -1130,12 +1130,9 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     };
     let fragmentation_bytes = rss as i64 - used as i64;
     let system = total_system_memory();
-    let (functions, function_bytes) = shared.functions.read(|r| {
-        (
-            r.function_count(),
-            r.libraries().map(|l| l.body().len()).sum::<usize>(),
-        )
-    });
+    let (functions, function_bytes) = shared
+        .functions
+        .read(|r| (r.function_count(), r.bodies_bytes()));
     section(
         "memory",
         "Memory",

@@ -398,6 +398,15 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The clients' buffers, as each worker last measured its own (INFO's
+    /// `mem_clients_normal`, MEMORY STATS' `clients.normal`).
+    pub fn clients_memory(&self) -> u64 {
+        self.traffic
+            .iter()
+            .map(|t| t.clients_mem.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Replaces the configuration (CONFIG SET, once every new value was checked).
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);

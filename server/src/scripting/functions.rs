@@ -82,6 +82,12 @@ impl Registry {
         self.libraries.values()
     }
 
+    /// The bytes of the libraries' code (INFO's `used_memory_functions`, MEMORY STATS'
+    /// `functions.caches`).
+    pub fn bodies_bytes(&self) -> usize {
+        self.libraries().map(|l| l.body().len()).sum()
+    }
+
     /// How many functions there are.
     pub fn function_count(&self) -> usize {
         self.functions.len()

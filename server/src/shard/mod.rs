@@ -645,15 +645,26 @@ impl Shard {
             return true;
         }
         let mut others = false;
-        for (i, (traffic, peer)) in shared.traffic.iter().zip(&shared.peers).enumerate() {
-            if i != self.id && traffic.evictable.load(Ordering::Relaxed) > 0 {
-                others = true;
-                if peer.sleeping.swap(false, Ordering::SeqCst) {
-                    let _ = peer.waker.wake();
-                }
+        for i in self.others_with_keys(shared) {
+            others = true;
+            // (An empty message: the worker runs an iteration, which evicts.)
+            if let Some(peer) = shared.peers.get(i) {
+                peer.send(Vec::new());
             }
         }
         !others
+    }
+
+    /// The other shards that have keys to evict (or have not counted them yet:
+    /// `Traffic::evictable`).
+    fn others_with_keys<'s>(&self, shared: &'s Shared) -> impl Iterator<Item = usize> + 's {
+        let me = self.id;
+        shared
+            .traffic
+            .iter()
+            .enumerate()
+            .filter(move |(i, t)| *i != me && t.evictable.load(Ordering::Relaxed) > 0)
+            .map(|(i, _)| i)
     }
 
     /// Tells the other shards how many keys this one could evict under `memory`'s
@@ -720,16 +731,11 @@ impl Shard {
         // bytes, as Redis measures the delete alone: not what the delete makes (the
         // invalidations sent to tracking clients, a notification) nor what other
         // threads allocate meanwhile.
-        let over = crate::memory::used().saturating_sub(limit);
         let to_free = if for_command {
             u64::MAX
         } else {
-            let sharing = 1 + shared
-                .traffic
-                .iter()
-                .enumerate()
-                .filter(|(i, t)| *i != self.id && t.evictable.load(Ordering::Relaxed) > 0)
-                .count();
+            let over = crate::memory::used().saturating_sub(limit);
+            let sharing = 1 + self.others_with_keys(shared).count();
             shared.memory.eviction_share(over, sharing as u64, now)
         };
         let mut freed = 0u64;
