@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use goblin_protocol::{Decoded, RequestDecoder};
+use goblin_tests::cluster::{Cluster, check_is_clean};
 use serde_json::Value;
 
 const LOADGEN: &str = env!("CARGO_BIN_EXE_goblin-loadgen");
@@ -52,6 +53,14 @@ impl ServerKind {
         match self {
             ServerKind::Redis => "redis",
             ServerKind::Goblin => "goblin",
+        }
+    }
+
+    /// The same server, as the shared test harness names it (its cluster nodes).
+    fn cluster_kind(self) -> goblin_tests::Kind {
+        match self {
+            ServerKind::Redis => goblin_tests::Kind::Redis,
+            ServerKind::Goblin => goblin_tests::Kind::Goblin,
         }
     }
 }
@@ -858,126 +867,6 @@ fn a_connection_closed_mid_run_fails_the_run() {
 
 // ---- Redis Cluster (`--cluster`) ----
 
-/// A port P such that P and P + 10000 (its cluster bus port) are both free right now.
-fn free_cluster_port(taken: &[u16]) -> u16 {
-    let mut x = u64::from(std::process::id()) ^ unix_ms();
-    for _ in 0..10_000 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let port = 20_000 + ((x >> 33) % 20_000) as u16;
-        if taken.contains(&port) {
-            continue;
-        }
-        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if free(port) && free(port + 10_000) {
-            return port;
-        }
-    }
-    panic!("no free port pair for a cluster node");
-}
-
-fn redis_cli(args: &[&str]) -> Output {
-    match Command::new("redis-cli").args(args).output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            panic!("redis-cli is not installed; apt-get install -y redis-tools")
-        }
-        Err(e) => panic!("redis-cli: {e}"),
-    }
-}
-
-/// A Redis Cluster of `n` primaries (redis-server or goblin-server) on free ports, each
-/// stopped (by pid) when dropped; its node files live in a directory of their own,
-/// removed then too.
-struct TestCluster {
-    nodes: Vec<Server>,
-    dir: PathBuf,
-}
-
-impl TestCluster {
-    fn start(kind: ServerKind, n: usize) -> TestCluster {
-        let dir = std::env::temp_dir().join(format!(
-            "goblin-loadgen-e2e-{}-cluster-{}",
-            std::process::id(),
-            unix_ms()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cluster = TestCluster {
-            nodes: Vec::new(),
-            dir,
-        };
-        let mut ports = Vec::new();
-        for _ in 0..n {
-            let port = free_cluster_port(&ports);
-            ports.push(port);
-            let conf = cluster.dir.join(format!("nodes-{port}.conf"));
-            let dir = cluster.dir.to_str().unwrap().to_string();
-            cluster.nodes.push(Server::start_on(
-                kind,
-                port,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    conf.to_str().unwrap(),
-                    "--dir",
-                    &dir,
-                ],
-            ));
-        }
-        let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let mut args = vec!["--cluster", "create"];
-        args.extend(addrs.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-        let out = redis_cli(&args);
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let check = redis_cli(&["--cluster", "check", &addrs[0]]);
-            let text = String::from_utf8_lossy(&check.stdout).into_owned();
-            let ok = check.status.success()
-                && text.contains("[OK] All 16384 slots covered")
-                && !text.contains("[ERR]")
-                && !text.contains("[WARNING]")
-                && ports.iter().all(|p| {
-                    let info = redis_cli(&["-p", &p.to_string(), "cluster", "info"]);
-                    String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok")
-                });
-            if ok {
-                return cluster;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the cluster did not settle:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn port(&self, i: usize) -> u16 {
-        self.nodes[i].port
-    }
-
-    fn node_id(&self, i: usize) -> String {
-        let out = redis_cli(&["-p", &self.port(i).to_string(), "cluster", "myid"]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        // Servers first (killed by pid), then their files.
-        self.nodes.clear();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The claim workload (keys hash-tagged into one slot per claim; the oracle scripts
 /// through EVALSHA on redis-server) on a 3-primary cluster while `slots` slots move from
 /// one primary to another: the detector sees every final answer and finds no violation,
@@ -986,7 +875,7 @@ impl Drop for TestCluster {
 /// second, if any) keeps it from taking the cores the nodes move slots with.
 fn claim_during_a_reshard(kind: ServerKind, slots: usize, secs: u64, rate: Option<u32>) {
     let started = Instant::now();
-    let cluster = TestCluster::start(kind, 3);
+    let cluster = Cluster::start(kind.cluster_kind(), 3);
     let json = temp_file("cluster-claim.json");
     let port = cluster.port(0).to_string();
     let secs_text = secs.to_string();
@@ -1035,27 +924,10 @@ fn claim_during_a_reshard(kind: ServerKind, slots: usize, secs: u64, rate: Optio
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1_000));
-    let (from, to) = (cluster.node_id(0), cluster.node_id(1));
     let reshard_began = Instant::now();
-    let reshard = redis_cli(&[
-        "--cluster",
-        "reshard",
-        &format!("127.0.0.1:{port}"),
-        "--cluster-from",
-        &from,
-        "--cluster-to",
-        &to,
-        "--cluster-slots",
-        &slots.to_string(),
-        "--cluster-yes",
-    ]);
+    cluster.reshard(0, 1, slots);
     let reshard_took = reshard_began.elapsed();
     eprintln!("{kind:?}: a reshard of {slots} slots under load took {reshard_took:?}");
-    assert!(
-        reshard.status.success(),
-        "reshard: {}",
-        String::from_utf8_lossy(&reshard.stdout)
-    );
     let out = child.wait_with_output().unwrap();
     assert!(
         reshard_took + Duration::from_secs(1) < Duration::from_secs(secs),
@@ -1085,17 +957,11 @@ fn claim_during_a_reshard(kind: ServerKind, slots: usize, secs: u64, rate: Optio
     assert!(followed > 0, "slots moved under the load: {redirects}");
     // Every primary got its share of the claims.
     for i in 0..3 {
-        let out = redis_cli(&["-p", &cluster.port(i).to_string(), "dbsize"]);
-        let keys: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        assert!(keys > 0, "node {i} holds no key");
+        assert!(cluster.dbsize(i) > 0, "node {i} holds no key");
     }
     // The cluster agrees on where every slot is, and no slot is left open.
-    let check = redis_cli(&["--cluster", "check", &format!("127.0.0.1:{port}")]);
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        check.status.success() && !text.contains("[ERR]") && !text.contains("[WARNING]"),
-        "{text}"
-    );
+    let check = cluster.check_output();
+    assert!(check_is_clean(&check), "{}", check.describe());
     drop(cluster);
     assert!(
         started.elapsed() < Duration::from_secs(secs + 30),
