@@ -256,11 +256,20 @@ impl Node {
                 && raw.try_send(&crate::encode(&[b"PING"])).is_ok()
                 && raw.try_reply().is_ok_and(|r| r == b"+PONG\r\n")
             {
-                if kind == Kind::Redis {
-                    let info = raw.cmd(&[b"INFO", b"server"]);
-                    if let Err(e) = check_oracle_version(&String::from_utf8_lossy(&info)) {
-                        panic!("{e}");
-                    }
+                let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"server"])).into_owned();
+                // A server that another test started on the port since it was found free
+                // answers too: only this node's own process will do.
+                if info_field(&info, "process_id") != Some(self.child.id().to_string().as_str()) {
+                    return Err(format!(
+                        "port in use: another server (process {:?}) answers on {}",
+                        info_field(&info, "process_id"),
+                        self.port
+                    ));
+                }
+                if kind == Kind::Redis
+                    && let Err(e) = check_oracle_version(&info)
+                {
+                    panic!("{e}");
                 }
                 return Ok(());
             }
