@@ -1036,7 +1036,8 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         }
         kept if let Some(i) = inert::find(kept) => {
             // (An option of several words says itself what is wrong with them.)
-            let several = matches!(inert::INERT[i].kind, inert::Kind::Flags(_));
+            let several = matches!(inert::INERT[i].kind, inert::Kind::Flags(_))
+                || inert::INERT[i].name == "replicaof";
             let value = inert::INERT[i].check(values).map_err(|e| {
                 if values.len() == 1 || several {
                     e

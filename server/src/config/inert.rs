@@ -331,6 +331,23 @@ impl Inert {
             {
                 Err("wrong number of arguments".into())
             }
+            // `<host> <port>` (or `no one`), the port a number up to 65535, as
+            // redis-server reads it.
+            Kind::Text if self.name == "replicaof" => {
+                let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+                if words.is_empty() && !values.is_empty() {
+                    // (Its default, "": none.)
+                    return Ok(String::new());
+                }
+                let [host, port] = words.as_slice() else {
+                    return Err("wrong number of arguments".into());
+                };
+                let no_one = host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one");
+                if !no_one && !port.parse::<i64>().is_ok_and(|p| (0..=65535).contains(&p)) {
+                    return Err("Invalid master port".into());
+                }
+                Ok(words.join(" "))
+            }
             Kind::Text if self.name == "latency-tracking-info-percentiles" => {
                 crate::runtime::histogram::canonical_percentiles(&values.join(" "))
             }
@@ -498,6 +515,23 @@ mod tests {
         let o = |name: &str| &INERT[find(name).unwrap()];
         let v = |s: &str| vec![s.to_string()];
         assert_eq!(o("activerehashing").check(&v("NO")), Ok("no".into()));
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            o("replicaof").check(&words(&["127.0.0.1", "abc"])),
+            Err("Invalid master port".into())
+        );
+        assert_eq!(
+            o("replicaof").check(&words(&["--127.0.0.1"])),
+            Err("wrong number of arguments".into())
+        );
+        assert_eq!(
+            o("replicaof").check(&words(&["NO", "ONE"])),
+            Ok("NO ONE".into())
+        );
+        assert_eq!(
+            o("replicaof").check(&words(&["h", "6380"])),
+            Ok("h 6380".into())
+        );
         assert_eq!(
             o("activerehashing").check(&v("maybe")),
             Err("argument must be 'yes' or 'no'".into())

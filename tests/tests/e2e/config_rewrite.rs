@@ -559,3 +559,38 @@ fn the_command_line_is_read_as_redis_server_reads_it() {
         got(&Server::redis_with(&args))
     );
 }
+
+#[test]
+fn a_bad_replicaof_on_the_command_line_is_refused_as_redis_server_refuses_it() {
+    // Redis's "redis-server command line arguments - error cases": a port that is not a
+    // number, or one value alone, stops the server at start-up with its error (a server
+    // that started instead would be stopped at the deadline, and fail the comparison).
+    let tail = |program: PathBuf, case: &[&str]| -> String {
+        let mut command = Command::new(program);
+        command.args(["--port", "0", "--save", ""]).args(case);
+        let out = goblin_tests::cluster::run_bounded(&mut command, Duration::from_secs(10));
+        assert!(
+            out.status.is_some(),
+            "{case:?}: still running at the deadline"
+        );
+        let text = format!("{}{}", out.stdout, out.stderr);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(2)..].join("\n")
+    };
+    for case in [
+        &["--replicaof", "127.0.0.1", "abc"][..],
+        &["--replicaof", "--127.0.0.1", "abc"],
+        &["--replicaof", "--127.0.0.1", "--abc"],
+        &["--replicaof", "127.0.0.1", "70000"],
+        &["--replicaof", "a", "b", "c"],
+        &["--replicaof"],
+    ] {
+        let goblin = tail(goblin_binary(), case);
+        assert_eq!(
+            goblin,
+            tail(PathBuf::from("redis-server"), case),
+            "{case:?}"
+        );
+        assert!(goblin.contains("'replicaof"), "{case:?}: {goblin}");
+    }
+}
