@@ -236,6 +236,19 @@ impl RequestDecoder {
         }
     }
 
+    /// After [`Decoded::Incomplete`]: the bulk argument being received, as where its
+    /// payload starts (from the request start) and its declared length.
+    pub fn awaited_bulk(&self) -> Option<(usize, usize)> {
+        match self.state {
+            State::Multibulk {
+                pos,
+                bulk: Some(len),
+                ..
+            } => Some((pos, len)),
+            _ => None,
+        }
+    }
+
     /// Gives back the room of the ranges of a request with many arguments, once no
     /// request is partly decoded (room for up to 1,024 is kept).
     pub fn shrink(&mut self) {

@@ -2,7 +2,8 @@
 //! written for redis-server (Debian's own, say) starts goblin-server unchanged, CONFIG
 //! GET shows them, CONFIG SET checks and keeps them, CONFIG REWRITE writes them. Most
 //! tune what Goblin does not have (replication, TLS, active defrag); the encodings'
-//! thresholds and the latency histograms' options are put in force ([`apply_thresholds`]);
+//! thresholds and the latency histograms' options are put in force ([`apply_thresholds`]),
+//! and so is `maxmemory-clients` (`runtime/client_eviction.rs` reads it);
 //! a few are logged at start-up when they
 //! ask for something Goblin does not do (`daemonize yes`, a TLS port, a Unix socket,
 //! `replicaof`).

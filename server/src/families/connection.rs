@@ -676,8 +676,9 @@ fn client_kill_gather(ctx: &mut ConnCtx<'_>, args: &Args<'_>, answers: Vec<Vec<u
     }
 }
 
-/// `CLIENT NO-EVICT ON|OFF`: accepted (Goblin never evicts clients for memory; the
-/// output-buffer limits still apply, as they do in Redis).
+/// `CLIENT NO-EVICT ON|OFF`: whether the client may be evicted for `maxmemory-clients`
+/// (weighed again once the command has run; the output-buffer limits still apply, as
+/// they do in Redis).
 fn client_no_evict(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let arg = args.get(2);
     if arg.eq_ignore_ascii_case(b"on") || arg.eq_ignore_ascii_case(b"off") {

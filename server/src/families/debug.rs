@@ -87,6 +87,12 @@ const HELP: &[&str] = &[
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
     "    Stop periodic cron job processing.",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "    In case NEVER is provided the last observed peak will never be reset",
+    "    In case RESET is provided the peak reset time will be restored to the default value",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
     "HELP",
     "    Prints this help.",
 ];
@@ -189,6 +195,22 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
     } else if is("PROTOCOL") && n == 3 {
         Job::Protocol(args.get(2).to_ascii_lowercase())
     } else if is("QUICKLIST-PACKED-THRESHOLD") && n == 3 {
+        Job::Ok
+    } else if is("REPLYBUFFER") && n == 4 {
+        // Accepted as Redis checks it: Goblin's reply buffers have no cron that resizes
+        // them by their peak (a buffer gives its room back once written), so there is
+        // nothing to tune or stop.
+        let (what, value) = (args.get(2), args.get(3));
+        if is_keyword(what, "PEAK-RESET-TIME") {
+            if !is_keyword(value, "NEVER")
+                && !is_keyword(value, "RESET")
+                && goblin_protocol::parse_i64(value).is_none()
+            {
+                return Err(errors::NOT_INTEGER.to_vec());
+            }
+        } else if !is_keyword(what, "RESIZING") {
+            return Err(errors::subcommand_syntax(b"debug", sub));
+        }
         Job::Ok
     } else if is("SET-DISABLE-DENY-SCRIPTS") && n == 3 {
         Job::DenyScripts(atoi(args.get(2)) != 0)

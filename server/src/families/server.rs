@@ -539,6 +539,10 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
             t.output.store(0, Ordering::Relaxed);
         }
         cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
+        cx.shared
+            .client_eviction
+            .evicted
+            .store(0, Ordering::Relaxed);
         goblin_store::lazyfree::reset_stats();
         cx.reply(|e| e.ok())
     }
@@ -1197,7 +1201,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
              rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\n\
              sync_partial_err:0\r\nexpired_keys:{expired_keys}\r\n\
-             evicted_keys:{}\r\nevicted_clients:0\r\n\
+             evicted_keys:{}\r\nevicted_clients:{}\r\n\
              keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
              latest_fork_usec:0\r\ntotal_forks:0\r\n\
@@ -1217,6 +1221,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.net_output_bytes(),
             shared.rejected_connections.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
+            shared.client_eviction.evicted.load(Ordering::Relaxed),
             shared.pubsub.len(Space::Channels),
             shared.pubsub.len(Space::Patterns),
             shared.pubsub.len(Space::ShardChannels),

@@ -49,9 +49,12 @@ impl<'a> WorkerView<'a> {
     }
 
     /// Brings what each client's connection holds up to date in its client state
-    /// (CLIENT LIST shows it); the asker's query buffer holds `asking` (the command it
+    /// (CLIENT LIST shows it), once clients over `maxmemory-clients` are evicted; the asker's query buffer holds `asking` (the command it
     /// runs), as redis-server's still does.
     pub fn refresh_facts(&mut self, asking: &Args<'_>) {
+        // Clients over `maxmemory-clients` are evicted first, as Redis evicts them
+        // before it runs the next command.
+        self.worker.weigh_clients();
         let keys: Vec<usize> = self.worker.conns.iter().map(|(key, _)| key).collect();
         for key in keys {
             let blocked = self.worker.blocked_in_a_wait(key);

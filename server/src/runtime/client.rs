@@ -49,7 +49,7 @@ pub struct Client {
     pub monitor: bool,
     /// Its Pub/Sub subscriptions.
     pub subs: Subscriptions,
-    /// CLIENT NO-EVICT (kept for CLIENT LIST's flags; clients are never evicted).
+    /// CLIENT NO-EVICT: never evicted for `maxmemory-clients`.
     pub no_evict: bool,
     /// Its connection's buffers and state, as of the command being run (a connection
     /// command sees them; CLIENT INFO shows them).

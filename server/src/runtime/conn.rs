@@ -109,6 +109,29 @@ impl Input {
         self.start < self.end
     }
 
+    /// When a bulk argument of 32 KiB or more is arriving, the bytes of its request
+    /// before its payload: Redis's query buffer then starts at the payload (it trims the
+    /// rest, `PROTO_MBULK_BIG_ARG`), and CLIENT LIST's `qbuf` counts from there.
+    pub fn big_bulk_head(&self) -> usize {
+        match self.decoder.awaited_bulk() {
+            Some((pos, len)) if len >= 32 * 1024 => pos.min(self.pending()),
+            _ => 0,
+        }
+    }
+
+    /// When a bulk argument of 32 KiB or more is arriving, the room its buffer still
+    /// lacks for it: counted with the client's memory as Redis counts the query buffer it
+    /// makes room for such an argument in at once (here the room is made as the bytes
+    /// arrive).
+    pub fn big_bulk_rest(&self) -> usize {
+        match (self.decoder.awaited_bulk(), self.decoder.needed()) {
+            (Some((_, len)), Some(needed)) if len >= 32 * 1024 => {
+                (self.start + needed).saturating_sub(self.buf.len())
+            }
+            _ => 0,
+        }
+    }
+
     /// Marks `n` bytes at the start as consumed.
     pub fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
@@ -181,13 +204,26 @@ impl Input {
             self.shift(from);
         }
         if self.buf.len() - self.end < READ_MIN_FREE {
-            // A buffer given back whole (idle) starts again at the initial size.
-            let len = if self.buf.is_empty() {
+            // A buffer given back whole (idle) starts again at the initial size. It
+            // doubles, but no further than the end of a bulk argument on its way, as
+            // Redis sizes its query buffer to a big argument (what was declared is
+            // reached only as it arrives: never more than twice what did).
+            let doubled = if self.buf.is_empty() {
                 READ_BUFFER_INITIAL
             } else {
                 self.buf.len().max(READ_BUFFER_INITIAL) * 2
             };
-            self.buf.resize(len, 0);
+            let len = match self.decoder.needed() {
+                Some(needed) if self.start + needed > self.end => {
+                    (self.start + needed).clamp(self.buf.len(), doubled)
+                }
+                _ => doubled,
+            };
+            if len > self.buf.len() {
+                // (Exactly: `resize` alone would round the capacity up to a doubling.)
+                self.buf.reserve_exact(len - self.buf.len());
+                self.buf.resize(len, 0);
+            }
         }
     }
 
@@ -408,6 +444,9 @@ pub struct Conn {
     pub exec_rest: Option<crate::runtime::pipeline::ExecRest>,
     /// MULTI state: the queued commands, and whether one was rejected.
     pub multi: Option<MultiState>,
+    /// Its memory and bucket as its worker last published them for client eviction
+    /// (`None`: not counted, no limit is set).
+    pub evict: Option<crate::runtime::client_eviction::Weight>,
     /// A request that arrived while the connection waited: the length of the frame at the
     /// start of the input, already decoded (its arguments are still the decoder's), to run
     /// first. It stays where it is, uncopied, and the decoder is not called again until it
@@ -478,14 +517,37 @@ impl Conn {
         use std::os::fd::AsRawFd as _;
         ConnFacts {
             fd: self.stream.as_raw_fd(),
-            qbuf: self.input.pending(),
+            qbuf: self.input.pending() - self.input.big_bulk_head(),
             qbuf_free: self.input.buf.len() - self.input.end,
             multi: self.multi.as_ref().map(|m| m.queued.len()),
             omem: self.output.pending(),
-            tot_mem: self.input.buf.len() + self.output.buf.capacity(),
+            tot_mem: self.memory(),
             blocked,
             writable: self.wants_writable,
         }
+    }
+
+    /// The memory the connection holds (CLIENT LIST's `tot-mem`, what client eviction
+    /// weighs), as Redis's `getClientMemoryUsage` counts it: its buffers (with the rest
+    /// of a big argument on its way, [`Input::big_bulk_rest`]), its replies
+    /// waiting for other shards, its queued MULTI commands, the tables of the keys it
+    /// WATCHes and of its subscriptions, and its tracking prefixes.
+    pub fn memory(&self) -> usize {
+        size_of::<Conn>()
+            + self.input.buf.capacity()
+            + self.input.big_bulk_rest()
+            + self.output.buf.capacity()
+            + self.early.replies.capacity()
+            + self.multi.as_ref().map_or(0, |m| m.bytes)
+            + self.client.watching.as_ref().map_or(0, |w| w.table_bytes())
+            + self.client.subs.table_bytes()
+            + self
+                .client
+                .tracking
+                .prefixes
+                .iter()
+                .map(|p| p.len() + size_of::<Box<[u8]>>())
+                .sum::<usize>()
     }
 
     /// The client's CLIENT LIST line as it is now.
@@ -521,6 +583,7 @@ impl Conn {
             asking: None,
             exec_rest: None,
             multi: None,
+            evict: None,
             deferred: None,
             peer_closed: false,
             gone: false,

@@ -3,6 +3,7 @@
 
 pub mod ask;
 pub mod client;
+pub mod client_eviction;
 pub mod conn;
 pub mod histogram;
 pub mod latency;

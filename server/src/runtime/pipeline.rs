@@ -438,6 +438,8 @@ impl Worker {
             };
             queued.caller = conn.client.script_caller(spec, self.now);
             if let Some(multi) = conn.multi.as_mut() {
+                multi.bytes +=
+                    size_of::<Batch>() + queued.data.len() + size_of_val(queued.spans.as_slice());
                 multi.queued.push(queued);
                 multi.deny_oom |= spec.flags.contains(Flags::DENYOOM);
             }

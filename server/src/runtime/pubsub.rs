@@ -88,6 +88,15 @@ impl Subscriptions {
         self.sets[space as usize].len()
     }
 
+    /// What its tables take (client eviction weighs it; the names' own bytes are not
+    /// counted, as Redis does not count them).
+    pub fn table_bytes(&self) -> usize {
+        self.sets
+            .iter()
+            .map(|s| s.capacity() * (size_of::<Box<[u8]>>() + 1))
+            .sum()
+    }
+
     /// The names the client subscribes to in `space`.
     pub fn names(&self, space: Space) -> Vec<Box<[u8]>> {
         self.sets[space as usize].iter().cloned().collect()

@@ -76,8 +76,8 @@ pub struct Traffic {
     pub hops: AtomicU64,
     /// CONFIG RESETSTAT asked for the totals to start again.
     pub reset: AtomicBool,
-    /// Its clients' buffers, input and output, at its last look (once a second while
-    /// it works): INFO's `mem_clients_normal`.
+    /// Its clients' memory (`Conn::memory`, CLIENT LIST's `tot-mem`) at its last look
+    /// (once a second while it works): INFO's `mem_clients_normal`.
     pub clients_mem: AtomicU64,
     /// The largest input and output buffer of its clients then
     /// (`client_recent_max_input_buffer`, `_output_buffer`).
@@ -90,6 +90,14 @@ pub struct Traffic {
     /// another shard's command is refused for want of memory only when no shard has any
     /// (`Shard::out_of_memory`).
     pub evictable: AtomicU64,
+}
+
+/// The `maxmemory-clients` limit of `config`, in bytes (0: none).
+fn clients_limit(config: &Config) -> u64 {
+    crate::runtime::client_eviction::limit(
+        crate::config::inert::value(&config.inert, "maxmemory-clients").unwrap_or("0"),
+        config.memory.maxmemory,
+    )
 }
 
 /// [`Traffic::evictable`] before a worker has counted under the policy in force.
@@ -167,6 +175,8 @@ pub struct Shared {
     pub slowlog: crate::runtime::slowlog::SlowLog,
     /// What one client may make the server hold.
     pub client_limits: crate::runtime::limits::ClientLimits,
+    /// What all the clients may hold (`maxmemory-clients`), and who holds it.
+    pub client_eviction: crate::runtime::client_eviction::ClientEviction,
     /// `hll-sparse-max-bytes`, as the shards read it.
     pub hll_sparse_max_bytes: AtomicUsize,
     /// The script cache, and what scripts may do (`busy-reply-threshold`,
@@ -336,6 +346,11 @@ impl Shared {
                 config.slowlog_max_len,
             ),
             client_limits: crate::runtime::limits::ClientLimits::new(&config),
+            client_eviction: {
+                let eviction = crate::runtime::client_eviction::ClientEviction::new(threads);
+                eviction.set_limit(clients_limit(&config));
+                eviction
+            },
             hll_sparse_max_bytes: AtomicUsize::new(hll_sparse_max_bytes(&config)),
             scripts: crate::scripting::Scripts::new(&config),
             functions: Arc::default(),
@@ -432,6 +447,15 @@ impl Shared {
         persist.set_fsync(config.persist.appendfsync);
         persist.set_log(config.persist.appendonly);
         self.client_limits.set(&config);
+        let clients = clients_limit(&config);
+        if self.client_eviction.limit() != clients {
+            // Every worker wakes to measure its clients under the new limit, and to
+            // evict, if they are over it.
+            self.client_eviction.set_limit(clients);
+            for peer in &self.peers {
+                peer.send(Vec::new());
+            }
+        }
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);

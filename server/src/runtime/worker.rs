@@ -326,6 +326,9 @@ pub struct Worker {
     awaiting_steps: usize,
     /// Cluster mode: the version of the routes the parked jobs were last checked against.
     parked_routes: u64,
+    /// The `maxmemory-clients` limit its clients were last weighed under (0: none;
+    /// `runtime/client_eviction.rs`).
+    pub(crate) clients_limit: u64,
 }
 
 /// `accept` errors: the process, or the system, has no descriptor left.
@@ -411,6 +414,7 @@ impl Worker {
             expect_spin: spin::Spin::default(),
             awaiting_steps: 0,
             parked_routes: 0,
+            clients_limit: 0,
             last_fd_warning: None,
         })
     }
@@ -464,6 +468,8 @@ impl Worker {
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
+            // Clients before keys, as Redis evicts them.
+            self.client_eviction_work();
             self.memory_work();
             self.shard.limit_tracking(&self.shared);
             self.save_work();
@@ -551,7 +557,10 @@ impl Worker {
         if crate::memory::used() <= memory.maxmemory {
             return;
         }
-        // First the room idle clients' output buffers kept after a burst (the
+        // Clients over `maxmemory-clients` go before keys (weighed as they are now: the
+        // replies written into their buffers since they were last weighed count).
+        self.weigh_clients();
+        // Then the room idle clients' output buffers kept after a burst (the
         // invalidations of evicted keys, say: Redis frees its reply lists once written,
         // so they do not call for more evictions).
         let mut released = false;
@@ -746,8 +755,7 @@ impl Worker {
         self.next_clients_look = self.now + 1000;
         let (mut total, mut input, mut output) = (0, 0, 0);
         for (_, c) in self.conns.iter() {
-            let (i, o) = (c.input.buf.capacity(), c.output.buf.capacity());
-            total += i + o;
+            total += c.memory();
             input = input.max(c.input.buf.len());
             output = output.max(c.output.pending());
         }
@@ -1621,6 +1629,9 @@ impl Worker {
         }
         loop {
             self.run_requests(key);
+            if self.weigh_client(key) {
+                return;
+            }
             let blocked = self.blocked_in_a_wait(key);
             let Some(conn) = self.conns.get_mut(key) else {
                 return;
@@ -1649,7 +1660,13 @@ impl Worker {
                     self.close_over_query_limit(key);
                     return;
                 }
+                if self.weigh_client(key) {
+                    return;
+                }
             }
+            let Some(conn) = self.conns.get_mut(key) else {
+                return;
+            };
             match outcome {
                 Ok(ReadOutcome::Full) => {}
                 Ok(ReadOutcome::Drained) if conn.read_to_end => {}
@@ -1692,28 +1709,19 @@ impl Worker {
         let maxmemory = self.shared.memory.maxmemory();
         let limited = maxmemory > 0;
         let pressed = limited && crate::memory::used() > maxmemory;
-        let now = self.now;
         let mut dirty = std::mem::take(&mut self.dirty);
         for key in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
             };
             conn.dirty = false;
-            if conn.output.pending() > 0
-                && !conn.gone
-                && let Some(limit) =
-                    self.shared
-                        .client_limits
-                        .output_limit(if conn.client.subs.active() {
-                            ClientClass::Pubsub
-                        } else {
-                            ClientClass::Normal
-                        })
-                && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
-            {
-                self.close_over_output_limit(key);
+            // Its output limit first; then what its new replies make it weigh.
+            if self.past_output_limit(key) || self.weigh_client(key) {
                 continue;
             }
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
             // A connection waiting for replies from other shards gets its output written
             // with the rest of its pipeline's: one write for the pipeline, as with a
             // local one, instead of one per shard round trip. (`after_wait` marks it
@@ -1791,6 +1799,29 @@ impl Worker {
         self.send_outboxes();
     }
 
+    /// Closes the client `key` if its pending replies passed its class's output limit
+    /// (`client-output-buffer-limit`); whether it did.
+    pub(crate) fn past_output_limit(&mut self, key: usize) -> bool {
+        let now = self.now;
+        let limits = &self.shared.client_limits;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return false;
+        };
+        if conn.output.pending() > 0
+            && !conn.gone
+            && let Some(limit) = limits.output_limit(if conn.client.subs.active() {
+                ClientClass::Pubsub
+            } else {
+                ClientClass::Normal
+            })
+            && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
+        {
+            self.close_over_output_limit(key);
+            return true;
+        }
+        false
+    }
+
     /// Closes a client whose pending replies passed its class's output limit
     /// (`client-output-buffer-limit`), logging it as redis-server does.
     fn close_over_output_limit(&mut self, key: usize) {
@@ -1828,6 +1859,7 @@ impl Worker {
 
     /// Closes a connection; its slot stays until work in flight for it has answered.
     pub(crate) fn close(&mut self, key: usize) {
+        self.unweigh(key);
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };

@@ -114,6 +114,12 @@ impl Watching {
     pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
         self.keys.iter().map(|(_, k)| &**k)
     }
+
+    /// What its table of keys takes (client eviction weighs it; the keys' own bytes
+    /// are not counted, as Redis does not count them).
+    pub fn table_bytes(&self) -> usize {
+        self.keys.capacity() * (size_of::<(usize, Box<[u8]>)>() + 1)
+    }
 }
 
 impl Drop for Watching {

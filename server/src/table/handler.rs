@@ -450,6 +450,9 @@ pub struct MultiState {
     /// A queued command may grow memory (`denyoom`): over `maxmemory`, EXEC is refused
     /// with OOM (EXECABORT), as in Redis.
     pub deny_oom: bool,
+    /// What the queued commands hold: their arguments' bytes and ranges (client
+    /// eviction weighs it).
+    pub bytes: usize,
 }
 
 /// The context of a transaction command (MULTI, EXEC, DISCARD).

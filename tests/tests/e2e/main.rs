@@ -7,6 +7,7 @@ mod atomicity;
 mod bitmaps_diff;
 mod blocking;
 mod client_commands;
+mod client_eviction;
 mod client_limits;
 mod clients;
 mod cluster;

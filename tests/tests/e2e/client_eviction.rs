@@ -1,0 +1,257 @@
+//! Client eviction (`maxmemory-clients`), differentially against redis-server: a client
+//! whose memory takes the clients past the limit is closed, the largest first, until
+//! they are under it; CLIENT NO-EVICT spares one; INFO counts `evicted_clients`.
+//! goblin-server runs with three threads, so that the clients live on several.
+
+use std::time::{Duration, Instant};
+
+use goblin_tests::reply::info_field;
+use goblin_tests::{Raw, Server};
+
+fn servers() -> Vec<Server> {
+    vec![Server::goblin_threads(3), Server::redis()]
+}
+
+/// A connection to `server` named `name`.
+fn named(server: &Server, name: &str) -> Raw {
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), b"+OK\r\n");
+    c
+}
+
+/// The control connection: never evicted itself.
+fn control(server: &Server) -> Raw {
+    let mut c = named(server, "control");
+    assert_eq!(c.cmd(&[b"CLIENT", b"NO-EVICT", b"ON"]), b"+OK\r\n");
+    c
+}
+
+fn config_set(c: &mut Raw, name: &str, value: &str) {
+    assert_eq!(
+        c.cmd(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]),
+        b"+OK\r\n",
+        "CONFIG SET {name} {value}"
+    );
+}
+
+/// Each named client's CLIENT LIST field `field`, by name.
+fn clients(c: &mut Raw, field: &str) -> Vec<(String, u64)> {
+    let list = String::from_utf8_lossy(&c.cmd(&[b"CLIENT", b"LIST"])).into_owned();
+    list.lines()
+        .filter_map(|line| {
+            let get = |f: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
+                    .map(str::to_string)
+            };
+            let name = get("name").filter(|n| !n.is_empty())?;
+            Some((name, get(field)?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn names(c: &mut Raw) -> Vec<String> {
+    let mut names: Vec<String> = clients(c, "tot-mem").into_iter().map(|(n, _)| n).collect();
+    names.sort();
+    names
+}
+
+fn evicted(c: &mut Raw) -> u64 {
+    let info = String::from_utf8_lossy(&c.cmd(&[b"INFO", b"stats"])).into_owned();
+    info_field(&info, "evicted_clients")
+        .and_then(|v| v.parse().ok())
+        .expect("evicted_clients in INFO stats")
+}
+
+/// Waits until no client named `name` is listed.
+fn wait_gone(c: &mut Raw, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while names(c).iter().any(|n| n == name) {
+        assert!(Instant::now() < deadline, "{name} still listed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends the start of `ECHO <declared bytes>` and `sent` of its bytes, no more.
+fn half_echo(c: &mut Raw, declared: usize, sent: usize) {
+    let mut request = format!("*2\r\n$4\r\nECHO\r\n${declared}\r\n").into_bytes();
+    request.resize(request.len() + sent, b'v');
+    // (A client evicted as it sends finds its connection closed: what the test looks
+    // at next tells.)
+    let _ = c.try_send(&request);
+}
+
+/// Waits until every client named in `sizes` holds at least its bytes in its query
+/// buffer.
+fn wait_for_qbufs(c: &mut Raw, sizes: &[(String, u64)], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let qbufs = clients(c, "qbuf");
+        let full = sizes
+            .iter()
+            .all(|(name, size)| qbufs.iter().any(|(n, q)| n == name && q + 64 >= *size));
+        if full {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {qbufs:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A client whose big argument on its way takes the clients past the limit (a share of
+/// `maxmemory` here) is closed, and counted; a smaller one stays and finishes its
+/// command.
+#[test]
+fn a_client_past_maxmemory_clients_is_evicted_and_counted() {
+    for server in servers() {
+        let what = format!("{:?}", server.kind);
+        let mut ctl = control(&server);
+        config_set(&mut ctl, "maxmemory", "10mb");
+        config_set(&mut ctl, "maxmemory-clients", "10%");
+        assert_eq!(ctl.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        let mut small = named(&server, "small");
+        half_echo(&mut small, 200_000, 100_000);
+        let mut big = named(&server, "big");
+        half_echo(&mut big, 2_000_000, 600_000);
+        let (bytes, closed) = big.read_to_close(Duration::from_secs(10));
+        assert!(closed && bytes.is_empty(), "{what}: {closed} {bytes:?}");
+        assert_eq!(names(&mut ctl), ["control", "small"], "{what}");
+        assert_eq!(evicted(&mut ctl), 1, "{what}");
+        small.send(&vec![b'v'; 100_000]);
+        small.send(b"\r\n");
+        let reply = small.reply();
+        assert!(reply.starts_with(b"$200000\r\n"), "{what}");
+        assert_eq!(reply.len(), 200_000 + 11, "{what}");
+    }
+}
+
+/// CLIENT NO-EVICT ON spares a client whose replies pile up past the limit; turned off,
+/// the client is weighed again and evicted.
+#[test]
+fn no_evict_spares_a_client_until_it_is_turned_off() {
+    for server in servers() {
+        let what = format!("{:?}", server.kind);
+        let mut ctl = control(&server);
+        assert_eq!(ctl.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        // (Set from a client of its own: the room a big argument took stays with the
+        // client that sent it for a while, on both servers.)
+        let mut setter = named(&server, "setter");
+        assert_eq!(
+            setter.cmd(&[b"SET", b"k", &vec![b'v'; 1 << 20]]),
+            b"+OK\r\n"
+        );
+        drop(setter);
+        wait_gone(&mut ctl, "setter");
+        config_set(&mut ctl, "maxmemory-clients", "1mb");
+        let mut spared = named(&server, "spared");
+        assert_eq!(spared.cmd(&[b"CLIENT", b"NO-EVICT", b"ON"]), b"+OK\r\n");
+        // Replies it does not read: past 4 MB, more than the socket buffers take.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            spared.send(&goblin_tests::encode(&[b"GET", b"k"]));
+            std::thread::sleep(Duration::from_millis(20));
+            let mem = clients(&mut ctl, "tot-mem");
+            if mem.iter().any(|(n, m)| n == "spared" && *m > 4 << 20) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{what}: {mem:?}");
+        }
+        assert_eq!(names(&mut ctl), ["control", "spared"], "{what}");
+        assert_eq!(evicted(&mut ctl), 0, "{what}");
+        spared.send(&goblin_tests::encode(&[b"CLIENT", b"NO-EVICT", b"OFF"]));
+        let (_, closed) = spared.read_to_close(Duration::from_secs(10));
+        assert!(closed, "{what}");
+        assert_eq!(names(&mut ctl), ["control"], "{what}");
+        assert_eq!(evicted(&mut ctl), 1, "{what}");
+    }
+}
+
+/// Lowering the limit evicts the largest clients first, and only until the clients are
+/// under it (Redis's "evict clients in right order (large to small)").
+#[test]
+fn lowering_the_limit_evicts_the_largest_clients_first() {
+    for server in servers() {
+        let what = format!("{:?}", server.kind);
+        let mut ctl = control(&server);
+        assert_eq!(ctl.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        let sizes = [("small", 40_000), ("medium", 300_000), ("large", 2_500_000)];
+        let mut conns = Vec::new();
+        let mut waited = Vec::new();
+        for (kind, size) in sizes {
+            for i in 0..3 {
+                let name = format!("{kind}-{i}");
+                let mut c = named(&server, &name);
+                // All but the last byte: the argument fills its room and stays.
+                half_echo(&mut c, size, size - 1);
+                conns.push(c);
+                waited.push((name, size as u64 - 1));
+            }
+        }
+        wait_for_qbufs(&mut ctl, &waited, &what);
+        let mem = clients(&mut ctl, "tot-mem");
+        let of = |prefix: &str| -> u64 {
+            mem.iter()
+                .filter(|(n, _)| n.starts_with(prefix))
+                .map(|(_, m)| m)
+                .sum()
+        };
+        let all = of("");
+        let expect = |ctl: &mut Raw, kinds: &[&str]| {
+            let left: Vec<String> = names(ctl)
+                .into_iter()
+                .filter(|n| n != "control")
+                .map(|n| n.split('-').next().unwrap_or_default().to_string())
+                .collect();
+            let mut want: Vec<String> = kinds
+                .iter()
+                .flat_map(|k| std::iter::repeat_n(k.to_string(), 3))
+                .collect();
+            want.sort();
+            assert_eq!(left, want, "{what}: {mem:?}");
+        };
+        // Room for all but the large ones: those three go, and only they.
+        let limit = all - of("large") + 1;
+        config_set(&mut ctl, "maxmemory-clients", &limit.to_string());
+        expect(&mut ctl, &["medium", "small"]);
+        assert_eq!(evicted(&mut ctl), 3, "{what}");
+        // Then room for the small ones only.
+        let limit = all - of("large") - of("medium") + 1;
+        config_set(&mut ctl, "maxmemory-clients", &limit.to_string());
+        expect(&mut ctl, &["small"]);
+        assert_eq!(evicted(&mut ctl), 6, "{what}");
+        drop(conns);
+    }
+}
+
+/// The keys a client WATCHes count: watching more and more, it is evicted (Redis's
+/// "client evicted due to watched key list").
+#[test]
+fn watched_keys_count_towards_the_limit() {
+    for server in servers() {
+        let what = format!("{:?}", server.kind);
+        let mut ctl = control(&server);
+        config_set(&mut ctl, "maxmemory-clients", "200000");
+        let mut c = server.raw();
+        let mut closed = false;
+        for round in 0..1_000 {
+            let keys: Vec<Vec<u8>> = (0..100)
+                .map(|i| format!("key:{round}:{i}").into_bytes())
+                .collect();
+            let mut args: Vec<&[u8]> = vec![b"WATCH"];
+            args.extend(keys.iter().map(Vec::as_slice));
+            if c.try_send(&goblin_tests::encode(&args)).is_err() {
+                closed = true;
+                break;
+            }
+            match c.try_reply() {
+                Ok(reply) => assert_eq!(reply, b"+OK\r\n", "{what}"),
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        assert!(closed, "{what}: 100,000 watched keys and still connected");
+        assert_eq!(evicted(&mut ctl), 1, "{what}");
+    }
+}
