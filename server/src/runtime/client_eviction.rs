@@ -164,9 +164,16 @@ impl Worker {
     }
 
     /// Weighs connection `key` again after it read or ran something, and evicts clients
-    /// if they are over the limit; whether `key` was closed. (Nothing to do while no
-    /// limit is set.)
+    /// if they are over the limit; whether `key` was closed. (One comparison while no
+    /// limit is set: a new one is taken up at the start of the worker's next iteration,
+    /// `Worker::client_eviction_work`, which CONFIG SET wakes it for.)
+    #[inline(always)]
     pub(crate) fn weigh_client(&mut self, key: usize) -> bool {
+        self.clients_limit != 0 && self.weigh_client_now(key)
+    }
+
+    /// [`Worker::weigh_client`] under the limit in force.
+    fn weigh_client_now(&mut self, key: usize) -> bool {
         let limit = self.shared.client_eviction.limit();
         if limit == 0 {
             return false;
@@ -202,8 +209,16 @@ impl Worker {
 
     /// Every loop iteration: a new limit has every client weighed under it; over the
     /// limit (another worker woke this one to evict its share), clients are evicted.
+    #[inline]
     pub(crate) fn client_eviction_work(&mut self) {
         let limit = self.shared.client_eviction.limit();
+        if limit != 0 || self.clients_limit != 0 {
+            self.client_eviction_look(limit);
+        }
+    }
+
+    /// [`Worker::client_eviction_work`] with a limit, or one just lifted.
+    fn client_eviction_look(&mut self, limit: u64) {
         if limit != self.clients_limit {
             self.weigh_clients();
         } else if limit > 0 && self.shared.client_eviction.total() >= limit {

@@ -331,6 +331,23 @@ pub struct Worker {
     pub(crate) clients_limit: u64,
 }
 
+/// Whether `conn`'s pending replies passed its class's output limit
+/// (`client-output-buffer-limit`) at `now`.
+#[inline]
+fn output_over(limits: &limits::ClientLimits, conn: &mut Conn, now: Millis) -> bool {
+    if conn.output.pending() == 0 || conn.gone {
+        return false;
+    }
+    let class = if conn.client.subs.active() {
+        ClientClass::Pubsub
+    } else {
+        ClientClass::Normal
+    };
+    limits.output_limit(class).is_some_and(|limit| {
+        limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
+    })
+}
+
 /// `accept` errors: the process, or the system, has no descriptor left.
 const EMFILE: i32 = 24;
 const ENFILE: i32 = 23;
@@ -1660,12 +1677,17 @@ impl Worker {
                     self.close_over_query_limit(key);
                     return;
                 }
+            }
+            let conn = if self.clients_limit != 0 && conn.input.has_pending() {
                 if self.weigh_client(key) {
                     return;
                 }
-            }
-            let Some(conn) = self.conns.get_mut(key) else {
-                return;
+                let Some(conn) = self.conns.get_mut(key) else {
+                    return;
+                };
+                conn
+            } else {
+                conn
             };
             match outcome {
                 Ok(ReadOutcome::Full) => {}
@@ -1716,11 +1738,20 @@ impl Worker {
             };
             conn.dirty = false;
             // Its output limit first; then what its new replies make it weigh.
-            if self.past_output_limit(key) || self.weigh_client(key) {
+            if output_over(&self.shared.client_limits, conn, self.now) {
+                self.close_over_output_limit(key);
                 continue;
             }
-            let Some(conn) = self.conns.get_mut(key) else {
-                continue;
+            let conn = if self.clients_limit != 0 {
+                if self.weigh_client(key) {
+                    continue;
+                }
+                let Some(conn) = self.conns.get_mut(key) else {
+                    continue;
+                };
+                conn
+            } else {
+                conn
             };
             // A connection waiting for replies from other shards gets its output written
             // with the rest of its pipeline's: one write for the pipeline, as with a
@@ -1801,21 +1832,12 @@ impl Worker {
 
     /// Closes the client `key` if its pending replies passed its class's output limit
     /// (`client-output-buffer-limit`); whether it did.
+    #[inline]
     pub(crate) fn past_output_limit(&mut self, key: usize) -> bool {
-        let now = self.now;
-        let limits = &self.shared.client_limits;
         let Some(conn) = self.conns.get_mut(key) else {
             return false;
         };
-        if conn.output.pending() > 0
-            && !conn.gone
-            && let Some(limit) = limits.output_limit(if conn.client.subs.active() {
-                ClientClass::Pubsub
-            } else {
-                ClientClass::Normal
-            })
-            && limits::output_over(limit, conn.output.pending(), &mut conn.soft_since, now)
-        {
+        if output_over(&self.shared.client_limits, conn, self.now) {
             self.close_over_output_limit(key);
             return true;
         }
