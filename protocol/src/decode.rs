@@ -226,14 +226,7 @@ impl RequestDecoder {
     /// Callers use it to grow their buffer in one step to what was declared and is
     /// arriving, never to reserve a declared length up front.
     pub fn needed(&self) -> Option<usize> {
-        match self.state {
-            State::Multibulk {
-                pos,
-                bulk: Some(len),
-                ..
-            } => Some(pos + len + 2),
-            _ => None,
-        }
+        self.awaited_bulk().map(|(pos, len)| pos + len + 2)
     }
 
     /// After [`Decoded::Incomplete`]: the bulk argument being received, as where its
@@ -252,7 +245,14 @@ impl RequestDecoder {
     /// Gives back the room of the ranges of a request with many arguments, once no
     /// request is partly decoded (room for up to 1,024 is kept).
     pub fn shrink(&mut self) {
-        if !self.in_frame() && self.args.capacity() > ARGS_KEEP {
+        if !self.in_frame() {
+            self.release_args();
+        }
+    }
+
+    /// Drops the ranges' room past [`ARGS_KEEP`].
+    fn release_args(&mut self) {
+        if self.args.capacity() > ARGS_KEEP {
             self.args = Vec::new();
         }
     }
@@ -330,9 +330,7 @@ impl RequestDecoder {
             return Ok(Decoded::Empty(pos));
         }
         // The room a request with many arguments left is given back at the next one.
-        if self.args.capacity() > ARGS_KEEP {
-            self.args = Vec::new();
-        }
+        self.release_args();
         self.args.clear();
         self.args.reserve(INITIAL_ARGS_RESERVE);
         self.state = State::Multibulk {

@@ -49,8 +49,9 @@ impl<'a> WorkerView<'a> {
     }
 
     /// Brings what each client's connection holds up to date in its client state
-    /// (CLIENT LIST shows it), once clients over `maxmemory-clients` are evicted; the asker's query buffer holds `asking` (the command it
-    /// runs), as redis-server's still does.
+    /// (CLIENT LIST shows it), once clients over `maxmemory-clients` are evicted; the
+    /// asker's query buffer holds `asking` (the command it runs), as redis-server's still
+    /// does.
     pub fn refresh_facts(&mut self, asking: &Args<'_>) {
         // Clients over `maxmemory-clients` are evicted first, as Redis evicts them
         // before it runs the next command.

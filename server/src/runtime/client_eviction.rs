@@ -173,7 +173,7 @@ impl Worker {
     }
 
     /// [`Worker::weigh_client`] under the limit in force.
-    fn weigh_client_now(&mut self, key: usize) -> bool {
+    pub(crate) fn weigh_client_now(&mut self, key: usize) -> bool {
         let limit = self.shared.client_eviction.limit();
         if limit == 0 {
             return false;
@@ -183,9 +183,7 @@ impl Worker {
             return true;
         }
         self.weigh(key, limit);
-        if self.shared.client_eviction.total() >= limit {
-            self.evict_clients(limit);
-        }
+        self.evict_clients(limit);
         self.conns.get(key).is_none_or(|c| c.gone)
     }
 
@@ -202,7 +200,7 @@ impl Worker {
         for key in keys {
             self.weigh(key, limit);
         }
-        if limit > 0 && self.shared.client_eviction.total() >= limit {
+        if limit > 0 {
             self.evict_clients(limit);
         }
     }
@@ -221,19 +219,17 @@ impl Worker {
     fn client_eviction_look(&mut self, limit: u64) {
         if limit != self.clients_limit {
             self.weigh_clients();
-        } else if limit > 0 && self.shared.client_eviction.total() >= limit {
+        } else if limit > 0 {
             self.evict_clients(limit);
         }
     }
 
     /// A closed connection is no longer counted.
     pub(crate) fn unweigh(&mut self, key: usize) {
-        if let Some(was) = self.conns.get_mut(key).and_then(|c| c.evict.take()) {
-            self.shared.client_eviction.workers[self.id].update(Some(was), None);
-        }
+        self.weigh(key, 0);
     }
 
-    /// While the clients are over `limit`, closes this worker's largest client in the
+    /// While the clients are at or over `limit`, closes this worker's largest client in the
     /// largest bucket of all, logging it as Redis does; when that bucket's clients are
     /// on other workers only, wakes those to do it. A client past its output buffer
     /// limit is closed for that instead, and is not counted as evicted (Redis enforces
@@ -241,6 +237,10 @@ impl Worker {
     fn evict_clients(&mut self, limit: u64) {
         let shared = Arc::clone(&self.shared);
         let eviction = &shared.client_eviction;
+        // (Under the limit, as nearly always: not even the lock.)
+        if eviction.total() < limit {
+            return;
+        }
         let _turn = eviction.turn();
         while eviction.total() >= limit {
             let Some(top) = eviction.top() else {

@@ -24,6 +24,9 @@ const READ_MIN_FREE: usize = 4 * 1024;
 /// A read buffer larger than this is cut down to its recent peak ([`Input::resize`];
 /// Redis's `PROTO_RESIZE_THRESHOLD`).
 const READ_RESIZE_ABOVE: usize = 32 * 1024;
+/// A bulk argument this long or longer is a big one (Redis's `PROTO_MBULK_BIG_ARG`): Redis
+/// makes room for it in its query buffer at once, and starts the buffer at its payload.
+const BIG_ARG: usize = 32 * 1024;
 /// An output buffer whose capacity grew past this is released once it has been written.
 const OUTPUT_SHRINK_ABOVE: usize = 1024 * 1024;
 
@@ -109,27 +112,29 @@ impl Input {
         self.start < self.end
     }
 
-    /// When a bulk argument of 32 KiB or more is arriving, the bytes of its request
-    /// before its payload: Redis's query buffer then starts at the payload (it trims the
-    /// rest, `PROTO_MBULK_BIG_ARG`), and CLIENT LIST's `qbuf` counts from there.
-    pub fn big_bulk_head(&self) -> usize {
-        match self.decoder.awaited_bulk() {
-            Some((pos, len)) if len >= 32 * 1024 => pos.min(self.pending()),
-            _ => 0,
-        }
+    /// A big bulk argument ([`BIG_ARG`] or more) on its way: where its payload starts
+    /// (from the request start) and its declared length.
+    fn big_bulk(&self) -> Option<(usize, usize)> {
+        self.decoder
+            .awaited_bulk()
+            .filter(|&(_, len)| len >= BIG_ARG)
     }
 
-    /// When a bulk argument of 32 KiB or more is arriving, the room its buffer still
-    /// lacks for it: counted with the client's memory as Redis counts the query buffer it
-    /// makes room for such an argument in at once (here the room is made as the bytes
-    /// arrive).
+    /// While a big bulk argument is arriving, the bytes of its request before its
+    /// payload: Redis's query buffer then starts at the payload (it trims the rest), and
+    /// CLIENT LIST's `qbuf` counts from there.
+    pub fn big_bulk_head(&self) -> usize {
+        self.big_bulk()
+            .map_or(0, |(pos, _)| pos.min(self.pending()))
+    }
+
+    /// While a big bulk argument is arriving, the room its buffer still lacks for it:
+    /// counted with the client's memory as Redis counts the query buffer it makes room
+    /// for such an argument in at once (here the room is made as the bytes arrive).
     pub fn big_bulk_rest(&self) -> usize {
-        match (self.decoder.awaited_bulk(), self.decoder.needed()) {
-            (Some((_, len)), Some(needed)) if len >= 32 * 1024 => {
-                (self.start + needed).saturating_sub(self.buf.len())
-            }
-            _ => 0,
-        }
+        self.big_bulk().map_or(0, |(pos, len)| {
+            (self.start + pos + len + 2).saturating_sub(self.buf.len())
+        })
     }
 
     /// Marks `n` bytes at the start as consumed.

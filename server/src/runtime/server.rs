@@ -422,6 +422,14 @@ impl Shared {
             .sum()
     }
 
+    /// Wakes every worker for an iteration (an empty message), to look again at what a
+    /// new setting changed.
+    pub fn wake_workers(&self) {
+        for peer in &self.peers {
+            peer.send(Vec::new());
+        }
+    }
+
     /// Replaces the configuration (CONFIG SET, once every new value was checked).
     pub fn set_live(&self, config: Config) {
         self.ticks.store(ticks(&config), Ordering::Relaxed);
@@ -432,9 +440,7 @@ impl Shared {
             for t in &self.traffic {
                 t.evictable.store(EVICTABLE_UNKNOWN, Ordering::Relaxed);
             }
-            for peer in &self.peers {
-                peer.send(Vec::new());
-            }
+            self.wake_workers();
         }
         crate::log::set_level(config.loglevel);
         self.slowlog
@@ -452,9 +458,7 @@ impl Shared {
             // Every worker wakes to measure its clients under the new limit, and to
             // evict, if they are over it.
             self.client_eviction.set_limit(clients);
-            for peer in &self.peers {
-                peer.send(Vec::new());
-            }
+            self.wake_workers();
         }
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
@@ -466,9 +470,7 @@ impl Shared {
         if self.tracking.over_limit() {
             // Lowered below what the tables hold: every worker wakes to trim its own
             // (as Redis's cron trims the table of an idle server).
-            for peer in &self.peers {
-                peer.send(Vec::new());
-            }
+            self.wake_workers();
         }
         self.scripts.configure(&config);
         self.latency.set_threshold(config.latency_monitor_threshold);

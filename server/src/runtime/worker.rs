@@ -1679,7 +1679,7 @@ impl Worker {
                 }
             }
             let conn = if self.clients_limit != 0 && conn.input.has_pending() {
-                if self.weigh_client(key) {
+                if self.weigh_client_now(key) {
                     return;
                 }
                 let Some(conn) = self.conns.get_mut(key) else {
@@ -1743,7 +1743,7 @@ impl Worker {
                 continue;
             }
             let conn = if self.clients_limit != 0 {
-                if self.weigh_client(key) {
+                if self.weigh_client_now(key) {
                     continue;
                 }
                 let Some(conn) = self.conns.get_mut(key) else {
