@@ -50,8 +50,8 @@ impl<'a> WorkerView<'a> {
 
     /// Brings what each client's connection holds up to date in its client state
     /// (CLIENT LIST shows it), once clients over `maxmemory-clients` are evicted; the
-    /// asker's query buffer holds `asking` (the command it runs), as redis-server's still
-    /// does.
+    /// asker's query buffer and arguments hold `asking` (the command it runs), as
+    /// redis-server's still do.
     pub fn refresh_facts(&mut self, asking: &Args<'_>) {
         // Clients over `maxmemory-clients` are evicted first, as Redis evicts them
         // before it runs the next command.
@@ -63,6 +63,11 @@ impl<'a> WorkerView<'a> {
                 conn.client.facts = conn.facts(blocked);
                 if self.asker.worker == self.worker.id && self.asker.key == key {
                     conn.client.facts.qbuf += asking.resp_len();
+                    // And its arguments, in `argv-mem` and `tot-mem` (Redis's
+                    // `argv_len_sum`, and the array of their pointers).
+                    let argv: usize = asking.iter_from(0).map(<[u8]>::len).sum();
+                    conn.client.facts.argv_mem = argv;
+                    conn.client.facts.tot_mem += argv + size_of::<usize>() * asking.len();
                 }
             }
         }

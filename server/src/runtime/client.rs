@@ -82,6 +82,8 @@ pub struct ConnFacts {
     pub fd: i32,
     /// Received bytes not yet run.
     pub qbuf: usize,
+    /// The arguments of the command it runs (CLIENT LIST's own caller only).
+    pub argv_mem: usize,
     /// Free space in the read buffer.
     pub qbuf_free: usize,
     /// Commands queued in MULTI (`None`: not in MULTI).
@@ -152,7 +154,7 @@ impl Client {
         };
         format!(
             "id={} addr={addr} laddr={laddr} fd={} name={} age={age} idle={idle} flags={flags} \
-             db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 \
+             db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem={} \
              multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events={events} cmd={} \
              user={} redir={redir} resp={resp} lib-name={} lib-ver={}",
             self.id,
@@ -164,6 +166,7 @@ impl Client {
             self.subs.len(Space::ShardChannels),
             f.qbuf,
             f.qbuf_free,
+            f.argv_mem,
             f.omem,
             f.tot_mem,
             self.last_command,

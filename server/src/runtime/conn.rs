@@ -523,6 +523,7 @@ impl Conn {
         ConnFacts {
             fd: self.stream.as_raw_fd(),
             qbuf: self.input.pending() - self.input.big_bulk_head(),
+            argv_mem: 0,
             qbuf_free: self.input.buf.len() - self.input.end,
             multi: self.multi.as_ref().map(|m| m.queued.len()),
             omem: self.output.pending(),

@@ -253,3 +253,22 @@ fn watched_keys_count_towards_the_limit() {
         assert_eq!(evicted(&mut ctl), 1, "{what}");
     }
 }
+
+/// CLIENT LIST shows its caller's arguments in `argv-mem` and counts them in `tot-mem`,
+/// as redis-server does (so that a limit computed from a listing leaves the listing
+/// client's command out of what the others may hold).
+#[test]
+fn the_callers_arguments_count_in_its_listing() {
+    let argv_mem = |server: &Server| -> u64 {
+        let mut c = named(server, "me");
+        clients(&mut c, "argv-mem")
+            .into_iter()
+            .find(|(n, _)| n == "me")
+            .map(|(_, m)| m)
+            .expect("its own line")
+    };
+    let servers = servers();
+    let (goblin, redis) = (argv_mem(&servers[0]), argv_mem(&servers[1]));
+    assert_eq!(goblin, redis);
+    assert_eq!(goblin, "CLIENTLIST".len() as u64);
+}
