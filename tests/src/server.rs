@@ -431,6 +431,27 @@ impl Server {
         (conn, worker)
     }
 
+    /// A connection on each of goblin-server's `N` threads, by thread.
+    pub fn one_per_thread<const N: usize>(&self) -> [Raw; N] {
+        let mut probe = self.raw();
+        let mut by_worker: [Option<Raw>; N] = std::array::from_fn(|_| None);
+        // Spares stay open until the end: a close taking effect while the next
+        // connection is located would hide it (`Server::raw_located`).
+        let mut spares = Vec::new();
+        for _ in 0..8 * N {
+            let (conn, worker) = self.raw_located(&mut probe);
+            if by_worker[worker].is_none() {
+                by_worker[worker] = Some(conn);
+            } else {
+                spares.push(conn);
+            }
+            if by_worker.iter().all(Option::is_some) {
+                break;
+            }
+        }
+        by_worker.map(|c| c.expect("a connection on each thread"))
+    }
+
     /// A `redis` crate connection.
     pub fn client(&self) -> redis::Connection {
         let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();

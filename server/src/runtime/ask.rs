@@ -53,10 +53,13 @@ impl<'a> WorkerView<'a> {
     /// asker's query buffer and arguments hold `asking` (the command it runs), as
     /// redis-server's still do.
     pub fn refresh_facts(&mut self, asking: &Args<'_>) {
-        // Clients over `maxmemory-clients` are evicted first, as Redis evicts them
-        // before it runs the next command.
-        self.worker.weigh_clients();
+        // Clients past their output limit are closed first, and those over
+        // `maxmemory-clients` evicted, as Redis does before it runs the next command.
         let keys: Vec<usize> = self.worker.conns.iter().map(|(key, _)| key).collect();
+        for &key in &keys {
+            self.worker.past_output_limit(key);
+        }
+        self.worker.weigh_clients();
         for key in keys {
             let blocked = self.worker.blocked_in_a_wait(key);
             if let Some(conn) = self.worker.conns.get_mut(key) {

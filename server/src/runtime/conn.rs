@@ -396,6 +396,20 @@ pub struct Asking {
     pub micros: u64,
 }
 
+/// A question of another connection's (or of one of this worker's) that a worker is to
+/// answer (`Worker::answer_questions`).
+pub struct Question {
+    /// The connection that asks.
+    pub from: crate::runtime::msg::ConnRef,
+    /// The command that asks.
+    pub command: std::sync::Arc<Batch>,
+    /// The worker's count of batches sent to other shards once the input it had seen
+    /// when the question came was served: it answers once as many are back.
+    pub runs_due: Option<u64>,
+    /// When it came.
+    pub since: std::time::Instant,
+}
+
 /// One client connection.
 #[derive(Debug)]
 pub struct Conn {

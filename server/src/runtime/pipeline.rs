@@ -42,6 +42,7 @@ use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Start
 use crate::table::{CommandSpec, Flags, Rejection};
 use crate::txn::coordinator::{Entry, Env, JobTiming, TxJob};
 use crate::txn::plan::{Locking, Outcome, Plan, PlanStart};
+use std::time::Duration;
 
 /// Where a command's keys are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1512,8 +1513,17 @@ impl Worker {
         Flow::Next
     }
 
+    /// Sends the batches the connections gathered so far this iteration.
+    pub(crate) fn send_open_batches(&mut self) {
+        let mut opened = std::mem::take(&mut self.opened);
+        for key in opened.drain(..) {
+            self.send_open_batch(key);
+        }
+        crate::util::reuse(&mut self.opened, opened);
+    }
+
     /// Sends the batch a connection gathered this iteration.
-    pub(crate) fn send_open_batch(&mut self, key: usize) {
+    fn send_open_batch(&mut self, key: usize) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
@@ -1658,6 +1668,14 @@ impl Worker {
 
     /// Asks every worker `command` (an [`Exec::AskWorkers`] command) for connection
     /// `key`; the last answer replies ([`Worker::answered`]).
+    ///
+    /// What reached the server before the question shows in the answers, as with
+    /// redis-server, which runs commands in the order they arrive: the commands this
+    /// worker read before it go out first (a channel between two workers keeps its
+    /// order); each worker answers once the input it has seen is served
+    /// ([`Worker::answer_questions`]); and this worker answers last, after the replies
+    /// to its clients' commands that the others ran before answering (a client past its
+    /// output limit for such a reply is gone from CLIENT LIST).
     fn ask_with(&mut self, key: usize, command: Arc<Batch>) -> Flow {
         let Some(generation) = self.conns.get(key).map(|c| c.generation) else {
             return Flow::Next;
@@ -1676,7 +1694,9 @@ impl Worker {
                 micros: 0,
             });
         }
+        self.send_open_batches();
         let out = (0..workers)
+            .filter(|&w| w != self.id || workers == 1)
             .map(|w| (w, Msg::Ask(from, Arc::clone(&command))))
             .collect();
         self.route(out);
@@ -1694,12 +1714,18 @@ impl Worker {
         else {
             return;
         };
-        let complete = conn.asking.as_mut().is_some_and(|asking| {
-            asking.answers.push(answer);
-            asking.micros += micros;
-            asking.answers.len() >= asking.due
-        });
-        if !complete {
+        let Some(asking) = conn.asking.as_mut() else {
+            return;
+        };
+        asking.answers.push(answer);
+        asking.micros += micros;
+        if asking.answers.len() + 1 == asking.due && asking.due > 1 {
+            // The others have answered: this worker's turn.
+            let command = Arc::clone(&asking.command);
+            self.route_one(self.id, Msg::Ask(to, command));
+            return;
+        }
+        if asking.answers.len() < asking.due {
             return;
         }
         let Some(asking) = conn.asking.take() else {
@@ -1763,8 +1789,48 @@ impl Worker {
         self.after_wait(to.key);
     }
 
+    /// Answers the questions that reached this worker ([`Worker::ask_with`]), once per
+    /// iteration after the input its poll found is served; each once the batches this
+    /// worker had sent to other shards when it came are back (their replies are in
+    /// their clients' output: one past its output limit for them is gone), or after
+    /// [`QUESTION_WAIT`] (a batch held back by a client that does not read).
+    pub(crate) fn answer_questions(&mut self) {
+        if self.questions.is_empty() {
+            return;
+        }
+        // The commands read so far are sent first, and counted.
+        self.send_open_batches();
+        let mut questions = std::mem::take(&mut self.questions);
+        let mut waiting = Vec::new();
+        for mut question in questions.drain(..) {
+            let due = *question.runs_due.get_or_insert(self.runs_out);
+            if self.runs_back >= due || question.since.elapsed() >= QUESTION_WAIT {
+                self.answer(question.from, question.command);
+            } else {
+                waiting.push(question);
+            }
+        }
+        // (Questions that came meanwhile wait for the next iteration.)
+        waiting.append(&mut self.questions);
+        self.questions = waiting;
+        crate::util::reuse(&mut self.questions, questions);
+    }
+
+    /// How soon the next iteration should look at the questions waiting here, if any.
+    pub(crate) fn questions_due(&self) -> Option<Duration> {
+        self.questions
+            .iter()
+            .map(|q| match q.runs_due {
+                Some(due) if self.runs_back < due => {
+                    QUESTION_WAIT.saturating_sub(q.since.elapsed())
+                }
+                _ => Duration::ZERO,
+            })
+            .min()
+    }
+
     /// Answers a connection's question on this worker.
-    pub(crate) fn answer(&mut self, from: ConnRef, command: Arc<Batch>) {
+    fn answer(&mut self, from: ConnRef, command: Arc<Batch>) {
         let shared = Arc::clone(&self.shared);
         let spec = command
             .cmds
@@ -2345,6 +2411,10 @@ fn write_one(
     }
     None
 }
+
+/// The longest a worker waits to answer a question for the batches it had sent to
+/// other shards when it came ([`Worker::answer_questions`]).
+const QUESTION_WAIT: Duration = Duration::from_millis(10);
 
 /// Most keys a connection's commands run early or held back may hold at once, and most
 /// commands it may hold back: past it, they wait for the batches in flight (which then

@@ -258,6 +258,12 @@ pub struct Worker {
     pub(crate) scheduled: Vec<usize>,
     /// Connections with a batch gathered this iteration.
     pub(crate) opened: Vec<usize>,
+    /// Questions of connections (CLIENT LIST, CLIENT KILL …) to answer once the input
+    /// this worker has seen is served (`Worker::answer_questions`).
+    pub(crate) questions: Vec<crate::runtime::conn::Question>,
+    /// Batches sent to other shards (`Msg::Run`) so far, and those back (`Msg::Done`).
+    pub(crate) runs_out: u64,
+    pub(crate) runs_back: u64,
     /// Messages for each worker, sent at the end of the iteration.
     outbox: Vec<Vec<Msg>>,
     /// Message vectors received and emptied, kept to be the next outboxes: vectors go
@@ -400,6 +406,9 @@ impl Worker {
             dirty: Vec::new(),
             scheduled: Vec::new(),
             opened: Vec::new(),
+            questions: Vec::new(),
+            runs_out: 0,
+            runs_back: 0,
             outbox: (0..threads).map(|_| Vec::new()).collect(),
             spare: Vec::new(),
             local: VecDeque::new(),
@@ -482,6 +491,7 @@ impl Worker {
                 }
             }
             crate::util::reuse(&mut self.scheduled, scheduled);
+            self.answer_questions();
             // Expiry first: what it wakes (a claim's waiter) is routed, sent and answered
             // in this iteration, not after the next event.
             self.expire_keys();
@@ -935,6 +945,9 @@ impl Worker {
         if self.accept_retry {
             timeout = Some(timeout.map_or(ACCEPT_RETRY, |t| t.min(ACCEPT_RETRY)));
         }
+        if let Some(due) = self.questions_due() {
+            timeout = Some(timeout.map_or(due, |t| t.min(due)));
+        }
         if !self.scheduled.is_empty()
             || !self.local.is_empty()
             || !self.dirty.is_empty()
@@ -1054,6 +1067,7 @@ impl Worker {
             self.local.push_back(msg);
         } else if let Some(q) = self.outbox.get_mut(dest) {
             if matches!(msg, Msg::Run(..) | Msg::Step(..)) {
+                self.runs_out += u64::from(matches!(msg, Msg::Run(..)));
                 self.awaiting += 1;
                 if matches!(msg, Msg::Step(..)) {
                     self.awaiting_steps += 1;
@@ -1251,11 +1265,7 @@ impl Worker {
 
     /// Sends the batches gathered this iteration and everything in the outboxes.
     fn send_all(&mut self) {
-        let mut opened = std::mem::take(&mut self.opened);
-        for key in opened.drain(..) {
-            self.send_open_batch(key);
-        }
-        crate::util::reuse(&mut self.opened, opened);
+        self.send_open_batches();
         self.send_monitor_feed();
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
@@ -1308,6 +1318,7 @@ impl Worker {
                 self.shard.prefetch_runs(&mut msgs);
                 for msg in msgs.drain(..) {
                     if matches!(msg, Msg::Done(..) | Msg::StepDone(..)) {
+                        self.runs_back += u64::from(matches!(msg, Msg::Done(..)));
                         self.awaiting = self.awaiting.saturating_sub(1);
                         if matches!(msg, Msg::StepDone(..)) {
                             self.awaiting_steps = self.awaiting_steps.saturating_sub(1);
@@ -1361,7 +1372,12 @@ impl Worker {
             Msg::StepDone(done) => {
                 self.job_event(done.tx.seq, |job, env, out| job.on_done(done, env, out));
             }
-            Msg::Ask(from, command) => self.answer(from, command),
+            Msg::Ask(from, command) => self.questions.push(crate::runtime::conn::Question {
+                from,
+                command,
+                runs_due: None,
+                since: Instant::now(),
+            }),
             Msg::Answer(to, answer, micros) => self.answered(to, answer, micros),
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
             Msg::Loaded(log) => self.loaded(log),

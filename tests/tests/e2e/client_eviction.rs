@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use goblin_tests::keys::keys_on;
 use goblin_tests::reply::info_field;
-use goblin_tests::{Raw, Server};
+use goblin_tests::{Kind, Raw, Server};
 
 fn servers() -> Vec<Server> {
     vec![Server::goblin_threads(3), Server::redis()]
@@ -271,4 +272,84 @@ fn the_callers_arguments_count_in_its_listing() {
     let (goblin, redis) = (argv_mem(&servers[0]), argv_mem(&servers[1]));
     assert_eq!(goblin, redis);
     assert_eq!(goblin, "CLIENTLIST".len() as u64);
+}
+
+/// A client past its output limit is closed for that, not evicted, even when its
+/// replies also take the clients past `maxmemory-clients` (Redis's "avoid client
+/// eviction when client is freed by output buffer limit"): the process is stopped while
+/// two clients send a GET of a value over their limit, and the CLIENT LIST sent once it
+/// goes on no longer shows them, as with redis-server, which runs commands in the order
+/// they come. goblin-server's two threads are covered both ways: the lister on either,
+/// the value on either shard, a GET client on each.
+#[test]
+fn a_client_past_its_output_limit_is_closed_not_evicted() {
+    let mb = 1 << 20;
+    let (obuf_limit, maxmemory_clients) = (3 * mb, 10 * mb);
+    let value = obuf_limit + mb;
+    let goblin = Server::goblin_threads(2);
+    let redis = Server::redis();
+    let mut cases = vec![(&redis, 0, "k".to_string())];
+    for lister in 0..2 {
+        for shard in 0..2 {
+            cases.push((&goblin, lister, keys_on("k.", shard, 2, 1).remove(0)));
+        }
+    }
+    for (server, lister, key) in cases {
+        let what = format!("{:?}, lister on thread {lister}, {key}", server.kind);
+        let mut listers = two_connections(server);
+        let ctl = &mut listers[lister];
+        assert_eq!(ctl.cmd(&[b"CLIENT", b"NO-EVICT", b"ON"]), b"+OK\r\n");
+        assert_eq!(ctl.cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+        config_set(ctl, "maxmemory-clients", &maxmemory_clients.to_string());
+        config_set(
+            ctl,
+            "client-output-buffer-limit",
+            &format!("normal {obuf_limit} 0 0"),
+        );
+        let offset = value.to_string();
+        let reply = ctl.cmd(&[b"SETRANGE", key.as_bytes(), offset.as_bytes(), b"v"]);
+        assert_eq!(reply, format!(":{}\r\n", value + 1).into_bytes(), "{what}");
+        // A client whose query buffer leaves less than one reply's room to the limit.
+        let mut qbuf = named(server, "qbuf-client");
+        let held = maxmemory_clients - value;
+        half_echo(&mut qbuf, held + 1, held);
+        wait_for_qbufs(ctl, &[("qbuf-client".to_string(), held as u64)], &what);
+        let mut getters = two_connections(server);
+        for (i, c) in getters.iter_mut().enumerate() {
+            let name = format!("obuf-client{i}");
+            assert_eq!(c.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), b"+OK\r\n");
+        }
+        stop_process(server.pid(), "STOP");
+        for c in &mut getters {
+            c.send(&goblin_tests::encode(&[b"GET", key.as_bytes()]));
+        }
+        stop_process(server.pid(), "CONT");
+        assert_eq!(names(ctl), ["qbuf-client"], "{what}");
+        assert_eq!(evicted(ctl), 0, "{what}");
+        for c in &mut getters {
+            let (_, closed) = c.read_to_close(Duration::from_secs(10));
+            assert!(closed, "{what}");
+        }
+        assert_eq!(ctl.cmd(&[b"DEL", key.as_bytes()]), b":1\r\n");
+        drop(qbuf);
+        wait_gone(ctl, "qbuf-client");
+    }
+}
+
+/// Two connections: on goblin-server's two threads, one on each.
+fn two_connections(server: &Server) -> [Raw; 2] {
+    match server.kind {
+        Kind::Goblin => server.one_per_thread::<2>(),
+        Kind::Redis => [server.raw(), server.raw()],
+    }
+}
+
+/// Sends `kill -<signal>` to process `pid`.
+fn stop_process(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} {pid}");
 }

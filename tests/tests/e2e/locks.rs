@@ -40,31 +40,10 @@ fn spin(runner: &mut Raw, x: &str, y: &str) {
     std::thread::sleep(Duration::from_millis(300));
 }
 
-/// A connection on each of the server's `N` threads, by thread.
-fn one_per_thread<const N: usize>(server: &Server) -> [Raw; N] {
-    let mut probe = server.raw();
-    let mut by_worker: [Option<Raw>; N] = std::array::from_fn(|_| None);
-    // Spares stay open until the end: a close taking effect while the next connection
-    // is located would hide it (`Server::raw_located`).
-    let mut spares = Vec::new();
-    for _ in 0..8 * N {
-        let (conn, worker) = server.raw_located(&mut probe);
-        if by_worker[worker].is_none() {
-            by_worker[worker] = Some(conn);
-        } else {
-            spares.push(conn);
-        }
-        if by_worker.iter().all(Option::is_some) {
-            break;
-        }
-    }
-    by_worker.map(|c| c.expect("a connection on each thread"))
-}
-
 #[test]
 fn a_held_key_holds_back_only_its_own_commands() {
     let server = Server::goblin_threads(2);
-    let [mut runner, mut local] = one_per_thread::<2>(&server);
+    let [mut runner, mut local] = server.one_per_thread::<2>();
     let (x, y) = (0, 1);
     let held_x = keys_on("held.x.", x, 2, 1).remove(0);
     let held_y = keys_on("held.y.", y, 2, 1).remove(0);
@@ -101,7 +80,7 @@ fn a_held_key_holds_back_only_its_own_commands() {
 #[test]
 fn a_command_run_early_holds_its_key_until_the_batch_before_it_is_back() {
     let server = Server::goblin_threads(3);
-    let [mut early, mut reader, mut runner] = one_per_thread::<3>(&server);
+    let [mut early, mut reader, mut runner] = server.one_per_thread::<3>();
     let held = keys_on("held.", 2, 3, 1).remove(0);
     let remote = keys_on("remote.", 1, 3, 1).remove(0);
     let own = keys_on("own.", 0, 3, 1).remove(0);
@@ -148,7 +127,7 @@ fn a_command_run_early_holds_its_key_until_the_batch_before_it_is_back() {
 #[test]
 fn replies_of_commands_run_early_keep_their_places() {
     let server = Server::goblin_threads(2);
-    let [mut conn, _] = one_per_thread::<2>(&server);
+    let [mut conn, _] = server.one_per_thread::<2>();
     let big = keys_on("big.", 1, 2, 1).remove(0);
     let small = keys_on("small.", 1, 2, 1).remove(0);
     let own = keys_on("own.", 0, 2, 3);
@@ -211,7 +190,7 @@ fn replies_of_commands_run_early_keep_their_places() {
 #[test]
 fn a_held_back_command_waits_for_the_batch_before_it_when_that_batch_cannot_run() {
     let server = Server::goblin_threads(3);
-    let [mut reader, mut back, mut runner] = one_per_thread::<3>(&server);
+    let [mut reader, mut back, mut runner] = server.one_per_thread::<3>();
     let held = keys_on("held.", 2, 3, 1).remove(0);
     let remote = keys_on("remote.", 0, 3, 1).remove(0);
     let own = keys_on("own.", 1, 3, 1).remove(0);
@@ -265,7 +244,7 @@ fn a_held_back_command_waits_for_the_batch_before_it_when_that_batch_cannot_run(
 #[test]
 fn replies_of_held_back_commands_keep_their_places() {
     let server = Server::goblin_threads(2);
-    let [_, mut conn] = one_per_thread::<2>(&server);
+    let [_, mut conn] = server.one_per_thread::<2>();
     let earlier = keys_on("e.", 0, 2, 40);
     let own = keys_on("o.", 1, 2, 40);
     let mut pipeline = Vec::new();
