@@ -1,8 +1,7 @@
 //! DEBUG, allowed as `enable-debug-command` says (no by default, as in redis-server
 //! 7.0): the subcommands tests and tools use — SLEEP, SET-ACTIVE-EXPIRE, OBJECT, DIGEST,
-//! DIGEST-VALUE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL, SET-DISABLE-DENY-SCRIPTS,
-//! QUICKLIST-PACKED-THRESHOLD
-//! (accepted, nothing to set) and HELP.
+//! DIGEST-VALUE, POPULATE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL,
+//! SET-DISABLE-DENY-SCRIPTS, QUICKLIST-PACKED-THRESHOLD (accepted, nothing to set) and HELP.
 //!
 //! DEBUG runs with every shard locked whole, as redis-server runs it with the server to
 //! itself: DEBUG SLEEP stops every command on keys for its duration. The digests are
@@ -59,6 +58,11 @@ const HELP: &[&str] = &[
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
     "PROTOCOL <type>",
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
@@ -122,6 +126,8 @@ enum Job {
     Object(Vec<u8>),
     DigestValue(Vec<Vec<u8>>),
     Digest,
+    /// Creates the keys `<prefix>:0` … `<prefix>:<count - 1>` that do not exist.
+    Populate(Populate),
     /// Saves (unless NOSAVE), then loads the file into every shard.
     Reload {
         save: Option<SavePlan>,
@@ -164,6 +170,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Object(args.get(2).to_vec())
     } else if is("DIGEST") && n == 2 {
         Job::Digest
+    } else if is("POPULATE") && (3..=5).contains(&n) {
+        Job::Populate(Populate::new(args)?)
     } else if is("DIGEST-VALUE") && n >= 2 {
         Job::DigestValue(args.iter_from(2).map(<[u8]>::to_vec).collect())
     } else if is("RELOAD") {
@@ -217,6 +225,79 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
     } else {
         return Err(errors::subcommand_syntax(b"debug", sub));
     })
+}
+
+/// DEBUG POPULATE's keys: `<prefix>:<n>` for each `n` below `count` (as C's `snprintf`
+/// makes them in a 128-byte buffer: the prefix up to a NUL byte, the name cut at 127
+/// bytes), each set to `value:<n>` — or, with a size, to that many bytes, zeros after
+/// the start of `value:<n>`. A key that exists is left as it is. As in redis-server, no
+/// keyspace event, and nothing for the log or replicas.
+#[derive(Debug, Default)]
+struct Populate {
+    count: u64,
+    prefix: Vec<u8>,
+    size: usize,
+}
+
+/// The longest key name DEBUG POPULATE makes (Redis's buffer, less its NUL).
+const POPULATE_KEY_MAX: usize = 127;
+
+impl Populate {
+    /// `DEBUG POPULATE <count> [<prefix>] [<size>]`'s arguments, checked as redis-server
+    /// checks them.
+    fn new(args: &crate::table::handler::Args<'_>) -> Result<Self, Vec<u8>> {
+        // (Redis's `getPositiveLongFromObjectOrReply`: one error for both.)
+        let positive = |arg: &[u8]| -> Result<u64, Vec<u8>> {
+            goblin_protocol::parse_i64(arg)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| errors::NOT_POSITIVE.to_vec())
+        };
+        let count = positive(args.get(2))?;
+        let prefix = match args.len() {
+            3 => b"key".to_vec(),
+            _ => args
+                .get(3)
+                .split(|&b| b == 0)
+                .next()
+                .unwrap_or_default()
+                .to_vec(),
+        };
+        let size = match args.len() {
+            5 => positive(args.get(4))?,
+            _ => 0,
+        };
+        let size = usize::try_from(size).map_err(|_| errors::STRING_TOO_BIG)?;
+        Ok(Populate {
+            count,
+            prefix,
+            size,
+        })
+    }
+
+    /// Creates the keys that live on the hop's shard.
+    fn run(&self, ctx: &mut ShardCtx<'_>) {
+        let mut key = Vec::with_capacity(POPULATE_KEY_MAX);
+        let mut value = Vec::new();
+        let mut digits = itoa::Buffer::new();
+        for n in 0..self.count {
+            let n = digits.format(n);
+            key.clear();
+            key.extend_from_slice(&self.prefix);
+            key.push(b':');
+            key.extend_from_slice(n.as_bytes());
+            key.truncate(POPULATE_KEY_MAX);
+            if ctx.slots.shard_of_key(&key) != ctx.shard || ctx.db.contains(&key, ctx.now) {
+                continue;
+            }
+            value.clear();
+            value.extend_from_slice(b"value:");
+            value.extend_from_slice(n.as_bytes());
+            if self.size > 0 {
+                value.resize(self.size, 0);
+            }
+            ctx.db.set_str(&key, &value, None, ctx.now);
+        }
+    }
 }
 
 /// C's `atoi`: leading blanks, a sign, digits; anything else ends it (0 when none).
@@ -384,6 +465,25 @@ impl Plan for DebugPlan {
                 let text = hex(&digest);
                 cx.done(|e| e.simple(text.as_bytes()))
             }
+            Job::Populate(populate) if first => {
+                // (More than a string may hold: refused, where redis-server would try
+                // and run out of memory.)
+                if populate.size > cx.shared.client_limits.max_bulk_len() {
+                    return cx.done(|e| e.error(errors::STRING_TOO_BIG));
+                }
+                let populate = std::sync::Arc::new(std::mem::take(populate));
+                let hops = (0..cx.slots.shards())
+                    .map(|shard| {
+                        let populate = std::sync::Arc::clone(&populate);
+                        Hop::run(shard, move |ctx| {
+                            populate.run(ctx);
+                            HopOut::Done
+                        })
+                    })
+                    .collect();
+                Step::Hops(hops)
+            }
+            Job::Populate(_) => cx.done(|e| e.ok()),
             Job::LoadAof(step @ LoadAof::Sync) => {
                 // (With the log off, what a BGREWRITEAOF wrote, as redis-server loads it.)
                 let persist = cx.shared.live().persist.clone();

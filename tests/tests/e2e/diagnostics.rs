@@ -303,6 +303,55 @@ fn debug_digests_and_subcommands_match_redis() {
     }
 }
 
+/// DEBUG POPULATE makes the keys redis-server makes — names, values, sizes, in the
+/// connection's database, keys that exist left alone — on every shard (the digest of
+/// the whole dataset equals redis-server's), and refuses what it refuses.
+#[test]
+fn debug_populate_makes_the_keys_redis_makes() {
+    for threads in [1, 4] {
+        let mut d = debug_pair(threads);
+        d.check_lines(
+            r#"
+            SET key:3 mine
+            DEBUG POPULATE 1000
+            DBSIZE
+            GET key:3
+            GET key:999
+            GET key:1000
+            DEBUG POPULATE 10 p 3
+            GET p:7
+            DEBUG POPULATE 10 q 12
+            GET q:7
+            STRLEN q:7
+            SELECT 3
+            DEBUG POPULATE 0
+            DBSIZE
+            "#,
+        );
+        // A prefix with a space, and one with a NUL byte (C's string ends there).
+        d.check(&[b"DEBUG", b"POPULATE", b"5", b"with space"]);
+        d.check(&[b"GET", b"with space:4"]);
+        d.check(&[b"DEBUG", b"POPULATE", b"2", b"nul\0tail", b"20"]);
+        d.check(&[b"GET", b"nul:1"]);
+        d.check_lines(
+            r#"
+            DBSIZE
+            SELECT 0
+            DEBUG DIGEST
+            DEBUG POPULATE 1 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+            KEYS xxx*
+            DEBUG POPULATE -1
+            DEBUG POPULATE abc
+            DEBUG POPULATE 1 key -5
+            DEBUG POPULATE 1 key 5x
+            DEBUG POPULATE
+            DEBUG POPULATE 1 a 1 extra
+            DEBUG DIGEST
+            "#,
+        );
+    }
+}
+
 /// DEBUG OBJECT's line: the fields redis-server shows, with the same encoding,
 /// refcount and list fields.
 #[test]
