@@ -79,6 +79,8 @@ pub struct Config {
     /// `enable-module-command`: who may run MODULE LOAD and UNLOAD (which load nothing:
     /// Goblin has no modules).
     pub enable_module_command: Allow,
+    /// `enable-protected-configs`: who may CONFIG SET `dir` and `dbfilename`.
+    pub enable_protected_configs: Allow,
     /// Redis Cluster mode (`cluster-enabled`, `cluster-config-file`, …: `cluster/`).
     pub cluster: ClusterConfig,
     /// `hz`: accepted and shown as redis-server does; Goblin's timers (expiry, timeouts,
@@ -425,6 +427,7 @@ impl Default for Config {
             notify_keyspace_events: 0,
             enable_debug_command: Allow::No,
             enable_module_command: Allow::No,
+            enable_protected_configs: Allow::No,
             cluster: ClusterConfig::default(),
             hz: 10,
             hll_sparse_max_bytes: 3000,
@@ -484,6 +487,8 @@ Options:
   --enable-module-command no|yes|local
                             who may run MODULE LOAD and UNLOAD (Goblin loads no module:
                             where allowed, they fail as a missing module does)
+  --enable-protected-configs no|yes|local
+                            who may CONFIG SET dir and dbfilename
   --latency-monitor-threshold MILLISECONDS
                             LATENCY records events at least this slow (default 0: off)
   --notify-keyspace-events CLASSES
@@ -629,6 +634,10 @@ pub const SHOWN: &[&str] = &["io-threads"];
 /// Options redis-server 7.0 protects from CONFIG SET (`enable-protected-configs`).
 pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
+/// Options CONFIG SET refuses while the dataset loads (redis-server's
+/// `DENY_LOADING_CONFIG`).
+pub const DENY_LOADING: &[&str] = &["dir", "appendonly", "repl-diskless-load"];
+
 /// Options set only at start-up (CONFIG SET answers that they are immutable).
 pub const FIXED: &[&str] = &[
     "threads",
@@ -639,6 +648,7 @@ pub const FIXED: &[&str] = &[
     "logfile",
     "enable-debug-command",
     "enable-module-command",
+    "enable-protected-configs",
     "cluster-enabled",
     "cluster-config-file",
     "cluster-port",
@@ -899,6 +909,7 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "client-output-buffer-limit" => config.output_limits.set(&values.join(" "))?,
         "enable-debug-command" => config.enable_debug_command = parse_allow(one()?)?,
         "enable-module-command" => config.enable_module_command = parse_allow(one()?)?,
+        "enable-protected-configs" => config.enable_protected_configs = parse_allow(one()?)?,
         "cluster-enabled" => config.cluster.enabled = parse_bool(one()?)?,
         "cluster-config-file" => config.cluster.config_file = one()?.into(),
         "cluster-node-timeout" => {
@@ -947,8 +958,13 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
         "dir" => config.persist.dir = one()?.into(),
         "dbfilename" => {
             let value = one()?;
-            if value.is_empty() || value.contains('/') {
-                return Err(format!("invalid dbfilename '{value}'"));
+            // (redis-server's `isValidDBfilename`; it takes an empty name, and then
+            // cannot save.)
+            if value.contains('/') {
+                return Err("dbfilename can't be a path, just a filename".into());
+            }
+            if value.is_empty() {
+                return Err("dbfilename can't be empty".into());
             }
             config.persist.dbfilename = value.into();
         }
@@ -1289,6 +1305,9 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         }),
         opt("enable-module-command", &|c| {
             c.enable_module_command.name().into()
+        }),
+        opt("enable-protected-configs", &|c| {
+            c.enable_protected_configs.name().into()
         }),
         opt("cluster-enabled", &|c| yes_no(c.cluster.enabled).into()),
         opt("cluster-config-file", &|c| c.cluster.config_file.clone()),

@@ -406,6 +406,10 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
             c.enable_module_command.name().into(),
         ),
         (
+            "enable-protected-configs",
+            c.enable_protected_configs.name().into(),
+        ),
+        (
             "latency-monitor-threshold",
             c.latency_monitor_threshold.to_string(),
         ),
@@ -549,50 +553,64 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(FanOut::new(start.args, part, merge)))
 }
 
-/// `CONFIG SET parameter value [parameter value ...]`: every pair checked first, in order
-/// (an unknown, fixed or repeated name, or a bad value, is the error and nothing changes),
-/// then all set at once.
+/// `CONFIG SET parameter value [parameter value ...]`, as redis-server 7.0 checks it:
+/// first the names, in order — an unknown one, one set only at start-up, a protected one
+/// (`dir`, `dbfilename`) unless `enable-protected-configs` allows the client, one
+/// refused while the dataset loads, a repeated one: the first such is the error, named
+/// as typed —, then the values, in order (the first bad one is the error); nothing
+/// changes unless all are good, and then all change at once.
 fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     if !args.len().is_multiple_of(2) {
-        return ctx.reply().error(&errors::wrong_arity("config|set"));
+        return ctx.reply().error(errors::SYNTAX);
     }
-    let mut next = ctx.shared.live().clone();
-    let mut seen: Vec<String> = Vec::new();
+    let allow_protected = match ctx.shared.config.enable_protected_configs {
+        config::Allow::Yes => true,
+        config::Allow::No => false,
+        config::Allow::Local => ctx.client.addr.is_some_and(|a| a.ip().is_loopback()),
+    };
+    let loading = ctx.shared.persist.loading();
+    // (Name as typed, lower case (what a bad value's error names), the option it sets.)
+    let mut pairs: Vec<(String, String, String)> = Vec::new();
     for i in (2..args.len()).step_by(2) {
-        let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
+        let typed = String::from_utf8_lossy(args.get(i)).into_owned();
+        let lower = typed.to_ascii_lowercase();
         let name = config::ALIASES
             .iter()
             .chain(config::inert::ALIASES)
-            .find(|(alias, _)| *alias == name)
-            .map_or(name, |(_, real)| (*real).to_string());
-        let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
-        let refusal = if seen.contains(&name) {
-            Some(errors::config_set_failed(&name, "duplicate parameter"))
-        } else if config::PROTECTED.contains(&name.as_str()) {
-            Some(errors::config_set_failed(
-                &name,
-                "can't set protected config",
-            ))
-        } else if config::FIXED.contains(&name.as_str())
-            || config::SHOWN.contains(&name.as_str())
-            || config::inert::immutable(&name)
+            .find(|(alias, _)| *alias == lower)
+            .map_or_else(|| lower.clone(), |(_, real)| (*real).to_string());
+        let known = |list: &[&str]| list.contains(&name.as_str());
+        if !known(config::SETTABLE)
+            && !known(config::FIXED)
+            && !known(config::SHOWN)
+            && !known(config::PROTECTED)
+            && config::inert::find(&name).is_none()
         {
-            Some(errors::config_set_failed(
-                &name,
-                "can't set immutable config",
-            ))
-        } else if !config::SETTABLE.contains(&name.as_str()) && config::inert::find(&name).is_none()
-        {
-            Some(errors::config_unknown(&name))
-        } else {
-            config::set_option(&mut next, &name, &value)
-                .err()
-                .map(|reason| errors::config_set_failed(&name, &reason))
-        };
-        if let Some(e) = refusal {
-            return e.send(&mut ctx.reply());
+            return errors::config_unknown(&typed).send(&mut ctx.reply());
         }
-        seen.push(name);
+        let refusal =
+            if known(config::FIXED) || known(config::SHOWN) || config::inert::immutable(&name) {
+                Some("can't set immutable config")
+            } else if known(config::PROTECTED) && !allow_protected {
+                Some("can't set protected config")
+            } else if loading && known(config::DENY_LOADING) {
+                return ctx.reply().error(errors::LOADING);
+            } else if pairs.iter().any(|(_, _, n)| *n == name) {
+                Some("duplicate parameter")
+            } else {
+                None
+            };
+        if let Some(reason) = refusal {
+            return errors::config_set_failed(&typed, reason).send(&mut ctx.reply());
+        }
+        pairs.push((typed, lower, name));
+    }
+    let mut next = ctx.shared.live().clone();
+    for (i, (_, shown, name)) in pairs.iter().enumerate() {
+        let value = String::from_utf8_lossy(args.get(3 + 2 * i));
+        if let Err(reason) = config::set_option(&mut next, name, &value) {
+            return errors::config_set_failed(shown, &reason).send(&mut ctx.reply());
+        }
     }
     // More clients need room in the descriptor limit (redis-server's
     // `updateMaxclients`).
@@ -608,6 +626,17 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             );
             return errors::config_set_failed("maxclients", &reason).send(&mut ctx.reply());
         }
+    }
+    // A new `dir`: the process moves there (what CONFIG GET shows is where it is), as
+    // redis-server's `chdir`; back again if what follows fails.
+    let old_dir = ctx.shared.live().persist.dir.clone();
+    let moved = next.persist.dir != old_dir;
+    if moved {
+        if let Err(e) = std::env::set_current_dir(&next.persist.dir) {
+            let reason = crate::util::strerror(&e);
+            return errors::config_set_failed("dir", &reason).send(&mut ctx.reply());
+        }
+        next.persist.dir = std::env::current_dir().unwrap_or_else(|_| next.persist.dir.clone());
     }
     // A new address or port: the new listener first (it may fail, and then nothing
     // changes), as redis-server's `changeListenPort`.
@@ -628,7 +657,10 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 next.bind,
                 next.port
             );
-            let (name, reason) = if seen.iter().any(|n| n == "port") && next.port != port {
+            if moved {
+                let _ = std::env::set_current_dir(&old_dir);
+            }
+            let (name, reason) = if pairs.iter().any(|(_, _, n)| n == "port") && next.port != port {
                 ("port", "Unable to listen on this port. Check server logs.")
             } else {
                 ("bind", "Failed to bind to specified addresses.")

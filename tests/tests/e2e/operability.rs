@@ -842,3 +842,76 @@ fn latency_histograms_and_latencystats_record_the_calls_redis_records() {
         .unwrap_or_else(|| panic!("{info}"));
     assert!(p50 >= 50_000.0, "{info}");
 }
+
+/// CONFIG SET checks the names as redis-server 7.0 does, before any value — an unknown
+/// name, one set only at start-up, a protected one, a repeated one: the first is the
+/// error, named as typed — then the values in order; an odd count is a syntax error.
+#[test]
+fn config_set_checks_names_then_values_as_redis_does() {
+    let mut d = Differential::new();
+    d.check_lines(
+        r#"
+        CONFIG SET a b c
+        CONFIG SET maxmemory bad dir x
+        CONFIG SET MAXMEMORY bad
+        CONFIG SET Dir x
+        CONFIG SET FOO x maxmemory bad
+        CONFIG SET maxmemory bad FOO x
+        CONFIG SET maxmemory 1 MaxMemory 2
+        CONFIG SET hash-max-ziplist-entries bad
+        CONFIG SET Databases 3 dir x
+        CONFIG SET maxmemory 1 Dbfilename x
+        CONFIG SET enable-protected-configs yes
+        CONFIG GET enable-protected-configs
+        CONFIG GET maxmemory
+        "#,
+    );
+}
+
+/// With `enable-protected-configs yes` (or `local`, for a client on the loopback
+/// interface), CONFIG SET `dir` moves the process there, as redis-server does (CONFIG
+/// GET shows where it is; a relative name is relative to it; one that is not a
+/// directory is refused with the system's reason), and `dbfilename` names the file
+/// SAVE writes there.
+#[test]
+fn protected_configs_are_set_where_allowed() {
+    for allow in ["yes", "local"] {
+        let goblin = Server::goblin_with(&["--enable-protected-configs", allow]);
+        let redis = Server::redis_with(&["--enable-protected-configs", allow]);
+        for server in [&goblin, &redis] {
+            let what = format!("{:?}, {allow}", server.kind);
+            let base = goblin_tests::scratch_dir("protected");
+            std::fs::create_dir_all(base.join("inner")).expect("a directory");
+            let base = std::fs::canonicalize(&base).expect("canonical");
+            let mut c = server.raw();
+            let set = |c: &mut goblin_tests::Raw, name: &str, value: &str| {
+                c.cmd(&[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()])
+            };
+            let dir = base.to_str().expect("UTF-8");
+            assert_eq!(set(&mut c, "dir", dir), b"+OK\r\n", "{what}");
+            assert_eq!(set(&mut c, "dir", "inner"), b"+OK\r\n", "{what}");
+            let inner = format!("{}/inner", dir);
+            let shown = goblin_tests::encode(&[b"dir", inner.as_bytes()]);
+            assert_eq!(c.cmd(&[b"CONFIG", b"GET", b"dir"]), shown, "{what}");
+            let missing = set(&mut c, "dir", "/nonexistent-goblin-dir");
+            assert_eq!(
+                missing,
+                b"-ERR CONFIG SET failed (possibly related to argument 'dir') - No such file \
+                  or directory\r\n",
+                "{what}"
+            );
+            assert_eq!(c.cmd(&[b"CONFIG", b"GET", b"dir"]), shown, "{what}");
+            assert_eq!(
+                set(&mut c, "dbfilename", "a/b.rdb"),
+                b"-ERR CONFIG SET failed (possibly related to argument 'dbfilename') - \
+                  dbfilename can't be a path, just a filename\r\n",
+                "{what}"
+            );
+            assert_eq!(set(&mut c, "dbfilename", "moved.rdb"), b"+OK\r\n", "{what}");
+            assert_eq!(c.cmd(&[b"SET", b"k", b"v"]), b"+OK\r\n", "{what}");
+            assert_eq!(c.cmd(&[b"SAVE"]), b"+OK\r\n", "{what}");
+            assert!(base.join("inner/moved.rdb").is_file(), "{what}");
+            let _ = std::fs::remove_dir_all(&base);
+        }
+    }
+}
