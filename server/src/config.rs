@@ -14,10 +14,10 @@ use crate::util::repr;
 /// The server's configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Address to listen on.
-    pub bind: IpAddr,
-    /// `bind`'s addresses as given, with their `-` marks (Goblin listens on the first;
-    /// CONFIG REWRITE writes them all back).
+    /// The addresses to listen on (at least one, at most [`BIND_MAX`]).
+    pub bind: Vec<BindAddr>,
+    /// `bind`'s addresses as given, with their `-` marks (what CONFIG GET shows and
+    /// CONFIG REWRITE writes back).
     pub bind_addrs: Vec<String>,
     /// TCP port (0: any free port; the bound port is printed).
     pub port: u16,
@@ -105,6 +105,35 @@ pub struct Config {
     /// `lua-allow-undeclared-keys` (Goblin's): scripts may touch keys they do not
     /// declare, running with every shard locked.
     pub lua_allow_undeclared_keys: bool,
+}
+
+/// Most addresses `bind` takes (redis-server's `CONFIG_BINDADDR_MAX`).
+pub const BIND_MAX: usize = 16;
+
+/// One of `bind`'s addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindAddr {
+    /// The address (`*` is IPv4's any address, `::*` IPv6's).
+    pub ip: IpAddr,
+    /// Marked `-`: skipped when the system does not have it (no such address, or no
+    /// IPv6), as redis-server skips it.
+    pub optional: bool,
+}
+
+impl BindAddr {
+    /// One word of `bind`, as redis.conf writes it (`127.0.0.1`, `-::1`, `*`, `::*`).
+    fn parse(word: &str) -> Option<BindAddr> {
+        let (optional, addr) = match word.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, word),
+        };
+        let ip = match addr {
+            "*" => IpAddr::from([0, 0, 0, 0]),
+            "::*" => IpAddr::from([0u16; 8]),
+            _ => addr.parse().ok()?,
+        };
+        Some(BindAddr { ip, optional })
+    }
 }
 
 /// Who may run a protected command (`enable-debug-command`): nobody, everybody, or
@@ -398,7 +427,10 @@ const INT_MAX: i64 = i32::MAX as i64;
 impl Default for Config {
     fn default() -> Self {
         Config {
-            bind: IpAddr::from([127, 0, 0, 1]),
+            bind: vec![BindAddr {
+                ip: IpAddr::from([127, 0, 0, 1]),
+                optional: false,
+            }],
             bind_addrs: vec!["127.0.0.1".into()],
             port: 6379,
             threads: 0,
@@ -454,7 +486,8 @@ the next `--name` are its values (`--save 900 1 300 10`), and `--name value` may
 argument. An unknown or invalid option stops the start, naming the file and line.
 
 Options:
-  --bind ADDR               address to listen on (default 127.0.0.1)
+  --bind ADDR...            addresses to listen on (default 127.0.0.1; `*` and `::*` for
+                            any; a `-` prefix: skipped when the machine lacks it)
   --port PORT               TCP port (default 6379; 0 picks a free port)
   --threads N               shard threads, one pinned per core, at most 1024 (default:
                             the cores this process may use)
@@ -883,14 +916,17 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 .flat_map(|v| v.split_whitespace())
                 .map(String::from)
                 .collect();
-            let first = words
-                .first()
-                .ok_or("Bad directive or wrong number of arguments")?;
-            // redis.conf's `-` prefix marks an address that may be missing.
-            let addr = first.strip_prefix('-').unwrap_or(first);
-            config.bind = addr
-                .parse()
-                .map_err(|_| "Failed to bind to specified addresses.".to_string())?;
+            if words.is_empty() {
+                return Err("Bad directive or wrong number of arguments".into());
+            }
+            if words.len() > BIND_MAX {
+                return Err("Too many bind addresses specified.".into());
+            }
+            config.bind = words
+                .iter()
+                .map(|w| BindAddr::parse(w))
+                .collect::<Option<_>>()
+                .ok_or("Failed to bind to specified addresses.")?;
             config.bind_addrs = words;
         }
         "port" => config.port = parse_ranged(one()?, 0, 65535)? as u16,
@@ -1621,7 +1657,7 @@ mod tests {
             panic!("expected a config");
         };
         assert_eq!((c.port, c.threads), (7000, 4));
-        assert_eq!(c.bind, IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(c.bind[0].ip, IpAddr::from([0, 0, 0, 0]));
     }
 
     #[test]
@@ -1663,7 +1699,7 @@ mod tests {
             panic!("expected a config");
         };
         assert_eq!((c.port, c.threads), (7001, 2));
-        assert_eq!(c.bind, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(c.bind[0].ip, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(c.persist.save, vec![(900, 1), (60, 10_000)]);
         assert!(c.persist.appendonly);
         assert_eq!(c.persist.appendfsync, Fsync::Always);

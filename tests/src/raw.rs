@@ -29,7 +29,12 @@ pub struct Raw {
 impl Raw {
     /// Connects, or the error (the server may not listen yet).
     pub fn try_connect(port: u16) -> std::io::Result<Raw> {
-        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        Raw::try_connect_to(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// Connects to `addr`, or the error.
+    pub fn try_connect_to(addr: std::net::SocketAddr) -> std::io::Result<Raw> {
+        let stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
         stream.set_nodelay(true)?;
         Ok(Raw {

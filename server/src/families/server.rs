@@ -352,7 +352,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
     let live = ctx.shared.live();
     let c = &*live;
     let mut params = vec![
-        ("bind", c.bind.to_string()),
+        ("bind", c.bind_addrs.join(" ")),
         ("port", ctx.shared.port().to_string()),
         ("save", c.persist.save_text()),
         ("appendonly", yes_no(c.persist.appendonly)),
@@ -642,7 +642,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     // changes), as redis-server's `changeListenPort`.
     let (bind, port) = {
         let live = ctx.shared.live();
-        (live.bind, live.port)
+        (live.bind.clone(), live.port)
     };
     if next.bind != bind || next.port != port {
         // An unchanged port stays the one bound (`port 0` picked it at start).
@@ -653,8 +653,8 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         if let Err(e) = ctx.shared.rebind(&target) {
             crate::log!(
                 Warning,
-                "CONFIG SET: cannot listen on {}:{}: {e}",
-                next.bind,
+                "CONFIG SET: cannot listen on {} port {}: {e}",
+                next.bind_addrs.join(" "),
                 next.port
             );
             if moved {

@@ -27,6 +27,19 @@ pub type WorkerIo = (Poll, Receiver<Vec<Msg>>);
 /// The token of each worker's waker.
 pub const WAKER: Token = Token(usize::MAX - 2);
 
+/// The poll token of listener `i` (one per `bind` address, at most
+/// [`crate::config::BIND_MAX`]; connections use their slab keys, far below).
+pub fn listener_token(i: usize) -> Token {
+    Token(usize::MAX - 3 - i)
+}
+
+/// Which listener `token` is, if it is a listener's.
+pub fn listener_of(token: Token) -> Option<usize> {
+    (usize::MAX - 3)
+        .checked_sub(token.0)
+        .filter(|&i| i < crate::config::BIND_MAX)
+}
+
 /// How other workers reach a worker: its inbox and its waker.
 #[derive(Debug)]
 pub struct Peer {
@@ -121,11 +134,11 @@ pub struct Shared {
     pub local_addr: SocketAddr,
     /// The port it listens on now (CONFIG SET port or bind moves it).
     port: std::sync::atomic::AtomicU16,
-    /// A listener CONFIG SET bound, for the accepting worker to take in place of its own.
-    new_listener: std::sync::Mutex<Option<TcpListener>>,
-    /// The listening socket in use (another descriptor of it), shut as the process
+    /// Listeners CONFIG SET bound, for the accepting worker to take in place of its own.
+    new_listener: std::sync::Mutex<Option<Vec<TcpListener>>>,
+    /// The listening sockets in use (other descriptors of them), shut as the process
     /// exits ([`stop_listening`]).
-    listening: std::sync::Mutex<Option<Socket>>,
+    listening: std::sync::Mutex<Vec<Socket>>,
     /// One waits there (read by the accepting worker every iteration).
     listener_waits: AtomicBool,
     /// Every command.
@@ -384,7 +397,7 @@ impl Shared {
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
             new_listener: std::sync::Mutex::new(None),
-            listening: std::sync::Mutex::new(None),
+            listening: std::sync::Mutex::new(Vec::new()),
             listener_waits: AtomicBool::new(false),
             config,
             commands,
@@ -551,29 +564,47 @@ impl Shared {
     /// # Errors
     /// When the address cannot be bound (nothing changes then).
     pub fn rebind(&self, config: &Config) -> io::Result<()> {
-        let listener = bind(config)?;
-        let port = listener.local_addr()?.port();
-        self.keep_listening(&listener);
+        // An address and port listened on already keep their socket (another one could
+        // not be bound there while it is open).
+        let current: Vec<TcpListener> = match self.listening.lock() {
+            Ok(slot) => slot
+                .iter()
+                .filter_map(|s| s.try_clone().ok())
+                .map(TcpListener::from)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let listeners = bind(config, &current)?;
+        let port = first_port(&listeners)?;
+        self.keep_listening(&listeners);
         if let Ok(mut slot) = self.new_listener.lock() {
-            *slot = Some(listener);
+            *slot = Some(listeners);
             self.listener_waits.store(true, Ordering::SeqCst);
         }
         self.port.store(port, Ordering::Relaxed);
-        crate::log!(Notice, "Listening on {}:{port} (CONFIG SET)", config.bind);
+        crate::log!(
+            Notice,
+            "Listening on {} port {port} (CONFIG SET)",
+            config.bind_addrs.join(" ")
+        );
         self.peers[0].send(Vec::new());
         Ok(())
     }
 
-    /// Keeps another descriptor of `listener`, the one in use now, for
+    /// Keeps other descriptors of `listeners`, the ones in use now, for
     /// [`stop_listening`].
-    fn keep_listening(&self, listener: &TcpListener) {
-        if let (Ok(mut slot), Ok(dup)) = (self.listening.lock(), listener.try_clone()) {
-            *slot = Some(Socket::from(dup));
+    fn keep_listening(&self, listeners: &[TcpListener]) {
+        if let Ok(mut slot) = self.listening.lock() {
+            *slot = listeners
+                .iter()
+                .filter_map(|l| l.try_clone().ok())
+                .map(Socket::from)
+                .collect();
         }
     }
 
-    /// The listener CONFIG SET bound, if one waits to be taken.
-    pub fn take_new_listener(&self) -> Option<TcpListener> {
+    /// The listeners CONFIG SET bound, if they wait to be taken.
+    pub fn take_new_listener(&self) -> Option<Vec<TcpListener>> {
         if !self.listener_waits.load(Ordering::Relaxed)
             || !self.listener_waits.swap(false, Ordering::SeqCst)
         {
@@ -637,20 +668,80 @@ fn hll_sparse_max_bytes(config: &Config) -> usize {
     usize::try_from(config.hll_sparse_max_bytes).unwrap_or(usize::MAX)
 }
 
-fn bind(config: &Config) -> io::Result<TcpListener> {
-    let addr = SocketAddr::new(config.bind, config.port);
+/// Listens on each of `bind`'s addresses, as redis-server's `listenToPort`: an address
+/// the system lacks is skipped when marked `-`, and so is one of a protocol it does not
+/// have; any other failure fails the whole (what was bound is closed). Port 0 picks a
+/// free port for the first address, which the others then take too. An address among
+/// `current`'s (listened on already) takes another descriptor of that socket.
+fn bind(config: &Config, current: &[TcpListener]) -> io::Result<Vec<TcpListener>> {
+    const EADDRNOTAVAIL: i32 = 99;
+    const UNSUPPORTED: [i32; 5] = [92, 93, 94, 96, 97]; // ENOPROTOOPT … EAFNOSUPPORT
+    let mut listeners: Vec<TcpListener> = Vec::new();
+    let mut port = config.port;
+    for addr in &config.bind {
+        let at = SocketAddr::new(addr.ip, port);
+        let open = current
+            .iter()
+            .find(|l| port != 0 && l.local_addr().is_ok_and(|a| a == at));
+        let listener = match open {
+            Some(l) => l.try_clone(),
+            None => listen(at),
+        };
+        match listener {
+            Ok(listener) => {
+                port = listener.local_addr()?.port();
+                listeners.push(listener);
+            }
+            Err(e) => {
+                crate::log!(
+                    Warning,
+                    "Warning: Could not create server TCP listening socket {}:{port}: {}",
+                    addr.ip,
+                    crate::util::strerror(&e)
+                );
+                let code = e.raw_os_error().unwrap_or(0);
+                if (code == EADDRNOTAVAIL && addr.optional) || UNSUPPORTED.contains(&code) {
+                    continue;
+                }
+                return Err(e);
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            "Configured to not listen anywhere",
+        ));
+    }
+    Ok(listeners)
+}
+
+/// A listening socket on `addr` (an IPv6 one for IPv6 only, as redis-server's, so that
+/// `*` and `::*` can both be bound).
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(LISTEN_BACKLOG)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
 }
 
+/// The port the first of `listeners` listens on.
+fn first_port(listeners: &[TcpListener]) -> io::Result<u16> {
+    match listeners.first() {
+        Some(l) => Ok(l.local_addr()?.port()),
+        None => Err(io::ErrorKind::AddrNotAvailable.into()),
+    }
+}
+
 /// A bound, not yet running server.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
     polls: Vec<WorkerIo>,
 }
@@ -677,17 +768,24 @@ impl Server {
         config.persist.dir = dir;
         crate::log::set_level(config.loglevel);
         crate::log::set_file(config.logfile.as_deref())?;
-        let listener = bind(&config).map_err(|e| {
+        let listeners = bind(&config, &[]).map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("cannot listen on {}:{}: {e}", config.bind, config.port),
+                format!(
+                    "cannot listen on {} port {}: {e}",
+                    config.bind_addrs.join(" "),
+                    config.port
+                ),
             )
         })?;
-        let local_addr = listener.local_addr()?;
+        let local_addr = match listeners.first() {
+            Some(l) => l.local_addr()?,
+            None => return Err(io::ErrorKind::AddrNotAvailable.into()),
+        };
         let (shared, polls) = Shared::build(config, local_addr)?;
-        shared.keep_listening(&listener);
+        shared.keep_listening(&listeners);
         Ok(Server {
-            listener,
+            listeners,
             shared: Arc::new(shared),
             polls,
         })
@@ -706,7 +804,12 @@ impl Server {
     pub fn run(self) -> io::Result<()> {
         // The kernel stamps every client's bytes from before the first is read.
         crate::runtime::worker::hold_receive_times();
-        let mut listener = Some(mio::net::TcpListener::from_std(self.listener));
+        let mut listeners = Some(
+            self.listeners
+                .into_iter()
+                .map(mio::net::TcpListener::from_std)
+                .collect::<Vec<_>>(),
+        );
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let config = &self.shared.config;
         crate::log!(Notice, "oO0OoO0OoO0Oo Goblin is starting oO0OoO0OoO0Oo");
@@ -795,7 +898,7 @@ impl Server {
         let mut handles = Vec::new();
         for (id, (poll, inbox)) in self.polls.into_iter().enumerate() {
             let shared = Arc::clone(&self.shared);
-            let listener = listener.take();
+            let listeners = listeners.take().unwrap_or_default();
             let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
             let log = logs.get_mut(id).and_then(Option::take);
             let handle = std::thread::Builder::new()
@@ -807,7 +910,7 @@ impl Server {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    let mut worker = Worker::new(id, shared, poll, inbox, listener)?;
+                    let mut worker = Worker::new(id, shared, poll, inbox, listeners)?;
                     if let Some(log) = log {
                         worker.shard.add_observer(Box::new(log));
                     }
@@ -858,10 +961,10 @@ pub fn new_repl_id() -> String {
 /// that exited (the kernel closes descriptors in their order, the listener's maybe
 /// after the client's).
 pub(crate) fn stop_listening(shared: &Shared) {
-    if let Ok(slot) = shared.listening.lock()
-        && let Some(socket) = slot.as_ref()
-    {
-        let _ = socket.shutdown(std::net::Shutdown::Both);
+    if let Ok(slot) = shared.listening.lock() {
+        for socket in slot.iter() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 

@@ -30,13 +30,10 @@ use slab::Slab;
 
 use crate::runtime::conn::{Conn, Deferred, ReadOutcome};
 use crate::runtime::pipeline::Route;
-use crate::runtime::server::Shared;
+use crate::runtime::server::{Shared, listener_of, listener_token};
 use crate::runtime::worker::Worker;
 use crate::table::Flags;
 use crate::table::handler::{Args, MultiState};
-
-/// The listener's token in the stand-in's poll (connections use their slab keys).
-const LISTENER: Token = Token(usize::MAX - 1);
 
 /// Reads of one connection per visit at most (each reads up to the buffer's free space).
 const READS_PER_VISIT: usize = 16;
@@ -47,7 +44,7 @@ struct Lent {
     /// Whether the worker's connections are here now.
     lent: bool,
     conns: Slab<Conn>,
-    listener: Option<TcpListener>,
+    listeners: Vec<TcpListener>,
     /// The connection whose command runs the script: not served (its requests wait).
     running: Option<usize>,
     shared: Option<Arc<Shared>>,
@@ -82,7 +79,7 @@ impl Worker {
             }
             l.lent = true;
             std::mem::swap(&mut l.conns, &mut self.conns);
-            std::mem::swap(&mut l.listener, &mut self.listener);
+            std::mem::swap(&mut l.listeners, &mut self.listeners);
             l.running = running;
             l.next_gen = self.next_gen;
             l.worker = self.id;
@@ -105,7 +102,7 @@ impl Worker {
             }
             l.lent = false;
             std::mem::swap(&mut l.conns, &mut self.conns);
-            std::mem::swap(&mut l.listener, &mut self.listener);
+            std::mem::swap(&mut l.listeners, &mut self.listeners);
             l.running = None;
             if l.poll.take().is_some()
                 && let Some(busy) = self.shared.busy_workers.get(self.id)
@@ -157,7 +154,7 @@ impl Lent {
         if poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(&poll),
+                    token if listener_of(token).is_some() => self.accept(&poll),
                     Token(key) => self.serve_conn(key),
                 }
             }
@@ -176,9 +173,9 @@ impl Lent {
             let fd = conn.stream.as_raw_fd();
             let _ = registry.register(&mut SourceFd(&fd), Token(key), Interest::READABLE);
         }
-        if let Some(l) = self.listener.as_ref() {
+        for (i, l) in self.listeners.iter().enumerate() {
             let fd = l.as_raw_fd();
-            let _ = registry.register(&mut SourceFd(&fd), LISTENER, Interest::READABLE);
+            let _ = registry.register(&mut SourceFd(&fd), listener_token(i), Interest::READABLE);
         }
         if let Some(busy) = self
             .shared
@@ -194,19 +191,23 @@ impl Lent {
         self.poll = Some((poll, Events::with_capacity(256)));
     }
 
-    /// Accepts the clients waiting on the listener, as the worker does, and serves them.
+    /// Accepts the clients waiting on the listeners, as the worker does, and serves them.
     fn accept(&mut self, poll: &Poll) {
         let Some(shared) = self.shared.clone() else {
             return;
         };
+        let mut i = 0;
         loop {
-            let Some(listener) = self.listener.as_ref() else {
+            let Some(listener) = self.listeners.get(i) else {
                 return;
             };
             let (stream, addr) = match listener.accept() {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
+                Err(_) => {
+                    i += 1;
+                    continue;
+                }
             };
             let Some(stream) = crate::runtime::worker::admit(&shared, stream, addr) else {
                 continue;

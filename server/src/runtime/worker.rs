@@ -45,13 +45,12 @@ use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::limits::{self, ClientClass};
 use crate::runtime::msg::{Batch, ConnRef, Msg};
-use crate::runtime::server::{Shared, TICK_CRON, TICK_IDLE, WAKER};
+use crate::runtime::server::{Shared, TICK_CRON, TICK_IDLE, WAKER, listener_of, listener_token};
 use crate::runtime::spin;
 use crate::shard::{Outgoing, Shard};
 use crate::txn::coordinator::{Env, TxJob};
 use crate::txn::plan::Outcome;
 
-const LISTENER: Token = Token(usize::MAX - 1);
 /// Readiness events handled per `poll` call.
 const EVENTS_CAPACITY: usize = 1024;
 /// Reads from one connection per turn before the others are served.
@@ -245,7 +244,8 @@ pub struct Worker {
     pub(crate) id: usize,
     poll: Poll,
     inbox: Receiver<Vec<Msg>>,
-    pub(crate) listener: Option<TcpListener>,
+    /// The listeners (one per `bind` address), on the worker that accepts connections.
+    pub(crate) listeners: Vec<TcpListener>,
     next_target: usize,
     pub(crate) conns: Slab<Conn>,
     pub(crate) next_gen: u64,
@@ -366,23 +366,23 @@ fn parked(jobs: &HashMap<u64, Box<TxJob>, foldhash::fast::RandomState>, job: Opt
 }
 
 impl Worker {
-    /// Worker `id`; `listener` is given to the one that accepts connections.
+    /// Worker `id`; `listeners` are given to the one that accepts connections.
     ///
     /// # Errors
-    /// When the listener cannot be registered.
+    /// When a listener cannot be registered.
     pub fn new(
         id: usize,
         shared: Arc<Shared>,
         poll: Poll,
         inbox: Receiver<Vec<Msg>>,
-        mut listener: Option<TcpListener>,
+        mut listeners: Vec<TcpListener>,
     ) -> io::Result<Self> {
-        if let Some(l) = listener.as_mut() {
-            poll.registry().register(l, LISTENER, Interest::READABLE)?;
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry()
+                .register(l, listener_token(i), Interest::READABLE)?;
         }
         let threads = shared.threads;
-        let spare = listener
-            .is_some()
+        let spare = (!listeners.is_empty())
             .then(|| std::fs::File::open("/dev/null").ok())
             .flatten();
         let mut shard = Shard::new(
@@ -396,7 +396,7 @@ impl Worker {
             id,
             poll,
             inbox,
-            listener,
+            listeners,
             next_target: 0,
             conns: Slab::new(),
             next_gen: 0,
@@ -456,8 +456,8 @@ impl Worker {
             self.now = clock::now_ms();
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(),
                     WAKER => {}
+                    token if listener_of(token).is_some() => self.accept(),
                     Token(key) => {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
@@ -475,7 +475,7 @@ impl Worker {
                     }
                 }
             }
-            if self.listener.is_some() {
+            if !self.listeners.is_empty() {
                 self.take_new_listener();
             }
             if std::mem::take(&mut self.accept_retry) {
@@ -1493,9 +1493,30 @@ impl Worker {
         }
     }
 
+    /// Accepts the clients waiting on the listeners: at most [`MAX_ACCEPTS_PER_TURN`]
+    /// a turn (more may wait: the listeners are looked at again after the others are
+    /// served).
     fn accept(&mut self) {
-        for _ in 0..MAX_ACCEPTS_PER_TURN {
-            let Some(listener) = self.listener.as_ref() else {
+        let mut budget = MAX_ACCEPTS_PER_TURN;
+        for i in 0..self.listeners.len() {
+            self.accept_from(i, &mut budget);
+            if budget == 0 {
+                for (i, l) in self.listeners.iter_mut().enumerate() {
+                    let _ =
+                        self.poll
+                            .registry()
+                            .reregister(l, listener_token(i), Interest::READABLE);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Accepts the clients waiting on listener `i`, while `budget` lasts.
+    fn accept_from(&mut self, i: usize, budget: &mut usize) {
+        while *budget > 0 {
+            *budget -= 1;
+            let Some(listener) = self.listeners.get(i) else {
                 return;
             };
             match listener.accept() {
@@ -1519,7 +1540,7 @@ impl Worker {
                 // tell it, rather than leave it waiting in the backlog (no readiness
                 // event would come for it until another client connects).
                 Err(e) if matches!(e.raw_os_error(), Some(EMFILE | ENFILE)) => {
-                    if !self.refuse_one(&e) {
+                    if !self.refuse_one(i, &e) {
                         return;
                     }
                 }
@@ -1531,41 +1552,48 @@ impl Worker {
                 }
             }
         }
-        // More may be pending: come back after serving the others.
-        if let Some(l) = self.listener.as_mut() {
-            let _ = self
-                .poll
-                .registry()
-                .reregister(l, LISTENER, Interest::READABLE);
-        }
     }
 
-    /// CONFIG SET port / bind bound a new listener: it replaces this worker's.
+    /// CONFIG SET port / bind bound new listeners: they replace this worker's.
     fn take_new_listener(&mut self) {
         let Some(new) = self.shared.take_new_listener() else {
             return;
         };
-        let mut new = TcpListener::from_std(new);
-        if self
-            .poll
-            .registry()
-            .register(&mut new, LISTENER, Interest::READABLE)
-            .is_err()
-        {
-            crate::log!(Warning, "cannot poll the new listener; keeping the old one");
+        let mut new: Vec<TcpListener> = new.into_iter().map(TcpListener::from_std).collect();
+        for l in &mut self.listeners {
+            let _ = self.poll.registry().deregister(l);
+        }
+        let registered = new.iter_mut().enumerate().all(|(i, l)| {
+            self.poll
+                .registry()
+                .register(l, listener_token(i), Interest::READABLE)
+                .is_ok()
+        });
+        if !registered {
+            crate::log!(
+                Warning,
+                "cannot poll the new listeners; keeping the old ones"
+            );
+            for l in &mut new {
+                let _ = self.poll.registry().deregister(l);
+            }
+            for (i, l) in self.listeners.iter_mut().enumerate() {
+                let _ = self
+                    .poll
+                    .registry()
+                    .register(l, listener_token(i), Interest::READABLE);
+            }
             return;
         }
-        if let Some(mut old) = self.listener.replace(new) {
-            let _ = self.poll.registry().deregister(&mut old);
-        }
-        // Clients may already wait on it.
+        self.listeners = new;
+        // Clients may already wait on them.
         self.accept();
     }
 
-    /// With no descriptor left, takes one pending client with the spare descriptor, tells
-    /// it `max number of clients reached` and closes it. False when even that failed
-    /// (then the listener is looked at again in a moment).
-    fn refuse_one(&mut self, error: &io::Error) -> bool {
+    /// With no descriptor left, takes one client pending on listener `i` with the spare
+    /// descriptor, tells it `max number of clients reached` and closes it. False when
+    /// even that failed (then the listeners are looked at again in a moment).
+    fn refuse_one(&mut self, i: usize, error: &io::Error) -> bool {
         if self
             .last_fd_warning
             .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
@@ -1577,7 +1605,7 @@ impl Worker {
                  are freed (raise 'ulimit -n' or lower maxclients)"
             );
         }
-        let Some(listener) = self.listener.as_ref() else {
+        let Some(listener) = self.listeners.get(i) else {
             return false;
         };
         drop(self.spare_fd.take());

@@ -231,3 +231,43 @@ fn config_set_port_and_bind_move_the_listener() {
             .collect::<Vec<_>>()
     );
 }
+
+/// `bind` takes several addresses, as redis-server's does: each is listened on, one
+/// marked `-` that the machine does not have is skipped (and `::1` where there is no
+/// IPv6), CONFIG GET shows them as given; an address that cannot be bound, or more than
+/// 16, is refused and nothing changes. The same replies as redis-server's.
+#[test]
+fn bind_listens_on_several_addresses() {
+    let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    let mut replies = Vec::new();
+    for server in [Server::goblin_threads(2), Server::redis()] {
+        let kind = server.kind;
+        let mut c = Raw::connect(server.port);
+        let set = |c: &mut Raw, value: &str| c.cmd(&[b"CONFIG", b"SET", b"bind", value.as_bytes()]);
+        let both = "127.0.0.1 -::1 -192.0.2.1";
+        assert_eq!(set(&mut c, both), b"+OK\r\n", "{kind:?}");
+        replies.push(c.cmd(&[b"CONFIG", b"GET", b"bind"]));
+        assert_eq!(Raw::connect(server.port).cmd(&[b"PING"]), b"+PONG\r\n");
+        let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, server.port));
+        if ipv6 {
+            let mut over_v6 = Raw::try_connect_to(v6).expect("::1");
+            assert_eq!(over_v6.cmd(&[b"PING"]), b"+PONG\r\n", "{kind:?}");
+        }
+        replies.push(set(&mut c, "127.0.0.1 192.0.2.1"));
+        let many: Vec<String> = (1..=17).map(|i| format!("-192.0.2.{i}")).collect();
+        replies.push(set(&mut c, &many.join(" ")));
+        replies.push(c.cmd(&[b"CONFIG", b"GET", b"bind"]));
+        assert_eq!(set(&mut c, "127.0.0.1"), b"+OK\r\n", "{kind:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        if ipv6 {
+            assert!(
+                Raw::try_connect_to(v6).is_err(),
+                "{kind:?}: ::1 still listens"
+            );
+        }
+        assert_eq!(Raw::connect(server.port).cmd(&[b"PING"]), b"+PONG\r\n");
+    }
+    let (g, r) = replies.split_at(replies.len() / 2);
+    assert_eq!(g, r);
+    assert_eq!(g[0], encode(&[b"bind", b"127.0.0.1 -::1 -192.0.2.1"]));
+}
