@@ -45,6 +45,9 @@ const HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
@@ -118,6 +121,8 @@ enum Job {
     DenyScripts(bool),
     Help,
     ChangeReplId,
+    /// CONFIG-REWRITE-FORCE-ALL: CONFIG REWRITE writing every option, defaults too.
+    RewriteAll,
     Log(Vec<u8>),
     Error(Vec<u8>),
     Protocol(Vec<u8>),
@@ -196,6 +201,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::LoadAof(LoadAof::Sync)
     } else if is("CHANGE-REPL-ID") && n == 2 {
         Job::ChangeReplId
+    } else if is("CONFIG-REWRITE-FORCE-ALL") && n == 2 {
+        Job::RewriteAll
     } else if is("LOG") && n == 3 {
         Job::Log(args.get(2).to_vec())
     } else if is("ERROR") && n == 3 {
@@ -379,6 +386,12 @@ impl Plan for DebugPlan {
                 }
                 cx.done(|e| e.ok())
             }
+            Job::RewriteAll => match super::server::rewrite_config(cx.shared, true) {
+                Ok(()) => cx.done(|e| e.ok()),
+                Err(reason) => cx.done(|e| {
+                    e.error(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {reason}").as_bytes())
+                }),
+            },
             Job::Log(message) => {
                 crate::log!(Warning, "DEBUG LOG: {}", String::from_utf8_lossy(message));
                 cx.done(|e| e.ok())

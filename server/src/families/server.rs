@@ -675,22 +675,10 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// `CONFIG REWRITE`: the configuration file the server started from rewritten with the
 /// values in force now ([`config::rewrite_file`]), as redis-server 7.0 rewrites its.
 fn config_rewrite(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    let Some(path) = ctx.shared.config.file.clone() else {
+    if ctx.shared.config.file.is_none() {
         return ctx.reply().error(errors::CONFIG_REWRITE_NO_FILE);
-    };
-    let mut live = ctx.shared.live().clone();
-    // The users as they are now, unless an ACL file holds them.
-    live.users = if live.aclfile.is_some() {
-        Vec::new()
-    } else {
-        ctx.shared
-            .acl
-            .lines(&ctx.shared.commands)
-            .into_iter()
-            .map(|line| line.split(' ').skip(1).map(String::from).collect())
-            .collect()
-    };
-    match config::rewrite_file(&path, &live) {
+    }
+    match rewrite_config(ctx.shared, false) {
         Ok(()) => {
             crate::log!(Notice, "CONFIG REWRITE executed with success.");
             ctx.reply().ok();
@@ -700,6 +688,31 @@ fn config_rewrite(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             errors::config_rewrite_failed(&reason).send(&mut ctx.reply());
         }
     }
+}
+
+/// Rewrites the configuration file the server started from with the values in force
+/// now (`force_all`: every option written, at its default too — DEBUG
+/// CONFIG-REWRITE-FORCE-ALL); the reason it could not, in `strerror`'s words.
+pub(crate) fn rewrite_config(
+    shared: &crate::runtime::server::Shared,
+    force_all: bool,
+) -> Result<(), String> {
+    let Some(path) = shared.config.file.clone() else {
+        return Err("No such file or directory".into());
+    };
+    let mut live = shared.live().clone();
+    // The users as they are now, unless an ACL file holds them.
+    live.users = if live.aclfile.is_some() {
+        Vec::new()
+    } else {
+        shared
+            .acl
+            .lines(&shared.commands)
+            .into_iter()
+            .map(|line| line.split(' ').skip(1).map(String::from).collect())
+            .collect()
+    };
+    config::rewrite_file(&path, &live, force_all)
 }
 
 /// What one shard tells INFO: per database its keys and keys with an expiry, its

@@ -92,6 +92,9 @@ struct Sink<'a> {
     keys: u64,
     started: Instant,
     reported: Instant,
+    /// `key-load-delay` (redis-server's test knob): microseconds slept after each key
+    /// loaded; negative, one microsecond every `-n` keys.
+    delay: i64,
 }
 
 impl<'a> Sink<'a> {
@@ -102,6 +105,9 @@ impl<'a> Sink<'a> {
             keys: 0,
             started: Instant::now(),
             reported: Instant::now(),
+            delay: crate::config::inert::value(&shared.live().inert, "key-load-delay")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
         }
     }
 
@@ -117,6 +123,14 @@ impl<'a> Sink<'a> {
         }
         self.keys += 1;
         self.progress();
+        let micros = match self.delay {
+            0 => 0,
+            d if d > 0 => d.unsigned_abs(),
+            d => u64::from(self.keys.is_multiple_of(d.unsigned_abs())),
+        };
+        if micros > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(micros));
+        }
     }
 
     fn progress(&mut self) {

@@ -319,11 +319,11 @@ fn a_client_past_its_output_limit_is_closed_not_evicted() {
             let name = format!("obuf-client{i}");
             assert_eq!(c.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), b"+OK\r\n");
         }
-        stop_process(server.pid(), "STOP");
+        server.signal("STOP");
         for c in &mut getters {
             c.send(&goblin_tests::encode(&[b"GET", key.as_bytes()]));
         }
-        stop_process(server.pid(), "CONT");
+        server.signal("CONT");
         assert_eq!(names(ctl), ["qbuf-client"], "{what}");
         assert_eq!(evicted(ctl), 0, "{what}");
         for c in &mut getters {
@@ -342,14 +342,4 @@ fn two_connections(server: &Server) -> [Raw; 2] {
         Kind::Goblin => server.one_per_thread::<2>(),
         Kind::Redis => [server.raw(), server.raw()],
     }
-}
-
-/// Sends `kill -<signal>` to process `pid`.
-fn stop_process(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill -{signal} {pid}");
 }

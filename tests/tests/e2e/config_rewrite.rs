@@ -594,3 +594,70 @@ fn a_bad_replicaof_on_the_command_line_is_refused_as_redis_server_refuses_it() {
         assert!(goblin.contains("'replicaof"), "{case:?}: {goblin}");
     }
 }
+
+/// DEBUG CONFIG-REWRITE-FORCE-ALL writes every option, at its default too (Redis's
+/// "CONFIG REWRITE sanity"): started again from that file, the server shows every value
+/// CONFIG GET showed before.
+#[test]
+fn a_forced_rewrite_writes_every_option_and_reads_back() {
+    let scratch = scratch_dir("rewrite-all");
+    let conf = scratch.join("goblin.conf");
+    std::fs::write(&conf, "save \"\"\nenable-debug-command yes\n").unwrap();
+    let dir = scratch.to_str().unwrap();
+    let all = |server: &Server| -> Vec<(String, String)> {
+        let mut c = server.client();
+        let flat: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("*")
+            .query(&mut c)
+            .expect("CONFIG GET *");
+        let mut pairs: Vec<(String, String)> = flat
+            .chunks(2)
+            .map(|p| (p[0].clone(), p[1].clone()))
+            .filter(|(name, _)| name != "port")
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    let goblin = Server::goblin_with_file(&conf, &["--dir", dir]);
+    let mut raw = goblin.raw();
+    ok(
+        &mut raw,
+        &["CONFIG", "SET", "maxmemory", "10mb", "save", "100 10"],
+    );
+    ok(
+        &mut raw,
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+    );
+    ok(
+        &mut raw,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 512kb 10",
+        ],
+    );
+    ok(
+        &mut raw,
+        &["CONFIG", "SET", "hash-max-listpack-entries", "100"],
+    );
+    let before = all(&goblin);
+    ok(&mut raw, &["DEBUG", "CONFIG-REWRITE-FORCE-ALL"]);
+    let text = std::fs::read_to_string(&conf).unwrap();
+    // Defaults too: more lines than options changed.
+    for line in [
+        "maxmemory-samples 5",
+        "hz 10",
+        "appendonly no",
+        "save 100 10",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}: {text}");
+    }
+    drop(raw);
+    drop(goblin);
+    let again = Server::goblin_with_file(&conf, &[]);
+    assert_eq!(all(&again), before);
+    drop(again);
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -1242,3 +1242,38 @@ fn background_saves_inside_exec_answer_scheduled() {
     };
     assert_eq!(transcript(&goblin), transcript(&redis));
 }
+
+/// `key-load-delay` (redis-server's test knob: microseconds after each key loaded) slows
+/// loading down: meanwhile INFO says `loading:1` and commands on keys answer LOADING;
+/// then every key is there.
+#[test]
+fn key_load_delay_holds_the_loading_state_visible() {
+    let dir = Dir::new("load-delay");
+    let goblin = Server::goblin_with(&["--dir", dir.arg()]);
+    let mut raw = goblin.raw();
+    let keys: Vec<Vec<Vec<u8>>> = (0..5_000)
+        .map(|i| vec![b"SET".to_vec(), format!("k{i}").into_bytes(), b"v".to_vec()])
+        .collect();
+    pipeline(&mut raw, keys);
+    ok(&mut raw, "SAVE");
+    drop(raw);
+    drop(goblin);
+    let again = Server::goblin_starting(&["--dir", dir.arg(), "--key-load-delay", "300"]);
+    let started = Instant::now();
+    let mut raw = loop {
+        if let Ok(raw) = Raw::try_connect(again.port) {
+            break raw;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never listened"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence")).into_owned();
+    assert!(info.contains("loading:1"), "{info}");
+    assert!(cmd(&mut raw, "GET k1").starts_with(b"-LOADING"));
+    again.wait_ready();
+    assert_eq!(cmd(&mut raw, "DBSIZE"), b":5000\r\n");
+    assert!(started.elapsed() >= Duration::from_millis(1_000));
+}
