@@ -1794,10 +1794,15 @@ impl Worker {
     /// worker had sent to other shards when it came are back (their replies are in
     /// their clients' output: one past its output limit for them is gone), or after
     /// [`QUESTION_WAIT`] (a batch held back by a client that does not read).
+    #[inline]
     pub(crate) fn answer_questions(&mut self) {
-        if self.questions.is_empty() {
-            return;
+        if !self.questions.is_empty() {
+            self.answer_waiting_questions();
         }
+    }
+
+    /// [`Worker::answer_questions`] when some wait.
+    fn answer_waiting_questions(&mut self) {
         // The commands read so far are sent first, and counted.
         self.send_open_batches();
         let mut questions = std::mem::take(&mut self.questions);
@@ -1817,7 +1822,11 @@ impl Worker {
     }
 
     /// How soon the next iteration should look at the questions waiting here, if any.
+    #[inline]
     pub(crate) fn questions_due(&self) -> Option<Duration> {
+        if self.questions.is_empty() {
+            return None;
+        }
         self.questions
             .iter()
             .map(|q| match q.runs_due {

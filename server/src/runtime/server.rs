@@ -29,11 +29,13 @@ pub const WAKER: Token = Token(usize::MAX - 2);
 
 /// The poll token of listener `i` (one per `bind` address, at most
 /// [`crate::config::BIND_MAX`]; connections use their slab keys, far below).
+#[inline]
 pub fn listener_token(i: usize) -> Token {
     Token(usize::MAX - 3 - i)
 }
 
 /// Which listener `token` is, if it is a listener's.
+#[inline]
 pub fn listener_of(token: Token) -> Option<usize> {
     (usize::MAX - 3)
         .checked_sub(token.0)
