@@ -1652,6 +1652,30 @@ mod tests {
     }
 
     #[test]
+    fn bind_takes_redis_words() {
+        let c = run(&["--bind", "*", "-::*", "127.0.0.1", "::1"]);
+        let want = [
+            ("0.0.0.0", false),
+            ("::", true),
+            ("127.0.0.1", false),
+            ("::1", false),
+        ];
+        let got: Vec<(String, bool)> = c
+            .bind
+            .iter()
+            .map(|a| (a.ip.to_string(), a.optional))
+            .collect();
+        let want: Vec<(String, bool)> = want.iter().map(|(a, o)| (a.to_string(), *o)).collect();
+        assert_eq!(got, want);
+        assert_eq!(c.bind_addrs, ["*", "-::*", "127.0.0.1", "::1"]);
+        assert!(parse(args("--bind nonsense")).is_err());
+        let many: Vec<String> = (0..17).map(|i| format!("127.0.0.{i}")).collect();
+        let mut argv = vec!["--bind".to_string()];
+        argv.extend(many);
+        assert!(parse(argv).is_err());
+    }
+
+    #[test]
     fn parses_options() {
         let Ok(Cli::Run(c)) = parse(args("--port 7000 --bind 0.0.0.0 --threads 4")) else {
             panic!("expected a config");

@@ -995,3 +995,19 @@ fn logo(mode: &str, port: u16, threads: usize) -> String {
     ]
     .join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_tokens_are_told_from_the_waker_and_connections() {
+        for i in 0..crate::config::BIND_MAX {
+            assert_eq!(listener_of(listener_token(i)), Some(i));
+        }
+        assert_eq!(listener_of(WAKER), None);
+        assert_eq!(listener_of(Token(usize::MAX)), None);
+        assert_eq!(listener_of(Token(0)), None);
+        assert_eq!(listener_of(Token(1 << 40)), None);
+    }
+}
