@@ -44,6 +44,9 @@ def start(name, argv, port, cpus="0"):
     waits until it listens on `port`. goblin-server gets no `save` rules and a directory
     of its own unless `argv` says otherwise (as the redis-servers here run without them), so
     that no background save or stray dump.rdb touches a measurement."""
+    # On the loopback interface only (both servers' default is every address).
+    if argv and "--bind" not in argv:
+        argv = argv + ["--bind", "127.0.0.1"]
     if argv and argv[0] == GOBLIN:
         if "--save" not in argv:
             argv = argv + ["--save", ""]

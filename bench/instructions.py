@@ -43,8 +43,8 @@ def instructions(binary, threads, test, pipeline, requests, clients, keyspace):
     # A binary may carry arguments after '+': `target/release/goblin-server+--appendonly+yes`.
     binary, *extra = binary.split("+")
     server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--port",
-         str(port), "--threads", str(threads), "--save", "", "--dir", os.path.dirname(out)]
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--bind",
+         "127.0.0.1", "--port", str(port), "--threads", str(threads), "--save", "", "--dir", os.path.dirname(out)]
         + extra,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

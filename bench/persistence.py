@@ -165,10 +165,10 @@ def load(opts, tmp):
     for name in ("goblin", "redis"):
         port = free_port()
         if name == "goblin":
-            argv = [GOBLIN, "--threads", str(opts.threads), "--port", str(port), "--save", "",
+            argv = [GOBLIN, "--bind", "127.0.0.1", "--threads", str(opts.threads), "--port", str(port), "--save", "",
                     "--loadrdb", rdb, "--dir", d]
         else:
-            argv = ["redis-server", "--port", str(port), "--save", "", "--dir", d,
+            argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--dir", d,
                     "--dbfilename", "dump.rdb", "--appendonly", "no"]
         t0 = time.perf_counter()
         proc = subprocess.Popen(["taskset", "-c", "0"] + argv, stdout=subprocess.DEVNULL,

@@ -427,11 +427,18 @@ const INT_MAX: i64 = i32::MAX as i64;
 impl Default for Config {
     fn default() -> Self {
         Config {
-            bind: vec![BindAddr {
-                ip: IpAddr::from([127, 0, 0, 1]),
-                optional: false,
-            }],
-            bind_addrs: vec!["127.0.0.1".into()],
+            // redis-server's default: every address, IPv6's if the machine has it.
+            bind: vec![
+                BindAddr {
+                    ip: IpAddr::from([0, 0, 0, 0]),
+                    optional: false,
+                },
+                BindAddr {
+                    ip: IpAddr::from([0u16; 8]),
+                    optional: true,
+                },
+            ],
+            bind_addrs: vec!["*".into(), "-::*".into()],
             port: 6379,
             threads: 0,
             limits: Limits::default(),
@@ -486,8 +493,9 @@ the next `--name` are its values (`--save 900 1 300 10`), and `--name value` may
 argument. An unknown or invalid option stops the start, naming the file and line.
 
 Options:
-  --bind ADDR...            addresses to listen on (default 127.0.0.1; `*` and `::*` for
-                            any; a `-` prefix: skipped when the machine lacks it)
+  --bind ADDR...            addresses to listen on (default `* -::*`, every address, as
+                            redis-server; `*` and `::*` for any; a `-` prefix: skipped
+                            when the machine lacks it)
   --port PORT               TCP port (default 6379; 0 picks a free port)
   --threads N               shard threads, one pinned per core, at most 1024 (default:
                             the cores this process may use)
@@ -1649,6 +1657,19 @@ mod tests {
         );
         assert!(parse(args("--port")).is_err());
         assert!(parse(args("--no-such-option 1")).is_err());
+    }
+
+    #[test]
+    fn bind_defaults_to_every_address_as_redis_server() {
+        let c = Config::default();
+        assert_eq!(c.bind_addrs, ["*", "-::*"]);
+        assert_eq!(c.bind[0].ip, IpAddr::from([0, 0, 0, 0]));
+        assert!(!c.bind[0].optional);
+        assert_eq!(c.bind[1].ip, IpAddr::from([0u16; 8]));
+        assert!(c.bind[1].optional);
+        // At its default, CONFIG REWRITE writes no `bind` line.
+        let text = rewrite_text(b"", &c, Path::new("/data"), false);
+        assert!(!String::from_utf8_lossy(&text).contains("bind"));
     }
 
     #[test]

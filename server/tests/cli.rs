@@ -47,7 +47,7 @@ fn an_address_in_use_is_reported() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("addr").port().to_string();
     let out = server()
-        .args(["--port", &port])
+        .args(["--bind", "127.0.0.1", "--port", &port])
         .output()
         .expect("run goblin-server");
     assert_eq!(out.status.code(), Some(1));

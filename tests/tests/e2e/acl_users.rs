@@ -1316,7 +1316,14 @@ fn a_relative_aclfile_is_read_in_dir() {
         show(b"*3\r\n$5\r\nalice\r\n$3\r\nbob\r\n$7\r\ndefault\r\n")
     );
     let out = std::process::Command::new(goblin_tests::goblin_binary())
-        .args(["--port", "0", "--dir", "/nonexistent/goblin-dir"])
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--dir",
+            "/nonexistent/goblin-dir",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -1444,7 +1451,16 @@ fn a_default_user_declared_in_the_configuration_file_starts_from_reset() {
 #[test]
 fn a_user_declared_twice_in_the_configuration_stops_the_start() {
     for name in ["foo", "default"] {
-        let args = ["--port", "0", "--user", name, "--user", name];
+        let args = [
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--user",
+            name,
+            "--user",
+            name,
+        ];
         // (One that started anyway is stopped after a while, and fails the test.)
         let mut child = std::process::Command::new(goblin_tests::goblin_binary())
             .args(args)

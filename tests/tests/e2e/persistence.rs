@@ -312,7 +312,7 @@ fn a_torn_last_record_is_cut_and_a_corrupt_one_stops_the_start() {
     corrupt.splice(0..0, b"GARBAGE\r\n".iter().copied());
     fs::write(&file, &corrupt).unwrap();
     let out = std::process::Command::new(goblin_tests::goblin_binary())
-        .args(["--port", "0", "--save", ""])
+        .args(["--bind", "127.0.0.1", "--port", "0", "--save", ""])
         .args(base)
         .output()
         .expect("run goblin-server");
