@@ -16,9 +16,6 @@ use crate::util::repr;
 pub struct Config {
     /// The addresses to listen on (at least one, at most [`BIND_MAX`]).
     pub bind: Vec<BindAddr>,
-    /// `bind`'s addresses as given, with their `-` marks (what CONFIG GET shows and
-    /// CONFIG REWRITE writes back).
-    pub bind_addrs: Vec<String>,
     /// TCP port (0: any free port; the bound port is printed).
     pub port: u16,
     /// Shard threads; 0 means one per core this process may use.
@@ -111,8 +108,11 @@ pub struct Config {
 pub const BIND_MAX: usize = 16;
 
 /// One of `bind`'s addresses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindAddr {
+    /// The word as given, with its `-` mark (what CONFIG GET shows and CONFIG REWRITE
+    /// writes back).
+    pub word: String,
     /// The address (`*` is IPv4's any address, `::*` IPv6's).
     pub ip: IpAddr,
     /// Marked `-`: skipped when the system does not have it (no such address, or no
@@ -132,7 +132,23 @@ impl BindAddr {
             "::*" => IpAddr::from([0u16; 8]),
             _ => addr.parse().ok()?,
         };
-        Some(BindAddr { ip, optional })
+        Some(BindAddr {
+            word: word.to_string(),
+            ip,
+            optional,
+        })
+    }
+}
+
+impl Config {
+    /// `bind`'s words, as given.
+    pub fn bind_words(&self) -> Vec<&str> {
+        self.bind.iter().map(|a| a.word.as_str()).collect()
+    }
+
+    /// `bind` as CONFIG GET shows it: its words, with a space between.
+    pub fn bind_text(&self) -> String {
+        self.bind_words().join(" ")
     }
 }
 
@@ -428,17 +444,10 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             // redis-server's default: every address, IPv6's if the machine has it.
-            bind: vec![
-                BindAddr {
-                    ip: IpAddr::from([0, 0, 0, 0]),
-                    optional: false,
-                },
-                BindAddr {
-                    ip: IpAddr::from([0u16; 8]),
-                    optional: true,
-                },
-            ],
-            bind_addrs: vec!["*".into(), "-::*".into()],
+            bind: ["*", "-::*"]
+                .into_iter()
+                .filter_map(BindAddr::parse)
+                .collect(),
             port: 6379,
             threads: 0,
             limits: Limits::default(),
@@ -935,7 +944,6 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 .map(|w| BindAddr::parse(w))
                 .collect::<Option<_>>()
                 .ok_or("Failed to bind to specified addresses.")?;
-            config.bind_addrs = words;
         }
         "port" => config.port = parse_ranged(one()?, 0, 65535)? as u16,
         "threads" => {
@@ -1206,10 +1214,10 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
         // At its default, not written at all (its lines dropped), as in redis-server.
         Rewritten {
             name: "bind",
-            lines: if c.bind_addrs == d.bind_addrs {
+            lines: if c.bind == d.bind {
                 Vec::new()
             } else {
-                vec![(format!("bind {}", c.bind_addrs.join(" ")), true)]
+                vec![(format!("bind {}", c.bind_text()), true)]
             },
             by_class: false,
         },
@@ -1662,7 +1670,7 @@ mod tests {
     #[test]
     fn bind_defaults_to_every_address_as_redis_server() {
         let c = Config::default();
-        assert_eq!(c.bind_addrs, ["*", "-::*"]);
+        assert_eq!(c.bind_words(), ["*", "-::*"]);
         assert_eq!(c.bind[0].ip, IpAddr::from([0, 0, 0, 0]));
         assert!(!c.bind[0].optional);
         assert_eq!(c.bind[1].ip, IpAddr::from([0u16; 8]));
@@ -1688,7 +1696,7 @@ mod tests {
             .collect();
         let want: Vec<(String, bool)> = want.iter().map(|(a, o)| (a.to_string(), *o)).collect();
         assert_eq!(got, want);
-        assert_eq!(c.bind_addrs, ["*", "-::*", "127.0.0.1", "::1"]);
+        assert_eq!(c.bind_words(), ["*", "-::*", "127.0.0.1", "::1"]);
         assert!(parse(args("--bind nonsense")).is_err());
         let many: Vec<String> = (0..17).map(|i| format!("127.0.0.{i}")).collect();
         let mut argv = vec!["--bind".to_string()];

@@ -352,7 +352,7 @@ fn config_params(ctx: &ConnCtx<'_>) -> Vec<(&'static str, String)> {
     let live = ctx.shared.live();
     let c = &*live;
     let mut params = vec![
-        ("bind", c.bind_addrs.join(" ")),
+        ("bind", c.bind_text()),
         ("port", ctx.shared.port().to_string()),
         ("save", c.persist.save_text()),
         ("appendonly", yes_no(c.persist.appendonly)),
@@ -654,7 +654,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             crate::log!(
                 Warning,
                 "CONFIG SET: cannot listen on {} port {}: {e}",
-                next.bind_addrs.join(" "),
+                next.bind_text(),
                 next.port
             );
             if moved {

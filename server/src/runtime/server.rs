@@ -577,7 +577,7 @@ impl Shared {
             Err(_) => Vec::new(),
         };
         let listeners = bind(config, &current)?;
-        let port = first_port(&listeners)?;
+        let port = first_addr(&listeners)?.port();
         self.keep_listening(&listeners);
         if let Ok(mut slot) = self.new_listener.lock() {
             *slot = Some(listeners);
@@ -587,7 +587,7 @@ impl Shared {
         crate::log!(
             Notice,
             "Listening on {} port {port} (CONFIG SET)",
-            config.bind_addrs.join(" ")
+            config.bind_text()
         );
         self.peers[0].send(Vec::new());
         Ok(())
@@ -698,7 +698,7 @@ fn bind(config: &Config, current: &[TcpListener]) -> io::Result<Vec<TcpListener>
                 crate::log!(
                     Warning,
                     "Warning: Could not create server TCP listening socket {}:{port}: {}",
-                    addr.ip,
+                    addr.word.trim_start_matches('-'),
                     crate::util::strerror(&e)
                 );
                 let code = e.raw_os_error().unwrap_or(0);
@@ -732,10 +732,11 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
-/// The port the first of `listeners` listens on.
-fn first_port(listeners: &[TcpListener]) -> io::Result<u16> {
+/// The address the first of `listeners` listens on (the one the start-up line and the
+/// cluster bus name).
+fn first_addr(listeners: &[TcpListener]) -> io::Result<SocketAddr> {
     match listeners.first() {
-        Some(l) => Ok(l.local_addr()?.port()),
+        Some(l) => l.local_addr(),
         None => Err(io::ErrorKind::AddrNotAvailable.into()),
     }
 }
@@ -775,15 +776,12 @@ impl Server {
                 e.kind(),
                 format!(
                     "cannot listen on {} port {}: {e}",
-                    config.bind_addrs.join(" "),
+                    config.bind_text(),
                     config.port
                 ),
             )
         })?;
-        let local_addr = match listeners.first() {
-            Some(l) => l.local_addr()?,
-            None => return Err(io::ErrorKind::AddrNotAvailable.into()),
-        };
+        let local_addr = first_addr(&listeners)?;
         let (shared, polls) = Shared::build(config, local_addr)?;
         shared.keep_listening(&listeners);
         Ok(Server {

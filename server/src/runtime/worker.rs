@@ -107,6 +107,14 @@ const BATCH_KEEP_BYTES: usize = 256 * 1024;
 const SAVE_KEYS_PER_ITERATION: usize = 256;
 const SAVE_BYTES_PER_ITERATION: usize = 64 << 10;
 
+/// Registers `listeners` with `registry`, each with its token.
+fn register_listeners(registry: &mio::Registry, listeners: &mut [TcpListener]) -> io::Result<()> {
+    for (i, l) in listeners.iter_mut().enumerate() {
+        registry.register(l, listener_token(i), Interest::READABLE)?;
+    }
+    Ok(())
+}
+
 /// Protected mode (redis-server 7.0's rule): with `protected-mode yes` and no password,
 /// clients from outside the loopback interface are refused.
 fn denied(config: &crate::config::Config, ip: std::net::IpAddr) -> bool {
@@ -377,10 +385,7 @@ impl Worker {
         inbox: Receiver<Vec<Msg>>,
         mut listeners: Vec<TcpListener>,
     ) -> io::Result<Self> {
-        for (i, l) in listeners.iter_mut().enumerate() {
-            poll.registry()
-                .register(l, listener_token(i), Interest::READABLE)?;
-        }
+        register_listeners(poll.registry(), &mut listeners)?;
         let threads = shared.threads;
         let spare = (!listeners.is_empty())
             .then(|| std::fs::File::open("/dev/null").ok())
@@ -1560,16 +1565,9 @@ impl Worker {
             return;
         };
         let mut new: Vec<TcpListener> = new.into_iter().map(TcpListener::from_std).collect();
-        for l in &mut self.listeners {
-            let _ = self.poll.registry().deregister(l);
-        }
-        let registered = new.iter_mut().enumerate().all(|(i, l)| {
-            self.poll
-                .registry()
-                .register(l, listener_token(i), Interest::READABLE)
-                .is_ok()
-        });
-        if !registered {
+        // (A socket kept from the old ones is polled twice a moment, through two
+        // descriptors: both lead to `accept`.)
+        if register_listeners(self.poll.registry(), &mut new).is_err() {
             crate::log!(
                 Warning,
                 "cannot poll the new listeners; keeping the old ones"
@@ -1577,15 +1575,11 @@ impl Worker {
             for l in &mut new {
                 let _ = self.poll.registry().deregister(l);
             }
-            for (i, l) in self.listeners.iter_mut().enumerate() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .register(l, listener_token(i), Interest::READABLE);
-            }
             return;
         }
-        self.listeners = new;
+        for mut old in std::mem::replace(&mut self.listeners, new) {
+            let _ = self.poll.registry().deregister(&mut old);
+        }
         // Clients may already wait on them.
         self.accept();
     }
