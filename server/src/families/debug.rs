@@ -260,6 +260,15 @@ impl Populate {
                 .ok_or_else(|| errors::NOT_POSITIVE.to_vec())
         };
         let count = positive(args.get(2))?;
+        // redis-server first makes room for that many keys in its table (8 bytes each, a
+        // power of two), and answers this when it cannot: a count past the machine's
+        // memory is refused rather than worked at for ever with every shard locked.
+        let table = count
+            .checked_next_power_of_two()
+            .and_then(|n| n.checked_mul(8));
+        if table.is_none_or(|bytes| bytes > super::server::total_system_memory()) {
+            return Err(b"ERR OOM in dictTryExpand".to_vec());
+        }
         let prefix = match args.len() {
             3 => b"key".to_vec(),
             _ => args

@@ -958,7 +958,7 @@ fn cpu_section() -> String {
 use crate::util::rss_bytes;
 
 /// The machine's memory (INFO's `total_system_memory`), from /proc/meminfo.
-fn total_system_memory() -> u64 {
+pub(crate) fn total_system_memory() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {

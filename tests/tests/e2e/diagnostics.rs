@@ -352,6 +352,22 @@ fn debug_populate_makes_the_keys_redis_makes() {
     }
 }
 
+/// DEBUG POPULATE with a count whose table could not be made (redis-server answers
+/// `OOM in dictTryExpand` where its allocation fails, or dies): refused at once, and the
+/// server goes on (it worked at it for ever, every shard locked).
+#[test]
+fn debug_populate_refuses_a_count_past_the_machines_memory() {
+    let server = Server::goblin_with(&["--threads", "2", "--enable-debug-command", "yes"]);
+    let mut c = server.raw();
+    for count in ["100000000000", "9223372036854775807"] {
+        assert_eq!(
+            c.cmd(&[b"DEBUG", b"POPULATE", count.as_bytes()]),
+            b"-ERR OOM in dictTryExpand\r\n"
+        );
+    }
+    assert_eq!(c.cmd_str("DBSIZE"), b":0\r\n");
+}
+
 /// DEBUG OBJECT's line: the fields redis-server shows, with the same encoding,
 /// refcount and list fields.
 #[test]
