@@ -141,6 +141,21 @@ impl Registry {
         max != 0 && self.keys.load(Ordering::Relaxed) > max
     }
 
+    /// Takes one key of the tables' excess over `tracking-table-max-keys` off the count,
+    /// for the caller to forget; false when there is none. Shards trimming at once so
+    /// take the excess between them, and no more (each seeing the count over the limit
+    /// and forgetting a key, three shards trimmed three keys where one was too many).
+    pub fn claim_excess(&self) -> bool {
+        let max = self.max_keys.load(Ordering::Relaxed);
+        max != 0
+            && self
+                .keys
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                    (k > max).then(|| k - 1)
+                })
+                .is_ok()
+    }
+
     /// Whether some client tracks.
     #[inline]
     pub fn active(&self) -> bool {

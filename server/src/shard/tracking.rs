@@ -84,11 +84,16 @@ impl TrackTable {
     /// table, telling their readers as if the keys had changed, until under it again (or
     /// this table is empty), as Redis's `trackingLimitUsedSlots` does.
     pub fn limit(&mut self, reg: &Registry, out: &mut Outbound) {
-        while reg.over_limit() {
+        while reg.claim_excess() {
             let Some(key) = self.keys.keys().next().cloned() else {
+                // None here: the count goes back, for a shard that has keys.
+                reg.keys.fetch_add(1, Ordering::Relaxed);
                 return;
             };
-            forget(&mut self.keys, &key, 0, reg, out);
+            // (Off the count already.)
+            if let Some(readers) = self.keys.remove(&key) {
+                tell(&key, readers, 0, reg, out);
+            }
         }
     }
 
@@ -193,6 +198,12 @@ fn forget(table: &mut Keys, key: &[u8], writer: u64, reg: &Registry, out: &mut O
         return;
     };
     reg.keys.fetch_sub(1, Ordering::Relaxed);
+    tell(key, readers, writer, reg, out);
+}
+
+/// Tells `key`'s readers, taken out of a table (and off the count of keys), that it
+/// changed.
+fn tell(key: &[u8], readers: Vec<Reader>, writer: u64, reg: &Registry, out: &mut Outbound) {
     reg.items.fetch_sub(readers.len(), Ordering::Relaxed);
     let mut keys = Vec::with_capacity(4 + key.len());
     push_key(&mut keys, key);
