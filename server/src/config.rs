@@ -933,7 +933,8 @@ fn set(config: &mut Config, name: &str, values: &[String]) -> Result<(), String>
                 .flat_map(|v| v.split_whitespace())
                 .map(String::from)
                 .collect();
-            if words.is_empty() {
+            // (`bind ""`: no address, no TCP, as redis-server.)
+            if values.is_empty() {
                 return Err("Bad directive or wrong number of arguments".into());
             }
             if words.len() > BIND_MAX {
@@ -1217,7 +1218,12 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
             lines: if c.bind == d.bind {
                 Vec::new()
             } else {
-                vec![(format!("bind {}", c.bind_text()), true)]
+                let words = if c.bind.is_empty() {
+                    "\"\"".to_string()
+                } else {
+                    c.bind_text()
+                };
+                vec![(format!("bind {words}"), true)]
             },
             by_class: false,
         },

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     println!(
         "goblin-server {} ready on {}",
         env!("CARGO_PKG_VERSION"),
-        server.local_addr()
+        server.reached_at()
     );
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,

@@ -124,7 +124,12 @@ impl Loopback {
 
     /// A fresh client (id 1) of the default user, as a new connection gets one.
     pub fn client(&self) -> crate::runtime::client::Client {
-        crate::runtime::client::Client::new(1, None, None, NOW, self.shared.acl.default_user())
+        crate::runtime::client::Client::new(
+            1,
+            crate::runtime::net::Origin::None,
+            NOW,
+            self.shared.acl.default_user(),
+        )
     }
 
     /// Empties everything — fresh shards, no message or job, the start-up configuration

@@ -3,10 +3,9 @@
 //! GET shows them, CONFIG SET checks and keeps them, CONFIG REWRITE writes them. Most
 //! tune what Goblin does not have (replication, TLS, active defrag); the encodings'
 //! thresholds and the latency histograms' options are put in force ([`apply_thresholds`]),
-//! and so is `maxmemory-clients` (`runtime/client_eviction.rs` reads it);
-//! a few are logged at start-up when they
-//! ask for something Goblin does not do (`daemonize yes`, a TLS port, a Unix socket,
-//! `replicaof`).
+//! and so is `maxmemory-clients` (`runtime/client_eviction.rs` reads it), `pidfile` and
+//! `unixsocket` ([`pidfile`], [`unixsocket`]); a few are logged at start-up when they
+//! ask for something Goblin does not do (`daemonize yes`, a TLS port, `replicaof`).
 
 /// How an option's value is checked, as redis-server checks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +14,8 @@ pub enum Kind {
     Bool,
     /// An integer within the range.
     Int(i64, i64),
+    /// An octal number from 0 up to this, shown in octal (`unixsocketperm`).
+    Octal(i64),
     /// A number of bytes, with or without a unit (`100mb`), shown in bytes.
     Memory,
     /// A number of bytes, or a percentage up to 100 (`10%`), shown as given
@@ -225,7 +226,7 @@ pub const INERT: &[Inert] = &[
     opt("tls-session-cache-timeout", "300", UINT),
     opt("tls-session-caching", "yes", Kind::Bool),
     opt("unixsocket", "", Kind::Text),
-    opt("unixsocketperm", "0", Kind::Text),
+    opt("unixsocketperm", "0", Kind::Octal(0o777)),
     opt("use-exit-on-panic", "no", Kind::Bool),
     opt("watchdog-period", "0", UINT),
     opt("zset-max-listpack-entries", "128", LONG),
@@ -363,6 +364,14 @@ impl Inert {
                 }
                 Ok(n.to_string())
             }
+            Kind::Octal(max) => {
+                let n = i64::from_str_radix(one()?, 8)
+                    .map_err(|_| "argument couldn't be parsed as an octal number".to_string())?;
+                if !(0..=max).contains(&n) {
+                    return Err(format!("argument must be between 0 and {max:o} inclusive"));
+                }
+                Ok(format!("{n:o}"))
+            }
             Kind::Memory => super::parse_size(one()?).map(|n| n.to_string()),
             Kind::MemoryOrPercent => {
                 let v = one()?;
@@ -465,15 +474,22 @@ pub fn pidfile(values: &[String]) -> Option<&str> {
     value(values, "pidfile").filter(|v| !v.is_empty())
 }
 
+/// The Unix socket configured (`unixsocket`), if any, and the mode of its file
+/// (`unixsocketperm`, 0 for the umask's).
+pub fn unixsocket(values: &[String]) -> Option<(&str, u32)> {
+    let path = value(values, "unixsocket").filter(|v| !v.is_empty())?;
+    let perm = value(values, "unixsocketperm")
+        .and_then(|v| u32::from_str_radix(v, 8).ok())
+        .unwrap_or(0);
+    Some((path, perm))
+}
+
 /// What a configuration asks for that Goblin does not do: a warning line each.
 pub fn warnings(values: &[String]) -> Vec<String> {
     let value = |name: &str| value(values, name);
     let mut out = Vec::new();
     if value("daemonize") == Some("yes") {
         out.push("daemonize yes: Goblin does not fork; it runs in the foreground".into());
-    }
-    if value("unixsocket").is_some_and(|v| !v.is_empty()) {
-        out.push("unixsocket: Goblin listens on TCP only".into());
     }
     if value("tls-port").is_some_and(|v| v != "0") {
         out.push("tls-port: Goblin has no TLS; the port is not opened".into());

@@ -624,17 +624,16 @@ fn kill_args(args: &Args<'_>) -> Result<KillFilter, ErrorReply> {
 
 impl KillFilter {
     fn matches(&self, view: &WorkerView<'_>, c: &Client) -> bool {
-        let shown = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string().into_bytes());
         self.id.is_none_or(|id| c.id == id)
             && self.kind.is_none_or(|k| k == type_of(c))
             && self
                 .addr
                 .as_ref()
-                .is_none_or(|a| shown(c.addr).as_ref() == Some(a))
+                .is_none_or(|a| c.origin.addr().as_bytes() == a.as_slice())
             && self
                 .laddr
                 .as_ref()
-                .is_none_or(|a| shown(c.laddr).as_ref() == Some(a))
+                .is_none_or(|a| c.origin.laddr().as_bytes() == a.as_slice())
             && self.user.as_ref().is_none_or(|u| c.user.name == *u)
             && !(self.skipme && view.is_asker(c))
             && self

@@ -233,7 +233,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             locked: true,
             db,
             databases,
-            local_client: ctx.conn.client.addr.is_some_and(|a| a.ip().is_loopback()),
+            local_client: ctx.conn.client.origin.is_local(),
             caller: ctx.conn.client.script_caller(spec, ctx.conn.now),
         };
         let resp = ctx.conn.client.resp;

@@ -123,7 +123,7 @@ pub(crate) fn shutdown_while_busy(shared: &Shared, args: &Args<'_>) -> Vec<u8> {
         Ok((_, true, _)) => {
             crate::log!(Warning, "User requested shutdown...");
             shared.persist.sync_log();
-            crate::runtime::server::remove_pidfile(shared);
+            crate::runtime::server::remove_files(shared);
             crate::log!(Notice, "ready to exit, bye bye");
             crate::runtime::server::stop_listening(shared);
             std::process::exit(0);

@@ -566,7 +566,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let allow_protected = match ctx.shared.config.enable_protected_configs {
         config::Allow::Yes => true,
         config::Allow::No => false,
-        config::Allow::Local => ctx.client.addr.is_some_and(|a| a.ip().is_loopback()),
+        config::Allow::Local => ctx.client.origin.is_local(),
     };
     let loading = ctx.shared.persist.loading();
     // (Name as typed, lower case (what a bad value's error names), the option it sets.)

@@ -63,7 +63,7 @@ fn module_allowed(ctx: &ConnCtx<'_>) -> bool {
     match ctx.shared.config.enable_module_command {
         Allow::Yes => true,
         Allow::No => false,
-        Allow::Local => ctx.client.addr.is_some_and(|a| a.ip().is_loopback()),
+        Allow::Local => ctx.client.origin.is_local(),
     }
 }
 

@@ -695,7 +695,7 @@ impl SavePlan {
 /// Ends the process (SHUTDOWN): the log synced to disk first.
 fn exit(cx: &PlanCx<'_>) -> ! {
     cx.shared.persist.sync_log();
-    crate::runtime::server::remove_pidfile(cx.shared);
+    crate::runtime::server::remove_files(cx.shared);
     crate::log!(Notice, "ready to exit, bye bye");
     crate::runtime::server::stop_listening(cx.shared);
     std::process::exit(0);

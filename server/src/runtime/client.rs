@@ -1,10 +1,9 @@
 //! Per-connection client state: what CLIENT, HELLO and SELECT read and change.
 
-use std::net::SocketAddr;
-
 use goblin_protocol::Version;
 use goblin_store::Millis;
 
+use crate::runtime::net::Origin;
 use crate::runtime::pubsub::{Space, Subscriptions};
 
 /// The state of one client connection, apart from its socket and buffers.
@@ -24,10 +23,8 @@ pub struct Client {
     pub db: usize,
     /// ASKING: the next command may run in a slot this node imports (cluster mode).
     pub asking: bool,
-    /// Peer address.
-    pub addr: Option<SocketAddr>,
-    /// Local address.
-    pub laddr: Option<SocketAddr>,
+    /// Where it is connected from.
+    pub origin: Origin,
     /// When the connection was accepted.
     pub created_at: Millis,
     /// Set by QUIT: close once the reply is written, run nothing after it.
@@ -103,8 +100,8 @@ impl Client {
     /// redis-server 7.0's field order.
     pub fn info_line(&self, now: Millis) -> String {
         let f = &self.facts;
-        let addr = self.addr.map_or_else(String::new, |a| a.to_string());
-        let laddr = self.laddr.map_or_else(String::new, |a| a.to_string());
+        let addr = self.origin.addr();
+        let laddr = self.origin.laddr();
         let age = now.saturating_sub(self.created_at) / 1000;
         let idle = now.saturating_sub(self.last_io) / 1000;
         let text = |v: &Option<Vec<u8>>| {
@@ -137,6 +134,9 @@ impl Client {
         }
         if self.close_after_reply {
             flags.push('c');
+        }
+        if self.origin.is_unix() {
+            flags.push('U');
         }
         if self.no_evict {
             flags.push('e');
@@ -196,8 +196,7 @@ impl Client {
     /// A fresh client.
     pub fn new(
         id: u64,
-        addr: Option<SocketAddr>,
-        laddr: Option<SocketAddr>,
+        origin: Origin,
         now: Millis,
         (user, acl_version): (std::sync::Arc<crate::acl::User>, u64),
     ) -> Self {
@@ -209,8 +208,7 @@ impl Client {
             resp: Version::Resp2,
             db: 0,
             asking: false,
-            addr,
-            laddr,
+            origin,
             created_at: now,
             close_after_reply: false,
             last_command: "NULL",

@@ -9,8 +9,8 @@
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 
+use crate::runtime::net::Stream;
 use goblin_protocol::{Limits, RequestDecoder};
-use mio::net::TcpStream;
 
 use crate::runtime::client::{Client, ConnFacts};
 use crate::runtime::msg::Batch;
@@ -414,7 +414,7 @@ pub struct Question {
 #[derive(Debug)]
 pub struct Conn {
     /// The socket.
-    pub stream: TcpStream,
+    pub stream: Stream,
     /// Received, unconsumed bytes.
     pub input: Input,
     /// Replies to send.
@@ -579,7 +579,7 @@ impl Conn {
 
 impl Conn {
     /// A connection over `stream`.
-    pub fn new(stream: TcpStream, client: Client, limits: Limits, generation: u64) -> Self {
+    pub fn new(stream: Stream, client: Client, limits: Limits, generation: u64) -> Self {
         Conn {
             stream,
             input: Input::new(limits),

@@ -10,6 +10,7 @@ pub mod latency;
 pub mod limits;
 pub mod monitor;
 pub mod msg;
+pub mod net;
 pub mod pause;
 pub mod pipeline;
 pub mod pubsub;

@@ -335,7 +335,7 @@ pub struct ParkReq {
 #[derive(Debug)]
 pub enum Msg {
     /// A new connection for this worker to serve.
-    Adopt(mio::net::TcpStream, std::net::SocketAddr),
+    Adopt(crate::runtime::net::Stream, crate::runtime::net::Origin),
     /// MONITOR lines for a MONITOR client of this worker.
     Monitor(ConnRef, Arc<[u8]>),
     /// Commands for this shard, from a connection on another worker.

@@ -695,7 +695,7 @@ impl Worker {
         let Some(conn) = self.conns.get(key) else {
             return;
         };
-        let addr = conn.client.addr.map_or_else(String::new, |a| a.to_string());
+        let addr = conn.client.origin.monitor_addr();
         crate::runtime::monitor::line(&mut self.shard.monitor_feed, conn.client.db, &addr, args);
     }
 
@@ -854,7 +854,7 @@ fn acl_denied(
 
 /// Logs slow commands sent by `client` (SLOWLOG), or by a script it ran.
 fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<SlowCmd>) {
-    let addr = client.addr.map(|a| a.to_string()).unwrap_or_default();
+    let addr = client.origin.addr();
     let name = client.name.clone().unwrap_or_default();
     for cmd in slow {
         if cmd.by_script {
@@ -1875,7 +1875,7 @@ impl Worker {
         let (db, local_client, caller) = self.conns.get(key).map_or((0, false, None), |c| {
             (
                 c.client.db,
-                c.client.addr.is_some_and(|a| a.ip().is_loopback()),
+                c.client.origin.is_local(),
                 c.client.script_caller(spec, now),
             )
         });

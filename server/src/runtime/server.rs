@@ -17,6 +17,7 @@ use crate::families;
 use crate::persist::Persist;
 use crate::persist::load::{self, Startup};
 use crate::runtime::msg::Msg;
+use crate::runtime::net::Listener;
 use crate::runtime::worker::Worker;
 use crate::shard::slots::SlotMap;
 use crate::table::CommandTable;
@@ -28,7 +29,8 @@ pub type WorkerIo = (Poll, Receiver<Vec<Msg>>);
 pub const WAKER: Token = Token(usize::MAX - 2);
 
 /// The poll token of listener `i` (one per `bind` address, at most
-/// [`crate::config::BIND_MAX`]; connections use their slab keys, far below).
+/// [`crate::config::BIND_MAX`], then the Unix socket; connections use their slab keys,
+/// far below).
 #[inline]
 pub fn listener_token(i: usize) -> Token {
     Token(usize::MAX - 3 - i)
@@ -39,7 +41,7 @@ pub fn listener_token(i: usize) -> Token {
 pub fn listener_of(token: Token) -> Option<usize> {
     (usize::MAX - 3)
         .checked_sub(token.0)
-        .filter(|&i| i < crate::config::BIND_MAX)
+        .filter(|&i| i <= crate::config::BIND_MAX)
 }
 
 /// How other workers reach a worker: its inbox and its waker.
@@ -137,7 +139,10 @@ pub struct Shared {
     /// The port it listens on now (CONFIG SET port or bind moves it).
     port: std::sync::atomic::AtomicU16,
     /// Listeners CONFIG SET bound, for the accepting worker to take in place of its own.
-    new_listener: std::sync::Mutex<Option<Vec<TcpListener>>>,
+    new_listener: std::sync::Mutex<Option<Vec<Listener>>>,
+    /// The Unix socket (`unixsocket`) and its path: listened on for the process's
+    /// life, whatever CONFIG SET does to the TCP ones (another descriptor of it).
+    unix: Option<(std::os::unix::net::UnixListener, Arc<str>)>,
     /// The listening sockets in use (other descriptors of them), shut as the process
     /// exits ([`stop_listening`]).
     listening: std::sync::Mutex<Vec<Socket>>,
@@ -399,6 +404,7 @@ impl Shared {
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
             new_listener: std::sync::Mutex::new(None),
+            unix: None,
             listening: std::sync::Mutex::new(Vec::new()),
             listener_waits: AtomicBool::new(false),
             config,
@@ -577,8 +583,11 @@ impl Shared {
             Err(_) => Vec::new(),
         };
         let listeners = bind(config, &current)?;
-        let port = first_addr(&listeners)?.port();
+        // (No TCP address, `bind ""`: the port asked for, or the one it was.)
+        let asked = if config.port == 0 { self.port() } else { config.port };
+        let port = first_addr(&listeners).map_or(asked, |a| a.port());
         self.keep_listening(&listeners);
+        let listeners = self.with_unix(listeners);
         if let Ok(mut slot) = self.new_listener.lock() {
             *slot = Some(listeners);
             self.listener_waits.store(true, Ordering::SeqCst);
@@ -605,8 +614,27 @@ impl Shared {
         }
     }
 
+    /// The TCP `listeners`, and the Unix socket after them (another descriptor of it)
+    /// if there is one: what the accepting worker polls.
+    fn with_unix(&self, listeners: Vec<TcpListener>) -> Vec<Listener> {
+        let mut all: Vec<Listener> = listeners
+            .into_iter()
+            .map(|l| Listener::Tcp(mio::net::TcpListener::from_std(l)))
+            .collect();
+        if let Some((unix, path)) = &self.unix {
+            match unix.try_clone() {
+                Ok(l) => all.push(Listener::Unix(
+                    mio::net::UnixListener::from_std(l),
+                    Arc::clone(path),
+                )),
+                Err(e) => crate::log!(Warning, "Cannot poll the Unix socket: {e}"),
+            }
+        }
+        all
+    }
+
     /// The listeners CONFIG SET bound, if they wait to be taken.
-    pub fn take_new_listener(&self) -> Option<Vec<TcpListener>> {
+    pub fn take_new_listener(&self) -> Option<Vec<Listener>> {
         if !self.listener_waits.load(Ordering::Relaxed)
             || !self.listener_waits.swap(false, Ordering::SeqCst)
         {
@@ -709,12 +737,6 @@ fn bind(config: &Config, current: &[TcpListener]) -> io::Result<Vec<TcpListener>
             }
         }
     }
-    if listeners.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::AddrNotAvailable,
-            "Configured to not listen anywhere",
-        ));
-    }
     Ok(listeners)
 }
 
@@ -771,18 +793,46 @@ impl Server {
         config.persist.dir = dir;
         crate::log::set_level(config.loglevel);
         crate::log::set_file(config.logfile.as_deref())?;
-        let listeners = bind(&config, &[]).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot listen on {} port {}: {e}",
-                    config.bind_text(),
-                    config.port
-                ),
-            )
-        })?;
-        let local_addr = first_addr(&listeners)?;
-        let (shared, polls) = Shared::build(config, local_addr)?;
+        let unixsocket = crate::config::inert::unixsocket(&config.inert);
+        // Port 0 with a Unix socket: no TCP, as redis-server (without one, port 0 picks
+        // a free port, Goblin's own).
+        let listeners = if config.port == 0 && unixsocket.is_some() {
+            Vec::new()
+        } else {
+            bind(&config, &[]).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot listen on {} port {}: {e}",
+                        config.bind_text(),
+                        config.port
+                    ),
+                )
+            })?
+        };
+        let unix = match unixsocket {
+            Some((path, perm)) => {
+                let listener = crate::runtime::net::unix_listener(path, perm, LISTEN_BACKLOG)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("Failed opening Unix socket: {e}"))
+                    })?;
+                Some((listener, Arc::from(path)))
+            }
+            None => None,
+        };
+        if listeners.is_empty() && unix.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                "Configured to not listen anywhere, exiting.",
+            ));
+        }
+        // (No TCP: the port configured, for CONFIG SET bind to listen on later.)
+        let local_addr = first_addr(&listeners).unwrap_or_else(|_| {
+            let ip = config.bind.first().map_or([127, 0, 0, 1].into(), |b| b.ip);
+            SocketAddr::new(ip, config.port)
+        });
+        let (mut shared, polls) = Shared::build(config, local_addr)?;
+        shared.unix = unix;
         shared.keep_listening(&listeners);
         Ok(Server {
             listeners,
@@ -791,9 +841,18 @@ impl Server {
         })
     }
 
-    /// The address the server listens on.
+    /// The address the server listens on (its first TCP address).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// Where clients reach it: its first TCP address, or `unix:<path>` when it
+    /// listens on the Unix socket only.
+    pub fn reached_at(&self) -> String {
+        match &self.shared.unix {
+            Some((_, path)) if self.listeners.is_empty() => format!("unix:{path}"),
+            _ => self.shared.local_addr.to_string(),
+        }
     }
 
     /// Runs the server until the process ends: one worker thread per shard, each
@@ -804,12 +863,8 @@ impl Server {
     pub fn run(self) -> io::Result<()> {
         // The kernel stamps every client's bytes from before the first is read.
         crate::runtime::worker::hold_receive_times();
-        let mut listeners = Some(
-            self.listeners
-                .into_iter()
-                .map(mio::net::TcpListener::from_std)
-                .collect::<Vec<_>>(),
-        );
+        let tcp = !self.listeners.is_empty();
+        let mut listeners = Some(self.shared.with_unix(self.listeners));
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let config = &self.shared.config;
         crate::log!(Notice, "oO0OoO0OoO0Oo Goblin is starting oO0OoO0OoO0Oo");
@@ -933,7 +988,15 @@ impl Server {
             .memory
             .startup
             .store(crate::memory::used(), Ordering::Relaxed);
-        crate::log!(Notice, "Ready to accept connections tcp");
+        if tcp {
+            crate::log!(Notice, "Ready to accept connections tcp");
+        }
+        if let Some((_, path)) = &self.shared.unix {
+            crate::log!(
+                Notice,
+                "The server is now ready to accept connections at {path}"
+            );
+        }
         for handle in handles {
             match handle.join() {
                 Ok(result) => result?,
@@ -968,10 +1031,23 @@ pub(crate) fn stop_listening(shared: &Shared) {
     }
 }
 
-/// Removes the `pidfile` written at start-up, as redis-server does when it exits.
-pub(crate) fn remove_pidfile(shared: &Shared) {
+/// Removes the files the server made for its life, as redis-server does when it exits:
+/// the `pidfile` written at start-up, and the Unix socket's (no client can connect to
+/// it from then on).
+pub(crate) fn remove_files(shared: &Shared) {
     if let Some(path) = crate::config::inert::pidfile(&shared.live().inert) {
         let _ = std::fs::remove_file(path);
+    }
+    if let Some((unix, path)) = &shared.unix {
+        let _ = socket2::SockRef::from(unix).shutdown(std::net::Shutdown::Both);
+        crate::log!(Notice, "Removing the unix socket file.");
+        if let Err(e) = std::fs::remove_file(&**path) {
+            crate::log!(
+                Warning,
+                "Error removing the unix socket file: {}",
+                crate::util::strerror(&e)
+            );
+        }
     }
 }
 
@@ -1000,7 +1076,7 @@ mod tests {
 
     #[test]
     fn listener_tokens_are_told_from_the_waker_and_connections() {
-        for i in 0..crate::config::BIND_MAX {
+        for i in 0..=crate::config::BIND_MAX {
             assert_eq!(listener_of(listener_token(i)), Some(i));
         }
         assert_eq!(listener_of(WAKER), None);

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use goblin_protocol::{Decoded, Encoder};
-use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
@@ -44,7 +43,7 @@ struct Lent {
     /// Whether the worker's connections are here now.
     lent: bool,
     conns: Slab<Conn>,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<crate::runtime::net::Listener>,
     /// The connection whose command runs the script: not served (its requests wait).
     running: Option<usize>,
     shared: Option<Arc<Shared>>,
@@ -201,7 +200,7 @@ impl Lent {
             let Some(listener) = self.listeners.get(i) else {
                 return;
             };
-            let (stream, addr) = match listener.accept() {
+            let (stream, origin) = match listener.accept() {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => {
@@ -209,12 +208,13 @@ impl Lent {
                     continue;
                 }
             };
-            let Some(stream) = crate::runtime::worker::admit(&shared, stream, addr) else {
+            let Some(stream) = crate::runtime::worker::admit(&shared, stream, &origin) else {
                 continue;
             };
             self.next_gen += 1;
             let now = crate::clock::now_ms();
-            let conn = crate::runtime::worker::new_conn(&shared, stream, addr, now, self.next_gen);
+            let conn =
+                crate::runtime::worker::new_conn(&shared, stream, origin, now, self.next_gen);
             let key = self.conns.insert(conn);
             self.accepted.push(key);
             if let Some(conn) = self.conns.get(key) {

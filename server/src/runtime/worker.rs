@@ -31,10 +31,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::runtime::net::{Listener, Origin, Stream};
 use crossbeam_channel::Receiver;
 use goblin_protocol::Version;
 use goblin_store::Millis;
-use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
@@ -108,7 +108,7 @@ const SAVE_KEYS_PER_ITERATION: usize = 256;
 const SAVE_BYTES_PER_ITERATION: usize = 64 << 10;
 
 /// Registers `listeners` with `registry`, each with its token.
-fn register_listeners(registry: &mio::Registry, listeners: &mut [TcpListener]) -> io::Result<()> {
+fn register_listeners(registry: &mio::Registry, listeners: &mut [Listener]) -> io::Result<()> {
     for (i, l) in listeners.iter_mut().enumerate() {
         registry.register(l, listener_token(i), Interest::READABLE)?;
     }
@@ -116,27 +116,17 @@ fn register_listeners(registry: &mio::Registry, listeners: &mut [TcpListener]) -
 }
 
 /// Protected mode (redis-server 7.0's rule): with `protected-mode yes` and no password,
-/// clients from outside the loopback interface are refused.
-fn denied(config: &crate::config::Config, ip: std::net::IpAddr) -> bool {
-    let loopback = match ip {
-        std::net::IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
-        v4 => v4.is_loopback(),
-    };
-    config.protected_mode && config.requirepass.is_none() && !loopback
+/// clients from outside the loopback interface (and the Unix socket) are refused.
+fn denied(config: &crate::config::Config, origin: &Origin) -> bool {
+    config.protected_mode && config.requirepass.is_none() && !origin.is_local()
 }
 
 /// A connection just accepted, if it may stay: refused (and told why) from outside the
 /// loopback interface in protected mode, or past `maxclients` (counted here, where every
 /// connection passes, so that a burst cannot overshoot it before the workers adopt it).
-pub(crate) fn admit(
-    shared: &Shared,
-    mut stream: mio::net::TcpStream,
-    addr: std::net::SocketAddr,
-) -> Option<mio::net::TcpStream> {
+pub(crate) fn admit(shared: &Shared, mut stream: Stream, origin: &Origin) -> Option<Stream> {
     use std::io::Write as _;
-    if denied(&shared.live(), addr.ip()) {
+    if denied(&shared.live(), origin) {
         let _ = stream.write(crate::errors::DENIED);
         return None;
     }
@@ -154,30 +144,16 @@ pub(crate) fn admit(
 /// own.
 pub(crate) fn new_conn(
     shared: &Shared,
-    stream: mio::net::TcpStream,
-    addr: std::net::SocketAddr,
+    stream: Stream,
+    origin: Origin,
     now: Millis,
     generation: u64,
 ) -> Conn {
-    // Replies go out as soon as they are written, as with redis-server.
-    let _ = stream.set_nodelay(true);
+    stream.set_up(shared.live().tcp_keepalive);
     receive_times(&stream);
-    let keepalive = shared.live().tcp_keepalive;
-    if keepalive > 0 {
-        // As redis-server's anetKeepAlive: probes after `keepalive` idle seconds, then
-        // every third of it, three times.
-        let every = Duration::from_secs(keepalive);
-        let params = socket2::TcpKeepalive::new()
-            .with_time(every)
-            .with_interval(Duration::from_secs((keepalive / 3).max(1)))
-            .with_retries(3);
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&params);
-    }
-    let laddr = stream.local_addr().ok();
     let client = Client::new(
         shared.new_client_id(),
-        Some(addr),
-        laddr,
+        origin,
         now,
         shared.acl.default_user(),
     );
@@ -253,7 +229,7 @@ pub struct Worker {
     poll: Poll,
     inbox: Receiver<Vec<Msg>>,
     /// The listeners (one per `bind` address), on the worker that accepts connections.
-    pub(crate) listeners: Vec<TcpListener>,
+    pub(crate) listeners: Vec<Listener>,
     next_target: usize,
     pub(crate) conns: Slab<Conn>,
     pub(crate) next_gen: u64,
@@ -383,7 +359,7 @@ impl Worker {
         shared: Arc<Shared>,
         poll: Poll,
         inbox: Receiver<Vec<Msg>>,
-        mut listeners: Vec<TcpListener>,
+        mut listeners: Vec<Listener>,
     ) -> io::Result<Self> {
         register_listeners(poll.registry(), &mut listeners)?;
         let threads = shared.threads;
@@ -1348,7 +1324,7 @@ impl Worker {
     fn handle(&mut self, msg: Msg) {
         let shared = &self.shared;
         match msg {
-            Msg::Adopt(stream, addr) => self.adopt(stream, addr),
+            Msg::Adopt(stream, origin) => self.adopt(stream, origin),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             // (Shard work that may run a script: the connections are lent to the
             // stand-in meanwhile.)
@@ -1525,8 +1501,8 @@ impl Worker {
                 return;
             };
             match listener.accept() {
-                Ok((stream, addr)) => {
-                    let Some(stream) = admit(&self.shared, stream, addr) else {
+                Ok((stream, origin)) => {
+                    let Some(stream) = admit(&self.shared, stream, &origin) else {
                         continue;
                     };
                     // Connections are dealt round-robin: exact balance, whatever the
@@ -1534,9 +1510,9 @@ impl Worker {
                     let target = not_busy(&self.shared, self.next_target % self.shared.threads);
                     self.next_target = self.next_target.wrapping_add(1);
                     if target == self.id {
-                        self.adopt(stream, addr);
+                        self.adopt(stream, origin);
                     } else {
-                        self.outbox[target].push(Msg::Adopt(stream, addr));
+                        self.outbox[target].push(Msg::Adopt(stream, origin));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -1564,7 +1540,7 @@ impl Worker {
         let Some(new) = self.shared.take_new_listener() else {
             return;
         };
-        let mut new: Vec<TcpListener> = new.into_iter().map(TcpListener::from_std).collect();
+        let mut new = new;
         // (A socket kept from the old ones is polled twice a moment, through two
         // descriptors: both lead to `accept`.)
         if register_listeners(self.poll.registry(), &mut new).is_err() {
@@ -1622,9 +1598,9 @@ impl Worker {
         refused
     }
 
-    fn adopt(&mut self, stream: mio::net::TcpStream, addr: std::net::SocketAddr) {
+    fn adopt(&mut self, stream: Stream, origin: Origin) {
         self.next_gen += 1;
-        let conn = new_conn(&self.shared, stream, addr, self.now, self.next_gen);
+        let conn = new_conn(&self.shared, stream, origin, self.now, self.next_gen);
         let key = self.conns.insert(conn);
         if self.register_conn(key) {
             // Bytes may have arrived before registration — after this iteration read
@@ -2016,21 +1992,25 @@ impl Worker {
 mod tests {
     use super::denied;
     use crate::config::Config;
+    use crate::runtime::net::Origin;
 
     #[test]
     fn protected_mode_refuses_outsiders_without_a_password() {
         let mut config = Config::default();
-        let outside: std::net::IpAddr = "10.1.2.3".parse().expect("an address");
-        let mapped: std::net::IpAddr = "::ffff:127.0.0.1".parse().expect("an address");
-        for local in ["127.0.0.1", "::1"] {
-            assert!(!denied(&config, local.parse().expect("an address")));
+        let from = |ip: &str| Origin::Tcp {
+            peer: std::net::SocketAddr::new(ip.parse().expect("an address"), 5000),
+            local: None,
+        };
+        let outside = from("10.1.2.3");
+        for local in ["127.0.0.1", "::1", "::ffff:127.0.0.1"] {
+            assert!(!denied(&config, &from(local)));
         }
-        assert!(!denied(&config, mapped));
-        assert!(denied(&config, outside));
+        assert!(!denied(&config, &Origin::Unix("/tmp/g.sock".into())));
+        assert!(denied(&config, &outside));
         config.requirepass = Some(b"pw".to_vec());
-        assert!(!denied(&config, outside));
+        assert!(!denied(&config, &outside));
         config.requirepass = None;
         config.protected_mode = false;
-        assert!(!denied(&config, outside));
+        assert!(!denied(&config, &outside));
     }
 }

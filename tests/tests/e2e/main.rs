@@ -59,5 +59,6 @@ mod streams_diff;
 mod strings_diff;
 mod strings_keys;
 mod tracking;
+mod unix_socket;
 mod watch;
 mod zsets_diff;
