@@ -122,6 +122,7 @@ pub(crate) fn shutdown_while_busy(shared: &Shared, args: &Args<'_>) -> Vec<u8> {
         Ok((_, false, _)) => crate::scripting::busy_error().to_vec(),
         Ok((_, true, _)) => {
             crate::log!(Warning, "User requested shutdown...");
+            crate::runtime::supervise::notify("STOPPING=1\n");
             shared.persist.sync_log();
             crate::runtime::server::remove_files(shared);
             crate::log!(Notice, "ready to exit, bye bye");

@@ -1106,7 +1106,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              redis_build_id:{}\r\ngoblin_version:{}\r\nredis_mode:standalone\r\n\
              os:{} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\n\
              multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\n\
-             process_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\n\
+             process_id:{}\r\nprocess_supervised:{}\r\nrun_id:{}\r\n\
              tcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\n\
              uptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nlru_clock:{}\r\n\
              executable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nthreads:{}\r\n",
@@ -1115,6 +1115,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
+            crate::runtime::supervise::supervised(),
             shared.run_id,
             shared.port(),
             cx.now * 1000,

@@ -511,11 +511,13 @@ impl SavePlan {
         let persist = &cx.shared.persist;
         let live = cx.shared.live().persist.clone();
         let config = &live;
-        // SHUTDOWN saves when asked to, or when `save` rules are set, unless NOSAVE.
-        if let SaveKind::Shutdown { save, nosave, .. } = self.kind
-            && (nosave || (!save && config.save.is_empty()))
-        {
-            exit(cx);
+        if let SaveKind::Shutdown { save, nosave, .. } = self.kind {
+            crate::runtime::supervise::notify("STOPPING=1\n");
+            // SHUTDOWN saves when asked to, or when `save` rules are set, unless NOSAVE.
+            if nosave || (!save && config.save.is_empty()) {
+                exit(cx);
+            }
+            crate::runtime::supervise::notify("STATUS=Saving the final RDB snapshot\n");
         }
         if let Some(refused) = self.busy(cx) {
             return refused;
@@ -684,6 +686,9 @@ impl SavePlan {
                 exit(cx)
             }
             (SaveKind::Shutdown { .. }, Err(_)) => {
+                crate::runtime::supervise::notify(
+                    "STATUS=Error trying to save the DB, can't exit.\n",
+                );
                 cx.done(|e| e.error(crate::errors::SHUTDOWN_FAILED))
             }
             (_, Ok(())) => cx.done(|e| e.ok()),

@@ -18,5 +18,6 @@ pub mod server;
 pub mod slowlog;
 pub mod spin;
 pub mod standin;
+pub mod supervise;
 pub mod tracking;
 pub mod worker;

@@ -584,7 +584,11 @@ impl Shared {
         };
         let listeners = bind(config, &current)?;
         // (No TCP address, `bind ""`: the port asked for, or the one it was.)
-        let asked = if config.port == 0 { self.port() } else { config.port };
+        let asked = if config.port == 0 {
+            self.port()
+        } else {
+            config.port
+        };
         let port = first_addr(&listeners).map_or(asked, |a| a.port());
         self.keep_listening(&listeners);
         let listeners = self.with_unix(listeners);
@@ -908,6 +912,9 @@ impl Server {
         {
             crate::log!(Warning, "Failed to write PID file: {e}");
         }
+        crate::runtime::supervise::start(
+            crate::config::inert::value(&config.inert, "supervised").unwrap_or("no"),
+        );
         let startup = load::prepare(&self.shared).map_err(|e| {
             crate::log!(Warning, "{e}");
             io::Error::other(e)
@@ -996,6 +1003,10 @@ impl Server {
                 Notice,
                 "The server is now ready to accept connections at {path}"
             );
+        }
+        // (A dataset loading: once it is loaded, `Worker::loaded`.)
+        if !must_load {
+            crate::runtime::supervise::ready();
         }
         for handle in handles {
             match handle.join() {

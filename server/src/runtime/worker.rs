@@ -809,6 +809,7 @@ impl Worker {
         let persist = &self.shared.persist;
         if persist.loading_workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             persist.loaded();
+            crate::runtime::supervise::ready();
         }
     }
 

@@ -58,6 +58,7 @@ mod streams_blocking;
 mod streams_diff;
 mod strings_diff;
 mod strings_keys;
+mod supervised;
 mod tracking;
 mod unix_socket;
 mod watch;
