@@ -690,6 +690,10 @@ fn run_here(
                                 }
                                 Err(e) => {
                                     monitor(shard, db);
+                                    // A failed call, in errorstats, as a command's error
+                                    // (the script passes it on as counted).
+                                    shard.count_failed(spec.id);
+                                    shard.count_error_text(&e);
                                     Encoder::new(reply, cresp).error(&e);
                                     Called::Reply
                                 }
@@ -1089,6 +1093,12 @@ pub(crate) mod plan {
                             }
                             Err(e) => {
                                 monitor(cx.db());
+                                // (Counted as on a shard, above.)
+                                let mut calls = cx.calls.borrow_mut();
+                                calls.push(Tally::ReplyErrors(spec.id, 1));
+                                calls.push(Tally::Error(
+                                    crate::table::handler::ErrorCode::of_message(&e),
+                                ));
                                 Encoder::new(&mut reply, resp).error(&e);
                             }
                         }

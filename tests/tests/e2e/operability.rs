@@ -634,7 +634,7 @@ fn config_set_of_shown_values_answers_as_redis_does() {
 /// errors (EXECABORT too); a script's call of an undeclared key counted once (the run it
 /// restarts under its plan does not count it twice); a command refused over
 /// `maxmemory` is a rejected call and no call; INFO leaves out its own call; the errors
-/// a script's reply holds.
+/// a script's reply holds; SELECT's error inside a script.
 #[test]
 fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
     let scenarios = [
@@ -653,6 +653,10 @@ fn command_and_error_counts_around_transactions_and_scripts_match_redis() {
         "EVAL \"return redis.pcall('nosuch')\" 0|EVAL \"error('boom')\" 0|EVAL \"return redis.call('get', 'undeclared')\" 1 a|EVAL \"return redis.call('get', {})\" 0|EVAL \"local e = redis.pcall('nosuch') error(e)\" 0",
         // Scripts inside EXEC (on one shard and across), then errors after it.
         "SET s 1|MULTI|EVAL \"return redis.call('lpush', KEYS[1], 'x')\" 2 s b|EVAL \"return {err='X y'}\" 2 a b|EXEC|LPUSH s x|EVAL \"return {err='Z w'}\" 2 a b|MULTI|EVAL \"return {1, {err='Q q'}}\" 1 a|EXEC",
+        // SELECT's error inside a script is a failed call of SELECT, counted once (Redis's
+        // "Consistent eval error reporting"); on one shard and across.
+        "EVAL \"return redis.call('select',99)\" 0|EVAL \"return redis.pcall('select',99)['err']\" 0|EVAL \"return redis.pcall('select','x')\" 0",
+        "EVAL \"redis.call('set',KEYS[1],1) return redis.call('select',99)\" 2 a b|EVAL \"redis.call('set',KEYS[1],1) return redis.pcall('select',99)\" 2 a b",
         // The code is the first word when a space ends it within 32 bytes, else ERR.
         "EVAL \"return {err='NOSPACE'}\" 0|EVAL \"return {err='-X y'}\" 0|EVAL \"return {err=''}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCD x'}\" 0|EVAL \"return {err='ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE x'}\" 0",
     ];
