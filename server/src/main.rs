@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use goblin_server::config::{self, Cli};
 use goblin_server::runtime::server::Server;
+use goblin_server::runtime::{daemon, supervise};
 
 /// Every allocation is counted, for INFO's `used_memory`.
 #[global_allocator]
@@ -11,7 +12,7 @@ static GLOBAL: goblin_server::alloc::Counting = goblin_server::alloc::Counting;
 
 fn main() -> ExitCode {
     goblin_server::alloc::activate();
-    let config = match config::parse(std::env::args().skip(1)) {
+    let mut config = match config::parse(std::env::args().skip(1)) {
         Ok(Cli::Run(config)) => *config,
         Ok(Cli::Help) => {
             print!("{}", config::USAGE);
@@ -26,6 +27,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `daemonize yes`: to the background first, while this is the only thread.
+    let value = |name| config::inert::value(&config.inert, name).unwrap_or_default();
+    if value("daemonize") == "yes" && !supervise::expected(value("supervised")) {
+        if config::inert::pidfile(&config.inert).is_none()
+            && let Some(i) = config::inert::find("pidfile")
+            && let Some(slot) = config.inert.get_mut(i)
+        {
+            *slot = daemon::DEFAULT_PIDFILE.to_string();
+        }
+        if let Err(e) = daemon::daemonize() {
+            eprintln!("goblin-server: cannot daemonize ({e}); running in the foreground");
+        }
+    }
     let server = match Server::bind(config) {
         Ok(server) => server,
         Err(e) => {

@@ -4,8 +4,9 @@
 //! tune what Goblin does not have (replication, TLS, active defrag); the encodings'
 //! thresholds and the latency histograms' options are put in force ([`apply_thresholds`]),
 //! and so is `maxmemory-clients` (`runtime/client_eviction.rs` reads it), `pidfile` and
-//! `unixsocket` ([`pidfile`], [`unixsocket`]); a few are logged at start-up when they
-//! ask for something Goblin does not do (`daemonize yes`, a TLS port, `replicaof`).
+//! `unixsocket` ([`pidfile`], [`unixsocket`]), `daemonize` and `supervised`
+//! (`runtime/daemon.rs`, `runtime/supervise.rs`); a few are logged at start-up when they
+//! ask for something Goblin does not do (a TLS port, `replicaof`).
 
 /// How an option's value is checked, as redis-server checks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -488,9 +489,6 @@ pub fn unixsocket(values: &[String]) -> Option<(&str, u32)> {
 pub fn warnings(values: &[String]) -> Vec<String> {
     let value = |name: &str| value(values, name);
     let mut out = Vec::new();
-    if value("daemonize") == Some("yes") {
-        out.push("daemonize yes: Goblin does not fork; it runs in the foreground".into());
-    }
     if value("tls-port").is_some_and(|v| v != "0") {
         out.push("tls-port: Goblin has no TLS; the port is not opened".into());
     }

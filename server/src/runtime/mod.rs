@@ -5,6 +5,7 @@ pub mod ask;
 pub mod client;
 pub mod client_eviction;
 pub mod conn;
+pub mod daemon;
 pub mod histogram;
 pub mod latency;
 pub mod limits;

@@ -10,6 +10,13 @@ use std::sync::OnceLock;
 /// Where messages go, once start-up found the server supervised.
 static NOTIFY: OnceLock<SocketAddr> = OnceLock::new();
 
+/// Whether `supervised` (its value `mode`) and the environment make a service manager
+/// expect news from the server: then it does not daemonize (`daemonize yes` ignored, as
+/// by redis-server).
+pub fn expected(mode: &str) -> bool {
+    matches!(mode, "systemd" | "auto") && std::env::var_os("NOTIFY_SOCKET").is_some()
+}
+
 /// Start-up: whether `supervised` (`no`, `systemd`, `auto`, `upstart`) and the
 /// environment make the server supervised by systemd; if so, tells it the server is
 /// loading and remembers where to send what follows. Logged as redis-server logs it.

@@ -13,6 +13,7 @@ mod clients;
 mod cluster;
 mod config_rewrite;
 mod connection;
+mod daemonize;
 mod databases;
 mod diagnostics;
 mod dump_restore;
