@@ -112,6 +112,7 @@ impl Stream {
 }
 
 impl Write for Stream {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
@@ -125,6 +126,7 @@ impl Write for Stream {
 }
 
 impl AsRawFd for Stream {
+    #[inline]
     fn as_raw_fd(&self) -> RawFd {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
