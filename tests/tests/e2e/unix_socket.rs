@@ -151,6 +151,9 @@ fn bind_nothing_view(kind: Kind) -> Vec<String> {
     std::thread::sleep(Duration::from_millis(100));
     let mut tcp = Raw::try_connect(server.port).expect("TCP again");
     seen.push(goblin_tests::show(&tcp.cmd(&[b"PING"])));
+    // The socket still takes new clients after both changes.
+    let pong: String = redis::cmd("PING").query(&mut unix_client(&path)).unwrap();
+    seen.push(pong);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     seen
@@ -163,6 +166,7 @@ fn bind_nothing_leaves_the_unix_socket() {
     assert_eq!(goblin, redis);
     assert_eq!(goblin[2], "tcp: false");
     assert_eq!(goblin[4], "+PONG\\r\\n");
+    assert_eq!(goblin[5], "PONG");
 }
 
 /// Starts `kind` with port 0 and the socket at `path` (no TCP), and waits until the
