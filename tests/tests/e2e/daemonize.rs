@@ -10,11 +10,21 @@ use std::time::{Duration, Instant};
 
 use goblin_tests::{Kind, Raw, free_port, goblin_binary, scratch_dir};
 
-fn binary(kind: Kind) -> PathBuf {
-    match kind {
+/// A server of `kind` to start on `port` with `dir` as its directory, without `save`
+/// rules, told to daemonize; its output discarded.
+fn daemonizing(kind: Kind, port: u16, dir: &Path) -> Command {
+    let mut command = Command::new(match kind {
         Kind::Goblin => goblin_binary(),
         Kind::Redis => PathBuf::from("redis-server"),
-    }
+    });
+    command
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--daemonize", "yes"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
 }
 
 /// Kills the daemon whose pid the file holds, and the launcher (a server that did not
@@ -53,24 +63,11 @@ fn daemon_view(kind: Kind) -> Vec<String> {
     let pidfile = dir.join("server.pid");
     let port = free_port();
     let started = Instant::now();
-    let launcher = Command::new(binary(kind))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--daemonize", "yes"])
+    let launcher = daemonizing(kind, port, &dir)
         .arg("--pidfile")
         .arg(&pidfile)
         .arg("--logfile")
         .arg(dir.join("log"))
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let launcher_pid = launcher.id();
@@ -145,21 +142,9 @@ fn a_supervised_server_stays_in_the_foreground() {
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let port = free_port();
-        let child = Command::new(binary(kind))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--daemonize", "yes", "--supervised", "systemd"])
-            .arg("--dir")
-            .arg(&dir)
+        let child = daemonizing(kind, port, &dir)
+            .args(["--supervised", "systemd"])
             .env("NOTIFY_SOCKET", &notify_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let child_pid = child.id();
