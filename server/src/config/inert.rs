@@ -322,11 +322,22 @@ impl Inert {
         };
         match self.kind {
             // Three scores, one for each class of process (redis-server's words).
-            Kind::Text
-                if self.name == "oom-score-adj-values"
-                    && values.iter().flat_map(|v| v.split_whitespace()).count() != 3 =>
-            {
-                Err("wrong number of arguments".into())
+            Kind::Text if self.name == "oom-score-adj-values" => {
+                let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+                if words.len() != 3 {
+                    return Err("wrong number of arguments".into());
+                }
+                if !words
+                    .iter()
+                    .all(|w| w.parse::<i64>().is_ok_and(|n| (-2000..=2000).contains(&n)))
+                {
+                    return Err(
+                        "Invalid oom-score-adj-values, elements must be between -2000 \
+                                and 2000."
+                            .into(),
+                    );
+                }
+                Ok(words.join(" "))
             }
             // `<host> <port>` (or `no one`), the port a number up to 65535, as
             // redis-server reads it.
@@ -467,6 +478,67 @@ pub fn apply_thresholds(values: &[String]) {
     if let Some(n) = value(values, "stream-node-max-entries").and_then(|v| v.parse::<i64>().ok()) {
         entries.store(n, Relaxed);
     }
+}
+
+/// `oom-score-adj` and `oom-score-adj-values` put in force (at start-up and on CONFIG
+/// SET), as redis-server's `setOOMScoreAdj` for a master: the process's
+/// `/proc/self/oom_score_adj` becomes the first value (`absolute`), or that plus the
+/// score the process started with (`yes`, `relative`), within ±1000; back to the score it
+/// started with when turned `no`.
+///
+/// # Errors
+/// When the score cannot be read or written (lowering it takes a privilege): logged.
+pub fn apply_oom_score_adj(values: &[String]) -> std::io::Result<()> {
+    use std::sync::Mutex;
+    /// The score before Goblin first changed it, while it keeps it changed.
+    static BASE: Mutex<Option<i64>> = Mutex::new(None);
+    const PATH: &str = "/proc/self/oom_score_adj";
+    let Ok(mut base) = BASE.lock() else {
+        return Err(std::io::Error::other("poisoned"));
+    };
+    let mode = value(values, "oom-score-adj").unwrap_or("no");
+    let score = if mode == "no" {
+        match base.take() {
+            Some(b) => b,
+            None => return Ok(()),
+        }
+    } else {
+        let start = match *base {
+            Some(b) => b,
+            None => match std::fs::read_to_string(PATH) {
+                Ok(text) => {
+                    let b = text.trim().parse().unwrap_or(0);
+                    *base = Some(b);
+                    b
+                }
+                Err(e) => {
+                    crate::log!(
+                        Warning,
+                        "Unable to read oom_score_adj: {}",
+                        crate::util::strerror(&e)
+                    );
+                    return Err(e);
+                }
+            },
+        };
+        let master: i64 = value(values, "oom-score-adj-values")
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let score = if mode == "absolute" {
+            master
+        } else {
+            master + start
+        };
+        score.clamp(-1000, 1000)
+    };
+    std::fs::write(PATH, format!("{score}\n")).inspect_err(|e| {
+        crate::log!(
+            Warning,
+            "Unable to write oom_score_adj: {}",
+            crate::util::strerror(e)
+        );
+    })
 }
 
 /// The `pidfile` configured, if any (written at start-up, removed at exit, as

@@ -638,6 +638,29 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         }
         next.persist.dir = std::env::current_dir().unwrap_or_else(|_| next.persist.dir.clone());
     }
+    // A new `oom-score-adj` or values: the process's score first (lowering it may be
+    // refused), as redis-server's `updateOOMScoreAdj`; nothing changes when it fails.
+    let oom = ["oom-score-adj", "oom-score-adj-values"];
+    let oom_changed = oom.iter().any(|name| {
+        config::inert::value(&next.inert, name)
+            != config::inert::value(&ctx.shared.live().inert, name)
+    });
+    if oom_changed && config::inert::apply_oom_score_adj(&next.inert).is_err() {
+        let _ = config::inert::apply_oom_score_adj(&ctx.shared.live().inert);
+        if moved {
+            let _ = std::env::set_current_dir(&old_dir);
+        }
+        let name = pairs
+            .iter()
+            .map(|(_, _, n)| n.as_str())
+            .find(|n| oom.contains(n))
+            .unwrap_or(oom[0]);
+        return errors::config_set_failed(
+            name,
+            "Failed to set current oom_score_adj. Check server logs.",
+        )
+        .send(&mut ctx.reply());
+    }
     // A new address or port: the new listener first (it may fail, and then nothing
     // changes), as redis-server's `changeListenPort`.
     let (bind, port) = {

@@ -352,6 +352,7 @@ impl Shared {
         };
         let acl = users(&config, &commands)?;
         crate::config::inert::apply_thresholds(&config.inert);
+        let _ = crate::config::inert::apply_oom_score_adj(&config.inert);
         // The commands' clock, measured before the first command is timed.
         crate::runtime::histogram::calibrate();
         let shared = Shared {
@@ -484,6 +485,7 @@ impl Shared {
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
+        let _ = crate::config::inert::apply_oom_score_adj(&config.inert);
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         if let Some(cluster) = &self.cluster {
             cluster.configure(&config.cluster);
