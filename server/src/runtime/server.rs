@@ -79,8 +79,32 @@ pub const REDIS_VERSION: &str = "7.0.15";
 /// The stack of a worker thread.
 const WORKER_STACK: usize = 64 << 20;
 
-/// Pending connections the kernel queues before accept (Redis's `tcp-backlog`).
-const LISTEN_BACKLOG: i32 = 511;
+/// Pending connections the kernel queues before accept: `tcp-backlog` (511 by default,
+/// as in redis-server), for the TCP listeners and the Unix socket alike.
+fn backlog(config: &Config) -> i32 {
+    crate::config::inert::value(&config.inert, "tcp-backlog")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(511)
+}
+
+/// redis-server's warning when the system caps `tcp-backlog` lower
+/// (`/proc/sys/net/core/somaxconn`).
+fn check_backlog(config: &Config) {
+    let Some(somaxconn) = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    else {
+        return;
+    };
+    if somaxconn > 0 && somaxconn < backlog(config) {
+        crate::log!(
+            Warning,
+            "WARNING: The TCP backlog setting of {} cannot be enforced because \
+             /proc/sys/net/core/somaxconn is set to the lower value of {somaxconn}.",
+            backlog(config)
+        );
+    }
+}
 
 /// One worker's traffic since start (or CONFIG RESETSTAT, which the worker applies).
 #[derive(Debug, Default)]
@@ -721,7 +745,7 @@ fn bind(config: &Config, current: &[TcpListener]) -> io::Result<Vec<TcpListener>
             .find(|l| port != 0 && l.local_addr().is_ok_and(|a| a == at));
         let listener = match open {
             Some(l) => l.try_clone(),
-            None => listen(at),
+            None => listen(at, backlog(config)),
         };
         match listener {
             Ok(listener) => {
@@ -748,14 +772,14 @@ fn bind(config: &Config, current: &[TcpListener]) -> io::Result<Vec<TcpListener>
 
 /// A listening socket on `addr` (an IPv6 one for IPv6 only, as redis-server's, so that
 /// `*` and `::*` can both be bound).
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+fn listen(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
+    socket.listen(backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
 }
@@ -818,7 +842,7 @@ impl Server {
         };
         let unix = match unixsocket {
             Some((path, perm)) => {
-                let listener = crate::runtime::net::unix_listener(path, perm, LISTEN_BACKLOG)
+                let listener = crate::runtime::net::unix_listener(path, perm, backlog(&config))
                     .map_err(|e| {
                         io::Error::new(e.kind(), format!("Failed opening Unix socket: {e}"))
                     })?;
@@ -909,6 +933,7 @@ impl Server {
         for warning in crate::config::inert::warnings(&config.inert) {
             crate::log!(Warning, "{warning}");
         }
+        check_backlog(config);
         if let Some(path) = crate::config::inert::pidfile(&config.inert)
             && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
         {

@@ -271,3 +271,42 @@ fn bind_listens_on_several_addresses() {
     assert_eq!(g, r);
     assert_eq!(g[0], encode(&[b"bind", b"127.0.0.1 -::1 -192.0.2.1"]));
 }
+
+/// `tcp-backlog`: the listening sockets' queue of pending connections, as the kernel
+/// reports it (`ss`'s Send-Q for a listener), the Unix socket's too — as redis-server
+/// sets them.
+#[test]
+fn tcp_backlog_sizes_the_listen_queues_as_redis_does() {
+    let listen_queue = |filter: &str, unix: bool| -> String {
+        let out = std::process::Command::new("ss")
+            .args([if unix { "-lxH" } else { "-ltnH" }, filter])
+            .output()
+            .expect("ss (iproute2) runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // `State Recv-Q Send-Q …` (a Unix socket's line starts with its type).
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        let at = if unix { 3 } else { 2 };
+        fields.get(at).map_or(text.clone(), |f| (*f).to_string())
+    };
+    let mut seen = Vec::new();
+    for kind in [goblin_tests::Kind::Goblin, goblin_tests::Kind::Redis] {
+        let dir = goblin_tests::scratch_dir("backlog");
+        let sock = dir.join("b.sock");
+        let sock_text = sock.to_str().unwrap();
+        let args = ["--tcp-backlog", "100", "--unixsocket", sock_text];
+        let server = match kind {
+            goblin_tests::Kind::Goblin => {
+                let port = goblin_tests::free_port().to_string();
+                Server::goblin_with(&[&args[..], &["--port", &port]].concat())
+            }
+            goblin_tests::Kind::Redis => Server::redis_with(&args),
+        };
+        let tcp = listen_queue(&format!("sport = :{}", server.port), false);
+        let unix = listen_queue(&format!("src = {sock_text}"), true);
+        seen.push((tcp, unix));
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(seen[0], seen[1], "goblin (left), redis (right)");
+    assert_eq!(seen[0], ("100".to_string(), "100".to_string()));
+}
