@@ -509,7 +509,7 @@ impl Shared {
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
-        let _ = crate::config::inert::apply_oom_score_adj(&config.inert);
+        // (`oom-score-adj`: CONFIG SET put it in force already, when it changed.)
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         if let Some(cluster) = &self.cluster {
             cluster.configure(&config.cluster);
@@ -1067,17 +1067,18 @@ pub(crate) fn stop_listening(shared: &Shared) {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         }
     }
+    if let Some((unix, _)) = &shared.unix {
+        let _ = socket2::SockRef::from(unix).shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// Removes the files the server made for its life, as redis-server does when it exits:
-/// the `pidfile` written at start-up, and the Unix socket's (no client can connect to
-/// it from then on).
+/// the `pidfile` written at start-up, and the Unix socket's.
 pub(crate) fn remove_files(shared: &Shared) {
     if let Some(path) = crate::config::inert::pidfile(&shared.live().inert) {
         let _ = std::fs::remove_file(path);
     }
-    if let Some((unix, path)) = &shared.unix {
-        let _ = socket2::SockRef::from(unix).shutdown(std::net::Shutdown::Both);
+    if let Some((_, path)) = &shared.unix {
         crate::log!(Notice, "Removing the unix socket file.");
         if let Err(e) = std::fs::remove_file(&**path) {
             crate::log!(
