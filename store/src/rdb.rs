@@ -45,7 +45,12 @@ const TYPE_SET: u8 = 2;
 const TYPE_ZSET: u8 = 3;
 const TYPE_HASH: u8 = 4;
 const TYPE_ZSET_2: u8 = 5;
+const TYPE_HASH_ZIPMAP: u8 = 9;
+const TYPE_LIST_ZIPLIST: u8 = 10;
 const TYPE_SET_INTSET: u8 = 11;
+const TYPE_ZSET_ZIPLIST: u8 = 12;
+const TYPE_HASH_ZIPLIST: u8 = 13;
+const TYPE_LIST_QUICKLIST: u8 = 14;
 const TYPE_HASH_LISTPACK: u8 = 16;
 const TYPE_ZSET_LISTPACK: u8 = 17;
 const TYPE_LIST_QUICKLIST_2: u8 = 18;
@@ -790,14 +795,28 @@ impl<'a> Reader<'a> {
                 let blob = self.string()?;
                 RdbValue::Set(intset(&blob).ok_or_else(|| corrupt("a malformed intset"))?)
             }
-            TYPE_HASH_LISTPACK | TYPE_ZSET_LISTPACK => {
+            TYPE_HASH_ZIPMAP => {
                 let blob = self.string()?;
-                let items = listpack(&blob).ok_or_else(|| corrupt("a malformed listpack"))?;
+                RdbValue::Hash(zipmap(&blob).ok_or_else(|| corrupt("a malformed zipmap"))?)
+            }
+            TYPE_LIST_ZIPLIST => {
+                let blob = self.string()?;
+                RdbValue::List(ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?)
+            }
+            TYPE_HASH_LISTPACK | TYPE_ZSET_LISTPACK | TYPE_HASH_ZIPLIST | TYPE_ZSET_ZIPLIST => {
+                let blob = self.string()?;
+                // Redis before 7.0 wrote small hashes and sorted sets as ziplists.
+                let items = match kind {
+                    TYPE_HASH_ZIPLIST | TYPE_ZSET_ZIPLIST => {
+                        ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?
+                    }
+                    _ => listpack(&blob).ok_or_else(|| corrupt("a malformed listpack"))?,
+                };
                 if items.len() % 2 != 0 {
                     return Err(corrupt("a listpack of pairs with an odd count"));
                 }
                 let pairs = items.chunks_exact(2);
-                if kind == TYPE_HASH_LISTPACK {
+                if kind == TYPE_HASH_LISTPACK || kind == TYPE_HASH_ZIPLIST {
                     RdbValue::Hash(pairs.map(|p| (p[0].clone(), p[1].clone())).collect())
                 } else {
                     let mut members = Vec::with_capacity(items.len() / 2);
@@ -824,6 +843,16 @@ impl<'a> Reader<'a> {
                             listpack(&blob).ok_or_else(|| corrupt("a malformed listpack"))?,
                         );
                     }
+                }
+                RdbValue::List(items)
+            }
+            TYPE_LIST_QUICKLIST => {
+                // Redis 3.2 to 6.2: a quicklist of ziplists.
+                let nodes = self.bounded_length()?;
+                let mut items = Vec::new();
+                for _ in 0..nodes {
+                    let blob = self.string()?;
+                    items.extend(ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?);
                 }
                 RdbValue::List(items)
             }
@@ -1083,6 +1112,135 @@ fn intset(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
     )
 }
 
+/// A ziplist's entries (integers as their decimal strings), as Redis before 7.0 wrote
+/// small lists, hashes and sorted sets: `None` when malformed. Every length is checked
+/// against the blob, as redis-server's deep sanitization does.
+fn ziplist(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
+    const HEADER: usize = 10;
+    let bytes = u32::from_le_bytes(blob.get(0..4)?.try_into().ok()?) as usize;
+    let tail = u32::from_le_bytes(blob.get(4..8)?.try_into().ok()?) as usize;
+    let count = u16::from_le_bytes(blob.get(8..10)?.try_into().ok()?);
+    if bytes != blob.len() || blob.last() != Some(&0xFF) {
+        return None;
+    }
+    let mut items = Vec::new();
+    let mut at = HEADER;
+    let mut prev = 0usize;
+    let mut last = HEADER;
+    loop {
+        let start = at;
+        let first = *blob.get(at)?;
+        if first == 0xFF {
+            break;
+        }
+        // The previous entry's length: one byte, or 0xFE and four.
+        let prevlen = if first < 0xFE {
+            at += 1;
+            usize::from(first)
+        } else {
+            let n = u32::from_le_bytes(blob.get(at + 1..at + 5)?.try_into().ok()?) as usize;
+            at += 5;
+            n
+        };
+        if start > HEADER && prevlen != prev {
+            return None;
+        }
+        let enc = *blob.get(at)?;
+        at += 1;
+        let int = |width: usize, at: usize| -> Option<i64> {
+            let b = blob.get(at..at + width)?;
+            let mut a = [0u8; 8];
+            a[..width].copy_from_slice(b);
+            // Sign-extend from `width` bytes.
+            let shift = 64 - 8 * width as u32;
+            Some((i64::from_le_bytes(a) << shift) >> shift)
+        };
+        let item = match enc >> 6 {
+            0 | 1 | 2 => {
+                let len = match enc >> 6 {
+                    0 => usize::from(enc & 0x3F),
+                    1 => {
+                        let n = (usize::from(enc & 0x3F) << 8) | usize::from(*blob.get(at)?);
+                        at += 1;
+                        n
+                    }
+                    _ if enc == 0x80 => {
+                        let n = u32::from_be_bytes(blob.get(at..at + 4)?.try_into().ok()?);
+                        at += 4;
+                        n as usize
+                    }
+                    _ => return None,
+                };
+                let s = blob.get(at..at.checked_add(len)?)?.to_vec();
+                at += len;
+                s
+            }
+            _ => {
+                let (width, value) = match enc {
+                    0xC0 => (2, int(2, at)?),
+                    0xD0 => (4, int(4, at)?),
+                    0xE0 => (8, int(8, at)?),
+                    0xF0 => (3, int(3, at)?),
+                    0xFE => (1, int(1, at)?),
+                    0xF1..=0xFD => (0, i64::from(enc & 0x0F) - 1),
+                    _ => return None,
+                };
+                at += width;
+                value.to_string().into_bytes()
+            }
+        };
+        items.push(item);
+        prev = at - start;
+        last = start;
+    }
+    // The tail offset names the last entry, as redis-server checks it.
+    if at + 1 != blob.len()
+        || tail != last
+        || (count != u16::MAX && usize::from(count) != items.len())
+    {
+        return None;
+    }
+    Some(items)
+}
+
+/// A zipmap's field-value pairs (Redis before 2.6's small hashes): `None` when
+/// malformed or when a field repeats.
+fn zipmap(blob: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut at = 1; // The first byte is a count, not to be trusted (254 means "many").
+    let len = |at: &mut usize| -> Option<usize> {
+        let first = *blob.get(*at)?;
+        match first {
+            0..=253 => {
+                *at += 1;
+                Some(usize::from(first))
+            }
+            254 => {
+                let n = u32::from_le_bytes(blob.get(*at + 1..*at + 5)?.try_into().ok()?);
+                *at += 5;
+                Some(n as usize)
+            }
+            _ => None,
+        }
+    };
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    while *blob.get(at)? != 0xFF {
+        let klen = len(&mut at)?;
+        let field = blob.get(at..at.checked_add(klen)?)?.to_vec();
+        at += klen;
+        let vlen = len(&mut at)?;
+        let free = usize::from(*blob.get(at)?);
+        at += 1;
+        let value = blob.get(at..at.checked_add(vlen)?)?.to_vec();
+        at = at.checked_add(vlen)?.checked_add(free)?;
+        if !seen.insert(field.clone()) {
+            return None;
+        }
+        pairs.push((field, value));
+    }
+    (at + 1 == blob.len()).then_some(pairs)
+}
+
 /// A listpack's entries (integers as their decimal strings): `None` when malformed.
 fn listpack(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
     if !listpack::validate(blob) {
@@ -1266,6 +1424,112 @@ mod tests {
         is.extend_from_slice(&300i16.to_le_bytes());
         assert_eq!(intset(&is).unwrap(), vec![b"-2".to_vec(), b"300".to_vec()]);
         assert_eq!(intset(&is[..11]), None);
+    }
+
+    /// A ziplist of `entries` (each an encoding and its bytes after the prevlen), with
+    /// the header and prevlens filled in.
+    fn build_ziplist(entries: &[Vec<u8>]) -> Vec<u8> {
+        let mut zl = vec![0u8; 10];
+        let mut prev = 0usize;
+        let mut tail = 10usize;
+        for e in entries {
+            let start = zl.len();
+            tail = start;
+            if prev < 254 {
+                zl.push(prev as u8);
+            } else {
+                zl.push(0xFE);
+                zl.extend_from_slice(&(prev as u32).to_le_bytes());
+            }
+            zl.extend_from_slice(e);
+            prev = zl.len() - start;
+        }
+        zl.push(0xFF);
+        let total = zl.len() as u32;
+        zl[0..4].copy_from_slice(&total.to_le_bytes());
+        zl[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
+        zl[8..10].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+        zl
+    }
+
+    #[test]
+    fn ziplists_and_zipmaps_read_as_old_redis_wrote_them() {
+        let long = vec![b'q'; 300];
+        let mut long_entry = vec![0x40 | (300u16 >> 8) as u8, 300u16 as u8];
+        long_entry.extend_from_slice(&long);
+        let entries = vec![
+            vec![0x01, b'a'], // a 6-bit length string
+            long_entry,       // a 14-bit length string
+            vec![0xF1],       // the immediate 0
+            vec![0xFD],       // the immediate 12
+            vec![0xFE, 0xF6], // int8 -10
+            [vec![0xC0], 1000i16.to_le_bytes().to_vec()].concat(),
+            vec![0xF0, 0x70, 0x11, 0xFF], // int24 -61072
+            [vec![0xD0], (-70000i32).to_le_bytes().to_vec()].concat(),
+            [vec![0xE0], 6_000_000_000i64.to_le_bytes().to_vec()].concat(),
+            [vec![0x80], 3u32.to_be_bytes().to_vec(), b"xyz".to_vec()].concat(),
+        ];
+        let zl = build_ziplist(&entries);
+        let want: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            long,
+            b"0".to_vec(),
+            b"12".to_vec(),
+            b"-10".to_vec(),
+            b"1000".to_vec(),
+            (0xFF1170u32 as i32 - (1 << 24)).to_string().into_bytes(),
+            b"-70000".to_vec(),
+            b"6000000000".to_vec(),
+            b"xyz".to_vec(),
+        ];
+        assert_eq!(ziplist(&zl), Some(want));
+        assert_eq!(ziplist(&zl[..zl.len() - 1]), None, "no end byte");
+        let mut wrong_count = zl.clone();
+        wrong_count[8] = 9;
+        assert_eq!(
+            ziplist(&wrong_count),
+            None,
+            "a count that is not the entries'"
+        );
+        let mut wrong_prev = zl.clone();
+        wrong_prev[10 + 3] = 7; // the second entry's prevlen
+        assert_eq!(
+            ziplist(&wrong_prev),
+            None,
+            "a prevlen that is not the entry's"
+        );
+        let mut wrong_tail = zl.clone();
+        wrong_tail[4] ^= 1;
+        assert_eq!(
+            ziplist(&wrong_tail),
+            None,
+            "a tail offset that is not the last entry's"
+        );
+        // Every truncation and every byte changed is refused or read, never a panic.
+        for cut in 0..zl.len() {
+            assert_eq!(ziplist(&zl[..cut]), None);
+        }
+        for at in 0..zl.len() {
+            let mut bad = zl.clone();
+            bad[at] ^= 0xA5;
+            let _ = ziplist(&bad);
+        }
+        // redis-server's tests/assets/hash-zipmap.rdb (Redis 2.x): hash {f1: v1, f2: v2}.
+        let file = b"REDIS0003\xfe\x00\x09\x04hash\x10\x02\x02f1\x02\x00v1\x02f2\x02\x00v2\xff\xff";
+        let (_, keys) = read_all(file).expect("the zipmap file loads");
+        assert_eq!(keys.len(), 1);
+        assert_eq!(
+            keys[0].value,
+            RdbValue::Hash(vec![
+                (b"f1".to_vec(), b"v1".to_vec()),
+                (b"f2".to_vec(), b"v2".to_vec())
+            ])
+        );
+        let zm = b"\x02\x02f1\x02\x00v1\x02f1\x02\x00v2\xff";
+        assert_eq!(zipmap(zm), None, "a field twice");
+        for cut in 0..zm.len() {
+            assert_eq!(zipmap(&zm[..cut]), None);
+        }
     }
 
     #[test]

@@ -321,3 +321,270 @@ fn redis_server_collections_read_back_in_every_encoding() {
         );
     }
 }
+
+/// Files that redis-server before 7.0 wrote, from redis-server's own tests
+/// (`tests/assets` of its 7.0.15 source, BSD-licensed): RDB 3's zipmap hash, RDB 4–9's
+/// ziplists (lists, hashes, sorted sets), quicklists of ziplists and intsets.
+const OLD_REDIS_FILES: [(&str, &[u8]); 5] = [
+    (
+        "encodings.rdb",
+        include_bytes!("../../fixtures/redis-7.0.15/encodings.rdb"),
+    ),
+    (
+        "list-quicklist.rdb",
+        include_bytes!("../../fixtures/redis-7.0.15/list-quicklist.rdb"),
+    ),
+    (
+        "hash-zipmap.rdb",
+        include_bytes!("../../fixtures/redis-7.0.15/hash-zipmap.rdb"),
+    ),
+    (
+        "hash-ziplist.rdb",
+        include_bytes!("../../fixtures/redis-7.0.15/hash-ziplist.rdb"),
+    ),
+    (
+        "zset-ziplist.rdb",
+        include_bytes!("../../fixtures/redis-7.0.15/zset-ziplist.rdb"),
+    ),
+];
+
+/// An RDB length.
+fn rdb_len(out: &mut Vec<u8>, n: usize) {
+    match n {
+        0..=63 => out.push(n as u8),
+        64..=16383 => out.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]),
+        _ => {
+            out.push(0x80);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+    }
+}
+
+/// A ziplist of `items` as Redis 6 encoded them: integers in the narrowest integer
+/// encoding, other strings with 6-, 14- or 32-bit lengths; one-byte or five-byte
+/// previous-entry lengths.
+fn ziplist(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut zl = vec![0u8; 10];
+    let mut prev = 0usize;
+    let mut tail = 10usize;
+    for item in items {
+        let start = zl.len();
+        tail = start;
+        if prev < 254 {
+            zl.push(prev as u8);
+        } else {
+            zl.push(0xFE);
+            zl.extend_from_slice(&(prev as u32).to_le_bytes());
+        }
+        let int = std::str::from_utf8(item)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|v| v.to_string().as_bytes() == item.as_slice());
+        match int {
+            Some(v @ 0..=12) => zl.push(0xF1 + v as u8),
+            Some(v) if i8::try_from(v).is_ok() => zl.extend_from_slice(&[0xFE, v as u8]),
+            Some(v) if i16::try_from(v).is_ok() => {
+                zl.push(0xC0);
+                zl.extend_from_slice(&(v as i16).to_le_bytes());
+            }
+            Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => {
+                zl.push(0xF0);
+                zl.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+            }
+            Some(v) if i32::try_from(v).is_ok() => {
+                zl.push(0xD0);
+                zl.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            Some(v) => {
+                zl.push(0xE0);
+                zl.extend_from_slice(&v.to_le_bytes());
+            }
+            None => {
+                match item.len() {
+                    n @ 0..=63 => zl.push(n as u8),
+                    n @ 64..=16383 => zl.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]),
+                    n => {
+                        zl.push(0x80);
+                        zl.extend_from_slice(&(n as u32).to_be_bytes());
+                    }
+                }
+                zl.extend_from_slice(item);
+            }
+        }
+        prev = zl.len() - start;
+    }
+    zl.push(0xFF);
+    let total = zl.len() as u32;
+    zl[0..4].copy_from_slice(&total.to_le_bytes());
+    zl[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
+    zl[8..10].copy_from_slice(&(items.len() as u16).to_le_bytes());
+    zl
+}
+
+/// An RDB 9 file, as redis-server 6.2 writes one: a ziplist list (type 10), a quicklist
+/// of two ziplist nodes (14), a ziplist hash (13) and sorted set (12), one with entries
+/// long enough for five-byte previous lengths and 14- and 32-bit string lengths. The
+/// checksum is left 0 (`rdbchecksum no`), which both servers accept.
+fn redis6_file() -> Vec<u8> {
+    let s = |v: &str| v.as_bytes().to_vec();
+    let ints: Vec<Vec<u8>> = [
+        "0",
+        "12",
+        "13",
+        "-1",
+        "127",
+        "-128",
+        "300",
+        "-32768",
+        "70000",
+        "-8388608",
+        "2147483647",
+        "-2147483649",
+        "9223372036854775807",
+        "007",
+        "1.5",
+    ]
+    .iter()
+    .map(|v| s(v))
+    .collect();
+    let long = vec![b'L'; 300];
+    let longer = vec![b'M'; 17_000];
+    let mut out = b"REDIS0009".to_vec();
+    out.extend_from_slice(&[0xFA, 9]);
+    out.extend_from_slice(b"redis-ver");
+    out.extend_from_slice(&[5]);
+    out.extend_from_slice(b"6.2.6");
+    out.extend_from_slice(&[0xFE, 0]);
+    let mut key = |out: &mut Vec<u8>, kind: u8, name: &str, blobs: &[Vec<u8>], nodes: bool| {
+        out.push(kind);
+        rdb_len(out, name.len());
+        out.extend_from_slice(name.as_bytes());
+        if nodes {
+            rdb_len(out, blobs.len());
+        }
+        for blob in blobs {
+            rdb_len(out, blob.len());
+            out.extend_from_slice(blob);
+        }
+    };
+    key(&mut out, 10, "zl-list", &[ziplist(&ints)], false);
+    let mut mixed = ints.clone();
+    mixed.push(long.clone());
+    mixed.push(s("after-long"));
+    mixed.push(longer.clone());
+    key(
+        &mut out,
+        14,
+        "ql-list",
+        &[ziplist(&mixed), ziplist(&[s("tail"), s("-5")])],
+        true,
+    );
+    let hash: Vec<Vec<u8>> = [
+        s("f1"),
+        s("v1"),
+        s("n"),
+        s("-70000"),
+        s("long"),
+        long,
+        s("e"),
+        s(""),
+    ]
+    .to_vec();
+    key(&mut out, 13, "zl-hash", &[ziplist(&hash)], false);
+    // In rank order, as Redis kept a ziplist sorted set.
+    let zset: Vec<Vec<u8>> = [
+        s("c"),
+        s("-3"),
+        s("a"),
+        s("1"),
+        s("b"),
+        s("2.5"),
+        s("e"),
+        s("10000000000"),
+        s("d"),
+        s("inf"),
+    ]
+    .to_vec();
+    key(&mut out, 12, "zl-zset", &[ziplist(&zset)], false);
+    out.push(0xFF);
+    out.extend_from_slice(&[0; 8]);
+    out
+}
+
+/// What redis-server before 7.0 saved loads into Goblin as into redis-server 7.0: each
+/// file of redis-server's own test assets, and a Redis 6 file with every ziplist encoding,
+/// compared key by key (type, content, expiry) in every database.
+#[test]
+fn files_of_older_redis_servers_load_as_in_redis_server() {
+    let mut files: Vec<(&str, Vec<u8>)> = OLD_REDIS_FILES
+        .iter()
+        .map(|(name, bytes)| (*name, bytes.to_vec()))
+        .collect();
+    files.push(("redis6.rdb", redis6_file()));
+    for (name, bytes) in &files {
+        let dir = TempDir::new(&format!("old-{name}"));
+        std::fs::write(dir.0.join(name), bytes).expect("write the file");
+        let args = ["--dir", dir.path(), "--dbfilename", name];
+        let redis = Server::redis_with(&args);
+        let goblin = Server::goblin_with(&args);
+        let want = goblin_tests::dataset::all_databases(&mut redis.client());
+        let got = goblin_tests::dataset::all_databases(&mut goblin.client());
+        assert!(!want.is_empty(), "{name}: redis-server loaded nothing");
+        for (db, keys) in &want {
+            for (key, value) in keys {
+                let got = got.get(db).and_then(|keys| keys.get(key));
+                let key = String::from_utf8_lossy(key);
+                assert_eq!(got, Some(value), "{name}: db {db} key {key}");
+            }
+        }
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// RESTORE takes what DUMP answered on redis-server 6 (RDB 9's ziplists) as
+/// redis-server 7.0 does.
+#[test]
+fn dump_payloads_of_redis_6_restore_as_in_redis_server() {
+    let s = |v: &str| v.as_bytes().to_vec();
+    let payload = |kind: u8, items: &[Vec<u8>], nodes: bool| {
+        let mut p = vec![kind];
+        if nodes {
+            rdb_len(&mut p, 1);
+        }
+        let zl = ziplist(items);
+        rdb_len(&mut p, zl.len());
+        p.extend_from_slice(&zl);
+        p.extend_from_slice(&9u16.to_le_bytes());
+        let crc = rdb::crc64(0, &p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        p
+    };
+    let items = [s("f"), s("1"), s("g"), s("-70000"), s("h"), vec![b'x'; 40]];
+    let mut long = items.to_vec();
+    long.push(vec![b'y'; 400]);
+    let cases = [
+        ("hash", payload(13, &items, false)),
+        (
+            "zset",
+            payload(12, &[s("m"), s("2"), s("n"), s("3.5")], false),
+        ),
+        ("list", payload(10, &long, false)),
+        ("quicklist", payload(14, &long, true)),
+    ];
+    let mut d = goblin_tests::Differential::new();
+    for (key, p) in &cases {
+        d.check(&[b"RESTORE", key.as_bytes(), b"0", p]);
+        d.check(&[b"TYPE", key.as_bytes()]);
+    }
+    d.check(&[b"HGETALL", b"hash"]);
+    d.check(&[b"ZRANGE", b"zset", b"0", b"-1", b"WITHSCORES"]);
+    d.check(&[b"LRANGE", b"list", b"0", b"-1"]);
+    d.check(&[b"LRANGE", b"quicklist", b"0", b"-1"]);
+    // A damaged ziplist is refused, as there.
+    let mut bad = payload(13, &items, false);
+    bad[3] ^= 0x10;
+    let crc = rdb::crc64(0, &bad[..bad.len() - 8]);
+    let n = bad.len();
+    bad[n - 8..].copy_from_slice(&crc.to_le_bytes());
+    d.check(&[b"RESTORE", b"bad", b"0", &bad]);
+}
