@@ -1156,7 +1156,7 @@ fn ziplist(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
             Some((i64::from_le_bytes(a) << shift) >> shift)
         };
         let item = match enc >> 6 {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let len = match enc >> 6 {
                     0 => usize::from(enc & 0x3F),
                     1 => {
