@@ -455,7 +455,7 @@ fn redis6_file() -> Vec<u8> {
     out.extend_from_slice(&[5]);
     out.extend_from_slice(b"6.2.6");
     out.extend_from_slice(&[0xFE, 0]);
-    let mut key = |out: &mut Vec<u8>, kind: u8, name: &str, blobs: &[Vec<u8>], nodes: bool| {
+    let key = |out: &mut Vec<u8>, kind: u8, name: &str, blobs: &[Vec<u8>], nodes: bool| {
         out.push(kind);
         rdb_len(out, name.len());
         out.extend_from_slice(name.as_bytes());
