@@ -111,6 +111,31 @@ pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
     append(line.as_bytes());
 }
 
+/// Logs each line of `text` as a warning and exits with status 1, holding the log from
+/// the first line to the exit: no other thread's line comes after them, so the reason
+/// stays the log's last line (what redis-server's tests read with `tail -1`).
+pub fn fatal(text: &str) -> ! {
+    let mut slot = FILE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    for line in text.lines() {
+        let line = format!(
+            "{}:M {} {} {line}\n",
+            std::process::id(),
+            timestamp(now.as_millis() as u64),
+            Level::Warning.mark()
+        );
+        let _ = match slot.as_mut() {
+            Some(file) => file.write_all(line.as_bytes()),
+            None => std::io::stdout().lock().write_all(line.as_bytes()),
+        };
+    }
+    std::process::exit(1)
+}
+
 /// Writes `text` as it is, without the line's prefix, when `level` is logged (the logo).
 pub fn write_raw(level: Level, text: &str) {
     if enabled(level) {

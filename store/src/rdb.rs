@@ -555,9 +555,10 @@ impl fmt::Display for RdbError {
             RdbError::Corrupt { offset, reason } => {
                 write!(f, "corrupt record at {offset}: {reason}")
             }
+            // redis-server's words.
             RdbError::Checksum { stored, computed } => write!(
                 f,
-                "wrong checksum: the file says {stored:016x}, its content gives {computed:016x}"
+                "Wrong RDB checksum expected: ({computed:x}) got ({stored:x}): RDB CRC error"
             ),
             RdbError::Refused(why) => f.write_str(why),
             RdbError::UnsupportedType { key, kind } => write!(
@@ -643,6 +644,9 @@ pub struct RdbInfo {
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
     /// The function libraries' codes, in order.
     pub functions: Vec<Vec<u8>>,
+    /// Where the file's RDB ends (after its checksum): what follows is not the RDB's
+    /// (an old-style log's records, after its RDB preamble).
+    pub end: usize,
 }
 
 /// Reads a whole file, handing each key to `key` in file order.
@@ -673,6 +677,7 @@ pub fn read(
         version,
         aux: Vec::new(),
         functions: Vec::new(),
+        end: 0,
     };
     let (mut db, mut expire_at) = (0u64, None);
     loop {
@@ -728,6 +733,7 @@ pub fn read(
             return Err(RdbError::Checksum { stored, computed });
         }
     }
+    info.end = r.at;
     Ok(info)
 }
 

@@ -182,7 +182,11 @@ pub fn info(shared: &Shared) -> String {
         p.loaded_keys.load(Ordering::Relaxed),
         u8::from(appendonly),
         u8::from(rewriting),
-        u8::from(p.rewrite_scheduled.load(Ordering::Relaxed)),
+        // The rewrite that turns the log on counts as scheduled until it starts (as
+        // redis-server's starts at once: a client waiting for it sees it pending).
+        u8::from(
+            p.rewrite_scheduled.load(Ordering::Relaxed) || p.log_start.load(Ordering::Relaxed)
+        ),
         p.last_rewrite_secs.load(Ordering::Relaxed),
         status(p.rewrite_failed.load(Ordering::Relaxed)),
         p.aof_rewrites.load(Ordering::Relaxed),

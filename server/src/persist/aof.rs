@@ -100,7 +100,8 @@ pub struct AofLog {
     /// generation).
     dir: PathBuf,
     name: String,
-    shard: usize,
+    /// This shard, of how many.
+    shard: (usize, usize),
     /// Records not yet written.
     buf: Vec<u8>,
     /// Bytes in the file that hold whole records.
@@ -114,7 +115,7 @@ pub struct AofLog {
 }
 
 impl AofLog {
-    /// Shard `shard`'s log, appending to its file of generation `seq` in `dir`.
+    /// The log of shard `shard.0` of `shard.1`, appending to `file` in `dir`.
     ///
     /// # Errors
     /// When the file cannot be opened.
@@ -123,10 +124,10 @@ impl AofLog {
         fsync: Fsync,
         dir: PathBuf,
         name: String,
-        shard: usize,
-        seq: u64,
+        shard: (usize, usize),
+        file: &str,
     ) -> io::Result<AofLog> {
-        let path = dir.join(incr_name(&name, seq, shard));
+        let path = dir.join(file);
         let file = open_append(&path)?;
         let written = file.metadata()?.len();
         Ok(AofLog {
@@ -327,10 +328,13 @@ impl Observer for AofLog {
         {
             self.persist.set_aof_error(Some(strerror(&e)));
         }
-        let path = self.dir.join(incr_name(&self.name, seq, self.shard));
+        let (shard, shards) = self.shard;
+        let path = self
+            .dir
+            .join(generation_file(&self.name, seq, shard, shards).name);
         match open_append(&path) {
             Ok(file) => {
-                self.persist.set_log_file(self.shard, file.try_clone().ok());
+                self.persist.set_log_file(shard, file.try_clone().ok());
                 self.written = file.metadata().map_or(0, |m| m.len());
                 self.file = file;
                 self.path = path;
@@ -397,19 +401,27 @@ pub struct LogFile {
     pub name: String,
     /// Its generation.
     pub seq: u64,
-    /// `Some((shard, shards))` for a shard's records; `None` for a base snapshot.
+    /// `Some((shard, shards))` for a shard's records; `None` for a base, or for records
+    /// of every key (redis-server's, or a run that had them all on one shard).
     pub shard: Option<(usize, usize)>,
 }
 
 /// The list of the log's files, in replay order: the base, then the records by
-/// generation.
+/// generation. It reads redis-server 7's manifests too (`file <name> seq <n> type
+/// b|h|i`, where each record file is a generation of its own, holding every key).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     /// The snapshot the log starts from.
     pub base: Option<LogFile>,
+    /// Files a rewrite replaced that are not deleted yet (redis-server's `type h`):
+    /// not replayed, deleted by the next rewrite.
+    pub history: Vec<LogFile>,
     /// Shards' records.
     pub incr: Vec<LogFile>,
 }
+
+/// The longest manifest line redis-server reads.
+const MANIFEST_MAX_LINE: usize = 1024;
 
 impl Manifest {
     /// The manifest's path.
@@ -420,81 +432,179 @@ impl Manifest {
     /// Reads the manifest; `None` when there is none.
     ///
     /// # Errors
-    /// A file that cannot be read, or a line that is not a manifest's.
+    /// A file that cannot be read, or one that redis-server would refuse, with
+    /// redis-server's lines (`*** FATAL AOF MANIFEST FILE ERROR ***`, the line, the
+    /// reason), one per `\n`.
     pub fn load(dir: &Path, appendfilename: &str) -> Result<Option<Manifest>, String> {
         let path = Manifest::path(dir, appendfilename);
-        let text = match fs::read_to_string(&path) {
+        let text = match fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => {
+                return Err(format!(
+                    "Fatal error: can't open the AOF manifest file {} for reading: {}",
+                    path.display(),
+                    strerror(&e)
+                ));
+            }
         };
+        Manifest::parse(&text).map(Some)
+    }
+
+    /// A manifest's text, checked as redis-server's `aofLoadManifestFromFile` checks it.
+    fn parse(text: &[u8]) -> Result<Manifest, String> {
+        let fatal = |n: Option<(usize, &[u8])>, why: &str| {
+            let mut e = String::from("*** FATAL AOF MANIFEST FILE ERROR ***");
+            if let Some((n, line)) = n {
+                e.push_str(&format!(
+                    "\nReading the manifest file, at line {n}\n>>> '{}'",
+                    String::from_utf8_lossy(line)
+                ));
+            }
+            e.push('\n');
+            e.push_str(why);
+            e
+        };
+        if text.is_empty() {
+            return Err(fatal(None, "Found an empty AOF manifest"));
+        }
         let mut manifest = Manifest::default();
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() || line.starts_with('#') {
+        let mut max_seq = 0u64;
+        // The generation (seq, shards) of the last record file, for Goblin's files of one
+        // generation, which share a seq.
+        let mut last_generation: Option<(u64, usize)> = None;
+        let mut rest = text;
+        let mut n = 0;
+        while !rest.is_empty() {
+            n += 1;
+            let (line, newline) = match rest.iter().position(|&b| b == b'\n') {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            rest = rest.get(line.len() + 1..).unwrap_or(&[]);
+            if line.first() == Some(&b'#') {
                 continue;
             }
-            let bad = || {
-                format!(
-                    "{} line {}: invalid manifest line '{line}'",
-                    path.display(),
-                    n + 1
-                )
-            };
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if !words.len().is_multiple_of(2) {
-                return Err(bad());
+            let trimmed = line.trim_ascii();
+            if !newline || line.len() >= MANIFEST_MAX_LINE {
+                return Err(fatal(
+                    Some((n, trimmed)),
+                    "The AOF manifest file contains too long line",
+                ));
             }
-            let get = |k: &str| words.chunks(2).find(|p| p[0] == k).map(|p| p[1]);
-            let name = get("file").ok_or_else(bad)?;
-            if name.contains('/') {
-                return Err(bad());
+            let invalid = || fatal(Some((n, trimmed)), "Invalid AOF manifest file format");
+            if trimmed.is_empty() {
+                return Err(invalid());
             }
-            let seq = get("seq").and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-            let file = match get("type") {
-                Some("b") => LogFile {
-                    name: name.into(),
-                    seq,
-                    shard: None,
-                },
-                Some("i") => {
-                    let shard = get("shard").and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-                    let shards = get("shards").and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-                    if shard >= shards {
-                        return Err(bad());
+            let words = goblin_protocol::split_args(trimmed).ok_or_else(invalid)?;
+            if words.len() < 6 || !words.len().is_multiple_of(2) {
+                return Err(invalid());
+            }
+            let (mut name, mut seq, mut kind) = (None, 0u64, None);
+            let (mut shard, mut shards) = (None, None);
+            for pair in words.chunks_exact(2) {
+                let value = &pair[1];
+                let number = || {
+                    std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                match pair[0].to_ascii_lowercase().as_slice() {
+                    b"file" => {
+                        let text = String::from_utf8(value.clone()).map_err(|_| invalid())?;
+                        if text.contains('/') {
+                            return Err(fatal(
+                                Some((n, trimmed)),
+                                "File can't be a path, just a filename",
+                            ));
+                        }
+                        name = Some(text);
                     }
-                    LogFile {
-                        name: name.into(),
-                        seq,
-                        shard: Some((shard, shards)),
-                    }
+                    // As `atoll`: what is not a number is 0, and then missing.
+                    b"seq" => seq = number().unwrap_or(0),
+                    b"type" => kind = value.first().copied(),
+                    b"shard" => shard = number(),
+                    b"shards" => shards = number(),
+                    // Keys redis-server does not know are passed over, as there.
+                    _ => {}
                 }
-                _ => return Err(bad()),
+            }
+            let (Some(name), Some(kind)) = (name, kind) else {
+                return Err(invalid());
             };
-            if file.shard.is_none() {
-                manifest.base = Some(file);
-            } else {
-                manifest.incr.push(file);
+            if seq == 0 {
+                return Err(invalid());
+            }
+            // Goblin's shard keys: a record file of one shard of a generation.
+            let shard = match (shard, shards) {
+                (Some(k), Some(m)) if k < m => Some((k as usize, m as usize)),
+                (None, None) => None,
+                _ => return Err(invalid()),
+            };
+            let file = LogFile { name, seq, shard };
+            match kind {
+                b'b' => {
+                    if manifest.base.is_some() {
+                        return Err(fatal(
+                            Some((n, trimmed)),
+                            "Found duplicate base file information",
+                        ));
+                    }
+                    manifest.base = Some(LogFile {
+                        shard: None,
+                        ..file
+                    });
+                }
+                b'h' => manifest.history.push(file),
+                b'i' => {
+                    let generation = file.shard.map(|(_, m)| (seq, m));
+                    let same_generation = generation.is_some() && generation == last_generation;
+                    if seq <= max_seq && !same_generation {
+                        return Err(fatal(
+                            Some((n, trimmed)),
+                            "Found a non-monotonic sequence number",
+                        ));
+                    }
+                    max_seq = seq;
+                    last_generation = generation;
+                    manifest.incr.push(file);
+                }
+                _ => return Err(fatal(Some((n, trimmed)), "Unknown AOF file type")),
             }
         }
         manifest.incr.sort_by_key(|f| (f.seq, f.shard));
-        Ok(Some(manifest))
+        Ok(manifest)
     }
 
     /// Writes the manifest: to a temporary file, synced, then renamed over the old one
     /// (and the directory synced), so that a crash leaves the old one or the new one.
+    /// Names with spaces or unprintable bytes are quoted, as redis-server quotes them.
     ///
     /// # Errors
     /// When a file cannot be written.
     pub fn save(&self, dir: &Path, appendfilename: &str) -> io::Result<()> {
         let mut text = String::new();
-        for f in self.files() {
-            match f.shard {
-                None => text.push_str(&format!("file {} seq {} type b\n", f.name, f.seq)),
-                Some((shard, shards)) => text.push_str(&format!(
-                    "file {} seq {} type i shard {shard} shards {shards}\n",
-                    f.name, f.seq
-                )),
+        let line = |text: &mut String, f: &LogFile, kind: char| {
+            let name = match f.name.bytes().any(|b| {
+                b.is_ascii_whitespace() || !b.is_ascii_graphic() || b == b'"' || b == b'\\'
+            }) {
+                true => crate::util::repr(f.name.as_bytes()),
+                false => f.name.clone(),
+            };
+            text.push_str(&format!("file {name} seq {} type {kind}", f.seq));
+            if let Some((shard, shards)) = f.shard {
+                text.push_str(&format!(" shard {shard} shards {shards}"));
             }
+            text.push('\n');
+        };
+        if let Some(base) = &self.base {
+            line(&mut text, base, 'b');
+        }
+        for f in &self.history {
+            line(&mut text, f, 'h');
+        }
+        for f in &self.incr {
+            line(&mut text, f, 'i');
         }
         let path = Manifest::path(dir, appendfilename);
         let tmp = dir.join(format!("temp-{appendfilename}.manifest"));
@@ -505,9 +615,14 @@ impl Manifest {
         sync_dir(dir)
     }
 
-    /// Every file it lists, the base first.
+    /// Every file it lists that is replayed, the base first.
     pub fn files(&self) -> impl Iterator<Item = &LogFile> {
         self.base.iter().chain(self.incr.iter())
+    }
+
+    /// Every file it lists, those a rewrite replaced too.
+    pub fn all_files(&self) -> impl Iterator<Item = &LogFile> {
+        self.files().chain(self.history.iter())
     }
 
     /// Bytes of its files on disk.
@@ -528,18 +643,34 @@ impl Manifest {
     pub fn last_generation(&self, shards: usize) -> Option<Vec<LogFile>> {
         let seq = self.incr.last()?.seq;
         let files: Vec<LogFile> = self.incr.iter().filter(|f| f.seq == seq).cloned().collect();
+        // One shard appends to a file of every key too (redis-server's last one).
         let complete = files.len() == shards
             && files
                 .iter()
                 .enumerate()
-                .all(|(i, f)| f.shard == Some((i, shards)));
+                .all(|(i, f)| f.shard == Some((i, shards)) || (shards == 1 && f.shard.is_none()));
         complete.then_some(files)
     }
 }
 
-/// The name of shard `shard`'s records of generation `seq`.
-pub fn incr_name(appendfilename: &str, seq: u64, shard: usize) -> String {
-    format!("{appendfilename}.{seq}.{shard}.incr.aof")
+/// The name of shard `shard`'s records of generation `seq` (`None`: the one file of a
+/// generation that holds every key, named as redis-server names its files).
+pub fn incr_name(appendfilename: &str, seq: u64, shard: Option<usize>) -> String {
+    match shard {
+        Some(shard) => format!("{appendfilename}.{seq}.{shard}.incr.aof"),
+        None => format!("{appendfilename}.{seq}.incr.aof"),
+    }
+}
+
+/// Shard `shard`'s file of generation `seq` in a run of `shards` shards: with one shard,
+/// the generation's one file, named and listed as redis-server's are.
+pub fn generation_file(appendfilename: &str, seq: u64, shard: usize, shards: usize) -> LogFile {
+    let shard = (shards > 1).then_some((shard, shards));
+    LogFile {
+        name: incr_name(appendfilename, seq, shard.map(|(k, _)| k)),
+        seq,
+        shard,
+    }
 }
 
 /// The name of the base snapshot of generation `seq`.
@@ -728,11 +859,12 @@ mod tests {
             }),
             incr: (0..2)
                 .map(|s| LogFile {
-                    name: incr_name("a.aof", 2, s),
+                    name: incr_name("a.aof", 2, Some(s)),
                     seq: 2,
                     shard: Some((s, 2)),
                 })
                 .collect(),
+            history: Vec::new(),
         };
         m.save(&dir, "a.aof").expect("save");
         let back = Manifest::load(&dir, "a.aof").expect("load").expect("there");

@@ -53,8 +53,9 @@ pub enum Startup {
 /// A file that cannot be read or created.
 pub fn prepare(shared: &Shared) -> Result<Startup, String> {
     let config = &shared.config.persist;
-    let log_exists =
-        config.appendonly && Manifest::path(&config.aof_dir(), &config.appendfilename).exists();
+    let log_exists = config.appendonly
+        && (Manifest::path(&config.aof_dir(), &config.appendfilename).exists()
+            || config.dir.join(&config.appendfilename).exists());
     if log_exists || snapshot_source(shared)?.is_some() {
         return Ok(Startup::Load);
     }
@@ -76,11 +77,8 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
         .name("goblin-loader".into())
         .spawn(move || match load(&shared) {
             Ok(logs) => finish(&shared, logs),
-            Err(e) => {
-                crate::log!(Warning, "{e}");
-                crate::log!(Warning, "can't load the dataset; exiting");
-                std::process::exit(1);
-            }
+            // redis-server's lines, the reason last.
+            Err(e) => crate::log::fatal(&e),
         })
         .map(|_| ())
 }
@@ -181,7 +179,8 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
                 now,
                 RestorePolicy::Replace,
                 &mut |db, k, v, at| sink.put(db, k, v, at),
-            )?;
+            )
+            .map_err(|e| format!("{e}\nTerminating server after rdb file reading failure."))?;
         }
         (0..shared.threads).map(|_| None).collect()
     };
@@ -219,9 +218,27 @@ pub(crate) fn load_rdb(
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
 ) -> Result<(), String> {
-    let data = read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let data = read_file(path).map_err(|e| {
+        format!(
+            "Fatal error loading the DB: {}. Exiting.",
+            crate::util::strerror(&e)
+        )
+    })?;
+    load_rdb_bytes(shared, &data, path, now, policy, put).map(|_| ())
+}
+
+/// [`load_rdb`] of a file's bytes (`path` names it in errors); where its RDB ends (a
+/// log's base in redis-server's old form goes on with records after it).
+fn load_rdb_bytes(
+    shared: &Shared,
+    data: &[u8],
+    path: &Path,
+    now: Millis,
+    policy: RestorePolicy,
+    put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
+) -> Result<usize, String> {
     let databases = shared.config.databases;
-    rdb::read(&data, |k: RdbKey| {
+    rdb::read(data, |k: RdbKey| {
         let db = usize::try_from(k.db).unwrap_or(usize::MAX);
         if db >= databases {
             // redis-server's refusal, in its words.
@@ -252,6 +269,7 @@ pub(crate) fn load_rdb(
                     String::from_utf8_lossy(&e)
                 )
             })
+            .map(|()| info.end)
     })
 }
 
@@ -305,7 +323,7 @@ impl<'a> Replay<'a> {
     }
 
     /// Runs one logged command.
-    fn apply(&mut self, args: &Args<'_>) -> Result<(), String> {
+    fn apply(&mut self, args: &Args<'_>) -> Result<(), Failed> {
         self.commands += 1;
         if self.commands.is_multiple_of(4096) && self.reported.elapsed().as_secs() >= 1 {
             self.reported = Instant::now();
@@ -317,11 +335,12 @@ impl<'a> Replay<'a> {
                 self.commands as f64 / secs
             );
         }
-        let spec = self
-            .shared
-            .commands
-            .resolve(args)
-            .map_err(|r| String::from_utf8_lossy(&r.message).into_owned())?;
+        let spec = self.shared.commands.resolve(args).map_err(|r| {
+            match self.shared.commands.lookup(args.get(0)) {
+                None => Failed::Unknown(String::from_utf8_lossy(args.get(0)).into_owned()),
+                Some(_) => Failed::Other(String::from_utf8_lossy(&r.message).into_owned()),
+            }
+        })?;
         let now = clock::now_ms();
         match spec.exec {
             Exec::Shard(_) => {
@@ -356,7 +375,9 @@ impl<'a> Replay<'a> {
             }
             _ if spec.name.starts_with("function|") => match self.keys_only {
                 true => Ok(()),
-                false => crate::families::functions::replay(self.shared, args),
+                false => {
+                    crate::families::functions::replay(self.shared, args).map_err(Failed::Other)
+                }
             },
             _ if spec.name == "swapdb" => {
                 let databases = self.shared.config.databases;
@@ -364,7 +385,10 @@ impl<'a> Replay<'a> {
                 self.swap(a, b, now);
                 Ok(())
             }
-            _ => Err(format!("the command '{}' cannot be in a log", spec.name)),
+            _ => Err(Failed::Other(format!(
+                "the command '{}' cannot be in a log",
+                spec.name
+            ))),
         }
     }
 
@@ -404,26 +428,42 @@ impl<'a> Replay<'a> {
 }
 
 /// Loads the log (or, on its first start, the snapshot as its base) and sets up the
-/// files this run appends to.
+/// files this run appends to. A log redis-server wrote loads as it does there, an
+/// old-style single file (`dir/appendonly.aof`, Redis before 7.0) first moved into the
+/// log's directory with a manifest naming it as the base, as redis-server 7 upgrades it.
 fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>, String> {
     let config = &shared.config.persist;
     let dir = config.aof_dir();
     let name = &config.appendfilename;
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let started = Instant::now();
+    let mut manifest = Manifest::load(&dir, name)?;
+    upgrade_old_style(&config.dir, &dir, name, &mut manifest)?;
+    fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {}",
+            dir.display(),
+            crate::util::strerror(&e)
+        )
+    })?;
     let mut replay = Replay::new(shared);
     let now = clock::now_ms();
-    let mut manifest = match Manifest::load(&dir, name)? {
-        Some(manifest) => {
+    let mut manifest = match manifest {
+        Some(manifest) if manifest.files().next().is_some() => {
             let torn = match config.aof_load_truncated {
                 true => Torn::Cut,
                 false => Torn::Fail,
             };
             replay_manifest(&mut replay, &manifest, &dir, torn)?;
+            crate::log!(
+                Notice,
+                "DB loaded from append only file: {:.3} seconds",
+                started.elapsed().as_secs_f64()
+            );
             manifest
         }
-        None => {
+        manifest => {
             // The log's first start: an existing snapshot becomes its base.
-            let mut manifest = Manifest::default();
+            let mut manifest = manifest.unwrap_or_default();
             if let Some(path) = snapshot_source(shared)? {
                 load_rdb(
                     shared,
@@ -434,11 +474,12 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                         replay.shard.load_one(db, k, v, at, now);
                     },
                 )?;
-                let base = aof::base_name(name, 1);
+                let seq = manifest.last_seq() + 1;
+                let base = aof::base_name(name, seq);
                 fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
                 manifest.base = Some(LogFile {
                     name: base,
-                    seq: 1,
+                    seq,
                     shard: None,
                 });
             }
@@ -450,18 +491,22 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     // run, else a new generation.
     let shards = shared.threads;
     let files = match manifest.last_generation(shards) {
-        Some(files) => files,
+        Some(files) => {
+            for f in &files {
+                crate::log!(Notice, "Opening AOF incr file {} on server start", f.name);
+            }
+            files
+        }
         None => {
-            let seq = manifest.last_seq() + 1;
+            // Record files are numbered on from the last one (a base has its own
+            // numbers, as in redis-server).
+            let seq = manifest.incr.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
             let files: Vec<LogFile> = (0..shards)
-                .map(|shard| LogFile {
-                    name: aof::incr_name(name, seq, shard),
-                    seq,
-                    shard: Some((shard, shards)),
-                })
+                .map(|shard| aof::generation_file(name, seq, shard, shards))
                 .collect();
             for f in &files {
                 aof::create_empty(&dir.join(&f.name)).map_err(|e| format!("{}: {e}", f.name))?;
+                crate::log!(Notice, "Creating AOF incr file {} on server start", f.name);
             }
             manifest.incr.extend(files.iter().cloned());
             aof::sync_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -474,14 +519,14 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     let persist = &shared.persist;
     let mut logs = Vec::with_capacity(shards);
     let mut handles = Vec::with_capacity(shards);
-    for f in &files {
+    for (shard, f) in files.iter().enumerate() {
         let log = AofLog::open(
             Arc::clone(persist),
             config.appendfsync,
             dir.clone(),
             name.clone(),
-            f.shard.map_or(0, |(shard, _)| shard),
-            f.seq,
+            (shard, shards),
+            &f.name,
         )
         .map_err(|e| format!("{}: {e}", f.name))?;
         handles.push(Some(log.handle().map_err(|e| format!("{}: {e}", f.name))?));
@@ -499,33 +544,173 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     Ok(logs)
 }
 
-/// Replays what `manifest` lists in `dir`: its base snapshot, then its generations in
-/// order.
+/// redis-server 7's upgrade of an old-style log: when `server_dir/name` exists and the
+/// log's directory has no manifest naming other files (none, one listing no file, or
+/// one listing only that file as its base, which an upgrade cut short leaves), the
+/// manifest becomes `file <name> seq 1 type b`, written first, and the file moves into
+/// the log's directory.
+fn upgrade_old_style(
+    server_dir: &Path,
+    dir: &Path,
+    name: &str,
+    manifest: &mut Option<Manifest>,
+) -> Result<(), String> {
+    let old = server_dir.join(name);
+    if !old.exists() {
+        return Ok(());
+    }
+    let upgrade = match manifest {
+        None => true,
+        Some(m) if m.files().next().is_none() => true,
+        Some(m) => {
+            m.incr.is_empty()
+                && m.base.as_ref().is_some_and(|b| b.name == name)
+                && !dir.join(name).exists()
+        }
+    };
+    if !upgrade {
+        return Ok(());
+    }
+    let strerror = crate::util::strerror;
+    fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {}",
+            dir.display(),
+            strerror(&e)
+        )
+    })?;
+    let mut m = manifest.take().unwrap_or_default();
+    m.base = Some(LogFile {
+        name: name.to_string(),
+        seq: 1,
+        shard: None,
+    });
+    m.save(dir, name)
+        .map_err(|e| format!("{}: {}", Manifest::path(dir, name).display(), strerror(&e)))?;
+    fs::rename(&old, dir.join(name)).map_err(|e| {
+        format!(
+            "Error trying to move the old AOF file {name} into dir {}: {}",
+            dir.display(),
+            strerror(&e)
+        )
+    })?;
+    crate::log!(
+        Notice,
+        "Successfully migrated an old-style AOF file ({name}) into the AOF directory ({}).",
+        dir.display()
+    );
+    *manifest = Some(m);
+    Ok(())
+}
+
+/// Replays what `manifest` lists in `dir`: its base, then its generations in order.
+/// Every file listed must exist (as redis-server checks before it loads any).
 fn replay_manifest(
     replay: &mut Replay<'_>,
     manifest: &Manifest,
     dir: &Path,
     torn: Torn,
 ) -> Result<(), String> {
-    let now = clock::now_ms();
-    if let Some(base) = &manifest.base {
-        load_rdb(
-            replay.shared,
-            &dir.join(&base.name),
-            now,
-            RestorePolicy::Replace,
-            &mut |db, k, v, at| {
-                replay.shard.load_one(db, k, v, at, now);
-            },
-        )?;
+    let mut sizes = Vec::new();
+    for f in manifest.files() {
+        match fs::metadata(dir.join(&f.name)) {
+            Ok(m) => sizes.push((f.seq, m.len())),
+            Err(e) => {
+                return Err(format!(
+                    "Unable to obtain the AOF file {} length. stat: {}",
+                    f.name,
+                    crate::util::strerror(&e)
+                ));
+            }
+        }
     }
+    // A file may end torn when nothing after it holds a record: it is the last one
+    // written (redis-server's "last file"; a run that started after it and wrote
+    // nothing leaves empty files behind it).
+    let nothing_after = |seq: Option<u64>| {
+        manifest
+            .incr
+            .iter()
+            .zip(&sizes[usize::from(manifest.base.is_some())..])
+            .all(|(f, &(_, len))| seq.is_some_and(|seq| f.seq <= seq) || len == 0)
+    };
     let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
     seqs.dedup();
+    if let Some(base) = &manifest.base {
+        let started = Instant::now();
+        replay_base(replay, base, dir, torn, nothing_after(None))?;
+        crate::log!(
+            Notice,
+            "DB loaded from base file {}: {:.3} seconds",
+            base.name,
+            started.elapsed().as_secs_f64()
+        );
+    }
     for seq in seqs {
         let files: Vec<&LogFile> = manifest.incr.iter().filter(|f| f.seq == seq).collect();
-        replay_generation(replay, dir, &files, torn)?;
+        replay_generation(replay, dir, &files, torn, nothing_after(Some(seq)))?;
     }
     Ok(())
+}
+
+/// Replays a log's base: an RDB file (Goblin's, redis-server's `.base.rdb`), records
+/// (redis-server's `.base.aof`), or an RDB file followed by records (an old-style log
+/// with an RDB preamble).
+fn replay_base(
+    replay: &mut Replay<'_>,
+    base: &LogFile,
+    dir: &Path,
+    on_torn: Torn,
+    last: bool,
+) -> Result<(), String> {
+    let path = dir.join(&base.name);
+    let bytes = read_file(&path).map_err(|e| {
+        format!(
+            "Fatal error: can't open the append log file {} for reading: {}",
+            base.name,
+            crate::util::strerror(&e)
+        )
+    })?;
+    let mut start = 0;
+    if bytes.starts_with(b"REDIS") {
+        // An upgraded old-style log keeps its name: its RDB is a preamble.
+        let old_style = base.name == replay.shared.config.persist.appendfilename;
+        crate::log!(
+            Notice,
+            "{}",
+            match old_style {
+                true => "Reading RDB preamble from AOF file...",
+                false => "Reading RDB base file on AOF loading...",
+            }
+        );
+        let now = clock::now_ms();
+        let shard = &mut replay.shard;
+        start = load_rdb_bytes(
+            replay.shared,
+            &bytes,
+            &path,
+            now,
+            RestorePolicy::Replace,
+            &mut |db, k, v, at| shard.load_one(db, k, v, at, now),
+        )
+        .map_err(|e| {
+            let what = match old_style {
+                true => "the RDB preamble of the AOF file",
+                false => "the RDB base file",
+            };
+            format!(
+                "{e}\nError reading {what} {}, AOF loading aborted",
+                base.name
+            )
+        })?;
+        if old_style {
+            crate::log!(Notice, "Reading the remaining AOF tail...");
+        }
+    }
+    replay.db = 0;
+    replay.file_slots = (0..goblin_store::SLOTS as u16).collect();
+    let ended = replay_file(replay, &base.name, &bytes, start, &HashSet::new())?;
+    end_of_file(&path, &base.name, ended, on_torn, last)
 }
 
 /// What a torn last record of a file does to its replay.
@@ -562,6 +747,20 @@ pub(crate) fn replay_log_keys(shared: &Shared) -> Result<Vec<Vec<Loaded>>, Strin
     Ok(chunks)
 }
 
+/// Why a logged command could not be replayed.
+enum Failed {
+    /// No such command.
+    Unknown(String),
+    /// Another reason.
+    Other(String),
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed::Other(why)
+    }
+}
+
 /// A unit of a log being replayed: plain commands, a `MULTI` block, a transaction's part.
 enum Unit {
     Plain,
@@ -570,120 +769,213 @@ enum Unit {
 }
 
 /// Replays one generation: its transactions' commits first (from every file), then
-/// each file's records.
+/// each file's records. `last`: it is the log's last generation, whose files may end
+/// in a torn record.
 fn replay_generation(
     replay: &mut Replay<'_>,
     dir: &Path,
     files: &[&LogFile],
     on_torn: Torn,
+    last: bool,
 ) -> Result<(), String> {
     let mut data = Vec::with_capacity(files.len());
     for f in files {
         let path = dir.join(&f.name);
         match read_file(&path) {
-            Ok(bytes) => data.push((path, bytes, f.shard)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Ok(bytes) => data.push((path, f, bytes)),
+            Err(e) => {
+                return Err(format!(
+                    "Fatal error: can't open the append log file {} for reading: {}",
+                    f.name,
+                    crate::util::strerror(&e)
+                ));
+            }
         }
     }
     let mut commits: HashSet<Vec<u8>> = HashSet::new();
-    for (_, bytes, _) in &data {
-        let mut at = 0;
+    for (_, _, bytes) in &data {
+        let mut at = skip_annotations(bytes, 0);
         while let Ok(Some((args, len))) = aof::parse_record(&bytes[at..]) {
             let record = Args::new(&bytes[at..], &args);
             if record.len() == 2 && record.get(0).eq_ignore_ascii_case(TXCOMMIT) {
                 commits.insert(record.get(1).to_vec());
             }
-            at += len;
+            at = skip_annotations(bytes, at + len);
         }
     }
-    for (path, bytes, shard) in &data {
+    for (path, f, bytes) in &data {
+        let started = Instant::now();
         // A file starts in database 0, and its flushes are its shard's part.
         replay.db = 0;
-        replay.file_slots = match shard {
-            Some((shard, shards)) => SlotMap::contiguous(*shards)
-                .slots_of(*shard)
+        replay.file_slots = match f.shard {
+            Some((shard, shards)) => SlotMap::contiguous(shards)
+                .slots_of(shard)
                 .map(|s| s as u16)
                 .collect(),
             None => (0..goblin_store::SLOTS as u16).collect(),
         };
-        if let Some(torn) = replay_file(replay, path, bytes, &commits)? {
-            let cut = bytes.len() - torn;
-            if on_torn == Torn::Leave {
-                continue;
-            }
-            if on_torn == Torn::Fail {
-                return Err(format!(
-                    "{}: the last record is torn ({cut} bytes at offset {torn}); start with \
-                     --aof-load-truncated yes to cut it",
-                    path.display()
-                ));
-            }
+        let ended = replay_file(replay, &f.name, bytes, 0, &commits)?;
+        end_of_file(path, &f.name, ended, on_torn, last)?;
+        if on_torn != Torn::Leave {
             crate::log!(
-                Warning,
-                "{}: the last record is torn ({cut} bytes at offset {torn}); \
-                 cutting the file there",
-                path.display()
+                Notice,
+                "DB loaded from incr file {}: {:.3} seconds",
+                f.name,
+                started.elapsed().as_secs_f64()
             );
-            OpenOptions::new()
-                .write(true)
-                .open(path)
-                .and_then(|f| f.set_len(torn as u64))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
     Ok(())
 }
 
-/// Replays a file's records; `Some(offset)` of a torn last unit.
+/// How a file's replay ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ended {
+    /// At a record's end.
+    Whole,
+    /// In a torn record, or inside a unit (`MULTI`, a transaction's part) the file
+    /// does not finish (`unit`): what is whole ends at `valid`.
+    Short { valid: usize, unit: bool },
+}
+
+/// What a file that ended short does to the load, in redis-server's words: cut
+/// (`aof-load-truncated yes`, only in the last file: a torn file before others is an
+/// error) or refused.
+fn end_of_file(
+    path: &Path,
+    name: &str,
+    ended: Ended,
+    on_torn: Torn,
+    last: bool,
+) -> Result<(), String> {
+    let Ended::Short { valid, unit } = ended else {
+        return Ok(());
+    };
+    if on_torn == Torn::Leave {
+        return Ok(());
+    }
+    if unit {
+        crate::log!(
+            Warning,
+            "Revert incomplete MULTI/EXEC transaction in AOF file {name}"
+        );
+    }
+    if on_torn == Torn::Fail {
+        return Err(format!(
+            "Unexpected end of file reading the append only file {name}. You can: 1) Make a \
+             backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. \
+             2) Alternatively you can set the 'aof-load-truncated' configuration option to \
+             yes and restart the server."
+        ));
+    }
+    crate::log!(
+        Warning,
+        "!!! Warning: short read while loading the AOF file {name}!!!"
+    );
+    crate::log!(
+        Warning,
+        "!!! Truncating the AOF {name} at offset {valid} !!!"
+    );
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(valid as u64))
+        .map_err(|e| {
+            format!(
+                "Error truncating the AOF file {name}: {}",
+                crate::util::strerror(&e)
+            )
+        })?;
+    crate::log!(
+        Warning,
+        "AOF {name} loaded anyway because aof-load-truncated is enabled"
+    );
+    if !last {
+        return Err("Fatal error: the truncated file is not the last file".into());
+    }
+    Ok(())
+}
+
+/// Where the next record starts at or after `at`: annotation lines (`#…`, such as
+/// redis-server's `#TS:` timestamps) are passed over, as redis-server's loader does.
+fn skip_annotations(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at) == Some(&b'#') {
+        at = match bytes[at..].iter().position(|&b| b == b'\n') {
+            Some(nl) => at + nl + 1,
+            None => bytes.len(),
+        };
+    }
+    at
+}
+
+/// Replays a file's records from offset `from`.
 fn replay_file(
     replay: &mut Replay<'_>,
-    path: &Path,
+    name: &str,
     bytes: &[u8],
+    from: usize,
     commits: &HashSet<Vec<u8>>,
-) -> Result<Option<usize>, String> {
-    let mut at = 0;
+) -> Result<Ended, String> {
+    let mut at = from;
     let mut unit = Unit::Plain;
-    let mut unit_start = 0;
+    let mut unit_start = from;
     // Records of the open unit, replayed when it closes.
     let mut pending: Vec<(usize, Vec<std::ops::Range<usize>>)> = Vec::new();
     // The database as the records select it, whether or not the unit they are in is
     // replayed: the writer selects again only when its database changes, whatever
     // became of the units before.
     let mut selected = replay.db;
-    let fail = |offset: usize, why: &str| {
-        format!("{}: bad format at offset {offset}: {why}", path.display())
-    };
+    let fail = |offset: usize, why: &str| format!("{name}: at offset {offset}: {why}");
     loop {
+        at = skip_annotations(bytes, at);
         let rest = &bytes[at..];
+        let short = |at: usize, unit: &Unit| match unit {
+            Unit::Plain => Ended::Short {
+                valid: at,
+                unit: false,
+            },
+            _ => Ended::Short {
+                valid: unit_start,
+                unit: true,
+            },
+        };
         if rest.is_empty() {
             return Ok(match unit {
-                Unit::Plain => None,
-                _ => Some(unit_start),
+                Unit::Plain => Ended::Whole,
+                _ => short(at, &unit),
             });
         }
         let (args, len) = match aof::parse_record(rest) {
             Ok(Some(record)) => record,
-            Ok(None) => {
-                return Ok(Some(match unit {
-                    Unit::Plain => at,
-                    _ => unit_start,
-                }));
+            Ok(None) => return Ok(short(at, &unit)),
+            Err(why) => {
+                return Err(format!(
+                    "{}\nBad file format reading the append only file {name}: make a backup \
+                     of your AOF file, then use ./redis-check-aof --fix <filename.manifest>",
+                    fail(at, &why)
+                ));
             }
-            Err(why) => return Err(fail(at, &why)),
         };
         let record = Args::new(rest, &args);
-        let name = record.get(0);
-        if name.eq_ignore_ascii_case(b"SELECT") {
+        let name_arg = record.get(0);
+        if name_arg.eq_ignore_ascii_case(b"SELECT") {
             selected =
                 db_arg(&record, 1, replay.shared.config.databases).map_err(|e| fail(at, &e))?;
         }
+        let apply = |replay: &mut Replay<'_>, offset: usize, record: &Args<'_>| {
+            replay.apply(record).map_err(|e| match e {
+                Failed::Unknown(command) => {
+                    format!("Unknown command '{command}' reading the append only file {name}")
+                }
+                Failed::Other(why) => fail(offset, &why),
+            })
+        };
         match &mut unit {
-            Unit::Plain if name.eq_ignore_ascii_case(b"MULTI") => {
+            Unit::Plain if name_arg.eq_ignore_ascii_case(b"MULTI") => {
                 unit = Unit::Multi;
                 unit_start = at;
             }
-            Unit::Plain if name.eq_ignore_ascii_case(TXPART) => {
+            Unit::Plain if name_arg.eq_ignore_ascii_case(TXPART) => {
                 let count = (record.len() == 3)
                     .then(|| {
                         std::str::from_utf8(record.get(2))
@@ -700,13 +992,11 @@ fn replay_file(
                 };
                 unit_start = at;
             }
-            Unit::Plain if name.eq_ignore_ascii_case(TXCOMMIT) => {}
-            Unit::Plain => replay.apply(&record).map_err(|e| fail(at, &e))?,
-            Unit::Multi if name.eq_ignore_ascii_case(b"EXEC") => {
+            Unit::Plain if name_arg.eq_ignore_ascii_case(TXCOMMIT) => {}
+            Unit::Plain => apply(replay, at, &record)?,
+            Unit::Multi if name_arg.eq_ignore_ascii_case(b"EXEC") => {
                 for (offset, args) in pending.drain(..) {
-                    replay
-                        .apply(&Args::new(&bytes[offset..], &args))
-                        .map_err(|e| fail(offset, &e))?;
+                    apply(replay, offset, &Args::new(&bytes[offset..], &args))?;
                 }
                 replay.db = selected;
                 unit = Unit::Plain;
@@ -719,9 +1009,7 @@ fn replay_file(
                     let committed = commits.contains(id.as_slice());
                     for (offset, args) in pending.drain(..) {
                         if committed {
-                            replay
-                                .apply(&Args::new(&bytes[offset..], &args))
-                                .map_err(|e| fail(offset, &e))?;
+                            apply(replay, offset, &Args::new(&bytes[offset..], &args))?;
                         }
                     }
                     replay.db = selected;

@@ -359,9 +359,10 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                         shard: None,
                     }),
                     incr: old.incr.iter().filter(|f| f.seq == seq).cloned().collect(),
+                    history: Vec::new(),
                 };
                 new.save(&dir, &name)?;
-                for f in old.files() {
+                for f in old.all_files() {
                     if !new.files().any(|n| n.name == f.name) {
                         let _ = fs::remove_file(dir.join(&f.name));
                     }
@@ -630,15 +631,11 @@ impl SavePlan {
             let mut manifest = slot.clone().unwrap_or_default();
             let seq = manifest.last_seq() + 1;
             for shard in 0..shards {
-                let file = aof::incr_name(&name, seq, shard);
+                let file = aof::generation_file(&name, seq, shard, shards);
                 // A new generation's file starts empty (one left by a crash is not
                 // listed anywhere).
-                aof::create_empty(&dir.join(&file))?;
-                manifest.incr.push(LogFile {
-                    name: file,
-                    seq,
-                    shard: Some((shard, shards)),
-                });
+                aof::create_empty(&dir.join(&file.name))?;
+                manifest.incr.push(file);
             }
             if !fresh {
                 manifest.save(&dir, &name)?;

@@ -548,13 +548,19 @@ impl Shard {
     /// rewrite's base). A file that cannot be opened fails the rewrite.
     fn open_log(&mut self, shared: &Shared, seq: u64) {
         let config = &shared.config.persist;
+        let file = crate::persist::aof::generation_file(
+            &config.appendfilename,
+            seq,
+            self.id,
+            shared.threads,
+        );
         let opened = crate::persist::aof::AofLog::open(
             Arc::clone(&shared.persist),
             shared.persist.fsync(),
             config.aof_dir(),
             config.appendfilename.clone(),
-            self.id,
-            seq,
+            (self.id, shared.threads),
+            &file.name,
         );
         match opened {
             Ok(log) => {

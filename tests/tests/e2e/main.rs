@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod acl_users;
+mod aof_interop;
 mod atomicity;
 mod bitmaps_diff;
 mod blocking;

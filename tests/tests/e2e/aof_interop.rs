@@ -1,0 +1,383 @@
+//! Append-only logs that redis-server wrote, loaded by Goblin as redis-server 7.0 loads
+//! them: its multi-part logs (a base snapshot or a base of commands, record files, the
+//! manifest), the single file of Redis before 7.0 (moved into the log's directory, with
+//! or without an RDB preamble), timestamp annotations, torn and broken files and
+//! manifests (the same start or the same refusal, with redis-server's reason as the last
+//! line of the log).
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use goblin_tests::dataset::all_databases;
+use goblin_tests::{Raw, Server, default_threads, encode, free_port, goblin_binary, show};
+
+use crate::persistence::Dir;
+
+fn ok(raw: &mut Raw, line: &str) {
+    let reply = raw.cmd_str(line);
+    assert!(!reply.starts_with(b"-"), "{line}: {}", show(&reply));
+}
+
+/// Waits until INFO persistence shows no rewrite in progress or scheduled.
+fn wait_rewrite(raw: &mut Raw) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"persistence"])).into_owned();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the rewrite did not end: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What redis-server's log and Goblin's both show for the same work: every type,
+/// several databases, relative expiries, a transaction, effects that are not the
+/// command (INCRBYFLOAT, SPOP).
+const WRITES: &[&str] = &[
+    "SET s:plain hello",
+    "SET s:ttl v EX 1000",
+    "SET s:int 12345",
+    "INCRBYFLOAT s:float 1.5",
+    "RPUSH l a b c d",
+    "LPOP l",
+    "HSET h f1 v1 f2 v2",
+    "SADD set a b c d e",
+    "SPOP set",
+    "ZADD z 1 a 2.5 b -3 c",
+    "XADD st * f v",
+    "EXPIRE h 5000",
+    "MULTI",
+    "SET tx:a 1",
+    "INCR tx:a",
+    "EXEC",
+    "SELECT 5",
+    "SET db5 five",
+    "SELECT 0",
+];
+
+/// A log redis-server wrote — a base (a snapshot, or commands with
+/// `aof-use-rdb-preamble no`) and record files after it, left by a crash — loads into
+/// Goblin with the dataset redis-server had; Goblin then appends to it and comes back
+/// from its own restart with its writes too.
+#[test]
+fn logs_that_redis_server_wrote_load_as_there() {
+    for preamble in ["yes", "no"] {
+        let dir = Dir::new("aof-from-redis");
+        let mut redis = Server::redis_with(&[
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--aof-use-rdb-preamble",
+            preamble,
+        ]);
+        let mut raw = redis.raw();
+        for line in WRITES {
+            ok(&mut raw, line);
+        }
+        ok(&mut raw, "BGREWRITEAOF");
+        wait_rewrite(&mut raw);
+        for line in WRITES {
+            ok(&mut raw, line);
+        }
+        ok(&mut raw, "SET after:rewrite 1");
+        let want = all_databases(&mut redis.client());
+        redis.kill();
+        let manifest =
+            fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest")).unwrap();
+        let suffix = if preamble == "yes" {
+            ".base.rdb"
+        } else {
+            ".base.aof"
+        };
+        assert!(manifest.contains(suffix), "{manifest}");
+
+        let args = ["--dir", dir.arg(), "--appendonly", "yes"];
+        let mut goblin = Server::goblin_with(&args);
+        assert_eq!(
+            all_databases(&mut goblin.client()),
+            want,
+            "preamble {preamble}"
+        );
+        ok(&mut goblin.raw(), "SET from:goblin 1");
+        goblin.kill();
+        let mut goblin = Server::goblin_with(&args);
+        let mut raw = goblin.raw();
+        assert_eq!(raw.cmd_str("GET from:goblin"), b"$1\r\n1\r\n");
+        assert_eq!(raw.cmd_str("GET after:rewrite"), b"$1\r\n1\r\n");
+        goblin.kill();
+    }
+}
+
+/// The log's records as redis-server writes them.
+fn records(lines: &[&str]) -> Vec<u8> {
+    lines
+        .iter()
+        .flat_map(|line| {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            encode(&words)
+        })
+        .collect()
+}
+
+/// The single file of Redis before 7.0 (`dir/appendonly.aof`: commands, or an RDB
+/// preamble and commands after it) is moved into the log's directory under a manifest
+/// that names it as the base, and loads, as redis-server 7.0 upgrades it; a manifest
+/// that an upgrade cut short left behind is finished.
+#[test]
+fn an_old_style_log_is_upgraded_as_redis_server_upgrades_it() {
+    let mut plain = b"#TS:1628217470\r\n".to_vec();
+    plain.extend(records(&[
+        "SET k1 v1",
+        "RPUSH list a b",
+        "SELECT 2",
+        "SET k2 v2",
+    ]));
+    plain.extend_from_slice(b"#TS:1628217471\r\n");
+    plain.extend(records(&["INCR n", "INCR n"]));
+    let preamble = include_bytes!("../../fixtures/redis-7.0.15/rdb-preamble.aof").to_vec();
+    let cut_short = "file appendonly.aof seq 1 type b\n";
+    for (what, file, manifest) in [
+        ("commands", &plain, None),
+        ("an RDB preamble", &preamble, None),
+        ("an upgrade cut short", &plain, Some(cut_short)),
+    ] {
+        let mut seen = Vec::new();
+        for kind in ["redis", "goblin"] {
+            let dir = Dir::new("aof-old-style");
+            fs::write(dir.path().join("appendonly.aof"), file).unwrap();
+            if let Some(text) = manifest {
+                fs::create_dir_all(dir.path().join("appendonlydir")).unwrap();
+                fs::write(
+                    dir.path().join("appendonlydir/appendonly.aof.manifest"),
+                    text,
+                )
+                .unwrap();
+            }
+            let args = ["--dir", dir.arg(), "--appendonly", "yes"];
+            let mut server = match kind {
+                "redis" => Server::redis_with(&args),
+                _ => Server::goblin_with(&args),
+            };
+            let data = all_databases(&mut server.client());
+            server.kill();
+            let moved = dir.path().join("appendonlydir/appendonly.aof");
+            let first_line =
+                fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest"))
+                    .unwrap()
+                    .lines()
+                    .next()
+                    .map(str::to_string);
+            seen.push((
+                data,
+                dir.path().join("appendonly.aof").exists(),
+                fs::read(&moved).ok(),
+                first_line,
+            ));
+        }
+        assert!(!seen[0].0.is_empty(), "{what}: redis-server loaded nothing");
+        assert_eq!(seen[1], seen[0], "{what}");
+    }
+}
+
+/// A server started on `dir`: whether it refused to start (exited) and then the last
+/// line of its log (the reason, as redis-server logs it) without the log line's prefix;
+/// a server that answers PING instead is stopped (SIGKILL), with no reason.
+fn refusal(kind: &str, dir: &Path, extra: &[&str]) -> (bool, String) {
+    let log = dir.join("server.log");
+    let port = free_port().to_string();
+    let common = [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--logfile",
+        log.to_str().unwrap(),
+    ];
+    let threads = default_threads().to_string();
+    let mut child = match kind {
+        "redis" => Command::new("redis-server"),
+        _ => {
+            let mut c = Command::new(goblin_binary());
+            c.args(["--threads", &threads]);
+            c
+        }
+    }
+    .args(common)
+    .args(extra)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start a server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let port: u16 = port.parse().unwrap();
+    let exited = loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break true;
+        }
+        let serves = Raw::try_connect(port).is_ok_and(|mut raw| {
+            raw.try_send(&encode(&[b"PING"])).is_ok()
+                && raw.try_reply().is_ok_and(|r| r == b"+PONG\r\n")
+        });
+        if serves || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(serves, "{kind} neither served nor exited");
+            return (false, String::new());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = fs::read_to_string(&log).unwrap_or_default();
+    let last = text
+        .lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string();
+    // `pid:M 05 Dec 2026 10:00:00.000 # text`: the text after the level mark.
+    let reason = last
+        .split_once(" # ")
+        .or_else(|| last.split_once(" * "))
+        .map_or(last.as_str(), |(_, r)| r)
+        .to_string();
+    (exited, reason)
+}
+
+/// Broken manifests and records: each refused by both servers, with the same reason as
+/// the log's last line — or, for a torn last record with `aof-load-truncated yes`, loaded
+/// by both, the file cut to the same length.
+#[test]
+fn broken_logs_are_refused_or_cut_as_redis_server_does() {
+    let set1 = records(&["SET k1 v1"]);
+    let set2 = records(&["SET k2 v2"]);
+    let mut torn = records(&["INCR n", "INCR n"]);
+    torn.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$1\r\n");
+    let unfinished = records(&["SET k v", "MULTI", "SET in multi"]);
+    let mut garbage = set1.clone();
+    garbage.extend_from_slice(b"!!!");
+    garbage.extend(set2.clone());
+    let incr1 = "appendonly.aof.1.incr.aof";
+    let line = |l: &str| format!("{l}\n");
+    let long = format!("file {} seq 1 type b\n", "x".repeat(1100));
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, String, Vec<(&str, Vec<u8>)>, &[&str])> = vec![
+        ("an empty manifest", String::new(), vec![], &[]),
+        (
+            "a blank line",
+            line("file appendonly.aof.1.incr.aof seq 1 type i") + "\n",
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        (
+            "a missing key",
+            line("filx appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        (
+            "a line too short",
+            line("file appendonly.aof.1.incr.aof type i"),
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        (
+            "an odd parameter",
+            line("file appendonly.aof.1.incr.aof seq 1 type i newkey"),
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        (
+            "an unknown type",
+            line("file appendonly.aof.1.incr.aof seq 1 type x"),
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        ("a line too long", long, vec![], &[]),
+        (
+            "a path",
+            line("file ../appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![],
+            &[],
+        ),
+        (
+            "two bases",
+            line("file b1 seq 1 type b") + &line("file b2 seq 2 type b"),
+            vec![("b1", set1.clone()), ("b2", set2.clone())],
+            &[],
+        ),
+        (
+            "sequence numbers going down",
+            line("file i2 seq 2 type i") + &line("file i1 seq 1 type i"),
+            vec![("i1", set1.clone()), ("i2", set2.clone())],
+            &[],
+        ),
+        (
+            "a file missing",
+            line("file appendonly.aof.1.incr.aof seq 1 type i") + &line("file gone seq 2 type i"),
+            vec![(incr1, set1.clone())],
+            &[],
+        ),
+        (
+            "a byte that starts no record",
+            line("file appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, garbage)],
+            &[],
+        ),
+        (
+            "an unknown command",
+            line("file appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, records(&["SET a 1", "NOSUCHCOMMAND x"]))],
+            &[],
+        ),
+        (
+            "a torn record, refused",
+            line("file appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, torn.clone())],
+            &["--aof-load-truncated", "no"],
+        ),
+        (
+            "a torn record in a file before another",
+            line("file appendonly.aof.1.incr.aof seq 1 type i") + &line("file i2 seq 2 type i"),
+            vec![(incr1, torn.clone()), ("i2", set2.clone())],
+            &[],
+        ),
+        (
+            "a torn record, cut",
+            line("file appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, torn)],
+            &[],
+        ),
+        (
+            "an unfinished MULTI, cut",
+            line("file appendonly.aof.1.incr.aof seq 1 type i"),
+            vec![(incr1, unfinished)],
+            &[],
+        ),
+    ];
+    for (what, manifest, files, extra) in &cases {
+        let mut seen = Vec::new();
+        for kind in ["redis", "goblin"] {
+            let dir = Dir::new("aof-broken");
+            let aof_dir = dir.path().join("appendonlydir");
+            fs::create_dir_all(&aof_dir).unwrap();
+            fs::write(aof_dir.join("appendonly.aof.manifest"), manifest).unwrap();
+            for (name, bytes) in files {
+                fs::write(aof_dir.join(name), bytes).unwrap();
+            }
+            let (exited, reason) = refusal(kind, dir.path(), extra);
+            let cut = fs::metadata(aof_dir.join(incr1)).map(|m| m.len()).ok();
+            seen.push((exited, reason, cut));
+        }
+        assert_eq!(seen[1], seen[0], "{what}");
+    }
+}
