@@ -875,6 +875,80 @@ mod tests {
         fs::write(Manifest::path(&dir, "b.aof"), "file x seq 1 type q\n").expect("write");
         assert!(Manifest::load(&dir, "b.aof").is_err());
         assert_eq!(Manifest::load(&dir, "none.aof"), Ok(None));
+        // A name with spaces and a newline is quoted, as redis-server quotes it.
+        let odd = Manifest {
+            base: None,
+            incr: vec![generation_file(" a b\n.aof ", 3, 0, 1)],
+            history: vec![LogFile {
+                name: "old".into(),
+                seq: 1,
+                shard: None,
+            }],
+        };
+        odd.save(&dir, "c.aof").expect("save");
+        let text = fs::read_to_string(Manifest::path(&dir, "c.aof")).expect("read");
+        assert_eq!(
+            text,
+            "file old seq 1 type h\nfile \" a b\\n.aof .3.incr.aof\" seq 3 type i\n"
+        );
+        assert_eq!(Manifest::load(&dir, "c.aof"), Ok(Some(odd)));
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn redis_server_manifests_read_and_are_checked_as_there() {
+        let m = Manifest::parse(
+            b"# a comment\nfile appendonly.aof.2.base.rdb seq 2 type b newkey newvalue\n\
+              FILE appendonly.aof.1.incr.aof SEQ 1 TYPE h\n\
+              file appendonly.aof.2.incr.aof seq 2 type i\n\
+              file appendonly.aof.5.incr.aof seq 5 type i\n",
+        )
+        .expect("redis-server's manifest");
+        assert_eq!(m.base.as_ref().map(|b| b.seq), Some(2));
+        assert_eq!(m.history.len(), 1);
+        let incr: Vec<(u64, Option<(usize, usize)>)> =
+            m.incr.iter().map(|f| (f.seq, f.shard)).collect();
+        assert_eq!(incr, vec![(2, None), (5, None)]);
+        let reason = |text: &[u8]| {
+            Manifest::parse(text)
+                .expect_err("refused")
+                .lines()
+                .last()
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(reason(b""), "Found an empty AOF manifest");
+        assert_eq!(
+            reason(b"file a seq 1 type i"),
+            "The AOF manifest file contains too long line"
+        );
+        assert_eq!(reason(b"\n"), "Invalid AOF manifest file format");
+        assert_eq!(
+            reason(b"file a seq x type i\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason(b"file \"a seq 1 type i\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(
+            reason(b"file a/b seq 1 type i\n"),
+            "File can't be a path, just a filename"
+        );
+        assert_eq!(reason(b"file a seq 1 type z\n"), "Unknown AOF file type");
+        assert_eq!(
+            reason(b"file a seq 2 type i\nfile b seq 2 type i\n"),
+            "Found a non-monotonic sequence number"
+        );
+        // Goblin's shard files of one generation share their sequence number.
+        let shards = Manifest::parse(
+            b"file a.1.0 seq 1 type i shard 0 shards 2\nfile a.1.1 seq 1 type i shard 1 shards 2\n",
+        )
+        .expect("one generation");
+        assert_eq!(shards.incr.len(), 2);
+        assert_eq!(
+            reason(b"file a seq 1 type i shard 2 shards 2\n"),
+            "Invalid AOF manifest file format"
+        );
     }
 }
