@@ -90,6 +90,8 @@ const HELP: &[&str] = &[
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Sets the threshold for elements to be inserted as plain vs packed nodes",
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
@@ -115,6 +117,7 @@ enum Job {
     /// Answers at once (SLEEP sleeps first).
     Sleep(f64),
     ActiveExpire(bool),
+    SkipChecksum(bool),
     /// PAUSE-CRON.
     PauseCron(bool),
     /// SET-DISABLE-DENY-SCRIPTS: whether scripts may call `noscript` commands.
@@ -169,6 +172,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Sleep(secs)
     } else if is("SET-ACTIVE-EXPIRE") && n == 3 {
         Job::ActiveExpire(atoi(args.get(2)) != 0)
+    } else if is("SET-SKIP-CHECKSUM-VALIDATION") && n == 3 {
+        Job::SkipChecksum(atoi(args.get(2)) != 0)
     } else if is("PAUSE-CRON") && n == 3 {
         Job::PauseCron(atoi(args.get(2)) != 0)
     } else if is("OBJECT") && n == 3 {
@@ -373,6 +378,10 @@ impl Plan for DebugPlan {
             }
             Job::ActiveExpire(on) => {
                 cx.shared.active_expire.store(*on, Ordering::Relaxed);
+                cx.done(|e| e.ok())
+            }
+            Job::SkipChecksum(skip) => {
+                goblin_store::rdb::set_skip_checksum(*skip);
                 cx.done(|e| e.ok())
             }
             Job::PauseCron(on) => {

@@ -587,4 +587,15 @@ fn dump_payloads_of_redis_6_restore_as_in_redis_server() {
     let n = bad.len();
     bad[n - 8..].copy_from_slice(&crc.to_le_bytes());
     d.check(&[b"RESTORE", b"bad", b"0", &bad]);
+    // A payload whose checksum is wrong: refused, unless DEBUG SET-SKIP-CHECKSUM-VALIDATION
+    // says not to check it.
+    let mut wrong_crc = payload(13, &items, false);
+    let n = wrong_crc.len();
+    wrong_crc[n - 1] ^= 0xFF;
+    d.check(&[b"RESTORE", b"crc", b"0", &wrong_crc]);
+    d.check(&[b"DEBUG", b"SET-SKIP-CHECKSUM-VALIDATION", b"1"]);
+    d.check(&[b"RESTORE", b"crc", b"0", &wrong_crc]);
+    d.check(&[b"HGETALL", b"crc"]);
+    d.check(&[b"DEBUG", b"SET-SKIP-CHECKSUM-VALIDATION", b"0"]);
+    d.check(&[b"RESTORE", b"crc2", b"0", &wrong_crc]);
 }
