@@ -465,13 +465,13 @@ pub fn undump_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
 }
 
 /// Why a RESTORE payload was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PayloadError {
     /// Too short, a newer RDB version, or the checksum does not match
     /// (`verifyDumpPayload`).
     VersionOrChecksum,
     /// The value does not read (or is an empty collection).
-    BadData,
+    BadData(String),
 }
 
 /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: checksums of files and of RESTORE's payloads are
@@ -510,10 +510,14 @@ pub fn undump(payload: &[u8]) -> Result<Value, PayloadError> {
         data: &payload[..n - 10],
         at: 0,
     };
-    let kind = r.byte().map_err(|_| PayloadError::BadData)?;
+    let kind = r.byte().map_err(|e| PayloadError::BadData(e.to_string()))?;
     match r.value(kind, 0) {
-        Ok(Some(value)) => value.into_value().ok_or(PayloadError::BadData),
-        _ => Err(PayloadError::BadData),
+        Ok(Some(value)) => value
+            .into_value()
+            .ok_or_else(|| PayloadError::BadData("an empty value".into())),
+        Ok(None) => Err(PayloadError::BadData(format!("unknown type {kind}"))),
+        Err(RdbError::Corrupt { reason, .. }) => Err(PayloadError::BadData(reason)),
+        Err(e) => Err(PayloadError::BadData(e.to_string())),
     }
 }
 
@@ -795,6 +799,9 @@ impl<'a> Reader<'a> {
                 for _ in 0..n {
                     pairs.push((self.string()?, self.string()?));
                 }
+                if has_duplicates(pairs.iter().map(|p| &p.0)) {
+                    return Err(corrupt("Duplicate hash fields detected"));
+                }
                 RdbValue::Hash(pairs)
             }
             TYPE_ZSET | TYPE_ZSET_2 => {
@@ -809,31 +816,51 @@ impl<'a> Reader<'a> {
                     };
                     members.push((member, score));
                 }
+                if has_duplicates(members.iter().map(|m| &m.0)) {
+                    return Err(corrupt("Duplicate zset fields detected"));
+                }
                 RdbValue::ZSet(members)
             }
             TYPE_SET_INTSET => {
                 let blob = self.string()?;
-                RdbValue::Set(intset(&blob).ok_or_else(|| corrupt("a malformed intset"))?)
+                let members =
+                    intset(&blob).ok_or_else(|| corrupt("Intset integrity check failed."))?;
+                if has_duplicates(members.iter()) {
+                    return Err(corrupt("Intset integrity check failed."));
+                }
+                RdbValue::Set(members)
             }
             TYPE_HASH_ZIPMAP => {
                 let blob = self.string()?;
-                RdbValue::Hash(zipmap(&blob).ok_or_else(|| corrupt("a malformed zipmap"))?)
+                let pairs =
+                    zipmap(&blob).ok_or_else(|| corrupt("Zipmap integrity check failed."))?;
+                RdbValue::Hash(pairs)
             }
             TYPE_LIST_ZIPLIST => {
                 let blob = self.string()?;
-                RdbValue::List(ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?)
+                RdbValue::List(
+                    ziplist(&blob)
+                        .ok_or_else(|| corrupt("List ziplist integrity check failed."))?,
+                )
             }
             TYPE_HASH_LISTPACK | TYPE_ZSET_LISTPACK | TYPE_HASH_ZIPLIST | TYPE_ZSET_ZIPLIST => {
                 let blob = self.string()?;
                 // Redis before 7.0 wrote small hashes and sorted sets as ziplists.
+                // Checked as redis-server's deep sanitization checks them, with its words.
+                let failed = corrupt(match kind {
+                    TYPE_HASH_ZIPLIST => "Hash ziplist integrity check failed.",
+                    TYPE_ZSET_ZIPLIST => "Zset ziplist integrity check failed.",
+                    TYPE_HASH_LISTPACK => "Hash listpack integrity check failed.",
+                    _ => "Zset listpack integrity check failed.",
+                });
                 let items = match kind {
-                    TYPE_HASH_ZIPLIST | TYPE_ZSET_ZIPLIST => {
-                        ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?
-                    }
-                    _ => listpack(&blob).ok_or_else(|| corrupt("a malformed listpack"))?,
-                };
-                if items.len() % 2 != 0 {
-                    return Err(corrupt("a listpack of pairs with an odd count"));
+                    TYPE_HASH_ZIPLIST | TYPE_ZSET_ZIPLIST => ziplist(&blob),
+                    _ => listpack(&blob),
+                }
+                .filter(|items| items.len() % 2 == 0)
+                .ok_or_else(|| failed.clone())?;
+                if has_duplicates(items.iter().step_by(2)) {
+                    return Err(failed);
                 }
                 let pairs = items.chunks_exact(2);
                 if kind == TYPE_HASH_LISTPACK || kind == TYPE_HASH_ZIPLIST {
@@ -860,7 +887,8 @@ impl<'a> Reader<'a> {
                         items.push(blob);
                     } else {
                         items.extend(
-                            listpack(&blob).ok_or_else(|| corrupt("a malformed listpack"))?,
+                            listpack(&blob)
+                                .ok_or_else(|| corrupt("Listpack integrity check failed."))?,
                         );
                     }
                 }
@@ -872,7 +900,9 @@ impl<'a> Reader<'a> {
                 let mut items = Vec::new();
                 for _ in 0..nodes {
                     let blob = self.string()?;
-                    items.extend(ziplist(&blob).ok_or_else(|| corrupt("a malformed ziplist"))?);
+                    items.extend(
+                        ziplist(&blob).ok_or_else(|| corrupt("Ziplist integrity check failed."))?,
+                    );
                 }
                 RdbValue::List(items)
             }
@@ -1108,6 +1138,13 @@ impl<'a> Reader<'a> {
             }),
         }
     }
+}
+
+/// Whether an item repeats (a hash's field, a set's or a sorted set's member): redis-server
+/// refuses such a value when it builds its table, and in any form when it sanitizes.
+fn has_duplicates<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    items.into_iter().any(|item| !seen.insert(item.as_slice()))
 }
 
 /// An intset's members, as decimal strings: `None` when malformed.

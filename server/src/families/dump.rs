@@ -95,7 +95,11 @@ fn restore_checked(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorR
     }
     let value = rdb::undump(args.get(3)).map_err(|e| match e {
         PayloadError::VersionOrChecksum => ErrorReply::Fixed(BAD_PAYLOAD),
-        PayloadError::BadData => ErrorReply::Fixed(BAD_DATA),
+        PayloadError::BadData(why) => {
+            // As redis-server logs a payload it refuses (at verbose level).
+            crate::log!(Verbose, "Internal error in RDB reading offset 0 -> {why}");
+            ErrorReply::Fixed(BAD_DATA)
+        }
     })?;
     let deleted = replace && ctx.db.delete(key, now);
     let expire_at = if ttl == 0 {

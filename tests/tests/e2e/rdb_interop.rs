@@ -598,4 +598,16 @@ fn dump_payloads_of_redis_6_restore_as_in_redis_server() {
     d.check(&[b"HGETALL", b"crc"]);
     d.check(&[b"DEBUG", b"SET-SKIP-CHECKSUM-VALIDATION", b"0"]);
     d.check(&[b"RESTORE", b"crc2", b"0", &wrong_crc]);
+    // A field or member twice is refused (redis-server: when it sanitizes payloads).
+    d.check(&[b"CONFIG", b"SET", b"sanitize-dump-payload", b"yes"]);
+    let dup_hash = payload(13, &[s("f"), s("1"), s("f"), s("2")], false);
+    d.check(&[b"RESTORE", b"dup-hash", b"0", &dup_hash]);
+    let dup_zset = payload(12, &[s("m"), s("1"), s("m"), s("2")], false);
+    d.check(&[b"RESTORE", b"dup-zset", b"0", &dup_zset]);
+    let mut plain = vec![4u8, 2, 1, b'a', 1, b'b', 1, b'a', 1, b'd'];
+    plain.extend_from_slice(&9u16.to_le_bytes());
+    let crc = rdb::crc64(0, &plain);
+    plain.extend_from_slice(&crc.to_le_bytes());
+    d.check(&[b"RESTORE", b"dup-plain", b"0", &plain]);
+    d.check(&[b"EXISTS", b"dup-hash", b"dup-zset", b"dup-plain"]);
 }
