@@ -165,7 +165,7 @@ pub fn info(shared: &Shared) -> String {
          current_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\n\
          rdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\n\
          rdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current_bgsave}\r\n\
-         rdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\n\
+         rdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\n\
          rdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\n\
          aof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\n\
          aof_current_rewrite_time_sec:{current_rewrite}\r\naof_last_bgrewrite_status:{}\r\n\
@@ -179,6 +179,7 @@ pub fn info(shared: &Shared) -> String {
         status(p.bgsave_failed()),
         p.last_bgsave_secs.load(Ordering::Relaxed),
         p.saves.load(Ordering::Relaxed),
+        p.expired_at_load.load(Ordering::Relaxed),
         p.loaded_keys.load(Ordering::Relaxed),
         u8::from(appendonly),
         u8::from(rewriting),

@@ -238,7 +238,8 @@ fn load_rdb_bytes(
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
 ) -> Result<usize, String> {
     let databases = shared.config.databases;
-    rdb::read(data, |k: RdbKey| {
+    let mut expired = 0u64;
+    let read = rdb::read(data, |k: RdbKey| {
         let db = usize::try_from(k.db).unwrap_or(usize::MAX);
         if db >= databases {
             // redis-server's refusal, in its words.
@@ -248,29 +249,34 @@ fn load_rdb_bytes(
             )));
         }
         if k.expire_at.is_some_and(|at| at < now) {
+            expired += 1;
             return Ok(());
         }
         if let Some(value) = k.value.into_value() {
             put(db, k.key, value, k.expire_at);
         }
         Ok(())
-    })
-    .map_err(|e| format!("{}: {e}", path.display()))
-    .and_then(|info| {
-        // The file's libraries, as `policy` says (DEBUG RELOAD's options; at start-up
-        // and for a log's base, replacing those of the same names).
-        shared
-            .functions
-            .restore(&info.functions, policy)
-            .map_err(|e| {
-                format!(
-                    "{}: its function libraries do not load: {}",
-                    path.display(),
-                    String::from_utf8_lossy(&e)
-                )
-            })
-            .map(|()| info.end)
-    })
+    });
+    shared
+        .persist
+        .expired_at_load
+        .store(expired, Ordering::Relaxed);
+    read.map_err(|e| format!("{}: {e}", path.display()))
+        .and_then(|info| {
+            // The file's libraries, as `policy` says (DEBUG RELOAD's options; at start-up
+            // and for a log's base, replacing those of the same names).
+            shared
+                .functions
+                .restore(&info.functions, policy)
+                .map_err(|e| {
+                    format!(
+                        "{}: its function libraries do not load: {}",
+                        path.display(),
+                        String::from_utf8_lossy(&e)
+                    )
+                })
+                .map(|()| info.end)
+        })
 }
 
 /// A file's bytes, as many as its size says (a device that never ends, such as

@@ -65,6 +65,9 @@ pub struct Persist {
     pub rewrite_failed: AtomicBool,
     /// Keys loaded so far while loading; when loading started (ms).
     pub loaded_keys: AtomicU64,
+    /// Keys the last snapshot loaded held whose deadline had passed (dropped):
+    /// `rdb_last_load_keys_expired`.
+    pub expired_at_load: AtomicU64,
     /// When loading started, Unix ms.
     pub loading_started: AtomicU64,
     /// Bytes the log had at its last rewrite (or at start), and has now.
@@ -124,6 +127,7 @@ impl Persist {
             last_bgsave_try: AtomicU64::new(0),
             rewrite_failed: AtomicBool::new(false),
             loaded_keys: AtomicU64::new(0),
+            expired_at_load: AtomicU64::new(0),
             loading_started: AtomicU64::new(clock::now_ms()),
             aof_base_size: AtomicU64::new(0),
             aof_current_size: AtomicU64::new(0),

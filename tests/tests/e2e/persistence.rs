@@ -1277,3 +1277,46 @@ fn key_load_delay_holds_the_loading_state_visible() {
     assert_eq!(cmd(&mut raw, "DBSIZE"), b":5000\r\n");
     assert!(started.elapsed() >= Duration::from_millis(1_000));
 }
+
+/// INFO's `rdb_last_load_keys_loaded` and `rdb_last_load_keys_expired` count what the
+/// last load of a snapshot kept and what it dropped as expired, as redis-server's do: one
+/// file that redis-server saved with keys past their deadline (its active expiry off),
+/// loaded by both.
+#[test]
+fn a_load_counts_the_keys_it_kept_and_those_expired_as_redis_does() {
+    let dir = Dir::new("load-counts");
+    let mut redis = Server::redis_with(&["--dir", dir.arg(), "--enable-debug-command", "yes"]);
+    let mut raw = redis.raw();
+    ok(&mut raw, "DEBUG SET-ACTIVE-EXPIRE 0");
+    for i in 0..30 {
+        ok(&mut raw, &format!("SET kept:{i} v"));
+    }
+    for i in 0..12 {
+        ok(&mut raw, &format!("SELECT {}", i % 3));
+        ok(&mut raw, &format!("SET gone:{i} v PX 10"));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    ok(&mut raw, "SAVE");
+    redis.kill();
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let args = ["--dir", dir.arg()];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut raw = server.raw();
+        let info = String::from_utf8_lossy(&cmd(&mut raw, "INFO persistence")).into_owned();
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .map(str::to_string)
+        };
+        seen.push((
+            field("rdb_last_load_keys_loaded"),
+            field("rdb_last_load_keys_expired"),
+        ));
+    }
+    assert_eq!(seen[0], (Some("30".into()), Some("12".into())));
+    assert_eq!(seen[1], seen[0]);
+}
