@@ -60,6 +60,8 @@ const TYPE_STREAM_LISTPACKS_2: u8 = 19;
 const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 /// A quicklist node holding one element as it is.
 const QUICKLIST_NODE_PLAIN: u64 = 1;
+/// A quicklist node holding a listpack of elements.
+const QUICKLIST_NODE_PACKED: u64 = 2;
 
 /// The CRC-64 Redis closes a file with (Jones polynomial, reflected, no final xor).
 /// Eight bytes at a time (slicing-by-8): a background save checksums its whole file.
@@ -882,7 +884,13 @@ impl<'a> Reader<'a> {
                 let mut items = Vec::new();
                 for _ in 0..nodes {
                     let container = self.length()?;
+                    if container != QUICKLIST_NODE_PLAIN && container != QUICKLIST_NODE_PACKED {
+                        return Err(corrupt("Quicklist integrity check failed."));
+                    }
                     let blob = self.string()?;
+                    if blob.is_empty() {
+                        return Err(corrupt("an empty quicklist node"));
+                    }
                     if container == QUICKLIST_NODE_PLAIN {
                         items.push(blob);
                     } else {

@@ -238,7 +238,7 @@ fn load_rdb_bytes(
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
 ) -> Result<usize, String> {
     let databases = shared.config.databases;
-    let mut expired = 0u64;
+    let (mut loaded, mut expired, mut empty) = (0u64, 0u64, 0u64);
     let read = rdb::read(data, |k: RdbKey| {
         let db = usize::try_from(k.db).unwrap_or(usize::MAX);
         if db >= databases {
@@ -248,19 +248,44 @@ fn load_rdb_bytes(
                  more than {databases} databases. Exiting"
             )));
         }
+        // An empty collection (an old redis-server's bug could save one) is passed
+        // over, as redis-server passes it over, naming the first ten.
+        let Some(value) = k.value.into_value() else {
+            empty += 1;
+            if empty <= 10 {
+                crate::log!(
+                    Warning,
+                    "rdbLoadObject skipping empty key: {}",
+                    String::from_utf8_lossy(&k.key)
+                );
+            }
+            return Ok(());
+        };
         if k.expire_at.is_some_and(|at| at < now) {
             expired += 1;
             return Ok(());
         }
-        if let Some(value) = k.value.into_value() {
-            put(db, k.key, value, k.expire_at);
-        }
+        loaded += 1;
+        put(db, k.key, value, k.expire_at);
         Ok(())
     });
     shared
         .persist
         .expired_at_load
         .store(expired, Ordering::Relaxed);
+    if read.is_ok() {
+        match empty {
+            0 => crate::log!(
+                Notice,
+                "Done loading RDB, keys loaded: {loaded}, keys expired: {expired}."
+            ),
+            _ => crate::log!(
+                Warning,
+                "Done loading RDB, keys loaded: {loaded}, keys expired: {expired}, empty keys \
+                 skipped: {empty}."
+            ),
+        }
+    }
     read.map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|info| {
             // The file's libraries, as `policy` says (DEBUG RELOAD's options; at start-up

@@ -611,3 +611,43 @@ fn dump_payloads_of_redis_6_restore_as_in_redis_server() {
     d.check(&[b"RESTORE", b"dup-plain", b"0", &plain]);
     d.check(&[b"EXISTS", b"dup-hash", b"dup-zset", b"dup-plain"]);
 }
+
+/// Empty collections in a file (an old redis-server's bug saved some) are passed over
+/// with redis-server's lines: each key named, then the count. The file is redis-server's
+/// own test asset.
+#[test]
+fn empty_keys_in_a_file_are_skipped_with_redis_servers_lines() {
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let dir = TempDir::new(&format!("empty-keys-{kind}"));
+        std::fs::write(
+            dir.0.join("dump.rdb"),
+            include_bytes!("../../fixtures/redis-7.0.15/corrupt_empty_keys.rdb"),
+        )
+        .expect("write the file");
+        let log = dir.0.join("server.log");
+        let args = [
+            "--dir",
+            dir.path(),
+            "--logfile",
+            log.to_str().expect("a UTF-8 path"),
+        ];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let dbsize = server.raw().cmd(&[b"DBSIZE"]);
+        let text = std::fs::read_to_string(&log).expect("the log");
+        let lines: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                ["rdbLoadObject skipping empty key", "Done loading RDB"]
+                    .iter()
+                    .find_map(|m| l.find(m).map(|at| l[at..].to_string()))
+            })
+            .collect();
+        seen.push((dbsize, lines));
+    }
+    assert!(seen[0].1.len() > 9, "{:?}", seen[0]);
+    assert_eq!(seen[1], seen[0]);
+}
