@@ -949,7 +949,9 @@ impl<'a> Reader<'a> {
                 .map_err(|_| corrupt("a stream node key that is not 16 bytes"))?;
             let node = self.string()?;
             s.load_node(StreamId::from_be_bytes(key), node)
-                .map_err(corrupt)?;
+                .map_err(|why| {
+                    corrupt(&format!("Stream listpack integrity check failed ({why})."))
+                })?;
         }
         s.length = self.length()?;
         s.last_id = self.stream_id()?;
