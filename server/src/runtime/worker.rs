@@ -1528,6 +1528,8 @@ impl Worker {
                 }
                 // A connection reset before accept: on with the next.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                // A listener shut at exit (`stop_listening`) no longer listens.
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => return,
                 Err(e) => {
                     crate::log!(Warning, "Accepting client connection: {e}");
                     return;
