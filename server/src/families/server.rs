@@ -683,6 +683,11 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             if moved {
                 let _ = std::env::set_current_dir(&old_dir);
             }
+            // Every setting applied before goes back, the score too (redis-server's
+            // rollback of a CONFIG SET whose apply failed).
+            if oom_changed {
+                let _ = config::inert::apply_oom_score_adj(&ctx.shared.live().inert);
+            }
             let (name, reason) = if pairs.iter().any(|(_, _, n)| n == "port") && next.port != port {
                 ("port", "Unable to listen on this port. Check server logs.")
             } else {

@@ -940,6 +940,23 @@ fn oom_score_adj_sets_the_process_score_as_redis_does() {
         &["CONFIG", "GET", "oom-score-adj"],
         &["CONFIG", "GET", "oom-score-adj-values"],
     ];
+    // A CONFIG SET whose port cannot be listened on puts every setting back, the score
+    // too (redis-server's rollback).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let rollback: &[&str] = &[
+        "CONFIG",
+        "SET",
+        "oom-score-adj",
+        "yes",
+        "oom-score-adj-values",
+        "7 7 7",
+        "port",
+        &port,
+    ];
+    let mut steps = steps.to_vec();
+    steps.push(rollback);
+    steps.push(&["CONFIG", "GET", "oom-score-adj"]);
     let mut seen = Vec::new();
     for server in [Server::goblin(), Server::redis()] {
         let path = format!("/proc/{}/oom_score_adj", server.pid());
@@ -947,7 +964,7 @@ fn oom_score_adj_sets_the_process_score_as_redis_does() {
         // (Started from this test's score: the same for both.)
         let mut lines = vec![format!("start {}", score())];
         let mut raw = server.raw();
-        for step in steps {
+        for step in &steps {
             let args: Vec<&[u8]> = step.iter().map(|a| a.as_bytes()).collect();
             let reply = raw.cmd(&args);
             lines.push(format!(
