@@ -1278,7 +1278,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              evicted_keys:{}\r\nevicted_clients:{}\r\n\
              keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
-             latest_fork_usec:0\r\ntotal_forks:0\r\n\
+             latest_fork_usec:0\r\ntotal_forks:{}\r\n\
              migrate_cached_sockets:{}\r\nslave_expires_tracked_keys:0\r\n\
              active_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\n\
              active_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\n\
@@ -1299,6 +1299,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.pubsub.len(Space::Channels),
             shared.pubsub.len(Space::Patterns),
             shared.pubsub.len(Space::ShardChannels),
+            shared.persist.jobs_started.load(Ordering::Relaxed),
             super::migrate::cached_sockets(),
             shared.tracking.keys.load(Ordering::Relaxed),
             shared.tracking.items.load(Ordering::Relaxed),

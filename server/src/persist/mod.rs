@@ -86,6 +86,9 @@ pub struct Persist {
     /// CONFIG SET appendonly yes asked for the log to start: worker 0's cron starts a
     /// rewrite, whose instant opens each shard's log.
     pub log_start: AtomicBool,
+    /// Background saves and rewrites begun: INFO's `total_forks` (Goblin forks no
+    /// child; these jobs are what redis-server forks one for).
+    pub jobs_started: AtomicU64,
     /// The everysec fsync thread runs.
     fsync_thread: AtomicBool,
     /// The background save in progress, which shards send their images to.
@@ -136,6 +139,7 @@ impl Persist {
             aof_files: Mutex::new(Vec::new()),
             log_on: AtomicBool::new(config.appendonly),
             log_start: AtomicBool::new(false),
+            jobs_started: AtomicU64::new(0),
             fsync_thread: AtomicBool::new(false),
             job: Mutex::new(None),
             loading_workers: AtomicUsize::new(usize::MAX),
@@ -270,6 +274,11 @@ impl Persist {
         let was = self.log_on.swap(on, Ordering::SeqCst);
         if on && !was {
             self.log_start.store(true, Ordering::SeqCst);
+            // (Worker 0's cron begins it, within a second.)
+            crate::log!(
+                Notice,
+                "AOF was enabled. An AOF background was scheduled to start when possible."
+            );
             if let Err(e) = self.start_fsync_thread() {
                 crate::log!(Warning, "cannot start the log's fsync thread: {e}");
             }

@@ -215,6 +215,7 @@ impl SaveJob {
         done: SaveDone,
     ) -> io::Result<Arc<SaveJob>> {
         let file = FileOut::create(&target)?;
+        persist.jobs_started.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(SaveJob {
             persist,
             writing: std::sync::Mutex::new(Writing {

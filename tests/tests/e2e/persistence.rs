@@ -1320,3 +1320,70 @@ fn a_load_counts_the_keys_it_kept_and_those_expired_as_redis_does() {
     assert_eq!(seen[0], (Some("30".into()), Some("12".into())));
     assert_eq!(seen[1], seen[0]);
 }
+
+/// INFO's `total_forks` counts the background saves and rewrites begun, as
+/// redis-server's counts the children it forks for them (Goblin forks none): a BGSAVE,
+/// a BGREWRITEAOF, one scheduled inside MULTI, and CONFIG SET appendonly yes inside
+/// MULTI, which logs that its rewrite was scheduled.
+#[test]
+fn total_forks_counts_background_jobs_as_redis_does() {
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let dir = Dir::new("total-forks");
+        let log = dir.path().join("server.log");
+        let args = ["--dir", dir.arg(), "--logfile", log.to_str().unwrap()];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut raw = server.raw();
+        let forks = |raw: &mut Raw| {
+            String::from_utf8_lossy(&cmd(raw, "INFO stats"))
+                .lines()
+                .find_map(|l| l.strip_prefix("total_forks:").map(str::to_string))
+        };
+        let idle = |raw: &mut Raw| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
+                if [
+                    "rdb_bgsave_in_progress:0",
+                    "aof_rewrite_in_progress:0",
+                    "aof_rewrite_scheduled:0",
+                ]
+                .iter()
+                .all(|f| info.contains(f))
+                {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{info}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let mut lines = vec![forks(&mut raw)];
+        ok(&mut raw, "SET k v");
+        ok(&mut raw, "BGSAVE");
+        idle(&mut raw);
+        lines.push(forks(&mut raw));
+        ok(&mut raw, "BGREWRITEAOF");
+        idle(&mut raw);
+        lines.push(forks(&mut raw));
+        ok(&mut raw, "MULTI");
+        cmd(&mut raw, "BGREWRITEAOF");
+        lines.push(Some(show(&cmd(&mut raw, "EXEC"))));
+        idle(&mut raw);
+        lines.push(forks(&mut raw));
+        ok(&mut raw, "MULTI");
+        cmd(&mut raw, "CONFIG SET appendonly yes");
+        ok(&mut raw, "EXEC");
+        idle(&mut raw);
+        lines.push(forks(&mut raw));
+        let text = fs::read_to_string(&log).unwrap();
+        lines.push(Some(
+            text.contains("An AOF background was scheduled to start when possible")
+                .to_string(),
+        ));
+        seen.push(lines);
+    }
+    assert_eq!(seen[1], seen[0]);
+}
