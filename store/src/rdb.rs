@@ -1150,6 +1150,33 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A ziplist of `entries`, each an entry's encoding and content (what follows its
+/// previous-entry length), with the header and the previous-entry lengths filled in:
+/// what Redis before 7.0 wrote, for tests that make such files and payloads.
+pub fn ziplist_of_entries(entries: &[Vec<u8>]) -> Vec<u8> {
+    let mut zl = vec![0u8; 10];
+    let mut prev = 0usize;
+    let mut tail = 10usize;
+    for e in entries {
+        let start = zl.len();
+        tail = start;
+        if prev < 254 {
+            zl.push(prev as u8);
+        } else {
+            zl.push(0xFE);
+            zl.extend_from_slice(&(prev as u32).to_le_bytes());
+        }
+        zl.extend_from_slice(e);
+        prev = zl.len() - start;
+    }
+    zl.push(0xFF);
+    let total = zl.len() as u32;
+    zl[0..4].copy_from_slice(&total.to_le_bytes());
+    zl[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
+    zl[8..10].copy_from_slice(&(entries.len().min(usize::from(u16::MAX)) as u16).to_le_bytes());
+    zl
+}
+
 /// Whether an item repeats (a hash's field, a set's or a sorted set's member): redis-server
 /// refuses such a value when it builds its table, and in any form when it sanitizes.
 fn has_duplicates<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> bool {
@@ -1493,32 +1520,6 @@ mod tests {
         assert_eq!(intset(&is[..11]), None);
     }
 
-    /// A ziplist of `entries` (each an encoding and its bytes after the prevlen), with
-    /// the header and prevlens filled in.
-    fn build_ziplist(entries: &[Vec<u8>]) -> Vec<u8> {
-        let mut zl = vec![0u8; 10];
-        let mut prev = 0usize;
-        let mut tail = 10usize;
-        for e in entries {
-            let start = zl.len();
-            tail = start;
-            if prev < 254 {
-                zl.push(prev as u8);
-            } else {
-                zl.push(0xFE);
-                zl.extend_from_slice(&(prev as u32).to_le_bytes());
-            }
-            zl.extend_from_slice(e);
-            prev = zl.len() - start;
-        }
-        zl.push(0xFF);
-        let total = zl.len() as u32;
-        zl[0..4].copy_from_slice(&total.to_le_bytes());
-        zl[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
-        zl[8..10].copy_from_slice(&(entries.len() as u16).to_le_bytes());
-        zl
-    }
-
     #[test]
     fn ziplists_and_zipmaps_read_as_old_redis_wrote_them() {
         let long = vec![b'q'; 300];
@@ -1536,7 +1537,7 @@ mod tests {
             [vec![0xE0], 6_000_000_000i64.to_le_bytes().to_vec()].concat(),
             [vec![0x80], 3u32.to_be_bytes().to_vec(), b"xyz".to_vec()].concat(),
         ];
-        let zl = build_ziplist(&entries);
+        let zl = ziplist_of_entries(&entries);
         let want: Vec<Vec<u8>> = vec![
             b"a".to_vec(),
             long,

@@ -361,64 +361,41 @@ fn rdb_len(out: &mut Vec<u8>, n: usize) {
 }
 
 /// A ziplist of `items` as Redis 6 encoded them: integers in the narrowest integer
-/// encoding, other strings with 6-, 14- or 32-bit lengths; one-byte or five-byte
-/// previous-entry lengths.
+/// encoding, other strings with 6-, 14- or 32-bit lengths.
 fn ziplist(items: &[Vec<u8>]) -> Vec<u8> {
-    let mut zl = vec![0u8; 10];
-    let mut prev = 0usize;
-    let mut tail = 10usize;
-    for item in items {
-        let start = zl.len();
-        tail = start;
-        if prev < 254 {
-            zl.push(prev as u8);
-        } else {
-            zl.push(0xFE);
-            zl.extend_from_slice(&(prev as u32).to_le_bytes());
-        }
-        let int = std::str::from_utf8(item)
-            .ok()
-            .and_then(|s| s.parse::<i64>().ok())
-            .filter(|v| v.to_string().as_bytes() == item.as_slice());
-        match int {
-            Some(v @ 0..=12) => zl.push(0xF1 + v as u8),
-            Some(v) if i8::try_from(v).is_ok() => zl.extend_from_slice(&[0xFE, v as u8]),
-            Some(v) if i16::try_from(v).is_ok() => {
-                zl.push(0xC0);
-                zl.extend_from_slice(&(v as i16).to_le_bytes());
-            }
-            Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => {
-                zl.push(0xF0);
-                zl.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
-            }
-            Some(v) if i32::try_from(v).is_ok() => {
-                zl.push(0xD0);
-                zl.extend_from_slice(&(v as i32).to_le_bytes());
-            }
-            Some(v) => {
-                zl.push(0xE0);
-                zl.extend_from_slice(&v.to_le_bytes());
-            }
-            None => {
-                match item.len() {
-                    n @ 0..=63 => zl.push(n as u8),
-                    n @ 64..=16383 => zl.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]),
-                    n => {
-                        zl.push(0x80);
-                        zl.extend_from_slice(&(n as u32).to_be_bytes());
-                    }
+    let entries: Vec<Vec<u8>> = items
+        .iter()
+        .map(|item| {
+            let int = std::str::from_utf8(item)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .filter(|v| v.to_string().as_bytes() == item.as_slice());
+            match int {
+                Some(v @ 0..=12) => vec![0xF1 + v as u8],
+                Some(v) if i8::try_from(v).is_ok() => vec![0xFE, v as u8],
+                Some(v) if i16::try_from(v).is_ok() => {
+                    [&[0xC0][..], &(v as i16).to_le_bytes()].concat()
                 }
-                zl.extend_from_slice(item);
+                Some(v) if (-(1 << 23)..(1 << 23)).contains(&v) => {
+                    [&[0xF0][..], &(v as i32).to_le_bytes()[..3]].concat()
+                }
+                Some(v) if i32::try_from(v).is_ok() => {
+                    [&[0xD0][..], &(v as i32).to_le_bytes()].concat()
+                }
+                Some(v) => [&[0xE0][..], &v.to_le_bytes()].concat(),
+                None => {
+                    let mut e = match item.len() {
+                        n @ 0..=63 => vec![n as u8],
+                        n @ 64..=16383 => vec![0x40 | (n >> 8) as u8, n as u8],
+                        n => [&[0x80][..], &(n as u32).to_be_bytes()].concat(),
+                    };
+                    e.extend_from_slice(item);
+                    e
+                }
             }
-        }
-        prev = zl.len() - start;
-    }
-    zl.push(0xFF);
-    let total = zl.len() as u32;
-    zl[0..4].copy_from_slice(&total.to_le_bytes());
-    zl[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
-    zl[8..10].copy_from_slice(&(items.len() as u16).to_le_bytes());
-    zl
+        })
+        .collect();
+    rdb::ziplist_of_entries(&entries)
 }
 
 /// An RDB 9 file, as redis-server 6.2 writes one: a ziplist list (type 10), a quicklist
