@@ -99,16 +99,20 @@ pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
+    append(line(level, args).as_bytes());
+}
+
+/// A log line as redis-server writes one: `pid:M date level-mark text`.
+fn line(level: Level, args: impl std::fmt::Display) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let line = format!(
+    format!(
         "{}:M {} {} {args}\n",
         std::process::id(),
         timestamp(now.as_millis() as u64),
         level.mark()
-    );
-    append(line.as_bytes());
+    )
 }
 
 /// Logs each line of `text` as a warning and exits with status 1, holding the log from
@@ -118,16 +122,8 @@ pub fn fatal(text: &str) -> ! {
     let mut slot = FILE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    for line in text.lines() {
-        let line = format!(
-            "{}:M {} {} {line}\n",
-            std::process::id(),
-            timestamp(now.as_millis() as u64),
-            Level::Warning.mark()
-        );
+    for text in text.lines() {
+        let line = line(Level::Warning, text);
         let _ = match slot.as_mut() {
             Some(file) => file.write_all(line.as_bytes()),
             None => std::io::stdout().lock().write_all(line.as_bytes()),

@@ -167,6 +167,14 @@ pub fn repr(bytes: &[u8]) -> String {
     out
 }
 
+/// Whether `bytes` must be quoted to be read back as one word (redis-server's
+/// `sdsneedsrepr`): a space, a quote, a backslash or an unprintable byte.
+pub fn needs_repr(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .any(|&b| !b.is_ascii_graphic() || b == b'"' || b == b'\\')
+}
+
 /// [`repr`], appended to `out`.
 pub fn repr_into(out: &mut String, bytes: &[u8]) {
     use std::fmt::Write as _;

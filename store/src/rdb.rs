@@ -1179,9 +1179,9 @@ pub fn ziplist_of_entries(entries: &[Vec<u8>]) -> Vec<u8> {
 
 /// Whether an item repeats (a hash's field, a set's or a sorted set's member): redis-server
 /// refuses such a value when it builds its table, and in any form when it sanitizes.
-fn has_duplicates<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> bool {
+fn has_duplicates<'a>(mut items: impl Iterator<Item = &'a Vec<u8>>) -> bool {
     let mut seen = std::collections::HashSet::new();
-    items.into_iter().any(|item| !seen.insert(item.as_slice()))
+    items.any(|item| !seen.insert(item.as_slice()))
 }
 
 /// An intset's members, as decimal strings: `None` when malformed.
@@ -1249,27 +1249,29 @@ fn ziplist(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
             let shift = 64 - 8 * width as u32;
             Some((i64::from_le_bytes(a) << shift) >> shift)
         };
-        let item = match enc >> 6 {
-            0..=2 => {
-                let len = match enc >> 6 {
-                    0 => usize::from(enc & 0x3F),
-                    1 => {
-                        let n = (usize::from(enc & 0x3F) << 8) | usize::from(*blob.get(at)?);
-                        at += 1;
-                        n
-                    }
-                    _ if enc == 0x80 => {
-                        let n = u32::from_be_bytes(blob.get(at..at + 4)?.try_into().ok()?);
-                        at += 4;
-                        n as usize
-                    }
-                    _ => return None,
-                };
+        // A string's length (6, 14 or 32 bits), or `None` for an integer.
+        let string_len = match enc >> 6 {
+            0 => Some(usize::from(enc & 0x3F)),
+            1 => {
+                let n = (usize::from(enc & 0x3F) << 8) | usize::from(*blob.get(at)?);
+                at += 1;
+                Some(n)
+            }
+            2 if enc == 0x80 => {
+                let n = u32::from_be_bytes(blob.get(at..at + 4)?.try_into().ok()?);
+                at += 4;
+                Some(n as usize)
+            }
+            2 => return None,
+            _ => None,
+        };
+        let item = match string_len {
+            Some(len) => {
                 let s = blob.get(at..at.checked_add(len)?)?.to_vec();
                 at += len;
                 s
             }
-            _ => {
+            None => {
                 let (width, value) = match enc {
                     0xC0 => (2, int(2, at)?),
                     0xD0 => (4, int(4, at)?),

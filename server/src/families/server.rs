@@ -645,11 +645,19 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         config::inert::value(&next.inert, name)
             != config::inert::value(&ctx.shared.live().inert, name)
     });
-    if oom_changed && config::inert::apply_oom_score_adj(&next.inert).is_err() {
-        let _ = config::inert::apply_oom_score_adj(&ctx.shared.live().inert);
+    // A failure below puts back what was applied before it (redis-server's rollback of a
+    // CONFIG SET whose apply failed): the directory, the score.
+    let shared = ctx.shared;
+    let undo = |oom: bool| {
         if moved {
             let _ = std::env::set_current_dir(&old_dir);
         }
+        if oom {
+            let _ = config::inert::apply_oom_score_adj(&shared.live().inert);
+        }
+    };
+    if oom_changed && config::inert::apply_oom_score_adj(&next.inert).is_err() {
+        undo(true);
         let name = pairs
             .iter()
             .map(|(_, _, n)| n.as_str())
@@ -680,14 +688,7 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 next.bind_text(),
                 next.port
             );
-            if moved {
-                let _ = std::env::set_current_dir(&old_dir);
-            }
-            // Every setting applied before goes back, the score too (redis-server's
-            // rollback of a CONFIG SET whose apply failed).
-            if oom_changed {
-                let _ = config::inert::apply_oom_score_adj(&ctx.shared.live().inert);
-            }
+            undo(oom_changed);
             let (name, reason) = if pairs.iter().any(|(_, _, n)| n == "port") && next.port != port {
                 ("port", "Unable to listen on this port. Check server logs.")
             } else {

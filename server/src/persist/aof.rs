@@ -585,9 +585,7 @@ impl Manifest {
     pub fn save(&self, dir: &Path, appendfilename: &str) -> io::Result<()> {
         let mut text = String::new();
         let line = |text: &mut String, f: &LogFile, kind: char| {
-            let name = match f.name.bytes().any(|b| {
-                b.is_ascii_whitespace() || !b.is_ascii_graphic() || b == b'"' || b == b'\\'
-            }) {
+            let name = match crate::util::needs_repr(f.name.as_bytes()) {
                 true => crate::util::repr(f.name.as_bytes()),
                 false => f.name.clone(),
             };

@@ -353,6 +353,19 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// A file's replay begins: in database 0, its flushes and SWAPDBs touching the slots
+    /// of the shard that wrote it (`shard`), or every slot (a file of every key).
+    fn start_file(&mut self, shard: Option<(usize, usize)>) {
+        self.db = 0;
+        self.file_slots = match shard {
+            Some((shard, shards)) => SlotMap::contiguous(shards)
+                .slots_of(shard)
+                .map(|s| s as u16)
+                .collect(),
+            None => (0..goblin_store::SLOTS as u16).collect(),
+        };
+    }
+
     /// Runs one logged command.
     fn apply(&mut self, args: &Args<'_>) -> Result<(), Failed> {
         self.commands += 1;
@@ -467,8 +480,6 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
     let dir = config.aof_dir();
     let name = &config.appendfilename;
     let started = Instant::now();
-    let mut manifest = Manifest::load(&dir, name)?;
-    upgrade_old_style(&config.dir, &dir, name, &mut manifest)?;
     fs::create_dir_all(&dir).map_err(|e| {
         format!(
             "Can't open or create append-only dir {}: {}",
@@ -476,6 +487,8 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
             crate::util::strerror(&e)
         )
     })?;
+    let mut manifest = Manifest::load(&dir, name)?;
+    upgrade_old_style(&config.dir, &dir, name, &mut manifest)?;
     let mut replay = Replay::new(shared);
     let now = clock::now_ms();
     let mut manifest = match manifest {
@@ -576,7 +589,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
 }
 
 /// redis-server 7's upgrade of an old-style log: when `server_dir/name` exists and the
-/// log's directory has no manifest naming other files (none, one listing no file, or
+/// log's directory (which exists) has no manifest naming other files (none, one listing no file, or
 /// one listing only that file as its base, which an upgrade cut short leaves), the
 /// manifest becomes `file <name> seq 1 type b`, written first, and the file moves into
 /// the log's directory.
@@ -603,13 +616,6 @@ fn upgrade_old_style(
         return Ok(());
     }
     let strerror = crate::util::strerror;
-    fs::create_dir_all(dir).map_err(|e| {
-        format!(
-            "Can't open or create append-only dir {}: {}",
-            dir.display(),
-            strerror(&e)
-        )
-    })?;
     let mut m = manifest.take().unwrap_or_default();
     m.base = Some(LogFile {
         name: name.to_string(),
@@ -642,28 +648,33 @@ fn replay_manifest(
     dir: &Path,
     torn: Torn,
 ) -> Result<(), String> {
-    let mut sizes = Vec::new();
-    for f in manifest.files() {
-        match fs::metadata(dir.join(&f.name)) {
-            Ok(m) => sizes.push((f.seq, m.len())),
-            Err(e) => {
-                return Err(format!(
+    let size = |f: &LogFile| {
+        fs::metadata(dir.join(&f.name))
+            .map(|m| m.len())
+            .map_err(|e| {
+                format!(
                     "Unable to obtain the AOF file {} length. stat: {}",
                     f.name,
                     crate::util::strerror(&e)
-                ));
-            }
-        }
+                )
+            })
+    };
+    if let Some(base) = &manifest.base {
+        size(base)?;
     }
+    // The record files' generations and sizes.
+    let sizes: Vec<(u64, u64)> = manifest
+        .incr
+        .iter()
+        .map(|f| size(f).map(|len| (f.seq, len)))
+        .collect::<Result<_, _>>()?;
     // A file may end torn when nothing after it holds a record: it is the last one
     // written (redis-server's "last file"; a run that started after it and wrote
     // nothing leaves empty files behind it).
     let nothing_after = |seq: Option<u64>| {
-        manifest
-            .incr
+        sizes
             .iter()
-            .zip(&sizes[usize::from(manifest.base.is_some())..])
-            .all(|(f, &(_, len))| seq.is_some_and(|seq| f.seq <= seq) || len == 0)
+            .all(|&(s, len)| seq.is_some_and(|seq| s <= seq) || len == 0)
     };
     let mut seqs: Vec<u64> = manifest.incr.iter().map(|f| f.seq).collect();
     seqs.dedup();
@@ -695,13 +706,7 @@ fn replay_base(
     last: bool,
 ) -> Result<(), String> {
     let path = dir.join(&base.name);
-    let bytes = read_file(&path).map_err(|e| {
-        format!(
-            "Fatal error: can't open the append log file {} for reading: {}",
-            base.name,
-            crate::util::strerror(&e)
-        )
-    })?;
+    let bytes = read_log_file(&path, &base.name)?;
     let mut start = 0;
     if bytes.starts_with(b"REDIS") {
         // An upgraded old-style log keeps its name: its RDB is a preamble.
@@ -738,10 +743,19 @@ fn replay_base(
             crate::log!(Notice, "Reading the remaining AOF tail...");
         }
     }
-    replay.db = 0;
-    replay.file_slots = (0..goblin_store::SLOTS as u16).collect();
+    replay.start_file(None);
     let ended = replay_file(replay, &base.name, &bytes, start, &HashSet::new())?;
     end_of_file(&path, &base.name, ended, on_torn, last)
+}
+
+/// A log file's bytes, or redis-server's words for why they cannot be read.
+fn read_log_file(path: &Path, name: &str) -> Result<Vec<u8>, String> {
+    read_file(path).map_err(|e| {
+        format!(
+            "Fatal error: can't open the append log file {name} for reading: {}",
+            crate::util::strerror(&e)
+        )
+    })
 }
 
 /// What a torn last record of a file does to its replay.
@@ -812,16 +826,8 @@ fn replay_generation(
     let mut data = Vec::with_capacity(files.len());
     for f in files {
         let path = dir.join(&f.name);
-        match read_file(&path) {
-            Ok(bytes) => data.push((path, f, bytes)),
-            Err(e) => {
-                return Err(format!(
-                    "Fatal error: can't open the append log file {} for reading: {}",
-                    f.name,
-                    crate::util::strerror(&e)
-                ));
-            }
-        }
+        let bytes = read_log_file(&path, &f.name)?;
+        data.push((path, f, bytes));
     }
     let mut commits: HashSet<Vec<u8>> = HashSet::new();
     for (_, _, bytes) in &data {
@@ -836,15 +842,7 @@ fn replay_generation(
     }
     for (path, f, bytes) in &data {
         let started = Instant::now();
-        // A file starts in database 0, and its flushes are its shard's part.
-        replay.db = 0;
-        replay.file_slots = match f.shard {
-            Some((shard, shards)) => SlotMap::contiguous(shards)
-                .slots_of(shard)
-                .map(|s| s as u16)
-                .collect(),
-            None => (0..goblin_store::SLOTS as u16).collect(),
-        };
+        replay.start_file(f.shard);
         let ended = replay_file(replay, &f.name, bytes, 0, &commits)?;
         end_of_file(path, &f.name, ended, on_torn, last)?;
         if on_torn != Torn::Leave {
@@ -960,7 +958,8 @@ fn replay_file(
     loop {
         at = skip_annotations(bytes, at);
         let rest = &bytes[at..];
-        let short = |at: usize, unit: &Unit| match unit {
+        // Ended short at `at`: what is whole ends there, or before the open unit.
+        let short = match unit {
             Unit::Plain => Ended::Short {
                 valid: at,
                 unit: false,
@@ -973,12 +972,12 @@ fn replay_file(
         if rest.is_empty() {
             return Ok(match unit {
                 Unit::Plain => Ended::Whole,
-                _ => short(at, &unit),
+                _ => short,
             });
         }
         let (args, len) = match aof::parse_record(rest) {
             Ok(Some(record)) => record,
-            Ok(None) => return Ok(short(at, &unit)),
+            Ok(None) => return Ok(short),
             Err(why) => {
                 return Err(format!(
                     "{}\nBad file format reading the append only file {name}: make a backup \

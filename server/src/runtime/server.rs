@@ -96,12 +96,12 @@ fn check_backlog(config: &Config) {
     else {
         return;
     };
-    if somaxconn > 0 && somaxconn < backlog(config) {
+    let backlog = backlog(config);
+    if somaxconn > 0 && somaxconn < backlog {
         crate::log!(
             Warning,
-            "WARNING: The TCP backlog setting of {} cannot be enforced because \
-             /proc/sys/net/core/somaxconn is set to the lower value of {somaxconn}.",
-            backlog(config)
+            "WARNING: The TCP backlog setting of {backlog} cannot be enforced because \
+             /proc/sys/net/core/somaxconn is set to the lower value of {somaxconn}."
         );
     }
 }
