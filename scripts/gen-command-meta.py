@@ -37,7 +37,7 @@ xinfo xsetid dump restore time role setbit getbit bitcount bitpos bitop
 bitfield bitfield_ro lcs pfadd pfcount pfmerge pfdebug pfselftest geoadd geodist geohash geopos
 georadius georadius_ro georadiusbymember georadiusbymember_ro geosearch geosearchstore sort sort_ro lolwut
 eval evalsha eval_ro evalsha_ro script fcall fcall_ro function
-module replicaof slaveof wait
+module replicaof slaveof wait sync psync replconf
 cluster asking readonly readwrite migrate restore-asking
 """.split()
 

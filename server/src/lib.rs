@@ -39,6 +39,7 @@ pub mod log;
 pub mod longdouble;
 pub mod memory;
 pub mod persist;
+pub mod repl;
 
 pub mod runtime;
 pub mod scripting;

@@ -343,6 +343,7 @@ impl Loopback {
             db: 0,
             databases: self.shared.config.databases,
             local_client: true,
+            conn: None,
             caller: None,
         };
         let plan = match (cross.plan)(&start) {
@@ -418,6 +419,7 @@ impl Loopback {
                 Msg::Replies(..)
                 | Msg::Adopt(..)
                 | Msg::Monitor(..)
+                | Msg::Repl(..)
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)

@@ -24,6 +24,7 @@ pub mod multi;
 pub mod notify;
 pub mod persistence;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -54,6 +55,7 @@ pub fn table() -> Result<CommandTable, String> {
 pub fn register_all(table: &mut CommandTable) {
     connection::register(table);
     server::register(table);
+    replication::register(table);
     strings::register(table);
     keys::register(table);
     multi::register(table);

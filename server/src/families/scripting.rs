@@ -1149,6 +1149,7 @@ pub(crate) mod plan {
                         databases: cx.shared.config.databases,
                         local_client: true,
                         caller: self.caller.clone(),
+                        conn: None,
                     };
                     return match (cross.plan)(&start) {
                         Ok(plan) => Ok(Routed::Sub(plan)),
@@ -1189,6 +1190,7 @@ pub(crate) mod plan {
                 command: std::cell::RefCell::new(None),
                 slow: std::cell::RefCell::new(Vec::new()),
                 calls: std::cell::RefCell::new(Vec::new()),
+                unblocked: false,
             };
             let step = crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results);
             cx.calls.borrow_mut().append(&mut sub_cx.calls.take());

@@ -214,13 +214,21 @@ fn time(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     out.bulk_int(i64::from(now.subsec_micros()));
 }
 
-/// `ROLE`: a standalone server is a master with no replicas and offset 0.
+/// `ROLE`: a master, its offset, and its replicas (address, port, offset acknowledged).
 fn role(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    let replicas = ctx.shared.repl.role_entries();
+    let offset = ctx.shared.repl.offset.load(Ordering::SeqCst);
     let mut out = ctx.reply();
     out.array(3);
     out.bulk(b"master");
-    out.integer(0);
-    out.array(0);
+    out.integer(offset);
+    out.array(replicas.len());
+    for (ip, port, ack) in replicas {
+        out.array(3);
+        out.bulk(ip.as_bytes());
+        out.bulk(port.to_string().as_bytes());
+        out.bulk(ack.to_string().as_bytes());
+    }
 }
 
 /// `COMMAND COUNT`
@@ -1312,15 +1320,17 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "replication",
         "Replication",
         format!(
-            "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\
-             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\n\
+            "role:master\r\n{}master_failover_state:no-failover\r\n\
+             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\n\
              second_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
              repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            shared.repl.info_lines(crate::clock::now_ms()),
             shared
                 .repl_id
                 .lock()
                 .map_or_else(|e| e.into_inner().clone(), |id| id.clone()),
             "0".repeat(40),
+            shared.repl.offset.load(Ordering::SeqCst),
         ),
     );
     section("cpu", "CPU", cpu_section());

@@ -2,7 +2,8 @@
 //! MODULE (no module is ever loaded), REPLICAOF / SLAVEOF (a master that stays one) and
 //! WAIT (no replica ever acknowledges: 0, after the timeout when one was asked for).
 
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crate::config::Allow;
 use crate::table::handler::{Args, ConnCtx, Exec};
@@ -112,9 +113,10 @@ fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         .error(b"ERR Goblin does not replicate: REPLICAOF and SLAVEOF take only NO ONE");
 }
 
-/// `WAIT numreplicas timeout`: no replica acknowledges, so 0 — at once when none is
-/// asked for (or inside MULTI), else once `timeout` milliseconds pass (0: never; CLIENT
-/// UNBLOCK ends it), as redis-server without replicas does.
+/// `WAIT numreplicas timeout`: how many replicas acknowledged every write made before
+/// it — at once when that is enough (or inside MULTI or a script), else once enough have
+/// or `timeout` milliseconds pass (0: never; CLIENT UNBLOCK ends it). While it waits,
+/// the replicas are asked for an acknowledgement (`REPLCONF GETACK *`).
 fn wait_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
     let replicas = goblin_protocol::parse_i64(args.get(1))
@@ -123,30 +125,49 @@ fn wait_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         .ok_or_else(|| b"ERR timeout is not an integer or out of range".to_vec())?;
     let timeout = u64::try_from(timeout).map_err(|_| b"ERR timeout is negative".to_vec())?;
     Ok(Box::new(WaitPlan {
-        waits: replicas > 0,
-        timeout: (timeout > 0).then(|| Duration::from_millis(timeout)),
-        parked: false,
+        replicas,
+        offset: start.shared.repl.offset.load(Ordering::SeqCst),
+        deadline: (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout)),
+        at_once: start.locked,
+        asked: false,
     }))
 }
 
-/// WAIT's plan: park on nothing but the clock, then answer 0.
+/// How often a WAIT looks at the replicas' acknowledgements.
+const WAIT_LOOK: Duration = Duration::from_millis(5);
+
+/// WAIT's plan: looks at the acknowledgements, parked on the clock between looks.
 #[derive(Debug)]
 struct WaitPlan {
-    /// Replicas were asked for: it waits.
-    waits: bool,
-    timeout: Option<Duration>,
-    parked: bool,
+    replicas: i64,
+    /// The offset of the writes before it.
+    offset: i64,
+    deadline: Option<Instant>,
+    /// Inside MULTI or a script: it answers at once.
+    at_once: bool,
+    /// The replicas were asked for an acknowledgement.
+    asked: bool,
 }
 
 impl Plan for WaitPlan {
     fn next(&mut self, cx: &PlanCx<'_>, _results: Vec<HopOut>) -> Step {
-        if self.waits && !self.parked {
-            self.parked = true;
-            return Step::Park(Park {
-                keys: Vec::new(),
-                timeout: self.timeout,
-            });
+        let acked = cx.shared.repl.acked(self.offset);
+        let now = Instant::now();
+        let over = self.deadline.is_some_and(|d| now >= d);
+        if self.at_once || acked as i64 >= self.replicas || over || cx.unblocked {
+            return cx.done(|e| e.integer(acked as i64));
         }
-        cx.done(|e| e.integer(0))
+        if !self.asked && cx.shared.repl.count() > 0 {
+            self.asked = true;
+            cx.shared.repl.getack.store(true, Ordering::SeqCst);
+        }
+        let look = match self.deadline {
+            Some(d) => WAIT_LOOK.min(d.saturating_duration_since(now)),
+            None => WAIT_LOOK,
+        };
+        Step::Park(Park {
+            keys: Vec::new(),
+            timeout: Some(look),
+        })
     }
 }

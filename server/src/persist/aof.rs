@@ -75,7 +75,11 @@ fn decimal(buf: &mut Vec<u8>, n: usize) {
 }
 
 /// Appends one RESP command, reserving room for all of it at once.
-fn command<'a>(buf: &mut Vec<u8>, n: usize, argv: impl Iterator<Item = &'a [u8]> + Clone) {
+pub(crate) fn command<'a>(
+    buf: &mut Vec<u8>,
+    n: usize,
+    argv: impl Iterator<Item = &'a [u8]> + Clone,
+) {
     let size = 16 + argv.clone().map(|a| a.len() + 16).sum::<usize>();
     buf.reserve(size);
     buf.push(b'*');
@@ -163,67 +167,6 @@ impl AofLog {
         }
     }
 
-    /// The commands that replay a unit of work, handed to `emit` in order, each after the
-    /// `SELECT` of its database when the file's `selected` one is another.
-    fn commands(
-        write: &Write<'_>,
-        selected: &mut Option<u16>,
-        buf: &mut Vec<u8>,
-        mut emit: impl FnMut(&mut Vec<u8>, Cmd<'_>),
-    ) {
-        let mut emit = |buf: &mut Vec<u8>, db: u16, cmd: Cmd<'_>| {
-            if *selected != Some(db) {
-                *selected = Some(db);
-                emit(buf, Cmd::Select(db));
-            }
-            emit(buf, cmd);
-        };
-        let db = write.db;
-        match write.effect {
-            Effect::AsSent => {
-                // A read that only found expired keys logs their deletion, not itself.
-                let only_expired = write.unlisted == 0
-                    && write.events.iter().all(
-                        |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
-                    );
-                match write.origin {
-                    Origin::Command(_, args, _) if !only_expired => emit(buf, db, Cmd::Args(args)),
-                    _ => Self::deletions(write.events, buf, &mut emit),
-                }
-            }
-            Effect::Commands(cmds) => {
-                // An effect may select another database for some of its commands (a
-                // copy into another database): that is the file's database from then on.
-                let mut current = db;
-                for c in cmds {
-                    match select_of(c) {
-                        Some(to) => current = to,
-                        None => emit(buf, current, Cmd::Owned(c)),
-                    }
-                }
-            }
-            Effect::Events => Self::deletions(write.events, buf, &mut emit),
-        }
-    }
-
-    /// `DEL` for each deleted or expired key, `FLUSHDB` for a flushed database, each in
-    /// its database.
-    fn deletions(
-        events: &[Event],
-        buf: &mut Vec<u8>,
-        emit: &mut impl FnMut(&mut Vec<u8>, u16, Cmd<'_>),
-    ) {
-        for event in events {
-            match event {
-                Event::Key(k) if k.change != goblin_store::Change::Written => {
-                    emit(buf, k.db, Cmd::Del(&k.key));
-                }
-                Event::Flushed { db } => emit(buf, *db, Cmd::Flush),
-                Event::Key(_) => {}
-            }
-        }
-    }
-
     fn fail_fatally(&self, what: &str, e: &io::Error) -> ! {
         crate::log!(
             Warning,
@@ -232,6 +175,67 @@ impl AofLog {
             self.path.display()
         );
         std::process::exit(1);
+    }
+}
+
+/// The commands that replay a unit of work, handed to `emit` in order, each after the
+/// `SELECT` of its database when the file's `selected` one is another.
+pub(crate) fn effect_commands(
+    write: &Write<'_>,
+    selected: &mut Option<u16>,
+    buf: &mut Vec<u8>,
+    mut emit: impl FnMut(&mut Vec<u8>, Cmd<'_>),
+) {
+    let mut emit = |buf: &mut Vec<u8>, db: u16, cmd: Cmd<'_>| {
+        if *selected != Some(db) {
+            *selected = Some(db);
+            emit(buf, Cmd::Select(db));
+        }
+        emit(buf, cmd);
+    };
+    let db = write.db;
+    match write.effect {
+        Effect::AsSent => {
+            // A read that only found expired keys logs their deletion, not itself.
+            let only_expired = write.unlisted == 0
+                && write.events.iter().all(
+                    |e| matches!(e, Event::Key(k) if k.change == goblin_store::Change::Expired),
+                );
+            match write.origin {
+                Origin::Command(_, args, _) if !only_expired => emit(buf, db, Cmd::Args(args)),
+                _ => deletions(write.events, buf, &mut emit),
+            }
+        }
+        Effect::Commands(cmds) => {
+            // An effect may select another database for some of its commands (a
+            // copy into another database): that is the file's database from then on.
+            let mut current = db;
+            for c in cmds {
+                match select_of(c) {
+                    Some(to) => current = to,
+                    None => emit(buf, current, Cmd::Owned(c)),
+                }
+            }
+        }
+        Effect::Events => deletions(write.events, buf, &mut emit),
+    }
+}
+
+/// `DEL` for each deleted or expired key, `FLUSHDB` for a flushed database, each in
+/// its database.
+fn deletions(
+    events: &[Event],
+    buf: &mut Vec<u8>,
+    emit: &mut impl FnMut(&mut Vec<u8>, u16, Cmd<'_>),
+) {
+    for event in events {
+        match event {
+            Event::Key(k) if k.change != goblin_store::Change::Written => {
+                emit(buf, k.db, Cmd::Del(&k.key));
+            }
+            Event::Flushed { db } => emit(buf, *db, Cmd::Flush),
+            Event::Key(_) => {}
+        }
     }
 }
 
@@ -246,7 +250,7 @@ fn select_of(argv: &[Vec<u8>]) -> Option<u16> {
 }
 
 /// One command of a unit's effect.
-enum Cmd<'a> {
+pub(crate) enum Cmd<'a> {
     Args(&'a crate::table::handler::Args<'a>),
     Owned(&'a [Vec<u8>]),
     Del(&'a [u8]),
@@ -255,7 +259,8 @@ enum Cmd<'a> {
 }
 
 impl Cmd<'_> {
-    fn encode(&self, buf: &mut Vec<u8>) {
+    /// Appends the command as RESP.
+    pub(crate) fn encode(&self, buf: &mut Vec<u8>) {
         match self {
             // A request's own RESP frame is already its record.
             Cmd::Args(args) => match args.frame() {
@@ -292,7 +297,7 @@ impl Observer for AofLog {
         self.check_effect(write);
         let (mut count, mut selects) = (0, 0);
         let mut selected = self.selected;
-        Self::commands(write, &mut selected, &mut self.buf, |_, cmd| {
+        effect_commands(write, &mut selected, &mut self.buf, |_, cmd| {
             count += 1;
             selects += usize::from(matches!(cmd, Cmd::Select(_)));
         });
@@ -313,7 +318,7 @@ impl Observer for AofLog {
         } else if framed {
             command(&mut self.buf, 1, [&b"MULTI"[..]].into_iter());
         }
-        Self::commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
+        effect_commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
             cmd.encode(buf);
         });
         if framed {

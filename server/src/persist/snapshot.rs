@@ -27,6 +27,7 @@ use goblin_store::rdb::{RdbWriter, crc64};
 use super::aof::{self, LogFile, Manifest};
 use crate::clock;
 use crate::persist::Persist;
+use crate::runtime::msg::ConnRef;
 use crate::runtime::server::REDIS_VERSION;
 use crate::txn::plan::{Hop, HopOut, Plan, PlanCx, Step};
 
@@ -448,6 +449,9 @@ pub struct SavePlan {
     started: bool,
     dirty: u64,
     job: Option<Arc<SaveJob>>,
+    /// A replica's sync (PSYNC, or SYNC: `psync` false): the replica fed from the
+    /// instant on, sent the file once written.
+    replica: Option<(ConnRef, bool)>,
 }
 
 impl SavePlan {
@@ -459,7 +463,17 @@ impl SavePlan {
             started: false,
             dirty: 0,
             job: None,
+            replica: None,
         }
+    }
+
+    /// A replica's sync: a background save whose instant starts the replica's feed (see
+    /// `repl::master`); it answers `+FULLRESYNC <replid> <offset>` (PSYNC) or nothing
+    /// (SYNC).
+    pub fn for_replica(conn: ConnRef, psync: bool) -> SavePlan {
+        let mut plan = SavePlan::new(SaveKind::Background { schedule: false });
+        plan.replica = Some((conn, psync));
+        plan
     }
 
     /// A save inside EXEC (see `in_exec`).
@@ -522,6 +536,15 @@ impl SavePlan {
             crate::runtime::supervise::notify("STATUS=Saving the final RDB snapshot\n");
         }
         if let Some(refused) = self.busy(cx) {
+            if let Some((conn, _)) = self.replica {
+                // redis-server's replica tries again later on a LOADING reply.
+                if let Some(snapshot) = cx.shared.repl.snapshot_of(conn) {
+                    snapshot.set(Err("another save is in progress".into()));
+                }
+                return cx.done(|e| {
+                    e.error(b"LOADING a background save is in progress: try again later")
+                });
+            }
             return refused;
         }
         self.dirty = persist.dirty.load(Ordering::Relaxed);
@@ -538,7 +561,7 @@ impl SavePlan {
                     config.rdb_path(),
                     shards,
                     false,
-                    bgsave_done(self.dirty),
+                    self.replica_done(cx, bgsave_done(self.dirty), config.rdb_path()),
                 ),
             };
             match started {
@@ -552,6 +575,12 @@ impl SavePlan {
                     // As with redis-server, whose forked child is what fails: the save
                     // started, and failed (the log and INFO say so).
                     crate::log!(Warning, "background saving error: {e}");
+                    if let Some(snapshot) = self
+                        .replica
+                        .and_then(|(c, _)| cx.shared.repl.snapshot_of(c))
+                    {
+                        snapshot.set(Err(e.to_string()));
+                    }
                     persist.saving.store(false, Ordering::SeqCst);
                     if self.kind == SaveKind::Rewrite {
                         persist.rewriting.store(false, Ordering::SeqCst);
@@ -570,6 +599,7 @@ impl SavePlan {
                 .store(clock::now_ms(), Ordering::Relaxed);
         }
         let kind = self.kind;
+        let replica = self.replica.map(|(conn, _)| conn);
         let hops = (0..shards)
             .map(|shard| {
                 Hop::run(shard, move |ctx| {
@@ -594,11 +624,35 @@ impl SavePlan {
                     if let Some(seq) = rotate {
                         ctx.rotate_log(seq);
                     }
+                    if let Some(conn) = replica {
+                        ctx.feed_replica(conn);
+                    }
                     HopOut::Other(Box::new(part))
                 })
             })
             .collect();
         Step::Hops(hops)
+    }
+
+    /// A replica's save's end: the replica is told where the file is (or why there is
+    /// none), after what `done` does for any background save.
+    fn replica_done(&self, cx: &PlanCx<'_>, done: SaveDone, target: PathBuf) -> SaveDone {
+        let Some(snapshot) = self
+            .replica
+            .and_then(|(c, _)| cx.shared.repl.snapshot_of(c))
+        else {
+            return done;
+        };
+        Box::new(
+            move |persist: &Persist, result: io::Result<u64>, took: Duration| {
+                let outcome = match &result {
+                    Ok(_) => Ok(target),
+                    Err(e) => Err(e.to_string()),
+                };
+                done(persist, result, took);
+                snapshot.set(outcome);
+            },
+        )
     }
 
     /// Before a rewrite's instant: the new generation's files exist and the manifest
@@ -664,6 +718,21 @@ impl SavePlan {
         let db0 = (keys > 0).then_some((keys, expires));
         if let Some(job) = &self.job {
             job.header(db0, &cx.shared.functions.codes());
+            if let Some((_, psync)) = self.replica {
+                // Every shard feeds the replica from here: its stream starts at this
+                // offset.
+                let offset = cx.shared.repl.offset.load(Ordering::SeqCst);
+                let id = cx
+                    .shared
+                    .repl_id
+                    .lock()
+                    .map_or_else(|e| e.into_inner().clone(), |id| id.clone());
+                crate::log!(Notice, "Starting BGSAVE for SYNC with target: disk");
+                return match psync {
+                    true => cx.done(|e| e.simple(format!("FULLRESYNC {id} {offset}").as_bytes())),
+                    false => cx.done(|_| {}),
+                };
+            }
             if self.kind == SaveKind::Rewrite {
                 return cx.done(|e| e.simple(self.started_reply()));
             }

@@ -44,6 +44,12 @@ pub struct Client {
     pub reply: ReplyMode,
     /// A MONITOR client: it is sent every command the server runs.
     pub monitor: bool,
+    /// Replication: the port it says it listens on (`REPLCONF listening-port`).
+    pub repl_port: u16,
+    /// A replica (it sent PSYNC or SYNC); `Online` once its snapshot is sent.
+    pub replica: Option<crate::repl::master::ReplicaState>,
+    /// The link of this server, a replica, to its master: its writes are the master's.
+    pub master: bool,
     /// Its Pub/Sub subscriptions.
     pub subs: Subscriptions,
     /// CLIENT NO-EVICT: never evicted for `maxmemory-clients`.
@@ -218,6 +224,9 @@ impl Client {
             acl_version,
             reply: ReplyMode::On,
             monitor: false,
+            repl_port: 0,
+            replica: None,
+            master: false,
             no_evict: false,
             subs: Subscriptions::default(),
             facts: ConnFacts::default(),

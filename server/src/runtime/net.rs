@@ -37,6 +37,14 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// The peer's IP address (a replica's, in INFO): empty off TCP.
+    pub fn ip(&self) -> String {
+        match self {
+            Origin::Tcp { peer, .. } => peer.ip().to_string(),
+            _ => String::new(),
+        }
+    }
+
     /// CLIENT LIST's `addr=`: `ip:port`, or `path:0` for the Unix socket (as Redis).
     pub fn addr(&self) -> String {
         match self {

@@ -1879,6 +1879,27 @@ impl Worker {
                 c.client.script_caller(spec, now),
             )
         });
+        let me = self.conns.get(key).map(|c| ConnRef {
+            worker: self.id,
+            key,
+            generation: c.generation,
+        });
+        if matches!(spec.name, "sync" | "psync")
+            && let (Some(me), Some(conn)) = (me, self.conns.get_mut(key))
+        {
+            if conn.client.replica.is_some() || conn.client.master {
+                // A replica's second sync is ignored, as redis-server ignores it.
+                return self.reply_now(key, b"");
+            }
+            // A replica: it is fed from its save's instant on (`repl::master`).
+            conn.client.replica = Some(crate::repl::master::ReplicaState::WaitBgsave);
+            self.shared.repl.register(
+                me,
+                conn.client.id,
+                conn.client.origin.ip(),
+                conn.client.repl_port,
+            );
+        }
         let shared = Arc::clone(&self.shared);
         let start = PlanStart {
             shared: &shared,
@@ -1891,6 +1912,7 @@ impl Worker {
             databases: self.shared.config.databases,
             local_client,
             caller,
+            conn: me,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

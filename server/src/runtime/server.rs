@@ -262,6 +262,8 @@ pub struct Shared {
     /// The replication ID INFO shows (`master_replid`): random at start, new after
     /// DEBUG CHANGE-REPL-ID.
     pub repl_id: std::sync::Mutex<String>,
+    /// This master's replicas and its replication offset.
+    pub repl: crate::repl::master::Master,
     /// This process's random name (INFO's `run_id`), 40 hexadecimal digits.
     pub run_id: String,
     /// The users and the ACL LOG.
@@ -425,6 +427,7 @@ impl Shared {
             cron_paused: AtomicBool::new(false),
             shutdown_asked: AtomicBool::new(false),
             repl_id: std::sync::Mutex::new(new_repl_id()),
+            repl: Default::default(),
             run_id: new_repl_id(),
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),

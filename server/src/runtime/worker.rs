@@ -269,6 +269,9 @@ pub struct Worker {
     awaiting: usize,
     /// The background save this shard's image goes to.
     save_job: Option<Arc<SaveJob>>,
+    /// The replication stream held for replicas of this worker until their snapshot is
+    /// sent, by connection.
+    repl_held: HashMap<usize, Vec<u8>, foldhash::fast::RandomState>,
     /// The last run of [`Worker::cron`].
     last_cron: Instant,
     /// The last look for idle clients ([`Worker::close_idle`]).
@@ -400,6 +403,7 @@ impl Worker {
             commands: 0,
             awaiting: 0,
             save_job: None,
+            repl_held: Default::default(),
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
             next_inputs_look: 0,
@@ -481,6 +485,7 @@ impl Worker {
             self.memory_work();
             self.shard.limit_tracking(&self.shared);
             self.save_work();
+            self.send_snapshots();
             // CONFIG SET appendonly no: this shard's log closes.
             if !self.shared.persist.log_on.load(Ordering::Relaxed) && self.shard.has_log() {
                 self.shard.close_log(&self.shared);
@@ -937,6 +942,11 @@ impl Worker {
         {
             timeout = Some(Duration::ZERO);
         }
+        if self.shared.repl.waiting.load(Ordering::Relaxed) > 0 {
+            // A replica's snapshot is being written: look for it often.
+            let soon = Duration::from_millis(5);
+            timeout = Some(timeout.map_or(soon, |t| t.min(soon)));
+        }
         if timeout != Some(Duration::ZERO) && self.awaiting > 0 && self.shared.cores_shared {
             // Replies from other shards are due, and this core is shared with other
             // workers. First, any socket work there is: the longer this worker runs,
@@ -1111,6 +1121,82 @@ impl Worker {
         }
     }
 
+    /// Sends the replication stream's chunks this shard cut to the replicas' workers.
+    fn send_repl_feed(&mut self) {
+        for (bytes, to) in self.shard.take_repl_chunks(&self.shared) {
+            for conn in to {
+                if conn.worker == self.id {
+                    self.repl_bytes(conn, &bytes);
+                } else if let Some(q) = self.outbox.get_mut(conn.worker) {
+                    q.push(Msg::Repl(conn, Arc::clone(&bytes)));
+                }
+            }
+        }
+    }
+
+    /// A chunk of the replication stream for a replica of this worker: sent, or held
+    /// until its snapshot is.
+    fn repl_bytes(&mut self, to: ConnRef, bytes: &[u8]) {
+        use crate::repl::master::ReplicaState;
+        let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
+            return;
+        };
+        match conn.client.replica {
+            Some(ReplicaState::Online) => {
+                conn.output.buf.extend_from_slice(bytes);
+                self.mark_dirty(to.key);
+            }
+            Some(ReplicaState::WaitBgsave) => {
+                self.repl_held
+                    .entry(to.key)
+                    .or_default()
+                    .extend_from_slice(bytes);
+            }
+            None => {}
+        }
+    }
+
+    /// Replicas of this worker whose snapshot is written: each is sent `$<len>`, the
+    /// file, and the stream held since its save's instant. A failed save closes the
+    /// replica, as redis-server drops the replicas of a failed BGSAVE.
+    fn send_snapshots(&mut self) {
+        if self.shared.repl.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for (to, outcome) in self.shared.repl.ready_for(self.id) {
+            let held = self.repl_held.remove(&to.key).unwrap_or_default();
+            let file = outcome.and_then(|path| {
+                std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+            });
+            let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
+                continue;
+            };
+            match file {
+                Ok(bytes) => {
+                    crate::log!(
+                        Notice,
+                        "Synchronization with replica {}:{} succeeded",
+                        conn.client.origin.ip(),
+                        conn.client.repl_port
+                    );
+                    let out = &mut conn.output.buf;
+                    out.push(b'$');
+                    out.extend_from_slice(bytes.len().to_string().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    out.extend_from_slice(&bytes);
+                    out.extend_from_slice(&held);
+                    conn.client.replica = Some(crate::repl::master::ReplicaState::Online);
+                    conn.client.reply = crate::runtime::client::ReplyMode::Off;
+                    self.mark_dirty(to.key);
+                }
+                Err(e) => {
+                    crate::log!(Warning, "SYNC failed. BGSAVE child returned an error: {e}");
+                    self.close(to.key);
+                }
+            }
+        }
+    }
+
     /// MONITOR lines for one of this worker's clients. One that does not read them is
     /// closed once it holds more than the bound on a client's replies.
     fn monitor_lines(&mut self, to: ConnRef, lines: &[u8]) {
@@ -1249,6 +1335,7 @@ impl Worker {
     fn send_all(&mut self) {
         self.send_open_batches();
         self.send_monitor_feed();
+        self.send_repl_feed();
         // Anything routed to ourselves runs now rather than next iteration.
         if !self.local.is_empty() {
             self.drain();
@@ -1327,6 +1414,7 @@ impl Worker {
         match msg {
             Msg::Adopt(stream, origin) => self.adopt(stream, origin),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
+            Msg::Repl(to, bytes) => self.repl_bytes(to, &bytes),
             // (Shard work that may run a script: the connections are lent to the
             // stand-in meanwhile.)
             Msg::Run(from, batch) if batch.scripts => {
@@ -1844,6 +1932,7 @@ impl Worker {
             self.drain();
         }
         self.send_monitor_feed();
+        self.send_repl_feed();
         self.send_outboxes();
     }
 
@@ -1917,6 +2006,21 @@ impl Worker {
                     generation: conn.generation,
                 };
                 self.shared.monitors.remove(me);
+            }
+            if conn.client.replica.is_some() {
+                let me = ConnRef {
+                    worker: self.id,
+                    key,
+                    generation: conn.generation,
+                };
+                crate::log!(
+                    Notice,
+                    "Connection with replica {}:{} lost.",
+                    conn.client.origin.ip(),
+                    conn.client.repl_port
+                );
+                self.shared.repl.remove(me);
+                self.repl_held.remove(&key);
             }
             self.shared.tracking.disconnected(conn.client.id);
             if conn.client.tracking.on {

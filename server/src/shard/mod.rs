@@ -148,6 +148,8 @@ pub struct Shard {
     /// The keys clients WATCH here.
     watches: WatchTable,
     observers: Vec<Box<dyn Observer>>,
+    /// The feed of this shard's writes to replicas, while there are some.
+    repl: Option<crate::repl::master::Feed>,
     /// The effect of the unit of work in progress, when observers want effects.
     effects: Vec<Vec<Vec<u8>>>,
     /// The events of the unit of work being published.
@@ -245,6 +247,7 @@ impl Shard {
             waiters: Waiters::default(),
             watches: WatchTable::default(),
             observers: Vec::new(),
+            repl: None,
             effects: Vec::new(),
             events: Vec::new(),
             out: Vec::new(),
@@ -585,6 +588,31 @@ impl Shard {
         shared.persist.close_log_file(self.id);
     }
 
+    /// The replication stream's chunks cut this iteration, with the replicas each goes
+    /// to (a `REPLCONF GETACK *` first when WAIT asked for one); the feed ends with its
+    /// last replica.
+    pub fn take_repl_chunks(&mut self, shared: &Shared) -> Vec<crate::repl::master::Chunk> {
+        let Some(feed) = self.repl.as_mut() else {
+            return Vec::new();
+        };
+        if shared.repl.getack.swap(false, Ordering::SeqCst) {
+            feed.push(&[b"REPLCONF", b"GETACK", b"*"]);
+        }
+        let chunks = feed.take(&shared.repl);
+        if feed.is_empty() {
+            self.repl = None;
+            self.update_observed();
+        }
+        chunks
+    }
+
+    /// Appends a command of the master's own to the replication stream (its PING).
+    pub fn repl_push(&mut self, argv: &[&[u8]]) {
+        if let Some(feed) = self.repl.as_mut() {
+            feed.push(argv);
+        }
+    }
+
     /// Adds an observer of this shard's writes.
     pub fn add_observer(&mut self, observer: Box<dyn Observer>) {
         self.observers_want_keys |= observer.wants_written_keys();
@@ -612,7 +640,11 @@ impl Shard {
         let notifying = notify::active(self.notify_flags);
         let watched = !self.watches.is_empty() || self.tracking_on;
         self.dbs.set_recording(Recording {
-            observe: !self.observers.is_empty() || !self.waiters.is_empty() || notifying || watched,
+            observe: !self.observers.is_empty()
+                || self.repl.is_some()
+                || !self.waiters.is_empty()
+                || notifying
+                || watched,
             list_writes: !self.waiters.is_empty()
                 || self.observers_want_keys
                 || notifying
@@ -829,7 +861,7 @@ impl Shard {
         if tracking {
             self.tracking.refresh(&shared.tracking);
         }
-        let logging = !self.observers.is_empty();
+        let logging = !self.observers.is_empty() || self.repl.is_some();
         let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
         let (keyspace, others) = self.dbs.split(db);
@@ -859,6 +891,7 @@ impl Shard {
         }
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
+        let replica = ctx.replica_to_feed();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
         self.unlogged_unit = ctx.is_unlogged();
@@ -899,6 +932,12 @@ impl Shard {
                 self.open_log(shared, seq);
             }
         }
+        if let Some(conn) = replica {
+            self.repl
+                .get_or_insert_default()
+                .subscribe(conn, &shared.repl);
+            self.update_observed();
+        }
         self.effects.clear();
         (result, release)
     }
@@ -930,7 +969,7 @@ impl Shard {
         if !self.waiters.is_empty() {
             self.serve_waiters();
         }
-        if !self.observers.is_empty() {
+        if !self.observers.is_empty() || self.repl.is_some() {
             let effect = if !self.effects.is_empty() {
                 Effect::Commands(&self.effects)
             } else if matches!(origin, Origin::Command(..)) {
@@ -950,6 +989,9 @@ impl Shard {
                 if !(unlogged && observer.is_log()) {
                     observer.on_write(&write);
                 }
+            }
+            if let Some(feed) = self.repl.as_mut().filter(|_| !unlogged) {
+                feed.on_write(&write);
             }
         }
         if notify::active(self.notify_flags) {

@@ -157,6 +157,7 @@ pub struct ShardCtx<'a> {
     may_wait: bool,
     waits: bool,
     rotate: Option<u64>,
+    replica: Option<crate::runtime::msg::ConnRef>,
     reset_stats: bool,
     flushed: bool,
     unlogged: bool,
@@ -202,6 +203,7 @@ impl<'a> ShardCtx<'a> {
             may_wait: false,
             waits: false,
             rotate: None,
+            replica: None,
             reset_stats: false,
             unlogged: false,
             sync_log: false,
@@ -372,6 +374,17 @@ impl<'a> ShardCtx<'a> {
     /// `seq` from the end of this unit of work (what came before stays in the old ones).
     pub fn rotate_log(&mut self, seq: u64) {
         self.rotate = Some(seq);
+    }
+
+    /// A replica's sync's instant: from the end of this unit of work on, the shard feeds
+    /// its writes to the replica on `conn` (what came before is in its snapshot).
+    pub fn feed_replica(&mut self, conn: crate::runtime::msg::ConnRef) {
+        self.replica = Some(conn);
+    }
+
+    /// The replica [`ShardCtx::feed_replica`] named.
+    pub(crate) fn replica_to_feed(&self) -> Option<crate::runtime::msg::ConnRef> {
+        self.replica
     }
 
     /// CONFIG RESETSTAT: this worker's command statistics start again from zero once the

@@ -26806,3 +26806,122 @@ pub static ALL: &[&Meta] = &[
     &MIGRATE,
     &RESTORE_ASKING,
 ];
+
+/// `SYNC`
+pub static SYNC: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("sync"),
+        Node::Int(1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("no_async_loading"),
+            Node::Simple("no_multi"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Internal command used for replication"),
+        Node::Bulk("since"),
+        Node::Bulk("1.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+    ]),
+};
+
+/// `PSYNC`
+pub static PSYNC: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("psync"),
+        Node::Int(-3),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("no_async_loading"),
+            Node::Simple("no_multi"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Internal command used for replication"),
+        Node::Bulk("since"),
+        Node::Bulk("2.8.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("replicationid"),
+                Node::Bulk("type"),
+                Node::Bulk("string"),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("offset"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+            ]),
+        ]),
+    ]),
+};
+
+/// `REPLCONF`
+pub static REPLCONF: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("replconf"),
+        Node::Int(-1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("loading"),
+            Node::Simple("stale"),
+            Node::Simple("allow_busy"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("An internal command for configuring the replication stream"),
+        Node::Bulk("since"),
+        Node::Bulk("3.0.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+        Node::Bulk("doc_flags"),
+        Node::Set(&[Node::Simple("syscmd")]),
+    ]),
+};

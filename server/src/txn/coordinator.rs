@@ -645,6 +645,7 @@ impl TxJob {
                 command: std::cell::RefCell::new(None),
                 slow: std::cell::RefCell::new(Vec::new()),
                 calls: std::cell::RefCell::new(Vec::new()),
+                unblocked: self.unblocked,
             };
             let step = self.plan.next(&cx, results);
             self.slow.append(&mut cx.slow.take());

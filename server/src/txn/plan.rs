@@ -292,6 +292,8 @@ pub struct PlanCx<'a> {
     /// The commands a script run as a plan called or had refused, by id: INFO
     /// commandstats counts them on the connection's worker when the job ends.
     pub calls: std::cell::RefCell<Vec<Tally>>,
+    /// CLIENT UNBLOCK ended the plan's wait (it is told `TimedOut`, as by its timeout).
+    pub unblocked: bool,
 }
 
 /// A command counted in INFO commandstats by id: called, or refused before it ran.
@@ -384,6 +386,9 @@ pub struct PlanStart<'a> {
     /// Who runs it, when that user's permissions are restricted (a script's plan
     /// checks the commands the script calls against them).
     pub caller: Option<std::sync::Arc<crate::acl::Caller>>,
+    /// The client's connection, when it runs as a command of its own (not in EXEC or
+    /// a script): a replica's PSYNC names it.
+    pub conn: Option<crate::runtime::msg::ConnRef>,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.

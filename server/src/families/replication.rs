@@ -1,0 +1,93 @@
+//! The commands a replica sends its master: SYNC and PSYNC (a full sync: the snapshot,
+//! then the stream of writes; `repl::master`) and REPLCONF.
+
+use crate::table::handler::{Args, ConnCtx, Exec};
+use crate::table::{CommandTable, meta};
+use crate::txn::plan::{CrossShard, Locking, Plan, PlanStart};
+
+/// Registers SYNC, PSYNC and REPLCONF.
+pub fn register(table: &mut CommandTable) {
+    for (meta, plan) in [
+        (&meta::SYNC, sync_plan as crate::txn::plan::PlanFn),
+        (&meta::PSYNC, psync_plan),
+    ] {
+        table.add(
+            meta,
+            Exec::Plan(CrossShard {
+                plan,
+                locking: Locking::WholeShards,
+            }),
+        );
+    }
+    table.add(&meta::REPLCONF, Exec::Conn(replconf));
+}
+
+/// `SYNC`: the snapshot and the stream, with no `+FULLRESYNC` line first.
+fn sync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    replica_sync(start, false)
+}
+
+/// `PSYNC replid offset`: always a full sync (there is no backlog to continue from):
+/// `+FULLRESYNC <replid> <offset>`, the snapshot, the stream.
+fn psync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    replica_sync(start, true)
+}
+
+fn replica_sync(start: &PlanStart<'_>, psync: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
+    // Inside MULTI or a script there is no connection to feed.
+    let conn = start
+        .conn
+        .filter(|c| start.shared.repl.snapshot_of(*c).is_some())
+        .ok_or_else(|| b"ERR Replica can't interact with the keyspace".to_vec())?;
+    crate::log!(
+        Notice,
+        "Replica asks for synchronization; full resync ({})",
+        if psync { "PSYNC" } else { "SYNC" }
+    );
+    Ok(Box::new(crate::persist::snapshot::SavePlan::for_replica(
+        conn, psync,
+    )))
+}
+
+/// `REPLCONF option value [option value ...]`: a replica's port and capabilities before
+/// its sync (`listening-port`, `ip-address`, `capa`, `rdb-only`, `rdb-filter-only`), and
+/// its acknowledgements after (`ACK <offset> [FACK <offset>]`, no reply). `GETACK` is a
+/// master's question to its replica: no reply here.
+fn replconf(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if args.len().is_multiple_of(2) {
+        ctx.reply().error(crate::errors::SYNTAX);
+        return;
+    }
+    let mut i = 1;
+    while i + 1 < args.len() {
+        let (option, value) = (args.get(i), args.get(i + 1));
+        let is = |name: &str| option.eq_ignore_ascii_case(name.as_bytes());
+        if is("listening-port") {
+            match goblin_protocol::parse_i64(value) {
+                Some(port) => ctx.client.repl_port = u16::try_from(port).unwrap_or(0),
+                None => {
+                    ctx.reply().error(crate::errors::NOT_INTEGER);
+                    return;
+                }
+            }
+        } else if is("ack") {
+            if ctx.client.replica.is_some()
+                && let Some(offset) = goblin_protocol::parse_i64(value)
+            {
+                ctx.shared.repl.ack(ctx.client.id, offset);
+            }
+            return;
+        } else if is("getack") {
+            return;
+        } else if !(is("ip-address") || is("capa") || is("rdb-only") || is("rdb-filter-only")) {
+            let text = format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(option)
+            );
+            ctx.reply().error(text.as_bytes());
+            return;
+        }
+        i += 2;
+    }
+    ctx.reply().ok();
+}

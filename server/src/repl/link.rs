@@ -1,0 +1,1 @@
+//! A replica's link to its master (to be written).

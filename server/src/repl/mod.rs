@@ -1,0 +1,8 @@
+//! Replication, as redis-server's: a master feeds its replicas a snapshot and then the
+//! stream of its writes; a replica (REPLICAOF) follows a master.
+//!
+//! - [`master`]: a master's replicas and each shard's feed of its writes;
+//! - [`link`]: a replica's link to its master (the handshake, the snapshot, the stream).
+
+pub mod link;
+pub mod master;
