@@ -54,6 +54,9 @@ impl From<ErrorReply> for Vec<u8> {
 
 /// A syntax error in the options.
 pub const SYNTAX: &[u8] = b"ERR syntax error";
+
+/// A write on a read-only replica (`replica-read-only yes`).
+pub const READONLY_REPLICA: &[u8] = b"READONLY You can't write against a read only replica.";
 /// An argument that must be an integer is not one.
 pub const NOT_INTEGER: &[u8] = b"ERR value is not an integer or out of range";
 /// An argument that must fit a C `int` does not (`getIntFromObjectOrReply`).

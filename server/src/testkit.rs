@@ -418,6 +418,7 @@ impl Loopback {
                 Msg::Done(to, batch) => self.done.push((to, batch)),
                 Msg::Replies(..)
                 | Msg::Adopt(..)
+                | Msg::AdoptMaster(..)
                 | Msg::Monitor(..)
                 | Msg::Repl(..)
                 | Msg::Ask(..)

@@ -564,9 +564,6 @@ pub fn warnings(values: &[String]) -> Vec<String> {
     if value("tls-port").is_some_and(|v| v != "0") {
         out.push("tls-port: Goblin has no TLS; the port is not opened".into());
     }
-    if value("replicaof").is_some_and(|v| !v.is_empty()) {
-        out.push("replicaof: Goblin has no replication; it serves as a master".into());
-    }
     out
 }
 

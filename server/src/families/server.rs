@@ -214,8 +214,106 @@ fn time(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     out.bulk_int(i64::from(now.subsec_micros()));
 }
 
+/// INFO's replication section: a master's replicas and offset, or a replica's link.
+fn replication_section(shared: &crate::runtime::server::Shared) -> String {
+    let now = crate::clock::now_ms();
+    let own_id = shared
+        .repl_id
+        .lock()
+        .map_or_else(|e| e.into_inner().clone(), |id| id.clone());
+    let mut out = String::new();
+    let (replid, offset) = match shared.follow.view() {
+        Some(link) => {
+            use crate::repl::link::State;
+            let up = link.state == State::Connected;
+            let last_io = match link.last_io_ms {
+                0 => -1,
+                at => (now.saturating_sub(at) / 1000) as i64,
+            };
+            out.push_str(&format!(
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\n\
+                 master_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\n\
+                 slave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
+                link.host,
+                link.port,
+                if up { "up" } else { "down" },
+                u8::from(link.sync.is_some()),
+                link.read_offset.max(0),
+                link.offset.max(0),
+            ));
+            if let Some((total, read)) = link.sync {
+                let perc = if total > 0 {
+                    read as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                };
+                out.push_str(&format!(
+                    "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\n\
+                     master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
+                     master_sync_last_io_seconds_ago:{}\r\n",
+                    (total - read).max(0),
+                    last_io.max(0)
+                ));
+            }
+            if !up {
+                let down = match link.down_since_ms {
+                    0 => -1,
+                    at => (now.saturating_sub(at) / 1000) as i64,
+                };
+                out.push_str(&format!("master_link_down_since_seconds:{down}\r\n"));
+            }
+            out.push_str("slave_priority:100\r\n");
+            out.push_str(&format!(
+                "slave_read_only:{}\r\nreplica_announced:1\r\n",
+                u8::from(shared.replica_read_only())
+            ));
+            let replid = if link.replid.is_empty() {
+                own_id
+            } else {
+                link.replid
+            };
+            (replid, link.offset.max(0))
+        }
+        None => {
+            out.push_str("role:master\r\n");
+            (own_id, shared.repl.offset.load(Ordering::SeqCst))
+        }
+    };
+    out.push_str(&shared.repl.info_lines(now));
+    out.push_str(&format!(
+        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\n\
+         master_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\n\
+         repl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
+         repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+        "0".repeat(40),
+    ));
+    out
+}
+
 /// `ROLE`: a master, its offset, and its replicas (address, port, offset acknowledged).
 fn role(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    if let Some(link) = ctx.shared.follow.view() {
+        use crate::repl::link::State;
+        let state: &[u8] = match link.state {
+            State::None | State::Connect => b"connect",
+            State::Connecting => b"connecting",
+            State::Handshake => b"handshake",
+            State::Transfer => b"sync",
+            State::Connected => b"connected",
+        };
+        let mut out = ctx.reply();
+        out.array(5);
+        out.bulk(b"slave");
+        out.bulk(link.host.as_bytes());
+        out.integer(i64::from(link.port));
+        out.bulk(state);
+        out.integer(if link.state == State::Connected {
+            link.offset
+        } else {
+            -1
+        });
+        return;
+    }
     let replicas = ctx.shared.repl.role_entries();
     let offset = ctx.shared.repl.offset.load(Ordering::SeqCst);
     let mut out = ctx.reply();
@@ -1316,23 +1414,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             errors.total,
         ),
     );
-    section(
-        "replication",
-        "Replication",
-        format!(
-            "role:master\r\n{}master_failover_state:no-failover\r\n\
-             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\n\
-             second_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
-             repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-            shared.repl.info_lines(crate::clock::now_ms()),
-            shared
-                .repl_id
-                .lock()
-                .map_or_else(|e| e.into_inner().clone(), |id| id.clone()),
-            "0".repeat(40),
-            shared.repl.offset.load(Ordering::SeqCst),
-        ),
-    );
+    section("replication", "Replication", replication_section(shared));
     section("cpu", "CPU", cpu_section());
     let enabled = u8::from(shared.cluster.is_some());
     section(

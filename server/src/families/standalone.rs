@@ -95,22 +95,49 @@ fn module_unload(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         .error(b"ERR Error unloading module: no such module with that name");
 }
 
-/// `REPLICAOF host port`, `SLAVEOF host port`: `NO ONE` keeps this server a master (it is
-/// one); Goblin does not replicate, so a master's address is refused — after the port is
-/// checked as redis-server checks it.
+/// `REPLICAOF host port`, `SLAVEOF host port`: this server follows that master (a link
+/// of its own: `repl::replica`), or, with `NO ONE`, stops following one and is a master.
 fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    if ctx.shared.cluster.is_some() {
+        ctx.reply()
+            .error(b"ERR REPLICAOF not allowed in cluster mode.");
+        return;
+    }
     let (host, port) = (args.get(1), args.get(2));
+    let who = ctx.client.info_line(ctx.now);
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        if ctx.shared.follow.stop() {
+            // A new history begins here, as redis-server's shiftReplicationId.
+            if let Ok(mut id) = ctx.shared.repl_id.lock() {
+                *id = crate::runtime::server::new_repl_id();
+            }
+            crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
+        }
         ctx.reply().ok();
         return;
     }
-    let valid_port = goblin_protocol::parse_i64(port).is_some_and(|p| (0..=65535).contains(&p));
-    if !valid_port {
+    let port = goblin_protocol::parse_i64(port).and_then(|p| u16::try_from(p).ok());
+    let Some(port) = port else {
         ctx.reply().error(b"ERR Invalid master port");
         return;
+    };
+    let host = String::from_utf8_lossy(host).into_owned();
+    if ctx.shared.follow.follows(&host, port) {
+        crate::log!(
+            Notice,
+            "REPLICAOF would result into synchronization with the master we are already \
+             connected with. No operation performed."
+        );
+        ctx.reply()
+            .simple(b"OK Already connected to specified master");
+        return;
     }
-    ctx.reply()
-        .error(b"ERR Goblin does not replicate: REPLICAOF and SLAVEOF take only NO ONE");
+    ctx.shared.follow.start(ctx.shared, &host, port);
+    crate::log!(
+        Notice,
+        "REPLICAOF {host}:{port} enabled (user request from '{who}')"
+    );
+    ctx.reply().ok();
 }
 
 /// `WAIT numreplicas timeout`: how many replicas acknowledged every write made before
@@ -118,6 +145,9 @@ fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// or `timeout` milliseconds pass (0: never; CLIENT UNBLOCK ends it). While it waits,
 /// the replicas are asked for an acknowledgement (`REPLCONF GETACK *`).
 fn wait_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    if start.shared.follow.active.load(Ordering::SeqCst) {
+        return Err(b"ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.".to_vec());
+    }
     let args = start.args;
     let replicas = goblin_protocol::parse_i64(args.get(1))
         .ok_or_else(|| crate::errors::NOT_INTEGER.to_vec())?;

@@ -2,7 +2,9 @@
 //! stream of its writes; a replica (REPLICAOF) follows a master.
 //!
 //! - [`master`]: a master's replicas and each shard's feed of its writes;
+//! - [`replica`]: REPLICAOF, the link's way into this server;
 //! - [`link`]: a replica's link to its master (the handshake, the snapshot, the stream).
 
 pub mod link;
 pub mod master;
+pub mod replica;

@@ -117,6 +117,12 @@ impl Client {
                 .into_owned()
         };
         let mut flags = String::new();
+        if self.replica.is_some() {
+            flags.push('S');
+        }
+        if self.master {
+            flags.push('M');
+        }
         if self.monitor {
             flags.push('O');
         }

@@ -375,6 +375,8 @@ pub enum Msg {
     Loaded(Option<Box<crate::persist::aof::AofLog>>),
     /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
     Shutdown,
+    /// The connection of this replica's link to its master (`repl::replica`).
+    AdoptMaster(crate::runtime::net::Stream),
     /// A chunk of the replication stream for a replica of this worker.
     Repl(ConnRef, Arc<[u8]>),
     /// Publications for this worker's subscribers, in the order they were made

@@ -323,6 +323,12 @@ impl Worker {
             && let Some(refusal) = gate_refusal(shared, spec)
         {
             Some(refusal)
+        } else if spec.flags.contains(Flags::WRITE)
+            && !conn.client.master
+            && shared.follow.active.load(Ordering::Relaxed)
+            && shared.replica_read_only()
+        {
+            Some(crate::errors::READONLY_REPLICA.to_vec())
         } else if crate::scripting::busy()
             && (!spec.flags.contains(Flags::ALLOW_BUSY) || spec.name == "shutdown")
         {

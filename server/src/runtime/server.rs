@@ -264,6 +264,10 @@ pub struct Shared {
     pub repl_id: std::sync::Mutex<String>,
     /// This master's replicas and its replication offset.
     pub repl: crate::repl::master::Master,
+    /// The master this server follows, when it is a replica.
+    pub follow: crate::repl::replica::Follow,
+    /// This shared state, for threads that outlive a command (the replica's link).
+    this: std::sync::OnceLock<std::sync::Weak<Shared>>,
     /// This process's random name (INFO's `run_id`), 40 hexadecimal digits.
     pub run_id: String,
     /// The users and the ACL LOG.
@@ -327,6 +331,16 @@ fn users(config: &Config, commands: &CommandTable) -> io::Result<crate::acl::Acl
 }
 
 impl Shared {
+    /// `replica-read-only`: a replica refuses its clients' writes.
+    pub fn replica_read_only(&self) -> bool {
+        crate::config::inert::value(&self.live().inert, "replica-read-only") != Some("no")
+    }
+
+    /// This shared state, held weakly (it is set once the server is built).
+    pub fn this(&self) -> std::sync::Weak<Shared> {
+        self.this.get().cloned().unwrap_or_default()
+    }
+
     /// The shared state for `config`, and each worker's poll and inbox.
     ///
     /// # Errors
@@ -428,6 +442,8 @@ impl Shared {
             shutdown_asked: AtomicBool::new(false),
             repl_id: std::sync::Mutex::new(new_repl_id()),
             repl: Default::default(),
+            follow: Default::default(),
+            this: std::sync::OnceLock::new(),
             run_id: new_repl_id(),
             local_addr,
             port: std::sync::atomic::AtomicU16::new(local_addr.port()),
@@ -867,9 +883,11 @@ impl Server {
         let (mut shared, polls) = Shared::build(config, local_addr)?;
         shared.unix = unix;
         shared.keep_listening(&listeners);
+        let shared = Arc::new(shared);
+        let _ = shared.this.set(Arc::downgrade(&shared));
         Ok(Server {
             listeners,
-            shared: Arc::new(shared),
+            shared,
             polls,
         })
     }
@@ -954,6 +972,12 @@ impl Server {
             Startup::Load => (Vec::new(), true),
         };
         goblin_store::lazyfree::start();
+        if let Some((host, port)) = crate::config::inert::value(&config.inert, "replicaof")
+            .and_then(|v| v.split_once(' '))
+            .and_then(|(h, p)| Some((h.to_string(), p.trim().parse::<u16>().ok()?)))
+        {
+            self.shared.follow.start(&self.shared, &host, port);
+        }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
             let shared = Arc::clone(&self.shared);

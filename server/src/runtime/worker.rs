@@ -1413,6 +1413,7 @@ impl Worker {
         let shared = &self.shared;
         match msg {
             Msg::Adopt(stream, origin) => self.adopt(stream, origin),
+            Msg::AdoptMaster(stream) => self.adopt_master(stream),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::Repl(to, bytes) => self.repl_bytes(to, &bytes),
             // (Shard work that may run a script: the connections are lent to the
@@ -1697,6 +1698,20 @@ impl Worker {
             // Bytes may have arrived before registration — after this iteration read
             // the clock: its commands must not run with a time from before they were
             // sent.
+            self.now = clock::now_ms();
+            self.serve(key);
+        }
+    }
+
+    /// The connection of this replica's link to its master: its client writes as the
+    /// master does, with no password asked (the link authenticated to the master).
+    fn adopt_master(&mut self, stream: Stream) {
+        self.next_gen += 1;
+        let mut conn = new_conn(&self.shared, stream, Origin::None, self.now, self.next_gen);
+        conn.client.master = true;
+        conn.client.authenticated = true;
+        let key = self.conns.insert(conn);
+        if self.register_conn(key) {
             self.now = clock::now_ms();
             self.serve(key);
         }

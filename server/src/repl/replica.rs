@@ -1,0 +1,177 @@
+//! A replica's side: REPLICAOF (and `replicaof` in the configuration) starts a link to a
+//! master ([`super::link`], a thread of its own); REPLICAOF NO ONE ends it.
+//!
+//! The link applies what the master sends through a connection into this server (a
+//! socket pair handed to worker 0, as an accepted client is): its client is the
+//! master's (`Client::master`), which writes where other clients, on a read-only
+//! replica, are refused (`READONLY`). What it writes goes through the shards' write path
+//! like any client's: the log, keyspace notifications, WATCH and the replicas of this
+//! replica all see it.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use super::link::{self, LinkConfig, LinkStatus, State};
+use crate::runtime::msg::Msg;
+use crate::runtime::net::Stream;
+use crate::runtime::server::Shared;
+
+/// The master this server follows, while it is a replica.
+#[derive(Debug)]
+struct Following {
+    host: String,
+    port: u16,
+    status: Arc<LinkStatus>,
+}
+
+/// Whether this server is a replica, and of whom (in `Shared`).
+#[derive(Debug, Default)]
+pub struct Follow {
+    following: Mutex<Option<Following>>,
+    /// It is a replica (read without the lock by every command's check).
+    pub active: std::sync::atomic::AtomicBool,
+}
+
+/// What INFO and ROLE say of the link.
+#[derive(Debug, Clone)]
+pub struct LinkView {
+    /// The master's host.
+    pub host: String,
+    /// The master's port.
+    pub port: u16,
+    /// The link's state.
+    pub state: State,
+    /// The offset applied.
+    pub offset: i64,
+    /// The offset read.
+    pub read_offset: i64,
+    /// The master's replication id.
+    pub replid: String,
+    /// Unix milliseconds of the last byte from the master (0: none yet).
+    pub last_io_ms: u64,
+    /// Unix milliseconds the link went down (0: up).
+    pub down_since_ms: u64,
+    /// A snapshot is being received: its size (-1: unknown) and what came so far.
+    pub sync: Option<(i64, i64)>,
+}
+
+impl Follow {
+    fn lock(&self) -> MutexGuard<'_, Option<Following>> {
+        self.following.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The link's state, when this server is a replica.
+    pub fn view(&self) -> Option<LinkView> {
+        let following = self.lock();
+        let f = following.as_ref()?;
+        let s = &f.status;
+        let state = match s.state.load(Ordering::SeqCst) {
+            1 => State::Connect,
+            2 => State::Connecting,
+            3 => State::Handshake,
+            4 => State::Transfer,
+            5 => State::Connected,
+            _ => State::None,
+        };
+        Some(LinkView {
+            host: f.host.clone(),
+            port: f.port,
+            state,
+            offset: s.offset.load(Ordering::SeqCst),
+            read_offset: s.read_offset.load(Ordering::SeqCst),
+            replid: s.replid.lock().map(|r| r.clone()).unwrap_or_default(),
+            last_io_ms: s.last_io_ms.load(Ordering::SeqCst),
+            down_since_ms: s.down_since_ms.load(Ordering::SeqCst),
+            sync: s.sync_in_progress.load(Ordering::SeqCst).then(|| {
+                (
+                    s.sync_total.load(Ordering::SeqCst),
+                    s.sync_read.load(Ordering::SeqCst),
+                )
+            }),
+        })
+    }
+
+    /// Whether it follows `host:port` already.
+    pub fn follows(&self, host: &str, port: u16) -> bool {
+        self.lock()
+            .as_ref()
+            .is_some_and(|f| f.host.eq_ignore_ascii_case(host) && f.port == port)
+    }
+
+    /// Follows `host:port` from now on (the link to another master ends).
+    pub fn start(&self, shared: &Shared, host: &str, port: u16) {
+        let mut following = self.lock();
+        if let Some(old) = following.take() {
+            old.status.stop.store(true, Ordering::SeqCst);
+        }
+        let live = shared.live();
+        let text = |name: &str| {
+            crate::config::inert::value(&live.inert, name)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let timeout = text("repl-timeout")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(60u64);
+        let config = LinkConfig {
+            host: host.to_string(),
+            port,
+            masteruser: text("masteruser"),
+            masterauth: text("masterauth"),
+            listening_port: shared.local_addr.port(),
+            rdb_path: live.persist.rdb_path(),
+            timeout: std::time::Duration::from_secs(timeout.max(1)),
+        };
+        let status = Arc::new(LinkStatus::default());
+        status.state.store(State::Connect as u8, Ordering::SeqCst);
+        status.offset.store(-1, Ordering::SeqCst);
+        status
+            .down_since_ms
+            .store(crate::clock::now_ms(), Ordering::SeqCst);
+        let local = Local(shared.this());
+        let thread_status = Arc::clone(&status);
+        let started = std::thread::Builder::new()
+            .name("goblin-replica".into())
+            .spawn(move || link::run(config, thread_status, local));
+        if let Err(e) = started {
+            crate::log!(Warning, "can't start the replication link: {e}");
+        }
+        *following = Some(Following {
+            host: host.to_string(),
+            port,
+            status,
+        });
+        self.active.store(true, Ordering::SeqCst);
+    }
+
+    /// REPLICAOF NO ONE: the link ends; whether there was one.
+    pub fn stop(&self) -> bool {
+        let mut following = self.lock();
+        self.active.store(false, Ordering::SeqCst);
+        match following.take() {
+            Some(f) => {
+                f.status.stop.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The link's way into this server.
+struct Local(Weak<Shared>);
+
+impl link::Local for Local {
+    fn connect(&self) -> std::io::Result<std::os::unix::net::UnixStream> {
+        let shared = self
+            .0
+            .upgrade()
+            .ok_or_else(|| std::io::Error::other("the server is gone"))?;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        theirs.set_nonblocking(true)?;
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(theirs));
+        shared.connected_clients.fetch_add(1, Ordering::Relaxed);
+        shared.peers[0].send(vec![Msg::AdoptMaster(stream)]);
+        Ok(ours)
+    }
+}
