@@ -46,6 +46,7 @@ mod protocol;
 mod pubsub;
 mod random_commands;
 mod rdb_interop;
+mod replication;
 mod scan_completeness;
 mod script_bits;
 mod script_json;

@@ -1,0 +1,204 @@
+//! Replication with redis-server on the other side: a redis-server replica of a Goblin
+//! master (the snapshot, then the stream of writes: every type, several databases,
+//! transactions, scripts, expiry, cross-shard commands), WAIT and the acknowledgements,
+//! INFO replication and ROLE; a Goblin replica of a redis-server master and of another
+//! Goblin (REPLICAOF, READONLY, REPLICAOF NO ONE).
+
+use std::time::{Duration, Instant};
+
+use goblin_tests::dataset::all_databases;
+use goblin_tests::{Raw, Server, default_threads, scratch_dir, show};
+
+fn ok(raw: &mut Raw, line: &str) {
+    let reply = raw.cmd_str(line);
+    assert!(!reply.starts_with(b"-"), "{line}: {}", show(&reply));
+}
+
+fn info(raw: &mut Raw) -> String {
+    String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"replication"])).into_owned()
+}
+
+/// A field of INFO replication.
+fn field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::to_string)
+}
+
+/// Waits until `check` holds of INFO replication (30 s at most).
+fn wait_info(raw: &mut Raw, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = info(raw);
+        if check(&info) {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "{what}: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn link_up(raw: &mut Raw) -> String {
+    wait_info(raw, "the link did not come up", |i| {
+        i.contains("master_link_status:up")
+    })
+}
+
+/// A redis-server replica of the server on `port`, with a directory of its own.
+fn redis_replica_of(port: u16) -> Server {
+    let dir = scratch_dir("replica");
+    Server::redis_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--replicaof",
+        "127.0.0.1",
+        &port.to_string(),
+    ])
+}
+
+/// What the master holds before its replica connects: every type, several databases,
+/// keys with an expiry.
+const BEFORE: &[&str] = &[
+    "SET s:plain hello",
+    "SET s:ttl v EX 1000",
+    "RPUSH l a b c d",
+    "HSET h f1 v1 f2 v2",
+    "SADD set a b c 1 2 3",
+    "ZADD z 1 a 2.5 b -3 c",
+    "XADD st 1-1 f v",
+    "PFADD hll a b c",
+    "SELECT 3",
+    "SET db3 three",
+    "SELECT 0",
+];
+
+/// What it does once the replica is online: effects that are not the command
+/// (INCRBYFLOAT, SPOP, EXPIRE, a script, GOBLIN.CLAIM), transactions, keys of several
+/// shards in one command, other databases, deletions and flushes.
+const AFTER: &[&str] = &[
+    "SET a 1",
+    "INCR a",
+    "INCRBYFLOAT f 1.5",
+    "SPOP set",
+    "LPOP l",
+    "EXPIRE h 5000",
+    "MSET k1 v1 k2 v2 k3 v3 k4 v4 k5 v5",
+    "DEL k2 k4",
+    "MULTI",
+    "SET tx:a 1",
+    "INCR tx:a",
+    "LPUSH tx:l x",
+    "EXEC",
+    "GOBLIN.CLAIM job:1 result:1 tok-1 60",
+    "SELECT 5",
+    "SET db5 five",
+    "SELECT 3",
+    "FLUSHDB",
+    "SET db3 again",
+    "SELECT 0",
+    "SET gone soon PX 1",
+    "ZINCRBY z 10 a",
+    "XADD st 2-1 g w",
+];
+
+/// A redis-server replica of a Goblin master: after WAIT, it holds what the master holds
+/// in every database, and both count the same stream bytes.
+#[test]
+fn a_redis_server_replica_of_goblin_holds_the_masters_data() {
+    let threads = default_threads().max(2).to_string();
+    let master = Server::goblin_with(&["--threads", &threads]);
+    let mut m = master.raw();
+    for line in BEFORE {
+        ok(&mut m, line);
+    }
+    let replica = redis_replica_of(master.port);
+    let mut r = replica.raw();
+    link_up(&mut r);
+    let info = wait_info(&mut m, "the replica is not online", |i| {
+        i.contains("connected_slaves:1") && i.contains("state=online")
+    });
+    assert!(info.contains("slave0:ip=127.0.0.1,port="), "{info}");
+    for line in AFTER {
+        ok(&mut m, line);
+    }
+    let script = b"redis.call('set', KEYS[1], 'from-script') return redis.call('incr', KEYS[2])";
+    let reply = m.cmd(&[b"EVAL", script, b"2", b"sc:a", b"sc:b"]);
+    assert_eq!(reply, b":1\r\n");
+    std::thread::sleep(Duration::from_millis(50));
+    // The key that expired on the master is deleted on the replica too (a DEL).
+    assert_eq!(m.cmd_str("EXISTS gone"), b":0\r\n");
+    ok(&mut m, "SET last 1");
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    let mut mc = master.client();
+    let mut rc = replica.client();
+    assert_eq!(all_databases(&mut rc), all_databases(&mut mc));
+    // Both count the same stream.
+    let offset = field(&info_of(&mut m), "master_repl_offset").unwrap();
+    assert_ne!(offset, "0");
+    wait_info(&mut r, "the replica's offset is not the master's", |i| {
+        field(i, "master_repl_offset").as_deref() == Some(offset.as_str())
+    });
+    // ROLE: the replica, with its port and acknowledged offset.
+    let role = m.cmd_str("ROLE");
+    let port = replica.port.to_string();
+    let entry = format!("$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len());
+    assert!(
+        String::from_utf8_lossy(&role).contains(&entry),
+        "{}",
+        show(&role)
+    );
+    // Writes after a replica went are not sent anywhere, and WAIT counts none.
+    drop(r);
+    drop(rc);
+    drop(replica);
+    wait_info(&mut m, "the replica did not go", |i| {
+        i.contains("connected_slaves:0")
+    });
+    ok(&mut m, "SET after gone");
+    assert_eq!(m.cmd_str("WAIT 1 50"), b":0\r\n");
+}
+
+fn info_of(raw: &mut Raw) -> String {
+    info(raw)
+}
+
+/// WAIT as redis-server answers it: the count of replicas that acknowledged every write
+/// before it, at once when enough did (or with 0 asked for), else at the timeout; inside
+/// MULTI at once.
+#[test]
+fn wait_answers_as_redis_server_does() {
+    let goblin = Server::goblin();
+    let redis = Server::redis();
+    for server in [&goblin, &redis] {
+        let mut c = server.raw();
+        let name = format!("{:?}", server.kind);
+        assert_eq!(c.cmd_str("WAIT 0 0"), b":0\r\n", "{name}");
+        let started = Instant::now();
+        assert_eq!(c.cmd_str("WAIT 1 200"), b":0\r\n", "{name}");
+        assert!(started.elapsed() >= Duration::from_millis(190), "{name}");
+        ok(&mut c, "MULTI");
+        assert_eq!(c.cmd_str("WAIT 2 0"), b"+QUEUED\r\n", "{name}");
+        assert_eq!(c.cmd_str("EXEC"), b"*1\r\n:0\r\n", "{name}");
+        assert_eq!(
+            c.cmd_str("WAIT x 0"),
+            b"-ERR value is not an integer or out of range\r\n",
+            "{name}"
+        );
+        assert_eq!(
+            c.cmd_str("REPLCONF listening-port"),
+            b"-ERR syntax error\r\n",
+            "{name}"
+        );
+        assert_eq!(
+            c.cmd_str("REPLCONF listening-port abc"),
+            b"-ERR value is not an integer or out of range\r\n",
+            "{name}"
+        );
+        assert_eq!(
+            c.cmd_str("REPLCONF bogus 1"),
+            b"-ERR Unrecognized REPLCONF option: bogus\r\n",
+            "{name}"
+        );
+        assert_eq!(c.cmd_str("REPLCONF capa eof capa psync2"), b"+OK\r\n");
+    }
+}
