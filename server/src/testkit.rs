@@ -344,6 +344,7 @@ impl Loopback {
             databases: self.shared.config.databases,
             local_client: true,
             conn: None,
+            master: false,
             caller: None,
         };
         let plan = match (cross.plan)(&start) {

@@ -460,14 +460,15 @@ fn client_info(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().verbatim(b"txt", &line);
 }
 
-/// The kinds of client CLIENT LIST and KILL filter by: a client subscribed to a channel
-/// or pattern is a Pub/Sub one (`flags=P`), any other a normal one (no replication here:
-/// no master or replica clients).
+/// The kinds of client CLIENT LIST and KILL filter by: a replica's link to its master
+/// (`flags=M`), a replica of this server (`flags=S`), a client subscribed to a channel or
+/// pattern (`flags=P`), any other a normal one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClientType {
     Normal,
     Pubsub,
-    Other,
+    Master,
+    Replica,
 }
 
 /// `getClientTypeByName`: normal, master, replica (or slave), pubsub.
@@ -475,14 +476,19 @@ fn client_type(name: &[u8]) -> Result<ClientType, ErrorReply> {
     match name.to_ascii_lowercase().as_slice() {
         b"normal" => Ok(ClientType::Normal),
         b"pubsub" => Ok(ClientType::Pubsub),
-        b"master" | b"replica" | b"slave" => Ok(ClientType::Other),
+        b"master" => Ok(ClientType::Master),
+        b"replica" | b"slave" => Ok(ClientType::Replica),
         _ => Err(errors::unknown_client_type(name)),
     }
 }
 
 /// `getClientType` (MONITOR clients show as normal ones, as in Redis).
 fn type_of(c: &Client) -> ClientType {
-    if c.subs.active() {
+    if c.master {
+        ClientType::Master
+    } else if c.replica.is_some() {
+        ClientType::Replica
+    } else if c.subs.active() {
         ClientType::Pubsub
     } else {
         ClientType::Normal

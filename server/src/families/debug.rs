@@ -155,7 +155,8 @@ fn debug_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let job = job(start.args).unwrap_or_else(Job::Refuse);
     Ok(Box::new(DebugPlan {
         job,
-        local_client: start.local_client,
+        local_client: start.local_client || start.master,
+        master: start.master,
         sent: false,
     }))
 }
@@ -342,6 +343,8 @@ fn atoi(s: &[u8]) -> i64 {
 struct DebugPlan {
     job: Job,
     local_client: bool,
+    /// Run by this replica's link to its master.
+    master: bool,
     sent: bool,
 }
 
@@ -351,6 +354,7 @@ impl Plan for DebugPlan {
         self.sent = true;
         if first {
             let allowed = match cx.shared.config.enable_debug_command {
+                _ if self.master => true,
                 Allow::Yes => true,
                 Allow::No => false,
                 Allow::Local => self.local_client,
@@ -573,6 +577,13 @@ impl Plan for DebugPlan {
                     true => cx.done(|e| e.error(b"ERR Error trying to load the RDB dump")),
                     false => {
                         crate::log!(Warning, "DB reloaded by DEBUG RELOAD");
+                        let persist = &cx.shared.persist;
+                        if self.master && persist.log_on.load(Ordering::SeqCst) {
+                            // A replica's log starts again from the master's snapshot
+                            // (which it holds nowhere yet), as redis-server's
+                            // restartAOFAfterSYNC does.
+                            persist.rewrite_scheduled.store(true, Ordering::SeqCst);
+                        }
                         cx.done(|e| e.ok())
                     }
                 }

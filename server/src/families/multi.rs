@@ -236,6 +236,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             local_client: ctx.conn.client.origin.is_local(),
             caller: ctx.conn.client.script_caller(spec, ctx.conn.now),
             conn: None,
+            master: false,
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {

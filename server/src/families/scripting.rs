@@ -1150,6 +1150,7 @@ pub(crate) mod plan {
                         local_client: true,
                         caller: self.caller.clone(),
                         conn: None,
+                        master: false,
                     };
                     return match (cross.plan)(&start) {
                         Ok(plan) => Ok(Routed::Sub(plan)),

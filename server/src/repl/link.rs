@@ -28,8 +28,8 @@
 //! timeout: 100 ms when nothing is owed by the local server, 2 ms while replies are
 //! awaited, so that `stop` is seen promptly and the local replies are read soon. The local
 //! one is non-blocking: bytes toward it are written as the socket accepts them, and the
-//! master is no longer read while more than [`LOCAL_BACKLOG`] bytes wait to be written,
-//! so memory stays bounded by what the master actually sent.
+//! master is no longer read while more than 4 MiB wait to be written, so memory stays
+//! bounded by what the master actually sent.
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -1427,7 +1427,8 @@ mod tests {
     }
 
     /// A local server: each connection is handed to a thread that answers `+OK` to every
-    /// command (after `delay` for a SET) and returns the commands' bytes at EOF.
+    /// command but SET, which it answers `set_reply` after `delay`, and returns the
+    /// commands' bytes at EOF.
     struct FakeLocal(mpsc::Sender<UnixStream>);
 
     impl Local for FakeLocal {
@@ -1438,7 +1439,10 @@ mod tests {
         }
     }
 
-    fn fake_local(delay: Duration) -> (FakeLocal, JoinHandle<Vec<Vec<u8>>>) {
+    fn fake_local(
+        delay: Duration,
+        set_reply: &'static [u8],
+    ) -> (FakeLocal, JoinHandle<Vec<Vec<u8>>>) {
         let (tx, rx) = mpsc::channel::<UnixStream>();
         let handle = thread::spawn(move || {
             let Ok(mut conn) = rx.recv_timeout(WAIT) else {
@@ -1447,11 +1451,14 @@ mod tests {
             conn.set_read_timeout(Some(WAIT)).unwrap();
             let (mut input, mut got) = (Vec::new(), Vec::new());
             while let Some((args, raw)) = read_command(&mut conn, &mut input) {
-                if args[0] == b"SET" {
+                let reply: &[u8] = if args[0] == b"SET" {
                     thread::sleep(delay);
-                }
+                    set_reply
+                } else {
+                    b"+OK\r\n"
+                };
                 got.push(raw);
-                if conn.write_all(b"+OK\r\n").is_err() {
+                if conn.write_all(reply).is_err() {
                     break;
                 }
             }
@@ -1543,7 +1550,7 @@ mod tests {
             tx.send((handshake, acks)).unwrap();
             while read_command(&mut s, &mut input).is_some() {}
         });
-        let (local, local_thread) = fake_local(Duration::from_millis(300));
+        let (local, local_thread) = fake_local(Duration::from_millis(300), b"+OK\r\n");
         let (status, link) = start(config(port, &dir), local);
         let total = stream_bytes().len() as i64;
         assert!(wait_until(|| status.offset.load(Relaxed) == total));
@@ -1600,7 +1607,8 @@ mod tests {
             tx.send((handshake, first, acks)).unwrap();
             while read_command(&mut s, &mut input).is_some() {}
         });
-        let (local, local_thread) = fake_local(Duration::ZERO);
+        // An error reply to a command of the master is logged, and counted as applied.
+        let (local, local_thread) = fake_local(Duration::ZERO, b"-ERR wrong\r\n");
         let (status, link) = start(config(port, &dir), local);
         let total = initial + stream_bytes().len() as i64;
         assert!(wait_until(|| status.offset.load(Relaxed) == total));
@@ -1639,7 +1647,7 @@ mod tests {
             let (second, _) = listener.accept().unwrap();
             let _ = tx.send(second);
         });
-        let (local, _local_thread) = fake_local(Duration::ZERO);
+        let (local, _local_thread) = fake_local(Duration::ZERO, b"+OK\r\n");
         let (status, link) = start(config(port, &dir), local);
         let second = rx.recv_timeout(WAIT).expect("a second connection");
         // The partial snapshot was dropped, and nothing was installed.
@@ -1672,7 +1680,7 @@ mod tests {
                 let _ = tx.send(psync);
             }
         });
-        let (local, _local_thread) = fake_local(Duration::ZERO);
+        let (local, _local_thread) = fake_local(Duration::ZERO, b"+OK\r\n");
         let (status, link) = start(config(port, &dir), local);
         for _ in 0..2 {
             let psync = rx.recv_timeout(WAIT).expect("a PSYNC");
@@ -1689,7 +1697,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let dir = scratch_dir("stop");
-        let (local, _local_thread) = fake_local(Duration::ZERO);
+        let (local, _local_thread) = fake_local(Duration::ZERO, b"+OK\r\n");
         let (status, link) = start(config(port, &dir), local);
         thread::sleep(Duration::from_millis(300));
         stop(&status, link);

@@ -81,6 +81,8 @@ pub struct Master {
     pub version: AtomicU64,
     /// Replicas waiting for their snapshot's file: their workers look every iteration.
     pub waiting: AtomicUsize,
+    /// How many replicas there are (read every loop iteration of worker 0).
+    replicas_now: AtomicUsize,
     /// WAIT wants acknowledgements: the next shard that feeds replicas sends `REPLCONF
     /// GETACK *`.
     pub getack: AtomicBool,
@@ -106,6 +108,7 @@ impl Master {
             snapshot: Arc::clone(&snapshot),
         });
         self.waiting.fetch_add(1, Ordering::SeqCst);
+        self.replicas_now.store(list.len(), Ordering::SeqCst);
         snapshot
     }
 
@@ -126,6 +129,7 @@ impl Master {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
             }
             self.version.fetch_add(1, Ordering::SeqCst);
+            self.replicas_now.store(list.len(), Ordering::SeqCst);
         }
     }
 
@@ -147,7 +151,7 @@ impl Master {
 
     /// How many replicas there are.
     pub fn count(&self) -> usize {
-        self.list().len()
+        self.replicas_now.load(Ordering::SeqCst)
     }
 
     /// The snapshots ready (or failed) for replicas of `worker`: those replicas go

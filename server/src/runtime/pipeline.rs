@@ -1878,13 +1878,15 @@ impl Worker {
         };
         let slots = Arc::clone(self.shard.slots());
         let now = self.now;
-        let (db, local_client, caller) = self.conns.get(key).map_or((0, false, None), |c| {
-            (
-                c.client.db,
-                c.client.origin.is_local(),
-                c.client.script_caller(spec, now),
-            )
-        });
+        let (db, local_client, caller, master) =
+            self.conns.get(key).map_or((0, false, None, false), |c| {
+                (
+                    c.client.db,
+                    c.client.origin.is_local(),
+                    c.client.script_caller(spec, now),
+                    c.client.master,
+                )
+            });
         let me = self.conns.get(key).map(|c| ConnRef {
             worker: self.id,
             key,
@@ -1919,6 +1921,7 @@ impl Worker {
             local_client,
             caller,
             conn: me,
+            master,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

@@ -269,6 +269,8 @@ pub struct Worker {
     awaiting: usize,
     /// The background save this shard's image goes to.
     save_job: Option<Arc<SaveJob>>,
+    /// When the replicas were last sent a PING.
+    last_repl_ping: Instant,
     /// The replication stream held for replicas of this worker until their snapshot is
     /// sent, by connection.
     repl_held: HashMap<usize, Vec<u8>, foldhash::fast::RandomState>,
@@ -403,6 +405,7 @@ impl Worker {
             commands: 0,
             awaiting: 0,
             save_job: None,
+            last_repl_ping: Instant::now(),
             repl_held: Default::default(),
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
@@ -671,6 +674,21 @@ impl Worker {
     /// that waited for the one running, the automatic log rewrite
     /// (`auto-aof-rewrite-percentage`, `-min-size`), and the `save` rules (a background
     /// save after so many seconds with so many changes).
+    /// Every `repl-ping-replica-period` seconds, a PING in the replication stream: a
+    /// replica that hears nothing for `repl-timeout` drops its link.
+    fn ping_replicas(&mut self, now: Instant) {
+        if self.shared.repl.count() == 0 {
+            return;
+        }
+        let period = crate::config::inert::value(&self.shared.live().inert, "repl-ping-replica-period")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(10u64);
+        if now.duration_since(self.last_repl_ping) >= Duration::from_secs(period) {
+            self.last_repl_ping = now;
+            self.shard.repl_push(&[b"PING"]);
+        }
+    }
+
     fn cron(&mut self) {
         if self.shared.cron_paused.load(Ordering::Relaxed) {
             return;
@@ -683,6 +701,7 @@ impl Worker {
             return;
         }
         self.last_cron = now;
+        self.ping_replicas(now);
         crate::memory::purge_if_bloated();
         crate::families::migrate::close_idle();
         let persist = Arc::clone(&self.shared.persist);
@@ -924,7 +943,8 @@ impl Worker {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
         let ticks = self.shared.ticks();
-        if (self.id == 0 && ticks & TICK_CRON != 0) || ticks & TICK_IDLE != 0 {
+        let pings = self.id == 0 && self.shared.repl.count() > 0;
+        if (self.id == 0 && ticks & TICK_CRON != 0) || ticks & TICK_IDLE != 0 || pings {
             // The cron (`save` rules, automatic rewrites) and the idle clients.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));

@@ -389,6 +389,9 @@ pub struct PlanStart<'a> {
     /// The client's connection, when it runs as a command of its own (not in EXEC or
     /// a script): a replica's PSYNC names it.
     pub conn: Option<crate::runtime::msg::ConnRef>,
+    /// The client is this replica's link to its master (whose DEBUG RELOAD loads the
+    /// master's snapshot, whatever `enable-debug-command` says).
+    pub master: bool,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.

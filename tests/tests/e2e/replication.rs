@@ -202,3 +202,138 @@ fn wait_answers_as_redis_server_does() {
         assert_eq!(c.cmd_str("REPLCONF capa eof capa psync2"), b"+OK\r\n");
     }
 }
+
+/// Commands both servers know, for a redis-server master.
+const REDIS_AFTER: &[&str] = &[
+    "SET a 1",
+    "INCR a",
+    "INCRBYFLOAT f 1.5",
+    "SPOP set",
+    "LPOP l",
+    "EXPIRE h 5000",
+    "MSET k1 v1 k2 v2 k3 v3 k4 v4 k5 v5",
+    "DEL k2 k4",
+    "MULTI",
+    "SET tx:a 1",
+    "INCR tx:a",
+    "LPUSH tx:l x",
+    "EXEC",
+    "SELECT 5",
+    "SET db5 five",
+    "SELECT 3",
+    "FLUSHDB",
+    "SET db3 again",
+    "SELECT 0",
+    "ZINCRBY z 10 a",
+    "XADD st 2-1 g w",
+];
+
+/// Checks a Goblin replica against its master: the link is up, the data and the offset
+/// are the master's after WAIT, its clients cannot write, ROLE and INFO say what it is.
+fn check_replica(master: &Server, replica: &Server, after: &[&str]) {
+    let mut m = master.raw();
+    let mut r = replica.raw();
+    let info = link_up(&mut r);
+    assert!(info.contains("role:slave"), "{info}");
+    assert_eq!(
+        field(&info, "master_port"),
+        Some(master.port.to_string()),
+        "{info}"
+    );
+    for line in after {
+        ok(&mut m, line);
+    }
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    let mut mc = master.client();
+    let mut rc = replica.client();
+    assert_eq!(all_databases(&mut rc), all_databases(&mut mc));
+    let offset = field(&info_of(&mut m), "master_repl_offset").unwrap();
+    wait_info(&mut r, "the replica's offset is not the master's", |i| {
+        field(i, "master_repl_offset").as_deref() == Some(offset.as_str())
+    });
+    // Its own clients may not write; they may read.
+    assert_eq!(
+        r.cmd_str("SET mine 1"),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    assert_eq!(r.cmd_str("GET a"), b"$1\r\n2\r\n");
+    assert_eq!(
+        r.cmd_str("WAIT 1 0"),
+        b"-ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.\r\n"
+    );
+    let role = r.cmd_str("ROLE");
+    let port = master.port.to_string();
+    let expected = format!(
+        "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:{port}\r\n$9\r\nconnected\r\n:{offset}\r\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&role), expected);
+    // The master's client is listed as one.
+    let list = String::from_utf8_lossy(&r.cmd_str("CLIENT LIST TYPE master")).into_owned();
+    assert!(list.contains("flags=M"), "{list}");
+    // REPLICAOF NO ONE: a master again, which takes writes and keeps the data.
+    assert_eq!(r.cmd_str("REPLICAOF NO ONE"), b"+OK\r\n");
+    assert_eq!(r.cmd_str("SET mine 1"), b"+OK\r\n");
+    assert!(info_of(&mut r).contains("role:master"));
+    assert_eq!(r.cmd_str("GET a"), b"$1\r\n2\r\n");
+}
+
+/// A Goblin replica of a redis-server master, started by REPLICAOF: with the snapshot
+/// sent from disk (`$<len>`) and streamed (diskless, `$EOF:<mark>`).
+#[test]
+fn a_goblin_replica_follows_a_redis_server_master() {
+    for diskless in ["no", "yes"] {
+        let dir = scratch_dir("master");
+        let master = Server::redis_with(&[
+            "--dir",
+            dir.to_str().unwrap(),
+            "--repl-diskless-sync",
+            diskless,
+            "--repl-diskless-sync-delay",
+            "0",
+        ]);
+        let mut m = master.raw();
+        for line in BEFORE {
+            ok(&mut m, line);
+        }
+        let threads = default_threads().to_string();
+        let replica = Server::goblin_with(&["--threads", &threads]);
+        let mut r = replica.raw();
+        ok(&mut r, "SET stale 1");
+        let port = master.port.to_string();
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]),
+            b"+OK Already connected to specified master\r\n"
+        );
+        check_replica(&master, &replica, REDIS_AFTER);
+        // What it held before the sync is gone.
+        assert_eq!(r.cmd_str("EXISTS stale"), b":0\r\n", "diskless {diskless}");
+    }
+}
+
+/// A Goblin replica of a Goblin master, started with `--replicaof`; it syncs again
+/// after its link is killed.
+#[test]
+fn a_goblin_replica_follows_a_goblin_master() {
+    let threads = default_threads().max(2).to_string();
+    let master = Server::goblin_with(&["--threads", &threads]);
+    let mut m = master.raw();
+    for line in BEFORE {
+        ok(&mut m, line);
+    }
+    let port = master.port.to_string();
+    let replica = Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+    let mut r = replica.raw();
+    link_up(&mut r);
+    // The link, killed on the master's side, comes back with a new full sync.
+    ok(&mut m, "CLIENT KILL TYPE replica");
+    ok(&mut m, "SET while-down 1");
+    std::thread::sleep(Duration::from_millis(100));
+    link_up(&mut r);
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    assert_eq!(r.cmd_str("GET while-down"), b"$1\r\n1\r\n");
+    check_replica(&master, &replica, AFTER);
+}
