@@ -813,9 +813,12 @@ impl Worker {
             .conns
             .iter()
             .filter(|(_, c)| {
+                // (Replicas and the link to a master are never idle, as in Redis.)
                 !c.gone
                     && c.job.is_none()
                     && !c.busy()
+                    && c.client.replica.is_none()
+                    && !c.client.master
                     && now.saturating_sub(c.client.last_io) > timeout.saturating_mul(1000)
             })
             .map(|(key, _)| key)
