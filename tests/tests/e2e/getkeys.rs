@@ -91,6 +91,9 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("replicaof", &["REPLICAOF NO ONE", "REPLICAOF h 1"]),
     ("slaveof", &["SLAVEOF NO ONE", "SLAVEOF h 1"]),
     ("wait", &["WAIT 0 0", "WAIT 1 k"]),
+    ("sync", &["SYNC", "SYNC x"]),
+    ("psync", &["PSYNC ? -1", "PSYNC a b c"]),
+    ("replconf", &["REPLCONF", "REPLCONF ack 1"]),
     // Cluster.
     ("cluster", &["CLUSTER", "CLUSTER NOPE x"]),
     ("cluster|help", &["CLUSTER HELP", "CLUSTER HELP x"]),
