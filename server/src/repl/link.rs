@@ -1529,6 +1529,16 @@ mod tests {
         [SELECT, SET, PING, GETACK].concat()
     }
 
+    /// What the local server was sent: the load, then the stream's SELECT and SET.
+    fn assert_applied(local: JoinHandle<Vec<Vec<u8>>>) {
+        let want = vec![
+            command(&[b"DEBUG", b"RELOAD", b"NOSAVE"]),
+            SELECT.to_vec(),
+            SET.to_vec(),
+        ];
+        assert_eq!(local.join().unwrap(), want);
+    }
+
     #[test]
     fn full_sync_with_a_length_then_the_stream() {
         let dir = scratch_dir("len");
@@ -1570,13 +1580,7 @@ mod tests {
         assert!(acks.contains(&before_getack), "{acks:?}");
         let applied = [0, SELECT.len() as i64, before_getack, total];
         assert!(acks.iter().all(|a| applied.contains(a)), "{acks:?}");
-        let got = local_thread.join().unwrap();
-        let want = vec![
-            command(&[b"DEBUG", b"RELOAD", b"NOSAVE"]),
-            SELECT.to_vec(),
-            SET.to_vec(),
-        ];
-        assert_eq!(got, want);
+        assert_applied(local_thread);
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1621,13 +1625,7 @@ mod tests {
         assert_eq!(first, [initial]);
         let before_getack = initial + (SELECT.len() + SET.len() + PING.len()) as i64;
         assert!(acks.contains(&before_getack), "{acks:?}");
-        let got = local_thread.join().unwrap();
-        let want = vec![
-            command(&[b"DEBUG", b"RELOAD", b"NOSAVE"]),
-            SELECT.to_vec(),
-            SET.to_vec(),
-        ];
-        assert_eq!(got, want);
+        assert_applied(local_thread);
         let _ = fs::remove_dir_all(&dir);
     }
 

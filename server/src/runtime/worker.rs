@@ -680,9 +680,10 @@ impl Worker {
         if self.shared.repl.count() == 0 {
             return;
         }
-        let period = crate::config::inert::value(&self.shared.live().inert, "repl-ping-replica-period")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(10u64);
+        let period =
+            crate::config::inert::value(&self.shared.live().inert, "repl-ping-replica-period")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(10u64);
         if now.duration_since(self.last_repl_ping) >= Duration::from_secs(period) {
             self.last_repl_ping = now;
             self.shard.repl_push(&[b"PING"]);
