@@ -55,6 +55,9 @@ impl From<ErrorReply> for Vec<u8> {
 /// A syntax error in the options.
 pub const SYNTAX: &[u8] = b"ERR syntax error";
 
+/// A write while fewer replicas than `min-replicas-to-write` are in touch.
+pub const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
+
 /// A write on a read-only replica (`replica-read-only yes`).
 pub const READONLY_REPLICA: &[u8] = b"READONLY You can't write against a read only replica.";
 /// An argument that must be an integer is not one.

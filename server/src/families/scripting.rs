@@ -259,6 +259,14 @@ pub(crate) fn check_flags(
         if let Some(refusal) = shared.persist.write_refusal() {
             return Err(refusal);
         }
+        if !shared
+            .follow
+            .active
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && shared.repl.too_few_for_writes()
+        {
+            return Err(errors::NOREPLICAS.to_vec());
+        }
     }
     // (`no-writes` implies `allow-oom`, as in redis-server.)
     if !flags.has(ScriptFlags::EVAL_COMPAT)
@@ -435,6 +443,13 @@ pub(crate) fn check_call<'t>(
         && let Some(e) = caller.check(&shared.acl, spec, argv, now)
     {
         return Err((Some(spec.id), e));
+    }
+    // A write while too few replicas are in touch (`min-replicas-to-write`).
+    if spec.flags.contains(Flags::WRITE)
+        && !shared.follow.active.load(std::sync::atomic::Ordering::Relaxed)
+        && shared.repl.too_few_for_writes()
+    {
+        return Err((Some(spec.id), errors::NOREPLICAS.to_vec()));
     }
     Ok(spec)
 }

@@ -83,6 +83,13 @@ pub struct Master {
     pub waiting: AtomicUsize,
     /// How many replicas there are (read every loop iteration of worker 0).
     replicas_now: AtomicUsize,
+    /// `min-replicas-to-write` (0: writes never wait for replicas).
+    min_to_write: AtomicUsize,
+    /// `min-replicas-max-lag`, in seconds (0: no check either).
+    max_lag: AtomicU64,
+    /// Replicas online that acknowledged within `max_lag` seconds (redis-server's
+    /// `repl_good_slaves_count`), counted each second and at each acknowledgement.
+    good: AtomicUsize,
     /// WAIT wants acknowledgements: the next shard that feeds replicas sends `REPLCONF
     /// GETACK *`.
     pub getack: AtomicBool,
@@ -139,6 +146,46 @@ impl Master {
             r.ack = r.ack.max(offset);
             r.ack_ms = crate::clock::now_ms();
         }
+        self.count_good();
+    }
+
+    /// `min-replicas-to-write` and `min-replicas-max-lag` put in force.
+    pub fn configure(&self, values: &[String]) {
+        let number = |name: &str| {
+            crate::config::inert::value(values, name)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        self.min_to_write.store(
+            usize::try_from(number("min-replicas-to-write")).unwrap_or(usize::MAX),
+            Ordering::SeqCst,
+        );
+        self.max_lag
+            .store(number("min-replicas-max-lag"), Ordering::SeqCst);
+        self.count_good();
+    }
+
+    /// Counts the replicas that acknowledged recently enough.
+    pub fn count_good(&self) {
+        let now = crate::clock::now_ms();
+        let max_lag = self.max_lag.load(Ordering::SeqCst);
+        let good = self
+            .list()
+            .iter()
+            .filter(|r| {
+                r.state == ReplicaState::Online && now.saturating_sub(r.ack_ms) / 1000 <= max_lag
+            })
+            .count();
+        self.good.store(good, Ordering::SeqCst);
+    }
+
+    /// A write must be refused (`NOREPLICAS`): fewer replicas acknowledged recently
+    /// enough than `min-replicas-to-write` asks for.
+    pub fn too_few_for_writes(&self) -> bool {
+        let min = self.min_to_write.load(Ordering::Relaxed);
+        min > 0
+            && self.max_lag.load(Ordering::Relaxed) > 0
+            && self.good.load(Ordering::Relaxed) < min
     }
 
     /// How many replicas acknowledged `offset`.

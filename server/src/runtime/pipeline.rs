@@ -329,6 +329,11 @@ impl Worker {
             && shared.replica_read_only()
         {
             Some(crate::errors::READONLY_REPLICA.to_vec())
+        } else if spec.flags.contains(Flags::WRITE)
+            && !shared.follow.active.load(Ordering::Relaxed)
+            && shared.repl.too_few_for_writes()
+        {
+            Some(crate::errors::NOREPLICAS.to_vec())
         } else if crate::scripting::busy()
             && (!spec.flags.contains(Flags::ALLOW_BUSY) || spec.name == "shutdown")
         {

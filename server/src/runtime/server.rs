@@ -528,6 +528,7 @@ impl Shared {
         self.hll_sparse_max_bytes
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
+        self.repl.configure(&config.inert);
         // (`oom-score-adj`: CONFIG SET put it in force already, when it changed.)
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         if let Some(cluster) = &self.cluster {
@@ -885,6 +886,7 @@ impl Server {
         shared.keep_listening(&listeners);
         let shared = Arc::new(shared);
         let _ = shared.this.set(Arc::downgrade(&shared));
+        shared.repl.configure(&shared.config.inert);
         Ok(Server {
             listeners,
             shared,

@@ -535,16 +535,24 @@ impl Worker {
     /// Skipped while transactions hold or want locks here, so that no key a transaction
     /// is working on vanishes under it (lazy expiry, with the transaction's own clock,
     /// still applies).
+    /// Whether keys expire actively here: not after DEBUG SET-ACTIVE-EXPIRE 0, nor on
+    /// a read-only replica (a writable one expires the keys its clients write, and,
+    /// unlike redis-server, its master's too).
+    fn expires_actively(&self) -> bool {
+        self.shared.active_expire.load(Ordering::Relaxed)
+            && !(self.shared.follow.active.load(Ordering::Relaxed)
+                && self.shared.replica_read_only())
+    }
+
     fn expire_keys(&mut self) {
         if !self.shard.quiet() {
             return;
         }
         let now = clock::now_ms();
         // CLIENT PAUSE: keys do not expire actively meanwhile (as in Redis 7.0); nor
-        // after DEBUG SET-ACTIVE-EXPIRE 0.
-        if self.shared.pause.until(now).is_some()
-            || !self.shared.active_expire.load(Ordering::Relaxed)
-        {
+        // after DEBUG SET-ACTIVE-EXPIRE 0, nor on a replica (its master's DELs expire
+        // them).
+        if self.shared.pause.until(now).is_some() || !self.expires_actively() {
             return;
         }
         if self.shard.next_expiry().is_some_and(|at| at <= now) {
@@ -680,6 +688,7 @@ impl Worker {
         if self.shared.repl.count() == 0 {
             return;
         }
+        self.shared.repl.count_good();
         let period =
             crate::config::inert::value(&self.shared.live().inert, "repl-ping-replica-period")
                 .and_then(|p| p.parse().ok())
@@ -914,7 +923,10 @@ impl Worker {
         // last of them wakes this worker, and an overdue key must not make it spin.
         // (The clock is read only when something is due: most iterations of a busy
         // worker have nothing to wait for.)
-        let next_expiry = self.shard.next_expiry().filter(|_| self.shard.quiet());
+        let next_expiry = self
+            .shard
+            .next_expiry()
+            .filter(|_| self.shard.quiet() && self.expires_actively());
         let paused = self.shared.pause.maybe();
         let now = if next_expiry.is_some() || paused {
             clock::now_ms()

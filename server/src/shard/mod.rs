@@ -213,12 +213,14 @@ pub struct Shard {
 }
 
 /// The lookups of a read-only command's unit at `now`: counted as INFO's hits and
-/// misses; during CLIENT PAUSE they leave the expired keys they find; `untouched`, they
-/// leave access times alone (Redis's `LOOKUP_NOTOUCH`).
+/// misses; during CLIENT PAUSE, and on a replica (where its master's DELs remove them),
+/// they leave the expired keys they find; `untouched`, they leave access times alone
+/// (Redis's `LOOKUP_NOTOUCH`).
 fn reading(shared: &Shared, now: Millis, untouched: bool) -> ReadMode {
     ReadMode {
         count: true,
-        keep_expired: shared.pause.maybe() && shared.pause.until(now).is_some(),
+        keep_expired: (shared.pause.maybe() && shared.pause.until(now).is_some())
+            || shared.follow.active.load(Ordering::Relaxed),
         untouched,
     }
 }

@@ -317,3 +317,90 @@ fn a_goblin_replica_follows_a_goblin_master() {
     }
     check_replica(&master, &replica, AFTER);
 }
+
+/// `min-replicas-to-write`: a master with fewer replicas in touch refuses writes (and
+/// scripts that may write) with NOREPLICAS, as redis-server does; reads and read-only
+/// scripts go on.
+#[test]
+fn min_replicas_to_write_refuses_writes_as_redis_server_does() {
+    let goblin = Server::goblin();
+    let redis = Server::redis();
+    let script = b"#!lua\nreturn redis.call('set', KEYS[1], 'v')";
+    let read_only = b"#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+    let mut replies = Vec::new();
+    for server in [&goblin, &redis] {
+        let mut c = server.raw();
+        let mut seen = Vec::new();
+        for line in [
+            "SET k before",
+            "CONFIG SET min-replicas-to-write 1",
+            "SET k v",
+            "GET k",
+            "INCR n",
+            "CONFIG SET min-replicas-max-lag 0",
+            "SET k lag-zero",
+            "CONFIG SET min-replicas-max-lag 10",
+        ] {
+            seen.push(c.cmd_str(line));
+        }
+        seen.push(c.cmd(&[b"EVAL", script, b"1", b"k"]));
+        seen.push(c.cmd(&[b"EVAL", read_only, b"1", b"k"]));
+        seen.push(c.cmd_str("CONFIG SET min-replicas-to-write 0"));
+        seen.push(c.cmd_str("SET k after"));
+        replies.push(seen);
+    }
+    assert_eq!(replies[0], replies[1]);
+    assert!(replies[0].contains(&b"-NOREPLICAS Not enough good replicas to write.\r\n".to_vec()));
+    // With a replica in touch, one is enough and two are not.
+    let master = Server::goblin();
+    let replica = redis_replica_of(master.port);
+    let mut m = master.raw();
+    link_up(&mut replica.raw());
+    wait_info(&mut m, "the replica is not online", |i| {
+        i.contains("state=online")
+    });
+    ok(&mut m, "CONFIG SET min-replicas-to-write 1");
+    assert_eq!(m.cmd_str("SET k 1"), b"+OK\r\n");
+    ok(&mut m, "CONFIG SET min-replicas-to-write 2");
+    assert_eq!(
+        m.cmd_str("SET k 2"),
+        b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    );
+}
+
+/// On a replica, a key past its expiry reads as missing but stays until its master
+/// deletes it (DBSIZE counts it), as on a redis-server replica of the same master.
+#[test]
+fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
+    let master = Server::goblin_with(&["--enable-debug-command", "yes"]);
+    let port = master.port.to_string();
+    let goblin = Server::goblin_with(&["--replicaof", "127.0.0.1", &port]);
+    let redis = redis_replica_of(master.port);
+    let mut m = master.raw();
+    for replica in [&goblin, &redis] {
+        link_up(&mut replica.raw());
+    }
+    ok(&mut m, "DEBUG SET-ACTIVE-EXPIRE 0");
+    ok(&mut m, "SET short v PX 50");
+    ok(&mut m, "SET long v");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    std::thread::sleep(Duration::from_millis(150));
+    let mut seen = Vec::new();
+    for replica in [&goblin, &redis] {
+        let mut r = replica.raw();
+        seen.push([
+            r.cmd_str("EXISTS short"),
+            r.cmd_str("GET short"),
+            r.cmd_str("DBSIZE"),
+            r.cmd_str("TTL long"),
+        ]);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[0][2], b":2\r\n");
+    // The master's own lookup deletes it: a DEL for every replica.
+    assert_eq!(m.cmd_str("GET short"), b"$-1\r\n");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    for replica in [&goblin, &redis] {
+        assert_eq!(replica.raw().cmd_str("DBSIZE"), b":1\r\n");
+    }
+}
