@@ -649,6 +649,15 @@ fn fill_hops(chunks: Vec<Chunk>, flush: bool, ok: bool) -> Step {
             Hop::run(shard, move |ctx| {
                 ctx.unlogged();
                 let now = ctx.now;
+                // Every database the file fills exists here first (a database this
+                // shard never used has no keyspace yet, and would be passed over).
+                let mut made = vec![false; ctx.databases()];
+                for (db, ..) in &chunk {
+                    if let Some(done @ false) = made.get_mut(*db) {
+                        *done = true;
+                        let _ = ctx.other_db(*db);
+                    }
+                }
                 let mut chunk: Vec<_> = chunk.into_iter().map(Some).collect();
                 ctx.for_each_db(|db, keyspace| {
                     if flush {

@@ -446,7 +446,10 @@ pub(crate) fn check_call<'t>(
     }
     // A write while too few replicas are in touch (`min-replicas-to-write`).
     if spec.flags.contains(Flags::WRITE)
-        && !shared.follow.active.load(std::sync::atomic::Ordering::Relaxed)
+        && !shared
+            .follow
+            .active
+            .load(std::sync::atomic::Ordering::Relaxed)
         && shared.repl.too_few_for_writes()
     {
         return Err((Some(spec.id), errors::NOREPLICAS.to_vec()));

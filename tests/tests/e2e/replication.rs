@@ -56,8 +56,8 @@ fn redis_replica_of(port: u16) -> Server {
     ])
 }
 
-/// What the master holds before its replica connects: every type, several databases,
-/// keys with an expiry.
+/// What the master holds before its replica connects: every type, several databases
+/// (one that nothing writes afterwards), keys with an expiry.
 const BEFORE: &[&str] = &[
     "SET s:plain hello",
     "SET s:ttl v EX 1000",
@@ -69,6 +69,8 @@ const BEFORE: &[&str] = &[
     "PFADD hll a b c",
     "SELECT 3",
     "SET db3 three",
+    "SELECT 7",
+    "MSET a7 1 b7 2 c7 3 d7 4 e7 5 f7 6 g7 7 h7 8",
     "SELECT 0",
 ];
 
