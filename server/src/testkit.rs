@@ -421,7 +421,7 @@ impl Loopback {
                 | Msg::Adopt(..)
                 | Msg::AdoptMaster(..)
                 | Msg::Monitor(..)
-                | Msg::Repl(..)
+                | Msg::ReplWake
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)

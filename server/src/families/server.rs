@@ -280,12 +280,15 @@ fn replication_section(shared: &crate::runtime::server::Shared) -> String {
         }
     };
     out.push_str(&shared.repl.info_lines(now));
+    let (first, histlen) = shared.repl.backlog();
+    let active = u8::from(shared.repl.count() > 0 || histlen > 0);
     out.push_str(&format!(
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\n\
          master_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\n\
-         repl_backlog_active:0\r\nrepl_backlog_size:1048576\r\n\
-         repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+         repl_backlog_active:{active}\r\nrepl_backlog_size:1048576\r\n\
+         repl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{histlen}\r\n",
         "0".repeat(40),
+        if active == 1 { first } else { 0 },
     ));
     out
 }

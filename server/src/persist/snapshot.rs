@@ -624,8 +624,8 @@ impl SavePlan {
                     if let Some(seq) = rotate {
                         ctx.rotate_log(seq);
                     }
-                    if let Some(conn) = replica {
-                        ctx.feed_replica(conn);
+                    if replica.is_some() {
+                        ctx.feed_replicas();
                     }
                     HopOut::Other(Box::new(part))
                 })
@@ -722,6 +722,9 @@ impl SavePlan {
                 // Every shard feeds the replica from here: its stream starts at this
                 // offset.
                 let offset = cx.shared.repl.offset.load(Ordering::SeqCst);
+                if let Some((conn, _)) = self.replica {
+                    cx.shared.repl.starts_at(conn, offset);
+                }
                 let id = cx
                     .shared
                     .repl_id

@@ -1,28 +1,30 @@
-//! A master's side of replication: its replicas, and each shard's feed of its writes.
+//! A master's side of replication: its replicas, its stream of writes (one, in one
+//! order, for every replica), and each shard's feed into it.
 //!
 //! A replica connects as a client and sends `PSYNC` (or `SYNC`). That starts a
 //! background save whose instant — every shard locked, each beginning its image — is
-//! also where each shard starts to feed the replica: from then on, every unit of work
-//! that writes on the shard appends its effect (what the append-only log records) to the
-//! shard's [`Feed`], as RESP, after the `SELECT` of its database. At the end of each loop
-//! iteration the shard cuts what it holds into a chunk (each chunk starts with its own
-//! `SELECT`, so that chunks of different shards may interleave) and sends it to the
-//! workers of its replicas (`Msg::Repl`). The replica's worker holds the chunks back
-//! until the snapshot's file is written, then sends `$<len>`, the file, and the chunks;
-//! from then on, each chunk as it comes. The replica answers with `REPLCONF ACK
-//! <offset>`, which WAIT counts.
+//! also where the replica's stream starts: the offset of the stream then. Each shard
+//! that has replicas to feed keeps a [`Feed`]: every unit of work that writes on the
+//! shard appends its effect (what the append-only log records) to it as RESP, after the
+//! `SELECT` of its database. At the end of each loop iteration the shard appends what
+//! it holds to the master's one [`Stream`], under a lock, as one piece: its leading
+//! `SELECT` is left out when the stream has that database selected already, as
+//! redis-server writes a `SELECT` only when the database changes. The stream keeps what
+//! some replica still has to be sent (and `repl-backlog-size` bytes at least); the
+//! replicas' workers copy from it into their connections (`Msg::ReplWake`). A replica's
+//! worker sends `$<len>` and the save's file once written, then the stream from the
+//! instant's offset. The replica answers with `REPLCONF ACK <offset>`, which WAIT counts.
 //!
-//! The offset (`master_repl_offset`) counts the bytes of every chunk, when it is cut; a
-//! replica starts at the offset of its save's instant (`+FULLRESYNC <replid> <offset>`),
-//! and every chunk cut after that reaches it, so the replica's count and the master's
-//! agree. Every sync is a full one: there is no backlog to continue from.
+//! The offset (`master_repl_offset`) is the stream's length: every replica is sent the
+//! same bytes in the same order, so its count and the master's agree. Every sync is a
+//! full one.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::persist::aof::{Cmd, command, effect_commands};
-use crate::runtime::msg::ConnRef;
+use crate::runtime::msg::{ConnRef, TxRef};
 use crate::shard::events::{Origin, Write};
 
 /// Where a replica's sync is (INFO's `state=`).
@@ -68,17 +70,29 @@ pub struct Replica {
     pub ack: i64,
     /// When (Unix milliseconds).
     pub ack_ms: u64,
+    /// Where in the stream it is: the offset its stream starts at (its save's instant)
+    /// until it is sent the snapshot, then the offset sent so far.
+    pub sent: i64,
     snapshot: Arc<Snapshot>,
 }
 
-/// The master's replicas and its offset (in `Shared`).
+/// The stream of writes sent to the replicas: its bytes from offset `start` on.
+#[derive(Debug, Default)]
+pub struct Stream {
+    buf: Vec<u8>,
+    /// The offset of `buf[0]`.
+    start: i64,
+    /// The database the stream selected last.
+    db: Option<u16>,
+}
+
+/// The master's replicas, its stream and offset (in `Shared`).
 #[derive(Debug, Default)]
 pub struct Master {
-    /// `master_repl_offset`: the bytes of the stream so far.
+    /// `master_repl_offset`: the stream's length.
     pub offset: AtomicI64,
+    stream: Mutex<Stream>,
     replicas: Mutex<Vec<Replica>>,
-    /// Moves on when a replica goes: the shards' feeds drop it.
-    pub version: AtomicU64,
     /// Replicas waiting for their snapshot's file: their workers look every iteration.
     pub waiting: AtomicUsize,
     /// How many replicas there are (read every loop iteration of worker 0).
@@ -112,6 +126,7 @@ impl Master {
             state: ReplicaState::WaitBgsave,
             ack: 0,
             ack_ms: crate::clock::now_ms(),
+            sent: i64::MAX,
             snapshot: Arc::clone(&snapshot),
         });
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -135,7 +150,6 @@ impl Master {
             if gone.state == ReplicaState::WaitBgsave {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
             }
-            self.version.fetch_add(1, Ordering::SeqCst);
             self.replicas_now.store(list.len(), Ordering::SeqCst);
         }
     }
@@ -218,10 +232,88 @@ impl Master {
         ready
     }
 
-    /// Keeps, of `conns`, the replicas still there.
-    fn retain(&self, conns: &mut Vec<ConnRef>) {
-        let list = self.list();
-        conns.retain(|c| list.iter().any(|r| r.conn == *c));
+    fn stream(&self) -> MutexGuard<'_, Stream> {
+        self.stream.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The replica on `conn` is fed from `offset` on (its save's instant).
+    pub fn starts_at(&self, conn: ConnRef, offset: i64) {
+        if let Some(r) = self.list().iter_mut().find(|r| r.conn == conn) {
+            r.sent = offset;
+        }
+    }
+
+    /// Appends a shard's piece to the stream: `bytes`, whose first `lead` bytes select
+    /// database `lead_db` (left out when the stream has it selected), and which leaves
+    /// `last_db` selected.
+    fn append(&self, bytes: &[u8], lead: Option<(u16, usize)>, last_db: Option<u16>) {
+        let mut stream = self.stream();
+        let skip = match lead {
+            Some((db, len)) if stream.db == Some(db) => len,
+            _ => 0,
+        };
+        let piece = bytes.get(skip..).unwrap_or_default();
+        stream.buf.extend_from_slice(piece);
+        if last_db.is_some() {
+            stream.db = last_db;
+        }
+        self.offset.fetch_add(piece.len() as i64, Ordering::SeqCst);
+    }
+
+    /// The workers with replicas online (to be woken for what the stream gained).
+    pub fn workers_online(&self) -> Vec<usize> {
+        let mut workers: Vec<usize> = self
+            .list()
+            .iter()
+            .filter(|r| r.state == ReplicaState::Online)
+            .map(|r| r.conn.worker)
+            .collect();
+        workers.sort_unstable();
+        workers.dedup();
+        workers
+    }
+
+    /// What each online replica of `worker` is to be sent now (the stream past what it
+    /// was sent), marked sent.
+    pub fn take_for(&self, worker: usize) -> Vec<(ConnRef, Vec<u8>)> {
+        let mut list = self.list();
+        let stream = self.stream();
+        let end = stream.start + stream.buf.len() as i64;
+        let mut out = Vec::new();
+        for r in list.iter_mut() {
+            if r.conn.worker != worker || r.state != ReplicaState::Online || r.sent >= end {
+                continue;
+            }
+            let from = usize::try_from(r.sent - stream.start).unwrap_or(0);
+            if let Some(bytes) = stream.buf.get(from..) {
+                out.push((r.conn, bytes.to_vec()));
+            }
+            r.sent = end;
+        }
+        out
+    }
+
+    /// Drops what every replica was sent, keeping `repl-backlog-size` bytes (1 MiB).
+    pub fn trim(&self) {
+        const BACKLOG: i64 = 1 << 20;
+        let needed = self.list().iter().map(|r| r.sent).min().unwrap_or(i64::MAX);
+        let mut stream = self.stream();
+        let end = stream.start + stream.buf.len() as i64;
+        let keep_from = needed.min(end - BACKLOG).max(stream.start);
+        // (In steps of a backlog at least: the bytes kept move down rarely.)
+        if keep_from - stream.start >= BACKLOG {
+            let n = usize::try_from(keep_from - stream.start)
+                .unwrap_or(0)
+                .min(stream.buf.len());
+            stream.buf.drain(..n);
+            stream.start = keep_from;
+        }
+    }
+
+    /// INFO's backlog fields: its first byte's offset and its length.
+    pub fn backlog(&self) -> (i64, i64) {
+        let stream = self.stream();
+        (stream.start + 1, stream.buf.len() as i64)
     }
 
     /// INFO's lines about replicas (`connected_slaves:` and one `slaveN:` each).
@@ -254,40 +346,102 @@ impl Master {
     }
 }
 
-/// A chunk of the stream and the replicas it goes to.
-pub type Chunk = (Arc<[u8]>, Vec<ConnRef>);
-
-/// A shard's feed of its writes to the replicas (see the module's doc).
+/// A shard's feed of its writes into the master's stream (see the module's doc).
 #[derive(Debug, Default)]
 pub struct Feed {
-    subscribers: Vec<ConnRef>,
     buf: Vec<u8>,
-    /// The database the chunk being built selected last.
+    /// The database the piece being built selected last.
     selected: Option<u16>,
-    /// Chunks cut, each with how many of the subscribers (the first ones) it goes to.
-    chunks: Vec<(Vec<u8>, usize)>,
-    /// The replicas' version the subscribers were checked at.
-    version: u64,
+    /// The call whose units are being appended (a transaction's, a script's): its
+    /// commands go in one MULTI/EXEC when there are more than one, as redis-server
+    /// propagates what one EXEC or EVAL wrote.
+    call: Option<Call>,
+}
+
+/// A call being appended (see [`Feed::call`]).
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    of: CallOf,
+    /// Where its MULTI goes: after the SELECT its first unit began with.
+    body: usize,
+    /// Its commands so far (SELECTs left out).
+    commands: usize,
+}
+
+/// Whose units a call groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallOf {
+    Tx(TxRef),
+    Script,
+}
+
+/// `*2 $6 SELECT $n <db>` at the start of `buf`: the database and its length in bytes.
+fn leading_select(buf: &[u8]) -> Option<(u16, usize)> {
+    const HEAD: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$";
+    let rest = buf.strip_prefix(HEAD)?;
+    let nl = rest.iter().position(|&b| b == b'\r')?;
+    let n: usize = std::str::from_utf8(rest.get(..nl)?).ok()?.parse().ok()?;
+    let digits = rest.get(nl + 2..nl + 2 + n)?;
+    let db = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((db, HEAD.len() + nl + 2 + n + 2))
 }
 
 impl Feed {
-    /// Appends a unit of work's effect, as a transaction when it is more than one
-    /// command (expiry's deletions excepted), as redis-server propagates them.
-    pub fn on_write(&mut self, write: &Write<'_>) {
-        let start = self.buf.len();
+    /// Appends a unit of work's effect. The units of one call (a transaction's, or a
+    /// script's while `in_script`) are grouped; a unit of no call that is more than one
+    /// command (expiry's deletions excepted) is a transaction of its own.
+    pub fn on_write(&mut self, write: &Write<'_>, in_script: bool) {
+        let of = match write.origin {
+            _ if in_script => Some(CallOf::Script),
+            Origin::Command(_, _, Some(tx)) | Origin::Step(tx) => Some(CallOf::Tx(tx)),
+            _ => None,
+        };
+        if self.call.is_some_and(|c| Some(c.of) != of) {
+            self.end_call();
+        }
+        let mut body = self.buf.len();
         let (mut count, mut selects) = (0, 0);
         effect_commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
-            count += 1;
-            selects += usize::from(matches!(cmd, Cmd::Select(_)));
+            let select = matches!(cmd, Cmd::Select(_));
             cmd.encode(buf);
+            if select && count == selects {
+                body = buf.len();
+            }
+            count += 1;
+            selects += usize::from(select);
         });
-        let expiry = matches!(write.origin, Origin::Expiry | Origin::Eviction);
-        if count - selects > 1 && !expiry {
-            let mut multi = Vec::with_capacity(16);
-            command(&mut multi, 1, [&b"MULTI"[..]].into_iter());
-            self.buf.splice(start..start, multi);
-            command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
+        let commands = count - selects;
+        match (of, self.call.as_mut()) {
+            (Some(_), Some(call)) => call.commands += commands,
+            (Some(of), None) if commands > 0 => {
+                self.call = Some(Call { of, body, commands });
+            }
+            (Some(_), None) => {}
+            (None, _) => {
+                let expiry = matches!(write.origin, Origin::Expiry | Origin::Eviction);
+                if commands > 1 && !expiry {
+                    self.wrap(body);
+                }
+            }
         }
+    }
+
+    /// The call in progress ends (a script's end): its commands go in MULTI/EXEC when
+    /// there are more than one.
+    pub fn end_call(&mut self) {
+        if let Some(call) = self.call.take()
+            && call.commands > 1
+        {
+            self.wrap(call.body);
+        }
+    }
+
+    /// Puts what `buf` holds from `body` on in MULTI/EXEC.
+    fn wrap(&mut self, body: usize) {
+        let mut multi = Vec::with_capacity(16);
+        command(&mut multi, 1, [&b"MULTI"[..]].into_iter());
+        self.buf.splice(body..body, multi);
+        command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
     }
 
     /// Appends a command of the master's own (PING, REPLCONF GETACK).
@@ -295,46 +449,62 @@ impl Feed {
         command(&mut self.buf, argv.len(), argv.iter().copied());
     }
 
-    /// From now on, `conn` is fed too (what came before is not its).
-    pub fn subscribe(&mut self, conn: ConnRef, master: &Master) {
-        self.cut(master);
-        self.subscribers.push(conn);
-    }
-
-    /// Whether it feeds anyone.
-    pub fn is_empty(&self) -> bool {
-        self.subscribers.is_empty()
-    }
-
-    /// Ends the chunk being built, counting it in the offset.
-    fn cut(&mut self, master: &Master) {
+    /// Appends what it holds to the master's stream; whether it held anything.
+    pub fn flush(&mut self, master: &Master) -> bool {
+        self.end_call();
         if self.buf.is_empty() {
-            return;
+            return false;
         }
-        master
-            .offset
-            .fetch_add(self.buf.len() as i64, Ordering::SeqCst);
-        self.chunks
-            .push((std::mem::take(&mut self.buf), self.subscribers.len()));
+        master.append(&self.buf, leading_select(&self.buf), self.selected);
+        self.buf.clear();
         self.selected = None;
+        true
     }
+}
 
-    /// The chunks to send, with their replicas; then drops the replicas gone.
-    pub fn take(&mut self, master: &Master) -> Vec<Chunk> {
-        self.cut(master);
-        let chunks = self
-            .chunks
-            .drain(..)
-            .map(|(bytes, n)| {
-                let to = self.subscribers.get(..n).unwrap_or(&self.subscribers);
-                (Arc::from(bytes), to.to_vec())
-            })
-            .collect();
-        let version = master.version.load(Ordering::SeqCst);
-        if version != self.version {
-            self.version = version;
-            master.retain(&mut self.subscribers);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_leaves_out_the_select_the_stream_has_made() {
+        let master = Master::default();
+        let mut feed = Feed::default();
+        let select = |db: &str| {
+            let mut out = Vec::new();
+            command(&mut out, 2, [&b"SELECT"[..], db.as_bytes()].into_iter());
+            out
+        };
+        let set = |k: &str| {
+            let mut out = Vec::new();
+            command(&mut out, 3, [&b"SET"[..], k.as_bytes(), b"v"].into_iter());
+            out
+        };
+        assert_eq!(
+            leading_select(&select("12")),
+            Some((12, select("12").len()))
+        );
+        assert_eq!(leading_select(&set("a")), None);
+        for (db, key) in [("9", "a"), ("9", "b"), ("3", "c")] {
+            feed.buf.extend(select(db));
+            feed.buf.extend(set(key));
+            feed.selected = db.parse().ok();
+            assert!(feed.flush(&master));
         }
-        chunks
+        feed.push(&[b"PING"]);
+        assert!(feed.flush(&master));
+        assert!(!feed.flush(&master));
+        let want = [
+            select("9"),
+            set("a"),
+            set("b"),
+            select("3"),
+            set("c"),
+            b"*1\r\n$4\r\nPING\r\n".to_vec(),
+        ]
+        .concat();
+        assert_eq!(master.stream().buf, want);
+        assert_eq!(master.offset.load(Ordering::SeqCst), want.len() as i64);
+        assert_eq!(master.backlog(), (1, want.len() as i64));
     }
 }

@@ -377,8 +377,8 @@ pub enum Msg {
     Shutdown,
     /// The connection of this replica's link to its master (`repl::replica`).
     AdoptMaster(crate::runtime::net::Stream),
-    /// A chunk of the replication stream for a replica of this worker.
-    Repl(ConnRef, Arc<[u8]>),
+    /// The replication stream grew: send the replicas of this worker what it gained.
+    ReplWake,
     /// Publications for this worker's subscribers, in the order they were made
     /// (`runtime/pubsub.rs`).
     Publish(Vec<u8>),

@@ -271,9 +271,6 @@ pub struct Worker {
     save_job: Option<Arc<SaveJob>>,
     /// When the replicas were last sent a PING.
     last_repl_ping: Instant,
-    /// The replication stream held for replicas of this worker until their snapshot is
-    /// sent, by connection.
-    repl_held: HashMap<usize, Vec<u8>, foldhash::fast::RandomState>,
     /// The last run of [`Worker::cron`].
     last_cron: Instant,
     /// The last look for idle clients ([`Worker::close_idle`]).
@@ -406,7 +403,6 @@ impl Worker {
             awaiting: 0,
             save_job: None,
             last_repl_ping: Instant::now(),
-            repl_held: Default::default(),
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
             next_inputs_look: 0,
@@ -1157,50 +1153,44 @@ impl Worker {
         }
     }
 
-    /// Sends the replication stream's chunks this shard cut to the replicas' workers.
+    /// Appends what this shard wrote to the replication stream, and has the workers
+    /// of the replicas send it (this one at once).
     fn send_repl_feed(&mut self) {
-        for (bytes, to) in self.shard.take_repl_chunks(&self.shared) {
-            for conn in to {
-                if conn.worker == self.id {
-                    self.repl_bytes(conn, &bytes);
-                } else if let Some(q) = self.outbox.get_mut(conn.worker) {
-                    q.push(Msg::Repl(conn, Arc::clone(&bytes)));
-                }
+        if !self.shard.flush_repl(&self.shared) {
+            return;
+        }
+        for worker in self.shared.repl.workers_online() {
+            if worker == self.id {
+                self.pump_replicas();
+            } else if let Some(q) = self.outbox.get_mut(worker)
+                && !matches!(q.last(), Some(Msg::ReplWake))
+            {
+                q.push(Msg::ReplWake);
             }
         }
     }
 
-    /// A chunk of the replication stream for a replica of this worker: sent, or held
-    /// until its snapshot is.
-    fn repl_bytes(&mut self, to: ConnRef, bytes: &[u8]) {
-        use crate::repl::master::ReplicaState;
-        let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
-            return;
-        };
-        match conn.client.replica {
-            Some(ReplicaState::Online) => {
-                conn.output.buf.extend_from_slice(bytes);
+    /// Sends this worker's replicas what the replication stream gained since.
+    fn pump_replicas(&mut self) {
+        for (to, bytes) in self.shared.repl.take_for(self.id) {
+            if let Some(conn) = self.live_conn(to).filter(|c| !c.gone) {
+                conn.output.buf.extend_from_slice(&bytes);
                 self.mark_dirty(to.key);
             }
-            Some(ReplicaState::WaitBgsave) => {
-                self.repl_held
-                    .entry(to.key)
-                    .or_default()
-                    .extend_from_slice(bytes);
-            }
-            None => {}
         }
+        self.shared.repl.trim();
     }
 
     /// Replicas of this worker whose snapshot is written: each is sent `$<len>`, the
-    /// file, and the stream held since its save's instant. A failed save closes the
+    /// file, and the stream from its save's instant on. A failed save closes the
     /// replica, as redis-server drops the replicas of a failed BGSAVE.
     fn send_snapshots(&mut self) {
         if self.shared.repl.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
-        for (to, outcome) in self.shared.repl.ready_for(self.id) {
-            let held = self.repl_held.remove(&to.key).unwrap_or_default();
+        let ready = self.shared.repl.ready_for(self.id);
+        let sent = !ready.is_empty();
+        for (to, outcome) in ready {
             let file = outcome.and_then(|path| {
                 std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
             });
@@ -1220,16 +1210,20 @@ impl Worker {
                     out.extend_from_slice(bytes.len().to_string().as_bytes());
                     out.extend_from_slice(b"\r\n");
                     out.extend_from_slice(&bytes);
-                    out.extend_from_slice(&held);
                     conn.client.replica = Some(crate::repl::master::ReplicaState::Online);
                     conn.client.reply = crate::runtime::client::ReplyMode::Off;
                     self.mark_dirty(to.key);
                 }
                 Err(e) => {
+                    // (After its reply: a LOADING one says to try again.)
                     crate::log!(Warning, "SYNC failed. BGSAVE child returned an error: {e}");
-                    self.close(to.key);
+                    conn.client.close_after_reply = true;
+                    self.mark_dirty(to.key);
                 }
             }
+        }
+        if sent {
+            self.pump_replicas();
         }
     }
 
@@ -1451,7 +1445,7 @@ impl Worker {
             Msg::Adopt(stream, origin) => self.adopt(stream, origin),
             Msg::AdoptMaster(stream) => self.adopt_master(stream),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
-            Msg::Repl(to, bytes) => self.repl_bytes(to, &bytes),
+            Msg::ReplWake => self.pump_replicas(),
             // (Shard work that may run a script: the connections are lent to the
             // stand-in meanwhile.)
             Msg::Run(from, batch) if batch.scripts => {
@@ -2071,7 +2065,6 @@ impl Worker {
                     conn.client.repl_port
                 );
                 self.shared.repl.remove(me);
-                self.repl_held.remove(&key);
             }
             self.shared.tracking.disconnected(conn.client.id);
             if conn.client.tracking.on {

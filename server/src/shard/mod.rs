@@ -504,6 +504,10 @@ impl Shard {
                 self.begin_deferred_serving();
             } else {
                 self.end_deferred_serving();
+                // What the script wrote here goes to replicas as one transaction.
+                if let Some(feed) = self.repl.as_mut() {
+                    feed.end_call();
+                }
             }
         }
         self.in_script = on;
@@ -590,22 +594,22 @@ impl Shard {
         shared.persist.close_log_file(self.id);
     }
 
-    /// The replication stream's chunks cut this iteration, with the replicas each goes
-    /// to (a `REPLCONF GETACK *` first when WAIT asked for one); the feed ends with its
-    /// last replica.
-    pub fn take_repl_chunks(&mut self, shared: &Shared) -> Vec<crate::repl::master::Chunk> {
+    /// Appends what this shard wrote this iteration to the replication stream (a
+    /// `REPLCONF GETACK *` first when WAIT asked for one); whether it appended anything.
+    /// The feed ends with the last replica.
+    pub fn flush_repl(&mut self, shared: &Shared) -> bool {
         let Some(feed) = self.repl.as_mut() else {
-            return Vec::new();
+            return false;
         };
         if shared.repl.getack.swap(false, Ordering::SeqCst) {
             feed.push(&[b"REPLCONF", b"GETACK", b"*"]);
         }
-        let chunks = feed.take(&shared.repl);
-        if feed.is_empty() {
+        let appended = feed.flush(&shared.repl);
+        if shared.repl.count() == 0 {
             self.repl = None;
             self.update_observed();
         }
-        chunks
+        appended
     }
 
     /// Appends a command of the master's own to the replication stream (its PING).
@@ -893,7 +897,7 @@ impl Shard {
         }
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
-        let replica = ctx.replica_to_feed();
+        let feed = ctx.wants_feed();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
         self.unlogged_unit = ctx.is_unlogged();
@@ -934,10 +938,8 @@ impl Shard {
                 self.open_log(shared, seq);
             }
         }
-        if let Some(conn) = replica {
-            self.repl
-                .get_or_insert_default()
-                .subscribe(conn, &shared.repl);
+        if feed {
+            self.repl.get_or_insert_default().flush(&shared.repl);
             self.update_observed();
         }
         self.effects.clear();
@@ -993,7 +995,7 @@ impl Shard {
                 }
             }
             if let Some(feed) = self.repl.as_mut().filter(|_| !unlogged) {
-                feed.on_write(&write);
+                feed.on_write(&write, self.in_script);
             }
         }
         if notify::active(self.notify_flags) {

@@ -157,7 +157,7 @@ pub struct ShardCtx<'a> {
     may_wait: bool,
     waits: bool,
     rotate: Option<u64>,
-    replica: Option<crate::runtime::msg::ConnRef>,
+    feed: bool,
     reset_stats: bool,
     flushed: bool,
     unlogged: bool,
@@ -203,7 +203,7 @@ impl<'a> ShardCtx<'a> {
             may_wait: false,
             waits: false,
             rotate: None,
-            replica: None,
+            feed: false,
             reset_stats: false,
             unlogged: false,
             sync_log: false,
@@ -376,15 +376,16 @@ impl<'a> ShardCtx<'a> {
         self.rotate = Some(seq);
     }
 
-    /// A replica's sync's instant: from the end of this unit of work on, the shard feeds
-    /// its writes to the replica on `conn` (what came before is in its snapshot).
-    pub fn feed_replica(&mut self, conn: crate::runtime::msg::ConnRef) {
-        self.replica = Some(conn);
+    /// A replica's sync's instant: what the shard wrote before is in the master's
+    /// stream once this unit of work ends (and in the replica's snapshot); from then on
+    /// the shard feeds its writes to the stream.
+    pub fn feed_replicas(&mut self) {
+        self.feed = true;
     }
 
-    /// The replica [`ShardCtx::feed_replica`] named.
-    pub(crate) fn replica_to_feed(&self) -> Option<crate::runtime::msg::ConnRef> {
-        self.replica
+    /// Whether [`ShardCtx::feed_replicas`] was called.
+    pub(crate) fn wants_feed(&self) -> bool {
+        self.feed
     }
 
     /// CONFIG RESETSTAT: this worker's command statistics start again from zero once the

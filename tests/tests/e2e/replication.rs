@@ -406,3 +406,96 @@ fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
         assert_eq!(replica.raw().cmd_str("DBSIZE"), b":1\r\n");
     }
 }
+
+/// Reads what a replication stream attached with SYNC holds once it has been quiet for a
+/// while: the snapshot skipped, the commands (lower-case names), PINGs left out.
+fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
+    use std::io::Read;
+    let stream = raw.stream();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    let mut at = bytes.iter().take_while(|&&b| b == b'\n').count();
+    let line_end = at + bytes[at..].windows(2).position(|w| w == b"\r\n").unwrap();
+    let len: usize = std::str::from_utf8(&bytes[at + 1..line_end])
+        .unwrap()
+        .parse()
+        .unwrap();
+    at = line_end + 2 + len;
+    let mut commands = Vec::new();
+    while at < bytes.len() {
+        let (frame, n) = goblin_protocol::parse_reply(&bytes[at..]).unwrap().unwrap();
+        at += n;
+        let goblin_protocol::Frame::Array(items) = frame else {
+            panic!("not a command: {frame:?}");
+        };
+        let mut argv: Vec<Vec<u8>> = items
+            .iter()
+            .map(|i| match i {
+                goblin_protocol::Frame::Bulk(b) => b.to_vec(),
+                other => panic!("not an argument: {other:?}"),
+            })
+            .collect();
+        argv[0].make_ascii_lowercase();
+        if argv[0] != b"ping" {
+            commands.push(argv);
+        }
+    }
+    commands
+}
+
+/// The stream a replica is sent, read with SYNC as redis-server's tests read it: the
+/// same commands in the same order as redis-server's, a SELECT only where the database
+/// changes, transactions in MULTI/EXEC, a script's writes as its effects.
+#[test]
+fn the_replication_stream_is_redis_servers() {
+    let threads = default_threads().max(2).to_string();
+    let goblin = Server::goblin_with(&["--threads", &threads]);
+    let redis = Server::redis();
+    let mut streams = Vec::new();
+    for server in [&goblin, &redis] {
+        let mut sync = server.raw();
+        sync.send(b"SYNC\r\n");
+        std::thread::sleep(Duration::from_millis(200));
+        let mut c = server.raw();
+        for line in [
+            "SELECT 9",
+            "SET a 1",
+            "SET b 2",
+            "SET c 3",
+            "INCR a",
+            "SELECT 3",
+            "RPUSH l x y z",
+            "DEL b nothing",
+            "MULTI",
+            "SET t1 1",
+            "SET t1 2",
+            "EXEC",
+            "SELECT 0",
+            "SADD s m",
+        ] {
+            ok(&mut c, line);
+        }
+        let script = b"redis.call('set', KEYS[1], 'one') redis.call('set', KEYS[2], 'two')";
+        c.cmd(&[b"EVAL", script, b"2", b"e1", b"e1"]);
+        streams.push(stream_commands(&mut sync));
+    }
+    assert_eq!(
+        streams[0]
+            .iter()
+            .map(|c| show(&c.concat()))
+            .collect::<Vec<_>>(),
+        streams[1]
+            .iter()
+            .map(|c| show(&c.concat()))
+            .collect::<Vec<_>>()
+    );
+}
