@@ -949,6 +949,7 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
         ctx.db.clear();
     }
     ctx.flushed_every_key();
+    ctx.replicated_once();
     if ctx.logging() {
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         ctx.log(&argv);
@@ -959,11 +960,26 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
 fn flush_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     // What the flush freed goes back to the operating system.
     crate::memory::purge_soon();
+    let all = args
+        .first()
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"flushall"));
+    propagate(cx, (!all).then(|| cx.db() as u16), args);
     ok_merge(cx, args, parts)
 }
 
 fn ok_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome {
     cx.reply(|e| e.ok())
+}
+
+fn swapdb_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    propagate(cx, None, args);
+    ok_merge(cx, args, parts)
+}
+
+/// A keyspace-wide command sent to replicas once, its parts done on every shard.
+fn propagate(cx: &PlanCx<'_>, db: Option<u16>, args: &[Vec<u8>]) {
+    let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    cx.shared.repl.propagate(db, &argv);
 }
 
 /// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked (one at most;
@@ -1039,7 +1055,7 @@ fn swapdb_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     if in_range(a).is_none() || in_range(b).is_none() {
         return Err(errors::DB_INDEX_OUT_OF_RANGE.to_vec());
     }
-    Ok(Box::new(FanOut::new(args, swapdb_part, ok_merge)))
+    Ok(Box::new(FanOut::new(args, swapdb_part, swapdb_merge)))
 }
 
 /// SWAPDB's part (its indexes were checked by its plan).
@@ -1051,6 +1067,7 @@ fn swapdb_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     };
     if let (Some(a), Some(b)) = (index(1), index(2)) {
         ctx.swap_dbs(a, b);
+        ctx.replicated_once();
         if ctx.logging() {
             let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             ctx.log(&argv);

@@ -260,6 +260,22 @@ impl Master {
         self.offset.fetch_add(piece.len() as i64, Ordering::SeqCst);
     }
 
+    /// A command the coordinator of a keyspace-wide command sends to replicas once (in
+    /// database `db` when it names one), after what each shard wrote before it.
+    pub fn propagate(&self, db: Option<u16>, argv: &[&[u8]]) {
+        if self.count() == 0 {
+            return;
+        }
+        let mut bytes = Vec::new();
+        let lead = db.map(|db| {
+            let n = db.to_string();
+            command(&mut bytes, 2, [&b"SELECT"[..], n.as_bytes()].into_iter());
+            (db, bytes.len())
+        });
+        command(&mut bytes, argv.len(), argv.iter().copied());
+        self.append(&bytes, lead, db);
+    }
+
     /// The workers with replicas online (to be woken for what the stream gained).
     pub fn workers_online(&self) -> Vec<usize> {
         let mut workers: Vec<usize> = self

@@ -269,6 +269,8 @@ pub struct Worker {
     awaiting: usize,
     /// The background save this shard's image goes to.
     save_job: Option<Arc<SaveJob>>,
+    /// The replication offset this worker last had replicas told of.
+    repl_seen: i64,
     /// When the replicas were last sent a PING.
     last_repl_ping: Instant,
     /// The last run of [`Worker::cron`].
@@ -403,6 +405,7 @@ impl Worker {
             awaiting: 0,
             save_job: None,
             last_repl_ping: Instant::now(),
+            repl_seen: 0,
             last_cron: Instant::now(),
             last_idle_check: Instant::now(),
             next_inputs_look: 0,
@@ -1156,9 +1159,13 @@ impl Worker {
     /// Appends what this shard wrote to the replication stream, and has the workers
     /// of the replicas send it (this one at once).
     fn send_repl_feed(&mut self) {
-        if !self.shard.flush_repl(&self.shared) {
+        // (The stream may have grown from this worker's plans too: FLUSHALL's command.)
+        let appended = self.shard.flush_repl(&self.shared);
+        let offset = self.shared.repl.offset.load(Ordering::Relaxed);
+        if !appended && offset == self.repl_seen {
             return;
         }
+        self.repl_seen = offset;
         for worker in self.shared.repl.workers_online() {
             if worker == self.id {
                 self.pump_replicas();

@@ -210,6 +210,9 @@ pub struct Shard {
     pub script_errors: Option<crate::scripting::convert::ReplyErrors>,
     /// The unit of work being published is not logged (`ShardCtx::unlogged`).
     unlogged_unit: bool,
+    /// The unit being published goes to replicas from its coordinator
+    /// (`ShardCtx::replicated_once`).
+    once_unit: bool,
 }
 
 /// The lookups of a read-only command's unit at `now`: counted as INFO's hits and
@@ -274,6 +277,7 @@ impl Shard {
             script_caller: None,
             script_errors: None,
             unlogged_unit: false,
+            once_unit: false,
         }
     }
 
@@ -901,6 +905,7 @@ impl Shard {
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
         self.unlogged_unit = ctx.is_unlogged();
+        self.once_unit = ctx.is_replicated_once();
         let sync_log = ctx.wants_log_sync();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
@@ -921,6 +926,12 @@ impl Shard {
         }
 
         self.unlogged_unit = false;
+        if std::mem::take(&mut self.once_unit)
+            && let Some(feed) = self.repl.as_mut()
+        {
+            // What came before it is in the stream before its coordinator's command.
+            feed.flush(&shared.repl);
+        }
         if sync_log {
             for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
                 observer.sync();
@@ -994,7 +1005,7 @@ impl Shard {
                     observer.on_write(&write);
                 }
             }
-            if let Some(feed) = self.repl.as_mut().filter(|_| !unlogged) {
+            if let Some(feed) = self.repl.as_mut().filter(|_| !unlogged && !self.once_unit) {
                 feed.on_write(&write, self.in_script);
             }
         }

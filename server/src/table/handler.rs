@@ -161,6 +161,7 @@ pub struct ShardCtx<'a> {
     reset_stats: bool,
     flushed: bool,
     unlogged: bool,
+    once: bool,
     sync_log: bool,
     in_script: bool,
 }
@@ -206,6 +207,7 @@ impl<'a> ShardCtx<'a> {
             feed: false,
             reset_stats: false,
             unlogged: false,
+            once: false,
             sync_log: false,
             in_script: false,
         }
@@ -347,6 +349,18 @@ impl<'a> ShardCtx<'a> {
     /// propagate); watches, tracking and notifications see it all the same.
     pub fn unlogged(&mut self) {
         self.unlogged = true;
+    }
+
+    /// A keyspace-wide command's part (FLUSHALL, FLUSHDB, SWAPDB): its coordinator sends
+    /// the command to replicas once, for every shard, when all parts are done; this part
+    /// is not sent, and what the shard wrote before is in the stream first.
+    pub fn replicated_once(&mut self) {
+        self.once = true;
+    }
+
+    /// Whether [`ShardCtx::replicated_once`] was called.
+    pub(crate) fn is_replicated_once(&self) -> bool {
+        self.once
     }
 
     /// Whether [`ShardCtx::unlogged`] was called.

@@ -93,6 +93,7 @@ const AFTER: &[&str] = &[
     "EXEC",
     "SELECT 5",
     "SET db5 five",
+    "SWAPDB 5 6",
     "SELECT 3",
     "FLUSHDB",
     "SET db3 again",
@@ -454,7 +455,8 @@ fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
 
 /// The stream a replica is sent, read with SYNC as redis-server's tests read it: the
 /// same commands in the same order as redis-server's, a SELECT only where the database
-/// changes, transactions in MULTI/EXEC, a script's writes as its effects.
+/// changes, transactions in MULTI/EXEC, a script's writes as its effects, keyspace-wide
+/// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too.
 #[test]
 fn the_replication_stream_is_redis_servers() {
     let threads = default_threads().max(2).to_string();
@@ -481,6 +483,14 @@ fn the_replication_stream_is_redis_servers() {
             "EXEC",
             "SELECT 0",
             "SADD s m",
+            "SWAPDB 3 9",
+            "FLUSHDB",
+            "FLUSHDB",
+            "SELECT 3",
+            "SET after-swap 1",
+            "FLUSHALL",
+            "FLUSHALL",
+            "SET last 1",
         ] {
             ok(&mut c, line);
         }
