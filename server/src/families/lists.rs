@@ -829,6 +829,9 @@ pub struct MoveAcross {
     pub(crate) dst_shard: usize,
     from: End,
     to: End,
+    /// RPOPLPUSH or BRPOPLPUSH: what a move on one shard logs (and replicas are sent)
+    /// is `RPOPLPUSH`, as redis-server propagates them, not `LMOVE`.
+    rpoplpush: bool,
 }
 
 impl MoveAcross {
@@ -841,6 +844,15 @@ impl MoveAcross {
             dst_shard: slots.shard_of_key(dst),
             from,
             to,
+            rpoplpush: false,
+        }
+    }
+
+    /// RPOPLPUSH's move (see `rpoplpush`).
+    pub fn rpoplpush(src: &[u8], dst: &[u8], slots: &SlotMap) -> MoveAcross {
+        MoveAcross {
+            rpoplpush: true,
+            ..MoveAcross::new(src, dst, End::Right, End::Left, slots)
         }
     }
 
@@ -897,11 +909,16 @@ impl MoveAcross {
     /// pushed at the destination.
     pub fn apply_hops(&self, element: Vec<u8>) -> Vec<Hop> {
         let (src, dst, from, to) = (self.src.clone(), self.dst.clone(), self.from, self.to);
+        let rpoplpush = self.rpoplpush;
         if self.src_shard == self.dst_shard {
             return vec![Hop::run(self.src_shard, move |ctx| {
                 let _ = lmove_local(ctx.db, ctx.now, &src, &dst, from, to);
-                let (f, t) = (end_word(from), end_word(to));
-                ctx.log(&[b"LMOVE", &src, &dst, f, t]);
+                if rpoplpush {
+                    ctx.log(&[b"RPOPLPUSH", &src, &dst]);
+                } else {
+                    let (f, t) = (end_word(from), end_word(to));
+                    ctx.log(&[b"LMOVE", &src, &dst, f, t]);
+                }
                 HopOut::Done
             })];
         }
@@ -979,7 +996,7 @@ fn lmove_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 fn rpoplpush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
     Ok(Box::new(LMovePlan {
-        across: MoveAcross::new(args.get(1), args.get(2), End::Right, End::Left, start.slots),
+        across: MoveAcross::rpoplpush(args.get(1), args.get(2), start.slots),
         stage: 0,
         element: None,
     }))
@@ -1565,7 +1582,7 @@ fn brpoplpush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
     let timeout = parse_timeout(args.get(3))?;
     Ok(Box::new(BlockingMove {
-        across: MoveAcross::new(args.get(1), args.get(2), End::Right, End::Left, start.slots),
+        across: MoveAcross::rpoplpush(args.get(1), args.get(2), start.slots),
         timeout,
         state: MoveState::Checking,
         element: None,

@@ -343,6 +343,8 @@ fn psetex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
 fn getset(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     if reply_get(ctx, args.get(1)) {
         ctx.db.set_str(args.get(1), args.get(2), None, ctx.now);
+        // Logged (and sent to replicas) as SET, as redis-server propagates it.
+        ctx.log(&[b"SET", args.get(1), args.get(2)]);
     }
 }
 

@@ -455,7 +455,8 @@ fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
 
 /// The stream a replica is sent, read with SYNC as redis-server's tests read it: the
 /// same commands in the same order as redis-server's, a SELECT only where the database
-/// changes, transactions in MULTI/EXEC, a script's writes as its effects, keyspace-wide
+/// changes, transactions in MULTI/EXEC, a script's writes as its effects, GETSET as SET, BRPOPLPUSH as RPOPLPUSH,
+/// BLMOVE as LMOVE, keyspace-wide
 /// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too.
 #[test]
 fn the_replication_stream_is_redis_servers() {
@@ -483,6 +484,12 @@ fn the_replication_stream_is_redis_servers() {
             "EXEC",
             "SELECT 0",
             "SADD s m",
+            "GETSET g 1",
+            "GETSET g 2",
+            "RPUSH {t}src a b c",
+            "BRPOPLPUSH {t}src {t}dst 1",
+            "BLMOVE {t}src {t}dst LEFT RIGHT 1",
+            "RPOPLPUSH {t}src {t}dst",
             "SWAPDB 3 9",
             "FLUSHDB",
             "FLUSHDB",
