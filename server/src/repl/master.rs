@@ -236,11 +236,14 @@ impl Master {
         self.stream.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The replica on `conn` is fed from `offset` on (its save's instant).
+    /// The replica on `conn` is fed from `offset` on (its save's instant); the stream's
+    /// next piece selects its database whatever was selected before, as the replica
+    /// starts with none (redis-server's `slaveseldb = -1`).
     pub fn starts_at(&self, conn: ConnRef, offset: i64) {
         if let Some(r) = self.list().iter_mut().find(|r| r.conn == conn) {
             r.sent = offset;
         }
+        self.stream().db = None;
     }
 
     /// Appends a shard's piece to the stream: `bytes`, whose first `lead` bytes select
