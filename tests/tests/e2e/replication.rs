@@ -462,7 +462,9 @@ fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
 fn the_replication_stream_is_redis_servers() {
     let threads = default_threads().max(2).to_string();
     let goblin = Server::goblin_with(&["--threads", &threads]);
-    let redis = Server::redis();
+    // (SYNC saves: in a directory of its own.)
+    let dir = scratch_dir("stream");
+    let redis = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
     let mut streams = Vec::new();
     for server in [&goblin, &redis] {
         let mut sync = server.raw();
