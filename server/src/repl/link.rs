@@ -1112,7 +1112,7 @@ impl<'a> Stream<'a> {
     fn apply_input(&mut self) -> Step<()> {
         loop {
             let data = self.master.input.data_mut();
-            let (n, kind) = match self.decoder.decode(data) {
+            let (n, kind) = match self.decoder.decode_cold(data) {
                 Ok(Decoded::Incomplete) => break,
                 Ok(Decoded::Empty(n)) => (n, Kind::Skip),
                 Ok(Decoded::Command(n)) => {

@@ -193,6 +193,12 @@ impl Master {
         self.good.store(good, Ordering::SeqCst);
     }
 
+    /// Whether `min-replicas-to-write` is set.
+    #[inline]
+    pub fn min_replicas_set(&self) -> bool {
+        self.min_to_write.load(Ordering::Relaxed) > 0
+    }
+
     /// A write must be refused (`NOREPLICAS`): fewer replicas acknowledged recently
     /// enough than `min-replicas-to-write` asks for.
     pub fn too_few_for_writes(&self) -> bool {

@@ -324,16 +324,10 @@ impl Worker {
         {
             Some(refusal)
         } else if spec.flags.contains(Flags::WRITE)
-            && !conn.client.master
-            && shared.follow.active.load(Ordering::Relaxed)
-            && shared.replica_read_only()
+            && shared.repl_gates_writes()
+            && let Some(refusal) = replication_refusal(shared, conn.client.master)
         {
-            Some(crate::errors::READONLY_REPLICA.to_vec())
-        } else if spec.flags.contains(Flags::WRITE)
-            && !shared.follow.active.load(Ordering::Relaxed)
-            && shared.repl.too_few_for_writes()
-        {
-            Some(crate::errors::NOREPLICAS.to_vec())
+            Some(refusal)
         } else if crate::scripting::busy()
             && (!spec.flags.contains(Flags::ALLOW_BUSY) || spec.name == "shutdown")
         {
@@ -913,6 +907,24 @@ fn log_command(
     }
     if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
         log_slow(shared, client, vec![SlowCmd::new(args, now / 1000, micros)]);
+    }
+}
+
+/// Why replication refuses a write now, if it does: `READONLY` on a read-only replica
+/// (but for its master's own), `NOREPLICAS` on a master with too few replicas in touch
+/// (`min-replicas-to-write`). Out of the command path's way: only asked while one of
+/// them may apply ([`Shared::repl_gates_writes`]).
+#[cold]
+#[inline(never)]
+fn replication_refusal(shared: &Shared, from_master: bool) -> Option<Vec<u8>> {
+    if shared.follow.active.load(Ordering::Relaxed) {
+        (!from_master && shared.replica_read_only())
+            .then(|| crate::errors::READONLY_REPLICA.to_vec())
+    } else {
+        shared
+            .repl
+            .too_few_for_writes()
+            .then(|| crate::errors::NOREPLICAS.to_vec())
     }
 }
 

@@ -331,6 +331,13 @@ fn users(config: &Config, commands: &CommandTable) -> io::Result<crate::acl::Acl
 }
 
 impl Shared {
+    /// Whether replication may refuse a write: this server is a replica, or a master
+    /// with `min-replicas-to-write` set.
+    #[inline]
+    pub fn repl_gates_writes(&self) -> bool {
+        self.follow.active.load(Ordering::Relaxed) || self.repl.min_replicas_set()
+    }
+
     /// `replica-read-only`: a replica refuses its clients' writes.
     pub fn replica_read_only(&self) -> bool {
         crate::config::inert::value(&self.live().inert, "replica-read-only") != Some("no")

@@ -901,11 +901,11 @@ impl Shard {
         }
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
-        let feed = ctx.wants_feed();
+        let repl_marks = ctx.repl_marks();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
         self.unlogged_unit = ctx.is_unlogged();
-        self.once_unit = ctx.is_replicated_once();
+        self.once_unit = repl_marks & crate::table::handler::REPLICATED_ONCE != 0;
         let sync_log = ctx.wants_log_sync();
         if ctx.wants_stats_reset() {
             self.stats.iter_mut().for_each(|s| *s = CmdStat::default());
@@ -926,11 +926,8 @@ impl Shard {
         }
 
         self.unlogged_unit = false;
-        if std::mem::take(&mut self.once_unit)
-            && let Some(feed) = self.repl.as_mut()
-        {
-            // What came before it is in the stream before its coordinator's command.
-            feed.flush(&shared.repl);
+        if repl_marks != 0 {
+            self.repl_marked(shared, repl_marks);
         }
         if sync_log {
             for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
@@ -949,12 +946,26 @@ impl Shard {
                 self.open_log(shared, seq);
             }
         }
-        if feed {
-            self.repl.get_or_insert_default().flush(&shared.repl);
-            self.update_observed();
-        }
         self.effects.clear();
         (result, release)
+    }
+
+    /// What a unit marked for replication asks once it is done: what the shard wrote
+    /// before it goes into the stream first (a keyspace-wide command's part, whose
+    /// coordinator sends the command), or the shard starts feeding replicas (a sync's
+    /// instant). Rare: out of the unit's way.
+    #[cold]
+    #[inline(never)]
+    fn repl_marked(&mut self, shared: &Shared, marks: u8) {
+        use crate::table::handler::FEED_REPLICAS;
+        self.once_unit = false;
+        if marks & FEED_REPLICAS != 0 {
+            self.repl.get_or_insert_default();
+            self.update_observed();
+        }
+        if let Some(feed) = self.repl.as_mut() {
+            feed.flush(&shared.repl);
+        }
     }
 
     /// Hands the events of the unit of work just done on database `db` (and, with

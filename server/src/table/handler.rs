@@ -157,14 +157,18 @@ pub struct ShardCtx<'a> {
     may_wait: bool,
     waits: bool,
     rotate: Option<u64>,
-    feed: bool,
+    repl_marks: u8,
     reset_stats: bool,
     flushed: bool,
     unlogged: bool,
-    once: bool,
     sync_log: bool,
     in_script: bool,
 }
+
+/// [`ShardCtx::repl_marks`]: the shard starts feeding replicas (a sync's instant).
+pub(crate) const FEED_REPLICAS: u8 = 1;
+/// [`ShardCtx::repl_marks`]: the unit goes to replicas from its coordinator.
+pub(crate) const REPLICATED_ONCE: u8 = 2;
 
 impl<'a> ShardCtx<'a> {
     /// A context; `effects` is where effects go when the shard's observers want them;
@@ -204,10 +208,9 @@ impl<'a> ShardCtx<'a> {
             may_wait: false,
             waits: false,
             rotate: None,
-            feed: false,
+            repl_marks: 0,
             reset_stats: false,
             unlogged: false,
-            once: false,
             sync_log: false,
             in_script: false,
         }
@@ -355,12 +358,7 @@ impl<'a> ShardCtx<'a> {
     /// the command to replicas once, for every shard, when all parts are done; this part
     /// is not sent, and what the shard wrote before is in the stream first.
     pub fn replicated_once(&mut self) {
-        self.once = true;
-    }
-
-    /// Whether [`ShardCtx::replicated_once`] was called.
-    pub(crate) fn is_replicated_once(&self) -> bool {
-        self.once
+        self.repl_marks |= REPLICATED_ONCE;
     }
 
     /// Whether [`ShardCtx::unlogged`] was called.
@@ -394,12 +392,13 @@ impl<'a> ShardCtx<'a> {
     /// stream once this unit of work ends (and in the replica's snapshot); from then on
     /// the shard feeds its writes to the stream.
     pub fn feed_replicas(&mut self) {
-        self.feed = true;
+        self.repl_marks |= FEED_REPLICAS;
     }
 
-    /// Whether [`ShardCtx::feed_replicas`] was called.
-    pub(crate) fn wants_feed(&self) -> bool {
-        self.feed
+    /// What [`ShardCtx::feed_replicas`] and [`ShardCtx::replicated_once`] asked for
+    /// ([`FEED_REPLICAS`], [`REPLICATED_ONCE`]; 0 for nearly every unit).
+    pub(crate) fn repl_marks(&self) -> u8 {
+        self.repl_marks
     }
 
     /// CONFIG RESETSTAT: this worker's command statistics start again from zero once the
