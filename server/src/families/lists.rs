@@ -922,10 +922,12 @@ impl MoveAcross {
                 HopOut::Done
             })];
         }
+        // (Replicas are sent the move itself, once, by the coordinator: `propagate`.)
         vec![
             Hop::run(self.src_shard, move |ctx| {
                 let _ = pop(ctx.db, &src, ctx.now, from, 1);
                 ctx.log(&[from.pop_command(), &src]);
+                ctx.replicated_once();
                 HopOut::Done
             }),
             Hop::run(self.dst_shard, move |ctx| {
@@ -937,9 +939,29 @@ impl MoveAcross {
                     std::iter::once(element.as_slice()),
                 );
                 ctx.log(&[to.push_command(), &dst, &element]);
+                ctx.replicated_once();
                 HopOut::Done
             }),
         ]
+    }
+
+    /// A move across shards, done: replicas are sent it as redis-server sends it
+    /// (RPOPLPUSH, or LMOVE), once, after what both shards wrote before.
+    pub fn propagate(&self, cx: &PlanCx<'_>) {
+        if self.src_shard == self.dst_shard {
+            return;
+        }
+        let db = cx.db() as u16;
+        if self.rpoplpush {
+            cx.shared
+                .repl
+                .propagate(Some(db), &[b"RPOPLPUSH", &self.src, &self.dst]);
+        } else {
+            let (f, t) = (end_word(self.from), end_word(self.to));
+            cx.shared
+                .repl
+                .propagate(Some(db), &[b"LMOVE", &self.src, &self.dst, f, t]);
+        }
     }
 }
 
@@ -973,6 +995,7 @@ impl Plan for LMovePlan {
                 Err(WrongType) => cx.done(|e| e.error(errors::WRONGTYPE)),
             },
             _ => {
+                self.across.propagate(cx);
                 let element = self.element.take().unwrap_or_default();
                 cx.done(|e| e.bulk(&element))
             }
@@ -1527,6 +1550,7 @@ impl Plan for BlockingMove {
                 Err(WrongType) => cx.done(|e| e.error(errors::WRONGTYPE)),
             },
             MoveState::Moving => {
+                self.across.propagate(cx);
                 let element = self.element.take().unwrap_or_default();
                 cx.done(|e| e.bulk(&element))
             }
