@@ -486,7 +486,7 @@ fn client_type(name: &[u8]) -> Result<ClientType, ErrorReply> {
 fn type_of(c: &Client) -> ClientType {
     if c.master {
         ClientType::Master
-    } else if c.replica.is_some() {
+    } else if c.replica {
         ClientType::Replica
     } else if c.subs.active() {
         ClientType::Pubsub

@@ -71,7 +71,7 @@ fn replconf(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
                 }
             }
         } else if is("ack") {
-            if ctx.client.replica.is_some()
+            if ctx.client.replica
                 && let Some(offset) = goblin_protocol::parse_i64(value)
             {
                 ctx.shared.repl.ack(ctx.client.id, offset);

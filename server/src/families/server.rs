@@ -217,10 +217,7 @@ fn time(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 /// INFO's replication section: a master's replicas and offset, or a replica's link.
 fn replication_section(shared: &crate::runtime::server::Shared) -> String {
     let now = crate::clock::now_ms();
-    let own_id = shared
-        .repl_id
-        .lock()
-        .map_or_else(|e| e.into_inner().clone(), |id| id.clone());
+    let own_id = shared.replication_id();
     let mut out = String::new();
     let (replid, offset) = match shared.follow.view() {
         Some(link) => {

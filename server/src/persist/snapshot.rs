@@ -725,11 +725,7 @@ impl SavePlan {
                 if let Some((conn, _)) = self.replica {
                     cx.shared.repl.starts_at(conn, offset);
                 }
-                let id = cx
-                    .shared
-                    .repl_id
-                    .lock()
-                    .map_or_else(|e| e.into_inner().clone(), |id| id.clone());
+                let id = cx.shared.replication_id();
                 crate::log!(Notice, "Starting BGSAVE for SYNC with target: disk");
                 return match psync {
                     true => cx.done(|e| e.simple(format!("FULLRESYNC {id} {offset}").as_bytes())),

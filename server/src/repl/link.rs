@@ -147,6 +147,20 @@ pub struct LinkStatus {
     pub replid: Mutex<String>,
 }
 
+impl LinkStatus {
+    /// The link's state.
+    pub fn state(&self) -> State {
+        match self.state.load(Relaxed) {
+            1 => State::Connect,
+            2 => State::Connecting,
+            3 => State::Handshake,
+            4 => State::Transfer,
+            5 => State::Connected,
+            _ => State::None,
+        }
+    }
+}
+
 /// The server the link applies the master's data to.
 pub trait Local: Send + 'static {
     /// A new connection into this server whose commands are applied as the master's
@@ -166,7 +180,7 @@ pub fn run(config: LinkConfig, status: Arc<LinkStatus>, local: impl Local) {
     set_state(&status, State::Connect);
     while !stopped(&status) {
         let end = session(&config, &status, &local, &mut errors);
-        let was_connected = status.state.load(Relaxed) == State::Connected as u8;
+        let was_connected = status.state() == State::Connected;
         if was_connected {
             log!(Warning, "Connection with master lost.");
         }

@@ -114,9 +114,9 @@ impl Master {
         self.replicas.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A replica's sync begins (its PSYNC or SYNC): its snapshot's slot.
-    pub fn register(&self, conn: ConnRef, client_id: u64, ip: String, port: u16) -> Arc<Snapshot> {
-        let snapshot = Arc::new(Snapshot::default());
+    /// A replica's sync begins (its PSYNC or SYNC); its save finds its snapshot's slot
+    /// with [`Master::snapshot_of`].
+    pub fn register(&self, conn: ConnRef, client_id: u64, ip: String, port: u16) {
         let mut list = self.list();
         list.push(Replica {
             conn,
@@ -127,11 +127,10 @@ impl Master {
             ack: 0,
             ack_ms: crate::clock::now_ms(),
             sent: i64::MAX,
-            snapshot: Arc::clone(&snapshot),
+            snapshot: Arc::default(),
         });
         self.waiting.fetch_add(1, Ordering::SeqCst);
         self.replicas_now.store(list.len(), Ordering::SeqCst);
-        snapshot
     }
 
     /// The snapshot slot of the replica on `conn`.

@@ -65,18 +65,10 @@ impl Follow {
         let following = self.lock();
         let f = following.as_ref()?;
         let s = &f.status;
-        let state = match s.state.load(Ordering::SeqCst) {
-            1 => State::Connect,
-            2 => State::Connecting,
-            3 => State::Handshake,
-            4 => State::Transfer,
-            5 => State::Connected,
-            _ => State::None,
-        };
         Some(LinkView {
             host: f.host.clone(),
             port: f.port,
-            state,
+            state: s.state(),
             offset: s.offset.load(Ordering::SeqCst),
             read_offset: s.read_offset.load(Ordering::SeqCst),
             replid: s.replid.lock().map(|r| r.clone()).unwrap_or_default(),

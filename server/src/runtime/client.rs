@@ -46,8 +46,8 @@ pub struct Client {
     pub monitor: bool,
     /// Replication: the port it says it listens on (`REPLCONF listening-port`).
     pub repl_port: u16,
-    /// A replica (it sent PSYNC or SYNC); `Online` once its snapshot is sent.
-    pub replica: Option<crate::repl::master::ReplicaState>,
+    /// A replica: it sent PSYNC or SYNC (where its sync is: `repl::master`).
+    pub replica: bool,
     /// The link of this server, a replica, to its master: its writes are the master's.
     pub master: bool,
     /// Its Pub/Sub subscriptions.
@@ -117,7 +117,7 @@ impl Client {
                 .into_owned()
         };
         let mut flags = String::new();
-        if self.replica.is_some() {
+        if self.replica {
             flags.push('S');
         }
         if self.master {
@@ -231,7 +231,7 @@ impl Client {
             reply: ReplyMode::On,
             monitor: false,
             repl_port: 0,
-            replica: None,
+            replica: false,
             master: false,
             no_evict: false,
             subs: Subscriptions::default(),

@@ -1912,12 +1912,12 @@ impl Worker {
         if matches!(spec.name, "sync" | "psync")
             && let (Some(me), Some(conn)) = (me, self.conns.get_mut(key))
         {
-            if conn.client.replica.is_some() || conn.client.master {
+            if conn.client.replica || conn.client.master {
                 // A replica's second sync is ignored, as redis-server ignores it.
                 return self.reply_now(key, b"");
             }
             // A replica: it is fed from its save's instant on (`repl::master`).
-            conn.client.replica = Some(crate::repl::master::ReplicaState::WaitBgsave);
+            conn.client.replica = true;
             self.shared.repl.register(
                 me,
                 conn.client.id,

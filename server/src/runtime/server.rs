@@ -343,6 +343,13 @@ impl Shared {
         crate::config::inert::value(&self.live().inert, "replica-read-only") != Some("no")
     }
 
+    /// The replication ID (`master_replid`).
+    pub fn replication_id(&self) -> String {
+        self.repl_id
+            .lock()
+            .map_or_else(|e| e.into_inner().clone(), |id| id.clone())
+    }
+
     /// This shared state, held weakly (it is set once the server is built).
     pub fn this(&self) -> std::sync::Weak<Shared> {
         self.this.get().cloned().unwrap_or_default()

@@ -530,10 +530,6 @@ impl Worker {
         }
     }
 
-    /// Active expiry: removes due keys, at most [`EXPIRE_PER_ITERATION`] per iteration.
-    /// Skipped while transactions hold or want locks here, so that no key a transaction
-    /// is working on vanishes under it (lazy expiry, with the transaction's own clock,
-    /// still applies).
     /// Whether keys expire actively here: not after DEBUG SET-ACTIVE-EXPIRE 0, nor on
     /// a read-only replica (a writable one expires the keys its clients write, and,
     /// unlike redis-server, its master's too).
@@ -543,6 +539,10 @@ impl Worker {
                 && self.shared.replica_read_only())
     }
 
+    /// Active expiry: removes due keys, at most [`EXPIRE_PER_ITERATION`] per iteration.
+    /// Skipped while transactions hold or want locks here, so that no key a transaction
+    /// is working on vanishes under it (lazy expiry, with the transaction's own clock,
+    /// still applies).
     fn expire_keys(&mut self) {
         if !self.shard.quiet() {
             return;
@@ -676,11 +676,6 @@ impl Worker {
         );
     }
 
-    /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
-    /// shutdown a signal asked for, MIGRATE's idle connections closed, a rewrite or save
-    /// that waited for the one running, the automatic log rewrite
-    /// (`auto-aof-rewrite-percentage`, `-min-size`), and the `save` rules (a background
-    /// save after so many seconds with so many changes).
     /// Every `repl-ping-replica-period` seconds, a PING in the replication stream: a
     /// replica that hears nothing for `repl-timeout` drops its link.
     fn ping_replicas(&mut self, now: Instant) {
@@ -698,6 +693,11 @@ impl Worker {
         }
     }
 
+    /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
+    /// shutdown a signal asked for, MIGRATE's idle connections closed, the replicas' PING, a rewrite or save
+    /// that waited for the one running, the automatic log rewrite
+    /// (`auto-aof-rewrite-percentage`, `-min-size`), and the `save` rules (a background
+    /// save after so many seconds with so many changes).
     fn cron(&mut self) {
         if self.shared.cron_paused.load(Ordering::Relaxed) {
             return;
@@ -826,7 +826,7 @@ impl Worker {
                 !c.gone
                     && c.job.is_none()
                     && !c.busy()
-                    && c.client.replica.is_none()
+                    && !c.client.replica
                     && !c.client.master
                     && now.saturating_sub(c.client.last_io) > timeout.saturating_mul(1000)
             })
@@ -1217,7 +1217,6 @@ impl Worker {
                     out.extend_from_slice(bytes.len().to_string().as_bytes());
                     out.extend_from_slice(b"\r\n");
                     out.extend_from_slice(&bytes);
-                    conn.client.replica = Some(crate::repl::master::ReplicaState::Online);
                     conn.client.reply = crate::runtime::client::ReplyMode::Off;
                     self.mark_dirty(to.key);
                 }
@@ -1449,8 +1448,8 @@ impl Worker {
     fn handle(&mut self, msg: Msg) {
         let shared = &self.shared;
         match msg {
-            Msg::Adopt(stream, origin) => self.adopt(stream, origin),
-            Msg::AdoptMaster(stream) => self.adopt_master(stream),
+            Msg::Adopt(stream, origin) => self.adopt_as(stream, origin, false),
+            Msg::AdoptMaster(stream) => self.adopt_as(stream, Origin::None, true),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::ReplWake => self.pump_replicas(),
             // (Shard work that may run a script: the connections are lent to the
@@ -1637,7 +1636,7 @@ impl Worker {
                     let target = not_busy(&self.shared, self.next_target % self.shared.threads);
                     self.next_target = self.next_target.wrapping_add(1);
                     if target == self.id {
-                        self.adopt(stream, origin);
+                        self.adopt_as(stream, origin, false);
                     } else {
                         self.outbox[target].push(Msg::Adopt(stream, origin));
                     }
@@ -1727,28 +1726,21 @@ impl Worker {
         refused
     }
 
-    fn adopt(&mut self, stream: Stream, origin: Origin) {
+    /// A new connection to serve: a client's, or (`master`) this replica's link to its
+    /// master, whose client writes as the master does with no password asked (the link
+    /// authenticated to the master).
+    fn adopt_as(&mut self, stream: Stream, origin: Origin, master: bool) {
         self.next_gen += 1;
-        let conn = new_conn(&self.shared, stream, origin, self.now, self.next_gen);
+        let mut conn = new_conn(&self.shared, stream, origin, self.now, self.next_gen);
+        if master {
+            conn.client.master = true;
+            conn.client.authenticated = true;
+        }
         let key = self.conns.insert(conn);
         if self.register_conn(key) {
             // Bytes may have arrived before registration — after this iteration read
             // the clock: its commands must not run with a time from before they were
             // sent.
-            self.now = clock::now_ms();
-            self.serve(key);
-        }
-    }
-
-    /// The connection of this replica's link to its master: its client writes as the
-    /// master does, with no password asked (the link authenticated to the master).
-    fn adopt_master(&mut self, stream: Stream) {
-        self.next_gen += 1;
-        let mut conn = new_conn(&self.shared, stream, Origin::None, self.now, self.next_gen);
-        conn.client.master = true;
-        conn.client.authenticated = true;
-        let key = self.conns.insert(conn);
-        if self.register_conn(key) {
             self.now = clock::now_ms();
             self.serve(key);
         }
@@ -2059,7 +2051,7 @@ impl Worker {
                 };
                 self.shared.monitors.remove(me);
             }
-            if conn.client.replica.is_some() {
+            if conn.client.replica {
                 let me = ConnRef {
                     worker: self.id,
                     key,
