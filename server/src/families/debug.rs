@@ -403,9 +403,7 @@ impl Plan for DebugPlan {
                 }
             }),
             Job::ChangeReplId => {
-                if let Ok(mut id) = cx.shared.repl_id.lock() {
-                    *id = crate::runtime::server::new_repl_id();
-                }
+                cx.shared.new_replication_id();
                 cx.done(|e| e.ok())
             }
             Job::RewriteAll => match super::server::rewrite_config(cx.shared, true) {

@@ -1,9 +1,11 @@
 //! The commands a replica sends its master: SYNC and PSYNC (a full sync: the snapshot,
-//! then the stream of writes; `repl::master`) and REPLCONF.
+//! then the stream of writes; or, for PSYNC, a partial one from the backlog:
+//! `repl::master`) and REPLCONF.
 
+use crate::runtime::msg::ConnRef;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{CrossShard, Locking, Plan, PlanStart};
+use crate::txn::plan::{CrossShard, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
 
 /// Registers SYNC, PSYNC and REPLCONF.
 pub fn register(table: &mut CommandTable) {
@@ -24,21 +26,35 @@ pub fn register(table: &mut CommandTable) {
 
 /// `SYNC`: the snapshot and the stream, with no `+FULLRESYNC` line first.
 fn sync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    replica_sync(start, false)
+    full_sync(replica_conn(start)?, false)
 }
 
-/// `PSYNC replid offset`: always a full sync (there is no backlog to continue from):
-/// `+FULLRESYNC <replid> <offset>`, the snapshot, the stream.
+/// `PSYNC replid offset`: a partial resynchronization when the backlog holds what the
+/// replica lacks of this history (`+CONTINUE`, then the stream from `offset` on);
+/// otherwise a full one (`+FULLRESYNC <replid> <offset>`, the snapshot, the stream).
 fn psync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    replica_sync(start, true)
+    let conn = replica_conn(start)?;
+    let offset = goblin_protocol::parse_i64(start.args.get(2));
+    let my_id = start.shared.replication_id();
+    match start
+        .shared
+        .repl
+        .resume(conn, start.args.get(1), offset, &my_id)
+    {
+        Some(_) => Ok(Box::new(Resume { conn })),
+        None => full_sync(conn, true),
+    }
 }
 
-fn replica_sync(start: &PlanStart<'_>, psync: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
-    // Inside MULTI or a script there is no connection to feed.
-    let conn = start
+/// The replica's connection (inside MULTI or a script there is none to feed).
+fn replica_conn(start: &PlanStart<'_>) -> Result<ConnRef, Vec<u8>> {
+    start
         .conn
         .filter(|c| start.shared.repl.snapshot_of(*c).is_some())
-        .ok_or_else(|| b"ERR Replica can't interact with the keyspace".to_vec())?;
+        .ok_or_else(|| b"ERR Replica can't interact with the keyspace".to_vec())
+}
+
+fn full_sync(conn: ConnRef, psync: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
     crate::log!(
         Notice,
         "Replica asks for synchronization; full resync ({})",
@@ -47,6 +63,23 @@ fn replica_sync(start: &PlanStart<'_>, psync: bool) -> Result<Box<dyn Plan>, Vec
     Ok(Box::new(crate::persist::snapshot::SavePlan::for_replica(
         conn, psync,
     )))
+}
+
+/// A partial resynchronization accepted: `+CONTINUE`, after which the replica's worker
+/// sends it the stream from where it asked.
+#[derive(Debug)]
+struct Resume {
+    conn: ConnRef,
+}
+
+impl Plan for Resume {
+    fn next(&mut self, cx: &PlanCx<'_>, _results: Vec<HopOut>) -> Step {
+        let line = match cx.shared.repl.resumed(self.conn) {
+            true => format!("CONTINUE {}", cx.shared.replication_id()),
+            false => "CONTINUE".to_string(),
+        };
+        cx.done(|e| e.simple(line.as_bytes()))
+    }
 }
 
 /// `REPLCONF option value [option value ...]`: a replica's port and capabilities before
@@ -79,7 +112,9 @@ fn replconf(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             return;
         } else if is("getack") {
             return;
-        } else if !(is("ip-address") || is("capa") || is("rdb-only") || is("rdb-filter-only")) {
+        } else if is("capa") {
+            ctx.client.repl_psync2 |= value.eq_ignore_ascii_case(b"psync2");
+        } else if !(is("ip-address") || is("rdb-only") || is("rdb-filter-only")) {
             let text = format!(
                 "ERR Unrecognized REPLCONF option: {}",
                 String::from_utf8_lossy(option)

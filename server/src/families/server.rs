@@ -278,14 +278,16 @@ fn replication_section(shared: &crate::runtime::server::Shared) -> String {
     };
     out.push_str(&shared.repl.info_lines(now));
     let (first, histlen) = shared.repl.backlog();
-    let active = u8::from(shared.repl.count() > 0 || histlen > 0);
+    let active = u8::from(shared.repl.backlog_active());
     out.push_str(&format!(
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\n\
          master_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\n\
-         repl_backlog_active:{active}\r\nrepl_backlog_size:1048576\r\n\
-         repl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{histlen}\r\n",
+         repl_backlog_active:{active}\r\nrepl_backlog_size:{}\r\n\
+         repl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
         "0".repeat(40),
+        shared.repl.backlog_size(),
         if active == 1 { first } else { 0 },
+        if active == 1 { histlen } else { 0 },
     ));
     out
 }
@@ -649,6 +651,10 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
             t.output.store(0, Ordering::Relaxed);
         }
         cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
+        let syncs = &cx.shared.repl.stats;
+        for n in [&syncs.full, &syncs.partial_ok, &syncs.partial_err] {
+            n.store(0, Ordering::Relaxed);
+        }
         cx.shared
             .client_eviction
             .evicted
@@ -1397,8 +1403,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              total_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{input_kbps:.2}\r\n\
              instantaneous_output_kbps:{output_kbps:.2}\r\n\
              instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
-             rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\n\
-             sync_partial_err:0\r\nexpired_keys:{expired_keys}\r\n\
+             rejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\n\
+             sync_partial_err:{}\r\nexpired_keys:{expired_keys}\r\n\
              evicted_keys:{}\r\nevicted_clients:{}\r\n\
              keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
@@ -1418,6 +1424,9 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.net_input_bytes(),
             shared.net_output_bytes(),
             shared.rejected_connections.load(Ordering::Relaxed),
+            shared.repl.stats.full.load(Ordering::Relaxed),
+            shared.repl.stats.partial_ok.load(Ordering::Relaxed),
+            shared.repl.stats.partial_err.load(Ordering::Relaxed),
             shared.memory.evicted_keys.load(Ordering::Relaxed),
             shared.client_eviction.evicted.load(Ordering::Relaxed),
             shared.pubsub.len(Space::Channels),

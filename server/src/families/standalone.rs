@@ -108,9 +108,7 @@ fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         if ctx.shared.follow.stop() {
             // A new history begins here, as redis-server's shiftReplicationId.
-            if let Ok(mut id) = ctx.shared.repl_id.lock() {
-                *id = crate::runtime::server::new_repl_id();
-            }
+            ctx.shared.new_replication_id();
             crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
         }
         ctx.reply().ok();

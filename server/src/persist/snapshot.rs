@@ -646,7 +646,7 @@ impl SavePlan {
         Box::new(
             move |persist: &Persist, result: io::Result<u64>, took: Duration| {
                 let outcome = match &result {
-                    Ok(_) => Ok(target),
+                    Ok(_) => Ok(crate::repl::master::Before::Snapshot(target)),
                     Err(e) => Err(e.to_string()),
                 };
                 done(persist, result, took);

@@ -4,8 +4,10 @@
 //! [`run`] repeats *sessions* until [`LinkStatus::stop`] is set. A session:
 //! 1. connects: a non-blocking connect, polled, so that `stop` is seen while it waits;
 //! 2. handshakes: `PING`, `AUTH`, `REPLCONF listening-port`, `REPLCONF capa eof capa
-//!    psync2`, then `PSYNC ? -1`, always a full resynchronisation (`+FULLRESYNC`);
-//! 3. receives the snapshot, `$<len>` or the diskless `$EOF:<mark>` form, in chunks into a
+//!    psync2`, then `PSYNC ? -1` — or, when an earlier session left a cached master,
+//!    `PSYNC <replid> <offset + 1>`, to which the master may answer `+CONTINUE`: the
+//!    stream goes on from there (steps 3 and 4 are skipped);
+//! 3. after `+FULLRESYNC`, receives the snapshot, `$<len>` or the diskless `$EOF:<mark>` form, in chunks into a
 //!    temp file beside `rdb_path` (redis-server's `temp-<unixtime>.<pid>.rdb`), which it
 //!    fsyncs and renames over `rdb_path`;
 //! 4. has the local server load it: `DEBUG RELOAD NOSAVE` on a [`Local`] connection;
@@ -15,6 +17,14 @@
 //!
 //! Any failure ends the session: it is logged with redis-server's text, the link is marked
 //! down, and a new session starts about a second later (redis-server's `replicationCron`).
+//!
+//! **The cached master.** When the master's connection is lost while the stream is applied
+//! (or the server drops it: CLIENT KILL of the master's client, [`LinkStatus::drop`]), the
+//! link first waits for the local server to answer what was forwarded, so that the offset
+//! applied is exact, then keeps the master's replication id, that offset and the database
+//! the stream had selected (a [`Cached`] master). A transaction the stream had begun and
+//! not ended is left out: the offset is the one before its `MULTI`, and closing the local
+//! connection discards it, as redis-server's `replicationCacheMaster` does.
 //!
 //! **Offsets.** `read_offset` counts the stream's bytes decoded; `offset` the bytes
 //! *applied*, which is what `REPLCONF ACK` reports. A forwarded command is applied when the
@@ -143,8 +153,12 @@ pub struct LinkStatus {
     pub sync_read: AtomicI64,
     /// A snapshot is being received.
     pub sync_in_progress: AtomicBool,
-    /// The master's replication id, from `+FULLRESYNC`.
+    /// The master's replication id, from `+FULLRESYNC` (or a `+CONTINUE` that names a
+    /// new one).
     pub replid: Mutex<String>,
+    /// Set by the server (CLIENT KILL of the master's client): the link drops the
+    /// master's connection, as if it were lost, and connects again.
+    pub drop: AtomicBool,
 }
 
 impl LinkStatus {
@@ -167,9 +181,12 @@ pub trait Local: Send + 'static {
     /// (writes allowed on a read-only replica). It replies to every command, RESP2, one
     /// reply per command, in order.
     ///
+    /// `master` is the link's connection to the master (its peer's address and its own),
+    /// which the local server shows as the master client's.
+    ///
     /// # Errors
     /// When no connection can be made; the session fails and is retried.
-    fn connect(&self) -> io::Result<UnixStream>;
+    fn connect(&self, master: Option<(SocketAddr, SocketAddr)>) -> io::Result<UnixStream>;
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -177,9 +194,10 @@ pub trait Local: Send + 'static {
 /// down, waits ~1 s and starts again (as redis-server's replicationCron reconnects).
 pub fn run(config: LinkConfig, status: Arc<LinkStatus>, local: impl Local) {
     let mut errors = ErrorLog::default();
+    let mut cached = None;
     set_state(&status, State::Connect);
     while !stopped(&status) {
-        let end = session(&config, &status, &local, &mut errors);
+        let end = session(&config, &status, &local, &mut errors, &mut cached);
         let was_connected = status.state() == State::Connected;
         if was_connected {
             log!(Warning, "Connection with master lost.");
@@ -201,6 +219,28 @@ enum End {
     Stop,
     /// A failure, already logged: retry.
     Down,
+    /// The local connection failed (logged): what was forwarded may or may not have been
+    /// applied, so no master is cached. Retry.
+    LocalLost,
+}
+
+/// What an earlier session leaves for a partial resynchronization (see the module's doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Cached {
+    /// The master's replication id.
+    replid: String,
+    /// The offset applied.
+    offset: i64,
+    /// The database the stream selected last (the argument of its last SELECT).
+    db: Option<Vec<u8>>,
+}
+
+/// How the master answered PSYNC.
+enum Sync {
+    /// `+FULLRESYNC`: a snapshot follows; the stream starts at this offset.
+    Full(i64),
+    /// `+CONTINUE`: the stream goes on from the cached master's offset.
+    Continue(Cached),
 }
 
 /// A step of a session: its value, or why the session ends.
@@ -238,8 +278,9 @@ fn session(
     status: &LinkStatus,
     local: &impl Local,
     errors: &mut ErrorLog,
+    cached: &mut Option<Cached>,
 ) -> End {
-    match attempt(config, status, local, errors) {
+    match attempt(config, status, local, errors, cached) {
         Ok(never) => match never {},
         Err(end) => end,
     }
@@ -250,17 +291,30 @@ fn attempt(
     status: &LinkStatus,
     local: &impl Local,
     errors: &mut ErrorLog,
+    cached: &mut Option<Cached>,
 ) -> Result<Infallible, End> {
     let mut master = Master::connect(config, status)?;
     set_state(status, State::Handshake);
-    let initial = handshake(&mut master, config, status)?;
-    let mut temp = TempRdb::create(&config.rdb_path)?;
-    set_state(status, State::Transfer);
-    status.sync_in_progress.store(true, Relaxed);
-    let eof_mark = receive(&mut master, &mut temp, status)?;
-    let conn = load(temp, &config.rdb_path, local, status)?;
-    connected(&mut master, status, initial, eof_mark)?;
-    Stream::new(master, conn, initial, errors).run()
+    status.drop.store(false, Relaxed);
+    let (conn, initial, db) = match handshake(&mut master, config, status, cached.as_ref())? {
+        Sync::Full(initial) => {
+            *cached = None;
+            let mut temp = TempRdb::create(&config.rdb_path)?;
+            set_state(status, State::Transfer);
+            status.sync_in_progress.store(true, Relaxed);
+            let eof_mark = receive(&mut master, &mut temp, status)?;
+            let conn = load(temp, &config.rdb_path, local, master.addresses(), status)?;
+            log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
+            connected(&mut master, status, initial, eof_mark)?;
+            (conn, initial, None)
+        }
+        Sync::Continue(c) => {
+            let conn = local_again(local, master.addresses())?;
+            connected(&mut master, status, c.offset, false)?;
+            (conn, c.offset, c.db)
+        }
+    };
+    Stream::new(master, conn, initial, db, errors).run(cached)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,6 +379,14 @@ impl<'a> Master<'a> {
             phase: Phase::Handshake,
             wait: POLL,
         })
+    }
+
+    /// The connection's addresses: the master's and this end's.
+    fn addresses(&self) -> Option<(SocketAddr, SocketAddr)> {
+        Some((
+            self.stream.peer_addr().ok()?,
+            self.stream.local_addr().ok()?,
+        ))
     }
 
     fn data(&self) -> &[u8] {
@@ -560,8 +622,13 @@ fn text(bytes: &[u8]) -> String {
 // ---------------------------------------------------------------------------------------
 // The handshake.
 
-/// The handshake, up to `+FULLRESYNC`: the offset the stream starts at.
-fn handshake(master: &mut Master<'_>, config: &LinkConfig, status: &LinkStatus) -> Step<i64> {
+/// The handshake, up to PSYNC's answer.
+fn handshake(
+    master: &mut Master<'_>,
+    config: &LinkConfig,
+    status: &LinkStatus,
+    cached: Option<&Cached>,
+) -> Step<Sync> {
     let pong = master.call(&[b"PING"])?;
     if !ping_accepted(&pong) {
         log!(
@@ -604,7 +671,7 @@ fn handshake(master: &mut Master<'_>, config: &LinkConfig, status: &LinkStatus) 
             text(&reply)
         );
     }
-    psync(master, status)
+    psync(master, status, cached)
 }
 
 /// redis-server takes any status reply to PING, and the errors of a master that wants
@@ -620,13 +687,27 @@ fn ping_accepted(reply: &[u8]) -> bool {
     .any(|prefix| reply.starts_with(prefix))
 }
 
-/// `PSYNC ? -1`: a full resynchronisation, its starting offset.
-fn psync(master: &mut Master<'_>, status: &LinkStatus) -> Step<i64> {
-    log!(
-        Notice,
-        "Partial resynchronization not possible (no cached master)"
-    );
-    master.send(&command(&[b"PSYNC", b"?", b"-1"]))?;
+/// `PSYNC ? -1`, or `PSYNC <replid> <offset + 1>` with a cached master: how the master
+/// answered.
+fn psync(master: &mut Master<'_>, status: &LinkStatus, cached: Option<&Cached>) -> Step<Sync> {
+    match cached {
+        Some(c) => {
+            let next = (c.offset + 1).to_string();
+            log!(
+                Notice,
+                "Trying a partial resynchronization (request {}:{next}).",
+                c.replid
+            );
+            master.send(&command(&[b"PSYNC", c.replid.as_bytes(), next.as_bytes()]))?;
+        }
+        None => {
+            log!(
+                Notice,
+                "Partial resynchronization not possible (no cached master)"
+            );
+            master.send(&command(&[b"PSYNC", b"?", b"-1"]))?;
+        }
+    }
     // The master may send newlines before its reply, to keep the link alive.
     let reply = loop {
         let line = master.read_line()?;
@@ -639,12 +720,27 @@ fn psync(master: &mut Master<'_>, status: &LinkStatus) -> Step<i64> {
             log!(Warning, "Master replied with wrong +FULLRESYNC syntax.");
             return Err(End::Down);
         };
+        if cached.is_some() {
+            log!(Notice, "Discarding previously cached master state.");
+        }
         log!(Notice, "Full resync from master: {replid}:{offset}");
-        *status
-            .replid
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = replid;
-        return Ok(offset);
+        set_replid(status, replid);
+        return Ok(Sync::Full(offset));
+    }
+    if let (Some(c), Some(rest)) = (cached, reply.strip_prefix(b"+CONTINUE")) {
+        log!(Notice, "Successful partial resynchronization with master.");
+        let new = text(rest).trim().to_string();
+        let mut c = c.clone();
+        if new.len() == RUN_ID_LEN && new != c.replid {
+            log!(Warning, "Master replication ID changed to {new}");
+            c.replid.clone_from(&new);
+            set_replid(status, new);
+        }
+        log!(
+            Notice,
+            "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
+        );
+        return Ok(Sync::Continue(c));
     }
     if reply.starts_with(b"-NOMASTERLINK") || reply.starts_with(b"-LOADING") {
         log!(
@@ -666,6 +762,13 @@ fn psync(master: &mut Master<'_>, status: &LinkStatus) -> Step<i64> {
         );
     }
     Err(End::Down)
+}
+
+fn set_replid(status: &LinkStatus, replid: String) {
+    *status
+        .replid
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = replid;
 }
 
 /// `+FULLRESYNC <replid> <offset>`.
@@ -919,12 +1022,13 @@ fn load(
     temp: TempRdb,
     rdb_path: &Path,
     local: &impl Local,
+    master: Option<(SocketAddr, SocketAddr)>,
     status: &LinkStatus,
 ) -> Step<UnixStream> {
     log!(Notice, "MASTER <-> REPLICA sync: Flushing old data");
     log!(Notice, "MASTER <-> REPLICA sync: Loading DB in memory");
     temp.install(rdb_path)?;
-    let result = match local.connect() {
+    let result = match local.connect(master) {
         Ok(conn) => reload(conn, status),
         Err(e) => Err(format!("connecting to the local server: {}", strerror(&e))),
     };
@@ -973,14 +1077,23 @@ fn reload(mut conn: UnixStream, status: &LinkStatus) -> Result<Option<UnixStream
     Ok(Some(conn))
 }
 
-/// The snapshot is loaded: the link is up, at offset `initial`.
+/// A partial resynchronization: a new connection into the local server, for the stream
+/// (non-blocking).
+fn local_again(local: &impl Local, master: Option<(SocketAddr, SocketAddr)>) -> Step<UnixStream> {
+    let conn = local
+        .connect(master)
+        .and_then(|conn| conn.set_nonblocking(true).map(|()| conn));
+    conn.map_err(|e| local_lost(&strerror(&e)))
+}
+
+/// The snapshot is loaded (or the master continues the stream): the link is up, at
+/// offset `initial`.
 fn connected(master: &mut Master<'_>, status: &LinkStatus, initial: i64, eof: bool) -> Step<()> {
     status.offset.store(initial, Relaxed);
     status.read_offset.store(initial, Relaxed);
     status.sync_in_progress.store(false, Relaxed);
     status.down_since_ms.store(0, Relaxed);
     set_state(status, State::Connected);
-    log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
     master.phase = Phase::Stream;
     master.touch();
     if eof {
@@ -1065,10 +1178,25 @@ struct Stream<'a> {
     read: i64,
     last_ack: Instant,
     errors: &'a mut ErrorLog,
+    /// The argument of the last SELECT decoded outside a transaction.
+    selected: Option<Vec<u8>>,
+    /// A transaction decoded and not ended: the offset before its MULTI, and the
+    /// argument of a SELECT in it.
+    multi: Option<(i64, Option<Vec<u8>>)>,
+    /// The master is gone: the local replies are awaited, nothing is sent to it.
+    draining: bool,
 }
 
 impl<'a> Stream<'a> {
-    fn new(master: Master<'a>, local: UnixStream, initial: i64, errors: &'a mut ErrorLog) -> Self {
+    /// The stream from offset `initial` on, into `local`, after a SELECT of database `db`
+    /// (a partial resynchronization's, whose stream goes on in that database).
+    fn new(
+        master: Master<'a>,
+        local: UnixStream,
+        initial: i64,
+        db: Option<Vec<u8>>,
+        errors: &'a mut ErrorLog,
+    ) -> Self {
         // The master is trusted as redis-server trusts it: no bulk length limit.
         let limits = Limits {
             max_bulk_len: usize::MAX / 4,
@@ -1086,13 +1214,84 @@ impl<'a> Stream<'a> {
             read: initial,
             last_ack: Instant::now(),
             errors,
+            selected: None,
+            multi: None,
+            draining: false,
         }
+        .selecting(db)
     }
 
-    fn run(mut self) -> Result<Infallible, End> {
+    fn selecting(mut self, db: Option<Vec<u8>>) -> Self {
+        if let Some(db) = db.filter(|db| db.as_slice() != b"0") {
+            self.to_local.push(&command(&[b"SELECT", &db]));
+            self.pending.push_back(Pending {
+                end: self.applied,
+                kind: Kind::Reply(CmdName::new(b"select")),
+            });
+            self.selected = Some(db);
+        }
+        self
+    }
+
+    /// Applies the stream until the session ends; when the master was lost (not the
+    /// local server), leaves the master's state in `cached` once every command forwarded
+    /// is answered.
+    fn run(mut self, cached: &mut Option<Cached>) -> Result<Infallible, End> {
+        let end = match self.serve() {
+            Ok(never) => match never {},
+            Err(end) => end,
+        };
+        if end == End::Down && self.drain().is_ok() {
+            log!(Notice, "Caching the disconnected master state.");
+            let replid = self
+                .master
+                .status
+                .replid
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            *cached = Some(Cached {
+                replid,
+                offset: self
+                    .multi
+                    .as_ref()
+                    .map_or(self.applied, |(before, _)| *before),
+                db: self.selected.take(),
+            });
+        }
+        Err(end)
+    }
+
+    /// Waits for the local server to answer every command forwarded (`repl-timeout` at
+    /// most).
+    fn drain(&mut self) -> Step<()> {
+        self.draining = true;
+        let started = Instant::now();
+        self.settle()?;
+        while !self.pending.is_empty() {
+            if stopped(self.master.status) {
+                return Err(End::Stop);
+            }
+            if started.elapsed() > self.master.timeout {
+                return Err(local_lost("no reply to the commands applied"));
+            }
+            self.flush_local()?;
+            self.read_local()?;
+            if !self.pending.is_empty() {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+
+    fn serve(&mut self) -> Result<Infallible, End> {
         // Stream bytes may have come with the end of the snapshot.
         self.apply_input()?;
         loop {
+            if self.master.status.drop.swap(false, Relaxed) {
+                log!(Notice, "The master's client was killed: dropping the link.");
+                return Err(End::Down);
+            }
             self.flush_local()?;
             self.read_local()?;
             if self.to_local.len() < LOCAL_BACKLOG {
@@ -1132,8 +1331,10 @@ impl<'a> Stream<'a> {
                 Ok(Decoded::Command(n)) => {
                     let args = self.decoder.args();
                     let kind = classify(data, args);
-                    if let Kind::Reply(_) = kind {
+                    if let Kind::Reply(name) = kind {
                         forward(&mut self.to_local, data, n, args);
+                        let arg1 = args.get(1).and_then(|r| data.get(r.clone()));
+                        track(&mut self.selected, &mut self.multi, name, arg1, self.read);
                     }
                     (n, kind)
                 }
@@ -1171,8 +1372,8 @@ impl<'a> Stream<'a> {
         while let Some(&Pending { end, kind }) = self.pending.front() {
             match kind {
                 Kind::Reply(_) => break,
-                Kind::Ack => self.master.send(&ack_command(self.applied))?,
-                Kind::Skip => {}
+                Kind::Ack if !self.draining => self.master.send(&ack_command(self.applied))?,
+                Kind::Ack | Kind::Skip => {}
             }
             self.pending.pop_front();
             self.applied = end;
@@ -1263,7 +1464,32 @@ fn local_lost(detail: &str) -> End {
         Warning,
         "Lost the local connection applying the master's stream: {detail}"
     );
-    End::Down
+    End::LocalLost
+}
+
+/// Follows the database the stream selects and the transaction it is in, for the cached
+/// master: `name` is a forwarded command's, `arg` its first argument, `before` the offset
+/// before it.
+fn track(
+    selected: &mut Option<Vec<u8>>,
+    multi: &mut Option<(i64, Option<Vec<u8>>)>,
+    name: CmdName,
+    arg: Option<&[u8]>,
+    before: i64,
+) {
+    let name = &name.bytes[..name.len];
+    match (name, multi.as_mut()) {
+        (b"multi", None) => *multi = Some((before, None)),
+        (b"select", Some((_, queued))) => *queued = arg.map(<[u8]>::to_vec),
+        (b"select", None) => *selected = arg.map(<[u8]>::to_vec),
+        (b"exec", Some(_)) => {
+            if let Some((_, Some(db))) = multi.take() {
+                *selected = Some(db);
+            }
+        }
+        (b"discard", Some(_)) => *multi = None,
+        _ => {}
+    }
 }
 
 /// What the link does with a command of the stream.
@@ -1446,7 +1672,7 @@ mod tests {
     struct FakeLocal(mpsc::Sender<UnixStream>);
 
     impl Local for FakeLocal {
-        fn connect(&self) -> io::Result<UnixStream> {
+        fn connect(&self, _master: Option<(SocketAddr, SocketAddr)>) -> io::Result<UnixStream> {
             let (ours, theirs) = UnixStream::pair()?;
             self.0.send(theirs).map_err(|_| io::Error::other("gone"))?;
             Ok(ours)
@@ -1500,7 +1726,7 @@ mod tests {
         }
     }
 
-    fn start(config: LinkConfig, local: FakeLocal) -> (Arc<LinkStatus>, JoinHandle<()>) {
+    fn start(config: LinkConfig, local: impl Local) -> (Arc<LinkStatus>, JoinHandle<()>) {
         let status = Arc::new(LinkStatus::default());
         let shared = Arc::clone(&status);
         (status, thread::spawn(move || run(config, shared, local)))
@@ -1700,6 +1926,140 @@ mod tests {
         }
         stop(&status, link);
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A local server of many connections: each is answered `+OK` to every command;
+    /// what each was sent, by connection.
+    struct Locals(mpsc::Sender<UnixStream>);
+
+    impl Local for Locals {
+        fn connect(&self, _master: Option<(SocketAddr, SocketAddr)>) -> io::Result<UnixStream> {
+            let (ours, theirs) = UnixStream::pair()?;
+            self.0.send(theirs).map_err(|_| io::Error::other("gone"))?;
+            Ok(ours)
+        }
+    }
+
+    /// The commands each local connection was sent, as sent.
+    type Seen = Arc<Mutex<Vec<Vec<Vec<u8>>>>>;
+
+    fn locals() -> (Locals, Seen) {
+        let (tx, rx) = mpsc::channel::<UnixStream>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let all = Arc::clone(&seen);
+        thread::spawn(move || {
+            while let Ok(mut conn) = rx.recv() {
+                let seen = Arc::clone(&all);
+                let i = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push(Vec::new());
+                    seen.len() - 1
+                };
+                thread::spawn(move || {
+                    let mut input = Vec::new();
+                    while let Some((_, raw)) = read_command(&mut conn, &mut input) {
+                        seen.lock().unwrap()[i].push(raw);
+                        if conn.write_all(b"+OK\r\n").is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (Locals(tx), seen)
+    }
+
+    /// A master lost while a transaction is half sent: the link waits for what it
+    /// forwarded, keeps the offset before the MULTI and the database selected, and asks
+    /// the master to continue from there; the stream goes on in that database.
+    #[test]
+    fn a_lost_master_is_continued_from_the_cached_offset() {
+        const NEW_ID: &str = "ffffffffffffffffffffffffffffffffffffffff";
+        let dir = scratch_dir("continue");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let select4 = command(&[b"SELECT", b"4"]);
+        let multi = command(&[b"MULTI"]);
+        let set2 = command(&[b"SET", b"k2", b"v2"]);
+        let cached = 100 + (select4.len() + SET.len()) as i64;
+        let first = [&select4[..], SET, &multi, SET].concat();
+        let after = [&set2[..], GETACK].concat();
+        let end = cached + set2.len() as i64;
+        let (tx, rx) = mpsc::channel();
+        let master = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            let mut input = Vec::new();
+            master_handshake(&mut s, &mut input, 100);
+            s.write_all(b"$10\r\n0123456789").unwrap();
+            s.write_all(&first).unwrap();
+            thread::sleep(Duration::from_millis(300));
+            drop(s);
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            let mut input = Vec::new();
+            let psync = loop {
+                let (args, _) = read_command(&mut s, &mut input).unwrap();
+                if args[0] == b"PSYNC" {
+                    break args;
+                }
+                s.write_all(if args[0] == b"PING" {
+                    b"+PONG\r\n"
+                } else {
+                    b"+OK\r\n"
+                })
+                .unwrap();
+            };
+            write!(s, "+CONTINUE {NEW_ID}\r\n").unwrap();
+            s.write_all(&after).unwrap();
+            let acks = read_acks(&mut s, &mut input, end);
+            tx.send((psync, acks)).unwrap();
+            while read_command(&mut s, &mut input).is_some() {}
+        });
+        let (local, seen) = locals();
+        let (status, link) = start(config(port, &dir), local);
+        let (psync, _acks) = rx.recv_timeout(WAIT).expect("a PSYNC and the ACKs");
+        assert_eq!(
+            psync,
+            strings(&["PSYNC", REPLID, &(cached + 1).to_string()])
+        );
+        // (GETACK counts once answered.)
+        let total = end + GETACK.len() as i64;
+        assert!(wait_until(|| status.offset.load(Relaxed) == total));
+        assert_eq!(*status.replid.lock().unwrap(), NEW_ID);
+        stop(&status, link);
+        master.join().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        let reload = command(&[b"DEBUG", b"RELOAD", b"NOSAVE"]);
+        assert_eq!(
+            seen,
+            vec![
+                vec![reload, select4.clone(), SET.to_vec(), multi, SET.to_vec()],
+                vec![select4, set2],
+            ]
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn tracks_the_database_and_the_transaction() {
+        let name = |n: &[u8]| CmdName::new(n);
+        let (mut selected, mut multi) = (None, None);
+        track(&mut selected, &mut multi, name(b"SELECT"), Some(b"3"), 0);
+        assert_eq!(selected.as_deref(), Some(&b"3"[..]));
+        track(&mut selected, &mut multi, name(b"multi"), None, 10);
+        track(&mut selected, &mut multi, name(b"select"), Some(b"5"), 20);
+        assert_eq!(selected.as_deref(), Some(&b"3"[..]));
+        assert_eq!(multi, Some((10, Some(b"5".to_vec()))));
+        track(&mut selected, &mut multi, name(b"EXEC"), None, 30);
+        assert_eq!(
+            (selected.as_deref(), multi.clone()),
+            (Some(&b"5"[..]), None)
+        );
+        track(&mut selected, &mut multi, name(b"MULTI"), None, 40);
+        track(&mut selected, &mut multi, name(b"SELECT"), Some(b"7"), 50);
+        track(&mut selected, &mut multi, name(b"DISCARD"), None, 60);
+        assert_eq!((selected.as_deref(), multi), (Some(&b"5"[..]), None));
     }
 
     #[test]

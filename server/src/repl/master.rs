@@ -16,8 +16,15 @@
 //! instant's offset. The replica answers with `REPLCONF ACK <offset>`, which WAIT counts.
 //!
 //! The offset (`master_repl_offset`) is the stream's length: every replica is sent the
-//! same bytes in the same order, so its count and the master's agree. Every sync is a
-//! full one.
+//! same bytes in the same order, so its count and the master's agree.
+//!
+//! **The backlog.** From the first replica's sync on, the shards feed the stream whether
+//! or not a replica is connected, and it keeps its last `repl-backlog-size` bytes: a
+//! replica that lost its link asks `PSYNC <replid> <offset>` for the bytes it lacks and,
+//! when the stream still holds them under this replication id, is sent them after
+//! `+CONTINUE` (a partial resynchronization) instead of a new snapshot. After
+//! `repl-backlog-ttl` seconds without replicas the backlog is freed, and the replication
+//! id changes, as redis-server's.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -36,19 +43,28 @@ pub enum ReplicaState {
     Online,
 }
 
-/// The file a replica's save wrote, once written (or why it failed).
+/// What a replica is sent before the stream.
+#[derive(Debug)]
+pub enum Before {
+    /// `$<len>` and this file: its save's snapshot (a full resynchronization).
+    Snapshot(PathBuf),
+    /// Nothing: it continues from the backlog (a partial resynchronization).
+    Nothing,
+}
+
+/// What a replica's sync sends before the stream, once ready (or why its save failed).
 #[derive(Debug, Default)]
-pub struct Snapshot(Mutex<Option<Result<PathBuf, String>>>);
+pub struct Snapshot(Mutex<Option<Result<Before, String>>>);
 
 impl Snapshot {
-    /// The save ended.
-    pub fn set(&self, outcome: Result<PathBuf, String>) {
+    /// The save ended (or the replica continues from the backlog).
+    pub fn set(&self, outcome: Result<Before, String>) {
         if let Ok(mut slot) = self.0.lock() {
             *slot = Some(outcome);
         }
     }
 
-    fn take(&self) -> Option<Result<PathBuf, String>> {
+    fn take(&self) -> Option<Result<Before, String>> {
         self.0.lock().ok().and_then(|mut s| s.take())
     }
 }
@@ -73,6 +89,8 @@ pub struct Replica {
     /// Where in the stream it is: the offset its stream starts at (its save's instant)
     /// until it is sent the snapshot, then the offset sent so far.
     pub sent: i64,
+    /// It said `REPLCONF capa psync2`: `+CONTINUE` names the replication id.
+    pub psync2: bool,
     snapshot: Arc<Snapshot>,
 }
 
@@ -107,7 +125,32 @@ pub struct Master {
     /// WAIT wants acknowledgements: the next shard that feeds replicas sends `REPLCONF
     /// GETACK *`.
     pub getack: AtomicBool,
+    /// The backlog exists: the shards feed the stream (from a replica's sync until
+    /// `repl-backlog-ttl` seconds without replicas).
+    active: AtomicBool,
+    /// `repl-backlog-size`: the bytes of the stream kept for partial resynchronizations.
+    backlog_size: AtomicI64,
+    /// `repl-backlog-ttl`, in seconds (0: the backlog is never freed).
+    backlog_ttl: AtomicU64,
+    /// Unix milliseconds since there are no replicas (0: there are, or never were).
+    no_replicas_since: AtomicU64,
+    /// INFO's `sync_full`, `sync_partial_ok` and `sync_partial_err`.
+    pub stats: SyncStats,
 }
+
+/// How replicas' syncs went (INFO stats).
+#[derive(Debug, Default)]
+pub struct SyncStats {
+    /// Full resynchronizations.
+    pub full: AtomicU64,
+    /// Partial resynchronizations accepted.
+    pub partial_ok: AtomicU64,
+    /// Partial resynchronizations asked for and refused.
+    pub partial_err: AtomicU64,
+}
+
+/// redis-server's smallest backlog (`CONFIG_REPL_BACKLOG_MIN_SIZE`).
+const MIN_BACKLOG: i64 = 16 * 1024;
 
 impl Master {
     fn list(&self) -> MutexGuard<'_, Vec<Replica>> {
@@ -116,7 +159,7 @@ impl Master {
 
     /// A replica's sync begins (its PSYNC or SYNC); its save finds its snapshot's slot
     /// with [`Master::snapshot_of`].
-    pub fn register(&self, conn: ConnRef, client_id: u64, ip: String, port: u16) {
+    pub fn register(&self, conn: ConnRef, client_id: u64, ip: String, port: u16, psync2: bool) {
         let mut list = self.list();
         list.push(Replica {
             conn,
@@ -127,8 +170,18 @@ impl Master {
             ack: 0,
             ack_ms: crate::clock::now_ms(),
             sent: i64::MAX,
+            psync2,
             snapshot: Arc::default(),
         });
+        self.no_replicas_since.store(0, Ordering::SeqCst);
+        if !self.active.load(Ordering::SeqCst) {
+            // A new backlog: it begins at the offset the stream is at. (Before the
+            // sync's instant: the shards feed it from there.)
+            let mut stream = self.stream();
+            stream.start += stream.buf.len() as i64;
+            stream.buf.clear();
+            self.active.store(true, Ordering::SeqCst);
+        }
         self.waiting.fetch_add(1, Ordering::SeqCst);
         self.replicas_now.store(list.len(), Ordering::SeqCst);
     }
@@ -150,7 +203,84 @@ impl Master {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
             }
             self.replicas_now.store(list.len(), Ordering::SeqCst);
+            if list.is_empty() {
+                self.no_replicas_since
+                    .store(crate::clock::now_ms(), Ordering::SeqCst);
+            }
         }
+    }
+
+    /// PSYNC's partial resynchronization: the replica on `conn` (registered) asks for the
+    /// stream of history `replid` from `offset` (the first byte it lacks) on. When this
+    /// master's id is `my_id` and its stream still holds those bytes, the replica is fed
+    /// from there (once [`Master::resumed`]): the bytes it is sent. Otherwise it needs a
+    /// full resynchronization (logged as redis-server logs it).
+    pub fn resume(
+        &self,
+        conn: ConnRef,
+        replid: &[u8],
+        offset: Option<i64>,
+        my_id: &str,
+    ) -> Option<i64> {
+        let mut list = self.list();
+        let stream = self.stream();
+        let r = list.iter_mut().find(|r| r.conn == conn)?;
+        let name = format!("{}:{}", r.ip, r.port);
+        if replid != my_id.as_bytes() {
+            if replid == b"?" {
+                crate::log!(Notice, "Full resync requested by replica {name}");
+            } else {
+                crate::log!(
+                    Notice,
+                    "Partial resynchronization not accepted: Replication ID mismatch \
+                     (Replica asked for '{}', my replication IDs are '{my_id}' and '{}')",
+                    String::from_utf8_lossy(replid),
+                    "0".repeat(40)
+                );
+                self.stats.partial_err.fetch_add(1, Ordering::Relaxed);
+            }
+            return None;
+        }
+        let end = stream.start + stream.buf.len() as i64;
+        let active = self.active.load(Ordering::SeqCst);
+        let Some(offset) = offset.filter(|&o| active && o > stream.start && o <= end + 1) else {
+            crate::log!(
+                Notice,
+                "Unable to partial resync with replica {name} for lack of backlog \
+                 (Replica request was: {}).",
+                offset.unwrap_or(0)
+            );
+            if offset.is_some_and(|o| o > end + 1) {
+                crate::log!(
+                    Warning,
+                    "Warning: replica {name} tried to PSYNC with an offset that is greater \
+                     than the master replication offset."
+                );
+            }
+            self.stats.partial_err.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        r.sent = offset - 1;
+        self.stats.partial_ok.fetch_add(1, Ordering::Relaxed);
+        let len = end + 1 - offset;
+        crate::log!(
+            Notice,
+            "Partial resynchronization request from {name} accepted. Sending {len} bytes of \
+             backlog starting from offset {offset}."
+        );
+        Some(len)
+    }
+
+    /// The replica on `conn`, whose PSYNC [`Master::resume`] accepted, was answered
+    /// `+CONTINUE`: its worker sends it the stream. Whether it said it knows PSYNC2
+    /// (then `+CONTINUE` names the replication id).
+    pub fn resumed(&self, conn: ConnRef) -> bool {
+        let list = self.list();
+        let Some(r) = list.iter().find(|r| r.conn == conn) else {
+            return false;
+        };
+        r.snapshot.set(Ok(Before::Nothing));
+        r.psync2
     }
 
     /// `REPLCONF ACK <offset>` from the replica of client `client_id`.
@@ -162,7 +292,8 @@ impl Master {
         self.count_good();
     }
 
-    /// `min-replicas-to-write` and `min-replicas-max-lag` put in force.
+    /// `min-replicas-to-write`, `min-replicas-max-lag`, `repl-backlog-size` and
+    /// `repl-backlog-ttl` put in force.
     pub fn configure(&self, values: &[String]) {
         let number = |name: &str| {
             crate::config::inert::value(values, name)
@@ -175,7 +306,48 @@ impl Master {
         );
         self.max_lag
             .store(number("min-replicas-max-lag"), Ordering::SeqCst);
+        let size = i64::try_from(number("repl-backlog-size")).unwrap_or(i64::MAX);
+        self.backlog_size
+            .store(size.max(MIN_BACKLOG), Ordering::SeqCst);
+        self.backlog_ttl
+            .store(number("repl-backlog-ttl"), Ordering::SeqCst);
         self.count_good();
+    }
+
+    /// Whether the shards feed the stream (the backlog exists).
+    #[inline]
+    pub fn backlog_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// `repl-backlog-size` in force (INFO).
+    pub fn backlog_size(&self) -> i64 {
+        self.backlog_size.load(Ordering::Relaxed)
+    }
+
+    /// Once a second: frees the backlog after `repl-backlog-ttl` seconds without
+    /// replicas; whether it did (the replication id must change: no replica can continue
+    /// the history it held).
+    pub fn expire_backlog(&self, now_ms: u64) -> bool {
+        let ttl = self.backlog_ttl.load(Ordering::SeqCst);
+        let since = self.no_replicas_since.load(Ordering::SeqCst);
+        if ttl == 0 || since == 0 || !self.backlog_active() || self.count() > 0 {
+            return false;
+        }
+        // (In whole seconds of the clock, as redis-server counts them.)
+        if (now_ms / 1000).saturating_sub(since / 1000) <= ttl {
+            return false;
+        }
+        let mut stream = self.stream();
+        stream.start += stream.buf.len() as i64;
+        stream.buf = Vec::new();
+        stream.db = None;
+        self.active.store(false, Ordering::SeqCst);
+        crate::log!(
+            Notice,
+            "Replication backlog freed after {ttl} seconds without connected replicas."
+        );
+        true
     }
 
     /// Counts the replicas that acknowledged recently enough.
@@ -222,7 +394,7 @@ impl Master {
 
     /// The snapshots ready (or failed) for replicas of `worker`: those replicas go
     /// online.
-    pub fn ready_for(&self, worker: usize) -> Vec<(ConnRef, Result<PathBuf, String>)> {
+    pub fn ready_for(&self, worker: usize) -> Vec<(ConnRef, Result<Before, String>)> {
         let mut ready = Vec::new();
         for r in self.list().iter_mut() {
             if r.conn.worker != worker || r.state != ReplicaState::WaitBgsave {
@@ -248,6 +420,7 @@ impl Master {
         if let Some(r) = self.list().iter_mut().find(|r| r.conn == conn) {
             r.sent = offset;
         }
+        self.stats.full.fetch_add(1, Ordering::Relaxed);
         self.stream().db = None;
     }
 
@@ -271,7 +444,7 @@ impl Master {
     /// A command the coordinator of a keyspace-wide command sends to replicas once (in
     /// database `db` when it names one), after what each shard wrote before it.
     pub fn propagate(&self, db: Option<u16>, argv: &[&[u8]]) {
-        if self.count() == 0 {
+        if !self.backlog_active() {
             return;
         }
         let mut bytes = Vec::new();
@@ -317,15 +490,16 @@ impl Master {
         out
     }
 
-    /// Drops what every replica was sent, keeping `repl-backlog-size` bytes (1 MiB).
+    /// Drops what every replica was sent, keeping `repl-backlog-size` bytes.
     pub fn trim(&self) {
-        const BACKLOG: i64 = 1 << 20;
-        let needed = self.list().iter().map(|r| r.sent).min().unwrap_or(i64::MAX);
+        let backlog = self.backlog_size();
+        let list = self.list();
+        let needed = list.iter().map(|r| r.sent).min().unwrap_or(i64::MAX);
         let mut stream = self.stream();
         let end = stream.start + stream.buf.len() as i64;
-        let keep_from = needed.min(end - BACKLOG).max(stream.start);
+        let keep_from = needed.min(end - backlog).max(stream.start);
         // (In steps of a backlog at least: the bytes kept move down rarely.)
-        if keep_from - stream.start >= BACKLOG {
+        if keep_from - stream.start >= backlog {
             let n = usize::try_from(keep_from - stream.start)
                 .unwrap_or(0)
                 .min(stream.buf.len());

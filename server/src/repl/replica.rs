@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::link::{self, LinkConfig, LinkStatus, State};
 use crate::runtime::msg::Msg;
-use crate::runtime::net::Stream;
+use crate::runtime::net::{Origin, Stream};
 use crate::runtime::server::Shared;
 
 /// The master this server follows, while it is a replica.
@@ -136,6 +136,14 @@ impl Follow {
         self.active.store(true, Ordering::SeqCst);
     }
 
+    /// CLIENT KILL of the master's client: the link drops its connection to the master
+    /// and connects again (continuing where it was, when the master can).
+    pub fn drop_link(&self) {
+        if let Some(f) = self.lock().as_ref() {
+            f.status.drop.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// REPLICAOF NO ONE: the link ends; whether there was one.
     pub fn stop(&self) -> bool {
         let mut following = self.lock();
@@ -154,7 +162,10 @@ impl Follow {
 struct Local(Weak<Shared>);
 
 impl link::Local for Local {
-    fn connect(&self) -> std::io::Result<std::os::unix::net::UnixStream> {
+    fn connect(
+        &self,
+        master: Option<(std::net::SocketAddr, std::net::SocketAddr)>,
+    ) -> std::io::Result<std::os::unix::net::UnixStream> {
         let shared = self
             .0
             .upgrade()
@@ -163,7 +174,15 @@ impl link::Local for Local {
         theirs.set_nonblocking(true)?;
         let stream = Stream::Unix(mio::net::UnixStream::from_std(theirs));
         shared.connected_clients.fetch_add(1, Ordering::Relaxed);
-        shared.peers[0].send(vec![Msg::AdoptMaster(stream)]);
+        // (Shown as the master's connection, as redis-server shows its master client.)
+        let origin = match master {
+            Some((peer, local)) => Origin::Tcp {
+                peer,
+                local: Some(local),
+            },
+            None => Origin::None,
+        };
+        shared.peers[0].send(vec![Msg::AdoptMaster(stream, origin)]);
         Ok(ours)
     }
 }

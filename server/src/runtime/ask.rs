@@ -108,6 +108,9 @@ impl<'a> WorkerView<'a> {
             .collect();
         for &key in &keys {
             match self.worker.conns.get_mut(key) {
+                // The master's client: its link drops the master's connection (and
+                // connects again), as redis-server drops its master link.
+                Some(conn) if conn.client.master => self.worker.shared.follow.drop_link(),
                 // The asker itself (SKIPME no) is answered first, then closed, as Redis
                 // closes it after the reply.
                 Some(conn) if self.asker.worker == self.worker.id && self.asker.key == key => {

@@ -46,6 +46,8 @@ pub struct Client {
     pub monitor: bool,
     /// Replication: the port it says it listens on (`REPLCONF listening-port`).
     pub repl_port: u16,
+    /// A replica's `REPLCONF capa psync2`: `+CONTINUE` names the replication id.
+    pub repl_psync2: bool,
     /// A replica: it sent PSYNC or SYNC (where its sync is: `repl::master`).
     pub replica: bool,
     /// The link of this server, a replica, to its master: its writes are the master's.
@@ -231,6 +233,7 @@ impl Client {
             reply: ReplyMode::On,
             monitor: false,
             repl_port: 0,
+            repl_psync2: false,
             replica: false,
             master: false,
             no_evict: false,

@@ -376,7 +376,7 @@ pub enum Msg {
     /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
     Shutdown,
     /// The connection of this replica's link to its master (`repl::replica`).
-    AdoptMaster(crate::runtime::net::Stream),
+    AdoptMaster(crate::runtime::net::Stream, crate::runtime::net::Origin),
     /// The replication stream grew: send the replicas of this worker what it gained.
     ReplWake,
     /// Publications for this worker's subscribers, in the order they were made

@@ -1923,6 +1923,7 @@ impl Worker {
                 conn.client.id,
                 conn.client.origin.ip(),
                 conn.client.repl_port,
+                conn.client.repl_psync2,
             );
         }
         let shared = Arc::clone(&self.shared);

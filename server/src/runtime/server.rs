@@ -350,6 +350,13 @@ impl Shared {
             .map_or_else(|e| e.into_inner().clone(), |id| id.clone())
     }
 
+    /// A new replication ID: a new history begins (REPLICAOF NO ONE, DEBUG
+    /// CHANGE-REPL-ID, the backlog freed).
+    pub fn new_replication_id(&self) {
+        let mut id = self.repl_id.lock().unwrap_or_else(|e| e.into_inner());
+        *id = new_repl_id();
+    }
+
     /// This shared state, held weakly (it is set once the server is built).
     pub fn this(&self) -> std::sync::Weak<Shared> {
         self.this.get().cloned().unwrap_or_default()

@@ -41,6 +41,7 @@ use slab::Slab;
 use crate::clock;
 use crate::persist::aof::AofLog;
 use crate::persist::snapshot::{SaveJob, SaveKind, SavePlan};
+use crate::repl::master::Before;
 use crate::runtime::client::Client;
 use crate::runtime::conn::{Conn, ReadOutcome};
 use crate::runtime::limits::{self, ClientClass};
@@ -711,6 +712,10 @@ impl Worker {
         }
         self.last_cron = now;
         self.ping_replicas(now);
+        if self.shared.repl.expire_backlog(clock::now_ms()) {
+            // No replica can continue the history the backlog held.
+            self.shared.new_replication_id();
+        }
         crate::memory::purge_if_bloated();
         crate::families::migrate::close_idle();
         let persist = Arc::clone(&self.shared.persist);
@@ -1166,7 +1171,12 @@ impl Worker {
             return;
         }
         self.repl_seen = offset;
-        for worker in self.shared.repl.workers_online() {
+        let online = self.shared.repl.workers_online();
+        if online.is_empty() {
+            // (The backlog is kept without replicas too.)
+            self.shared.repl.trim();
+        }
+        for worker in online {
             if worker == self.id {
                 self.pump_replicas();
             } else if let Some(q) = self.outbox.get_mut(worker)
@@ -1198,14 +1208,19 @@ impl Worker {
         let ready = self.shared.repl.ready_for(self.id);
         let sent = !ready.is_empty();
         for (to, outcome) in ready {
-            let file = outcome.and_then(|path| {
-                std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+            let file = outcome.and_then(|before| match before {
+                Before::Snapshot(path) => std::fs::read(&path)
+                    .map(Some)
+                    .map_err(|e| format!("{}: {e}", path.display())),
+                Before::Nothing => Ok(None),
             });
             let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
                 continue;
             };
             match file {
-                Ok(bytes) => {
+                // A partial resynchronization: the stream only.
+                Ok(None) => {}
+                Ok(Some(bytes)) => {
                     crate::log!(
                         Notice,
                         "Synchronization with replica {}:{} succeeded",
@@ -1449,7 +1464,7 @@ impl Worker {
         let shared = &self.shared;
         match msg {
             Msg::Adopt(stream, origin) => self.adopt_as(stream, origin, false),
-            Msg::AdoptMaster(stream) => self.adopt_as(stream, Origin::None, true),
+            Msg::AdoptMaster(stream, origin) => self.adopt_as(stream, origin, true),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::ReplWake => self.pump_replicas(),
             // (Shard work that may run a script: the connections are lent to the

@@ -600,7 +600,7 @@ impl Shard {
 
     /// Appends what this shard wrote this iteration to the replication stream (a
     /// `REPLCONF GETACK *` first when WAIT asked for one); whether it appended anything.
-    /// The feed ends with the last replica.
+    /// The feed ends with the backlog.
     pub fn flush_repl(&mut self, shared: &Shared) -> bool {
         let Some(feed) = self.repl.as_mut() else {
             return false;
@@ -609,7 +609,7 @@ impl Shard {
             feed.push(&[b"REPLCONF", b"GETACK", b"*"]);
         }
         let appended = feed.flush(&shared.repl);
-        if shared.repl.count() == 0 {
+        if !shared.repl.backlog_active() {
             self.repl = None;
             self.update_observed();
         }

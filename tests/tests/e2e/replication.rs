@@ -50,6 +50,8 @@ fn redis_replica_of(port: u16) -> Server {
     Server::redis_with(&[
         "--dir",
         dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "local",
         "--replicaof",
         "127.0.0.1",
         &port.to_string(),
@@ -545,4 +547,141 @@ fn the_replication_stream_is_redis_servers() {
             .map(|c| show(&c.concat()))
             .collect::<Vec<_>>()
     );
+}
+
+/// A field of INFO stats.
+fn stat(raw: &mut Raw, name: &str) -> String {
+    let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"stats"])).into_owned();
+    field(&info, name).unwrap_or_default()
+}
+
+/// The syncs a master counted: full, partial accepted, partial refused.
+fn syncs(raw: &mut Raw) -> [String; 3] {
+    ["sync_full", "sync_partial_ok", "sync_partial_err"].map(|name| stat(raw, name))
+}
+
+/// Waits until the master counted `want` syncs (30 s at most).
+fn wait_syncs(raw: &mut Raw, want: [&str; 3]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = syncs(raw);
+        if now == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "syncs {now:?}, want {want:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A redis-server replica whose link is killed continues from the master's backlog
+/// (`+CONTINUE`): what the master wrote meanwhile, in the database the stream had
+/// selected, arrives without a new snapshot. Once the backlog is freed
+/// (`repl-backlog-ttl` passed without replicas), the next sync is a full one. A Goblin
+/// master counts these syncs as redis-server does.
+#[test]
+fn a_replica_continues_from_the_masters_backlog() {
+    let threads = default_threads().max(2).to_string();
+    let dir = scratch_dir("backlog-master");
+    let masters = [
+        Server::goblin_with(&["--threads", &threads]),
+        Server::redis_with(&["--dir", dir.to_str().unwrap()]),
+    ];
+    let mut counted = Vec::new();
+    for master in &masters {
+        let mut m = master.raw();
+        for line in BEFORE {
+            ok(&mut m, line);
+        }
+        let replica = redis_replica_of(master.port);
+        let mut r = replica.raw();
+        link_up(&mut r);
+        wait_info(&mut m, "the replica is not online", |i| {
+            i.contains("state=online")
+        });
+        ok(&mut m, "SELECT 5");
+        ok(&mut m, "SET before-kill 1");
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        let id = field(&info(&mut m), "master_replid").unwrap();
+        assert_eq!(r.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
+        // (The stream has database 5 selected: these go on in it.)
+        ok(&mut m, "SET during-gap 1");
+        ok(&mut m, "INCR during-gap");
+        wait_syncs(&mut m, ["1", "1", "0"]);
+        link_up(&mut r);
+        ok(&mut m, "SET after 1");
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        assert_eq!(
+            all_databases(&mut replica.client()),
+            all_databases(&mut master.client())
+        );
+        assert_eq!(field(&info(&mut m), "master_replid"), Some(id.clone()));
+        // The backlog freed: a new history, and a full sync.
+        ok(&mut m, "CONFIG SET repl-backlog-ttl 1");
+        ok(&mut r, "MULTI");
+        ok(&mut r, "CLIENT KILL TYPE master");
+        ok(&mut r, "DEBUG SLEEP 3");
+        let exec = r.cmd_str("EXEC");
+        assert!(exec.starts_with(b"*2\r\n:1\r\n+OK"), "{}", show(&exec));
+        wait_syncs(&mut m, ["2", "1", "1"]);
+        link_up(&mut r);
+        assert_ne!(field(&info(&mut m), "master_replid"), Some(id));
+        ok(&mut m, "SET last 1");
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        assert_eq!(
+            all_databases(&mut replica.client()),
+            all_databases(&mut master.client())
+        );
+        counted.push(syncs(&mut m));
+    }
+    assert_eq!(counted[0], counted[1]);
+}
+
+/// A Goblin replica whose master's client is killed (CLIENT KILL TYPE master) asks its
+/// master, a redis-server or a Goblin, to continue where it was, and is answered
+/// `+CONTINUE`: what the master wrote meanwhile arrives in the database the stream had
+/// selected, and both count the same offset.
+#[test]
+fn a_goblin_replica_continues_where_its_link_was_lost() {
+    let threads = default_threads().max(2).to_string();
+    let dir = scratch_dir("continue-master");
+    let masters = [
+        Server::redis_with(&["--dir", dir.to_str().unwrap()]),
+        Server::goblin_with(&["--threads", &threads]),
+    ];
+    for master in &masters {
+        let mut m = master.raw();
+        for line in BEFORE {
+            ok(&mut m, line);
+        }
+        let port = master.port.to_string();
+        let replica =
+            Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+        let mut r = replica.raw();
+        link_up(&mut r);
+        // The master's client shows the master's address.
+        let list = String::from_utf8_lossy(&r.cmd_str("CLIENT LIST TYPE master")).into_owned();
+        assert!(list.contains(&format!("addr=127.0.0.1:{port} ")), "{list}");
+        ok(&mut m, "SELECT 5");
+        ok(&mut m, "SET before-kill 1");
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        assert_eq!(r.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
+        ok(&mut m, "SET during-gap 1");
+        ok(&mut m, "INCR during-gap");
+        wait_syncs(&mut m, ["1", "1", "0"]);
+        link_up(&mut r);
+        ok(&mut m, "SET after 1");
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        assert_eq!(
+            all_databases(&mut replica.client()),
+            all_databases(&mut master.client())
+        );
+        let offset = field(&info(&mut m), "master_repl_offset").unwrap();
+        wait_info(&mut r, "the replica's offset is not the master's", |i| {
+            field(i, "master_repl_offset").as_deref() == Some(offset.as_str())
+        });
+        // The old form of CLIENT KILL, by the master's address, drops the link too.
+        let addr = format!("127.0.0.1:{port}");
+        assert_eq!(r.cmd(&[b"CLIENT", b"KILL", addr.as_bytes()]), b"+OK\r\n");
+        wait_syncs(&mut m, ["1", "2", "0"]);
+    }
 }
