@@ -1913,8 +1913,8 @@ impl Worker {
             && let (Some(me), Some(conn)) = (me, self.conns.get_mut(key))
         {
             if conn.client.replica || conn.client.master {
-                // A replica's second sync is ignored, as redis-server ignores it.
-                return self.reply_now(key, b"");
+                // A replica's second sync is ignored (no reply), as redis-server ignores it.
+                return Flow::Next;
             }
             // A replica: it is fed from its save's instant on (`repl::master`).
             conn.client.replica = true;

@@ -477,7 +477,8 @@ fn parse_stream(bytes: &[u8]) -> Option<Vec<Vec<Vec<u8>>>> {
 /// same commands in the same order as redis-server's, a SELECT only where the database
 /// changes, transactions in MULTI/EXEC, a script's writes as its effects, GETSET as SET, BRPOPLPUSH as RPOPLPUSH,
 /// BLMOVE as LMOVE, keyspace-wide
-/// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too.
+/// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too; a
+/// second SYNC on the same connection adds nothing.
 #[test]
 fn the_replication_stream_is_redis_servers() {
     let threads = default_threads().max(2).to_string();
@@ -494,6 +495,8 @@ fn the_replication_stream_is_redis_servers() {
         wait_info(&mut c, "the stream is not attached", |i| {
             i.contains("connected_slaves:1")
         });
+        // A replica's second SYNC is ignored: no reply.
+        sync.send(b"SYNC\r\n");
         std::thread::sleep(Duration::from_millis(100));
         for line in [
             "SELECT 9",
