@@ -422,6 +422,7 @@ impl Loopback {
                 | Msg::AdoptMaster(..)
                 | Msg::Monitor(..)
                 | Msg::ReplWake
+                | Msg::DropReplicas
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)

@@ -367,7 +367,10 @@ impl Plan for DebugPlan {
             Job::Refuse(error) => cx.done(|e| e.error(error)),
             Job::Sleep(secs) => {
                 let started = std::time::Instant::now();
-                if sleep(*secs) {
+                cx.shared.follow.freeze(true);
+                let slept = sleep(*secs);
+                cx.shared.follow.freeze(false);
+                if slept {
                     // A slow command, for the latency monitor.
                     let micros = started.elapsed().as_micros();
                     cx.shared

@@ -279,12 +279,15 @@ fn replication_section(shared: &crate::runtime::server::Shared) -> String {
     out.push_str(&shared.repl.info_lines(now));
     let (first, histlen) = shared.repl.backlog();
     let active = u8::from(shared.repl.backlog_active());
+    let (replid2, second) = shared
+        .repl
+        .replid2()
+        .unwrap_or_else(|| ("0".repeat(40), -1));
     out.push_str(&format!(
         "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\n\
-         master_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\n\
+         master_replid2:{replid2}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{second}\r\n\
          repl_backlog_active:{active}\r\nrepl_backlog_size:{}\r\n\
          repl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
-        "0".repeat(40),
         shared.repl.backlog_size(),
         if active == 1 { first } else { 0 },
         if active == 1 { histlen } else { 0 },

@@ -107,8 +107,12 @@ fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let who = ctx.client.info_line(ctx.now);
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         if ctx.shared.follow.stop() {
-            // A new history begins here, as redis-server's shiftReplicationId.
+            // A new history begins here, as redis-server's shiftReplicationId (which
+            // also keeps the old one as a second id: Goblin does not, so this server's
+            // replicas sync again).
             ctx.shared.new_replication_id();
+            ctx.shared.repl.promote();
+            crate::repl::replica::drop_replicas(ctx.shared);
             crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
         }
         ctx.reply().ok();

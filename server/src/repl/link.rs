@@ -48,7 +48,9 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -159,6 +161,15 @@ pub struct LinkStatus {
     /// Set by the server (CLIENT KILL of the master's client): the link drops the
     /// master's connection, as if it were lost, and connects again.
     pub drop: AtomicBool,
+    /// The server sleeps (DEBUG SLEEP): a link that is down does not connect again
+    /// meanwhile, as redis-server's replication cron does not run.
+    pub frozen: AtomicBool,
+    /// Asked by the server (a replica of this replica syncs): the link stops applying
+    /// the stream, outside a transaction, until asked no more ([`LinkStatus::held`]).
+    pub hold: AtomicUsize,
+    /// The link is held: it applies nothing, and the local server has answered all it
+    /// was sent; what it applied is all in this server's stream.
+    pub held: AtomicBool,
 }
 
 impl LinkStatus {
@@ -187,6 +198,16 @@ pub trait Local: Send + 'static {
     /// # Errors
     /// When no connection can be made; the session fails and is retried.
     fn connect(&self, master: Option<(SocketAddr, SocketAddr)>) -> io::Result<UnixStream>;
+
+    /// The snapshot of history `replid`, whose stream starts at `offset`, is loaded.
+    fn synced(&self, replid: &str, offset: i64);
+
+    /// The master continues with a new history `new` (`+CONTINUE <new>`): what was
+    /// applied is also `old`'s.
+    fn continued(&self, old: &str, new: &str);
+
+    /// The master's bytes just applied, in order: this server's own stream.
+    fn proxy(&self, bytes: &[u8]);
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -264,10 +285,10 @@ fn mark_down(status: &LinkStatus, was_connected: bool) {
     }
 }
 
-/// Sleeps `total`, or until `stop` is set.
+/// Sleeps `total` (and while the server sleeps), or until `stop` is set.
 fn pause(status: &LinkStatus, total: Duration) {
     let started = Instant::now();
-    while !stopped(status) && started.elapsed() < total {
+    while !stopped(status) && (started.elapsed() < total || status.frozen.load(Relaxed)) {
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -296,7 +317,8 @@ fn attempt(
     let mut master = Master::connect(config, status)?;
     set_state(status, State::Handshake);
     status.drop.store(false, Relaxed);
-    let (conn, initial, db) = match handshake(&mut master, config, status, cached.as_ref())? {
+    let (conn, initial, db) = match handshake(&mut master, config, status, local, cached.as_ref())?
+    {
         Sync::Full(initial) => {
             *cached = None;
             let mut temp = TempRdb::create(&config.rdb_path)?;
@@ -304,6 +326,7 @@ fn attempt(
             status.sync_in_progress.store(true, Relaxed);
             let eof_mark = receive(&mut master, &mut temp, status)?;
             let conn = load(temp, &config.rdb_path, local, master.addresses(), status)?;
+            local.synced(&current_replid(status), initial);
             log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
             connected(&mut master, status, initial, eof_mark)?;
             (conn, initial, None)
@@ -314,7 +337,11 @@ fn attempt(
             (conn, c.offset, c.db)
         }
     };
-    Stream::new(master, conn, initial, db, errors).run(cached)
+    Stream::new(master, conn, local, initial, db, errors).run(cached)
+}
+
+fn current_replid(status: &LinkStatus) -> String {
+    status.replid.lock().map(|r| r.clone()).unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -627,6 +654,7 @@ fn handshake(
     master: &mut Master<'_>,
     config: &LinkConfig,
     status: &LinkStatus,
+    local: &impl Local,
     cached: Option<&Cached>,
 ) -> Step<Sync> {
     let pong = master.call(&[b"PING"])?;
@@ -671,7 +699,7 @@ fn handshake(
             text(&reply)
         );
     }
-    psync(master, status, cached)
+    psync(master, status, local, cached)
 }
 
 /// redis-server takes any status reply to PING, and the errors of a master that wants
@@ -689,7 +717,12 @@ fn ping_accepted(reply: &[u8]) -> bool {
 
 /// `PSYNC ? -1`, or `PSYNC <replid> <offset + 1>` with a cached master: how the master
 /// answered.
-fn psync(master: &mut Master<'_>, status: &LinkStatus, cached: Option<&Cached>) -> Step<Sync> {
+fn psync(
+    master: &mut Master<'_>,
+    status: &LinkStatus,
+    local: &impl Local,
+    cached: Option<&Cached>,
+) -> Step<Sync> {
     match cached {
         Some(c) => {
             let next = (c.offset + 1).to_string();
@@ -733,6 +766,7 @@ fn psync(master: &mut Master<'_>, status: &LinkStatus, cached: Option<&Cached>) 
         let mut c = c.clone();
         if new.len() == RUN_ID_LEN && new != c.replid {
             log!(Warning, "Master replication ID changed to {new}");
+            local.continued(&c.replid, &new);
             c.replid.clone_from(&new);
             set_replid(status, new);
         }
@@ -1166,6 +1200,12 @@ impl ErrorLog {
 struct Stream<'a> {
     master: Master<'a>,
     local: UnixStream,
+    /// The server (its stream takes the bytes applied).
+    server: &'a dyn Local,
+    /// The bytes of the commands decoded and not published yet, as the master sent them.
+    raw: Queue,
+    /// The offset up to which the bytes applied are in the server's stream.
+    published: i64,
     decoder: RequestDecoder,
     /// Bytes to write to the local server.
     to_local: Queue,
@@ -1193,6 +1233,7 @@ impl<'a> Stream<'a> {
     fn new(
         master: Master<'a>,
         local: UnixStream,
+        server: &'a dyn Local,
         initial: i64,
         db: Option<Vec<u8>>,
         errors: &'a mut ErrorLog,
@@ -1206,6 +1247,9 @@ impl<'a> Stream<'a> {
         Stream {
             master,
             local,
+            server,
+            raw: Queue::default(),
+            published: initial,
             decoder: RequestDecoder::new(limits),
             to_local: Queue::default(),
             replies: Queue::default(),
@@ -1241,6 +1285,7 @@ impl<'a> Stream<'a> {
             Ok(never) => match never {},
             Err(end) => end,
         };
+        self.master.status.held.store(false, Relaxed);
         if end == End::Down && self.drain().is_ok() {
             log!(Notice, "Caching the disconnected master state.");
             let replid = self
@@ -1281,6 +1326,7 @@ impl<'a> Stream<'a> {
                 thread::sleep(Duration::from_millis(1));
             }
         }
+        self.publish();
         Ok(())
     }
 
@@ -1292,6 +1338,7 @@ impl<'a> Stream<'a> {
                 log!(Notice, "The master's client was killed: dropping the link.");
                 return Err(End::Down);
             }
+            self.hold_or_go_on()?;
             self.flush_local()?;
             self.read_local()?;
             if self.to_local.len() < LOCAL_BACKLOG {
@@ -1310,6 +1357,23 @@ impl<'a> Stream<'a> {
         }
     }
 
+    /// Holds the stream while the server asks (see [`LinkStatus::hold`]): says so once
+    /// everything applied is answered; goes on with what came meanwhile when asked no
+    /// more.
+    fn hold_or_go_on(&mut self) -> Step<()> {
+        let status = self.master.status;
+        if status.hold.load(Relaxed) > 0 {
+            let idle = self.pending.is_empty() && self.to_local.is_empty() && self.multi.is_none();
+            if idle {
+                self.publish();
+            }
+            status.held.store(idle, Relaxed);
+        } else if status.held.swap(false, Relaxed) || !self.master.input.is_empty() {
+            self.apply_input()?;
+        }
+        Ok(())
+    }
+
     /// The local server is behind: the master is not read meanwhile, so its silence is
     /// not held against it.
     fn wait_for_local(&mut self) -> Step<()> {
@@ -1324,6 +1388,9 @@ impl<'a> Stream<'a> {
     /// Decodes the commands in the master's input: forwards them or takes them in hand.
     fn apply_input(&mut self) -> Step<()> {
         loop {
+            if self.multi.is_none() && self.master.status.hold.load(Relaxed) > 0 {
+                break;
+            }
             let data = self.master.input.data_mut();
             let (n, kind) = match self.decoder.decode_cold(data) {
                 Ok(Decoded::Incomplete) => break,
@@ -1343,6 +1410,7 @@ impl<'a> Stream<'a> {
                     return Err(End::Down);
                 }
             };
+            self.raw.push(&self.master.input.data()[..n]);
             self.master.consume(n);
             self.read += n as i64;
             self.enqueue(Pending {
@@ -1353,7 +1421,9 @@ impl<'a> Stream<'a> {
         self.decoder.shrink();
         self.master.status.read_offset.store(self.read, Relaxed);
         self.flush_local()?;
-        self.settle()
+        self.settle()?;
+        self.publish();
+        Ok(())
     }
 
     fn enqueue(&mut self, entry: Pending) {
@@ -1376,7 +1446,7 @@ impl<'a> Stream<'a> {
                 Kind::Ack | Kind::Skip => {}
             }
             self.pending.pop_front();
-            self.applied = end;
+            self.advance(end);
         }
         self.master.status.offset.store(self.applied, Relaxed);
         Ok(())
@@ -1401,7 +1471,10 @@ impl<'a> Stream<'a> {
             match self.replies.read_from(&mut self.local, READ_CHUNK) {
                 Ok(0) => return Err(local_lost("the connection was closed")),
                 Ok(_) => self.take_replies()?,
-                Err(e) if transient(&e) => return Ok(()),
+                Err(e) if transient(&e) => {
+                    self.publish();
+                    return Ok(());
+                }
                 Err(e) => return Err(local_lost(&strerror(&e))),
             }
         }
@@ -1423,10 +1496,32 @@ impl<'a> Stream<'a> {
         }
     }
 
+    /// The stream is applied up to `end`.
+    fn advance(&mut self, end: i64) {
+        self.applied = end;
+    }
+
+    /// What was applied since the last call goes into the server's stream (a
+    /// transaction once its EXEC is: one cut short is never in it).
+    fn publish(&mut self) {
+        let upto = match &self.multi {
+            Some((before, _)) => self.applied.min(*before),
+            None => self.applied,
+        };
+        let n = usize::try_from(upto - self.published)
+            .unwrap_or(0)
+            .min(self.raw.len());
+        if n > 0 {
+            self.server.proxy(&self.raw.data()[..n]);
+            self.raw.consume(n);
+        }
+        self.published = self.published.max(upto);
+    }
+
     /// The command at the FIFO's front was answered.
     fn answered(&mut self) -> Step<()> {
         match self.pending.pop_front() {
-            Some(Pending { end, .. }) => self.applied = end,
+            Some(Pending { end, .. }) => self.advance(end),
             None => log!(
                 Debug,
                 "A reply from the local server to no command of the master"
@@ -1677,6 +1772,12 @@ mod tests {
             self.0.send(theirs).map_err(|_| io::Error::other("gone"))?;
             Ok(ours)
         }
+
+        fn synced(&self, _replid: &str, _offset: i64) {}
+
+        fn continued(&self, _old: &str, _new: &str) {}
+
+        fn proxy(&self, _bytes: &[u8]) {}
     }
 
     fn fake_local(
@@ -1929,14 +2030,36 @@ mod tests {
     }
 
     /// A local server of many connections: each is answered `+OK` to every command;
-    /// what each was sent, by connection.
-    struct Locals(mpsc::Sender<UnixStream>);
+    /// what each was sent, by connection; the stream it was given, and the histories.
+    struct Locals(
+        mpsc::Sender<UnixStream>,
+        Arc<Mutex<Vec<u8>>>,
+        Arc<Mutex<Vec<String>>>,
+    );
 
     impl Local for Locals {
         fn connect(&self, _master: Option<(SocketAddr, SocketAddr)>) -> io::Result<UnixStream> {
             let (ours, theirs) = UnixStream::pair()?;
             self.0.send(theirs).map_err(|_| io::Error::other("gone"))?;
             Ok(ours)
+        }
+
+        fn synced(&self, replid: &str, offset: i64) {
+            self.2
+                .lock()
+                .unwrap()
+                .push(format!("synced {replid} {offset}"));
+        }
+
+        fn continued(&self, old: &str, new: &str) {
+            self.2
+                .lock()
+                .unwrap()
+                .push(format!("continued {old} {new}"));
+        }
+
+        fn proxy(&self, bytes: &[u8]) {
+            self.1.lock().unwrap().extend_from_slice(bytes);
         }
     }
 
@@ -1966,7 +2089,7 @@ mod tests {
                 });
             }
         });
-        (Locals(tx), seen)
+        (Locals(tx, Arc::default(), Arc::default()), seen)
     }
 
     /// A master lost while a transaction is half sent: the link waits for what it
@@ -2017,6 +2140,7 @@ mod tests {
             while read_command(&mut s, &mut input).is_some() {}
         });
         let (local, seen) = locals();
+        let (stream, histories) = (Arc::clone(&local.1), Arc::clone(&local.2));
         let (status, link) = start(config(port, &dir), local);
         let (psync, _acks) = rx.recv_timeout(WAIT).expect("a PSYNC and the ACKs");
         assert_eq!(
@@ -2035,7 +2159,18 @@ mod tests {
             seen,
             vec![
                 vec![reload, select4.clone(), SET.to_vec(), multi, SET.to_vec()],
-                vec![select4, set2],
+                vec![select4.clone(), set2.clone()],
+            ]
+        );
+        // The server's stream got the master's bytes as applied: the MULTI that was
+        // cut short is not in it, and the stream goes on from the offset continued.
+        let want = [&select4[..], SET, &set2, GETACK].concat();
+        assert_eq!(*stream.lock().unwrap(), want);
+        assert_eq!(
+            *histories.lock().unwrap(),
+            [
+                format!("synced {REPLID} 100"),
+                format!("continued {REPLID} {NEW_ID}")
             ]
         );
         let _ = fs::remove_dir_all(&dir);

@@ -136,6 +136,12 @@ pub struct Master {
     no_replicas_since: AtomicU64,
     /// INFO's `sync_full`, `sync_partial_ok` and `sync_partial_err`.
     pub stats: SyncStats,
+    /// This server is a replica: its stream is its master's, bytes as the link applied
+    /// them ([`Master::append_proxied`]), and the shards do not feed it.
+    proxied: AtomicBool,
+    /// `master_replid2` and `second_repl_offset`: the history this server's continues (a
+    /// promoted replica's old master's) and the first offset that is not shared.
+    replid2: Mutex<Option<(String, i64)>>,
 }
 
 /// How replicas' syncs went (INFO stats).
@@ -226,17 +232,28 @@ impl Master {
         let stream = self.stream();
         let r = list.iter_mut().find(|r| r.conn == conn)?;
         let name = format!("{}:{}", r.ip, r.port);
-        if replid != my_id.as_bytes() {
+        let (id2, second) = self.replid2().unwrap_or_default();
+        let ours = replid == my_id.as_bytes()
+            || (replid == id2.as_bytes() && offset.is_some_and(|o| o <= second));
+        if !ours {
             if replid == b"?" {
                 crate::log!(Notice, "Full resync requested by replica {name}");
             } else {
-                crate::log!(
-                    Notice,
-                    "Partial resynchronization not accepted: Replication ID mismatch \
-                     (Replica asked for '{}', my replication IDs are '{my_id}' and '{}')",
-                    String::from_utf8_lossy(replid),
-                    "0".repeat(40)
-                );
+                match replid == id2.as_bytes() {
+                    true => crate::log!(
+                        Notice,
+                        "Partial resynchronization not accepted: Requested offset for second \
+                         ID was {}, but I can reply up to {second}",
+                        offset.unwrap_or(0)
+                    ),
+                    false => crate::log!(
+                        Notice,
+                        "Partial resynchronization not accepted: Replication ID mismatch \
+                         (Replica asked for '{}', my replication IDs are '{my_id}' and '{}')",
+                        String::from_utf8_lossy(replid),
+                        if id2.is_empty() { "0".repeat(40) } else { id2 }
+                    ),
+                }
                 self.stats.partial_err.fetch_add(1, Ordering::Relaxed);
             }
             return None;
@@ -314,10 +331,86 @@ impl Master {
         self.count_good();
     }
 
-    /// Whether the shards feed the stream (the backlog exists).
+    /// Whether the backlog exists.
     #[inline]
     pub fn backlog_active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// Whether the shards feed the stream: the backlog exists and this server is not a
+    /// replica (whose stream is its master's).
+    #[inline]
+    pub fn shards_feed(&self) -> bool {
+        self.backlog_active() && !self.proxied()
+    }
+
+    /// Whether this server's stream is its master's (it is a replica).
+    #[inline]
+    pub fn proxied(&self) -> bool {
+        self.proxied.load(Ordering::Relaxed)
+    }
+
+    /// `master_replid2` and `second_repl_offset`, when this server continues another
+    /// history.
+    pub fn replid2(&self) -> Option<(String, i64)> {
+        self.replid2.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// This server follows a master from now on: the shards stop feeding the stream,
+    /// which is the master's from its sync on.
+    pub fn follow_master(&self) {
+        self.proxied.store(true, Ordering::SeqCst);
+    }
+
+    /// A replica's full sync with its master, whose stream starts at `offset`: the
+    /// backlog starts again there, in the master's history (no second one).
+    pub fn synced(&self, offset: i64) {
+        let mut stream = self.stream();
+        stream.buf = Vec::new();
+        stream.start = offset;
+        stream.db = None;
+        self.offset.store(offset, Ordering::SeqCst);
+        self.active.store(true, Ordering::SeqCst);
+        if let Ok(mut id2) = self.replid2.lock() {
+            *id2 = None;
+        }
+    }
+
+    /// The master went on with a new history (`+CONTINUE <new id>`, a promoted replica):
+    /// what this server holds up to here is also `old`'s.
+    pub fn shift(&self, old: String) {
+        let next = self.offset.load(Ordering::SeqCst) + 1;
+        if let Ok(mut id2) = self.replid2.lock() {
+            *id2 = Some((old, next));
+        }
+    }
+
+    /// REPLICAOF NO ONE: this server's own history begins; the shards feed the stream
+    /// again, which selects its database anew.
+    pub fn promote(&self) {
+        let mut stream = self.stream();
+        stream.db = None;
+        self.proxied.store(false, Ordering::SeqCst);
+    }
+
+    /// Appends the master's bytes, as the link applied them (a replica's stream; once
+    /// promoted, a link that is ending adds nothing).
+    pub fn append_proxied(&self, bytes: &[u8]) {
+        let mut stream = self.stream();
+        if !self.proxied() {
+            return;
+        }
+        stream.buf.extend_from_slice(bytes);
+        stream.db = None;
+        self.offset.fetch_add(bytes.len() as i64, Ordering::SeqCst);
+    }
+
+    /// The workers with replicas, in whatever state.
+    pub fn workers_with_replicas(&self) -> Vec<usize> {
+        let mut workers: Vec<usize> = self.list().iter().map(|r| r.conn.worker).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        workers
     }
 
     /// `repl-backlog-size` in force (INFO).
@@ -331,7 +424,7 @@ impl Master {
     pub fn expire_backlog(&self, now_ms: u64) -> bool {
         let ttl = self.backlog_ttl.load(Ordering::SeqCst);
         let since = self.no_replicas_since.load(Ordering::SeqCst);
-        if ttl == 0 || since == 0 || !self.backlog_active() || self.count() > 0 {
+        if ttl == 0 || since == 0 || !self.backlog_active() || self.count() > 0 || self.proxied() {
             return false;
         }
         // (In whole seconds of the clock, as redis-server counts them.)
@@ -343,6 +436,9 @@ impl Master {
         stream.buf = Vec::new();
         stream.db = None;
         self.active.store(false, Ordering::SeqCst);
+        if let Ok(mut id2) = self.replid2.lock() {
+            *id2 = None;
+        }
         crate::log!(
             Notice,
             "Replication backlog freed after {ttl} seconds without connected replicas."
@@ -444,7 +540,7 @@ impl Master {
     /// A command the coordinator of a keyspace-wide command sends to replicas once (in
     /// database `db` when it names one), after what each shard wrote before it.
     pub fn propagate(&self, db: Option<u16>, argv: &[&[u8]]) {
-        if !self.backlog_active() {
+        if !self.shards_feed() {
             return;
         }
         let mut bytes = Vec::new();

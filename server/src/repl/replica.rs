@@ -114,6 +114,10 @@ impl Follow {
             rdb_path: live.persist.rdb_path(),
             timeout: std::time::Duration::from_secs(timeout.max(1)),
         };
+        // This server's stream is its master's from now on; its replicas sync again,
+        // from that history.
+        shared.repl.follow_master();
+        drop_replicas(shared);
         let status = Arc::new(LinkStatus::default());
         status.state.store(State::Connect as u8, Ordering::SeqCst);
         status.offset.store(-1, Ordering::SeqCst);
@@ -144,6 +148,30 @@ impl Follow {
         }
     }
 
+    /// Whether the link is up, applying its master's stream.
+    pub fn connected(&self) -> bool {
+        self.lock()
+            .as_ref()
+            .is_some_and(|f| f.status.state() == State::Connected)
+    }
+
+    /// A replica of this replica syncs: the link holds the stream (until [`Held`] is
+    /// dropped), so that the instant of its snapshot is a point of the stream. `None`
+    /// when there is no link.
+    pub fn hold(&self) -> Option<Held> {
+        let following = self.lock();
+        let status = Arc::clone(&following.as_ref()?.status);
+        status.hold.fetch_add(1, Ordering::SeqCst);
+        Some(Held(status))
+    }
+
+    /// DEBUG SLEEP: while the server sleeps, its link does not connect again.
+    pub fn freeze(&self, frozen: bool) {
+        if let Some(f) = self.lock().as_ref() {
+            f.status.frozen.store(frozen, Ordering::SeqCst);
+        }
+    }
+
     /// REPLICAOF NO ONE: the link ends; whether there was one.
     pub fn stop(&self) -> bool {
         let mut following = self.lock();
@@ -155,6 +183,24 @@ impl Follow {
             }
             None => false,
         }
+    }
+}
+
+/// The link held (see [`Follow::hold`]) while this lives.
+#[derive(Debug)]
+pub struct Held(Arc<LinkStatus>);
+
+impl Held {
+    /// Whether the link holds the stream now: what it applied is all in this server's
+    /// stream, and nothing else is being applied.
+    pub fn holds(&self) -> bool {
+        self.0.held.load(Ordering::SeqCst) && self.0.state() == State::Connected
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.hold.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -184,5 +230,46 @@ impl link::Local for Local {
         };
         shared.peers[0].send(vec![Msg::AdoptMaster(stream, origin)]);
         Ok(ours)
+    }
+
+    fn synced(&self, replid: &str, offset: i64) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        // This server's history is its master's now: its replicas must sync again.
+        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = replid.to_string();
+        shared.repl.synced(offset);
+        drop_replicas(&shared);
+    }
+
+    fn continued(&self, old: &str, new: &str) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        shared.repl.shift(old.to_string());
+        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = new.to_string();
+        // (They are told of the new id by syncing again, as redis-server tells them.)
+        drop_replicas(&shared);
+    }
+
+    fn proxy(&self, bytes: &[u8]) {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        shared.repl.append_proxied(bytes);
+        let online = shared.repl.workers_online();
+        if online.is_empty() {
+            shared.repl.trim();
+        }
+        for worker in online {
+            shared.peers[worker].send(vec![Msg::ReplWake]);
+        }
+    }
+}
+
+/// Closes this server's replicas' connections: they sync again.
+pub fn drop_replicas(shared: &Shared) {
+    for worker in shared.repl.workers_with_replicas() {
+        shared.peers[worker].send(vec![Msg::DropReplicas]);
     }
 }

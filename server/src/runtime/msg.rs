@@ -379,6 +379,9 @@ pub enum Msg {
     AdoptMaster(crate::runtime::net::Stream, crate::runtime::net::Origin),
     /// The replication stream grew: send the replicas of this worker what it gained.
     ReplWake,
+    /// This server's replicas must sync again (it synced with its master in full, or
+    /// follows another): close their connections.
+    DropReplicas,
     /// Publications for this worker's subscribers, in the order they were made
     /// (`runtime/pubsub.rs`).
     Publish(Vec<u8>),

@@ -688,7 +688,10 @@ impl Worker {
             crate::config::inert::value(&self.shared.live().inert, "repl-ping-replica-period")
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(10u64);
-        if now.duration_since(self.last_repl_ping) >= Duration::from_secs(period) {
+        // (A replica's replicas are sent its master's PINGs.)
+        if now.duration_since(self.last_repl_ping) >= Duration::from_secs(period)
+            && !self.shared.repl.proxied()
+        {
             self.last_repl_ping = now;
             self.shard.repl_push(&[b"PING"]);
         }
@@ -1467,6 +1470,17 @@ impl Worker {
             Msg::AdoptMaster(stream, origin) => self.adopt_as(stream, origin, true),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::ReplWake => self.pump_replicas(),
+            Msg::DropReplicas => {
+                let replicas: Vec<usize> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.client.replica && !c.gone)
+                    .map(|(key, _)| key)
+                    .collect();
+                for key in replicas {
+                    self.close(key);
+                }
+            }
             // (Shard work that may run a script: the connections are lent to the
             // stand-in meanwhile.)
             Msg::Run(from, batch) if batch.scripts => {

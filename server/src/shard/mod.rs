@@ -609,7 +609,7 @@ impl Shard {
             feed.push(&[b"REPLCONF", b"GETACK", b"*"]);
         }
         let appended = feed.flush(&shared.repl);
-        if !shared.repl.backlog_active() {
+        if !shared.repl.shards_feed() {
             self.repl = None;
             self.update_observed();
         }
@@ -959,7 +959,7 @@ impl Shard {
     fn repl_marked(&mut self, shared: &Shared, marks: u8) {
         use crate::table::handler::FEED_REPLICAS;
         self.once_unit = false;
-        if marks & FEED_REPLICAS != 0 {
+        if marks & FEED_REPLICAS != 0 && shared.repl.shards_feed() {
             self.repl.get_or_insert_default();
             self.update_observed();
         }

@@ -688,3 +688,117 @@ fn a_goblin_replica_continues_where_its_link_was_lost() {
         wait_syncs(&mut m, ["1", "2", "0"]);
     }
 }
+
+/// Waits until every server reports the same `master_repl_offset` and `master_replid`
+/// as the first.
+fn wait_same_stream(servers: &[&Server]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let views: Vec<_> = servers
+            .iter()
+            .map(|s| {
+                let info = info(&mut s.raw());
+                (
+                    field(&info, "master_repl_offset"),
+                    field(&info, "master_replid"),
+                )
+            })
+            .collect();
+        if views.iter().all(|v| *v == views[0]) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{views:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A chain: a redis-server master, a middle replica (Goblin, and redis-server for
+/// comparison), and two replicas of that one (a redis-server and a Goblin). The middle
+/// replica passes its master's stream on as it applies it, so all four hold the same
+/// data, the same replication id and the same offset, as with redis-server in the
+/// middle; its replicas continue from it when their links are killed, and keep going
+/// while its own link is killed and continued. Once it is promoted (REPLICAOF NO ONE),
+/// its replicas sync again (in full: Goblin keeps no second id) and follow its writes.
+#[test]
+fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
+    let threads = default_threads().max(2).to_string();
+    let mut counted = Vec::new();
+    for goblin_middle in [false, true] {
+        let dir = scratch_dir("chain-master");
+        let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+        let mut m = master.raw();
+        for line in BEFORE {
+            ok(&mut m, line);
+        }
+        let port = master.port.to_string();
+        let middle = match goblin_middle {
+            true => {
+                Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port])
+            }
+            false => {
+                let dir = scratch_dir("chain-middle");
+                Server::redis_with(&[
+                    "--dir",
+                    dir.to_str().unwrap(),
+                    "--replicaof",
+                    "127.0.0.1",
+                    &port,
+                ])
+            }
+        };
+        let mut a = middle.raw();
+        link_up(&mut a);
+        let middle_port = middle.port.to_string();
+        let redis_sub = redis_replica_of(middle.port);
+        let goblin_sub = Server::goblin_with(&[
+            "--threads",
+            &threads,
+            "--replicaof",
+            "127.0.0.1",
+            &middle_port,
+        ]);
+        link_up(&mut redis_sub.raw());
+        link_up(&mut goblin_sub.raw());
+        for line in AFTER {
+            ok(&mut m, line);
+        }
+        let all = [&master, &middle, &redis_sub, &goblin_sub];
+        let same_data = || {
+            let want = all_databases(&mut master.client());
+            for s in &all[1..] {
+                assert_eq!(all_databases(&mut s.client()), want, "port {}", s.port);
+            }
+        };
+        wait_same_stream(&all);
+        same_data();
+        let mut steps = vec![syncs(&mut a)];
+        // Its replicas' links killed: they continue from its backlog.
+        assert_eq!(a.cmd_str("CLIENT KILL TYPE replica"), b":2\r\n");
+        ok(&mut m, "SET while-subs-away 1");
+        wait_syncs(&mut a, ["2", "2", "0"]);
+        steps.push(syncs(&mut a));
+        // Its own link killed: it continues from the master's, and so do its replicas'
+        // streams.
+        assert_eq!(a.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
+        ok(&mut m, "SET while-middle-away 1");
+        ok(&mut m, "INCR while-middle-away");
+        wait_syncs(&mut m, ["1", "1", "0"]);
+        link_up(&mut a);
+        ok(&mut m, "SET last 1");
+        wait_same_stream(&all);
+        same_data();
+        steps.push(syncs(&mut a));
+        counted.push(steps);
+        if goblin_middle {
+            // Promoted: its replicas sync again and follow its writes.
+            assert_eq!(a.cmd_str("REPLICAOF NO ONE"), b"+OK\r\n");
+            ok(&mut a, "SET promoted 1");
+            assert_eq!(a.cmd_str("WAIT 2 10000"), b":2\r\n");
+            let want = all_databases(&mut middle.client());
+            assert_eq!(all_databases(&mut redis_sub.client()), want);
+            assert_eq!(all_databases(&mut goblin_sub.client()), want);
+            wait_same_stream(&[&middle, &redis_sub, &goblin_sub]);
+        }
+    }
+    assert_eq!(counted[0], counted[1]);
+}
