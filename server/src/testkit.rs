@@ -343,6 +343,7 @@ impl Loopback {
             db: 0,
             databases: self.shared.config.databases,
             local_client: true,
+            client: None,
             conn: None,
             master: false,
             caller: None,

@@ -237,6 +237,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             caller: ctx.conn.client.script_caller(spec, ctx.conn.now),
             conn: None,
             master: false,
+            client: Some(&*ctx.conn.client),
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {

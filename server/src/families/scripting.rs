@@ -1169,6 +1169,7 @@ pub(crate) mod plan {
                         caller: self.caller.clone(),
                         conn: None,
                         master: false,
+                        client: None,
                     };
                     return match (cross.plan)(&start) {
                         Ok(plan) => Ok(Routed::Sub(plan)),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::config::Allow;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
-use crate::txn::plan::{CrossShard, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Step};
+use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Step};
 
 /// Registers MODULE, REPLICAOF, SLAVEOF and WAIT.
 pub fn register(table: &mut CommandTable) {
@@ -23,8 +23,15 @@ pub fn register(table: &mut CommandTable) {
             ("unload", None, Exec::Conn(module_unload)),
         ],
     );
-    table.add(&meta::REPLICAOF, Exec::Conn(replicaof));
-    table.add(&meta::SLAVEOF, Exec::Conn(replicaof));
+    for meta in [&meta::REPLICAOF, &meta::SLAVEOF] {
+        table.add(
+            meta,
+            Exec::Plan(CrossShard {
+                plan: replicaof_plan,
+                locking: Locking::InHops,
+            }),
+        );
+    }
     table.add(
         &meta::WAIT,
         Exec::Plan(CrossShard {
@@ -97,49 +104,122 @@ fn module_unload(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 
 /// `REPLICAOF host port`, `SLAVEOF host port`: this server follows that master (a link
 /// of its own: `repl::replica`), or, with `NO ONE`, stops following one and is a master.
-fn replicaof(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    if ctx.shared.cluster.is_some() {
-        ctx.reply()
-            .error(b"ERR REPLICAOF not allowed in cluster mode.");
-        return;
+fn replicaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    if start.shared.cluster.is_some() {
+        return Err(b"ERR REPLICAOF not allowed in cluster mode.".to_vec());
     }
-    let (host, port) = (args.get(1), args.get(2));
-    let who = ctx.client.info_line(ctx.now);
-    if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        if ctx.shared.follow.stop() {
-            // A new history begins here, as redis-server's shiftReplicationId (which
-            // also keeps the old one as a second id: Goblin does not, so this server's
-            // replicas sync again).
-            ctx.shared.new_replication_id();
-            ctx.shared.repl.promote();
-            crate::repl::replica::drop_replicas(ctx.shared);
-            crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
+    let (host, port) = (start.args.get(1), start.args.get(2));
+    let target = match host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        true => None,
+        false => {
+            let port = goblin_protocol::parse_i64(port).and_then(|p| u16::try_from(p).ok());
+            let port = port.ok_or_else(|| b"ERR Invalid master port".to_vec())?;
+            Some((String::from_utf8_lossy(host).into_owned(), port))
         }
-        ctx.reply().ok();
-        return;
-    }
-    let port = goblin_protocol::parse_i64(port).and_then(|p| u16::try_from(p).ok());
-    let Some(port) = port else {
-        ctx.reply().error(b"ERR Invalid master port");
-        return;
     };
-    let host = String::from_utf8_lossy(host).into_owned();
-    if ctx.shared.follow.follows(&host, port) {
-        crate::log!(
-            Notice,
-            "REPLICAOF would result into synchronization with the master we are already \
-             connected with. No operation performed."
+    Ok(Box::new(ReplicaOf {
+        target,
+        who: start
+            .client
+            .map(|c| c.info_line(start.now))
+            .unwrap_or_default(),
+        at_once: start.locked,
+        held: None,
+        asked: Instant::now(),
+        promoted: false,
+    }))
+}
+
+/// How long REPLICAOF waits for the link to hold its stream.
+const HOLD_LIMIT: Duration = Duration::from_secs(5);
+
+/// REPLICAOF's plan. On a replica whose link is up it first has the link hold its
+/// stream (`Follow::hold`), parked on the clock meanwhile: what the server applied is
+/// then all in its stream, so the history it goes on with — its own once promoted, or
+/// the one it asks its next master to continue — is exactly its data's.
+#[derive(Debug)]
+struct ReplicaOf {
+    /// The master to follow; `None`: NO ONE.
+    target: Option<(String, u16)>,
+    /// Who asked (for the log).
+    who: String,
+    /// Inside MULTI or a script: no waiting.
+    at_once: bool,
+    held: Option<crate::repl::replica::Held>,
+    asked: Instant,
+    /// Promoted: the shards were told to feed the stream; the reply is due.
+    promoted: bool,
+}
+
+impl Plan for ReplicaOf {
+    fn next(&mut self, cx: &PlanCx<'_>, _results: Vec<HopOut>) -> Step {
+        if self.promoted {
+            return cx.done(|e| e.ok());
+        }
+        let (shared, follow) = (cx.shared, &cx.shared.follow);
+        if let Some((host, port)) = &self.target
+            && follow.follows(host, *port)
+        {
+            crate::log!(
+                Notice,
+                "REPLICAOF would result into synchronization with the master we are already \
+                 connected with. No operation performed."
+            );
+            return cx.done(|e| e.simple(b"OK Already connected to specified master"));
+        }
+        if !self.at_once && follow.connected() {
+            if self.held.is_none() {
+                self.held = follow.hold();
+            }
+            let holds = self.held.as_ref().is_some_and(|h| h.holds());
+            if !holds && follow.connected() && self.asked.elapsed() < HOLD_LIMIT {
+                return Step::Park(Park {
+                    keys: Vec::new(),
+                    timeout: Some(Duration::from_millis(1)),
+                });
+            }
+        }
+        // (The link stops before it is let go: it applies nothing more.)
+        let history = (
+            shared.replication_id(),
+            shared.repl.offset.load(Ordering::SeqCst),
         );
-        ctx.reply()
-            .simple(b"OK Already connected to specified master");
-        return;
+        let who = &self.who;
+        match self.target.take() {
+            None => {
+                if follow.stop() {
+                    // A new history begins here, continuing the master's, as
+                    // redis-server's shiftReplicationId; the replicas are told of it by
+                    // syncing again, which continues from here.
+                    shared.repl.promote(history.0);
+                    shared.new_replication_id();
+                    crate::repl::replica::drop_replicas(shared);
+                    crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
+                    // Every shard feeds the stream from here, before the reply: a write
+                    // made after it is in the stream.
+                    self.held = None;
+                    self.promoted = true;
+                    let hops = (0..cx.slots.shards()).map(|shard| {
+                        Hop::run(shard, |ctx| {
+                            ctx.feed_replicas();
+                            HopOut::Flag(true)
+                        })
+                    });
+                    return Step::Hops(hops.collect());
+                }
+            }
+            Some((host, port)) => {
+                let db = follow.selected_db();
+                follow.start(shared, &host, port, Some((history.0, history.1, db)));
+                crate::log!(
+                    Notice,
+                    "REPLICAOF {host}:{port} enabled (user request from '{who}')"
+                );
+            }
+        }
+        self.held = None;
+        cx.done(|e| e.ok())
     }
-    ctx.shared.follow.start(ctx.shared, &host, port);
-    crate::log!(
-        Notice,
-        "REPLICAOF {host}:{port} enabled (user request from '{who}')"
-    );
-    ctx.reply().ok();
 }
 
 /// `WAIT numreplicas timeout`: how many replicas acknowledged every write made before

@@ -111,6 +111,10 @@ pub struct LinkConfig {
     /// repl-timeout: no byte from the master for this long and the link is dropped and
     /// made again.
     pub timeout: Duration,
+    /// The history this server holds when it starts following this master (it followed
+    /// another, or was a master): the replication id, offset and selected database to
+    /// ask the master to continue from, as redis-server's cached master.
+    pub resume: Option<(String, i64, Option<Vec<u8>>)>,
 }
 
 /// Link states as INFO shows them (`master_link_status` is up only in `Connected`).
@@ -170,6 +174,8 @@ pub struct LinkStatus {
     /// The link is held: it applies nothing, and the local server has answered all it
     /// was sent; what it applied is all in this server's stream.
     pub held: AtomicBool,
+    /// The database the stream had selected when the link was last held.
+    pub selected: Mutex<Option<Vec<u8>>>,
 }
 
 impl LinkStatus {
@@ -215,7 +221,11 @@ pub trait Local: Send + 'static {
 /// down, waits ~1 s and starts again (as redis-server's replicationCron reconnects).
 pub fn run(config: LinkConfig, status: Arc<LinkStatus>, local: impl Local) {
     let mut errors = ErrorLog::default();
-    let mut cached = None;
+    let mut cached =
+        config
+            .resume
+            .clone()
+            .map(|(replid, offset, db)| Cached { replid, offset, db });
     set_state(&status, State::Connect);
     while !stopped(&status) {
         let end = session(&config, &status, &local, &mut errors, &mut cached);
@@ -1362,10 +1372,16 @@ impl<'a> Stream<'a> {
     /// more.
     fn hold_or_go_on(&mut self) -> Step<()> {
         let status = self.master.status;
+        if stopped(status) {
+            return Err(End::Stop);
+        }
         if status.hold.load(Relaxed) > 0 {
             let idle = self.pending.is_empty() && self.to_local.is_empty() && self.multi.is_none();
             if idle {
                 self.publish();
+                if let Ok(mut db) = status.selected.lock() {
+                    db.clone_from(&self.selected);
+                }
             }
             status.held.store(idle, Relaxed);
         } else if status.held.swap(false, Relaxed) || !self.master.input.is_empty() {
@@ -1824,6 +1840,7 @@ mod tests {
             listening_port: 6380,
             rdb_path: dir.join("dump.rdb"),
             timeout: Duration::from_secs(5),
+            resume: None,
         }
     }
 

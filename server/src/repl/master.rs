@@ -385,10 +385,15 @@ impl Master {
         }
     }
 
-    /// REPLICAOF NO ONE: this server's own history begins; the shards feed the stream
-    /// again, which selects its database anew.
-    pub fn promote(&self) {
+    /// REPLICAOF NO ONE: this server's own history begins, continuing `old` (its
+    /// master's) up to here; the shards feed the stream again, which selects its
+    /// database anew.
+    pub fn promote(&self, old: String) {
         let mut stream = self.stream();
+        let next = self.offset.load(Ordering::SeqCst) + 1;
+        if let Ok(mut id2) = self.replid2.lock() {
+            *id2 = Some((old, next));
+        }
         stream.db = None;
         self.proxied.store(false, Ordering::SeqCst);
     }

@@ -90,8 +90,16 @@ impl Follow {
             .is_some_and(|f| f.host.eq_ignore_ascii_case(host) && f.port == port)
     }
 
-    /// Follows `host:port` from now on (the link to another master ends).
-    pub fn start(&self, shared: &Shared, host: &str, port: u16) {
+    /// Follows `host:port` from now on (the link to another master ends), asking it to
+    /// continue the history `resume` (replication id, offset, selected database) when
+    /// there is one.
+    pub fn start(
+        &self,
+        shared: &Shared,
+        host: &str,
+        port: u16,
+        resume: Option<(String, i64, Option<Vec<u8>>)>,
+    ) {
         let mut following = self.lock();
         if let Some(old) = following.take() {
             old.status.stop.store(true, Ordering::SeqCst);
@@ -113,6 +121,7 @@ impl Follow {
             listening_port: shared.local_addr.port(),
             rdb_path: live.persist.rdb_path(),
             timeout: std::time::Duration::from_secs(timeout.max(1)),
+            resume,
         };
         // This server's stream is its master's from now on; its replicas sync again,
         // from that history.
@@ -163,6 +172,13 @@ impl Follow {
         let status = Arc::clone(&following.as_ref()?.status);
         status.hold.fetch_add(1, Ordering::SeqCst);
         Some(Held(status))
+    }
+
+    /// The database the stream had selected when the link was last held.
+    pub fn selected_db(&self) -> Option<Vec<u8>> {
+        let following = self.lock();
+        let f = following.as_ref()?;
+        f.status.selected.lock().ok()?.clone()
     }
 
     /// DEBUG SLEEP: while the server sleeps, its link does not connect again.

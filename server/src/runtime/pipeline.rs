@@ -1940,6 +1940,7 @@ impl Worker {
             caller,
             conn: me,
             master,
+            client: self.conns.get(key).map(|c| &c.client),
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

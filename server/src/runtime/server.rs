@@ -999,7 +999,7 @@ impl Server {
             .and_then(|v| v.split_once(' '))
             .and_then(|(h, p)| Some((h.to_string(), p.trim().parse::<u16>().ok()?)))
         {
-            self.shared.follow.start(&self.shared, &host, port);
+            self.shared.follow.start(&self.shared, &host, port, None);
         }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());

@@ -392,6 +392,9 @@ pub struct PlanStart<'a> {
     /// The client is this replica's link to its master (whose DEBUG RELOAD loads the
     /// master's snapshot, whatever `enable-debug-command` says).
     pub master: bool,
+    /// The client, when the plan is made on its connection's thread (not by a script):
+    /// what a log line says of who asked.
+    pub client: Option<&'a crate::runtime::client::Client>,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.

@@ -788,17 +788,75 @@ fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
         wait_same_stream(&all);
         same_data();
         steps.push(syncs(&mut a));
+        // Promoted: its replicas continue from it in its new history (the old id is its
+        // second), and follow its writes.
+        assert_eq!(a.cmd_str("REPLICAOF NO ONE"), b"+OK\r\n");
+        ok(&mut a, "SET promoted 1");
+        assert_eq!(a.cmd_str("WAIT 2 10000"), b":2\r\n");
+        wait_syncs(&mut a, ["2", "4", "0"]);
+        let want = all_databases(&mut middle.client());
+        assert_eq!(all_databases(&mut redis_sub.client()), want);
+        assert_eq!(all_databases(&mut goblin_sub.client()), want);
+        wait_same_stream(&[&middle, &redis_sub, &goblin_sub]);
+        let info = info(&mut a);
+        assert_eq!(
+            field(&info, "master_replid2"),
+            field(&info_of(&mut m), "master_replid")
+        );
+        steps.push(syncs(&mut a));
         counted.push(steps);
-        if goblin_middle {
-            // Promoted: its replicas sync again and follow its writes.
-            assert_eq!(a.cmd_str("REPLICAOF NO ONE"), b"+OK\r\n");
-            ok(&mut a, "SET promoted 1");
-            assert_eq!(a.cmd_str("WAIT 2 10000"), b":2\r\n");
-            let want = all_databases(&mut middle.client());
-            assert_eq!(all_databases(&mut redis_sub.client()), want);
-            assert_eq!(all_databases(&mut goblin_sub.client()), want);
-            wait_same_stream(&[&middle, &redis_sub, &goblin_sub]);
-        }
     }
     assert_eq!(counted[0], counted[1]);
+}
+
+/// A failover: two replicas of one master, the master gone, one promoted (REPLICAOF NO
+/// ONE), the other pointed at it (REPLICAOF): it continues from the promoted one's
+/// backlog (`+CONTINUE`), whichever of the two is Goblin and which redis-server.
+#[test]
+fn a_replica_continues_from_a_promoted_sibling() {
+    let threads = default_threads().max(2).to_string();
+    for goblin_promoted in [true, false] {
+        let dir = scratch_dir("failover-master");
+        let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+        let mut m = master.raw();
+        for line in BEFORE {
+            ok(&mut m, line);
+        }
+        let port = master.port.to_string();
+        let goblin =
+            Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+        let redis = redis_replica_of(master.port);
+        let (promoted, other) = match goblin_promoted {
+            true => (&goblin, &redis),
+            false => (&redis, &goblin),
+        };
+        link_up(&mut goblin.raw());
+        link_up(&mut redis.raw());
+        for line in AFTER {
+            ok(&mut m, line);
+        }
+        assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+        wait_same_stream(&[&master, &goblin, &redis]);
+        drop(m);
+        drop(master);
+        let mut p = promoted.raw();
+        let mut o = other.raw();
+        assert_eq!(p.cmd_str("REPLICAOF NO ONE"), b"+OK\r\n");
+        ok(&mut p, "SET after-failover 1");
+        let promoted_port = promoted.port.to_string();
+        assert_eq!(
+            o.cmd(&[b"REPLICAOF", b"127.0.0.1", promoted_port.as_bytes()]),
+            b"+OK\r\n"
+        );
+        link_up(&mut o);
+        wait_syncs(&mut p, ["0", "1", "0"]);
+        ok(&mut p, "SET last 1");
+        assert_eq!(p.cmd_str("WAIT 1 10000"), b":1\r\n");
+        assert_eq!(
+            all_databases(&mut other.client()),
+            all_databases(&mut promoted.client()),
+            "goblin promoted: {goblin_promoted}"
+        );
+        wait_same_stream(&[promoted, other]);
+    }
 }
