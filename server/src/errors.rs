@@ -552,3 +552,6 @@ pub fn pfdebug_unknown(sub: &[u8]) -> ErrorReply {
     msg.push(b'\'');
     ErrorReply::Formatted(msg)
 }
+
+/// A replica whose own link is down, asked for a sync by its replica.
+pub const NO_MASTER_LINK: &[u8] = b"NOMASTERLINK Can't SYNC while not connected with my master";

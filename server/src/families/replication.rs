@@ -2,13 +2,11 @@
 //! then the stream of writes; or, for PSYNC, a partial one from the backlog:
 //! `repl::master`) and REPLCONF.
 
+use crate::persist::snapshot::SavePlan;
 use crate::runtime::msg::ConnRef;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
-use std::time::{Duration, Instant};
-
-use crate::persist::snapshot::SavePlan;
-use crate::txn::plan::{CrossShard, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Step};
+use crate::txn::plan::{CrossShard, HopOut, Locking, Plan, PlanCx, PlanStart, Step};
 
 /// Registers SYNC, PSYNC and REPLCONF.
 pub fn register(table: &mut CommandTable) {
@@ -29,7 +27,7 @@ pub fn register(table: &mut CommandTable) {
 
 /// `SYNC`: the snapshot and the stream, with no `+FULLRESYNC` line first.
 fn sync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-    full_sync(start, replica_conn(start)?, false)
+    full_sync(replica_conn(start)?, false)
 }
 
 /// `PSYNC replid offset`: a partial resynchronization when the backlog holds what the
@@ -45,7 +43,7 @@ fn psync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         .resume(conn, start.args.get(1), offset, &my_id)
     {
         Some(_) => Ok(Box::new(Resume { conn })),
-        None => full_sync(start, conn, true),
+        None => full_sync(conn, true),
     }
 }
 
@@ -57,75 +55,18 @@ fn replica_conn(start: &PlanStart<'_>) -> Result<ConnRef, Vec<u8>> {
         .filter(|c| start.shared.repl.snapshot_of(*c).is_some())
         .ok_or_else(|| b"ERR Replica can't interact with the keyspace".to_vec())?;
     if start.shared.repl.proxied() && !start.shared.follow.connected() {
-        return Err(NO_MASTER_LINK.to_vec());
+        return Err(crate::errors::NO_MASTER_LINK.to_vec());
     }
     Ok(conn)
 }
 
-const NO_MASTER_LINK: &[u8] = b"NOMASTERLINK Can't SYNC while not connected with my master";
-
-fn full_sync(start: &PlanStart<'_>, conn: ConnRef, psync: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
+fn full_sync(conn: ConnRef, psync: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
     crate::log!(
         Notice,
         "Replica asks for synchronization; full resync ({})",
         if psync { "PSYNC" } else { "SYNC" }
     );
-    let save = SavePlan::for_replica(conn, psync);
-    if !start.shared.repl.proxied() {
-        return Ok(Box::new(save));
-    }
-    Ok(Box::new(AfterHold {
-        save,
-        held: None,
-        asked: Instant::now(),
-        holding: false,
-    }))
-}
-
-/// How long a replica's sync waits for this replica's link to hold its stream.
-const HOLD_LIMIT: Duration = Duration::from_secs(5);
-
-/// A replica's full sync on a server that is itself a replica: its stream is the
-/// master's, as the link applies it, so the snapshot's instant must be a point of that
-/// stream. The link is asked to hold (to stop applying, outside a transaction, once
-/// everything it forwarded is answered and in the stream); the save's instant is taken
-/// then, with the stream's offset, and the link goes on once the plan ends.
-#[derive(Debug)]
-struct AfterHold {
-    save: SavePlan,
-    held: Option<crate::repl::replica::Held>,
-    asked: Instant,
-    /// The link holds: the save runs.
-    holding: bool,
-}
-
-impl Plan for AfterHold {
-    fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
-        let step = match self.holding {
-            true => self.save.next(cx, results),
-            false => {
-                if self.held.is_none() {
-                    self.held = cx.shared.follow.hold();
-                }
-                if !self.held.as_ref().is_some_and(|h| h.holds()) {
-                    if self.asked.elapsed() < HOLD_LIMIT {
-                        return Step::Park(Park {
-                            keys: Vec::new(),
-                            timeout: Some(Duration::from_millis(1)),
-                        });
-                    }
-                    self.held = None;
-                    return cx.done(|e| e.error(NO_MASTER_LINK));
-                }
-                self.holding = true;
-                self.save.next(cx, Vec::new())
-            }
-        };
-        if matches!(step, Step::Done(_)) {
-            self.held = None;
-        }
-        step
-    }
+    Ok(Box::new(SavePlan::for_replica(conn, psync)))
 }
 
 /// A partial resynchronization accepted: `+CONTINUE`, after which the replica's worker

@@ -24,6 +24,7 @@ use goblin_store::{Millis, Value};
 
 use super::aof::{self, AofLog, LogFile, Manifest, TXCOMMIT, TXPART};
 use crate::clock;
+use crate::repl::master::History;
 use crate::runtime::msg::Msg;
 use crate::runtime::server::Shared;
 use crate::scripting::functions::RestorePolicy;
@@ -173,14 +174,26 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
     } else {
         if let Some(path) = snapshot_source(shared)? {
             let now = clock::now_ms();
-            load_rdb(
+            let history = read_history(&path);
+            let mut expired = history.as_ref().map(|_| Vec::new());
+            load_rdb_bytes(
                 shared,
+                &read_file(&path).map_err(|e| {
+                    format!(
+                        "Fatal error loading the DB: {}. Exiting.",
+                        crate::util::strerror(&e)
+                    )
+                })?,
                 &path,
                 now,
                 RestorePolicy::Replace,
                 &mut |db, k, v, at| sink.put(db, k, v, at),
+                expired.as_mut(),
             )
             .map_err(|e| format!("{e}\nTerminating server after rdb file reading failure."))?;
+            if let Some(history) = history {
+                restore_history(shared, history, expired.unwrap_or_default());
+            }
         }
         (0..shared.threads).map(|_| None).collect()
     };
@@ -224,7 +237,51 @@ pub(crate) fn load_rdb(
             crate::util::strerror(&e)
         )
     })?;
-    load_rdb_bytes(shared, &data, path, now, policy, put).map(|_| ())
+    load_rdb_bytes(shared, &data, path, now, policy, put, None).map(|_| ())
+}
+
+/// The replication history a snapshot recorded (`repl-id`, `repl-offset`,
+/// `repl-stream-db`), read from its header.
+fn read_history(path: &Path) -> Option<History> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    fs::File::open(path)
+        .ok()?
+        .take(64 << 10)
+        .read_to_end(&mut head)
+        .ok()?;
+    let aux = rdb::leading_aux(&head);
+    let field = |name: &[u8]| {
+        aux.iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    };
+    let replid = field(b"repl-id").filter(|id| id.len() == 40)?.to_string();
+    let offset = field(b"repl-offset")?
+        .parse::<i64>()
+        .ok()
+        .filter(|&o| o >= 0)?;
+    let db = field(b"repl-stream-db")?.parse::<u16>().ok()?;
+    Some(History { replid, offset, db })
+}
+
+/// A snapshot loaded at start-up recorded `history`, as redis-server's
+/// loadDataFromDisk takes it: a replica asks its master to continue from there; a master
+/// keeps it as its second id, so that its replicas continue from it, and its stream
+/// starts there with a DEL of each key that expired while it was down (`expired`).
+fn restore_history(shared: &Shared, history: History, expired: Vec<(usize, Vec<u8>)>) {
+    let replica = crate::config::inert::value(&shared.config.inert, "replicaof")
+        .is_some_and(|v| !v.is_empty());
+    if replica {
+        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = history.replid.clone();
+        shared.repl.restore_as_replica(history);
+        return;
+    }
+    shared.repl.restore_as_master(&history);
+    for (db, key) in expired {
+        let db = u16::try_from(db).unwrap_or(0);
+        shared.repl.propagate(Some(db), &[b"DEL", &key]);
+    }
 }
 
 /// [`load_rdb`] of a file's bytes (`path` names it in errors); where its RDB ends (a
@@ -236,6 +293,7 @@ fn load_rdb_bytes(
     now: Millis,
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
+    mut expired_keys: Option<&mut Vec<(usize, Vec<u8>)>>,
 ) -> Result<usize, String> {
     let databases = shared.config.databases;
     let (mut loaded, mut expired, mut empty) = (0u64, 0u64, 0u64);
@@ -263,6 +321,9 @@ fn load_rdb_bytes(
         };
         if k.expire_at.is_some_and(|at| at < now) {
             expired += 1;
+            if let Some(keys) = expired_keys.as_mut() {
+                keys.push((db, k.key));
+            }
             return Ok(());
         }
         loaded += 1;
@@ -728,6 +789,7 @@ fn replay_base(
             now,
             RestorePolicy::Replace,
             &mut |db, k, v, at| shard.load_one(db, k, v, at, now),
+            None,
         )
         .map_err(|e| {
             let what = match old_style {

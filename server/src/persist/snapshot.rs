@@ -27,6 +27,7 @@ use goblin_store::rdb::{RdbWriter, crc64};
 use super::aof::{self, LogFile, Manifest};
 use crate::clock;
 use crate::persist::Persist;
+use crate::repl::master::History;
 use crate::runtime::msg::ConnRef;
 use crate::runtime::server::REDIS_VERSION;
 use crate::txn::plan::{Hop, HopOut, Plan, PlanCx, Step};
@@ -39,16 +40,30 @@ pub type Db0 = Option<(u64, u64)>;
 /// database 0 with its sizes when it has keys. (Pieces of other databases select theirs
 /// as they come: the shards' pieces interleave, so only database 0's sizes — which
 /// Redis writes as hints — are known before the records.)
-pub fn header(db0: Db0, aof_base: bool, functions: &[Vec<u8>]) -> Vec<u8> {
+pub fn header(
+    db0: Db0,
+    aof_base: bool,
+    functions: &[Vec<u8>],
+    history: Option<&History>,
+) -> Vec<u8> {
     let ctime = (clock::now_ms() / 1000).to_string();
     let used = crate::alloc::allocated().unwrap_or(0).to_string();
-    let aux: [(&[u8], &[u8]); 5] = [
+    let mut aux: Vec<(&[u8], &[u8])> = vec![
         (b"redis-ver", REDIS_VERSION.as_bytes()),
         (b"redis-bits", b"64"),
         (b"ctime", ctime.as_bytes()),
         (b"used-mem", used.as_bytes()),
-        (b"aof-base", if aof_base { b"1" } else { b"0" }),
     ];
+    // The replication history the data is at, as redis-server's rdbSaveInfoAuxFields.
+    let (db, offset) = history.map_or((String::new(), String::new()), |h| {
+        (h.db.to_string(), h.offset.to_string())
+    });
+    if let Some(h) = history {
+        aux.push((b"repl-stream-db", db.as_bytes()));
+        aux.push((b"repl-id", h.replid.as_bytes()));
+        aux.push((b"repl-offset", offset.as_bytes()));
+    }
+    aux.push((b"aof-base", if aof_base { b"1" } else { b"0" }));
     let mut w = RdbWriter::new(&aux);
     // The function libraries, before the databases (as `rdbSaveFunctions`).
     for code in functions {
@@ -87,9 +102,15 @@ impl FileOut {
     }
 
     /// Writes the header (database 0 is selected by it when it has keys).
-    fn header(&mut self, db0: Db0, aof_base: bool, functions: &[Vec<u8>]) -> io::Result<()> {
+    fn header(
+        &mut self,
+        db0: Db0,
+        aof_base: bool,
+        functions: &[Vec<u8>],
+        history: Option<&History>,
+    ) -> io::Result<()> {
         self.selected = db0.map(|_| 0);
-        self.write(&header(db0, aof_base, functions))
+        self.write(&header(db0, aof_base, functions, history))
     }
 
     /// Writes key records of database `db`, after its `SELECTDB` when the file's last
@@ -146,11 +167,12 @@ pub fn write_file(
     target: &Path,
     db0: Db0,
     functions: &[Vec<u8>],
+    history: Option<&History>,
     parts: &[(u16, Vec<u8>)],
 ) -> io::Result<()> {
     let mut file = FileOut::create(target)?;
     let result = (|| {
-        file.header(db0, false, functions)?;
+        file.header(db0, false, functions, history)?;
         for (db, part) in parts {
             file.records(*db, part)?;
         }
@@ -251,8 +273,8 @@ impl SaveJob {
     }
 
     /// Writes the header, once every shard's image began.
-    pub fn header(&self, db0: Db0, functions: &[Vec<u8>]) {
-        self.with_file(|file| file.header(db0, self.aof_base, functions));
+    pub fn header(&self, db0: Db0, functions: &[Vec<u8>], history: Option<&History>) {
+        self.with_file(|file| file.header(db0, self.aof_base, functions, history));
         self.ready.store(true, Ordering::Release);
     }
 
@@ -452,6 +474,11 @@ pub struct SavePlan {
     /// A replica's sync (PSYNC, or SYNC: `psync` false): the replica fed from the
     /// instant on, sent the file once written.
     replica: Option<(ConnRef, bool)>,
+    /// On a replica: its link holds the stream while the instant is taken (see
+    /// [`SavePlan::hold_link`]).
+    held: Option<crate::repl::replica::Held>,
+    /// When the link was asked to hold.
+    asked: Option<Instant>,
 }
 
 impl SavePlan {
@@ -464,7 +491,62 @@ impl SavePlan {
             dirty: 0,
             job: None,
             replica: None,
+            held: None,
+            asked: None,
         }
+    }
+
+    /// How long a save waits for a replica's link to hold its stream.
+    const HOLD_LIMIT: Duration = Duration::from_secs(5);
+
+    /// On a replica whose link is up: has the link hold its stream (stop applying,
+    /// outside a transaction, once all it forwarded is answered and in this server's
+    /// stream), so that the instant is a point of the stream: the history the file
+    /// records, and where a replica of this one is fed from. The plan parks on the
+    /// clock until it holds (a replica's keyspace does not change meanwhile: only the
+    /// link writes to it). `None`: go on.
+    fn hold_link(&mut self, cx: &PlanCx<'_>) -> Option<Step> {
+        if !cx.shared.repl.proxied() || !cx.shared.follow.connected() {
+            return None;
+        }
+        let asked = *self.asked.get_or_insert_with(Instant::now);
+        if self.held.is_none() {
+            self.held = cx.shared.follow.hold();
+        }
+        let holds = self.held.as_ref().is_some_and(|h| h.holds());
+        if holds {
+            return None;
+        }
+        if asked.elapsed() >= Self::HOLD_LIMIT {
+            self.held = None;
+            // A replica's sync needs that point; another save goes on without it (and
+            // records no history).
+            let (conn, _) = self.replica?;
+            if let Some(snapshot) = cx.shared.repl.snapshot_of(conn) {
+                snapshot.set(Err("the link to the master did not hold".into()));
+            }
+            return Some(cx.done(|e| e.error(crate::errors::NO_MASTER_LINK)));
+        }
+        Some(Step::Park(crate::txn::plan::Park {
+            keys: Vec::new(),
+            timeout: Some(Duration::from_millis(1)),
+        }))
+    }
+
+    /// The replication history the file's data is at (its `repl-*` fields): a master's
+    /// with a backlog, its stream's offset at the instant (every shard fed it what it
+    /// wrote before); a replica's, its master's, when its link holds (or is down: what
+    /// it applied is all in the stream then). None for a log's base, as redis-server.
+    fn history(&self, cx: &PlanCx<'_>) -> Option<History> {
+        if self.kind == SaveKind::Rewrite {
+            return None;
+        }
+        let repl = &cx.shared.repl;
+        let exact = match repl.proxied() {
+            true => self.held.as_ref().is_some_and(|h| h.holds()) || !cx.shared.follow.connected(),
+            false => repl.backlog_active(),
+        };
+        exact.then(|| repl.history(cx.shared.replication_id(), cx.shared.follow.selected_db()))
     }
 
     /// A replica's sync: a background save whose instant starts the replica's feed (see
@@ -599,7 +681,6 @@ impl SavePlan {
                 .store(clock::now_ms(), Ordering::Relaxed);
         }
         let kind = self.kind;
-        let replica = self.replica.map(|(conn, _)| conn);
         let hops = (0..shards)
             .map(|shard| {
                 Hop::run(shard, move |ctx| {
@@ -624,9 +705,9 @@ impl SavePlan {
                     if let Some(seq) = rotate {
                         ctx.rotate_log(seq);
                     }
-                    if replica.is_some() {
-                        ctx.feed_replicas();
-                    }
+                    // What the shard wrote before is in the stream (the history the
+                    // file records), and a replica is fed from here.
+                    ctx.feed_replicas();
                     HopOut::Other(Box::new(part))
                 })
             })
@@ -717,7 +798,7 @@ impl SavePlan {
         let expires: u64 = parts.iter().map(|p| p.db0.1).sum();
         let db0 = (keys > 0).then_some((keys, expires));
         if let Some(job) = &self.job {
-            job.header(db0, &cx.shared.functions.codes());
+            job.header(db0, &cx.shared.functions.codes(), self.history(cx).as_ref());
             if let Some((_, psync)) = self.replica {
                 // Every shard feeds the replica from here: its stream starts at this
                 // offset.
@@ -739,7 +820,14 @@ impl SavePlan {
         }
         let records: Vec<(u16, Vec<u8>)> = parts.into_iter().flat_map(|p| p.records).collect();
         let target = cx.shared.live().persist.rdb_path();
-        let result = write_file(&target, db0, &cx.shared.functions.codes(), &records);
+        let history = self.history(cx);
+        let result = write_file(
+            &target,
+            db0,
+            &cx.shared.functions.codes(),
+            history.as_ref(),
+            &records,
+        );
         persist.saving.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
             crate::log!(Warning, "failed saving the DB to {}: {e}", target.display());
@@ -775,9 +863,16 @@ fn exit(cx: &PlanCx<'_>) -> ! {
 impl Plan for SavePlan {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         if !self.started {
+            if let Some(wait) = self.hold_link(cx) {
+                return wait;
+            }
             self.started = true;
             return self.start(cx);
         }
-        self.finish(cx, results)
+        let step = self.finish(cx, results);
+        if matches!(step, Step::Done(_)) {
+            self.held = None;
+        }
+        step
     }
 }

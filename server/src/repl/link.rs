@@ -214,6 +214,14 @@ pub trait Local: Send + 'static {
 
     /// The master's bytes just applied, in order: this server's own stream.
     fn proxy(&self, bytes: &[u8]);
+
+    /// The server is loading its files (the link waits: redis-server loads before it
+    /// replicates).
+    fn loading(&self) -> bool;
+
+    /// The history (replication id, offset, selected database) the server's file
+    /// recorded at start-up, to ask the master to continue: once.
+    fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)>;
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -221,11 +229,11 @@ pub trait Local: Send + 'static {
 /// down, waits ~1 s and starts again (as redis-server's replicationCron reconnects).
 pub fn run(config: LinkConfig, status: Arc<LinkStatus>, local: impl Local) {
     let mut errors = ErrorLog::default();
-    let mut cached =
-        config
-            .resume
-            .clone()
-            .map(|(replid, offset, db)| Cached { replid, offset, db });
+    while local.loading() && !stopped(&status) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let resume = config.resume.clone().or_else(|| local.loaded_history());
+    let mut cached = resume.map(|(replid, offset, db)| Cached { replid, offset, db });
     set_state(&status, State::Connect);
     while !stopped(&status) {
         let end = session(&config, &status, &local, &mut errors, &mut cached);
@@ -1794,6 +1802,14 @@ mod tests {
         fn continued(&self, _old: &str, _new: &str) {}
 
         fn proxy(&self, _bytes: &[u8]) {}
+
+        fn loading(&self) -> bool {
+            false
+        }
+
+        fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
+            None
+        }
     }
 
     fn fake_local(
@@ -2077,6 +2093,14 @@ mod tests {
 
         fn proxy(&self, bytes: &[u8]) {
             self.1.lock().unwrap().extend_from_slice(bytes);
+        }
+
+        fn loading(&self) -> bool {
+            false
+        }
+
+        fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
+            None
         }
     }
 

@@ -142,6 +142,19 @@ pub struct Master {
     /// `master_replid2` and `second_repl_offset`: the history this server's continues (a
     /// promoted replica's old master's) and the first offset that is not shared.
     replid2: Mutex<Option<(String, i64)>>,
+    /// The history a replica's file recorded, for its link's first PSYNC.
+    loaded: Mutex<Option<History>>,
+}
+
+/// The replication history a snapshot's data is at (its `repl-*` aux fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    /// The replication id.
+    pub replid: String,
+    /// The offset.
+    pub offset: i64,
+    /// The database the stream had selected.
+    pub db: u16,
 }
 
 /// How replicas' syncs went (INFO stats).
@@ -408,6 +421,54 @@ impl Master {
         stream.buf.extend_from_slice(bytes);
         stream.db = None;
         self.offset.fetch_add(bytes.len() as i64, Ordering::SeqCst);
+    }
+
+    /// The history this server's data is at now: id `replid`, the stream's offset, and
+    /// the database it selected (a replica's link says which: `link_db`).
+    pub fn history(&self, replid: String, link_db: Option<Vec<u8>>) -> History {
+        let stream = self.stream();
+        let db = match self.proxied() {
+            true => link_db
+                .and_then(|db| std::str::from_utf8(&db).ok()?.parse().ok())
+                .unwrap_or(0),
+            false => stream.db.unwrap_or(0),
+        };
+        History {
+            replid,
+            offset: self.offset.load(Ordering::SeqCst),
+            db,
+        }
+    }
+
+    /// At start-up, a master's file recorded history `h`: replicas of it may continue
+    /// from here (it is this server's second id, up to its offset); the backlog starts
+    /// there.
+    pub fn restore_as_master(&self, h: &History) {
+        let mut stream = self.stream();
+        stream.buf = Vec::new();
+        stream.start = h.offset;
+        stream.db = None;
+        self.offset.store(h.offset, Ordering::SeqCst);
+        self.active.store(true, Ordering::SeqCst);
+        self.no_replicas_since
+            .store(crate::clock::now_ms(), Ordering::SeqCst);
+        if let Ok(mut id2) = self.replid2.lock() {
+            *id2 = Some((h.replid.clone(), h.offset + 1));
+        }
+    }
+
+    /// At start-up, a replica's file recorded history `h`: its stream is there, and its
+    /// link asks the master to continue from there ([`Master::take_loaded`]).
+    pub fn restore_as_replica(&self, h: History) {
+        self.synced(h.offset);
+        if let Ok(mut loaded) = self.loaded.lock() {
+            *loaded = Some(h);
+        }
+    }
+
+    /// The history a replica's file recorded at start-up, once.
+    pub fn take_loaded(&self) -> Option<History> {
+        self.loaded.lock().ok()?.take()
     }
 
     /// The workers with replicas, in whatever state.

@@ -268,6 +268,15 @@ impl link::Local for Local {
         drop_replicas(&shared);
     }
 
+    fn loading(&self) -> bool {
+        self.0.upgrade().is_some_and(|s| s.persist.loading())
+    }
+
+    fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
+        let h = self.0.upgrade()?.repl.take_loaded()?;
+        Some((h.replid, h.offset, Some(h.db.to_string().into_bytes())))
+    }
+
     fn proxy(&self, bytes: &[u8]) {
         let Some(shared) = self.0.upgrade() else {
             return;

@@ -850,6 +850,8 @@ impl Worker {
         if let Some(log) = log {
             self.shard.add_observer(log);
         }
+        // (The file may have recorded a history its replicas continue.)
+        self.shard.feed_backlog(&self.shared);
         let persist = &self.shared.persist;
         if persist.loading_workers.fetch_sub(1, Ordering::SeqCst) == 1 {
             persist.loaded();

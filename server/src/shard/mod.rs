@@ -616,6 +616,15 @@ impl Shard {
         appended
     }
 
+    /// Feeds the replication stream from now on, when there is a backlog to feed (a
+    /// sync's instant; the end of loading a file that recorded a history).
+    pub fn feed_backlog(&mut self, shared: &Shared) {
+        if self.repl.is_none() && shared.repl.shards_feed() {
+            self.repl = Some(Default::default());
+            self.update_observed();
+        }
+    }
+
     /// Appends a command of the master's own to the replication stream (its PING).
     pub fn repl_push(&mut self, argv: &[&[u8]]) {
         if let Some(feed) = self.repl.as_mut() {
@@ -959,9 +968,8 @@ impl Shard {
     fn repl_marked(&mut self, shared: &Shared, marks: u8) {
         use crate::table::handler::FEED_REPLICAS;
         self.once_unit = false;
-        if marks & FEED_REPLICAS != 0 && shared.repl.shards_feed() {
-            self.repl.get_or_insert_default();
-            self.update_observed();
+        if marks & FEED_REPLICAS != 0 {
+            self.feed_backlog(shared);
         }
         if let Some(feed) = self.repl.as_mut() {
             feed.flush(&shared.repl);

@@ -860,3 +860,103 @@ fn a_replica_continues_from_a_promoted_sibling() {
         wait_same_stream(&[promoted, other]);
     }
 }
+
+/// Restarts continue from the history the snapshot recorded (its `repl-id`,
+/// `repl-offset` and `repl-stream-db` fields), as redis-server's do: a Goblin replica
+/// restarted (SHUTDOWN SAVE, then started with the same files) continues from a
+/// redis-server master's backlog; a Goblin master restarted the same way is continued
+/// from by its replicas (a redis-server and a Goblin), which are sent a DEL of the key
+/// that expired while it was down.
+#[test]
+fn restarts_continue_from_the_history_their_snapshot_recorded() {
+    let threads = default_threads().max(2).to_string();
+    // A replica restarted.
+    let dir = scratch_dir("restart-master");
+    let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+    let mut m = master.raw();
+    for line in BEFORE {
+        ok(&mut m, line);
+    }
+    let port = master.port.to_string();
+    let replica_dir = scratch_dir("restart-replica");
+    let replica_args = |replica_port: &str| {
+        vec![
+            "--threads".to_string(),
+            threads.clone(),
+            "--dir".to_string(),
+            replica_dir.to_str().unwrap().to_string(),
+            "--port".to_string(),
+            replica_port.to_string(),
+            "--replicaof".to_string(),
+            "127.0.0.1".to_string(),
+            port.clone(),
+        ]
+    };
+    let replica_port = goblin_tests::free_port().to_string();
+    let args = replica_args(&replica_port);
+    let mut replica = Server::goblin_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    link_up(&mut replica.raw());
+    ok(&mut m, "SELECT 4");
+    ok(&mut m, "SET in-db-4 1");
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    replica.raw().send(b"SHUTDOWN SAVE\r\n");
+    assert!(replica.wait_exit(Duration::from_secs(10)).is_some());
+    // (Still in database 4: the stream selects it no more.)
+    ok(&mut m, "SET while-replica-down 1");
+    let replica = Server::goblin_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    link_up(&mut replica.raw());
+    wait_syncs(&mut m, ["1", "1", "0"]);
+    ok(&mut m, "SET after-restart 1");
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    assert_eq!(
+        all_databases(&mut replica.client()),
+        all_databases(&mut master.client())
+    );
+    drop(replica);
+
+    // A master restarted.
+    let master_dir = scratch_dir("restart-goblin-master");
+    let master_port = goblin_tests::free_port().to_string();
+    let master_args = [
+        "--threads",
+        &threads,
+        "--dir",
+        master_dir.to_str().unwrap(),
+        "--port",
+        &master_port,
+    ];
+    let mut master = Server::goblin_with(&master_args);
+    let mut m = master.raw();
+    for line in BEFORE {
+        ok(&mut m, line);
+    }
+    let redis = redis_replica_of(master.port);
+    let goblin = Server::goblin_with(&[
+        "--threads",
+        &threads,
+        "--replicaof",
+        "127.0.0.1",
+        &master_port,
+    ]);
+    link_up(&mut redis.raw());
+    link_up(&mut goblin.raw());
+    ok(&mut m, "SET soon 1 PX 300");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    m.send(b"SHUTDOWN SAVE\r\n");
+    assert!(master.wait_exit(Duration::from_secs(10)).is_some());
+    std::thread::sleep(Duration::from_millis(400));
+    let master = Server::goblin_with(&master_args);
+    let mut m = master.raw();
+    link_up(&mut redis.raw());
+    link_up(&mut goblin.raw());
+    wait_syncs(&mut m, ["0", "2", "0"]);
+    ok(&mut m, "SET after-master-restart 1");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    let want = all_databases(&mut master.client());
+    assert_eq!(all_databases(&mut redis.client()), want);
+    assert_eq!(all_databases(&mut goblin.client()), want);
+    // The key that expired while the master was down is gone from the replicas too.
+    let dbsize = m.cmd_str("DBSIZE");
+    assert_eq!(redis.raw().cmd_str("DBSIZE"), dbsize);
+    assert_eq!(goblin.raw().cmd_str("DBSIZE"), dbsize);
+}
