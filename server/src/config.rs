@@ -1398,6 +1398,16 @@ fn rewritten(c: &Config, dir: &Path) -> Vec<Rewritten> {
     // Redis's options kept but not acted on: text quoted, memory with its unit.
     out.extend(inert::INERT.iter().zip(c.inert.iter().zip(&d.inert)).map(
         |(o, (value, default))| {
+            if o.name == "replicaof" {
+                // As redis-server: the master's address and port, two words; no line
+                // for a master.
+                let line = (!value.is_empty()).then(|| (format!("replicaof {value}"), true));
+                return Rewritten {
+                    name: o.name,
+                    lines: line.into_iter().collect(),
+                    by_class: false,
+                };
+            }
             let show = |v: &String| match o.kind {
                 inert::Kind::Text => repr(v.as_bytes()),
                 inert::Kind::Memory => v.parse().map_or_else(|_| v.clone(), format_memory),
@@ -1684,6 +1694,20 @@ mod tests {
         // At its default, CONFIG REWRITE writes no `bind` line.
         let text = rewrite_text(b"", &c, Path::new("/data"), false);
         assert!(!String::from_utf8_lossy(&text).contains("bind"));
+    }
+
+    #[test]
+    fn replicaof_is_rewritten_as_two_words_or_not_at_all() {
+        let c = run(&["--replicaof", "10.0.0.1", "6380"]);
+        let text = rewrite_text(b"port 7000\n", &c, Path::new("/data"), false);
+        assert!(
+            String::from_utf8_lossy(&text).contains("\nreplicaof 10.0.0.1 6380\n"),
+            "{}",
+            String::from_utf8_lossy(&text)
+        );
+        // A master: the old file's line goes.
+        let text = rewrite_text(&text, &Config::default(), Path::new("/data"), false);
+        assert!(!String::from_utf8_lossy(&text).contains("replicaof"));
     }
 
     #[test]

@@ -124,14 +124,23 @@ fn replicaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
             .map(|c| c.info_line(start.now))
             .unwrap_or_default(),
         at_once: start.locked,
-        held: None,
-        asked: Instant::now(),
+        hold: Default::default(),
         promoted: false,
     }))
 }
 
-/// How long REPLICAOF waits for the link to hold its stream.
-const HOLD_LIMIT: Duration = Duration::from_secs(5);
+/// The master followed, in the configuration in force: what CONFIG GET and CONFIG
+/// REWRITE say of `replicaof` (empty: none).
+fn remember_master(shared: &crate::runtime::server::Shared, value: &str) {
+    let Some(i) = crate::config::inert::find("replicaof") else {
+        return;
+    };
+    let mut next = shared.live().clone();
+    if let Some(slot) = next.inert.get_mut(i) {
+        *slot = value.to_string();
+    }
+    shared.set_live(next);
+}
 
 /// REPLICAOF's plan. On a replica whose link is up it first has the link hold its
 /// stream (`Follow::hold`), parked on the clock meanwhile: what the server applied is
@@ -145,8 +154,7 @@ struct ReplicaOf {
     who: String,
     /// Inside MULTI or a script: no waiting.
     at_once: bool,
-    held: Option<crate::repl::replica::Held>,
-    asked: Instant,
+    hold: crate::repl::replica::HoldRequest,
     /// Promoted: the shards were told to feed the stream; the reply is due.
     promoted: bool,
 }
@@ -167,17 +175,8 @@ impl Plan for ReplicaOf {
             );
             return cx.done(|e| e.simple(b"OK Already connected to specified master"));
         }
-        if !self.at_once && follow.connected() {
-            if self.held.is_none() {
-                self.held = follow.hold();
-            }
-            let holds = self.held.as_ref().is_some_and(|h| h.holds());
-            if !holds && follow.connected() && self.asked.elapsed() < HOLD_LIMIT {
-                return Step::Park(Park {
-                    keys: Vec::new(),
-                    timeout: Some(Duration::from_millis(1)),
-                });
-            }
+        if !self.at_once && follow.connected() && !self.hold.ready(follow) {
+            return Step::Park(Park::clock(Duration::from_millis(1)));
         }
         // (The link stops before it is let go: it applies nothing more.)
         let history = (
@@ -193,11 +192,12 @@ impl Plan for ReplicaOf {
                     // syncing again, which continues from here.
                     shared.repl.promote(history.0);
                     shared.new_replication_id();
+                    remember_master(shared, "");
                     crate::repl::replica::drop_replicas(shared);
                     crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
                     // Every shard feeds the stream from here, before the reply: a write
                     // made after it is in the stream.
-                    self.held = None;
+                    self.hold.release();
                     self.promoted = true;
                     let hops = (0..cx.slots.shards()).map(|shard| {
                         Hop::run(shard, |ctx| {
@@ -211,13 +211,14 @@ impl Plan for ReplicaOf {
             Some((host, port)) => {
                 let db = follow.selected_db();
                 follow.start(shared, &host, port, Some((history.0, history.1, db)));
+                remember_master(shared, &format!("{host} {port}"));
                 crate::log!(
                     Notice,
                     "REPLICAOF {host}:{port} enabled (user request from '{who}')"
                 );
             }
         }
-        self.held = None;
+        self.hold.release();
         cx.done(|e| e.ok())
     }
 }
@@ -277,9 +278,6 @@ impl Plan for WaitPlan {
             Some(d) => WAIT_LOOK.min(d.saturating_duration_since(now)),
             None => WAIT_LOOK,
         };
-        Step::Park(Park {
-            keys: Vec::new(),
-            timeout: Some(look),
-        })
+        Step::Park(Park::clock(look))
     }
 }

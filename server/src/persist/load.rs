@@ -282,6 +282,8 @@ fn restore_history(shared: &Shared, history: History, expired: Vec<(usize, Vec<u
         let db = u16::try_from(db).unwrap_or(0);
         shared.repl.propagate(Some(db), &[b"DEL", &key]);
     }
+    // (More DELs than the backlog holds: the replicas sync in full.)
+    shared.repl.trim();
 }
 
 /// [`load_rdb`] of a file's bytes (`path` names it in errors); where its RDB ends (a

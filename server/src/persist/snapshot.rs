@@ -30,7 +30,7 @@ use crate::persist::Persist;
 use crate::repl::master::History;
 use crate::runtime::msg::ConnRef;
 use crate::runtime::server::REDIS_VERSION;
-use crate::txn::plan::{Hop, HopOut, Plan, PlanCx, Step};
+use crate::txn::plan::{Hop, HopOut, Park, Plan, PlanCx, Step};
 
 /// The sizes of database 0 when it has keys (keys, keys with an expiry): the header
 /// selects it with them, as Redis starts its file.
@@ -476,9 +476,7 @@ pub struct SavePlan {
     replica: Option<(ConnRef, bool)>,
     /// On a replica: its link holds the stream while the instant is taken (see
     /// [`SavePlan::hold_link`]).
-    held: Option<crate::repl::replica::Held>,
-    /// When the link was asked to hold.
-    asked: Option<Instant>,
+    hold: crate::repl::replica::HoldRequest,
 }
 
 impl SavePlan {
@@ -491,13 +489,9 @@ impl SavePlan {
             dirty: 0,
             job: None,
             replica: None,
-            held: None,
-            asked: None,
+            hold: Default::default(),
         }
     }
-
-    /// How long a save waits for a replica's link to hold its stream.
-    const HOLD_LIMIT: Duration = Duration::from_secs(5);
 
     /// On a replica whose link is up: has the link hold its stream (stop applying,
     /// outside a transaction, once all it forwarded is answered and in this server's
@@ -506,31 +500,23 @@ impl SavePlan {
     /// clock until it holds (a replica's keyspace does not change meanwhile: only the
     /// link writes to it). `None`: go on.
     fn hold_link(&mut self, cx: &PlanCx<'_>) -> Option<Step> {
-        if !cx.shared.repl.proxied() || !cx.shared.follow.connected() {
+        // (Inside EXEC nothing waits: such a save records no history.)
+        if self.in_exec || !cx.shared.repl.proxied() || !cx.shared.follow.connected() {
             return None;
         }
-        let asked = *self.asked.get_or_insert_with(Instant::now);
-        if self.held.is_none() {
-            self.held = cx.shared.follow.hold();
+        if !self.hold.ready(&cx.shared.follow) {
+            return Some(Step::Park(Park::clock(Duration::from_millis(1))));
         }
-        let holds = self.held.as_ref().is_some_and(|h| h.holds());
-        if holds {
+        if self.hold.holds() {
             return None;
         }
-        if asked.elapsed() >= Self::HOLD_LIMIT {
-            self.held = None;
-            // A replica's sync needs that point; another save goes on without it (and
-            // records no history).
-            let (conn, _) = self.replica?;
-            if let Some(snapshot) = cx.shared.repl.snapshot_of(conn) {
-                snapshot.set(Err("the link to the master did not hold".into()));
-            }
-            return Some(cx.done(|e| e.error(crate::errors::NO_MASTER_LINK)));
+        // A replica's sync needs that point; another save goes on without it (and
+        // records no history).
+        let (conn, _) = self.replica?;
+        if let Some(snapshot) = cx.shared.repl.snapshot_of(conn) {
+            snapshot.set(Err("the link to the master did not hold".into()));
         }
-        Some(Step::Park(crate::txn::plan::Park {
-            keys: Vec::new(),
-            timeout: Some(Duration::from_millis(1)),
-        }))
+        Some(cx.done(|e| e.error(crate::errors::NO_MASTER_LINK)))
     }
 
     /// The replication history the file's data is at (its `repl-*` fields): a master's
@@ -543,7 +529,7 @@ impl SavePlan {
         }
         let repl = &cx.shared.repl;
         let exact = match repl.proxied() {
-            true => self.held.as_ref().is_some_and(|h| h.holds()) || !cx.shared.follow.connected(),
+            true => self.hold.holds() || !cx.shared.follow.connected(),
             false => repl.backlog_active(),
         };
         exact.then(|| repl.history(cx.shared.replication_id(), cx.shared.follow.selected_db()))
@@ -871,7 +857,7 @@ impl Plan for SavePlan {
         }
         let step = self.finish(cx, results);
         if matches!(step, Step::Done(_)) {
-            self.held = None;
+            self.hold.release();
         }
         step
     }

@@ -202,6 +202,40 @@ impl Follow {
     }
 }
 
+/// How long a plan waits for the link to hold its stream.
+const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A plan's request that the link hold its stream (a save's instant on a replica,
+/// REPLICAOF): asked once, then looked at, the plan parked on the clock between looks.
+#[derive(Debug, Default)]
+pub struct HoldRequest {
+    held: Option<Held>,
+    asked: Option<std::time::Instant>,
+}
+
+impl HoldRequest {
+    /// Asks (the first time) and looks: `true` once the link holds, or once there is
+    /// nothing to wait for (no link up, or `HOLD_LIMIT` passed: see [`Self::holds`]);
+    /// `false`: look again a millisecond later.
+    pub fn ready(&mut self, follow: &Follow) -> bool {
+        let asked = *self.asked.get_or_insert_with(std::time::Instant::now);
+        if self.held.is_none() {
+            self.held = follow.hold();
+        }
+        self.holds() || !follow.connected() || asked.elapsed() >= HOLD_LIMIT
+    }
+
+    /// Whether the link holds now.
+    pub fn holds(&self) -> bool {
+        self.held.as_ref().is_some_and(Held::holds)
+    }
+
+    /// The link may go on.
+    pub fn release(&mut self) {
+        self.held = None;
+    }
+}
+
 /// The link held (see [`Follow::hold`]) while this lives.
 #[derive(Debug)]
 pub struct Held(Arc<LinkStatus>);

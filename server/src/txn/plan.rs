@@ -195,6 +195,14 @@ pub struct Park {
 }
 
 impl Park {
+    /// A wait on the clock alone: the plan goes on after `timeout`.
+    pub fn clock(timeout: Duration) -> Park {
+        Park {
+            keys: Vec::new(),
+            timeout: Some(timeout),
+        }
+    }
+
     /// A wait on `keys` that are all alike: the same readiness test, served the same way.
     pub fn on(
         keys: Vec<Vec<u8>>,

@@ -25,17 +25,26 @@ fn field(info: &str, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Waits until `check` holds of INFO replication (30 s at most).
-fn wait_info(raw: &mut Raw, what: &str, check: impl Fn(&str) -> bool) -> String {
+/// Reads `probe` until `done` holds of what it read (30 s at most): what it read last.
+fn poll<T: std::fmt::Debug>(
+    what: &str,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let info = info(raw);
-        if check(&info) {
-            return info;
+        let seen = probe();
+        if done(&seen) {
+            return seen;
         }
-        assert!(Instant::now() < deadline, "{what}: {info}");
+        assert!(Instant::now() < deadline, "{what}: {seen:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until `check` holds of INFO replication (30 s at most).
+fn wait_info(raw: &mut Raw, what: &str, check: impl Fn(&str) -> bool) -> String {
+    poll(what, || info(raw), |i| check(i))
 }
 
 fn link_up(raw: &mut Raw) -> String {
@@ -565,15 +574,11 @@ fn syncs(raw: &mut Raw) -> [String; 3] {
 
 /// Waits until the master counted `want` syncs (30 s at most).
 fn wait_syncs(raw: &mut Raw, want: [&str; 3]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let now = syncs(raw);
-        if now == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "syncs {now:?}, want {want:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll(
+        &format!("syncs, want {want:?}"),
+        || syncs(raw),
+        |now| *now == want,
+    );
 }
 
 /// A redis-server replica whose link is killed continues from the master's backlog
@@ -692,9 +697,8 @@ fn a_goblin_replica_continues_where_its_link_was_lost() {
 /// Waits until every server reports the same `master_repl_offset` and `master_replid`
 /// as the first.
 fn wait_same_stream(servers: &[&Server]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let views: Vec<_> = servers
+    let views = || -> Vec<_> {
+        servers
             .iter()
             .map(|s| {
                 let info = info(&mut s.raw());
@@ -703,13 +707,9 @@ fn wait_same_stream(servers: &[&Server]) {
                     field(&info, "master_replid"),
                 )
             })
-            .collect();
-        if views.iter().all(|v| *v == views[0]) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{views:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            .collect()
+    };
+    poll("the same stream", views, |v| v.iter().all(|x| *x == v[0]));
 }
 
 /// A chain: a redis-server master, a middle replica (Goblin, and redis-server for
@@ -718,7 +718,8 @@ fn wait_same_stream(servers: &[&Server]) {
 /// data, the same replication id and the same offset, as with redis-server in the
 /// middle; its replicas continue from it when their links are killed, and keep going
 /// while its own link is killed and continued. Once it is promoted (REPLICAOF NO ONE),
-/// its replicas sync again (in full: Goblin keeps no second id) and follow its writes.
+/// its replicas continue from it (its old master's id is its second) and follow its
+/// writes; each step counts the same syncs either way.
 #[test]
 fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
     let threads = default_threads().max(2).to_string();
@@ -850,6 +851,19 @@ fn a_replica_continues_from_a_promoted_sibling() {
         );
         link_up(&mut o);
         wait_syncs(&mut p, ["0", "1", "0"]);
+        // The configuration in force says whom each follows (CONFIG REWRITE writes it).
+        let want = format!(
+            "*2\r\n$9\r\nreplicaof\r\n${}\r\n127.0.0.1 {promoted_port}\r\n",
+            10 + promoted_port.len()
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.cmd_str("CONFIG GET replicaof")),
+            want
+        );
+        assert_eq!(
+            p.cmd_str("CONFIG GET replicaof"),
+            b"*2\r\n$9\r\nreplicaof\r\n$0\r\n\r\n"
+        );
         ok(&mut p, "SET last 1");
         assert_eq!(p.cmd_str("WAIT 1 10000"), b":1\r\n");
         assert_eq!(
