@@ -169,8 +169,6 @@ struct Snapshot {
     pending: Vec<u64>,
     /// Where the walk over the slots goes on.
     next: usize,
-    /// The time of the image: keys expired by then are left out.
-    at: Millis,
     out: RdbWriter,
     keys: u64,
     /// The database the image's records belong to.
@@ -193,13 +191,14 @@ impl Snapshot {
     ) {
         self.pending[slot / 64] &= !(1 << (slot % 64));
         let Some(table) = table else { return };
+        // Keys past their deadline that are still stored are written too, as
+        // redis-server writes them: a loading master counts and drops them (and has its
+        // replicas delete them), a replica keeps them until its master deletes them.
         for &h in table.iter() {
             let blob = arena.get(h);
-            if !expired(blob, self.at) {
-                self.out
-                    .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
-                self.keys += 1;
-            }
+            self.out
+                .entry(blob::key(blob), value_ref(blob, boxed), blob::expire(blob));
+            self.keys += 1;
         }
     }
 }
@@ -701,11 +700,10 @@ impl Keyspace {
     /// image is the keyspace at this instant, while it keeps changing, with at most a
     /// slot's worth of keys copied ahead of the walk. Returns the number of keys and of
     /// keys with an expiry (the sizes an RDB file announces).
-    pub fn begin_snapshot(&mut self, now: Millis) -> (usize, usize) {
+    pub fn begin_snapshot(&mut self) -> (usize, usize) {
         self.snapshot = Some(Box::new(Snapshot {
             pending: vec![u64::MAX; SLOTS.div_ceil(64)],
             next: 0,
-            at: now,
             out: RdbWriter::records(),
             keys: 0,
             db: self.db,

@@ -670,7 +670,7 @@ impl SavePlan {
         let hops = (0..shards)
             .map(|shard| {
                 Hop::run(shard, move |ctx| {
-                    let (now, background) = (ctx.now, kind.in_background());
+                    let background = kind.in_background();
                     let mut part = Part {
                         records: Vec::new(),
                         db0: (0, 0),
@@ -679,7 +679,7 @@ impl SavePlan {
                     // (Empty ones too: a shard's walk is what ends its part of a
                     // background save, and database 0 always has a keyspace.)
                     ctx.for_each_db(|db, keyspace| {
-                        let (keys, expires) = keyspace.begin_snapshot(now);
+                        let (keys, expires) = keyspace.begin_snapshot();
                         if db == 0 {
                             part.db0 = (keys as u64, expires as u64);
                         }
