@@ -42,8 +42,8 @@ fn psync_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         .repl
         .resume(conn, start.args.get(1), offset, &my_id)
     {
-        Some(_) => Ok(Box::new(Resume { conn })),
-        None => full_sync(conn, true),
+        true => Ok(Box::new(Resume { conn })),
+        false => full_sync(conn, true),
     }
 }
 

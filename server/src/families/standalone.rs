@@ -179,10 +179,7 @@ impl Plan for ReplicaOf {
             return Step::Park(Park::clock(Duration::from_millis(1)));
         }
         // (The link stops before it is let go: it applies nothing more.)
-        let history = (
-            shared.replication_id(),
-            shared.repl.offset.load(Ordering::SeqCst),
-        );
+        let replid = shared.replication_id();
         let who = &self.who;
         match self.target.take() {
             None => {
@@ -190,7 +187,7 @@ impl Plan for ReplicaOf {
                     // A new history begins here, continuing the master's, as
                     // redis-server's shiftReplicationId; the replicas are told of it by
                     // syncing again, which continues from here.
-                    shared.repl.promote(history.0);
+                    shared.repl.promote(replid);
                     shared.new_replication_id();
                     remember_master(shared, "");
                     crate::repl::replica::drop_replicas(shared);
@@ -209,8 +206,8 @@ impl Plan for ReplicaOf {
                 }
             }
             Some((host, port)) => {
-                let db = follow.selected_db();
-                follow.start(shared, &host, port, Some((history.0, history.1, db)));
+                let mine = shared.repl.history(replid, follow.selected_db());
+                follow.start(shared, &host, port, Some(mine));
                 remember_master(shared, &format!("{host} {port}"));
                 crate::log!(
                     Notice,

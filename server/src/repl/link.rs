@@ -60,6 +60,7 @@ use memchr::{memchr, memmem};
 use nix::errno::Errno;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::master::History;
 use crate::clock::now_ms;
 use crate::log;
 use crate::util::strerror;
@@ -114,7 +115,7 @@ pub struct LinkConfig {
     /// The history this server holds when it starts following this master (it followed
     /// another, or was a master): the replication id, offset and selected database to
     /// ask the master to continue from, as redis-server's cached master.
-    pub resume: Option<(String, i64, Option<Vec<u8>>)>,
+    pub resume: Option<History>,
 }
 
 /// Link states as INFO shows them (`master_link_status` is up only in `Connected`).
@@ -221,7 +222,7 @@ pub trait Local: Send + 'static {
 
     /// The history (replication id, offset, selected database) the server's file
     /// recorded at start-up, to ask the master to continue: once.
-    fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)>;
+    fn loaded_history(&self) -> Option<History>;
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -233,7 +234,11 @@ pub fn run(config: LinkConfig, status: Arc<LinkStatus>, local: impl Local) {
         thread::sleep(Duration::from_millis(20));
     }
     let resume = config.resume.clone().or_else(|| local.loaded_history());
-    let mut cached = resume.map(|(replid, offset, db)| Cached { replid, offset, db });
+    let mut cached = resume.map(|h| Cached {
+        replid: h.replid,
+        offset: h.offset,
+        db: Some(h.db.to_string().into_bytes()),
+    });
     set_state(&status, State::Connect);
     while !stopped(&status) {
         let end = session(&config, &status, &local, &mut errors, &mut cached);
@@ -1807,7 +1812,7 @@ mod tests {
             false
         }
 
-        fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
+        fn loaded_history(&self) -> Option<History> {
             None
         }
     }
@@ -2099,7 +2104,7 @@ mod tests {
             false
         }
 
-        fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
+        fn loaded_history(&self) -> Option<History> {
             None
         }
     }

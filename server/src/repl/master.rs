@@ -231,19 +231,16 @@ impl Master {
 
     /// PSYNC's partial resynchronization: the replica on `conn` (registered) asks for the
     /// stream of history `replid` from `offset` (the first byte it lacks) on. When this
-    /// master's id is `my_id` and its stream still holds those bytes, the replica is fed
-    /// from there (once [`Master::resumed`]): the bytes it is sent. Otherwise it needs a
-    /// full resynchronization (logged as redis-server logs it).
-    pub fn resume(
-        &self,
-        conn: ConnRef,
-        replid: &[u8],
-        offset: Option<i64>,
-        my_id: &str,
-    ) -> Option<i64> {
+    /// master's id is `my_id` (or its second one, up to where it is shared) and its
+    /// stream still holds those bytes, the replica is fed from there (once
+    /// [`Master::resumed`]): true. Otherwise it needs a full resynchronization (logged
+    /// as redis-server logs it).
+    pub fn resume(&self, conn: ConnRef, replid: &[u8], offset: Option<i64>, my_id: &str) -> bool {
         let mut list = self.list();
         let stream = self.stream();
-        let r = list.iter_mut().find(|r| r.conn == conn)?;
+        let Some(r) = list.iter_mut().find(|r| r.conn == conn) else {
+            return false;
+        };
         let name = format!("{}:{}", r.ip, r.port);
         let (id2, second) = self.replid2().unwrap_or_default();
         let ours = replid == my_id.as_bytes()
@@ -269,7 +266,7 @@ impl Master {
                 }
                 self.stats.partial_err.fetch_add(1, Ordering::Relaxed);
             }
-            return None;
+            return false;
         }
         let end = stream.start + stream.buf.len() as i64;
         let active = self.active.load(Ordering::SeqCst);
@@ -288,7 +285,7 @@ impl Master {
                 );
             }
             self.stats.partial_err.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return false;
         };
         r.sent = offset - 1;
         self.stats.partial_ok.fetch_add(1, Ordering::Relaxed);
@@ -298,7 +295,7 @@ impl Master {
             "Partial resynchronization request from {name} accepted. Sending {len} bytes of \
              backlog starting from offset {offset}."
         );
-        Some(len)
+        true
     }
 
     /// The replica on `conn`, whose PSYNC [`Master::resume`] accepted, was answered
@@ -402,11 +399,10 @@ impl Master {
     /// master's) up to here; the shards feed the stream again, which selects its
     /// database anew.
     pub fn promote(&self, old: String) {
+        // (Under the stream's lock: no byte of the master's is appended after the
+        // offset the old history ends at.)
         let mut stream = self.stream();
-        let next = self.offset.load(Ordering::SeqCst) + 1;
-        if let Ok(mut id2) = self.replid2.lock() {
-            *id2 = Some((old, next));
-        }
+        self.shift(old);
         stream.db = None;
         self.proxied.store(false, Ordering::SeqCst);
     }
@@ -425,12 +421,10 @@ impl Master {
 
     /// The history this server's data is at now: id `replid`, the stream's offset, and
     /// the database it selected (a replica's link says which: `link_db`).
-    pub fn history(&self, replid: String, link_db: Option<Vec<u8>>) -> History {
+    pub fn history(&self, replid: String, link_db: Option<u16>) -> History {
         let stream = self.stream();
         let db = match self.proxied() {
-            true => link_db
-                .and_then(|db| std::str::from_utf8(&db).ok()?.parse().ok())
-                .unwrap_or(0),
+            true => link_db.unwrap_or(0),
             false => stream.db.unwrap_or(0),
         };
         History {

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::link::{self, LinkConfig, LinkStatus, State};
+use super::master::History;
 use crate::runtime::msg::Msg;
 use crate::runtime::net::{Origin, Stream};
 use crate::runtime::server::Shared;
@@ -93,13 +94,7 @@ impl Follow {
     /// Follows `host:port` from now on (the link to another master ends), asking it to
     /// continue the history `resume` (replication id, offset, selected database) when
     /// there is one.
-    pub fn start(
-        &self,
-        shared: &Shared,
-        host: &str,
-        port: u16,
-        resume: Option<(String, i64, Option<Vec<u8>>)>,
-    ) {
+    pub fn start(&self, shared: &Shared, host: &str, port: u16, resume: Option<History>) {
         let mut following = self.lock();
         if let Some(old) = following.take() {
             old.status.stop.store(true, Ordering::SeqCst);
@@ -175,10 +170,11 @@ impl Follow {
     }
 
     /// The database the stream had selected when the link was last held.
-    pub fn selected_db(&self) -> Option<Vec<u8>> {
+    pub fn selected_db(&self) -> Option<u16> {
         let following = self.lock();
         let f = following.as_ref()?;
-        f.status.selected.lock().ok()?.clone()
+        let db = f.status.selected.lock().ok()?.clone()?;
+        std::str::from_utf8(&db).ok()?.parse().ok()
     }
 
     /// DEBUG SLEEP: while the server sleeps, its link does not connect again.
@@ -306,9 +302,8 @@ impl link::Local for Local {
         self.0.upgrade().is_some_and(|s| s.persist.loading())
     }
 
-    fn loaded_history(&self) -> Option<(String, i64, Option<Vec<u8>>)> {
-        let h = self.0.upgrade()?.repl.take_loaded()?;
-        Some((h.replid, h.offset, Some(h.db.to_string().into_bytes())))
+    fn loaded_history(&self) -> Option<History> {
+        self.0.upgrade()?.repl.take_loaded()
     }
 
     fn proxy(&self, bytes: &[u8]) {
