@@ -1797,7 +1797,10 @@ mod snapshot_tests {
         ks.clear();
         let (rest, keys) = ks.end_snapshot();
         records.extend(rest);
-        assert_eq!(keys, 2_003, "every key once, the expired one too (as Redis)");
+        assert_eq!(
+            keys, 2_003,
+            "every key once, the expired one too (as Redis)"
+        );
         let got = contents(&file_of(&records, n, volatile));
         let mut want: Vec<(Vec<u8>, RdbValue, Option<Millis>)> = (0..2_000)
             .map(|i| {

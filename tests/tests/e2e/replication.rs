@@ -67,6 +67,14 @@ fn redis_replica_of(port: u16) -> Server {
     ])
 }
 
+/// A Goblin replica (two threads at least: keys on several shards) of the server on
+/// `port`.
+fn goblin_replica_of(port: u16) -> Server {
+    let threads = default_threads().max(2).to_string();
+    let port = port.to_string();
+    Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port])
+}
+
 /// What the master holds before its replica connects: every type, several databases
 /// (one that nothing writes afterwards), keys with an expiry.
 const BEFORE: &[&str] = &[
@@ -315,8 +323,7 @@ fn a_goblin_replica_follows_a_goblin_master() {
     for line in BEFORE {
         ok(&mut m, line);
     }
-    let port = master.port.to_string();
-    let replica = Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+    let replica = goblin_replica_of(master.port);
     let mut r = replica.raw();
     link_up(&mut r);
     // The link, killed on the master's side, comes back with a new full sync.
@@ -581,6 +588,26 @@ fn wait_syncs(raw: &mut Raw, want: [&str; 3]) {
     );
 }
 
+/// The replica's link killed (CLIENT KILL TYPE master on it) after a write in database
+/// 5, which the stream then has selected: the master counts one full and one partial
+/// resync, and what it wrote meanwhile (in that database, with no new SELECT) arrives.
+fn continue_after_kill(m: &mut Raw, r: &mut Raw, master: &Server, replica: &Server) {
+    ok(m, "SELECT 5");
+    ok(m, "SET before-kill 1");
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    assert_eq!(r.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
+    ok(m, "SET during-gap 1");
+    ok(m, "INCR during-gap");
+    wait_syncs(m, ["1", "1", "0"]);
+    link_up(r);
+    ok(m, "SET after 1");
+    assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+    assert_eq!(
+        all_databases(&mut replica.client()),
+        all_databases(&mut master.client())
+    );
+}
+
 /// A redis-server replica whose link is killed continues from the master's backlog
 /// (`+CONTINUE`): what the master wrote meanwhile, in the database the stream had
 /// selected, arrives without a new snapshot. Once the backlog is freed
@@ -606,22 +633,8 @@ fn a_replica_continues_from_the_masters_backlog() {
         wait_info(&mut m, "the replica is not online", |i| {
             i.contains("state=online")
         });
-        ok(&mut m, "SELECT 5");
-        ok(&mut m, "SET before-kill 1");
-        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
         let id = field(&info(&mut m), "master_replid").unwrap();
-        assert_eq!(r.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
-        // (The stream has database 5 selected: these go on in it.)
-        ok(&mut m, "SET during-gap 1");
-        ok(&mut m, "INCR during-gap");
-        wait_syncs(&mut m, ["1", "1", "0"]);
-        link_up(&mut r);
-        ok(&mut m, "SET after 1");
-        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
-        assert_eq!(
-            all_databases(&mut replica.client()),
-            all_databases(&mut master.client())
-        );
+        continue_after_kill(&mut m, &mut r, master, &replica);
         assert_eq!(field(&info(&mut m), "master_replid"), Some(id.clone()));
         // The backlog freed: a new history, and a full sync.
         ok(&mut m, "CONFIG SET repl-backlog-ttl 1");
@@ -662,27 +675,13 @@ fn a_goblin_replica_continues_where_its_link_was_lost() {
             ok(&mut m, line);
         }
         let port = master.port.to_string();
-        let replica =
-            Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+        let replica = goblin_replica_of(master.port);
         let mut r = replica.raw();
         link_up(&mut r);
         // The master's client shows the master's address.
         let list = String::from_utf8_lossy(&r.cmd_str("CLIENT LIST TYPE master")).into_owned();
         assert!(list.contains(&format!("addr=127.0.0.1:{port} ")), "{list}");
-        ok(&mut m, "SELECT 5");
-        ok(&mut m, "SET before-kill 1");
-        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
-        assert_eq!(r.cmd_str("CLIENT KILL TYPE master"), b":1\r\n");
-        ok(&mut m, "SET during-gap 1");
-        ok(&mut m, "INCR during-gap");
-        wait_syncs(&mut m, ["1", "1", "0"]);
-        link_up(&mut r);
-        ok(&mut m, "SET after 1");
-        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
-        assert_eq!(
-            all_databases(&mut replica.client()),
-            all_databases(&mut master.client())
-        );
+        continue_after_kill(&mut m, &mut r, master, &replica);
         let offset = field(&info(&mut m), "master_repl_offset").unwrap();
         wait_info(&mut r, "the replica's offset is not the master's", |i| {
             field(i, "master_repl_offset").as_deref() == Some(offset.as_str())
@@ -722,7 +721,6 @@ fn wait_same_stream(servers: &[&Server]) {
 /// writes; each step counts the same syncs either way.
 #[test]
 fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
-    let threads = default_threads().max(2).to_string();
     let mut counted = Vec::new();
     for goblin_middle in [false, true] {
         let dir = scratch_dir("chain-master");
@@ -733,9 +731,7 @@ fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
         }
         let port = master.port.to_string();
         let middle = match goblin_middle {
-            true => {
-                Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port])
-            }
+            true => goblin_replica_of(master.port),
             false => {
                 let dir = scratch_dir("chain-middle");
                 Server::redis_with(&[
@@ -749,15 +745,8 @@ fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
         };
         let mut a = middle.raw();
         link_up(&mut a);
-        let middle_port = middle.port.to_string();
         let redis_sub = redis_replica_of(middle.port);
-        let goblin_sub = Server::goblin_with(&[
-            "--threads",
-            &threads,
-            "--replicaof",
-            "127.0.0.1",
-            &middle_port,
-        ]);
+        let goblin_sub = goblin_replica_of(middle.port);
         link_up(&mut redis_sub.raw());
         link_up(&mut goblin_sub.raw());
         for line in AFTER {
@@ -815,7 +804,6 @@ fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
 /// backlog (`+CONTINUE`), whichever of the two is Goblin and which redis-server.
 #[test]
 fn a_replica_continues_from_a_promoted_sibling() {
-    let threads = default_threads().max(2).to_string();
     for goblin_promoted in [true, false] {
         let dir = scratch_dir("failover-master");
         let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
@@ -823,9 +811,7 @@ fn a_replica_continues_from_a_promoted_sibling() {
         for line in BEFORE {
             ok(&mut m, line);
         }
-        let port = master.port.to_string();
-        let goblin =
-            Server::goblin_with(&["--threads", &threads, "--replicaof", "127.0.0.1", &port]);
+        let goblin = goblin_replica_of(master.port);
         let redis = redis_replica_of(master.port);
         let (promoted, other) = match goblin_promoted {
             true => (&goblin, &redis),
@@ -945,13 +931,7 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
         ok(&mut m, line);
     }
     let redis = redis_replica_of(master.port);
-    let goblin = Server::goblin_with(&[
-        "--threads",
-        &threads,
-        "--replicaof",
-        "127.0.0.1",
-        &master_port,
-    ]);
+    let goblin = goblin_replica_of(master.port);
     link_up(&mut redis.raw());
     link_up(&mut goblin.raw());
     ok(&mut m, "SET soon 1 PX 300");
