@@ -640,7 +640,8 @@ fn a_replica_continues_from_the_masters_backlog() {
         ok(&mut m, "CONFIG SET repl-backlog-ttl 1");
         ok(&mut r, "MULTI");
         ok(&mut r, "CLIENT KILL TYPE master");
-        ok(&mut r, "DEBUG SLEEP 3");
+        // (4 s: the master frees its backlog within 3 s of the kill.)
+        ok(&mut r, "DEBUG SLEEP 4");
         let exec = r.cmd_str("EXEC");
         assert!(exec.starts_with(b"*2\r\n:1\r\n+OK"), "{}", show(&exec));
         wait_syncs(&mut m, ["2", "1", "1"]);
