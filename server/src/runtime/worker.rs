@@ -968,8 +968,11 @@ impl Worker {
             timeout = Some(timeout.map_or(deadline, |t| t.min(deadline)));
         }
         let ticks = self.shared.ticks();
-        let pings = self.id == 0 && self.shared.repl.count() > 0;
-        if (self.id == 0 && ticks & TICK_CRON != 0) || ticks & TICK_IDLE != 0 || pings {
+        // (Replication's cron: the replicas' PINGs, and the backlog freed after
+        // `repl-backlog-ttl` seconds without replicas.)
+        let repl =
+            self.id == 0 && (self.shared.repl.count() > 0 || self.shared.repl.backlog_active());
+        if (self.id == 0 && ticks & TICK_CRON != 0) || ticks & TICK_IDLE != 0 || repl {
             // The cron (`save` rules, automatic rewrites) and the idle clients.
             let second = Duration::from_secs(1);
             timeout = Some(timeout.map_or(second, |t| t.min(second)));

@@ -955,3 +955,48 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
     assert_eq!(redis.raw().cmd_str("DBSIZE"), dbsize);
     assert_eq!(goblin.raw().cmd_str("DBSIZE"), dbsize);
 }
+
+/// A master with no replicas left frees its backlog after `repl-backlog-ttl` seconds,
+/// and takes a new replication id, as redis-server does, even when nothing wakes the
+/// thread that keeps the time meanwhile: a PSYNC of the old history (asked of another
+/// thread, which decides it alone) is then answered with a full resync.
+#[test]
+fn a_master_frees_its_backlog_when_no_replica_is_left() {
+    let dir = scratch_dir("ttl-master");
+    let masters = [
+        Server::goblin_with(&["--threads", "2"]),
+        Server::redis_with(&["--dir", dir.to_str().unwrap()]),
+    ];
+    for (i, master) in masters.iter().enumerate() {
+        // Goblin: connections on its second thread (the first keeps the clock).
+        let (mut m, mut psync) = match i {
+            0 => {
+                let [_, m] = master.one_per_thread::<2>();
+                let [_, psync] = master.one_per_thread::<2>();
+                (m, psync)
+            }
+            _ => (master.raw(), master.raw()),
+        };
+        let replica = redis_replica_of(master.port);
+        link_up(&mut replica.raw());
+        let info = wait_info(&mut m, "no backlog", |i| {
+            i.contains("repl_backlog_active:1")
+        });
+        let id = field(&info, "master_replid").unwrap();
+        let next = (field(&info, "master_repl_offset")
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+            + 1)
+        .to_string();
+        ok(&mut m, "CONFIG SET repl-backlog-ttl 1");
+        drop(replica);
+        // Nothing asks the server anything for 4 s (the backlog is freed within 3).
+        std::thread::sleep(Duration::from_secs(4));
+        ok(&mut psync, "REPLCONF listening-port 1");
+        psync.send(format!("PSYNC {id} {next}\r\n").as_bytes());
+        let line = String::from_utf8_lossy(&psync.reply()).into_owned();
+        assert!(line.starts_with("+FULLRESYNC "), "{line}");
+        assert!(!line.contains(&id), "{line}");
+    }
+}
