@@ -669,23 +669,6 @@ pub struct RdbInfo {
     pub end: usize,
 }
 
-/// The auxiliary fields at the start of a file (before its first other record): what
-/// a prefix of the file says of it. Empty when `data` does not start an RDB file.
-pub fn leading_aux(data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut r = Reader { data, at: 0 };
-    let mut aux = Vec::new();
-    if !r.take(9).is_ok_and(|magic| magic.starts_with(b"REDIS")) {
-        return aux;
-    }
-    while r.byte() == Ok(OP_AUX) {
-        match (r.string(), r.string()) {
-            (Ok(name), Ok(value)) => aux.push((name, value)),
-            _ => break,
-        }
-    }
-    aux
-}
-
 /// Reads a whole file, handing each key to `key` in file order.
 ///
 /// # Errors
@@ -1475,13 +1458,6 @@ mod tests {
         let (info, keys) = read_all(&file).unwrap();
         assert_eq!(info.version, 10);
         assert_eq!(info.aux, vec![(b"redis-ver".to_vec(), b"7.0.15".to_vec())]);
-        // The header alone says as much; a prefix cut inside a field says what precedes.
-        assert_eq!(leading_aux(&file), info.aux);
-        assert_eq!(leading_aux(&file[..12]), Vec::<(Vec<u8>, Vec<u8>)>::new());
-        assert_eq!(
-            leading_aux(b"not an rdb file"),
-            Vec::<(Vec<u8>, Vec<u8>)>::new()
-        );
         assert_eq!(keys.len(), values.len());
         for (i, (k, v)) in keys.iter().zip(&values).enumerate() {
             assert_eq!(k.key, format!("k{i}").into_bytes());

@@ -610,13 +610,13 @@ fn reload_hops(cx: &PlanCx<'_>, flush: bool, merge: bool) -> Step {
     let mut chunks: Vec<Chunk> = (0..shards).map(|_| Vec::new()).collect();
     let path = cx.shared.live().persist.rdb_path();
     let now = crate::clock::now_ms();
-    let read =
-        crate::persist::load::load_rdb(cx.shared, &path, now, policy, &mut |db, key, value, at| {
-            let shard = cx.slots.shard_of_key(&key);
-            if let Some(chunk) = chunks.get_mut(shard) {
-                chunk.push((db, key, value, at));
-            }
-        });
+    let mut put = |db, key: Vec<u8>, value, at| {
+        let shard = cx.slots.shard_of_key(&key);
+        if let Some(chunk) = chunks.get_mut(shard) {
+            chunk.push((db, key, value, at));
+        }
+    };
+    let read = crate::persist::load::load_rdb(cx.shared, &path, now, policy, &mut put, None);
     if let Err(e) = &read {
         crate::log!(Warning, "DEBUG RELOAD: {e}");
         if !flush {

@@ -174,16 +174,11 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
     } else {
         if let Some(path) = snapshot_source(shared)? {
             let now = clock::now_ms();
-            let history = read_history(&path);
-            let mut expired = history.as_ref().map(|_| Vec::new());
-            load_rdb_bytes(
+            // A master sends its replicas a DEL of each key found expired, when the file
+            // recorded a history they continue.
+            let mut expired = (!is_replica(shared)).then(Vec::new);
+            let info = load_rdb(
                 shared,
-                &read_file(&path).map_err(|e| {
-                    format!(
-                        "Fatal error loading the DB: {}. Exiting.",
-                        crate::util::strerror(&e)
-                    )
-                })?,
                 &path,
                 now,
                 RestorePolicy::Replace,
@@ -191,7 +186,7 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
                 expired.as_mut(),
             )
             .map_err(|e| format!("{e}\nTerminating server after rdb file reading failure."))?;
-            if let Some(history) = history {
+            if let Some(history) = history_of(&info.aux) {
                 restore_history(shared, history, expired.unwrap_or_default());
             }
         }
@@ -223,44 +218,44 @@ fn snapshot_source(shared: &Shared) -> Result<Option<PathBuf>, String> {
     }
 }
 
-/// Reads an RDB file, handing each live key to `put` with its database.
+/// Reads an RDB file, handing each live key to `put` with its database (and those found
+/// expired to `expired`, when given); what the file said besides its keys.
 pub(crate) fn load_rdb(
     shared: &Shared,
     path: &Path,
     now: Millis,
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
-) -> Result<(), String> {
+    expired: Option<&mut Vec<(usize, Vec<u8>)>>,
+) -> Result<rdb::RdbInfo, String> {
     let data = read_file(path).map_err(|e| {
         format!(
             "Fatal error loading the DB: {}. Exiting.",
             crate::util::strerror(&e)
         )
     })?;
-    load_rdb_bytes(shared, &data, path, now, policy, put, None).map(|_| ())
+    load_rdb_bytes(shared, &data, path, now, policy, put, expired)
+}
+
+/// This server is configured to follow a master.
+fn is_replica(shared: &Shared) -> bool {
+    crate::config::inert::value(&shared.config.inert, "replicaof").is_some_and(|v| !v.is_empty())
 }
 
 /// The replication history a snapshot recorded (`repl-id`, `repl-offset`,
-/// `repl-stream-db`), read from its header.
-fn read_history(path: &Path) -> Option<History> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    fs::File::open(path)
-        .ok()?
-        .take(64 << 10)
-        .read_to_end(&mut head)
-        .ok()?;
-    let aux = rdb::leading_aux(&head);
+/// `repl-stream-db`), from its auxiliary fields.
+fn history_of(aux: &[(Vec<u8>, Vec<u8>)]) -> Option<History> {
     let field = |name: &[u8]| {
         aux.iter()
             .find(|(n, _)| n == name)
             .and_then(|(_, v)| std::str::from_utf8(v).ok())
     };
     let replid = field(b"repl-id").filter(|id| id.len() == 40)?.to_string();
+    // (An offset from a file: far from the end of i64, so that offsets after it add up.)
     let offset = field(b"repl-offset")?
         .parse::<i64>()
         .ok()
-        .filter(|&o| o >= 0)?;
+        .filter(|o| (0..i64::MAX / 2).contains(o))?;
     let db = field(b"repl-stream-db")?.parse::<u16>().ok()?;
     Some(History { replid, offset, db })
 }
@@ -270,10 +265,8 @@ fn read_history(path: &Path) -> Option<History> {
 /// keeps it as its second id, so that its replicas continue from it, and its stream
 /// starts there with a DEL of each key that expired while it was down (`expired`).
 fn restore_history(shared: &Shared, history: History, expired: Vec<(usize, Vec<u8>)>) {
-    let replica = crate::config::inert::value(&shared.config.inert, "replicaof")
-        .is_some_and(|v| !v.is_empty());
-    if replica {
-        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = history.replid.clone();
+    if is_replica(shared) {
+        shared.set_replication_id(history.replid.clone());
         shared.repl.restore_as_replica(history);
         return;
     }
@@ -296,7 +289,7 @@ fn load_rdb_bytes(
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
     mut expired_keys: Option<&mut Vec<(usize, Vec<u8>)>>,
-) -> Result<usize, String> {
+) -> Result<rdb::RdbInfo, String> {
     let databases = shared.config.databases;
     let (mut loaded, mut expired, mut empty) = (0u64, 0u64, 0u64);
     let read = rdb::read(data, |k: RdbKey| {
@@ -363,7 +356,7 @@ fn load_rdb_bytes(
                         String::from_utf8_lossy(&e)
                     )
                 })
-                .map(|()| info.end)
+                .map(|()| info)
         })
 }
 
@@ -580,6 +573,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                     &mut |db, k, v, at| {
                         replay.shard.load_one(db, k, v, at, now);
                     },
+                    None,
                 )?;
                 let seq = manifest.last_seq() + 1;
                 let base = aof::base_name(name, seq);
@@ -793,6 +787,7 @@ fn replay_base(
             &mut |db, k, v, at| shard.load_one(db, k, v, at, now),
             None,
         )
+        .map(|info| info.end)
         .map_err(|e| {
             let what = match old_style {
                 true => "the RDB preamble of the AOF file",

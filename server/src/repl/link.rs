@@ -180,6 +180,11 @@ pub struct LinkStatus {
 }
 
 impl LinkStatus {
+    /// The master's replication id (empty before the first sync).
+    pub fn master_replid(&self) -> String {
+        self.replid.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
     /// The link's state.
     pub fn state(&self) -> State {
         match self.state.load(Relaxed) {
@@ -349,7 +354,7 @@ fn attempt(
             status.sync_in_progress.store(true, Relaxed);
             let eof_mark = receive(&mut master, &mut temp, status)?;
             let conn = load(temp, &config.rdb_path, local, master.addresses(), status)?;
-            local.synced(&current_replid(status), initial);
+            local.synced(&status.master_replid(), initial);
             log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
             connected(&mut master, status, initial, eof_mark)?;
             (conn, initial, None)
@@ -361,10 +366,6 @@ fn attempt(
         }
     };
     Stream::new(master, conn, local, initial, db, errors).run(cached)
-}
-
-fn current_replid(status: &LinkStatus) -> String {
-    status.replid.lock().map(|r| r.clone()).unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -837,7 +838,9 @@ fn parse_fullresync(line: &[u8]) -> Option<(String, i64)> {
         return None;
     }
     let replid = std::str::from_utf8(replid).ok()?.to_owned();
-    Some((replid, parse_i64(offset)?))
+    // (Far from the end of i64: the offsets of the stream after it add up.)
+    let offset = parse_i64(offset).filter(|o| (0..i64::MAX / 2).contains(o))?;
+    Some((replid, offset))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1311,19 +1314,9 @@ impl<'a> Stream<'a> {
         self.master.status.held.store(false, Relaxed);
         if end == End::Down && self.drain().is_ok() {
             log!(Notice, "Caching the disconnected master state.");
-            let replid = self
-                .master
-                .status
-                .replid
-                .lock()
-                .map(|r| r.clone())
-                .unwrap_or_default();
             *cached = Some(Cached {
-                replid,
-                offset: self
-                    .multi
-                    .as_ref()
-                    .map_or(self.applied, |(before, _)| *before),
+                replid: self.master.status.master_replid(),
+                offset: self.settled(),
                 db: self.selected.take(),
             });
         }
@@ -1475,7 +1468,7 @@ impl<'a> Stream<'a> {
                 Kind::Ack | Kind::Skip => {}
             }
             self.pending.pop_front();
-            self.advance(end);
+            self.applied = end;
         }
         self.master.status.offset.store(self.applied, Relaxed);
         Ok(())
@@ -1525,18 +1518,19 @@ impl<'a> Stream<'a> {
         }
     }
 
-    /// The stream is applied up to `end`.
-    fn advance(&mut self, end: i64) {
-        self.applied = end;
-    }
-
-    /// What was applied since the last call goes into the server's stream (a
-    /// transaction once its EXEC is: one cut short is never in it).
-    fn publish(&mut self) {
-        let upto = match &self.multi {
+    /// The offset applied outside a transaction: a transaction counts once its EXEC is
+    /// applied (one cut short never does).
+    fn settled(&self) -> i64 {
+        match &self.multi {
             Some((before, _)) => self.applied.min(*before),
             None => self.applied,
-        };
+        }
+    }
+
+    /// What was applied since the last call goes into the server's stream (up to
+    /// [`Stream::settled`]).
+    fn publish(&mut self) {
+        let upto = self.settled();
         let n = usize::try_from(upto - self.published)
             .unwrap_or(0)
             .min(self.raw.len());
@@ -1550,7 +1544,7 @@ impl<'a> Stream<'a> {
     /// The command at the FIFO's front was answered.
     fn answered(&mut self) -> Step<()> {
         match self.pending.pop_front() {
-            Some(Pending { end, .. }) => self.advance(end),
+            Some(Pending { end, .. }) => self.applied = end,
             None => log!(
                 Debug,
                 "A reply from the local server to no command of the master"

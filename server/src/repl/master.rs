@@ -104,6 +104,20 @@ pub struct Stream {
     db: Option<u16>,
 }
 
+impl Stream {
+    /// The offset after its last byte.
+    fn end(&self) -> i64 {
+        self.start + self.buf.len() as i64
+    }
+
+    /// Empty, at `offset`, with no database selected.
+    fn restart_at(&mut self, offset: i64) {
+        self.buf = Vec::new();
+        self.start = offset;
+        self.db = None;
+    }
+}
+
 /// The master's replicas, its stream and offset (in `Shared`).
 #[derive(Debug, Default)]
 pub struct Master {
@@ -197,8 +211,8 @@ impl Master {
             // A new backlog: it begins at the offset the stream is at. (Before the
             // sync's instant: the shards feed it from there.)
             let mut stream = self.stream();
-            stream.start += stream.buf.len() as i64;
-            stream.buf.clear();
+            let end = stream.end();
+            stream.restart_at(end);
             self.active.store(true, Ordering::SeqCst);
         }
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -268,8 +282,8 @@ impl Master {
             }
             return false;
         }
-        let end = stream.start + stream.buf.len() as i64;
-        let active = self.active.load(Ordering::SeqCst);
+        let end = stream.end();
+        let active = self.backlog_active();
         let Some(offset) = offset.filter(|&o| active && o > stream.start && o <= end + 1) else {
             crate::log!(
                 Notice,
@@ -366,6 +380,10 @@ impl Master {
         self.replid2.lock().ok().and_then(|r| r.clone())
     }
 
+    fn set_replid2(&self, second: Option<(String, i64)>) {
+        *self.replid2.lock().unwrap_or_else(|e| e.into_inner()) = second;
+    }
+
     /// This server follows a master from now on: the shards stop feeding the stream,
     /// which is the master's from its sync on.
     pub fn follow_master(&self) {
@@ -375,24 +393,17 @@ impl Master {
     /// A replica's full sync with its master, whose stream starts at `offset`: the
     /// backlog starts again there, in the master's history (no second one).
     pub fn synced(&self, offset: i64) {
-        let mut stream = self.stream();
-        stream.buf = Vec::new();
-        stream.start = offset;
-        stream.db = None;
+        self.stream().restart_at(offset);
         self.offset.store(offset, Ordering::SeqCst);
         self.active.store(true, Ordering::SeqCst);
-        if let Ok(mut id2) = self.replid2.lock() {
-            *id2 = None;
-        }
+        self.set_replid2(None);
     }
 
     /// The master went on with a new history (`+CONTINUE <new id>`, a promoted replica):
     /// what this server holds up to here is also `old`'s.
     pub fn shift(&self, old: String) {
         let next = self.offset.load(Ordering::SeqCst) + 1;
-        if let Ok(mut id2) = self.replid2.lock() {
-            *id2 = Some((old, next));
-        }
+        self.set_replid2(Some((old, next)));
     }
 
     /// REPLICAOF NO ONE: this server's own history begins, continuing `old` (its
@@ -438,17 +449,10 @@ impl Master {
     /// from here (it is this server's second id, up to its offset); the backlog starts
     /// there.
     pub fn restore_as_master(&self, h: &History) {
-        let mut stream = self.stream();
-        stream.buf = Vec::new();
-        stream.start = h.offset;
-        stream.db = None;
-        self.offset.store(h.offset, Ordering::SeqCst);
-        self.active.store(true, Ordering::SeqCst);
+        self.synced(h.offset);
+        self.shift(h.replid.clone());
         self.no_replicas_since
             .store(crate::clock::now_ms(), Ordering::SeqCst);
-        if let Ok(mut id2) = self.replid2.lock() {
-            *id2 = Some((h.replid.clone(), h.offset + 1));
-        }
     }
 
     /// At start-up, a replica's file recorded history `h`: its stream is there, and its
@@ -492,13 +496,10 @@ impl Master {
             return false;
         }
         let mut stream = self.stream();
-        stream.start += stream.buf.len() as i64;
-        stream.buf = Vec::new();
-        stream.db = None;
+        let end = stream.end();
+        stream.restart_at(end);
         self.active.store(false, Ordering::SeqCst);
-        if let Ok(mut id2) = self.replid2.lock() {
-            *id2 = None;
-        }
+        self.set_replid2(None);
         crate::log!(
             Notice,
             "Replication backlog freed after {ttl} seconds without connected replicas."
@@ -613,8 +614,18 @@ impl Master {
         self.append(&bytes, lead, db);
     }
 
+    /// The stream gained bytes: the workers whose replicas are to be sent them (none:
+    /// the stream is trimmed to the backlog here).
+    pub fn appended(&self) -> Vec<usize> {
+        let online = self.workers_online();
+        if online.is_empty() {
+            self.trim();
+        }
+        online
+    }
+
     /// The workers with replicas online (to be woken for what the stream gained).
-    pub fn workers_online(&self) -> Vec<usize> {
+    fn workers_online(&self) -> Vec<usize> {
         let mut workers: Vec<usize> = self
             .list()
             .iter()
@@ -631,7 +642,7 @@ impl Master {
     pub fn take_for(&self, worker: usize) -> Vec<(ConnRef, Vec<u8>)> {
         let mut list = self.list();
         let stream = self.stream();
-        let end = stream.start + stream.buf.len() as i64;
+        let end = stream.end();
         let mut out = Vec::new();
         for r in list.iter_mut() {
             if r.conn.worker != worker || r.state != ReplicaState::Online || r.sent >= end {
@@ -652,7 +663,7 @@ impl Master {
         let list = self.list();
         let needed = list.iter().map(|r| r.sent).min().unwrap_or(i64::MAX);
         let mut stream = self.stream();
-        let end = stream.start + stream.buf.len() as i64;
+        let end = stream.end();
         let keep_from = needed.min(end - backlog).max(stream.start);
         // (In steps of a backlog at least: the bytes kept move down rarely.)
         if keep_from - stream.start >= backlog {

@@ -72,7 +72,7 @@ impl Follow {
             state: s.state(),
             offset: s.offset.load(Ordering::SeqCst),
             read_offset: s.read_offset.load(Ordering::SeqCst),
-            replid: s.replid.lock().map(|r| r.clone()).unwrap_or_default(),
+            replid: s.master_replid(),
             last_io_ms: s.last_io_ms.load(Ordering::SeqCst),
             down_since_ms: s.down_since_ms.load(Ordering::SeqCst),
             sync: s.sync_in_progress.load(Ordering::SeqCst).then(|| {
@@ -283,7 +283,7 @@ impl link::Local for Local {
             return;
         };
         // This server's history is its master's now: its replicas must sync again.
-        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = replid.to_string();
+        shared.set_replication_id(replid.to_string());
         shared.repl.synced(offset);
         drop_replicas(&shared);
     }
@@ -293,7 +293,7 @@ impl link::Local for Local {
             return;
         };
         shared.repl.shift(old.to_string());
-        *shared.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = new.to_string();
+        shared.set_replication_id(new.to_string());
         // (They are told of the new id by syncing again, as redis-server tells them.)
         drop_replicas(&shared);
     }
@@ -311,11 +311,7 @@ impl link::Local for Local {
             return;
         };
         shared.repl.append_proxied(bytes);
-        let online = shared.repl.workers_online();
-        if online.is_empty() {
-            shared.repl.trim();
-        }
-        for worker in online {
+        for worker in shared.repl.appended() {
             shared.peers[worker].send(vec![Msg::ReplWake]);
         }
     }

@@ -353,8 +353,12 @@ impl Shared {
     /// A new replication ID: a new history begins (REPLICAOF NO ONE, DEBUG
     /// CHANGE-REPL-ID, the backlog freed).
     pub fn new_replication_id(&self) {
-        let mut id = self.repl_id.lock().unwrap_or_else(|e| e.into_inner());
-        *id = new_repl_id();
+        self.set_replication_id(new_repl_id());
+    }
+
+    /// This server's history is `id`'s (a replica's, its master's).
+    pub fn set_replication_id(&self, id: String) {
+        *self.repl_id.lock().unwrap_or_else(|e| e.into_inner()) = id;
     }
 
     /// This shared state, held weakly (it is set once the server is built).

@@ -698,8 +698,9 @@ impl Worker {
     }
 
     /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
-    /// shutdown a signal asked for, MIGRATE's idle connections closed, the replicas' PING, a rewrite or save
-    /// that waited for the one running, the automatic log rewrite
+    /// shutdown a signal asked for, MIGRATE's idle connections closed, the replicas'
+    /// PING, the backlog freed after `repl-backlog-ttl` seconds without replicas, a
+    /// rewrite or save that waited for the one running, the automatic log rewrite
     /// (`auto-aof-rewrite-percentage`, `-min-size`), and the `save` rules (a background
     /// save after so many seconds with so many changes).
     fn cron(&mut self) {
@@ -1179,12 +1180,7 @@ impl Worker {
             return;
         }
         self.repl_seen = offset;
-        let online = self.shared.repl.workers_online();
-        if online.is_empty() {
-            // (The backlog is kept without replicas too.)
-            self.shared.repl.trim();
-        }
-        for worker in online {
+        for worker in self.shared.repl.appended() {
             if worker == self.id {
                 self.pump_replicas();
             } else if let Some(q) = self.outbox.get_mut(worker)

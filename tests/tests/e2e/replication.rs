@@ -93,6 +93,15 @@ const BEFORE: &[&str] = &[
     "SELECT 0",
 ];
 
+/// A connection to `master`, after it was given [`BEFORE`].
+fn filled(master: &Server) -> Raw {
+    let mut m = master.raw();
+    for line in BEFORE {
+        ok(&mut m, line);
+    }
+    m
+}
+
 /// What the master does once the replica is online: effects that are not the command
 /// (INCRBYFLOAT, SPOP, EXPIRE), transactions, keys of several shards in one command, other
 /// databases, deletions and flushes.
@@ -131,10 +140,7 @@ const GOBLIN_AFTER: &[&str] = &["GOBLIN.CLAIM job:1 result:1 tok-1 60", "SET gon
 fn a_redis_server_replica_of_goblin_holds_the_masters_data() {
     let threads = default_threads().max(2).to_string();
     let master = Server::goblin_with(&["--threads", &threads]);
-    let mut m = master.raw();
-    for line in BEFORE {
-        ok(&mut m, line);
-    }
+    let mut m = filled(&master);
     let replica = redis_replica_of(master.port);
     let mut r = replica.raw();
     link_up(&mut r);
@@ -290,10 +296,7 @@ fn a_goblin_replica_follows_a_redis_server_master() {
             "--repl-diskless-sync-delay",
             "0",
         ]);
-        let mut m = master.raw();
-        for line in BEFORE {
-            ok(&mut m, line);
-        }
+        filled(&master);
         let threads = default_threads().to_string();
         let replica = Server::goblin_with(&["--threads", &threads]);
         let mut r = replica.raw();
@@ -319,10 +322,7 @@ fn a_goblin_replica_follows_a_redis_server_master() {
 fn a_goblin_replica_follows_a_goblin_master() {
     let threads = default_threads().max(2).to_string();
     let master = Server::goblin_with(&["--threads", &threads]);
-    let mut m = master.raw();
-    for line in BEFORE {
-        ok(&mut m, line);
-    }
+    let mut m = filled(&master);
     let replica = goblin_replica_of(master.port);
     let mut r = replica.raw();
     link_up(&mut r);
@@ -623,10 +623,7 @@ fn a_replica_continues_from_the_masters_backlog() {
     ];
     let mut counted = Vec::new();
     for master in &masters {
-        let mut m = master.raw();
-        for line in BEFORE {
-            ok(&mut m, line);
-        }
+        let mut m = filled(master);
         let replica = redis_replica_of(master.port);
         let mut r = replica.raw();
         link_up(&mut r);
@@ -671,10 +668,7 @@ fn a_goblin_replica_continues_where_its_link_was_lost() {
         Server::goblin_with(&["--threads", &threads]),
     ];
     for master in &masters {
-        let mut m = master.raw();
-        for line in BEFORE {
-            ok(&mut m, line);
-        }
+        let mut m = filled(master);
         let port = master.port.to_string();
         let replica = goblin_replica_of(master.port);
         let mut r = replica.raw();
@@ -726,10 +720,7 @@ fn a_replica_passes_its_masters_stream_on_to_its_replicas() {
     for goblin_middle in [false, true] {
         let dir = scratch_dir("chain-master");
         let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
-        let mut m = master.raw();
-        for line in BEFORE {
-            ok(&mut m, line);
-        }
+        let mut m = filled(&master);
         let port = master.port.to_string();
         let middle = match goblin_middle {
             true => goblin_replica_of(master.port),
@@ -808,10 +799,7 @@ fn a_replica_continues_from_a_promoted_sibling() {
     for goblin_promoted in [true, false] {
         let dir = scratch_dir("failover-master");
         let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
-        let mut m = master.raw();
-        for line in BEFORE {
-            ok(&mut m, line);
-        }
+        let mut m = filled(&master);
         let goblin = goblin_replica_of(master.port);
         let redis = redis_replica_of(master.port);
         let (promoted, other) = match goblin_promoted {
@@ -874,10 +862,7 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
     // A replica restarted.
     let dir = scratch_dir("restart-master");
     let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
-    let mut m = master.raw();
-    for line in BEFORE {
-        ok(&mut m, line);
-    }
+    let mut m = filled(&master);
     let port = master.port.to_string();
     let replica_dir = scratch_dir("restart-replica");
     let replica_args = |replica_port: &str| {
@@ -927,10 +912,7 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
         &master_port,
     ];
     let mut master = Server::goblin_with(&master_args);
-    let mut m = master.raw();
-    for line in BEFORE {
-        ok(&mut m, line);
-    }
+    let mut m = filled(&master);
     let redis = redis_replica_of(master.port);
     let goblin = goblin_replica_of(master.port);
     link_up(&mut redis.raw());
