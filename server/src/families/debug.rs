@@ -366,17 +366,10 @@ impl Plan for DebugPlan {
         match &mut self.job {
             Job::Refuse(error) => cx.done(|e| e.error(error)),
             Job::Sleep(secs) => {
-                let started = std::time::Instant::now();
+                // (Its latency is the command's, recorded once, with its reply.)
                 cx.shared.follow.freeze(true);
-                let slept = sleep(*secs);
+                sleep(*secs);
                 cx.shared.follow.freeze(false);
-                if slept {
-                    // A slow command, for the latency monitor.
-                    let micros = started.elapsed().as_micros();
-                    cx.shared
-                        .latency
-                        .add_command(false, u64::try_from(micros).unwrap_or(u64::MAX));
-                }
                 cx.done(|e| e.ok())
             }
             Job::DenyScripts(disabled) => {
@@ -679,14 +672,11 @@ fn fill_hops(chunks: Vec<Chunk>, flush: bool, ok: bool) -> Step {
     Step::Hops(hops)
 }
 
-/// DEBUG SLEEP's sleep, of `secs` as C's `strtod` reads them (an hour at most); whether
-/// it slept.
-pub(crate) fn sleep(secs: f64) -> bool {
-    let slept = secs.is_finite() && secs > 0.0;
-    if slept {
+/// DEBUG SLEEP's sleep, of `secs` as C's `strtod` reads them (an hour at most).
+pub(crate) fn sleep(secs: f64) {
+    if secs.is_finite() && secs > 0.0 {
         std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
     }
-    slept
 }
 
 /// `DEBUG SLEEP seconds` called by a script (Redis's tests of a script's frozen clock

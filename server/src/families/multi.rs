@@ -380,13 +380,14 @@ struct SubPlan {
     idx: usize,
     plan: Box<dyn Plan>,
     command: Arc<Batch>,
-    /// When it started, if its latency or SLOWLOG times it (inside EXEC nothing waits
-    /// for locks).
+    /// When it started, if its latency (the histogram's or the monitor's) or SLOWLOG
+    /// times it (inside EXEC nothing waits for locks).
     since: Option<std::time::Instant>,
 }
 
 impl SubPlan {
-    /// Steps the plan; its outcome once done, when it is also a SLOWLOG entry if slow.
+    /// Steps the plan; its outcome once done, when it is also a latency sample and, if
+    /// slow, a SLOWLOG entry.
     fn step(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         let step = step_without_parking(self.plan.as_mut(), cx, results);
         if matches!(step, Step::Done(_))
@@ -401,6 +402,10 @@ impl SubPlan {
                 .and_then(|c| cx.shared.commands.get(c.spec));
             if let Some(spec) = spec {
                 cx.calls.borrow_mut().push(Tally::Latency(spec.id, nanos));
+                if cx.shared.latency.enabled() {
+                    let fast = spec.flags.contains(crate::table::Flags::FAST);
+                    cx.shared.latency.add_command(fast, micros);
+                }
             }
             if cx.shared.slowlog.is_slow(micros)
                 && spec.is_some_and(|s| !s.flags.contains(crate::table::Flags::SKIP_SLOWLOG))
@@ -521,7 +526,8 @@ impl Plan for ExecPlan {
                         plan,
                         command,
                         since: (crate::runtime::histogram::tracking()
-                            || cx.shared.slowlog.enabled())
+                            || cx.shared.slowlog.enabled()
+                            || cx.shared.latency.enabled())
                         .then(std::time::Instant::now),
                     };
                     match sub.step(cx, Vec::new()) {

@@ -2219,7 +2219,8 @@ impl Worker {
         }) = entry
         {
             let shared = &self.shared;
-            if slowlog && shared.latency.enabled() {
+            // (Every command is a latency sample, `skip_slowlog` or not, as in redis-server.)
+            if shared.latency.enabled() {
                 shared.latency.add_command(fast, micros);
             }
             if slowlog && shared.slowlog.is_slow(micros) {

@@ -135,7 +135,8 @@ pub struct TxJob {
 pub struct Entry {
     /// The command's id.
     pub id: usize,
-    /// It may be a SLOWLOG entry and a LATENCY event (it is not `skip_slowlog`).
+    /// It may be a SLOWLOG entry (it is not `skip_slowlog`). Every command is a LATENCY
+    /// sample.
     pub slowlog: bool,
     /// The command's arguments.
     pub command: Box<Batch>,

@@ -111,6 +111,21 @@ fn the_latency_monitor_records_slow_events() {
         );
         assert_eq!(c.cmd(&[b"LATENCY", b"LATEST"]), b"*0\r\n");
         assert_eq!(c.cmd(&[b"LATENCY", b"RESET"]), b":0\r\n");
+        // EXEC is a sample of its own (though SLOWLOG skips it): 50,000 fast commands
+        // take more than 5 ms together.
+        c.cmd(&[b"CONFIG", b"SET", b"latency-monitor-threshold", b"5"]);
+        let mut tx = Vec::new();
+        tx.extend_from_slice(b"MULTI\r\n");
+        for i in 0..50_000 {
+            tx.extend_from_slice(format!("SET k{i} v\r\n").as_bytes());
+        }
+        tx.extend_from_slice(b"EXEC\r\n");
+        c.send(&tx);
+        let replies: Vec<Vec<u8>> = (0..50_002).map(|_| c.reply()).collect();
+        assert!(replies[50_001].starts_with(b"*50000\r\n"), "{kind:?}");
+        let latest = c.cmd(&[b"LATENCY", b"LATEST"]);
+        let text = String::from_utf8_lossy(&latest);
+        assert!(text.contains("\r\ncommand\r\n"), "{kind:?} {text}");
         assert_eq!(
             c.cmd(&[b"CONFIG", b"SET", b"latency-monitor-threshold", b"-1"]),
             b"-ERR CONFIG SET failed (possibly related to argument 'latency-monitor-threshold') \
