@@ -345,6 +345,11 @@ pub struct ReadMode {
     pub keep_expired: bool,
     /// Leave the access field alone (TTL, TYPE, EXISTS …: Redis's `LOOKUP_NOTOUCH`).
     pub untouched: bool,
+    /// A key past its deadline is live, and a deadline set in the past is kept, not
+    /// applied: a replica applying its master's writes, where the master's DEL removes
+    /// the key (as Redis's `expireIfNeeded` spares its master's client, and its
+    /// `checkAlreadyExpired` a replica).
+    pub replica: bool,
 }
 
 /// Candidates kept in the eviction pool (Redis's `EVPOOL_SIZE`).
@@ -824,6 +829,20 @@ impl Keyspace {
         self.mode = mode;
     }
 
+    /// Whether keys past their deadline expire in the running unit (not in a replica's:
+    /// [`ReadMode::replica`]).
+    #[inline]
+    pub fn expires(&self) -> bool {
+        !self.mode.replica
+    }
+
+    /// The clock the running unit's expiry checks read: `now`, or, in a replica's unit,
+    /// the start of time (nothing has expired).
+    #[inline]
+    fn deadline_clock(&self, now: Millis) -> Millis {
+        if self.mode.replica { 0 } else { now }
+    }
+
     /// Keys written or deleted since the keyspace was made (expiries left out).
     #[inline]
     pub fn changes(&self) -> u64 {
@@ -941,7 +960,7 @@ impl Keyspace {
             self.misses += counting;
             return None;
         };
-        if expired(self.arena.get(h), now) {
+        if expired(self.arena.get(h), self.deadline_clock(now)) {
             if !mode.keep_expired {
                 self.unlink(slot, hash, key);
                 self.discard(h);
@@ -1255,8 +1274,9 @@ impl Keyspace {
         let (slot, hash) = self.locate(key);
         self.preserve(slot);
         let h = self.unlink(slot, hash, key)?;
+        let clock = self.deadline_clock(now);
         let blob = self.arena.get(h);
-        let change = removal(blob, now);
+        let change = removal(blob, clock);
         let removed = (change == Change::Deleted).then(|| {
             let value = match blob::payload(blob) {
                 Payload::Inline(s) => Some(Value::Str(s.to_vec())),
@@ -1283,7 +1303,7 @@ impl Keyspace {
         let Some(h) = self.unlink(slot, hash, key) else {
             return false;
         };
-        let change = removal(self.arena.get(h), now);
+        let change = removal(self.arena.get(h), self.deadline_clock(now));
         self.discard(h);
         self.maybe_shrink(slot);
         self.record(change, slot, key);
@@ -1304,7 +1324,7 @@ impl Keyspace {
         };
         let h = *place;
         let entry = self.arena.get(h);
-        if expired(entry, now) {
+        if !self.mode.replica && expired(entry, now) {
             self.delete(key, now);
             return false;
         }
@@ -1346,7 +1366,8 @@ impl Keyspace {
     fn live_entry_mut(&mut self, key: &[u8], now: Millis) -> Option<&mut [u8]> {
         let (slot, hash) = self.locate(key);
         let h = self.find(slot, hash, key)?;
-        Some(self.arena.get_mut(h)).filter(|b| !expired(b, now))
+        let clock = self.deadline_clock(now);
+        Some(self.arena.get_mut(h)).filter(|b| !expired(b, clock))
     }
 
     /// Adds encoding flags ([`crate::ENCODING_FLAGS`]: what OBJECT ENCODING and REFCOUNT
@@ -1646,6 +1667,28 @@ mod tests {
         assert_eq!(ks.volatile_len(), 0);
         assert_eq!(get_str(&mut ks, b"k", 0), Some(b"v".to_vec()));
         assert!(!ks.set_expire(b"missing", None, 0));
+    }
+
+    #[test]
+    fn a_replicas_writes_see_keys_past_their_deadline_as_live() {
+        let mut ks = Keyspace::new();
+        ks.insert(b"k", s(b"v"), Some(5), 0);
+        ks.insert(b"gone", s(b"v"), Some(5), 0);
+        ks.set_read_mode(ReadMode {
+            replica: true,
+            ..ReadMode::default()
+        });
+        assert!(!ks.expires());
+        assert_eq!(get_str(&mut ks, b"k", 10), Some(b"v".to_vec()));
+        // A deadline already past is kept; a deletion is a deletion, not an expiry.
+        assert!(ks.set_expire(b"k", Some(7), 10));
+        assert_eq!(ks.get(b"k", 10).and_then(|e| e.expire_at()), Some(7));
+        assert!(ks.delete(b"gone", 10));
+        // Elsewhere the key has expired.
+        ks.set_read_mode(ReadMode::default());
+        assert!(ks.expires());
+        assert_eq!(get_str(&mut ks, b"k", 10), None);
+        assert_eq!(ks.len(), 0);
     }
 
     #[test]

@@ -112,8 +112,9 @@ fn restore_checked(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorR
         // lease — never ends earlier here than it would have where it came from.
         Some(now.max(crate::clock::now_ms()).saturating_add(ttl as u64))
     };
-    if expire_at.is_some_and(|at| at < now) {
-        // Already expired: nothing is created (the key it replaced is gone).
+    if expire_at.is_some_and(|at| at < now) && ctx.db.expires() {
+        // Already expired: nothing is created (the key it replaced is gone). (On a
+        // replica it is: its master's DEL removes it.)
         if deleted {
             ctx.log(&[b"DEL", key]);
         }

@@ -796,7 +796,8 @@ fn expire_generic(
     if refused {
         return ctx.out.integer(0);
     }
-    if when <= ctx.now as i64 {
+    // (On a replica the deadline is kept: its master's DEL removes the key.)
+    if when <= ctx.now as i64 && ctx.db.expires() {
         ctx.db.delete(key, ctx.now);
         ctx.log(&[b"DEL", key]);
     } else {

@@ -377,7 +377,10 @@ fn getex(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
     reply_get(ctx, key);
     match deadline {
         // An absolute time already past deletes the key.
-        Some((at, ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis)) if at <= ctx.now => {
+        // (On a replica the deadline is kept: its master's DEL removes the key.)
+        Some((at, ExpireUnit::UnixSeconds | ExpireUnit::UnixMillis))
+            if at <= ctx.now && ctx.db.expires() =>
+        {
             ctx.db.delete(key, ctx.now);
             ctx.log(&[b"DEL", key]);
         }

@@ -31,6 +31,8 @@ pub struct Follow {
     following: Mutex<Option<Following>>,
     /// It is a replica (read without the lock by every command's check).
     pub active: std::sync::atomic::AtomicBool,
+    /// `replica-read-only no`: its clients may write too.
+    writable: std::sync::atomic::AtomicBool,
 }
 
 /// What INFO and ROLE say of the link.
@@ -57,6 +59,23 @@ pub struct LinkView {
 }
 
 impl Follow {
+    /// Puts `replica-read-only` in force (at start-up and on CONFIG SET).
+    pub fn configure(&self, values: &[String]) {
+        let writable = crate::config::inert::value(values, "replica-read-only") == Some("no");
+        self.writable.store(writable, Ordering::Relaxed);
+    }
+
+    /// `replica-read-only`: a replica refuses its clients' writes.
+    pub fn read_only(&self) -> bool {
+        !self.writable.load(Ordering::Relaxed)
+    }
+
+    /// It is a read-only replica: every write is its master's.
+    #[inline]
+    pub fn only_master_writes(&self) -> bool {
+        self.active.load(Ordering::Relaxed) && self.read_only()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Following>> {
         self.following.lock().unwrap_or_else(|e| e.into_inner())
     }

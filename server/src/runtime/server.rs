@@ -340,7 +340,7 @@ impl Shared {
 
     /// `replica-read-only`: a replica refuses its clients' writes.
     pub fn replica_read_only(&self) -> bool {
-        crate::config::inert::value(&self.live().inert, "replica-read-only") != Some("no")
+        self.follow.read_only()
     }
 
     /// The replication ID (`master_replid`).
@@ -554,6 +554,7 @@ impl Shared {
             .store(hll_sparse_max_bytes(&config), Ordering::Relaxed);
         crate::config::inert::apply_thresholds(&config.inert);
         self.repl.configure(&config.inert);
+        self.follow.configure(&config.inert);
         // (`oom-score-adj`: CONFIG SET put it in force already, when it changed.)
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         if let Some(cluster) = &self.cluster {
@@ -912,6 +913,7 @@ impl Server {
         let shared = Arc::new(shared);
         let _ = shared.this.set(Arc::downgrade(&shared));
         shared.repl.configure(&shared.config.inert);
+        shared.follow.configure(&shared.config.inert);
         Ok(Server {
             listeners,
             shared,

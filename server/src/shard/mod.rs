@@ -175,9 +175,10 @@ pub struct Shard {
     /// Keys written or deleted (and keyless writes) since [`Shard::take_writes`]: what
     /// the `save` rules count, as Redis's `dirty`.
     writes: u64,
-    /// How the lookups of the next unit of work behave (a read-only command's: counted,
-    /// untouched …); each unit takes it, and it goes back to a write's.
-    next_read_mode: ReadMode,
+    /// How the lookups of the next unit of work behave, when it reads (a read-only
+    /// command's: counted, untouched …); each unit takes it, and without it a unit's
+    /// lookups are a write's ([`writing`]).
+    next_read_mode: Option<ReadMode>,
     /// Some observer needs the keys of written values ([`Observer::wants_written_keys`]).
     observers_want_keys: bool,
     /// Slow commands run here, for the connection's worker to log (SLOWLOG).
@@ -225,6 +226,17 @@ fn reading(shared: &Shared, now: Millis, untouched: bool) -> ReadMode {
         keep_expired: (shared.pause.maybe() && shared.pause.until(now).is_some())
             || shared.follow.active.load(Ordering::Relaxed),
         untouched,
+        replica: false,
+    }
+}
+
+/// The lookups of any other unit: on a read-only replica, where every write is its
+/// master's, a key past its deadline is live and a deadline already past is kept (the
+/// master's DEL removes the key, as in redis-server); elsewhere, such a key expires.
+fn writing(shared: &Shared) -> ReadMode {
+    ReadMode {
+        replica: shared.follow.only_master_writes(),
+        ..ReadMode::default()
     }
 }
 
@@ -263,7 +275,7 @@ impl Shard {
             scratch_keys: Vec::new(),
             published: 0,
             writes: 0,
-            next_read_mode: ReadMode::default(),
+            next_read_mode: None,
             observers_want_keys: false,
             slow: Vec::new(),
             errors: Default::default(),
@@ -884,7 +896,8 @@ impl Shard {
         let unwatched_before = self.watches.is_empty();
         self.clock_hint = now;
         let (keyspace, others) = self.dbs.split(db);
-        keyspace.set_read_mode(std::mem::take(&mut self.next_read_mode));
+        let mode = self.next_read_mode.take();
+        keyspace.set_read_mode(mode.unwrap_or_else(|| writing(shared)));
         let changes = keyspace.changes();
         let mut ctx = ShardCtx::new(
             (keyspace, others),
@@ -1434,11 +1447,11 @@ impl Shard {
         let readonly = spec.flags.contains(crate::table::Flags::READONLY);
         let write = spec.flags.contains(crate::table::Flags::WRITE);
         if readonly && spec.on_shard.is_none() {
-            self.next_read_mode = reading(
+            self.next_read_mode = Some(reading(
                 shared,
                 now,
                 spec.flags.contains(crate::table::Flags::NO_TOUCH),
-            );
+            ));
         }
         let waits = match spec.on_shard {
             Some(run) => {
@@ -2009,7 +2022,7 @@ impl Shard {
                 self.step_command = step.command.take();
                 self.tracked = step.tracked;
                 if step.reads {
-                    self.next_read_mode = reading(shared, step.now, false);
+                    self.next_read_mode = Some(reading(shared, step.now, false));
                 }
                 let (out, release) = self.unit(
                     shared,

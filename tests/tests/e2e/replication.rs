@@ -426,6 +426,74 @@ fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
     }
 }
 
+/// What a master writes to a key before its deadline reaches a replica, however late:
+/// there the key stays live for its master's stream until the master's DEL, as in
+/// redis-server (its INCR keeps the value and the deadline, its PERSIST saves the key,
+/// a deadline already past is kept), while the replica's clients see it gone.
+#[test]
+fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
+    let master = Server::redis_with(&["--enable-debug-command", "yes"]);
+    let threads = default_threads().max(2).to_string();
+    let port = master.port.to_string();
+    let goblin = Server::goblin_with(&[
+        "--threads",
+        &threads,
+        "--enable-debug-command",
+        "local",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+    ]);
+    let redis = redis_replica_of(master.port);
+    let mut m = master.raw();
+    for replica in [&goblin, &redis] {
+        link_up(&mut replica.raw());
+    }
+    ok(&mut m, "DEBUG SET-ACTIVE-EXPIRE 0");
+    for key in ["incr", "persist", "expire", "restore"] {
+        ok(&mut m, &format!("SET {key} 1 PX 500"));
+    }
+    ok(&mut m, "SET later v");
+    let dump = m.cmd_str("DUMP later");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    // The replicas stop; what the master writes meanwhile reaches them past the deadline.
+    goblin.signal("STOP");
+    redis.signal("STOP");
+    ok(&mut m, "INCR incr");
+    ok(&mut m, "PERSIST persist");
+    ok(&mut m, "INCR persist");
+    ok(&mut m, "PEXPIRE expire 100");
+    ok(&mut m, "SET set v PX 100");
+    let payload = &dump[dump.iter().position(|&b| b == b'\n').unwrap() + 1..dump.len() - 2];
+    m.cmd(&[b"RESTORE", b"restored", b"100", payload]);
+    std::thread::sleep(Duration::from_millis(800));
+    goblin.signal("CONT");
+    redis.signal("CONT");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    let mut seen = Vec::new();
+    for replica in [&goblin, &redis] {
+        let mut r = replica.raw();
+        let mut replies = vec![r.cmd_str("DBSIZE"), r.cmd_str("GET persist")];
+        for key in ["incr", "expire", "set", "restored"] {
+            replies.push(r.cmd_str(&format!("EXISTS {key}")));
+            // Still stored (DEBUG OBJECT finds it) but not live.
+            let object = r.cmd_str(&format!("DEBUG OBJECT {key}"));
+            replies.push(object[..1].to_vec());
+        }
+        seen.push(replies);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(
+        seen[1][..4],
+        [
+            b":7\r\n".to_vec(),
+            b"$1\r\n2\r\n".to_vec(),
+            b":0\r\n".to_vec(),
+            b"+".to_vec()
+        ]
+    );
+}
+
 /// Reads a replication stream attached with SYNC up to the command `SET end 1` (10 s at
 /// most): the snapshot skipped, the commands (lower-case names), PINGs left out.
 fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
