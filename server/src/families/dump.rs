@@ -4,9 +4,9 @@
 //! writes the plain forms redis-server re-encodes as it loads, and reads every encoding
 //! redis-server writes).
 //!
-//! RESTORE's effect is itself with the expiry made absolute (`RESTORE key <unix ms>
-//! payload REPLACE ABSTTL`), as redis-server propagates it; a RESTORE whose absolute TTL
-//! has passed creates nothing, and logs the DEL of the key it replaced.
+//! RESTORE's effect is itself with a relative TTL made absolute (`RESTORE key <unix ms>
+//! payload [its options] ABSTTL`), as redis-server propagates it; a RESTORE whose
+//! absolute TTL has passed creates nothing, and logs the DEL of the key it replaced.
 //!
 //! IDLETIME and FREQ set the key's last access or its counter, as the eviction policy
 //! keeps one or the other (OBJECT IDLETIME and FREQ read them).
@@ -125,8 +125,14 @@ fn restore_checked(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorR
     ctx.db
         .set_access_of(key, idle.map(|n| n as u64), freq.map(|n| n as u8), now);
     if ctx.logging() {
+        // Its own arguments, the TTL made absolute when it was relative.
         let at = decimal(expire_at.map_or(0, |at| at as i64));
-        ctx.log(&[b"RESTORE", key, &at, args.get(3), b"REPLACE", b"ABSTTL"]);
+        let mut effect = vec![b"RESTORE".as_slice(), key, &at, args.get(3)];
+        effect.extend((4..args.len()).map(|i| args.get(i)));
+        if ttl != 0 && !absttl {
+            effect.push(b"ABSTTL");
+        }
+        ctx.log(&effect);
     }
     ctx.out.ok();
     Ok(())

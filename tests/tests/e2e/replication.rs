@@ -426,6 +426,13 @@ fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
     }
 }
 
+/// DUMP's payload of `key`.
+fn dumped(raw: &mut Raw, key: &str) -> Vec<u8> {
+    let reply = raw.cmd_str(&format!("DUMP {key}"));
+    let start = reply.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    reply[start..reply.len().saturating_sub(2)].to_vec()
+}
+
 /// What a master writes to a key before its deadline reaches a replica, however late:
 /// there the key stays live for its master's stream until the master's DEL, as in
 /// redis-server (its INCR keeps the value and the deadline, its PERSIST saves the key,
@@ -454,7 +461,7 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
         ok(&mut m, &format!("SET {key} 1 PX 500"));
     }
     ok(&mut m, "SET later v");
-    let dump = m.cmd_str("DUMP later");
+    let payload = dumped(&mut m, "later");
     assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
     // The replicas stop; what the master writes meanwhile reaches them past the deadline.
     goblin.signal("STOP");
@@ -464,8 +471,7 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
     ok(&mut m, "INCR persist");
     ok(&mut m, "PEXPIRE expire 100");
     ok(&mut m, "SET set v PX 100");
-    let payload = &dump[dump.iter().position(|&b| b == b'\n').unwrap() + 1..dump.len() - 2];
-    m.cmd(&[b"RESTORE", b"restored", b"100", payload]);
+    m.cmd(&[b"RESTORE", b"restored", b"100", &payload]);
     std::thread::sleep(Duration::from_millis(800));
     goblin.signal("CONT");
     redis.signal("CONT");
@@ -561,8 +567,8 @@ fn parse_stream(bytes: &[u8]) -> Option<Vec<Vec<Vec<u8>>>> {
 /// same commands in the same order as redis-server's, a SELECT only where the database
 /// changes, transactions in MULTI/EXEC, a script's writes as its effects, GETSET as SET, BRPOPLPUSH as RPOPLPUSH,
 /// BLMOVE as LMOVE, keyspace-wide
-/// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too; a
-/// second SYNC on the same connection adds nothing.
+/// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too,
+/// RESTORE with its own options; a second SYNC on the same connection adds nothing.
 #[test]
 fn the_replication_stream_is_redis_servers() {
     let threads = default_threads().max(2).to_string();
@@ -621,6 +627,22 @@ fn the_replication_stream_is_redis_servers() {
         }
         let script = b"redis.call('set', KEYS[1], 'one') redis.call('set', KEYS[2], 'two')";
         c.cmd(&[b"EVAL", script, b"2", b"e1", b"e1"]);
+        // RESTORE as given when its TTL is none or absolute already.
+        let payload = dumped(&mut c, "last");
+        for restore in [
+            &[b"RESTORE".as_slice(), b"r0", b"0", &payload, b"REPLACE"][..],
+            &[
+                b"RESTORE",
+                b"r1",
+                b"99999999999999",
+                &payload,
+                b"ABSTTL",
+                b"IDLETIME",
+                b"5",
+            ],
+        ] {
+            assert_eq!(c.cmd(restore), b"+OK\r\n");
+        }
         ok(&mut c, "SET end 1");
         streams.push(stream_commands(&mut sync));
     }
