@@ -1536,11 +1536,14 @@ fn zrandmember(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         let Some(l) = parse_i64(args.get(2)) else {
             return ctx.out.error(errors::NOT_INTEGER);
         };
+        if l == i64::MIN {
+            return ctx.out.error(errors::COUNT_OUT_OF_RANGE);
+        }
         if args.len() > 4 || (args.len() == 4 && !args.is(3, "withscores")) {
             return ctx.out.error(errors::SYNTAX);
         }
         let withscores = args.len() == 4;
-        if withscores && !(i64::MIN / 2..=i64::MAX / 2).contains(&l) {
+        if withscores && !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
             return ctx.out.error(errors::VALUE_OUT_OF_RANGE);
         }
         return zrandmember_count(ctx, args.get(1), l, withscores);

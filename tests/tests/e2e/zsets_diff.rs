@@ -538,13 +538,16 @@ fn zrandmember_matches_redis() {
             ZRANDMEMBER K0 4611686018427387904 WITHSCORES
             ZRANDMEMBER K0 -4611686018427387905 WITHSCORES
             ZRANDMEMBER K0 -4611686018427387904 withscores
+            ZRANDMEMBER K0 -9223372036854775808
+            ZRANDMEMBER K0 -9223372036854775808 WITHSCORES
+            ZRANDMEMBER K0 -9223372036854775808 FOO
+            ZRANDMEMBER K3 -9223372036854775808
             SET K2 v
             ZRANDMEMBER K2
             ZRANDMEMBER K2 1
             ZRANDMEMBER K2 x
             "#
-        )
-        .replace("ZRANDMEMBER K0 -4611686018427387904 withscores\n", ""),
+        ),
     );
     for_each_thread_count(|d, ctx| {
         for resp in [2, 3] {
@@ -1672,16 +1675,9 @@ fn zrandmember_refuses_counts_beyond_any_reply() {
     let mut raw = server.raw();
     call(&mut raw, &cmd(&["ZADD", "k", "1", "a", "2", "b"]));
     let refused = b"-ERR value is out of range\r\n".to_vec();
-    for count in ["-9223372036854775808", "-16777217"] {
+    for count in ["-9223372036854775807", "-16777217"] {
         assert_eq!(call(&mut raw, &cmd(&["ZRANDMEMBER", "k", count])), refused);
     }
-    assert_eq!(
-        call(
-            &mut raw,
-            &cmd(&["ZRANDMEMBER", "k", "-9223372036854775808", "WITHSCORES"])
-        ),
-        refused
-    );
     assert_eq!(
         call(&mut raw, &cmd(&["ZRANDMEMBER", "k", "9223372036854775807"])),
         b"*2\r\n$1\r\nb\r\n$1\r\na\r\n".to_vec()
