@@ -4,7 +4,7 @@
 //! 4242:M 01 Dec 2026 19:57:38.123 * DB saved on disk
 //! ```
 //!
-//! pid, role (`M`), the time (UTC; redis-server writes local time), the level's mark (`.`
+//! pid, role (`M`, or `S` while the server is a replica), the time (UTC; redis-server writes local time), the level's mark (`.`
 //! debug, `-` verbose, `*` notice, `#` warning) and the message. `loglevel` filters
 //! (`notice` by default); `logfile` names a file to append to, `""` (the default) means
 //! standard output, as with redis-server (beside Goblin's one `ready on` line there, which
@@ -67,7 +67,13 @@ impl Level {
 }
 
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+static ROLE: AtomicU8 = AtomicU8::new(b'M');
 static FILE: Mutex<Option<File>> = Mutex::new(None);
+
+/// The role the lines name from now on: `S` for a replica, `M` for a master.
+pub fn set_replica(replica: bool) {
+    ROLE.store(if replica { b'S' } else { b'M' }, Ordering::Relaxed);
+}
 
 /// Logs at `level` and above from now on (CONFIG SET loglevel).
 pub fn set_level(level: Level) {
@@ -108,8 +114,9 @@ fn line(level: Level, args: impl std::fmt::Display) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!(
-        "{}:M {} {} {args}\n",
+        "{}:{} {} {} {args}\n",
         std::process::id(),
+        char::from(ROLE.load(Ordering::Relaxed)),
         timestamp(now.as_millis() as u64),
         level.mark()
     )

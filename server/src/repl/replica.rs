@@ -161,6 +161,7 @@ impl Follow {
             status,
         });
         self.active.store(true, Ordering::SeqCst);
+        crate::log::set_replica(true);
     }
 
     /// CLIENT KILL of the master's client: the link drops its connection to the master
@@ -207,6 +208,7 @@ impl Follow {
     pub fn stop(&self) -> bool {
         let mut following = self.lock();
         self.active.store(false, Ordering::SeqCst);
+        crate::log::set_replica(false);
         match following.take() {
             Some(f) => {
                 f.status.stop.store(true, Ordering::SeqCst);

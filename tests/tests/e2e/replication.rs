@@ -298,7 +298,9 @@ fn a_goblin_replica_follows_a_redis_server_master() {
         ]);
         filled(&master);
         let threads = default_threads().to_string();
-        let replica = Server::goblin_with(&["--threads", &threads]);
+        let log = dir.join("replica.log");
+        let logfile = log.to_str().unwrap();
+        let replica = Server::goblin_with(&["--threads", &threads, "--logfile", logfile]);
         let mut r = replica.raw();
         ok(&mut r, "SET stale 1");
         let port = master.port.to_string();
@@ -313,6 +315,16 @@ fn a_goblin_replica_follows_a_redis_server_master() {
         check_replica(&master, &replica, AFTER);
         // What it held before the sync is gone.
         assert_eq!(r.cmd_str("EXISTS stale"), b":0\r\n", "diskless {diskless}");
+        // Its log lines name its role as redis-server's do: `S` while it is a replica.
+        let log = std::fs::read_to_string(&log).unwrap();
+        let role = |text: &str| {
+            let line = log.lines().find(|l| l.contains(text));
+            line.and_then(|l| l.split(' ').next()?.split(':').nth(1))
+                .map(str::to_string)
+        };
+        assert_eq!(role("Ready to accept connections").as_deref(), Some("M"));
+        assert_eq!(role("sync: Finished with success").as_deref(), Some("S"));
+        assert_eq!(role("MASTER MODE enabled").as_deref(), Some("M"));
     }
 }
 
