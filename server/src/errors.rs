@@ -58,6 +58,11 @@ pub const SYNTAX: &[u8] = b"ERR syntax error";
 /// A write while fewer replicas than `min-replicas-to-write` are in touch.
 pub const NOREPLICAS: &[u8] = b"NOREPLICAS Not enough good replicas to write.";
 
+/// A replica whose link is down refuses what may read stale data
+/// (`replica-serve-stale-data no`).
+pub const MASTERDOWN: &[u8] =
+    b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
 /// A write on a read-only replica (`replica-read-only yes`).
 pub const READONLY_REPLICA: &[u8] = b"READONLY You can't write against a read only replica.";
 /// An argument that must be an integer is not one.

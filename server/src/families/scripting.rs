@@ -18,6 +18,7 @@
 //! script may touch undeclared keys of its own shard, and gets a clear error for others.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Encoder, Version};
 use goblin_store::Millis;
@@ -221,27 +222,37 @@ pub(crate) fn invocation<'a>(
     })
 }
 
-/// Whether EVAL, EVALSHA or FCALL with `args` counts as a command that writes (for
-/// CLIENT PAUSE WRITE), as Redis's `evalGetCommandFlags` and `fcallGetCommandFlags`
-/// decide: a script or function that declares its flags writes unless `no-writes`; one
-/// without a shebang, or not found, may (`may_replicate`). Other commands: their flags.
+/// Whether `spec` (with `args`) writes or is propagated, as CLIENT PAUSE WRITE asks
+/// ([`command_flags`]).
 pub(crate) fn pause_writes(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
-    if !spec.flags.writes_or_propagates() {
-        return false;
-    }
-    let flags = match spec.name {
-        "eval" => shared
+    spec.flags.writes_or_propagates() && command_flags(shared, spec, args).writes_or_propagates()
+}
+
+/// A command's flags as Redis's `getCommandFlags` gives them: the flags a script or
+/// function declares decide those of EVAL, EVALSHA, FCALL and their `_RO` forms
+/// (`scriptFlagsToCmdFlags`: `write` unless `no-writes`, `stale` with `allow-stale`, and
+/// no `may_replicate`); without a shebang, or not found, they are the command's own.
+pub(crate) fn command_flags(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> Flags {
+    let declared = match spec.name {
+        "eval" | "eval_ro" => shared
             .scripts
             .get(&sha_of(args.get(1)))
             .map(|s| s.flags)
             .or_else(|| shebang(args.get(1)).ok().map(|(f, _)| f)),
-        "evalsha" => sha_arg(args.get(1))
+        "evalsha" | "evalsha_ro" => sha_arg(args.get(1))
             .and_then(|sha| shared.scripts.get(&sha))
             .map(|s| s.flags),
-        "fcall" => shared.functions.find(args.get(1)).map(|f| f.def().flags),
-        _ => return true,
+        "fcall" | "fcall_ro" => shared.functions.find(args.get(1)).map(|f| f.def().flags),
+        _ => return spec.flags,
     };
-    flags.is_none_or(|f| f.has(ScriptFlags::EVAL_COMPAT) || !f.has(ScriptFlags::NO_WRITES))
+    match declared {
+        Some(f) if !f.has(ScriptFlags::EVAL_COMPAT) => spec
+            .flags
+            .with(Flags::WRITE, !f.has(ScriptFlags::NO_WRITES))
+            .with(Flags::STALE, f.has(ScriptFlags::ALLOW_STALE))
+            .with(Flags::MAY_REPLICATE, false),
+        _ => spec.flags,
+    }
 }
 
 /// `scriptPrepareForRun`'s checks of a script's (or function's) flags.
@@ -250,21 +261,32 @@ pub(crate) fn check_flags(
     flags: ScriptFlags,
     read_only: bool,
 ) -> Result<(), Vec<u8>> {
+    let stale = shared.follow.stale();
+    if flags.has(ScriptFlags::EVAL_COMPAT) && stale {
+        return Err(errors::MASTERDOWN.to_vec());
+    }
+    if !flags.has(ScriptFlags::EVAL_COMPAT) && stale && !flags.has(ScriptFlags::ALLOW_STALE) {
+        return Err(
+            b"MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to \
+                     'no' and 'allow-stale' flag is not set on the script."
+                .to_vec(),
+        );
+    }
     if !flags.has(ScriptFlags::EVAL_COMPAT) && !flags.has(ScriptFlags::NO_WRITES) {
-        if read_only {
+        if shared.follow.only_master_writes() {
             return Err(
-                b"ERR Can not execute a script with write flag using *_ro command.".to_vec(),
+                b"READONLY Can not run script with write flag on readonly replica".to_vec(),
             );
         }
         if let Some(refusal) = shared.persist.write_refusal() {
             return Err(refusal);
         }
-        if !shared
-            .follow
-            .active
-            .load(std::sync::atomic::Ordering::Relaxed)
-            && shared.repl.too_few_for_writes()
-        {
+        if read_only {
+            return Err(
+                b"ERR Can not execute a script with write flag using *_ro command.".to_vec(),
+            );
+        }
+        if !shared.follow.active.load(Ordering::Relaxed) && shared.repl.too_few_for_writes() {
             return Err(errors::NOREPLICAS.to_vec());
         }
     }
@@ -438,31 +460,38 @@ pub(crate) fn check_call<'t>(
     read_only: bool,
     now: u64,
 ) -> Result<&'t CommandSpec, Refusal> {
-    let spec = check_command(&shared.commands, argv, read_only)?;
+    let spec = check_command(&shared.commands, argv)?;
+    let refused = |e: &[u8]| Err((Some(spec.id), e.to_vec()));
+    // On a replica whose link is down, as on its connections (`MASTERDOWN`).
+    if !spec.flags.contains(Flags::STALE) && shared.follow.stale() {
+        return refused(b"ERR Can not execute the command on a stale replica");
+    }
     if let Some(caller) = caller
         && let Some(e) = caller.check(&shared.acl, spec, argv, now)
     {
         return Err((Some(spec.id), e));
     }
-    // A write while too few replicas are in touch (`min-replicas-to-write`).
-    if spec.flags.contains(Flags::WRITE)
-        && !shared
-            .follow
-            .active
-            .load(std::sync::atomic::Ordering::Relaxed)
-        && shared.repl.too_few_for_writes()
-    {
-        return Err((Some(spec.id), errors::NOREPLICAS.to_vec()));
+    // (PUBLISH and PFCOUNT are propagated like writes: `may_replicate`, which COMMAND
+    // INFO hides.)
+    let propagates = spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::MAY_REPLICATE);
+    if read_only && propagates {
+        return refused(b"ERR Write commands are not allowed from read-only scripts.");
+    }
+    if spec.flags.contains(Flags::WRITE) {
+        if shared.follow.only_master_writes() {
+            return refused(errors::READONLY_REPLICA);
+        }
+        // Too few replicas in touch (`min-replicas-to-write`).
+        let replica = shared.follow.active.load(Ordering::Relaxed);
+        if !replica && shared.repl.too_few_for_writes() {
+            return refused(errors::NOREPLICAS);
+        }
     }
     Ok(spec)
 }
 
 /// [`check_call`]'s checks of the command itself.
-fn check_command<'t>(
-    table: &'t CommandTable,
-    argv: &Args<'_>,
-    read_only: bool,
-) -> Result<&'t CommandSpec, Refusal> {
+fn check_command<'t>(table: &'t CommandTable, argv: &Args<'_>) -> Result<&'t CommandSpec, Refusal> {
     let spec = match table.resolve(argv) {
         Ok(spec) => spec,
         Err(rejection) => {
@@ -497,12 +526,6 @@ fn check_command<'t>(
             )
             .as_bytes(),
         );
-    }
-    // (PUBLISH and PFCOUNT are propagated like writes: `may_replicate`, which COMMAND
-    // INFO hides.)
-    let propagates = spec.flags.contains(Flags::WRITE) || spec.flags.contains(Flags::MAY_REPLICATE);
-    if read_only && propagates {
-        return refused(b"ERR Write commands are not allowed from read-only scripts.");
     }
     Ok(spec)
 }

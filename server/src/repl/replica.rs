@@ -33,6 +33,9 @@ pub struct Follow {
     pub active: std::sync::atomic::AtomicBool,
     /// `replica-read-only no`: its clients may write too.
     writable: std::sync::atomic::AtomicBool,
+    /// `replica-serve-stale-data no`: while the link is down, only commands flagged
+    /// `stale` are served.
+    no_stale: std::sync::atomic::AtomicBool,
 }
 
 /// What INFO and ROLE say of the link.
@@ -61,8 +64,22 @@ pub struct LinkView {
 impl Follow {
     /// Puts `replica-read-only` in force (at start-up and on CONFIG SET).
     pub fn configure(&self, values: &[String]) {
-        let writable = crate::config::inert::value(values, "replica-read-only") == Some("no");
-        self.writable.store(writable, Ordering::Relaxed);
+        let no = |name| crate::config::inert::value(values, name) == Some("no");
+        self.writable
+            .store(no("replica-read-only"), Ordering::Relaxed);
+        self.no_stale
+            .store(no("replica-serve-stale-data"), Ordering::Relaxed);
+    }
+
+    /// It is a replica whose link is not up and which must not serve stale data
+    /// (`replica-serve-stale-data no`): only commands flagged `stale` run, as in Redis.
+    pub fn stale(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+            && self.no_stale.load(Ordering::Relaxed)
+            && self
+                .lock()
+                .as_ref()
+                .is_none_or(|f| f.status.state() != State::Connected)
     }
 
     /// `replica-read-only`: a replica refuses its clients' writes.

@@ -323,9 +323,8 @@ impl Worker {
             && let Some(refusal) = gate_refusal(shared, spec)
         {
             Some(refusal)
-        } else if spec.flags.contains(Flags::WRITE)
-            && shared.repl_gates_writes()
-            && let Some(refusal) = replication_refusal(shared, conn.client.master)
+        } else if shared.repl_gates_writes()
+            && let Some(refusal) = replication_refusal(shared, conn.client.master, spec, args)
         {
             Some(refusal)
         } else if crate::scripting::busy()
@@ -910,22 +909,35 @@ fn log_command(
     }
 }
 
-/// Why replication refuses a write now, if it does: `READONLY` on a read-only replica
-/// (but for its master's own), `NOREPLICAS` on a master with too few replicas in touch
-/// (`min-replicas-to-write`). Out of the command path's way: only asked while one of
-/// them may apply ([`Shared::repl_gates_writes`]).
+/// Why replication refuses a command now, if it does: a write `READONLY` on a read-only
+/// replica (but for its master's own), and `NOREPLICAS` on a master with too few
+/// replicas in touch (`min-replicas-to-write`); on a replica whose link is down with
+/// `replica-serve-stale-data no`, what is not flagged `stale`, `MASTERDOWN`. A script's
+/// declared flags count as its command's (`command_flags`). Out of the command path's
+/// way: only asked while one of them may apply ([`Shared::repl_gates_writes`]).
 #[cold]
 #[inline(never)]
-fn replication_refusal(shared: &Shared, from_master: bool) -> Option<Vec<u8>> {
-    if shared.follow.active.load(Ordering::Relaxed) {
-        (!from_master && shared.replica_read_only())
-            .then(|| crate::errors::READONLY_REPLICA.to_vec())
+fn replication_refusal(
+    shared: &Shared,
+    from_master: bool,
+    spec: &CommandSpec,
+    args: &Args<'_>,
+) -> Option<Vec<u8>> {
+    let flags = crate::families::scripting::command_flags(shared, spec, args);
+    let refusal = if shared.follow.active.load(Ordering::Relaxed) {
+        if flags.contains(Flags::WRITE) && !from_master && shared.replica_read_only() {
+            crate::errors::READONLY_REPLICA
+        } else if !flags.contains(Flags::STALE) && shared.follow.stale() {
+            crate::errors::MASTERDOWN
+        } else {
+            return None;
+        }
+    } else if flags.contains(Flags::WRITE) && shared.repl.too_few_for_writes() {
+        crate::errors::NOREPLICAS
     } else {
-        shared
-            .repl
-            .too_few_for_writes()
-            .then(|| crate::errors::NOREPLICAS.to_vec())
-    }
+        return None;
+    };
+    Some(refusal.to_vec())
 }
 
 /// Why persistence refuses `spec` now, if it does: `LOADING` for a command not allowed

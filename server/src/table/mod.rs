@@ -69,6 +69,9 @@ impl Flags {
     /// Its lookups leave keys' access times alone (Redis's `LOOKUP_NOTOUCH`: TTL, TYPE,
     /// EXISTS …); internal, as `may_replicate` is hidden.
     pub const NO_TOUCH: Flags = Flags(1 << 16);
+    /// Served by a replica whose link is down though `replica-serve-stale-data` is `no`
+    /// (INFO, PING, REPLICAOF …).
+    pub const STALE: Flags = Flags(1 << 17);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -87,6 +90,7 @@ impl Flags {
         ("skip_slowlog", Flags::SKIP_SLOWLOG),
         ("allow_busy", Flags::ALLOW_BUSY),
         ("asking", Flags::ASKING),
+        ("stale", Flags::STALE),
     ];
 
     /// Whether every flag of `other` is set.
@@ -103,6 +107,16 @@ impl Flags {
     /// Whether any flag of `other` is set.
     pub fn intersects(self, other: Flags) -> bool {
         self.0 & other.0 != 0
+    }
+
+    /// These flags with those of `other` set (`on`) or cleared.
+    #[must_use]
+    pub fn with(self, other: Flags, on: bool) -> Flags {
+        if on {
+            Flags(self.0 | other.0)
+        } else {
+            Flags(self.0 & !other.0)
+        }
     }
 
     /// The flags COMMAND INFO hides on purpose that redis-server 7.0's command table

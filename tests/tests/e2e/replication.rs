@@ -438,6 +438,91 @@ fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
     }
 }
 
+/// What a replica refuses, as redis-server's: a write, and a script or function that may
+/// write (`READONLY`, with the script's or the call's words); with
+/// `replica-serve-stale-data no` and its link down, whatever is not flagged `stale`
+/// (`MASTERDOWN`), a script without `allow-stale`, and a script's call of such a command.
+#[test]
+fn a_replica_refuses_writes_and_stale_reads_as_redis_server_does() {
+    const LIBRARY: &str = "#!lua name=lib
+        redis.register_function('writes', function() return redis.call('set', 'x', '1') end)
+        redis.register_function{function_name='f1', callback=function() return 'hello' end,
+            flags={'no-writes'}}
+        redis.register_function{function_name='f2', callback=function() return 'hello' end,
+            flags={'allow-stale', 'no-writes'}}
+        redis.register_function{function_name='f3', callback=function()
+            return redis.call('get', 'x') end, flags={'allow-stale', 'no-writes'}}
+        redis.register_function{function_name='f4', callback=function()
+            return redis.call('ping') end, flags={'allow-stale', 'no-writes'}}";
+    let compat = "return redis.call('set', 'y', '1')";
+    let declared = "#!lua\nreturn 1";
+    let read_only = "#!lua flags=no-writes\nreturn 'ro'";
+    let threads = default_threads().max(2).to_string();
+    let dir = scratch_dir("stale");
+    let pairs = [
+        {
+            let master = Server::goblin_with(&["--threads", &threads]);
+            let replica = goblin_replica_of(master.port);
+            (master, replica)
+        },
+        {
+            let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+            let replica = redis_replica_of(master.port);
+            (master, replica)
+        },
+    ];
+    let mut seen = Vec::new();
+    for (master, replica) in &pairs {
+        let mut m = master.raw();
+        let mut r = replica.raw();
+        link_up(&mut r);
+        assert_eq!(
+            m.cmd(&[b"FUNCTION", b"LOAD", LIBRARY.as_bytes()]),
+            b"$3\r\nlib\r\n"
+        );
+        assert_eq!(m.cmd_str("WAIT 1 10000"), b":1\r\n");
+        let mut replies = Vec::new();
+        let run = |r: &mut Raw, replies: &mut Vec<String>| {
+            for args in [
+                &[b"FCALL".as_slice(), b"writes", b"0"][..],
+                &[b"FCALL", b"f1", b"0"],
+                &[b"FCALL", b"f2", b"0"],
+                &[b"FCALL", b"f3", b"0"],
+                &[b"FCALL", b"f4", b"0"],
+                &[b"EVAL", compat.as_bytes(), b"0"],
+                &[b"EVAL", declared.as_bytes(), b"0"],
+                &[b"EVAL", read_only.as_bytes(), b"0"],
+                &[b"EVAL_RO", b"return 'ro'", b"0"],
+                &[b"SET", b"k", b"v"],
+                &[b"GET", b"x"],
+                &[b"DBSIZE"],
+                &[b"PING"],
+                &[b"ECHO", b"e"],
+                &[b"PUBLISH", b"ch", b"m"],
+                &[b"MULTI"],
+                &[b"GET", b"x"],
+                &[b"EXEC"],
+            ] {
+                replies.push(show(&r.cmd(args)));
+            }
+        };
+        run(&mut r, &mut replies);
+        // Its link down, and no stale data served.
+        ok(&mut r, "CONFIG SET replica-serve-stale-data no");
+        let dead = goblin_tests::free_port().to_string();
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", dead.as_bytes()]),
+            b"+OK\r\n"
+        );
+        run(&mut r, &mut replies);
+        assert!(r.cmd_str("INFO replication").starts_with(b"$"));
+        seen.push(replies);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(seen[1][18].starts_with("-READONLY"), "{:?}", seen[1]);
+    assert!(seen[1][28].starts_with("-MASTERDOWN"), "{:?}", seen[1]);
+}
+
 /// DUMP's payload of `key`.
 fn dumped(raw: &mut Raw, key: &str) -> Vec<u8> {
     let reply = raw.cmd_str(&format!("DUMP {key}"));
