@@ -263,12 +263,20 @@ impl Server {
     }
 
     /// [`Server::redis`] with extra arguments, which come last (and so win: `--dir`,
-    /// `--dbfilename`, `--save …`).
+    /// `--dbfilename`, `--save …`, `--port`). Its directory is one of its own unless
+    /// `--dir` says otherwise (a master saves there for its replicas' syncs).
     pub fn redis_with(extra: &[&str]) -> Server {
+        let given = extra
+            .windows(2)
+            .find(|w| w[0] == "--port")
+            .and_then(|w| w[1].parse().ok());
         for _ in 0..5 {
-            let port = free_port();
+            let port = given.unwrap_or_else(free_port);
+            let dir = scratch_dir("redis");
             let child = Command::new("redis-server")
                 .args([
+                    "--dir",
+                    dir.to_str().unwrap_or("."),
                     "--port",
                     &port.to_string(),
                     "--bind",
@@ -303,7 +311,7 @@ impl Server {
                 child,
                 port,
                 kind: Kind::Redis,
-                scratch: None,
+                scratch: Some(dir),
             };
             if server.try_wait_ready() {
                 let info = server.raw().cmd(&[b"INFO", b"server"]);
@@ -318,6 +326,37 @@ impl Server {
             let _ = server.child.kill();
         }
         panic!("redis-server did not start");
+    }
+
+    /// A Redis Sentinel (redis-server 7.0 in sentinel mode) on a free port, with its
+    /// configuration file `conf`'s lines (`sentinel monitor …`) written in a directory of
+    /// its own, which it rewrites as Sentinel does.
+    pub fn sentinel(conf: &str) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = scratch_dir("sentinel");
+            let file = dir.join("sentinel.conf");
+            std::fs::write(&file, format!("port {port}\nbind 127.0.0.1\n{conf}\n"))
+                .expect("write sentinel.conf");
+            let child = Command::new("redis-server")
+                .arg(&file)
+                .args(["--sentinel", "--daemonize", "no", "--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server --sentinel");
+            let mut server = Server {
+                child,
+                port,
+                kind: Kind::Redis,
+                scratch: Some(dir),
+            };
+            if server.try_wait_ready() {
+                return server;
+            }
+            let _ = server.child.kill();
+        }
+        panic!("redis-server --sentinel did not start");
     }
 
     fn try_wait_ready(&mut self) -> bool {

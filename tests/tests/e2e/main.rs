@@ -51,6 +51,7 @@ mod scan_completeness;
 mod script_bits;
 mod script_json;
 mod scripting_diff;
+mod sentinel;
 mod server_commands;
 mod sets_atomicity;
 mod sets_diff;

@@ -1,0 +1,159 @@
+//! Redis Sentinel (redis-server 7.0's, three of them) watching a master and two replicas,
+//! Goblin's or redis-server's for comparison: the sentinels find the replicas and each
+//! other (INFO replication, the hello channel), and when the master dies they promote a
+//! replica (REPLICAOF NO ONE), point the other at it (MULTI, REPLICAOF, CONFIG REWRITE,
+//! CLIENT KILL, EXEC) and, when the old master comes back, make it a replica too.
+
+use std::time::{Duration, Instant};
+
+use goblin_tests::{Raw, Server, default_threads, show};
+
+/// Reads `probe` until `done` holds of what it read (60 s at most): what it read last.
+fn poll<T: std::fmt::Debug>(
+    what: &str,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen = probe();
+        if done(&seen) {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "{what}: {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A field of a flat array reply of bulk strings and integers (SENTINEL MASTER).
+fn field(reply: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(reply);
+    let words: Vec<&str> = text
+        .split("\r\n")
+        .filter(|w| !w.starts_with('*') && !w.starts_with('$') && !w.is_empty())
+        .collect();
+    words
+        .chunks(2)
+        .find(|pair| pair[0] == name)
+        .and_then(|pair| pair.get(1))
+        .map(|v| v.trim_start_matches(':').to_string())
+}
+
+/// The master's port as the sentinel on `port` names it.
+fn master_port(sentinel: &mut Raw) -> String {
+    let reply = sentinel.cmd_str("SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    text.split("\r\n").nth(4).unwrap_or("").to_string()
+}
+
+/// What a failover left, in terms that do not depend on the server: the roles of the
+/// three servers (by their part: old master, promoted, other) and what they hold.
+fn fail_over(start: impl Fn(&[&str]) -> Server) -> Vec<String> {
+    let master = start(&[]);
+    let port = master.port.to_string();
+    let replicas = [
+        start(&["--replicaof", "127.0.0.1", &port]),
+        start(&["--replicaof", "127.0.0.1", &port]),
+    ];
+    let mut m = master.raw();
+    for i in 0..100 {
+        m.cmd_str(&format!("SET k{i} v{i}"));
+    }
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    let conf = format!(
+        "sentinel monitor mymaster 127.0.0.1 {port} 2\n\
+         sentinel down-after-milliseconds mymaster 1000\n\
+         sentinel failover-timeout mymaster 5000\n\
+         sentinel parallel-syncs mymaster 2"
+    );
+    let sentinels: Vec<Server> = (0..3).map(|_| Server::sentinel(&conf)).collect();
+    let mut s = sentinels[0].raw();
+    // They find the replicas (INFO replication) and each other (the hello channel).
+    poll(
+        "the sentinels did not find the replicas and each other",
+        || s.cmd_str("SENTINEL MASTER mymaster"),
+        |r| {
+            field(r, "num-slaves").as_deref() == Some("2")
+                && field(r, "num-other-sentinels").as_deref() == Some("2")
+        },
+    );
+    let old_port = master.port;
+    drop(m);
+    drop(master);
+    let promoted = poll(
+        "no failover",
+        || master_port(&mut s),
+        |p| !p.is_empty() && *p != old_port.to_string(),
+    );
+    let (new, other) = if promoted == replicas[0].port.to_string() {
+        (&replicas[0], &replicas[1])
+    } else {
+        (&replicas[1], &replicas[0])
+    };
+    // (Each probe on a connection of its own: reconfiguring a server, the sentinels kill
+    // its clients.)
+    let role_of = |server: &Server| {
+        let role = String::from_utf8_lossy(&server.raw().cmd_str("ROLE")).into_owned();
+        let words: Vec<&str> = role.split("\r\n").collect();
+        match words.get(2) {
+            Some(&"master") => "master".to_string(),
+            Some(&"slave") => format!(
+                "replica of {}",
+                words.get(5).unwrap_or(&"").trim_start_matches(':')
+            ),
+            other => format!("{other:?}"),
+        }
+    };
+    let promoted_name = |role: &str| role.replace(&promoted, "the promoted one");
+    // The other replica follows the promoted one, and what it is sent.
+    poll(
+        "the other replica does not follow the promoted one",
+        || promoted_name(&role_of(other)),
+        |r| r == "replica of the promoted one",
+    );
+    let mut n = new.raw();
+    assert_eq!(n.cmd_str("SET after failover"), b"+OK\r\n");
+    assert_eq!(n.cmd_str("WAIT 1 10000"), b":1\r\n");
+    // The old master, back on its port, is made a replica of the promoted one.
+    let back = start(&["--port", &old_port.to_string()]);
+    let ports = format!("old {old_port}, promoted {promoted}, other {}", other.port);
+    poll(
+        &format!("the old master was not made a replica ({ports})"),
+        || promoted_name(&role_of(&back)),
+        |r| r == "replica of the promoted one",
+    );
+    poll(
+        "the old master did not sync",
+        || back.raw().cmd_str("GET after"),
+        |r| r.as_slice() == b"$8\r\nfailover\r\n",
+    );
+    let mut seen = vec![
+        role_of(new),
+        promoted_name(&role_of(other)),
+        promoted_name(&role_of(&back)),
+    ];
+    for server in [new, other, &back] {
+        let mut raw = server.raw();
+        seen.push(show(&raw.cmd_str("DBSIZE")));
+        seen.push(show(&raw.cmd_str("GET k99")));
+    }
+    // Every sentinel names the promoted one.
+    for sentinel in &sentinels {
+        let mut raw = sentinel.raw();
+        poll(
+            "a sentinel lags",
+            || master_port(&mut raw),
+            |p| *p == promoted,
+        );
+    }
+    seen
+}
+
+#[test]
+fn sentinels_fail_over_a_goblin_master_as_a_redis_servers() {
+    let threads = default_threads().max(2).to_string();
+    let goblin = fail_over(|args| Server::goblin_with(&[&["--threads", &threads], args].concat()));
+    let redis = fail_over(Server::redis_with);
+    assert_eq!(goblin, redis);
+    assert_eq!(goblin[0], "master");
+}
