@@ -966,10 +966,7 @@ fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
 fn flush_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
     // What the flush freed goes back to the operating system.
     crate::memory::purge_soon();
-    let all = args
-        .first()
-        .is_some_and(|a| a.eq_ignore_ascii_case(b"flushall"));
-    propagate(cx, (!all).then(|| cx.db() as u16), args);
+    propagate(cx, args);
     ok_merge(cx, args, parts)
 }
 
@@ -978,14 +975,16 @@ fn ok_merge(cx: &PlanCx<'_>, _args: &[Vec<u8>], _parts: Vec<HopOut>) -> Outcome 
 }
 
 fn swapdb_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
-    propagate(cx, None, args);
+    propagate(cx, args);
     ok_merge(cx, args, parts)
 }
 
-/// A keyspace-wide command sent to replicas once, its parts done on every shard.
-fn propagate(cx: &PlanCx<'_>, db: Option<u16>, args: &[Vec<u8>]) {
+/// A keyspace-wide command sent to replicas once, its parts done on every shard: in
+/// its client's database, as redis-server propagates every command (FLUSHALL and
+/// SWAPDB too).
+fn propagate(cx: &PlanCx<'_>, args: &[Vec<u8>]) {
     let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-    cx.shared.repl.propagate(db, &argv);
+    cx.shared.repl.propagate(Some(cx.db() as u16), &argv);
 }
 
 /// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked (one at most;

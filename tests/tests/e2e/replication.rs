@@ -718,6 +718,11 @@ fn the_replication_stream_is_redis_servers() {
             "SET after-swap 1",
             "FLUSHALL",
             "FLUSHALL",
+            "SELECT 5",
+            "FLUSHALL",
+            "SELECT 6",
+            "SWAPDB 1 2",
+            "SELECT 3",
             "SET last 1",
         ] {
             ok(&mut c, line);
