@@ -100,10 +100,6 @@ pub struct LinkConfig {
     pub host: String,
     /// The master's port.
     pub port: u16,
-    /// User to `AUTH` as (only with `masterauth`).
-    pub masteruser: Option<String>,
-    /// Password to `AUTH` with.
-    pub masterauth: Option<String>,
     /// This server's port, sent as `REPLCONF listening-port`.
     pub listening_port: u16,
     /// Where the received snapshot is stored (through a temp file beside it, renamed over
@@ -228,6 +224,11 @@ pub trait Local: Send + 'static {
     /// The history (replication id, offset, selected database) the server's file
     /// recorded at start-up, to ask the master to continue: once.
     fn loaded_history(&self) -> Option<History>;
+
+    /// `masteruser` and `masterauth` as configured now (read at each connection: a
+    /// CONFIG SET counts from the next, as in redis-server): the user to `AUTH` as and
+    /// the password, when there is one.
+    fn credentials(&self) -> (Option<String>, Option<String>);
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -694,9 +695,10 @@ fn handshake(
         Notice,
         "Master replied to PING, replication can continue..."
     );
-    if let Some(pass) = &config.masterauth {
+    let (user, pass) = local.credentials();
+    if let Some(pass) = &pass {
         let mut args: Vec<&[u8]> = vec![b"AUTH"];
-        if let Some(user) = &config.masteruser {
+        if let Some(user) = &user {
             args.push(user.as_bytes());
         }
         args.push(pass.as_bytes());
@@ -1809,6 +1811,10 @@ mod tests {
         fn loaded_history(&self) -> Option<History> {
             None
         }
+
+        fn credentials(&self) -> (Option<String>, Option<String>) {
+            (Some("repl".into()), Some("secret".into()))
+        }
     }
 
     fn fake_local(
@@ -1850,8 +1856,6 @@ mod tests {
         LinkConfig {
             host: "127.0.0.1".into(),
             port,
-            masteruser: Some("repl".into()),
-            masterauth: Some("secret".into()),
             listening_port: 6380,
             rdb_path: dir.join("dump.rdb"),
             timeout: Duration::from_secs(5),
@@ -2100,6 +2104,10 @@ mod tests {
 
         fn loaded_history(&self) -> Option<History> {
             None
+        }
+
+        fn credentials(&self) -> (Option<String>, Option<String>) {
+            (Some("repl".into()), Some("secret".into()))
         }
     }
 

@@ -135,22 +135,14 @@ impl Follow {
         if let Some(old) = following.take() {
             old.status.stop.store(true, Ordering::SeqCst);
         }
-        let live = shared.live();
-        let text = |name: &str| {
-            crate::config::inert::value(&live.inert, name)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
-        let timeout = text("repl-timeout")
+        let timeout = configured(shared, "repl-timeout")
             .and_then(|t| t.parse().ok())
             .unwrap_or(60u64);
         let config = LinkConfig {
             host: host.to_string(),
             port,
-            masteruser: text("masteruser"),
-            masterauth: text("masterauth"),
             listening_port: shared.local_addr.port(),
-            rdb_path: live.persist.rdb_path(),
+            rdb_path: shared.live().persist.rdb_path(),
             timeout: std::time::Duration::from_secs(timeout.max(1)),
             resume,
         };
@@ -288,6 +280,13 @@ impl Drop for Held {
     }
 }
 
+/// The value of option `name` in the configuration in force, unless empty.
+fn configured(shared: &Shared, name: &str) -> Option<String> {
+    crate::config::inert::value(&shared.live().inert, name)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 /// The link's way into this server.
 struct Local(Weak<Shared>);
 
@@ -342,6 +341,16 @@ impl link::Local for Local {
 
     fn loaded_history(&self) -> Option<History> {
         self.0.upgrade()?.repl.take_loaded()
+    }
+
+    fn credentials(&self) -> (Option<String>, Option<String>) {
+        let Some(shared) = self.0.upgrade() else {
+            return (None, None);
+        };
+        (
+            configured(&shared, "masteruser"),
+            configured(&shared, "masterauth"),
+        )
     }
 
     fn proxy(&self, bytes: &[u8]) {

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use goblin_tests::dataset::all_databases;
-use goblin_tests::{Raw, Server, default_threads, scratch_dir, show};
+use goblin_tests::{Raw, Server, default_threads, free_port, scratch_dir, show};
 
 fn ok(raw: &mut Raw, line: &str) {
     let reply = raw.cmd_str(line);
@@ -509,7 +509,7 @@ fn a_replica_refuses_writes_and_stale_reads_as_redis_server_does() {
         run(&mut r, &mut replies);
         // Its link down, and no stale data served.
         ok(&mut r, "CONFIG SET replica-serve-stale-data no");
-        let dead = goblin_tests::free_port().to_string();
+        let dead = free_port().to_string();
         assert_eq!(
             r.cmd(&[b"REPLICAOF", b"127.0.0.1", dead.as_bytes()]),
             b"+OK\r\n"
@@ -521,6 +521,57 @@ fn a_replica_refuses_writes_and_stale_reads_as_redis_server_does() {
     assert_eq!(seen[0], seen[1]);
     assert!(seen[1][18].starts_with("-READONLY"), "{:?}", seen[1]);
     assert!(seen[1][28].starts_with("-MASTERDOWN"), "{:?}", seen[1]);
+}
+
+/// `masterauth` set after REPLICAOF counts from the link's next connection, binary
+/// passwords included, as on redis-server: a wrong one keeps the link down (the log says
+/// `Unable to AUTH to MASTER`), the right one brings it up.
+#[test]
+fn masterauth_counts_from_the_links_next_connection() {
+    let master = Server::goblin();
+    let mut m = master.raw();
+    assert_eq!(
+        m.cmd(&[b"CONFIG", b"SET", b"requirepass", b"abc\0def"]),
+        b"+OK\r\n"
+    );
+    let dir = scratch_dir("masterauth");
+    let log = dir.join("goblin.log");
+    let replicas = [
+        Server::goblin_with(&["--logfile", log.to_str().unwrap()]),
+        redis_replica_of(free_port()),
+    ];
+    let port = master.port.to_string();
+    for replica in &replicas {
+        let mut r = replica.raw();
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            r.cmd(&[b"CONFIG", b"SET", b"masterauth", b"abc"]),
+            b"+OK\r\n"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    for replica in &replicas {
+        let mut r = replica.raw();
+        let info = info(&mut r);
+        assert!(
+            info.contains("master_link_status:down"),
+            "{:?} {info}",
+            replica.kind
+        );
+        assert_eq!(
+            r.cmd(&[b"CONFIG", b"SET", b"masterauth", b"abc\0def"]),
+            b"+OK\r\n"
+        );
+        link_up(&mut r);
+    }
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("Unable to AUTH to MASTER: -WRONGPASS"),
+        "{log}"
+    );
 }
 
 /// DUMP's payload of `key`.
@@ -1070,7 +1121,7 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
             port.clone(),
         ]
     };
-    let replica_port = goblin_tests::free_port().to_string();
+    let replica_port = free_port().to_string();
     let args = replica_args(&replica_port);
     let mut replica = Server::goblin_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
     link_up(&mut replica.raw());
@@ -1094,7 +1145,7 @@ fn restarts_continue_from_the_history_their_snapshot_recorded() {
 
     // A master restarted.
     let master_dir = scratch_dir("restart-goblin-master");
-    let master_port = goblin_tests::free_port().to_string();
+    let master_port = free_port().to_string();
     let master_args = [
         "--threads",
         &threads,
