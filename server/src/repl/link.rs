@@ -225,10 +225,21 @@ pub trait Local: Send + 'static {
     /// recorded at start-up, to ask the master to continue: once.
     fn loaded_history(&self) -> Option<History>;
 
-    /// `masteruser` and `masterauth` as configured now (read at each connection: a
-    /// CONFIG SET counts from the next, as in redis-server): the user to `AUTH` as and
-    /// the password, when there is one.
-    fn credentials(&self) -> (Option<String>, Option<String>);
+    /// How to connect, as configured now (read at each connection: a CONFIG SET counts
+    /// from the next, as in redis-server).
+    fn dial(&self) -> Dial;
+}
+
+/// How the link connects to its master, from the configuration in force.
+#[derive(Clone, Debug, Default)]
+pub struct Dial {
+    /// `masteruser`: the user to `AUTH` as (only with a password).
+    pub user: Option<String>,
+    /// `masterauth`: the password to `AUTH` with.
+    pub pass: Option<String>,
+    /// `bind-source-addr`: the address the connection is made from (when it can be
+    /// bound: redis-server's best effort).
+    pub source: Option<std::net::IpAddr>,
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -343,29 +354,30 @@ fn attempt(
     errors: &mut ErrorLog,
     cached: &mut Option<Cached>,
 ) -> Result<Infallible, End> {
-    let mut master = Master::connect(config, status)?;
+    let dial = local.dial();
+    let mut master = Master::connect(config, dial.source, status)?;
     set_state(status, State::Handshake);
     status.drop.store(false, Relaxed);
-    let (conn, initial, db) = match handshake(&mut master, config, status, local, cached.as_ref())?
-    {
-        Sync::Full(initial) => {
-            *cached = None;
-            let mut temp = TempRdb::create(&config.rdb_path)?;
-            set_state(status, State::Transfer);
-            status.sync_in_progress.store(true, Relaxed);
-            let eof_mark = receive(&mut master, &mut temp, status)?;
-            let conn = load(temp, &config.rdb_path, local, master.addresses(), status)?;
-            local.synced(&status.master_replid(), initial);
-            log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
-            connected(&mut master, status, initial, eof_mark)?;
-            (conn, initial, None)
-        }
-        Sync::Continue(c) => {
-            let conn = local_again(local, master.addresses())?;
-            connected(&mut master, status, c.offset, false)?;
-            (conn, c.offset, c.db)
-        }
-    };
+    let (conn, initial, db) =
+        match handshake(&mut master, (config, &dial), status, local, cached.as_ref())? {
+            Sync::Full(initial) => {
+                *cached = None;
+                let mut temp = TempRdb::create(&config.rdb_path)?;
+                set_state(status, State::Transfer);
+                status.sync_in_progress.store(true, Relaxed);
+                let eof_mark = receive(&mut master, &mut temp, status)?;
+                let conn = load(temp, &config.rdb_path, local, master.addresses(), status)?;
+                local.synced(&status.master_replid(), initial);
+                log!(Notice, "MASTER <-> REPLICA sync: Finished with success");
+                connected(&mut master, status, initial, eof_mark)?;
+                (conn, initial, None)
+            }
+            Sync::Continue(c) => {
+                let conn = local_again(local, master.addresses())?;
+                connected(&mut master, status, c.offset, false)?;
+                (conn, c.offset, c.db)
+            }
+        };
     Stream::new(master, conn, local, initial, db, errors).run(cached)
 }
 
@@ -396,7 +408,11 @@ struct Master<'a> {
 
 impl<'a> Master<'a> {
     /// Connects to the master (as redis-server: the first address whose connect starts).
-    fn connect(config: &LinkConfig, status: &'a LinkStatus) -> Step<Self> {
+    fn connect(
+        config: &LinkConfig,
+        source: Option<std::net::IpAddr>,
+        status: &'a LinkStatus,
+    ) -> Step<Self> {
         set_state(status, State::Connecting);
         log!(
             Notice,
@@ -404,7 +420,7 @@ impl<'a> Master<'a> {
             config.host,
             config.port
         );
-        let socket = match start_connect(&config.host, config.port) {
+        let socket = match start_connect(&config.host, config.port, source) {
             Ok(socket) => socket,
             Err(e) => {
                 log!(Warning, "Unable to connect to MASTER: {}", strerror(&e));
@@ -583,11 +599,14 @@ impl<'a> Master<'a> {
     }
 }
 
-/// Starts a non-blocking connect to the first address of `host` that takes one.
-fn start_connect(host: &str, port: u16) -> io::Result<Socket> {
+/// Starts a non-blocking connect to the first address of `host` that takes one, from
+/// `source` when the socket can be bound to it (else from any, as redis-server's
+/// `anetTcpNonBlockBestEffortBindConnect`).
+fn start_connect(host: &str, port: u16, source: Option<std::net::IpAddr>) -> io::Result<Socket> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address for the host");
     for addr in (host, port).to_socket_addrs()? {
-        match start_connect_to(addr) {
+        let bound = source.and_then(|ip| start_connect_to(addr, Some(ip)).ok());
+        match bound.map_or_else(|| start_connect_to(addr, None), Ok) {
             Ok(socket) => return Ok(socket),
             Err(e) => last = e,
         }
@@ -595,8 +614,11 @@ fn start_connect(host: &str, port: u16) -> io::Result<Socket> {
     Err(last)
 }
 
-fn start_connect_to(addr: SocketAddr) -> io::Result<Socket> {
+fn start_connect_to(addr: SocketAddr, source: Option<std::net::IpAddr>) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(ip) = source {
+        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    }
     socket.set_nonblocking(true)?;
     match socket.connect(&SockAddr::from(addr)) {
         Ok(()) => Ok(socket),
@@ -677,7 +699,7 @@ fn text(bytes: &[u8]) -> String {
 /// The handshake, up to PSYNC's answer.
 fn handshake(
     master: &mut Master<'_>,
-    config: &LinkConfig,
+    (config, dial): (&LinkConfig, &Dial),
     status: &LinkStatus,
     local: &impl Local,
     cached: Option<&Cached>,
@@ -695,10 +717,9 @@ fn handshake(
         Notice,
         "Master replied to PING, replication can continue..."
     );
-    let (user, pass) = local.credentials();
-    if let Some(pass) = &pass {
+    if let Some(pass) = &dial.pass {
         let mut args: Vec<&[u8]> = vec![b"AUTH"];
-        if let Some(user) = &user {
+        if let Some(user) = &dial.user {
             args.push(user.as_bytes());
         }
         args.push(pass.as_bytes());
@@ -1812,8 +1833,12 @@ mod tests {
             None
         }
 
-        fn credentials(&self) -> (Option<String>, Option<String>) {
-            (Some("repl".into()), Some("secret".into()))
+        fn dial(&self) -> Dial {
+            Dial {
+                user: Some("repl".into()),
+                pass: Some("secret".into()),
+                source: None,
+            }
         }
     }
 
@@ -2106,8 +2131,12 @@ mod tests {
             None
         }
 
-        fn credentials(&self) -> (Option<String>, Option<String>) {
-            (Some("repl".into()), Some("secret".into()))
+        fn dial(&self) -> Dial {
+            Dial {
+                user: Some("repl".into()),
+                pass: Some("secret".into()),
+                source: None,
+            }
         }
     }
 

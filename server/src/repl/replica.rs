@@ -343,14 +343,15 @@ impl link::Local for Local {
         self.0.upgrade()?.repl.take_loaded()
     }
 
-    fn credentials(&self) -> (Option<String>, Option<String>) {
+    fn dial(&self) -> link::Dial {
         let Some(shared) = self.0.upgrade() else {
-            return (None, None);
+            return link::Dial::default();
         };
-        (
-            configured(&shared, "masteruser"),
-            configured(&shared, "masterauth"),
-        )
+        link::Dial {
+            user: configured(&shared, "masteruser"),
+            pass: configured(&shared, "masterauth"),
+            source: configured(&shared, "bind-source-addr").and_then(|a| a.parse().ok()),
+        }
     }
 
     fn proxy(&self, bytes: &[u8]) {

@@ -574,6 +574,31 @@ fn masterauth_counts_from_the_links_next_connection() {
     );
 }
 
+/// `bind-source-addr`: a replica connects to its master from that address, as
+/// redis-server's does, and the master lists it there.
+#[test]
+fn a_replica_connects_from_bind_source_addr() {
+    let master = Server::goblin();
+    let replicas = [Server::goblin(), redis_replica_of(free_port())];
+    let port = master.port.to_string();
+    for replica in &replicas {
+        let mut r = replica.raw();
+        ok(&mut r, "CONFIG SET bind-source-addr 127.0.0.2");
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]),
+            b"+OK\r\n"
+        );
+        link_up(&mut r);
+    }
+    let info = wait_info(&mut master.raw(), "two replicas", |i| {
+        i.contains("connected_slaves:2")
+    });
+    for n in 0..2 {
+        let line = field(&info, &format!("slave{n}")).unwrap_or_default();
+        assert!(line.starts_with("ip=127.0.0.2,"), "{info}");
+    }
+}
+
 /// DUMP's payload of `key`.
 fn dumped(raw: &mut Raw, key: &str) -> Vec<u8> {
     let reply = raw.cmd_str(&format!("DUMP {key}"));
