@@ -118,7 +118,18 @@ fn replconf(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             return;
         } else if is("capa") {
             ctx.client.repl_psync2 |= value.eq_ignore_ascii_case(b"psync2");
-        } else if !(is("ip-address") || is("rdb-only") || is("rdb-filter-only")) {
+        } else if is("ip-address") {
+            // (Redis's NET_HOST_STR_LEN.)
+            if value.len() >= 256 {
+                let text = format!(
+                    "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    value.len()
+                );
+                ctx.reply().error(text.as_bytes());
+                return;
+            }
+            ctx.client.repl_ip = Some(String::from_utf8_lossy(value).into_owned());
+        } else if !(is("rdb-only") || is("rdb-filter-only")) {
             let text = format!(
                 "ERR Unrecognized REPLCONF option: {}",
                 String::from_utf8_lossy(option)

@@ -259,10 +259,18 @@ fn replication_section(shared: &crate::runtime::server::Shared) -> String {
                 };
                 out.push_str(&format!("master_link_down_since_seconds:{down}\r\n"));
             }
-            out.push_str("slave_priority:100\r\n");
+            let (priority, announced) = {
+                let live = shared.live();
+                let option = |name| config::inert::value(&live.inert, name).unwrap_or("");
+                (
+                    option("replica-priority").to_string(),
+                    option("replica-announced") != "no",
+                )
+            };
             out.push_str(&format!(
-                "slave_read_only:{}\r\nreplica_announced:1\r\n",
-                u8::from(shared.replica_read_only())
+                "slave_priority:{priority}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+                u8::from(shared.replica_read_only()),
+                u8::from(announced)
             ));
             let replid = if link.replid.is_empty() {
                 own_id

@@ -240,6 +240,11 @@ pub struct Dial {
     /// `bind-source-addr`: the address the connection is made from (when it can be
     /// bound: redis-server's best effort).
     pub source: Option<std::net::IpAddr>,
+    /// `replica-announce-ip`: the address the master is to list this replica at.
+    pub announce_ip: Option<String>,
+    /// `replica-announce-port` (when not 0): the port it is to list instead of this
+    /// server's.
+    pub announce_port: Option<u16>,
 }
 
 /// Runs the link until `status.stop` is set: connects, handshakes, receives the
@@ -729,7 +734,10 @@ fn handshake(
             return Err(End::Down);
         }
     }
-    let port = config.listening_port.to_string();
+    let port = dial
+        .announce_port
+        .unwrap_or(config.listening_port)
+        .to_string();
     let reply = master.call(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
     if reply.starts_with(b"-") {
         log!(
@@ -737,6 +745,16 @@ fn handshake(
             "(Non critical) Master does not understand REPLCONF listening-port: {}",
             text(&reply)
         );
+    }
+    if let Some(ip) = &dial.announce_ip {
+        let reply = master.call(&[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
+        if reply.starts_with(b"-") {
+            log!(
+                Notice,
+                "(Non critical) Master does not understand REPLCONF ip-address: {}",
+                text(&reply)
+            );
+        }
     }
     let reply = master.call(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
     if reply.starts_with(b"-") {
@@ -1837,7 +1855,7 @@ mod tests {
             Dial {
                 user: Some("repl".into()),
                 pass: Some("secret".into()),
-                source: None,
+                ..Dial::default()
             }
         }
     }
@@ -2135,7 +2153,7 @@ mod tests {
             Dial {
                 user: Some("repl".into()),
                 pass: Some("secret".into()),
-                source: None,
+                ..Dial::default()
             }
         }
     }

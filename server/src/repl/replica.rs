@@ -351,6 +351,10 @@ impl link::Local for Local {
             user: configured(&shared, "masteruser"),
             pass: configured(&shared, "masterauth"),
             source: configured(&shared, "bind-source-addr").and_then(|a| a.parse().ok()),
+            announce_ip: configured(&shared, "replica-announce-ip"),
+            announce_port: configured(&shared, "replica-announce-port")
+                .and_then(|p| p.parse().ok())
+                .filter(|&p| p != 0),
         }
     }
 

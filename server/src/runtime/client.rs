@@ -46,6 +46,9 @@ pub struct Client {
     pub monitor: bool,
     /// Replication: the port it says it listens on (`REPLCONF listening-port`).
     pub repl_port: u16,
+    /// Replication: the address it announces (`REPLCONF ip-address`), shown in its
+    /// peer's place.
+    pub repl_ip: Option<String>,
     /// A replica's `REPLCONF capa psync2`: `+CONTINUE` names the replication id.
     pub repl_psync2: bool,
     /// A replica: it sent PSYNC or SYNC (where its sync is: `repl::master`).
@@ -104,6 +107,12 @@ pub struct ConnFacts {
 }
 
 impl Client {
+    /// The address a replica is known by: the one it announced, else its peer's
+    /// (redis-server's `replicationGetSlaveName`).
+    pub fn replica_ip(&self) -> String {
+        self.repl_ip.clone().unwrap_or_else(|| self.origin.ip())
+    }
+
     /// The client's line in CLIENT LIST (and CLIENT INFO, and the log), in
     /// redis-server 7.0's field order.
     pub fn info_line(&self, now: Millis) -> String {
@@ -233,6 +242,7 @@ impl Client {
             reply: ReplyMode::On,
             monitor: false,
             repl_port: 0,
+            repl_ip: None,
             repl_psync2: false,
             replica: false,
             master: false,

@@ -1933,7 +1933,7 @@ impl Worker {
             self.shared.repl.register(
                 me,
                 conn.client.id,
-                conn.client.origin.ip(),
+                conn.client.replica_ip(),
                 conn.client.repl_port,
                 conn.client.repl_psync2,
             );

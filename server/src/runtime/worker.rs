@@ -1228,7 +1228,7 @@ impl Worker {
                     crate::log!(
                         Notice,
                         "Synchronization with replica {}:{} succeeded",
-                        conn.client.origin.ip(),
+                        conn.client.replica_ip(),
                         conn.client.repl_port
                     );
                     let out = &mut conn.output.buf;
@@ -2090,7 +2090,7 @@ impl Worker {
                 crate::log!(
                     Notice,
                     "Connection with replica {}:{} lost.",
-                    conn.client.origin.ip(),
+                    conn.client.replica_ip(),
                     conn.client.repl_port
                 );
                 self.shared.repl.remove(me);

@@ -599,6 +599,59 @@ fn a_replica_connects_from_bind_source_addr() {
     }
 }
 
+/// `replica-announce-ip` and `-port`: a replica tells its master where to list it
+/// (REPLCONF ip-address, listening-port), as redis-server's does; `replica-priority` and
+/// `replica-announced` show in its INFO, which Sentinel reads.
+#[test]
+fn a_replica_announces_what_it_is_configured_to() {
+    let master = Server::goblin();
+    let replicas = [Server::goblin(), redis_replica_of(free_port())];
+    let port = master.port.to_string();
+    let mut shown = Vec::new();
+    for replica in &replicas {
+        let mut r = replica.raw();
+        for line in [
+            "CONFIG SET replica-announce-ip 10.1.2.3",
+            "CONFIG SET replica-announce-port 4567",
+            "CONFIG SET replica-priority 7",
+            "CONFIG SET replica-announced no",
+        ] {
+            ok(&mut r, line);
+        }
+        assert_eq!(
+            r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]),
+            b"+OK\r\n"
+        );
+        let info = link_up(&mut r);
+        shown.push([
+            field(&info, "slave_priority"),
+            field(&info, "replica_announced"),
+        ]);
+    }
+    assert_eq!(shown[0], shown[1]);
+    assert_eq!(shown[0], [Some("7".to_string()), Some("0".to_string())]);
+    let info = wait_info(&mut master.raw(), "two replicas", |i| {
+        i.contains("connected_slaves:2")
+    });
+    for n in 0..2 {
+        let line = field(&info, &format!("slave{n}")).unwrap_or_default();
+        assert!(line.starts_with("ip=10.1.2.3,port=4567,"), "{info}");
+    }
+    let long = "x".repeat(256);
+    assert_eq!(
+        show(
+            &master
+                .raw()
+                .cmd(&[b"REPLCONF", b"ip-address", long.as_bytes()])
+        ),
+        show(
+            &replicas[1]
+                .raw()
+                .cmd(&[b"REPLCONF", b"ip-address", long.as_bytes()])
+        )
+    );
+}
+
 /// DUMP's payload of `key`.
 fn dumped(raw: &mut Raw, key: &str) -> Vec<u8> {
     let reply = raw.cmd_str(&format!("DUMP {key}"));
