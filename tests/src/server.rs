@@ -307,13 +307,7 @@ impl Server {
                 ),
                 Err(e) => panic!("cannot start redis-server: {e}"),
             };
-            let mut server = Server {
-                child,
-                port,
-                kind: Kind::Redis,
-                scratch: Some(dir),
-            };
-            if server.try_wait_ready() {
+            if let Some(server) = Server::answering(child, port, dir) {
                 let info = server.raw().cmd(&[b"INFO", b"server"]);
                 // (Behind `requirepass`, INFO is refused: other tests check the version.)
                 if !info.starts_with(b"-NOAUTH")
@@ -323,9 +317,24 @@ impl Server {
                 }
                 return server;
             }
-            let _ = server.child.kill();
         }
         panic!("redis-server did not start");
+    }
+
+    /// The redis-server just spawned as `child` on `port`, once it answers; `None` (it
+    /// is killed) when it does not (its port was taken meanwhile).
+    fn answering(child: Child, port: u16, dir: PathBuf) -> Option<Server> {
+        let mut server = Server {
+            child,
+            port,
+            kind: Kind::Redis,
+            scratch: Some(dir),
+        };
+        if server.try_wait_ready() {
+            return Some(server);
+        }
+        let _ = server.child.kill();
+        None
     }
 
     /// A Redis Sentinel (redis-server 7.0 in sentinel mode) on a free port, with its
@@ -345,16 +354,9 @@ impl Server {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start redis-server --sentinel");
-            let mut server = Server {
-                child,
-                port,
-                kind: Kind::Redis,
-                scratch: Some(dir),
-            };
-            if server.try_wait_ready() {
+            if let Some(server) = Server::answering(child, port, dir) {
                 return server;
             }
-            let _ = server.child.kill();
         }
         panic!("redis-server --sentinel did not start");
     }

@@ -738,33 +738,29 @@ fn handshake(
         .announce_port
         .unwrap_or(config.listening_port)
         .to_string();
-    let reply = master.call(&[b"REPLCONF", b"listening-port", port.as_bytes()])?;
-    if reply.starts_with(b"-") {
-        log!(
-            Notice,
-            "(Non critical) Master does not understand REPLCONF listening-port: {}",
-            text(&reply)
-        );
-    }
+    replconf(master, &[b"listening-port", port.as_bytes()])?;
     if let Some(ip) = &dial.announce_ip {
-        let reply = master.call(&[b"REPLCONF", b"ip-address", ip.as_bytes()])?;
-        if reply.starts_with(b"-") {
-            log!(
-                Notice,
-                "(Non critical) Master does not understand REPLCONF ip-address: {}",
-                text(&reply)
-            );
-        }
+        replconf(master, &[b"ip-address", ip.as_bytes()])?;
     }
-    let reply = master.call(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+    replconf(master, &[b"capa", b"eof", b"capa", b"psync2"])?;
+    psync(master, status, local, cached)
+}
+
+/// `REPLCONF <option> <value> …`; a master that refuses it is logged, not failed, as by
+/// redis-server.
+fn replconf(master: &mut Master<'_>, args: &[&[u8]]) -> Step<()> {
+    let mut command: Vec<&[u8]> = vec![b"REPLCONF"];
+    command.extend_from_slice(args);
+    let reply = master.call(&command)?;
     if reply.starts_with(b"-") {
         log!(
             Notice,
-            "(Non critical) Master does not understand REPLCONF capa: {}",
+            "(Non critical) Master does not understand REPLCONF {}: {}",
+            String::from_utf8_lossy(args.first().copied().unwrap_or_default()),
             text(&reply)
         );
     }
-    psync(master, status, local, cached)
+    Ok(())
 }
 
 /// redis-server takes any status reply to PING, and the errors of a master that wants
