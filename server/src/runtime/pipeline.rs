@@ -324,7 +324,7 @@ impl Worker {
         {
             Some(refusal)
         } else if shared.repl_gates_writes()
-            && let Some(refusal) = replication_refusal(shared, conn.client.master, spec, args)
+            && let Some(refusal) = replication_refusal(shared, conn, spec, args)
         {
             Some(refusal)
         } else if crate::scripting::busy()
@@ -447,6 +447,9 @@ impl Worker {
                     size_of::<Batch>() + queued.data.len() + size_of_val(queued.spans.as_slice());
                 multi.queued.push(queued);
                 multi.deny_oom |= spec.flags.contains(Flags::DENYOOM);
+                let flags = crate::families::scripting::command_flags(shared, spec, args);
+                multi.writes |= flags.contains(Flags::WRITE);
+                multi.denies_stale |= !flags.contains(Flags::STALE);
             }
             Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
             return Flow::Next;
@@ -913,19 +916,26 @@ fn log_command(
 /// replica (but for its master's own), and `NOREPLICAS` on a master with too few
 /// replicas in touch (`min-replicas-to-write`); on a replica whose link is down with
 /// `replica-serve-stale-data no`, what is not flagged `stale`, `MASTERDOWN`. A script's
-/// declared flags count as its command's (`command_flags`). Out of the command path's
-/// way: only asked while one of them may apply ([`Shared::repl_gates_writes`]).
+/// declared flags count as its command's (`command_flags`), and EXEC's are those of
+/// what it queued. Out of the command path's way: only asked while one of them may
+/// apply ([`Shared::repl_gates_writes`]).
 #[cold]
 #[inline(never)]
 fn replication_refusal(
     shared: &Shared,
-    from_master: bool,
+    conn: &Conn,
     spec: &CommandSpec,
     args: &Args<'_>,
 ) -> Option<Vec<u8>> {
-    let flags = crate::families::scripting::command_flags(shared, spec, args);
+    let flags = match conn.multi.as_ref() {
+        Some(multi) if spec.name == "exec" => spec
+            .flags
+            .with(Flags::WRITE, multi.writes)
+            .with(Flags::STALE, !multi.denies_stale),
+        _ => crate::families::scripting::command_flags(shared, spec, args),
+    };
     let refusal = if shared.follow.active.load(Ordering::Relaxed) {
-        if flags.contains(Flags::WRITE) && !from_master && shared.replica_read_only() {
+        if flags.contains(Flags::WRITE) && !conn.client.master && shared.replica_read_only() {
             crate::errors::READONLY_REPLICA
         } else if !flags.contains(Flags::STALE) && shared.follow.stale() {
             crate::errors::MASTERDOWN

@@ -507,6 +507,10 @@ fn a_replica_refuses_writes_and_stale_reads_as_redis_server_does() {
             }
         };
         run(&mut r, &mut replies);
+        // A transaction queued meanwhile is refused at EXEC.
+        let mut queued = replica.raw();
+        ok(&mut queued, "MULTI");
+        ok(&mut queued, "GET x");
         // Its link down, and no stale data served.
         ok(&mut r, "CONFIG SET replica-serve-stale-data no");
         let dead = free_port().to_string();
@@ -515,12 +519,14 @@ fn a_replica_refuses_writes_and_stale_reads_as_redis_server_does() {
             b"+OK\r\n"
         );
         run(&mut r, &mut replies);
+        replies.push(show(&queued.cmd_str("EXEC")));
         assert!(r.cmd_str("INFO replication").starts_with(b"$"));
         seen.push(replies);
     }
     assert_eq!(seen[0], seen[1]);
     assert!(seen[1][18].starts_with("-READONLY"), "{:?}", seen[1]);
     assert!(seen[1][28].starts_with("-MASTERDOWN"), "{:?}", seen[1]);
+    assert!(seen[1][36].starts_with("-EXECABORT"), "{:?}", seen[1]);
 }
 
 /// `masterauth` set after REPLICAOF counts from the link's next connection, binary
