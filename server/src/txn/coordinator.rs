@@ -429,7 +429,7 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.now = env.now;
+        self.now = resumed_at(env);
         let woken = match done.out {
             Ok(woken @ HopOut::Woken(_)) => woken,
             Ok(_) | Err(_) => HopOut::TimedOut,
@@ -449,7 +449,7 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.now = env.now;
+        self.now = resumed_at(env);
         self.advance(env, vec![HopOut::Woken(key)], out)
     }
 
@@ -686,4 +686,12 @@ impl TxJob {
             out.push((hop.shard, Msg::Step(step)));
         }
     }
+}
+
+/// The clock a woken job goes on with: read now, for the worker's may date from before a
+/// long command of the same iteration (a transaction's DEBUG SLEEP) — Redis serves its
+/// blocked clients with the time after the command, so a key whose deadline passed
+/// meanwhile serves nobody.
+fn resumed_at(env: &Env<'_>) -> Millis {
+    crate::clock::now_ms().max(env.now)
 }

@@ -588,3 +588,48 @@ fn blocking_stress_loses_and_duplicates_nothing() {
     );
     assert_eq!(popped, pushed, "elements lost");
 }
+
+/// A key a transaction pushed to, and whose deadline passed before the transaction
+/// ended (its DEBUG SLEEP), serves nobody: the blocked client stays blocked until CLIENT
+/// UNBLOCK, as in redis-server, which serves its blocked clients with the time after the
+/// command — with one thread, where the waiter shares the transaction's worker, too.
+#[test]
+fn a_key_past_its_deadline_when_a_transaction_ends_serves_nobody() {
+    let threads = default_threads().to_string();
+    let debug = ["--enable-debug-command", "yes"];
+    let servers = [
+        Server::goblin_with(&[&["--threads", "1"], &debug[..]].concat()),
+        Server::goblin_with(&[&["--threads", threads.as_str()], &debug[..]].concat()),
+        Server::redis_with(&debug),
+    ];
+    let mut transcripts = Vec::new();
+    for s in &servers {
+        let mut admin = s.raw();
+        let mut a = s.raw();
+        let id = reply::integer(&a.cmd_str("CLIENT ID"));
+        let mut out = Vec::new();
+        send(&mut a, "BRPOP k 0");
+        until_blocked(&mut admin, 1);
+        for line in [
+            "DEBUG SET-ACTIVE-EXPIRE 0",
+            "MULTI",
+            "RPUSH k hello",
+            "PEXPIRE k 100",
+            "DEBUG SLEEP 0.2",
+            "EXEC",
+        ] {
+            out.push(goblin_tests::show(&admin.cmd_str(line)));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        out.push(info(&mut admin, "blocked_clients"));
+        out.push(goblin_tests::show(
+            &admin.cmd_str(&format!("CLIENT UNBLOCK {id}")),
+        ));
+        out.push(goblin_tests::show(&a.reply()));
+        out.push(goblin_tests::show(&admin.cmd_str("EXISTS k")));
+        transcripts.push(out);
+    }
+    assert_eq!(transcripts[0], transcripts[2], "--threads 1");
+    assert_eq!(transcripts[1], transcripts[2], "--threads {threads}");
+    assert_eq!(transcripts[2][6], "1");
+}
