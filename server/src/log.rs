@@ -4,11 +4,11 @@
 //! 4242:M 01 Dec 2026 19:57:38.123 * DB saved on disk
 //! ```
 //!
-//! pid, role (`M`, or `S` while the server is a replica), the time (UTC; redis-server writes local time), the level's mark (`.`
-//! debug, `-` verbose, `*` notice, `#` warning) and the message. `loglevel` filters
-//! (`notice` by default); `logfile` names a file to append to, `""` (the default) means
-//! standard output, as with redis-server (beside Goblin's one `ready on` line there, which
-//! scripts read for the port).
+//! pid, role (`M`, or `S` while the server is a replica), the time (UTC; redis-server
+//! writes local time), the level's mark (`.` debug, `-` verbose, `*` notice, `#` warning)
+//! and the message. `loglevel` filters (`notice` by default); `logfile` names a file to
+//! append to, `""` (the default) means standard output, as with redis-server (beside
+//! Goblin's one `ready on` line there, which scripts read for the port).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
