@@ -62,7 +62,8 @@ pub struct LinkView {
 }
 
 impl Follow {
-    /// Puts `replica-read-only` in force (at start-up and on CONFIG SET).
+    /// Puts `replica-read-only` and `replica-serve-stale-data` in force (at start-up and
+    /// on CONFIG SET).
     pub fn configure(&self, values: &[String]) {
         let no = |name| crate::config::inert::value(values, name) == Some("no");
         self.writable
