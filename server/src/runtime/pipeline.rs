@@ -447,9 +447,6 @@ impl Worker {
                     size_of::<Batch>() + queued.data.len() + size_of_val(queued.spans.as_slice());
                 multi.queued.push(queued);
                 multi.deny_oom |= spec.flags.contains(Flags::DENYOOM);
-                let flags = crate::families::scripting::command_flags(shared, spec, args);
-                multi.writes |= flags.contains(Flags::WRITE);
-                multi.denies_stale |= !flags.contains(Flags::STALE);
             }
             Encoder::new(&mut conn.output.buf, resp).simple(b"QUEUED");
             return Flow::Next;
@@ -927,12 +924,30 @@ fn replication_refusal(
     spec: &CommandSpec,
     args: &Args<'_>,
 ) -> Option<Vec<u8>> {
+    let flags_of = |spec: &CommandSpec, args: &Args<'_>| {
+        crate::families::scripting::command_flags(shared, spec, args)
+    };
     let flags = match conn.multi.as_ref() {
-        Some(multi) if spec.name == "exec" => spec
-            .flags
-            .with(Flags::WRITE, multi.writes)
-            .with(Flags::STALE, !multi.denies_stale),
-        _ => crate::families::scripting::command_flags(shared, spec, args),
+        Some(multi) if spec.name == "exec" => {
+            let queued: Vec<Flags> = multi
+                .queued
+                .iter()
+                .filter_map(|b| {
+                    let cmd = shared.commands.get(b.cmds.first()?.spec)?;
+                    Some(flags_of(cmd, &b.args(0)))
+                })
+                .collect();
+            spec.flags
+                .with(
+                    Flags::WRITE,
+                    queued.iter().any(|f| f.contains(Flags::WRITE)),
+                )
+                .with(
+                    Flags::STALE,
+                    queued.iter().all(|f| f.contains(Flags::STALE)),
+                )
+        }
+        _ => flags_of(spec, args),
     };
     let refusal = if shared.follow.active.load(Ordering::Relaxed) {
         if flags.contains(Flags::WRITE) && !conn.client.master && shared.replica_read_only() {

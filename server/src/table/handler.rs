@@ -477,12 +477,6 @@ pub struct MultiState {
     /// A queued command may grow memory (`denyoom`): over `maxmemory`, EXEC is refused
     /// with OOM (EXECABORT), as in Redis.
     pub deny_oom: bool,
-    /// A queued command writes (by its declared flags, for a script): on a read-only
-    /// replica EXEC is refused with READONLY (EXECABORT), as in Redis.
-    pub writes: bool,
-    /// A queued command is not flagged `stale`: on a replica that must not serve stale
-    /// data, EXEC is refused with MASTERDOWN (EXECABORT).
-    pub denies_stale: bool,
     /// What the queued commands hold: their arguments' bytes and ranges (client
     /// eviction weighs it).
     pub bytes: usize,
