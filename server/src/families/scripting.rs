@@ -30,7 +30,7 @@ use crate::scripting::engine::library::with_function_engine;
 use crate::scripting::engine::{Called, Engine, with_engine};
 use crate::scripting::functions::LibFunction;
 use crate::scripting::{
-    Script, ScriptFlags, Sha, may_stray, sha_arg, sha_of, shebang, strays_with,
+    Script, ScriptFlags, Sha, calls_every_shard, may_stray, sha_arg, sha_of, shebang, strays_with,
 };
 use crate::shard::Shard;
 use crate::table::handler::{Args, ConnCtx, Exec, OnShard, ShardCtx};
@@ -140,20 +140,32 @@ impl Callee {
     /// may touch undeclared keys of any shard: a script's whose code may
     /// ([`may_stray`]), with several shards, outside cluster mode, unless its keys are
     /// tagged together ([`strays_with`]). (A function declares its keys, or says with
-    /// its flags that it does not.)
+    /// its flags that it does not.) So must one whose code calls a command that reads
+    /// every shard ([`Callee::every_shard`]), even with one shard: its plan runs that
+    /// command.
     pub fn strays_with<'k>(
         &self,
         shared: &Shared,
         keys: impl IntoIterator<Item = &'k [u8]>,
     ) -> bool {
-        match self {
-            Callee::Script(s) => {
-                s.may_stray
-                    && shared.threads > 1
-                    && shared.cluster.is_none()
-                    && strays_with(keys).unwrap_or(false)
+        self.every_shard()
+            || match self {
+                Callee::Script(s) => {
+                    s.may_stray
+                        && shared.threads > 1
+                        && shared.cluster.is_none()
+                        && strays_with(keys).unwrap_or(false)
+                }
+                Callee::Function(_) => false,
             }
-            Callee::Function(_) => false,
+    }
+
+    /// Whether its code calls a command that reads every shard (INFO, KEYS…:
+    /// [`crate::scripting::calls_every_shard`]).
+    pub fn every_shard(&self) -> bool {
+        match self {
+            Callee::Script(s) => s.every_shard,
+            Callee::Function(f) => f.library.every_shard,
         }
     }
 
@@ -315,6 +327,7 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
         code_at,
         flags,
         may_stray: may_stray(&body[code_at.min(body.len())..], &shared.commands),
+        every_shard: calls_every_shard(&body[code_at.min(body.len())..]),
     });
     let generation = shared.scripts.generation();
     with_engine(generation, |engine| {
@@ -333,27 +346,70 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
 /// are several), which only its plan can lock ([`reaches_every_shard`]); so may one that
 /// declares no key (it runs here first, and is given up for its plan once it calls a
-/// command with keys: `run_script`).
+/// command with keys: `run_script`). With one shard, one whose code calls a command
+/// that reads every shard ([`calls_every_shard`]) needs its plan; so may one that
+/// declares no key (given up for its plan if it calls such a command after all).
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
-    shared.threads > 1
-        && ((args.get(2) == b"0" && shared.cluster.is_none())
-            || reaches_every_shard(shared, args, false))
+    let keyless = args.get(2) == b"0" && shared.cluster.is_none();
+    if shared.threads > 1 {
+        keyless || reaches_every_shard(shared, args, false)
+    } else {
+        keyless || reach(shared, args).is_some_and(|r| r.every_shard)
+    }
+}
+
+/// What the code of an invocation's script (or function) may reach, as far as reading
+/// it tells.
+#[derive(Clone, Copy, Default)]
+struct Reach {
+    /// It may touch any key: its flags or the server's allow undeclared keys.
+    allowed: bool,
+    /// It may touch undeclared keys ([`may_stray`]).
+    strays: bool,
+    /// It calls a command that reads every shard ([`calls_every_shard`]).
+    every_shard: bool,
+}
+
+/// [`Reach`] of an invocation: of the function FCALL names (its library's), the cached
+/// script EVALSHA names, or EVAL's body. None when there is none such (its run
+/// answers the error).
+fn reach(shared: &Shared, args: &Args<'_>) -> Option<Reach> {
+    let allowed = shared.scripts.undeclared_allowed();
+    if args.get(0).len() >= 5 && args.get(0)[..5].eq_ignore_ascii_case(b"fcall") {
+        let f = shared.functions.find(args.get(1))?;
+        // (A function declares its keys: it strays only with its flag.)
+        return Some(Reach {
+            allowed: allowed || f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED),
+            strays: false,
+            every_shard: f.library.every_shard,
+        });
+    }
+    if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
+        let s = sha_arg(args.get(1)).and_then(|sha| shared.scripts.get(&sha))?;
+        return Some(Reach {
+            allowed: allowed || s.flags.has(ScriptFlags::ALLOW_UNDECLARED),
+            strays: s.may_stray,
+            every_shard: s.every_shard,
+        });
+    }
+    let body = args.get(1);
+    // A script whose shebang asks for it (reading the shebang alone).
+    let flagged = body.starts_with(b"#!")
+        && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED));
+    let mut reach = body_reach(shared, body);
+    reach.allowed = allowed || flagged;
+    Some(reach)
 }
 
 /// Whether a script (or function) may touch undeclared keys of any shard, as far as is
 /// known before it runs: it is allowed to, or its code may stray from its declared keys
 /// (outside cluster mode: [`Callee::strays_with`]) — when it declares none, only if
-/// `keyless` (where it cannot run on a shard first and be given up for its plan).
+/// `keyless` (where it cannot run on a shard first and be given up for its plan) — or
+/// it calls a command that reads every shard.
 fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool {
-    if shared.scripts.undeclared_allowed() {
-        return true;
-    }
-    if args.get(0).len() >= 5 && args.get(0)[..5].eq_ignore_ascii_case(b"fcall") {
-        return shared
-            .functions
-            .find(args.get(1))
-            .is_some_and(|f| f.def().flags.has(ScriptFlags::ALLOW_UNDECLARED));
-    }
+    let Some(reach) = reach(shared, args) else {
+        return shared.scripts.undeclared_allowed();
+    };
     // With its code straying: its declared keys, tagged together, may keep it on their
     // shard (none: `keyless` decides).
     let keys_stray = || {
@@ -362,31 +418,15 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
             .unwrap_or(0) as usize;
         strays_with((3..3 + n).map(|i| args.get(i))).unwrap_or(keyless)
     };
-    let reading = shared.cluster.is_none();
-    if args.get(0).len() >= 7 && args.get(0)[..7].eq_ignore_ascii_case(b"evalsha") {
-        return sha_arg(args.get(1))
-            .and_then(|sha| shared.scripts.get(&sha))
-            .is_some_and(|s| {
-                s.flags.has(ScriptFlags::ALLOW_UNDECLARED)
-                    || (reading && s.may_stray && keys_stray())
-            });
-    }
-    let body = args.get(1);
-    // A script whose shebang asks for it (reading the shebang alone).
-    if body.starts_with(b"#!")
-        && shebang(body).is_ok_and(|(f, _)| f.has(ScriptFlags::ALLOW_UNDECLARED))
-    {
-        return true;
-    }
-    reading && keys_stray() && body_may_stray(shared, body)
+    reach.allowed || reach.every_shard || (shared.cluster.is_none() && reach.strays && keys_stray())
 }
 
-/// Bodies seen by EVAL's routing, by their hash: the body, and whether its code may stray.
-type Bodies = std::collections::HashMap<u64, (Box<[u8]>, bool), foldhash::fast::FixedState>;
+/// Bodies seen by EVAL's routing, by their hash: the body, and what its code may reach.
+type Bodies = std::collections::HashMap<u64, (Box<[u8]>, Reach), foldhash::fast::FixedState>;
 
 thread_local! {
-    /// EVAL's routing: whether the code of the bodies it saw lately may stray, so that
-    /// an EVAL pays a hash of its body, not its SHA1 and the script cache's lock.
+    /// EVAL's routing: what the code of the bodies it saw lately may reach, so that an
+    /// EVAL pays a hash of its body, not its SHA1 and the script cache's lock.
     static BODIES: std::cell::RefCell<Bodies> = const {
         std::cell::RefCell::new(std::collections::HashMap::with_hasher(
             foldhash::fast::FixedState::with_seed(0),
@@ -401,38 +441,64 @@ const BODIES_KEPT: usize = 256;
 /// cache by its SHA1 (which its run computes anyway).
 const BODY_KEPT_MAX: usize = 16 * 1024;
 
-/// [`may_stray`] of an EVAL's body, remembered.
-fn body_may_stray(shared: &Shared, body: &[u8]) -> bool {
+/// [`Reach`] of an EVAL's body, remembered.
+fn body_reach(shared: &Shared, body: &[u8]) -> Reach {
     use std::hash::BuildHasher;
+    let read = |body: &[u8]| Reach {
+        allowed: false,
+        strays: may_stray(body, &shared.commands),
+        every_shard: calls_every_shard(body),
+    };
     if body.len() > BODY_KEPT_MAX {
-        return shared
-            .scripts
-            .get(&sha_of(body))
-            .map_or_else(|| may_stray(body, &shared.commands), |s| s.may_stray);
+        return shared.scripts.get(&sha_of(body)).map_or_else(
+            || read(body),
+            |s| Reach {
+                allowed: false,
+                strays: s.may_stray,
+                every_shard: s.every_shard,
+            },
+        );
     }
     let hash = foldhash::fast::FixedState::with_seed(0).hash_one(body);
     BODIES.with_borrow_mut(|seen| {
-        if let Some((known, stray)) = seen.get(&hash)
+        if let Some((known, reach)) = seen.get(&hash)
             && **known == *body
         {
-            return *stray;
+            return *reach;
         }
-        let stray = may_stray(body, &shared.commands);
+        let reach = read(body);
         if seen.len() >= BODIES_KEPT {
             seen.clear();
         }
-        seen.insert(hash, (body.into(), stray));
-        stray
+        seen.insert(hash, (body.into(), reach));
+        reach
     })
 }
 
 /// EXEC: whether a queued script (or function call) runs under its plan though its
 /// declared keys are on one shard, because it may touch keys of any shard (EXEC runs
-/// it where it cannot be given up for its plan).
+/// it where it cannot be given up for its plan), or (with one shard too) it calls a
+/// command that reads every shard.
 pub(crate) fn needs_every_shard(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
     (spec.name.starts_with("eval") || spec.name.starts_with("fcall"))
-        && shared.threads > 1
-        && reaches_every_shard(shared, args, true)
+        && if shared.threads > 1 {
+            reaches_every_shard(shared, args, true)
+        } else {
+            reach(shared, args).is_some_and(|r| r.every_shard)
+        }
+}
+
+/// Whether a command a script calls reads every shard: read-only, keyless and run by a
+/// plan across the shards (INFO, KEYS, SCAN…: a script's plan runs it when every shard
+/// is locked; `crate::scripting::EVERY_SHARD_READS` names them for the code's reading).
+pub(crate) fn every_shard_read(spec: &CommandSpec) -> bool {
+    matches!(spec.exec, Exec::Plan(_))
+        && !spec.flags.contains(Flags::WRITE)
+        && !spec.flags.contains(Flags::NOSCRIPT)
+        && matches!(
+            spec.key_finder.shape(),
+            crate::table::keys::KeyShape::Keyless
+        )
 }
 
 /// The error for a key a script did not declare.
@@ -598,6 +664,8 @@ fn run_script(
     // of them undeclared, maybe on other shards): it is then given up, having changed
     // nothing, and started again under its plan, with every shard locked.
     let restartable = call.may_wait && inv.keys.is_empty() && shared.threads > 1;
+    // (With one shard too, when it calls a command that reads every shard.)
+    let replannable = call.may_wait && inv.keys.is_empty();
     let at = out.len();
     let fed_at = shard.monitor_feed.len();
     let restart = run_here(
@@ -611,6 +679,7 @@ fn run_script(
             tx: call.tx,
             allowed,
             restartable,
+            replannable,
         },
         out,
     );
@@ -634,8 +703,11 @@ struct Run {
     tx: Option<TxRef>,
     /// Undeclared keys are allowed (`lua-allow-undeclared-keys`, or the script's flag).
     allowed: bool,
-    /// It may be given up for its plan (see [`run_script`]).
+    /// It may be given up for its plan (see [`run_script`]) when it calls a command
+    /// with keys.
     restartable: bool,
+    /// It may be given up for its plan when it calls a command that reads every shard.
+    replannable: bool,
 }
 
 /// Runs a script on this shard: its commands run here, one unit of work each. A key it
@@ -658,6 +730,7 @@ fn run_here(
         tx,
         allowed,
         restartable,
+        replannable,
     } = run;
     let reachable_allowed = allowed || shared.cluster.is_none();
     let mut db = db;
@@ -752,6 +825,14 @@ fn run_here(
                             wrote = true;
                             Encoder::new(reply, cresp).integer(n as i64);
                             return Called::Reply;
+                        }
+                        // A command that reads every shard, called by a script that
+                        // declares no key (its name not read in its code): given up, to
+                        // run again under its plan, where every shard is locked.
+                        _ if replannable && !wrote && every_shard_read(spec) => {
+                            shard.uncount_call(spec.id);
+                            restart = true;
+                            return Called::Refused(RUN_AGAIN.to_vec());
                         }
                         _ => {
                             return match keyless_reply(spec, a, cresp) {
@@ -1011,12 +1092,14 @@ pub(crate) mod plan {
         // A script that declares no key runs with every shard locked: what it touches
         // it names itself (`run_script` gives such a run up for this plan).
         // So does one whose code may stray from its keys (`Callee::strays_with`).
-        let whole = start.shared.threads > 1
-            && (undeclared_allowed(start.shared, inv.callee.flags())
-                || (inv.keys.is_empty() && start.shared.cluster.is_none())
-                || inv
-                    .callee
-                    .strays_with(start.shared, inv.keys.iter().copied()));
+        // So does one that calls a command that reads every shard, even with one shard.
+        let whole = inv.callee.every_shard()
+            || (inv.keys.is_empty() && start.shared.cluster.is_none())
+            || (start.shared.threads > 1
+                && (undeclared_allowed(start.shared, inv.callee.flags())
+                    || inv
+                        .callee
+                        .strays_with(start.shared, inv.keys.iter().copied())));
         let generation = match &inv.callee {
             Callee::Script(_) => start.shared.scripts.generation(),
             Callee::Function(_) => start.shared.functions.generation(),
@@ -1118,6 +1201,32 @@ pub(crate) mod plan {
                 }
                 match spec.exec {
                     Exec::Shard(_) => {}
+                    Exec::Plan(cross) if self.whole && super::every_shard_read(spec) => {
+                        // Its own plan, every shard locked already (the script's).
+                        let start = PlanStart {
+                            shared: cx.shared,
+                            spec,
+                            args: a,
+                            slots: cx.slots,
+                            now: cx.now,
+                            locked: true,
+                            db: cx.db(),
+                            databases: cx.shared.config.databases,
+                            local_client: true,
+                            caller: self.caller.clone(),
+                            conn: None,
+                            master: false,
+                            client: None,
+                        };
+                        return match (cross.plan)(&start) {
+                            Ok(plan) => Ok(Routed::Sub(plan)),
+                            Err(e) => {
+                                let mut reply = Vec::new();
+                                Encoder::new(&mut reply, resp).error_sanitized(&e);
+                                Err(Resume::Reply(reply))
+                            }
+                        };
+                    }
                     _ if spec.name == "select" => {
                         let db = goblin_protocol::parse_i64(a.get(1))
                             .ok_or_else(|| errors::NOT_INTEGER.to_vec())

@@ -44,6 +44,8 @@ pub struct Library {
     pub code_at: usize,
     /// Its functions, in registration order.
     pub functions: Vec<FunctionDef>,
+    /// Its code calls a command that reads every shard (`super::calls_every_shard`).
+    pub every_shard: bool,
 }
 
 impl Library {
@@ -154,6 +156,7 @@ impl Registry {
             code: code.to_vec(),
             code_at: meta.code_at,
             functions: registered.into_iter().map(|r| r.def).collect(),
+            every_shard: super::calls_every_shard(code.get(meta.code_at..).unwrap_or(b"")),
         });
         self.link(lib);
         Ok(meta.name)

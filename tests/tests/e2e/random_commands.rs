@@ -280,7 +280,18 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
                         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                             raw = connect();
                         }
-                        Err(e) => panic!("no reply to the last of {before:?}: {e}"),
+                        Err(e) => {
+                            // What the server says the connection is doing (its last
+                            // command, whether it is blocked).
+                            let clients = Raw::try_connect(port)
+                                .map(|mut c| {
+                                    String::from_utf8_lossy(&c.cmd_str("CLIENT LIST")).into_owned()
+                                })
+                                .unwrap_or_default();
+                            panic!(
+                                "no reply to the last of {before:?}: {e}; CLIENT LIST: {clients}"
+                            )
+                        }
                     }
                 }
                 sent
@@ -295,7 +306,18 @@ fn random_commands_for_a_minute_leave_the_server_up_and_bounded() {
     }
     let sent: u64 = workers
         .into_iter()
-        .map(|w| w.join().expect("a sender"))
+        .map(|w| {
+            // A sender's panic names the command not answered: said again here, where
+            // the test fails (the sender's own message may be far above in the output).
+            w.join().unwrap_or_else(|e| {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                panic!("a sender failed: {why}")
+            })
+        })
         .sum();
     assert!(server.is_running(), "the server exited");
     let mut after = server.raw();

@@ -1123,3 +1123,73 @@ fn debug_and_sort_called_by_scripts_match_redis() {
         same(&mut d, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"], &ctx);
     }
 }
+
+/// Scripts and functions that call commands reading every shard — KEYS, SCAN, DBSIZE,
+/// RANDOMKEY, INFO — as redis-server runs them: the classic "delete by pattern" script,
+/// a SCAN loop, with declared keys or none, by EVAL, EVALSHA and FCALL, inside MULTI,
+/// at every thread count (such a script runs under its plan with every shard locked).
+#[test]
+fn scripts_calling_keyspace_wide_commands_match_redis() {
+    // (KEYS and SCAN list keys in an order of their own: the scripts sort them.)
+    let sorted_keys = "local ks = redis.call('keys', ARGV[1]) table.sort(ks) return ks";
+    let scan_all = "local c, all = '0', {} \
+                    repeat local r = redis.call('SCAN', c, 'MATCH', ARGV[1], 'COUNT', 3) \
+                    c = r[1] for _, k in ipairs(r[2]) do all[#all + 1] = k end \
+                    until c == '0' table.sort(all) return all";
+    let delete_matching = "local n = 0 for _, k in ipairs(redis.call('keys', ARGV[1])) do \
+                           n = n + redis.call('del', k) end return n";
+    let counted = "return {redis.call('get', KEYS[1]), redis.call('dbsize')}";
+    let info = "local i = redis.call('info', 'keyspace') \
+                return {string.find(redis.pcall('info', 'server'), 'redis_version') ~= nil, \
+                string.match(i, 'keys=%d+')}";
+    let library = "#!lua name=wide\n\
+                   redis.register_function{function_name='count', \
+                   callback=function(keys) return {redis.call('dbsize'), \
+                   redis.call('exists', keys[1])} end, flags={'no-writes'}}\n\
+                   redis.register_function('purge', function(_, args) local n = 0 \
+                   for _, k in ipairs(redis.call('KEYS', args[1])) do \
+                   n = n + redis.call('unlink', k) end return n end)";
+    for_each_thread_count(|d, ctx| {
+        same(d, &["FUNCTION", "FLUSH"], ctx);
+        same(d, &["FUNCTION", "LOAD", library], ctx);
+        for layout in LAYOUTS {
+            let ctx = format!("{ctx}, {layout:?}");
+            let keys = layout.keys(6);
+            same(d, &["FLUSHALL"], &ctx);
+            for (i, k) in keys.iter().enumerate() {
+                same(d, &["SET", k, &i.to_string()], &ctx);
+            }
+            same(d, &["SET", "other", "x"], &ctx);
+            // (Every key of the layout ends with a digit; `other` does not.)
+            let pattern = "*[0-9]";
+            same(d, &["EVAL", sorted_keys, "0", pattern], &ctx);
+            same(d, &["EVAL", scan_all, "0", pattern], &ctx);
+            same(d, &["EVAL", scan_all, "1", &keys[2], "*"], &ctx);
+            same(d, &["EVAL", counted, "1", &keys[1]], &ctx);
+            same(d, &["EVAL", counted, "1", "other"], &ctx);
+            same(d, &["EVAL_RO", counted, "1", &keys[3]], &ctx);
+            same(d, &["EVAL", info, "0"], &ctx);
+            same(
+                d,
+                &["EVAL", "return redis.call(ARGV[1])", "0", "dbsize"],
+                &ctx,
+            );
+            let sha = same(d, &["SCRIPT", "LOAD", counted], &ctx);
+            let sha = String::from_utf8_lossy(&sha[5..45]).into_owned();
+            same(d, &["EVALSHA", &sha, "1", &keys[4]], &ctx);
+            same(d, &["FCALL", "count", "1", &keys[0]], &ctx);
+            same(d, &["FCALL_RO", "count", "1", "nosuch"], &ctx);
+            same(d, &["MULTI"], &ctx);
+            same(d, &["EVAL", counted, "1", &keys[5]], &ctx);
+            same(d, &["SET", &keys[5], "changed"], &ctx);
+            same(d, &["EVAL", counted, "1", &keys[5]], &ctx);
+            same(d, &["EXEC"], &ctx);
+            same(d, &["EVAL", delete_matching, "0", pattern], &ctx);
+            same(d, &["DBSIZE"], &ctx);
+            same(d, &["EVAL", "return redis.call('randomkey')", "0"], &ctx);
+            same(d, &["FCALL", "purge", "0", "oth*"], &ctx);
+            same(d, &["EVAL", "return redis.call('randomkey')", "0"], &ctx);
+            same(d, &["EVAL", counted, "1", "other"], &ctx);
+        }
+    });
+}
