@@ -882,7 +882,9 @@ fn run_here(
                     // Over `maxmemory`, the shard refuses a command that may grow memory
                     // unless the script may (`Callee::oom_free`).
                     shard.script_oom_free = inv.callee.oom_free(wrote);
+                    shard.script_repl = crate::scripting::engine::run_repl();
                     shard.execute(shared, spec, a, db, now, reply, cresp, tx, version);
+                    shard.script_repl = crate::scripting::engine::REPL_ALL;
                     shard.script_oom_free = false;
                     if spec.flags.contains(Flags::WRITE) {
                         wrote = true;
@@ -1139,8 +1141,8 @@ pub(crate) mod plan {
         }
 
         /// Where the command the script calls runs: a hop, or an answer at once.
-        fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version) -> Routed {
-            match self.route_inner(cx, argv, resp) {
+        fn route(&self, cx: &PlanCx<'_>, argv: &[Vec<u8>], resp: Version, repl: u8) -> Routed {
+            match self.route_inner(cx, argv, resp, repl) {
                 Ok(routed) => routed,
                 Err(answer) => {
                     // Refused before it ran: counted in errorstats now, as Redis's
@@ -1160,6 +1162,7 @@ pub(crate) mod plan {
             cx: &PlanCx<'_>,
             argv: &[Vec<u8>],
             resp: Version,
+            repl: u8,
         ) -> Result<Routed, Resume> {
             Args::with_owned(argv, |a| {
                 let caller = self.caller.as_deref();
@@ -1315,6 +1318,7 @@ pub(crate) mod plan {
                 let mut batch = Box::<Batch>::default();
                 batch.resp = resp;
                 batch.by_script = true;
+                batch.script_repl = repl;
                 batch.push(spec.id, a);
                 // A keyless command of a shard (none usually): the first shard.
                 let shard = shard.unwrap_or(0);
@@ -1424,14 +1428,16 @@ pub(crate) mod plan {
                         }
                         return Step::Done(Outcome::Reply(reply));
                     }
-                    Some(Stepped::Call(argv, resp)) => match self.route(cx, &argv, resp) {
-                        Routed::Hop(hop) => return Step::Hops(vec![hop]),
-                        Routed::Answer(answer) => input = answer,
-                        Routed::Sub(sub) => match self.step_sub(sub, resp, cx, Vec::new()) {
-                            Ok(answer) => input = answer,
-                            Err(step) => return step,
-                        },
-                    },
+                    Some(Stepped::Call(argv, resp, repl)) => {
+                        match self.route(cx, &argv, resp, repl) {
+                            Routed::Hop(hop) => return Step::Hops(vec![hop]),
+                            Routed::Answer(answer) => input = answer,
+                            Routed::Sub(sub) => match self.step_sub(sub, resp, cx, Vec::new()) {
+                                Ok(answer) => input = answer,
+                                Err(step) => return step,
+                            },
+                        }
+                    }
                 }
             }
         }

@@ -109,6 +109,9 @@ pub struct Batch {
     /// Its commands are a script's calls (a script run under its plan): SORT then orders
     /// a set it would leave unsorted ([`crate::table::handler::ShardCtx::called_by_script`]).
     pub by_script: bool,
+    /// Where the effects of a script's calls go (`redis.set_repl`:
+    /// `crate::scripting::engine::REPL_ALL` unless it said otherwise).
+    pub script_repl: u8,
     /// Who runs its scripts, when that user's permissions are restricted (the commands
     /// a script calls are checked against them).
     pub caller: Option<Arc<crate::acl::Caller>>,
@@ -144,6 +147,7 @@ impl Default for Batch {
             tracker: None,
             scripts: false,
             by_script: false,
+            script_repl: crate::scripting::engine::REPL_ALL,
             caller: None,
             ends: Vec::new(),
             record_ends: false,
@@ -223,6 +227,7 @@ impl Batch {
         self.tracker = None;
         self.scripts = false;
         self.by_script = false;
+        self.script_repl = crate::scripting::engine::REPL_ALL;
         self.caller = None;
         self.ends.clear();
         self.record_ends = false;

@@ -331,6 +331,9 @@ struct RunState {
     function: bool,
     /// The slow script warning was logged (once per run, a suspended run's too).
     warned: bool,
+    /// `redis.set_repl`: where its commands' effects go ([`REPL_ALL`]: the log and the
+    /// replicas).
+    repl: u8,
 }
 
 impl RunState {
@@ -344,6 +347,7 @@ impl RunState {
             wrote: false,
             function: false,
             warned: false,
+            repl: REPL_ALL,
         }
     }
 
@@ -532,6 +536,19 @@ fn run_resp() -> Version {
     run_state(|st| st.resp).unwrap_or(Version::Resp2)
 }
 
+/// `redis.set_repl`'s flag for the append-only log (`REPL_AOF`).
+pub const REPL_AOF: u8 = 1;
+/// `redis.set_repl`'s flag for the replicas (`REPL_REPLICA`).
+pub const REPL_REPLICA: u8 = 2;
+/// Both (`REPL_ALL`, a run's start).
+pub const REPL_ALL: u8 = REPL_AOF | REPL_REPLICA;
+
+/// Where the effects of the commands the running script calls go (`redis.set_repl`):
+/// [`REPL_AOF`], [`REPL_REPLICA`], both or neither.
+pub fn run_repl() -> u8 {
+    run_state(|st| st.repl).unwrap_or(REPL_ALL)
+}
+
 /// A run begins: its clock and kill epoch, and the protocol of its commands.
 fn begin_run(busy_after: u64, resp: Version, function: bool) {
     run_state(|st| *st = RunState::begun(busy_after, resp, function));
@@ -661,8 +678,9 @@ pub enum Resume {
 
 /// Where a resumed script stopped.
 pub enum Stepped {
-    /// It calls a command (its arguments), in protocol `resp`.
-    Call(Vec<Vec<u8>>, Version),
+    /// It calls a command (its arguments), in protocol `resp`, its effects going where
+    /// `redis.set_repl` said ([`run_repl`]).
+    Call(Vec<Vec<u8>>, Version, u8),
     /// It finished: the reply.
     Done(Vec<u8>),
 }
@@ -1218,6 +1236,7 @@ impl Engine {
             out
         })();
         let script = run_resp();
+        let repl = run_repl();
         if resumed.is_ok() && thread.status() == mlua::ThreadStatus::Resumable {
             // Waits again, busy or not, with its state.
             swap_run(&mut state);
@@ -1250,7 +1269,7 @@ impl Engine {
                 }
                 match command_args(&values) {
                     Ok(argv) => {
-                        return Stepped::Call(argv, script);
+                        return Stepped::Call(argv, script, repl);
                     }
                     // A bad call: answered at once, as an error.
                     Err(text) => {
@@ -2029,12 +2048,14 @@ fn set_repl(lua: &Lua, args: MultiValue) -> Result<MultiValue, Raise> {
             "ERR redis.set_repl() requires two arguments.".into(),
         ));
     }
-    if number_arg(lua, &args) & !3 != 0 {
+    let flags = number_arg(lua, &args);
+    if flags & !i64::from(REPL_ALL) != 0 {
         return Err(Raise::Err(
             "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
                 .into(),
         ));
     }
+    run_state(|st| st.repl = flags as u8);
     Ok(MultiValue::new())
 }
 

@@ -209,6 +209,9 @@ pub struct Shard {
     /// The errors the reply of the script just run holds, for its command's statistics
     /// (set by the script's run when it noted some).
     pub script_errors: Option<crate::scripting::convert::ReplyErrors>,
+    /// Where the effects of the script's call being run go (`redis.set_repl`: the log,
+    /// the replicas, both or neither; `scripting::engine::REPL_ALL` outside scripts).
+    pub script_repl: u8,
     /// The unit of work being published is not logged (`ShardCtx::unlogged`).
     unlogged_unit: bool,
     /// The unit being published goes to replicas from its coordinator
@@ -288,6 +291,7 @@ impl Shard {
             tracked: None,
             script_caller: None,
             script_errors: None,
+            script_repl: crate::scripting::engine::REPL_ALL,
             unlogged_unit: false,
             once_unit: false,
         }
@@ -1031,13 +1035,15 @@ impl Shard {
                 unlisted,
                 effect,
             };
-            let unlogged = self.unlogged_unit;
+            use crate::scripting::engine::{REPL_AOF, REPL_REPLICA};
+            let unlogged = self.unlogged_unit || self.script_repl & REPL_AOF == 0;
             for observer in &mut self.observers {
                 if !(unlogged && observer.is_log()) {
                     observer.on_write(&write);
                 }
             }
-            if let Some(feed) = self.repl.as_mut().filter(|_| !unlogged && !self.once_unit) {
+            let unfed = self.unlogged_unit || self.script_repl & REPL_REPLICA == 0;
+            if let Some(feed) = self.repl.as_mut().filter(|_| !unfed && !self.once_unit) {
                 feed.on_write(&write, self.in_script);
             }
         }
@@ -2005,6 +2011,7 @@ impl Shard {
                 batch.db = step.db;
                 self.begin_deferred_serving();
                 self.script_hop = batch.by_script;
+                self.script_repl = batch.script_repl;
                 let client = step
                     .tracked
                     .map(|t| crate::runtime::tracking::Tracked { read: false, ..t });
@@ -2012,6 +2019,7 @@ impl Shard {
                     self.run_one(shared, &mut batch, Some(step.tx), client);
                 }
                 self.script_hop = false;
+                self.script_repl = crate::scripting::engine::REPL_ALL;
                 self.end_deferred_serving();
                 // Its slow commands go back with the step's report.
                 self.slow.append(&mut batch.slow);

@@ -797,7 +797,8 @@ fn parse_stream(bytes: &[u8]) -> Option<Vec<Vec<Vec<u8>>>> {
 
 /// The stream a replica is sent, read with SYNC as redis-server's tests read it: the
 /// same commands in the same order as redis-server's, a SELECT only where the database
-/// changes, transactions in MULTI/EXEC, a script's writes as its effects, GETSET as SET, BRPOPLPUSH as RPOPLPUSH,
+/// changes, transactions in MULTI/EXEC, a script's writes as its effects (those
+/// `redis.set_repl` lets through), GETSET as SET, BRPOPLPUSH as RPOPLPUSH,
 /// BLMOVE as LMOVE, keyspace-wide
 /// commands (FLUSHALL, FLUSHDB, SWAPDB) once whatever the threads, empty flushes too,
 /// RESTORE with its own options; a second SYNC on the same connection adds nothing.
@@ -864,6 +865,16 @@ fn the_replication_stream_is_redis_servers() {
         }
         let script = b"redis.call('set', KEYS[1], 'one') redis.call('set', KEYS[2], 'two')";
         c.cmd(&[b"EVAL", script, b"2", b"e1", b"e1"]);
+        // `redis.set_repl`: what the script says goes to replicas, and only that.
+        let selective = b"redis.call('set', KEYS[1], 'a') redis.set_repl(redis.REPL_NONE) \
+                          redis.call('set', KEYS[2], 'b') redis.set_repl(redis.REPL_AOF) \
+                          redis.call('set', KEYS[3], 'c') redis.set_repl(redis.REPL_ALL) \
+                          redis.call('set', KEYS[4], 'd') redis.set_repl(redis.REPL_REPLICA) \
+                          redis.call('set', KEYS[5], 'e')";
+        let keys = ["{sr}1", "{sr}2", "{sr}3", "{sr}4", "{sr}5"];
+        let mut eval: Vec<&[u8]> = vec![b"EVAL", selective, b"5"];
+        eval.extend(keys.iter().map(|k| k.as_bytes()));
+        assert_eq!(c.cmd(&eval), b"$-1\r\n");
         // RESTORE as given when its TTL is none or absolute already.
         let payload = dumped(&mut c, "last");
         for restore in [

@@ -1193,3 +1193,37 @@ fn scripts_calling_keyspace_wide_commands_match_redis() {
         }
     });
 }
+
+/// `redis.set_repl` decides what the append-only log keeps of a script's writes, as in
+/// redis-server: after DEBUG LOADAOF only what went to the log (REPL_AOF, REPL_ALL) is
+/// there; on one shard and across shards. (What goes to replicas:
+/// `replication::the_replication_stream_is_redis_servers`.)
+#[test]
+fn set_repl_decides_what_the_log_keeps_as_in_redis() {
+    let selective = "redis.call('set', KEYS[1], 'a') redis.set_repl(redis.REPL_NONE) \
+                     redis.call('set', KEYS[2], 'b') redis.set_repl(redis.REPL_AOF) \
+                     redis.call('set', KEYS[3], 'c') redis.set_repl(redis.REPL_ALL) \
+                     redis.call('set', KEYS[4], 'd') redis.set_repl(redis.REPL_REPLICA) \
+                     redis.call('set', KEYS[5], 'e')";
+    for threads in [1, 4] {
+        let args = ["--appendonly", "yes", "--enable-debug-command", "yes"];
+        let t = threads.to_string();
+        let mut goblin = vec!["--threads", t.as_str()];
+        goblin.extend(args);
+        let mut d =
+            Differential::with_servers(Server::goblin_with(&goblin), Server::redis_with(&args));
+        let ctx = format!("--threads {threads}");
+        for keys in [["{s}1", "{s}2", "{s}3", "{s}4", "{s}5"], ["s1", "s2", "s3", "s4", "s5"]] {
+            let mut eval = vec!["EVAL", selective, "5"];
+            eval.extend(keys);
+            same(&mut d, &eval, &ctx);
+            let mut mget = vec!["MGET"];
+            mget.extend(keys);
+            same(&mut d, &mget, &ctx);
+            same(&mut d, &["DEBUG", "LOADAOF"], &ctx);
+            same(&mut d, &mget, &ctx);
+        }
+        same(&mut d, &["EVAL", "redis.set_repl(4)", "0"], &ctx);
+        same(&mut d, &["EVAL", "redis.set_repl()", "0"], &ctx);
+    }
+}
