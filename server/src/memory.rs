@@ -264,10 +264,54 @@ impl Limits {
     }
 }
 
-/// Memory in use, as the limit is compared with: the counting allocator's figure (the
-/// process's resident size when it is not installed).
+/// Memory in use: the counting allocator's figure (the process's resident size when it
+/// is not installed).
 pub fn used() -> u64 {
     crate::alloc::allocated().map_or_else(crate::util::rss_bytes, |n| n as u64)
+}
+
+/// What the replicas' connections hold (their output: the stream they were not sent
+/// yet), as each worker last measured its own: not counted against `maxmemory`, as
+/// redis-server's `freeMemoryGetNotCountedMemory` leaves the replicas' buffers out, so
+/// that a slow replica does not make the master evict (INFO's `mem_not_counted_for_evict`
+/// and `mem_clients_slaves`). The process's one figure, as [`used`] is.
+static NOT_COUNTED: AtomicU64 = AtomicU64::new(0);
+
+/// A worker's replicas now hold `now` bytes, where they held `before`.
+pub fn replicas_hold(before: u64, now: u64) {
+    if now > before {
+        NOT_COUNTED.fetch_add(now - before, Ordering::Relaxed);
+    } else if before > now {
+        NOT_COUNTED.fetch_sub(before - now, Ordering::Relaxed);
+    }
+}
+
+/// What the master's replication stream holds over `repl-backlog-size` (what its
+/// replicas were not sent yet, and its room to grow): left out too, as redis-server
+/// counts of its shared replication buffer only the backlog's size.
+static STREAM_EXCESS: AtomicU64 = AtomicU64::new(0);
+
+/// The replication stream holds `excess` bytes over the backlog's size now.
+pub fn stream_holds(excess: u64) {
+    STREAM_EXCESS.store(excess, Ordering::Relaxed);
+}
+
+/// What the replicas' connections hold (see `NOT_COUNTED`): INFO's
+/// `mem_clients_slaves`.
+pub fn replicas_buffers() -> u64 {
+    NOT_COUNTED.load(Ordering::Relaxed)
+}
+
+/// What is left out of `maxmemory`: the replicas' buffers and the stream's excess
+/// (INFO's `mem_not_counted_for_evict`).
+pub fn not_counted() -> u64 {
+    NOT_COUNTED.load(Ordering::Relaxed) + STREAM_EXCESS.load(Ordering::Relaxed)
+}
+
+/// Memory in use as the limit is compared with: [`used`] but what [`not_counted`]
+/// leaves out.
+pub fn counted() -> u64 {
+    used().saturating_sub(not_counted())
 }
 
 #[cfg(test)]

@@ -307,7 +307,7 @@ pub(crate) fn check_flags(
         && !flags.has(ScriptFlags::ALLOW_OOM)
         && !flags.has(ScriptFlags::NO_WRITES)
         && shared.memory.maxmemory() > 0
-        && crate::memory::used() > shared.memory.maxmemory()
+        && crate::memory::counted() > shared.memory.maxmemory()
     {
         return Err(b"OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".to_vec());
     }
@@ -1180,7 +1180,7 @@ pub(crate) mod plan {
                 if spec.flags.contains(crate::table::Flags::DENYOOM)
                     && !self.callee.oom_free(self.dirty.get())
                     && cx.shared.memory.maxmemory() > 0
-                    && crate::memory::used() > cx.shared.memory.maxmemory()
+                    && crate::memory::counted() > cx.shared.memory.maxmemory()
                 {
                     cx.calls.borrow_mut().push(Tally::Rejected(spec.id));
                     return Err(Resume::Refused(errors::OOM.to_vec()));

@@ -1347,6 +1347,12 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         rss as f64 / used as f64
     };
     let fragmentation_bytes = rss as i64 - used as i64;
+    // The replicas' buffers, left out of `maxmemory` (`memory::counted`), and the
+    // backlog.
+    let not_counted = crate::memory::not_counted();
+    let replicas = crate::memory::replicas_buffers();
+    let backlog = shared.repl.backlog_bytes();
+    let total_repl = backlog + replicas;
     let system = total_system_memory();
     let (functions, function_bytes) = shared
         .functions
@@ -1375,8 +1381,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              rss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\n\
              mem_fragmentation_ratio:{fragmentation:.2}\r\n\
              mem_fragmentation_bytes:{fragmentation_bytes}\r\n\
-             mem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\n\
-             mem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\n\
+             mem_not_counted_for_evict:{not_counted}\r\nmem_replication_backlog:{backlog}\r\n\
+             mem_total_replication_buffers:{total_repl}\r\nmem_clients_slaves:{replicas}\r\n\
              mem_clients_normal:{clients_mem}\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\n\
              mem_allocator:{}\r\nactive_defrag_running:0\r\n\
              lazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\

@@ -113,6 +113,7 @@ impl Stream {
     /// Empty, at `offset`, with no database selected.
     fn restart_at(&mut self, offset: i64) {
         self.buf = Vec::new();
+        crate::memory::stream_holds(0);
         self.start = offset;
         self.db = None;
     }
@@ -425,6 +426,7 @@ impl Master {
         if !self.proxied() {
             return;
         }
+        self.grow(&mut stream, bytes.len());
         stream.buf.extend_from_slice(bytes);
         stream.db = None;
         self.offset.fetch_add(bytes.len() as i64, Ordering::SeqCst);
@@ -591,6 +593,7 @@ impl Master {
             _ => 0,
         };
         let piece = bytes.get(skip..).unwrap_or_default();
+        self.grow(&mut stream, piece.len());
         stream.buf.extend_from_slice(piece);
         if last_db.is_some() {
             stream.db = last_db;
@@ -637,24 +640,23 @@ impl Master {
         workers
     }
 
-    /// What each online replica of `worker` is to be sent now (the stream past what it
-    /// was sent), marked sent.
-    pub fn take_for(&self, worker: usize) -> Vec<(ConnRef, Vec<u8>)> {
+    /// Hands `send` what the stream gained since each online replica of `worker` was
+    /// last sent some, as a slice of the stream (copied by `send` into the replica's
+    /// connection: no copy of its own, which `maxmemory` would count).
+    pub fn take_for(&self, worker: usize, mut send: impl FnMut(ConnRef, &[u8])) {
         let mut list = self.list();
         let stream = self.stream();
         let end = stream.end();
-        let mut out = Vec::new();
         for r in list.iter_mut() {
             if r.conn.worker != worker || r.state != ReplicaState::Online || r.sent >= end {
                 continue;
             }
             let from = usize::try_from(r.sent - stream.start).unwrap_or(0);
             if let Some(bytes) = stream.buf.get(from..) {
-                out.push((r.conn, bytes.to_vec()));
+                send(r.conn, bytes);
             }
             r.sent = end;
         }
-        out
     }
 
     /// Drops what every replica was sent, keeping `repl-backlog-size` bytes.
@@ -673,6 +675,25 @@ impl Master {
             stream.buf.drain(..n);
             stream.start = keep_from;
         }
+    }
+
+    /// Makes room in the stream for `n` more bytes, what it holds over the backlog's
+    /// size left out of `maxmemory` before it is allocated (the old buffer and the new
+    /// one, while it moves: other threads compare memory with the limit meanwhile).
+    fn grow(&self, stream: &mut Stream, n: usize) {
+        let (len, capacity) = (stream.buf.len(), stream.buf.capacity());
+        let backlog = u64::try_from(self.backlog_size()).unwrap_or(0);
+        if len + n > capacity {
+            let grown = (len + n).max(capacity * 2);
+            crate::memory::stream_holds(((grown + capacity) as u64).saturating_sub(backlog));
+            stream.buf.reserve_exact(grown - len);
+        }
+        crate::memory::stream_holds((stream.buf.capacity() as u64).saturating_sub(backlog));
+    }
+
+    /// The bytes the stream keeps (the backlog: INFO's `mem_replication_backlog`).
+    pub fn backlog_bytes(&self) -> u64 {
+        self.stream().buf.capacity() as u64
     }
 
     /// INFO's backlog fields: its first byte's offset and its length.

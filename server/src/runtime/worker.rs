@@ -282,6 +282,10 @@ pub struct Worker {
     next_inputs_look: u64,
     /// When its clients' buffers are next measured (ms).
     next_clients_look: u64,
+    /// Its replicas' connections, for what they hold (`measure_replicas`).
+    replica_keys: Vec<usize>,
+    /// What they held at the last look (`memory::replicas_hold`).
+    replicas_mem: u64,
     /// Connections whose output buffer, written, kept more room than an idle one needs:
     /// given back before keys are evicted (`memory_work`); forgotten otherwise.
     fat_outputs: Vec<usize>,
@@ -411,6 +415,8 @@ impl Worker {
             last_idle_check: Instant::now(),
             next_inputs_look: 0,
             next_clients_look: 0,
+            replica_keys: Vec::new(),
+            replicas_mem: 0,
             fat_outputs: Vec::new(),
             shutting_down: false,
             spare_fd: spare,
@@ -578,7 +584,7 @@ impl Worker {
             return;
         }
         self.shard.publish_evictable(&self.shared, &memory);
-        if crate::memory::used() <= memory.maxmemory {
+        if crate::memory::counted() <= memory.maxmemory {
             return;
         }
         // Clients over `maxmemory-clients` go before keys (weighed as they are now: the
@@ -593,7 +599,7 @@ impl Worker {
                 released |= conn.output.release_idle();
             }
         }
-        if released && crate::memory::used() <= memory.maxmemory {
+        if released && crate::memory::counted() <= memory.maxmemory {
             return;
         }
         let now = clock::now_ms();
@@ -803,8 +809,10 @@ impl Worker {
             return;
         }
         self.next_clients_look = self.now + 1000;
+        self.measure_replicas();
         let (mut total, mut input, mut output) = (0, 0, 0);
-        for (_, c) in self.conns.iter() {
+        // (Its replicas' are theirs: `mem_clients_slaves`.)
+        for (_, c) in self.conns.iter().filter(|(_, c)| !c.client.replica) {
             total += c.memory();
             input = input.max(c.input.buf.len());
             output = output.max(c.output.pending());
@@ -1193,13 +1201,59 @@ impl Worker {
 
     /// Sends this worker's replicas what the replication stream gained since.
     fn pump_replicas(&mut self) {
-        for (to, bytes) in self.shared.repl.take_for(self.id) {
-            if let Some(conn) = self.live_conn(to).filter(|c| !c.gone) {
-                conn.output.buf.extend_from_slice(&bytes);
-                self.mark_dirty(to.key);
+        let (conns, replica_keys) = (&mut self.conns, &mut self.replica_keys);
+        let (mut held, mut dirty) = (0u64, Vec::new());
+        self.shared.repl.take_for(self.id, |to, bytes| {
+            let Some(conn) = conns
+                .get_mut(to.key)
+                .filter(|c| c.generation == to.generation && !c.gone)
+            else {
+                return;
+            };
+            let out = &mut conn.output.buf;
+            let need = out.len() + bytes.len();
+            if need > out.capacity() {
+                // Left out of `maxmemory` before it is allocated (the old buffer and the
+                // new one, while it moves): other threads compare memory with the limit
+                // meanwhile. `measure_replicas` then counts it.
+                let grown = need.max(out.capacity() * 2);
+                let moving = (grown + out.capacity()) as u64;
+                crate::memory::replicas_hold(0, moving);
+                held += moving;
+                out.reserve_exact(grown - out.len());
             }
+            out.extend_from_slice(bytes);
+            dirty.push(to.key);
+            if !replica_keys.contains(&to.key) {
+                replica_keys.push(to.key);
+            }
+        });
+        self.replicas_mem += held;
+        for key in dirty {
+            self.mark_dirty(key);
         }
         self.shared.repl.trim();
+        self.measure_replicas();
+    }
+
+    /// What its replicas' connections hold now, for `maxmemory` to leave out
+    /// (`memory::counted`) and INFO (`mem_clients_slaves`). After the stream or a
+    /// snapshot is copied into them, and after they are written to.
+    fn measure_replicas(&mut self) {
+        if self.replica_keys.is_empty() && self.replicas_mem == 0 {
+            return;
+        }
+        let conns = &self.conns;
+        self.replica_keys
+            .retain(|&k| conns.get(k).is_some_and(|c| c.client.replica && !c.gone));
+        let now: u64 = self
+            .replica_keys
+            .iter()
+            .filter_map(|&k| self.conns.get(k))
+            .map(|c| c.memory() as u64)
+            .sum();
+        crate::memory::replicas_hold(self.replicas_mem, now);
+        self.replicas_mem = now;
     }
 
     /// Replicas of this worker whose snapshot is written: each is sent `$<len>`, the
@@ -1238,6 +1292,9 @@ impl Worker {
                     out.extend_from_slice(&bytes);
                     conn.client.reply = crate::runtime::client::ReplyMode::Off;
                     self.mark_dirty(to.key);
+                    if !self.replica_keys.contains(&to.key) {
+                        self.replica_keys.push(to.key);
+                    }
                 }
                 Err(e) => {
                     // (After its reply: a LOADING one says to try again.)
@@ -1909,7 +1966,7 @@ impl Worker {
         // keys evicted, would otherwise evict more).
         let maxmemory = self.shared.memory.maxmemory();
         let limited = maxmemory > 0;
-        let pressed = limited && crate::memory::used() > maxmemory;
+        let pressed = limited && crate::memory::counted() > maxmemory;
         let mut dirty = std::mem::take(&mut self.dirty);
         for key in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(key) else {
@@ -2001,6 +2058,7 @@ impl Worker {
             }
         }
         crate::util::reuse(&mut self.dirty, dirty);
+        self.measure_replicas();
         // Resumed batches and their messages go out now.
         if !self.local.is_empty() {
             self.drain();

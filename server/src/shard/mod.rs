@@ -695,7 +695,7 @@ impl Shard {
     /// command run, as Redis's does when its time budget ends: `EVICT_RUNNING`.)
     pub(crate) fn out_of_memory(&mut self, shared: &Shared, now: Millis) -> bool {
         let memory = shared.memory.get();
-        if crate::memory::used() <= memory.maxmemory {
+        if crate::memory::counted() <= memory.maxmemory {
             return false;
         }
         let (evicted, stuck) = self.evict(
@@ -711,7 +711,7 @@ impl Shard {
         // meanwhile (another shard evicted), which would make a race refuse it; nor
         // while another shard may still evict (a shard evicts its own keys: Redis's one
         // keyspace would have those to evict), which is woken to.
-        if !(stuck && evicted == 0 && crate::memory::used() > memory.maxmemory) {
+        if !(stuck && evicted == 0 && crate::memory::counted() > memory.maxmemory) {
             return false;
         }
         if memory.policy.evicts().is_none() {
@@ -807,12 +807,12 @@ impl Shard {
         let to_free = if for_command {
             u64::MAX
         } else {
-            let over = crate::memory::used().saturating_sub(limit);
+            let over = crate::memory::counted().saturating_sub(limit);
             let sharing = 1 + self.others_with_keys(shared).count();
             shared.memory.eviction_share(over, sharing as u64, now)
         };
         let mut freed = 0u64;
-        while evicted < budget && freed < to_free && crate::memory::used() > limit {
+        while evicted < budget && freed < to_free && crate::memory::counted() > limit {
             let mut any = false;
             for db in 0..self.dbs.count() {
                 if self.dbs.get(db).is_none_or(|k| k.is_empty()) {

@@ -1320,3 +1320,70 @@ fn a_master_frees_its_backlog_when_no_replica_is_left() {
         assert!(!line.contains(&id), "{line}");
     }
 }
+
+/// A field of INFO's `section`, as a number.
+fn info_number(raw: &mut Raw, section: &str, field: &str) -> u64 {
+    let text = String::from_utf8_lossy(&raw.cmd(&[b"INFO", section.as_bytes()])).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}: {text}"))
+}
+
+/// What a replica that does not read holds on its master — the stream it was not sent,
+/// in its connection's buffer — is left out of `maxmemory`, as redis-server leaves its
+/// replicas' buffers out (`mem_not_counted_for_evict`): the master evicts nothing for
+/// it, and INFO shows it as `mem_clients_slaves`, gone with the replica. With every
+/// thread count the test suite runs.
+#[test]
+fn a_stalled_replicas_buffer_makes_its_master_evict_nothing() {
+    let master = Server::goblin_with(&["--threads", &default_threads().to_string()]);
+    let mut m = master.raw();
+    for j in 0..100 {
+        ok(&mut m, &format!("SETRANGE key:{j} 10000 asdf"));
+    }
+    ok(&mut m, "CONFIG SET maxmemory-policy allkeys-random");
+    ok(&mut m, "CONFIG SET repl-backlog-size 16384");
+    let reply = m.cmd(&[
+        b"CONFIG",
+        b"SET",
+        b"client-output-buffer-limit",
+        b"replica 0 0 0",
+    ]);
+    assert_eq!(reply, b"+OK\r\n");
+    let replica = redis_replica_of(master.port);
+    link_up(&mut replica.raw());
+    wait_info(&mut m, "the replica is not online", |i| {
+        i.contains("state=online")
+    });
+    let used = info_number(&mut m, "memory", "used_memory");
+    let left_out = info_number(&mut m, "memory", "mem_not_counted_for_evict");
+    // A quarter of a megabyte over what is counted now: what the replica will hold is
+    // ten times more.
+    let limit = used - left_out + 256 * 1024;
+    ok(&mut m, &format!("CONFIG SET maxmemory {limit}"));
+    replica.signal("STOP");
+    let payload = "A".repeat(1000);
+    // (Ten megabytes: some of it goes to the sockets' buffers.)
+    for _ in 0..10_000 {
+        let reply = m.cmd(&[b"SETRANGE", b"key:0", b"0", payload.as_bytes()]);
+        assert_eq!(reply, b":10004\r\n", "{}", show(&reply));
+    }
+    let held = info_number(&mut m, "memory", "mem_clients_slaves");
+    let not_counted = info_number(&mut m, "memory", "mem_not_counted_for_evict");
+    let evicted = info_number(&mut m, "stats", "evicted_keys");
+    replica.signal("CONT");
+    assert_eq!(evicted, 0, "evicted for the replica's buffer");
+    assert_eq!(m.cmd_str("DBSIZE"), b":100\r\n");
+    assert!(held > 2 * 1024 * 1024, "mem_clients_slaves {held}");
+    assert!(
+        not_counted >= held,
+        "mem_not_counted_for_evict {not_counted} < {held}"
+    );
+    ok(&mut m, "CLIENT KILL TYPE replica");
+    poll(
+        "the replica's buffer is still counted",
+        || info_number(&mut m, "memory", "mem_clients_slaves"),
+        |&n| n == 0,
+    );
+}

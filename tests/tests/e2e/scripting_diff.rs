@@ -1213,7 +1213,10 @@ fn set_repl_decides_what_the_log_keeps_as_in_redis() {
         let mut d =
             Differential::with_servers(Server::goblin_with(&goblin), Server::redis_with(&args));
         let ctx = format!("--threads {threads}");
-        for keys in [["{s}1", "{s}2", "{s}3", "{s}4", "{s}5"], ["s1", "s2", "s3", "s4", "s5"]] {
+        for keys in [
+            ["{s}1", "{s}2", "{s}3", "{s}4", "{s}5"],
+            ["s1", "s2", "s3", "s4", "s5"],
+        ] {
             let mut eval = vec!["EVAL", selective, "5"];
             eval.extend(keys);
             same(&mut d, &eval, &ctx);
