@@ -1387,3 +1387,62 @@ fn a_stalled_replicas_buffer_makes_its_master_evict_nothing() {
         |&n| n == 0,
     );
 }
+
+/// A list a blocked client waits for, past its deadline when the transaction that
+/// filled it ends: it serves nobody (the client stays blocked) and is removed at once,
+/// its DEL in the stream after the transaction, as redis-server's lookup removes it
+/// (active expiry off, so nothing else would). Compared with redis-server's stream.
+#[test]
+fn a_waited_key_found_expired_is_deleted_and_propagated() {
+    let threads = default_threads().to_string();
+    let goblin = Server::goblin_with(&["--threads", &threads, "--enable-debug-command", "yes"]);
+    let dir = scratch_dir("lapsed");
+    let redis = Server::redis_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut streams = Vec::new();
+    for server in [&goblin, &redis] {
+        let mut sync = server.raw();
+        sync.send(b"SYNC\r\n");
+        let mut c = server.raw();
+        wait_info(&mut c, "the stream is not attached", |i| {
+            i.contains("connected_slaves:1")
+        });
+        ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0");
+        let mut blocked = server.raw();
+        blocked.send(&goblin_tests::encode(&[b"BRPOP", b"lapsed", b"0"]));
+        poll(
+            "the client is not blocked",
+            || c.cmd_str("INFO clients"),
+            |i| String::from_utf8_lossy(i).contains("blocked_clients:1"),
+        );
+        for line in [
+            "MULTI",
+            "RPUSH lapsed hello",
+            "PEXPIRE lapsed 100",
+            "DEBUG SLEEP 0.2",
+        ] {
+            ok(&mut c, line);
+        }
+        let reply = c.cmd_str("EXEC");
+        assert!(reply.starts_with(b"*3"), "{}", show(&reply));
+        assert!(
+            String::from_utf8_lossy(&c.cmd_str("INFO clients")).contains("blocked_clients:1"),
+            "the client was served"
+        );
+        ok(&mut c, "SET end 1");
+        let mut commands = stream_commands(&mut sync);
+        // (PEXPIREAT's time is each server's own.)
+        for command in &mut commands {
+            if command.first().is_some_and(|c| c == b"pexpireat") {
+                command.truncate(2);
+            }
+        }
+        streams.push(commands);
+        ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 1");
+    }
+    assert_eq!(streams[0], streams[1]);
+}
