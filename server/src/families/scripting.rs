@@ -346,15 +346,14 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 /// `plan_if`: a script that may touch undeclared keys needs every shard (when there
 /// are several), which only its plan can lock ([`reaches_every_shard`]); so may one that
 /// declares no key (it runs here first, and is given up for its plan once it calls a
-/// command with keys: `run_script`). With one shard, one whose code calls a command
-/// that reads every shard ([`calls_every_shard`]) needs its plan; so may one that
-/// declares no key (given up for its plan if it calls such a command after all).
+/// command with keys: `run_script`). With one shard, only one whose code calls a
+/// command that reads every shard ([`calls_every_shard`]) needs its plan.
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
-    let keyless = args.get(2) == b"0" && shared.cluster.is_none();
     if shared.threads > 1 {
-        keyless || reaches_every_shard(shared, args, false)
+        (args.get(2) == b"0" && shared.cluster.is_none())
+            || reaches_every_shard(shared, args, false)
     } else {
-        keyless || reach(shared, args).is_some_and(|r| r.every_shard)
+        reach(shared, args).is_some_and(|r| r.every_shard)
     }
 }
 
@@ -664,8 +663,6 @@ fn run_script(
     // of them undeclared, maybe on other shards): it is then given up, having changed
     // nothing, and started again under its plan, with every shard locked.
     let restartable = call.may_wait && inv.keys.is_empty() && shared.threads > 1;
-    // (With one shard too, when it calls a command that reads every shard.)
-    let replannable = call.may_wait && inv.keys.is_empty();
     let at = out.len();
     let fed_at = shard.monitor_feed.len();
     let restart = run_here(
@@ -679,7 +676,6 @@ fn run_script(
             tx: call.tx,
             allowed,
             restartable,
-            replannable,
         },
         out,
     );
@@ -704,10 +700,8 @@ struct Run {
     /// Undeclared keys are allowed (`lua-allow-undeclared-keys`, or the script's flag).
     allowed: bool,
     /// It may be given up for its plan (see [`run_script`]) when it calls a command
-    /// with keys.
+    /// with keys, or one that reads every shard.
     restartable: bool,
-    /// It may be given up for its plan when it calls a command that reads every shard.
-    replannable: bool,
 }
 
 /// Runs a script on this shard: its commands run here, one unit of work each. A key it
@@ -730,7 +724,6 @@ fn run_here(
         tx,
         allowed,
         restartable,
-        replannable,
     } = run;
     let reachable_allowed = allowed || shared.cluster.is_none();
     let mut db = db;
@@ -829,7 +822,7 @@ fn run_here(
                         // A command that reads every shard, called by a script that
                         // declares no key (its name not read in its code): given up, to
                         // run again under its plan, where every shard is locked.
-                        _ if replannable && !wrote && every_shard_read(spec) => {
+                        _ if restartable && !wrote && every_shard_read(spec) => {
                             shard.uncount_call(spec.id);
                             restart = true;
                             return Called::Refused(RUN_AGAIN.to_vec());
@@ -1096,9 +1089,9 @@ pub(crate) mod plan {
         // So does one whose code may stray from its keys (`Callee::strays_with`).
         // So does one that calls a command that reads every shard, even with one shard.
         let whole = inv.callee.every_shard()
-            || (inv.keys.is_empty() && start.shared.cluster.is_none())
             || (start.shared.threads > 1
                 && (undeclared_allowed(start.shared, inv.callee.flags())
+                    || (inv.keys.is_empty() && start.shared.cluster.is_none())
                     || inv
                         .callee
                         .strays_with(start.shared, inv.keys.iter().copied())));

