@@ -25,6 +25,8 @@ from benchlib import GOBLIN, free_port, wait_port
 # claim is won once and then found held: the held path, which reads the result key.
 CUSTOM = {
     "claim": ["GOBLIN.CLAIM", "claim:__rand_int__", "result:__rand_int__", "w", "30"],
+    # A script of one lookup, its key declared (routing reads its body: `plan_if`).
+    "eval": ["EVAL", "return redis.call('get', KEYS[1])", "1", "key:__rand_int__"],
 }
 
 # Tests that need data first, and the redis-benchmark words that make it (the same in both
