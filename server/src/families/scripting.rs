@@ -1199,29 +1199,7 @@ pub(crate) mod plan {
                     Exec::Shard(_) => {}
                     Exec::Plan(cross) if self.whole && super::every_shard_read(spec) => {
                         // Its own plan, every shard locked already (the script's).
-                        let start = PlanStart {
-                            shared: cx.shared,
-                            spec,
-                            args: a,
-                            slots: cx.slots,
-                            now: cx.now,
-                            locked: true,
-                            db: cx.db(),
-                            databases: cx.shared.config.databases,
-                            local_client: true,
-                            caller: self.caller.clone(),
-                            conn: None,
-                            master: false,
-                            client: None,
-                        };
-                        return match (cross.plan)(&start) {
-                            Ok(plan) => Ok(Routed::Sub(plan)),
-                            Err(e) => {
-                                let mut reply = Vec::new();
-                                Encoder::new(&mut reply, resp).error_sanitized(&e);
-                                Err(Resume::Reply(reply))
-                            }
-                        };
+                        return self.sub_plan(cx, spec, a, cross, resp);
                     }
                     _ if spec.name == "select" => {
                         let db = goblin_protocol::parse_i64(a.get(1))
@@ -1284,29 +1262,7 @@ pub(crate) mod plan {
                     let Some(cross) = spec.cross_shard else {
                         return Err(Resume::Refused(errors::no_plan(spec.name)));
                     };
-                    let start = PlanStart {
-                        shared: cx.shared,
-                        spec,
-                        args: a,
-                        slots: cx.slots,
-                        now: cx.now,
-                        locked: true,
-                        db: cx.db(),
-                        databases: cx.shared.config.databases,
-                        local_client: true,
-                        caller: self.caller.clone(),
-                        conn: None,
-                        master: false,
-                        client: None,
-                    };
-                    return match (cross.plan)(&start) {
-                        Ok(plan) => Ok(Routed::Sub(plan)),
-                        Err(e) => {
-                            let mut reply = Vec::new();
-                            Encoder::new(&mut reply, resp).error_sanitized(&e);
-                            Err(Resume::Reply(reply))
-                        }
-                    };
+                    return self.sub_plan(cx, spec, a, cross, resp);
                 }
                 let mut batch = Box::<Batch>::default();
                 batch.resp = resp;
@@ -1321,6 +1277,41 @@ pub(crate) mod plan {
     }
 
     impl ScriptPlan {
+        /// The plan of a command the script called that runs as its own (its keys on
+        /// several shards, or a command of every shard), under the script's locks.
+        fn sub_plan(
+            &self,
+            cx: &PlanCx<'_>,
+            spec: &crate::table::CommandSpec,
+            a: &Args<'_>,
+            cross: crate::txn::plan::CrossShard,
+            resp: Version,
+        ) -> Result<Routed, Resume> {
+            let start = PlanStart {
+                shared: cx.shared,
+                spec,
+                args: a,
+                slots: cx.slots,
+                now: cx.now,
+                locked: true,
+                db: cx.db(),
+                databases: cx.shared.config.databases,
+                local_client: true,
+                caller: self.caller.clone(),
+                conn: None,
+                master: false,
+                client: None,
+            };
+            match (cross.plan)(&start) {
+                Ok(plan) => Ok(Routed::Sub(plan)),
+                Err(e) => {
+                    let mut reply = Vec::new();
+                    Encoder::new(&mut reply, resp).error_sanitized(&e);
+                    Err(Resume::Reply(reply))
+                }
+            }
+        }
+
         /// Steps the plan of a command the script called: its reply, or the step to
         /// take (the plan kept for its results).
         fn step_sub(

@@ -734,6 +734,18 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
 
 /// Reads a replication stream attached with SYNC up to the command `SET end 1` (10 s at
 /// most): the snapshot skipped, the commands (lower-case names), PINGs left out.
+/// A connection that sent SYNC, once `server` counts it as a replica (the stream it
+/// reads starts there), and another connection.
+fn attached(server: &Server) -> (Raw, Raw) {
+    let mut sync = server.raw();
+    sync.send(b"SYNC\r\n");
+    let mut c = server.raw();
+    wait_info(&mut c, "the stream is not attached", |i| {
+        i.contains("connected_slaves:1")
+    });
+    (sync, c)
+}
+
 fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
     use std::io::Read;
     let stream = raw.stream();
@@ -811,13 +823,8 @@ fn the_replication_stream_is_redis_servers() {
     let redis = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
     let mut streams = Vec::new();
     for server in [&goblin, &redis] {
-        let mut sync = server.raw();
-        sync.send(b"SYNC\r\n");
-        let mut c = server.raw();
         // Its snapshot's instant before the writes.
-        wait_info(&mut c, "the stream is not attached", |i| {
-            i.contains("connected_slaves:1")
-        });
+        let (mut sync, mut c) = attached(server);
         // A replica's second SYNC is ignored: no reply.
         sync.send(b"SYNC\r\n");
         std::thread::sleep(Duration::from_millis(100));
@@ -1396,21 +1403,10 @@ fn a_stalled_replicas_buffer_makes_its_master_evict_nothing() {
 fn a_waited_key_found_expired_is_deleted_and_propagated() {
     let threads = default_threads().to_string();
     let goblin = Server::goblin_with(&["--threads", &threads, "--enable-debug-command", "yes"]);
-    let dir = scratch_dir("lapsed");
-    let redis = Server::redis_with(&[
-        "--dir",
-        dir.to_str().unwrap(),
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let redis = Server::redis_with(&["--enable-debug-command", "yes"]);
     let mut streams = Vec::new();
     for server in [&goblin, &redis] {
-        let mut sync = server.raw();
-        sync.send(b"SYNC\r\n");
-        let mut c = server.raw();
-        wait_info(&mut c, "the stream is not attached", |i| {
-            i.contains("connected_slaves:1")
-        });
+        let (mut sync, mut c) = attached(server);
         ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0");
         let mut blocked = server.raw();
         blocked.send(&goblin_tests::encode(&[b"BRPOP", b"lapsed", b"0"]));
