@@ -1266,12 +1266,21 @@ impl Worker {
         let ready = self.shared.repl.ready_for(self.id);
         let sent = !ready.is_empty();
         for (to, outcome) in ready {
+            let mut held = 0;
             let file = outcome.and_then(|before| match before {
-                Before::Snapshot(path) => std::fs::read(&path)
-                    .map(Some)
-                    .map_err(|e| format!("{}: {e}", path.display())),
+                Before::Snapshot(path) => {
+                    // The file, read and then copied into the replica's buffer, is the
+                    // replica's: left out of `maxmemory` before it is read (redis-server
+                    // sends it from the disk).
+                    held = std::fs::metadata(&path).map_or(0, |m| 2 * m.len());
+                    crate::memory::replicas_hold(0, held);
+                    std::fs::read(&path)
+                        .map(Some)
+                        .map_err(|e| format!("{}: {e}", path.display()))
+                }
                 Before::Nothing => Ok(None),
             });
+            self.replicas_mem += held;
             let Some(conn) = self.live_conn(to).filter(|c| !c.gone) else {
                 continue;
             };
