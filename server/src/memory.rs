@@ -308,6 +308,19 @@ pub fn not_counted() -> u64 {
     NOT_COUNTED.load(Ordering::Relaxed) + STREAM_EXCESS.load(Ordering::Relaxed)
 }
 
+/// Makes room in `buf` for `n` more bytes as `Vec` would (twice its room, or what is
+/// needed), telling `left_out` first, when it grows, the bytes the move holds at once
+/// (the old buffer and the new one): left out of `maxmemory` before they are
+/// allocated, as other threads compare memory with the limit meanwhile.
+pub fn reserve_left_out(buf: &mut Vec<u8>, n: usize, left_out: impl FnOnce(u64)) {
+    let (len, capacity) = (buf.len(), buf.capacity());
+    if len + n > capacity {
+        let grown = (len + n).max(capacity * 2);
+        left_out((grown + capacity) as u64);
+        buf.reserve_exact(grown - len);
+    }
+}
+
 /// Memory in use as the limit is compared with: [`used`] but what [`not_counted`]
 /// leaves out.
 pub fn counted() -> u64 {

@@ -327,7 +327,7 @@ pub(crate) fn load(shared: &Shared, body: &[u8]) -> Result<Arc<Script>, Vec<u8>>
         code_at,
         flags,
         may_stray: may_stray(&body[code_at.min(body.len())..], &shared.commands),
-        every_shard: calls_every_shard(&body[code_at.min(body.len())..]),
+        every_shard: calls_every_shard(&body[code_at.min(body.len())..], &shared.commands),
     });
     let generation = shared.scripts.generation();
     with_engine(generation, |engine| {
@@ -349,12 +349,8 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 /// command with keys: `run_script`). With one shard, only one whose code calls a
 /// command that reads every shard ([`calls_every_shard`]) needs its plan.
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
-    if shared.threads > 1 {
-        (args.get(2) == b"0" && shared.cluster.is_none())
-            || reaches_every_shard(shared, args, false)
-    } else {
-        reach(shared, args).is_some_and(|r| r.every_shard)
-    }
+    (shared.threads > 1 && args.get(2) == b"0" && shared.cluster.is_none())
+        || reaches_every_shard(shared, args, false)
 }
 
 /// What the code of an invocation's script (or function) may reach, as far as reading
@@ -403,12 +399,16 @@ fn reach(shared: &Shared, args: &Args<'_>) -> Option<Reach> {
 /// Whether a script (or function) may touch undeclared keys of any shard, as far as is
 /// known before it runs: it is allowed to, or its code may stray from its declared keys
 /// (outside cluster mode: [`Callee::strays_with`]) — when it declares none, only if
-/// `keyless` (where it cannot run on a shard first and be given up for its plan) — or
-/// it calls a command that reads every shard.
+/// `keyless` (where it cannot run on a shard first and be given up for its plan) — with
+/// several shards; or, with any number, it calls a command that reads every shard.
 fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool {
+    let several = shared.threads > 1;
     let Some(reach) = reach(shared, args) else {
-        return shared.scripts.undeclared_allowed();
+        return several && shared.scripts.undeclared_allowed();
     };
+    if reach.every_shard || !several {
+        return reach.every_shard;
+    }
     // With its code straying: its declared keys, tagged together, may keep it on their
     // shard (none: `keyless` decides).
     let keys_stray = || {
@@ -417,7 +417,7 @@ fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool 
             .unwrap_or(0) as usize;
         strays_with((3..3 + n).map(|i| args.get(i))).unwrap_or(keyless)
     };
-    reach.allowed || reach.every_shard || (shared.cluster.is_none() && reach.strays && keys_stray())
+    reach.allowed || (shared.cluster.is_none() && reach.strays && keys_stray())
 }
 
 /// Bodies seen by EVAL's routing, by their hash: the body, and what its code may reach.
@@ -446,7 +446,7 @@ fn body_reach(shared: &Shared, body: &[u8]) -> Reach {
     let read = |body: &[u8]| Reach {
         allowed: false,
         strays: may_stray(body, &shared.commands),
-        every_shard: calls_every_shard(body),
+        every_shard: calls_every_shard(body, &shared.commands),
     };
     if body.len() > BODY_KEPT_MAX {
         return shared.scripts.get(&sha_of(body)).map_or_else(
@@ -480,16 +480,13 @@ fn body_reach(shared: &Shared, body: &[u8]) -> Reach {
 /// command that reads every shard.
 pub(crate) fn needs_every_shard(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
     (spec.name.starts_with("eval") || spec.name.starts_with("fcall"))
-        && if shared.threads > 1 {
-            reaches_every_shard(shared, args, true)
-        } else {
-            reach(shared, args).is_some_and(|r| r.every_shard)
-        }
+        && reaches_every_shard(shared, args, true)
 }
 
 /// Whether a command a script calls reads every shard: read-only, keyless and run by a
-/// plan across the shards (INFO, KEYS, SCAN…: a script's plan runs it when every shard
-/// is locked; `crate::scripting::EVERY_SHARD_READS` names them for the code's reading).
+/// plan across the shards (INFO, KEYS, SCAN, DBSIZE, RANDOMKEY: a script's plan runs it
+/// when every shard is locked; `crate::scripting::calls_every_shard` looks for them in
+/// the code).
 pub(crate) fn every_shard_read(spec: &CommandSpec) -> bool {
     matches!(spec.exec, Exec::Plan(_))
         && !spec.flags.contains(Flags::WRITE)

@@ -678,16 +678,12 @@ impl Master {
     }
 
     /// Makes room in the stream for `n` more bytes, what it holds over the backlog's
-    /// size left out of `maxmemory` before it is allocated (the old buffer and the new
-    /// one, while it moves: other threads compare memory with the limit meanwhile).
+    /// size left out of `maxmemory` (`memory::reserve_left_out`).
     fn grow(&self, stream: &mut Stream, n: usize) {
-        let (len, capacity) = (stream.buf.len(), stream.buf.capacity());
         let backlog = u64::try_from(self.backlog_size()).unwrap_or(0);
-        if len + n > capacity {
-            let grown = (len + n).max(capacity * 2);
-            crate::memory::stream_holds(((grown + capacity) as u64).saturating_sub(backlog));
-            stream.buf.reserve_exact(grown - len);
-        }
+        crate::memory::reserve_left_out(&mut stream.buf, n, |moving| {
+            crate::memory::stream_holds(moving.saturating_sub(backlog));
+        });
         crate::memory::stream_holds((stream.buf.capacity() as u64).saturating_sub(backlog));
     }
 

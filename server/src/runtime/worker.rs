@@ -1210,18 +1210,13 @@ impl Worker {
             else {
                 return;
             };
+            // (Its growth left out of `maxmemory` before it is allocated;
+            // `measure_replicas` then counts what it holds.)
             let out = &mut conn.output.buf;
-            let need = out.len() + bytes.len();
-            if need > out.capacity() {
-                // Left out of `maxmemory` before it is allocated (the old buffer and the
-                // new one, while it moves): other threads compare memory with the limit
-                // meanwhile. `measure_replicas` then counts it.
-                let grown = need.max(out.capacity() * 2);
-                let moving = (grown + out.capacity()) as u64;
+            crate::memory::reserve_left_out(out, bytes.len(), |moving| {
                 crate::memory::replicas_hold(0, moving);
                 held += moving;
-                out.reserve_exact(grown - out.len());
-            }
+            });
             out.extend_from_slice(bytes);
             dirty.push(to.key);
             if !replica_keys.contains(&to.key) {
