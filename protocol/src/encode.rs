@@ -86,9 +86,15 @@ impl<'a> Encoder<'a> {
         self.line(b'+', s);
     }
 
-    /// An error whose text (code included, e.g. `ERR syntax error`) is known to be clean.
+    /// An error (code included, e.g. `ERR syntax error`). A text holding CR or LF — client
+    /// bytes formatted into it — is cleaned as [`Encoder::error_sanitized`] cleans it, as
+    /// RESP's error line cannot hold them.
     pub fn error(&mut self, msg: &[u8]) {
-        self.line(b'-', msg);
+        if msg.iter().any(|&b| b == b'\r' || b == b'\n') {
+            self.error_sanitized(msg);
+        } else {
+            self.line(b'-', msg);
+        }
     }
 
     /// An error whose text holds client bytes, cleaned the way Redis's
@@ -349,6 +355,13 @@ mod tests {
     fn sanitized_errors() {
         let out = enc(Version::Resp2, |e| e.error_sanitized(b"\r\nERR a\r\nb\n"));
         assert_eq!(out, b"-ERR a  b\r\n");
+        // Any error: client bytes formatted into its text cannot break the line.
+        let out = enc(Version::Resp2, |e| {
+            e.error(b"ERR Unrecognized option: \x16k\r")
+        });
+        assert_eq!(out, b"-ERR Unrecognized option: \x16k\r\n");
+        let out = enc(Version::Resp2, |e| e.error(b"ERR a\nb"));
+        assert_eq!(out, b"-ERR a b\r\n");
     }
 
     #[test]
