@@ -316,7 +316,7 @@ impl Loopback {
             return false;
         };
         let mut out = Vec::new();
-        let cancelled = job.cancel(&mut out);
+        let cancelled = job.cancel(&self.shared, &mut out);
         self.queue.extend(out);
         self.deliver();
         cancelled

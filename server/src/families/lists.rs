@@ -951,16 +951,11 @@ impl MoveAcross {
         if self.src_shard == self.dst_shard {
             return;
         }
-        let db = cx.db() as u16;
         if self.rpoplpush {
-            cx.shared
-                .repl
-                .propagate(Some(db), &[b"RPOPLPUSH", &self.src, &self.dst]);
+            cx.propagate(&[b"RPOPLPUSH", &self.src, &self.dst]);
         } else {
             let (f, t) = (end_word(self.from), end_word(self.to));
-            cx.shared
-                .repl
-                .propagate(Some(db), &[b"LMOVE", &self.src, &self.dst, f, t]);
+            cx.propagate(&[b"LMOVE", &self.src, &self.dst, f, t]);
         }
     }
 }

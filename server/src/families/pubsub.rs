@@ -146,6 +146,17 @@ fn spublish(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 fn publish_to(ctx: &mut ConnCtx<'_>, args: &Args<'_>, space: Space) {
     let dir = &ctx.shared.pubsub;
     let n = ctx.hub.out.publish(dir, space, args.get(1), args.get(2));
+    // Replicas publish it to their own subscribers, as redis-server's (not in cluster
+    // mode, where the bus carries it).
+    if let Some(feed) = ctx.hub.repl.as_mut()
+        && ctx.shared.cluster.is_none()
+    {
+        feed.propagate(
+            ctx.client.db as u16,
+            &[args.get(0), args.get(1), args.get(2)],
+            false,
+        );
+    }
     ctx.reply().integer(n as i64);
 }
 

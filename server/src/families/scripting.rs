@@ -812,6 +812,13 @@ fn run_here(
                             let n = shard
                                 .pubsub
                                 .publish(&shared.pubsub, space, a.get(1), a.get(2));
+                            if crate::scripting::engine::run_repl()
+                                & crate::scripting::engine::REPL_REPLICA
+                                != 0
+                                && shared.cluster.is_none()
+                            {
+                                shard.propagate(db as u16, &[a.get(0), a.get(1), a.get(2)]);
+                            }
                             wrote = true;
                             Encoder::new(reply, cresp).integer(n as i64);
                             return Called::Reply;
@@ -1225,6 +1232,13 @@ pub(crate) mod plan {
                         }
                         return Err(Resume::Reply(reply));
                     }
+                    _ if matches!(spec.name, "publish" | "spublish") => {
+                        // Published from the first shard: the script's publications go
+                        // out in order.
+                        self.wrote.set(true);
+                        let argv = a.iter_from(0).map(<[u8]>::to_vec).collect();
+                        return Ok(Routed::Hop(Hop::publish(0, argv, repl)));
+                    }
                     _ => {
                         return Err(match keyless_reply(spec, a, resp) {
                             Some(r) => Resume::Reply(r),
@@ -1328,9 +1342,13 @@ pub(crate) mod plan {
                 slow: std::cell::RefCell::new(Vec::new()),
                 calls: std::cell::RefCell::new(Vec::new()),
                 unblocked: false,
+                propagated: std::cell::RefCell::new(Vec::new()),
             };
             let step = crate::families::multi::step_without_parking(sub.as_mut(), &sub_cx, results);
             cx.calls.borrow_mut().append(&mut sub_cx.calls.take());
+            cx.propagated
+                .borrow_mut()
+                .append(&mut sub_cx.propagated.take());
             match step {
                 Step::Done(Outcome::Reply(reply)) => Ok(Resume::Reply(reply)),
                 Step::Done(_) => Err(cx.done(|out| {

@@ -992,7 +992,7 @@ fn swapdb_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcom
 /// SWAPDB too).
 fn propagate(cx: &PlanCx<'_>, args: &[Vec<u8>]) {
     let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-    cx.shared.repl.propagate(Some(cx.db() as u16), &argv);
+    cx.propagate(&argv);
 }
 
 /// `FLUSHALL [ASYNC|SYNC]`, `FLUSHDB [ASYNC|SYNC]`: the option checked (one at most;

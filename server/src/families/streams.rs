@@ -20,7 +20,8 @@
 //! Effects: XADD logs its ID (and an approximate trim as the exact one it amounted to:
 //! `XTRIM key MAXLEN <length>`); commands that change a group log what replays them —
 //! `XCLAIM … TIME … RETRYCOUNT … FORCE JUSTID` per delivered entry, `XGROUP SETID … ENTRIESREAD`
-//! for the group's position, `XGROUP CREATECONSUMER` — as Redis propagates them.
+//! for the group's position, `XGROUP CREATECONSUMER` (of a consumer XREADGROUP with NOACK
+//! created) — as Redis 7.0 propagates them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -1077,13 +1078,6 @@ fn log_forget(ctx: &mut ShardCtx<'_>, key: &[u8], group: &[u8], id: StreamId) {
     }
 }
 
-/// Logs a consumer's creation.
-fn log_consumer(ctx: &mut ShardCtx<'_>, key: &[u8], group: &[u8], consumer: &[u8]) {
-    if ctx.logging() {
-        ctx.log(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]);
-    }
-}
-
 /// `XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-ms]
 /// [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]`
 fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
@@ -1215,10 +1209,9 @@ fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             }
         }
     }
+    // (The consumer it created is not logged, as in Redis 7.0: the XCLAIMs of what it
+    // claimed create it.)
     if ctx.logging() {
-        if created {
-            log_consumer(ctx, key, group, consumer);
-        }
         for id in forgotten {
             log_forget(ctx, key, group, id);
         }
@@ -1232,6 +1225,7 @@ fn xclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
             ctx.log(&[b"XGROUP", b"SETID", key, group, &id_bytes(id)]);
         }
     }
+    ctx.effects_only();
     Ok(())
 }
 
@@ -1350,9 +1344,6 @@ fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply>
         reply_id(out, *id);
     }
     if ctx.logging() {
-        if created {
-            log_consumer(ctx, key, group, consumer);
-        }
         for id in deleted {
             log_forget(ctx, key, group, id);
         }
@@ -1363,6 +1354,7 @@ fn xautoclaim(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply>
             );
         }
     }
+    ctx.effects_only();
     Ok(())
 }
 
@@ -1774,7 +1766,9 @@ fn serve_key(
             }
             None => false,
         };
-        if created && logging {
+        // (Redis 7.0 propagates the new consumer only with NOACK: otherwise the
+        // XCLAIMs of what it is served create it.)
+        if created && logging && noack {
             effects.push(vec![
                 b"XGROUP".to_vec(),
                 b"CREATECONSUMER".to_vec(),
@@ -1842,7 +1836,13 @@ fn serve_key(
                 }
                 served.push((e.id, Some(e.fields)));
             }
-            if logging && let Some(g) = s.groups.get(&group) {
+            // (Without NOACK, the XCLAIMs' LASTID carry the group's position, as in
+            // Redis 7.0.)
+            if logging
+                && noack
+                && !served.is_empty()
+                && let Some(g) = s.groups.get(&group)
+            {
                 effects.push(vec![
                     b"XGROUP".to_vec(),
                     b"SETID".to_vec(),
@@ -1966,6 +1966,7 @@ fn xread(ctx: &mut ShardCtx<'_>, args: &Args<'_>) -> Result<(), ErrorReply> {
     } else {
         ctx.out.null_array();
     }
+    ctx.effects_only();
     Ok(())
 }
 

@@ -601,20 +601,13 @@ impl Master {
         self.offset.fetch_add(piece.len() as i64, Ordering::SeqCst);
     }
 
-    /// A command the coordinator of a keyspace-wide command sends to replicas once (in
-    /// database `db` when it names one), after what each shard wrote before it.
+    /// A command of no shard's unit of work (the DEL of a key found expired while
+    /// loading), in database `db` when it names one.
     pub fn propagate(&self, db: Option<u16>, argv: &[&[u8]]) {
-        if !self.shards_feed() {
-            return;
+        if self.shards_feed() {
+            let part = Part::command(db, argv);
+            self.append(&part.bytes, leading_select(&part.bytes), db);
         }
-        let mut bytes = Vec::new();
-        let lead = db.map(|db| {
-            let n = db.to_string();
-            command(&mut bytes, 2, [&b"SELECT"[..], n.as_bytes()].into_iter());
-            (db, bytes.len())
-        });
-        command(&mut bytes, argv.len(), argv.iter().copied());
-        self.append(&bytes, lead, db);
     }
 
     /// The stream gained bytes: the workers whose replicas are to be sent them (none:
@@ -738,6 +731,86 @@ pub struct Feed {
     /// commands go in one MULTI/EXEC when there are more than one, as redis-server
     /// propagates what one EXEC or EVAL wrote.
     call: Option<Call>,
+    /// The step of a transaction run as a plan being run: what it writes is kept apart,
+    /// for its coordinator to append with the rest of the transaction ([`Gathered`]).
+    part: Option<Part>,
+}
+
+/// What one step of a transaction run as a plan wrote on a shard, as RESP beginning with
+/// the `SELECT` of its database: handed to the coordinator with the step's report.
+#[derive(Debug, Default)]
+pub struct Part {
+    bytes: Vec<u8>,
+    /// The database it leaves selected.
+    selected: Option<u16>,
+    /// Its commands (SELECTs left out).
+    commands: usize,
+}
+
+impl Part {
+    /// A command its coordinator sends once for every shard (FLUSHALL, SWAPDB, a move
+    /// across shards), in database `db` when it names one.
+    pub fn command(db: Option<u16>, argv: &[&[u8]]) -> Part {
+        let mut bytes = Vec::new();
+        if let Some(db) = db {
+            let n = db.to_string();
+            command(&mut bytes, 2, [&b"SELECT"[..], n.as_bytes()].into_iter());
+        }
+        command(&mut bytes, argv.len(), argv.iter().copied());
+        Part {
+            bytes,
+            selected: db,
+            commands: 1,
+        }
+    }
+}
+
+/// A transaction's effects gathered by its coordinator — its shards' parts in the order
+/// of its steps (and of each step's hops), and its own commands —, appended to the
+/// stream as one piece before it lets go of a lock, in one MULTI/EXEC when more than one
+/// command, as redis-server propagates what one EXEC or script wrote: a replica applies
+/// all of it or none. What a shard wrote before a part is in the stream before it (the
+/// shard flushes it with the step); what it writes after, until the locks go, touches
+/// none of the transaction's keys.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    buf: Vec<u8>,
+    selected: Option<u16>,
+    /// Where its MULTI goes: after the SELECT it begins with.
+    body: usize,
+    commands: usize,
+}
+
+impl Gathered {
+    /// Adds a part (its leading SELECT left out when what came before selected it).
+    pub fn add(&mut self, part: Part) {
+        let lead = leading_select(&part.bytes);
+        let skip = match lead {
+            Some((db, len)) if self.selected == Some(db) => len,
+            _ => 0,
+        };
+        if self.buf.is_empty() {
+            self.body = lead.map_or(0, |(_, len)| len);
+        }
+        self.buf
+            .extend_from_slice(part.bytes.get(skip..).unwrap_or_default());
+        self.selected = part.selected.or(self.selected);
+        self.commands += part.commands;
+    }
+
+    /// Appends what it gathered to the master's stream, and starts again empty.
+    pub fn flush(&mut self, master: &Master) {
+        if self.commands > 0 && master.shards_feed() {
+            if self.commands > 1 {
+                let mut multi = Vec::with_capacity(16);
+                command(&mut multi, 1, [&b"MULTI"[..]].into_iter());
+                self.buf.splice(self.body..self.body, multi);
+                command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
+            }
+            master.append(&self.buf, leading_select(&self.buf), self.selected);
+        }
+        *self = Gathered::default();
+    }
 }
 
 /// A call being appended (see [`Feed::call`]).
@@ -773,6 +846,15 @@ impl Feed {
     /// script's while `in_script`) are grouped; a unit of no call that is more than one
     /// command (expiry's deletions excepted) is a transaction of its own.
     pub fn on_write(&mut self, write: &Write<'_>, in_script: bool) {
+        if let Some(part) = self.part.as_mut() {
+            let mut commands = 0;
+            effect_commands(write, &mut part.selected, &mut part.bytes, |buf, cmd| {
+                commands += usize::from(!matches!(cmd, Cmd::Select(_)));
+                cmd.encode(buf);
+            });
+            part.commands += commands;
+            return;
+        }
         let of = match write.origin {
             _ if in_script => Some(CallOf::Script),
             Origin::Command(_, _, Some(tx)) | Origin::Step(tx) => Some(CallOf::Tx(tx)),
@@ -826,6 +908,73 @@ impl Feed {
         command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
     }
 
+    /// Appends `argv`, a command that writes nothing but goes to replicas (PUBLISH), in
+    /// database `db`: among the script's commands while `in_script`, as a unit of its
+    /// own otherwise.
+    pub fn propagate(&mut self, db: u16, argv: &[&[u8]], in_script: bool) {
+        if let Some(part) = self.part.as_mut() {
+            if part.selected != Some(db) {
+                part.selected = Some(db);
+                Cmd::Select(db).encode(&mut part.bytes);
+            }
+            command(&mut part.bytes, argv.len(), argv.iter().copied());
+            part.commands += 1;
+            return;
+        }
+        let of = in_script.then_some(CallOf::Script);
+        if self.call.is_some_and(|c| Some(c.of) != of) {
+            self.end_call();
+        }
+        if self.selected != Some(db) {
+            self.selected = Some(db);
+            Cmd::Select(db).encode(&mut self.buf);
+        }
+        let body = self.buf.len();
+        command(&mut self.buf, argv.len(), argv.iter().copied());
+        match (of, self.call.as_mut()) {
+            (Some(_), Some(call)) => call.commands += 1,
+            (Some(of), None) => {
+                self.call = Some(Call {
+                    of,
+                    body,
+                    commands: 1,
+                })
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// A step of a transaction run as a plan begins: what it writes is its part.
+    pub fn begin_part(&mut self) {
+        self.part = Some(Part::default());
+    }
+
+    /// The step begun with [`Feed::begin_part`] ends: its part, if it wrote, for its
+    /// coordinator — what the shard wrote before goes into the stream now, ahead of it.
+    /// A step that lets go of its locks here (`kept` false) cannot wait for its
+    /// coordinator: what it wrote is the shard's, as any unit's.
+    pub fn end_part(&mut self, master: &Master, kept: bool) -> Option<Part> {
+        let part = self.part.take().filter(|p| p.commands > 0)?;
+        if !kept {
+            self.end_call();
+            let lead = leading_select(&part.bytes);
+            let skip = match lead {
+                Some((db, len)) if self.selected == Some(db) => len,
+                _ => 0,
+            };
+            let body = self.buf.len() + lead.map_or(0, |(_, len)| len) - skip;
+            self.buf
+                .extend_from_slice(part.bytes.get(skip..).unwrap_or_default());
+            self.selected = part.selected;
+            if part.commands > 1 {
+                self.wrap(body);
+            }
+            return None;
+        }
+        self.flush(master);
+        Some(part)
+    }
+
     /// Appends a command of the master's own (PING, REPLCONF GETACK).
     pub fn push(&mut self, argv: &[&[u8]]) {
         command(&mut self.buf, argv.len(), argv.iter().copied());
@@ -847,6 +996,51 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a transaction's shards wrote, gathered: one piece, its first SELECT before
+    /// MULTI, the others only where the database changes, EXEC last; one command alone
+    /// is not wrapped; nothing gathered appends nothing.
+    #[test]
+    fn gathered_parts_are_one_transaction() {
+        let master = Master::default();
+        let mut gathered = Gathered::default();
+        gathered.add(Part::command(Some(2), &[b"SET", b"a", b"0"]));
+        // (No backlog: nothing to feed.)
+        gathered.flush(&master);
+        assert_eq!(master.offset.load(Ordering::SeqCst), 0);
+        master.active.store(true, Ordering::SeqCst);
+        gathered.flush(&master);
+        assert_eq!(master.offset.load(Ordering::SeqCst), 0);
+        let cmd = |argv: &[&str]| {
+            let mut out = Vec::new();
+            command(&mut out, argv.len(), argv.iter().map(|a| a.as_bytes()));
+            out
+        };
+        gathered.add(Part::command(Some(2), &[b"SET", b"a", b"1"]));
+        gathered.add(Part::command(Some(2), &[b"SET", b"b", b"2"]));
+        gathered.add(Part::command(Some(5), &[b"FLUSHDB"]));
+        gathered.add(Part::command(None, &[b"PUBLISH", b"ch", b"m"]));
+        let alone = Part::command(Some(5), &[b"DEL", b"c"]);
+        gathered.flush(&master);
+        let mut once = Gathered::default();
+        once.add(alone);
+        once.flush(&master);
+        let want = [
+            cmd(&["SELECT", "2"]),
+            cmd(&["MULTI"]),
+            cmd(&["SET", "a", "1"]),
+            cmd(&["SET", "b", "2"]),
+            cmd(&["SELECT", "5"]),
+            cmd(&["FLUSHDB"]),
+            cmd(&["PUBLISH", "ch", "m"]),
+            cmd(&["EXEC"]),
+            // (The stream has database 5 selected.)
+            cmd(&["DEL", "c"]),
+        ]
+        .concat();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        assert_eq!(text(&master.stream().buf), text(&want));
+    }
 
     #[test]
     fn a_piece_leaves_out_the_select_the_stream_has_made() {

@@ -308,6 +308,9 @@ pub struct TxStepDone {
     pub holds_locks: bool,
     /// Whether the step changed keys (and so the transaction has a part in the log).
     pub wrote: bool,
+    /// What it wrote, for replicas: its coordinator appends it with the rest of the
+    /// transaction.
+    pub repl: Option<Box<crate::repl::master::Part>>,
     /// The slow commands it ran (EXEC's, a script's), for SLOWLOG.
     pub slow: Vec<crate::runtime::slowlog::SlowCmd>,
 }

@@ -536,9 +536,9 @@ impl Worker {
                         shared,
                         out: &mut output.buf,
                         now: self.now,
-                        hub: Hub::new(
+                        hub: Hub::of_shard(
                             &mut self.subs,
-                            &mut self.shard.pubsub,
+                            &mut self.shard,
                             self.id,
                             key,
                             *generation,
@@ -1812,9 +1812,9 @@ impl Worker {
                 shared: &shared,
                 out: &mut output.buf,
                 now,
-                hub: Hub::new(
+                hub: Hub::of_shard(
                     &mut self.subs,
-                    &mut self.shard.pubsub,
+                    &mut self.shard,
                     self.id,
                     to.key,
                     *generation,
@@ -2184,13 +2184,7 @@ impl Worker {
                     shared,
                     out: &mut output.buf,
                     now,
-                    hub: Hub::new(
-                        &mut self.subs,
-                        &mut self.shard.pubsub,
-                        self.id,
-                        key,
-                        *generation,
-                    ),
+                    hub: Hub::of_shard(&mut self.subs, &mut self.shard, self.id, key, *generation),
                 },
                 multi,
                 slots: &slots,
@@ -2349,13 +2343,7 @@ impl Worker {
             shared: &shared,
             out: &mut output.buf,
             now,
-            hub: Hub::new(
-                &mut self.subs,
-                &mut self.shard.pubsub,
-                self.id,
-                key,
-                *generation,
-            ),
+            hub: Hub::of_shard(&mut self.subs, &mut self.shard, self.id, key, *generation),
         };
         match write(&mut ctx) {
             None => output.buf.extend_from_slice(&deferred),

@@ -331,13 +331,32 @@ pub struct Hub<'a> {
     pub local: &'a mut Local,
     /// Where publications go.
     pub out: &'a mut Outbound,
+    /// The worker's shard's feed of the replication stream, when it feeds one (PUBLISH
+    /// goes to replicas, in order with the shard's writes).
+    pub repl: Option<&'a mut crate::repl::master::Feed>,
     /// The connection.
     pub me: ConnRef,
 }
 
 impl<'a> Hub<'a> {
     /// The view of connection `key` (of `generation`) on `worker`, whose index and
-    /// outgoing publications these are.
+    /// shard (its outgoing publications and replication feed) these are.
+    pub fn of_shard(
+        local: &'a mut Local,
+        shard: &'a mut crate::shard::Shard,
+        worker: usize,
+        key: usize,
+        generation: u64,
+    ) -> Hub<'a> {
+        let (out, repl) = shard.publications_and_feed();
+        Hub {
+            repl,
+            ..Hub::new(local, out, worker, key, generation)
+        }
+    }
+
+    /// The view of connection `key` (of `generation`) on `worker`, whose index and
+    /// outgoing publications these are (no replication feed).
     pub fn new(
         local: &'a mut Local,
         out: &'a mut Outbound,
@@ -348,6 +367,7 @@ impl<'a> Hub<'a> {
         Hub {
             local,
             out,
+            repl: None,
             me: ConnRef {
                 worker,
                 key,

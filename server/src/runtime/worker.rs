@@ -2216,7 +2216,7 @@ impl Worker {
         let mut cancelled = false;
         if let Some(job) = self.jobs.get_mut(&seq) {
             let was = job.parked_state();
-            cancelled = job.cancel(&mut out);
+            cancelled = job.cancel(&self.shared, &mut out);
             let is = job.parked_state();
             self.note_blocked(was, is);
         }

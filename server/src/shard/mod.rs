@@ -214,6 +214,9 @@ pub struct Shard {
     pub script_repl: u8,
     /// The unit of work being published is not logged (`ShardCtx::unlogged`).
     unlogged_unit: bool,
+    /// The command of the unit being published is not its own effect
+    /// (`ShardCtx::effects_only`).
+    effects_only_unit: bool,
     /// The unit being published goes to replicas from its coordinator
     /// (`ShardCtx::replicated_once`).
     once_unit: bool,
@@ -293,6 +296,7 @@ impl Shard {
             script_errors: None,
             script_repl: crate::scripting::engine::REPL_ALL,
             unlogged_unit: false,
+            effects_only_unit: false,
             once_unit: false,
         }
     }
@@ -641,6 +645,25 @@ impl Shard {
         }
     }
 
+    /// The connections' publications and the replication feed, for their PUBLISH.
+    pub fn publications_and_feed(
+        &mut self,
+    ) -> (
+        &mut crate::runtime::pubsub::Outbound,
+        Option<&mut crate::repl::master::Feed>,
+    ) {
+        (&mut self.pubsub, self.repl.as_mut())
+    }
+
+    /// Sends replicas `argv`, a command that writes nothing but is propagated (PUBLISH,
+    /// in database `db`), in order with this shard's writes — among a script's when
+    /// one runs here.
+    pub fn propagate(&mut self, db: u16, argv: &[&[u8]]) {
+        if let Some(feed) = self.repl.as_mut() {
+            feed.propagate(db, argv, self.in_script);
+        }
+    }
+
     /// Appends a command of the master's own to the replication stream (its PING).
     pub fn repl_push(&mut self, argv: &[&[u8]]) {
         if let Some(feed) = self.repl.as_mut() {
@@ -931,6 +954,7 @@ impl Shard {
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
         self.unlogged_unit = ctx.is_unlogged();
+        self.effects_only_unit = ctx.is_effects_only();
         self.once_unit = repl_marks & crate::table::handler::REPLICATED_ONCE != 0;
         let sync_log = ctx.wants_log_sync();
         if ctx.wants_stats_reset() {
@@ -952,6 +976,7 @@ impl Shard {
         }
 
         self.unlogged_unit = false;
+        self.effects_only_unit = false;
         if repl_marks != 0 {
             self.repl_marked(shared, repl_marks);
         }
@@ -1023,7 +1048,7 @@ impl Shard {
         if !self.observers.is_empty() || self.repl.is_some() {
             let effect = if !self.effects.is_empty() {
                 Effect::Commands(&self.effects)
-            } else if matches!(origin, Origin::Command(..)) {
+            } else if matches!(origin, Origin::Command(..)) && !self.effects_only_unit {
                 Effect::AsSent
             } else {
                 Effect::Events
@@ -1966,14 +1991,21 @@ impl Shard {
     }
 
     fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
-        self.report_ran(step, out, false);
+        self.report_ran(step, out, false, None);
     }
 
     /// [`Shard::report`] of a step that `wrote` keys (or not), with the slow commands it
-    /// ran.
-    fn report_ran(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>, wrote: bool) {
+    /// ran and its part of the replication stream.
+    fn report_ran(
+        &mut self,
+        step: &TxStep,
+        out: Result<HopOut, Vec<u8>>,
+        wrote: bool,
+        repl: Option<Box<crate::repl::master::Part>>,
+    ) {
         let done = TxStepDone {
             wrote,
+            repl,
             tx: step.tx,
             index: step.index,
             shard: self.id,
@@ -1996,6 +2028,15 @@ impl Shard {
             self.remember_keys(shared, t.reader, step.lock.iter().map(|(k, _)| &k[..]));
         }
         let published = self.published;
+        // What the step writes reaches replicas from its coordinator, with the rest of
+        // its transaction (`Gathered`).
+        let gathering = matches!(
+            step.work,
+            Some(Work::Commands(_) | Work::Run(_) | Work::Publish(..))
+        );
+        if gathering && let Some(feed) = self.repl.as_mut() {
+            feed.begin_part();
+        }
         let out = match step.work.take() {
             None => HopOut::Done,
             Some(Work::Remember(keys)) => {
@@ -2004,6 +2045,25 @@ impl Shard {
                     self.remember_keys(shared, t.reader, keys.iter().map(|k| &k[..]));
                 }
                 HopOut::Done
+            }
+            Some(Work::Publish(argv, repl)) => {
+                let space = if argv
+                    .first()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(b"spublish"))
+                {
+                    crate::runtime::pubsub::Space::ShardChannels
+                } else {
+                    crate::runtime::pubsub::Space::Channels
+                };
+                let arg = |i: usize| argv.get(i).map_or(&b""[..], Vec::as_slice);
+                let n = self.pubsub.publish(&shared.pubsub, space, arg(1), arg(2));
+                if repl & crate::scripting::engine::REPL_REPLICA != 0
+                    && shared.cluster.is_none()
+                    && let Some(feed) = self.repl.as_mut()
+                {
+                    feed.propagate(step.db as u16, &[arg(0), arg(1), arg(2)], true);
+                }
+                HopOut::Reply(format!(":{n}\r\n").into_bytes())
             }
             Some(Work::Commands(mut batch)) => {
                 batch.now = step.now;
@@ -2047,6 +2107,10 @@ impl Shard {
                 out
             }
         };
+        let part = match self.repl.as_mut() {
+            Some(feed) if gathering => feed.end_part(&shared.repl, !step.release),
+            _ => None,
+        };
         if step.release {
             self.locks.release(step.tx);
             if retry {
@@ -2055,7 +2119,7 @@ impl Shard {
             self.woken_released(step.tx);
         }
         let wrote = self.published != published;
-        self.report_ran(&step, Ok(out), wrote);
+        self.report_ran(&step, Ok(out), wrote, part.map(Box::new));
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one

@@ -161,6 +161,8 @@ pub struct ShardCtx<'a> {
     reset_stats: bool,
     flushed: bool,
     unlogged: bool,
+    /// The command is not its own effect ([`ShardCtx::effects_only`]).
+    effects_only: bool,
     sync_log: bool,
     in_script: bool,
 }
@@ -211,6 +213,7 @@ impl<'a> ShardCtx<'a> {
             repl_marks: 0,
             reset_stats: false,
             unlogged: false,
+            effects_only: false,
             sync_log: false,
             in_script: false,
         }
@@ -322,6 +325,18 @@ impl<'a> ShardCtx<'a> {
         if let Some(effects) = self.effects.as_deref_mut() {
             effects.push(argv.iter().map(|a| a.to_vec()).collect());
         }
+    }
+
+    /// The command is never its own effect, as Redis's `preventCommandPropagation`:
+    /// what it logged is, or nothing (XREADGROUP, XCLAIM, XAUTOCLAIM, whose creation of
+    /// a consumer alone is not propagated). Called once it logged everything.
+    pub fn effects_only(&mut self) {
+        self.effects_only = true;
+    }
+
+    /// Whether [`ShardCtx::effects_only`] was called.
+    pub(crate) fn is_effects_only(&self) -> bool {
+        self.effects_only
     }
 
     /// This unit of work changed something besides keys (the function libraries): its

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use goblin_protocol::Version;
 use goblin_store::Millis;
 
+use crate::repl::master::{Gathered, Part};
 use crate::runtime::msg::{Batch, LockMode, Msg, ParkReq, TxRef, TxStep, TxStepDone};
 use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
@@ -101,6 +102,11 @@ pub struct TxJob {
     /// Some step changed keys: the transaction has parts in the log, and its end is
     /// recorded as their commit.
     wrote: bool,
+    /// What its steps done wrote, and the commands it sent itself, for replicas:
+    /// appended to the stream before any of its locks goes.
+    repl: Gathered,
+    /// What each hop of the step in flight wrote, for replicas (by hop).
+    parts: Vec<Option<Box<Part>>>,
     /// The command it runs, for the shards to name its key events (keyspace
     /// notifications on).
     command: Option<Arc<Batch>>,
@@ -234,6 +240,8 @@ impl TxJob {
             waits: 0,
             turn: None,
             wrote: false,
+            repl: Gathered::default(),
+            parts: Vec::new(),
             command: None,
             tracked: None,
             reads: false,
@@ -350,6 +358,12 @@ impl TxJob {
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
         self.wrote |= done.wrote;
+        if let Some(part) = done.repl.take() {
+            match self.parts.get_mut(done.index) {
+                Some(slot) if matches!(self.phase, Phase::Running(_)) => *slot = Some(part),
+                _ => self.repl.add(*part),
+            }
+        }
         if !done.slow.is_empty() {
             self.slow.append(&mut done.slow);
         }
@@ -377,7 +391,7 @@ impl TxJob {
         match self.phase {
             Phase::Locking(i) => {
                 if self.failed.is_some() {
-                    return self.fail(out);
+                    return self.fail(env.shared, out);
                 }
                 if i + 1 < self.shards.len() {
                     self.request_lock(i + 1, out);
@@ -395,8 +409,11 @@ impl TxJob {
                     self.phase = Phase::Running(waiting - 1);
                     return None;
                 }
+                for part in self.parts.drain(..).flatten() {
+                    self.repl.add(*part);
+                }
                 if self.failed.is_some() {
-                    return self.fail(out);
+                    return self.fail(env.shared, out);
                 }
                 let results = std::mem::take(&mut self.results)
                     .into_iter()
@@ -416,7 +433,7 @@ impl TxJob {
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
         if matches!(self.phase, Phase::Abandoned) {
-            self.release_all(out);
+            self.release_all(env.shared, out);
             // What made the key ready is still there: the next waiter's (the release
             // travels first on the same channel).
             if let Ok(HopOut::Woken(key)) = done.out {
@@ -517,7 +534,7 @@ impl TxJob {
             return None;
         }
         self.unpark(out);
-        self.release_all(out);
+        self.release_all(env.shared, out);
         self.unblocked = true;
         if let Some(text) = error {
             self.phase = Phase::Done;
@@ -531,7 +548,7 @@ impl TxJob {
     /// Gives up a parked job whose connection is gone: cancels its wait. False when the
     /// job must finish first: it has steps in flight (it finishes to release its locks),
     /// or a shard served its wait (its grant is given back when it arrives).
-    pub fn cancel(&mut self, out: &mut Vec<Outgoing>) -> bool {
+    pub fn cancel(&mut self, shared: &Shared, out: &mut Vec<Outgoing>) -> bool {
         if !matches!(self.phase, Phase::Parked { .. }) {
             return false;
         }
@@ -540,7 +557,7 @@ impl TxJob {
             return false;
         }
         self.unpark(out);
-        self.release_all(out);
+        self.release_all(shared, out);
         self.phase = Phase::Done;
         true
     }
@@ -556,7 +573,10 @@ impl TxJob {
         }
     }
 
-    fn release_all(&mut self, out: &mut Vec<Outgoing>) {
+    /// Lets go of every lock the transaction holds — what it wrote in the replication
+    /// stream first.
+    fn release_all(&mut self, shared: &Shared, out: &mut Vec<Outgoing>) {
+        self.repl.flush(&shared.repl);
         for shard in std::mem::take(&mut self.locked_on) {
             let mut step = self.step(RELEASE);
             step.release = true;
@@ -564,8 +584,8 @@ impl TxJob {
         }
     }
 
-    fn fail(&mut self, out: &mut Vec<Outgoing>) -> Option<Outcome> {
-        self.release_all(out);
+    fn fail(&mut self, shared: &Shared, out: &mut Vec<Outgoing>) -> Option<Outcome> {
+        self.release_all(shared, out);
         self.phase = Phase::Done;
         let resp = self.resp;
         self.failed
@@ -579,6 +599,8 @@ impl TxJob {
         }
         self.waits += 1;
         let id = self.waits;
+        // (Shards of the wait let go of their locks once it is in line there.)
+        self.repl.flush(&env.shared.repl);
         let mut by_shard: Vec<(usize, Vec<Watch>)> = Vec::new();
         for watch in park.keys {
             let shard = env.slots.shard_of_key(&watch.key);
@@ -619,7 +641,7 @@ impl TxJob {
             };
             out.push((shard, Msg::Park(req)));
         }
-        self.release_all(out);
+        self.release_all(env.shared, out);
         self.phase = Phase::Parked {
             id,
             shards,
@@ -647,8 +669,12 @@ impl TxJob {
                 slow: std::cell::RefCell::new(Vec::new()),
                 calls: std::cell::RefCell::new(Vec::new()),
                 unblocked: self.unblocked,
+                propagated: std::cell::RefCell::new(Vec::new()),
             };
             let step = self.plan.next(&cx, results);
+            for part in cx.propagated.take() {
+                self.repl.add(part);
+            }
             self.slow.append(&mut cx.slow.take());
             self.calls.append(&mut cx.calls.take());
             self.db = cx.db.get();
@@ -658,7 +684,7 @@ impl TxJob {
             match step {
                 Step::Hops(hops) if hops.is_empty() => results = Vec::new(),
                 Step::Hops(hops) => {
-                    self.send(hops, out);
+                    self.send(env.shared, hops, out);
                     return None;
                 }
                 Step::Park(park) => {
@@ -666,7 +692,7 @@ impl TxJob {
                     return None;
                 }
                 Step::Done(outcome) => {
-                    self.release_all(out);
+                    self.release_all(env.shared, out);
                     self.phase = Phase::Done;
                     return Some(outcome);
                 }
@@ -674,9 +700,15 @@ impl TxJob {
         }
     }
 
-    fn send(&mut self, hops: Vec<Hop>, out: &mut Vec<Outgoing>) {
+    fn send(&mut self, shared: &Shared, hops: Vec<Hop>, out: &mut Vec<Outgoing>) {
+        if hops.iter().any(|h| h.release) {
+            // A shard lets go of locks before the end: what was written goes first.
+            self.repl.flush(&shared.repl);
+        }
         self.phase = Phase::Running(hops.len());
         self.results = hops.iter().map(|_| None).collect();
+        self.parts.clear();
+        self.parts.resize_with(hops.len(), || None);
         for (index, hop) in hops.into_iter().enumerate() {
             let mut step = self.step(index);
             step.lock = hop.lock;

@@ -34,6 +34,11 @@ pub enum Work {
     /// Remember, for the transaction's tracking client (CLIENT TRACKING), that it read
     /// these keys: what a cross-shard read-only command inside EXEC read on the shard.
     Remember(Vec<Vec<u8>>),
+    /// `PUBLISH`/`SPUBLISH channel message` (its arguments), called by a script run as a
+    /// plan: published from the shard, sent to replicas among the script's writes
+    /// unless `redis.set_repl` said otherwise (the flags); its reply comes back as
+    /// [`HopOut::Reply`].
+    Publish(Vec<Vec<u8>>, u8),
 }
 
 impl fmt::Debug for Work {
@@ -42,6 +47,7 @@ impl fmt::Debug for Work {
             Work::Commands(b) => write!(f, "Commands({} commands)", b.cmds.len()),
             Work::Run(_) => f.write_str("Run(..)"),
             Work::Remember(keys) => write!(f, "Remember({} keys)", keys.len()),
+            Work::Publish(..) => f.write_str("Publish(..)"),
         }
     }
 }
@@ -83,6 +89,17 @@ impl Hop {
             try_lock: false,
             release: false,
             work: Some(Work::Commands(batch)),
+        }
+    }
+
+    /// A hop that publishes (a script's PUBLISH) from `shard` ([`Work::Publish`]).
+    pub fn publish(shard: usize, argv: Vec<Vec<u8>>, repl: u8) -> Hop {
+        Hop {
+            shard,
+            lock: Vec::new(),
+            try_lock: false,
+            release: false,
+            work: Some(Work::Publish(argv, repl)),
         }
     }
 
@@ -302,6 +319,8 @@ pub struct PlanCx<'a> {
     pub calls: std::cell::RefCell<Vec<Tally>>,
     /// CLIENT UNBLOCK ended the plan's wait (it is told `TimedOut`, as by its timeout).
     pub unblocked: bool,
+    /// Commands the plan sends replicas itself ([`PlanCx::propagate`]), in order.
+    pub propagated: std::cell::RefCell<Vec<crate::repl::master::Part>>,
 }
 
 /// A command counted in INFO commandstats by id: called, or refused before it ran.
@@ -331,6 +350,16 @@ impl PlanCx<'_> {
     /// Moves the next hops to database `db` (EXEC, along the SELECTs it runs).
     pub fn select(&self, db: usize) {
         self.db.set(db);
+    }
+
+    /// Sends replicas `argv` once, in the transaction's database, for parts its shards
+    /// did not send (`ShardCtx::replicated_once`: FLUSHALL, SWAPDB, a move across
+    /// shards), where it comes among what the transaction wrote.
+    pub fn propagate(&self, argv: &[&[u8]]) {
+        if self.shared.repl.shards_feed() {
+            let part = crate::repl::master::Part::command(Some(self.db() as u16), argv);
+            self.propagated.borrow_mut().push(part);
+        }
     }
 
     /// Names the key events of the next hops after `command` (EXEC, running a queued

@@ -4,6 +4,8 @@
 //! INFO replication and ROLE; a Goblin replica of a redis-server master and of another
 //! Goblin (REPLICAOF, READONLY, REPLICAOF NO ONE).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use goblin_tests::dataset::all_databases;
@@ -227,6 +229,17 @@ fn wait_answers_as_redis_server_does() {
         assert_eq!(
             c.cmd_str("REPLCONF bogus 1"),
             b"-ERR Unrecognized REPLCONF option: bogus\r\n",
+            "{name}"
+        );
+        // Line breaks in the option named are cleaned out of the error line.
+        assert_eq!(
+            show(&c.cmd(&[b"REPLCONF", b"\x16k\r", b"k2"])),
+            show(b"-ERR Unrecognized REPLCONF option: \x16k\r\n"),
+            "{name}"
+        );
+        assert_eq!(
+            show(&c.cmd(&[b"REPLCONF", b"a\r\nb", b"k2"])),
+            show(b"-ERR Unrecognized REPLCONF option: a  b\r\n"),
             "{name}"
         );
         assert_eq!(c.cmd_str("REPLCONF capa eof capa psync2"), b"+OK\r\n");
@@ -911,6 +924,128 @@ fn the_replication_stream_is_redis_servers() {
             .map(|c| show(&c.concat()))
             .collect::<Vec<_>>()
     );
+}
+
+/// What spans threads reaches replicas as from redis-server: a transaction's or a
+/// script's writes on several threads as one MULTI/EXEC, in its commands' order, with the
+/// FLUSHDB it ran in its place (not beside it), nothing of another client inside it;
+/// PUBLISH (alone, in MULTI, in a script) as a command of the stream; a consumer that
+/// XREADGROUP creates only with NOACK (the XCLAIMs create the others).
+#[test]
+fn what_spans_threads_reaches_replicas_as_from_redis() {
+    let goblin = Server::goblin_with(&["--threads", "4"]);
+    let dir = scratch_dir("spanning");
+    let redis = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+    // Eight keys: on four threads, some on each of several.
+    let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    let mut streams = Vec::new();
+    for server in [&goblin, &redis] {
+        let (mut sync, mut c) = attached(server);
+        // Another client writing all the while (in the same database): none of it
+        // inside a transaction.
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (stop, mut w) = (Arc::clone(&stop), server.raw());
+            ok(&mut w, "SELECT 2");
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    w.cmd(&[b"SET", format!("other{}", n % 16).as_bytes(), b"v"]);
+                    n += 1;
+                }
+            })
+        };
+        ok(&mut c, "SELECT 2");
+        for round in 0..20 {
+            ok(&mut c, "MULTI");
+            for k in &keys {
+                ok(&mut c, &format!("SET {k} {round}"));
+            }
+            ok(&mut c, "INCR k0");
+            ok(&mut c, "EXEC");
+        }
+        let script = b"for i, k in ipairs(KEYS) do redis.call('incr', k) end \
+                       redis.call('publish', 'ch', 'from a script')";
+        let mut eval: Vec<&[u8]> = vec![b"EVAL", script, b"8"];
+        eval.extend(keys.iter().map(|k| k.as_bytes()));
+        for _ in 0..20 {
+            assert_eq!(c.cmd(&eval), b"$-1\r\n");
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        for line in [
+            "MULTI",
+            "SET k1 before",
+            "FLUSHDB",
+            "SET k2 after",
+            "SET k3 after",
+            "EXEC",
+            "PUBLISH ch alone",
+            "MULTI",
+            "PUBLISH ch queued",
+            "EXEC",
+            "XADD s 1-1 f v",
+            "XADD s 1-2 f v",
+            "XADD s 1-3 f v",
+            "XGROUP CREATE s g 0",
+            "XREADGROUP GROUP g c1 COUNT 1 STREAMS s >",
+            "XREADGROUP GROUP g c2 COUNT 1 NOACK STREAMS s >",
+            "XREADGROUP GROUP g c3 COUNT 1 STREAMS s 0",
+        ] {
+            ok(&mut c, line);
+        }
+        ok(&mut c, "SET end 1");
+        // (The other client's writes left out, but not from inside a MULTI/EXEC, and
+        // the XCLAIMs' delivery times.)
+        let mut seen = Vec::new();
+        let mut inside = false;
+        for mut c in stream_commands(&mut sync) {
+            inside = (inside || c[0] == b"multi") && c[0] != b"exec";
+            if !inside && c.get(1).is_some_and(|k| k.starts_with(b"other")) {
+                continue;
+            }
+            if let Some(at) = c.iter().position(|a| a.eq_ignore_ascii_case(b"TIME")) {
+                c[at + 1] = b"*".to_vec();
+            }
+            seen.push(show(&c.join(&b' ')));
+        }
+        streams.push(seen);
+    }
+    assert_eq!(streams[0], streams[1]);
+}
+
+/// A message published on the master reaches the subscribers of its replicas, Goblin's
+/// and redis-server's, as redis-server's master sends it (and the replica's subscriber
+/// reads the write that came before it).
+#[test]
+fn a_publication_reaches_the_replicas_subscribers() {
+    let master = Server::goblin_with(&["--threads", &default_threads().max(2).to_string()]);
+    let mut m = master.raw();
+    for replica in [
+        goblin_replica_of(master.port),
+        redis_replica_of(master.port),
+    ] {
+        let mut r = replica.raw();
+        link_up(&mut r);
+        let mut sub = replica.raw();
+        sub.cmd(&[b"SUBSCRIBE", b"news"]);
+        for i in 0..20 {
+            let value = i.to_string();
+            ok(&mut m, &format!("SET latest {i}"));
+            m.cmd(&[b"PUBLISH", b"news", value.as_bytes()]);
+            let mut want = Vec::new();
+            for part in [&b"message"[..], b"news", value.as_bytes()] {
+                want.extend(format!("${}\r\n", part.len()).into_bytes());
+                want.extend_from_slice(part);
+                want.extend_from_slice(b"\r\n");
+            }
+            assert_eq!(show(&sub.reply()), show(&[b"*3\r\n", &want[..]].concat()));
+            assert_eq!(
+                r.cmd(&[b"GET", b"latest"]),
+                format!("${}\r\n{i}\r\n", value.len()).into_bytes()
+            );
+        }
+    }
 }
 
 /// A field of INFO stats.
