@@ -588,11 +588,7 @@ impl Master {
     /// `last_db` selected.
     fn append(&self, bytes: &[u8], lead: Option<(u16, usize)>, last_db: Option<u16>) {
         let mut stream = self.stream();
-        let skip = match lead {
-            Some((db, len)) if stream.db == Some(db) => len,
-            _ => 0,
-        };
-        let piece = bytes.get(skip..).unwrap_or_default();
+        let piece = unselected(bytes, lead, stream.db);
         self.grow(&mut stream, piece.len());
         stream.buf.extend_from_slice(piece);
         if last_db.is_some() {
@@ -751,17 +747,13 @@ impl Part {
     /// A command its coordinator sends once for every shard (FLUSHALL, SWAPDB, a move
     /// across shards), in database `db` when it names one.
     pub fn command(db: Option<u16>, argv: &[&[u8]]) -> Part {
-        let mut bytes = Vec::new();
+        let mut part = Part::default();
         if let Some(db) = db {
-            let n = db.to_string();
-            command(&mut bytes, 2, [&b"SELECT"[..], n.as_bytes()].into_iter());
+            select_into(&mut part.bytes, &mut part.selected, db);
         }
-        command(&mut bytes, argv.len(), argv.iter().copied());
-        Part {
-            bytes,
-            selected: db,
-            commands: 1,
-        }
+        command(&mut part.bytes, argv.len(), argv.iter().copied());
+        part.commands = 1;
+        part
     }
 }
 
@@ -779,21 +771,19 @@ pub struct Gathered {
     /// Where its MULTI goes: after the SELECT it begins with.
     body: usize,
     commands: usize,
+    /// Never wrapped in MULTI/EXEC (`TxJob::set_unwrapped`).
+    pub unwrapped: bool,
 }
 
 impl Gathered {
     /// Adds a part (its leading SELECT left out when what came before selected it).
     pub fn add(&mut self, part: Part) {
         let lead = leading_select(&part.bytes);
-        let skip = match lead {
-            Some((db, len)) if self.selected == Some(db) => len,
-            _ => 0,
-        };
         if self.buf.is_empty() {
             self.body = lead.map_or(0, |(_, len)| len);
         }
         self.buf
-            .extend_from_slice(part.bytes.get(skip..).unwrap_or_default());
+            .extend_from_slice(unselected(&part.bytes, lead, self.selected));
         self.selected = part.selected.or(self.selected);
         self.commands += part.commands;
     }
@@ -801,7 +791,7 @@ impl Gathered {
     /// Appends what it gathered to the master's stream, and starts again empty.
     pub fn flush(&mut self, master: &Master) {
         if self.commands > 0 && master.shards_feed() {
-            if self.commands > 1 {
+            if self.commands > 1 && !self.unwrapped {
                 let mut multi = Vec::with_capacity(16);
                 command(&mut multi, 1, [&b"MULTI"[..]].into_iter());
                 self.buf.splice(self.body..self.body, multi);
@@ -809,7 +799,11 @@ impl Gathered {
             }
             master.append(&self.buf, leading_select(&self.buf), self.selected);
         }
-        *self = Gathered::default();
+        let unwrapped = self.unwrapped;
+        *self = Gathered {
+            unwrapped,
+            ..Gathered::default()
+        };
     }
 }
 
@@ -828,6 +822,24 @@ struct Call {
 enum CallOf {
     Tx(TxRef),
     Script,
+}
+
+/// `SELECT db` into `buf` unless `selected` is `db` already (then it is).
+fn select_into(buf: &mut Vec<u8>, selected: &mut Option<u16>, db: u16) {
+    if *selected != Some(db) {
+        *selected = Some(db);
+        Cmd::Select(db).encode(buf);
+    }
+}
+
+/// `bytes` without their leading SELECT (`lead`, as [`leading_select`] finds it) when
+/// that database is `selected` already.
+fn unselected(bytes: &[u8], lead: Option<(u16, usize)>, selected: Option<u16>) -> &[u8] {
+    let skip = match lead {
+        Some((db, len)) if selected == Some(db) => len,
+        _ => 0,
+    };
+    bytes.get(skip..).unwrap_or_default()
 }
 
 /// `*2 $6 SELECT $n <db>` at the start of `buf`: the database and its length in bytes.
@@ -913,10 +925,7 @@ impl Feed {
     /// own otherwise.
     pub fn propagate(&mut self, db: u16, argv: &[&[u8]], in_script: bool) {
         if let Some(part) = self.part.as_mut() {
-            if part.selected != Some(db) {
-                part.selected = Some(db);
-                Cmd::Select(db).encode(&mut part.bytes);
-            }
+            select_into(&mut part.bytes, &mut part.selected, db);
             command(&mut part.bytes, argv.len(), argv.iter().copied());
             part.commands += 1;
             return;
@@ -925,10 +934,7 @@ impl Feed {
         if self.call.is_some_and(|c| Some(c.of) != of) {
             self.end_call();
         }
-        if self.selected != Some(db) {
-            self.selected = Some(db);
-            Cmd::Select(db).encode(&mut self.buf);
-        }
+        select_into(&mut self.buf, &mut self.selected, db);
         let body = self.buf.len();
         command(&mut self.buf, argv.len(), argv.iter().copied());
         match (of, self.call.as_mut()) {
@@ -952,26 +958,16 @@ impl Feed {
     /// The step begun with [`Feed::begin_part`] ends: its part, if it wrote, for its
     /// coordinator — what the shard wrote before goes into the stream now, ahead of it.
     /// A step that lets go of its locks here (`kept` false) cannot wait for its
-    /// coordinator: what it wrote is the shard's, as any unit's.
+    /// coordinator: the shard appends it itself, now.
     pub fn end_part(&mut self, master: &Master, kept: bool) -> Option<Part> {
         let part = self.part.take().filter(|p| p.commands > 0)?;
+        self.flush(master);
         if !kept {
-            self.end_call();
-            let lead = leading_select(&part.bytes);
-            let skip = match lead {
-                Some((db, len)) if self.selected == Some(db) => len,
-                _ => 0,
-            };
-            let body = self.buf.len() + lead.map_or(0, |(_, len)| len) - skip;
-            self.buf
-                .extend_from_slice(part.bytes.get(skip..).unwrap_or_default());
-            self.selected = part.selected;
-            if part.commands > 1 {
-                self.wrap(body);
-            }
+            let mut alone = Gathered::default();
+            alone.add(part);
+            alone.flush(master);
             return None;
         }
-        self.flush(master);
         Some(part)
     }
 

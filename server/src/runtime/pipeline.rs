@@ -2095,12 +2095,9 @@ impl Worker {
         }) = command
         {
             job.set_counted(id);
-            job.set_reads(
-                self.shared
-                    .commands
-                    .get(id)
-                    .is_some_and(|s| s.flags.contains(Flags::READONLY)),
-            );
+            let flags = self.shared.commands.get(id).map(|s| s.flags);
+            job.set_reads(flags.is_some_and(|f| f.contains(Flags::READONLY)));
+            job.set_unwrapped(flags.is_some_and(|f| f.contains(Flags::TOUCHES_ARBITRARY_KEYS)));
             job.set_turn(turn);
             if let Some(notify) = notify {
                 job.set_command(notify);

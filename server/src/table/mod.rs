@@ -72,6 +72,10 @@ impl Flags {
     /// Served by a replica whose link is down though `replica-serve-stale-data` is `no`
     /// (INFO, PING, REPLICAOF …).
     pub const STALE: Flags = Flags(1 << 17);
+    /// Touches keys it does not name (SCAN, RANDOMKEY: their lazy expiry); internal, as
+    /// redis-server's `CMD_TOUCHES_ARBITRARY_KEYS`: what they propagate, run directly,
+    /// is not wrapped in MULTI/EXEC.
+    pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 18);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -123,7 +127,7 @@ impl Flags {
     /// gives: `may_replicate` (EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH, SPUBLISH), which
     /// CLIENT PAUSE WRITE holds and read-only scripts refuse.
     /// And `NO_TOUCH` for the commands whose lookups redis-server makes with
-    /// `LOOKUP_NOTOUCH`.
+    /// `LOOKUP_NOTOUCH`, `TOUCHES_ARBITRARY_KEYS` for SCAN and RANDOMKEY.
     fn with_hidden(self, name: &str) -> Flags {
         let mut flags = self;
         if matches!(
@@ -145,6 +149,9 @@ impl Flags {
                 | "object|refcount"
         ) {
             flags.0 |= Flags::NO_TOUCH.0;
+        }
+        if matches!(name, "scan" | "randomkey") {
+            flags.0 |= Flags::TOUCHES_ARBITRARY_KEYS.0;
         }
         flags
     }

@@ -284,6 +284,13 @@ impl TxJob {
         self.command = Some(command);
     }
 
+    /// What the job sends replicas is not wrapped in MULTI/EXEC: its command, run
+    /// directly, touches keys it does not name (SCAN, RANDOMKEY), whose lazy expiry's
+    /// DELs redis-server sends one by one.
+    pub fn set_unwrapped(&mut self, unwrapped: bool) {
+        self.repl.unwrapped = unwrapped;
+    }
+
     /// Names the command the job runs, for INFO commandstats (`Worker::log_job`).
     pub fn set_counted(&mut self, id: usize) {
         self.counted = Some(id);
