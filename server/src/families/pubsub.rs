@@ -133,31 +133,62 @@ fn sunsubscribe(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `PUBLISH channel message`: the number of receivers, on every thread.
 fn publish(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    publish_to(ctx, args, Space::Channels);
+    publish_to(ctx, args);
 }
 
 /// `SPUBLISH shardchannel message`
 fn spublish(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    publish_to(ctx, args, Space::ShardChannels);
+    publish_to(ctx, args);
 }
 
-/// Publishes the message argument to the channel argument of `space`; replies the
-/// receivers.
-fn publish_to(ctx: &mut ConnCtx<'_>, args: &Args<'_>, space: Space) {
-    let dir = &ctx.shared.pubsub;
-    let n = ctx.hub.out.publish(dir, space, args.get(1), args.get(2));
-    // Replicas publish it to their own subscribers, as redis-server's (not in cluster
-    // mode, where the bus carries it).
-    if let Some(feed) = ctx.hub.repl.as_mut()
-        && ctx.shared.cluster.is_none()
-    {
-        feed.propagate(
-            ctx.client.db as u16,
-            &[args.get(0), args.get(1), args.get(2)],
-            false,
-        );
-    }
+/// Publishes the message argument to the channel argument; replies the receivers.
+fn publish_to(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    let argv = [args.get(0), args.get(1), args.get(2)];
+    let feed = ctx.hub.repl.as_deref_mut();
+    let at = Publishing {
+        db: ctx.client.db as u16,
+        in_script: false,
+        repl: crate::scripting::engine::REPL_ALL,
+    };
+    let n = publish_command(ctx.shared, ctx.hub.out, feed, argv, at);
     ctx.reply().integer(n as i64);
+}
+
+/// Where a PUBLISH or SPUBLISH runs, for [`publish_command`].
+pub(crate) struct Publishing {
+    /// Its client's database (its SELECT in the replication stream).
+    pub db: u16,
+    /// A script calls it: it goes to replicas among the script's writes.
+    pub in_script: bool,
+    /// Where `redis.set_repl` lets it go (`REPL_ALL` outside scripts).
+    pub repl: u8,
+}
+
+/// `PUBLISH` or `SPUBLISH` (`argv`: the name, the channel, the message) from a thread
+/// whose outgoing publications are `out`: the number of receivers. Replicas are sent it
+/// too, through the thread's replication feed, in order with its writes (as
+/// redis-server's `forceCommandPropagation`) — not in cluster mode, where the bus
+/// carries publications, nor from a script whose `redis.set_repl` leaves replicas out.
+pub(crate) fn publish_command(
+    shared: &crate::runtime::server::Shared,
+    out: &mut crate::runtime::pubsub::Outbound,
+    feed: Option<&mut crate::repl::master::Feed>,
+    argv: [&[u8]; 3],
+    at: Publishing,
+) -> usize {
+    let space = if argv[0].eq_ignore_ascii_case(b"spublish") {
+        Space::ShardChannels
+    } else {
+        Space::Channels
+    };
+    let n = out.publish(&shared.pubsub, space, argv[1], argv[2]);
+    if let Some(feed) = feed
+        && shared.cluster.is_none()
+        && at.repl & crate::scripting::engine::REPL_REPLICA != 0
+    {
+        feed.propagate(at.db, &argv, at.in_script);
+    }
+    n
 }
 
 /// The active channels of `space` matching the optional pattern argument.

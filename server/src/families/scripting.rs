@@ -804,21 +804,16 @@ fn run_here(
                             };
                         }
                         _ if matches!(spec.name, "publish" | "spublish") => {
-                            let space = if spec.name == "publish" {
-                                crate::runtime::pubsub::Space::Channels
-                            } else {
-                                crate::runtime::pubsub::Space::ShardChannels
+                            let (out, feed) = shard.publications_and_feed();
+                            let at = crate::families::pubsub::Publishing {
+                                db: db as u16,
+                                in_script: true,
+                                repl: crate::scripting::engine::run_repl(),
                             };
-                            let n = shard
-                                .pubsub
-                                .publish(&shared.pubsub, space, a.get(1), a.get(2));
-                            if crate::scripting::engine::run_repl()
-                                & crate::scripting::engine::REPL_REPLICA
-                                != 0
-                                && shared.cluster.is_none()
-                            {
-                                shard.propagate(db as u16, &[a.get(0), a.get(1), a.get(2)]);
-                            }
+                            let argv = [a.get(0), a.get(1), a.get(2)];
+                            let n = crate::families::pubsub::publish_command(
+                                shared, out, feed, argv, at,
+                            );
                             wrote = true;
                             Encoder::new(reply, cresp).integer(n as i64);
                             return Called::Reply;

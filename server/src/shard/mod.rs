@@ -645,7 +645,8 @@ impl Shard {
         }
     }
 
-    /// The connections' publications and the replication feed, for their PUBLISH.
+    /// The shard's outgoing publications and its replication feed (PUBLISH's:
+    /// `families::pubsub::publish_command`).
     pub fn publications_and_feed(
         &mut self,
     ) -> (
@@ -653,15 +654,6 @@ impl Shard {
         Option<&mut crate::repl::master::Feed>,
     ) {
         (&mut self.pubsub, self.repl.as_mut())
-    }
-
-    /// Sends replicas `argv`, a command that writes nothing but is propagated (PUBLISH,
-    /// in database `db`), in order with this shard's writes — among a script's when
-    /// one runs here.
-    pub fn propagate(&mut self, db: u16, argv: &[&[u8]]) {
-        if let Some(feed) = self.repl.as_mut() {
-            feed.propagate(db, argv, self.in_script);
-        }
     }
 
     /// Appends a command of the master's own to the replication stream (its PING).
@@ -2047,23 +2039,18 @@ impl Shard {
                 HopOut::Done
             }
             Some(Work::Publish(argv, repl)) => {
-                let space = if argv
-                    .first()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(b"spublish"))
-                {
-                    crate::runtime::pubsub::Space::ShardChannels
-                } else {
-                    crate::runtime::pubsub::Space::Channels
-                };
                 let arg = |i: usize| argv.get(i).map_or(&b""[..], Vec::as_slice);
-                let n = self.pubsub.publish(&shared.pubsub, space, arg(1), arg(2));
-                if repl & crate::scripting::engine::REPL_REPLICA != 0
-                    && shared.cluster.is_none()
-                    && let Some(feed) = self.repl.as_mut()
-                {
-                    feed.propagate(step.db as u16, &[arg(0), arg(1), arg(2)], true);
-                }
-                HopOut::Reply(format!(":{n}\r\n").into_bytes())
+                let at = crate::families::pubsub::Publishing {
+                    db: step.db as u16,
+                    in_script: true,
+                    repl,
+                };
+                let (out, feed) = self.publications_and_feed();
+                let argv = [arg(0), arg(1), arg(2)];
+                let n = crate::families::pubsub::publish_command(shared, out, feed, argv, at);
+                HopOut::Reply(crate::txn::plan::encoded(Version::Resp2, |e| {
+                    e.integer(n as i64)
+                }))
             }
             Some(Work::Commands(mut batch)) => {
                 batch.now = step.now;
