@@ -730,6 +730,8 @@ pub struct Feed {
     /// The step of a transaction run as a plan being run: what it writes is kept apart,
     /// for its coordinator to append with the rest of the transaction ([`Gathered`]).
     part: Option<Part>,
+    /// What is written now goes into the part's `after` ([`Feed::part_after`]).
+    after: bool,
 }
 
 /// What one step of a transaction run as a plan wrote on a shard, as RESP beginning with
@@ -741,6 +743,10 @@ pub struct Part {
     selected: Option<u16>,
     /// Its commands (SELECTs left out).
     commands: usize,
+    /// What its shard wrote after the step's work, which follows the whole transaction
+    /// in the stream: the deletions of expired keys its writes readied for waiters
+    /// (redis-server propagates them after the EXEC or the command).
+    after: Option<Box<Part>>,
 }
 
 impl Part {
@@ -773,11 +779,23 @@ pub struct Gathered {
     commands: usize,
     /// Never wrapped in MULTI/EXEC (`TxJob::set_unwrapped`).
     pub unwrapped: bool,
+    /// The parts' `after`, appended after the rest, unwrapped.
+    after: Option<Box<Gathered>>,
 }
 
 impl Gathered {
     /// Adds a part (its leading SELECT left out when what came before selected it).
-    pub fn add(&mut self, part: Part) {
+    pub fn add(&mut self, mut part: Part) {
+        if let Some(after) = part.after.take() {
+            self.after
+                .get_or_insert_with(|| {
+                    Box::new(Gathered {
+                        unwrapped: true,
+                        ..Gathered::default()
+                    })
+                })
+                .add(*after);
+        }
         let lead = leading_select(&part.bytes);
         if self.buf.is_empty() {
             self.body = lead.map_or(0, |(_, len)| len);
@@ -800,10 +818,14 @@ impl Gathered {
             master.append(&self.buf, leading_select(&self.buf), self.selected);
         }
         let unwrapped = self.unwrapped;
+        let after = std::mem::take(&mut self.after);
         *self = Gathered {
             unwrapped,
             ..Gathered::default()
         };
+        if let Some(mut after) = after {
+            after.flush(master);
+        }
     }
 }
 
@@ -858,7 +880,10 @@ impl Feed {
     /// script's while `in_script`) are grouped; a unit of no call that is more than one
     /// command (expiry's deletions excepted) is a transaction of its own.
     pub fn on_write(&mut self, write: &Write<'_>, in_script: bool) {
-        if let Some(part) = self.part.as_mut() {
+        if let Some(mut part) = self.part.as_mut() {
+            if self.after {
+                part = part.after.get_or_insert_default();
+            }
             let mut commands = 0;
             effect_commands(write, &mut part.selected, &mut part.bytes, |buf, cmd| {
                 commands += usize::from(!matches!(cmd, Cmd::Select(_)));
@@ -955,12 +980,21 @@ impl Feed {
         self.part = Some(Part::default());
     }
 
+    /// What the shard writes from now on (`on`), until called again with `false`, goes
+    /// into the step's part's `after`: it follows the whole transaction.
+    pub fn part_after(&mut self, on: bool) {
+        self.after = on;
+    }
+
     /// The step begun with [`Feed::begin_part`] ends: its part, if it wrote, for its
     /// coordinator — what the shard wrote before goes into the stream now, ahead of it.
     /// A step that lets go of its locks here (`kept` false) cannot wait for its
     /// coordinator: the shard appends it itself, now.
     pub fn end_part(&mut self, master: &Master, kept: bool) -> Option<Part> {
-        let part = self.part.take().filter(|p| p.commands > 0)?;
+        let part = self
+            .part
+            .take()
+            .filter(|p| p.commands > 0 || p.after.is_some())?;
         self.flush(master);
         if !kept {
             let mut alone = Gathered::default();

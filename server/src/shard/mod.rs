@@ -137,6 +137,11 @@ pub struct Shard {
     serving_deferred: u32,
     /// Those keys, by database.
     deferred_ready: Vec<(usize, Vec<u8>)>,
+    /// Keys waited for that serving found past their deadline, by database: deleted
+    /// once the unit of work that readied them is done, their DELs after it in the
+    /// replication stream ([`Shard::expire_waited`]), as redis-server's serving of its
+    /// blocked clients looks them up for writing after the command.
+    expired_waited: Vec<(usize, Vec<u8>)>,
     /// Cluster mode: this thread's copy of the node's routes (renewed when the
     /// cluster's version moves on; its worker routes with it too).
     pub(crate) routes: Option<Arc<crate::cluster::Routes>>,
@@ -263,6 +268,7 @@ impl Shard {
             script_oom_free: false,
             serving_deferred: 0,
             deferred_ready: Vec::new(),
+            expired_waited: Vec::new(),
             routes: None,
             cluster: None,
             locks: LockTable::default(),
@@ -1208,7 +1214,27 @@ impl Shard {
             .iter()
             .filter(|(_, d, k)| *d == db && *k == key)
             .count();
-        for (tx, id, key, serve, with) in self.waiters.serve(key, db, keyspace, now, reserved) {
+        if keyspace
+            .peek_expiry(key)
+            .flatten()
+            .is_some_and(|at| now > at)
+            && !self
+                .expired_waited
+                .iter()
+                .any(|(d, k)| *d == db && k == key)
+        {
+            self.expired_waited.push((db, key.to_vec()));
+        }
+        // The waits' tests read such a key as missing, and leave it for
+        // `expire_waited`: serving runs between units of work, where no deletion may be
+        // recorded.
+        keyspace.set_read_mode(ReadMode {
+            keep_expired: true,
+            ..ReadMode::default()
+        });
+        let served = self.waiters.serve(key, db, keyspace, now, reserved);
+        keyspace.set_read_mode(ReadMode::default());
+        for (tx, id, key, serve, with) in served {
             match serve {
                 Serve::Notify => self.out.push((tx.worker, Msg::Woken(tx, id, key))),
                 Serve::Lock => self.wakes.push((tx, db, key, with)),
@@ -1216,9 +1242,34 @@ impl Shard {
         }
     }
 
-    /// Whether lock waits were served and their locks are still to be granted.
+    /// Whether lock waits were served and their locks are still to be granted, or keys
+    /// waited for were found expired.
     pub fn has_wakes(&self) -> bool {
-        !self.wakes.is_empty()
+        !self.wakes.is_empty() || !self.expired_waited.is_empty()
+    }
+
+    /// Deletes the keys serving found past their deadline ([`Shard::serve_key`]), each
+    /// an expiry of its own (a DEL to replicas and the log, an `expired` notification):
+    /// after the command that readied them, or, in a transaction run as a plan, after the
+    /// transaction (the step's part's `after`). Not on a replica, nor while writes are
+    /// paused (a key past its deadline stays there, as in redis-server).
+    fn expire_waited(&mut self, shared: &Shared) {
+        let now = self.clock_hint;
+        let mut scratch = Vec::new();
+        for (db, key) in std::mem::take(&mut self.expired_waited) {
+            let mut mode = writing(shared);
+            mode.keep_expired = shared.pause.maybe() && shared.pause.until(now).is_some();
+            self.next_read_mode = Some(mode);
+            self.unit(
+                shared,
+                Origin::Expiry,
+                db,
+                now,
+                &mut scratch,
+                Version::Resp2,
+                |ctx| ctx.db.contains(&key, now),
+            );
+        }
     }
 
     /// Grants served lock waits their locks: a step per wait that locks the key (and the
@@ -1227,6 +1278,9 @@ impl Shard {
     /// batch, and by the worker after each message or command, never from inside a unit
     /// of work.
     pub fn serve_wakes(&mut self, shared: &Shared) {
+        if !self.expired_waited.is_empty() {
+            self.expire_waited(shared);
+        }
         // In the order the waits were served (their lock requests queue in that order).
         let wakes = std::mem::take(&mut self.wakes);
         for (tx, db, key, with) in wakes {
@@ -2094,6 +2148,16 @@ impl Shard {
                 out
             }
         };
+        if !self.expired_waited.is_empty() {
+            // (Their DELs follow the transaction.)
+            if let Some(feed) = self.repl.as_mut() {
+                feed.part_after(true);
+            }
+            self.expire_waited(shared);
+            if let Some(feed) = self.repl.as_mut() {
+                feed.part_after(false);
+            }
+        }
         let part = match self.repl.as_mut() {
             Some(feed) if gathering => feed.end_part(&shared.repl, !step.release),
             _ => None,

@@ -1036,6 +1036,117 @@ fn what_spans_threads_reaches_replicas_as_from_redis() {
     assert_eq!(streams[0], streams[1]);
 }
 
+/// A key a client waits for, found past its deadline when a write or a SWAPDB readies it
+/// (active expiry off), is deleted then, its DEL after the command (after the EXEC, after
+/// a transaction across threads), and the client keeps waiting — as redis-server's serving
+/// of blocked clients looks the key up for writing. On one thread and on four, the stream
+/// is redis-server's.
+#[test]
+fn an_expired_key_a_client_waits_for_is_deleted_after_the_command() {
+    let redis = || {
+        let dir = scratch_dir("waited-expired");
+        Server::redis_with(&[
+            "--dir",
+            dir.to_str().unwrap(),
+            "--enable-debug-command",
+            "local",
+        ])
+    };
+    let one = Server::goblin_with(&["--threads", "1", "--enable-debug-command", "local"]);
+    let four = Server::goblin_with(&["--threads", "4", "--enable-debug-command", "local"]);
+    // (DEBUG SLEEP inside EXEC runs after the transaction's keys on several threads:
+    // only on one.)
+    assert_eq!(waited_expired(&one, true), waited_expired(&redis(), true));
+    assert_eq!(
+        waited_expired(&four, false),
+        waited_expired(&redis(), false)
+    );
+}
+
+/// [`an_expired_key_a_client_waits_for_is_deleted_after_the_command`]'s scenarios on
+/// `server`: the replication stream.
+fn waited_expired(server: &Server, sleeping: bool) -> Vec<String> {
+    let (mut sync, mut c) = attached(server);
+    ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0");
+    // A blocked BRPOP on `key` in database 9; its client's id.
+    let block = |c: &mut Raw, key: &str| {
+        let mut b = server.raw();
+        ok(&mut b, "SELECT 9");
+        let id = String::from_utf8_lossy(&b.cmd_str("CLIENT ID")).into_owned();
+        let id = id.trim_start_matches(':').trim().to_string();
+        b.send(format!("BRPOP {key} 0\r\n").as_bytes());
+        poll(
+            "the client is not blocked",
+            || String::from_utf8_lossy(&c.cmd_str("INFO clients")).into_owned(),
+            |i| i.contains("blocked_clients:1\r\n"),
+        );
+        (b, id)
+    };
+    // It still waits: unblocked, it reads nil. Then a write in another database (the
+    // DEL came before it).
+    let still_blocked = |c: &mut Raw, (mut b, id): (Raw, String), at: &str| {
+        let list =
+            String::from_utf8_lossy(&c.cmd_str(&format!("CLIENT LIST ID {id}"))).into_owned();
+        assert!(list.contains("flags=b"), "{at}: not blocked: {list}");
+        assert_eq!(c.cmd_str(&format!("CLIENT UNBLOCK {id}")), b":1\r\n");
+        assert_eq!(b.reply(), b"*-1\r\n");
+        ok(&mut server.raw(), &format!("SET {at} done"));
+    };
+    // An expired list in database 1 (`key`).
+    let expired = |c: &mut Raw, key: &str| {
+        for line in [
+            "SELECT 1",
+            &format!("RPUSH {key} hello"),
+            &format!("PEXPIRE {key} 50"),
+        ] {
+            ok(c, line);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // SWAPDB brings it to the database a client waits in.
+    expired(&mut c, "k");
+    let waiting = block(&mut c, "k");
+    ok(&mut c, "SWAPDB 1 9");
+    still_blocked(&mut c, waiting, "swapdb");
+    // EXEC pushes, sets a deadline and sleeps past it.
+    if sleeping {
+        ok(&mut c, "SELECT 9");
+        let waiting = block(&mut c, "q");
+        for line in [
+            "MULTI",
+            "RPUSH q hello",
+            "PEXPIRE q 100",
+            "DEBUG SLEEP 0.2",
+            "EXEC",
+        ] {
+            ok(&mut c, line);
+        }
+        still_blocked(&mut c, waiting, "exec");
+    }
+    // EXEC writes keys on several threads and swaps the expired list in.
+    expired(&mut c, "r");
+    let waiting = block(&mut c, "r");
+    ok(&mut c, "MULTI");
+    for i in 0..8 {
+        ok(&mut c, &format!("SET x{i} {i}"));
+    }
+    for line in ["SWAPDB 1 9", "EXEC"] {
+        ok(&mut c, line);
+    }
+    still_blocked(&mut c, waiting, "exec-swapdb");
+    ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 1");
+    ok(&mut c, "SET end 1");
+    stream_commands(&mut sync)
+        .into_iter()
+        .map(|mut c| {
+            if c[0] == b"pexpireat" {
+                c[2] = b"*".to_vec();
+            }
+            show(&c.join(&b' '))
+        })
+        .collect()
+}
+
 /// A message published on the master reaches the subscribers of its replicas, Goblin's
 /// and redis-server's, as redis-server's master sends it (and the replica's subscriber
 /// reads the write that came before it).
