@@ -10,8 +10,9 @@
 //! BLMPOP) reuse: [`state`], [`is_ready`], [`pop`], [`push`], [`lmove_local`],
 //! [`mpop_local`], [`parse_mpop`], the reply helpers, and the plans' pieces.
 //!
-//! Effects: every list command is deterministic, so handlers log nothing (a command is its
-//! own effect). A plan's hop logs what it wrote on its shard: `LPOP src` / `RPOP src`,
+//! Effects: list commands are deterministic, so handlers log nothing (a command is its
+//! own effect) but LMPOP, which logs `LPOP key count` / `RPOP key count` as redis-server
+//! propagates it. A plan's hop logs what it wrote on its shard: `LPOP src` / `RPOP src`,
 //! `LPUSH dst element` / `RPUSH dst element`, `LPOP key count` / `RPOP key count`.
 
 use goblin_protocol::{Encoder, parse_i64};
@@ -783,7 +784,14 @@ fn lmpop(ctx: &mut ShardCtx<'_>, args: &Args<'_>) {
         Err(e) => return e.send(&mut ctx.out),
     };
     match mpop_local(ctx.db, ctx.now, m.keys(args), m.end, m.count) {
-        Ok(Some((key, elements))) => reply_key_elements(&mut ctx.out, key, &elements),
+        Ok(Some((key, elements))) => {
+            // Replicas and the log get LPOP or RPOP with the count popped, as from
+            // redis-server.
+            if ctx.logging() {
+                ctx.log(&[m.end.pop_command(), key, &decimal(elements.len() as i64)]);
+            }
+            reply_key_elements(&mut ctx.out, key, &elements)
+        }
         Ok(None) => ctx.out.null_array(),
         Err(WrongType) => ctx.out.error(errors::WRONGTYPE),
     }

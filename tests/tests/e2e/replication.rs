@@ -996,6 +996,14 @@ fn what_spans_threads_reaches_replicas_as_from_redis() {
             "XREADGROUP GROUP g c1 COUNT 1 STREAMS s >",
             "XREADGROUP GROUP g c2 COUNT 1 NOACK STREAMS s >",
             "XREADGROUP GROUP g c3 COUNT 1 STREAMS s 0",
+            // The pops of several keys go as pops with a count.
+            "RPUSH l a b c d",
+            "LMPOP 1 l LEFT COUNT 2",
+            "LMPOP 2 nothing l RIGHT",
+            "BLMPOP 0 1 l RIGHT COUNT 5",
+            "ZADD z 1 a 2 b 3 c",
+            "ZMPOP 1 z MIN COUNT 2",
+            "BZMPOP 0 2 nothing z MAX",
             "DEBUG SET-ACTIVE-EXPIRE 0",
         ] {
             ok(&mut c, line);
