@@ -234,7 +234,7 @@ pub(crate) fn load_rdb(
             crate::util::strerror(&e)
         )
     })?;
-    load_rdb_bytes(shared, &data, path, now, policy, put, expired)
+    load_rdb_bytes(shared, &data, path, Some(now), policy, put, expired)
 }
 
 /// This server is configured to follow a master.
@@ -280,12 +280,15 @@ fn restore_history(shared: &Shared, history: History, expired: Vec<(usize, Vec<u
 }
 
 /// [`load_rdb`] of a file's bytes (`path` names it in errors); where its RDB ends (a
-/// log's base in redis-server's old form goes on with records after it).
+/// log's base in redis-server's old form goes on with records after it). Keys whose
+/// deadline is before `now` are dropped, unless `now` is `None`: a log's base keeps
+/// them, for the records after it may have written to them before their deadline (as
+/// redis-server loads a log's RDB preamble).
 fn load_rdb_bytes(
     shared: &Shared,
     data: &[u8],
     path: &Path,
-    now: Millis,
+    now: Option<Millis>,
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
     mut expired_keys: Option<&mut Vec<(usize, Vec<u8>)>>,
@@ -314,7 +317,7 @@ fn load_rdb_bytes(
             }
             return Ok(());
         };
-        if k.expire_at.is_some_and(|at| at < now) {
+        if k.expire_at.zip(now).is_some_and(|(at, now)| at < now) {
             expired += 1;
             if let Some(keys) = expired_keys.as_mut() {
                 keys.push((db, k.key));
@@ -391,14 +394,16 @@ struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     fn new(shared: &'a Shared) -> Replay<'a> {
+        let mut shard = Shard::new(
+            0,
+            Arc::new(SlotMap::contiguous(1)),
+            shared.commands.all().len(),
+            shared.config.databases,
+        );
+        shard.set_replaying();
         Replay {
             shared,
-            shard: Shard::new(
-                0,
-                Arc::new(SlotMap::contiguous(1)),
-                shared.commands.all().len(),
-                shared.config.databases,
-            ),
+            shard,
             out: Vec::new(),
             db: 0,
             file_slots: (0..goblin_store::SLOTS as u16).collect(),
@@ -507,7 +512,8 @@ impl<'a> Replay<'a> {
         for &slot in &self.file_slots {
             let mut moved: Vec<Loaded> = Vec::new();
             for (from, to) in [(a, b), (b, a)] {
-                self.shard.drain_slot_for_load(from, slot, now, |k, v, at| {
+                // (Keys past their deadline move too: nothing expires in a replay.)
+                self.shard.drain_slot_for_load(from, slot, 0, |k, v, at| {
                     moved.push((to, k, v, at));
                 });
             }
@@ -782,7 +788,7 @@ fn replay_base(
             replay.shared,
             &bytes,
             &path,
-            now,
+            None,
             RestorePolicy::Replace,
             &mut |db, k, v, at| shard.load_one(db, k, v, at, now),
             None,

@@ -184,6 +184,10 @@ pub struct Shard {
     /// command's: counted, untouched …); each unit takes it, and without it a unit's
     /// lookups are a write's ([`writing`]).
     next_read_mode: Option<ReadMode>,
+    /// It replays a log at start-up (or for DEBUG LOADAOF): nothing expires, and a
+    /// deadline already past is kept, as redis-server loads its log — a key the log
+    /// wrote to before its deadline keeps its deadline, and expires once loaded.
+    replaying: bool,
     /// Some observer needs the keys of written values ([`Observer::wants_written_keys`]).
     observers_want_keys: bool,
     /// Slow commands run here, for the connection's worker to log (SLOWLOG).
@@ -288,6 +292,7 @@ impl Shard {
             published: 0,
             writes: 0,
             next_read_mode: None,
+            replaying: false,
             observers_want_keys: false,
             slow: Vec::new(),
             errors: Default::default(),
@@ -313,6 +318,11 @@ impl Shard {
         for (db, key, value, expire_at) in keys {
             self.load_one(db, key, value, expire_at, now);
         }
+    }
+
+    /// The shard replays a log ([`Shard::replaying`]).
+    pub(crate) fn set_replaying(&mut self) {
+        self.replaying = true;
     }
 
     /// Stores one loaded key in database `db` (the loader's own keyspaces; a database
@@ -922,7 +932,11 @@ impl Shard {
         self.clock_hint = now;
         let (keyspace, others) = self.dbs.split(db);
         let mode = self.next_read_mode.take();
-        keyspace.set_read_mode(mode.unwrap_or_else(|| writing(shared)));
+        let mode = mode.unwrap_or_else(|| writing(shared));
+        keyspace.set_read_mode(ReadMode {
+            replica: mode.replica || self.replaying,
+            ..mode
+        });
         let changes = keyspace.changes();
         let mut ctx = ShardCtx::new(
             (keyspace, others),

@@ -1390,3 +1390,85 @@ fn total_forks_counts_background_jobs_as_redis_does() {
     }
     assert_eq!(seen[1], seen[0]);
 }
+
+/// A key the log wrote to before its deadline, whose deadline passed before the log is
+/// loaded again, is gone once loaded — as from redis-server, which loads a log (and its
+/// RDB base) without expiring anything: Goblin's replay expired such a key at the write
+/// (or left it out of the base), so the write made a new key without a deadline (`INCR
+/// k` after `SET k 0 PX 400` came back as `k = 1`, for ever).
+#[test]
+fn keys_written_before_their_deadline_expire_after_a_reload_as_redis_does() {
+    let transcript = |kind: &str| -> Vec<String> {
+        let dir = Dir::new("deadline-reload");
+        let threads = default_threads().max(2).to_string();
+        let mut args = vec![
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--enable-debug-command",
+            "yes",
+        ];
+        if kind == "goblin" {
+            args.extend(["--threads", &threads]);
+        }
+        let start = || match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut server = start();
+        let mut raw = server.raw();
+        ok(&mut raw, "DEBUG SET-ACTIVE-EXPIRE 0");
+        // In the base the rewrite writes…
+        for line in [
+            "SET k 0 PX 400",
+            "HSET h f v",
+            "PEXPIRE h 400",
+            "RPUSH l a",
+            "PEXPIRE l 400",
+            "SADD s a",
+            "PEXPIRE s 400",
+            "SET live 1",
+        ] {
+            ok(&mut raw, line);
+        }
+        assert!(cmd(&mut raw, "BGREWRITEAOF").starts_with(b"+"));
+        wait_info(&mut raw, "aof_rewrites:1");
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        // …and in the log after it (a SWAPDB brings a key with a deadline over).
+        for line in [
+            "INCR k",
+            "HINCRBY h n 1",
+            "RPUSH l b",
+            "SADD s b",
+            "SET c 0 PX 400",
+            "INCR c",
+            "SELECT 1",
+            "SET w v PX 400",
+            "SELECT 0",
+            "SWAPDB 0 1",
+            "APPEND w x",
+        ] {
+            ok(&mut raw, line);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        server.kill();
+        let server = start();
+        let mut raw = server.raw();
+        let mut out = Vec::new();
+        for line in ["SELECT 0", "SELECT 1"] {
+            ok(&mut raw, line);
+            for key in ["k", "h", "l", "s", "c", "w", "live"] {
+                out.push(format!(
+                    "{line} {key}: {}",
+                    show(&cmd(&mut raw, &format!("EXISTS {key}")))
+                ));
+            }
+        }
+        out.push(show(&cmd(&mut raw, "GET live")));
+        out
+    };
+    assert_eq!(transcript("goblin"), transcript("redis"));
+}
