@@ -45,6 +45,7 @@ pub(crate) fn fcall_invocation<'a>(
     shared: &Shared,
     read_only: bool,
     args: &Args<'a>,
+    obeyed: bool,
 ) -> Result<Invocation<'a>, Vec<u8>> {
     let f = shared
         .functions
@@ -59,7 +60,7 @@ pub(crate) fn fcall_invocation<'a>(
         return Err(b"ERR Number of keys can't be negative".to_vec());
     }
     let flags = f.def().flags;
-    check_flags(shared, flags, read_only)?;
+    check_flags(shared, flags, read_only, obeyed)?;
     let n = numkeys as usize;
     Ok(Invocation {
         read_only: read_only || flags.has(ScriptFlags::NO_WRITES),

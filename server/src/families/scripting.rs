@@ -202,9 +202,10 @@ pub(crate) fn invocation<'a>(
     shared: &Shared,
     name: &str,
     args: &Args<'a>,
+    obeyed: bool,
 ) -> Result<Invocation<'a>, Vec<u8>> {
     if name.starts_with("fcall") {
-        return super::functions::fcall_invocation(shared, name.ends_with("_ro"), args);
+        return super::functions::fcall_invocation(shared, name.ends_with("_ro"), args, obeyed);
     }
     let kind = kind(name);
     let numkeys =
@@ -225,7 +226,7 @@ pub(crate) fn invocation<'a>(
     let n = numkeys as usize;
     let keys: Vec<&[u8]> = (0..n).map(|i| args.get(3 + i)).collect();
     let argv: Vec<&[u8]> = (3 + n..args.len()).map(|i| args.get(i)).collect();
-    check_flags(shared, script.flags, kind.read_only)?;
+    check_flags(shared, script.flags, kind.read_only, obeyed)?;
     Ok(Invocation {
         read_only: kind.read_only || script.flags.has(ScriptFlags::NO_WRITES),
         callee: Callee::Script(script),
@@ -267,13 +268,15 @@ pub(crate) fn command_flags(shared: &Shared, spec: &CommandSpec, args: &Args<'_>
     }
 }
 
-/// `scriptPrepareForRun`'s checks of a script's (or function's) flags.
+/// `scriptPrepareForRun`'s checks of a script's (or function's) flags; a replayed log's
+/// (`obeyed`) runs whatever the replica's state or the disk's.
 pub(crate) fn check_flags(
     shared: &Shared,
     flags: ScriptFlags,
     read_only: bool,
+    obeyed: bool,
 ) -> Result<(), Vec<u8>> {
-    let stale = shared.follow.stale();
+    let stale = shared.follow.stale() && !obeyed;
     if flags.has(ScriptFlags::EVAL_COMPAT) && stale {
         return Err(errors::MASTERDOWN.to_vec());
     }
@@ -285,12 +288,12 @@ pub(crate) fn check_flags(
         );
     }
     if !flags.has(ScriptFlags::EVAL_COMPAT) && !flags.has(ScriptFlags::NO_WRITES) {
-        if shared.follow.only_master_writes() {
+        if shared.follow.only_master_writes() && !obeyed {
             return Err(
                 b"READONLY Can not run script with write flag on readonly replica".to_vec(),
             );
         }
-        if let Some(refusal) = shared.persist.write_refusal() {
+        if let Some(refusal) = shared.persist.write_refusal().filter(|_| !obeyed) {
             return Err(refusal);
         }
         if read_only {
@@ -514,18 +517,21 @@ pub(crate) type Refusal = (Option<usize>, Vec<u8>);
 
 /// What a script's command is checked against before it runs: Redis's checks
 /// (`luaRedisGenericCommand`, `scriptCall`), in its order, and then the permissions of
-/// the user who runs the script (`caller`, when restricted). `Ok` with the command.
+/// the user who runs the script (`caller`, when restricted). `Ok` with the command. A
+/// replayed log's script is `obeyed` (Redis's `mustObeyClient`): a read-only or stale
+/// replica, or too few replicas, refuse none of its writes.
 pub(crate) fn check_call<'t>(
     shared: &'t Shared,
     caller: Option<&crate::acl::Caller>,
     argv: &Args<'_>,
     read_only: bool,
     now: u64,
+    obeyed: bool,
 ) -> Result<&'t CommandSpec, Refusal> {
     let spec = check_command(&shared.commands, argv)?;
     let refused = |e: &[u8]| Err((Some(spec.id), e.to_vec()));
     // On a replica whose link is down, as on its connections (`MASTERDOWN`).
-    if !spec.flags.contains(Flags::STALE) && shared.follow.stale() {
+    if !spec.flags.contains(Flags::STALE) && shared.follow.stale() && !obeyed {
         return refused(b"ERR Can not execute the command on a stale replica");
     }
     if let Some(caller) = caller
@@ -539,7 +545,7 @@ pub(crate) fn check_call<'t>(
     if read_only && propagates {
         return refused(b"ERR Write commands are not allowed from read-only scripts.");
     }
-    if spec.flags.contains(Flags::WRITE) {
+    if spec.flags.contains(Flags::WRITE) && !obeyed {
         if shared.follow.only_master_writes() {
             return refused(errors::READONLY_REPLICA);
         }
@@ -640,7 +646,7 @@ fn run_script(
     call: &OnShard<'_, '_>,
     out: &mut Vec<u8>,
 ) -> bool {
-    let inv = match invocation(shared, call.spec.name, call.args) {
+    let inv = match invocation(shared, call.spec.name, call.args, shard.replaying()) {
         Ok(inv) => inv,
         Err(e) => {
             Encoder::new(out, call.resp).error_sanitized(&e);
@@ -727,6 +733,7 @@ fn run_here(
     let mut wrote = false;
     let mut restart = false;
     let caller = shard.script_caller.clone();
+    let obeyed = shard.replaying();
     shard.set_in_script(true);
     let ran = crate::scripting::engine::with_caller(caller.as_ref(), || {
         inv.callee.with_engine(shared, |engine| {
@@ -750,7 +757,9 @@ fn run_here(
                     return Called::Refused(RUN_AGAIN.to_vec());
                 }
                 {
-                    let spec = match check_call(shared, caller.as_deref(), a, inv.read_only, now) {
+                    let checked =
+                        check_call(shared, caller.as_deref(), a, inv.read_only, now, obeyed);
+                    let spec = match checked {
                         Ok(spec) => spec,
                         Err((id, e)) => {
                             if let Some(id) = id {
@@ -1082,7 +1091,7 @@ pub(crate) mod plan {
 
     /// Makes the plan.
     pub fn script_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
-        let inv = invocation(start.shared, start.spec.name, start.args)?;
+        let inv = invocation(start.shared, start.spec.name, start.args, false)?;
         // A script that declares no key runs with every shard locked: what it touches
         // it names itself (`run_script` gives such a run up for this plan).
         // So does one whose code may stray from its keys (`Callee::strays_with`).
@@ -1158,7 +1167,7 @@ pub(crate) mod plan {
         ) -> Result<Routed, Resume> {
             Args::with_owned(argv, |a| {
                 let caller = self.caller.as_deref();
-                let spec = match check_call(cx.shared, caller, a, self.read_only, cx.now) {
+                let spec = match check_call(cx.shared, caller, a, self.read_only, cx.now, false) {
                     Ok(spec) => spec,
                     Err((id, e)) => {
                         cx.calls.borrow_mut().extend(id.map(Tally::Rejected));

@@ -325,6 +325,12 @@ impl Shard {
         self.replaying = true;
     }
 
+    /// Whether the shard replays a log: its scripts' writes are obeyed, as redis-server
+    /// obeys its log's client (a read-only replica's too).
+    pub(crate) fn replaying(&self) -> bool {
+        self.replaying
+    }
+
     /// Stores one loaded key in database `db` (the loader's own keyspaces; a database
     /// past the last is the caller's to refuse).
     pub fn load_one(

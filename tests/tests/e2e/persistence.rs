@@ -1472,3 +1472,53 @@ fn keys_written_before_their_deadline_expire_after_a_reload_as_redis_does() {
     };
     assert_eq!(transcript("goblin"), transcript("redis"));
 }
+
+/// A log's scripts (EVAL records, as redis-server before 7.0 could log them) write on a
+/// read-only replica too: the replay is obeyed, as redis-server obeys its log's client. Before, each script's write was
+/// refused (`READONLY`) and the key was missing.
+#[test]
+fn a_replayed_scripts_writes_are_obeyed_on_a_read_only_replica() {
+    let record = |argv: &[&str]| {
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        goblin_tests::encode(&argv)
+    };
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let dir = Dir::new("replayed-scripts");
+        let logs = dir.path().join("appendonlydir");
+        fs::create_dir_all(&logs).unwrap();
+        fs::write(
+            logs.join("appendonly.aof.manifest"),
+            "file appendonly.aof.1.incr.aof seq 1 type i\n",
+        )
+        .unwrap();
+        let mut log = record(&["SELECT", "9"]);
+        log.extend(record(&[
+            "EVAL",
+            "redis.call('set',KEYS[1],'100')",
+            "1",
+            "foo",
+        ]));
+        for _ in 0..2 {
+            log.extend(record(&["EVAL", "redis.call('incr',KEYS[1])", "1", "foo"]));
+        }
+        fs::write(logs.join("appendonly.aof.1.incr.aof"), log).unwrap();
+        let args = [
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--replicaof",
+            "127.0.0.1 0",
+        ];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut raw = server.raw();
+        ok(&mut raw, "SELECT 9");
+        seen.push(show(&cmd(&mut raw, "GET foo")));
+    }
+    assert_eq!(seen[0], show(b"$3\r\n102\r\n"));
+    assert_eq!(seen[1], seen[0]);
+}
