@@ -241,6 +241,12 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         };
         let resp = ctx.conn.client.resp;
         let item = match spec.exec {
+            // PUBLISH and SPUBLISH publish in their place, from the first shard (as a
+            // script run as a plan publishes): what a replica is sent of them is inside
+            // the transaction, in order with its writes, as from redis-server.
+            Exec::Conn(_) if matches!(spec.name, "publish" | "spublish") => {
+                Queued::Publish(db, cmd)
+            }
             Exec::Conn(_) | Exec::Container | Exec::Multi(_) | Exec::AskWorkers { .. } => {
                 Queued::Conn(cmd)
             }
@@ -350,6 +356,9 @@ enum Queued {
     Single(usize, Box<Batch>),
     /// Runs on the connection.
     Conn(Box<Batch>),
+    /// PUBLISH or SPUBLISH, in a database (its SELECT in the replication stream): a hop
+    /// to the first shard ([`Hop::publish`]).
+    Publish(usize, Box<Batch>),
     /// Needs a plan of its own, in a database, with the command (a SLOWLOG entry of its
     /// own, and the name of its key events when keyspace notifications are on: `true`).
     Plan(usize, Box<dyn Plan>, Arc<Batch>, bool),
@@ -516,6 +525,13 @@ impl Plan for ExecPlan {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
                 Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
+                Some(Queued::Publish(db, cmd)) => {
+                    self.in_stage.push(idx);
+                    cx.select(db);
+                    let argv = cmd.args(0).iter_from(0).map(<[u8]>::to_vec).collect();
+                    let all = crate::scripting::engine::REPL_ALL;
+                    return Step::Hops(vec![Hop::publish(0, argv, all)]);
+                }
                 Some(Queued::Plan(db, plan, command, naming)) => {
                     cx.select(db);
                     if naming {

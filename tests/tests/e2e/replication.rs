@@ -989,6 +989,13 @@ fn what_spans_threads_reaches_replicas_as_from_redis() {
             "MULTI",
             "PUBLISH ch queued",
             "EXEC",
+            // In its place among the writes.
+            "MULTI",
+            "SET k1 a",
+            "PUBLISH ch between",
+            "SET k5 b",
+            "SPUBLISH ch sharded",
+            "EXEC",
             "XADD s 1-1 f v",
             "XADD s 1-2 f v",
             "XADD s 1-3 f v",
