@@ -536,7 +536,12 @@ impl Plan for DebugPlan {
                 Step::Hops(hops)
             }
             Job::LoadAof(step @ LoadAof::Replay) => {
-                match crate::persist::load::replay_log_keys(cx.shared) {
+                // Other clients are told `LOADING` meanwhile, as redis-server tells them
+                // while it loads (a slow script of the log's too, rather than BUSY).
+                cx.shared.persist.loading_again();
+                let replayed = crate::persist::load::replay_log_keys(cx.shared);
+                cx.shared.persist.loaded();
+                match replayed {
                     Ok(chunks) => {
                         *step = LoadAof::Filled;
                         fill_hops(chunks, true, true)

@@ -186,6 +186,12 @@ impl Persist {
         self.gate() & GATE_LOADING != 0
     }
 
+    /// Loading begins again (DEBUG LOADAOF's replay): commands not allowed while loading
+    /// are refused with `LOADING` until [`Persist::loaded`].
+    pub fn loading_again(&self) {
+        self.gate.fetch_or(GATE_LOADING, Ordering::SeqCst);
+    }
+
     /// Loading is over.
     pub fn loaded(&self) {
         self.gate.fetch_and(!GATE_LOADING, Ordering::SeqCst);

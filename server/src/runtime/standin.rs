@@ -341,7 +341,7 @@ enum Answer {
 }
 
 /// The answer to a request during a busy script, as redis-server's `processCommand`
-/// gives it: the errors it checks for before (an unknown command, NOAUTH), BUSY, or what
+/// gives it: the errors it checks for before (an unknown command, NOAUTH, LOADING), BUSY, or what
 /// the commands allowed during a busy script answer.
 fn answer(
     shared: &Shared,
@@ -356,12 +356,20 @@ fn answer(
     if !authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         return Answer::Error(crate::errors::NOAUTH.to_vec());
     }
-    if !spec.flags.contains(Flags::ALLOW_BUSY) {
+    // (A slow script of a log being replayed: loading comes first.)
+    let refusal = if shared.persist.loading() && !spec.flags.contains(Flags::LOADING) {
+        Some(crate::errors::LOADING)
+    } else if !spec.flags.contains(Flags::ALLOW_BUSY) {
+        Some(crate::scripting::busy_error())
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
         // A transaction a command was refused in fails at EXEC.
         if let Some(multi) = multi.as_mut() {
             multi.dirty = true;
         }
-        return Answer::Error(crate::scripting::busy_error().to_vec());
+        return Answer::Error(refusal.to_vec());
     }
     if multi.is_some() {
         return Answer::Later;

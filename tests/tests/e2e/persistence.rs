@@ -1522,3 +1522,66 @@ fn a_replayed_scripts_writes_are_obeyed_on_a_read_only_replica() {
     assert_eq!(seen[0], show(b"$3\r\n102\r\n"));
     assert_eq!(seen[1], seen[0]);
 }
+
+/// While DEBUG LOADAOF replays a log whose script runs long, other clients are told
+/// `LOADING` (not `BUSY`), as redis-server tells them while it loads; the script's write
+/// is there afterwards.
+#[test]
+fn a_slow_script_in_a_replayed_log_answers_loading() {
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let dir = Dir::new("slow-replay");
+        let logs = dir.path().join("appendonlydir");
+        fs::create_dir_all(&logs).unwrap();
+        fs::write(
+            logs.join("appendonly.aof.manifest"),
+            "file appendonly.aof.1.incr.aof seq 1 type i\n",
+        )
+        .unwrap();
+        let script = "redis.call('set',KEYS[1],'y') local n = 0 \
+                      for i = 1, 100000000 do n = n + i end return 'ok'";
+        let mut log = goblin_tests::encode(&[b"SELECT", b"9"]);
+        log.extend(goblin_tests::encode(&[
+            b"EVAL",
+            script.as_bytes(),
+            b"1",
+            b"x",
+        ]));
+        fs::write(logs.join("appendonly.aof.1.incr.aof"), log).unwrap();
+        let args = [
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--lua-time-limit",
+            "1",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut loader = server.raw();
+        loader.send(&goblin_tests::encode(&[b"DEBUG", b"LOADAOF"]));
+        let mut other = server.raw();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let refused = loop {
+            let reply = cmd(&mut other, "PING");
+            if reply.starts_with(b"-") {
+                break show(&reply)
+                    .split(' ')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            assert!(Instant::now() < deadline, "{kind}: never refused");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let loaded = show(&loader.reply());
+        ok(&mut other, "SELECT 9");
+        seen.push((refused, loaded, show(&cmd(&mut other, "GET x"))));
+    }
+    assert_eq!(seen[0].0, "-LOADING");
+    assert_eq!(seen[1], seen[0]);
+}
