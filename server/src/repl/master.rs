@@ -553,6 +553,9 @@ impl Master {
 
     /// The snapshots ready (or failed) for replicas of `worker`: those replicas go
     /// online.
+    ///
+    /// A replica online counts as acknowledging now: `min-replicas-to-write` counts it
+    /// at once, as redis-server's `replicaPutOnline` does.
     pub fn ready_for(&self, worker: usize) -> Vec<(ConnRef, Result<Before, String>)> {
         let mut ready = Vec::new();
         for r in self.list().iter_mut() {
@@ -561,9 +564,13 @@ impl Master {
             }
             if let Some(outcome) = r.snapshot.take() {
                 r.state = ReplicaState::Online;
+                r.ack_ms = crate::clock::now_ms();
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 ready.push((r.conn, outcome));
             }
+        }
+        if !ready.is_empty() {
+            self.count_good();
         }
         ready
     }

@@ -1725,3 +1725,32 @@ fn a_waited_key_found_expired_is_deleted_and_propagated() {
     }
     assert_eq!(streams[0], streams[1]);
 }
+
+/// With `min-replicas-to-write 1`, a write right after the replica is online (before it
+/// acknowledges anything: a SYNC stream never does) is accepted, as redis-server counts
+/// a replica put online as acknowledging then.
+#[test]
+fn a_replica_counts_for_min_replicas_as_soon_as_it_is_online() {
+    let dir = scratch_dir("min-replicas-online");
+    let redis = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+    let goblin = Server::goblin_with(&["--threads", &default_threads().max(2).to_string()]);
+    let mut seen = Vec::new();
+    for server in [&redis, &goblin] {
+        let mut c = server.raw();
+        ok(&mut c, "CONFIG SET min-replicas-to-write 1");
+        let refused = show(&c.cmd_str("SET before 1"));
+        let mut sync = server.raw();
+        sync.send(b"SYNC\r\n");
+        // The first moment the replica shows online.
+        poll(
+            "the replica is not online",
+            || info(&mut c),
+            |i| i.contains("state=online"),
+        );
+        let accepted = show(&c.cmd_str("SET after 1"));
+        seen.push((refused, accepted));
+        drop(sync);
+    }
+    assert_eq!(seen[0].1, "+OK\\r\\n");
+    assert_eq!(seen[1], seen[0]);
+}
