@@ -10,7 +10,10 @@
 //! `GOBLIN.TXCOMMIT <id>`, in that worker's own file. At start-up a part is replayed
 //! only when its commit is found: a transaction comes back from a crash whole or not at
 //! all. (Every part is durable before its shard answers the coordinator, and the commit
-//! before the client is answered.)
+//! before the client is answered.) With one shard, a transaction's parts are held until
+//! its commit and written then as redis-server writes a transaction (`AofLog::held`):
+//! whole, in `MULTI` … `EXEC` when more than one command — the log of a one-thread Goblin
+//! is redis-server's to load.
 //!
 //! **Durability.** Records collect in a buffer during the loop iteration; before
 //! anything leaves the thread (replies, messages to other workers) the worker calls
@@ -116,6 +119,26 @@ pub struct AofLog {
     /// The database the file's last `SELECT` chose (`None` at the start of a file: a
     /// file's first record that needs one is preceded by its `SELECT`).
     selected: Option<u16>,
+    /// The only shard's log (`shard.1` is 1): the parts of its transactions held until
+    /// their commit, then written as redis-server writes a transaction — in
+    /// MULTI/EXEC when more than one command, no `GOBLIN.TXPART`/`TXCOMMIT` —, so that
+    /// redis-server loads the log of a one-thread Goblin.
+    held: Vec<Held>,
+    /// Transactions whose held parts a rotation wrote out as `GOBLIN.TXPART`: their
+    /// commit is a `GOBLIN.TXCOMMIT`.
+    spilled: Vec<TxRef>,
+}
+
+/// A transaction's part held until its commit (see [`AofLog::held`]).
+#[derive(Debug)]
+struct Held {
+    tx: TxRef,
+    /// Its records, beginning with a `SELECT`.
+    bytes: Vec<u8>,
+    selected: Option<u16>,
+    /// Its commands (SELECTs left out), and its records (SELECTs too).
+    commands: usize,
+    records: usize,
 }
 
 impl AofLog {
@@ -146,7 +169,43 @@ impl AofLog {
             written,
             fsync,
             warned: false,
+            held: Vec::new(),
+            spilled: Vec::new(),
         })
+    }
+
+    /// Appends a held part to the records: whole, in MULTI/EXEC when more than one
+    /// command (after its `SELECT`, left out when the file has that database
+    /// selected) — or, `spill`, framed by `GOBLIN.TXPART` for a commit to come.
+    fn write_held(&mut self, held: Held, spill: bool) {
+        let lead = crate::repl::master::leading_select(&held.bytes);
+        let (skip, body) = match lead {
+            Some((db, len)) if self.selected == Some(db) => (len, len),
+            Some((_, len)) => (0, len),
+            None => (0, 0),
+        };
+        let bytes = held.bytes.get(skip..).unwrap_or_default();
+        let body = body - skip;
+        if spill {
+            let id = tx_id(self.persist.run_id, held.tx);
+            let n = (held.records - usize::from(skip > 0)).to_string();
+            command(
+                &mut self.buf,
+                3,
+                [TXPART, id.as_bytes(), n.as_bytes()].into_iter(),
+            );
+            self.buf.extend_from_slice(bytes);
+        } else if held.commands > 1 {
+            self.buf
+                .extend_from_slice(bytes.get(..body).unwrap_or_default());
+            command(&mut self.buf, 1, [&b"MULTI"[..]].into_iter());
+            self.buf
+                .extend_from_slice(bytes.get(body..).unwrap_or_default());
+            command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+        self.selected = held.selected.or(self.selected);
     }
 
     /// A handle on the current file, for the background fsync thread.
@@ -293,8 +352,34 @@ impl Observer for AofLog {
             Origin::Step(tx) => Some(tx),
             Origin::Expiry | Origin::Eviction => None,
         };
-        // Count first (the frame says how many commands follow), then encode.
         self.check_effect(write);
+        if let Some(tx) = tx
+            && self.shard.1 == 1
+        {
+            let at = match self.held.iter().position(|h| h.tx == tx) {
+                Some(at) => at,
+                None => {
+                    self.held.push(Held {
+                        tx,
+                        bytes: Vec::new(),
+                        selected: None,
+                        commands: 0,
+                        records: 0,
+                    });
+                    self.held.len() - 1
+                }
+            };
+            if let Some(held) = self.held.get_mut(at) {
+                let (commands, records) = (&mut held.commands, &mut held.records);
+                effect_commands(write, &mut held.selected, &mut held.bytes, |buf, cmd| {
+                    *commands += usize::from(!matches!(cmd, Cmd::Select(_)));
+                    *records += 1;
+                    cmd.encode(buf);
+                });
+            }
+            return;
+        }
+        // Count first (the frame says how many commands follow), then encode.
         let (mut count, mut selects) = (0, 0);
         let mut selected = self.selected;
         effect_commands(write, &mut selected, &mut self.buf, |_, cmd| {
@@ -327,6 +412,11 @@ impl Observer for AofLog {
     }
 
     fn rotate(&mut self, seq: u64) {
+        // (Parts held across a rotation stay in the file of their writes.)
+        for held in std::mem::take(&mut self.held) {
+            self.spilled.push(held.tx);
+            self.write_held(held, true);
+        }
         self.sync();
         if self.fsync != Fsync::No
             && let Err(e) = self.file.sync_data()
@@ -359,6 +449,17 @@ impl Observer for AofLog {
     }
 
     fn on_commit(&mut self, tx: TxRef) {
+        if self.shard.1 == 1 {
+            if let Some(at) = self.held.iter().position(|h| h.tx == tx) {
+                let held = self.held.swap_remove(at);
+                self.write_held(held, false);
+                return;
+            }
+            let Some(at) = self.spilled.iter().position(|t| *t == tx) else {
+                return;
+            };
+            self.spilled.swap_remove(at);
+        }
         let id = tx_id(self.persist.run_id, tx);
         command(&mut self.buf, 2, [TXCOMMIT, id.as_bytes()].into_iter());
     }

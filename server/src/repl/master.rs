@@ -872,7 +872,7 @@ fn unselected(bytes: &[u8], lead: Option<(u16, usize)>, selected: Option<u16>) -
 }
 
 /// `*2 $6 SELECT $n <db>` at the start of `buf`: the database and its length in bytes.
-fn leading_select(buf: &[u8]) -> Option<(u16, usize)> {
+pub(crate) fn leading_select(buf: &[u8]) -> Option<(u16, usize)> {
     const HEAD: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$";
     let rest = buf.strip_prefix(HEAD)?;
     let nl = rest.iter().position(|&b| b == b'\r')?;

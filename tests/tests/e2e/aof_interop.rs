@@ -114,6 +114,62 @@ fn logs_that_redis_server_wrote_load_as_there() {
     }
 }
 
+/// The log of a one-thread Goblin is redis-server's to load: its transactions (EXEC, a
+/// FLUSHALL inside one, MSET, SWAPDB) are written as redis-server writes them, in
+/// MULTI/EXEC or alone, without Goblin's `GOBLIN.TXPART`/`TXCOMMIT` records — before and
+/// after a rewrite.
+#[test]
+fn a_one_thread_log_loads_in_redis_server() {
+    let dir = Dir::new("aof-to-redis");
+    let args = [
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
+    let mut goblin_args = args.to_vec();
+    goblin_args.extend(["--threads", "1"]);
+    let mut goblin = Server::goblin_with(&goblin_args);
+    let mut raw = goblin.raw();
+    let more = [
+        "MSET m:a 1 m:b 2 m:c 3",
+        "MULTI",
+        "SET gone 1",
+        "FLUSHALL",
+        "SET kept 1",
+        "EXEC",
+        "SWAPDB 0 7",
+        "SWAPDB 7 0",
+        "RPUSH src x y",
+        "LMOVE src dst LEFT RIGHT",
+    ];
+    for line in WRITES.iter().chain(&more) {
+        ok(&mut raw, line);
+    }
+    ok(&mut raw, "BGREWRITEAOF");
+    wait_rewrite(&mut raw);
+    for line in WRITES.iter().chain(&more) {
+        ok(&mut raw, line);
+    }
+    ok(&mut raw, "SET after:rewrite 1");
+    let want = all_databases(&mut goblin.client());
+    goblin.kill();
+    let logs = fs::read_dir(dir.path().join("appendonlydir")).unwrap();
+    for file in logs.flatten() {
+        let bytes = fs::read(file.path()).unwrap();
+        assert!(
+            !bytes.windows(7).any(|w| w.eq_ignore_ascii_case(b"GOBLIN.")),
+            "{}",
+            file.path().display()
+        );
+    }
+    let mut redis = Server::redis_with(&args);
+    assert_eq!(all_databases(&mut redis.client()), want);
+    redis.kill();
+}
+
 /// The log's records as redis-server writes them.
 fn records(lines: &[&str]) -> Vec<u8> {
     lines
