@@ -917,6 +917,87 @@ mod tests {
         assert_eq!(strerror(&io::Error::other("plain")), "plain");
     }
 
+    /// With one shard a transaction's parts are held until its commit and written as
+    /// redis-server writes a transaction; a rotation meanwhile writes them out framed,
+    /// and the commit is then a `GOBLIN.TXCOMMIT`.
+    #[test]
+    fn one_shard_writes_transactions_as_redis_server() {
+        let dir = std::env::temp_dir().join(format!("goblin-held-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let persist = Arc::new(Persist::new(&crate::config::PersistConfig::default()));
+        let name = "appendonly.aof".to_string();
+        let first = generation_file(&name, 1, 0, 1).name;
+        let mut log = AofLog::open(
+            persist,
+            Fsync::No,
+            dir.clone(),
+            name.clone(),
+            (0, 1),
+            &first,
+        )
+        .expect("open");
+        let cmds = |argvs: &[&[&str]]| -> Vec<Vec<Vec<u8>>> {
+            argvs
+                .iter()
+                .map(|a| a.iter().map(|w| w.as_bytes().to_vec()).collect())
+                .collect()
+        };
+        let write = |log: &mut AofLog, origin: Origin<'_>, db: u16, effect: &[Vec<Vec<u8>>]| {
+            log.on_write(&Write {
+                origin,
+                db,
+                events: &[],
+                unlisted: 0,
+                effect: Effect::Commands(effect),
+            });
+        };
+        let (t1, t2) = (TxRef { worker: 0, seq: 1 }, TxRef { worker: 0, seq: 2 });
+        write(&mut log, Origin::Step(t1), 2, &cmds(&[&["SET", "a", "1"]]));
+        // Another client's write between the steps goes first.
+        write(&mut log, Origin::Expiry, 2, &cmds(&[&["DEL", "x"]]));
+        write(&mut log, Origin::Step(t1), 3, &cmds(&[&["SET", "b", "2"]]));
+        log.on_commit(t1);
+        // One command alone, in the database selected already.
+        write(&mut log, Origin::Step(t2), 3, &cmds(&[&["SET", "c", "3"]]));
+        log.on_commit(t2);
+        // A commit with no part here writes nothing.
+        log.on_commit(TxRef { worker: 0, seq: 9 });
+        let t3 = TxRef { worker: 0, seq: 3 };
+        write(&mut log, Origin::Step(t3), 3, &cmds(&[&["SET", "d", "4"]]));
+        log.rotate(2);
+        log.on_commit(t3);
+        log.sync();
+        let text = |argvs: &[&[&str]]| -> String {
+            let mut out = Vec::new();
+            for a in argvs {
+                command(&mut out, a.len(), a.iter().map(|w| w.as_bytes()));
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let read = |file: &str| {
+            String::from_utf8_lossy(&fs::read(dir.join(file)).expect("read")).into_owned()
+        };
+        let id = tx_id(log.persist.run_id, t3);
+        assert_eq!(
+            read(&first),
+            text(&[
+                &["SELECT", "2"],
+                &["DEL", "x"],
+                &["MULTI"],
+                &["SET", "a", "1"],
+                &["SELECT", "3"],
+                &["SET", "b", "2"],
+                &["EXEC"],
+                &["SET", "c", "3"],
+                &["GOBLIN.TXPART", &id, "1"],
+                &["SET", "d", "4"],
+            ])
+        );
+        let second = generation_file(&name, 2, 0, 1).name;
+        assert_eq!(read(&second), text(&[&["GOBLIN.TXCOMMIT", &id]]));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn lengths_are_decimal() {
         for n in [0, 7, 10, 99, 100, 12345, usize::MAX] {
