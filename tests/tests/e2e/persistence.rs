@@ -1473,6 +1473,26 @@ fn keys_written_before_their_deadline_expire_after_a_reload_as_redis_does() {
     assert_eq!(transcript("goblin"), transcript("redis"));
 }
 
+/// A `kind` server (`redis` or `goblin`) started on a log of `records` in `dir` — one
+/// record file, named by a manifest as redis-server names its first — with `extra`
+/// arguments.
+fn started_on_log(kind: &str, dir: &Dir, records: &[u8], extra: &[&str]) -> Server {
+    let logs = dir.path().join("appendonlydir");
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(
+        logs.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    fs::write(logs.join("appendonly.aof.1.incr.aof"), records).unwrap();
+    let mut args = vec!["--dir", dir.arg(), "--appendonly", "yes"];
+    args.extend(extra);
+    match kind {
+        "redis" => Server::redis_with(&args),
+        _ => Server::goblin_with(&args),
+    }
+}
+
 /// A log's scripts (EVAL records, as redis-server before 7.0 could log them) write on a
 /// read-only replica too: the replay is obeyed, as redis-server obeys its log's client. Before, each script's write was
 /// refused (`READONLY`) and the key was missing.
@@ -1485,13 +1505,6 @@ fn a_replayed_scripts_writes_are_obeyed_on_a_read_only_replica() {
     let mut seen = Vec::new();
     for kind in ["redis", "goblin"] {
         let dir = Dir::new("replayed-scripts");
-        let logs = dir.path().join("appendonlydir");
-        fs::create_dir_all(&logs).unwrap();
-        fs::write(
-            logs.join("appendonly.aof.manifest"),
-            "file appendonly.aof.1.incr.aof seq 1 type i\n",
-        )
-        .unwrap();
         let mut log = record(&["SELECT", "9"]);
         log.extend(record(&[
             "EVAL",
@@ -1502,19 +1515,7 @@ fn a_replayed_scripts_writes_are_obeyed_on_a_read_only_replica() {
         for _ in 0..2 {
             log.extend(record(&["EVAL", "redis.call('incr',KEYS[1])", "1", "foo"]));
         }
-        fs::write(logs.join("appendonly.aof.1.incr.aof"), log).unwrap();
-        let args = [
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--replicaof",
-            "127.0.0.1 0",
-        ];
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => Server::goblin_with(&args),
-        };
+        let server = started_on_log(kind, &dir, &log, &["--replicaof", "127.0.0.1 0"]);
         let mut raw = server.raw();
         ok(&mut raw, "SELECT 9");
         seen.push(show(&cmd(&mut raw, "GET foo")));
@@ -1531,13 +1532,6 @@ fn a_slow_script_in_a_replayed_log_answers_loading() {
     let mut seen = Vec::new();
     for kind in ["redis", "goblin"] {
         let dir = Dir::new("slow-replay");
-        let logs = dir.path().join("appendonlydir");
-        fs::create_dir_all(&logs).unwrap();
-        fs::write(
-            logs.join("appendonly.aof.manifest"),
-            "file appendonly.aof.1.incr.aof seq 1 type i\n",
-        )
-        .unwrap();
         let script = "redis.call('set',KEYS[1],'y') local n = 0 \
                       for i = 1, 100000000 do n = n + i end return 'ok'";
         let mut log = goblin_tests::encode(&[b"SELECT", b"9"]);
@@ -1547,21 +1541,8 @@ fn a_slow_script_in_a_replayed_log_answers_loading() {
             b"1",
             b"x",
         ]));
-        fs::write(logs.join("appendonly.aof.1.incr.aof"), log).unwrap();
-        let args = [
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--lua-time-limit",
-            "1",
-            "--enable-debug-command",
-            "yes",
-        ];
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => Server::goblin_with(&args),
-        };
+        let debug = ["--lua-time-limit", "1", "--enable-debug-command", "yes"];
+        let server = started_on_log(kind, &dir, &log, &debug);
         let mut loader = server.raw();
         loader.send(&goblin_tests::encode(&[b"DEBUG", b"LOADAOF"]));
         let mut other = server.raw();
