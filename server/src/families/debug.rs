@@ -42,6 +42,8 @@ const LOADAOF_WITHOUT_LOG: &[u8] =
 
 const HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
@@ -117,6 +119,8 @@ enum Job {
     /// Answers at once (SLEEP sleeps first).
     Sleep(f64),
     ActiveExpire(bool),
+    /// AOF-FLUSH-SLEEP: microseconds.
+    AofFlushSleep(u64),
     SkipChecksum(bool),
     /// PAUSE-CRON.
     PauseCron(bool),
@@ -173,6 +177,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::Sleep(secs)
     } else if is("SET-ACTIVE-EXPIRE") && n == 3 {
         Job::ActiveExpire(atoi(args.get(2)) != 0)
+    } else if is("AOF-FLUSH-SLEEP") && n == 3 {
+        Job::AofFlushSleep(u64::try_from(atoi(args.get(2))).unwrap_or(0))
     } else if is("SET-SKIP-CHECKSUM-VALIDATION") && n == 3 {
         Job::SkipChecksum(atoi(args.get(2)) != 0)
     } else if is("PAUSE-CRON") && n == 3 {
@@ -380,6 +386,13 @@ impl Plan for DebugPlan {
                 cx.shared.active_expire.store(*on, Ordering::Relaxed);
                 cx.done(|e| e.ok())
             }
+            Job::AofFlushSleep(micros) => {
+                cx.shared
+                    .persist
+                    .aof_flush_sleep_us
+                    .store(*micros, Ordering::Relaxed);
+                cx.done(|e| e.ok())
+            }
             Job::SkipChecksum(skip) => {
                 goblin_store::rdb::set_skip_checksum(*skip);
                 cx.done(|e| e.ok())
@@ -538,9 +551,16 @@ impl Plan for DebugPlan {
             Job::LoadAof(step @ LoadAof::Replay) => {
                 // Other clients are told `LOADING` meanwhile, as redis-server tells them
                 // while it loads (a slow script of the log's too, rather than BUSY).
-                cx.shared.persist.loading_again();
+                // (Not when the start-up load is still going on: its end says when.)
+                let persist = &cx.shared.persist;
+                let gated = !persist.loading();
+                if gated {
+                    persist.loading_again();
+                }
                 let replayed = crate::persist::load::replay_log_keys(cx.shared);
-                cx.shared.persist.loaded();
+                if gated {
+                    persist.loaded();
+                }
                 match replayed {
                     Ok(chunks) => {
                         *step = LoadAof::Filled;

@@ -469,6 +469,10 @@ impl Observer for AofLog {
             return;
         }
         let persist = &self.persist;
+        let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
+        if sleep > 0 {
+            std::thread::sleep(Duration::from_micros(sleep));
+        }
         match (&self.file).write_all(&self.buf) {
             Ok(()) => {
                 self.written += self.buf.len() as u64;

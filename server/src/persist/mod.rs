@@ -47,6 +47,9 @@ pub struct Persist {
     stop_writes_on_bgsave_error: AtomicBool,
     /// `appendfsync`, as CONFIG SET leaves it (0 always, 1 everysec, 2 no).
     appendfsync: AtomicU8,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds each log slept before writing its records
+    /// (0: none), for redis-server's tests of what a reply waits for.
+    pub aof_flush_sleep_us: AtomicU64,
     /// Unix time of the last successful save, in seconds.
     pub last_save: AtomicU64,
     /// Changes since the last successful save (approximately: write commands run).
@@ -121,6 +124,7 @@ impl Persist {
             has_save_rules: AtomicBool::new(!config.save.is_empty()),
             stop_writes_on_bgsave_error: AtomicBool::new(config.stop_writes_on_bgsave_error),
             appendfsync: AtomicU8::new(fsync_code(config.appendfsync)),
+            aof_flush_sleep_us: AtomicU64::new(0),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),
             saving: AtomicBool::new(false),

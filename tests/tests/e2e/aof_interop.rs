@@ -156,6 +156,11 @@ fn a_one_thread_log_loads_in_redis_server() {
     ok(&mut raw, "SET after:rewrite 1");
     let want = all_databases(&mut goblin.client());
     goblin.kill();
+    // Goblin loads it back…
+    let mut again = Server::goblin_with(&goblin_args);
+    assert_eq!(all_databases(&mut again.client()), want);
+    again.kill();
+    // …and so does redis-server.
     let logs = fs::read_dir(dir.path().join("appendonlydir")).unwrap();
     for file in logs.flatten() {
         let bytes = fs::read(file.path()).unwrap();

@@ -1566,3 +1566,52 @@ fn a_slow_script_in_a_replayed_log_answers_loading() {
     assert_eq!(seen[0].0, "-LOADING");
     assert_eq!(seen[1], seen[0]);
 }
+
+/// DEBUG AOF-FLUSH-SLEEP: the log sleeps that long before each write of its records, and
+/// a write's reply still comes only once its record is in the file (what redis-server's
+/// `AOF fsync always barrier issue` test looks at).
+#[test]
+fn debug_aof_flush_sleep_delays_the_log_not_past_the_reply() {
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let dir = Dir::new("flush-sleep");
+        let mut args = vec![
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--enable-debug-command",
+            "yes",
+        ];
+        if kind == "goblin" {
+            args.extend(["--threads", "1"]);
+        }
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&args),
+        };
+        let mut raw = server.raw();
+        ok(&mut raw, "SET warm 1");
+        let sizes = |dir: &Dir| -> u64 {
+            incr_files(dir.path())
+                .iter()
+                .map(|p| fs::metadata(p).map_or(0, |m| m.len()))
+                .sum()
+        };
+        let before = sizes(&dir);
+        ok(&mut raw, "DEBUG AOF-FLUSH-SLEEP 200000");
+        let started = Instant::now();
+        let reply = show(&cmd(&mut raw, "INCR counter"));
+        let took = started.elapsed();
+        let grown = sizes(&dir) > before;
+        ok(&mut raw, "DEBUG AOF-FLUSH-SLEEP 0");
+        let started = Instant::now();
+        ok(&mut raw, "INCR counter");
+        let quick = started.elapsed() < Duration::from_millis(150);
+        seen.push((reply, took >= Duration::from_millis(200), grown, quick));
+    }
+    assert_eq!(seen[0], (show(b":1\r\n"), true, true, true));
+    assert_eq!(seen[1], seen[0]);
+}
