@@ -1391,6 +1391,28 @@ fn total_forks_counts_background_jobs_as_redis_does() {
     assert_eq!(seen[1], seen[0]);
 }
 
+/// A `kind` server (`redis` or `goblin`, on `threads`) in `dir` with the log on, synced
+/// on every write, and DEBUG allowed.
+fn logging(kind: &str, dir: &Dir, threads: &str) -> Server {
+    let mut args = vec![
+        "--dir",
+        dir.arg(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ];
+    match kind {
+        "redis" => Server::redis_with(&args),
+        _ => {
+            args.extend(["--threads", threads]);
+            Server::goblin_with(&args)
+        }
+    }
+}
+
 /// A key the log wrote to before its deadline, whose deadline passed before the log is
 /// loaded again, is gone once loaded — as from redis-server, which loads a log (and its
 /// RDB base) without expiring anything: Goblin's replay expired such a key at the write
@@ -1401,23 +1423,7 @@ fn keys_written_before_their_deadline_expire_after_a_reload_as_redis_does() {
     let transcript = |kind: &str| -> Vec<String> {
         let dir = Dir::new("deadline-reload");
         let threads = default_threads().max(2).to_string();
-        let mut args = vec![
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--enable-debug-command",
-            "yes",
-        ];
-        if kind == "goblin" {
-            args.extend(["--threads", &threads]);
-        }
-        let start = || match kind {
-            "redis" => Server::redis_with(&args),
-            _ => Server::goblin_with(&args),
-        };
+        let start = || logging(kind, &dir, &threads);
         let mut server = start();
         let mut raw = server.raw();
         ok(&mut raw, "DEBUG SET-ACTIVE-EXPIRE 0");
@@ -1575,23 +1581,7 @@ fn debug_aof_flush_sleep_delays_the_log_not_past_the_reply() {
     let mut seen = Vec::new();
     for kind in ["redis", "goblin"] {
         let dir = Dir::new("flush-sleep");
-        let mut args = vec![
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--enable-debug-command",
-            "yes",
-        ];
-        if kind == "goblin" {
-            args.extend(["--threads", "1"]);
-        }
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => Server::goblin_with(&args),
-        };
+        let server = logging(kind, &dir, "1");
         let mut raw = server.raw();
         ok(&mut raw, "SET warm 1");
         let sizes = |dir: &Dir| -> u64 {
