@@ -150,6 +150,9 @@ pub const TIMEOUT_NEGATIVE: &[u8] = b"ERR timeout is negative";
 pub const TIMEOUT_NOT_INTEGER: &[u8] = b"ERR timeout is not an integer or out of range";
 /// DEBUG while `enable-debug-command` does not allow it.
 pub const DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+/// MODULE LOAD, LOADEX or UNLOAD while `enable-module-command` does not allow it.
+pub const MODULE_NOT_ALLOWED: &[u8] = b"ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 /// A millisecond timeout that overflows when added to the clock.
 pub const TIMEOUT_OUT_OF_RANGE: &[u8] = b"ERR timeout is out of range";
 /// CLIENT KILL MAXAGE with a value that is not an integer (Redis 7.4).

@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use goblin_protocol::{Encoder, format_double};
 use goblin_store::{Keyspace, StreamId, ValueRef};
 
-use crate::config::Allow;
 use crate::errors;
 use crate::persist::snapshot::{SaveKind, SavePlan};
 use crate::sha1::{Sha1, hex};
@@ -159,7 +158,6 @@ fn debug_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let job = job(start.args).unwrap_or_else(Job::Refuse);
     Ok(Box::new(DebugPlan {
         job,
-        local_client: start.local_client || start.master,
         master: start.master,
         sent: false,
     }))
@@ -348,7 +346,6 @@ fn atoi(s: &[u8]) -> i64 {
 #[derive(Debug)]
 struct DebugPlan {
     job: Job,
-    local_client: bool,
     /// Run by this replica's link to its master.
     master: bool,
     sent: bool,
@@ -358,17 +355,6 @@ impl Plan for DebugPlan {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         let first = !self.sent;
         self.sent = true;
-        if first {
-            let allowed = match cx.shared.config.enable_debug_command {
-                _ if self.master => true,
-                Allow::Yes => true,
-                Allow::No => false,
-                Allow::Local => self.local_client,
-            };
-            if !allowed {
-                return cx.done(|e| e.error(errors::DEBUG_NOT_ALLOWED));
-            }
-        }
         match &mut self.job {
             Job::Refuse(error) => cx.done(|e| e.error(error)),
             Job::Sleep(secs) => {

@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::config::Allow;
 use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Step};
@@ -41,8 +40,6 @@ pub fn register(table: &mut CommandTable) {
     );
 }
 
-const MODULE_NOT_ALLOWED: &[u8] = b"ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
-
 /// `MODULE HELP`
 fn module_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
@@ -66,23 +63,10 @@ fn module_list(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().array(0);
 }
 
-/// Whether `enable-module-command` lets this client load and unload modules.
-fn module_allowed(ctx: &ConnCtx<'_>) -> bool {
-    match ctx.shared.config.enable_module_command {
-        Allow::Yes => true,
-        Allow::No => false,
-        Allow::Local => ctx.client.origin.is_local(),
-    }
-}
-
-/// `MODULE LOAD path [arg ...]`, `MODULE LOADEX path …`: refused as redis-server refuses
-/// them by default; where allowed, the load fails (Goblin loads no module), as a module
+/// `MODULE LOAD path [arg ...]`, `MODULE LOADEX path …` (refused before they run unless
+/// `enable-module-command` allows them, as DEBUG: `Flags::PROTECTED`): the load fails (Goblin loads no module), as a module
 /// that cannot be loaded fails in redis-server.
 fn module_load(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    if !module_allowed(ctx) {
-        ctx.reply().error(MODULE_NOT_ALLOWED);
-        return;
-    }
     crate::log!(
         Warning,
         "Module {} failed to load: Goblin does not load modules",
@@ -94,10 +78,6 @@ fn module_load(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 
 /// `MODULE UNLOAD name`: there is none to unload.
 fn module_unload(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
-    if !module_allowed(ctx) {
-        ctx.reply().error(MODULE_NOT_ALLOWED);
-        return;
-    }
     ctx.reply()
         .error(b"ERR Error unloading module: no such module with that name");
 }

@@ -28,8 +28,9 @@ use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Decoded, Encoder, Version};
 
+use crate::config::Allow;
 use crate::runtime::ask::WorkerView;
-use crate::runtime::client::ReplyMode;
+use crate::runtime::client::{Client, ReplyMode};
 use crate::runtime::conn::{Asking, Conn, Deferred};
 use crate::runtime::msg::{Batch, ConnRef, LockMode, Msg, TxRef};
 use crate::runtime::server::Shared;
@@ -304,7 +305,12 @@ impl Worker {
         // Refused before it runs (or is queued in MULTI, which it then aborts): before
         // AUTH, by the user's permissions, while loading, while writes cannot be
         // persisted.
-        let refusal = if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+        let refusal = if spec.flags.contains(Flags::PROTECTED)
+            && let Some(refusal) = protected_refusal(shared, &conn.client, spec)
+        {
+            // (Before AUTH, as in redis-server.)
+            Some(refusal.to_vec())
+        } else if !conn.client.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
             Some(crate::errors::NOAUTH.to_vec())
         } else if conn.multi.is_some() && spec.flags.contains(Flags::NO_MULTI) {
             // SAVE, SHUTDOWN (and replication's SYNC, PSYNC).
@@ -857,7 +863,7 @@ fn acl_denied(
 }
 
 /// Logs slow commands sent by `client` (SLOWLOG), or by a script it ran.
-fn log_slow(shared: &Shared, client: &crate::runtime::client::Client, slow: Vec<SlowCmd>) {
+fn log_slow(shared: &Shared, client: &Client, slow: Vec<SlowCmd>) {
     let addr = client.origin.addr();
     let name = client.name.clone().unwrap_or_default();
     for cmd in slow {
@@ -889,7 +895,7 @@ fn nanos_since(started: std::time::Instant) -> u64 {
 fn log_command(
     shard: Option<&mut crate::shard::Shard>,
     shared: &Shared,
-    client: &crate::runtime::client::Client,
+    client: &Client,
     spec: &CommandSpec,
     args: &Args<'_>,
     now: goblin_store::Millis,
@@ -963,6 +969,35 @@ fn replication_refusal(
         return None;
     };
     Some(refusal.to_vec())
+}
+
+/// Why a protected command (DEBUG; MODULE LOAD, LOADEX, UNLOAD) is refused to this
+/// client, if it is: `enable-debug-command` or `enable-module-command` is `no`, or
+/// `local` and the client is not on the loopback interface or the Unix socket. The link
+/// to this replica's master runs what it is sent.
+fn protected_refusal(
+    shared: &Shared,
+    client: &Client,
+    spec: &CommandSpec,
+) -> Option<&'static [u8]> {
+    let (allow, refusal) = if spec.name == "debug" {
+        (
+            shared.config.enable_debug_command,
+            crate::errors::DEBUG_NOT_ALLOWED,
+        )
+    } else {
+        (
+            shared.config.enable_module_command,
+            crate::errors::MODULE_NOT_ALLOWED,
+        )
+    };
+    let allowed = client.master
+        || match allow {
+            Allow::Yes => true,
+            Allow::No => false,
+            Allow::Local => client.origin.is_local(),
+        };
+    (!allowed).then_some(refusal)
 }
 
 /// Why persistence refuses `spec` now, if it does: `LOADING` for a command not allowed

@@ -76,6 +76,10 @@ impl Flags {
     /// redis-server's `CMD_TOUCHES_ARBITRARY_KEYS`: what they propagate, run directly,
     /// is not wrapped in MULTI/EXEC.
     pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 18);
+    /// Run only by the clients `enable-debug-command` (DEBUG) or `enable-module-command`
+    /// (MODULE LOAD, LOADEX, UNLOAD) allows; internal, as redis-server's `CMD_PROTECTED`
+    /// is hidden from COMMAND INFO.
+    pub const PROTECTED: Flags = Flags(1 << 19);
 
     const NAMES: &'static [(&'static str, Flags)] = &[
         ("write", Flags::WRITE),
@@ -127,7 +131,8 @@ impl Flags {
     /// gives: `may_replicate` (EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH, SPUBLISH), which
     /// CLIENT PAUSE WRITE holds and read-only scripts refuse.
     /// And `NO_TOUCH` for the commands whose lookups redis-server makes with
-    /// `LOOKUP_NOTOUCH`, `TOUCHES_ARBITRARY_KEYS` for SCAN and RANDOMKEY.
+    /// `LOOKUP_NOTOUCH`, `TOUCHES_ARBITRARY_KEYS` for SCAN and RANDOMKEY, `PROTECTED` for
+    /// DEBUG and MODULE's loading and unloading.
     fn with_hidden(self, name: &str) -> Flags {
         let mut flags = self;
         if matches!(
@@ -152,6 +157,12 @@ impl Flags {
         }
         if matches!(name, "scan" | "randomkey") {
             flags.0 |= Flags::TOUCHES_ARBITRARY_KEYS.0;
+        }
+        if matches!(
+            name,
+            "debug" | "module|load" | "module|loadex" | "module|unload"
+        ) {
+            flags.0 |= Flags::PROTECTED.0;
         }
         flags
     }

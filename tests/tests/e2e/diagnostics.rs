@@ -27,6 +27,42 @@ fn items(reply: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// DEBUG and MODULE LOAD, LOADEX and UNLOAD are refused before anything else is checked,
+/// as redis-server refuses its protected commands: inside MULTI the refusal is not queued
+/// and EXEC answers EXECABORT; before AUTH they answer the refusal, not NOAUTH.
+#[test]
+fn protected_commands_are_refused_before_they_are_queued_or_authenticated() {
+    for args in [&[][..], &["--requirepass", "pw"][..]] {
+        let mut d = goblin_tests::diff::Differential::with_servers(
+            Server::goblin_with(&[&["--threads", "3"], args].concat()),
+            Server::redis_with(args),
+        );
+        d.check_lines(
+            "
+            DEBUG SLEEP 0
+            MODULE UNLOAD foo
+            MODULE LOAD /x.so
+            MODULE LIST
+            AUTH pw
+            MULTI
+            SET k 1
+            DEBUG SLEEP 0
+            EXEC
+            GET k
+            MULTI
+            MODULE LOADEX /x.so
+            SET k 2
+            EXEC
+            GET k
+            MULTI
+            MODULE LIST
+            SET k 3
+            EXEC
+            ",
+        );
+    }
+}
+
 /// DEBUG is refused unless `enable-debug-command` allows it, with redis-server's text;
 /// allowed, SLEEP and SET-ACTIVE-EXPIRE act as in redis-server.
 #[test]
