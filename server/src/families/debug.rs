@@ -620,7 +620,17 @@ fn reload_hops(cx: &PlanCx<'_>, flush: bool, merge: bool) -> Step {
             chunk.push((db, key, value, at));
         }
     };
-    let read = crate::persist::load::load_rdb(cx.shared, &path, now, policy, &mut put, None);
+    // A replica keeps the keys past their deadline (the full sync's snapshot's too), as
+    // redis-server's: its master's DELs remove them.
+    let master = cx.shared.follow.view().is_none();
+    let read = crate::persist::load::load_rdb(
+        cx.shared,
+        &path,
+        master.then_some(now),
+        policy,
+        &mut put,
+        None,
+    );
     if let Err(e) = &read {
         crate::log!(Warning, "DEBUG RELOAD: {e}");
         if !flush {

@@ -173,14 +173,15 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
         load_log(shared, &mut sink)?
     } else {
         if let Some(path) = snapshot_source(shared)? {
-            let now = clock::now_ms();
-            // A master sends its replicas a DEL of each key found expired, when the file
-            // recorded a history they continue.
-            let mut expired = (!is_replica(shared)).then(Vec::new);
+            // A master drops the keys found expired, and sends its replicas a DEL of
+            // each, when the file recorded a history they continue; a replica keeps
+            // them.
+            let master = !is_replica(shared);
+            let mut expired = master.then(Vec::new);
             let info = load_rdb(
                 shared,
                 &path,
-                now,
+                master.then(clock::now_ms),
                 RestorePolicy::Replace,
                 &mut |db, k, v, at| sink.put(db, k, v, at),
                 expired.as_mut(),
@@ -219,11 +220,14 @@ fn snapshot_source(shared: &Shared) -> Result<Option<PathBuf>, String> {
 }
 
 /// Reads an RDB file, handing each live key to `put` with its database (and those found
-/// expired to `expired`, when given); what the file said besides its keys.
+/// expired to `expired`, when given); what the file said besides its keys. Keys whose
+/// deadline is before `now` are dropped; with `now` `None` they are kept, as a replica
+/// keeps them (redis-server drops them only when it is a master: a replica's keys
+/// expire by its master's DEL).
 pub(crate) fn load_rdb(
     shared: &Shared,
     path: &Path,
-    now: Millis,
+    now: Option<Millis>,
     policy: RestorePolicy,
     put: &mut dyn FnMut(usize, Vec<u8>, Value, Option<Millis>),
     expired: Option<&mut Vec<(usize, Vec<u8>)>>,
@@ -234,7 +238,7 @@ pub(crate) fn load_rdb(
             crate::util::strerror(&e)
         )
     })?;
-    load_rdb_bytes(shared, &data, path, Some(now), policy, put, expired)
+    load_rdb_bytes(shared, &data, path, now, policy, put, expired)
 }
 
 /// This server is configured to follow a master.
@@ -574,7 +578,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                 load_rdb(
                     shared,
                     &path,
-                    now,
+                    (!is_replica(shared)).then_some(now),
                     RestorePolicy::Replace,
                     &mut |db, k, v, at| {
                         replay.shard.load_one(db, k, v, at, now);

@@ -451,6 +451,39 @@ fn expired_keys_stay_on_a_replica_until_the_master_deletes_them() {
     }
 }
 
+/// A key past its deadline in the master's snapshot (active expiry off there) stays on a
+/// replica that loads it in a full sync, until the master deletes it, as on a
+/// redis-server replica of the same master (a replica drops no key as it loads).
+#[test]
+fn expired_keys_of_a_full_sync_stay_on_the_replica_until_the_master_deletes_them() {
+    let master = Server::redis_with(&["--enable-debug-command", "yes"]);
+    let mut m = master.raw();
+    ok(&mut m, "DEBUG SET-ACTIVE-EXPIRE 0");
+    ok(&mut m, "SET short v PX 50");
+    ok(&mut m, "SET long v");
+    std::thread::sleep(Duration::from_millis(150));
+    let goblin = goblin_replica_of(master.port);
+    let redis = redis_replica_of(master.port);
+    let mut seen = Vec::new();
+    for replica in [&goblin, &redis] {
+        let mut r = replica.raw();
+        link_up(&mut r);
+        seen.push([
+            r.cmd_str("DBSIZE"),
+            r.cmd_str("EXISTS short"),
+            r.cmd_str("GET long"),
+        ]);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[0][0], b":2\r\n");
+    // The master's own lookup deletes it: a DEL for every replica.
+    assert_eq!(m.cmd_str("GET short"), b"$-1\r\n");
+    assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
+    for replica in [&goblin, &redis] {
+        assert_eq!(replica.raw().cmd_str("DBSIZE"), b":1\r\n");
+    }
+}
+
 /// What a replica refuses, as redis-server's: a write, and a script or function that may
 /// write (`READONLY`, with the script's or the call's words); with
 /// `replica-serve-stale-data no` and its link down, whatever is not flagged `stale`
