@@ -247,9 +247,8 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             Exec::Conn(_) if matches!(spec.name, "publish" | "spublish") => {
                 Queued::Publish(db, cmd)
             }
-            Exec::Conn(_) | Exec::Container | Exec::Multi(_) | Exec::AskWorkers { .. } => {
-                Queued::Conn(cmd)
-            }
+            Exec::Conn(_) => Queued::OnConn(cmd),
+            Exec::Container | Exec::Multi(_) | Exec::AskWorkers { .. } => Queued::Conn(cmd),
             Exec::Plan(cross) => match (cross.plan)(&start) {
                 Ok(plan) => {
                     whole_shards |= plan.whole_shards();
@@ -305,6 +304,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             next: 0,
             outcomes: (0..n).map(|_| None).collect(),
             in_stage: Vec::new(),
+            on_conn: None,
             current: None,
         }),
         locks,
@@ -354,7 +354,11 @@ fn error_reply(resp: goblin_protocol::Version, text: &[u8]) -> Vec<u8> {
 enum Queued {
     /// Runs on one shard (the batch says in which database).
     Single(usize, Box<Batch>),
-    /// Runs on the connection.
+    /// Runs on the connection, in its place (the plan hands it over: [`Step::Conn`]).
+    OnConn(Box<Batch>),
+    /// Runs on the connection as EXEC's reply is written: a command that asks every
+    /// worker (CLIENT KILL, LIST …), which cannot wait for their answers holding the
+    /// transaction's locks.
     Conn(Box<Batch>),
     /// PUBLISH or SPUBLISH, in a database (its SELECT in the replication stream): a hop
     /// to the first shard ([`Hop::publish`]).
@@ -377,6 +381,8 @@ struct ExecPlan {
     outcomes: Vec<Option<Outcome>>,
     /// Commands of the hop in flight, in order.
     in_stage: Vec<usize>,
+    /// The command the connection runs now ([`Queued::OnConn`]).
+    on_conn: Option<usize>,
     /// A sub-plan in progress, for command `next - 1` (the transaction's hops stay in
     /// its database until it is done).
     current: Option<SubPlan>,
@@ -495,6 +501,14 @@ impl Plan for ExecPlan {
                     return step;
                 }
             }
+        } else if let Some(idx) = self.on_conn.take() {
+            // Whatever the connection wrote is the command's reply (a SUBSCRIBE writes
+            // one per channel).
+            let reply = match results.into_iter().next() {
+                Some(HopOut::Reply(r)) => r,
+                _ => Vec::new(),
+            };
+            self.outcomes[idx] = Some(Outcome::Reply(reply));
         } else if !self.in_stage.is_empty() {
             let mut replies = match results.into_iter().next() {
                 Some(HopOut::Reply(r)) => r,
@@ -525,6 +539,10 @@ impl Plan for ExecPlan {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
                 Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
+                Some(Queued::OnConn(cmd)) => {
+                    self.on_conn = Some(idx);
+                    return Step::Conn(cmd);
+                }
                 Some(Queued::Publish(db, cmd)) => {
                     self.in_stage.push(idx);
                     cx.select(db);
@@ -563,7 +581,8 @@ impl Plan for ExecPlan {
                     self.in_stage.push(idx);
                     cx.select(batch.db);
                     // Later commands for the same shard and database join the hop,
-                    // skipping over connection commands (which touch no keys).
+                    // skipping over those run as the reply is written (which touch no
+                    // keys).
                     while let Some(next) = self.queued.get_mut(self.next) {
                         match next {
                             Some(Queued::Single(s, more)) if *s == shard && more.db == batch.db => {

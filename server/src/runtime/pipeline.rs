@@ -37,8 +37,8 @@ use crate::runtime::server::Shared;
 use crate::runtime::slowlog::SlowCmd;
 use crate::runtime::tracking::{Reader, Tracked};
 use crate::runtime::worker::{BATCH_REPLY_BUDGET, OUTPUT_HIGH_WATER, Worker};
-use crate::shard::PREFETCH_AHEAD;
 use crate::shard::slots::SlotMap;
+use crate::shard::{Outgoing, PREFETCH_AHEAD};
 use crate::table::handler::{Args, ConnCtx, Exec, Hub, MultiCall, MultiCtx, Started};
 use crate::table::{CommandSpec, Flags, Rejection};
 use crate::txn::coordinator::{Entry, Env, JobTiming, TxJob};
@@ -2156,6 +2156,7 @@ impl Worker {
         self.lend_conns(Some(key));
         let done = job.start(&env, &mut out);
         self.take_back_conns();
+        let done = self.run_conn_steps(&mut job, done, &mut out);
         self.route(out);
         match done {
             Some(outcome) => {
@@ -2336,6 +2337,64 @@ impl Worker {
         let mut runs = ExecConnRuns::default();
         self.write_replies(key, deferred, |ctx| write_outcome(ctx, outcome, &mut runs));
         self.count_exec_conn_runs(runs);
+    }
+
+    /// Runs the commands a job's plan hands its connection ([`Step::Conn`]: EXEC's
+    /// queued connection commands, in their place), feeding each reply back, until the
+    /// plan sends hops, parks or finishes (`done`: what it did last). Called with the
+    /// connections taken back from the stand-in.
+    pub(crate) fn run_conn_steps(
+        &mut self,
+        job: &mut TxJob,
+        mut done: Option<Outcome>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        while done.is_none()
+            && let Some(command) = job.take_conn_command()
+        {
+            let reply = self.run_on_conn(job.conn, command);
+            let shared = Arc::clone(&self.shared);
+            let slots = Arc::clone(self.shard.slots());
+            let env = Env {
+                shared: &shared,
+                slots: &slots,
+                now: self.now,
+            };
+            self.lend_conns(Some(job.conn));
+            done = job.on_conn_reply(reply, &env, out);
+            self.take_back_conns();
+        }
+        done
+    }
+
+    /// Runs a connection command of EXEC on connection `key` now: its reply (nothing
+    /// when the connection is gone).
+    fn run_on_conn(&mut self, key: usize, command: Box<Batch>) -> Vec<u8> {
+        let shared = Arc::clone(&self.shared);
+        let now = self.now;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return Vec::new();
+        };
+        let Conn {
+            client,
+            output,
+            generation,
+            ..
+        } = conn;
+        let at = output.buf.len();
+        let mut ctx = ConnCtx {
+            client,
+            shared: &shared,
+            out: &mut output.buf,
+            now,
+            hub: Hub::of_shard(&mut self.subs, &mut self.shard, self.id, key, *generation),
+        };
+        let mut runs = ExecConnRuns::default();
+        // (Never one that asks every worker: those run as the reply is written.)
+        let _ = write_one(&mut ctx, Outcome::Conn(command), &mut runs);
+        let reply = output.buf.split_off(at);
+        self.count_exec_conn_runs(runs);
+        reply
     }
 
     /// Counts the errors and the run times of EXEC's connection commands

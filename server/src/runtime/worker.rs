@@ -1610,6 +1610,7 @@ impl Worker {
         let was = job.parked_state();
         let outcome = f(&mut job, &env, &mut out);
         self.take_back_conns();
+        let outcome = self.run_conn_steps(&mut job, outcome, &mut out);
         let is = job.parked_state();
         self.note_blocked(was, is);
         if is.0 && !was.0 {

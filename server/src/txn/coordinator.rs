@@ -69,6 +69,9 @@ enum Phase {
     /// The connection is gone while a shard was serving the wait: the grant it sends
     /// is given back, and the job ends without a reply.
     Abandoned,
+    /// Its plan handed the connection a command to run ([`Step::Conn`]): the worker
+    /// runs it and feeds its reply back ([`TxJob::on_conn_reply`]).
+    OnConn(Box<Batch>),
     /// Finished.
     Done,
 }
@@ -428,7 +431,7 @@ impl TxJob {
                     .collect();
                 self.advance(env, results, out)
             }
-            Phase::Parked { .. } | Phase::Abandoned | Phase::Done => None,
+            Phase::Parked { .. } | Phase::OnConn(_) | Phase::Abandoned | Phase::Done => None,
         }
     }
 
@@ -475,6 +478,28 @@ impl TxJob {
         self.unpark(out);
         self.now = resumed_at(env);
         self.advance(env, vec![HopOut::Woken(key)], out)
+    }
+
+    /// The command its plan handed the connection to run now, if it did ([`Step::Conn`]).
+    pub fn take_conn_command(&mut self) -> Option<Box<Batch>> {
+        match std::mem::replace(&mut self.phase, Phase::Running(0)) {
+            Phase::OnConn(command) => Some(command),
+            phase => {
+                self.phase = phase;
+                None
+            }
+        }
+    }
+
+    /// The connection ran the command of [`TxJob::take_conn_command`]: the plan goes on
+    /// with its reply, still holding its locks.
+    pub fn on_conn_reply(
+        &mut self,
+        reply: Vec<u8>,
+        env: &Env<'_>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Outcome> {
+        self.advance(env, vec![HopOut::Reply(reply)], out)
     }
 
     /// When the current wait times out, if the job is parked with a timeout.
@@ -702,6 +727,10 @@ impl TxJob {
                     self.release_all(env.shared, out);
                     self.phase = Phase::Done;
                     return Some(outcome);
+                }
+                Step::Conn(command) => {
+                    self.phase = Phase::OnConn(command);
+                    return None;
                 }
             }
         }

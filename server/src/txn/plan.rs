@@ -284,6 +284,10 @@ pub enum Step {
     Park(Park),
     /// Finished: the answer.
     Done(Outcome),
+    /// Run this command on the plan's connection (a connection command queued in MULTI:
+    /// CLIENT SETNAME, SCRIPT LOAD, CONFIG SET …, in its place inside EXEC), holding the
+    /// plan's locks, then call the plan again with its reply (`HopOut::Reply`).
+    Conn(Box<Batch>),
 }
 
 /// A finished plan's answer.
@@ -291,7 +295,8 @@ pub enum Step {
 pub enum Outcome {
     /// Reply bytes, in the connection's protocol.
     Reply(Vec<u8>),
-    /// A connection command to run on the connection (a queued one, inside EXEC).
+    /// A connection command to run on the connection as EXEC's reply is written (a
+    /// queued one that asks every worker: CLIENT KILL, LIST …).
     Conn(Box<Batch>),
     /// EXEC's answer: one outcome per queued command.
     Exec(Vec<Outcome>),

@@ -353,3 +353,50 @@ fn client_commands_that_ask_every_thread_run_inside_exec() {
         }
     }
 }
+
+/// Connection commands queued in MULTI run in their place, between the keyed commands
+/// around them, as in redis-server: a script loaded by SCRIPT LOAD answers the EVALSHA
+/// after it (and SCRIPT FLUSH makes the one after it NOSCRIPT), a CONFIG SET shapes the
+/// encoding of the writes after it and not of those before, SELECT and CLIENT SETNAME
+/// act where they stand.
+#[test]
+fn connection_commands_run_in_their_place_inside_exec() {
+    check_everywhere(
+        &[],
+        "
+        SCRIPT FLUSH
+        MULTI
+        SCRIPT LOAD \"return redis.call('incr', KEYS[1])\"
+        EVALSHA 2bab3b661081db58bd2341920e0ba7cf5dc77b25 1 K0
+        SET K1 x
+        SCRIPT FLUSH
+        EVALSHA 2bab3b661081db58bd2341920e0ba7cf5dc77b25 1 K0
+        GET K0
+        EXEC
+        CONFIG GET set-max-intset-entries
+        MULTI
+        SADD K2 1 2 3
+        CONFIG SET set-max-intset-entries 2
+        SADD K3 1 2 3
+        OBJECT ENCODING K2
+        OBJECT ENCODING K3
+        CONFIG SET set-max-intset-entries 512
+        SADD K4 1 2 3
+        OBJECT ENCODING K4
+        EXEC
+        MULTI
+        SET K5 db0
+        SELECT 9
+        SET K5 db9
+        CLIENT SETNAME before
+        GET K5
+        CLIENT GETNAME
+        SELECT 0
+        CLIENT SETNAME after
+        GET K5
+        EXEC
+        GET K5
+        CLIENT GETNAME
+        ",
+    );
+}
