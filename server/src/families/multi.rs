@@ -248,6 +248,10 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                 Queued::Publish(db, cmd)
             }
             Exec::Conn(_) => Queued::OnConn(cmd),
+            // (Inside MULTI these change the users alone, asking no worker.)
+            Exec::AskWorkers { .. } if matches!(spec.name, "acl|setuser" | "acl|deluser") => {
+                Queued::OnConn(cmd)
+            }
             Exec::Container | Exec::Multi(_) | Exec::AskWorkers { .. } => Queued::Conn(cmd),
             Exec::Plan(cross) => match (cross.plan)(&start) {
                 Ok(plan) => {
@@ -305,6 +309,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             outcomes: (0..n).map(|_| None).collect(),
             in_stage: Vec::new(),
             on_conn: None,
+            deferring: false,
             current: None,
         }),
         locks,
@@ -358,7 +363,7 @@ enum Queued {
     OnConn(Box<Batch>),
     /// Runs on the connection as EXEC's reply is written: a command that asks every
     /// worker (CLIENT KILL, LIST …), which cannot wait for their answers holding the
-    /// transaction's locks.
+    /// transaction's locks (and so do the connection commands after it, in order).
     Conn(Box<Batch>),
     /// PUBLISH or SPUBLISH, in a database (its SELECT in the replication stream): a hop
     /// to the first shard ([`Hop::publish`]).
@@ -383,6 +388,9 @@ struct ExecPlan {
     in_stage: Vec<usize>,
     /// The command the connection runs now ([`Queued::OnConn`]).
     on_conn: Option<usize>,
+    /// A command was left for the reply's writing ([`Queued::Conn`]): the connection
+    /// commands after it are too, in their order.
+    deferring: bool,
     /// A sub-plan in progress, for command `next - 1` (the transaction's hops stay in
     /// its database until it is done).
     current: Option<SubPlan>,
@@ -538,7 +546,13 @@ impl Plan for ExecPlan {
             match slot.take() {
                 None => {}
                 Some(Queued::Ready(outcome)) => self.outcomes[idx] = Some(outcome),
-                Some(Queued::Conn(cmd)) => self.outcomes[idx] = Some(Outcome::Conn(cmd)),
+                Some(Queued::Conn(cmd)) => {
+                    self.deferring = true;
+                    self.outcomes[idx] = Some(Outcome::Conn(cmd));
+                }
+                Some(Queued::OnConn(cmd)) if self.deferring => {
+                    self.outcomes[idx] = Some(Outcome::Conn(cmd));
+                }
                 Some(Queued::OnConn(cmd)) => {
                     self.on_conn = Some(idx);
                     return Step::Conn(cmd);
@@ -595,6 +609,7 @@ impl Plan for ExecPlan {
                             }
                             Some(Queued::Conn(_)) => {
                                 if let Some(Queued::Conn(cmd)) = next.take() {
+                                    self.deferring = true;
                                     self.outcomes[self.next] = Some(Outcome::Conn(cmd));
                                 }
                             }

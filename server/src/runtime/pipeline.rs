@@ -904,15 +904,27 @@ fn log_command(
     if let Some(shard) = shard {
         shard.record_run(spec.id, nanos);
     }
+    if let Some(entry) = sampled(shared, spec, args, now, nanos) {
+        log_slow(shared, client, vec![entry]);
+    }
+}
+
+/// A run of `nanos` of a command: a LATENCY sample, and its SLOWLOG entry if it was slow.
+fn sampled(
+    shared: &Shared,
+    spec: &CommandSpec,
+    args: &Args<'_>,
+    now: goblin_store::Millis,
+    nanos: u64,
+) -> Option<SlowCmd> {
     let micros = nanos / 1000;
     if shared.latency.enabled() {
         shared
             .latency
             .add_command(spec.flags.contains(Flags::FAST), micros);
     }
-    if shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG) {
-        log_slow(shared, client, vec![SlowCmd::new(args, now / 1000, micros)]);
-    }
+    (shared.slowlog.is_slow(micros) && !spec.flags.contains(Flags::SKIP_SLOWLOG))
+        .then(|| SlowCmd::new(args, now / 1000, micros))
 }
 
 /// Why replication refuses a command now, if it does: a write `READONLY` on a read-only
@@ -2336,7 +2348,7 @@ impl Worker {
         }
         let mut runs = ExecConnRuns::default();
         self.write_replies(key, deferred, |ctx| write_outcome(ctx, outcome, &mut runs));
-        self.count_exec_conn_runs(runs);
+        self.count_exec_conn_runs(key, runs);
     }
 
     /// Runs the commands a job's plan hands its connection ([`Step::Conn`]: EXEC's
@@ -2352,7 +2364,8 @@ impl Worker {
         while done.is_none()
             && let Some(command) = job.take_conn_command()
         {
-            let reply = self.run_on_conn(job.conn, command);
+            let (reply, slow) = self.run_on_conn(job.conn, command);
+            job.note_slow(slow);
             let shared = Arc::clone(&self.shared);
             let slots = Arc::clone(self.shard.slots());
             let env = Env {
@@ -2368,12 +2381,12 @@ impl Worker {
     }
 
     /// Runs a connection command of EXEC on connection `key` now: its reply (nothing
-    /// when the connection is gone).
-    fn run_on_conn(&mut self, key: usize, command: Box<Batch>) -> Vec<u8> {
+    /// when the connection is gone), and its SLOWLOG entry if it was slow.
+    fn run_on_conn(&mut self, key: usize, command: Box<Batch>) -> (Vec<u8>, Vec<SlowCmd>) {
         let shared = Arc::clone(&self.shared);
         let now = self.now;
         let Some(conn) = self.conns.get_mut(key) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let Conn {
             client,
@@ -2393,13 +2406,20 @@ impl Worker {
         // (Never one that asks every worker: those run as the reply is written.)
         let _ = write_one(&mut ctx, Outcome::Conn(command), &mut runs);
         let reply = output.buf.split_off(at);
-        self.count_exec_conn_runs(runs);
-        reply
+        // Its SLOWLOG entry goes with those of the transaction's keyed commands, in order.
+        let slow = std::mem::take(&mut runs.slow);
+        self.count_exec_conn_runs(key, runs);
+        (reply, slow)
     }
 
     /// Counts the errors and the run times of EXEC's connection commands
     /// ([`write_one`]'s).
-    fn count_exec_conn_runs(&mut self, runs: ExecConnRuns) {
+    fn count_exec_conn_runs(&mut self, key: usize, runs: ExecConnRuns) {
+        if !runs.slow.is_empty()
+            && let Some(conn) = self.conns.get(key)
+        {
+            log_slow(&self.shared, &conn.client, runs.slow);
+        }
         for (id, code) in runs.failed {
             self.shard.count(crate::txn::plan::Tally::Error(code));
             self.shard.count_failed(id);
@@ -2460,7 +2480,7 @@ impl Worker {
         };
         let mut runs = ExecConnRuns::default();
         self.write_replies(key, deferred, |ctx| write_outcomes(ctx, rest, &mut runs));
-        self.count_exec_conn_runs(runs);
+        self.count_exec_conn_runs(key, runs);
     }
 
     /// A connection got back what it waited for: run its next requests, write its output.
@@ -2500,6 +2520,8 @@ pub struct ExecRest {
 struct ExecConnRuns {
     failed: Vec<(usize, ErrorCode)>,
     timed: Vec<(usize, u64)>,
+    /// Their SLOWLOG entries (after those of the keyed commands before them).
+    slow: Vec<SlowCmd>,
 }
 
 /// Writes a job's outcome into a connection's output, up to a queued command that must
@@ -2558,7 +2580,8 @@ fn write_one(
                     if let Some(started) = started {
                         let nanos = nanos_since(started);
                         runs.timed.push((spec.id, nanos));
-                        log_command(None, ctx.shared, ctx.client, spec, &args, ctx.now, nanos);
+                        runs.slow
+                            .extend(sampled(ctx.shared, spec, &args, ctx.now, nanos));
                     }
                 }
                 // ACL SETUSER and DELUSER inside MULTI change the users alone: their

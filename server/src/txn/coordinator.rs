@@ -491,6 +491,12 @@ impl TxJob {
         }
     }
 
+    /// SLOWLOG entries of the connection commands its plan had run, in their order
+    /// among its steps'.
+    pub fn note_slow(&mut self, mut slow: Vec<SlowCmd>) {
+        self.slow.append(&mut slow);
+    }
+
     /// The connection ran the command of [`TxJob::take_conn_command`]: the plan goes on
     /// with its reply, still holding its locks.
     pub fn on_conn_reply(

@@ -400,3 +400,36 @@ fn connection_commands_run_in_their_place_inside_exec() {
         ",
     );
 }
+
+/// A command that asks every thread (CLIENT LIST) is answered as EXEC's reply is
+/// written; the connection commands after it wait for it, so that it sees the name set
+/// before it and not the one set after, as in redis-server.
+#[test]
+fn connection_commands_keep_their_order_around_one_that_asks_every_thread() {
+    for threads in THREAD_COUNTS {
+        let d = Differential::threads(threads);
+        for server in [&d.goblin, &d.redis] {
+            let mut raw = server.raw();
+            let mut replies = Vec::new();
+            for c in [
+                "MULTI",
+                "CLIENT SETNAME first",
+                "SET k v",
+                "CLIENT LIST TYPE normal",
+                "CLIENT SETNAME second",
+                "CLIENT GETNAME",
+                "EXEC",
+            ] {
+                replies = raw.cmd_str(c);
+            }
+            let text = String::from_utf8_lossy(&replies);
+            assert!(
+                text.contains(" name=first ")
+                    && !text.contains(" name=second ")
+                    && text.ends_with("$6\r\nsecond\r\n"),
+                "{:?} --threads {threads}: {text}",
+                server.kind
+            );
+        }
+    }
+}
