@@ -24,7 +24,9 @@
 //! **Files.** In `dir/appenddirname`: `appendonly.aof.<seq>.base.rdb` (a snapshot the
 //! log starts from), `appendonly.aof.<seq>.<shard>.incr.aof` (a shard's records of
 //! generation `seq`) and `appendonly.aof.manifest`, which lists them (`file <name> seq
-//! <n> type b|i [shard <k> shards <n>]`), written to a temporary file and renamed.
+//! <n> type b|i [shard <k> shards <n> generation <seq>]`, where a shard's file is listed
+//! with its generation's number plus its shard, so that the numbers grow line by line as
+//! redis-check-aof wants them), written to a temporary file and renamed.
 //! Within one generation the files hold disjoint keys (each shard its slots), so they
 //! replay in any order; generations replay in order.
 
@@ -516,6 +518,15 @@ pub struct LogFile {
     pub shard: Option<(usize, usize)>,
 }
 
+impl LogFile {
+    /// The sequence number the manifest lists it with: its generation's, plus its shard
+    /// for a shard's file, so that the numbers grow line by line as redis-server and
+    /// redis-check-aof want them (the generation is written beside: `generation <g>`).
+    pub fn listed_seq(&self) -> u64 {
+        self.seq + self.shard.map_or(0, |(k, _)| k as u64)
+    }
+}
+
 /// The list of the log's files, in replay order: the base, then the records by
 /// generation. It reads redis-server 7's manifests too (`file <name> seq <n> type
 /// b|h|i`, where each record file is a generation of its own, holding every key).
@@ -611,7 +622,7 @@ impl Manifest {
                 return Err(invalid());
             }
             let (mut name, mut seq, mut kind) = (None, 0u64, None);
-            let (mut shard, mut shards) = (None, None);
+            let (mut shard, mut shards, mut generation) = (None, None, None);
             for pair in words.chunks_exact(2) {
                 let value = &pair[1];
                 let number = || {
@@ -635,6 +646,7 @@ impl Manifest {
                     b"type" => kind = value.first().copied(),
                     b"shard" => shard = number(),
                     b"shards" => shards = number(),
+                    b"generation" => generation = number(),
                     // Keys redis-server does not know are passed over, as there.
                     _ => {}
                 }
@@ -650,6 +662,13 @@ impl Manifest {
                 (Some(k), Some(m)) if k < m => Some((k as usize, m as usize)),
                 (None, None) => None,
                 _ => return Err(invalid()),
+            };
+            // A shard's file lists its generation beside its own number (before, its
+            // number was the generation's, shared by the generation's files).
+            let seq = match (shard, generation) {
+                (Some(_), Some(0)) => return Err(invalid()),
+                (Some(_), Some(g)) => g,
+                _ => seq,
             };
             let file = LogFile { name, seq, shard };
             match kind {
@@ -699,9 +718,12 @@ impl Manifest {
                 true => crate::util::repr(f.name.as_bytes()),
                 false => f.name.clone(),
             };
-            text.push_str(&format!("file {name} seq {} type {kind}", f.seq));
+            text.push_str(&format!("file {name} seq {} type {kind}", f.listed_seq()));
             if let Some((shard, shards)) = f.shard {
-                text.push_str(&format!(" shard {shard} shards {shards}"));
+                text.push_str(&format!(
+                    " shard {shard} shards {shards} generation {}",
+                    f.seq
+                ));
             }
             text.push('\n');
         };
@@ -741,9 +763,15 @@ impl Manifest {
             .sum()
     }
 
-    /// The highest generation listed (0 when none).
+    /// The highest sequence number listed (0 when none): a new generation is numbered
+    /// after it.
     pub fn last_seq(&self) -> u64 {
-        self.files().map(|f| f.seq).max().unwrap_or(0)
+        self.files().map(LogFile::listed_seq).max().unwrap_or(0)
+    }
+
+    /// The highest sequence number of the record files (0 when none).
+    pub fn last_incr_seq(&self) -> u64 {
+        self.incr.iter().map(LogFile::listed_seq).max().unwrap_or(0)
     }
 
     /// The files of the last generation of records, by shard, when they are `shards`
@@ -1058,7 +1086,16 @@ mod tests {
         m.save(&dir, "a.aof").expect("save");
         let back = Manifest::load(&dir, "a.aof").expect("load").expect("there");
         assert_eq!(back, m);
-        assert_eq!(back.last_seq(), 2);
+        // The shards' files are listed with numbers that grow line by line (what
+        // redis-check-aof wants), their generation beside.
+        let text = fs::read_to_string(Manifest::path(&dir, "a.aof")).expect("read");
+        assert_eq!(
+            text,
+            "file a.aof.1.base.rdb seq 1 type b\n\
+             file a.aof.2.0.incr.aof seq 2 type i shard 0 shards 2 generation 2\n\
+             file a.aof.2.1.incr.aof seq 3 type i shard 1 shards 2 generation 2\n"
+        );
+        assert_eq!(back.last_seq(), 3);
         assert!(back.last_generation(2).is_some());
         assert!(back.last_generation(3).is_none());
         fs::write(Manifest::path(&dir, "b.aof"), "file x seq 1 type q\n").expect("write");
@@ -1129,12 +1166,19 @@ mod tests {
             reason(b"file a seq 2 type i\nfile b seq 2 type i\n"),
             "Found a non-monotonic sequence number"
         );
-        // Goblin's shard files of one generation share their sequence number.
-        let shards = Manifest::parse(
-            b"file a.1.0 seq 1 type i shard 0 shards 2\nfile a.1.1 seq 1 type i shard 1 shards 2\n",
-        )
-        .expect("one generation");
-        assert_eq!(shards.incr.len(), 2);
+        // Goblin's shard files of one generation shared their sequence number in the
+        // manifests of its earlier versions; now each has its own, the generation's
+        // beside.
+        for text in [
+            &b"file a.1.0 seq 1 type i shard 0 shards 2\nfile a.1.1 seq 1 type i shard 1 shards 2\n"[..],
+            b"file a.1.0 seq 1 type i shard 0 shards 2 generation 1\n\
+              file a.1.1 seq 2 type i shard 1 shards 2 generation 1\n",
+        ] {
+            let shards = Manifest::parse(text).expect("one generation");
+            assert_eq!(shards.incr.len(), 2);
+            assert!(shards.incr.iter().all(|f| f.seq == 1));
+            assert_eq!(shards.last_generation(2).map(|g| g.len()), Some(2));
+        }
         assert_eq!(
             reason(b"file a seq 1 type i shard 2 shards 2\n"),
             "Invalid AOF manifest file format"

@@ -611,7 +611,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         None => {
             // Record files are numbered on from the last one (a base has its own
             // numbers, as in redis-server).
-            let seq = manifest.incr.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
+            let seq = manifest.last_incr_seq() + 1;
             let files: Vec<LogFile> = (0..shards)
                 .map(|shard| aof::generation_file(name, seq, shard, shards))
                 .collect();

@@ -175,6 +175,58 @@ fn a_one_thread_log_loads_in_redis_server() {
     redis.kill();
 }
 
+/// The log of several threads (a file per shard, generations of different thread
+/// counts, a rewrite's base) is one that redis-check-aof reads and finds valid: the
+/// manifest lists each file with its own, growing, sequence number.
+#[test]
+fn a_several_thread_log_passes_redis_check_aof() {
+    let dir = Dir::new("aof-check");
+    let start = |threads: &str| {
+        Server::goblin_with(&[
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--threads",
+            threads,
+        ])
+    };
+    let mut goblin = start("3");
+    let mut raw = goblin.raw();
+    for line in WRITES.iter().chain(&["MSET m:a 1 m:b 2 m:c 3 m:d 4"]) {
+        ok(&mut raw, line);
+    }
+    ok(&mut raw, "BGREWRITEAOF");
+    wait_rewrite(&mut raw);
+    for line in WRITES {
+        ok(&mut raw, line);
+    }
+    goblin.kill();
+    // Two threads: a new generation after the three files of the last.
+    let mut goblin = start("2");
+    ok(&mut goblin.raw(), "MSET n:a 1 n:b 2 n:c 3 n:d 4");
+    let want = all_databases(&mut goblin.client());
+    goblin.kill();
+    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    assert_eq!(text.lines().count(), 6, "{text}");
+    let out = Command::new("redis-check-aof")
+        .arg(&manifest)
+        .output()
+        .expect("redis-check-aof runs");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.contains("is valid"),
+        "{text}\n{said}"
+    );
+    let mut again = start("3");
+    assert_eq!(all_databases(&mut again.client()), want);
+    again.kill();
+}
+
 /// The log's records as redis-server writes them.
 fn records(lines: &[&str]) -> Vec<u8> {
     lines
