@@ -129,6 +129,8 @@ pub struct AofLog {
     /// Transactions whose held parts a rotation wrote out as `GOBLIN.TXPART`: their
     /// commit is a `GOBLIN.TXCOMMIT`.
     spilled: Vec<TxRef>,
+    /// The second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
+    stamped: u64,
 }
 
 /// A transaction's part held until its commit (see [`AofLog::held`]).
@@ -173,6 +175,7 @@ impl AofLog {
             warned: false,
             held: Vec::new(),
             spilled: Vec::new(),
+            stamped: 0,
         })
     }
 
@@ -471,6 +474,17 @@ impl Observer for AofLog {
             return;
         }
         let persist = &self.persist;
+        if persist.aof_timestamps.load(Ordering::Relaxed) {
+            // The records of a new second follow its annotation, as redis-server's
+            // `genAofTimestampAnnotationIfNeeded` writes it.
+            let secs = crate::clock::now_ms() / 1000;
+            if secs != self.stamped {
+                self.stamped = secs;
+                let mut stamped = format!("#TS:{secs}\r\n").into_bytes();
+                stamped.append(&mut self.buf);
+                self.buf = stamped;
+            }
+        }
         let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
         if sleep > 0 {
             std::thread::sleep(Duration::from_micros(sleep));

@@ -50,6 +50,9 @@ pub struct Persist {
     /// DEBUG AOF-FLUSH-SLEEP: microseconds each log slept before writing its records
     /// (0: none), for redis-server's tests of what a reply waits for.
     pub aof_flush_sleep_us: AtomicU64,
+    /// `aof-timestamp-enabled`: each shard's log writes `#TS:<Unix seconds>` before its
+    /// records when the second changed since its last, as redis-server annotates its.
+    pub aof_timestamps: AtomicBool,
     /// Unix time of the last successful save, in seconds.
     pub last_save: AtomicU64,
     /// Changes since the last successful save (approximately: write commands run).
@@ -125,6 +128,7 @@ impl Persist {
             stop_writes_on_bgsave_error: AtomicBool::new(config.stop_writes_on_bgsave_error),
             appendfsync: AtomicU8::new(fsync_code(config.appendfsync)),
             aof_flush_sleep_us: AtomicU64::new(0),
+            aof_timestamps: AtomicBool::new(false),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),
             saving: AtomicBool::new(false),

@@ -1605,3 +1605,55 @@ fn debug_aof_flush_sleep_delays_the_log_not_past_the_reply() {
     assert_eq!(seen[0], (show(b":1\r\n"), true, true, true));
     assert_eq!(seen[1], seen[0]);
 }
+
+/// `aof-timestamp-enabled yes` (set at run time): the log's records of a new second
+/// follow a `#TS:<Unix seconds>` annotation, as redis-server writes them — its record
+/// file starts with one, and a write a second later is preceded by another —, and the
+/// log loads back (Goblin one file per shard, redis-server one).
+#[test]
+fn aof_timestamp_annotations_are_written_as_redis_does() {
+    for kind in ["goblin", "redis"] {
+        let dir = Dir::new("aof-ts");
+        let threads = default_threads().to_string();
+        let mut server = logging(kind, &dir, &threads);
+        let mut raw = server.raw();
+        ok(&mut raw, "CONFIG SET aof-timestamp-enabled yes");
+        assert_eq!(
+            cmd(&mut raw, "CONFIG GET aof-timestamp-enabled"),
+            b"*2\r\n$21\r\naof-timestamp-enabled\r\n$3\r\nyes\r\n"
+        );
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        ok(&mut raw, "SET foo bar");
+        std::thread::sleep(Duration::from_millis(1100));
+        ok(&mut raw, "SET foo baz");
+        let files = incr_files(dir.path());
+        let text: String = files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&fs::read(f).unwrap()).into_owned())
+            .collect();
+        let stamps: Vec<u64> = text
+            .split("\r\n")
+            .filter_map(|line| line.strip_prefix("#TS:"))
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(stamps.len(), 2, "{kind}: {text:?}");
+        assert!(
+            stamps[0] >= before && stamps[0] <= before + 1 && stamps[1] > stamps[0],
+            "{kind}: {stamps:?}, before {before}"
+        );
+        let holder = files
+            .iter()
+            .find(|f| String::from_utf8_lossy(&fs::read(f).unwrap()).contains("foo"))
+            .unwrap();
+        assert!(
+            fs::read(holder).unwrap().starts_with(b"#TS:"),
+            "{kind}: {text:?}"
+        );
+        server.kill();
+        let server = logging(kind, &dir, &threads);
+        assert_eq!(cmd(&mut server.raw(), "GET foo"), b"$3\r\nbaz\r\n");
+    }
+}
