@@ -173,6 +173,9 @@ struct Snapshot {
     keys: u64,
     /// The database the image's records belong to.
     db: u16,
+    /// Set when the save it is part of is abandoned: a [`Keyspace::clear`] then drops
+    /// the image rather than write what it clears ([`Keyspace::cancel_snapshot_with`]).
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Snapshot {
@@ -712,8 +715,18 @@ impl Keyspace {
             out: RdbWriter::records(),
             keys: 0,
             db: self.db,
+            cancel: None,
         }));
         (self.counts.len, self.counts.volatile)
+    }
+
+    /// The image in progress is dropped by the next [`Keyspace::clear`] once `flag` is
+    /// set (a background save a FLUSHALL abandons, as redis-server kills its child):
+    /// what is cleared is then not written first.
+    pub fn cancel_snapshot_with(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        if let Some(snap) = self.snapshot.as_deref_mut() {
+            snap.cancel = Some(flag);
+        }
     }
 
     /// The database the image in progress is of (the keyspace's number when it began:
@@ -1378,10 +1391,22 @@ impl Keyspace {
         }
     }
 
-    /// Removes every key (one [`Event::Flushed`], not an event per key).
-    pub fn clear(&mut self) {
-        if self.snapshot.is_some() {
-            (0..SLOTS).for_each(|slot| self.preserve(slot));
+    /// Removes every key (one [`Event::Flushed`], not an event per key). An image in
+    /// progress writes them first — unless its save was abandoned: the image is dropped
+    /// (true is returned then).
+    pub fn clear(&mut self) -> bool {
+        let mut dropped = false;
+        if let Some(snap) = self.snapshot.as_deref() {
+            if snap
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Acquire))
+            {
+                self.snapshot = None;
+                dropped = true;
+            } else {
+                (0..SLOTS).for_each(|slot| self.preserve(slot));
+            }
         }
         // (Freed in the background: a million keys take a while. The next keys make
         // their slots' tables a chunk at a time, a few KiB: `slot_tables.rs`.)
@@ -1394,6 +1419,7 @@ impl Keyspace {
         }
         self.counts = Counts::default();
         self.recorder.flushed(self.db);
+        dropped
     }
 
     /// Calls `f` on every live key of `slot`, removing the expired ones it meets.

@@ -952,15 +952,28 @@ fn dbsize_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     Ok(Box::new(FanOut::new(start.args, dbsize_part, dbsize_merge)))
 }
 
-/// FLUSHALL's part: clear this shard's databases; FLUSHDB's: the client's.
+/// FLUSHALL's part: clear this shard's databases; FLUSHDB's: the client's. The keys
+/// removed count for the `save` rules, as redis-server adds `emptyData`'s count to its
+/// `dirty`.
 fn flush_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     if args
         .first()
         .is_some_and(|a| a.eq_ignore_ascii_case(b"flushall"))
     {
-        ctx.for_each_db(|_, keyspace| keyspace.clear());
+        // (A background save FLUSHALL abandoned drops its images: `FlushAll`.)
+        let (mut dropped, mut removed) = (false, 0);
+        ctx.for_each_db(|_, keyspace| {
+            removed += keyspace.len() as u64;
+            dropped |= keyspace.clear();
+        });
+        if dropped {
+            ctx.abandon_save_part();
+        }
+        ctx.count_changes(removed);
     } else {
+        let removed = ctx.db.len() as u64;
         ctx.db.clear();
+        ctx.count_changes(removed);
     }
     ctx.flushed_every_key();
     ctx.replicated_once();
@@ -1005,26 +1018,43 @@ fn flush_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let _ = c.next_is("async") || c.next_is("sync");
     c.finish()?;
     let flush = Box::new(FanOut::new(args, flush_part, flush_merge));
-    let all = is_keyword(args.get(0), "flushall");
-    Ok(if all && !start.shared.live().persist.save.is_empty() {
-        Box::new(FlushThenSave { flush, save: None })
-    } else {
-        flush
-    })
+    if !is_keyword(args.get(0), "flushall") {
+        return Ok(flush);
+    }
+    Ok(Box::new(FlushAll {
+        flush,
+        started: false,
+        save_after: !start.shared.live().persist.save.is_empty(),
+        save: None,
+    }))
 }
 
-/// FLUSHALL with `save` rules: the flush, then a foreground save (unless one is running
-/// already), answered as the flush is.
+/// FLUSHALL, as redis-server's `flushAllDataAndResetRDB`: a background snapshot
+/// running is abandoned first (as its child is killed: the shards drop their images
+/// rather than write what they clear), then the flush; with `save` rules, a
+/// foreground save after it (unless one is running still), answered as the flush is.
 #[derive(Debug)]
-struct FlushThenSave {
+struct FlushAll {
     flush: Box<dyn Plan>,
+    started: bool,
+    save_after: bool,
     /// The save and the flush's answer, once the flush is done.
     save: Option<(crate::persist::snapshot::SavePlan, Outcome)>,
 }
 
-impl Plan for FlushThenSave {
+impl Plan for FlushAll {
     fn next(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         use crate::persist::snapshot::{SaveKind, SavePlan};
+        if !std::mem::replace(&mut self.started, true) {
+            // (Here, when it runs: not when it is queued in MULTI.)
+            let job = cx.shared.persist.job.lock().ok().and_then(|j| j.clone());
+            if let Some(job) = job {
+                job.abort();
+            }
+        }
+        if !self.save_after {
+            return self.flush.next(cx, results);
+        }
         let step = match &mut self.save {
             Some((save, _)) => save.next(cx, results),
             None => match self.flush.next(cx, results) {

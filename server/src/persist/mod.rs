@@ -53,6 +53,9 @@ pub struct Persist {
     /// `aof-timestamp-enabled`: each shard's log writes `#TS:<Unix seconds>` before its
     /// records when the second changed since its last, as redis-server annotates its.
     pub aof_timestamps: AtomicBool,
+    /// `rdb-key-save-delay` (redis-server's test knob): microseconds a background
+    /// snapshot takes per key (the shards write that slowly, serving meanwhile).
+    pub rdb_key_save_delay: AtomicI64,
     /// Unix time of the last successful save, in seconds.
     pub last_save: AtomicU64,
     /// Changes since the last successful save (approximately: write commands run).
@@ -117,6 +120,23 @@ pub struct Persist {
 }
 
 impl Persist {
+    /// The options of redis-server's that are kept with the others
+    /// (`config/inert.rs`) and acted on here: `aof-timestamp-enabled`,
+    /// `rdb-key-save-delay`.
+    pub fn set_knobs(&self, inert: &[String]) {
+        let value = |name| crate::config::inert::value(inert, name);
+        self.aof_timestamps.store(
+            value("aof-timestamp-enabled") == Some("yes"),
+            Ordering::Relaxed,
+        );
+        self.rdb_key_save_delay.store(
+            value("rdb-key-save-delay")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            Ordering::Relaxed,
+        );
+    }
+
     /// The state at start-up: loading until the loader says it is done.
     pub fn new(config: &PersistConfig) -> Persist {
         Persist {
@@ -129,6 +149,7 @@ impl Persist {
             appendfsync: AtomicU8::new(fsync_code(config.appendfsync)),
             aof_flush_sleep_us: AtomicU64::new(0),
             aof_timestamps: AtomicBool::new(false),
+            rdb_key_save_delay: AtomicI64::new(0),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),
             saving: AtomicBool::new(false),

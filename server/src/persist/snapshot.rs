@@ -212,6 +212,9 @@ pub struct SaveJob {
     aof_base: bool,
     started: Instant,
     done: std::sync::Mutex<Option<SaveDone>>,
+    /// Set when FLUSHALL abandons the save ([`SaveJob::abort`]); the shards' images
+    /// hold it too (`Keyspace::cancel_snapshot_with`).
+    cancel: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for SaveJob {
@@ -250,7 +253,29 @@ impl SaveJob {
             aof_base,
             started: Instant::now(),
             done: std::sync::Mutex::new(Some(done)),
+            cancel: Arc::new(AtomicBool::new(false)),
         }))
+    }
+
+    /// FLUSHALL abandons a background snapshot (BGSAVE, the `save` rules, a replica's
+    /// sync) as redis-server kills its child: the shards drop their images as they
+    /// clear, nothing more is written, the file is removed, and the save ends without
+    /// success or failure (`rdb_changes_since_last_save` stays). A log rewrite's base
+    /// is not abandoned (redis-server lets that child finish).
+    pub fn abort(&self) {
+        if !self.aof_base {
+            self.cancel.store(true, Ordering::Release);
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+    }
+
+    /// What the shards' images hold to be dropped when the save is abandoned; `None`
+    /// for a rewrite's base.
+    fn cancel_flag(&self) -> Option<Arc<AtomicBool>> {
+        (!self.aof_base).then(|| Arc::clone(&self.cancel))
     }
 
     /// Whether shards may append (the header is written).
@@ -262,7 +287,7 @@ impl SaveJob {
         let Ok(mut w) = self.writing.lock() else {
             return;
         };
-        if w.error.is_some() {
+        if w.error.is_some() || self.aborted() {
             return;
         }
         if let Some(file) = w.file.as_mut()
@@ -295,6 +320,15 @@ impl SaveJob {
         let job = Arc::clone(self);
         let finish = move || {
             let result = match job.writing.lock() {
+                Ok(mut w) if job.aborted() => {
+                    if let Some(file) = w.file.take() {
+                        file.abandon();
+                    }
+                    Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        "abandoned by FLUSHALL",
+                    ))
+                }
                 Ok(mut w) => match (w.error.take(), w.file.take()) {
                     (Some(e), file) => {
                         if let Some(file) = file {
@@ -316,7 +350,11 @@ impl SaveJob {
             }
             job.persist.saving.store(false, Ordering::SeqCst);
         };
-        if std::thread::Builder::new()
+        if self.aborted() {
+            // Nothing to sync: it ends here, at once (a save after the FLUSHALL may
+            // start).
+            finish();
+        } else if std::thread::Builder::new()
             .name("goblin-save-end".into())
             .spawn(finish)
             .is_err()
@@ -333,6 +371,14 @@ impl SaveJob {
 fn bgsave_done(dirty: u64) -> SaveDone {
     Box::new(
         move |persist: &Persist, result: io::Result<u64>, took: Duration| {
+            if let Err(e) = &result
+                && e.kind() == io::ErrorKind::Interrupted
+            {
+                // Abandoned (FLUSHALL), as redis-server's killed child: neither a
+                // success nor a failure.
+                crate::log!(Notice, "Background saving terminated: {e}");
+                return;
+            }
             match &result {
                 Ok(bytes) => {
                     persist.saved(dirty);
@@ -667,8 +713,10 @@ impl SavePlan {
                 .store(clock::now_ms(), Ordering::Relaxed);
         }
         let kind = self.kind;
+        let cancel = self.job.as_ref().and_then(|j| j.cancel_flag());
         let hops = (0..shards)
             .map(|shard| {
+                let cancel = cancel.clone();
                 Hop::run(shard, move |ctx| {
                     let background = kind.in_background();
                     let mut part = Part {
@@ -680,6 +728,9 @@ impl SavePlan {
                     // background save, and database 0 always has a keyspace.)
                     ctx.for_each_db(|db, keyspace| {
                         let (keys, expires) = keyspace.begin_snapshot();
+                        if let Some(cancel) = &cancel {
+                            keyspace.cancel_snapshot_with(Arc::clone(cancel));
+                        }
                         if db == 0 {
                             part.db0 = (keys as u64, expires as u64);
                         }

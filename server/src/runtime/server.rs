@@ -405,10 +405,7 @@ impl Shared {
             polls.push((poll, rx));
         }
         let persist = Arc::new(Persist::new(&config.persist));
-        persist.aof_timestamps.store(
-            crate::config::inert::value(&config.inert, "aof-timestamp-enabled") == Some("yes"),
-            Ordering::Relaxed,
-        );
+        persist.set_knobs(&config.inert);
         let cluster = if config.cluster.enabled {
             let cluster =
                 crate::cluster::Cluster::open(&config, local_addr.port()).map_err(|e| {
@@ -546,10 +543,7 @@ impl Shared {
         );
         persist.set_fsync(config.persist.appendfsync);
         persist.set_log(config.persist.appendonly);
-        persist.aof_timestamps.store(
-            crate::config::inert::value(&config.inert, "aof-timestamp-enabled") == Some("yes"),
-            Ordering::Relaxed,
-        );
+        persist.set_knobs(&config.inert);
         self.client_limits.set(&config);
         let clients = clients_limit(&config);
         if self.client_eviction.limit() != clients {

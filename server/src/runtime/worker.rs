@@ -270,6 +270,9 @@ pub struct Worker {
     awaiting: usize,
     /// The background save this shard's image goes to.
     save_job: Option<Arc<SaveJob>>,
+    /// With `rdb-key-save-delay`: when the background save's keys written so far were
+    /// due (the next is due a delay later).
+    save_paced: Option<Instant>,
     /// The replication offset this worker last had replicas told of.
     repl_seen: i64,
     /// When the replicas were last sent a PING.
@@ -409,6 +412,7 @@ impl Worker {
             commands: 0,
             awaiting: 0,
             save_job: None,
+            save_paced: None,
             last_repl_ping: Instant::now(),
             repl_seen: 0,
             last_cron: Instant::now(),
@@ -629,6 +633,9 @@ impl Worker {
     /// file; the last piece ends this shard's part.
     fn save_work(&mut self) {
         if !self.shard.snapshot_active() {
+            // (A FLUSHALL may have ended this shard's part: `Keyspace::clear`.)
+            self.save_job = None;
+            self.save_paced = None;
             return;
         }
         if self.save_job.is_none() {
@@ -641,9 +648,10 @@ impl Worker {
         if !job.ready() {
             return;
         }
-        let (db, piece, done) = self
-            .shard
-            .snapshot_step(SAVE_KEYS_PER_ITERATION, SAVE_BYTES_PER_ITERATION);
+        let Some(keys) = self.save_allowance() else {
+            return;
+        };
+        let (db, piece, done) = self.shard.snapshot_step(keys, SAVE_BYTES_PER_ITERATION);
         job.records(db, &piece);
         if done {
             job.shard_done();
@@ -651,11 +659,48 @@ impl Worker {
         }
     }
 
-    /// Whether a background save has work for this worker (or soon will: its header is
-    /// written right after every shard began its image, and nothing would wake a
-    /// sleeping worker for it).
-    fn saving(&self) -> bool {
-        self.shard.snapshot_active()
+    /// How many keys of the background save's image this iteration writes (`None`:
+    /// none yet): a few hundred — or, with `rdb-key-save-delay`, one per delay gone by,
+    /// as redis-server's child sleeps that long after each key.
+    fn save_allowance(&mut self) -> Option<usize> {
+        let micros = self
+            .shared
+            .persist
+            .rdb_key_save_delay
+            .load(Ordering::Relaxed);
+        if micros <= 0 {
+            self.save_paced = None;
+            return Some(SAVE_KEYS_PER_ITERATION);
+        }
+        let delay = Duration::from_micros(micros.unsigned_abs());
+        let now = Instant::now();
+        let since = *self.save_paced.get_or_insert(now);
+        let due = now.duration_since(since).as_micros() / delay.as_micros();
+        if due == 0 {
+            return None;
+        }
+        let keys = due.min(SAVE_KEYS_PER_ITERATION as u128) as u32;
+        self.save_paced = Some(since + delay * keys);
+        Some(keys as usize)
+    }
+
+    /// How soon a background save has work for this worker, if it has any (or soon
+    /// will: its header is written right after every shard began its image, and nothing
+    /// would wake a sleeping worker for it): at once, or when its next key is due.
+    fn save_wait(&self) -> Option<Duration> {
+        if !self.shard.snapshot_active() {
+            return None;
+        }
+        let micros = self
+            .shared
+            .persist
+            .rdb_key_save_delay
+            .load(Ordering::Relaxed);
+        Some(match self.save_paced {
+            Some(since) if micros > 0 => (since + Duration::from_micros(micros.unsigned_abs()))
+                .saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        })
     }
 
     /// The shutdown a signal asked for, unless SHUTDOWN ABORT cancelled it or the cron
@@ -992,12 +1037,11 @@ impl Worker {
         if let Some(due) = self.questions_due() {
             timeout = Some(timeout.map_or(due, |t| t.min(due)));
         }
-        if !self.scheduled.is_empty()
-            || !self.local.is_empty()
-            || !self.dirty.is_empty()
-            || self.saving()
-        {
+        if !self.scheduled.is_empty() || !self.local.is_empty() || !self.dirty.is_empty() {
             timeout = Some(Duration::ZERO);
+        }
+        if let Some(wait) = self.save_wait() {
+            timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
         }
         if self.shared.repl.waiting.load(Ordering::Relaxed) > 0 {
             // A replica's snapshot is being written: look for it often.

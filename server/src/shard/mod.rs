@@ -964,13 +964,14 @@ impl Shard {
         // The keys it wrote or deleted count for the `save` rules, as Redis's `dirty`
         // (not an eviction's).
         if !matches!(origin, Origin::Eviction) {
-            self.writes += ctx.db.changes().saturating_sub(changes);
+            self.writes += ctx.db.changes().saturating_sub(changes) + ctx.counted_changes();
         }
         let release = ctx.wants_release();
         let rotation = ctx.rotation();
         let repl_marks = ctx.repl_marks();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
+        let abandoned_save = ctx.abandons_save_part();
         self.unlogged_unit = ctx.is_unlogged();
         self.effects_only_unit = ctx.is_effects_only();
         self.once_unit = repl_marks & crate::table::handler::REPLICATED_ONCE != 0;
@@ -1001,6 +1002,14 @@ impl Shard {
         if sync_log {
             for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
                 observer.sync();
+            }
+        }
+        if abandoned_save {
+            // Its part of the abandoned save is over (the last part ends the save here,
+            // before the FLUSHALL goes on: a save after it may start).
+            let job = shared.persist.job.lock().ok().and_then(|j| j.clone());
+            if let Some(job) = job {
+                job.shard_done();
             }
         }
         // (A table is emptied even when no client tracks now: Redis frees it whole.)

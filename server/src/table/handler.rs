@@ -157,6 +157,9 @@ pub struct ShardCtx<'a> {
     may_wait: bool,
     waits: bool,
     rotate: Option<u64>,
+    abandoned_save: bool,
+    /// Keys changed that the keyspace's own count leaves out (FLUSHALL's, FLUSHDB's).
+    changed: u64,
     repl_marks: u8,
     reset_stats: bool,
     flushed: bool,
@@ -210,6 +213,8 @@ impl<'a> ShardCtx<'a> {
             may_wait: false,
             waits: false,
             rotate: None,
+            abandoned_save: false,
+            changed: 0,
             repl_marks: 0,
             reset_stats: false,
             unlogged: false,
@@ -349,6 +354,28 @@ impl<'a> ShardCtx<'a> {
     /// (a hop that decides on the spot whether it still needs them).
     pub fn release_locks_after(&mut self) {
         self.release = true;
+    }
+
+    /// `n` keys were removed or written besides what the keyspace counts (a flush's):
+    /// they count for the `save` rules (`rdb_changes_since_last_save`).
+    pub fn count_changes(&mut self, n: u64) {
+        self.changed += n;
+    }
+
+    /// What [`ShardCtx::count_changes`] counted.
+    pub(crate) fn counted_changes(&self) -> u64 {
+        self.changed
+    }
+
+    /// The shard's images of an abandoned background save were dropped (FLUSHALL): its
+    /// part of the save is over.
+    pub fn abandon_save_part(&mut self) {
+        self.abandoned_save = true;
+    }
+
+    /// Whether [`ShardCtx::abandon_save_part`] was called.
+    pub(crate) fn abandons_save_part(&self) -> bool {
+        self.abandoned_save
     }
 
     /// Every key of the shard was flushed (FLUSHALL, FLUSHDB): tracking clients are

@@ -1657,3 +1657,88 @@ fn aof_timestamp_annotations_are_written_as_redis_does() {
         assert_eq!(cmd(&mut server.raw(), "GET foo"), b"$3\r\nbaz\r\n");
     }
 }
+
+/// The value of an INFO persistence field.
+fn persistence_field(raw: &mut Raw, name: &str) -> String {
+    let info = String::from_utf8_lossy(&cmd(raw, "INFO persistence")).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// FLUSHALL abandons a background save in progress (slowed by `rdb-key-save-delay`), as
+/// redis-server kills its child: the save ends at once, neither a success nor a failure
+/// (LASTSAVE stays, `rdb_last_bgsave_status:ok`), the keys written and flushed still
+/// count for the `save` rules; a save afterwards writes and resets them. With `save`
+/// rules, FLUSHALL then saves the empty dataset itself.
+#[test]
+fn flushall_abandons_a_background_save_as_redis_does() {
+    for kind in ["goblin", "redis"] {
+        for rules in ["", "3600 1"] {
+            let dir = Dir::new("flushall-bgsave");
+            let args = ["--dir", dir.arg(), "--save", rules];
+            let server = match kind {
+                "redis" => Server::redis_with(&args),
+                _ => Server::goblin_with(&[&args[..], &["--threads", "3"]].concat()),
+            };
+            let mut raw = server.raw();
+            ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
+            let mut pipeline = Vec::new();
+            for i in 0..2000 {
+                pipeline.extend(goblin_tests::encode(&[
+                    b"SET",
+                    format!("k{i}").as_bytes(),
+                    b"v",
+                ]));
+            }
+            raw.send(&pipeline);
+            for _ in 0..2000 {
+                assert_eq!(raw.reply(), b"+OK\r\n");
+            }
+            let lastsave = cmd(&mut raw, "LASTSAVE");
+            assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
+            let what = format!("{kind} save '{rules}'");
+            assert_eq!(
+                persistence_field(&mut raw, "rdb_bgsave_in_progress"),
+                "1",
+                "{what}"
+            );
+            ok(&mut raw, "FLUSHALL");
+            let deadline = Instant::now() + Duration::from_millis(1000);
+            while persistence_field(&mut raw, "rdb_bgsave_in_progress") != "0" {
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: the save was not abandoned"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(
+                persistence_field(&mut raw, "rdb_last_bgsave_status"),
+                "ok",
+                "{what}"
+            );
+            let changes: u64 = persistence_field(&mut raw, "rdb_changes_since_last_save")
+                .parse()
+                .unwrap();
+            if rules.is_empty() {
+                // Written 2000, flushed 2000.
+                assert_eq!(changes, 4000, "{what}");
+                assert_eq!(cmd(&mut raw, "LASTSAVE"), lastsave, "{what}");
+            } else {
+                // FLUSHALL saved the empty dataset.
+                assert_eq!(changes, 0, "{what}");
+                assert_eq!(cmd(&mut raw, "DBSIZE"), b":0\r\n", "{what}");
+            }
+            ok(&mut raw, "SET x xx");
+            ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
+            assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
+            wait_info(&mut raw, "rdb_bgsave_in_progress:0");
+            assert_eq!(
+                persistence_field(&mut raw, "rdb_changes_since_last_save"),
+                "0",
+                "{what}"
+            );
+        }
+    }
+}
