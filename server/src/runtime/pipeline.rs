@@ -2383,29 +2383,20 @@ impl Worker {
     /// Runs a connection command of EXEC on connection `key` now: its reply (nothing
     /// when the connection is gone), and its SLOWLOG entry if it was slow.
     fn run_on_conn(&mut self, key: usize, command: Box<Batch>) -> (Vec<u8>, Vec<SlowCmd>) {
-        let shared = Arc::clone(&self.shared);
-        let now = self.now;
-        let Some(conn) = self.conns.get_mut(key) else {
+        let Some(at) = self.conns.get(key).map(|c| c.output.buf.len()) else {
             return (Vec::new(), Vec::new());
-        };
-        let Conn {
-            client,
-            output,
-            generation,
-            ..
-        } = conn;
-        let at = output.buf.len();
-        let mut ctx = ConnCtx {
-            client,
-            shared: &shared,
-            out: &mut output.buf,
-            now,
-            hub: Hub::of_shard(&mut self.subs, &mut self.shard, self.id, key, *generation),
         };
         let mut runs = ExecConnRuns::default();
         // (Never one that asks every worker: those run as the reply is written.)
-        let _ = write_one(&mut ctx, Outcome::Conn(command), &mut runs);
-        let reply = output.buf.split_off(at);
+        self.write_replies(key, Vec::new(), |ctx| {
+            let _ = write_one(ctx, Outcome::Conn(command), &mut runs);
+            None
+        });
+        let reply = self
+            .conns
+            .get_mut(key)
+            .map(|c| c.output.buf.split_off(at))
+            .unwrap_or_default();
         // Its SLOWLOG entry goes with those of the transaction's keyed commands, in order.
         let slow = std::mem::take(&mut runs.slow);
         self.count_exec_conn_runs(key, runs);

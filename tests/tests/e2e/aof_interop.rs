@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use goblin_tests::dataset::all_databases;
 use goblin_tests::{Raw, Server, default_threads, encode, free_port, goblin_binary, show};
 
-use crate::persistence::Dir;
+use crate::persistence::{Dir, logging};
 
 fn ok(raw: &mut Raw, line: &str) {
     let reply = raw.cmd_str(line);
@@ -181,18 +181,7 @@ fn a_one_thread_log_loads_in_redis_server() {
 #[test]
 fn a_several_thread_log_passes_redis_check_aof() {
     let dir = Dir::new("aof-check");
-    let start = |threads: &str| {
-        Server::goblin_with(&[
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--threads",
-            threads,
-        ])
-    };
+    let start = |threads: &str| logging("goblin", &dir, threads);
     let mut goblin = start("3");
     let mut raw = goblin.raw();
     for line in WRITES.iter().chain(&["MSET m:a 1 m:b 2 m:c 3 m:d 4"]) {

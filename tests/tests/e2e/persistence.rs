@@ -1393,7 +1393,7 @@ fn total_forks_counts_background_jobs_as_redis_does() {
 
 /// A `kind` server (`redis` or `goblin`, on `threads`) in `dir` with the log on, synced
 /// on every write, and DEBUG allowed.
-fn logging(kind: &str, dir: &Dir, threads: &str) -> Server {
+pub(crate) fn logging(kind: &str, dir: &Dir, threads: &str) -> Server {
     let mut args = vec![
         "--dir",
         dir.arg(),
