@@ -54,7 +54,8 @@ pub struct Persist {
     /// records when the second changed since its last, as redis-server annotates its.
     pub aof_timestamps: AtomicBool,
     /// `rdb-key-save-delay` (redis-server's test knob): microseconds a background
-    /// snapshot takes per key (the shards write that slowly, serving meanwhile).
+    /// snapshot takes per key (the shards write that slowly, serving meanwhile; up to
+    /// 10 ms: `Worker::save_delay`).
     pub rdb_key_save_delay: AtomicI64,
     /// Unix time of the last successful save, in seconds.
     pub last_save: AtomicU64,

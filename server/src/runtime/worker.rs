@@ -107,6 +107,8 @@ const BATCH_KEEP_BYTES: usize = 256 * 1024;
 /// the rest of a slot: a slot is written whole), and bytes.
 const SAVE_KEYS_PER_ITERATION: usize = 256;
 const SAVE_BYTES_PER_ITERATION: usize = 64 << 10;
+/// The longest `rdb-key-save-delay` that paces a background save (µs per key).
+const MAX_SAVE_KEY_DELAY_US: i64 = 10_000;
 
 /// Registers `listeners` with `registry`, each with its token.
 fn register_listeners(registry: &mio::Registry, listeners: &mut [Listener]) -> io::Result<()> {
@@ -659,20 +661,28 @@ impl Worker {
         }
     }
 
-    /// How many keys of the background save's image this iteration writes (`None`:
-    /// none yet): a few hundred — or, with `rdb-key-save-delay`, one per delay gone by,
-    /// as redis-server's child sleeps that long after each key.
-    fn save_allowance(&mut self) -> Option<usize> {
+    /// `rdb-key-save-delay`, when a background save is paced by it: up to 10 ms per key.
+    /// (redis-server's tests set far longer delays only to hold a forked child they then
+    /// kill; Goblin has no child, and such a save would never end: they are not paced.)
+    fn save_delay(&self) -> Option<Duration> {
         let micros = self
             .shared
             .persist
             .rdb_key_save_delay
             .load(Ordering::Relaxed);
-        if micros <= 0 {
+        (1..=MAX_SAVE_KEY_DELAY_US)
+            .contains(&micros)
+            .then(|| Duration::from_micros(micros.unsigned_abs()))
+    }
+
+    /// How many keys of the background save's image this iteration writes (`None`:
+    /// none yet): a few hundred — or, paced by `rdb-key-save-delay`, one per delay gone
+    /// by, as redis-server's child sleeps that long after each key.
+    fn save_allowance(&mut self) -> Option<usize> {
+        let Some(delay) = self.save_delay() else {
             self.save_paced = None;
             return Some(SAVE_KEYS_PER_ITERATION);
-        }
-        let delay = Duration::from_micros(micros.unsigned_abs());
+        };
         let now = Instant::now();
         let since = *self.save_paced.get_or_insert(now);
         let due = now.duration_since(since).as_micros() / delay.as_micros();
@@ -691,14 +701,8 @@ impl Worker {
         if !self.shard.snapshot_active() {
             return None;
         }
-        let micros = self
-            .shared
-            .persist
-            .rdb_key_save_delay
-            .load(Ordering::Relaxed);
-        Some(match self.save_paced {
-            Some(since) if micros > 0 => (since + Duration::from_micros(micros.unsigned_abs()))
-                .saturating_duration_since(Instant::now()),
+        Some(match (self.save_paced, self.save_delay()) {
+            (Some(since), Some(delay)) => (since + delay).saturating_duration_since(Instant::now()),
             _ => Duration::ZERO,
         })
     }
