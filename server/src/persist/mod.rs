@@ -319,6 +319,10 @@ impl Persist {
                 crate::log!(Warning, "cannot start the log's fsync thread: {e}");
             }
         } else if !on && was {
+            // Nothing waits to start the log any more, nor a rewrite (redis-server's
+            // `stopAppendOnly` unschedules it).
+            self.log_start.store(false, Ordering::SeqCst);
+            self.rewrite_scheduled.store(false, Ordering::SeqCst);
             crate::log!(
                 Notice,
                 "the append-only log is off (CONFIG SET appendonly no)"

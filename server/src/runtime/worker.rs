@@ -799,7 +799,9 @@ impl Worker {
             && size >= config.auto_aof_rewrite_min_size
             && (size.saturating_sub(base)).saturating_mul(100)
                 >= base.saturating_mul(config.auto_aof_rewrite_percentage);
-        if config.appendonly && (persist.rewrite_scheduled.swap(false, Ordering::SeqCst) || grown) {
+        // (A BGREWRITEAOF that waited for a save runs with the log off too, as there:
+        // it writes the files DEBUG LOADAOF loads.)
+        if persist.rewrite_scheduled.swap(false, Ordering::SeqCst) || (config.appendonly && grown) {
             if grown {
                 crate::log!(
                     Notice,

@@ -1742,3 +1742,70 @@ fn flushall_abandons_a_background_save_as_redis_does() {
         }
     }
 }
+
+/// BGREWRITEAOF during a background save is scheduled, and runs once the save ended —
+/// with the log off too (it writes the files DEBUG LOADAOF loads), as in redis-server;
+/// turning the log off unschedules what waited to start it.
+#[test]
+fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
+    for kind in ["goblin", "redis"] {
+        let dir = Dir::new("rewrite-scheduled");
+        let args = ["--dir", dir.arg(), "--save", ""];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => Server::goblin_with(&[&args[..], &["--threads", "2"]].concat()),
+        };
+        let mut raw = server.raw();
+        let mut pipeline = Vec::new();
+        for i in 0..1000 {
+            pipeline.extend(goblin_tests::encode(&[
+                b"SET",
+                format!("k{i}").as_bytes(),
+                b"v",
+            ]));
+        }
+        raw.send(&pipeline);
+        for _ in 0..1000 {
+            assert_eq!(raw.reply(), b"+OK\r\n");
+        }
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
+        assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
+        assert_eq!(
+            cmd(&mut raw, "BGREWRITEAOF"),
+            b"+Background append only file rewriting scheduled\r\n",
+            "{kind}"
+        );
+        assert_eq!(
+            persistence_field(&mut raw, "aof_rewrite_scheduled"),
+            "1",
+            "{kind}"
+        );
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while persistence_field(&mut raw, "aof_rewrites") != "1" {
+            assert!(
+                Instant::now() < deadline,
+                "{kind}: the scheduled rewrite did not run"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        assert_eq!(
+            persistence_field(&mut raw, "aof_rewrite_scheduled"),
+            "0",
+            "{kind}"
+        );
+        // What waited to start the log is dropped when the log goes off again.
+        ok(&mut raw, "CONFIG SET appendonly yes");
+        ok(&mut raw, "CONFIG SET appendonly no");
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while persistence_field(&mut raw, "aof_rewrite_scheduled") != "0" {
+            assert!(
+                Instant::now() < deadline,
+                "{kind}: a rewrite stays scheduled"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
