@@ -165,6 +165,16 @@ pub enum Allow {
 }
 
 impl Allow {
+    /// Whether a client (`local`: on the loopback interface or the Unix socket) may run
+    /// what this setting guards, as redis-server's `allowProtectedAction`.
+    pub fn permits(self, local: bool) -> bool {
+        match self {
+            Allow::Yes => true,
+            Allow::No => false,
+            Allow::Local => local,
+        }
+    }
+
     /// The name redis.conf uses.
     pub fn name(self) -> &'static str {
         match self {

@@ -686,11 +686,11 @@ fn config_set(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     if !args.len().is_multiple_of(2) {
         return ctx.reply().error(errors::SYNTAX);
     }
-    let allow_protected = match ctx.shared.config.enable_protected_configs {
-        config::Allow::Yes => true,
-        config::Allow::No => false,
-        config::Allow::Local => ctx.client.origin.is_local(),
-    };
+    let allow_protected = ctx
+        .shared
+        .config
+        .enable_protected_configs
+        .permits(ctx.client.origin.is_local());
     let loading = ctx.shared.persist.loading();
     // (Name as typed, lower case (what a bad value's error names), the option it sets.)
     let mut pairs: Vec<(String, String, String)> = Vec::new();

@@ -480,9 +480,8 @@ impl Observer for AofLog {
             let secs = crate::clock::now_ms() / 1000;
             if secs != self.stamped {
                 self.stamped = secs;
-                let mut stamped = format!("#TS:{secs}\r\n").into_bytes();
-                stamped.append(&mut self.buf);
-                self.buf = stamped;
+                let annotation = format!("#TS:{secs}\r\n");
+                self.buf.splice(0..0, annotation.bytes());
             }
         }
         let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
@@ -537,7 +536,8 @@ impl LogFile {
     /// for a shard's file, so that the numbers grow line by line as redis-server and
     /// redis-check-aof want them (the generation is written beside: `generation <g>`).
     pub fn listed_seq(&self) -> u64 {
-        self.seq + self.shard.map_or(0, |(k, _)| k as u64)
+        self.seq
+            .saturating_add(self.shard.map_or(0, |(k, _)| k as u64))
     }
 }
 

@@ -272,10 +272,10 @@ impl SaveJob {
         self.cancel.load(Ordering::Acquire)
     }
 
-    /// What the shards' images hold to be dropped when the save is abandoned; `None`
-    /// for a rewrite's base.
-    fn cancel_flag(&self) -> Option<Arc<AtomicBool>> {
-        (!self.aof_base).then(|| Arc::clone(&self.cancel))
+    /// What the shards' images hold to be dropped when the save is abandoned (never
+    /// set for a rewrite's base: [`SaveJob::abort`]).
+    fn cancel_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancel)
     }
 
     /// Whether shards may append (the header is written).
@@ -713,7 +713,7 @@ impl SavePlan {
                 .store(clock::now_ms(), Ordering::Relaxed);
         }
         let kind = self.kind;
-        let cancel = self.job.as_ref().and_then(|j| j.cancel_flag());
+        let cancel = self.job.as_ref().map(|j| j.cancel_flag());
         let hops = (0..shards)
             .map(|shard| {
                 let cancel = cancel.clone();

@@ -28,7 +28,6 @@ use std::sync::atomic::Ordering;
 
 use goblin_protocol::{Decoded, Encoder, Version};
 
-use crate::config::Allow;
 use crate::runtime::ask::WorkerView;
 use crate::runtime::client::{Client, ReplyMode};
 use crate::runtime::conn::{Asking, Conn, Deferred};
@@ -1003,12 +1002,7 @@ fn protected_refusal(
             crate::errors::MODULE_NOT_ALLOWED,
         )
     };
-    let allowed = client.master
-        || match allow {
-            Allow::Yes => true,
-            Allow::No => false,
-            Allow::Local => client.origin.is_local(),
-        };
+    let allowed = client.master || allow.permits(client.origin.is_local());
     (!allowed).then_some(refusal)
 }
 

@@ -121,17 +121,7 @@ fn logs_that_redis_server_wrote_load_as_there() {
 #[test]
 fn a_one_thread_log_loads_in_redis_server() {
     let dir = Dir::new("aof-to-redis");
-    let args = [
-        "--dir",
-        dir.arg(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ];
-    let mut goblin_args = args.to_vec();
-    goblin_args.extend(["--threads", "1"]);
-    let mut goblin = Server::goblin_with(&goblin_args);
+    let mut goblin = logging("goblin", &dir, "1");
     let mut raw = goblin.raw();
     let more = [
         "MSET m:a 1 m:b 2 m:c 3",
@@ -157,7 +147,7 @@ fn a_one_thread_log_loads_in_redis_server() {
     let want = all_databases(&mut goblin.client());
     goblin.kill();
     // Goblin loads it back…
-    let mut again = Server::goblin_with(&goblin_args);
+    let mut again = logging("goblin", &dir, "1");
     assert_eq!(all_databases(&mut again.client()), want);
     again.kill();
     // …and so does redis-server.
@@ -170,7 +160,7 @@ fn a_one_thread_log_loads_in_redis_server() {
             file.path().display()
         );
     }
-    let mut redis = Server::redis_with(&args);
+    let mut redis = logging("redis", &dir, "");
     assert_eq!(all_databases(&mut redis.client()), want);
     redis.kill();
 }

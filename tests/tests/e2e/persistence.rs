@@ -1667,6 +1667,46 @@ fn persistence_field(raw: &mut Raw, name: &str) -> String {
         .to_string()
 }
 
+/// Waits until INFO persistence's `name` is `value`, failing with `why` after `ms`
+/// milliseconds.
+fn wait_field(raw: &mut Raw, name: &str, value: &str, ms: u64, why: &str) {
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    while persistence_field(raw, name) != value {
+        assert!(Instant::now() < deadline, "{why}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `kind` server (Goblin on `threads`) in `dir` with `save` rules `rules`, given
+/// `keys` keys (`k0` … in one pipelined write), and a connection to it.
+fn filled_with_save_rules(
+    kind: &str,
+    dir: &Dir,
+    rules: &str,
+    threads: &str,
+    keys: usize,
+) -> (Server, Raw) {
+    let args = ["--dir", dir.arg(), "--save", rules];
+    let server = match kind {
+        "redis" => Server::redis_with(&args),
+        _ => Server::goblin_with(&[&args[..], &["--threads", threads]].concat()),
+    };
+    let mut raw = server.raw();
+    let mut pipeline = Vec::new();
+    for i in 0..keys {
+        pipeline.extend(goblin_tests::encode(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            b"v",
+        ]));
+    }
+    raw.send(&pipeline);
+    for _ in 0..keys {
+        assert_eq!(raw.reply(), b"+OK\r\n");
+    }
+    (server, raw)
+}
+
 /// FLUSHALL abandons a background save in progress (slowed by `rdb-key-save-delay`), as
 /// redis-server kills its child: the save ends at once, neither a success nor a failure
 /// (LASTSAVE stays, `rdb_last_bgsave_status:ok`), the keys written and flushed still
@@ -1677,25 +1717,8 @@ fn flushall_abandons_a_background_save_as_redis_does() {
     for kind in ["goblin", "redis"] {
         for rules in ["", "3600 1"] {
             let dir = Dir::new("flushall-bgsave");
-            let args = ["--dir", dir.arg(), "--save", rules];
-            let server = match kind {
-                "redis" => Server::redis_with(&args),
-                _ => Server::goblin_with(&[&args[..], &["--threads", "3"]].concat()),
-            };
-            let mut raw = server.raw();
+            let (_server, mut raw) = filled_with_save_rules(kind, &dir, rules, "3", 2000);
             ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
-            let mut pipeline = Vec::new();
-            for i in 0..2000 {
-                pipeline.extend(goblin_tests::encode(&[
-                    b"SET",
-                    format!("k{i}").as_bytes(),
-                    b"v",
-                ]));
-            }
-            raw.send(&pipeline);
-            for _ in 0..2000 {
-                assert_eq!(raw.reply(), b"+OK\r\n");
-            }
             let lastsave = cmd(&mut raw, "LASTSAVE");
             assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
             let what = format!("{kind} save '{rules}'");
@@ -1705,14 +1728,13 @@ fn flushall_abandons_a_background_save_as_redis_does() {
                 "{what}"
             );
             ok(&mut raw, "FLUSHALL");
-            let deadline = Instant::now() + Duration::from_millis(1000);
-            while persistence_field(&mut raw, "rdb_bgsave_in_progress") != "0" {
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: the save was not abandoned"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            wait_field(
+                &mut raw,
+                "rdb_bgsave_in_progress",
+                "0",
+                1000,
+                &format!("{what}: the save was not abandoned"),
+            );
             assert_eq!(
                 persistence_field(&mut raw, "rdb_last_bgsave_status"),
                 "ok",
@@ -1750,24 +1772,7 @@ fn flushall_abandons_a_background_save_as_redis_does() {
 fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
     for kind in ["goblin", "redis"] {
         let dir = Dir::new("rewrite-scheduled");
-        let args = ["--dir", dir.arg(), "--save", ""];
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => Server::goblin_with(&[&args[..], &["--threads", "2"]].concat()),
-        };
-        let mut raw = server.raw();
-        let mut pipeline = Vec::new();
-        for i in 0..1000 {
-            pipeline.extend(goblin_tests::encode(&[
-                b"SET",
-                format!("k{i}").as_bytes(),
-                b"v",
-            ]));
-        }
-        raw.send(&pipeline);
-        for _ in 0..1000 {
-            assert_eq!(raw.reply(), b"+OK\r\n");
-        }
+        let (_server, mut raw) = filled_with_save_rules(kind, &dir, "", "2", 1000);
         ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
         assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
         assert_eq!(
@@ -1781,14 +1786,13 @@ fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
             "{kind}"
         );
         ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while persistence_field(&mut raw, "aof_rewrites") != "1" {
-            assert!(
-                Instant::now() < deadline,
-                "{kind}: the scheduled rewrite did not run"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_field(
+            &mut raw,
+            "aof_rewrites",
+            "1",
+            10000,
+            &format!("{kind}: the scheduled rewrite did not run"),
+        );
         wait_info(&mut raw, "aof_rewrite_in_progress:0");
         assert_eq!(
             persistence_field(&mut raw, "aof_rewrite_scheduled"),
@@ -1799,13 +1803,12 @@ fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
         ok(&mut raw, "CONFIG SET appendonly yes");
         ok(&mut raw, "CONFIG SET appendonly no");
         wait_info(&mut raw, "aof_rewrite_in_progress:0");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while persistence_field(&mut raw, "aof_rewrite_scheduled") != "0" {
-            assert!(
-                Instant::now() < deadline,
-                "{kind}: a rewrite stays scheduled"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_field(
+            &mut raw,
+            "aof_rewrite_scheduled",
+            "0",
+            5000,
+            &format!("{kind}: a rewrite stays scheduled"),
+        );
     }
 }
