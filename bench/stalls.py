@@ -9,7 +9,9 @@ Scenarios (N = --keys, default 1,000,000):
 - del-hash, del-set, del-zset, del-list: DEL of one collection of N members;
 - flushall: FLUSHALL of N keys;
 - grow:     N more keys written in big pipelines (the tables' resizes happen meanwhile);
-- bgsave:   BGSAVE of N keys, until it is done.
+- bgsave:   BGSAVE of N keys, until it is done;
+- flush-saving: FLUSHALL of N keys while a BGSAVE of them runs (redis-server kills its
+            child; Goblin abandons the save), until the save is over.
 
 A client sends PING, waits for PONG, and sleeps 0.2 ms, all along, from a process of its
 own with Python's garbage collector off (a thread of this script would wait for the GIL
@@ -35,7 +37,7 @@ from benchlib import GOBLIN, call, encode, free_port, send_pipelined, start, sto
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = ["expiry", "del-hash", "del-set", "del-zset", "del-list", "flushall", "grow",
-             "bgsave"]
+             "bgsave", "flush-saving"]
 
 
 def pipeline(port, commands, batch=2000):
@@ -164,6 +166,16 @@ def run_scenario(name, port, n, pinger):
             while "rdb_bgsave_in_progress:1" in call(port, "INFO", "persistence"):
                 time.sleep(0.02)
         return pinger.window(until_saved)
+    if name == "flush-saving":
+        fill(port, n)
+
+        def flush_while_saving():
+            call(port, "BGSAVE")
+            call(port, "FLUSHALL")
+            time.sleep(0.05)
+            while "rdb_bgsave_in_progress:1" in call(port, "INFO", "persistence"):
+                time.sleep(0.02)
+        return pinger.window(flush_while_saving)
     raise ValueError(name)
 
 
