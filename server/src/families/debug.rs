@@ -300,8 +300,10 @@ impl Populate {
         })
     }
 
-    /// Creates the keys that live on the hop's shard.
+    /// Creates the keys that live on the hop's shard (neither logged nor replicated,
+    /// as redis-server's DEBUG POPULATE propagates nothing).
     fn run(&self, ctx: &mut ShardCtx<'_>) {
+        ctx.unlogged();
         let mut key = Vec::with_capacity(POPULATE_KEY_MAX);
         let mut value = Vec::new();
         let mut digits = itoa::Buffer::new();

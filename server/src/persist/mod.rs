@@ -305,8 +305,9 @@ impl Persist {
     }
 
     /// CONFIG SET appendonly: on, the log starts with a rewrite (worker 0's cron begins
-    /// it); off, every shard closes its log.
-    pub fn set_log(self: &std::sync::Arc<Self>, on: bool) {
+    /// it); off, every shard closes its log and a rewrite in progress is killed. True
+    /// when one was (the workers are to be woken to drop their images).
+    pub fn set_log(self: &std::sync::Arc<Self>, on: bool) -> bool {
         let was = self.log_on.swap(on, Ordering::SeqCst);
         if on && !was {
             self.log_start.store(true, Ordering::SeqCst);
@@ -327,7 +328,17 @@ impl Persist {
                 Notice,
                 "the append-only log is off (CONFIG SET appendonly no)"
             );
+            let job = self.job.lock().ok().and_then(|j| j.clone());
+            if job.is_some_and(|job| job.kill_rewrite()) {
+                // (redis-server's words, which operators and its tests look for.)
+                crate::log!(
+                    Notice,
+                    "Killing running AOF rewrite child: the rewrite in the shards' loops"
+                );
+                return true;
+            }
         }
+        false
     }
 
     /// Keeps a shard's current log file for the fsync thread (`None`: it has none).

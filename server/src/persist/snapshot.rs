@@ -268,7 +268,19 @@ impl SaveJob {
         }
     }
 
-    fn aborted(&self) -> bool {
+    /// `CONFIG SET appendonly no` stops a log rewrite in progress, as redis-server
+    /// kills its child: the shards drop their images at their next step, the base's
+    /// file is removed, and the rewrite ends without success or failure. True when
+    /// this job is a rewrite.
+    pub fn kill_rewrite(&self) -> bool {
+        if self.aof_base {
+            self.cancel.store(true, Ordering::Release);
+        }
+        self.aof_base
+    }
+
+    /// Whether the save was abandoned or killed: the shards drop their images.
+    pub fn aborted(&self) -> bool {
         self.cancel.load(Ordering::Acquire)
     }
 
@@ -326,7 +338,11 @@ impl SaveJob {
                     }
                     Err(io::Error::new(
                         io::ErrorKind::Interrupted,
-                        "abandoned by FLUSHALL",
+                        if job.aof_base {
+                            "killed, the log is off (appendonly no)"
+                        } else {
+                            "abandoned by FLUSHALL"
+                        },
                     ))
                 }
                 Ok(mut w) => match (w.error.take(), w.file.take()) {
@@ -411,6 +427,15 @@ fn bgsave_done(dirty: u64) -> SaveDone {
 fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
     Box::new(
         move |persist: &Persist, result: io::Result<u64>, took: Duration| {
+            if let Err(e) = &result
+                && e.kind() == io::ErrorKind::Interrupted
+            {
+                // Killed (appendonly no), as redis-server's child: neither a success
+                // nor a failure; the manifest stays as it is.
+                crate::log!(Notice, "Background AOF rewrite terminated: {e}");
+                persist.rewriting.store(false, Ordering::SeqCst);
+                return;
+            }
             let outcome = result.and_then(|_| {
                 if persist.rotation_failed.load(Ordering::SeqCst) {
                     return Err(io::Error::other(
@@ -445,7 +470,6 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                 Ok(size) => {
                     persist.aof_current_size.store(size, Ordering::Relaxed);
                     persist.aof_base_size.store(size, Ordering::Relaxed);
-                    persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
                     persist.rewrite_failed.store(false, Ordering::Relaxed);
                     crate::log!(
                         Notice,
@@ -816,6 +840,9 @@ impl SavePlan {
             *slot = Some(manifest);
             seq
         };
+        // (Counted as it starts, as redis-server counts its forks: a rewrite killed or
+        // failed counts too.)
+        persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
         let target = dir.join(aof::base_name(&name, seq));
         let done = rewrite_done(dir, name, seq);
         let job = SaveJob::start(Arc::clone(persist), target, shards, true, done)?;

@@ -542,7 +542,9 @@ impl Shared {
             config.persist.stop_writes_on_bgsave_error,
         );
         persist.set_fsync(config.persist.appendfsync);
-        persist.set_log(config.persist.appendonly);
+        if persist.set_log(config.persist.appendonly) {
+            self.wake_workers();
+        }
         persist.set_knobs(&config.inert);
         self.client_limits.set(&config);
         let clients = clients_limit(&config);

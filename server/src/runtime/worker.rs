@@ -647,6 +647,14 @@ impl Worker {
         let Some(job) = self.save_job.clone() else {
             return;
         };
+        if job.aborted() {
+            // Killed (a rewrite when the log goes off): this shard's image is dropped.
+            self.shard.drop_snapshot();
+            job.shard_done();
+            self.save_job = None;
+            self.save_paced = None;
+            return;
+        }
         if !job.ready() {
             return;
         }

@@ -402,6 +402,13 @@ impl Shard {
         self.dbs.iter().any(Keyspace::snapshot_active)
     }
 
+    /// Drops the image in progress, unwritten (its save was killed).
+    pub fn drop_snapshot(&mut self) {
+        for keyspace in self.dbs.iter_mut() {
+            keyspace.end_snapshot();
+        }
+    }
+
     /// The next piece of the image in progress (database after database): its
     /// database, its bytes, and whether the image is now whole.
     pub fn snapshot_step(&mut self, max_keys: usize, max_bytes: usize) -> (u16, Vec<u8>, bool) {

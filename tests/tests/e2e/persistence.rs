@@ -1686,10 +1686,15 @@ fn filled_with_save_rules(
     threads: &str,
     keys: usize,
 ) -> (Server, Raw) {
-    let args = ["--dir", dir.arg(), "--save", rules];
+    filled_with(kind, &["--dir", dir.arg(), "--save", rules], threads, keys)
+}
+
+/// A `kind` server (Goblin on `threads`) started with `args`, given `keys` keys (`k0` …
+/// in one pipelined write), and a connection to it.
+fn filled_with(kind: &str, args: &[&str], threads: &str, keys: usize) -> (Server, Raw) {
     let server = match kind {
-        "redis" => Server::redis_with(&args),
-        _ => Server::goblin_with(&[&args[..], &["--threads", threads]].concat()),
+        "redis" => Server::redis_with(args),
+        _ => Server::goblin_with(&[args, &["--threads", threads]].concat()),
     };
     let mut raw = server.raw();
     let mut pipeline = Vec::new();
@@ -1810,5 +1815,82 @@ fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
             5000,
             &format!("{kind}: a rewrite stays scheduled"),
         );
+    }
+}
+
+/// `CONFIG SET appendonly no` kills a log rewrite in progress (slowed by
+/// `rdb-key-save-delay`), as redis-server kills its child: the rewrite ends at once,
+/// neither a success nor a failure, with redis-server's log line; a BGSAVE may start
+/// right after, and the log, turned on again, starts with a rewrite of its own.
+#[test]
+fn turning_the_log_off_kills_a_rewrite_in_progress() {
+    for kind in ["goblin", "redis"] {
+        let dir = Dir::new("kill-rewrite");
+        let log = dir.path().join("server.log");
+        let args = [
+            "--dir",
+            dir.arg(),
+            "--logfile",
+            log.to_str().unwrap(),
+            "--loglevel",
+            "notice",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let (_server, mut raw) = filled_with(kind, &args, "2", 4000);
+        ok(&mut raw, "CONFIG SET appendonly yes");
+        wait_field(
+            &mut raw,
+            "aof_rewrites",
+            "1",
+            10000,
+            "the log did not start",
+        );
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
+        assert_eq!(
+            cmd(&mut raw, "BGREWRITEAOF"),
+            b"+Background append only file rewriting started\r\n",
+            "{kind}"
+        );
+        assert_eq!(
+            persistence_field(&mut raw, "aof_rewrite_in_progress"),
+            "1",
+            "{kind}"
+        );
+        ok(&mut raw, "CONFIG SET appendonly no");
+        // (At a millisecond a key, the rewrite would take two seconds or more.)
+        wait_field(
+            &mut raw,
+            "aof_rewrite_in_progress",
+            "0",
+            500,
+            &format!("{kind}: the rewrite was not killed"),
+        );
+        // (A rewrite counts as it starts, killed or not.)
+        for (field, value) in [("aof_rewrites", "2"), ("aof_last_bgrewrite_status", "ok")] {
+            assert_eq!(persistence_field(&mut raw, field), value, "{kind}: {field}");
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains("Killing running AOF rewrite child"),
+            "{kind}: {text}"
+        );
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
+        assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
+        wait_info(&mut raw, "rdb_bgsave_in_progress:0");
+        ok(&mut raw, "CONFIG SET appendonly yes");
+        wait_field(
+            &mut raw,
+            "aof_rewrites",
+            "3",
+            10000,
+            "the log did not start again",
+        );
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        assert_eq!(cmd(&mut raw, "DBSIZE"), b":4000\r\n", "{kind}");
+        ok(&mut raw, "SET after yes");
+        assert_eq!(cmd(&mut raw, "DEBUG LOADAOF"), b"+OK\r\n", "{kind}");
+        assert_eq!(cmd(&mut raw, "DBSIZE"), b":4001\r\n", "{kind}");
     }
 }
