@@ -1871,7 +1871,7 @@ fn turning_the_log_off_kills_a_rewrite_in_progress() {
         for (field, value) in [("aof_rewrites", "2"), ("aof_last_bgrewrite_status", "ok")] {
             assert_eq!(persistence_field(&mut raw, field), value, "{kind}: {field}");
         }
-        let text = std::fs::read_to_string(&log).unwrap();
+        let text = fs::read_to_string(&log).unwrap();
         assert!(
             text.contains("Killing running AOF rewrite child"),
             "{kind}: {text}"
