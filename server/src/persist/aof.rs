@@ -823,9 +823,13 @@ pub fn generation_file(appendfilename: &str, seq: u64, shard: usize, shards: usi
     }
 }
 
-/// The name of the base snapshot of generation `seq`.
-pub fn base_name(appendfilename: &str, seq: u64) -> String {
-    format!("{appendfilename}.{seq}.base.rdb")
+/// The name of the base of generation `seq`: an RDB file, or (`aof-use-rdb-preamble
+/// no`) commands.
+pub fn base_name(appendfilename: &str, seq: u64, rdb: bool) -> String {
+    match rdb {
+        true => format!("{appendfilename}.{seq}.base.rdb"),
+        false => format!("{appendfilename}.{seq}.base.aof"),
+    }
 }
 
 /// Syncs a directory, so that a rename or a new file in it survives a crash.
@@ -1084,7 +1088,7 @@ mod tests {
         fs::create_dir_all(&dir).expect("dir");
         let m = Manifest {
             base: Some(LogFile {
-                name: base_name("a.aof", 1),
+                name: base_name("a.aof", 1, true),
                 seq: 1,
                 shard: None,
             }),

@@ -586,13 +586,15 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                     None,
                 )?;
                 let seq = manifest.last_seq() + 1;
-                let base = aof::base_name(name, seq);
+                let base = aof::base_name(name, seq, true);
                 fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
                 manifest.base = Some(LogFile {
                     name: base,
                     seq,
                     shard: None,
                 });
+            } else {
+                manifest.base = Some(empty_base(shared, &dir, name, manifest.last_seq() + 1)?);
             }
             manifest
         }
@@ -653,6 +655,33 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         *slot = Some(manifest);
     }
     Ok(logs)
+}
+
+/// The base of a log started on an empty dataset, as redis-server's
+/// `aofOpenIfNeededOnServerStart` writes it: an RDB file without keys, or (with
+/// `aof-use-rdb-preamble no`) a file without commands.
+fn empty_base(shared: &Shared, dir: &Path, name: &str, seq: u64) -> Result<LogFile, String> {
+    let persist = &shared.persist;
+    let rdb = persist.rdb_preamble.load(Ordering::Relaxed);
+    let base = aof::base_name(name, seq, rdb);
+    let path = dir.join(&base);
+    let written = match rdb {
+        true => super::snapshot::write_file(&path, None, &[], None, &[]),
+        false => aof::create_empty(&path).and_then(|mut file| {
+            use std::io::Write as _;
+            if persist.aof_timestamps.load(Ordering::Relaxed) {
+                write!(file, "#TS:{}\r\n", clock::now_ms() / 1000)?;
+            }
+            file.sync_all()
+        }),
+    };
+    written.map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::log!(Notice, "Creating AOF base file {base} on server start");
+    Ok(LogFile {
+        name: base,
+        seq,
+        shard: None,
+    })
 }
 
 /// redis-server 7's upgrade of an old-style log: when `server_dir/name` exists and the

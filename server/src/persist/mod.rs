@@ -22,6 +22,7 @@ fn fsync_code(fsync: Fsync) -> u8 {
 }
 
 pub mod aof;
+pub mod aof_base;
 pub mod load;
 pub mod snapshot;
 
@@ -53,6 +54,9 @@ pub struct Persist {
     /// `aof-timestamp-enabled`: each shard's log writes `#TS:<Unix seconds>` before its
     /// records when the second changed since its last, as redis-server annotates its.
     pub aof_timestamps: AtomicBool,
+    /// `aof-use-rdb-preamble`: a rewrite's base is an RDB file (yes, the default) or
+    /// commands (no: `aof_base.rs`).
+    pub rdb_preamble: AtomicBool,
     /// `rdb-key-save-delay` (redis-server's test knob): microseconds a background
     /// snapshot takes per key (the shards write that slowly, serving meanwhile; up to
     /// 10 ms: `Worker::save_delay`).
@@ -123,11 +127,15 @@ pub struct Persist {
 impl Persist {
     /// The options of redis-server's that are kept with the others
     /// (`config/inert.rs`) and acted on here: `aof-timestamp-enabled`,
-    /// `rdb-key-save-delay`.
+    /// `aof-use-rdb-preamble`, `rdb-key-save-delay`.
     pub fn set_knobs(&self, inert: &[String]) {
         let value = |name| crate::config::inert::value(inert, name);
         self.aof_timestamps.store(
             value("aof-timestamp-enabled") == Some("yes"),
+            Ordering::Relaxed,
+        );
+        self.rdb_preamble.store(
+            value("aof-use-rdb-preamble") != Some("no"),
             Ordering::Relaxed,
         );
         self.rdb_key_save_delay.store(
@@ -150,6 +158,7 @@ impl Persist {
             appendfsync: AtomicU8::new(fsync_code(config.appendfsync)),
             aof_flush_sleep_us: AtomicU64::new(0),
             aof_timestamps: AtomicBool::new(false),
+            rdb_preamble: AtomicBool::new(true),
             rdb_key_save_delay: AtomicI64::new(0),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),

@@ -423,8 +423,15 @@ fn bgsave_done(dirty: u64) -> SaveDone {
 /// The end of a log rewrite: with the new base written and every shard appending to
 /// the new generation, the manifest names only them and the old files go; otherwise
 /// the manifest keeps the old files before the new generation (as it has since the
-/// rewrite's instant), and nothing is lost.
-fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
+/// rewrite's instant), and nothing is lost. The base is named `base`; with `image`, the
+/// RDB file the shards wrote there is first turned into commands (`aof_base.rs`).
+fn rewrite_done(
+    dir: PathBuf,
+    name: String,
+    seq: u64,
+    base: String,
+    image: Option<PathBuf>,
+) -> SaveDone {
     Box::new(
         move |persist: &Persist, result: io::Result<u64>, took: Duration| {
             if let Err(e) = &result
@@ -437,6 +444,15 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                 return;
             }
             let outcome = result.and_then(|_| {
+                if let Some(image) = &image {
+                    let ts = persist
+                        .aof_timestamps
+                        .load(Ordering::Relaxed)
+                        .then(|| clock::now_ms() / 1000);
+                    let written = super::aof_base::write_from_rdb(image, &dir.join(&base), ts);
+                    let _ = fs::remove_file(image);
+                    written?;
+                }
                 if persist.rotation_failed.load(Ordering::SeqCst) {
                     return Err(io::Error::other(
                         "a shard could not switch to the new files",
@@ -449,7 +465,7 @@ fn rewrite_done(dir: PathBuf, name: String, seq: u64) -> SaveDone {
                 let old = slot.clone().unwrap_or_default();
                 let new = Manifest {
                     base: Some(LogFile {
-                        name: aof::base_name(&name, seq),
+                        name: base.clone(),
                         seq,
                         shard: None,
                     }),
@@ -843,8 +859,18 @@ impl SavePlan {
         // (Counted as it starts, as redis-server counts its forks: a rewrite killed or
         // failed counts too.)
         persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
-        let target = dir.join(aof::base_name(&name, seq));
-        let done = rewrite_done(dir, name, seq);
+        // With `aof-use-rdb-preamble no` the shards' image goes to a file of its own,
+        // turned into the base's commands at the end.
+        let rdb = persist.rdb_preamble.load(Ordering::Relaxed);
+        let base = aof::base_name(&name, seq, rdb);
+        let (target, image) = match rdb {
+            true => (dir.join(&base), None),
+            false => {
+                let image = dir.join(format!("temp-rewriteaof-bg-{seq}.rdb"));
+                (image.clone(), Some(image))
+            }
+        };
+        let done = rewrite_done(dir, name, seq, base, image);
         let job = SaveJob::start(Arc::clone(persist), target, shards, true, done)?;
         Ok((job, seq))
     }

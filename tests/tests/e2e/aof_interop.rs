@@ -473,3 +473,190 @@ fn broken_logs_are_refused_or_cut_as_redis_server_does() {
         assert_eq!(seen[1], seen[0], "{what}");
     }
 }
+
+/// Writes whose base is the same on every server (absolute deadlines and stream IDs,
+/// nothing random): every type, two databases, a stream with a deleted entry, a group,
+/// a consumer with a pending entry and one without, an empty stream.
+const BASE_WRITES: &[&str] = &[
+    "SET s hello",
+    "SET n 12345",
+    "PEXPIREAT s 4102444800000",
+    "RPUSH l a b c 1 2",
+    "SADD words x y z",
+    "SADD ints 3 1 2",
+    "HSET h f1 v1 f2 v2",
+    "ZADD z 1.5 a 0.1 b inf c -2 d",
+    "XADD x 1-1 a 1 b 2",
+    "XADD x 2-1 c 3",
+    "XADD x 3-1 d 4",
+    "XDEL x 3-1",
+    "XGROUP CREATE x g1 0",
+    "XREADGROUP GROUP g1 alice COUNT 1 STREAMS x >",
+    "XGROUP CREATECONSUMER x g1 bob",
+    "XADD empty MAXLEN 0 5-5 k v",
+    "SELECT 3",
+    "SET other three",
+    "SELECT 0",
+];
+
+/// A command's arguments.
+type Argv = Vec<Vec<u8>>;
+/// A base's libraries' loads, and each database's commands (after its `SELECT`).
+type Base = (Vec<Argv>, Vec<(Vec<u8>, Vec<Argv>)>);
+
+/// A base of commands, comparable from server to server: its libraries' loads apart,
+/// then each database's commands as a sorted list (keys come in table order), with a
+/// set's members sorted and a pending entry's delivery time left out.
+fn base_commands(bytes: &[u8]) -> Base {
+    use goblin_protocol::{Frame, parse_reply};
+    let (mut functions, mut dbs) = (Vec::new(), Vec::<(Vec<u8>, Vec<Argv>)>::new());
+    let mut at = 0;
+    while at < bytes.len() {
+        let (frame, n) = parse_reply(&bytes[at..]).unwrap().unwrap();
+        at += n;
+        let Frame::Array(items) = frame else {
+            panic!("not a command at {at}");
+        };
+        let mut args: Vec<Vec<u8>> = items
+            .into_iter()
+            .map(|f| match f {
+                Frame::Bulk(b) => b.to_vec(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        match args[0].to_ascii_uppercase().as_slice() {
+            b"FUNCTION" => functions.push(args),
+            b"SELECT" => dbs.push((args[1].clone(), Vec::new())),
+            name => {
+                if name == b"SADD" {
+                    args[2..].sort();
+                }
+                if name == b"XCLAIM" {
+                    args[7] = b"<time>".to_vec();
+                }
+                dbs.last_mut().expect("a SELECT first").1.push(args);
+            }
+        }
+    }
+    for (_, commands) in &mut dbs {
+        commands.sort();
+    }
+    (functions, dbs)
+}
+
+/// The files of the log's directory, and its manifest.
+fn log_files(dir: &Dir) -> (Vec<String>, String) {
+    let path = dir.path().join("appendonlydir");
+    let mut names: Vec<String> = fs::read_dir(&path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let manifest = fs::read_to_string(path.join("appendonly.aof.manifest")).unwrap();
+    (names, manifest)
+}
+
+/// A log's bases as redis-server writes them: started on an empty dataset, the log
+/// begins with an empty base (an RDB file, or with `aof-use-rdb-preamble no` a file of
+/// commands) before its first record file; with `aof-use-rdb-preamble no`, a rewrite's
+/// base is the commands redis-server writes (every type, two databases, a stream with
+/// its group, consumers and pending entry, a library), named `.base.aof`, and
+/// redis-server loads it to the same dataset. With one thread the files and manifests
+/// are redis-server's; with two, the bases are.
+#[test]
+fn bases_are_written_as_redis_server_writes_them() {
+    const LIBRARY: &[u8] =
+        b"#!lua name=mylib\nredis.register_function('f1', function() return 1 end)";
+    for preamble in ["yes", "no"] {
+        let mut seen = Vec::new();
+        for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
+            let what = format!("{kind} {threads} preamble {preamble}");
+            let dir = Dir::new("aof-bases");
+            let mut args = vec![
+                "--dir",
+                dir.arg(),
+                "--appendonly",
+                "yes",
+                "--aof-use-rdb-preamble",
+                preamble,
+                "--enable-debug-command",
+                "yes",
+            ];
+            let server = match kind {
+                "redis" => Server::redis_with(&args),
+                _ => {
+                    args.extend(["--threads", threads]);
+                    Server::goblin_with(&args)
+                }
+            };
+            let mut raw = server.raw();
+            let started = log_files(&dir);
+            for line in BASE_WRITES {
+                ok(&mut raw, line);
+            }
+            assert!(!raw.cmd(&[b"FUNCTION", b"LOAD", LIBRARY]).starts_with(b"-"));
+            ok(&mut raw, "BGREWRITEAOF");
+            wait_rewrite(&mut raw);
+            let rewritten = log_files(&dir);
+            let digest = raw.cmd_str("DEBUG DIGEST");
+            ok(&mut raw, "DEBUG LOADAOF");
+            assert_eq!(raw.cmd_str("DEBUG DIGEST"), digest, "{what}");
+            let base = rewritten
+                .0
+                .iter()
+                .find(|name| name.contains(".base."))
+                .unwrap_or_else(|| panic!("{what}: no base in {rewritten:?}"))
+                .clone();
+            let bytes = fs::read(dir.path().join("appendonlydir").join(&base)).unwrap();
+            let commands = (preamble == "no").then(|| base_commands(&bytes));
+            if preamble == "no" {
+                // redis-server loads the base alone to the same dataset.
+                let alone = Dir::new("aof-base-alone");
+                let logs = alone.path().join("appendonlydir");
+                fs::create_dir_all(&logs).unwrap();
+                fs::write(logs.join(&base), &bytes).unwrap();
+                fs::write(
+                    logs.join("appendonly.aof.manifest"),
+                    format!("file {base} seq 1 type b\n"),
+                )
+                .unwrap();
+                let redis = Server::redis_with(&[
+                    "--dir",
+                    alone.arg(),
+                    "--appendonly",
+                    "yes",
+                    "--enable-debug-command",
+                    "yes",
+                ]);
+                assert_eq!(redis.raw().cmd_str("DEBUG DIGEST"), digest, "{what}");
+            }
+            seen.push((what, started, rewritten, base, commands, digest));
+        }
+        let (redis, goblins) = seen.split_first().unwrap();
+        for goblin in goblins {
+            let what = &goblin.0;
+            if what.contains("goblin 1 ") {
+                assert_eq!(goblin.1, redis.1, "{what}: the start's files");
+                assert_eq!(goblin.2, redis.2, "{what}: the rewrite's files");
+            } else {
+                // (Two threads: a record file per shard, the base as one thread's.)
+                let base = |files: &[String]| files.iter().find(|f| f.contains(".base.")).cloned();
+                assert_eq!(
+                    base(&goblin.1.0),
+                    base(&redis.1.0),
+                    "{what}: the start's base"
+                );
+                // (Numbered after the shards' files.)
+                let form = |name: &str| name.rsplit_once(".base.").map(|(_, f)| f.to_string());
+                assert_eq!(
+                    form(&goblin.3),
+                    form(&redis.3),
+                    "{what}: the rewrite's base"
+                );
+            }
+            assert_eq!(goblin.4, redis.4, "{what}: the base's commands");
+            assert_eq!(goblin.5, redis.5, "{what}: the dataset");
+        }
+    }
+}
