@@ -343,6 +343,7 @@ impl Loopback {
             db: 0,
             databases: self.shared.config.databases,
             local_client: true,
+            by_script: false,
             client: None,
             conn: None,
             master: false,

@@ -234,6 +234,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             db,
             databases,
             local_client: ctx.conn.client.origin.is_local(),
+            by_script: false,
             caller: ctx.conn.client.script_caller(spec, ctx.conn.now),
             conn: None,
             master: false,
@@ -273,7 +274,10 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                                 ctx.conn.shared,
                                 spec,
                                 &args,
-                            ) =>
+                            )
+                            || spec
+                                .plan_if
+                                .is_some_and(|when| when(ctx.conn.shared, &args)) =>
                     {
                         match (cross.plan)(&start) {
                             Ok(plan) => {

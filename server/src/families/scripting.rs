@@ -1272,7 +1272,10 @@ pub(crate) mod plan {
                 if let Some(e) = refusal {
                     return Err(Resume::Refused(e));
                 }
-                if several {
+                // A command whose own keys are on one shard but that may read others (a
+                // SORT whose BY or GET patterns name keys anywhere) runs as its plan too,
+                // when the script holds every shard.
+                if several || (self.whole && spec.plan_if.is_some_and(|when| when(cx.shared, a))) {
                     // Its own plan, with every key locked already (the script's).
                     let Some(cross) = spec.cross_shard else {
                         return Err(Resume::Refused(errors::no_plan(spec.name)));
@@ -1312,6 +1315,7 @@ pub(crate) mod plan {
                 db: cx.db(),
                 databases: cx.shared.config.databases,
                 local_client: true,
+                by_script: true,
                 caller: self.caller.clone(),
                 conn: None,
                 master: false,

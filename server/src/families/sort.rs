@@ -105,6 +105,8 @@ struct SortSpec {
     /// BY without `*`: nothing to sort.
     dont_sort: bool,
     gets: Vec<Vec<u8>>,
+    /// Its plan runs for a script (on a shard, `ShardCtx::called_by_script` tells).
+    by_script: bool,
 }
 
 /// Whether a pattern names keys: it has a `*` (as C's `strchr` sees it, up to a NUL)
@@ -314,7 +316,7 @@ fn read_source(
     let mut alpha = spec.alpha;
     let mut by = spec.by.as_deref();
     let desc = spec.desc;
-    let by_script = ctx.called_by_script();
+    let by_script = ctx.called_by_script() || spec.by_script;
     // A missing key is an empty list: nothing to sort, reply or store.
     let Some(entry) = ctx.db.get(key, ctx.now) else {
         return Ok(Source {
@@ -565,7 +567,8 @@ fn sort_ro_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 
 fn plan_of(start: &PlanStart<'_>, read_only: bool) -> Result<Box<dyn Plan>, Vec<u8>> {
     let args = start.args;
-    let spec = parse(args, read_only).map_err(<[u8]>::to_vec)?;
+    let mut spec = parse(args, read_only).map_err(<[u8]>::to_vec)?;
+    spec.by_script = start.by_script;
     let key = args.get(1).to_vec();
     Ok(Box::new(SortPlan {
         whole: start.slots.shards() > 1 && spec.elsewhere(&key).is_some(),

@@ -2019,6 +2019,7 @@ impl Worker {
             conn: me,
             master,
             client: self.conns.get(key).map(|c| &c.client),
+            by_script: false,
         };
         let plan = match (cross.plan)(&start) {
             Ok(plan) => plan,

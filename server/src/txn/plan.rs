@@ -437,6 +437,9 @@ pub struct PlanStart<'a> {
     /// The client, when the plan is made on its connection's thread (not by a script):
     /// what a log line says of who asked.
     pub client: Option<&'a crate::runtime::client::Client>,
+    /// A script called the command (SORT then sorts a set it would not: its answer to
+    /// a script must not depend on how the set is laid out).
+    pub by_script: bool,
 }
 
 /// Makes a command's plan, or the error reply its arguments deserve.
