@@ -150,6 +150,7 @@ pub fn info(shared: &Shared) -> String {
         -1
     };
     let rewriting = p.rewriting.load(Ordering::Relaxed);
+    let log_start = p.log_start.load(Ordering::Relaxed);
     let saving = saving && !rewriting;
     let current_rewrite = if rewriting {
         (now_ms.saturating_sub(p.rewrite_started.load(Ordering::Relaxed)) / 1000) as i64
@@ -182,12 +183,11 @@ pub fn info(shared: &Shared) -> String {
         p.expired_at_load.load(Ordering::Relaxed),
         p.loaded_keys.load(Ordering::Relaxed),
         u8::from(appendonly),
-        u8::from(rewriting),
-        // The rewrite that turns the log on counts as scheduled until it starts (as
-        // redis-server's starts at once: a client waiting for it sees it pending).
-        u8::from(
-            p.rewrite_scheduled.load(Ordering::Relaxed) || p.log_start.load(Ordering::Relaxed)
-        ),
+        // The rewrite that turns the log on starts in worker 0's next loop iteration
+        // (redis-server's, in CONFIG SET): until then it counts as in progress, or, with
+        // a save running, scheduled — as redis-server's.
+        u8::from(rewriting || (log_start && !saving)),
+        u8::from(p.rewrite_scheduled.load(Ordering::Relaxed) || (log_start && saving)),
         p.last_rewrite_secs.load(Ordering::Relaxed),
         status(p.rewrite_failed.load(Ordering::Relaxed)),
         p.aof_rewrites.load(Ordering::Relaxed),

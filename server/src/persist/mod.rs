@@ -313,21 +313,32 @@ impl Persist {
         aof::start_fsync_thread(std::sync::Arc::clone(self))
     }
 
-    /// CONFIG SET appendonly: on, the log starts with a rewrite (worker 0's cron begins
-    /// it); off, every shard closes its log and a rewrite in progress is killed. True
-    /// when one was (the workers are to be woken to drop their images).
+    /// CONFIG SET appendonly: on, the log starts with a rewrite (worker 0 begins it);
+    /// off, every shard closes its log and a rewrite in progress is killed. True when
+    /// the workers are to be woken: worker 0 to begin the rewrite, the shards to drop
+    /// their images of the one killed.
     pub fn set_log(self: &std::sync::Arc<Self>, on: bool) -> bool {
         let was = self.log_on.swap(on, Ordering::SeqCst);
         if on && !was {
             self.log_start.store(true, Ordering::SeqCst);
-            // (Worker 0's cron begins it, within a second.)
+            // (Worker 0 starts it in its next loop iteration, or once a save running
+            // ends: redis-server's words for either.)
             crate::log!(
                 Notice,
-                "AOF was enabled. An AOF background was scheduled to start when possible."
+                "{}",
+                match self.saving.load(Ordering::Relaxed) {
+                    true =>
+                        "AOF was enabled but there is already another background \
+                             operation. An AOF background was scheduled to start when \
+                             possible.",
+                    false =>
+                        "AOF was enabled. An AOF background was scheduled to start when possible.",
+                }
             );
             if let Err(e) = self.start_fsync_thread() {
                 crate::log!(Warning, "cannot start the log's fsync thread: {e}");
             }
+            return true;
         } else if !on && was {
             // Nothing waits to start the log any more, nor a rewrite (redis-server's
             // `stopAppendOnly` unschedules it).

@@ -820,6 +820,8 @@ impl SavePlan {
         let persist = &cx.shared.persist;
         let config = &cx.shared.config.persist;
         persist.rewriting.store(true, Ordering::SeqCst);
+        // (Any rewrite starts a log just turned on: its instant opens the shards' logs.)
+        persist.log_start.store(false, Ordering::SeqCst);
         persist.rotation_failed.store(false, Ordering::SeqCst);
         persist
             .rewrite_started

@@ -271,6 +271,9 @@ pub struct Worker {
     /// Messages sent to other workers whose answer has not come back yet.
     awaiting: usize,
     /// The background save this shard's image goes to.
+    /// Worker 0 began the rewrite that starts the log (`Persist::log_start` stays set
+    /// until the rewrite's instant).
+    log_start_asked: bool,
     save_job: Option<Arc<SaveJob>>,
     /// With `rdb-key-save-delay`: when the background save's keys written so far were
     /// due (the next is due a delay later).
@@ -413,6 +416,7 @@ impl Worker {
             pool: Vec::new(),
             commands: 0,
             awaiting: 0,
+            log_start_asked: false,
             save_job: None,
             save_paced: None,
             last_repl_ping: Instant::now(),
@@ -506,6 +510,7 @@ impl Worker {
                 self.shard.close_log(&self.shared);
             }
             if self.id == 0 {
+                self.start_log_if_asked();
                 self.cron();
             }
             self.close_idle();
@@ -760,6 +765,33 @@ impl Worker {
         }
     }
 
+    /// CONFIG SET appendonly yes (worker 0, woken for it, in the loop iteration after):
+    /// the log starts with a rewrite, whose instant opens each shard's log, as
+    /// redis-server's `startAppendOnly` starts it at once — or once the background
+    /// save running ends.
+    fn start_log_if_asked(&mut self) {
+        let persist = &self.shared.persist;
+        if !persist.log_start.load(Ordering::SeqCst) {
+            self.log_start_asked = false;
+            return;
+        }
+        // (Asked stays set until the rewrite begins: INFO shows it in progress meanwhile.)
+        if self.log_start_asked
+            || persist.loading()
+            || persist.saving.load(Ordering::Relaxed)
+            || !self.shared.live().persist.appendonly
+        {
+            return;
+        }
+        self.log_start_asked = true;
+        crate::log!(
+            Notice,
+            "Background append only file rewriting started (the log is turned on)"
+        );
+        let plan = SavePlan::new(SaveKind::Rewrite);
+        self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
+    }
+
     /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
     /// shutdown a signal asked for, MIGRATE's idle connections closed, the replicas'
     /// PING, the backlog freed after `repl-backlog-ttl` seconds without replicas, a
@@ -788,17 +820,6 @@ impl Worker {
         let persist = Arc::clone(&self.shared.persist);
         let config = self.shared.live().persist.clone();
         if persist.loading() || persist.saving.load(Ordering::Relaxed) {
-            return;
-        }
-        // CONFIG SET appendonly yes: the log starts with a rewrite, whose instant opens
-        // each shard's log (redis-server's `startAppendOnly`).
-        if config.appendonly && persist.log_start.swap(false, Ordering::SeqCst) {
-            crate::log!(
-                Notice,
-                "Background append only file rewriting started (the log is turned on)"
-            );
-            let plan = SavePlan::new(SaveKind::Rewrite);
-            self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
             return;
         }
         let size = persist.aof_current_size.load(Ordering::Relaxed);

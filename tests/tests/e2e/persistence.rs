@@ -1894,3 +1894,55 @@ fn turning_the_log_off_kills_a_rewrite_in_progress() {
         assert_eq!(cmd(&mut raw, "DBSIZE"), b":4001\r\n", "{kind}");
     }
 }
+
+/// `CONFIG SET appendonly yes` starts the log's rewrite at once, as redis-server's
+/// `startAppendOnly`: the INFO right after shows it in progress (Redis's test helper
+/// `waitForBgrewriteaof` looks at nothing else), then done; with a background save
+/// running, it is scheduled, and runs once the save ends.
+#[test]
+fn turning_the_log_on_starts_its_rewrite_at_once() {
+    for kind in ["goblin", "redis"] {
+        let dir = Dir::new("log-on");
+        let args = [
+            "--dir",
+            dir.arg(),
+            "--save",
+            "",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let (_server, mut raw) = filled_with(kind, &args, "2", 1000);
+        let fields = |raw: &mut Raw| {
+            ["aof_rewrite_in_progress", "aof_rewrite_scheduled"].map(|f| persistence_field(raw, f))
+        };
+        ok(&mut raw, "CONFIG SET appendonly yes");
+        assert_eq!(fields(&mut raw), ["1", "0"], "{kind}");
+        wait_field(
+            &mut raw,
+            "aof_rewrites",
+            "1",
+            10000,
+            "the log did not start",
+        );
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        ok(&mut raw, "CONFIG SET appendonly no");
+        // Behind a save.
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 1000");
+        assert!(cmd(&mut raw, "BGSAVE").starts_with(b"+Background saving started"));
+        ok(&mut raw, "CONFIG SET appendonly yes");
+        assert_eq!(fields(&mut raw), ["0", "1"], "{kind}");
+        ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
+        wait_field(
+            &mut raw,
+            "aof_rewrites",
+            "2",
+            10000,
+            "the log did not start after the save",
+        );
+        wait_info(&mut raw, "aof_rewrite_in_progress:0");
+        assert_eq!(fields(&mut raw), ["0", "0"], "{kind}");
+        ok(&mut raw, "SET after log");
+        assert_eq!(cmd(&mut raw, "DEBUG LOADAOF"), b"+OK\r\n", "{kind}");
+        assert_eq!(cmd(&mut raw, "DBSIZE"), b":1001\r\n", "{kind}");
+    }
+}
