@@ -1669,6 +1669,12 @@ fn persistence_field(raw: &mut Raw, name: &str) -> String {
 
 /// Waits until INFO persistence's `name` is `value`, failing with `why` after `ms`
 /// milliseconds.
+/// Asserts INFO persistence's field `name` is `value` (`what` says of which server).
+#[track_caller]
+fn field_is(raw: &mut Raw, name: &str, value: &str, what: &str) {
+    assert_eq!(persistence_field(raw, name), value, "{what}: {name}");
+}
+
 fn wait_field(raw: &mut Raw, name: &str, value: &str, ms: u64, why: &str) {
     let deadline = Instant::now() + Duration::from_millis(ms);
     while persistence_field(raw, name) != value {
@@ -1785,11 +1791,7 @@ fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
             b"+Background append only file rewriting scheduled\r\n",
             "{kind}"
         );
-        assert_eq!(
-            persistence_field(&mut raw, "aof_rewrite_scheduled"),
-            "1",
-            "{kind}"
-        );
+        field_is(&mut raw, "aof_rewrite_scheduled", "1", kind);
         ok(&mut raw, "CONFIG SET rdb-key-save-delay 0");
         wait_field(
             &mut raw,
@@ -1799,11 +1801,7 @@ fn a_rewrite_scheduled_behind_a_save_runs_with_the_log_off() {
             &format!("{kind}: the scheduled rewrite did not run"),
         );
         wait_info(&mut raw, "aof_rewrite_in_progress:0");
-        assert_eq!(
-            persistence_field(&mut raw, "aof_rewrite_scheduled"),
-            "0",
-            "{kind}"
-        );
+        field_is(&mut raw, "aof_rewrite_scheduled", "0", kind);
         // What waited to start the log is dropped when the log goes off again.
         ok(&mut raw, "CONFIG SET appendonly yes");
         ok(&mut raw, "CONFIG SET appendonly no");
@@ -1853,11 +1851,7 @@ fn turning_the_log_off_kills_a_rewrite_in_progress() {
             b"+Background append only file rewriting started\r\n",
             "{kind}"
         );
-        assert_eq!(
-            persistence_field(&mut raw, "aof_rewrite_in_progress"),
-            "1",
-            "{kind}"
-        );
+        field_is(&mut raw, "aof_rewrite_in_progress", "1", kind);
         ok(&mut raw, "CONFIG SET appendonly no");
         // (At a millisecond a key, the rewrite would take two seconds or more.)
         wait_field(
