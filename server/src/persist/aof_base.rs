@@ -39,19 +39,11 @@ pub fn write_from_rdb(rdb_path: &Path, target: &Path, timestamp: Option<u64>) ->
             out.buf
                 .extend_from_slice(format!("#TS:{secs}\r\n").as_bytes());
         }
-        let mut failed = None;
         let info = rdb::read(&bytes, |k| {
-            if failed.is_none()
-                && let Err(e) = out.key(k)
-            {
-                failed = Some(e);
-            }
-            Ok(())
+            out.key(k)
+                .map_err(|e| rdb::RdbError::Refused(e.to_string()))
         })
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        .map_err(|e| io::Error::other(e.to_string()))?;
         // (After the keys, where redis-server writes them first: the libraries are in
         // the RDB file's header, known once it is read. Loading is the same.)
         for code in &info.functions {
