@@ -275,7 +275,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
                                 spec,
                                 &args,
                             )
-                            || plan_anyway(ctx.conn.shared, spec, &args) =>
+                            || super::sort::sorts_elsewhere(ctx.conn.shared, spec, &args) =>
                     {
                         match (cross.plan)(&start) {
                             Ok(plan) => {
@@ -318,18 +318,6 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
         whole_shards,
         calls,
     })
-}
-
-/// Whether a queued command whose keys are on one shard runs as its plan all the same: a
-/// SORT whose patterns name keys anywhere (its `plan_if`), which EXEC runs holding every
-/// shard. (A script's is [`super::scripting::needs_every_shard`]'s to say; a blocking
-/// command's plan only blocks, which it does not inside EXEC.)
-fn plan_anyway(
-    shared: &crate::runtime::server::Shared,
-    spec: &crate::table::CommandSpec,
-    args: &Args<'_>,
-) -> bool {
-    matches!(spec.name, "sort" | "sort_ro") && spec.plan_if.is_some_and(|when| when(shared, args))
 }
 
 /// EXEC: what a queued command answers when its user may not run it now — the ACL

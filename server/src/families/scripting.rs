@@ -1275,7 +1275,9 @@ pub(crate) mod plan {
                 // A command whose own keys are on one shard but that may read others (a
                 // SORT whose BY or GET patterns name keys anywhere) runs as its plan too,
                 // when the script holds every shard.
-                if several || (self.whole && spec.plan_if.is_some_and(|when| when(cx.shared, a))) {
+                if several
+                    || (self.whole && crate::families::sort::sorts_elsewhere(cx.shared, spec, a))
+                {
                     // Its own plan, with every key locked already (the script's).
                     let Some(cross) = spec.cross_shard else {
                         return Err(Resume::Refused(errors::no_plan(spec.name)));

@@ -29,7 +29,7 @@ use crate::runtime::server::Shared;
 use crate::table::args::is_keyword;
 use crate::table::handler::{Args, Exec, ShardCtx};
 use crate::table::keys::{InvalidKeys, KeyFlags};
-use crate::table::{CommandTable, meta};
+use crate::table::{CommandSpec, CommandTable, meta};
 use crate::txn::plan::{Hop, HopOut, Locking, Outcome, Plan, PlanCx, PlanStart, Step};
 
 use super::sorted_sets::strtod;
@@ -169,6 +169,14 @@ fn patterns_elsewhere(shared: &Shared, args: &Args<'_>) -> bool {
     let read_only = args.get(0).eq_ignore_ascii_case(b"sort_ro");
     shared.threads > 1
         && parse(args, read_only).is_ok_and(|spec| spec.elsewhere(args.get(1)).is_some())
+}
+
+/// Whether a command whose keys are on one shard runs as its plan all the same, inside
+/// EXEC or called by a script that holds every shard: a SORT (or SORT_RO) whose patterns
+/// may name keys on other shards. (Other commands' `plan_if` is not asked there: a
+/// blocking command's plan only blocks, which it does not there.)
+pub(crate) fn sorts_elsewhere(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
+    matches!(spec.name, "sort" | "sort_ro") && patterns_elsewhere(shared, args)
 }
 
 /// SORT's options, in Redis's order of checks (`sortCommandGeneric`).
