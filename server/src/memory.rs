@@ -175,12 +175,64 @@ pub struct Limits {
     /// ([`Limits::eviction_share`]).
     round_at: AtomicU64,
     debt: AtomicU64,
+    /// Since when memory has been over `maxmemory` (Unix ms; 0: it is not), and how
+    /// long it was over before (INFO's `current_eviction_exceeded_time`,
+    /// `total_eviction_exceeded_time`).
+    exceeded_since: AtomicU64,
+    exceeded_total: AtomicU64,
 }
 
 /// How long an eviction round lasts: what it freed is measured again only after it.
 pub const EVICTION_ROUND_MS: u64 = 100;
 
 impl Limits {
+    /// A worker's look, each loop iteration: whether memory is over `maxmemory` now.
+    pub fn note_exceeded(&self, over: bool, now: u64) {
+        if over {
+            let _ = self.exceeded_since.compare_exchange(
+                0,
+                now.max(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        } else if self.exceeded_since.load(Ordering::Relaxed) != 0 {
+            let since = self.exceeded_since.swap(0, Ordering::Relaxed);
+            self.exceeded_total
+                .fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether memory was over `maxmemory` at the workers' last look.
+    pub fn exceeding(&self) -> bool {
+        self.exceeded_since.load(Ordering::Relaxed) != 0
+    }
+
+    /// How long memory has been over `maxmemory`, in all and (0 when it is not) this
+    /// time, in ms.
+    pub fn exceeded(&self, now: u64) -> (u64, u64) {
+        let since = self.exceeded_since.load(Ordering::Relaxed);
+        let current = if since == 0 {
+            0
+        } else {
+            now.saturating_sub(since)
+        };
+        (
+            self.exceeded_total.load(Ordering::Relaxed) + current,
+            current,
+        )
+    }
+
+    /// CONFIG RESETSTAT: the time over the limit counts again from now.
+    pub fn reset_exceeded(&self) {
+        self.exceeded_total.store(0, Ordering::Relaxed);
+        let now = crate::clock::now_ms().max(1);
+        let _ = self
+            .exceeded_since
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                (s != 0).then_some(now)
+            });
+    }
+
     /// The most memory seen in use, `used` included.
     pub fn peak(&self, used: usize) -> usize {
         let before = self.peak.fetch_max(used as u64, Ordering::Relaxed);

@@ -658,10 +658,19 @@ fn resetstat_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         cx.shared.rejected_connections.store(0, Ordering::Relaxed);
         for t in &cx.shared.traffic {
             t.reset.store(true, Ordering::Relaxed);
-            t.input.store(0, Ordering::Relaxed);
-            t.output.store(0, Ordering::Relaxed);
+            for n in [
+                &t.input,
+                &t.output,
+                &t.reads,
+                &t.writes,
+                &t.expire_us,
+                &t.expire_capped,
+            ] {
+                n.store(0, Ordering::Relaxed);
+            }
         }
         cx.shared.memory.evicted_keys.store(0, Ordering::Relaxed);
+        cx.shared.memory.reset_exceeded();
         let syncs = &cx.shared.repl.stats;
         for n in [&syncs.full, &syncs.partial_ok, &syncs.partial_err] {
             n.store(0, Ordering::Relaxed);
@@ -1439,6 +1448,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "Persistence",
         super::persistence::info(shared),
     );
+    let (exceeded_total, exceeded_now) = shared.memory.exceeded(crate::clock::now_ms());
     section(
         "stats",
         "Stats",
@@ -1451,7 +1461,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
              rejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\n\
              sync_partial_err:{}\r\nexpired_keys:{expired_keys}\r\n\
+             expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:{}\r\n\
+             expire_cycle_cpu_milliseconds:{}\r\n\
              evicted_keys:{}\r\nevicted_clients:{}\r\n\
+             total_eviction_exceeded_time:{exceeded_total}\r\n\
+             current_eviction_exceeded_time:{exceeded_now}\r\n\
              keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\n\
              pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\
              latest_fork_usec:0\r\ntotal_forks:{}\r\n\
@@ -1463,6 +1477,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
              tracking_total_prefixes:{}\r\n\
              unexpected_error_replies:0\r\ntotal_error_replies:{}\r\n\
              dump_payload_sanitizations:0\r\n\
+             total_reads_processed:{}\r\ntotal_writes_processed:{}\r\n\
              io_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\n\
              reply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
             shared.total_connections.load(Ordering::Relaxed),
@@ -1473,6 +1488,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.repl.stats.full.load(Ordering::Relaxed),
             shared.repl.stats.partial_ok.load(Ordering::Relaxed),
             shared.repl.stats.partial_err.load(Ordering::Relaxed),
+            shared.traffic_total(|t| &t.expire_capped),
+            shared.traffic_total(|t| &t.expire_us) / 1000,
             shared.memory.evicted_keys.load(Ordering::Relaxed),
             shared.client_eviction.evicted.load(Ordering::Relaxed),
             shared.pubsub.len(Space::Channels),
@@ -1484,6 +1501,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             shared.tracking.items.load(Ordering::Relaxed),
             shared.tracking.prefixes(),
             errors.total,
+            shared.traffic_total(|t| &t.reads),
+            shared.traffic_total(|t| &t.writes),
         ),
     );
     section("replication", "Replication", replication_section(shared));

@@ -115,6 +115,17 @@ pub struct Traffic {
     pub output: AtomicU64,
     /// Batches and transaction steps sent to other shards.
     pub hops: AtomicU64,
+    /// Reads of clients' sockets and writes to them (`total_reads_processed`,
+    /// `total_writes_processed`).
+    pub reads: AtomicU64,
+    /// See `reads`.
+    pub writes: AtomicU64,
+    /// Microseconds its active expiry ran (`expire_cycle_cpu_milliseconds`), and the
+    /// iterations it stopped at its budget with keys still due
+    /// (`expired_time_cap_reached_count`).
+    pub expire_us: AtomicU64,
+    /// See `expire_us`.
+    pub expire_capped: AtomicU64,
     /// CONFIG RESETSTAT asked for the totals to start again.
     pub reset: AtomicBool,
     /// Its clients' memory (`Conn::memory`, CLIENT LIST's `tot-mem`) at its last look
@@ -596,9 +607,14 @@ impl Shared {
 
     /// Bytes read from clients, every worker's.
     pub fn net_input_bytes(&self) -> u64 {
+        self.traffic_total(|t| &t.input)
+    }
+
+    /// A [`Traffic`] counter, every worker's.
+    pub fn traffic_total(&self, counter: impl Fn(&Traffic) -> &AtomicU64) -> u64 {
         self.traffic
             .iter()
-            .map(|t| t.input.load(Ordering::Relaxed))
+            .map(|t| counter(t).load(Ordering::Relaxed))
             .sum()
     }
 

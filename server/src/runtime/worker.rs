@@ -323,6 +323,12 @@ pub struct Worker {
     net_in: u64,
     net_out: u64,
     hops: u64,
+    /// Socket reads and writes, active expiry's microseconds and budget-capped
+    /// iterations: [`Traffic`]'s.
+    net_reads: u64,
+    net_writes: u64,
+    expire_us: u64,
+    expire_capped: u64,
     /// They changed this iteration.
     traffic_changed: bool,
     /// Whether looking for work before sleeping has paid lately.
@@ -439,6 +445,10 @@ impl Worker {
             net_in: 0,
             net_out: 0,
             hops: 0,
+            net_reads: 0,
+            net_writes: 0,
+            expire_us: 0,
+            expire_capped: 0,
             traffic_changed: false,
             spin: spin::Spin::default(),
             expect_spin: spin::Spin::default(),
@@ -532,10 +542,16 @@ impl Worker {
                 if let Some(t) = self.shared.traffic.get(self.id) {
                     if t.reset.swap(false, Ordering::Relaxed) {
                         (self.net_in, self.net_out, self.hops) = (0, 0, 0);
+                        (self.net_reads, self.net_writes) = (0, 0);
+                        (self.expire_us, self.expire_capped) = (0, 0);
                     }
                     t.input.store(self.net_in, Ordering::Relaxed);
                     t.output.store(self.net_out, Ordering::Relaxed);
                     t.hops.store(self.hops, Ordering::Relaxed);
+                    t.reads.store(self.net_reads, Ordering::Relaxed);
+                    t.writes.store(self.net_writes, Ordering::Relaxed);
+                    t.expire_us.store(self.expire_us, Ordering::Relaxed);
+                    t.expire_capped.store(self.expire_capped, Ordering::Relaxed);
                 }
             }
             let writes = self.shard.take_writes();
@@ -573,12 +589,20 @@ impl Worker {
             return;
         }
         if self.shard.next_expiry().is_some_and(|at| at <= now) {
-            let started = self.shared.latency.enabled().then(Instant::now);
+            let started = Instant::now();
             self.shard.expire(&self.shared, now, EXPIRE_PER_ITERATION);
-            if let Some(started) = started {
-                let ms = started.elapsed().as_millis() as u64;
-                self.shared.latency.add("expire-cycle", ms);
+            let took = started.elapsed();
+            if self.shared.latency.enabled() {
+                self.shared
+                    .latency
+                    .add("expire-cycle", took.as_millis() as u64);
             }
+            self.expire_us += took.as_micros() as u64;
+            if self.shard.next_expiry().is_some_and(|at| at <= now) {
+                // (Stopped at its budget with keys due: redis-server's time cap.)
+                self.expire_capped += 1;
+            }
+            self.traffic_changed = true;
             self.route_shard_out();
         }
     }
@@ -591,6 +615,11 @@ impl Worker {
         let fat = std::mem::take(&mut self.fat_outputs);
         let memory = self.shared.memory.get();
         self.shard.set_access_mode(memory.access_mode());
+        // (Every worker looks: the one whose clients write is awake.)
+        let over = memory.maxmemory > 0 && crate::memory::counted() > memory.maxmemory;
+        if over || self.shared.memory.exceeding() {
+            self.shared.memory.note_exceeded(over, clock::now_ms());
+        }
         if memory.maxmemory == 0 || memory.policy.evicts().is_none() {
             return;
         }
@@ -1990,6 +2019,7 @@ impl Worker {
             let before = conn.input.pending();
             let outcome = conn.input.read_from(&conn.stream);
             self.net_in += conn.input.pending().saturating_sub(before) as u64;
+            self.net_reads += 1;
             self.traffic_changed = true;
             if matches!(outcome, Ok(ReadOutcome::Full | ReadOutcome::Drained)) {
                 conn.client.last_io = self.now;
@@ -2089,6 +2119,7 @@ impl Worker {
             let before = conn.output.pending();
             let written = conn.output.write_to(&mut conn.stream);
             self.net_out += before.saturating_sub(conn.output.pending()) as u64;
+            self.net_writes += 1;
             self.traffic_changed = true;
             match written {
                 Ok(true) => {

@@ -448,6 +448,87 @@ fn info_stats_count_expiries_refusals_and_traffic_as_redis_does() {
     }
 }
 
+/// INFO stats has every field of redis-server's, in its order, and counts as it does:
+/// socket reads and writes (one each at least per command sent alone), the time memory
+/// has been over `maxmemory` (growing while it is, then added to the total once it is
+/// not), the active expiry's CPU time; CONFIG RESETSTAT zeroes them.
+#[test]
+fn info_stats_fields_and_their_counts_match_redis() {
+    let names = |raw: &mut goblin_tests::Raw| -> Vec<String> {
+        String::from_utf8_lossy(&raw.cmd_str("INFO stats"))
+            .lines()
+            .filter_map(|l| l.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    let number = |raw: &mut goblin_tests::Raw, name: &str| -> u64 {
+        info_field(raw, "stats", name).parse().unwrap()
+    };
+    let mut seen = Vec::new();
+    for server in [Server::goblin_threads(2), Server::redis()] {
+        let kind = server.kind;
+        let mut raw = server.raw();
+        seen.push(names(&mut raw));
+        let (reads, writes) = (
+            number(&mut raw, "total_reads_processed"),
+            number(&mut raw, "total_writes_processed"),
+        );
+        for _ in 0..10 {
+            assert_eq!(raw.cmd_str("PING"), b"+PONG\r\n");
+        }
+        assert!(
+            number(&mut raw, "total_reads_processed") >= reads + 10,
+            "{kind:?}"
+        );
+        assert!(
+            number(&mut raw, "total_writes_processed") >= writes + 10,
+            "{kind:?}"
+        );
+        // Over `maxmemory` (refused writes, nothing to evict) for a while.
+        let value = "x".repeat(10_000);
+        for i in 0..100 {
+            raw.cmd(&[b"SET", format!("k{i}").as_bytes(), value.as_bytes()]);
+        }
+        let used = number_in(&mut raw, "memory", "used_memory");
+        raw.cmd_str(&format!("CONFIG SET maxmemory {}", used - 500_000));
+        assert!(raw.cmd_str("SET more v").starts_with(b"-OOM"), "{kind:?}");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        raw.cmd_str("PING");
+        let now = number(&mut raw, "current_eviction_exceeded_time");
+        assert!(now >= 300, "{kind:?}: {now}");
+        assert!(
+            number(&mut raw, "total_eviction_exceeded_time") >= now,
+            "{kind:?}"
+        );
+        raw.cmd_str("FLUSHALL");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while number(&mut raw, "current_eviction_exceeded_time") != 0 {
+            assert!(std::time::Instant::now() < deadline, "{kind:?}: still over");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            number(&mut raw, "total_eviction_exceeded_time") >= 300,
+            "{kind:?}"
+        );
+        raw.cmd_str("CONFIG SET maxmemory 0");
+        number(&mut raw, "expire_cycle_cpu_milliseconds");
+        number(&mut raw, "expired_time_cap_reached_count");
+        assert_eq!(raw.cmd_str("CONFIG RESETSTAT"), b"+OK\r\n");
+        assert_eq!(
+            number(&mut raw, "total_eviction_exceeded_time"),
+            0,
+            "{kind:?}"
+        );
+        // (The INFO itself was read and answered.)
+        assert!(number(&mut raw, "total_reads_processed") <= 3, "{kind:?}");
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// A numeric field of an INFO section.
+fn number_in(raw: &mut goblin_tests::Raw, section: &str, name: &str) -> u64 {
+    info_field(raw, section, name).parse().unwrap()
+}
+
 /// INFO's `keyspace_hits` and `keyspace_misses` count the keys read-only commands look
 /// up, found or not (an expired one is a miss), across threads, and not those of
 /// commands that write; CONFIG RESETSTAT zeroes them — as redis-server counts them.
