@@ -1507,12 +1507,8 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     );
     section("replication", "Replication", replication_section(shared));
     section("cpu", "CPU", cpu_section());
-    let enabled = u8::from(shared.cluster.is_some());
-    section(
-        "cluster",
-        "Cluster",
-        format!("cluster_enabled:{enabled}\r\n"),
-    );
+    // (No module is ever loaded: the section is its title alone, as redis-server's.)
+    section("modules", "Modules", String::new());
     let mut commandstats = String::new();
     for (id, s) in &stats {
         let Some(spec) = shared.commands.get(*id) else {
@@ -1547,6 +1543,13 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "latencystats",
         "Latencystats",
         latencystats(cx, latency_parts),
+    );
+    // (After the statistics, as redis-server orders its sections.)
+    let enabled = u8::from(shared.cluster.is_some());
+    section(
+        "cluster",
+        "Cluster",
+        format!("cluster_enabled:{enabled}\r\n"),
     );
     section(
         "threads",
