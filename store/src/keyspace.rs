@@ -139,14 +139,31 @@ fn removal(blob: &[u8], now: Millis) -> Change {
 struct Counts {
     len: usize,
     volatile: usize,
+    /// The sum of the volatile keys' deadlines (INFO's `avg_ttl`:
+    /// [`Keyspace::deadlines`]).
+    deadlines: u128,
+}
+
+impl Counts {
+    /// A key's deadline counts.
+    fn add_deadline(&mut self, at: Millis) {
+        self.volatile += 1;
+        self.deadlines += u128::from(at);
+    }
+
+    /// A key's deadline no longer counts.
+    fn drop_deadline(&mut self, at: Millis) {
+        self.volatile -= 1;
+        self.deadlines = self.deadlines.saturating_sub(u128::from(at));
+    }
 }
 
 /// Accounts for an entry leaving: its counters, its boxed value. (Its chunk is the
 /// caller's to free, once it is done reading the entry.)
 fn forget(counts: &mut Counts, boxed: &mut Slab<Value>, blob: &[u8]) -> Option<Value> {
     counts.len -= 1;
-    if blob::expire(blob).is_some() {
-        counts.volatile -= 1;
+    if let Some(at) = blob::expire(blob) {
+        counts.drop_deadline(at);
     }
     match blob::payload(blob) {
         Payload::Boxed(i) => boxed.try_remove(i as usize),
@@ -818,6 +835,12 @@ impl Keyspace {
         self.counts.volatile
     }
 
+    /// The sum of the volatile keys' deadlines (Unix ms): with
+    /// [`Keyspace::volatile_len`], their average time to live (INFO's `avg_ttl`).
+    pub fn deadlines(&self) -> u128 {
+        self.counts.deadlines
+    }
+
     /// Number of keys stored in `slot`.
     pub fn slot_len(&self, slot: u16) -> usize {
         self.slots.get(usize::from(slot)).map_or(0, |t| t.len())
@@ -1189,8 +1212,8 @@ impl Keyspace {
             let chunk = self.arena.chunk_mut(at, size);
             blob::write(chunk, key, expire_at, payload);
             blob::set_access(chunk, field);
-            if old_expire.is_some() {
-                self.counts.volatile -= 1;
+            if let Some(at) = old_expire {
+                self.counts.drop_deadline(at);
             }
             replaced_expire = old_expire;
         } else {
@@ -1216,7 +1239,7 @@ impl Keyspace {
             }
         }
         if let Some(at) = expire_at {
-            self.counts.volatile += 1;
+            self.counts.add_deadline(at);
             self.schedule(slot, hash, at, replaced_expire);
         }
         (slot, created)
@@ -1354,10 +1377,11 @@ impl Keyspace {
         self.arena
             .chunk_mut(at, rebuilt.len())
             .copy_from_slice(&rebuilt);
-        match (old_expire.is_some(), expire_at) {
-            (false, Some(_)) => self.counts.volatile += 1,
-            (true, None) => self.counts.volatile -= 1,
-            _ => {}
+        if let Some(at) = old_expire {
+            self.counts.drop_deadline(at);
+        }
+        if let Some(at) = expire_at {
+            self.counts.add_deadline(at);
         }
         if let Some(at) = expire_at {
             self.schedule(slot, hash, at, old_expire);
@@ -1680,6 +1704,30 @@ mod tests {
         assert!(!ks.contains(b"k", 101));
         assert_eq!(ks.len(), 0);
         assert_eq!(ks.volatile_len(), 0);
+    }
+
+    #[test]
+    fn deadlines_add_up_through_writes_expiries_and_removals() {
+        let mut ks = Keyspace::new();
+        ks.insert(b"a", s(b"v"), Some(1000), 0);
+        ks.set_str(b"b", b"v", Some(3000), 0);
+        ks.set_str(b"c", b"v", None, 0);
+        assert_eq!((ks.volatile_len(), ks.deadlines()), (2, 4000));
+        // Overwritten with another deadline, given one, persisted, deleted.
+        ks.set_str(b"b", b"w", Some(5000), 0);
+        assert_eq!(ks.deadlines(), 6000);
+        assert!(ks.set_expire(b"c", Some(7000), 0));
+        assert!(ks.set_expire(b"a", Some(2000), 0));
+        assert_eq!((ks.volatile_len(), ks.deadlines()), (3, 14000));
+        assert!(ks.set_expire(b"b", None, 0));
+        assert!(ks.delete(b"c", 0));
+        assert_eq!((ks.volatile_len(), ks.deadlines()), (1, 2000));
+        // Expired lazily.
+        assert!(!ks.contains(b"a", 2001));
+        assert_eq!((ks.volatile_len(), ks.deadlines()), (0, 0));
+        ks.set_str(b"d", b"v", Some(9), 0);
+        ks.clear();
+        assert_eq!(ks.deadlines(), 0);
     }
 
     #[test]

@@ -881,7 +881,9 @@ pub(crate) fn rewrite_config(
 #[derive(Debug)]
 struct InfoPart {
     shard: usize,
-    dbs: Vec<(usize, usize, usize)>,
+    /// Per database holding keys: its number, its keys, those with a deadline, and
+    /// the sum of their deadlines.
+    dbs: Vec<(usize, usize, usize, u128)>,
     bytes: usize,
     expired: u64,
     /// Its keyspace hits and misses.
@@ -922,7 +924,12 @@ fn info_part(ctx: &mut ShardCtx<'_>, args: &[Vec<u8>]) -> HopOut {
     let (mut dbs, mut bytes, mut expired, mut reads) = (Vec::new(), 0, 0, (0, 0));
     ctx.for_each_db(|db, keyspace| {
         if !keyspace.is_empty() {
-            dbs.push((db, keyspace.len(), keyspace.volatile_len()));
+            dbs.push((
+                db,
+                keyspace.len(),
+                keyspace.volatile_len(),
+                keyspace.deadlines(),
+            ));
         }
         bytes += keyspace.used_bytes();
         expired += keyspace.expired_keys();
@@ -1226,7 +1233,7 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
     let mut keyspace_bytes = 0usize;
     let mut expired_keys = 0u64;
     let (mut hits, mut misses) = (0u64, 0u64);
-    let mut dbs: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut dbs: BTreeMap<usize, (usize, usize, u128)> = BTreeMap::new();
     let mut errors = crate::table::handler::ErrorCounts::default();
     // Per thread: keys, commands dispatched by its connections.
     let mut threads: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
@@ -1239,10 +1246,11 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         };
         latency_parts.extend(part.latencies.take());
         let thread = threads.entry(part.shard).or_default();
-        for (db, keys, expires) in part.dbs {
+        for (db, keys, expires, deadlines) in part.dbs {
             let counts = dbs.entry(db).or_default();
             counts.0 += keys;
             counts.1 += expires;
+            counts.2 += deadlines;
             thread.0 += keys;
         }
         // (Wrapping: a shard's count may be below zero, `Shard::take_back_call`.)
@@ -1573,8 +1581,15 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
         "keyspace",
         "Keyspace",
         dbs.iter()
-            .map(|(db, (keys, expires))| {
-                format!("db{db}:keys={keys},expires={expires},avg_ttl=0\r\n")
+            .map(|(db, (keys, expires, deadlines))| {
+                // The volatile keys' average time to live, in ms: exact, where
+                // redis-server's is an estimate from its expiry cycle's samples.
+                let now = u128::from(crate::clock::now_ms());
+                let avg_ttl = match *expires {
+                    0 => 0,
+                    n => (deadlines / n as u128).saturating_sub(now),
+                };
+                format!("db{db}:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n")
             })
             .collect(),
     );
