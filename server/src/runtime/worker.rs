@@ -270,10 +270,10 @@ pub struct Worker {
     pub(crate) commands: u64,
     /// Messages sent to other workers whose answer has not come back yet.
     awaiting: usize,
-    /// The background save this shard's image goes to.
     /// Worker 0 began the rewrite that starts the log (`Persist::log_start` stays set
     /// until the rewrite's instant).
     log_start_asked: bool,
+    /// The background save this shard's image goes to.
     save_job: Option<Arc<SaveJob>>,
     /// With `rdb-key-save-delay`: when the background save's keys written so far were
     /// due (the next is due a delay later).
