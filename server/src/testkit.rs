@@ -424,7 +424,7 @@ impl Loopback {
                 | Msg::AdoptMaster(..)
                 | Msg::Monitor(..)
                 | Msg::ReplWake
-                | Msg::DropReplicas
+                | Msg::DropReplicas(_)
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)

@@ -292,10 +292,11 @@ fn replication_section(shared: &crate::runtime::server::Shared) -> String {
         .replid2()
         .unwrap_or_else(|| ("0".repeat(40), -1));
     out.push_str(&format!(
-        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\n\
+        "master_failover_state:{}\r\nmaster_replid:{replid}\r\n\
          master_replid2:{replid2}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{second}\r\n\
          repl_backlog_active:{active}\r\nrepl_backlog_size:{}\r\n\
          repl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        shared.failover.state_name(),
         shared.repl.backlog_size(),
         if active == 1 { first } else { 0 },
         if active == 1 { histlen } else { 0 },

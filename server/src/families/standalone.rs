@@ -1,6 +1,6 @@
-//! What a standalone redis-server without modules or replicas answers, answered the same:
-//! MODULE (no module is ever loaded), REPLICAOF / SLAVEOF (a master that stays one) and
-//! WAIT (no replica ever acknowledges: 0, after the timeout when one was asked for).
+//! What a standalone redis-server answers of its modules and its place in replication:
+//! MODULE (no module is ever loaded), REPLICAOF / SLAVEOF, WAIT and FAILOVER
+//! (`repl::failover` takes its steps).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use crate::table::handler::{Args, ConnCtx, Exec};
 use crate::table::{CommandTable, meta};
 use crate::txn::plan::{CrossShard, Hop, HopOut, Locking, Park, Plan, PlanCx, PlanStart, Step};
 
-/// Registers MODULE, REPLICAOF, SLAVEOF and WAIT.
+/// Registers MODULE, REPLICAOF, SLAVEOF, WAIT and FAILOVER.
 pub fn register(table: &mut CommandTable) {
     table.add_container(
         &meta::MODULE,
@@ -38,6 +38,108 @@ pub fn register(table: &mut CommandTable) {
             locking: Locking::InHops,
         }),
     );
+    table.add(&meta::FAILOVER, Exec::Conn(failover));
+}
+
+/// `FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT milliseconds]`, checked as
+/// redis-server's `failoverCommand` checks it, in its order: the attempt begins (the
+/// clients' writes paused) and the reply is OK at once; worker 0 takes its steps.
+fn failover(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+    use crate::repl::failover::Attempt;
+    let shared = ctx.shared;
+    let error = |ctx: &mut ConnCtx<'_>, text: &str| {
+        ctx.reply().error(format!("ERR {text}").as_bytes());
+    };
+    if shared.cluster.is_some() {
+        return error(
+            ctx,
+            "FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.",
+        );
+    }
+    if args.len() == 2 && args.get(1).eq_ignore_ascii_case(b"abort") {
+        return match shared.failover.abort(shared, "Failover manually aborted") {
+            true => ctx.reply().ok(),
+            false => error(ctx, "No failover in progress."),
+        };
+    }
+    let (mut timeout, mut force, mut target) = (0i64, false, None);
+    let mut j = 1;
+    while j < args.len() {
+        let word = args.get(j);
+        if word.eq_ignore_ascii_case(b"timeout") && j + 1 < args.len() && timeout == 0 {
+            let Some(ms) = goblin_protocol::parse_i64(args.get(j + 1)) else {
+                return ctx.reply().error(crate::errors::NOT_INTEGER);
+            };
+            if ms <= 0 {
+                return error(ctx, "FAILOVER timeout must be greater than 0");
+            }
+            timeout = ms;
+            j += 1;
+        } else if word.eq_ignore_ascii_case(b"to") && j + 2 < args.len() && target.is_none() {
+            let Some(port) = goblin_protocol::parse_i64(args.get(j + 2)) else {
+                return ctx.reply().error(crate::errors::NOT_INTEGER);
+            };
+            target = Some((String::from_utf8_lossy(args.get(j + 1)).into_owned(), port));
+            j += 2;
+        } else if word.eq_ignore_ascii_case(b"force") && !force {
+            force = true;
+        } else {
+            return ctx.reply().error(crate::errors::SYNTAX);
+        }
+        j += 1;
+    }
+    if shared.failover.active() {
+        return error(ctx, "FAILOVER already in progress.");
+    }
+    if shared.follow.active.load(Ordering::SeqCst) {
+        return error(ctx, "FAILOVER is not valid when server is a replica.");
+    }
+    if shared.repl.count() == 0 {
+        return error(ctx, "FAILOVER requires connected replicas.");
+    }
+    if force && (timeout == 0 || target.is_none()) {
+        return error(
+            ctx,
+            "FAILOVER with force option requires both a timeout and target HOST and IP.",
+        );
+    }
+    let target = match target {
+        None => None,
+        Some((host, port)) => {
+            let at = u16::try_from(port)
+                .ok()
+                .and_then(|p| shared.repl.replica_at(&host, p).map(|online| (p, online)));
+            match at {
+                None => return error(ctx, "FAILOVER target HOST and PORT is not a replica."),
+                Some((_, false)) => return error(ctx, "FAILOVER target replica is not online."),
+                Some((port, true)) => Some((host, port)),
+            }
+        }
+    };
+    let deadline = (timeout > 0).then(|| crate::clock::now_ms() + timeout.unsigned_abs());
+    shared
+        .failover
+        .begin(shared, Attempt::new(target, force, deadline));
+    ctx.reply().ok();
+}
+
+/// REPLICAOF NO ONE's plan (redis-server's `replicationUnsetMaster`): run by worker 0
+/// when a failover that followed its target is aborted, and by a replica that a PSYNC
+/// FAILOVER hands over to (which keeps that replica's connection, `keep`).
+pub(crate) fn promote_plan(keep: Option<crate::runtime::msg::ConnRef>) -> Box<dyn Plan> {
+    Box::new(ReplicaOf {
+        target: None,
+        who: match keep {
+            Some(_) => "failover request from 'the master handing over'".into(),
+            None => "failover aborted".into(),
+        },
+        // (A PSYNC's plan holds every shard: the link, which the old master stopped
+        // feeding, is not waited for.)
+        at_once: keep.is_some(),
+        hold: Default::default(),
+        promoted: false,
+        keep,
+    })
 }
 
 /// `MODULE HELP`
@@ -99,19 +201,23 @@ fn replicaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     };
     Ok(Box::new(ReplicaOf {
         target,
-        who: start
-            .client
-            .map(|c| c.info_line(start.now))
-            .unwrap_or_default(),
+        who: format!(
+            "user request from '{}'",
+            start
+                .client
+                .map(|c| c.info_line(start.now))
+                .unwrap_or_default()
+        ),
         at_once: start.locked,
         hold: Default::default(),
         promoted: false,
+        keep: None,
     }))
 }
 
 /// The master followed, in the configuration in force: what CONFIG GET and CONFIG
 /// REWRITE say of `replicaof` (empty: none).
-fn remember_master(shared: &crate::runtime::server::Shared, value: &str) {
+pub(crate) fn remember_master(shared: &crate::runtime::server::Shared, value: &str) {
     let Some(i) = crate::config::inert::find("replicaof") else {
         return;
     };
@@ -130,13 +236,16 @@ fn remember_master(shared: &crate::runtime::server::Shared, value: &str) {
 struct ReplicaOf {
     /// The master to follow; `None`: NO ONE.
     target: Option<(String, u16)>,
-    /// Who asked (for the log).
+    /// Who asked, as the log says it (`user request from '<client>'`).
     who: String,
     /// Inside MULTI or a script: no waiting.
     at_once: bool,
     hold: crate::repl::replica::HoldRequest,
     /// Promoted: the shards were told to feed the stream; the reply is due.
     promoted: bool,
+    /// A replica's connection kept when promoted (the PSYNC FAILOVER of the master
+    /// handing over); the others sync again.
+    keep: Option<crate::runtime::msg::ConnRef>,
 }
 
 impl Plan for ReplicaOf {
@@ -170,8 +279,8 @@ impl Plan for ReplicaOf {
                     shared.repl.promote(replid);
                     shared.new_replication_id();
                     remember_master(shared, "");
-                    crate::repl::replica::drop_replicas(shared);
-                    crate::log!(Notice, "MASTER MODE enabled (user request from '{who}')");
+                    crate::repl::replica::drop_replicas_but(shared, self.keep);
+                    crate::log!(Notice, "MASTER MODE enabled ({who})");
                     // Every shard feeds the stream from here, before the reply: a write
                     // made after it is in the stream.
                     self.hold.release();
@@ -189,10 +298,7 @@ impl Plan for ReplicaOf {
                 let mine = shared.repl.history(replid, follow.selected_db());
                 follow.start(shared, &host, port, Some(mine));
                 remember_master(shared, &format!("{host} {port}"));
-                crate::log!(
-                    Notice,
-                    "REPLICAOF {host}:{port} enabled (user request from '{who}')"
-                );
+                crate::log!(Notice, "REPLICAOF {host}:{port} enabled ({who})");
             }
         }
         self.hold.release();

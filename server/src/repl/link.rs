@@ -112,6 +112,9 @@ pub struct LinkConfig {
     /// another, or was a master): the replication id, offset and selected database to
     /// ask the master to continue from, as redis-server's cached master.
     pub resume: Option<History>,
+    /// This server was a master failing over to this one (FAILOVER): its PSYNC says
+    /// `FAILOVER`, and the answer is told in [`LinkStatus::failover`].
+    pub failover: bool,
 }
 
 /// Link states as INFO shows them (`master_link_status` is up only in `Connected`).
@@ -173,7 +176,15 @@ pub struct LinkStatus {
     pub held: AtomicBool,
     /// The database the stream had selected when the link was last held.
     pub selected: Mutex<Option<Vec<u8>>>,
+    /// FAILOVER's PSYNC ([`LinkConfig::failover`]): [`FAILOVER_ACCEPTED`] or
+    /// [`FAILOVER_REJECTED`] once answered (0 before).
+    pub failover: AtomicU8,
 }
+
+/// [`LinkStatus::failover`]: the new master continued (or fully resynced) the history.
+pub const FAILOVER_ACCEPTED: u8 = 1;
+/// [`LinkStatus::failover`]: the new master answered anything else.
+pub const FAILOVER_REJECTED: u8 = 2;
 
 impl LinkStatus {
     /// The master's replication id (empty before the first sync).
@@ -743,7 +754,16 @@ fn handshake(
         replconf(master, &[b"ip-address", ip.as_bytes()])?;
     }
     replconf(master, &[b"capa", b"eof", b"capa", b"psync2"])?;
-    psync(master, status, local, cached)
+    let failover = config.failover && status.failover.load(Relaxed) == 0;
+    let sync = psync(master, status, local, cached, failover);
+    if failover {
+        let outcome = match sync {
+            Ok(_) => FAILOVER_ACCEPTED,
+            Err(_) => FAILOVER_REJECTED,
+        };
+        status.failover.store(outcome, Relaxed);
+    }
+    sync
 }
 
 /// `REPLCONF <option> <value> …`; a master that refuses it is logged, not failed, as by
@@ -776,32 +796,38 @@ fn ping_accepted(reply: &[u8]) -> bool {
     .any(|prefix| reply.starts_with(prefix))
 }
 
-/// `PSYNC ? -1`, or `PSYNC <replid> <offset + 1>` with a cached master: how the master
+/// `PSYNC ? -1`, or `PSYNC <replid> <offset + 1>` with a cached master — followed by
+/// `FAILOVER` when this server, a master, fails over to that one: how the master
 /// answered.
 fn psync(
     master: &mut Master<'_>,
     status: &LinkStatus,
     local: &impl Local,
     cached: Option<&Cached>,
+    failover: bool,
 ) -> Step<Sync> {
-    match cached {
-        Some(c) => {
-            let next = (c.offset + 1).to_string();
+    let next = cached.map(|c| (c.offset + 1).to_string());
+    let mut args: Vec<&[u8]> = match (cached, &next) {
+        (Some(c), Some(next)) => {
             log!(
                 Notice,
                 "Trying a partial resynchronization (request {}:{next}).",
                 c.replid
             );
-            master.send(&command(&[b"PSYNC", c.replid.as_bytes(), next.as_bytes()]))?;
+            vec![b"PSYNC", c.replid.as_bytes(), next.as_bytes()]
         }
-        None => {
+        _ => {
             log!(
                 Notice,
                 "Partial resynchronization not possible (no cached master)"
             );
-            master.send(&command(&[b"PSYNC", b"?", b"-1"]))?;
+            vec![b"PSYNC", b"?", b"-1"]
         }
+    };
+    if failover {
+        args.push(b"FAILOVER");
     }
+    master.send(&command(&args))?;
     // The master may send newlines before its reply, to keep the link alive.
     let reply = loop {
         let line = master.read_line()?;
@@ -1899,6 +1925,7 @@ mod tests {
             rdb_path: dir.join("dump.rdb"),
             timeout: Duration::from_secs(5),
             resume: None,
+            failover: false,
         }
     }
 

@@ -538,6 +538,24 @@ impl Master {
             && self.good.load(Ordering::Relaxed) < min
     }
 
+    /// FAILOVER's target: `target` (or, when `None`, the first replica) if it is online
+    /// and acknowledged `offset` — the whole stream — as its address and listening port.
+    pub fn caught_up(&self, target: Option<&(String, u16)>, offset: i64) -> Option<(String, u16)> {
+        self.list()
+            .iter()
+            .filter(|r| r.state == ReplicaState::Online && r.ack == offset)
+            .find(|r| target.is_none_or(|(host, port)| r.ip == *host && r.port == *port))
+            .map(|r| (r.ip.clone(), r.port))
+    }
+
+    /// Whether `host:port` is a replica (its address and listening port), and online.
+    pub fn replica_at(&self, host: &str, port: u16) -> Option<bool> {
+        self.list()
+            .iter()
+            .find(|r| r.ip == host && r.port == port)
+            .map(|r| r.state == ReplicaState::Online)
+    }
+
     /// How many replicas acknowledged `offset`.
     pub fn acked(&self, offset: i64) -> usize {
         self.list()

@@ -132,6 +132,32 @@ impl Follow {
     /// continue the history `resume` (replication id, offset, selected database) when
     /// there is one.
     pub fn start(&self, shared: &Shared, host: &str, port: u16, resume: Option<History>) {
+        self.start_link(shared, host, port, resume, false);
+    }
+
+    /// [`Follow::start`], for a master failing over to `host:port` (FAILOVER): its PSYNC
+    /// says so; [`Replica::failover_outcome`] tells the answer.
+    pub fn start_failover(&self, shared: &Shared, host: &str, port: u16, resume: History) {
+        self.start_link(shared, host, port, Some(resume), true);
+    }
+
+    /// How the master the link follows answered a FAILOVER's PSYNC, once it has
+    /// (`link::FAILOVER_ACCEPTED`, `link::FAILOVER_REJECTED`; 0 before, or without a
+    /// link).
+    pub fn failover_outcome(&self) -> u8 {
+        self.lock()
+            .as_ref()
+            .map_or(0, |f| f.status.failover.load(Ordering::SeqCst))
+    }
+
+    fn start_link(
+        &self,
+        shared: &Shared,
+        host: &str,
+        port: u16,
+        resume: Option<History>,
+        failover: bool,
+    ) {
         let mut following = self.lock();
         if let Some(old) = following.take() {
             old.status.stop.store(true, Ordering::SeqCst);
@@ -146,6 +172,7 @@ impl Follow {
             rdb_path: shared.live().persist.rdb_path(),
             timeout: std::time::Duration::from_secs(timeout.max(1)),
             resume,
+            failover,
         };
         // This server's stream is its master's from now on; its replicas sync again,
         // from that history.
@@ -372,7 +399,12 @@ impl link::Local for Local {
 
 /// Closes this server's replicas' connections: they sync again.
 pub fn drop_replicas(shared: &Shared) {
+    drop_replicas_but(shared, None);
+}
+
+/// [`drop_replicas`], but for the replica on `keep`.
+pub fn drop_replicas_but(shared: &Shared, keep: Option<crate::runtime::msg::ConnRef>) {
     for worker in shared.repl.workers_with_replicas() {
-        shared.peers[worker].send(vec![Msg::DropReplicas]);
+        shared.peers[worker].send(vec![Msg::DropReplicas(keep)]);
     }
 }

@@ -388,8 +388,9 @@ pub enum Msg {
     /// The replication stream grew: send the replicas of this worker what it gained.
     ReplWake,
     /// This server's replicas must sync again (it synced with its master in full, or
-    /// follows another): close their connections.
-    DropReplicas,
+    /// follows another): close their connections — but the one named (a failover's
+    /// PSYNC, from the master handing over).
+    DropReplicas(Option<ConnRef>),
     /// Publications for this worker's subscribers, in the order they were made
     /// (`runtime/pubsub.rs`).
     Publish(Vec<u8>),

@@ -277,6 +277,8 @@ pub struct Shared {
     pub repl: crate::repl::master::Master,
     /// The master this server follows, when it is a replica.
     pub follow: crate::repl::replica::Follow,
+    /// FAILOVER's attempt, if one is under way.
+    pub failover: crate::repl::failover::Failover,
     /// This shared state, for threads that outlive a command (the replica's link).
     this: std::sync::OnceLock<std::sync::Weak<Shared>>,
     /// This process's random name (INFO's `run_id`), 40 hexadecimal digits.
@@ -480,6 +482,7 @@ impl Shared {
             repl_id: std::sync::Mutex::new(new_repl_id()),
             repl: Default::default(),
             follow: Default::default(),
+            failover: Default::default(),
             this: std::sync::OnceLock::new(),
             run_id: new_repl_id(),
             local_addr,

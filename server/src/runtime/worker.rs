@@ -521,6 +521,7 @@ impl Worker {
             }
             if self.id == 0 {
                 self.start_log_if_asked();
+                self.failover_work();
                 self.cron();
             }
             self.close_idle();
@@ -821,6 +822,16 @@ impl Worker {
         self.start_job(usize::MAX, Vec::new(), true, Box::new(plan), None);
     }
 
+    /// FAILOVER's step (worker 0, each loop iteration while one is under way,
+    /// `repl::failover`); an attempt aborted after it followed its target makes this
+    /// server a master again, as REPLICAOF NO ONE.
+    fn failover_work(&mut self) {
+        if self.shared.failover.pending() && self.shared.failover.step(&self.shared) {
+            let plan = crate::families::standalone::promote_plan(None);
+            self.start_job(usize::MAX, Vec::new(), false, plan, None);
+        }
+    }
+
     /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
     /// shutdown a signal asked for, MIGRATE's idle connections closed, the replicas'
     /// PING, the backlog freed after `repl-backlog-ttl` seconds without replicas, a
@@ -1106,6 +1117,11 @@ impl Worker {
         }
         if let Some(wait) = self.save_wait() {
             timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
+        }
+        if self.id == 0 && self.shared.failover.pending() {
+            // FAILOVER's steps: the replicas' acknowledgements, the new master's answer.
+            let soon = Duration::from_millis(5);
+            timeout = Some(timeout.map_or(soon, |t| t.min(soon)));
         }
         if self.shared.repl.waiting.load(Ordering::Relaxed) > 0 {
             // A replica's snapshot is being written: look for it often.
@@ -1640,11 +1656,12 @@ impl Worker {
             Msg::AdoptMaster(stream, origin) => self.adopt_as(stream, origin, true),
             Msg::Monitor(to, lines) => self.monitor_lines(to, &lines),
             Msg::ReplWake => self.pump_replicas(),
-            Msg::DropReplicas => {
+            Msg::DropReplicas(keep) => {
+                let kept = keep.filter(|k| k.worker == self.id).map(|k| k.key);
                 let replicas: Vec<usize> = self
                     .conns
                     .iter()
-                    .filter(|(_, c)| c.client.replica && !c.gone)
+                    .filter(|(key, c)| c.client.replica && !c.gone && Some(*key) != kept)
                     .map(|(key, _)| key)
                     .collect();
                 for key in replicas {

@@ -5453,6 +5453,98 @@ pub static FLUSHDB: Meta = Meta {
     ]),
 };
 
+/// `FAILOVER`
+pub static FAILOVER: Meta = Meta {
+    info: Node::Array(&[
+        Node::Bulk("failover"),
+        Node::Int(-1),
+        Node::Set(&[
+            Node::Simple("admin"),
+            Node::Simple("noscript"),
+            Node::Simple("stale"),
+        ]),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Int(0),
+        Node::Set(&[
+            Node::Simple("@admin"),
+            Node::Simple("@slow"),
+            Node::Simple("@dangerous"),
+        ]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+        Node::Set(&[]),
+    ]),
+    docs: Node::Map(&[
+        Node::Bulk("summary"),
+        Node::Bulk("Start a coordinated failover between this server and one of its replicas."),
+        Node::Bulk("since"),
+        Node::Bulk("6.2.0"),
+        Node::Bulk("group"),
+        Node::Bulk("server"),
+        Node::Bulk("complexity"),
+        Node::Bulk("O(1)"),
+        Node::Bulk("arguments"),
+        Node::Array(&[
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("target"),
+                Node::Bulk("type"),
+                Node::Bulk("block"),
+                Node::Bulk("token"),
+                Node::Bulk("TO"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+                Node::Bulk("arguments"),
+                Node::Array(&[
+                    Node::Map(&[
+                        Node::Bulk("name"),
+                        Node::Bulk("host"),
+                        Node::Bulk("type"),
+                        Node::Bulk("string"),
+                    ]),
+                    Node::Map(&[
+                        Node::Bulk("name"),
+                        Node::Bulk("port"),
+                        Node::Bulk("type"),
+                        Node::Bulk("integer"),
+                    ]),
+                    Node::Map(&[
+                        Node::Bulk("name"),
+                        Node::Bulk("force"),
+                        Node::Bulk("type"),
+                        Node::Bulk("pure-token"),
+                        Node::Bulk("token"),
+                        Node::Bulk("FORCE"),
+                        Node::Bulk("flags"),
+                        Node::Set(&[Node::Simple("optional")]),
+                    ]),
+                ]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("abort"),
+                Node::Bulk("type"),
+                Node::Bulk("pure-token"),
+                Node::Bulk("token"),
+                Node::Bulk("ABORT"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+            Node::Map(&[
+                Node::Bulk("name"),
+                Node::Bulk("milliseconds"),
+                Node::Bulk("type"),
+                Node::Bulk("integer"),
+                Node::Bulk("token"),
+                Node::Bulk("TIMEOUT"),
+                Node::Bulk("flags"),
+                Node::Set(&[Node::Simple("optional")]),
+            ]),
+        ]),
+    ]),
+};
+
 /// `FLUSHALL`
 pub static FLUSHALL: Meta = Meta {
     info: Node::Array(&[
@@ -26569,6 +26661,7 @@ pub static RESTORE_ASKING: Meta = Meta {
 
 /// Every generated entry.
 pub static ALL: &[&Meta] = &[
+    &FAILOVER,
     &ACL,
     &SLOWLOG,
     &PING,

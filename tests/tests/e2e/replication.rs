@@ -1787,3 +1787,152 @@ fn a_replica_counts_for_min_replicas_as_soon_as_it_is_online() {
     assert_eq!(seen[0].1, "+OK\\r\\n");
     assert_eq!(seen[1], seen[0]);
 }
+
+/// Waits until the master counts its replica online (redis-server's, once its snapshot
+/// was sent: a replica's link may be up a moment before).
+fn replica_online(m: &mut Raw) {
+    wait_info(m, "the replica is not online", |i| {
+        i.contains("state=online")
+    });
+}
+
+/// FAILOVER hands a master over to its replica, as redis-server's does, whichever of
+/// the two is Goblin: the master pauses writes, waits for the replica to acknowledge the
+/// whole stream, then follows it with `PSYNC … FAILOVER`; the replica becomes a master
+/// continuing the same history (the old master continues it from the new one's backlog,
+/// no full sync), and the roles are swapped — the data written before on both, what is
+/// written after on the new master reaches the old one.
+#[test]
+fn failover_hands_the_master_over_to_its_replica() {
+    for (master_kind, replica_kind, to) in [
+        ("goblin", "goblin", false),
+        ("goblin", "redis", true),
+        ("redis", "goblin", false),
+        ("redis", "redis", true),
+    ] {
+        let what = format!("{master_kind} master, {replica_kind} replica");
+        let master = match master_kind {
+            "redis" => Server::redis_with(&["--enable-debug-command", "local"]),
+            _ => Server::goblin_with(&["--threads", &default_threads().max(2).to_string()]),
+        };
+        let replica = match replica_kind {
+            "redis" => redis_replica_of(master.port),
+            _ => goblin_replica_of(master.port),
+        };
+        let (mut m, mut r) = (filled(&master), replica.raw());
+        link_up(&mut r);
+        replica_online(&mut m);
+        let line = match to {
+            true => format!("FAILOVER TO 127.0.0.1 {} TIMEOUT 5000", replica.port),
+            false => "FAILOVER".to_string(),
+        };
+        assert_eq!(m.cmd_str(&line), b"+OK\r\n", "{what}");
+        // The old master follows the new one, having continued its history.
+        link_up(&mut m);
+        let mi = wait_info(&mut m, "the failover did not end", |i| {
+            i.contains("master_failover_state:no-failover")
+        });
+        assert_eq!(field(&mi, "role").as_deref(), Some("slave"), "{what}: {mi}");
+        assert_eq!(
+            field(&mi, "master_port"),
+            Some(replica.port.to_string()),
+            "{what}"
+        );
+        let ri = info(&mut r);
+        assert_eq!(
+            field(&ri, "role").as_deref(),
+            Some("master"),
+            "{what}: {ri}"
+        );
+        assert_eq!(
+            field(&ri, "master_replid"),
+            field(&mi, "master_replid"),
+            "{what}"
+        );
+        assert!(
+            r.cmd_str("INFO stats")
+                .windows(17)
+                .any(|w| w == b"sync_partial_ok:1"),
+            "{what}: the old master did not continue from the backlog"
+        );
+        // Writes: refused on the old master (a replica now), taken by the new one and
+        // replicated back.
+        assert!(m.cmd_str("SET after 1").starts_with(b"-READONLY"), "{what}");
+        ok(&mut r, "SET after 2");
+        poll(&what, || m.cmd_str("GET after"), |v| v == b"$1\r\n2\r\n");
+        assert_eq!(m.cmd_str("GET s:plain"), b"$5\r\nhello\r\n", "{what}");
+    }
+}
+
+/// FAILOVER's refusals, and an attempt that times out, as redis-server's: on a master
+/// without replicas, on a replica, with a bad timeout or FORCE alone, to a host that is
+/// not a replica, ABORT with nothing to abort; an attempt to a replica that never catches
+/// up (its process stopped) ends at its TIMEOUT, the writes it paused taken again.
+#[test]
+fn failover_refusals_and_timeouts_match_redis() {
+    let mut seen = Vec::new();
+    for kind in ["redis", "goblin"] {
+        let master = match kind {
+            "redis" => Server::redis_with(&["--enable-debug-command", "local"]),
+            _ => Server::goblin_with(&["--threads", "2"]),
+        };
+        let mut m = master.raw();
+        let mut out = Vec::new();
+        for line in [
+            "FAILOVER",
+            "FAILOVER ABORT",
+            "FAILOVER TIMEOUT 0",
+            "FAILOVER FORCE",
+        ] {
+            out.push(show(&m.cmd_str(line)));
+        }
+        let replica = match kind {
+            "redis" => redis_replica_of(master.port),
+            _ => goblin_replica_of(master.port),
+        };
+        let mut r = replica.raw();
+        link_up(&mut r);
+        replica_online(&mut m);
+        for line in [
+            "FAILOVER TIMEOUT -5",
+            "FAILOVER TIMEOUT x",
+            "FAILOVER FORCE TIMEOUT 100",
+            "FAILOVER TO 127.0.0.1 1",
+            "FAILOVER TO 127.0.0.1 x",
+            "FAILOVER ABORT",
+            "FAILOVER BOGUS",
+            "FAILOVER TO 127.0.0.1",
+        ] {
+            out.push(show(&m.cmd_str(line)));
+        }
+        out.push(show(&r.cmd_str("FAILOVER")));
+        // A replica that never acknowledges: the attempt waits, then gives up.
+        let pid = replica.pid().to_string();
+        let stop = |signal: &str| {
+            std::process::Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap();
+        };
+        stop("-STOP");
+        ok(&mut m, "SET written 1");
+        let line = format!("FAILOVER TO 127.0.0.1 {} TIMEOUT 300", replica.port);
+        out.push(show(&m.cmd_str(&line)));
+        out.push(show(&m.cmd_str(&line)));
+        out.push(field(&info(&mut m), "master_failover_state").unwrap_or_default());
+        wait_info(&mut m, "the attempt did not time out", |i| {
+            i.contains("master_failover_state:no-failover")
+        });
+        out.push(field(&info(&mut m), "role").unwrap_or_default());
+        out.push(show(&m.cmd_str("SET again 1")));
+        // Aborted by hand.
+        out.push(show(
+            &m.cmd_str(&format!("FAILOVER TO 127.0.0.1 {}", replica.port)),
+        ));
+        out.push(show(&m.cmd_str("FAILOVER ABORT")));
+        out.push(field(&info(&mut m), "master_failover_state").unwrap_or_default());
+        stop("-CONT");
+        seen.push(out);
+    }
+    assert_eq!(seen[1], seen[0]);
+}
