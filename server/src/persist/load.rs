@@ -388,8 +388,11 @@ struct Replay<'a> {
     /// The slots of the shard whose file is being replayed: a flush or a SWAPDB in it
     /// was that shard's part of the command, and touches only its slots.
     file_slots: Vec<u16>,
-    /// Only the keys: the log's FUNCTION records are passed over (DEBUG LOADAOF).
+    /// DEBUG LOADAOF's replay: the keys are handed to the shards, and a FUNCTION record
+    /// that fails (its library loaded already) is passed over.
     keys_only: bool,
+    /// The base is being replayed.
+    in_base: bool,
     /// Commands replayed, since when, and the last progress line.
     commands: u64,
     started: Instant,
@@ -412,6 +415,7 @@ impl<'a> Replay<'a> {
             db: 0,
             file_slots: (0..goblin_store::SLOTS as u16).collect(),
             keys_only: false,
+            in_base: false,
             commands: 0,
             started: Instant::now(),
             reported: Instant::now(),
@@ -482,12 +486,26 @@ impl<'a> Replay<'a> {
                 self.clear(self.db, now);
                 Ok(())
             }
-            _ if spec.name.starts_with("function|") => match self.keys_only {
-                true => Ok(()),
-                false => {
-                    crate::families::functions::replay(self.shared, args).map_err(Failed::Other)
+            _ if spec.name.starts_with("function|") => {
+                if self.in_base && spec.name == "function|load" {
+                    // A base's libraries replace those of the same names, as an RDB
+                    // base's do.
+                    let code = args.get(args.len().saturating_sub(1)).to_vec();
+                    return self
+                        .shared
+                        .functions
+                        .restore(&[code], RestorePolicy::Replace)
+                        .map_err(|e| Failed::Other(String::from_utf8_lossy(&e).into_owned()));
                 }
-            },
+                let done = crate::families::functions::replay(self.shared, args);
+                match self.keys_only {
+                    // (DEBUG LOADAOF replays them over the libraries in place: one that
+                    // fails — a library loaded already — is passed over, as
+                    // redis-server's AOF client's errors are.)
+                    true => Ok(()),
+                    false => done.map_err(Failed::Other),
+                }
+            }
             _ if spec.name == "swapdb" => {
                 let databases = self.shared.config.databases;
                 let (a, b) = (db_arg(args, 1, databases)?, db_arg(args, 2, databases)?);
@@ -842,8 +860,10 @@ fn replay_base(
         }
     }
     replay.start_file(None);
-    let ended = replay_file(replay, &base.name, &bytes, start, &HashSet::new())?;
-    end_of_file(&path, &base.name, ended, on_torn, last)
+    replay.in_base = true;
+    let ended = replay_file(replay, &base.name, &bytes, start, &HashSet::new());
+    replay.in_base = false;
+    end_of_file(&path, &base.name, ended?, on_torn, last)
 }
 
 /// A log file's bytes, or redis-server's words for why they cannot be read.
@@ -868,8 +888,9 @@ enum Torn {
 }
 
 /// DEBUG LOADAOF's read of the log (its files written out first): the keys it holds,
-/// in chunks by the shard that owns them now. The function libraries are left as they
-/// are (the log's FUNCTION records are not replayed), and nothing is written.
+/// in chunks by the shard that owns them now. The log's FUNCTION records are replayed
+/// over the libraries in place (those that fail passed over, as by redis-server), and
+/// nothing is written.
 ///
 /// # Errors
 /// A file that cannot be read or replayed.
