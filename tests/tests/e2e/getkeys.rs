@@ -91,6 +91,7 @@ const SAMPLES: &[(&str, &[&str])] = &[
     ("replicaof", &["REPLICAOF NO ONE", "REPLICAOF h 1"]),
     ("slaveof", &["SLAVEOF NO ONE", "SLAVEOF h 1"]),
     ("wait", &["WAIT 0 0", "WAIT 1 k"]),
+    ("failover", &["FAILOVER", "FAILOVER TO h 1 TIMEOUT 5"]),
     ("sync", &["SYNC", "SYNC x"]),
     ("psync", &["PSYNC ? -1", "PSYNC a b c"]),
     ("replconf", &["REPLCONF", "REPLCONF ack 1"]),
