@@ -1578,14 +1578,14 @@ fn info_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome 
             })
             .collect(),
     );
+    // The volatile keys' average time to live, in ms: exact, where redis-server's is an
+    // estimate from its expiry cycle's samples.
+    let now = u128::from(crate::clock::now_ms());
     section(
         "keyspace",
         "Keyspace",
         dbs.iter()
             .map(|(db, (keys, expires, deadlines))| {
-                // The volatile keys' average time to live, in ms: exact, where
-                // redis-server's is an estimate from its expiry cycle's samples.
-                let now = u128::from(crate::clock::now_ms());
                 let avg_ttl = match *expires {
                     0 => 0,
                     n => (deadlines / n as u128).saturating_sub(now),

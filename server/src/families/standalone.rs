@@ -116,7 +116,8 @@ fn failover(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
             }
         }
     };
-    let deadline = (timeout > 0).then(|| crate::clock::now_ms() + timeout.unsigned_abs());
+    let deadline =
+        (timeout > 0).then(|| crate::clock::now_ms().saturating_add(timeout.unsigned_abs()));
     shared
         .failover
         .begin(shared, Attempt::new(target, force, deadline));

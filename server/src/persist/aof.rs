@@ -480,8 +480,7 @@ impl Observer for AofLog {
             let secs = crate::clock::now_ms() / 1000;
             if secs != self.stamped {
                 self.stamped = secs;
-                let annotation = format!("#TS:{secs}\r\n");
-                self.buf.splice(0..0, annotation.bytes());
+                self.buf.splice(0..0, timestamp_annotation(secs).bytes());
             }
         }
         let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
@@ -821,6 +820,12 @@ pub fn generation_file(appendfilename: &str, seq: u64, shard: usize, shards: usi
         seq,
         shard,
     }
+}
+
+/// redis-server's `#TS:<Unix seconds>` line (`aof-timestamp-enabled`), which its
+/// loader and `redis-check-aof --truncate-to-timestamp` read.
+pub fn timestamp_annotation(secs: u64) -> String {
+    format!("#TS:{secs}\r\n")
 }
 
 /// The name of the base of generation `seq`: an RDB file, or (`aof-use-rdb-preamble

@@ -7,7 +7,7 @@
 //! rewrite, reading the file back, so that the shards' loops write one format only.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 use goblin_store::rdb::{self, RdbKey, RdbValue};
@@ -30,14 +30,14 @@ pub fn write_from_rdb(rdb_path: &Path, target: &Path, timestamp: Option<u64>) ->
     let tmp = dir.join(format!("temp-rewriteaof-{}.aof", std::process::id()));
     let result = (|| {
         let mut out = Writer {
-            file: BufWriter::with_capacity(128 << 10, File::create(&tmp)?),
+            file: File::create(&tmp)?,
             buf: Vec::new(),
             db: None,
             len: 0,
         };
         if let Some(secs) = timestamp {
             out.buf
-                .extend_from_slice(format!("#TS:{secs}\r\n").as_bytes());
+                .extend_from_slice(aof::timestamp_annotation(secs).as_bytes());
         }
         let info = rdb::read(&bytes, |k| {
             out.key(k)
@@ -54,8 +54,7 @@ pub fn write_from_rdb(rdb_path: &Path, target: &Path, timestamp: Option<u64>) ->
             );
         }
         out.flush()?;
-        let file = out.file.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+        out.file.sync_all()?;
         Ok(out.len)
     })();
     match result {
@@ -71,9 +70,10 @@ pub fn write_from_rdb(rdb_path: &Path, target: &Path, timestamp: Option<u64>) ->
     }
 }
 
-/// The file being written, and the commands of the key at hand.
+/// The file being written, and the commands not written yet (written out in pieces of
+/// 64 KiB or more).
 struct Writer {
-    file: BufWriter<File>,
+    file: File,
     buf: Vec<u8>,
     /// The database the last key was of.
     db: Option<u64>,

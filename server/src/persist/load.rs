@@ -688,7 +688,7 @@ fn empty_base(shared: &Shared, dir: &Path, name: &str, seq: u64) -> Result<LogFi
         false => aof::create_empty(&path).and_then(|mut file| {
             use std::io::Write as _;
             if persist.aof_timestamps.load(Ordering::Relaxed) {
-                write!(file, "#TS:{}\r\n", clock::now_ms() / 1000)?;
+                file.write_all(aof::timestamp_annotation(clock::now_ms() / 1000).as_bytes())?;
             }
             file.sync_all()
         }),

@@ -35,11 +35,11 @@ pub struct Failover {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     /// The replica to fail over to (`TO host port`); any caught-up one when `None`.
-    pub target: Option<(String, u16)>,
+    target: Option<(String, u16)>,
     /// `FORCE`: at the deadline, fail over to the target caught up or not.
-    pub force: bool,
+    force: bool,
     /// `TIMEOUT`: when to give up (or force), Unix ms.
-    pub deadline: Option<u64>,
+    deadline: Option<u64>,
     /// When the replicas were last asked for an acknowledgement, Unix ms.
     asked: u64,
 }

@@ -136,7 +136,7 @@ impl Follow {
     }
 
     /// [`Follow::start`], for a master failing over to `host:port` (FAILOVER): its PSYNC
-    /// says so; [`Replica::failover_outcome`] tells the answer.
+    /// says so; [`Follow::failover_outcome`] tells the answer.
     pub fn start_failover(&self, shared: &Shared, host: &str, port: u16, resume: History) {
         self.start_link(shared, host, port, Some(resume), true);
     }

@@ -623,10 +623,7 @@ impl Shared {
 
     /// Bytes written to clients, every worker's.
     pub fn net_output_bytes(&self) -> u64 {
-        self.traffic
-            .iter()
-            .map(|t| t.output.load(Ordering::Relaxed))
-            .sum()
+        self.traffic_total(|t| &t.output)
     }
 
     /// Commands per second, and kB read and written per second, since INFO last asked

@@ -625,7 +625,7 @@ impl Worker {
             return;
         }
         self.shard.publish_evictable(&self.shared, &memory);
-        if crate::memory::counted() <= memory.maxmemory {
+        if !over {
             return;
         }
         // Clients over `maxmemory-clients` go before keys (weighed as they are now: the
