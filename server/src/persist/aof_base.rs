@@ -6,6 +6,7 @@
 //! deadline; `FUNCTION LOAD` for each library. It runs on the thread that ends the
 //! rewrite, reading the file back, so that the shards' loops write one format only.
 
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
@@ -39,11 +40,29 @@ pub fn write_from_rdb(rdb_path: &Path, target: &Path, timestamp: Option<u64>) ->
             out.buf
                 .extend_from_slice(aof::timestamp_annotation(secs).as_bytes());
         }
-        let info = rdb::read(&bytes, |k| {
-            out.key(k)
-                .map_err(|e| rdb::RdbError::Refused(e.to_string()))
-        })
-        .map_err(|e| io::Error::other(e.to_string()))?;
+        // Each database's keys once, in order, as redis-server writes them: the shards'
+        // records interleave their databases in the image, so it is read once per
+        // database that holds keys (once, when only database 0 does).
+        let mut dbs = BTreeSet::new();
+        let mut db = 0;
+        let info = loop {
+            let info = rdb::read(&bytes, |k| {
+                if k.db == db {
+                    out.key(k)
+                        .map_err(|e| rdb::RdbError::Refused(e.to_string()))
+                } else {
+                    if k.db > db {
+                        dbs.insert(k.db);
+                    }
+                    Ok(())
+                }
+            })
+            .map_err(|e| io::Error::other(e.to_string()))?;
+            match dbs.pop_first() {
+                Some(next) => db = next,
+                None => break info,
+            }
+        };
         // (After the keys, where redis-server writes them first: the libraries are in
         // the RDB file's header, known once it is read. Loading is the same.)
         for code in &info.functions {
@@ -244,5 +263,40 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goblin_store::rdb::RdbWriter;
+
+    /// The shards' records interleave their databases in the image; the base names
+    /// each database once, in order, with all of its keys.
+    #[test]
+    fn each_database_is_written_once_in_order() {
+        let mut image = RdbWriter::new(&[]);
+        for (db, key) in [(3, "c"), (0, "a"), (3, "d"), (1, "e"), (0, "b")] {
+            image.select(db);
+            image.string_key(key.as_bytes(), b"v", None);
+        }
+        let dir = std::env::temp_dir().join(format!("aof-base-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let (rdb, base) = (dir.join("image.rdb"), dir.join("base.aof"));
+        fs::write(&rdb, image.finish()).expect("image");
+        write_from_rdb(&rdb, &base, None).expect("base");
+        let text = String::from_utf8(fs::read(&base).expect("read")).expect("text");
+        let _ = fs::remove_dir_all(&dir);
+        let words: Vec<&str> = text
+            .split("\r\n")
+            .filter(|w| !w.starts_with(['*', '$']) && !w.is_empty())
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "SELECT", "0", "SET", "a", "v", "SET", "b", "v", "SELECT", "1", "SET", "e", "v",
+                "SELECT", "3", "SET", "c", "v", "SET", "d", "v"
+            ]
+        );
     }
 }

@@ -496,6 +496,10 @@ const BASE_WRITES: &[&str] = &[
     "XADD empty MAXLEN 0 5-5 k v",
     "SELECT 3",
     "SET other three",
+    "SET more four",
+    "SADD third a b",
+    "RPUSH fourth c d",
+    "SET fifth e",
     "SELECT 0",
 ];
 
