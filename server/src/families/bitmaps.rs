@@ -486,13 +486,13 @@ impl Field {
     }
 }
 
-/// A field type (`getBitfieldTypeFromArgument`): `i1`…`i64` or `u1`…`u63`. Redis reads
-/// the width as a C string: it ends at a NUL byte.
+/// A field type (`getBitfieldTypeFromArgument`): `i1`…`i64` or `u1`…`u63`, in lower case
+/// only. Redis reads the width as a C string: it ends at a NUL byte.
 fn field_type(arg: &[u8]) -> Option<(bool, u32)> {
     let (first, rest) = arg.split_first()?;
     let signed = match first {
-        b'i' | b'I' => true,
-        b'u' | b'U' => false,
+        b'i' => true,
+        b'u' => false,
         _ => return None,
     };
     let digits = rest.split(|&b| b == 0).next().unwrap_or_default();

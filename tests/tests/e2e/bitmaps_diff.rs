@@ -226,6 +226,11 @@ fn bitfield_matches_redis() {
         BITFIELD K0 GET i65 0
         BITFIELD K0 GET i0 0
         BITFIELD K0 GET x8 0
+        BITFIELD K0 GET I8 0
+        BITFIELD K0 SET U8 0 1
+        BITFIELD K0 GET i-42 0
+        BITFIELD K0 GET i5? 0
+        BITFIELD_RO K0 GET I16 0
         BITFIELD K0 GET "" 0
         BITFIELD K0 GET u8 -1
         BITFIELD K0 GET u8 x
