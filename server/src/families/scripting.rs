@@ -160,7 +160,7 @@ impl Callee {
             }
     }
 
-    /// Whether its code calls a command that reads every shard (INFO, KEYS…:
+    /// Whether its code calls a command of every shard (INFO, KEYS, FLUSHALL…:
     /// [`crate::scripting::calls_every_shard`]).
     pub fn every_shard(&self) -> bool {
         match self {
@@ -350,7 +350,7 @@ fn undeclared_allowed(shared: &Shared, flags: ScriptFlags) -> bool {
 /// are several), which only its plan can lock ([`reaches_every_shard`]); so may one that
 /// declares no key (it runs here first, and is given up for its plan once it calls a
 /// command with keys: `run_script`). With one shard, only one whose code calls a
-/// command that reads every shard ([`calls_every_shard`]) needs its plan.
+/// command of every shard ([`calls_every_shard`]) needs its plan.
 fn needs_whole_keyspace(shared: &Shared, args: &Args<'_>) -> bool {
     (shared.threads > 1 && args.get(2) == b"0" && shared.cluster.is_none())
         || reaches_every_shard(shared, args, false)
@@ -364,7 +364,7 @@ struct Reach {
     allowed: bool,
     /// It may touch undeclared keys ([`may_stray`]).
     strays: bool,
-    /// It calls a command that reads every shard ([`calls_every_shard`]).
+    /// It calls a command of every shard ([`calls_every_shard`]).
     every_shard: bool,
 }
 
@@ -403,7 +403,7 @@ fn reach(shared: &Shared, args: &Args<'_>) -> Option<Reach> {
 /// known before it runs: it is allowed to, or its code may stray from its declared keys
 /// (outside cluster mode: [`Callee::strays_with`]) — when it declares none, only if
 /// `keyless` (where it cannot run on a shard first and be given up for its plan) — with
-/// several shards; or, with any number, it calls a command that reads every shard.
+/// several shards; or, with any number, it calls a command of every shard.
 fn reaches_every_shard(shared: &Shared, args: &Args<'_>, keyless: bool) -> bool {
     let several = shared.threads > 1;
     let Some(reach) = reach(shared, args) else {
@@ -480,19 +480,18 @@ fn body_reach(shared: &Shared, body: &[u8]) -> Reach {
 /// EXEC: whether a queued script (or function call) runs under its plan though its
 /// declared keys are on one shard, because it may touch keys of any shard (EXEC runs
 /// it where it cannot be given up for its plan), or (with one shard too) it calls a
-/// command that reads every shard.
+/// command of every shard.
 pub(crate) fn needs_every_shard(shared: &Shared, spec: &CommandSpec, args: &Args<'_>) -> bool {
     (spec.name.starts_with("eval") || spec.name.starts_with("fcall"))
         && reaches_every_shard(shared, args, true)
 }
 
-/// Whether a command a script calls reads every shard: read-only, keyless and run by a
-/// plan across the shards (INFO, KEYS, SCAN, DBSIZE, RANDOMKEY: a script's plan runs it
-/// when every shard is locked; `crate::scripting::calls_every_shard` looks for them in
-/// the code).
-pub(crate) fn every_shard_read(spec: &CommandSpec) -> bool {
+/// Whether a command a script calls is one of every shard: keyless and run by a plan
+/// across the shards (INFO, KEYS, SCAN, DBSIZE, RANDOMKEY; FLUSHDB, FLUSHALL, SWAPDB: a
+/// script's plan runs it when every shard is locked; `crate::scripting::calls_every_shard`
+/// looks for them in the code).
+pub(crate) fn every_shard_command(spec: &CommandSpec) -> bool {
     matches!(spec.exec, Exec::Plan(_))
-        && !spec.flags.contains(Flags::WRITE)
         && !spec.flags.contains(Flags::NOSCRIPT)
         && matches!(
             spec.key_finder.shape(),
@@ -599,9 +598,24 @@ fn check_command<'t>(table: &'t CommandTable, argv: &Args<'_>) -> Result<&'t Com
 }
 
 /// A keyless command a script may call that runs on the connection's thread elsewhere:
-/// answered here (PING, ECHO, TIME, DEBUG PROTOCOL and SLEEP); `None` for others.
-pub(crate) fn keyless_reply(spec: &CommandSpec, argv: &Args<'_>, resp: Version) -> Option<Vec<u8>> {
+/// answered here — PING, ECHO, TIME, DEBUG PROTOCOL and SLEEP; any other that runs on a
+/// connection (COMMAND, LASTSAVE, SLOWLOG, PUBSUB NUMSUB, the HELPs…) runs on a client
+/// of its own, as redis-server runs a script's commands on its fake client; `None` for
+/// others.
+pub(crate) fn keyless_reply(
+    shared: &Shared,
+    spec: &CommandSpec,
+    argv: &Args<'_>,
+    resp: Version,
+    now: Millis,
+) -> Option<Vec<u8>> {
     let mut out = Vec::new();
+    if let Exec::Conn(handler) = spec.exec
+        && !matches!(spec.name, "ping" | "echo" | "time")
+    {
+        on_script_client(shared, handler, argv, resp, now, &mut out);
+        return Some(out);
+    }
     let mut enc = Encoder::new(&mut out, resp);
     match spec.name {
         // DEBUG PROTOCOL's sample replies and DEBUG SLEEP (Redis's tests of a script's
@@ -628,6 +642,47 @@ pub(crate) fn keyless_reply(spec: &CommandSpec, argv: &Args<'_>, resp: Version) 
         _ => return None,
     }
     Some(out)
+}
+
+/// Runs a connection's command for a script, on a client of the default user that
+/// lives for the call (what it changes of its client is lost, as of redis-server's
+/// script client), with a subscription index and publications of its own (the commands
+/// a script may call read neither).
+fn on_script_client(
+    shared: &Shared,
+    handler: crate::table::handler::ConnFn,
+    argv: &Args<'_>,
+    resp: Version,
+    now: Millis,
+    out: &mut Vec<u8>,
+) {
+    use crate::runtime::client::Client;
+    use crate::runtime::pubsub::{Hub, Local, Outbound};
+    let mut client = Client::new(
+        0,
+        crate::runtime::net::Origin::None,
+        now,
+        shared.acl.default_user(),
+    );
+    client.resp = resp;
+    let (mut local, mut outbound) = (Local::default(), Outbound::default());
+    let mut ctx = ConnCtx {
+        client: &mut client,
+        shared,
+        out,
+        now,
+        hub: Hub {
+            local: &mut local,
+            out: &mut outbound,
+            repl: None,
+            me: crate::runtime::msg::ConnRef {
+                worker: 0,
+                key: usize::MAX,
+                generation: 0,
+            },
+        },
+    };
+    handler(&mut ctx, argv);
 }
 
 /// The error for a command Goblin cannot run inside a script.
@@ -703,7 +758,7 @@ struct Run {
     /// Undeclared keys are allowed (`lua-allow-undeclared-keys`, or the script's flag).
     allowed: bool,
     /// It may be given up for its plan (see [`run_script`]) when it calls a command
-    /// with keys, or one that reads every shard.
+    /// with keys, or one of every shard.
     restartable: bool,
 }
 
@@ -827,16 +882,16 @@ fn run_here(
                             Encoder::new(reply, cresp).integer(n as i64);
                             return Called::Reply;
                         }
-                        // A command that reads every shard, called by a script that
+                        // A command of every shard, called by a script that
                         // declares no key (its name not read in its code): given up, to
                         // run again under its plan, where every shard is locked.
-                        _ if restartable && !wrote && every_shard_read(spec) => {
+                        _ if restartable && !wrote && every_shard_command(spec) => {
                             shard.uncount_call(spec.id);
                             restart = true;
                             return Called::Refused(RUN_AGAIN.to_vec());
                         }
                         _ => {
-                            return match keyless_reply(spec, a, cresp) {
+                            return match keyless_reply(shared, spec, a, cresp, now) {
                                 Some(r) => {
                                     reply.extend_from_slice(&r);
                                     Called::Reply
@@ -1095,7 +1150,7 @@ pub(crate) mod plan {
         // A script that declares no key runs with every shard locked: what it touches
         // it names itself (`run_script` gives such a run up for this plan).
         // So does one whose code may stray from its keys (`Callee::strays_with`).
-        // So does one that calls a command that reads every shard, even with one shard.
+        // So does one that calls a command of every shard, even with one shard.
         let whole = inv.callee.every_shard()
             || (start.shared.threads > 1
                 && (undeclared_allowed(start.shared, inv.callee.flags())
@@ -1205,7 +1260,7 @@ pub(crate) mod plan {
                 }
                 match spec.exec {
                     Exec::Shard(_) => {}
-                    Exec::Plan(cross) if self.whole && super::every_shard_read(spec) => {
+                    Exec::Plan(cross) if self.whole && super::every_shard_command(spec) => {
                         // Its own plan, every shard locked already (the script's).
                         return self.sub_plan(cx, spec, a, cross, resp);
                     }
@@ -1244,7 +1299,7 @@ pub(crate) mod plan {
                         return Ok(Routed::Hop(Hop::publish(0, argv, repl)));
                     }
                     _ => {
-                        return Err(match keyless_reply(spec, a, resp) {
+                        return Err(match keyless_reply(cx.shared, spec, a, resp, cx.now) {
                             Some(r) => Resume::Reply(r),
                             None => Resume::Refused(unsupported(spec)),
                         });

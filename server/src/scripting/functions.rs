@@ -44,7 +44,7 @@ pub struct Library {
     pub code_at: usize,
     /// Its functions, in registration order.
     pub functions: Vec<FunctionDef>,
-    /// Its code calls a command that reads every shard (`super::calls_every_shard`).
+    /// Its code calls a command of every shard (`super::calls_every_shard`).
     pub every_shard: bool,
 }
 

@@ -122,7 +122,7 @@ pub struct Script {
     pub flags: ScriptFlags,
     /// Its code may touch keys it does not declare ([`may_stray`]).
     pub may_stray: bool,
-    /// Its code calls a command that reads every shard ([`calls_every_shard`]).
+    /// Its code calls a command of every shard ([`calls_every_shard`]).
     pub every_shard: bool,
 }
 
@@ -226,8 +226,8 @@ pub fn may_stray(code: &[u8], table: &crate::table::CommandTable) -> bool {
 }
 
 /// Whether a script's code names, as the first argument of a call (`redis.call('keys',
-/// …)`, `rcall("DBSIZE")`), a command of `table` that reads every shard (read-only,
-/// keyless, run by a plan across the shards: `families::scripting::every_shard_read`):
+/// …)`, `rcall("DBSIZE")`), a command of `table` of every shard (keyless, run by a
+/// plan across the shards: `families::scripting::every_shard_command`):
 /// such a script runs with every shard locked, whatever its keys. (A name it builds at
 /// run time is not seen: the call is refused where the run cannot be given up.)
 pub fn calls_every_shard(code: &[u8], table: &crate::table::CommandTable) -> bool {
@@ -244,7 +244,7 @@ pub fn calls_every_shard(code: &[u8], table: &crate::table::CommandTable) -> boo
         };
         if table
             .lookup(&text[..len])
-            .is_some_and(crate::families::scripting::every_shard_read)
+            .is_some_and(crate::families::scripting::every_shard_command)
         {
             return true;
         }
