@@ -791,6 +791,8 @@ impl<'a> Reader<'a> {
                 }
                 if kind == TYPE_LIST {
                     RdbValue::List(items)
+                } else if has_duplicates(items.iter()) {
+                    return Err(corrupt("Duplicate set members detected"));
                 } else {
                     RdbValue::Set(items)
                 }
@@ -816,6 +818,9 @@ impl<'a> Reader<'a> {
                     } else {
                         self.old_score()?
                     };
+                    if score.is_nan() {
+                        return Err(corrupt("Zset with NAN score detected"));
+                    }
                     members.push((member, score));
                 }
                 if has_duplicates(members.iter().map(|m| &m.0)) {
@@ -1020,7 +1025,9 @@ impl<'a> Reader<'a> {
                     nack.consumer = cname.clone();
                     c.pel.insert(id);
                 }
-                g.consumers.insert(cname, c);
+                if g.consumers.insert(cname, c).is_some() {
+                    return Err(corrupt("Duplicate stream consumer detected"));
+                }
             }
             if g.pel
                 .values()

@@ -232,6 +232,53 @@ fn restore_errors_and_options_match_redis() {
     });
 }
 
+/// RESTORE refuses payloads that read but hold what no value may (Redis's corrupt-dump
+/// tests' payloads): a set (not an intset) with a member twice, a sorted set with a NaN
+/// score, a stream group with a consumer twice — `Bad data format`, with or without the
+/// checksum checked and the payload sanitized, as redis-server; the server answers on.
+#[test]
+fn restore_refuses_duplicates_and_nan_scores_as_redis() {
+    let set_twice: &[u8] =
+        b"\x02\x0A\x02\x5F\x39\xC0\x06\x02\x5F\x31\xC0\x00\xC0\x04\x02\x5F\x35\xC0\
+        \x02\xC0\x08\x02\x5F\x31\x02\x5F\x33\x09\x00\x7A\x5A\xFB\x90\x3A\xE9\x3C\xBE";
+    let nan_score: &[u8] = b"\x05\x0A\x02\x5F\x39\x00\x00\x00\x00\x00\x00\x22\x40\xC0\x08\x00\x00\
+        \x00\x00\x00\x00\x20\x40\x02\x5F\x37\x00\x00\x00\x00\x00\x00\x1C\x40\xC0\x06\x00\x00\x00\
+        \x00\x00\x00\x18\x40\x02\x5F\x35\x00\x00\x00\x00\x00\x00\x14\x40\xC0\x04\x00\x00\x00\x00\
+        \x00\x00\x10\x40\x02\x5F\x33\x00\x00\x00\x00\x00\x00\x08\x40\xC0\x02\x00\x00\x00\x00\x00\
+        \x00\x00\x40\x02\x5F\x31\x00\x00\x00\x00\x00\x55\xF0\x7F\xC0\x00\x00\x00\x00\x00\x00\x00\
+        \x00\x00\x0A\x00\xEC\x94\x86\xD8\xFD\x5C\x5F\xD8";
+    let consumer_twice: &[u8] = b"\x0F\x00\x00\x00\x00\x01\x07\x6D\x79\x67\x72\x6F\x75\x70\x00\x00\
+        \x00\x02\x04\x6E\x61\x6D\x65\x2A\x4C\xAA\x9A\x7D\x01\x00\x00\x00\x04\x6E\x61\x6D\x65\x2B\
+        \x4C\xAA\x9A\x7D\x01\x00\x00\x00\x0A\x00\xCC\xED\x8C\xA7\x62\xEE\xC7\xC8";
+    let args = ["--enable-debug-command", "yes"];
+    let mut d = Differential::with_servers(Server::goblin_with(&args), Server::redis_with(&args));
+    for (sanitize, skip) in [("no", "1"), ("yes", "0"), ("no", "0")] {
+        let ctx = format!("sanitize-dump-payload {sanitize}, skip checksum {skip}");
+        let c = |d: &mut Differential, line: &[&[u8]]| {
+            let args: Vec<Vec<u8>> = line.iter().map(|a| a.to_vec()).collect();
+            compare(d, &args, How::Exact, &ctx);
+        };
+        c(
+            &mut d,
+            &[
+                b"CONFIG",
+                b"SET",
+                b"sanitize-dump-payload",
+                sanitize.as_bytes(),
+            ],
+        );
+        c(
+            &mut d,
+            &[b"DEBUG", b"SET-SKIP-CHECKSUM-VALIDATION", skip.as_bytes()],
+        );
+        for payload in [set_twice, nan_score, consumer_twice] {
+            c(&mut d, &[b"RESTORE", b"key", b"0", payload]);
+            c(&mut d, &[b"EXISTS", b"key"]);
+            c(&mut d, &[b"PING"]);
+        }
+    }
+}
+
 /// MIGRATE keeps its connection to a target for the next MIGRATE there, as redis-server
 /// does (INFO `migrate_cached_sockets`): several MIGRATEs, to other databases too, make
 /// one connection at the target; one the target closed meanwhile is replaced and the
