@@ -30,6 +30,7 @@ pub mod alloc;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod crash;
 pub mod families;
 pub mod table;
 

@@ -90,9 +90,16 @@ pub fn set_file(path: Option<&Path>) -> std::io::Result<()> {
         None => None,
     };
     if let Ok(mut slot) = FILE.lock() {
+        use std::os::fd::AsRawFd;
+        crate::crash::set_log_fd(file.as_ref().map_or(1, AsRawFd::as_raw_fd));
         *slot = file;
     }
     Ok(())
+}
+
+/// The role the lines name: `M` or `S`.
+pub fn role() -> char {
+    char::from(ROLE.load(Ordering::Relaxed))
 }
 
 /// Whether a message at `level` would be written.
@@ -116,7 +123,7 @@ fn line(level: Level, args: impl std::fmt::Display) -> String {
     format!(
         "{}:{} {} {} {args}\n",
         std::process::id(),
-        char::from(ROLE.load(Ordering::Relaxed)),
+        role(),
         timestamp(now.as_millis() as u64),
         level.mark()
     )
@@ -164,6 +171,13 @@ fn append(bytes: &[u8]) {
 
 /// `01 Dec 2026 19:57:38.123` (UTC) for Unix milliseconds `ms`.
 fn timestamp(ms: u64) -> String {
+    let mut out = String::new();
+    let _ = write_timestamp(&mut out, ms);
+    out
+}
+
+/// Writes [`timestamp`]'s text to `out`, allocating nothing (the crash report's lines).
+pub(crate) fn write_timestamp(out: &mut impl std::fmt::Write, ms: u64) -> std::fmt::Result {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
@@ -179,7 +193,8 @@ fn timestamp(ms: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
+    write!(
+        out,
         "{day:02} {} {year} {:02}:{:02}:{:02}.{:03}",
         MONTHS[(month - 1) as usize],
         rest / 3600,

@@ -62,6 +62,8 @@ const HELP: &[&str] = &[
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -93,6 +95,8 @@ const HELP: &[&str] = &[
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
     "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
@@ -126,6 +130,9 @@ enum Job {
     /// SET-DISABLE-DENY-SCRIPTS: whether scripts may call `noscript` commands.
     DenyScripts(bool),
     Help,
+    /// SEGFAULT and PANIC: the crash report, then the process dies.
+    Segfault,
+    Panic,
     ChangeReplId,
     /// CONFIG-REWRITE-FORCE-ALL: CONFIG REWRITE writing every option, defaults too.
     RewriteAll,
@@ -169,6 +176,10 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
     let is = |word: &str| is_keyword(sub, word);
     Ok(if is("HELP") && n == 2 {
         Job::Help
+    } else if is("SEGFAULT") && n == 2 {
+        Job::Segfault
+    } else if is("PANIC") && n == 2 {
+        Job::Panic
     } else if is("SLEEP") && n == 3 {
         // C's `strtod`: what does not read as a number is 0.
         let (secs, _, _) = strtod(args.get(2));
@@ -359,6 +370,11 @@ impl Plan for DebugPlan {
         self.sent = true;
         match &mut self.job {
             Job::Refuse(error) => cx.done(|e| e.error(error)),
+            Job::Segfault => crate::crash::segfault(),
+            Job::Panic => crate::crash::panic(&format!(
+                "DEBUG PANIC called at Unix time {}",
+                cx.now / 1000
+            )),
             Job::Sleep(secs) => {
                 // (Its latency is the command's, recorded once, with its reply.)
                 cx.shared.follow.freeze(true);

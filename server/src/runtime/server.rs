@@ -889,6 +889,11 @@ impl Server {
         config.persist.dir = dir;
         crate::log::set_level(config.loglevel);
         crate::log::set_file(config.logfile.as_deref())?;
+        if crate::config::inert::value(&config.inert, "crash-log-enabled").unwrap_or_default()
+            != "no"
+        {
+            crate::crash::install();
+        }
         let unixsocket = crate::config::inert::unixsocket(&config.inert);
         // Port 0 with a Unix socket: no TCP, as redis-server (without one, port 0 picks
         // a free port, Goblin's own).

@@ -586,3 +586,81 @@ fn latency_graph_and_helps_match_redis() {
     let theirs = lines(&r.1);
     assert!(lines(&g.1).iter().all(|l| theirs.contains(l)));
 }
+
+/// A crash is reported in the log as redis-server reports one — `crashed by signal`, the
+/// sender, the stack trace between the bug report's START and END lines — and the
+/// process dies of the signal: on SIGABRT from outside, DEBUG SEGFAULT and DEBUG PANIC
+/// (after its Guru Meditation); with `crash-log-enabled no`, no report. The same lines
+/// on both servers.
+#[test]
+fn crash_reports_are_logged_as_redis_does() {
+    use std::os::unix::process::ExitStatusExt;
+    for (how, signal) in [
+        ("SIGABRT", 6),
+        ("SEGFAULT", 11),
+        ("PANIC", 6),
+        ("no log", 6),
+    ] {
+        for kind in ["goblin", "redis"] {
+            let what = format!("{kind} {how}");
+            let dir = goblin_tests::scratch_dir("crash-report");
+            let log = dir.join("server.log");
+            let mut args = vec![
+                "--logfile".to_string(),
+                log.display().to_string(),
+                "--enable-debug-command".to_string(),
+                "yes".to_string(),
+                "--crash-memcheck-enabled".to_string(),
+                "no".to_string(),
+            ];
+            if how == "no log" {
+                args.extend(["--crash-log-enabled".to_string(), "no".to_string()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut server = match kind {
+                "goblin" => Server::goblin_with(&args),
+                _ => Server::redis_with(&args),
+            };
+            match how {
+                "SEGFAULT" | "PANIC" => {
+                    let mut raw = server.raw();
+                    raw.send(format!("DEBUG {how}\r\n").as_bytes());
+                }
+                _ => server.signal("ABRT"),
+            }
+            let status = server
+                .wait_exit(Duration::from_secs(20))
+                .unwrap_or_else(|| panic!("{what}: still running"));
+            assert_eq!(status.signal(), Some(signal), "{what}: {status:?}");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let reported = [
+                "=== REDIS BUG REPORT START: Cut & paste starting from here ===".to_string(),
+                format!("crashed by signal: {signal}, si_code:"),
+                "------ STACK TRACE ------".to_string(),
+                "=== REDIS BUG REPORT END. Make sure to include from START to END. ===".to_string(),
+            ];
+            for line in &reported {
+                // (A panic's report has its Guru Meditation in place of the signal.)
+                let expected = how != "no log" && !(how == "PANIC" && line.contains("crashed"));
+                assert_eq!(
+                    text.contains(line.as_str()),
+                    expected,
+                    "{what}: {line}\n{text}"
+                );
+            }
+            if how == "SIGABRT" {
+                assert!(text.contains("Killed by PID: "), "{what}: {text}");
+            }
+            if how == "PANIC" {
+                for line in [
+                    "# !!! Software Failure. Press left mouse button to continue",
+                    "# Guru Meditation: DEBUG PANIC called at Unix time ",
+                ] {
+                    assert!(text.contains(line), "{what}: {line}\n{text}");
+                }
+            }
+            drop(server);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
