@@ -480,35 +480,68 @@ pub fn apply_thresholds(values: &[String]) {
     }
 }
 
+/// What the process's OOM score follows: the configuration's mode and values, the
+/// server's role, and the score before Goblin first changed it (while it keeps it
+/// changed).
+struct Oom {
+    mode: String,
+    values: String,
+    replica: bool,
+    base: Option<i64>,
+}
+
+static OOM: std::sync::Mutex<Oom> = std::sync::Mutex::new(Oom {
+    mode: String::new(),
+    values: String::new(),
+    replica: false,
+    base: None,
+});
+
 /// `oom-score-adj` and `oom-score-adj-values` put in force (at start-up and on CONFIG
-/// SET), as redis-server's `setOOMScoreAdj` for a master: the process's
-/// `/proc/self/oom_score_adj` becomes the first value (`absolute`), or that plus the
-/// score the process started with (`yes`, `relative`), within ±1000; back to the score it
-/// started with when turned `no`.
+/// SET), as redis-server's `setOOMScoreAdj`: the process's `/proc/self/oom_score_adj`
+/// becomes the value of its class — the first (a master's) or the second (a
+/// replica's) — (`absolute`), or that plus the score the process started with (`yes`,
+/// `relative`), within ±1000; back to the score it started with when turned `no`.
 ///
 /// # Errors
 /// When the score cannot be read or written (lowering it takes a privilege): logged.
 pub fn apply_oom_score_adj(values: &[String]) -> std::io::Result<()> {
-    use std::sync::Mutex;
-    /// The score before Goblin first changed it, while it keeps it changed.
-    static BASE: Mutex<Option<i64>> = Mutex::new(None);
-    const PATH: &str = "/proc/self/oom_score_adj";
-    let Ok(mut base) = BASE.lock() else {
+    let Ok(mut oom) = OOM.lock() else {
         return Err(std::io::Error::other("poisoned"));
     };
-    let mode = value(values, "oom-score-adj").unwrap_or("no");
-    let score = if mode == "no" {
-        match base.take() {
+    oom.mode = value(values, "oom-score-adj").unwrap_or("no").to_string();
+    oom.values = value(values, "oom-score-adj-values")
+        .unwrap_or_default()
+        .to_string();
+    put_oom_score(&mut oom)
+}
+
+/// The server became a replica, or a master again: the score of its class, when
+/// `oom-score-adj` is on (as redis-server's `replicationSetMaster` and
+/// `replicationUnsetMaster` call `setOOMScoreAdj`).
+pub fn oom_score_role(replica: bool) {
+    if let Ok(mut oom) = OOM.lock() {
+        oom.replica = replica;
+        if oom.mode != "no" && !oom.mode.is_empty() {
+            let _ = put_oom_score(&mut oom);
+        }
+    }
+}
+
+fn put_oom_score(oom: &mut Oom) -> std::io::Result<()> {
+    const PATH: &str = "/proc/self/oom_score_adj";
+    let score = if oom.mode == "no" || oom.mode.is_empty() {
+        match oom.base.take() {
             Some(b) => b,
             None => return Ok(()),
         }
     } else {
-        let start = match *base {
+        let start = match oom.base {
             Some(b) => b,
             None => match std::fs::read_to_string(PATH) {
                 Ok(text) => {
                     let b = text.trim().parse().unwrap_or(0);
-                    *base = Some(b);
+                    oom.base = Some(b);
                     b
                 }
                 Err(e) => {
@@ -521,14 +554,16 @@ pub fn apply_oom_score_adj(values: &[String]) -> std::io::Result<()> {
                 }
             },
         };
-        let master: i64 = value(values, "oom-score-adj-values")
-            .and_then(|v| v.split_whitespace().next())
+        let class: i64 = oom
+            .values
+            .split_whitespace()
+            .nth(usize::from(oom.replica))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let score = if mode == "absolute" {
-            master
+        let score = if oom.mode == "absolute" {
+            class
         } else {
-            master + start
+            class + start
         };
         score.clamp(-1000, 1000)
     };

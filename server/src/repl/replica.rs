@@ -199,6 +199,7 @@ impl Follow {
         });
         self.active.store(true, Ordering::SeqCst);
         crate::log::set_replica(true);
+        crate::config::inert::oom_score_role(true);
     }
 
     /// CLIENT KILL of the master's client: the link drops its connection to the master
@@ -246,6 +247,7 @@ impl Follow {
         let mut following = self.lock();
         self.active.store(false, Ordering::SeqCst);
         crate::log::set_replica(false);
+        crate::config::inert::oom_score_role(false);
         match following.take() {
             Some(f) => {
                 f.status.stop.store(true, Ordering::SeqCst);

@@ -992,7 +992,8 @@ fn protected_configs_are_set_where_allowed() {
 }
 
 /// `oom-score-adj`: the process's `/proc/<pid>/oom_score_adj` as redis-server sets its
-/// own — the first of `oom-score-adj-values` (a master's), `absolute` or added to the
+/// own — the first of `oom-score-adj-values` (a master's; the second, a replica's, while
+/// it is one), `absolute` or added to the
 /// score it started with (`yes`, `relative`), within ±1000, and the starting score back
 /// with `no`; the values' checks.
 #[test]
@@ -1028,6 +1029,15 @@ fn oom_score_adj_sets_the_process_score_as_redis_does() {
     let mut steps = steps.to_vec();
     steps.push(rollback);
     steps.push(&["CONFIG", "GET", "oom-score-adj"]);
+    // A replica's score is the second value (its class), a master's the first again.
+    steps.extend_from_slice(&[
+        &["CONFIG", "SET", "oom-score-adj-values", "10 20 30"][..],
+        &["CONFIG", "SET", "oom-score-adj", "yes"],
+        &["REPLICAOF", "127.0.0.1", "1"],
+        &["CONFIG", "SET", "oom-score-adj-values", "15 25 30"],
+        &["REPLICAOF", "NO", "ONE"],
+        &["CONFIG", "SET", "oom-score-adj", "no"],
+    ]);
     let mut seen = Vec::new();
     for server in [Server::goblin(), Server::redis()] {
         let path = format!("/proc/{}/oom_score_adj", server.pid());
