@@ -19,7 +19,12 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Cli::Version) => {
-            println!("goblin-server {}", env!("CARGO_PKG_VERSION"));
+            // redis-server's line (tools read the version after ` v=`), naming Goblin's.
+            println!(
+                "Redis server v={} sha=00000000:0 malloc=libc bits=64 build=0 (Goblin {})",
+                goblin_server::runtime::server::REDIS_VERSION,
+                env!("CARGO_PKG_VERSION")
+            );
             return ExitCode::SUCCESS;
         }
         Err(msg) => {

@@ -1069,3 +1069,36 @@ fn oom_score_adj_sets_the_process_score_as_redis_does() {
         seen[0]
     );
 }
+
+/// `goblin-server -v` and `--version` print redis-server's line — `Redis server v=7.0.15
+/// sha=… malloc=… bits=64 build=…` — with the version INFO's `redis_version` names
+/// (tools read the version after ` v=`), and exit 0, as `redis-server -v` does.
+#[test]
+fn version_flag_prints_redis_servers_line() {
+    let server = Server::goblin();
+    let version = info_field(&mut server.raw(), "server", "redis_version");
+    let theirs = std::process::Command::new("redis-server")
+        .arg("-v")
+        .output()
+        .expect("redis-server -v");
+    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    for flag in ["-v", "--version"] {
+        let out = std::process::Command::new(goblin_tests::goblin_binary())
+            .arg(flag)
+            .output()
+            .expect("goblin-server runs");
+        assert!(out.status.success(), "{flag}");
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            line.starts_with(&format!("Redis server v={version} ")),
+            "{line}"
+        );
+        let fields = |l: &str| -> Vec<String> {
+            l.split_whitespace()
+                .take(6)
+                .map(|w| w.split('=').next().unwrap_or("").to_string())
+                .collect()
+        };
+        assert_eq!(fields(&line), fields(&theirs), "{line} / {theirs}");
+    }
+}
