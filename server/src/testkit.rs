@@ -430,7 +430,8 @@ impl Loopback {
                 | Msg::Load(..)
                 | Msg::Loaded(..)
                 | Msg::Publish(..)
-                | Msg::Shutdown => {}
+                | Msg::Shutdown
+                | Msg::Sleep(_) => {}
                 Msg::StepDone(done) => {
                     let seq = done.tx.seq;
                     if done.index == crate::txn::coordinator::WOKEN {

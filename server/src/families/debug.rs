@@ -376,9 +376,15 @@ impl Plan for DebugPlan {
                 cx.now / 1000
             )),
             Job::Sleep(secs) => {
-                // (Its latency is the command's, recorded once, with its reply.)
+                // Every worker stops until then, as redis-server's one thread does: no
+                // client is answered meanwhile, whatever it asks. (Its latency is the
+                // command's, recorded once, with its reply.)
                 cx.shared.follow.freeze(true);
-                sleep(*secs);
+                let until = std::time::Instant::now() + duration(*secs);
+                for peer in cx.shared.peers.iter() {
+                    peer.send(vec![crate::runtime::msg::Msg::Sleep(until)]);
+                }
+                std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
                 cx.shared.follow.freeze(false);
                 cx.done(|e| e.ok())
             }
@@ -713,8 +719,15 @@ fn fill_hops(chunks: Vec<Chunk>, flush: bool, ok: bool) -> Step {
 
 /// DEBUG SLEEP's sleep, of `secs` as C's `strtod` reads them (an hour at most).
 pub(crate) fn sleep(secs: f64) {
+    std::thread::sleep(duration(secs));
+}
+
+/// DEBUG SLEEP's seconds as a duration: none when not a positive number, an hour at most.
+fn duration(secs: f64) -> std::time::Duration {
     if secs.is_finite() && secs > 0.0 {
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+        std::time::Duration::from_secs_f64(secs.min(3600.0))
+    } else {
+        std::time::Duration::ZERO
     }
 }
 

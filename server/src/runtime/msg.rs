@@ -383,6 +383,8 @@ pub enum Msg {
     Loaded(Option<Box<crate::persist::aof::AofLog>>),
     /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
     Shutdown,
+    /// DEBUG SLEEP: stop until then (no client answered meanwhile).
+    Sleep(std::time::Instant),
     /// The connection of this replica's link to its master (`repl::replica`).
     AdoptMaster(crate::runtime::net::Stream, crate::runtime::net::Origin),
     /// The replication stream grew: send the replicas of this worker what it gained.

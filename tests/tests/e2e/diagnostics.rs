@@ -664,3 +664,33 @@ fn crash_reports_are_logged_as_redis_does() {
         }
     }
 }
+
+/// DEBUG SLEEP stops the whole server, as redis-server's one thread: a client on any
+/// worker asking anything meanwhile (PING, SELECT, a key) is answered only once the
+/// sleep is over.
+#[test]
+fn debug_sleep_stops_every_client_as_redis_does() {
+    for server in both(&["--enable-debug-command", "yes"]) {
+        let mut sleeper = server.raw();
+        // (Connections go to the workers in turn: one on each, and more.)
+        let mut others: Vec<Raw> = (0..4).map(|_| server.raw()).collect();
+        let start = std::time::Instant::now();
+        sleeper.send(b"DEBUG SLEEP 0.5\r\n");
+        std::thread::sleep(Duration::from_millis(50));
+        for (i, other) in others.iter_mut().enumerate() {
+            let ask: &[&[u8]] = match i % 3 {
+                0 => &[b"PING"],
+                1 => &[b"SELECT", b"1"],
+                _ => &[b"GET", b"k"],
+            };
+            let reply = other.cmd(ask);
+            assert!(!reply.starts_with(b"-"), "{}", goblin_tests::show(&reply));
+            let waited = start.elapsed();
+            assert!(
+                waited >= Duration::from_millis(450),
+                "client {i} answered {waited:?} into the sleep"
+            );
+        }
+        assert_eq!(sleeper.reply(), b"+OK\r\n");
+    }
+}
