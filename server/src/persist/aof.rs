@@ -776,10 +776,10 @@ impl Manifest {
             .sum()
     }
 
-    /// The highest sequence number listed (0 when none): a new generation is numbered
-    /// after it.
-    pub fn last_seq(&self) -> u64 {
-        self.files().map(LogFile::listed_seq).max().unwrap_or(0)
+    /// The number of the next base: the last base's plus one (a base has its own
+    /// numbers, as redis-server's `curr_base_file_seq`).
+    pub fn next_base_seq(&self) -> u64 {
+        self.base.as_ref().map_or(0, |b| b.seq) + 1
     }
 
     /// The highest sequence number of the record files (0 when none).
@@ -1118,7 +1118,7 @@ mod tests {
              file a.aof.2.0.incr.aof seq 2 type i shard 0 shards 2 generation 2\n\
              file a.aof.2.1.incr.aof seq 3 type i shard 1 shards 2 generation 2\n"
         );
-        assert_eq!(back.last_seq(), 3);
+        assert_eq!((back.next_base_seq(), back.last_incr_seq()), (2, 3));
         assert!(back.last_generation(2).is_some());
         assert!(back.last_generation(3).is_none());
         fs::write(Manifest::path(&dir, "b.aof"), "file x seq 1 type q\n").expect("write");

@@ -603,7 +603,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                     },
                     None,
                 )?;
-                let seq = manifest.last_seq() + 1;
+                let seq = manifest.next_base_seq();
                 let base = aof::base_name(name, seq, true);
                 fs::copy(&path, dir.join(&base)).map_err(|e| format!("{}: {e}", path.display()))?;
                 manifest.base = Some(LogFile {
@@ -612,7 +612,7 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
                     shard: None,
                 });
             } else {
-                manifest.base = Some(empty_base(shared, &dir, name, manifest.last_seq() + 1)?);
+                manifest.base = Some(empty_base(shared, &dir, name, manifest.next_base_seq())?);
             }
             manifest
         }

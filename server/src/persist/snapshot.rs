@@ -423,12 +423,13 @@ fn bgsave_done(dirty: u64) -> SaveDone {
 /// The end of a log rewrite: with the new base written and every shard appending to
 /// the new generation, the manifest names only them and the old files go; otherwise
 /// the manifest keeps the old files before the new generation (as it has since the
-/// rewrite's instant), and nothing is lost. The base is named `base`; with `image`, the
-/// RDB file the shards wrote there is first turned into commands (`aof_base.rs`).
+/// rewrite's instant), and nothing is lost. The base is named `base` (numbered
+/// `base_seq`), the new generation `seq` (none with the log off); with `image`, the RDB
+/// file the shards wrote there is first turned into commands (`aof_base.rs`).
 fn rewrite_done(
     dir: PathBuf,
     name: String,
-    seq: u64,
+    (base_seq, seq): (u64, u64),
     base: String,
     image: Option<PathBuf>,
 ) -> SaveDone {
@@ -466,7 +467,7 @@ fn rewrite_done(
                 let new = Manifest {
                     base: Some(LogFile {
                         name: base.clone(),
-                        seq,
+                        seq: base_seq,
                         shard: None,
                     }),
                     incr: old.incr.iter().filter(|f| f.seq == seq).cloned().collect(),
@@ -844,35 +845,42 @@ impl SavePlan {
             // until the base is: a crash before leaves no log without its base.
             let fresh = slot.is_none();
             let mut manifest = slot.clone().unwrap_or_default();
-            let seq = manifest.last_seq() + 1;
-            for shard in 0..shards {
-                let file = aof::generation_file(&name, seq, shard, shards);
-                // A new generation's file starts empty (one left by a crash is not
-                // listed anywhere).
-                aof::create_empty(&dir.join(&file.name))?;
-                manifest.incr.push(file);
-            }
-            if !fresh {
-                manifest.save(&dir, &name)?;
+            // A base and the record files are numbered each on from their own last, as
+            // redis-server numbers them.
+            let seqs = (manifest.next_base_seq(), manifest.last_incr_seq() + 1);
+            // With the log off (BGREWRITEAOF of `appendonly no`), the base alone, as
+            // redis-server's: no record file is opened.
+            if persist.log_on.load(Ordering::SeqCst) {
+                for shard in 0..shards {
+                    let file = aof::generation_file(&name, seqs.1, shard, shards);
+                    // A new generation's file starts empty (one left by a crash is not
+                    // listed anywhere).
+                    aof::create_empty(&dir.join(&file.name))?;
+                    manifest.incr.push(file);
+                }
+                if !fresh {
+                    manifest.save(&dir, &name)?;
+                }
             }
             *slot = Some(manifest);
-            seq
+            seqs
         };
+        let (base_seq, seq) = seq;
         // (Counted as it starts, as redis-server counts its forks: a rewrite killed or
         // failed counts too.)
         persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
         // With `aof-use-rdb-preamble no` the shards' image goes to a file of its own,
         // turned into the base's commands at the end.
         let rdb = persist.rdb_preamble.load(Ordering::Relaxed);
-        let base = aof::base_name(&name, seq, rdb);
+        let base = aof::base_name(&name, base_seq, rdb);
         let (target, image) = match rdb {
             true => (dir.join(&base), None),
             false => {
-                let image = dir.join(format!("temp-rewriteaof-bg-{seq}.rdb"));
+                let image = dir.join(format!("temp-rewriteaof-bg-{base_seq}.rdb"));
                 (image.clone(), Some(image))
             }
         };
-        let done = rewrite_done(dir, name, seq, base, image);
+        let done = rewrite_done(dir, name, (base_seq, seq), base, image);
         let job = SaveJob::start(Arc::clone(persist), target, shards, true, done)?;
         Ok((job, seq))
     }
