@@ -371,7 +371,8 @@ impl State {
 
     /// Recomputes `ok` and `size` (redis-server's clusterUpdateState): the cluster is ok
     /// when every slot is served by a node not failing (or, without
-    /// `cluster-require-full-coverage`, always), once the start-up delay passed.
+    /// `cluster-require-full-coverage`, always), once the start-up delay passed. A change
+    /// is logged as redis-server logs it (`Cluster state changed: ok`).
     pub fn update_state(&mut self, now: Millis) {
         let mut ok = true;
         if self.full_coverage {
@@ -408,6 +409,13 @@ impl State {
         self.size = size;
         if ok && !self.ok && now < self.writable_after {
             return;
+        }
+        if ok != self.ok {
+            crate::log!(
+                Warning,
+                "Cluster state changed: {}",
+                if ok { "ok" } else { "fail" }
+            );
         }
         self.ok = ok;
     }

@@ -85,7 +85,8 @@ const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 // create_and_check
 
 /// A fresh cluster: `--cluster check` clean, and every node's CLUSTER INFO (epochs and
-/// message counters masked), INFO cluster, cluster CONFIG GETs and MYID.
+/// message counters masked), INFO cluster, cluster CONFIG GETs and MYID; each node's log
+/// says `Cluster state changed: ok`.
 fn create_and_check(c: &Cluster) -> Transcript {
     let mut t = Transcript::on(c);
     let norm = c.norm();
@@ -136,6 +137,12 @@ fn create_and_check(c: &Cluster) -> Transcript {
             i,
             &["CONFIG", "GET", "cluster-node-timeout"],
         );
+        // Each node logged its state turning ok (what scripts and redis-rs's test
+        // support wait for).
+        let log = c.nodes()[i].log();
+        t.check(log.contains("Cluster state changed: ok"), || {
+            format!("node {i} did not log `Cluster state changed: ok`:\n{log}")
+        });
         let myid = ask(&mut t, c, &mut raw, i, &["CLUSTER", "MYID"]);
         t.check_reply(
             &myid,
@@ -186,6 +193,12 @@ fn shapes(c: &Cluster) -> Transcript {
         let mut raw = c.raw(i);
         let nodes = raw.cmd(&[b"CLUSTER", b"NODES"]);
         t.push(label(c, i, &[b"CLUSTER", b"NODES"]), norm.nodes(&nodes));
+        // Each node logged its state turning ok (what scripts and redis-rs's test
+        // support wait for).
+        let log = c.nodes()[i].log();
+        t.check(log.contains("Cluster state changed: ok"), || {
+            format!("node {i} did not log `Cluster state changed: ok`:\n{log}")
+        });
         let myid = ask(&mut t, c, &mut raw, i, &["CLUSTER", "MYID"]);
         t.check_reply(
             &myid,
