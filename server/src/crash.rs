@@ -115,17 +115,21 @@ impl Line {
     }
 
     fn out(&self) {
-        let fd = LOG_FD.load(Ordering::Relaxed);
-        let mut at = 0;
-        while at < self.len {
-            // SAFETY: write(2) of initialized bytes of a live stack buffer.
-            let n =
-                unsafe { libc::write(fd, self.buf[at..self.len].as_ptr().cast(), self.len - at) };
-            if n <= 0 {
-                return;
-            }
-            at += n as usize;
+        write_all(&self.buf[..self.len]);
+    }
+}
+
+/// Writes `bytes` to the log with write(2) (async-signal-safe), as much as it takes.
+fn write_all(bytes: &[u8]) {
+    let fd = LOG_FD.load(Ordering::Relaxed);
+    let mut at = 0;
+    while at < bytes.len() {
+        // SAFETY: write(2) of initialized bytes of a live slice, within its length.
+        let n = unsafe { libc::write(fd, bytes[at..].as_ptr().cast(), bytes.len() - at) };
+        if n <= 0 {
+            return;
         }
+        at += n as usize;
     }
 }
 
@@ -187,17 +191,11 @@ fn stack_trace_and_end() {
     // alarm(2) is async-signal-safe; its SIGALRM (default action: terminate) ends a
     // process whose stack trace hangs on a lock the crashed thread held.
     nix::unistd::alarm::set(5);
-    let trace = std::backtrace::Backtrace::force_capture().to_string();
-    let fd = LOG_FD.load(Ordering::Relaxed);
-    let mut at = 0;
-    while at < trace.len() {
-        // SAFETY: write(2) of initialized bytes of a live string.
-        let n = unsafe { libc::write(fd, trace[at..].as_ptr().cast(), trace.len() - at) };
-        if n <= 0 {
-            break;
-        }
-        at += n as usize;
-    }
+    write_all(
+        std::backtrace::Backtrace::force_capture()
+            .to_string()
+            .as_bytes(),
+    );
     raw(
         "\n=== REDIS BUG REPORT END. Make sure to include from START to END. ===\n\n       \
          Please report the crash, with this report, to Goblin's maintainers.\n\n",
