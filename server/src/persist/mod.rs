@@ -57,6 +57,9 @@ pub struct Persist {
     /// `aof-use-rdb-preamble`: a rewrite's base is an RDB file (yes, the default) or
     /// commands (no: `aof_base.rs`).
     pub rdb_preamble: AtomicBool,
+    /// `aof-disable-auto-gc`: a rewrite keeps the files it replaced, listed as history
+    /// (`type h`), until it is turned off.
+    pub aof_keep_history: AtomicBool,
     /// `rdb-key-save-delay` (redis-server's test knob): microseconds a background
     /// snapshot takes per key (the shards write that slowly, serving meanwhile; up to
     /// 10 ms: `Worker::save_delay`).
@@ -127,9 +130,14 @@ pub struct Persist {
 impl Persist {
     /// The options of redis-server's that are kept with the others
     /// (`config/inert.rs`) and acted on here: `aof-timestamp-enabled`,
-    /// `aof-use-rdb-preamble`, `rdb-key-save-delay`.
-    pub fn set_knobs(&self, inert: &[String]) {
+    /// `aof-use-rdb-preamble`, `rdb-key-save-delay`, `aof-disable-auto-gc` (turned off,
+    /// the log's history goes: [`Persist::drop_history`]).
+    pub fn set_knobs(&self, inert: &[String], config: &PersistConfig) {
         let value = |name| crate::config::inert::value(inert, name);
+        let keep = value("aof-disable-auto-gc") == Some("yes");
+        if self.aof_keep_history.swap(keep, Ordering::SeqCst) && !keep {
+            self.drop_history(&config.aof_dir(), &config.appendfilename);
+        }
         self.aof_timestamps.store(
             value("aof-timestamp-enabled") == Some("yes"),
             Ordering::Relaxed,
@@ -146,6 +154,31 @@ impl Persist {
         );
     }
 
+    /// Deletes the files a rewrite replaced and kept (`aof-disable-auto-gc yes`), and
+    /// lists them no more, as redis-server's `aofDelHistoryFiles`.
+    pub fn drop_history(&self, dir: &std::path::Path, name: &str) {
+        let Ok(mut slot) = self.manifest.lock() else {
+            return;
+        };
+        let Some(manifest) = slot.as_mut().filter(|m| !m.history.is_empty()) else {
+            return;
+        };
+        let history = std::mem::take(&mut manifest.history);
+        if let Err(e) = manifest.save(dir, name) {
+            crate::log!(Warning, "Can't write the AOF manifest: {e}");
+            manifest.history = history;
+            return;
+        }
+        for f in history {
+            crate::log!(
+                Notice,
+                "Removing the history file {} in the background",
+                f.name
+            );
+            let _ = std::fs::remove_file(dir.join(&f.name));
+        }
+    }
+
     /// The state at start-up: loading until the loader says it is done.
     pub fn new(config: &PersistConfig) -> Persist {
         Persist {
@@ -159,6 +192,7 @@ impl Persist {
             aof_flush_sleep_us: AtomicU64::new(0),
             aof_timestamps: AtomicBool::new(false),
             rdb_preamble: AtomicBool::new(true),
+            aof_keep_history: AtomicBool::new(false),
             rdb_key_save_delay: AtomicI64::new(0),
             last_save: AtomicU64::new(clock::now_ms() / 1000),
             dirty: AtomicU64::new(0),

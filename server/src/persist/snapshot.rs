@@ -464,6 +464,15 @@ fn rewrite_done(
                     .lock()
                     .map_err(|_| io::Error::other("the manifest's lock is poisoned"))?;
                 let old = slot.clone().unwrap_or_default();
+                // With `aof-disable-auto-gc yes` the replaced files stay, listed as
+                // history, newest first (the base, then each record file, put at the
+                // head of the list, as redis-server's).
+                let mut history = Vec::new();
+                if persist.aof_keep_history.load(Ordering::SeqCst) {
+                    history.extend(old.incr.iter().rev().filter(|f| f.seq != seq).cloned());
+                    history.extend(old.base.iter().cloned());
+                    history.extend(old.history.iter().cloned());
+                }
                 let new = Manifest {
                     base: Some(LogFile {
                         name: base.clone(),
@@ -471,11 +480,11 @@ fn rewrite_done(
                         shard: None,
                     }),
                     incr: old.incr.iter().filter(|f| f.seq == seq).cloned().collect(),
-                    history: Vec::new(),
+                    history,
                 };
                 new.save(&dir, &name)?;
                 for f in old.all_files() {
-                    if !new.files().any(|n| n.name == f.name) {
+                    if !new.all_files().any(|n| n.name == f.name) {
                         let _ = fs::remove_file(dir.join(&f.name));
                     }
                 }

@@ -418,7 +418,7 @@ impl Shared {
             polls.push((poll, rx));
         }
         let persist = Arc::new(Persist::new(&config.persist));
-        persist.set_knobs(&config.inert);
+        persist.set_knobs(&config.inert, &config.persist);
         let cluster = if config.cluster.enabled {
             let cluster =
                 crate::cluster::Cluster::open(&config, local_addr.port()).map_err(|e| {
@@ -559,7 +559,7 @@ impl Shared {
         if persist.set_log(config.persist.appendonly) {
             self.wake_workers();
         }
-        persist.set_knobs(&config.inert);
+        persist.set_knobs(&config.inert, &config.persist);
         self.client_limits.set(&config);
         let clients = clients_limit(&config);
         if self.client_eviction.limit() != clients {

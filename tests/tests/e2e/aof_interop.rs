@@ -783,3 +783,74 @@ fn log_files_are_numbered_as_redis_server_numbers_them() {
         }
     }
 }
+
+/// `aof-disable-auto-gc yes`: a rewrite keeps the files it replaced, listed as history
+/// (`type h`, newest first), not replayed; turned off, they are deleted and listed no
+/// more — the files and manifests redis-server's at one thread; at two, the history
+/// comes and goes too; the data is the same throughout.
+#[test]
+fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
+    let steps: &[&str] = &[
+        "SET a 1",
+        "CONFIG SET aof-disable-auto-gc yes",
+        "BGREWRITEAOF",
+        "SET b 2",
+        "BGREWRITEAOF",
+        "DEBUG LOADAOF",
+        "CONFIG SET aof-disable-auto-gc no",
+        "SET c 3",
+    ];
+    let mut seen = Vec::new();
+    for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
+        let dir = Dir::new("aof-history");
+        let mut args = vec![
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--enable-debug-command",
+            "yes",
+        ];
+        let server = match kind {
+            "redis" => Server::redis_with(&args),
+            _ => {
+                args.extend(["--threads", threads]);
+                Server::goblin_with(&args)
+            }
+        };
+        let mut raw = server.raw();
+        let mut files = Vec::new();
+        for step in steps {
+            let reply = raw.cmd_str(step);
+            assert!(
+                !reply.starts_with(b"-"),
+                "{kind} {threads}: {step}: {}",
+                show(&reply)
+            );
+            wait_rewrite(&mut raw);
+            files.push(settled_files(&dir));
+        }
+        let digest = raw.cmd_str("DEBUG DIGEST");
+        seen.push((format!("{kind} {threads}"), files, digest));
+    }
+    let (redis, goblins) = seen.split_first().expect("redis first");
+    for goblin in goblins {
+        assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
+        let histories = |files: &[(Vec<String>, String)]| -> Vec<usize> {
+            files
+                .iter()
+                .map(|(_, m)| m.matches(" type h").count())
+                .collect()
+        };
+        if goblin.0 == "goblin 1" {
+            for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
+                assert_eq!(g, r, "{}: after {}", goblin.0, steps[i]);
+            }
+        } else {
+            // (Two threads: a record file per shard, each kept as history.)
+            let (g, r) = (histories(&goblin.1), histories(&redis.1));
+            let some = |h: &[usize]| h.iter().map(|&n| n > 0).collect::<Vec<_>>();
+            assert_eq!(some(&g), some(&r), "{}: history or none", goblin.0);
+        }
+    }
+}
