@@ -25,7 +25,13 @@ fn version_is_printed() {
         .output()
         .expect("run goblin-server");
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("goblin-server "));
+    // redis-server's line (tools read the version after ` v=`), naming Goblin's.
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(line.starts_with("Redis server v=7.0.15 "), "{line}");
+    assert!(
+        line.contains(&format!("(Goblin {})", env!("CARGO_PKG_VERSION"))),
+        "{line}"
+    );
 }
 
 #[test]

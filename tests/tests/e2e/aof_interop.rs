@@ -696,6 +696,54 @@ fn settled_files(dir: &Dir) -> (Vec<String>, String) {
     }
 }
 
+/// What the log's directory holds at the start and after each of `steps` (waiting for
+/// any rewrite it starts), on redis-server, and Goblin with one thread and with two;
+/// with the dataset's digest at the end, checked to come back the same after a restart
+/// from the log.
+type Run = (String, Vec<(Vec<String>, String)>, Vec<u8>);
+
+fn log_runs(prefix: &str, steps: &[&str]) -> Vec<Run> {
+    let mut seen = Vec::new();
+    for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
+        let what = format!("{kind} {threads}");
+        let dir = Dir::new(prefix);
+        let mut args = vec![
+            "--dir",
+            dir.arg(),
+            "--appendonly",
+            "yes",
+            "--enable-debug-command",
+            "yes",
+        ];
+        if kind == "goblin" {
+            args.extend(["--threads", threads]);
+        }
+        let start = |args: &[&str]| match kind {
+            "redis" => Server::redis_with(args),
+            _ => Server::goblin_with(args),
+        };
+        let server = start(&args);
+        let mut raw = server.raw();
+        let mut files = vec![settled_files(&dir)];
+        for step in steps {
+            let reply = raw.cmd_str(step);
+            assert!(!reply.starts_with(b"-"), "{what}: {step}: {}", show(&reply));
+            wait_rewrite(&mut raw);
+            files.push(settled_files(&dir));
+        }
+        let digest = raw.cmd_str("DEBUG DIGEST");
+        drop(raw);
+        drop(server);
+        assert_eq!(
+            start(&args).raw().cmd_str("DEBUG DIGEST"),
+            digest,
+            "{what}: restarted"
+        );
+        seen.push((what, files, digest));
+    }
+    seen
+}
+
 /// A base and the record files are numbered each on from their own last, and a
 /// rewrite with the log off writes the base alone, as redis-server's: the files and
 /// manifests after a rewrite, the log turned off, a rewrite then, DEBUG LOADAOF, the
@@ -715,55 +763,7 @@ fn log_files_are_numbered_as_redis_server_numbers_them() {
         "BGREWRITEAOF",
         "SET d 4",
     ];
-    let mut seen = Vec::new();
-    for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
-        let dir = Dir::new("aof-numbers");
-        let mut args = vec![
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--enable-debug-command",
-            "yes",
-        ];
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => {
-                args.extend(["--threads", threads]);
-                Server::goblin_with(&args)
-            }
-        };
-        let mut raw = server.raw();
-        let mut files = vec![settled_files(&dir)];
-        for step in steps {
-            let reply = raw.cmd_str(step);
-            assert!(
-                !reply.starts_with(b"-"),
-                "{kind} {threads}: {step}: {}",
-                show(&reply)
-            );
-            wait_rewrite(&mut raw);
-            files.push(settled_files(&dir));
-        }
-        let digest = raw.cmd_str("DEBUG DIGEST");
-        drop(raw);
-        drop(server);
-        // The data comes back from the files.
-        args.truncate(6);
-        let again = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => {
-                args.extend(["--threads", threads]);
-                Server::goblin_with(&args)
-            }
-        };
-        assert_eq!(
-            again.raw().cmd_str("DEBUG DIGEST"),
-            digest,
-            "{kind} {threads}"
-        );
-        seen.push((format!("{kind} {threads}"), files, digest));
-    }
+    let seen = log_runs("aof-numbers", steps);
     let (redis, goblins) = seen.split_first().expect("redis first");
     for goblin in goblins {
         assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
@@ -787,7 +787,7 @@ fn log_files_are_numbered_as_redis_server_numbers_them() {
 /// `aof-disable-auto-gc yes`: a rewrite keeps the files it replaced, listed as history
 /// (`type h`, newest first), not replayed; turned off, they are deleted and listed no
 /// more — the files and manifests redis-server's at one thread; at two, the history
-/// comes and goes too; the data is the same throughout.
+/// comes and goes too; the data is the same throughout, and after a restart.
 #[test]
 fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
     let steps: &[&str] = &[
@@ -800,57 +800,26 @@ fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
         "CONFIG SET aof-disable-auto-gc no",
         "SET c 3",
     ];
-    let mut seen = Vec::new();
-    for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
-        let dir = Dir::new("aof-history");
-        let mut args = vec![
-            "--dir",
-            dir.arg(),
-            "--appendonly",
-            "yes",
-            "--enable-debug-command",
-            "yes",
-        ];
-        let server = match kind {
-            "redis" => Server::redis_with(&args),
-            _ => {
-                args.extend(["--threads", threads]);
-                Server::goblin_with(&args)
-            }
-        };
-        let mut raw = server.raw();
-        let mut files = Vec::new();
-        for step in steps {
-            let reply = raw.cmd_str(step);
-            assert!(
-                !reply.starts_with(b"-"),
-                "{kind} {threads}: {step}: {}",
-                show(&reply)
-            );
-            wait_rewrite(&mut raw);
-            files.push(settled_files(&dir));
-        }
-        let digest = raw.cmd_str("DEBUG DIGEST");
-        seen.push((format!("{kind} {threads}"), files, digest));
-    }
+    let seen = log_runs("aof-history", steps);
     let (redis, goblins) = seen.split_first().expect("redis first");
+    let histories = |files: &[(Vec<String>, String)]| -> Vec<bool> {
+        files.iter().map(|(_, m)| m.contains(" type h")).collect()
+    };
     for goblin in goblins {
         assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
-        let histories = |files: &[(Vec<String>, String)]| -> Vec<usize> {
-            files
-                .iter()
-                .map(|(_, m)| m.matches(" type h").count())
-                .collect()
-        };
         if goblin.0 == "goblin 1" {
             for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
-                assert_eq!(g, r, "{}: after {}", goblin.0, steps[i]);
+                let after = if i == 0 { "start" } else { steps[i - 1] };
+                assert_eq!(g, r, "{}: after {after}", goblin.0);
             }
         } else {
             // (Two threads: a record file per shard, each kept as history.)
-            let (g, r) = (histories(&goblin.1), histories(&redis.1));
-            let some = |h: &[usize]| h.iter().map(|&n| n > 0).collect::<Vec<_>>();
-            assert_eq!(some(&g), some(&r), "{}: history or none", goblin.0);
+            assert_eq!(
+                histories(&goblin.1),
+                histories(&redis.1),
+                "{}: history or none",
+                goblin.0
+            );
         }
     }
 }
