@@ -702,6 +702,27 @@ fn settled_files(dir: &Dir) -> (Vec<String>, String) {
 /// from the log.
 type Run = (String, Vec<(Vec<String>, String)>, Vec<u8>);
 
+/// Runs `steps` (see [`Run`]) and checks what every run must: the same data as
+/// redis-server's, and with one thread the same directory and manifest after every step;
+/// `two_threads` checks the two-thread run against redis-server's.
+fn same_log_as_redis(prefix: &str, steps: &[&str], two_threads: impl Fn(&Run, &Run)) {
+    let seen = log_runs(prefix, steps);
+    let (redis, goblins) = seen.split_first().expect("redis first");
+    for goblin in goblins {
+        assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
+        if goblin.0 == "goblin 1" {
+            for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
+                let after = if i == 0 { "start" } else { steps[i - 1] };
+                assert_eq!(g, r, "{}: after {after}", goblin.0);
+            }
+        } else {
+            two_threads(goblin, redis);
+        }
+    }
+}
+
+/// The [`Run`]s of `steps` on redis-server and Goblin (one thread, two), each server in
+/// a directory of its own named after `prefix`.
 fn log_runs(prefix: &str, steps: &[&str]) -> Vec<Run> {
     let mut seen = Vec::new();
     for (kind, threads) in [("redis", ""), ("goblin", "1"), ("goblin", "2")] {
@@ -763,25 +784,15 @@ fn log_files_are_numbered_as_redis_server_numbers_them() {
         "BGREWRITEAOF",
         "SET d 4",
     ];
-    let seen = log_runs("aof-numbers", steps);
-    let (redis, goblins) = seen.split_first().expect("redis first");
-    for goblin in goblins {
-        assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
-        if goblin.0 == "goblin 1" {
-            for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
-                let after = if i == 0 { "start" } else { steps[i - 1] };
-                assert_eq!(g, r, "{}: after {after}", goblin.0);
-            }
-        } else {
-            // (Two threads: a record file per shard.) After the rewrite with the log
-            // off, the base alone, numbered as redis-server's.
-            assert_eq!(
-                goblin.1[5], redis.1[5],
-                "{}: the rewrite with the log off",
-                goblin.0
-            );
-        }
-    }
+    // (Two threads: a record file per shard.) After the rewrite with the log off, the
+    // base alone, numbered as redis-server's.
+    same_log_as_redis("aof-numbers", steps, |goblin, redis| {
+        assert_eq!(
+            goblin.1[5], redis.1[5],
+            "{}: the rewrite with the log off",
+            goblin.0
+        );
+    });
 }
 
 /// `aof-disable-auto-gc yes`: a rewrite keeps the files it replaced, listed as history
@@ -800,26 +811,16 @@ fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
         "CONFIG SET aof-disable-auto-gc no",
         "SET c 3",
     ];
-    let seen = log_runs("aof-history", steps);
-    let (redis, goblins) = seen.split_first().expect("redis first");
     let histories = |files: &[(Vec<String>, String)]| -> Vec<bool> {
         files.iter().map(|(_, m)| m.contains(" type h")).collect()
     };
-    for goblin in goblins {
-        assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
-        if goblin.0 == "goblin 1" {
-            for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
-                let after = if i == 0 { "start" } else { steps[i - 1] };
-                assert_eq!(g, r, "{}: after {after}", goblin.0);
-            }
-        } else {
-            // (Two threads: a record file per shard, each kept as history.)
-            assert_eq!(
-                histories(&goblin.1),
-                histories(&redis.1),
-                "{}: history or none",
-                goblin.0
-            );
-        }
-    }
+    // (Two threads: a record file per shard, each kept as history.)
+    same_log_as_redis("aof-history", steps, |goblin, redis| {
+        assert_eq!(
+            histories(&goblin.1),
+            histories(&redis.1),
+            "{}: history or none",
+            goblin.0
+        );
+    });
 }
