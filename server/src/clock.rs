@@ -25,3 +25,9 @@ pub fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
 }
+
+/// Sleeps until `until` (at once when it has passed): DEBUG SLEEP's stop, on the
+/// coordinator and on every worker.
+pub fn sleep_until(until: std::time::Instant) {
+    std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+}

@@ -490,6 +490,13 @@ struct Oom {
     base: Option<i64>,
 }
 
+impl Oom {
+    /// Whether `oom-score-adj` is on (`yes`, `relative`, `absolute`).
+    fn on(&self) -> bool {
+        !matches!(self.mode.as_str(), "no" | "")
+    }
+}
+
 static OOM: std::sync::Mutex<Oom> = std::sync::Mutex::new(Oom {
     mode: String::new(),
     values: String::new(),
@@ -522,7 +529,7 @@ pub fn apply_oom_score_adj(values: &[String]) -> std::io::Result<()> {
 pub fn oom_score_role(replica: bool) {
     if let Ok(mut oom) = OOM.lock() {
         oom.replica = replica;
-        if oom.mode != "no" && !oom.mode.is_empty() {
+        if oom.on() {
             let _ = put_oom_score(&mut oom);
         }
     }
@@ -530,7 +537,7 @@ pub fn oom_score_role(replica: bool) {
 
 fn put_oom_score(oom: &mut Oom) -> std::io::Result<()> {
     const PATH: &str = "/proc/self/oom_score_adj";
-    let score = if oom.mode == "no" || oom.mode.is_empty() {
+    let score = if !oom.on() {
         match oom.base.take() {
             Some(b) => b,
             None => return Ok(()),

@@ -384,7 +384,7 @@ impl Plan for DebugPlan {
                 for peer in cx.shared.peers.iter() {
                     peer.send(vec![crate::runtime::msg::Msg::Sleep(until)]);
                 }
-                std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+                crate::clock::sleep_until(until);
                 cx.shared.follow.freeze(false);
                 cx.done(|e| e.ok())
             }

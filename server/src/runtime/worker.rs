@@ -1705,9 +1705,7 @@ impl Worker {
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
             Msg::Loaded(log) => self.loaded(log),
             Msg::Shutdown => self.start_asked_shutdown(),
-            Msg::Sleep(until) => {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
+            Msg::Sleep(until) => clock::sleep_until(until),
             Msg::Publish(publications) => self.deliver(&publications),
             Msg::Woken(tx, id, key) => {
                 self.now = clock::now_ms();
