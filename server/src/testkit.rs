@@ -428,7 +428,7 @@ impl Loopback {
                 | Msg::Ask(..)
                 | Msg::Answer(..)
                 | Msg::Load(..)
-                | Msg::Loaded(..)
+                | Msg::Loaded
                 | Msg::Publish(..)
                 | Msg::Shutdown
                 | Msg::Sleep(_) => {}

@@ -1,60 +1,50 @@
-//! The append-only log: one file per shard, RESP commands, and a manifest naming the
-//! files in the order they replay.
+//! The append-only log: one file of RESP commands, as redis-server writes it, and a
+//! manifest naming the files in the order they replay.
 //!
-//! **Records.** A unit of work on a shard appends its effect (see `shard/events.rs`):
-//! the command as sent, or its deterministic form (`SET k v PXAT <ms>` for `SET k v EX
-//! 10`), or, for expiry, a `DEL` per key. A unit of several commands is framed by `MULTI`
-//! … `EXEC`, so that a torn one is dropped whole. A unit that belongs to a transaction
-//! (a cross-shard command, EXEC) is framed by `GOBLIN.TXPART <id> <count>`, and the
-//! transaction, once it ends, is recorded by the worker that coordinated it as
-//! `GOBLIN.TXCOMMIT <id>`, in that worker's own file. At start-up a part is replayed
-//! only when its commit is found: a transaction comes back from a crash whole or not at
-//! all. (Every part is durable before its shard answers the coordinator, and the commit
-//! before the client is answered.) With one shard, a transaction's parts are held until
-//! its commit and written then as redis-server writes a transaction (`AofLog::held`):
-//! whole, in `MULTI` … `EXEC` when more than one command — the log of a one-thread Goblin
-//! is redis-server's to load.
+//! **Records.** What the log records is what replicas are sent (`repl/master.rs`): each
+//! shard's feed appends a unit of work's effect (see `shard/events.rs`) — the command as
+//! sent, or its deterministic form (`SET k v PXAT <ms>` for `SET k v EX 10`), or, for
+//! expiry, a `DEL` per key —; a unit of several commands, a script's or a transaction's
+//! commands go in `MULTI` … `EXEC`, a transaction of several shards gathered whole by its
+//! coordinator before it lets go of its locks. Every piece reaches [`Log::append`] at the
+//! point it reaches the replication stream, under one lock, so that the file orders them
+//! as the stream does; the commands that go to replicas only (PUBLISH, PING, REPLCONF)
+//! are left out. A torn transaction at the file's end is cut at start-up (with
+//! `aof-load-truncated`), so it comes back from a crash whole or not at all. Logs of
+//! earlier Goblin versions (a file per shard, `GOBLIN.TXPART` and `GOBLIN.TXCOMMIT`
+//! records) still load.
 //!
-//! **Durability.** Records collect in a buffer during the loop iteration; before
-//! anything leaves the thread (replies, messages to other workers) the worker calls
-//! [`Observer::sync`]: one `write`, and with `appendfsync always` one `fdatasync`, for
-//! every write of the iteration (group commit). With `everysec` a background thread
-//! syncs every file once a second; with `no`, the kernel decides.
+//! **Durability.** Records collect in the log's buffer; before anything of a loop
+//! iteration leaves a worker's thread (replies, messages to other workers) it calls
+//! [`Log::sync`]: one `write`, and with `appendfsync always` one `fdatasync`, for every
+//! record so far (group commit). With `everysec` a background thread syncs the file
+//! once a second; with `no`, the kernel decides.
 //!
-//! **Files.** In `dir/appenddirname`: `appendonly.aof.<seq>.base.rdb` (a snapshot the
-//! log starts from), `appendonly.aof.<seq>.<shard>.incr.aof` (a shard's records of
-//! generation `seq`) and `appendonly.aof.manifest`, which lists them (`file <name> seq
-//! <n> type b|i [shard <k> shards <n> generation <seq>]`, where a shard's file is listed
-//! with its generation's number plus its shard, so that the numbers grow line by line as
-//! redis-check-aof wants them), written to a temporary file and renamed.
-//! Within one generation the files hold disjoint keys (each shard its slots), so they
-//! replay in any order; generations replay in order.
+//! **Files.** In `dir/appenddirname`, named and listed as redis-server 7.0's:
+//! `appendonly.aof.<seq>.base.rdb` (a snapshot the log starts from),
+//! `appendonly.aof.<seq>.incr.aof` (the records since) and `appendonly.aof.manifest`,
+//! which lists them (`file <name> seq <n> type b|i`; older logs' per-shard files with
+//! `shard <k> shards <n> generation <seq>`), written to a temporary file and renamed.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use goblin_store::Event;
 
 use crate::config::Fsync;
 use crate::persist::Persist;
-use crate::runtime::msg::TxRef;
-use crate::shard::events::{Effect, Observer, Origin, Write};
+use crate::shard::events::{Effect, Origin, Write};
 use crate::util::strerror;
 
-/// The name of a transaction's part marker.
+/// The name of a transaction's part marker (in the logs of earlier versions).
 pub const TXPART: &[u8] = b"GOBLIN.TXPART";
-/// The name of a transaction's commit record.
+/// The name of a transaction's commit record (in the logs of earlier versions).
 pub const TXCOMMIT: &[u8] = b"GOBLIN.TXCOMMIT";
-
-/// A transaction's id in the log: unique within a run, and runs differ.
-pub fn tx_id(run: u64, tx: TxRef) -> String {
-    format!("{run:x}-{}-{}", tx.worker, tx.seq)
-}
 
 /// Appends `n` in decimal, without allocating (lengths are short: one or two digits
 /// take a fast path).
@@ -99,147 +89,249 @@ pub(crate) fn command<'a>(
     }
 }
 
-/// A shard's log: its file, the records of the current iteration, the sync policy.
-#[derive(Debug)]
-pub struct AofLog {
-    persist: Arc<Persist>,
-    file: File,
+/// The log: one file for every shard, written as redis-server writes its own. The
+/// shards' feeds hand it what they and their transactions wrote, in the order they
+/// append to the replication stream and at the same points (`Master::append`, under one
+/// lock): a transaction's parts gathered by its coordinator, whole, in MULTI/EXEC. What
+/// goes to replicas only (PUBLISH, the master's PING and `REPLCONF GETACK`) is left out.
+/// Pieces collect in `pending`; a worker about to let anything of its iteration leave
+/// the thread calls [`Log::sync`]: the pending records are written (and with `appendfsync
+/// always`, synced) first — one `write` and one `fdatasync` for every shard's records
+/// since the last (group commit).
+#[derive(Debug, Clone, Default)]
+pub struct Log(Arc<LogShared>);
+
+#[derive(Debug, Default)]
+struct LogShared {
+    /// The shards feed the log (it is on, or a rewrite's instant is to open it).
+    fed: AtomicBool,
+    /// Records are pending (a cheap look before taking the lock).
+    dirty: AtomicBool,
+    state: Mutex<LogState>,
+    /// Bytes, counted over every file since start, known to be on disk.
+    synced: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct LogState {
+    /// The file records go to (`None` until a rewrite's instant opens one: what is
+    /// appended meanwhile is in its base, and dropped).
+    file: Option<Arc<File>>,
     path: PathBuf,
-    /// The log's directory and base name, and this shard (for the files of a new
-    /// generation).
-    dir: PathBuf,
-    name: String,
-    /// This shard, of how many.
-    shard: (usize, usize),
     /// Records not yet written.
-    buf: Vec<u8>,
-    /// Bytes in the file that hold whole records.
-    written: u64,
-    fsync: Fsync,
-    /// A unit that wrote without saying how to replay it was reported.
-    warned: bool,
-    /// The database the file's last `SELECT` chose (`None` at the start of a file: a
-    /// file's first record that needs one is preceded by its `SELECT`).
+    pending: Vec<u8>,
+    /// The database the file's last `SELECT` chose (`None` at the start of a file).
     selected: Option<u16>,
-    /// The only shard's log (`shard.1` is 1): the parts of its transactions held until
-    /// their commit, then written as redis-server writes a transaction — in
-    /// MULTI/EXEC when more than one command, no `GOBLIN.TXPART`/`TXCOMMIT` —, so that
-    /// redis-server loads the log of a one-thread Goblin.
-    held: Vec<Held>,
-    /// Transactions whose held parts a rotation wrote out as `GOBLIN.TXPART`: their
-    /// commit is a `GOBLIN.TXCOMMIT`.
-    spilled: Vec<TxRef>,
+    /// Bytes of the current file that hold whole records.
+    written: u64,
+    /// Bytes written over every file since start (what [`LogShared::synced`] counts).
+    total: u64,
     /// The second of the last `#TS:` annotation written (`aof-timestamp-enabled`).
     stamped: u64,
 }
 
-/// A transaction's part held until its commit (see [`AofLog::held`]).
-#[derive(Debug)]
-struct Held {
-    tx: TxRef,
-    /// Its records, beginning with a `SELECT`.
-    bytes: Vec<u8>,
-    selected: Option<u16>,
-    /// Its commands (SELECTs left out), and its records (SELECTs too).
-    commands: usize,
-    records: usize,
-}
+impl Log {
+    fn state(&self) -> std::sync::MutexGuard<'_, LogState> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 
-impl AofLog {
-    /// The log of shard `shard.0` of `shard.1`, appending to `file` in `dir`.
+    /// Whether the shards feed the log.
+    #[inline]
+    pub fn fed(&self) -> bool {
+        self.0.fed.load(Ordering::Relaxed)
+    }
+
+    /// The shards feed the log from now on (a rewrite's instant opens its file).
+    pub fn feed(&self) {
+        self.0.fed.store(true, Ordering::SeqCst);
+    }
+
+    /// Opens `path` to append to (start-up), the shards feeding it.
     ///
     /// # Errors
     /// When the file cannot be opened.
-    pub fn open(
-        persist: Arc<Persist>,
-        fsync: Fsync,
-        dir: PathBuf,
-        name: String,
-        shard: (usize, usize),
-        file: &str,
-    ) -> io::Result<AofLog> {
-        let path = dir.join(file);
+    pub fn open(&self, path: PathBuf) -> io::Result<()> {
         let file = open_append(&path)?;
         let written = file.metadata()?.len();
-        Ok(AofLog {
-            persist,
-            file,
-            path,
-            dir,
-            name,
-            shard,
-            selected: None,
-            buf: Vec::new(),
-            written,
-            fsync,
-            warned: false,
-            held: Vec::new(),
-            spilled: Vec::new(),
-            stamped: 0,
-        })
+        let mut state = self.state();
+        state.file = Some(Arc::new(file));
+        state.path = path;
+        state.written = written;
+        state.selected = None;
+        drop(state);
+        self.feed();
+        Ok(())
     }
 
-    /// Appends a held part to the records: whole, in MULTI/EXEC when more than one
-    /// command (after its `SELECT`, left out when the file has that database
-    /// selected) — or, `spill`, framed by `GOBLIN.TXPART` for a commit to come.
-    fn write_held(&mut self, held: Held, spill: bool) {
-        let lead = crate::repl::master::leading_select(&held.bytes);
-        let (skip, body) = match lead {
-            Some((db, len)) if self.selected == Some(db) => (len, len),
-            Some((_, len)) => (0, len),
-            None => (0, 0),
+    /// Appends a piece: `bytes`, whose first `lead` bytes select database `lead_db` (left
+    /// out when the file has it selected), and which leaves `last_db` selected; with
+    /// `kinds`, the commands in it for replicas only are left out
+    /// (`repl::master::for_reader`).
+    pub fn append(
+        &self,
+        bytes: &[u8],
+        lead: Option<(u16, usize)>,
+        last_db: Option<u16>,
+        kinds: u8,
+    ) {
+        let mut state = self.state();
+        if state.file.is_none() {
+            return;
+        }
+        let skip = match lead {
+            Some((db, len)) if state.selected == Some(db) => len,
+            _ => 0,
         };
-        let bytes = held.bytes.get(skip..).unwrap_or_default();
-        let body = body - skip;
-        if spill {
-            let id = tx_id(self.persist.run_id, held.tx);
-            let n = (held.records - usize::from(skip > 0)).to_string();
-            command(
-                &mut self.buf,
-                3,
-                [TXPART, id.as_bytes(), n.as_bytes()].into_iter(),
-            );
-            self.buf.extend_from_slice(bytes);
-        } else if held.commands > 1 {
-            self.buf
-                .extend_from_slice(bytes.get(..body).unwrap_or_default());
-            command(&mut self.buf, 1, [&b"MULTI"[..]].into_iter());
-            self.buf
-                .extend_from_slice(bytes.get(body..).unwrap_or_default());
-            command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
+        let piece = bytes.get(skip..).unwrap_or_default();
+        if kinds != 0 {
+            let reader = crate::repl::master::Reader::Log;
+            crate::repl::master::for_reader(piece, &mut state.pending, reader);
         } else {
-            self.buf.extend_from_slice(bytes);
+            state.pending.extend_from_slice(piece);
         }
-        self.selected = held.selected.or(self.selected);
+        if last_db.is_some() {
+            state.selected = last_db;
+        }
+        self.0.dirty.store(true, Ordering::Release);
     }
 
-    /// A handle on the current file, for the background fsync thread.
-    pub fn handle(&self) -> io::Result<File> {
-        self.file.try_clone()
-    }
-
-    /// Reports, once, a unit that wrote without saying how to replay it.
-    fn check_effect(&mut self, write: &Write<'_>) {
-        if !self.warned && matches!(write.effect, Effect::Events) && write.unlisted > 0 {
-            self.warned = true;
-            crate::log!(
-                Warning,
-                "a write without a logged effect ({:?}): not in the \
-                 append-only log",
-                write.origin
-            );
+    /// Writes what is pending to the file, and with `appendfsync always` makes
+    /// everything written so far durable, before the caller lets its replies go.
+    pub fn sync(&self, persist: &Persist) {
+        if !self.0.dirty.load(Ordering::Acquire) && persist.fsync() != Fsync::Always {
+            return;
+        }
+        let (file, total) = {
+            let mut state = self.state();
+            self.0.dirty.store(false, Ordering::Release);
+            self.write_pending(&mut state, persist);
+            (state.file.clone(), state.total)
+        };
+        if persist.fsync() == Fsync::Always
+            && self.0.synced.load(Ordering::Acquire) < total
+            && let Some(file) = file
+        {
+            // (Outside the lock: another shard's records go on being written meanwhile,
+            // and what this one syncs covers them too.)
+            if let Err(e) = file.sync_data() {
+                fail_fatally("fsync", &self.state().path, &e);
+            }
+            self.0.synced.fetch_max(total, Ordering::AcqRel);
         }
     }
 
-    fn fail_fatally(&self, what: &str, e: &io::Error) -> ! {
-        crate::log!(
-            Warning,
-            "can't {what} the append-only log {} with appendfsync always: \
-             {e}; exiting (an acknowledged write must be on disk)",
-            self.path.display()
-        );
-        std::process::exit(1);
+    fn write_pending(&self, state: &mut LogState, persist: &Persist) {
+        if state.pending.is_empty() {
+            return;
+        }
+        let Some(file) = state.file.clone() else {
+            state.pending.clear();
+            return;
+        };
+        if persist.aof_timestamps.load(Ordering::Relaxed) {
+            // The records of a new second follow its annotation, as redis-server's
+            // `genAofTimestampAnnotationIfNeeded` writes it.
+            let secs = crate::clock::now_ms() / 1000;
+            if secs != state.stamped {
+                state.stamped = secs;
+                state
+                    .pending
+                    .splice(0..0, timestamp_annotation(secs).bytes());
+            }
+        }
+        let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
+        if sleep > 0 {
+            std::thread::sleep(Duration::from_micros(sleep));
+        }
+        match (&*file).write_all(&state.pending) {
+            Ok(()) => {
+                let n = state.pending.len() as u64;
+                state.written += n;
+                state.total += n;
+                persist.aof_current_size.fetch_add(n, Ordering::Relaxed);
+                state.pending.clear();
+                if persist.aof_failed() {
+                    persist.set_aof_error(None);
+                }
+            }
+            Err(e) => {
+                // Part of the records may have reached the file: cut it back to whole
+                // records, keep them, and try again at the next sync (writes are
+                // refused meanwhile, with MISCONF).
+                let _ = file.set_len(state.written);
+                if persist.fsync() == Fsync::Always {
+                    fail_fatally("write", &state.path, &e);
+                }
+                persist.set_aof_error(Some(strerror(&e)));
+                self.0.dirty.store(true, Ordering::Release);
+            }
+        }
     }
+
+    /// A rewrite's instant, every shard locked and its records before it appended:
+    /// they are written to the old file (none when the log was off: they are in the
+    /// base), which is synced, and the log goes on in `path`.
+    ///
+    /// # Errors
+    /// When `path` cannot be opened (the log goes on in the old file).
+    pub fn rotate(&self, path: PathBuf, persist: &Persist) -> io::Result<()> {
+        let mut state = self.state();
+        self.write_pending(&mut state, persist);
+        if let Some(old) = &state.file
+            && persist.fsync() != Fsync::No
+            && let Err(e) = old.sync_data()
+        {
+            persist.set_aof_error(Some(strerror(&e)));
+        }
+        let file = open_append(&path)?;
+        state.written = file.metadata().map_or(0, |m| m.len());
+        state.file = Some(Arc::new(file));
+        state.path = path;
+        state.selected = None;
+        state.pending.clear();
+        Ok(())
+    }
+
+    /// CONFIG SET appendonly no: what is pending is written, the file synced and
+    /// closed; the shards stop feeding the log.
+    pub fn close(&self, persist: &Persist) {
+        self.0.fed.store(false, Ordering::SeqCst);
+        let mut state = self.state();
+        self.write_pending(&mut state, persist);
+        if let Some(file) = state.file.take()
+            && let Err(e) = file.sync_data()
+        {
+            crate::log!(Warning, "fsync of the append-only log failed: {e}");
+        }
+        state.pending.clear();
+        state.selected = None;
+    }
+
+    /// Writes what is pending and syncs the file to disk (SHUTDOWN; the everysec
+    /// thread's sync, with `pending` false: only what is written).
+    pub fn flush_to_disk(&self, persist: &Persist, pending: bool) -> io::Result<()> {
+        let file = {
+            let mut state = self.state();
+            if pending {
+                self.write_pending(&mut state, persist);
+            }
+            state.file.clone()
+        };
+        match file {
+            Some(file) => file.sync_data(),
+            None => Ok(()),
+        }
+    }
+}
+
+fn fail_fatally(what: &str, path: &Path, e: &io::Error) -> ! {
+    crate::log!(
+        Warning,
+        "can't {what} the append-only log {} with appendfsync always: {e}; exiting \
+         (an acknowledged write must be on disk)",
+        path.display()
+    );
+    std::process::exit(1);
 }
 
 /// The commands that replay a unit of work, handed to `emit` in order, each after the
@@ -337,182 +429,6 @@ impl Cmd<'_> {
             Cmd::Select(db) => {
                 let db = db.to_string();
                 command(buf, 2, [&b"SELECT"[..], db.as_bytes()].into_iter());
-            }
-        }
-    }
-}
-
-impl Observer for AofLog {
-    fn wants_written_keys(&self) -> bool {
-        false
-    }
-
-    fn is_log(&self) -> bool {
-        true
-    }
-
-    fn on_write(&mut self, write: &Write<'_>) {
-        let tx = match write.origin {
-            Origin::Command(_, _, tx) => tx,
-            Origin::Step(tx) => Some(tx),
-            Origin::Expiry | Origin::Eviction => None,
-        };
-        self.check_effect(write);
-        if let Some(tx) = tx
-            && self.shard.1 == 1
-        {
-            let at = match self.held.iter().position(|h| h.tx == tx) {
-                Some(at) => at,
-                None => {
-                    self.held.push(Held {
-                        tx,
-                        bytes: Vec::new(),
-                        selected: None,
-                        commands: 0,
-                        records: 0,
-                    });
-                    self.held.len() - 1
-                }
-            };
-            if let Some(held) = self.held.get_mut(at) {
-                let (commands, records) = (&mut held.commands, &mut held.records);
-                effect_commands(write, &mut held.selected, &mut held.bytes, |buf, cmd| {
-                    *commands += usize::from(!matches!(cmd, Cmd::Select(_)));
-                    *records += 1;
-                    cmd.encode(buf);
-                });
-            }
-            return;
-        }
-        // Count first (the frame says how many commands follow), then encode.
-        let (mut count, mut selects) = (0, 0);
-        let mut selected = self.selected;
-        effect_commands(write, &mut selected, &mut self.buf, |_, cmd| {
-            count += 1;
-            selects += usize::from(matches!(cmd, Cmd::Select(_)));
-        });
-        if count == 0 {
-            return;
-        }
-        let framed = tx.is_none()
-            && count - selects > 1
-            && !matches!(write.origin, Origin::Expiry | Origin::Eviction);
-        if let Some(tx) = tx {
-            let id = tx_id(self.persist.run_id, tx);
-            let n = count.to_string();
-            command(
-                &mut self.buf,
-                3,
-                [TXPART, id.as_bytes(), n.as_bytes()].into_iter(),
-            );
-        } else if framed {
-            command(&mut self.buf, 1, [&b"MULTI"[..]].into_iter());
-        }
-        effect_commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
-            cmd.encode(buf);
-        });
-        if framed {
-            command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
-        }
-    }
-
-    fn rotate(&mut self, seq: u64) {
-        // (Parts held across a rotation stay in the file of their writes.)
-        for held in std::mem::take(&mut self.held) {
-            self.spilled.push(held.tx);
-            self.write_held(held, true);
-        }
-        self.sync();
-        if self.fsync != Fsync::No
-            && let Err(e) = self.file.sync_data()
-        {
-            self.persist.set_aof_error(Some(strerror(&e)));
-        }
-        let (shard, shards) = self.shard;
-        let path = self
-            .dir
-            .join(generation_file(&self.name, seq, shard, shards).name);
-        match open_append(&path) {
-            Ok(file) => {
-                self.persist.set_log_file(shard, file.try_clone().ok());
-                self.written = file.metadata().map_or(0, |m| m.len());
-                self.file = file;
-                self.path = path;
-                self.selected = None;
-            }
-            Err(e) => {
-                // The rewrite that asked must not drop the old files, which this shard
-                // goes on appending to.
-                crate::log!(
-                    Warning,
-                    "can't open {} for the rewritten log: {e}",
-                    path.display()
-                );
-                self.persist.rotation_failed.store(true, Ordering::SeqCst);
-            }
-        }
-    }
-
-    fn on_commit(&mut self, tx: TxRef) {
-        if self.shard.1 == 1 {
-            if let Some(at) = self.held.iter().position(|h| h.tx == tx) {
-                let held = self.held.swap_remove(at);
-                self.write_held(held, false);
-                return;
-            }
-            let Some(at) = self.spilled.iter().position(|t| *t == tx) else {
-                return;
-            };
-            self.spilled.swap_remove(at);
-        }
-        let id = tx_id(self.persist.run_id, tx);
-        command(&mut self.buf, 2, [TXCOMMIT, id.as_bytes()].into_iter());
-    }
-
-    fn sync(&mut self) {
-        if self.buf.is_empty() {
-            return;
-        }
-        let persist = &self.persist;
-        if persist.aof_timestamps.load(Ordering::Relaxed) {
-            // The records of a new second follow its annotation, as redis-server's
-            // `genAofTimestampAnnotationIfNeeded` writes it.
-            let secs = crate::clock::now_ms() / 1000;
-            if secs != self.stamped {
-                self.stamped = secs;
-                self.buf.splice(0..0, timestamp_annotation(secs).bytes());
-            }
-        }
-        let sleep = persist.aof_flush_sleep_us.load(Ordering::Relaxed);
-        if sleep > 0 {
-            std::thread::sleep(Duration::from_micros(sleep));
-        }
-        match (&self.file).write_all(&self.buf) {
-            Ok(()) => {
-                self.written += self.buf.len() as u64;
-                persist
-                    .aof_current_size
-                    .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
-                self.buf.clear();
-                self.fsync = persist.fsync();
-                if self.fsync == Fsync::Always
-                    && let Err(e) = self.file.sync_data()
-                {
-                    self.fail_fatally("fsync", &e);
-                }
-                if persist.aof_failed() {
-                    persist.set_aof_error(None);
-                }
-            }
-            Err(e) => {
-                // Part of the records may have reached the file: cut it back to whole
-                // records, keep them, and try again next iteration (writes are refused
-                // meanwhile, with MISCONF).
-                let _ = self.file.set_len(self.written);
-                if self.fsync == Fsync::Always {
-                    self.fail_fatally("write", &e);
-                }
-                persist.set_aof_error(Some(strerror(&e)));
             }
         }
     }
@@ -865,7 +781,7 @@ pub fn create_empty(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// With `appendfsync everysec`: a thread that syncs every file of the log once a second,
+/// With `appendfsync everysec`: a thread that syncs the log's file once a second,
 /// so that the shards' loops never wait for the disk.
 pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
     std::thread::Builder::new()
@@ -876,18 +792,8 @@ pub fn start_fsync_thread(persist: Arc<Persist>) -> io::Result<()> {
                 if persist.fsync() != Fsync::Everysec {
                     continue;
                 }
-                let files: Vec<File> = match persist.aof_files.lock() {
-                    Ok(files) => files
-                        .iter()
-                        .flatten()
-                        .filter_map(|f| f.try_clone().ok())
-                        .collect(),
-                    Err(_) => return,
-                };
-                for file in files {
-                    if let Err(e) = file.sync_data() {
-                        persist.set_aof_error(Some(strerror(&e)));
-                    }
+                if let Err(e) = persist.log.flush_to_disk(&persist, false) {
+                    persist.set_aof_error(Some(strerror(&e)));
                 }
             }
         })
@@ -972,84 +878,71 @@ mod tests {
         assert_eq!(strerror(&io::Error::other("plain")), "plain");
     }
 
-    /// With one shard a transaction's parts are held until its commit and written as
-    /// redis-server writes a transaction; a rotation meanwhile writes them out framed,
-    /// and the commit is then a `GOBLIN.TXCOMMIT`.
+    /// The log leaves out what goes to replicas only, and the `SELECT` of the database
+    /// it has selected; a rotation writes what is pending to the old file, and the new
+    /// one starts with no database selected; nothing is appended while no file is open.
     #[test]
-    fn one_shard_writes_transactions_as_redis_server() {
-        let dir = std::env::temp_dir().join(format!("goblin-held-{}", std::process::id()));
+    fn pieces_are_written_as_redis_server_writes_them() {
+        let dir = std::env::temp_dir().join(format!("goblin-log-{}", std::process::id()));
         fs::create_dir_all(&dir).expect("dir");
-        let persist = Arc::new(Persist::new(&crate::config::PersistConfig::default()));
-        let name = "appendonly.aof".to_string();
-        let first = generation_file(&name, 1, 0, 1).name;
-        let mut log = AofLog::open(
-            persist,
-            Fsync::No,
-            dir.clone(),
-            name.clone(),
-            (0, 1),
-            &first,
-        )
-        .expect("open");
-        let cmds = |argvs: &[&[&str]]| -> Vec<Vec<Vec<u8>>> {
-            argvs
-                .iter()
-                .map(|a| a.iter().map(|w| w.as_bytes().to_vec()).collect())
-                .collect()
-        };
-        let write = |log: &mut AofLog, origin: Origin<'_>, db: u16, effect: &[Vec<Vec<u8>>]| {
-            log.on_write(&Write {
-                origin,
-                db,
-                events: &[],
-                unlisted: 0,
-                effect: Effect::Commands(effect),
-            });
-        };
-        let (t1, t2) = (TxRef { worker: 0, seq: 1 }, TxRef { worker: 0, seq: 2 });
-        write(&mut log, Origin::Step(t1), 2, &cmds(&[&["SET", "a", "1"]]));
-        // Another client's write between the steps goes first.
-        write(&mut log, Origin::Expiry, 2, &cmds(&[&["DEL", "x"]]));
-        write(&mut log, Origin::Step(t1), 3, &cmds(&[&["SET", "b", "2"]]));
-        log.on_commit(t1);
-        // One command alone, in the database selected already.
-        write(&mut log, Origin::Step(t2), 3, &cmds(&[&["SET", "c", "3"]]));
-        log.on_commit(t2);
-        // A commit with no part here writes nothing.
-        log.on_commit(TxRef { worker: 0, seq: 9 });
-        let t3 = TxRef { worker: 0, seq: 3 };
-        write(&mut log, Origin::Step(t3), 3, &cmds(&[&["SET", "d", "4"]]));
-        log.rotate(2);
-        log.on_commit(t3);
-        log.sync();
-        let text = |argvs: &[&[&str]]| -> String {
+        let persist = Persist::new(&crate::config::PersistConfig::default());
+        let text = |argvs: &[&[&str]]| -> Vec<u8> {
             let mut out = Vec::new();
             for a in argvs {
                 command(&mut out, a.len(), a.iter().map(|w| w.as_bytes()));
             }
-            String::from_utf8_lossy(&out).into_owned()
+            out
         };
+        let append = |log: &Log, argvs: &[&[&str]], kinds: u8| {
+            let bytes = text(argvs);
+            let lead = crate::repl::master::leading_select(&bytes);
+            let last = argvs
+                .iter()
+                .rev()
+                .find(|a| a[0] == "SELECT")
+                .and_then(|a| a[1].parse().ok());
+            log.append(&bytes, lead, last, kinds);
+        };
+        let log = Log::default();
+        append(&log, &[&["SELECT", "1"], &["SET", "lost", "0"]], 0);
+        log.open(dir.join("first")).expect("open");
+        assert!(log.fed());
+        append(&log, &[&["SELECT", "2"], &["SET", "a", "1"]], 0);
+        append(
+            &log,
+            &[
+                &["SELECT", "2"],
+                &["MULTI"],
+                &["SET", "b", "2"],
+                &["PUBLISH", "ch", "m"],
+                &["EXEC"],
+                &["PING"],
+            ],
+            crate::repl::master::REPL_ONLY,
+        );
+        log.sync(&persist);
+        append(&log, &[&["SELECT", "2"], &["DEL", "c"]], 0);
+        log.rotate(dir.join("second"), &persist).expect("rotate");
+        append(&log, &[&["SELECT", "2"], &["DEL", "d"]], 0);
+        log.close(&persist);
+        assert!(!log.fed());
+        append(&log, &[&["SELECT", "2"], &["DEL", "e"]], 0);
         let read = |file: &str| {
             String::from_utf8_lossy(&fs::read(dir.join(file)).expect("read")).into_owned()
         };
-        let id = tx_id(log.persist.run_id, t3);
+        let want = |argvs: &[&[&str]]| String::from_utf8_lossy(&text(argvs)).into_owned();
         assert_eq!(
-            read(&first),
-            text(&[
+            read("first"),
+            want(&[
                 &["SELECT", "2"],
-                &["DEL", "x"],
-                &["MULTI"],
                 &["SET", "a", "1"],
-                &["SELECT", "3"],
+                &["MULTI"],
                 &["SET", "b", "2"],
                 &["EXEC"],
-                &["SET", "c", "3"],
-                &["GOBLIN.TXPART", &id, "1"],
-                &["SET", "d", "4"],
+                &["DEL", "c"],
             ])
         );
-        let second = generation_file(&name, 2, 0, 1).name;
-        assert_eq!(read(&second), text(&[&["GOBLIN.TXCOMMIT", &id]]));
+        assert_eq!(read("second"), want(&[&["SELECT", "2"], &["DEL", "d"]]));
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -22,7 +22,7 @@ use goblin_protocol::Version;
 use goblin_store::rdb::{self, RdbKey};
 use goblin_store::{Millis, Value};
 
-use super::aof::{self, AofLog, LogFile, Manifest, TXCOMMIT, TXPART};
+use super::aof::{self, LogFile, Manifest, TXCOMMIT, TXPART};
 use crate::clock;
 use crate::repl::master::History;
 use crate::runtime::msg::Msg;
@@ -41,8 +41,8 @@ pub type Loaded = (usize, Vec<u8>, Value, Option<Millis>);
 /// What start-up has to do before serving.
 #[derive(Debug)]
 pub enum Startup {
-    /// Nothing to load: each worker's log (when the log is on), ready now.
-    Ready(Vec<Option<AofLog>>),
+    /// Nothing to load: the log (when on) is ready now.
+    Ready,
     /// A file to load: [`start`] it; the workers answer LOADING until it ends.
     Load,
 }
@@ -60,9 +60,9 @@ pub fn prepare(shared: &Shared) -> Result<Startup, String> {
     if log_exists || snapshot_source(shared)?.is_some() {
         return Ok(Startup::Load);
     }
-    let logs = load(shared)?;
+    load(shared)?;
     shared.persist.loaded();
-    Ok(Startup::Ready(logs))
+    Ok(Startup::Ready)
 }
 
 /// Starts the loader thread.
@@ -77,7 +77,7 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("goblin-loader".into())
         .spawn(move || match load(&shared) {
-            Ok(logs) => finish(&shared, logs),
+            Ok(()) => finish(&shared),
             // redis-server's lines, the reason last.
             Err(e) => crate::log::fatal(&e),
         })
@@ -164,13 +164,13 @@ impl<'a> Sink<'a> {
     }
 }
 
-/// Loads the dataset; returns each worker's log, when the log is on.
-fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
+/// Loads the dataset (and opens the log, when on).
+fn load(shared: &Shared) -> Result<(), String> {
     let config = &shared.config.persist;
     let mut sink = Sink::new(shared);
     let started = Instant::now();
-    let logs = if config.appendonly {
-        load_log(shared, &mut sink)?
+    if config.appendonly {
+        load_log(shared, &mut sink)?;
     } else {
         if let Some(path) = snapshot_source(shared)? {
             // A master drops the keys found expired, and sends its replicas a DEL of
@@ -191,8 +191,7 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
                 restore_history(shared, history, expired.unwrap_or_default());
             }
         }
-        (0..shared.threads).map(|_| None).collect()
-    };
+    }
     sink.flush();
     if sink.keys > 0 {
         crate::log!(
@@ -202,7 +201,7 @@ fn load(shared: &Shared) -> Result<Vec<Option<AofLog>>, String> {
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(logs)
+    Ok(())
 }
 
 /// The snapshot to load without the log: `--loadrdb` (which must exist), or
@@ -559,7 +558,7 @@ impl<'a> Replay<'a> {
 /// files this run appends to. A log redis-server wrote loads as it does there, an
 /// old-style single file (`dir/appendonly.aof`, Redis before 7.0) first moved into the
 /// log's directory with a manifest naming it as the base, as redis-server 7 upgrades it.
-fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>, String> {
+fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<(), String> {
     let config = &shared.config.persist;
     let dir = config.aof_dir();
     let name = &config.appendfilename;
@@ -618,61 +617,50 @@ fn load_log(shared: &Shared, sink: &mut Sink<'_>) -> Result<Vec<Option<AofLog>>,
         }
     };
     replay.drain(|db, k, v, at| sink.put(db, k, v, at));
-    // This run's files: the last generation's when it has one file per shard of this
-    // run, else a new generation.
-    let shards = shared.threads;
-    let files = match manifest.last_generation(shards) {
-        Some(files) => {
-            for f in &files {
-                crate::log!(Notice, "Opening AOF incr file {} on server start", f.name);
-            }
-            files
+    // This run's file: the last generation's when it is one file of every key (as
+    // redis-server's; older Goblin versions wrote a file per shard), else a new one.
+    let file = match manifest
+        .last_generation(1)
+        .and_then(|mut files| files.pop())
+    {
+        Some(file) => {
+            crate::log!(
+                Notice,
+                "Opening AOF incr file {} on server start",
+                file.name
+            );
+            file
         }
         None => {
             // Record files are numbered on from the last one (a base has its own
             // numbers, as in redis-server).
-            let seq = manifest.last_incr_seq() + 1;
-            let files: Vec<LogFile> = (0..shards)
-                .map(|shard| aof::generation_file(name, seq, shard, shards))
-                .collect();
-            for f in &files {
-                aof::create_empty(&dir.join(&f.name)).map_err(|e| format!("{}: {e}", f.name))?;
-                crate::log!(Notice, "Creating AOF incr file {} on server start", f.name);
-            }
-            manifest.incr.extend(files.iter().cloned());
+            let file = aof::generation_file(name, manifest.last_incr_seq() + 1, 0, 1);
+            aof::create_empty(&dir.join(&file.name)).map_err(|e| format!("{}: {e}", file.name))?;
+            crate::log!(
+                Notice,
+                "Creating AOF incr file {} on server start",
+                file.name
+            );
+            manifest.incr.push(file.clone());
             aof::sync_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             manifest
                 .save(&dir, name)
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
-            files
+            file
         }
     };
     let persist = &shared.persist;
-    let mut logs = Vec::with_capacity(shards);
-    let mut handles = Vec::with_capacity(shards);
-    for (shard, f) in files.iter().enumerate() {
-        let log = AofLog::open(
-            Arc::clone(persist),
-            config.appendfsync,
-            dir.clone(),
-            name.clone(),
-            (shard, shards),
-            &f.name,
-        )
-        .map_err(|e| format!("{}: {e}", f.name))?;
-        handles.push(Some(log.handle().map_err(|e| format!("{}: {e}", f.name))?));
-        logs.push(Some(log));
-    }
+    persist
+        .log
+        .open(dir.join(&file.name))
+        .map_err(|e| format!("{}: {e}", file.name))?;
     let sizes = manifest.size(&dir);
     persist.aof_current_size.store(sizes, Ordering::Relaxed);
     persist.aof_base_size.store(sizes, Ordering::Relaxed);
-    if let Ok(mut slot) = persist.aof_files.lock() {
-        *slot = handles;
-    }
     if let Ok(mut slot) = persist.manifest.lock() {
         *slot = Some(manifest);
     }
-    Ok(logs)
+    Ok(())
 }
 
 /// The base of a log started on an empty dataset, as redis-server's
@@ -1184,9 +1172,9 @@ fn db_arg(args: &Args<'_>, i: usize, databases: usize) -> Result<usize, String> 
         })
 }
 
-/// Hands each worker its log (and with it, the end of loading).
-fn finish(shared: &Shared, logs: Vec<Option<AofLog>>) {
-    for (worker, log) in logs.into_iter().enumerate() {
-        shared.peers[worker].send(vec![Msg::Loaded(log.map(Box::new))]);
+/// Tells each worker loading is over.
+fn finish(shared: &Shared) {
+    for peer in &shared.peers {
+        peer.send(vec![Msg::Loaded]);
     }
 }

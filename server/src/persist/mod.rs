@@ -95,13 +95,13 @@ pub struct Persist {
     pub aof_rewrites: AtomicU64,
     /// Saves done since start.
     pub saves: AtomicU64,
-    /// The log's files, for the background fsync thread and SHUTDOWN.
-    pub aof_files: Mutex<Vec<Option<std::fs::File>>>,
+    /// The log, which the shards' feeds append to (`Master` holds it too).
+    pub log: aof::Log,
     /// `appendonly` as it is now: the shards log their writes (CONFIG SET turns it on and
-    /// off; a shard whose log is on while this is off closes it).
+    /// off).
     pub log_on: AtomicBool,
     /// CONFIG SET appendonly yes asked for the log to start: worker 0's cron starts a
-    /// rewrite, whose instant opens each shard's log.
+    /// rewrite, whose instant opens the log's file.
     pub log_start: AtomicBool,
     /// Background saves and rewrites begun: INFO's `total_forks` (Goblin forks no
     /// child; these jobs are what redis-server forks one for).
@@ -209,7 +209,7 @@ impl Persist {
             aof_current_size: AtomicU64::new(0),
             aof_rewrites: AtomicU64::new(0),
             saves: AtomicU64::new(0),
-            aof_files: Mutex::new(Vec::new()),
+            log: aof::Log::default(),
             log_on: AtomicBool::new(config.appendonly),
             log_start: AtomicBool::new(false),
             jobs_started: AtomicU64::new(0),
@@ -374,6 +374,7 @@ impl Persist {
             }
             return true;
         } else if !on && was {
+            self.log.close(self);
             // Nothing waits to start the log any more, nor a rewrite (redis-server's
             // `stopAppendOnly` unschedules it).
             self.log_start.store(false, Ordering::SeqCst);
@@ -395,38 +396,10 @@ impl Persist {
         false
     }
 
-    /// Keeps a shard's current log file for the fsync thread (`None`: it has none).
-    pub fn set_log_file(&self, shard: usize, file: Option<std::fs::File>) {
-        if let Ok(mut files) = self.aof_files.lock() {
-            if files.len() <= shard {
-                files.resize_with(shard + 1, || None);
-            }
-            files[shard] = file;
-        }
-    }
-
-    /// A shard's log closed: its file is synced to disk and forgotten.
-    pub fn close_log_file(&self, shard: usize) {
-        let file = self
-            .aof_files
-            .lock()
-            .ok()
-            .and_then(|mut files| files.get_mut(shard).and_then(Option::take));
-        if let Some(file) = file
-            && let Err(e) = file.sync_data()
-        {
-            crate::log!(Warning, "fsync of the append-only log failed: {e}");
-        }
-    }
-
-    /// Syncs every file of the log to disk (SHUTDOWN).
+    /// Writes what the log holds and syncs its file to disk (SHUTDOWN, DEBUG LOADAOF).
     pub fn sync_log(&self) {
-        if let Ok(files) = self.aof_files.lock() {
-            for file in files.iter().flatten() {
-                if let Err(e) = file.sync_data() {
-                    crate::log!(Warning, "fsync of the append-only log failed: {e}");
-                }
-            }
+        if let Err(e) = self.log.flush_to_disk(self, true) {
+            crate::log!(Warning, "fsync of the append-only log failed: {e}");
         }
     }
 }

@@ -573,6 +573,8 @@ pub struct SavePlan {
     /// On a replica: its link holds the stream while the instant is taken (see
     /// [`SavePlan::hold_link`]).
     hold: crate::repl::replica::HoldRequest,
+    /// A rewrite's new record file, which the log goes on in from its instant.
+    rotate: Option<PathBuf>,
 }
 
 impl SavePlan {
@@ -586,6 +588,7 @@ impl SavePlan {
             job: None,
             replica: None,
             hold: Default::default(),
+            rotate: None,
         }
     }
 
@@ -713,11 +716,10 @@ impl SavePlan {
         }
         self.dirty = persist.dirty.load(Ordering::Relaxed);
         let shards = cx.slots.shards();
-        let mut rotate = None;
         if self.kind.in_background() {
             let started = match self.kind {
-                SaveKind::Rewrite => self.start_rewrite(cx, shards).map(|(job, seq)| {
-                    rotate = Some(seq);
+                SaveKind::Rewrite => self.start_rewrite(cx, shards).map(|(job, file)| {
+                    self.rotate = file;
                     job
                 }),
                 _ => SaveJob::start(
@@ -789,11 +791,9 @@ impl SavePlan {
                             part.records.push((db as u16, keyspace.end_snapshot().0));
                         }
                     });
-                    if let Some(seq) = rotate {
-                        ctx.rotate_log(seq);
-                    }
                     // What the shard wrote before is in the stream (the history the
-                    // file records), and a replica is fed from here.
+                    // file records) and the log, and a replica (and a log starting) is
+                    // fed from here.
                     ctx.feed_replicas();
                     HopOut::Other(Box::new(part))
                 })
@@ -823,10 +823,15 @@ impl SavePlan {
         )
     }
 
-    /// Before a rewrite's instant: the new generation's files exist and the manifest
-    /// lists them after the old ones (so that what the shards append from the instant
-    /// on is never outside the manifest); then the writer of the new base.
-    fn start_rewrite(&self, cx: &PlanCx<'_>, shards: usize) -> io::Result<(Arc<SaveJob>, u64)> {
+    /// Before a rewrite's instant: the new record file exists and the manifest lists it
+    /// after the old ones (so that what the shards append from the instant on is never
+    /// outside the manifest), and the shards are to feed the log from the instant; then
+    /// the writer of the new base, and the new record file (none with the log off).
+    fn start_rewrite(
+        &self,
+        cx: &PlanCx<'_>,
+        shards: usize,
+    ) -> io::Result<(Arc<SaveJob>, Option<PathBuf>)> {
         let persist = &cx.shared.persist;
         let config = &cx.shared.config.persist;
         persist.rewriting.store(true, Ordering::SeqCst);
@@ -859,22 +864,23 @@ impl SavePlan {
             let seqs = (manifest.next_base_seq(), manifest.last_incr_seq() + 1);
             // With the log off (BGREWRITEAOF of `appendonly no`), the base alone, as
             // redis-server's: no record file is opened.
+            let mut file = None;
             if persist.log_on.load(Ordering::SeqCst) {
-                for shard in 0..shards {
-                    let file = aof::generation_file(&name, seqs.1, shard, shards);
-                    // A new generation's file starts empty (one left by a crash is not
-                    // listed anywhere).
-                    aof::create_empty(&dir.join(&file.name))?;
-                    manifest.incr.push(file);
-                }
+                let incr = aof::generation_file(&name, seqs.1, 0, 1);
+                // A new record file starts empty (one left by a crash is not listed
+                // anywhere).
+                aof::create_empty(&dir.join(&incr.name))?;
+                file = Some(dir.join(&incr.name));
+                manifest.incr.push(incr);
                 if !fresh {
                     manifest.save(&dir, &name)?;
                 }
+                persist.log.feed();
             }
             *slot = Some(manifest);
-            seqs
+            (seqs, file)
         };
-        let (base_seq, seq) = seq;
+        let ((base_seq, seq), file) = seq;
         // (Counted as it starts, as redis-server counts its forks: a rewrite killed or
         // failed counts too.)
         persist.aof_rewrites.fetch_add(1, Ordering::Relaxed);
@@ -891,11 +897,23 @@ impl SavePlan {
         };
         let done = rewrite_done(dir, name, (base_seq, seq), base, image);
         let job = SaveJob::start(Arc::clone(persist), target, shards, true, done)?;
-        Ok((job, seq))
+        Ok((job, file))
     }
 
     fn finish(&mut self, cx: &PlanCx<'_>, results: Vec<HopOut>) -> Step {
         let persist = &cx.shared.persist;
+        if let Some(path) = self.rotate.take() {
+            // The instant, every shard locked and what each wrote before appended: the
+            // log goes on in the new file.
+            if let Err(e) = persist.log.rotate(path.clone(), persist) {
+                crate::log!(
+                    Warning,
+                    "can't open {} for the rewritten log: {e}",
+                    path.display()
+                );
+                persist.rotation_failed.store(true, Ordering::SeqCst);
+            }
+        }
         let parts: Vec<Part> = results
             .into_iter()
             .filter_map(|r| match r {

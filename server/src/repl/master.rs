@@ -1,5 +1,8 @@
 //! A master's side of replication: its replicas, its stream of writes (one, in one
-//! order, for every replica), and each shard's feed into it.
+//! order, for every replica), and each shard's feed into it — and into the append-only
+//! log, which records what the stream is sent (`persist::aof::Log`): while the log is on,
+//! the shards feed whether or not there is a backlog, and every piece that reaches the
+//! stream reaches the log at the same point ([`Master::append`]).
 //!
 //! A replica connects as a client and sends `PSYNC` (or `SYNC`). That starts a
 //! background save whose instant — every shard locked, each beginning its image — is
@@ -159,6 +162,9 @@ pub struct Master {
     replid2: Mutex<Option<(String, i64)>>,
     /// The history a replica's file recorded, for its link's first PSYNC.
     loaded: Mutex<Option<History>>,
+    /// The append-only log, which records what the stream is sent (replicas' own
+    /// commands left out), at the same points: the shards feed it too while it is on.
+    log: crate::persist::aof::Log,
 }
 
 /// The replication history a snapshot's data is at (its `repl-*` aux fields).
@@ -187,6 +193,14 @@ pub struct SyncStats {
 const MIN_BACKLOG: i64 = 16 * 1024;
 
 impl Master {
+    /// A master whose shards feed `log` too while it is on.
+    pub fn with_log(log: crate::persist::aof::Log) -> Master {
+        Master {
+            log,
+            ..Master::default()
+        }
+    }
+
     fn list(&self) -> MutexGuard<'_, Vec<Replica>> {
         self.replicas.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -362,10 +376,16 @@ impl Master {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Whether the shards feed the stream: the backlog exists and this server is not a
-    /// replica (whose stream is its master's).
+    /// Whether the shards feed their writes: to the stream (the backlog exists and this
+    /// server is not a replica, whose stream is its master's), or to the log.
     #[inline]
     pub fn shards_feed(&self) -> bool {
+        self.stream_fed() || self.log.fed()
+    }
+
+    /// Whether the shards' pieces go to the stream.
+    #[inline]
+    fn stream_fed(&self) -> bool {
         self.backlog_active() && !self.proxied()
     }
 
@@ -608,18 +628,35 @@ impl Master {
         self.stream().db = None;
     }
 
-    /// Appends a shard's piece to the stream: `bytes`, whose first `lead` bytes select
-    /// database `lead_db` (left out when the stream has it selected), and which leaves
-    /// `last_db` selected.
-    fn append(&self, bytes: &[u8], lead: Option<(u16, usize)>, last_db: Option<u16>) {
+    /// Appends a piece to the stream and the log: `bytes`, whose first `lead` bytes
+    /// select database `lead_db` (left out when the stream or the log has it selected),
+    /// and which leaves `last_db` selected; `kinds` says what in it one of them leaves
+    /// out ([`REPL_ONLY`], [`MARKED`]).
+    fn append(&self, bytes: &[u8], lead: Option<(u16, usize)>, last_db: Option<u16>, kinds: u8) {
+        // (Under the stream's lock: the log orders pieces as the stream does.)
         let mut stream = self.stream();
+        if self.log.fed() {
+            self.log.append(bytes, lead, last_db, kinds);
+        }
+        if !self.stream_fed() {
+            return;
+        }
         let piece = unselected(bytes, lead, stream.db);
-        self.grow(&mut stream, piece.len());
-        stream.buf.extend_from_slice(piece);
+        let start = stream.buf.len();
+        if kinds & MARKED != 0 {
+            let mut kept = Vec::with_capacity(piece.len());
+            for_reader(piece, &mut kept, Reader::Replicas);
+            self.grow(&mut stream, kept.len());
+            stream.buf.extend_from_slice(&kept);
+        } else {
+            self.grow(&mut stream, piece.len());
+            stream.buf.extend_from_slice(piece);
+        }
         if last_db.is_some() {
             stream.db = last_db;
         }
-        self.offset.fetch_add(piece.len() as i64, Ordering::SeqCst);
+        let n = stream.buf.len() - start;
+        self.offset.fetch_add(n as i64, Ordering::SeqCst);
     }
 
     /// A command of no shard's unit of work (the DEL of a key found expired while
@@ -627,7 +664,7 @@ impl Master {
     pub fn propagate(&self, db: Option<u16>, argv: &[&[u8]]) {
         if self.shards_feed() {
             let part = Part::command(db, argv);
-            self.append(&part.bytes, leading_select(&part.bytes), db);
+            self.append(&part.bytes, leading_select(&part.bytes), db, 0);
         }
     }
 
@@ -757,6 +794,8 @@ pub struct Feed {
     part: Option<Part>,
     /// What is written now goes into the part's `after` ([`Feed::part_after`]).
     after: bool,
+    /// What `buf` holds that one reader leaves out ([`REPL_ONLY`], [`MARKED`]).
+    kinds: u8,
 }
 
 /// What one step of a transaction run as a plan wrote on a shard, as RESP beginning with
@@ -772,6 +811,8 @@ pub struct Part {
     /// in the stream: the deletions of expired keys its writes readied for waiters
     /// (redis-server propagates them after the EXEC or the command).
     after: Option<Box<Part>>,
+    /// What it holds that one reader leaves out ([`REPL_ONLY`], [`MARKED`]).
+    kinds: u8,
 }
 
 impl Part {
@@ -806,6 +847,8 @@ pub struct Gathered {
     pub unwrapped: bool,
     /// The parts' `after`, appended after the rest, unwrapped.
     after: Option<Box<Gathered>>,
+    /// What it holds that one reader leaves out ([`REPL_ONLY`], [`MARKED`]).
+    kinds: u8,
 }
 
 impl Gathered {
@@ -829,6 +872,7 @@ impl Gathered {
             .extend_from_slice(unselected(&part.bytes, lead, self.selected));
         self.selected = part.selected.or(self.selected);
         self.commands += part.commands;
+        self.kinds |= part.kinds;
     }
 
     /// Appends what it gathered to the master's stream, and starts again empty.
@@ -840,7 +884,12 @@ impl Gathered {
                 self.buf.splice(self.body..self.body, multi);
                 command(&mut self.buf, 1, [&b"EXEC"[..]].into_iter());
             }
-            master.append(&self.buf, leading_select(&self.buf), self.selected);
+            master.append(
+                &self.buf,
+                leading_select(&self.buf),
+                self.selected,
+                self.kinds,
+            );
         }
         let unwrapped = self.unwrapped;
         let after = std::mem::take(&mut self.after);
@@ -869,6 +918,56 @@ struct Call {
 enum CallOf {
     Tx(TxRef),
     Script,
+}
+
+/// A piece holds commands for replicas only (PUBLISH, the master's PING and REPLCONF,
+/// which redis-server does not write to its log): the log leaves them out.
+pub const REPL_ONLY: u8 = 1;
+/// A piece holds commands for one reader only, each after its mark ([`LOG_ONLY`],
+/// [`REPLICAS_ONLY`]): each reader leaves out the marks and the other's commands.
+pub const MARKED: u8 = 2;
+/// The mark before a command for the log only (`redis.set_repl(redis.REPL_AOF)`).
+const LOG_ONLY: &[u8] = b"\0log-only";
+/// The mark before a command for replicas only (`redis.set_repl(redis.REPL_REPLICA)`).
+const REPLICAS_ONLY: &[u8] = b"\0replicas-only";
+
+/// Who reads a piece.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// The append-only log.
+    Log,
+    /// The replication stream.
+    Replicas,
+}
+
+/// Copies into `out` the commands of `piece` that `reader` is to have: not the marks,
+/// nor a command marked for the other; for the log, not the commands for replicas only
+/// (PUBLISH and SPUBLISH, which redis-server propagates to replicas only, and the
+/// master's PING and REPLCONF).
+pub fn for_reader(piece: &[u8], out: &mut Vec<u8>, reader: Reader) {
+    const REPL_ONLY_NAMES: [&[u8]; 4] = [b"PUBLISH", b"SPUBLISH", b"PING", b"REPLCONF"];
+    let (mut at, mut skip) = (0, false);
+    while let Some(rest) = piece.get(at..).filter(|r| !r.is_empty()) {
+        let Ok(Some((args, len))) = crate::persist::aof::parse_record(rest) else {
+            // (The feed wrote it: not reached. Kept whole rather than lost.)
+            out.extend_from_slice(rest);
+            return;
+        };
+        at += len;
+        let name = args
+            .first()
+            .and_then(|r| rest.get(r.clone()))
+            .unwrap_or_default();
+        if name == LOG_ONLY || name == REPLICAS_ONLY {
+            skip = (name == LOG_ONLY) == (reader == Reader::Replicas);
+            continue;
+        }
+        let repl_only =
+            reader == Reader::Log && REPL_ONLY_NAMES.iter().any(|c| name.eq_ignore_ascii_case(c));
+        if !std::mem::take(&mut skip) && !repl_only {
+            out.extend_from_slice(rest.get(..len).unwrap_or_default());
+        }
+    }
 }
 
 /// `SELECT db` into `buf` unless `selected` is `db` already (then it is).
@@ -901,10 +1000,26 @@ pub(crate) fn leading_select(buf: &[u8]) -> Option<(u16, usize)> {
 }
 
 impl Feed {
-    /// Appends a unit of work's effect. The units of one call (a transaction's, or a
-    /// script's while `in_script`) are grouped; a unit of no call that is more than one
-    /// command (expiry's deletions excepted) is a transaction of its own.
-    pub fn on_write(&mut self, write: &Write<'_>, in_script: bool) {
+    /// Appends a unit of work's effect, for the log and replicas, or with `to` (a
+    /// script's `redis.set_repl`: `REPL_AOF` or `REPL_REPLICA` alone) for one of them:
+    /// each command then follows its mark ([`MARKED`]). The units of one call (a
+    /// transaction's, or a script's while `in_script`) are grouped; a unit of no call
+    /// that is more than one command (expiry's deletions excepted) is a transaction of
+    /// its own.
+    pub fn on_write(&mut self, write: &Write<'_>, in_script: bool, to: u8) {
+        use crate::scripting::engine::{REPL_ALL, REPL_AOF};
+        let mark = match to {
+            REPL_ALL => None,
+            REPL_AOF => Some(LOG_ONLY),
+            _ => Some(REPLICAS_ONLY),
+        };
+        let encode = move |buf: &mut Vec<u8>, cmd: Cmd<'_>| {
+            if let (Some(mark), false) = (mark, matches!(cmd, Cmd::Select(_))) {
+                command(buf, 1, [mark].into_iter());
+            }
+            cmd.encode(buf);
+        };
+        let kinds = if mark.is_some() { MARKED } else { 0 };
         if let Some(mut part) = self.part.as_mut() {
             if self.after {
                 part = part.after.get_or_insert_default();
@@ -912,11 +1027,13 @@ impl Feed {
             let mut commands = 0;
             effect_commands(write, &mut part.selected, &mut part.bytes, |buf, cmd| {
                 commands += usize::from(!matches!(cmd, Cmd::Select(_)));
-                cmd.encode(buf);
+                encode(buf, cmd);
             });
             part.commands += commands;
+            part.kinds |= kinds;
             return;
         }
+        self.kinds |= kinds;
         let of = match write.origin {
             _ if in_script => Some(CallOf::Script),
             Origin::Command(_, _, Some(tx)) | Origin::Step(tx) => Some(CallOf::Tx(tx)),
@@ -929,7 +1046,7 @@ impl Feed {
         let (mut count, mut selects) = (0, 0);
         effect_commands(write, &mut self.selected, &mut self.buf, |buf, cmd| {
             let select = matches!(cmd, Cmd::Select(_));
-            cmd.encode(buf);
+            encode(buf, cmd);
             if select && count == selects {
                 body = buf.len();
             }
@@ -978,8 +1095,10 @@ impl Feed {
             select_into(&mut part.bytes, &mut part.selected, db);
             command(&mut part.bytes, argv.len(), argv.iter().copied());
             part.commands += 1;
+            part.kinds |= REPL_ONLY;
             return;
         }
+        self.kinds |= REPL_ONLY;
         let of = in_script.then_some(CallOf::Script);
         if self.call.is_some_and(|c| Some(c.of) != of) {
             self.end_call();
@@ -1033,6 +1152,7 @@ impl Feed {
     /// Appends a command of the master's own (PING, REPLCONF GETACK).
     pub fn push(&mut self, argv: &[&[u8]]) {
         command(&mut self.buf, argv.len(), argv.iter().copied());
+        self.kinds |= REPL_ONLY;
     }
 
     /// Appends what it holds to the master's stream; whether it held anything.
@@ -1041,9 +1161,15 @@ impl Feed {
         if self.buf.is_empty() {
             return false;
         }
-        master.append(&self.buf, leading_select(&self.buf), self.selected);
+        master.append(
+            &self.buf,
+            leading_select(&self.buf),
+            self.selected,
+            self.kinds,
+        );
         self.buf.clear();
         self.selected = None;
+        self.kinds = 0;
         true
     }
 }
@@ -1097,9 +1223,65 @@ mod tests {
         assert_eq!(text(&master.stream().buf), text(&want));
     }
 
+    /// Each reader's copy of a piece: the log without what goes to replicas only, the
+    /// replicas without what goes to the log only; neither with the marks.
+    #[test]
+    fn each_reader_has_its_own_commands() {
+        let cmd = |argv: &[&[u8]]| {
+            let mut out = Vec::new();
+            command(&mut out, argv.len(), argv.iter().copied());
+            out
+        };
+        let piece = [
+            cmd(&[b"SELECT", b"1"]),
+            cmd(&[b"MULTI"]),
+            cmd(&[b"SET", b"a", b"1"]),
+            cmd(&[LOG_ONLY]),
+            cmd(&[b"SET", b"b", b"2"]),
+            cmd(&[REPLICAS_ONLY]),
+            cmd(&[b"SET", b"c", b"3"]),
+            cmd(&[b"publish", b"ch", b"m"]),
+            cmd(&[b"EXEC"]),
+            cmd(&[b"PING"]),
+        ]
+        .concat();
+        let copy = |reader| {
+            let mut out = Vec::new();
+            for_reader(&piece, &mut out, reader);
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let want = |argvs: &[&[&[u8]]]| {
+            let all: Vec<u8> = argvs.iter().flat_map(|a| cmd(a)).collect();
+            String::from_utf8_lossy(&all).into_owned()
+        };
+        assert_eq!(
+            copy(Reader::Log),
+            want(&[
+                &[b"SELECT", b"1"],
+                &[b"MULTI"],
+                &[b"SET", b"a", b"1"],
+                &[b"SET", b"b", b"2"],
+                &[b"EXEC"],
+            ])
+        );
+        assert_eq!(
+            copy(Reader::Replicas),
+            want(&[
+                &[b"SELECT", b"1"],
+                &[b"MULTI"],
+                &[b"SET", b"a", b"1"],
+                &[b"SET", b"c", b"3"],
+                &[b"publish", b"ch", b"m"],
+                &[b"EXEC"],
+                &[b"PING"],
+            ])
+        );
+    }
+
     #[test]
     fn a_piece_leaves_out_the_select_the_stream_has_made() {
         let master = Master::default();
+        master.active.store(true, Ordering::SeqCst);
         let mut feed = Feed::default();
         let select = |db: &str| {
             let mut out = Vec::new();

@@ -306,9 +306,7 @@ pub struct TxStepDone {
     pub out: Result<HopOut, Vec<u8>>,
     /// Whether the transaction still holds locks on this shard after the step.
     pub holds_locks: bool,
-    /// Whether the step changed keys (and so the transaction has a part in the log).
-    pub wrote: bool,
-    /// What it wrote, for replicas: its coordinator appends it with the rest of the
+    /// What it wrote, for replicas and the log: its coordinator appends it with the rest of the
     /// transaction.
     pub repl: Option<Box<crate::repl::master::Part>>,
     /// The slow commands it ran (EXEC's, a script's), for SLOWLOG.
@@ -379,8 +377,8 @@ pub enum Msg {
     Answer(ConnRef, Vec<u8>, u64),
     /// Keys loaded at start-up, for this worker's shard.
     Load(Vec<crate::persist::load::Loaded>),
-    /// Loading is over: this worker's log, when the log is on.
-    Loaded(Option<Box<crate::persist::aof::AofLog>>),
+    /// Loading is over for this worker.
+    Loaded,
     /// SIGTERM or SIGINT (to worker 0): shut down as SHUTDOWN does.
     Shutdown,
     /// DEBUG SLEEP: stop until then (no client answered meanwhile).

@@ -434,6 +434,7 @@ impl Shared {
         let _ = crate::config::inert::apply_oom_score_adj(&config.inert);
         // The commands' clock, measured before the first command is timed.
         crate::runtime::histogram::calibrate();
+        let log = persist.log.clone();
         let shared = Shared {
             acl,
             cluster,
@@ -480,7 +481,7 @@ impl Shared {
             cron_paused: AtomicBool::new(false),
             shutdown_asked: AtomicBool::new(false),
             repl_id: std::sync::Mutex::new(new_repl_id()),
-            repl: Default::default(),
+            repl: crate::repl::master::Master::with_log(log),
             follow: Default::default(),
             failover: Default::default(),
             this: std::sync::OnceLock::new(),
@@ -1021,10 +1022,7 @@ impl Server {
             crate::log!(Warning, "{e}");
             io::Error::other(e)
         })?;
-        let (mut logs, must_load) = match startup {
-            Startup::Ready(logs) => (logs, false),
-            Startup::Load => (Vec::new(), true),
-        };
+        let must_load = matches!(startup, Startup::Load);
         goblin_store::lazyfree::start();
         if let Some((host, port)) = crate::config::inert::value(&config.inert, "replicaof")
             .and_then(|v| v.split_once(' '))
@@ -1070,7 +1068,6 @@ impl Server {
             let shared = Arc::clone(&self.shared);
             let listeners = listeners.take().unwrap_or_default();
             let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
-            let log = logs.get_mut(id).and_then(Option::take);
             let handle = std::thread::Builder::new()
                 .name(format!("goblin-shard-{id}"))
                 // A script's reply may nest thousands of tables deep (redis-server
@@ -1080,11 +1077,7 @@ impl Server {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    let mut worker = Worker::new(id, shared, poll, inbox, listeners)?;
-                    if let Some(log) = log {
-                        worker.shard.add_observer(Box::new(log));
-                    }
-                    worker.run()
+                    Worker::new(id, shared, poll, inbox, listeners)?.run()
                 })?;
             handles.push(handle);
         }

@@ -39,7 +39,6 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::clock;
-use crate::persist::aof::AofLog;
 use crate::persist::snapshot::{SaveJob, SaveKind, SavePlan};
 use crate::repl::master::Before;
 use crate::runtime::client::Client;
@@ -396,6 +395,8 @@ impl Worker {
             shared.config.databases,
         );
         shard.cluster = shared.cluster.clone();
+        // (With the log on and nothing to load, the shard feeds it from the start.)
+        shard.feed_backlog(&shared);
         Ok(Worker {
             id,
             poll,
@@ -515,10 +516,6 @@ impl Worker {
             self.shard.limit_tracking(&self.shared);
             self.save_work();
             self.send_snapshots();
-            // CONFIG SET appendonly no: this shard's log closes.
-            if !self.shared.persist.log_on.load(Ordering::Relaxed) && self.shard.has_log() {
-                self.shard.close_log(&self.shared);
-            }
             if self.id == 0 {
                 self.start_log_if_asked();
                 self.failover_work();
@@ -974,12 +971,10 @@ impl Worker {
         }
     }
 
-    /// Loading is over for this worker: its log, from now on, records its writes.
-    fn loaded(&mut self, log: Option<Box<AofLog>>) {
-        if let Some(log) = log {
-            self.shard.add_observer(log);
-        }
-        // (The file may have recorded a history its replicas continue.)
+    /// Loading is over for this worker: the log, when on, records its writes from now
+    /// on.
+    fn loaded(&mut self) {
+        // (The file may also have recorded a history its replicas continue.)
         self.shard.feed_backlog(&self.shared);
         let persist = &self.shared.persist;
         if persist.loading_workers.fetch_sub(1, Ordering::SeqCst) == 1 {
@@ -1601,7 +1596,7 @@ impl Worker {
                 self.deliver(&mine);
             }
         }
-        self.shard.sync_observers();
+        self.shard.sync_log(&self.shared);
         for publications_first in [true, false] {
             for (dest, queue) in self.outbox.iter_mut().enumerate() {
                 // (A `Publish` is always the last message of its queue.)
@@ -1703,7 +1698,7 @@ impl Worker {
             }),
             Msg::Answer(to, answer, micros) => self.answered(to, answer, micros),
             Msg::Load(keys) => self.shard.load(keys, clock::now_ms()),
-            Msg::Loaded(log) => self.loaded(log),
+            Msg::Loaded => self.loaded(),
             Msg::Shutdown => self.start_asked_shutdown(),
             Msg::Sleep(until) => clock::sleep_until(until),
             Msg::Publish(publications) => self.deliver(&publications),
@@ -1746,9 +1741,6 @@ impl Worker {
         self.route(out);
         match outcome {
             Some(outcome) => {
-                if job.wrote() {
-                    self.shard.commit(job.tx);
-                }
                 self.log_job(job.conn, job.take_timing(), &outcome);
                 self.finish_job(job.conn, outcome);
             }
@@ -2090,7 +2082,7 @@ impl Worker {
 
     /// Writes every dirty connection's output once.
     fn flush_all(&mut self) {
-        self.shard.sync_observers();
+        self.shard.sync_log(&self.shared);
         // Oversized idle buffers are remembered only under a memory limit (given back
         // before keys are evicted), and given back once written while memory is over it,
         // as Redis frees its reply list once written: not counted against `maxmemory`

@@ -70,24 +70,4 @@ pub trait Observer: std::fmt::Debug {
     fn wants_written_keys(&self) -> bool {
         true
     }
-
-    /// Called on the worker that coordinated transaction `tx`, when it ends having
-    /// written on some shard: its parts (units whose origin names it) are complete. A log
-    /// records it, so that a transaction comes back from a crash whole or not at all.
-    fn on_commit(&mut self, _tx: TxRef) {}
-
-    /// Called before anything the units so far caused leaves the thread — replies
-    /// written to clients, messages sent to other workers: a log makes its records
-    /// durable here (one write, and one fsync with `appendfsync always`, per loop
-    /// iteration: group commit).
-    fn sync(&mut self) {}
-
-    /// A log rewrite's instant (see `ShardCtx::rotate_log`): a log writes what it holds
-    /// to its current file and goes on in the file of generation `seq`.
-    fn rotate(&mut self, _seq: u64) {}
-
-    /// Whether it is the append-only log (CONFIG SET appendonly opens and closes it).
-    fn is_log(&self) -> bool {
-        false
-    }
 }

@@ -175,8 +175,6 @@ pub struct Shard {
     stalled: HashMap<ConnRef, VecDeque<Box<Batch>>, foldhash::fast::RandomState>,
     /// The keys of the command [`Shard::hold_early`] looks at, kept between calls.
     scratch_keys: Vec<(LockKey, LockMode)>,
-    /// Units of work published (see [`Shard::published`]).
-    published: u64,
     /// Keys written or deleted (and keyless writes) since [`Shard::take_writes`]: what
     /// the `save` rules count, as Redis's `dirty`.
     writes: u64,
@@ -289,7 +287,6 @@ impl Shard {
             clock_hint: 0,
             stalled: HashMap::default(),
             scratch_keys: Vec::new(),
-            published: 0,
             writes: 0,
             next_read_mode: None,
             replaying: false,
@@ -361,25 +358,19 @@ impl Shard {
         }
     }
 
-    /// Makes what the units so far recorded durable, before anything they caused leaves
-    /// the thread (see [`Observer::sync`]).
-    pub fn sync_observers(&mut self) {
-        for observer in &mut self.observers {
-            observer.sync();
+    /// Makes what the units so far wrote durable in the append-only log, before
+    /// anything they caused leaves the thread (replies written to clients, messages sent
+    /// to other workers): what this shard fed is appended (to the replication stream
+    /// too), and the log writes, and with `appendfsync always` syncs, every shard's
+    /// records so far (group commit).
+    pub fn sync_log(&mut self, shared: &Shared) {
+        if !shared.persist.log.fed() {
+            return;
         }
-    }
-
-    /// Transaction `tx`, coordinated by this shard's worker, ended having written.
-    pub fn commit(&mut self, tx: TxRef) {
-        for observer in &mut self.observers {
-            observer.on_commit(tx);
+        if let Some(feed) = self.repl.as_mut() {
+            feed.flush(&shared.repl);
         }
-    }
-
-    /// Units of work that changed keys while observed, since start (a step's report
-    /// says whether it wrote).
-    pub fn published(&self) -> u64 {
-        self.published
+        shared.persist.log.sync(&shared.persist);
     }
 
     /// Whether keys changed since the last [`Shard::take_writes`].
@@ -598,53 +589,6 @@ impl Shard {
     /// Whether plans wait on keys of this shard.
     pub fn has_parked(&self) -> bool {
         !self.waiters.is_empty()
-    }
-
-    /// Whether this shard's writes go to the append-only log.
-    pub fn has_log(&self) -> bool {
-        self.observers.iter().any(|o| o.is_log())
-    }
-
-    /// CONFIG SET appendonly yes: at the instant of the rewrite that starts the log, this
-    /// shard's log opens on generation `seq`'s file (what the shard held then is in the
-    /// rewrite's base). A file that cannot be opened fails the rewrite.
-    fn open_log(&mut self, shared: &Shared, seq: u64) {
-        let config = &shared.config.persist;
-        let file = crate::persist::aof::generation_file(
-            &config.appendfilename,
-            seq,
-            self.id,
-            shared.threads,
-        );
-        let opened = crate::persist::aof::AofLog::open(
-            Arc::clone(&shared.persist),
-            shared.persist.fsync(),
-            config.aof_dir(),
-            config.appendfilename.clone(),
-            (self.id, shared.threads),
-            &file.name,
-        );
-        match opened {
-            Ok(log) => {
-                shared.persist.set_log_file(self.id, log.handle().ok());
-                self.add_observer(Box::new(log));
-            }
-            Err(e) => {
-                crate::log!(Warning, "cannot open the append-only log: {e}");
-                shared.persist.rotation_failed.store(true, Ordering::SeqCst);
-            }
-        }
-    }
-
-    /// CONFIG SET appendonly no: this shard's log writes what it holds and closes.
-    pub fn close_log(&mut self, shared: &Shared) {
-        for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
-            observer.sync();
-        }
-        self.observers.retain(|o| !o.is_log());
-        self.observers_want_keys = self.observers.iter().any(|o| o.wants_written_keys());
-        self.update_observed();
-        shared.persist.close_log_file(self.id);
     }
 
     /// Appends what this shard wrote this iteration to the replication stream (a
@@ -974,7 +918,6 @@ impl Shard {
             self.writes += ctx.db.changes().saturating_sub(changes) + ctx.counted_changes();
         }
         let release = ctx.wants_release();
-        let rotation = ctx.rotation();
         let repl_marks = ctx.repl_marks();
         let all_dbs = ctx.touched_others();
         let flushed = ctx.wants_flush_notice();
@@ -1007,9 +950,7 @@ impl Shard {
             self.repl_marked(shared, repl_marks);
         }
         if sync_log {
-            for observer in self.observers.iter_mut().filter(|o| o.is_log()) {
-                observer.sync();
-            }
+            self.sync_log(shared);
         }
         if abandoned_save {
             // Its part of the abandoned save is over (the last part ends the save here,
@@ -1022,14 +963,6 @@ impl Shard {
         // (A table is emptied even when no client tracks now: Redis frees it whole.)
         if flushed && (self.tracking_on || !self.tracking.is_empty()) {
             self.flush_tracking(shared);
-        }
-        if let Some(seq) = rotation {
-            for observer in &mut self.observers {
-                observer.rotate(seq);
-            }
-            if !self.has_log() && shared.persist.log_on.load(Ordering::SeqCst) {
-                self.open_log(shared, seq);
-            }
         }
         self.effects.clear();
         (result, release)
@@ -1056,7 +989,6 @@ impl Shard {
     /// `all_dbs`, on others too) to the watch table, the parked plans, the observers and
     /// keyspace notifications.
     fn publish(&mut self, shared: &Shared, origin: Origin<'_>, db: usize, all_dbs: bool) {
-        self.published += 1;
         self.events.clear();
         let mut unlisted = 0;
         if all_dbs {
@@ -1094,16 +1026,12 @@ impl Shard {
                 unlisted,
                 effect,
             };
-            use crate::scripting::engine::{REPL_AOF, REPL_REPLICA};
-            let unlogged = self.unlogged_unit || self.script_repl & REPL_AOF == 0;
             for observer in &mut self.observers {
-                if !(unlogged && observer.is_log()) {
-                    observer.on_write(&write);
-                }
+                observer.on_write(&write);
             }
-            let unfed = self.unlogged_unit || self.script_repl & REPL_REPLICA == 0;
+            let unfed = self.unlogged_unit || self.script_repl == 0;
             if let Some(feed) = self.repl.as_mut().filter(|_| !unfed && !self.once_unit) {
-                feed.on_write(&write, self.in_script);
+                feed.on_write(&write, self.in_script, self.script_repl);
             }
         }
         if notify::active(self.notify_flags) {
@@ -2073,20 +2001,18 @@ impl Shard {
     }
 
     fn report(&mut self, step: &TxStep, out: Result<HopOut, Vec<u8>>) {
-        self.report_ran(step, out, false, None);
+        self.report_ran(step, out, None);
     }
 
-    /// [`Shard::report`] of a step that `wrote` keys (or not), with the slow commands it
-    /// ran and its part of the replication stream.
+    /// [`Shard::report`] of a step that ran, with the slow commands it ran and its part
+    /// of the replication stream (and the log).
     fn report_ran(
         &mut self,
         step: &TxStep,
         out: Result<HopOut, Vec<u8>>,
-        wrote: bool,
         repl: Option<Box<crate::repl::master::Part>>,
     ) {
         let done = TxStepDone {
-            wrote,
             repl,
             tx: step.tx,
             index: step.index,
@@ -2109,7 +2035,6 @@ impl Shard {
             // while it holds them.
             self.remember_keys(shared, t.reader, step.lock.iter().map(|(k, _)| &k[..]));
         }
-        let published = self.published;
         // What the step writes reaches replicas from its coordinator, with the rest of
         // its transaction (`Gathered`).
         let gathering = matches!(
@@ -2205,8 +2130,7 @@ impl Shard {
             }
             self.woken_released(step.tx);
         }
-        let wrote = self.published != published;
-        self.report_ran(&step, Ok(out), wrote, part.map(Box::new));
+        self.report_ran(&step, Ok(out), part.map(Box::new));
     }
 
     /// Registers a parked plan's wait on keys of this shard, or wakes it at once when one

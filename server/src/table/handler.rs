@@ -156,7 +156,6 @@ pub struct ShardCtx<'a> {
     release: bool,
     may_wait: bool,
     waits: bool,
-    rotate: Option<u64>,
     abandoned_save: bool,
     /// Keys changed that the keyspace's own count leaves out (FLUSHALL's, FLUSHDB's).
     changed: u64,
@@ -212,7 +211,6 @@ impl<'a> ShardCtx<'a> {
             flushed: false,
             may_wait: false,
             waits: false,
-            rotate: None,
             abandoned_save: false,
             changed: 0,
             repl_marks: 0,
@@ -424,12 +422,6 @@ impl<'a> ShardCtx<'a> {
         self.release
     }
 
-    /// A log rewrite's instant: the shard's log goes on in the files of generation
-    /// `seq` from the end of this unit of work (what came before stays in the old ones).
-    pub fn rotate_log(&mut self, seq: u64) {
-        self.rotate = Some(seq);
-    }
-
     /// A replica's sync's instant: what the shard wrote before is in the master's
     /// stream once this unit of work ends (and in the replica's snapshot); from then on
     /// the shard feeds its writes to the stream.
@@ -452,11 +444,6 @@ impl<'a> ShardCtx<'a> {
     /// Whether [`ShardCtx::reset_stats`] was called.
     pub(crate) fn wants_stats_reset(&self) -> bool {
         self.reset_stats
-    }
-
-    /// The generation [`ShardCtx::rotate_log`] asked for.
-    pub(crate) fn rotation(&self) -> Option<u64> {
-        self.rotate
     }
 
     /// Lets the command ask to wait (the shard sets it for a command run alone).

@@ -102,9 +102,6 @@ pub struct TxJob {
     /// When its command came, ns since the epoch, for the order of its waits
     /// (`shard/park.rs`): set by the connection's thread, or at its first wait.
     turn: Option<u64>,
-    /// Some step changed keys: the transaction has parts in the log, and its end is
-    /// recorded as their commit.
-    wrote: bool,
     /// What its steps done wrote, and the commands it sent itself, for replicas:
     /// appended to the stream before any of its locks goes.
     repl: Gathered,
@@ -177,11 +174,6 @@ pub struct JobTiming {
 }
 
 impl TxJob {
-    /// Whether some step changed keys.
-    pub fn wrote(&self) -> bool {
-        self.wrote
-    }
-
     /// A transaction running `plan` on database `db` after locking the keys `needs`
     /// (and, with `whole_shards`, every shard whole), answering in `resp`.
     #[allow(clippy::too_many_arguments)]
@@ -242,7 +234,6 @@ impl TxJob {
             locked_on: Vec::new(),
             waits: 0,
             turn: None,
-            wrote: false,
             repl: Gathered::default(),
             parts: Vec::new(),
             command: None,
@@ -367,7 +358,6 @@ impl TxJob {
         env: &Env<'_>,
         out: &mut Vec<Outgoing>,
     ) -> Option<Outcome> {
-        self.wrote |= done.wrote;
         if let Some(part) = done.repl.take() {
             match self.parts.get_mut(done.index) {
                 Some(slot) if matches!(self.phase, Phase::Running(_)) => *slot = Some(part),

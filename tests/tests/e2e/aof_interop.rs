@@ -114,15 +114,13 @@ fn logs_that_redis_server_wrote_load_as_there() {
     }
 }
 
-/// The log of a one-thread Goblin is redis-server's to load: its transactions (EXEC, a
-/// FLUSHALL inside one, MSET, SWAPDB) are written as redis-server writes them, in
-/// MULTI/EXEC or alone, without Goblin's `GOBLIN.TXPART`/`TXCOMMIT` records — before and
-/// after a rewrite.
+/// The log of a Goblin of any thread count is redis-server's to load: its transactions
+/// (EXEC, a FLUSHALL inside one, MSET, SWAPDB, a move across shards) are written as
+/// redis-server writes them, in MULTI/EXEC or alone, without records of Goblin's own —
+/// before and after a rewrite, and across restarts with other thread counts (the record
+/// file goes on). redis-check-aof finds it valid.
 #[test]
-fn a_one_thread_log_loads_in_redis_server() {
-    let dir = Dir::new("aof-to-redis");
-    let mut goblin = logging("goblin", &dir, "1");
-    let mut raw = goblin.raw();
+fn a_log_of_any_thread_count_loads_in_redis_server() {
     let more = [
         "MSET m:a 1 m:b 2 m:c 3",
         "MULTI",
@@ -134,76 +132,205 @@ fn a_one_thread_log_loads_in_redis_server() {
         "SWAPDB 7 0",
         "RPUSH src x y",
         "LMOVE src dst LEFT RIGHT",
+        // (No spaces: the line is split at them.)
+        "EVAL redis.call('set',KEYS[1],1);redis.call('publish','ch','m');\
+         return(redis.call('incr',KEYS[2])) 2 e:a e:b",
     ];
-    for line in WRITES.iter().chain(&more) {
-        ok(&mut raw, line);
-    }
-    ok(&mut raw, "BGREWRITEAOF");
-    wait_rewrite(&mut raw);
-    for line in WRITES.iter().chain(&more) {
-        ok(&mut raw, line);
-    }
-    ok(&mut raw, "SET after:rewrite 1");
-    let want = all_databases(&mut goblin.client());
-    goblin.kill();
-    // Goblin loads it back…
-    let mut again = logging("goblin", &dir, "1");
-    assert_eq!(all_databases(&mut again.client()), want);
-    again.kill();
-    // …and so does redis-server.
-    let logs = fs::read_dir(dir.path().join("appendonlydir")).unwrap();
-    for file in logs.flatten() {
-        let bytes = fs::read(file.path()).unwrap();
+    for threads in ["1", "2", "3"] {
+        let dir = Dir::new("aof-to-redis");
+        let mut goblin = logging("goblin", &dir, threads);
+        let mut raw = goblin.raw();
+        for line in WRITES.iter().chain(&more) {
+            ok(&mut raw, line);
+        }
+        ok(&mut raw, "BGREWRITEAOF");
+        wait_rewrite(&mut raw);
+        for line in WRITES.iter().chain(&more) {
+            ok(&mut raw, line);
+        }
+        goblin.kill();
+        // Another thread count goes on in the same file.
+        let mut goblin = logging("goblin", &dir, if threads == "1" { "2" } else { "1" });
+        ok(&mut goblin.raw(), "SET after:restart 1");
+        let want = all_databases(&mut goblin.client());
+        goblin.kill();
+        let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
+        let text = fs::read_to_string(&manifest).unwrap();
+        assert_eq!(text.lines().count(), 2, "{threads} threads: {text}");
+        // Goblin loads it back…
+        let mut again = logging("goblin", &dir, threads);
+        assert_eq!(
+            all_databases(&mut again.client()),
+            want,
+            "{threads} threads"
+        );
+        again.kill();
+        // …and so does redis-server, and its checker.
+        let logs = fs::read_dir(dir.path().join("appendonlydir")).unwrap();
+        for file in logs.flatten() {
+            let bytes = fs::read(file.path()).unwrap();
+            assert!(
+                !bytes.windows(7).any(|w| w.eq_ignore_ascii_case(b"GOBLIN.")),
+                "{}",
+                file.path().display()
+            );
+            assert!(
+                !bytes.windows(7).any(|w| w.eq_ignore_ascii_case(b"PUBLISH")),
+                "{}",
+                file.path().display()
+            );
+        }
+        let mut redis = logging("redis", &dir, "");
+        assert_eq!(
+            all_databases(&mut redis.client()),
+            want,
+            "{threads} threads"
+        );
+        redis.kill();
+        let out = Command::new("redis-check-aof")
+            .arg(&manifest)
+            .output()
+            .expect("redis-check-aof runs");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
         assert!(
-            !bytes.windows(7).any(|w| w.eq_ignore_ascii_case(b"GOBLIN.")),
-            "{}",
-            file.path().display()
+            out.status.success() && said.contains("is valid"),
+            "{threads} threads: {text}\n{said}"
         );
     }
-    let mut redis = logging("redis", &dir, "");
-    assert_eq!(all_databases(&mut redis.client()), want);
-    redis.kill();
 }
 
-/// The log of several threads (a file per shard, generations of different thread
-/// counts, a rewrite's base) is one that redis-check-aof reads and finds valid: the
-/// manifest lists each file with its own, growing, sequence number.
+/// For the same writes of one client — each of one key, or of keys of one slot — the
+/// record file holds the bytes redis-server's holds, whatever the thread count: the
+/// `SELECT`s where the database changes, MULTI/EXEC around a transaction and a script,
+/// PUBLISH left out, relative expiries as absolute ones, a read that found a key expired
+/// as its DEL.
 #[test]
-fn a_several_thread_log_passes_redis_check_aof() {
-    let dir = Dir::new("aof-check");
-    let start = |threads: &str| logging("goblin", &dir, threads);
-    let mut goblin = start("3");
-    let mut raw = goblin.raw();
-    for line in WRITES.iter().chain(&["MSET m:a 1 m:b 2 m:c 3 m:d 4"]) {
-        ok(&mut raw, line);
+fn records_are_redis_servers_bytes() {
+    let writes = [
+        "SET a 1",
+        "INCR a",
+        "SET b 2 PXAT 99999999999999",
+        "SELECT 3",
+        "RPUSH l x y z",
+        "LPOP l",
+        "HSET h f v",
+        "SELECT 0",
+        "MULTI",
+        "SET {t}a 1",
+        "INCR {t}b",
+        "EXEC",
+        "EVAL redis.call('set',KEYS[1],1);redis.call('publish','ch','m');\
+         return(redis.call('set',KEYS[2],2)) 2 {s}a {s}b",
+        "PUBLISH ch m",
+        // (Its deadline: in 20 ms, a placeholder in the records compared.)
+        "SET gone 1 PXAT <at>",
+        "DEBUG SLEEP 0.03",
+        "GET gone",
+        "DEL a",
+    ];
+    let mut seen = Vec::new();
+    for (kind, threads) in [
+        ("redis", ""),
+        ("goblin", "1"),
+        ("goblin", "2"),
+        ("goblin", "3"),
+    ] {
+        let dir = Dir::new("aof-bytes");
+        let server = logging(kind, &dir, threads);
+        let mut raw = server.raw();
+        let at = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            + 20)
+            .to_string();
+        for line in writes {
+            ok(&mut raw, &line.replace("<at>", &at));
+        }
+        drop(raw);
+        drop(server);
+        let (names, manifest) = log_files(&dir);
+        let incr = names
+            .iter()
+            .find(|n| n.ends_with(".incr.aof"))
+            .expect("a record file");
+        let bytes = fs::read(dir.path().join("appendonlydir").join(incr)).unwrap();
+        let records = show(&bytes).replace(&at, "<at>");
+        seen.push((format!("{kind} {threads}"), names, manifest, records));
     }
-    ok(&mut raw, "BGREWRITEAOF");
-    wait_rewrite(&mut raw);
-    for line in WRITES {
-        ok(&mut raw, line);
+    let (redis, goblins) = seen.split_first().unwrap();
+    for goblin in goblins {
+        assert_eq!(goblin.1, redis.1, "{}: the files", goblin.0);
+        assert_eq!(goblin.2, redis.2, "{}: the manifest", goblin.0);
+        assert_eq!(goblin.3, redis.3, "{}: the records", goblin.0);
     }
-    goblin.kill();
-    // Two threads: a new generation after the three files of the last.
-    let mut goblin = start("2");
-    ok(&mut goblin.raw(), "MSET n:a 1 n:b 2 n:c 3 n:d 4");
-    let want = all_databases(&mut goblin.client());
-    goblin.kill();
-    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
-    let text = fs::read_to_string(&manifest).unwrap();
-    assert_eq!(text.lines().count(), 6, "{text}");
-    let out = Command::new("redis-check-aof")
-        .arg(&manifest)
-        .output()
-        .expect("redis-check-aof runs");
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && said.contains("is valid"),
-        "{text}\n{said}"
+}
+
+/// A log of an earlier Goblin version — a record file per shard, a transaction's parts
+/// framed by `GOBLIN.TXPART` and ended by `GOBLIN.TXCOMMIT` — loads (a part without its
+/// commit dropped), and the log goes on in a new record file of every key, as
+/// redis-server names it, listed after the old ones; it comes back after a restart.
+#[test]
+fn an_earlier_goblins_log_of_a_file_per_shard_loads_and_goes_on() {
+    let dir = Dir::new("aof-earlier");
+    let logs = dir.path().join("appendonlydir");
+    fs::create_dir_all(&logs).unwrap();
+    let part = |id: &str| format!("GOBLIN.TXPART {id} 1");
+    let shard0 = records(&[
+        "SELECT 0",
+        "SET a 1",
+        &part("x-0-1"),
+        "SET t0 1",
+        "GOBLIN.TXCOMMIT x-0-1",
+        &part("x-0-2"),
+        "SET lost0 1",
+    ]);
+    let shard1 = records(&[
+        "SELECT 0",
+        "SET b 2",
+        &part("x-0-1"),
+        "SET t1 1",
+        &part("x-0-2"),
+        "SET lost1 1",
+    ]);
+    fs::write(logs.join("appendonly.aof.1.0.incr.aof"), shard0).unwrap();
+    fs::write(logs.join("appendonly.aof.1.1.incr.aof"), shard1).unwrap();
+    let listed = "file appendonly.aof.1.0.incr.aof seq 1 type i shard 0 shards 2 generation 1\n\
+                  file appendonly.aof.1.1.incr.aof seq 2 type i shard 1 shards 2 generation 1\n";
+    fs::write(logs.join("appendonly.aof.manifest"), listed).unwrap();
+    let keys = |server: &Server| {
+        let mut raw = server.raw();
+        ["a", "b", "t0", "t1", "lost0", "lost1", "c"]
+            .iter()
+            .map(|k| show(&raw.cmd_str(&format!("GET {k}"))))
+            .collect::<Vec<_>>()
+    };
+    let want = |c: &str| {
+        [
+            "$1\r\n1\r\n",
+            "$1\r\n2\r\n",
+            "$1\r\n1\r\n",
+            "$1\r\n1\r\n",
+            "$-1\r\n",
+            "$-1\r\n",
+            c,
+        ]
+        .iter()
+        .map(|r| show(r.as_bytes()))
+        .collect::<Vec<_>>()
+    };
+    let goblin = logging("goblin", &dir, "2");
+    assert_eq!(keys(&goblin), want("$-1\r\n"));
+    ok(&mut goblin.raw(), "SET c 3");
+    drop(goblin);
+    let manifest = fs::read_to_string(logs.join("appendonly.aof.manifest")).unwrap();
+    assert_eq!(
+        manifest,
+        format!("{listed}file appendonly.aof.3.incr.aof seq 3 type i\n")
     );
-    let mut again = start("3");
-    assert_eq!(all_databases(&mut again.client()), want);
-    again.kill();
+    let goblin = logging("goblin", &dir, "3");
+    assert_eq!(keys(&goblin), want("$1\r\n3\r\n"));
 }
 
 /// The log's records as redis-server writes them.
@@ -566,8 +693,8 @@ fn log_files(dir: &Dir) -> (Vec<String>, String) {
 /// commands) before its first record file; with `aof-use-rdb-preamble no`, a rewrite's
 /// base is the commands redis-server writes (every type, two databases, a stream with
 /// its group, consumers and pending entry, a library), named `.base.aof`, and
-/// redis-server loads it to the same dataset. With one thread the files and manifests
-/// are redis-server's; with two, the bases are.
+/// redis-server loads it to the same dataset. The files and manifests are
+/// redis-server's, with one thread and with two.
 #[test]
 fn bases_are_written_as_redis_server_writes_them() {
     const LIBRARY: &[u8] =
@@ -654,25 +781,8 @@ fn bases_are_written_as_redis_server_writes_them() {
         let (redis, goblins) = seen.split_first().unwrap();
         for goblin in goblins {
             let what = &goblin.0;
-            if what.contains("goblin 1 ") {
-                assert_eq!(goblin.1, redis.1, "{what}: the start's files");
-                assert_eq!(goblin.2, redis.2, "{what}: the rewrite's files");
-            } else {
-                // (Two threads: a record file per shard, the base as one thread's.)
-                let base = |files: &[String]| files.iter().find(|f| f.contains(".base.")).cloned();
-                assert_eq!(
-                    base(&goblin.1.0),
-                    base(&redis.1.0),
-                    "{what}: the start's base"
-                );
-                // (Numbered after the shards' files.)
-                let form = |name: &str| name.rsplit_once(".base.").map(|(_, f)| f.to_string());
-                assert_eq!(
-                    form(&goblin.3),
-                    form(&redis.3),
-                    "{what}: the rewrite's base"
-                );
-            }
+            assert_eq!(goblin.1, redis.1, "{what}: the start's files");
+            assert_eq!(goblin.2, redis.2, "{what}: the rewrite's files");
             assert_eq!(goblin.4, redis.4, "{what}: the base's commands");
             assert_eq!(goblin.5, redis.5, "{what}: the dataset");
             assert_eq!(goblin.6, redis.6, "{what}: the library after DEBUG LOADAOF");
@@ -702,21 +812,16 @@ fn settled_files(dir: &Dir) -> (Vec<String>, String) {
 /// from the log.
 type Run = (String, Vec<(Vec<String>, String)>, Vec<u8>);
 
-/// Runs `steps` (see [`Run`]) and checks what every run must: the same data as
-/// redis-server's, and with one thread the same directory and manifest after every step;
-/// `two_threads` checks the two-thread run against redis-server's.
-fn same_log_as_redis(prefix: &str, steps: &[&str], two_threads: impl Fn(&Run, &Run)) {
+/// Runs `steps` (see [`Run`]) and checks that every Goblin run has redis-server's
+/// data, and its directory and manifest after every step.
+fn same_log_as_redis(prefix: &str, steps: &[&str]) {
     let seen = log_runs(prefix, steps);
     let (redis, goblins) = seen.split_first().expect("redis first");
     for goblin in goblins {
         assert_eq!(goblin.2, redis.2, "{}: the data", goblin.0);
-        if goblin.0 == "goblin 1" {
-            for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
-                let after = if i == 0 { "start" } else { steps[i - 1] };
-                assert_eq!(g, r, "{}: after {after}", goblin.0);
-            }
-        } else {
-            two_threads(goblin, redis);
+        for (i, (g, r)) in goblin.1.iter().zip(&redis.1).enumerate() {
+            let after = if i == 0 { "start" } else { steps[i - 1] };
+            assert_eq!(g, r, "{}: after {after}", goblin.0);
         }
     }
 }
@@ -768,8 +873,8 @@ fn log_runs(prefix: &str, steps: &[&str]) -> Vec<Run> {
 /// A base and the record files are numbered each on from their own last, and a
 /// rewrite with the log off writes the base alone, as redis-server's: the files and
 /// manifests after a rewrite, the log turned off, a rewrite then, DEBUG LOADAOF, the
-/// log on again and another rewrite are redis-server's (one thread); with two threads a
-/// rewrite with the log off leaves the base alone too, and the data comes back.
+/// log on again and another rewrite are redis-server's, with one thread and with two,
+/// and the data comes back.
 #[test]
 fn log_files_are_numbered_as_redis_server_numbers_them() {
     let steps: &[&str] = &[
@@ -784,21 +889,13 @@ fn log_files_are_numbered_as_redis_server_numbers_them() {
         "BGREWRITEAOF",
         "SET d 4",
     ];
-    // (Two threads: a record file per shard.) After the rewrite with the log off, the
-    // base alone, numbered as redis-server's.
-    same_log_as_redis("aof-numbers", steps, |goblin, redis| {
-        assert_eq!(
-            goblin.1[5], redis.1[5],
-            "{}: the rewrite with the log off",
-            goblin.0
-        );
-    });
+    same_log_as_redis("aof-numbers", steps);
 }
 
 /// `aof-disable-auto-gc yes`: a rewrite keeps the files it replaced, listed as history
 /// (`type h`, newest first), not replayed; turned off, they are deleted and listed no
-/// more — the files and manifests redis-server's at one thread; at two, the history
-/// comes and goes too; the data is the same throughout, and after a restart.
+/// more — the files and manifests redis-server's, with one thread and with two; the data
+/// is the same throughout, and after a restart.
 #[test]
 fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
     let steps: &[&str] = &[
@@ -811,16 +908,5 @@ fn history_is_kept_without_auto_gc_as_redis_keeps_it() {
         "CONFIG SET aof-disable-auto-gc no",
         "SET c 3",
     ];
-    let histories = |files: &[(Vec<String>, String)]| -> Vec<bool> {
-        files.iter().map(|(_, m)| m.contains(" type h")).collect()
-    };
-    // (Two threads: a record file per shard, each kept as history.)
-    same_log_as_redis("aof-history", steps, |goblin, redis| {
-        assert_eq!(
-            histories(&goblin.1),
-            histories(&redis.1),
-            "{}: history or none",
-            goblin.0
-        );
-    });
+    same_log_as_redis("aof-history", steps);
 }

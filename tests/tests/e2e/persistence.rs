@@ -309,6 +309,22 @@ fn a_torn_last_record_is_cut_and_a_corrupt_one_stops_the_start() {
     assert_eq!(cmd(&mut server.raw(), "EXISTS t1"), b":0\r\n");
     server.kill();
 
+    // So is a transaction without its EXEC (the log's own form of a transaction),
+    // whatever the thread count.
+    let mut multi = fs::read(&file).unwrap();
+    multi.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$2\r\nt2\r\n$1\r\n1\r\n");
+    fs::write(&file, &multi).unwrap();
+    let mut two = base.to_vec();
+    two[7] = "2";
+    let mut server = Server::goblin_with(&two);
+    assert_eq!(cmd(&mut server.raw(), "EXISTS t2"), b":0\r\n");
+    ok(&mut server.raw(), "SET after:multi 1");
+    server.kill();
+    let mut server = Server::goblin_with(&base);
+    assert_eq!(cmd(&mut server.raw(), "GET after:multi"), b"$1\r\n1\r\n");
+    assert_eq!(cmd(&mut server.raw(), "EXISTS t2"), b":0\r\n");
+    server.kill();
+
     // Garbage in the middle: the start stops, naming the file and the offset.
     let good = fs::read(&file).unwrap();
     let mut corrupt = good.clone();
