@@ -633,13 +633,16 @@ impl Master {
     /// and which leaves `last_db` selected; `kinds` says what in it one of them leaves
     /// out ([`REPL_ONLY`], [`MARKED`]).
     fn append(&self, bytes: &[u8], lead: Option<(u16, usize)>, last_db: Option<u16>, kinds: u8) {
+        if !self.stream_fed() {
+            if self.log.fed() {
+                self.log.append(bytes, lead, last_db, kinds);
+            }
+            return;
+        }
         // (Under the stream's lock: the log orders pieces as the stream does.)
         let mut stream = self.stream();
         if self.log.fed() {
             self.log.append(bytes, lead, last_db, kinds);
-        }
-        if !self.stream_fed() {
-            return;
         }
         let piece = unselected(bytes, lead, stream.db);
         let start = stream.buf.len();
