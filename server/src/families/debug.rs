@@ -152,7 +152,7 @@ enum Job {
         flush: bool,
         merge: bool,
     },
-    /// Writes out every shard's log, reads the log's files back, and puts their keys in
+    /// Writes the log out (what every shard fed it), reads its files back, and puts their keys in
     /// place of those in memory.
     LoadAof(LoadAof),
     /// The arguments' error.
@@ -547,7 +547,7 @@ impl Plan for DebugPlan {
                     return cx.done(|e| e.error(LOADAOF_WITHOUT_LOG));
                 }
                 *step = LoadAof::Replay;
-                // Each shard's log written out first, as redis-server flushes its own.
+                // The log written out first, as redis-server flushes its own.
                 let hops = (0..cx.slots.shards())
                     .map(|shard| {
                         Hop::run(shard, |ctx| {
@@ -670,7 +670,7 @@ type Chunk = Vec<crate::persist::load::Loaded>;
 /// DEBUG LOADAOF's steps.
 #[derive(Debug)]
 enum LoadAof {
-    /// Every shard writes its log out.
+    /// Every shard writes out what it fed the log.
     Sync,
     /// The log's files are read back, and each shard is given its keys.
     Replay,

@@ -1,15 +1,16 @@
 //! Loading at start-up, on a thread of its own while the workers answer `LOADING`.
 //!
 //! With `appendonly yes`: the log's base snapshot and then its records, generation by
-//! generation, replayed into one keyspace that owns every slot (the log's files were
-//! written by as many shards as the last run had; this run may have another number), then
-//! moved to the shards that own the keys now. A torn last record is cut off (with
+//! generation, replayed into one keyspace that owns every slot (a log of an earlier
+//! version has a file per shard of the run that wrote it; this run may have another
+//! number), then moved to the shards that own the keys now. A torn last record is cut off (with
 //! `aof-load-truncated yes`, the default), anything else malformed stops the server with
 //! the file, the offset and the reason. Without the log: the snapshot (`--loadrdb`, or
 //! `dir/dbfilename` when it exists), whose keys go straight to their shards.
 //!
-//! Keys already expired are dropped. The workers take their keys in chunks, then their
-//! log (the file this run appends to), and the last one to do so ends the loading.
+//! Keys already expired are dropped. The log's file this run appends to is opened; the
+//! workers take their keys in chunks, and the last one to be told loading is over ends
+//! it.
 
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};

@@ -48,11 +48,11 @@ pub struct Persist {
     stop_writes_on_bgsave_error: AtomicBool,
     /// `appendfsync`, as CONFIG SET leaves it (0 always, 1 everysec, 2 no).
     appendfsync: AtomicU8,
-    /// DEBUG AOF-FLUSH-SLEEP: microseconds each log slept before writing its records
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds the log sleeps before writing its records
     /// (0: none), for redis-server's tests of what a reply waits for.
     pub aof_flush_sleep_us: AtomicU64,
-    /// `aof-timestamp-enabled`: each shard's log writes `#TS:<Unix seconds>` before its
-    /// records when the second changed since its last, as redis-server annotates its.
+    /// `aof-timestamp-enabled`: the log writes `#TS:<Unix seconds>` before its records
+    /// when the second changed since its last, as redis-server annotates its.
     pub aof_timestamps: AtomicBool,
     /// `aof-use-rdb-preamble`: a rewrite's base is an RDB file (yes, the default) or
     /// commands (no: `aof_base.rs`).
@@ -348,7 +348,7 @@ impl Persist {
     }
 
     /// CONFIG SET appendonly: on, the log starts with a rewrite (worker 0 begins it);
-    /// off, every shard closes its log and a rewrite in progress is killed. True when
+    /// off, the log is written out and closed and a rewrite in progress is killed. True when
     /// the workers are to be woken: worker 0 to begin the rewrite, the shards to drop
     /// their images of the one killed.
     pub fn set_log(self: &std::sync::Arc<Self>, on: bool) -> bool {

@@ -529,7 +529,7 @@ pub enum SaveKind {
         schedule: bool,
     },
     /// BGREWRITEAOF: a background save into the log's directory as its new base, with
-    /// every shard's log going on in a new generation of files from the same instant.
+    /// the log going on in a new record file from the same instant.
     Rewrite,
     /// SHUTDOWN: save now when asked (`save`) or when `save` rules are set (unless
     /// `nosave`), then end the process; a failed save stops the shutdown unless `force`.
@@ -835,7 +835,7 @@ impl SavePlan {
         let persist = &cx.shared.persist;
         let config = &cx.shared.config.persist;
         persist.rewriting.store(true, Ordering::SeqCst);
-        // (Any rewrite starts a log just turned on: its instant opens the shards' logs.)
+        // (Any rewrite starts a log just turned on: its instant opens the log's file.)
         persist.log_start.store(false, Ordering::SeqCst);
         persist.rotation_failed.store(false, Ordering::SeqCst);
         persist

@@ -793,7 +793,7 @@ impl Worker {
     }
 
     /// CONFIG SET appendonly yes (worker 0, woken for it, in the loop iteration after):
-    /// the log starts with a rewrite, whose instant opens each shard's log, as
+    /// the log starts with a rewrite, whose instant opens its record file, as
     /// redis-server's `startAppendOnly` starts it at once — or once the background
     /// save running ends.
     fn start_log_if_asked(&mut self) {

@@ -406,8 +406,9 @@ impl<'a> ShardCtx<'a> {
         self.unlogged
     }
 
-    /// The shard's log writes what it holds to its file once this unit is done (DEBUG
-    /// LOADAOF reads the files next, as redis-server flushes its log first).
+    /// What the shard fed the log, and what the log holds, is written to its file once
+    /// this unit is done (DEBUG LOADAOF reads the files next, as redis-server flushes
+    /// its log first).
     pub fn sync_log(&mut self) {
         self.sync_log = true;
     }
