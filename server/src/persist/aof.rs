@@ -151,14 +151,7 @@ impl Log {
     /// # Errors
     /// When the file cannot be opened.
     pub fn open(&self, path: PathBuf) -> io::Result<()> {
-        let file = open_append(&path)?;
-        let written = file.metadata()?.len();
-        let mut state = self.state();
-        state.file = Some(Arc::new(file));
-        state.path = path;
-        state.written = written;
-        state.selected = None;
-        drop(state);
+        switch_to(&mut self.state(), path)?;
         self.feed();
         Ok(())
     }
@@ -178,11 +171,7 @@ impl Log {
         if state.file.is_none() {
             return;
         }
-        let skip = match lead {
-            Some((db, len)) if state.selected == Some(db) => len,
-            _ => 0,
-        };
-        let piece = bytes.get(skip..).unwrap_or_default();
+        let piece = crate::repl::master::unselected(bytes, lead, state.selected);
         if kinds != 0 {
             let reader = crate::repl::master::Reader::Log;
             crate::repl::master::for_reader(piece, &mut state.pending, reader);
@@ -283,11 +272,7 @@ impl Log {
         {
             persist.set_aof_error(Some(strerror(&e)));
         }
-        let file = open_append(&path)?;
-        state.written = file.metadata().map_or(0, |m| m.len());
-        state.file = Some(Arc::new(file));
-        state.path = path;
-        state.selected = None;
+        switch_to(&mut state, path)?;
         state.pending.clear();
         Ok(())
     }
@@ -322,6 +307,16 @@ impl Log {
             None => Ok(()),
         }
     }
+}
+
+/// The log goes on in `path` (opened to append), with no database selected.
+fn switch_to(state: &mut LogState, path: PathBuf) -> io::Result<()> {
+    let file = open_append(&path)?;
+    state.written = file.metadata()?.len();
+    state.file = Some(Arc::new(file));
+    state.path = path;
+    state.selected = None;
+    Ok(())
 }
 
 fn fail_fatally(what: &str, path: &Path, e: &io::Error) -> ! {

@@ -983,7 +983,7 @@ fn select_into(buf: &mut Vec<u8>, selected: &mut Option<u16>, db: u16) {
 
 /// `bytes` without their leading SELECT (`lead`, as [`leading_select`] finds it) when
 /// that database is `selected` already.
-fn unselected(bytes: &[u8], lead: Option<(u16, usize)>, selected: Option<u16>) -> &[u8] {
+pub(crate) fn unselected(bytes: &[u8], lead: Option<(u16, usize)>, selected: Option<u16>) -> &[u8] {
     let skip = match lead {
         Some((db, len)) if selected == Some(db) => len,
         _ => 0,
