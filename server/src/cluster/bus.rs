@@ -1,12 +1,17 @@
 //! The cluster bus: one thread that talks with the other nodes on the bus port (the
 //! client port + 10000). Goblin nodes speak their own messages (Goblin-to-Goblin only),
 //! with redis-server's roles: MEET introduces a node, PING and PONG carry the sender's
-//! epochs and slots and gossip about the nodes it knows (so that a node met by one
-//! becomes known to all), FAIL spreads a failure a majority agreed on, UPDATE tells a
-//! node whose claim on slots is stale who holds them now.
+//! epochs and slots (a replica's: its master's), its role and replication offset, and
+//! gossip about the nodes it knows (so that a node met by one becomes known to all),
+//! FAIL spreads a failure a majority agreed on, UPDATE tells a node whose claim on slots
+//! is stale who holds them now; AUTH-REQ and AUTH-ACK are a replica's election (its
+//! request for the masters' votes, and a vote), MFSTART a manual failover's request to
+//! the master to pause its writes.
 //!
-//! Frames: a 4-byte big-endian length, then the message. Every field is read with its
-//! bounds checked: a malformed frame closes its link and changes nothing.
+//! Frames: a 4-byte big-endian length, then the message: its header, its kind's body,
+//! then a trailer (the sender's master, its replication offset and the manual-failover
+//! flags; a frame without one, of an earlier Goblin, is a master's). Every field is read
+//! with its bounds checked: a malformed frame closes its link and changes nothing.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -20,7 +25,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::{
-    Cluster, FAIL, HANDSHAKE, LinkInfo, MASTER, MEET, MYSELF, NOADDR, Node, NodeId, PFAIL, State,
+    Cluster, Election, FAIL, HANDSHAKE, LinkInfo, MANUAL_TIMEOUT, MASTER, MEET, MYSELF, Manual,
+    NOADDR, Node, NodeId, PFAIL, SLAVE, State, id_str,
 };
 use crate::clock::now_ms;
 
@@ -40,6 +46,9 @@ const CRON: Duration = Duration::from_millis(100);
 const ANNOUNCE_EVERY: Millis = 20;
 /// How often each node is pinged (at least: `cluster-node-timeout` / 2 at most).
 const PING_EVERY: Millis = 1000;
+/// A master paused for a manual failover announces its offset this long after the
+/// pause began: commands other threads were running as it began are in it by then.
+const PAUSE_SETTLE: Millis = 100;
 
 /// Message kinds, as indices into the counters of CLUSTER INFO.
 const PING: u8 = 0;
@@ -47,6 +56,16 @@ const PONG: u8 = 1;
 const MEET_MSG: u8 = 2;
 const FAIL_MSG: u8 = 3;
 const UPDATE: u8 = 4;
+const AUTH_REQUEST: u8 = 5;
+const AUTH_ACK: u8 = 6;
+const MFSTART: u8 = 7;
+
+/// The trailer's tag.
+const TRAILER: u8 = b'T';
+/// Trailer flags: the sender, a master, paused its writes for a manual failover.
+const PAUSED: u8 = 1;
+/// Trailer flags: an AUTH-REQ of a manual failover (its master need not be failing).
+const FORCEACK: u8 = 2;
 
 /// What a message says about one node it knows.
 #[derive(Debug)]
@@ -74,6 +93,12 @@ struct Message {
     about: Option<NodeId>,
     /// UPDATE: that node's epoch and slots.
     update: Option<(u64, Box<[u64; SLOTS / 64]>)>,
+    /// The sender is a replica of this master.
+    master: Option<NodeId>,
+    /// The sender's replication offset.
+    offset: u64,
+    /// [`PAUSED`], [`FORCEACK`].
+    mflags: u8,
 }
 
 /// Reads fields off a frame, refusing to go past its end.
@@ -139,7 +164,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
     let kind = r.u8()?;
     let sender = r.id()?;
     let ip = r.ip()?;
-    // (The sender's flags: every Goblin node is a master.)
+    // (The sender's flags: its role is the trailer's.)
     let (port, cport, _flags) = (r.u16()?, r.u16()?, r.u16()?);
     let (current_epoch, config_epoch) = (r.u64()?, r.u64()?);
     let slots = r.slots()?;
@@ -155,6 +180,9 @@ fn decode(frame: &[u8]) -> Option<Message> {
         gossip: Vec::new(),
         about: None,
         update: None,
+        master: None,
+        offset: 0,
+        mflags: 0,
     };
     match kind {
         PING | PONG | MEET_MSG => {
@@ -174,14 +202,33 @@ fn decode(frame: &[u8]) -> Option<Message> {
             msg.about = Some(r.id()?);
             msg.update = Some((r.u64()?, r.slots()?));
         }
+        AUTH_REQUEST | AUTH_ACK | MFSTART => {}
         _ => return None,
+    }
+    // The trailer (absent from an earlier Goblin's frames: a master's).
+    if !r.buf.is_empty() {
+        if r.u8()? != TRAILER {
+            return None;
+        }
+        msg.master = match r.u8()? {
+            0 => None,
+            1 => Some(r.id()?),
+            _ => return None,
+        };
+        msg.offset = r.u64()?;
+        msg.mflags = r.u8()?;
+        if !r.buf.is_empty() {
+            return None;
+        }
     }
     Some(msg)
 }
 
-/// Starts a message from this node: kind, then its header.
+/// Starts a message from this node: kind, then its header — a replica's with its
+/// master's epoch and slots, as redis-server's.
 fn header(state: &State, kind: u8) -> Vec<u8> {
     let me = state.me();
+    let claims = state.my_master().unwrap_or(me);
     let mut out = Vec::with_capacity(2200);
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(MAGIC);
@@ -193,13 +240,34 @@ fn header(state: &State, kind: u8) -> Vec<u8> {
     out.extend_from_slice(&me.cport.to_be_bytes());
     out.extend_from_slice(&(me.flags & !MYSELF).to_be_bytes());
     out.extend_from_slice(&state.current_epoch.to_be_bytes());
-    out.extend_from_slice(&me.config_epoch.to_be_bytes());
-    put_slots(&mut out, &me.slots);
+    out.extend_from_slice(&claims.config_epoch.to_be_bytes());
+    put_slots(&mut out, &claims.slots);
     out
 }
 
-/// Writes the length prefix of a finished message.
-fn finish(mut out: Vec<u8>) -> Vec<u8> {
+/// Ends a message: its trailer (this node's master, offset and manual-failover flags),
+/// then its length prefix.
+fn finish(state: &State, mut out: Vec<u8>) -> Vec<u8> {
+    out.push(TRAILER);
+    match state.me().master.filter(|_| state.me().is_replica()) {
+        Some(m) => {
+            out.push(1);
+            out.extend_from_slice(&m);
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(&state.offset.to_be_bytes());
+    let mut mflags = 0;
+    if let Some(m) = &state.manual
+        && m.replica.is_some()
+        && now_ms() >= m.paused_at + PAUSE_SETTLE
+    {
+        mflags |= PAUSED;
+    }
+    if state.election.as_ref().is_some_and(|e| e.forced) {
+        mflags |= FORCEACK;
+    }
+    out.push(mflags);
     let len = (out.len() - 4) as u32;
     out[..4].copy_from_slice(&len.to_be_bytes());
     out
@@ -222,7 +290,7 @@ fn ping(state: &State, kind: u8, to: &NodeId) -> Vec<u8> {
         out.extend_from_slice(&n.cport.to_be_bytes());
         out.extend_from_slice(&(n.flags & !MYSELF).to_be_bytes());
     }
-    finish(out)
+    finish(state, out)
 }
 
 /// One bus connection.
@@ -250,20 +318,29 @@ struct Bus {
     outbound: HashMap<NodeId, usize>,
     /// The routes' version last announced to the other nodes.
     announced: u64,
-    /// Wakes the workers when the routes change.
-    wake_workers: WakeWorkers,
+    hooks: Hooks,
+    /// This node, a master, paused its clients' writes for a manual failover.
+    paused: bool,
     last_cron: Millis,
 }
 
-/// Wakes the workers (so that each looks at the new routes: its clients blocked on a slot
-/// that left are redirected).
-pub type WakeWorkers = Box<dyn Fn() + Send>;
+/// What the bus asks of the rest of the server.
+pub struct Hooks {
+    /// Wakes the workers (so that each looks at the new routes: its clients blocked on
+    /// a slot that left are redirected; worker 0 follows a new master, or stops).
+    pub wake_workers: Box<dyn Fn() + Send>,
+    /// This node's replication offset ([`super::own_offset`]).
+    pub offset: Box<dyn Fn() -> u64 + Send>,
+    /// Pauses the clients' writes until the time given (a master's part in a manual
+    /// failover), or, with `None`, ends that pause.
+    pub pause_writes: Box<dyn Fn(Option<Millis>) + Send>,
+}
 
 /// Binds the bus port and starts its thread.
 ///
 /// # Errors
 /// When the port cannot be bound.
-pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, wake: WakeWorkers) -> io::Result<()> {
+pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, hooks: Hooks) -> io::Result<()> {
     let listener = TcpListener::bind(SocketAddr::new(ip, port))?;
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -278,7 +355,8 @@ pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, wake: WakeWorkers) ->
         links: slab::Slab::new(),
         outbound: HashMap::new(),
         announced: u64::MAX,
-        wake_workers: wake,
+        hooks,
+        paused: false,
         last_cron: 0,
     };
     bus.poll
@@ -594,12 +672,9 @@ impl Bus {
             cluster.mark_dirty();
         }
         let timeout = state.node_timeout;
+        changed |= learn_role(&mut state, &msg);
         if let Some(node) = state.nodes.get_mut(&msg.sender) {
-            // Every Goblin node is a master (a node met by MEET learns it here).
-            if node.flags & MASTER == 0 {
-                node.flags |= MASTER;
-                changed = true;
-            }
+            node.repl_offset = msg.offset;
             if msg.kind == PONG {
                 node.pong_received = now;
                 node.ping_sent = 0;
@@ -630,15 +705,34 @@ impl Bus {
                 changed = true;
             }
         }
+        let sender_is_master = state
+            .nodes
+            .get(&msg.sender)
+            .is_some_and(|n| !n.is_replica());
+        // A manual failover: the paused master's offset, which its replica waits for.
+        if msg.mflags & PAUSED != 0
+            && state.my_master().is_some_and(|m| m.id == msg.sender)
+            && let Some(manual) = state.manual.as_mut()
+            && manual.master_offset.is_none()
+        {
+            crate::log!(
+                Notice,
+                "Received replication offset for paused master manual failover: {}",
+                msg.offset
+            );
+            manual.master_offset = Some(msg.offset);
+        }
         match msg.kind {
             PING | PONG | MEET_MSG => {
-                // The common case: the sender claims what this node knows it serves.
+                // The common case: the sender claims what this node knows it serves. (A
+                // replica's header carries its master's claims: they are its master's to
+                // make.)
                 let known = state
                     .nodes
                     .get(&msg.sender)
                     .is_some_and(|n| *n.slots == *msg.slots);
-                if !known {
-                    changed |= claim_slots(&mut state, &msg.sender, msg.config_epoch, &msg.slots);
+                if !known && sender_is_master {
+                    changed |= self.claims(&mut state, &msg.sender, msg.config_epoch, &msg.slots);
                     if let Some(update) = stale_claim(&state, &msg.sender, &msg.slots) {
                         state.sent[usize::from(UPDATE)] += 1;
                         drop(state);
@@ -646,7 +740,9 @@ impl Bus {
                         state = cluster.lock();
                     }
                 }
-                changed |= epoch_collision(&mut state, &msg.sender);
+                if sender_is_master {
+                    changed |= epoch_collision(&mut state, &msg.sender);
+                }
                 changed |= gossip(&mut state, &msg, now);
             }
             FAIL_MSG => {
@@ -666,15 +762,97 @@ impl Bus {
                     && n.config_epoch < *epoch
                 {
                     n.config_epoch = *epoch;
-                    claim_slots(&mut state, &about, *epoch, slots);
+                    self.claims(&mut state, &about, *epoch, slots);
                     changed = true;
                 }
+            }
+            AUTH_REQUEST => {
+                if let Some(ack) = grant_vote(&mut state, &msg, now) {
+                    cluster.mark_dirty();
+                    state.sent[usize::from(AUTH_ACK)] += 1;
+                    drop(state);
+                    self.send(key, ack);
+                    state = cluster.lock();
+                }
+            }
+            AUTH_ACK => {
+                let size = state.size;
+                let voter_serves = state
+                    .nodes
+                    .get(&msg.sender)
+                    .is_some_and(|n| !n.is_replica() && n.slot_count() > 0);
+                if voter_serves
+                    && let Some(e) = state.election.as_mut()
+                    && e.epoch != 0
+                    && msg.current_epoch >= e.epoch
+                {
+                    e.votes += 1;
+                    if e.votes > size / 2 {
+                        changed |= won(&mut state);
+                    }
+                }
+            }
+            // A replica of this master asks it to pause for its manual failover.
+            MFSTART
+                if state.me().slot_count() > 0
+                    && state
+                        .nodes
+                        .get(&msg.sender)
+                        .is_some_and(|n| n.is_replica() && n.master == Some(state.myself)) =>
+            {
+                crate::log!(
+                    Notice,
+                    "Manual failover requested by replica {}.",
+                    id_str(&msg.sender)
+                );
+                state.manual = Some(Manual {
+                    until: now + MANUAL_TIMEOUT,
+                    force: false,
+                    asked: false,
+                    master_offset: None,
+                    replica: Some(msg.sender),
+                    paused_at: now,
+                });
+                (self.hooks.pause_writes)(Some(now + MANUAL_TIMEOUT));
+                self.paused = true;
             }
             _ => {}
         }
         if changed {
             cluster.changed(&mut state);
         }
+    }
+
+    /// `sender`, a master, claims `slots` at `epoch` ([`claim_slots`]). When the slots
+    /// it takes were the last of this node's, or of this replica's master, this node
+    /// becomes its replica (redis-server's clusterUpdateSlotsConfigWith): a master
+    /// whose replica was promoted in its absence follows it when it comes back, and so
+    /// do the old master's other replicas.
+    fn claims(
+        &mut self,
+        state: &mut State,
+        sender: &NodeId,
+        epoch: u64,
+        slots: &[u64; SLOTS / 64],
+    ) -> bool {
+        let mine = state.my_master().map_or(state.myself, |m| m.id);
+        let before = state.nodes.get(&mine).map_or(0, Node::slot_count);
+        let changed = claim_slots(state, sender, epoch, slots);
+        let after = state.nodes.get(&mine).map_or(0, Node::slot_count);
+        if changed
+            && before > 0
+            && after == 0
+            && *sender != state.myself
+            && state.me().master != Some(*sender)
+        {
+            crate::log!(
+                Notice,
+                "Configuration change detected. Reconfiguring myself as a replica of {}",
+                id_str(sender)
+            );
+            state.set_master(*sender);
+        }
+        changed
     }
 
     /// Once every [`CRON`]: links to open, pings to send, silent nodes to suspect,
@@ -688,7 +866,7 @@ impl Bus {
         let myself = state.myself;
         if announce {
             self.announced = cluster.version();
-            (self.wake_workers)();
+            (self.hooks.wake_workers)();
         }
         // Handshakes that never completed are dropped.
         let stale: Vec<NodeId> = state
@@ -749,7 +927,10 @@ impl Bus {
             {
                 n.linked = true;
             }
-            if announce || due {
+            // (A master paused for its replica's manual failover pings it every cron:
+            // its offset is what the replica waits for.)
+            let waiting = state.manual.as_ref().is_some_and(|m| m.replica == Some(id));
+            if announce || due || waiting {
                 to_send.push((key, id, false));
             }
         }
@@ -774,9 +955,11 @@ impl Bus {
                 link.output.extend_from_slice(&msg);
             }
         }
-        // Suspect the silent; agree on failures.
+        // Suspect the silent; agree on failures (this node's own suspicion counts when
+        // it is a master).
         let masters = state.size.max(1);
         let needed = masters / 2 + 1;
+        let own_vote = usize::from(!state.me().is_replica());
         let mut failed = Vec::new();
         for node in state.nodes.values_mut() {
             if node.flags & MYSELF != 0 || node.flags & HANDSHAKE != 0 {
@@ -790,7 +973,7 @@ impl Bus {
                 changed = true;
             }
             node.fail_reports.retain(|(_, at)| now <= at + 2 * timeout);
-            if node.flags & PFAIL != 0 && node.fail_reports.len() + 1 >= needed {
+            if node.flags & PFAIL != 0 && node.fail_reports.len() + own_vote >= needed {
                 node.flags = (node.flags | FAIL) & !PFAIL;
                 node.fail_time = now;
                 failed.push(node.id);
@@ -801,16 +984,18 @@ impl Bus {
             crate::log!(
                 Notice,
                 "Marking node {} as failing (quorum reached).",
-                super::id_str(&id)
+                id_str(&id)
             );
             let mut msg = header(&state, FAIL_MSG);
             msg.extend_from_slice(&id);
-            let msg = finish(msg);
+            let msg = finish(&state, msg);
             for (_, link) in self.links.iter_mut().filter(|(_, l)| l.to.is_some()) {
                 link.output.extend_from_slice(&msg);
                 state.sent[usize::from(FAIL_MSG)] += 1;
             }
         }
+        state.offset = (self.hooks.offset)();
+        changed |= self.failover_cron(&mut state, now);
         let was_ok = state.ok;
         state.update_state(now);
         if state.ok != was_ok {
@@ -848,6 +1033,121 @@ impl Bus {
     }
 }
 
+impl Bus {
+    /// The failover steps of each cron (redis-server's clusterHandleManualFailover and
+    /// clusterHandleSlaveFailover): a manual failover's deadline; on its master, the
+    /// pause of its writes ends with it; on the replica, its request to the master, then
+    /// its election once it has the paused master's whole stream (at once with FORCE);
+    /// and a replica's election when its master failed, after a delay that lets the
+    /// replica with most of the history ask first. True when the state changed.
+    fn failover_cron(&mut self, state: &mut State, now: Millis) -> bool {
+        if state.manual.as_ref().is_some_and(|m| now > m.until) {
+            crate::log!(Warning, "Manual failover timed out.");
+            state.manual = None;
+            if state.election.as_ref().is_some_and(|e| e.forced) {
+                state.election = None;
+            }
+        }
+        let pausing =
+            !state.me().is_replica() && state.manual.as_ref().is_some_and(|m| m.replica.is_some());
+        if self.paused && !pausing {
+            (self.hooks.pause_writes)(None);
+            self.paused = false;
+        }
+        let Some((master, failed, serves)) = state
+            .my_master()
+            .map(|m| (m.id, m.failed(), m.slot_count() > 0))
+        else {
+            state.election = None;
+            return false;
+        };
+        if let Some(m) = state.manual.as_mut()
+            && m.replica.is_none()
+        {
+            let ask = !m.force && !m.asked;
+            m.asked = true;
+            let ready = m.force || m.master_offset.is_some_and(|o| state.offset >= o);
+            if ready && state.election.is_none() {
+                if !m.force {
+                    crate::log!(
+                        Notice,
+                        "All master replication stream processed, manual failover can start."
+                    );
+                }
+                state.election = Some(Election {
+                    at: now,
+                    epoch: 0,
+                    votes: 0,
+                    forced: true,
+                });
+            }
+            if ask && let Some(&key) = self.outbound.get(&master) {
+                let msg = finish(state, header(state, MFSTART));
+                state.sent[usize::from(MFSTART)] += 1;
+                if let Some(link) = self.links.get_mut(key) {
+                    link.output.extend_from_slice(&msg);
+                }
+            }
+        }
+        if state.election.is_none() && failed && serves {
+            let offset = state.offset;
+            let myself = state.myself;
+            let rank = state
+                .replicas_of(&master)
+                .iter()
+                .filter(|r| r.id != myself && r.repl_offset > offset)
+                .count() as u64;
+            let delay = 500 + crate::util::random_u64() % 500 + rank * 1000;
+            crate::log!(
+                Notice,
+                "Start of election delayed for {delay} milliseconds (rank #{rank}, offset \
+                 {offset})."
+            );
+            state.election = Some(Election {
+                at: now + delay,
+                epoch: 0,
+                votes: 0,
+                forced: false,
+            });
+        }
+        let Some(election) = state.election.clone() else {
+            return false;
+        };
+        if !election.forced && !failed {
+            // The master came back before the election.
+            state.election = None;
+            return false;
+        }
+        let timeout = (state.node_timeout * 2).max(2000);
+        if now < election.at {
+            return false;
+        }
+        if now > election.at + timeout {
+            // Expired: another is scheduled once twice the timeout passed.
+            if now > election.at + 2 * timeout {
+                crate::log!(Notice, "Failover attempt expired.");
+                state.election = None;
+            }
+            return false;
+        }
+        if election.epoch == 0 {
+            state.current_epoch += 1;
+            let epoch = state.current_epoch;
+            crate::log!(Notice, "Starting a failover election for epoch {epoch}.");
+            if let Some(e) = state.election.as_mut() {
+                e.epoch = epoch;
+            }
+            let msg = finish(state, header(state, AUTH_REQUEST));
+            for (_, link) in self.links.iter_mut().filter(|(_, l)| l.to.is_some()) {
+                link.output.extend_from_slice(&msg);
+                state.sent[usize::from(AUTH_REQUEST)] += 1;
+            }
+            self.cluster.mark_dirty();
+        }
+        false
+    }
+}
+
 /// `sender` claims `slots` at `epoch`: it takes each slot that no node serves, or whose
 /// node's epoch is older — unless this node is importing it. True when a slot changed
 /// hands.
@@ -873,7 +1173,7 @@ fn claim_slots(state: &mut State, sender: &NodeId, epoch: u64, slots: &[u64; SLO
                 crate::log!(
                     Notice,
                     "Slot {slot} is now served by {} (epoch {epoch}).",
-                    super::id_str(sender)
+                    id_str(sender)
                 );
                 state.migrating_to.remove(&slot);
             }
@@ -901,7 +1201,7 @@ fn stale_claim(state: &State, sender: &NodeId, slots: &[u64; SLOTS / 64]) -> Opt
             msg.extend_from_slice(&node.id);
             msg.extend_from_slice(&node.config_epoch.to_be_bytes());
             put_slots(&mut msg, &node.slots);
-            return Some(finish(msg));
+            return Some(finish(state, msg));
         }
     }
     None
@@ -910,6 +1210,9 @@ fn stale_claim(state: &State, sender: &NodeId, slots: &[u64; SLOTS / 64]) -> Opt
 /// Two masters with one config epoch: the one with the greater name takes a new epoch
 /// (redis-server's clusterHandleConfigEpochCollision).
 fn epoch_collision(state: &mut State, sender: &NodeId) -> bool {
+    if state.me().is_replica() {
+        return false;
+    }
     let mine = state.me().config_epoch;
     let Some(theirs) = state.nodes.get(sender).map(|n| n.config_epoch) else {
         return false;
@@ -923,8 +1226,129 @@ fn epoch_collision(state: &mut State, sender: &NodeId) -> bool {
     crate::log!(
         Verbose,
         "WARNING: configEpoch collision with node {}. configEpoch set to {epoch}",
-        super::id_str(sender)
+        id_str(sender)
     );
+    true
+}
+
+/// What a message says of its sender's role: a master, or a replica of `msg.master`. A
+/// master that turns replica gives up its slots (redis-server's clusterDelNodeSlots).
+/// True when its role changed.
+fn learn_role(state: &mut State, msg: &Message) -> bool {
+    let Some(node) = state.nodes.get(&msg.sender) else {
+        return false;
+    };
+    if node.flags & HANDSHAKE != 0 {
+        return false;
+    }
+    match msg.master {
+        None if node.flags & MASTER != 0 && !node.is_replica() => false,
+        None => {
+            state.set_as_master(&msg.sender);
+            true
+        }
+        Some(master) if node.is_replica() && node.master == Some(master) => false,
+        Some(master) => {
+            if !node.is_replica() {
+                for slot in 0..SLOTS {
+                    if state.slots[slot] == Some(msg.sender) {
+                        state.assign(slot, None);
+                    }
+                }
+            }
+            let shard = state.nodes.get(&master).map(|m| m.shard_id);
+            if let Some(n) = state.nodes.get_mut(&msg.sender) {
+                n.flags = (n.flags & !MASTER) | SLAVE;
+                n.master = Some(master);
+                if let Some(shard) = shard {
+                    n.shard_id = shard;
+                }
+            }
+            true
+        }
+    }
+}
+
+/// A master's answer to a replica's AUTH-REQ (redis-server's
+/// clusterSendFailoverAuthIfNeeded): its vote — an AUTH-ACK — when it serves slots, has
+/// not voted in this epoch, the replica's master failed (or the request is a manual
+/// failover's), it did not vote for a replica of that master lately, and no slot the
+/// replica claims has a newer claim; else nothing (the refusal is logged).
+fn grant_vote(state: &mut State, msg: &Message, now: Millis) -> Option<Vec<u8>> {
+    let me = state.me();
+    if me.is_replica() || me.slot_count() == 0 {
+        return None;
+    }
+    let requester = id_str(&msg.sender).to_string();
+    let denied = |why: String| {
+        crate::log!(Warning, "Failover auth denied to {requester}: {why}");
+        None
+    };
+    let (req_epoch, current) = (msg.current_epoch, state.current_epoch);
+    if req_epoch < current {
+        return denied(format!("reqEpoch ({req_epoch}) < curEpoch({current})"));
+    }
+    if state.last_vote_epoch == current {
+        return denied(format!("already voted for epoch {current}"));
+    }
+    let node = state.nodes.get(&msg.sender)?;
+    if !node.is_replica() {
+        return denied("it is a master node".into());
+    }
+    let Some(master) = node.master.and_then(|m| state.nodes.get(&m)) else {
+        return denied("I don't know its master".into());
+    };
+    if !master.failed() && msg.mflags & FORCEACK == 0 {
+        return denied("its master is up".into());
+    }
+    let wait = state.node_timeout * 2;
+    if now < master.voted_time + wait {
+        return denied(format!(
+            "can't vote about this master before {} milliseconds",
+            master.voted_time + wait - now
+        ));
+    }
+    for slot in super::slots_of(&msg.slots) {
+        let owner_epoch = state.slots[slot]
+            .and_then(|o| state.nodes.get(&o))
+            .map_or(0, |o| o.config_epoch);
+        if owner_epoch > msg.config_epoch {
+            return denied(format!(
+                "slot {slot} epoch ({owner_epoch}) > reqEpoch ({})",
+                msg.config_epoch
+            ));
+        }
+    }
+    let master = master.id;
+    state.last_vote_epoch = current;
+    if let Some(m) = state.nodes.get_mut(&master) {
+        m.voted_time = now;
+    }
+    crate::log!(
+        Notice,
+        "Failover auth granted to {requester} for epoch {current}"
+    );
+    Some(finish(state, header(state, AUTH_ACK)))
+}
+
+/// A replica's election is won: it takes its master's place with the election's epoch.
+fn won(state: &mut State) -> bool {
+    let Some(election) = state.election.take() else {
+        return false;
+    };
+    if state.my_master().is_none() {
+        return false;
+    }
+    crate::log!(Notice, "Failover election won: I'm the new master.");
+    if state.me().config_epoch < election.epoch {
+        state.me_mut().config_epoch = election.epoch;
+        crate::log!(
+            Notice,
+            "configEpoch set to {} after successful failover",
+            election.epoch
+        );
+    }
+    state.replace_master();
     true
 }
 
@@ -962,7 +1386,9 @@ fn gossip(state: &mut State, msg: &Message, now: Millis) -> bool {
         {
             continue;
         }
-        let mut node = Node::new(g.id, &g.ip, g.port, g.cport, MASTER, now);
+        // (A replica's master is learned from its own messages.)
+        let role = if g.flags & SLAVE != 0 { SLAVE } else { MASTER };
+        let mut node = Node::new(g.id, &g.ip, g.port, g.cport, role, now);
         node.shard_id = g.id;
         state.nodes.insert(g.id, node);
         changed = true;
@@ -989,9 +1415,31 @@ mod tests {
         assert_eq!(msg.gossip.len(), 1);
         assert_eq!(msg.gossip[0].id, other);
         assert!(msg.slots[0] & (1 << 5) != 0);
+        assert_eq!(msg.master, None);
+        // Every cut fails, but the one before the trailer: an earlier Goblin's frame.
+        let trailer = 1 + 1 + 8 + 1;
         for cut in 0..frame.len() - 4 {
-            assert!(decode(&frame[4..4 + cut]).is_none());
+            let decoded = decode(&frame[4..4 + cut]);
+            assert_eq!(
+                decoded.is_some(),
+                cut == frame.len() - 4 - trailer,
+                "cut {cut}"
+            );
         }
         assert!(decode(b"GBus\x01\x09").is_none());
+
+        // A replica announces its master, its offset, and its master's slots.
+        state.assign(5, Some(other));
+        state.set_master(other);
+        state.offset = 1234;
+        let frame = ping(&state, PONG, &other);
+        let msg = decode(&frame[4..]).expect("a PONG decodes");
+        assert_eq!(msg.master, Some(other));
+        assert_eq!(msg.offset, 1234);
+        assert!(msg.slots[0] & (1 << 5) != 0);
+        let mut bad = frame[4..].to_vec();
+        let at = bad.len() - 1 - 8 - 40 - 1 - 1;
+        bad[at] = b'X';
+        assert!(decode(&bad).is_none(), "a trailer with another tag");
     }
 }

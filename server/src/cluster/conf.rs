@@ -8,7 +8,7 @@ use std::path::Path;
 use goblin_store::Millis;
 use goblin_store::SLOTS;
 
-use super::{FAIL, HANDSHAKE, MASTER, MYSELF, NOADDR, Node, State, parse_id};
+use super::{FAIL, HANDSHAKE, MASTER, MYSELF, NOADDR, Node, SLAVE, State, parse_id};
 
 /// The file's text for `state`.
 pub fn render(state: &State) -> String {
@@ -95,14 +95,20 @@ pub fn parse(text: &str, now: Millis) -> Result<State, String> {
             flags |= match f {
                 "myself" => MYSELF,
                 "master" => MASTER,
+                "slave" => SLAVE,
                 "fail" => FAIL,
                 "noaddr" => NOADDR,
                 _ => 0,
             };
         }
-        flags |= MASTER;
+        if flags & SLAVE == 0 {
+            flags |= MASTER;
+        }
         let mut node = Node::new(id, &ip, port, cport, flags, now);
         node.shard_id = id;
+        if flags & SLAVE != 0 {
+            node.master = parse_id(words[3].as_bytes());
+        }
         node.config_epoch = words[6].parse().map_err(|_| format!("bad epoch: {line}"))?;
         for slot in &words[8..] {
             if let Some(open_slot) = slot.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
@@ -164,6 +170,17 @@ pub fn parse(text: &str, now: Millis) -> Result<State, String> {
             state.importing_from.insert(slot, from);
         }
     }
+    // A replica is in its master's shard.
+    let shards: Vec<(super::NodeId, super::NodeId)> = state
+        .nodes
+        .values()
+        .filter_map(|n| Some((n.id, state.nodes.get(&n.master?)?.shard_id)))
+        .collect();
+    for (id, shard) in shards {
+        if let Some(n) = state.nodes.get_mut(&id) {
+            n.shard_id = shard;
+        }
+    }
     state.current_epoch = epochs.0.max(state.max_epoch());
     state.last_vote_epoch = epochs.1;
     Ok(state)
@@ -191,6 +208,19 @@ vars currentEpoch 3 lastVoteEpoch 0
         let again = parse(&render(&state), 1).expect("what it wrote parses");
         assert_eq!(render(&again), render(&state));
         assert!(parse("garbage\n", 1).is_err());
+
+        // A replica's line names its master, and it shares its master's shard.
+        let text = "\
+cf21c207afbdec69617c01a9679b25c7fcc98fac 127.0.0.1:7103@17103 master - 0 1796279349685 3 connected 0-16383
+50b096430fc57cf700963eb28fc7fb836d1659f5 127.0.0.1:7101@17101 myself,slave cf21c207afbdec69617c01a9679b25c7fcc98fac 0 0 3 connected
+vars currentEpoch 3 lastVoteEpoch 2
+";
+        let state = parse(text, 1).expect("the file parses");
+        let master = state.my_master().expect("its master is known");
+        assert_eq!(master.name(), "cf21c207afbdec69617c01a9679b25c7fcc98fac");
+        assert_eq!(state.me().shard_id, master.shard_id);
+        assert_eq!(state.last_vote_epoch, 2);
+        assert!(render(&state).contains("myself,slave cf21c207afbdec69617c01a9679b25c7fcc98fac"));
         assert!(parse("vars currentEpoch x\n", 1).is_err());
     }
 }

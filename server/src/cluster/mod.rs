@@ -26,7 +26,7 @@ pub type NodeId = [u8; 40];
 
 /// The node is this one.
 pub const MYSELF: u16 = 1;
-/// The node is a master (every Goblin node is).
+/// The node is a master.
 pub const MASTER: u16 = 2;
 /// The node did not answer within `cluster-node-timeout` (suspected, `fail?`).
 pub const PFAIL: u16 = 4;
@@ -38,12 +38,16 @@ pub const HANDSHAKE: u16 = 16;
 pub const NOADDR: u16 = 32;
 /// A MEET is to be sent to it (rather than a PING).
 pub const MEET: u16 = 64;
+/// The node is a replica (of [`Node::master`]).
+pub const SLAVE: u16 = 128;
 
 /// How long a forgotten node may not be added back by gossip (redis-server: 60 s).
 pub const FORGET_TTL: Millis = 60_000;
 
 /// The kinds of bus messages, in the order CLUSTER INFO lists their counters.
-pub const MESSAGE_KINDS: [&str; 5] = ["ping", "pong", "meet", "fail", "update"];
+pub const MESSAGE_KINDS: [&str; 8] = [
+    "ping", "pong", "meet", "fail", "update", "auth-req", "auth-ack", "mfstart",
+];
 
 /// One node of the cluster, as this node sees it.
 #[derive(Clone, Debug)]
@@ -76,6 +80,12 @@ pub struct Node {
     pub fail_reports: Vec<(NodeId, Millis)>,
     /// The bus link to it is up.
     pub linked: bool,
+    /// A replica: the master it replicates (`None` for a master, or while unknown).
+    pub master: Option<NodeId>,
+    /// The replication offset it last announced (a replica's: what it applied).
+    pub repl_offset: u64,
+    /// A master: when this node last voted for one of its replicas in an election.
+    pub voted_time: Millis,
 }
 
 impl Node {
@@ -96,7 +106,20 @@ impl Node {
             slots: Box::new([0; SLOTS / 64]),
             fail_reports: Vec::new(),
             linked: false,
+            master: None,
+            repl_offset: 0,
+            voted_time: 0,
         }
+    }
+
+    /// Whether it is a replica.
+    pub fn is_replica(&self) -> bool {
+        self.flags & SLAVE != 0
+    }
+
+    /// Whether it is failing (`fail`, agreed on by a majority).
+    pub fn failed(&self) -> bool {
+        self.flags & FAIL != 0
     }
 
     /// Whether it serves `slot`.
@@ -130,6 +153,9 @@ impl Node {
         }
         if self.flags & MASTER != 0 {
             parts.push("master");
+        }
+        if self.flags & SLAVE != 0 {
+            parts.push("slave");
         }
         if self.flags & PFAIL != 0 {
             parts.push("fail?");
@@ -235,6 +261,43 @@ pub struct LinkInfo {
     pub send_allocated: usize,
 }
 
+/// A replica's election to replace its failed master (redis-server's
+/// `clusterHandleSlaveFailover`): it asks the masters for their votes once its delay
+/// passed, and takes its master's slots with a majority of them.
+#[derive(Clone, Debug)]
+pub struct Election {
+    /// When it asks for votes (its delay: a random part, and a second per replica of the
+    /// same master with more of the history).
+    pub at: Millis,
+    /// The epoch it asked for (0: not asked yet).
+    pub epoch: u64,
+    /// Votes received for that epoch.
+    pub votes: usize,
+    /// A manual failover's: the master's consent is implied (FORCE, or it paused).
+    pub forced: bool,
+}
+
+/// A manual failover (CLUSTER FAILOVER without TAKEOVER): on the replica that asked,
+/// or on its master, which pauses its clients' writes meanwhile.
+#[derive(Clone, Debug)]
+pub struct Manual {
+    /// When it is abandoned (redis-server: 5 s).
+    pub until: Millis,
+    /// FORCE: the replica does not wait for its master.
+    pub force: bool,
+    /// On the replica: its master was asked to pause (MFSTART sent).
+    pub asked: bool,
+    /// On the replica: the offset its paused master announced (`None`: not yet).
+    pub master_offset: Option<u64>,
+    /// On the master: the replica it paused its writes for.
+    pub replica: Option<NodeId>,
+    /// On the master: when the pause began.
+    pub paused_at: Millis,
+}
+
+/// How long a manual failover may take (redis-server's `CLUSTER_MF_TIMEOUT`).
+pub const MANUAL_TIMEOUT: Millis = 5000;
+
 /// This node's view of the cluster.
 #[derive(Debug)]
 pub struct State {
@@ -250,16 +313,23 @@ pub struct State {
     pub importing_from: BTreeMap<usize, NodeId>,
     /// The greatest epoch this node has seen.
     pub current_epoch: u64,
-    /// The last epoch it voted in (no failover: stays as loaded).
+    /// The last epoch it voted in (a master grants one vote per epoch).
     pub last_vote_epoch: u64,
+    /// A replica's election, while one is due or under way.
+    pub election: Option<Election>,
+    /// A manual failover (CLUSTER FAILOVER), on the replica that asked for it or on
+    /// the master that paused its writes for it.
+    pub manual: Option<Manual>,
+    /// This node's replication offset, as the bus last read it ([`own_offset`]).
+    pub offset: u64,
     /// Whether the cluster can serve keys (`cluster_state:ok`).
     pub ok: bool,
     /// Masters serving at least one slot.
     pub size: usize,
     /// Bus messages sent, by kind ([`MESSAGE_KINDS`]).
-    pub sent: [u64; 5],
+    pub sent: [u64; 8],
     /// Bus messages received, by kind.
-    pub received: [u64; 5],
+    pub received: [u64; 8],
     /// Nodes CLUSTER FORGET removed, with when they may come back.
     pub forgotten: HashMap<NodeId, Millis>,
     /// The bus's links (kept by the bus thread).
@@ -288,10 +358,13 @@ impl State {
             importing_from: BTreeMap::new(),
             current_epoch: 0,
             last_vote_epoch: 0,
+            election: None,
+            manual: None,
+            offset: 0,
             ok: false,
             size: 0,
-            sent: [0; 5],
-            received: [0; 5],
+            sent: [0; 8],
+            received: [0; 8],
             forgotten: HashMap::new(),
             links: Vec::new(),
             writable_after: now + 2000,
@@ -336,6 +409,87 @@ impl State {
         self.nodes.remove(id);
         for node in self.nodes.values_mut() {
             node.fail_reports.retain(|(by, _)| by != id);
+            if node.master == Some(*id) {
+                node.master = None;
+            }
+        }
+    }
+
+    /// This node's master, when it is a replica whose master is known.
+    pub fn my_master(&self) -> Option<&Node> {
+        let me = self.me();
+        me.master
+            .filter(|_| me.is_replica())
+            .and_then(|m| self.nodes.get(&m))
+    }
+
+    /// The replicas of `master`, by name.
+    pub fn replicas_of(&self, master: &NodeId) -> Vec<&Node> {
+        let mut replicas: Vec<&Node> = self
+            .nodes
+            .values()
+            .filter(|n| n.is_replica() && n.master == Some(*master))
+            .collect();
+        replicas.sort_unstable_by_key(|n| n.id);
+        replicas
+    }
+
+    /// This node becomes a replica of `master` (redis-server's clusterSetMaster): a
+    /// master gives up its slots and open slots first; any election or manual failover
+    /// ends. The workers follow the new master once the routes change
+    /// (`Worker::follow_cluster_role`).
+    pub fn set_master(&mut self, master: NodeId) {
+        let myself = self.myself;
+        for slot in 0..SLOTS {
+            if self.slots[slot] == Some(myself) {
+                self.assign(slot, None);
+            }
+        }
+        self.migrating_to.clear();
+        self.importing_from.clear();
+        self.election = None;
+        self.manual = None;
+        let shard = self.nodes.get(&master).map(|m| m.shard_id);
+        let me = self.me_mut();
+        me.flags = (me.flags & !MASTER) | SLAVE;
+        me.master = Some(master);
+        if let Some(shard) = shard {
+            me.shard_id = shard;
+        }
+    }
+
+    /// This replica takes its master's place (redis-server's
+    /// clusterFailoverReplaceYourMaster): it becomes a master serving every slot its
+    /// master served; the old master keeps its name with no slot, until it says it is a
+    /// replica of this node. The caller announces it (`Cluster::changed`); the workers
+    /// stop following the old master then (`Worker::follow_cluster_role`).
+    pub fn replace_master(&mut self) {
+        let Some(old) = self.my_master().map(|m| m.id) else {
+            return;
+        };
+        let myself = self.myself;
+        self.set_as_master(&myself);
+        for slot in 0..SLOTS {
+            if self.slots[slot] == Some(old) {
+                self.assign(slot, Some(myself));
+            }
+        }
+        self.election = None;
+        self.manual = None;
+        crate::log!(
+            Notice,
+            "Failover: this node ({}) replaces its master {} (epoch {}).",
+            id_str(&myself),
+            id_str(&old),
+            self.me().config_epoch
+        );
+    }
+
+    /// A replica of this node's view becomes a master (or one announced as such).
+    pub fn set_as_master(&mut self, id: &NodeId) {
+        if let Some(n) = self.nodes.get_mut(id) {
+            n.flags = (n.flags & !SLAVE) | MASTER;
+            n.master = None;
         }
     }
 
@@ -428,14 +582,24 @@ impl State {
         } else {
             "disconnected"
         };
+        let master = match node.master {
+            Some(m) if node.is_replica() => id_str(&m).to_string(),
+            _ => "-".to_string(),
+        };
+        // A replica's epoch is its master's (redis-server's nodeEpoch).
+        let epoch = node
+            .master
+            .filter(|_| node.is_replica())
+            .and_then(|m| self.nodes.get(&m))
+            .map_or(node.config_epoch, |m| m.config_epoch);
         let mut line = format!(
-            "{} {} {} - {} {} {} {}",
+            "{} {} {} {master} {} {} {} {}",
             node.name(),
             node.address(),
             node.flags_text(),
             node.ping_sent,
             node.pong_received,
-            node.config_epoch,
+            epoch,
             link
         );
         for (first, last) in node.slot_ranges() {
@@ -664,6 +828,16 @@ impl Cluster {
         self.dirty.store(true, Ordering::Relaxed);
         self.save()
     }
+}
+
+/// This node's replication offset as the bus announces it and CLUSTER SLOTS and SHARDS
+/// show it: a replica's, what it applied; a master's, its stream's length.
+pub fn own_offset(shared: &crate::runtime::server::Shared) -> u64 {
+    let offset = match shared.follow.view() {
+        Some(link) => link.offset,
+        None => shared.repl.offset.load(Ordering::SeqCst),
+    };
+    u64::try_from(offset).unwrap_or(0)
 }
 
 /// Whether this process runs in cluster mode (set once, as the cluster opens): for the

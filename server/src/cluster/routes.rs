@@ -44,6 +44,8 @@ pub struct Routes {
     addrs: Vec<String>,
     /// This node's index in `addrs`.
     me: u16,
+    /// A replica: its master's index in `addrs` (else [`NONE`]).
+    master: u16,
 }
 
 impl Routes {
@@ -97,7 +99,20 @@ impl Routes {
             open: !state.migrating_to.is_empty() || !state.importing_from.is_empty(),
             addrs,
             me: index(&state.myself),
+            master: state.my_master().map_or(NONE, |m| index(&m.id)),
         }
+    }
+
+    /// Whether this node is a replica of a known master.
+    pub fn replica(&self) -> bool {
+        self.master != NONE
+    }
+
+    /// Whether the keys of `slot` are here: this node serves it, or, a replica, its
+    /// master does (its data is the master's).
+    fn local(&self, slot: usize) -> bool {
+        let owner = self.owner.get(slot).copied().unwrap_or(NONE);
+        owner != NONE && (owner == self.me || owner == self.master)
     }
 
     /// Whether any slot migrates or imports.
@@ -119,7 +134,9 @@ impl Routes {
     /// it:
     /// `keys` — the slot of its first key and whether another key is in another slot
     /// (`None`: it has no key); `asking` — the client sent ASKING (or the command
-    /// implies it); `write` — the command may write (`cluster-allow-reads-when-down`).
+    /// implies it); `write` — the command may write (`cluster-allow-reads-when-down`);
+    /// `replica_read` — on a replica, the client may read its master's slots here
+    /// (READONLY, or sharded Pub/Sub) and the command does not write.
     /// Keys in a migrating slot run here; the shard that owns them answers ASK for the
     /// ones it lacks ([`Routes::on_shard`]).
     pub fn route(
@@ -128,6 +145,7 @@ impl Routes {
         asking: bool,
         write: bool,
         reads_when_down: bool,
+        replica_read: bool,
     ) -> Option<Vec<u8>> {
         let (first, cross) = keys?;
         let owner = self.owner.get(first).copied().unwrap_or(NONE);
@@ -146,6 +164,9 @@ impl Routes {
             }
         }
         if owner == self.me || (asking && self.importing.get(first) == Some(&true)) {
+            return None;
+        }
+        if replica_read && self.master != NONE && owner == self.master {
             return None;
         }
         Some(self.moved(first))
@@ -170,6 +191,11 @@ impl Routes {
     /// (`TRYAGAIN`); in a slot being imported (the client asked), a command of several
     /// keys that lacks some must wait too.
     pub fn on_shard(&self, slot: usize, keys: usize, missing: usize) -> Option<Vec<u8>> {
+        // A replica applies what its master sends, whatever its routes say (they may
+        // lag the master's), and its readers were routed already: no slot moves here.
+        if self.replica() {
+            return None;
+        }
         let importing = self.importing.get(slot) == Some(&true);
         if !self.mine(slot) && !importing {
             return Some(self.moved(slot));
@@ -195,22 +221,27 @@ impl Routes {
         if !self.ok {
             return Some(DOWN.to_vec());
         }
-        if self.mine(slot) || self.importing.get(slot) == Some(&true) {
+        if self.local(slot) || self.importing.get(slot) == Some(&true) {
             return None;
         }
         Some(self.moved(slot))
     }
 
-    /// Whether `slot` is leaving this node (migrating) or is no longer its own.
+    /// Whether `slot` is leaving this node (migrating) or is no longer its own (nor, on
+    /// a replica, its master's).
     pub fn leaving(&self, slot: usize) -> bool {
-        !self.mine(slot) || self.migrating.get(slot).is_some_and(|&m| m != NONE)
+        if self.replica() {
+            return false;
+        }
+        !self.local(slot) || self.migrating.get(slot).is_some_and(|&m| m != NONE)
     }
 
     /// Whether the shard must look at the keys of a command in `slot` (it is open, or no
-    /// longer this node's).
+    /// longer this node's — nor, on a replica, its master's).
     pub fn needs_check(&self, slot: usize) -> bool {
-        !self.mine(slot)
-            || self.migrating.get(slot).is_some_and(|&m| m != NONE)
-            || self.importing.get(slot) == Some(&true)
+        !self.replica()
+            && (!self.local(slot)
+                || self.migrating.get(slot).is_some_and(|&m| m != NONE)
+                || self.importing.get(slot) == Some(&true))
     }
 }

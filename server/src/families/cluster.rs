@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use goblin_protocol::{Encoder, parse_i64};
 use goblin_store::{SLOTS, key_slot};
 
-use crate::cluster::{self, Cluster, HANDSHAKE, MASTER, MEET, MYSELF, Node, State, id_str};
+use crate::cluster::{self, Cluster, HANDSHAKE, MASTER, MEET, MYSELF, Node, NodeId, State, id_str};
 use crate::table::handler::{Args, ConnCtx, Exec, ShardCtx};
 use crate::table::meta_node::{Meta, Node as M};
 use crate::table::{CommandTable, meta};
@@ -56,7 +56,7 @@ pub fn register(table: &mut CommandTable) {
             ("saveconfig", None, Exec::Conn(saveconfig)),
             ("replicas", None, Exec::Conn(replicas)),
             ("slaves", None, Exec::Conn(replicas)),
-            ("replicate", None, Exec::Conn(replicate)),
+            ("replicate", None, plan(replicate_plan)),
             ("failover", None, Exec::Conn(failover)),
             ("countkeysinslot", None, plan(countkeysinslot_plan)),
             ("getkeysinslot", None, plan(getkeysinslot_plan)),
@@ -81,7 +81,7 @@ pub fn register(table: &mut CommandTable) {
     );
     table.add(&meta::ASKING, Exec::Conn(asking));
     table.add(&meta::READONLY, Exec::Conn(readonly));
-    table.add(&meta::READWRITE, Exec::Conn(readonly));
+    table.add(&meta::READWRITE, Exec::Conn(readwrite));
 }
 
 /// The cluster, or the error of a node not in cluster mode.
@@ -243,7 +243,27 @@ fn slots_node(e: &mut Encoder<'_>, n: &Node) {
     e.map(0);
 }
 
-/// `CLUSTER SLOTS`: each run of slots one node serves, in slot order.
+/// A node's replication offset: this node's own, or the one it last announced.
+fn offset_of(ctx: &ConnCtx<'_>, n: &Node) -> u64 {
+    if n.flags & MYSELF != 0 {
+        cluster::own_offset(ctx.shared)
+    } else {
+        n.repl_offset
+    }
+}
+
+/// The replicas of `master` that CLUSTER SLOTS lists: not failing, and with some of the
+/// history (redis-server's isReplicaAvailable).
+fn available_replicas<'s>(ctx: &ConnCtx<'_>, state: &'s State, master: &Node) -> Vec<&'s Node> {
+    state
+        .replicas_of(&master.id)
+        .into_iter()
+        .filter(|r| !r.failed() && offset_of(ctx, r) != 0)
+        .collect()
+}
+
+/// `CLUSTER SLOTS`: each run of slots one node serves, in slot order, with the node and
+/// its replicas.
 fn slots(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let Some(c) = cluster(ctx) else {
         return;
@@ -259,30 +279,47 @@ fn slots(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             _ => runs.push((slot, slot, node)),
         }
     }
+    let replicas: Vec<Vec<&Node>> = runs
+        .iter()
+        .map(|(_, _, node)| available_replicas(ctx, &state, node))
+        .collect();
     let mut e = ctx.reply();
     e.array(runs.len());
-    for (first, last, node) in runs {
-        e.array(3);
+    for ((first, last, node), replicas) in runs.into_iter().zip(replicas) {
+        e.array(3 + replicas.len());
         e.integer(first as i64);
         e.integer(last as i64);
         slots_node(&mut e, node);
+        for r in replicas {
+            slots_node(&mut e, r);
+        }
     }
 }
 
-/// `CLUSTER SHARDS`: a shard per master (without replicas, one node each).
+/// `CLUSTER SHARDS`: a shard per master: its slots, then the master and its replicas.
 fn shards(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let Some(c) = cluster(ctx) else {
         return;
     };
     let state = c.lock();
-    let masters: Vec<&Node> = state
+    let masters: Vec<(&Node, Vec<&Node>)> = state
         .sorted_nodes()
         .into_iter()
         .filter(|n| n.flags & MASTER != 0 && n.flags & HANDSHAKE == 0)
+        .map(|n| (n, state.replicas_of(&n.id)))
+        .collect();
+    let offsets: Vec<Vec<u64>> = masters
+        .iter()
+        .map(|(m, rs)| {
+            std::iter::once(m)
+                .chain(rs.iter())
+                .map(|n| offset_of(ctx, n))
+                .collect()
+        })
         .collect();
     let mut e = ctx.reply();
     e.array(masters.len());
-    for n in masters {
+    for ((n, replicas), offsets) in masters.into_iter().zip(offsets) {
         e.map(2);
         e.bulk(b"slots");
         let ranges = n.slot_ranges();
@@ -292,28 +329,41 @@ fn shards(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
             e.integer(last as i64);
         }
         e.bulk(b"nodes");
-        e.array(1);
-        e.map(7);
-        e.bulk(b"id");
-        e.bulk(&n.id);
-        e.bulk(b"port");
-        e.integer(i64::from(n.port));
-        e.bulk(b"ip");
-        e.bulk(n.ip.as_bytes());
-        e.bulk(b"endpoint");
-        e.bulk(n.ip.as_bytes());
-        e.bulk(b"role");
-        e.bulk(b"master");
-        e.bulk(b"replication-offset");
-        e.integer(0);
-        e.bulk(b"health");
-        let health = if n.flags & cluster::FAIL != 0 {
-            "fail"
-        } else {
-            "online"
-        };
-        e.bulk(health.as_bytes());
+        e.array(1 + replicas.len());
+        for (n, offset) in std::iter::once(n).chain(replicas).zip(offsets) {
+            shard_node(&mut e, n, offset);
+        }
     }
+}
+
+/// A node as CLUSTER SHARDS describes it.
+fn shard_node(e: &mut Encoder<'_>, n: &Node, offset: u64) {
+    e.map(7);
+    e.bulk(b"id");
+    e.bulk(&n.id);
+    e.bulk(b"port");
+    e.integer(i64::from(n.port));
+    e.bulk(b"ip");
+    e.bulk(n.ip.as_bytes());
+    e.bulk(b"endpoint");
+    e.bulk(n.ip.as_bytes());
+    e.bulk(b"role");
+    e.bulk(if n.is_replica() {
+        b"replica"
+    } else {
+        b"master"
+    });
+    e.bulk(b"replication-offset");
+    e.integer(i64::try_from(offset).unwrap_or(i64::MAX));
+    e.bulk(b"health");
+    let health = if n.failed() {
+        "fail"
+    } else if n.is_replica() && offset == 0 {
+        "loading"
+    } else {
+        "online"
+    };
+    e.bulk(health.as_bytes());
 }
 
 /// `CLUSTER LINKS`
@@ -651,52 +701,150 @@ fn saveconfig(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     }
 }
 
-/// `CLUSTER REPLICAS node`, `CLUSTER SLAVES node`: Goblin nodes have no replicas.
+/// `CLUSTER REPLICAS node`, `CLUSTER SLAVES node`: the CLUSTER NODES lines of a
+/// master's replicas.
 fn replicas(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let Some(c) = cluster(ctx) else {
         return;
     };
-    let known = c.lock().lookup(args.get(2)).is_some();
-    if known {
-        ctx.reply().array(0);
-    } else {
-        unknown_node(ctx, args.get(2));
+    let state = c.lock();
+    let lines = state.lookup(args.get(2)).map(|n| {
+        if n.is_replica() {
+            return None;
+        }
+        let replicas = state.replicas_of(&n.id);
+        Some(
+            replicas
+                .into_iter()
+                .map(|r| state.node_line(r))
+                .collect::<Vec<_>>(),
+        )
+    });
+    drop(state);
+    match lines {
+        None => unknown_node(ctx, args.get(2)),
+        Some(None) => ctx.reply().error(b"ERR The specified node is not a master"),
+        Some(Some(lines)) => {
+            let mut e = ctx.reply();
+            e.array(lines.len());
+            for line in lines {
+                e.bulk(line.as_bytes());
+            }
+        }
     }
 }
 
-/// `CLUSTER REPLICATE node`: refused (no replicas in Goblin's cluster mode yet).
-fn replicate(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
+/// CLUSTER REPLICATE's checks, in redis-server's order, before and after the keys are
+/// counted (`keys`: this master's keys, once counted): the master to follow.
+fn replicate_target(state: &State, name: &[u8], keys: Option<i64>) -> Result<NodeId, Vec<u8>> {
+    let Some(n) = state.lookup(name) else {
+        return Err(format!("ERR Unknown node {}", String::from_utf8_lossy(name)).into_bytes());
+    };
+    if n.id == state.myself {
+        return Err(b"ERR Can't replicate myself".to_vec());
+    }
+    if n.is_replica() {
+        return Err(b"ERR I can only replicate a master, not a replica.".to_vec());
+    }
+    let me = state.me();
+    if !me.is_replica() && (me.slot_count() != 0 || keys.is_some_and(|k| k != 0)) {
+        return Err(
+            b"ERR To set a master the node must be empty and without assigned slots.".to_vec(),
+        );
+    }
+    Ok(n.id)
+}
+
+/// `CLUSTER REPLICATE node`: this node becomes a replica of that master — a master only
+/// when it has no slot and no key (counted on every shard). It follows the master once
+/// the routes change (`Worker::follow_cluster_role`).
+fn replicate_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
+    require_cluster(start)?;
+    if let Some(c) = start.shared.cluster.as_deref() {
+        replicate_target(&c.lock(), start.args.get(2), None)?;
+    }
+    Ok(Box::new(FanOut::new(
+        start.args,
+        count_part,
+        replicate_merge,
+    )))
+}
+
+fn replicate_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {
+    let Some(c) = cx.shared.cluster.as_deref() else {
+        return cx.reply(|e| e.error(DISABLED));
+    };
+    let name = args.get(2).map_or(&[][..], Vec::as_slice);
+    let mut state = c.lock();
+    match replicate_target(&state, name, Some(total(&parts))) {
+        Ok(master) => {
+            state.set_master(master);
+            c.changed(&mut state);
+            drop(state);
+            cx.reply(|e| e.ok())
+        }
+        Err(e) => {
+            drop(state);
+            cx.reply(|out| out.error(&e))
+        }
+    }
+}
+
+/// `CLUSTER FAILOVER [FORCE|TAKEOVER]`, on a replica: TAKEOVER takes its master's
+/// slots at once with a new epoch of its own; FORCE asks the masters' votes at once;
+/// without either, the master pauses its writes until this replica has its whole
+/// stream, then the replica asks the votes (the bus's cron takes the steps).
+fn failover(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
     let Some(c) = cluster(ctx) else {
         return;
     };
-    let state = c.lock();
-    let target = state.lookup(args.get(2)).map(|n| n.id);
-    let myself = state.myself;
+    let mode = args.get(2);
+    let (force, takeover) = match args.len() {
+        2 => (false, false),
+        3 if mode.eq_ignore_ascii_case(b"force") => (true, false),
+        3 if mode.eq_ignore_ascii_case(b"takeover") => (true, true),
+        _ => {
+            ctx.reply().error(crate::errors::SYNTAX);
+            return;
+        }
+    };
+    let mut state = c.lock();
+    let me = state.me();
+    let refusal: Option<&[u8]> = if !me.is_replica() {
+        Some(b"ERR You should send CLUSTER FAILOVER to a replica")
+    } else if state.my_master().is_none() {
+        Some(b"ERR I'm a replica but my master is unknown to me")
+    } else if !force && state.my_master().is_some_and(|m| m.failed() || !m.linked) {
+        Some(b"ERR Master is down or failed, please use CLUSTER FAILOVER FORCE")
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
+        drop(state);
+        ctx.reply().error(refusal);
+        return;
+    }
+    state.election = None;
+    state.manual = Some(cluster::Manual {
+        until: ctx.now + cluster::MANUAL_TIMEOUT,
+        force,
+        asked: false,
+        master_offset: None,
+        replica: None,
+        paused_at: 0,
+    });
+    if takeover {
+        crate::log!(Warning, "Taking over the master (user request).");
+        bump_epoch(&mut state);
+        state.replace_master();
+    } else if force {
+        crate::log!(Warning, "Forced failover user request accepted.");
+    } else {
+        crate::log!(Warning, "Manual failover user request accepted.");
+    }
+    c.changed(&mut state);
     drop(state);
-    match target {
-        None => unknown_node(ctx, args.get(2)),
-        Some(id) if id == myself => ctx.reply().error(b"ERR Can't replicate myself"),
-        Some(_) => ctx.reply().error(
-            b"ERR Goblin's cluster mode has no replicas: CLUSTER REPLICATE is not supported",
-        ),
-    }
-}
-
-/// `CLUSTER FAILOVER`: only replicas fail over, and a Goblin node is never one.
-fn failover(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
-    if cluster(ctx).is_none() {
-        return;
-    }
-    if args.len() > 3
-        || (args.len() == 3
-            && !args.get(2).eq_ignore_ascii_case(b"force")
-            && !args.get(2).eq_ignore_ascii_case(b"takeover"))
-    {
-        ctx.reply().error(crate::errors::SYNTAX);
-        return;
-    }
-    ctx.reply()
-        .error(b"ERR You should send CLUSTER FAILOVER to a replica");
+    ctx.reply().ok();
 }
 
 /// `ASKING`: the client's next command may run in a slot this node imports.
@@ -708,12 +856,21 @@ fn asking(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().ok();
 }
 
-/// `READONLY`, `READWRITE`: accepted (a Goblin node is a master: it serves reads of its
-/// own slots either way).
+/// `READONLY`: on a replica, the client's reads of its master's slots are served here.
 fn readonly(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     if cluster(ctx).is_none() {
         return;
     }
+    ctx.client.readonly = true;
+    ctx.reply().ok();
+}
+
+/// `READWRITE`: the client's reads are redirected to the master again.
+fn readwrite(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
+    if cluster(ctx).is_none() {
+        return;
+    }
+    ctx.client.readonly = false;
     ctx.reply().ok();
 }
 
@@ -737,10 +894,10 @@ enum SlotWork {
 /// SETSLOT's actions.
 #[derive(Debug, Clone, Copy)]
 enum SetSlot {
-    Migrating(cluster::NodeId),
-    Importing(cluster::NodeId),
+    Migrating(NodeId),
+    Importing(NodeId),
     Stable,
-    Node(cluster::NodeId),
+    Node(NodeId),
 }
 
 /// A plan that visits the shard of one slot (counting or listing its keys), then answers.
@@ -849,7 +1006,7 @@ fn setslot_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     let action = args.get(3);
     let invalid =
         || b"ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP".to_vec();
-    let node = |unknown: &str| -> Result<cluster::NodeId, Vec<u8>> {
+    let node = |unknown: &str| -> Result<NodeId, Vec<u8>> {
         let name = args.get(4);
         let cluster = start
             .shared

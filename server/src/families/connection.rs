@@ -206,6 +206,7 @@ fn reset(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
     conn.client.resp = Version::Resp2;
     conn.client.name = None;
     conn.client.reply = ReplyMode::On;
+    conn.client.readonly = false;
     let (user, version) = conn.shared.acl.default_user();
     conn.client.authenticated = user.needs_no_password();
     conn.client.user = user;

@@ -143,6 +143,19 @@ pub(crate) fn promote_plan(keep: Option<crate::runtime::msg::ConnRef>) -> Box<dy
     })
 }
 
+/// Cluster mode: REPLICAOF's plan for the role the cluster gives this node
+/// (`Worker::follow_cluster_role`): follow `target`, or, with `None`, be a master.
+pub(crate) fn cluster_role_plan(target: Option<(String, u16)>) -> Box<dyn Plan> {
+    Box::new(ReplicaOf {
+        target,
+        who: "cluster failover".into(),
+        at_once: false,
+        hold: Default::default(),
+        promoted: false,
+        keep: None,
+    })
+}
+
 /// `MODULE HELP`
 fn module_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     const LINES: &[&str] = &[
@@ -279,7 +292,9 @@ impl Plan for ReplicaOf {
                     // syncing again, which continues from here.
                     shared.repl.promote(replid);
                     shared.new_replication_id();
-                    remember_master(shared, "");
+                    if shared.cluster.is_none() {
+                        remember_master(shared, "");
+                    }
                     crate::repl::replica::drop_replicas_but(shared, self.keep);
                     crate::log!(Notice, "MASTER MODE enabled ({who})");
                     // Every shard feeds the stream from here, before the reply: a write
@@ -298,8 +313,10 @@ impl Plan for ReplicaOf {
             Some((host, port)) => {
                 let mine = shared.repl.history(replid, follow.selected_db());
                 follow.start(shared, &host, port, Some(mine));
-                remember_master(shared, &format!("{host} {port}"));
-                crate::log!(Notice, "REPLICAOF {host}:{port} enabled ({who})");
+                if shared.cluster.is_none() {
+                    remember_master(shared, &format!("{host} {port}"));
+                    crate::log!(Notice, "REPLICAOF {host}:{port} enabled ({who})");
+                }
             }
         }
         self.hold.release();

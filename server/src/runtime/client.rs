@@ -23,6 +23,8 @@ pub struct Client {
     pub db: usize,
     /// ASKING: the next command may run in a slot this node imports (cluster mode).
     pub asking: bool,
+    /// READONLY: on a replica, it reads the slots of the node's master (cluster mode).
+    pub readonly: bool,
     /// Where it is connected from.
     pub origin: Origin,
     /// When the connection was accepted.
@@ -161,6 +163,9 @@ impl Client {
         if self.origin.is_unix() {
             flags.push('U');
         }
+        if self.readonly {
+            flags.push('r');
+        }
         if self.no_evict {
             flags.push('e');
         }
@@ -231,6 +236,7 @@ impl Client {
             resp: Version::Resp2,
             db: 0,
             asking: false,
+            readonly: false,
             origin,
             created_at: now,
             close_after_reply: false,

@@ -302,8 +302,10 @@ impl Worker {
             return Flow::Next;
         }
         // Refused before it runs (or is queued in MULTI, which it then aborts): before
-        // AUTH, by the user's permissions, while loading, while writes cannot be
-        // persisted.
+        // AUTH, by the user's permissions, redirected in cluster mode (a command whose
+        // keys this node does not serve), while loading, while writes cannot be
+        // persisted — in redis-server's order.
+        let mut redirected = false;
         let refusal = if spec.flags.contains(Flags::PROTECTED)
             && let Some(refusal) = protected_refusal(shared, &conn.client, spec)
         {
@@ -324,6 +326,12 @@ impl Worker {
         {
             // (Inside MULTI it is queued, and EXEC answers it in its place.)
             Some(refusal.to_vec())
+        } else if let Some(cluster) = shared.cluster.as_deref()
+            && let Some(message) =
+                cluster_redirect(&mut self.shard.routes, cluster, shared, conn, spec, args)
+        {
+            redirected = true;
+            Some(message)
         } else if shared.persist.gate() != 0
             && let Some(refusal) = gate_refusal(shared, spec)
         {
@@ -370,28 +378,22 @@ impl Worker {
                 && conn.client.subs.active())
             .then(|| crate::errors::not_while_subscribed(spec.name))
         });
-        // Cluster mode: a command whose keys this node does not serve is redirected.
-        let refusal = match (refusal, shared.cluster.as_deref()) {
-            (None, Some(cluster)) => {
-                match cluster_redirect(&mut self.shard.routes, cluster, shared, conn, spec, args) {
-                    Some(message) if is_exec(spec) => {
-                        // The transaction is discarded, and the client redirected.
-                        if conn.busy() {
-                            return Flow::Wait;
-                        }
-                        conn.multi = None;
-                        conn.client.watching = None;
-                        let at = conn.output.buf.len();
-                        Encoder::new(&mut conn.output.buf, conn.client.resp).error(&message);
-                        self.shard
-                            .count_error(&conn.output.buf[at..], Some(spec.id));
-                        return Flow::Next;
-                    }
-                    other => other,
-                }
+        // Cluster mode: a redirected EXEC discards its transaction.
+        if redirected
+            && is_exec(spec)
+            && let Some(message) = &refusal
+        {
+            if conn.busy() {
+                return Flow::Wait;
             }
-            (refusal, _) => refusal,
-        };
+            conn.multi = None;
+            conn.client.watching = None;
+            let at = conn.output.buf.len();
+            Encoder::new(&mut conn.output.buf, conn.client.resp).error(message);
+            self.shard
+                .count_error(&conn.output.buf[at..], Some(spec.id));
+            return Flow::Next;
+        }
         if let Some(message) = refusal {
             if conn.busy() {
                 return Flow::Wait;
@@ -1094,10 +1096,18 @@ fn cluster_redirect(
         spec.for_each_routed_position(args, |k| note(goblin_store::key_slot(args.get(k))));
     }
     keys?;
+    // A replica's link to its master applies what the master sends.
+    if conn.client.master {
+        return None;
+    }
     let routes = crate::cluster::current(cache, cluster);
     let asking = conn.client.asking || spec.flags.contains(Flags::ASKING);
     let reads = cluster.reads_when_down();
-    routes.route(keys, asking, write, reads)
+    // On a replica, a READONLY client reads its master's slots, as does sharded Pub/Sub
+    // (redis-server's getNodeByQuery).
+    let shard_pubsub = matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish");
+    let replica_read = (conn.client.readonly || shard_pubsub) && !write;
+    routes.route(keys, asking, write, reads, replica_read)
 }
 
 /// Which shard(s) a keyed command needs.

@@ -1032,17 +1032,31 @@ impl Server {
         }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
-            let shared = Arc::clone(&self.shared);
-            let wake = Box::new(move || {
-                for peer in &shared.peers {
-                    let _ = peer.waker.wake();
-                }
-            });
+            let (woken, read, paused) = (
+                Arc::clone(&self.shared),
+                Arc::clone(&self.shared),
+                Arc::clone(&self.shared),
+            );
+            let hooks = crate::cluster::bus::Hooks {
+                wake_workers: Box::new(move || {
+                    for peer in &woken.peers {
+                        let _ = peer.waker.wake();
+                    }
+                }),
+                offset: Box::new(move || crate::cluster::own_offset(&read)),
+                pause_writes: Box::new(move |until| {
+                    match until {
+                        Some(until) => paused.pause.pause(until, false, clock::now_ms()),
+                        None => paused.pause.unpause(),
+                    }
+                    paused.wake_workers();
+                }),
+            };
             crate::cluster::bus::start(
                 Arc::clone(cluster),
                 self.shared.local_addr.ip(),
                 port,
-                wake,
+                hooks,
             )
             .map_err(|e| {
                 crate::log!(

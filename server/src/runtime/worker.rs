@@ -338,6 +338,9 @@ pub struct Worker {
     awaiting_steps: usize,
     /// Cluster mode: the version of the routes the parked jobs were last checked against.
     parked_routes: u64,
+    /// Cluster mode, worker 0: the version of the routes its role was last compared with
+    /// (see [`Worker::follow_cluster_role`]).
+    role_routes: u64,
     /// The `maxmemory-clients` limit its clients were last weighed under (0: none;
     /// `runtime/client_eviction.rs`).
     pub(crate) clients_limit: u64,
@@ -455,6 +458,7 @@ impl Worker {
             expect_spin: spin::Spin::default(),
             awaiting_steps: 0,
             parked_routes: 0,
+            role_routes: u64::MAX,
             clients_limit: 0,
             last_fd_warning: None,
         })
@@ -519,6 +523,7 @@ impl Worker {
             if self.id == 0 {
                 self.start_log_if_asked();
                 self.failover_work();
+                self.follow_cluster_role();
                 self.cron();
             }
             self.close_idle();
@@ -827,6 +832,33 @@ impl Worker {
             let plan = crate::families::standalone::promote_plan(None);
             self.start_job(usize::MAX, Vec::new(), false, plan, None);
         }
+    }
+
+    /// Cluster mode, on worker 0, when the routes change: this server replicates the
+    /// master its cluster view names (CLUSTER REPLICATE; a master whose replica took its
+    /// place, back; a replica whose master changed), or stops replicating once it is a
+    /// master (an election won, a TAKEOVER) — through REPLICAOF's plan, as REPLICAOF
+    /// changes it.
+    fn follow_cluster_role(&mut self) {
+        let Some(cluster) = self.shared.cluster.clone() else {
+            return;
+        };
+        let version = cluster.version();
+        if version == self.role_routes {
+            return;
+        }
+        self.role_routes = version;
+        let want = cluster.lock().my_master().map(|m| (m.ip.clone(), m.port));
+        let follow = &self.shared.follow;
+        let target = match want {
+            // (Its address is learned with a change of the routes.)
+            Some((ip, _)) if ip.is_empty() => return,
+            Some((ip, port)) if !follow.follows(&ip, port) => Some((ip, port)),
+            None if follow.active.load(Ordering::SeqCst) => None,
+            _ => return,
+        };
+        let plan = crate::families::standalone::cluster_role_plan(target);
+        self.start_job(usize::MAX, Vec::new(), false, plan, None);
     }
 
     /// Once a second, on worker 0, as redis-server's cron (held by DEBUG PAUSE-CRON): a
