@@ -44,6 +44,9 @@ const MAGIC: &[u8; 4] = b"GBus";
 const CRON: Duration = Duration::from_millis(100);
 /// The least time between two announcements of changes.
 const ANNOUNCE_EVERY: Millis = 20;
+/// redis-server's `repl-ping-replica-period`, in milliseconds: part of the age a
+/// replica's data may have and still fail over.
+const REPL_PING_PERIOD: Millis = 10_000;
 /// How often each node is pinged (at least: `cluster-node-timeout` / 2 at most).
 const PING_EVERY: Millis = 1000;
 /// A master paused for a manual failover announces its offset this long after the
@@ -321,7 +324,22 @@ struct Bus {
     hooks: Hooks,
     /// This node, a master, paused its clients' writes for a manual failover.
     paused: bool,
+    /// Why this replica cannot fail over was logged.
+    cant_failover_logged: bool,
     last_cron: Millis,
+}
+
+/// This node's replication, as the bus reads it each cron.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Replication {
+    /// Its offset ([`super::own_offset`]).
+    pub offset: u64,
+    /// A replica whose link to its master is down: for how long, in milliseconds.
+    pub down_for: Option<Millis>,
+    /// `cluster-replica-no-failover`: it never starts an election on its own.
+    pub no_failover: bool,
+    /// `cluster-replica-validity-factor` (0: its data is never too old).
+    pub validity_factor: u64,
 }
 
 /// What the bus asks of the rest of the server.
@@ -329,8 +347,8 @@ pub struct Hooks {
     /// Wakes the workers (so that each looks at the new routes: its clients blocked on
     /// a slot that left are redirected; worker 0 follows a new master, or stops).
     pub wake_workers: Box<dyn Fn() + Send>,
-    /// This node's replication offset ([`super::own_offset`]).
-    pub offset: Box<dyn Fn() -> u64 + Send>,
+    /// This node's replication as a failover needs it.
+    pub replication: Box<dyn Fn() -> Replication + Send>,
     /// Pauses the clients' writes until the time given (a master's part in a manual
     /// failover), or, with `None`, ends that pause.
     pub pause_writes: Box<dyn Fn(Option<Millis>) + Send>,
@@ -357,6 +375,7 @@ pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, hooks: Hooks) -> io::
         announced: u64::MAX,
         hooks,
         paused: false,
+        cant_failover_logged: false,
         last_cron: 0,
     };
     bus.poll
@@ -994,8 +1013,9 @@ impl Bus {
                 state.sent[usize::from(FAIL_MSG)] += 1;
             }
         }
-        state.offset = (self.hooks.offset)();
-        changed |= self.failover_cron(&mut state, now);
+        let replication = (self.hooks.replication)();
+        state.offset = replication.offset;
+        changed |= self.failover_cron(&mut state, now, replication);
         let was_ok = state.ok;
         state.update_state(now);
         if state.ok != was_ok {
@@ -1040,7 +1060,7 @@ impl Bus {
     /// its election once it has the paused master's whole stream (at once with FORCE);
     /// and a replica's election when its master failed, after a delay that lets the
     /// replica with most of the history ask first. True when the state changed.
-    fn failover_cron(&mut self, state: &mut State, now: Millis) -> bool {
+    fn failover_cron(&mut self, state: &mut State, now: Millis, repl: Replication) -> bool {
         if state.manual.as_ref().is_some_and(|m| now > m.until) {
             crate::log!(Warning, "Manual failover timed out.");
             state.manual = None;
@@ -1089,7 +1109,28 @@ impl Bus {
                 }
             }
         }
-        if state.election.is_none() && failed && serves {
+        // (redis-server's rules: not with `cluster-replica-no-failover`, nor when its
+        // data is older than the validity factor allows.)
+        let timeout = state.node_timeout;
+        let data_age =
+            repl.down_for
+                .map_or(0, |age| if age > timeout { age - timeout } else { age });
+        let too_old = repl.validity_factor > 0
+            && data_age > REPL_PING_PERIOD + timeout.saturating_mul(repl.validity_factor);
+        if state.election.is_none() && failed && serves && (repl.no_failover || too_old) {
+            if !self.cant_failover_logged {
+                self.cant_failover_logged = true;
+                if too_old {
+                    crate::log!(
+                        Notice,
+                        "Currently unable to failover: Disconnected from master for longer \
+                         than allowed. Please check the 'cluster-replica-validity-factor' \
+                         configuration option."
+                    );
+                }
+            }
+        } else if state.election.is_none() && failed && serves {
+            self.cant_failover_logged = false;
             let offset = state.offset;
             let myself = state.myself;
             let rank = state

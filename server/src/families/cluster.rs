@@ -1001,6 +1001,11 @@ fn getkeysinslot_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
 /// slot whose keys are still here).
 fn setslot_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     require_cluster(start)?;
+    if let Some(c) = start.shared.cluster.as_deref()
+        && c.lock().me().is_replica()
+    {
+        return Err(b"ERR Please use SETSLOT only with masters.".to_vec());
+    }
     let args = start.args;
     let slot = slot_arg(args.get(2))?;
     let action = args.get(3);
@@ -1014,10 +1019,13 @@ fn setslot_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
             .as_deref()
             .ok_or_else(|| DISABLED.to_vec())?;
         let state = cluster.lock();
-        state
-            .lookup(name)
-            .map(|n| n.id)
-            .ok_or_else(|| format!("ERR {unknown} {}", String::from_utf8_lossy(name)).into_bytes())
+        let n = state.lookup(name).ok_or_else(|| {
+            format!("ERR {unknown} {}", String::from_utf8_lossy(name)).into_bytes()
+        })?;
+        if n.is_replica() {
+            return Err(b"ERR Target node is not a master".to_vec());
+        }
+        Ok(n.id)
     };
     let action = match (action.to_ascii_lowercase().as_slice(), args.len()) {
         (b"migrating", 5) => SetSlot::Migrating(node("I don't know about node")?),
@@ -1158,7 +1166,25 @@ fn reset_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
     {
         return Err(crate::errors::SYNTAX.to_vec());
     }
-    Ok(Box::new(FanOut::new(start.args, count_part, reset_merge)))
+    // A replica empties its data and becomes a master (redis-server's clusterReset);
+    // a master must have no key.
+    let replica = start
+        .shared
+        .cluster
+        .as_deref()
+        .is_some_and(|c| c.lock().me().is_replica());
+    let part = if replica { clear_part } else { count_part };
+    Ok(Box::new(FanOut::new(start.args, part, reset_merge)))
+}
+
+/// A replica's RESET part: this shard's keys dropped (what a replica holds is its
+/// master's).
+fn clear_part(ctx: &mut ShardCtx<'_>, _args: &[Vec<u8>]) -> HopOut {
+    ctx.for_each_db(|_, keyspace| {
+        keyspace.clear();
+    });
+    ctx.flushed_every_key();
+    HopOut::Int(0)
 }
 
 fn reset_merge(cx: &PlanCx<'_>, args: &[Vec<u8>], parts: Vec<HopOut>) -> Outcome {

@@ -605,7 +605,10 @@ impl Plan for DebugPlan {
                 match results.iter().any(|r| matches!(r, HopOut::Flag(false))) {
                     true => cx.done(|e| e.error(b"ERR Error trying to load the RDB dump")),
                     false => {
-                        crate::log!(Warning, "DB reloaded by DEBUG RELOAD");
+                        // (A replica's sync says its own words.)
+                        if !self.master {
+                            crate::log!(Warning, "DB reloaded by DEBUG RELOAD");
+                        }
                         let persist = &cx.shared.persist;
                         if self.master && persist.log_on.load(Ordering::SeqCst) {
                             // A replica's log starts again from the master's snapshot

@@ -1043,7 +1043,22 @@ impl Server {
                         let _ = peer.waker.wake();
                     }
                 }),
-                offset: Box::new(move || crate::cluster::own_offset(&read)),
+                replication: Box::new(move || {
+                    let live = read.live();
+                    let option = |name| crate::config::inert::value(&live.inert, name);
+                    let down_for = read.follow.view().and_then(|link| {
+                        (link.down_since_ms != 0)
+                            .then(|| clock::now_ms().saturating_sub(link.down_since_ms))
+                    });
+                    crate::cluster::bus::Replication {
+                        offset: crate::cluster::own_offset(&read),
+                        down_for,
+                        no_failover: option("cluster-replica-no-failover") == Some("yes"),
+                        validity_factor: option("cluster-replica-validity-factor")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(10),
+                    }
+                }),
                 pause_writes: Box::new(move |until| {
                     match until {
                         Some(until) => paused.pause.pause(until, false, clock::now_ms()),
