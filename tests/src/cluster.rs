@@ -8,24 +8,33 @@
 //!   (bounded) until `redis-cli --cluster check` is clean and every node says
 //!   `cluster_state:ok`. Dropping it kills every node by pid and removes their
 //!   directories (after printing the tail of each node's log when the test is failing).
+//! - [`Cluster::start_with_replicas`] starts masters each with replicas (`--cluster-replicas
+//!   R`, every node also `--repl-diskless-sync-delay 0`), and waits as well until every
+//!   node agrees on every node's role and every replica's link to its master is up. Its
+//!   nodes are ordered by role: the masters by port, then each master's replicas in turn.
+//!   A node can be killed (SIGKILL, by pid: [`Cluster::kill`]) and started again on the
+//!   same port and directory, its `nodes.conf` kept ([`Cluster::restart`]); its role read
+//!   from its CLUSTER NODES ([`Cluster::role`], [`parse_nodes`]); and a condition waited
+//!   for, polling with a bound ([`poll`]).
 //! - Node `i` is the `i`-th by port, so that two clusters built the same way have their
 //!   nodes in the same order: `redis-cli` deals the slots to the nodes in the order it is
 //!   given them ([`Cluster::plan_owner`] is that deal, read from its output, not asked of
 //!   the nodes under test).
 //! - [`Norm`] and [`Transcript`]: replies rendered as text with what legitimately differs
 //!   between two clusters masked — node ids become `node<i>`, ports `port<i>` and
-//!   `busport<i>`, epochs, timestamps and counters `<…>` — so that a goblin-server
-//!   cluster's transcript can be compared with a redis-server cluster's entry by entry.
-//! - [`run_on`]: a scenario run on a redis-server cluster alone, or (for goblin-server)
-//!   run on both and the transcripts compared: every expected answer comes from the
-//!   redis-server run, never from the test.
+//!   `busport<i>`, epochs, timestamps, counters and replication offsets `<…>` — so that
+//!   a goblin-server cluster's transcript can be compared with a redis-server cluster's
+//!   entry by entry.
+//! - [`run_on`] (and [`run_on_replicas`]): a scenario run on a redis-server cluster alone,
+//!   or (for goblin-server) run on both and the transcripts compared: every expected
+//!   answer comes from the redis-server run, never from the test.
 
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -194,10 +203,16 @@ pub fn check_is_clean(out: &Output) -> bool {
 }
 
 /// One node's process, killed (by pid) when dropped, with a directory of its own (its
-/// `nodes.conf`, its log), removed then.
+/// `nodes.conf`, its log), removed then. It can be killed ([`Node::kill`]) and started
+/// again on the same port and directory ([`Node::restart`]), its `nodes.conf` kept.
 #[derive(Debug)]
 pub struct Node {
-    child: Child,
+    /// The node's current process (a new one after [`Node::restart`]).
+    child: Mutex<Child>,
+    kind: Kind,
+    program: PathBuf,
+    /// Arguments after [`node_args`].
+    extra: Vec<String>,
     /// Its client port (its bus port is this plus [`BUS_OFFSET`]).
     pub port: u16,
     dir: PathBuf,
@@ -211,6 +226,14 @@ impl Node {
     /// # Panics
     /// When the node exits before answering (with its log), or does not answer in time.
     pub fn start(kind: Kind) -> Node {
+        Node::start_with(kind, &[])
+    }
+
+    /// [`Node::start`], with `extra` arguments after the cluster ones.
+    ///
+    /// # Panics
+    /// As [`Node::start`].
+    pub fn start_with(kind: Kind, extra: &[String]) -> Node {
         // (Found before any directory is made: it panics when the binary is stale.)
         let program = match kind {
             Kind::Goblin => goblin_binary(),
@@ -220,21 +243,28 @@ impl Node {
         for _ in 0..5 {
             let port = free_cluster_port();
             let dir = scratch_dir("cluster-node");
-            let child = match spawn_node(&program, kind, port, &dir) {
+            let child = match spawn_node(&program, kind, port, &dir, extra, false) {
                 Ok(child) => child,
                 Err(message) => {
                     let _ = std::fs::remove_dir_all(&dir);
                     panic!("{message}");
                 }
             };
-            let mut node = Node { child, port, dir };
-            match node.wait_ready(kind) {
+            let node = Node {
+                child: Mutex::new(child),
+                kind,
+                program: program.clone(),
+                extra: extra.to_vec(),
+                port,
+                dir,
+            };
+            match node.wait_ready() {
                 Ok(()) => return node,
                 Err(log) if log.contains("in use") => last = log,
                 Err(log) => panic!(
                     "{} node on port {port} did not start (arguments: {:?}):\n{log}",
                     kind_name(kind),
-                    node_args(kind, port, &node.dir)
+                    node.args()
                 ),
             }
         }
@@ -244,12 +274,26 @@ impl Node {
         );
     }
 
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The arguments it is started with.
+    fn args(&self) -> Vec<String> {
+        let mut args = node_args(self.kind, self.port, &self.dir);
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+
     /// Waits until the node answers PING; `Err` with its log when it exits first or
     /// never answers.
-    fn wait_ready(&mut self, kind: Kind) -> Result<(), String> {
+    fn wait_ready(&self) -> Result<(), String> {
         let deadline = Instant::now() + NODE_START_TIMEOUT;
+        let pid = self.pid();
         while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = self.child().try_wait() {
                 return Err(format!("exited ({status}); its log:\n{}", self.log()));
             }
             if let Ok(mut raw) = Raw::try_connect(self.port)
@@ -259,14 +303,14 @@ impl Node {
                 let info = String::from_utf8_lossy(&raw.cmd(&[b"INFO", b"server"])).into_owned();
                 // A server that another test started on the port since it was found free
                 // answers too: only this node's own process will do.
-                if info_field(&info, "process_id") != Some(self.child.id().to_string().as_str()) {
+                if info_field(&info, "process_id") != Some(pid.to_string().as_str()) {
                     return Err(format!(
                         "port in use: another server (process {:?}) answers on {}",
                         info_field(&info, "process_id"),
                         self.port
                     ));
                 }
-                if kind == Kind::Redis
+                if self.kind == Kind::Redis
                     && let Err(e) = check_oracle_version(&info)
                 {
                     panic!("{e}");
@@ -281,7 +325,55 @@ impl Node {
         ))
     }
 
-    /// Its log (its standard output and error).
+    /// Kills its process at once (SIGKILL, by pid: no chance to say goodbye to the
+    /// cluster, as a crash) and waits for it to be gone. Its directory stays.
+    pub fn kill(&self) {
+        let mut child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Whether its process is running (not killed, not exited).
+    pub fn is_running(&self) -> bool {
+        matches!(self.child().try_wait(), Ok(None))
+    }
+
+    /// Starts it again, after [`Node::kill`], with the same arguments: the same port and
+    /// directory, so with the `nodes.conf` it wrote (its id, its view of the cluster);
+    /// its log goes on in the same file. Waits until it answers PING.
+    ///
+    /// # Errors
+    /// When it is still running, cannot be started, or does not answer (with its log).
+    pub fn restart(&self) -> Result<(), String> {
+        {
+            let mut child = self.child();
+            if matches!(child.try_wait(), Ok(None)) {
+                return Err(format!(
+                    "node on port {} is still running (pid {})",
+                    self.port,
+                    child.id()
+                ));
+            }
+            *child = spawn_node(
+                &self.program,
+                self.kind,
+                self.port,
+                &self.dir,
+                &self.extra,
+                true,
+            )?;
+        }
+        self.wait_ready().map_err(|log| {
+            format!(
+                "{} node restarted on port {} did not come up (arguments: {:?}): {log}",
+                kind_name(self.kind),
+                self.port,
+                self.args()
+            )
+        })
+    }
+
+    /// Its log (its standard output and error, over every start).
     pub fn log(&self) -> String {
         std::fs::read(self.dir.join("node.log"))
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -295,9 +387,9 @@ impl Node {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
-    /// Its process id.
+    /// Its (current) process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
     }
 
     /// Its directory (`nodes.conf`, `node.log`).
@@ -308,8 +400,12 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self
+            .child
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = child.kill();
+        let _ = child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -369,14 +465,29 @@ fn node_args(kind: Kind, port: u16, dir: &Path) -> Vec<String> {
     args
 }
 
-fn spawn_node(program: &Path, kind: Kind, port: u16, dir: &Path) -> Result<Child, String> {
-    let log =
-        File::create(dir.join("node.log")).map_err(|e| format!("create a node's log: {e}"))?;
+/// Starts a node's process with [`node_args`] and `extra`, its output to `node.log` in
+/// its directory (created anew, or appended to when `append`: a restart).
+fn spawn_node(
+    program: &Path,
+    kind: Kind,
+    port: u16,
+    dir: &Path,
+    extra: &[String],
+    append: bool,
+) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(dir.join("node.log"))
+        .map_err(|e| format!("create a node's log: {e}"))?;
     let err = log
         .try_clone()
         .map_err(|e| format!("clone a log handle: {e}"))?;
     let spawned = Command::new(program)
         .args(node_args(kind, port, dir))
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err))
@@ -393,8 +504,10 @@ fn spawn_node(program: &Path, kind: Kind, port: u16, dir: &Path) -> Result<Child
     }
 }
 
-/// A running cluster of `n` master nodes (no replicas), every slot assigned. Node `i` is
-/// the `i`-th by port. Dropped, it kills every node by pid and removes their directories.
+/// A running cluster, every slot assigned: `n` masters ([`Cluster::start`]), or masters
+/// each with replicas ([`Cluster::start_with_replicas`]). Node `i` is the `i`-th by port
+/// (with replicas: the masters by port, then each master's replicas in turn). Dropped,
+/// it kills every node by pid and removes their directories.
 #[derive(Debug)]
 pub struct Cluster {
     kind: Kind,
@@ -402,7 +515,129 @@ pub struct Cluster {
     ids: Vec<String>,
     /// `redis-cli --cluster create`'s deal: the slot ranges of each node (by index).
     plan: Vec<Vec<(u16, u16)>>,
+    /// `redis-cli --cluster create`'s deal: the master each replica was given (by index).
+    master_of: Vec<Option<usize>>,
+    masters: usize,
+    replicas_per_master: usize,
     create_output: String,
+}
+
+/// How long [`Cluster::start_with_replicas`] waits for the cluster to be healthy, every
+/// replica's link to its master up (each replica's first sync included).
+pub const REPLICAS_HEALTHY_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// A node's role in a cluster, as its own CLUSTER NODES line says (`myself,master`,
+/// `myself,slave <master-id>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `master`.
+    Master,
+    /// `slave`, and its master's id.
+    Replica(String),
+}
+
+/// One line of CLUSTER NODES: `<id> <ip:port@cport[,hostname]> <flags> <master> <ping-sent>
+/// <pong-recv> <config-epoch> <link-state> <slot> …`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLine {
+    /// The node's id.
+    pub id: String,
+    /// `ip:port@cport`.
+    pub addr: String,
+    /// The flags (`myself`, `master`, `slave`, `fail?`, `fail`, `handshake`, `noaddr`…).
+    pub flags: Vec<String>,
+    /// Its master's id (`-` in the line: `None`).
+    pub master: Option<String>,
+    /// `connected` or `disconnected`.
+    pub link: String,
+    /// The slot ranges and open slots, as written.
+    pub slots: Vec<String>,
+}
+
+impl NodeLine {
+    /// Whether the line has `flag`.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Whether it is the answering node's own line.
+    pub fn is_myself(&self) -> bool {
+        self.has("myself")
+    }
+
+    /// Whether it is flagged `master`.
+    pub fn is_master(&self) -> bool {
+        self.has("master")
+    }
+
+    /// Whether it is flagged `slave`.
+    pub fn is_replica(&self) -> bool {
+        self.has("slave")
+    }
+
+    /// Whether it is flagged `fail` (not merely `fail?`).
+    pub fn is_failed(&self) -> bool {
+        self.has("fail")
+    }
+
+    /// Its role by its flags (`None`: neither `master` nor `slave`).
+    pub fn role(&self) -> Option<Role> {
+        if self.is_master() {
+            Some(Role::Master)
+        } else if self.is_replica() {
+            Some(Role::Replica(self.master.clone().unwrap_or_default()))
+        } else {
+            None
+        }
+    }
+}
+
+/// Parses CLUSTER NODES text (or a CLUSTER REPLICAS line): one [`NodeLine`] a line.
+///
+/// # Errors
+/// On a line with fewer than the eight fields every line has.
+pub fn parse_nodes(text: &str) -> Result<Vec<NodeLine>, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.len() < 8 {
+                return Err(format!("not a CLUSTER NODES line: {line:?}"));
+            }
+            Ok(NodeLine {
+                id: f[0].to_string(),
+                addr: f[1].to_string(),
+                flags: f[2].split(',').map(str::to_string).collect(),
+                master: (f[3] != "-").then(|| f[3].to_string()),
+                link: f[7].to_string(),
+                slots: f[8..].iter().map(|s| (*s).to_string()).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Polls `probe` every `every` until it returns `Ok` (then that value and how long it
+/// took) or `timeout` passes (then `Err` with what it last said and the time waited).
+/// The probe runs at least once, the last time at or after the deadline.
+///
+/// # Errors
+/// When `probe` never succeeds in time.
+pub fn poll<T>(
+    timeout: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> Result<(T, Duration), String> {
+    let start = Instant::now();
+    loop {
+        let last = match probe() {
+            Ok(v) => return Ok((v, start.elapsed())),
+            Err(e) => e,
+        };
+        if start.elapsed() >= timeout {
+            return Err(format!("not so after {timeout:?}: {last}"));
+        }
+        std::thread::sleep(every);
+    }
 }
 
 impl Cluster {
@@ -426,6 +661,9 @@ impl Cluster {
             nodes,
             ids: Vec::new(),
             plan: Vec::new(),
+            master_of: vec![None; n],
+            masters: n,
+            replicas_per_master: 0,
             create_output: String::new(),
         };
         cluster.create();
@@ -433,11 +671,66 @@ impl Cluster {
         cluster
     }
 
+    /// Starts `masters * (1 + replicas_per_master)` nodes of `kind` (each also given
+    /// `--repl-diskless-sync-delay 0`, so that a replica's sync does not wait five seconds
+    /// for others to join it), creates the cluster with `redis-cli --cluster create …
+    /// --cluster-replicas <replicas_per_master> --cluster-yes`, and waits (at most
+    /// [`REPLICAS_HEALTHY_TIMEOUT`]) until `redis-cli --cluster check` is clean, every
+    /// node is `cluster_state:ok` and knows every node, and every replica says it
+    /// replicates the master `redis-cli` gave it, its link up (`master_link_status:up`).
+    ///
+    /// `redis-cli` makes the first `masters` addresses (by port) masters, and gives each
+    /// master its replicas as it likes (shuffled for anti-affinity, which one host cannot
+    /// have): the nodes are put in an order of their roles, so that two clusters built
+    /// the same way compare. Node `k < masters` is the `k`-th master by port; node
+    /// `masters + k * replicas_per_master + r` is master `k`'s `r`-th replica by port.
+    ///
+    /// # Panics
+    /// When a node does not start, the creation fails, or the cluster does not become
+    /// healthy in time: with `redis-cli`'s output and the nodes' logs.
+    pub fn start_with_replicas(kind: Kind, masters: usize, replicas_per_master: usize) -> Cluster {
+        assert!(
+            masters >= 3,
+            "redis-cli --cluster create needs at least 3 masters"
+        );
+        let n = masters * (1 + replicas_per_master);
+        let extra: Vec<String> = vec!["--repl-diskless-sync-delay".into(), "0".into()];
+        let mut nodes: Vec<Node> = (0..n).map(|_| Node::start_with(kind, &extra)).collect();
+        nodes.sort_by_key(|node| node.port);
+        let mut cluster = Cluster {
+            kind,
+            nodes,
+            ids: Vec::new(),
+            plan: Vec::new(),
+            master_of: vec![None; n],
+            masters,
+            replicas_per_master,
+            create_output: String::new(),
+        };
+        cluster.create();
+        cluster.wait_healthy(REPLICAS_HEALTHY_TIMEOUT);
+        // Healthy, and each replica replicates the master redis-cli gave it.
+        for i in 0..n {
+            if let Some(m) = cluster.master_of[i] {
+                let role = cluster.role(i);
+                assert!(
+                    role.as_ref().ok() == Some(&Role::Replica(cluster.ids[m].clone())),
+                    "node {i} (port {}) was given node {m} (port {}) as its master by \
+                     redis-cli --cluster create, but its CLUSTER NODES says {role:?}",
+                    cluster.port(i),
+                    cluster.port(m)
+                );
+            }
+        }
+        cluster
+    }
+
     fn create(&mut self) {
         let mut command = Command::new("redis-cli");
         command.arg("--cluster").arg("create");
         command.args(self.addrs());
-        command.args(["--cluster-replicas", "0", "--cluster-yes"]);
+        let replicas = self.replicas_per_master.to_string();
+        command.args(["--cluster-replicas", &replicas, "--cluster-yes"]);
         let out = run_bounded(&mut command, CREATE_TIMEOUT);
         assert!(
             out.success() && out.stdout.contains("[OK] All 16384 slots covered."),
@@ -446,9 +739,13 @@ impl Cluster {
             out.describe()
         );
         self.create_output = out.stdout;
-        let (ids, plan) = parse_create_plan(&self.create_output, &self.ports());
-        self.ids = ids;
-        self.plan = plan;
+        if self.replicas_per_master == 0 {
+            let (ids, plan) = parse_create_plan(&self.create_output, &self.ports());
+            self.ids = ids;
+            self.plan = plan;
+        } else {
+            self.order_by_role();
+        }
         // The ids redis-cli read from the nodes are the ones they say are theirs.
         for i in 0..self.len() {
             let myid = self.cmd(i, &[b"CLUSTER", b"MYID"]);
@@ -464,9 +761,62 @@ impl Cluster {
         }
     }
 
+    /// Reads `redis-cli --cluster create`'s deal of masters and replicas and puts the
+    /// nodes in the order [`Cluster::start_with_replicas`] promises.
+    fn order_by_role(&mut self) {
+        let ports = self.ports();
+        let layout = parse_create_layout(&self.create_output, &ports);
+        let masters: Vec<usize> = (0..ports.len())
+            .filter(|&i| layout.master_of[i].is_none())
+            .collect();
+        assert!(
+            masters.len() == self.masters && masters.iter().copied().eq(0..self.masters),
+            "redis-cli --cluster create did not make the first {} nodes (by port) the \
+             masters:\n{}",
+            self.masters,
+            self.create_output
+        );
+        let mut order = masters.clone();
+        for &m in &masters {
+            let replicas: Vec<usize> = (0..ports.len())
+                .filter(|&i| layout.master_of[i].as_deref() == Some(layout.ids[m].as_str()))
+                .collect();
+            assert!(
+                replicas.len() == self.replicas_per_master,
+                "redis-cli --cluster create gave the master on port {} {} replicas, not {}:\n{}",
+                ports[m],
+                replicas.len(),
+                self.replicas_per_master,
+                self.create_output
+            );
+            order.extend(replicas);
+        }
+        assert_eq!(order.len(), ports.len(), "{}", self.create_output);
+        let mut slots: Vec<Option<Node>> = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.nodes = order.iter().map(|&i| slots[i].take().unwrap()).collect();
+        self.ids = order.iter().map(|&i| layout.ids[i].clone()).collect();
+        self.plan = order.iter().map(|&i| layout.plan[i].clone()).collect();
+        self.master_of = order
+            .iter()
+            .map(|&i| {
+                layout.master_of[i]
+                    .as_ref()
+                    .map(|m| self.ids.iter().position(|id| id == m).unwrap())
+            })
+            .collect();
+    }
+
     /// Waits (at most `timeout`) until `redis-cli --cluster check` is clean
     /// ([`check_is_clean`]) and every node answers CLUSTER INFO with `cluster_state:ok`,
-    /// `cluster_slots_assigned:16384` and `cluster_known_nodes:<n>`.
+    /// `cluster_slots_assigned:16384` and `cluster_known_nodes:<n>`. In a cluster with
+    /// replicas, also every node that says it is a replica (its own CLUSTER NODES line)
+    /// has its link to its master up (`master_link_status:up` in INFO replication), and
+    /// every node's CLUSTER NODES gives every node the role it gives itself. Only
+    /// running nodes are asked (a node killed and not restarted is not); the check runs
+    /// on the first running node.
     ///
     /// # Panics
     /// When it is not so by then: with the last check's output and every CLUSTER INFO.
@@ -485,14 +835,26 @@ impl Cluster {
         let deadline = Instant::now() + timeout;
         loop {
             let out = self.check_output();
-            let infos: Vec<String> = (0..self.len()).map(|i| self.cluster_info(i)).collect();
+            let running: Vec<usize> = (0..self.len()).filter(|&i| self.is_running(i)).collect();
+            let infos: Vec<String> = running.iter().map(|&i| self.cluster_info(i)).collect();
             let n = self.len().to_string();
             let nodes_ok = infos.iter().all(|info| {
                 info_field(info, "cluster_state") == Some("ok")
                     && info_field(info, "cluster_slots_assigned") == Some("16384")
                     && info_field(info, "cluster_known_nodes") == Some(n.as_str())
             });
-            if check_is_clean(&out) && nodes_ok {
+            let links = if self.replicas_per_master > 0 {
+                let mut problems: Vec<Option<String>> = running
+                    .iter()
+                    .map(|&i| self.replica_link_problem(i))
+                    .collect();
+                problems.push(self.roles_problem(&running));
+                problems
+            } else {
+                Vec::new()
+            };
+            let links_ok = links.iter().all(Option::is_none);
+            if check_is_clean(&out) && nodes_ok && links_ok {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -503,12 +865,60 @@ impl Cluster {
                     self.ports(),
                     out.describe()
                 );
-                for (i, info) in infos.iter().enumerate() {
+                for (i, info) in running.iter().zip(&infos) {
                     let _ = writeln!(msg, "node {i} CLUSTER INFO:\n{info}");
+                }
+                for problem in links.iter().flatten() {
+                    let _ = writeln!(msg, "{problem}");
                 }
                 return Err(msg);
             }
             std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// When the running nodes do not all agree on each running node's role (what it says
+    /// of itself: master, or replica of which node), or one flags another failing
+    /// (`fail?`, `fail`): what is wrong. (`--cluster check` compares slots only.)
+    fn roles_problem(&self, running: &[usize]) -> Option<String> {
+        let mut views = Vec::new();
+        for &i in running {
+            match self.cluster_nodes(i) {
+                Ok(lines) => views.push((i, lines)),
+                Err(e) => return Some(e),
+            }
+        }
+        for (j, own) in &views {
+            let Some(mine) = own.iter().find(|l| l.is_myself()) else {
+                return Some(format!("node {j} has no `myself` line"));
+            };
+            for (i, lines) in &views {
+                let Some(line) = lines.iter().find(|l| l.id == mine.id) else {
+                    return Some(format!("node {i} does not list node {j}"));
+                };
+                if line.role() != mine.role() || line.has("fail") || line.has("fail?") {
+                    return Some(format!(
+                        "node {i} says of node {j} {:?}; node {j} says of itself {:?}",
+                        line.flags, mine.flags
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// When node `i` says it is a replica (its own CLUSTER NODES line) and its link to
+    /// its master is not up, or it does not answer: what is wrong.
+    fn replica_link_problem(&self, i: usize) -> Option<String> {
+        match self.role(i) {
+            Ok(Role::Master) => None,
+            Ok(Role::Replica(_)) => {
+                let info = self.info_replication(i);
+                (info_field(&info, "master_link_status") != Some("up")).then(|| {
+                    format!("node {i} is a replica whose link is not up; INFO replication:\n{info}")
+                })
+            }
+            Err(e) => Some(format!("node {i}: {e}")),
         }
     }
 
@@ -605,6 +1015,21 @@ impl Cluster {
             .unwrap_or_else(|| panic!("slot {slot} is in no node's plan"))
     }
 
+    /// The slot ranges `redis-cli --cluster create` dealt node `i` (none for a replica),
+    /// adjacent ranges merged.
+    pub fn plan(&self, i: usize) -> Vec<(u16, u16)> {
+        let mut ranges = self.plan[i].clone();
+        ranges.sort_unstable();
+        let mut out: Vec<(u16, u16)> = Vec::new();
+        for (a, b) in ranges {
+            match out.last_mut() {
+                Some(last) if u32::from(last.1) + 1 >= u32::from(a) => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+
     /// The node that [`Cluster::plan_owner`] says owns `key`.
     pub fn key_owner(&self, key: &str) -> usize {
         self.plan_owner(slot(key.as_bytes()))
@@ -684,10 +1109,17 @@ impl Cluster {
         (0..self.len()).map(|i| self.dbsize(i)).sum()
     }
 
-    /// `redis-cli --cluster check` on node 0, with its exit status.
+    /// `redis-cli --cluster check` on node 0 (on the first running node when node 0 has
+    /// been killed), with its exit status.
     pub fn check_output(&self) -> Output {
+        let first = (0..self.len()).find(|&i| self.is_running(i)).unwrap_or(0);
+        self.check_output_on(first)
+    }
+
+    /// `redis-cli --cluster check` on node `i`, with its exit status.
+    pub fn check_output_on(&self, i: usize) -> Output {
         let mut command = Command::new("redis-cli");
-        command.args(["--cluster", "check", &self.addr(0)]);
+        command.args(["--cluster", "check", &self.addr(i)]);
         run_bounded(&mut command, CHECK_TIMEOUT)
     }
 
@@ -717,6 +1149,130 @@ impl Cluster {
             out.describe()
         );
         out.stdout
+    }
+
+    /// How many masters it was created with.
+    pub fn masters(&self) -> usize {
+        self.masters
+    }
+
+    /// How many replicas each master was created with.
+    pub fn replicas_per_master(&self) -> usize {
+        self.replicas_per_master
+    }
+
+    /// The master `redis-cli --cluster create` gave node `i` (`None`: node `i` was made a
+    /// master). Failovers since are not followed: ask [`Cluster::role`].
+    pub fn planned_master_of(&self, i: usize) -> Option<usize> {
+        self.master_of[i]
+    }
+
+    /// The replicas `redis-cli --cluster create` gave master `k` (by index).
+    pub fn planned_replicas_of(&self, k: usize) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| self.master_of[i] == Some(k))
+            .collect()
+    }
+
+    /// The index of the node whose id is `id`.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.ids.iter().position(|x| x == id)
+    }
+
+    /// Whether node `i`'s process is running.
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].is_running()
+    }
+
+    /// Kills node `i` by its pid (SIGKILL, as a crash); its directory stays.
+    pub fn kill(&self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again on its port and directory (its `nodes.conf` kept) and waits
+    /// until it answers PING.
+    ///
+    /// # Panics
+    /// When it is running or does not come up, with its log.
+    pub fn restart(&self, i: usize) {
+        if let Err(e) = self.nodes[i].restart() {
+            panic!("node {i}: {e}");
+        }
+    }
+
+    /// Sends one command to node `i` on a new raw connection; its reply's bytes, or what
+    /// stopped it (the node does not answer: it is down).
+    ///
+    /// # Errors
+    /// When the node cannot be reached or does not answer.
+    pub fn try_cmd(&self, i: usize, args: &[&[u8]]) -> Result<Vec<u8>, String> {
+        let mut raw =
+            Raw::try_connect(self.port(i)).map_err(|e| format!("node {i}: connect: {e}"))?;
+        raw.try_send(&crate::encode(args))
+            .and_then(|()| raw.try_reply())
+            .map_err(|e| format!("node {i}: {e}"))
+    }
+
+    /// Node `i`'s CLUSTER NODES text.
+    ///
+    /// # Errors
+    /// When it does not answer, or not with a bulk string.
+    pub fn cluster_nodes_text(&self, i: usize) -> Result<String, String> {
+        let reply = self.try_cmd(i, &[b"CLUSTER", b"NODES"])?;
+        match parse(&reply) {
+            Reply::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
+            _ => Err(format!("node {i}: CLUSTER NODES answered {}", show(&reply))),
+        }
+    }
+
+    /// Node `i`'s CLUSTER NODES, parsed.
+    ///
+    /// # Errors
+    /// When it does not answer, or not with CLUSTER NODES lines.
+    pub fn cluster_nodes(&self, i: usize) -> Result<Vec<NodeLine>, String> {
+        parse_nodes(&self.cluster_nodes_text(i)?).map_err(|e| format!("node {i}: {e}"))
+    }
+
+    /// Node `i`'s role as its own CLUSTER NODES line (`myself,…`) says.
+    ///
+    /// # Errors
+    /// When it does not answer, or has no `myself` line with a role.
+    pub fn role(&self, i: usize) -> Result<Role, String> {
+        let lines = self.cluster_nodes(i)?;
+        lines
+            .iter()
+            .find(|l| l.is_myself())
+            .and_then(NodeLine::role)
+            .ok_or_else(|| format!("node {i}: no `myself` line with a role: {lines:?}"))
+    }
+
+    /// Node `i`'s INFO replication text (`(no answer: …)` when it does not answer).
+    pub fn info_replication(&self, i: usize) -> String {
+        match self.try_cmd(i, &[b"INFO", b"replication"]) {
+            Ok(reply) => match parse(&reply) {
+                Reply::Bulk(Some(text)) => String::from_utf8_lossy(&text).into_owned(),
+                _ => format!("(not a bulk string: {})", show(&reply)),
+            },
+            Err(e) => format!("(no answer: {e})"),
+        }
+    }
+
+    /// A cluster client (`redis::cluster`) seeded with every running node, that reads
+    /// from replicas (a random replica of the slot's master, READONLY sent on its
+    /// connections: `read_routing_strategy(RandomReplicaStrategy)`, what
+    /// `read_from_replicas()` was) and writes to masters. It learns the replicas from
+    /// CLUSTER SLOTS when it connects.
+    pub fn client_reading_replicas(&self) -> redis::cluster::ClusterClient {
+        let urls: Vec<String> = (0..self.len())
+            .filter(|&i| self.is_running(i))
+            .map(|i| format!("redis://{}/", self.addr(i)))
+            .collect();
+        redis::cluster::ClusterClient::builder(urls)
+            .read_routing_strategy(redis::cluster_read_routing::RandomReplicaStrategy)
+            .connection_timeout(Duration::from_secs(5))
+            .response_timeout(crate::REPLY_TIMEOUT)
+            .build()
+            .unwrap()
     }
 
     /// The normaliser of this cluster's replies.
@@ -780,17 +1336,7 @@ fn parse_create_plan(out: &str, ports: &[u16]) -> (Vec<String>, Vec<Vec<(u16, u1
             .get(n + 1)
             .and_then(|l| l.trim().strip_prefix("slots:"))
         {
-            let ranges = slots.split_whitespace().next().unwrap_or("");
-            for range in ranges.split(',') {
-                let range = range.trim_matches(['[', ']']);
-                let parsed = match range.split_once('-') {
-                    Some((a, b)) => a.parse().ok().zip(b.parse().ok()),
-                    None => range.parse().ok().map(|a| (a, a)),
-                };
-                if let Some(r) = parsed {
-                    plan[i].push(r);
-                }
-            }
+            plan[i] = parse_slot_ranges(slots);
         }
     }
     assert!(
@@ -807,6 +1353,98 @@ fn parse_create_plan(out: &str, ports: &[u16]) -> (Vec<String>, Vec<Vec<(u16, u1
         "redis-cli's plan does not cover the slots:\n{out}"
     );
     (ids, plan)
+}
+
+/// The ranges of a `redis-cli` `slots:[a-b],[c] (n slots) master` line (what follows
+/// `slots:`).
+fn parse_slot_ranges(slots: &str) -> Vec<(u16, u16)> {
+    let mut out = Vec::new();
+    let ranges = slots.split_whitespace().next().unwrap_or("");
+    for range in ranges.split(',') {
+        let range = range.trim_matches(['[', ']']);
+        let parsed = match range.split_once('-') {
+            Some((a, b)) => a.parse().ok().zip(b.parse().ok()),
+            None => range.parse().ok().map(|a| (a, a)),
+        };
+        if let Some(r) = parsed {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// `redis-cli --cluster create`'s deal with replicas, in the order of the ports given.
+#[derive(Debug)]
+struct Layout {
+    ids: Vec<String>,
+    /// The masters' slot ranges (none for a replica).
+    plan: Vec<Vec<(u16, u16)>>,
+    /// A replica's master's id (`None` for a master).
+    master_of: Vec<Option<String>>,
+}
+
+/// Reads `redis-cli --cluster create`'s plan with replicas: `M: <id> 127.0.0.1:<port>`
+/// followed by `slots:[a-b]…`, `S: <id> 127.0.0.1:<port>` followed by `replicates
+/// <master-id>` (the first listing of each node; a later one is the check's).
+fn parse_create_layout(out: &str, ports: &[u16]) -> Layout {
+    let mut layout = Layout {
+        ids: vec![String::new(); ports.len()],
+        plan: vec![Vec::new(); ports.len()],
+        master_of: vec![None; ports.len()],
+    };
+    let mut seen = vec![false; ports.len()];
+    let lines: Vec<&str> = out.lines().collect();
+    for (n, line) in lines.iter().enumerate() {
+        let line = line.trim();
+        let (master, rest) = if let Some(rest) = line.strip_prefix("M: ") {
+            (true, rest)
+        } else if let Some(rest) = line.strip_prefix("S: ") {
+            (false, rest)
+        } else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (Some(id), Some(addr)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let port: Option<u16> = addr.rsplit(':').next().and_then(|p| p.parse().ok());
+        let Some(i) = port.and_then(|p| ports.iter().position(|&q| q == p)) else {
+            continue;
+        };
+        if seen[i] {
+            continue;
+        }
+        seen[i] = true;
+        layout.ids[i] = id.to_string();
+        let next = lines.get(n + 1).map_or("", |l| l.trim());
+        if master {
+            if let Some(slots) = next.strip_prefix("slots:") {
+                layout.plan[i] = parse_slot_ranges(slots);
+            }
+        } else {
+            let of = next.strip_prefix("replicates ").map(str::trim);
+            assert!(
+                of.is_some_and(|m| !m.is_empty()),
+                "redis-cli --cluster create: replica {id} without `replicates <id>`:\n{out}"
+            );
+            layout.master_of[i] = of.map(str::to_string);
+        }
+    }
+    assert!(
+        seen.iter().all(|&s| s),
+        "redis-cli --cluster create did not list every node ({ports:?}):\n{out}"
+    );
+    let covered: usize = layout
+        .plan
+        .iter()
+        .flatten()
+        .map(|&(a, b)| usize::from(b) - usize::from(a) + 1)
+        .sum();
+    assert_eq!(
+        covered, SLOTS,
+        "redis-cli's plan does not cover the slots:\n{out}"
+    );
+    layout
 }
 
 /// A RESP2 reply as a tree (and `Masked`, what a normaliser put in a value's place).
@@ -1015,24 +1653,122 @@ impl Norm {
             return render(&self.reply(&parse(reply)));
         };
         let text = String::from_utf8_lossy(&text).into_owned();
-        let mut lines: Vec<String> = text
-            .lines()
-            .map(|line| {
-                let mut fields: Vec<String> = line.split(' ').map(|f| self.text(f)).collect();
-                for (n, mask) in [(4, "<time>"), (5, "<time>"), (6, "<epoch>")] {
-                    if let Some(f) = fields.get_mut(n) {
-                        *f = mask.to_string();
-                    }
-                }
-                fields.join(" ")
-            })
-            .collect();
+        let mut lines: Vec<String> = text.lines().map(|line| self.nodes_line(line)).collect();
         lines.sort();
         format!(
             "bulk, ends with newline: {}\n{}",
             text.ends_with('\n'),
             lines.join("\n")
         )
+    }
+
+    /// One CLUSTER NODES line normalised: ids and ports replaced, `ping-sent` and
+    /// `pong-recv` (fields 5 and 6) made `<time>`, `config-epoch` (field 7) `<epoch>`.
+    /// A replica's line (`slave <master-id>`) has its master's id replaced too.
+    pub fn nodes_line(&self, line: &str) -> String {
+        let mut fields: Vec<String> = line.split(' ').map(|f| self.text(f)).collect();
+        for (n, mask) in [(4, "<time>"), (5, "<time>"), (6, "<epoch>")] {
+            if let Some(f) = fields.get_mut(n) {
+                *f = mask.to_string();
+            }
+        }
+        fields.join(" ")
+    }
+
+    /// A CLUSTER REPLICAS (or SLAVES) reply normalised: an array of CLUSTER NODES lines,
+    /// each masked as [`Norm::nodes_line`] (a newline it ends with shown as `\n`), the
+    /// lines sorted; any other reply (an error) normalised as it is.
+    pub fn replicas(&self, reply: &[u8]) -> String {
+        let parsed = parse(reply);
+        let Reply::Array(Some(items)) = &parsed else {
+            return render(&self.reply(&parsed));
+        };
+        let mut lines: Vec<String> = Vec::new();
+        for item in items {
+            let Reply::Bulk(Some(line)) = item else {
+                return render(&self.reply(&parsed));
+            };
+            let line = String::from_utf8_lossy(line).into_owned();
+            let (body, newline) = match line.strip_suffix('\n') {
+                Some(body) => (body.to_string(), "\\n"),
+                None => (line.clone(), ""),
+            };
+            lines.push(format!("{}{newline}", self.nodes_line(&body)));
+        }
+        lines.sort();
+        format!("array of {}:\n{}", lines.len(), lines.join("\n"))
+    }
+
+    /// An INFO replication text reduced to what two clusters built alike share: `role`,
+    /// `master_host`, `master_port` (a port: replaced), `master_link_status`,
+    /// `connected_slaves`, and of each `slave<n>` line its `ip`, `port` and `state`
+    /// (offsets and lag left out), in that order.
+    pub fn replication(&self, info: &str) -> String {
+        let mut out = Vec::new();
+        for field in [
+            "role",
+            "master_host",
+            "master_port",
+            "master_link_status",
+            "connected_slaves",
+        ] {
+            if let Some(v) = info_field(info, field) {
+                out.push(format!("{field}:{}", self.text(v)));
+            }
+        }
+        for line in info.lines() {
+            let Some((name, value)) = line.trim_end().split_once(':') else {
+                continue;
+            };
+            if name.starts_with("slave") && name[5..].bytes().all(|b| b.is_ascii_digit()) {
+                let kept: Vec<String> = value
+                    .split(',')
+                    .filter(|kv| {
+                        kv.starts_with("ip=") || kv.starts_with("port=") || kv.starts_with("state=")
+                    })
+                    .map(|kv| self.text(kv))
+                    .collect();
+                out.push(format!("{name}:{}", kept.join(",")));
+            }
+        }
+        out.join("\n")
+    }
+
+    /// What `redis-cli --cluster check` printed, normalised: ids and ports replaced, its
+    /// summary lines (one a master, first) sorted, and its node blocks (an `M: `/`S: `
+    /// line and the indented lines under it) sorted, the node it asked first (redis-cli
+    /// lists the others in their dictionary's order); the other lines kept in place.
+    pub fn check(&self, stdout: &str) -> String {
+        let lines: Vec<String> = stdout
+            .lines()
+            .map(|l| self.text(l.trim_end()))
+            .filter(|l| !l.is_empty())
+            .collect();
+        let is_head = |l: &str| l.starts_with("M: ") || l.starts_with("S: ");
+        let Some(first) = lines.iter().position(|l| is_head(l)) else {
+            return lines.join("\n");
+        };
+        let mut blocks: Vec<Vec<String>> = Vec::new();
+        let mut n = first;
+        while n < lines.len() && (is_head(&lines[n]) || lines[n].starts_with(' ')) {
+            if is_head(&lines[n]) {
+                blocks.push(Vec::new());
+            }
+            blocks.last_mut().unwrap().push(lines[n].clone());
+            n += 1;
+        }
+        if blocks.len() > 1 {
+            blocks[1..].sort();
+        }
+        // The summary before the blocks (`<addr> (<id>...) -> n keys | n slots | n
+        // slaves.`, a line a master) is in the dictionary's order too.
+        let mut head: Vec<String> = lines[..first].to_vec();
+        let summary = head.iter().take_while(|l| l.contains(" -> ")).count();
+        head[..summary].sort();
+        let mut out = head;
+        out.extend(blocks.into_iter().flatten());
+        out.extend(lines[n..].iter().cloned());
+        out.join("\n")
     }
 
     /// A CLUSTER INFO reply normalised: the per-type message counters
@@ -1287,17 +2023,43 @@ pub fn compare(goblin: &Transcript, redis: &Transcript) -> Result<(), String> {
 /// # Panics
 /// When a cluster does not start, the scenario panics, or the transcripts differ.
 pub fn run_on(kind: Kind, n: usize, scenario: impl Fn(&Cluster) -> Transcript) {
+    run_with(kind, |k| Cluster::start(k, n), scenario);
+}
+
+/// [`run_on`] with clusters of `masters` masters, each with `replicas_per_master`
+/// replicas ([`Cluster::start_with_replicas`]).
+///
+/// # Panics
+/// When a cluster does not start, the scenario panics, or the transcripts differ.
+pub fn run_on_replicas(
+    kind: Kind,
+    masters: usize,
+    replicas_per_master: usize,
+    scenario: impl Fn(&Cluster) -> Transcript,
+) {
+    run_with(
+        kind,
+        |k| Cluster::start_with_replicas(k, masters, replicas_per_master),
+        scenario,
+    );
+}
+
+fn run_with(
+    kind: Kind,
+    start: impl Fn(Kind) -> Cluster,
+    scenario: impl Fn(&Cluster) -> Transcript,
+) {
     match kind {
         Kind::Redis => {
-            let redis = Cluster::start(Kind::Redis, n);
+            let redis = start(Kind::Redis);
             let transcript = scenario(&redis);
             // Shown with `--nocapture`: what goblin-server's run is compared with.
             eprintln!("--- redis-server's transcript ---\n{}", transcript.text());
         }
         Kind::Goblin => {
-            let goblin = Cluster::start(Kind::Goblin, n);
+            let goblin = start(Kind::Goblin);
             let want = {
-                let redis = Cluster::start(Kind::Redis, n);
+                let redis = start(Kind::Redis);
                 scenario(&redis)
             };
             let got = scenario(&goblin);
@@ -1399,6 +2161,122 @@ mod tests {
         let (ids, plan) = parse_create_plan(out, &[17001, 17002, 17003]);
         assert_eq!(ids, ["aaaa", "bbbb", "cccc"]);
         assert_eq!(plan[2], [(10923, 16382), (16383, 16383)]);
+    }
+
+    #[test]
+    fn create_layout_with_replicas_is_read() {
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let (d, e, f) = ("d".repeat(40), "e".repeat(40), "f".repeat(40));
+        let out = format!(
+            "Master[0] -> Slots 0 - 5460\n\
+             Adding replica 127.0.0.1:17005 to 127.0.0.1:17001\n\
+             M: {a} 127.0.0.1:17001\n   slots:[0-5460] (5461 slots) master\n\
+             M: {b} 127.0.0.1:17002\n   slots:[5461-10922] (5462 slots) master\n\
+             M: {c} 127.0.0.1:17003\n   slots:[10923-16383] (5461 slots) master\n\
+             S: {d} 127.0.0.1:17004\n   replicates {b}\n\
+             S: {e} 127.0.0.1:17005\n   replicates {c}\n\
+             S: {f} 127.0.0.1:17006\n   replicates {a}\n\
+             >>> Performing Cluster Check (using node 127.0.0.1:17001)\n\
+             S: {d} 127.0.0.1:17004\n   slots: (0 slots) slave\n   replicates {c}\n"
+        );
+        let layout = parse_create_layout(&out, &[17001, 17002, 17003, 17004, 17005, 17006]);
+        assert_eq!(layout.ids, [&a, &b, &c, &d, &e, &f].map(String::clone));
+        assert_eq!(layout.plan[1], [(5461, 10922)]);
+        assert!(layout.plan[3].is_empty());
+        assert_eq!(
+            layout.master_of,
+            [
+                None,
+                None,
+                None,
+                Some(b.clone()),
+                Some(c.clone()),
+                Some(a.clone())
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_nodes_lines_are_parsed() {
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let text = format!(
+            "{a} 127.0.0.1:17001@27001 master,fail - 1796 1795 1 disconnected\n\
+             {b} 127.0.0.1:17004@27004 myself,slave {a} 0 1796 7 connected\n"
+        );
+        let lines = parse_nodes(&text).unwrap();
+        assert!(lines[0].is_master() && lines[0].is_failed() && lines[0].slots.is_empty());
+        assert_eq!(lines[0].link, "disconnected");
+        assert!(lines[1].is_myself() && lines[1].is_replica());
+        assert_eq!(lines[1].role(), Some(Role::Replica(a.clone())));
+        assert!(parse_nodes("abc master").is_err());
+    }
+
+    #[test]
+    fn replicas_and_replication_are_masked() {
+        let n = norm();
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let line = format!("{b} 127.0.0.1:17002@27002 slave {a} 0 1796279458000 1 connected");
+        let reply = format!("*1\r\n${}\r\n{line}\r\n", line.len());
+        assert_eq!(
+            n.replicas(reply.as_bytes()),
+            "array of 1:\nnode1 127.0.0.1:port1@busport1 slave node0 <time> <time> <epoch> \
+             connected"
+        );
+        assert_eq!(
+            n.replicas(b"-ERR The specified node is not a master\r\n"),
+            "-ERR The specified node is not a master"
+        );
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+                    slave0:ip=127.0.0.1,port=17002,state=online,offset=42,lag=0\r\n\
+                    master_repl_offset:42\r\n";
+        assert_eq!(
+            n.replication(info),
+            "role:master\nconnected_slaves:1\nslave0:ip=127.0.0.1,port=port1,state=online"
+        );
+    }
+
+    #[test]
+    fn check_blocks_are_sorted() {
+        let n = norm();
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let out = format!(
+            "127.0.0.1:17003 (cccccccc...) -> 0 keys | 5461 slots | 0 slaves.\n\
+             127.0.0.1:17001 (aaaaaaaa...) -> 0 keys | 5461 slots | 1 slaves.\n\
+             >>> Performing Cluster Check (using node 127.0.0.1:17002)\n\
+             S: {b} 127.0.0.1:17002\n   slots: (0 slots) slave\n   replicates {a}\n\
+             M: {c} 127.0.0.1:17003\n   slots:[1-2] (2 slots) master\n\
+             M: {a} 127.0.0.1:17001\n   slots:[0] (1 slots) master\n   1 additional replica(s)\n\
+             [OK] All 16384 slots covered.\n"
+        );
+        assert_eq!(
+            n.check(&out),
+            "127.0.0.1:port0 (node0...) -> 0 keys | 5461 slots | 1 slaves.\n\
+             127.0.0.1:port2 (node2...) -> 0 keys | 5461 slots | 0 slaves.\n\
+             >>> Performing Cluster Check (using node 127.0.0.1:port1)\n\
+             S: node1 127.0.0.1:port1\n   slots: (0 slots) slave\n   replicates node0\n\
+             M: node0 127.0.0.1:port0\n   slots:[0] (1 slots) master\n   1 additional replica(s)\n\
+             M: node2 127.0.0.1:port2\n   slots:[1-2] (2 slots) master\n\
+             [OK] All 16384 slots covered."
+        );
+    }
+
+    #[test]
+    fn poll_returns_the_first_success_or_the_last_reason() {
+        let mut n = 0;
+        let got = poll(Duration::from_secs(5), Duration::from_millis(1), || {
+            n += 1;
+            if n == 3 {
+                Ok(n)
+            } else {
+                Err(format!("try {n}"))
+            }
+        });
+        assert_eq!(got.map(|(v, _)| v), Ok(3));
+        let never: Result<((), Duration), String> =
+            poll(Duration::from_millis(20), Duration::from_millis(5), || {
+                Err("no".to_string())
+            });
+        assert!(never.unwrap_err().ends_with(": no"));
     }
 
     #[test]

@@ -1112,9 +1112,9 @@ impl Bus {
         // (redis-server's rules: not with `cluster-replica-no-failover`, nor when its
         // data is older than the validity factor allows.)
         let timeout = state.node_timeout;
-        let data_age =
-            repl.down_for
-                .map_or(0, |age| if age > timeout { age - timeout } else { age });
+        let data_age = repl
+            .down_for
+            .map_or(0, |age| if age > timeout { age - timeout } else { age });
         let too_old = repl.validity_factor > 0
             && data_age > REPL_PING_PERIOD + timeout.saturating_mul(repl.validity_factor);
         if state.election.is_none() && failed && serves && (repl.no_failover || too_old) {

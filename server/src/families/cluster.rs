@@ -803,8 +803,13 @@ fn failover(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
         2 => (false, false),
         3 if mode.eq_ignore_ascii_case(b"force") => (true, false),
         3 if mode.eq_ignore_ascii_case(b"takeover") => (true, true),
-        _ => {
+        3 => {
             ctx.reply().error(crate::errors::SYNTAX);
+            return;
+        }
+        _ => {
+            let e = crate::errors::subcommand_syntax(b"cluster", args.get(1));
+            ctx.reply().error(&e);
             return;
         }
     };

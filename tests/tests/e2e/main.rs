@@ -12,6 +12,7 @@ mod client_eviction;
 mod client_limits;
 mod clients;
 mod cluster;
+mod cluster_replicas;
 mod config_rewrite;
 mod connection;
 mod daemonize;
