@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::{
     Cluster, Election, FAIL, HANDSHAKE, LinkInfo, MANUAL_TIMEOUT, MASTER, MEET, MYSELF, Manual,
-    NOADDR, Node, NodeId, PFAIL, SLAVE, State, id_str,
+    NOADDR, NOFAILOVER, Node, NodeId, PFAIL, SLAVE, State, id_str,
 };
 use crate::clock::now_ms;
 
@@ -62,6 +62,31 @@ const UPDATE: u8 = 4;
 const AUTH_REQUEST: u8 = 5;
 const AUTH_ACK: u8 = 6;
 const MFSTART: u8 = 7;
+
+/// Each kind's number in redis-server's messages (DEBUG DROP-CLUSTER-PACKET-FILTER names
+/// them so).
+fn redis_type(kind: u8) -> i64 {
+    match kind {
+        PING => 0,
+        PONG => 1,
+        MEET_MSG => 2,
+        FAIL_MSG => 3,
+        AUTH_REQUEST => 5,
+        AUTH_ACK => 6,
+        UPDATE => 7,
+        MFSTART => 8,
+        _ => -1,
+    }
+}
+
+/// DEBUG DROP-CLUSTER-PACKET-FILTER: messages of this type (redis-server's number) are
+/// dropped as they arrive (-1: none).
+static DROP_FILTER: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
+/// DEBUG DROP-CLUSTER-PACKET-FILTER `kind`.
+pub fn drop_packets(kind: i64) {
+    DROP_FILTER.store(kind, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// The trailer's tag.
 const TRAILER: u8 = b'T';
@@ -102,6 +127,8 @@ struct Message {
     offset: u64,
     /// [`PAUSED`], [`FORCEACK`].
     mflags: u8,
+    /// The sender's flags ([`NOFAILOVER`] is read from them).
+    flags: u16,
 }
 
 /// Reads fields off a frame, refusing to go past its end.
@@ -168,7 +195,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
     let sender = r.id()?;
     let ip = r.ip()?;
     // (The sender's flags: its role is the trailer's.)
-    let (port, cport, _flags) = (r.u16()?, r.u16()?, r.u16()?);
+    let (port, cport, flags) = (r.u16()?, r.u16()?, r.u16()?);
     let (current_epoch, config_epoch) = (r.u64()?, r.u64()?);
     let slots = r.slots()?;
     let mut msg = Message {
@@ -186,6 +213,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
         master: None,
         offset: 0,
         mflags: 0,
+        flags,
     };
     match kind {
         PING | PONG | MEET_MSG => {
@@ -600,6 +628,10 @@ impl Bus {
 
     /// What a message from another node changes here.
     fn process(&mut self, key: usize, msg: Message) {
+        let filter = DROP_FILTER.load(std::sync::atomic::Ordering::Relaxed);
+        if filter != -1 && filter == redis_type(msg.kind) {
+            return;
+        }
         let now = now_ms();
         let cluster = Arc::clone(&self.cluster);
         let mut state = cluster.lock();
@@ -655,13 +687,35 @@ impl Bus {
             }
             changed = true;
         }
+        // A PONG from another node than the one the link was opened to (that one was
+        // reset, or another took its address): the node it was opened to loses its
+        // address, and the link closes (redis-server's "PONG contains mismatching
+        // sender ID").
+        if msg.kind == PONG
+            && let Some(to) = handshake_to
+            && to != msg.sender
+            && let Some(n) = state.nodes.get_mut(&to)
+            && n.flags & HANDSHAKE == 0
+        {
+            n.flags |= NOADDR;
+            n.ip.clear();
+            n.port = 0;
+            n.cport = 0;
+            n.linked = false;
+            self.outbound.remove(&to);
+            if let Some(link) = self.links.get_mut(key) {
+                link.closing = true;
+            }
+            cluster.changed(&mut state);
+            return;
+        }
         if msg.sender == state.myself {
             return;
         }
-        // A node that introduces itself, or pings, is added (unless it was forgotten
-        // lately).
+        // A node that introduces itself is added (unless it was forgotten lately); other
+        // nodes are learned from gossip, as redis-server learns them.
         if !state.nodes.contains_key(&msg.sender)
-            && matches!(msg.kind, MEET_MSG | PING)
+            && msg.kind == MEET_MSG
             && state
                 .forgotten
                 .get(&msg.sender)
@@ -694,6 +748,10 @@ impl Bus {
         changed |= learn_role(&mut state, &msg);
         if let Some(node) = state.nodes.get_mut(&msg.sender) {
             node.repl_offset = msg.offset;
+            if (node.flags ^ msg.flags) & NOFAILOVER != 0 {
+                node.flags ^= NOFAILOVER;
+                changed = true;
+            }
             if msg.kind == PONG {
                 node.pong_received = now;
                 node.ping_sent = 0;
@@ -1015,6 +1073,12 @@ impl Bus {
         }
         let replication = (self.hooks.replication)();
         state.offset = replication.offset;
+        // A replica with `cluster-replica-no-failover yes` says so in its flags.
+        let no_failover = replication.no_failover && state.me().is_replica();
+        if no_failover != (state.me().flags & NOFAILOVER != 0) {
+            state.me_mut().flags ^= NOFAILOVER;
+            changed = true;
+        }
         changed |= self.failover_cron(&mut state, now, replication);
         let was_ok = state.ok;
         state.update_state(now);
@@ -1482,5 +1546,116 @@ mod tests {
         let at = bad.len() - 1 - 8 - 40 - 1 - 1;
         bad[at] = b'X';
         assert!(decode(&bad).is_none(), "a trailer with another tag");
+    }
+
+    /// A message from `sender` as it arrives.
+    fn message(kind: u8, sender: NodeId, current_epoch: u64, config_epoch: u64) -> Message {
+        Message {
+            kind,
+            sender,
+            ip: String::new(),
+            port: 0,
+            cport: 0,
+            current_epoch,
+            config_epoch,
+            slots: Box::new([0; SLOTS / 64]),
+            gossip: Vec::new(),
+            about: None,
+            update: None,
+            master: None,
+            offset: 0,
+            mflags: 0,
+            flags: 0,
+        }
+    }
+
+    /// This node a master serving slot 1; `master` a master serving slot 2, `replica`
+    /// its replica.
+    fn three_nodes() -> (State, NodeId, NodeId) {
+        let mut state = State::new(super::super::random_id(), 7000, 17000, 1);
+        state.node_timeout = 1000;
+        let (master, replica) = (super::super::random_id(), super::super::random_id());
+        state.nodes.insert(
+            master,
+            Node::new(master, "127.0.0.1", 7001, 17001, MASTER, 1),
+        );
+        let mut r = Node::new(replica, "127.0.0.1", 7002, 17002, SLAVE, 1);
+        r.master = Some(master);
+        state.nodes.insert(replica, r);
+        state.assign(1, Some(state.myself));
+        state.assign(2, Some(master));
+        (state, master, replica)
+    }
+
+    #[test]
+    fn a_master_votes_once_per_epoch_for_a_replica_of_a_failed_master() {
+        let (mut state, master, replica) = three_nodes();
+        state.current_epoch = 5;
+        let mut request = message(AUTH_REQUEST, replica, 5, 0);
+        request.slots[0] = 1 << 2;
+        // Its master is up: no vote, unless the request is a manual failover's.
+        assert!(grant_vote(&mut state, &request, 10_000).is_none());
+        request.mflags = FORCEACK;
+        assert!(grant_vote(&mut state, &request, 10_000).is_some());
+        assert_eq!(state.last_vote_epoch, 5);
+        // One vote per epoch.
+        assert!(grant_vote(&mut state, &request, 10_000).is_none());
+        // A new epoch, but too soon after a vote about the same master.
+        state.current_epoch = 6;
+        request.current_epoch = 6;
+        request.mflags = 0;
+        state.nodes.get_mut(&master).unwrap().flags |= FAIL;
+        assert!(grant_vote(&mut state, &request, 10_500).is_none());
+        // Later, the master failed: the vote is granted.
+        assert!(grant_vote(&mut state, &request, 20_000).is_some());
+        // A request older than this node's epoch, or from a master, gets none.
+        state.current_epoch = 8;
+        let old = message(AUTH_REQUEST, replica, 7, 0);
+        assert!(grant_vote(&mut state, &old, 40_000).is_none());
+        let from_master = message(AUTH_REQUEST, master, 9, 0);
+        state.current_epoch = 9;
+        assert!(grant_vote(&mut state, &from_master, 40_000).is_none());
+        // A replica does not vote.
+        let (mut replica_state, other, _) = three_nodes();
+        replica_state.set_master(other);
+        let request = message(AUTH_REQUEST, super::super::random_id(), 0, 0);
+        assert!(grant_vote(&mut replica_state, &request, 40_000).is_none());
+    }
+
+    #[test]
+    fn roles_are_learned_from_messages() {
+        let (mut state, master, replica) = three_nodes();
+        // The replica says it is a master now: it is one.
+        assert!(learn_role(&mut state, &message(PONG, replica, 0, 0)));
+        assert!(!state.nodes[&replica].is_replica());
+        assert_eq!(state.nodes[&replica].master, None);
+        // The old master says it replicates it: it gives up its slots.
+        let mut pong = message(PONG, master, 0, 0);
+        pong.master = Some(replica);
+        assert!(learn_role(&mut state, &pong));
+        assert!(state.nodes[&master].is_replica());
+        assert_eq!(state.nodes[&master].slot_count(), 0);
+        assert_eq!(state.slots[2], None);
+        assert!(!learn_role(&mut state, &pong), "nothing new");
+    }
+
+    #[test]
+    fn a_replica_that_wins_takes_its_masters_slots() {
+        let (mut state, master, _) = three_nodes();
+        state.assign(1, None);
+        state.set_master(master);
+        assert!(state.me().is_replica());
+        state.election = Some(Election {
+            at: 0,
+            epoch: 9,
+            votes: 2,
+            forced: false,
+        });
+        assert!(won(&mut state));
+        assert!(!state.me().is_replica());
+        assert_eq!(state.me().config_epoch, 9);
+        assert_eq!(state.slots[2], Some(state.myself));
+        assert_eq!(state.nodes[&master].slot_count(), 0);
+        assert!(state.election.is_none());
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use goblin_store::Millis;
 use goblin_store::SLOTS;
 
-use super::{FAIL, HANDSHAKE, MASTER, MYSELF, NOADDR, Node, SLAVE, State, parse_id};
+use super::{FAIL, HANDSHAKE, MASTER, MYSELF, NOADDR, NOFAILOVER, Node, SLAVE, State, parse_id};
 
 /// The file's text for `state`.
 pub fn render(state: &State) -> String {
@@ -98,6 +98,7 @@ pub fn parse(text: &str, now: Millis) -> Result<State, String> {
                 "slave" => SLAVE,
                 "fail" => FAIL,
                 "noaddr" => NOADDR,
+                "nofailover" => NOFAILOVER,
                 _ => 0,
             };
         }

@@ -40,6 +40,8 @@ pub const NOADDR: u16 = 32;
 pub const MEET: u16 = 64;
 /// The node is a replica (of [`Node::master`]).
 pub const SLAVE: u16 = 128;
+/// A replica that never starts an election (`cluster-replica-no-failover yes`).
+pub const NOFAILOVER: u16 = 256;
 
 /// How long a forgotten node may not be added back by gossip (redis-server: 60 s).
 pub const FORGET_TTL: Millis = 60_000;
@@ -168,6 +170,9 @@ impl Node {
         }
         if self.flags & NOADDR != 0 {
             parts.push("noaddr");
+        }
+        if self.flags & NOFAILOVER != 0 {
+            parts.push("nofailover");
         }
         if parts.is_empty() {
             parts.push("noflags");

@@ -127,6 +127,9 @@ enum Job {
     SkipChecksum(bool),
     /// PAUSE-CRON.
     PauseCron(bool),
+    /// DROP-CLUSTER-PACKET-FILTER: the cluster bus drops the messages of that type
+    /// (redis-server's numbers; -1: none).
+    DropClusterPackets(i64),
     /// SET-DISABLE-DENY-SCRIPTS: whether scripts may call `noscript` commands.
     DenyScripts(bool),
     Help,
@@ -192,6 +195,10 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::SkipChecksum(atoi(args.get(2)) != 0)
     } else if is("PAUSE-CRON") && n == 3 {
         Job::PauseCron(atoi(args.get(2)) != 0)
+    } else if is("DROP-CLUSTER-PACKET-FILTER") && n == 3 {
+        let kind =
+            goblin_protocol::parse_i64(args.get(2)).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
+        Job::DropClusterPackets(kind)
     } else if is("OBJECT") && n == 3 {
         Job::Object(args.get(2).to_vec())
     } else if is("DIGEST") && n == 2 {
@@ -405,6 +412,10 @@ impl Plan for DebugPlan {
             }
             Job::SkipChecksum(skip) => {
                 goblin_store::rdb::set_skip_checksum(*skip);
+                cx.done(|e| e.ok())
+            }
+            Job::DropClusterPackets(kind) => {
+                crate::cluster::bus::drop_packets(*kind);
                 cx.done(|e| e.ok())
             }
             Job::PauseCron(on) => {

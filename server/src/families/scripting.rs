@@ -277,6 +277,12 @@ pub(crate) fn check_flags(
     obeyed: bool,
 ) -> Result<(), Vec<u8>> {
     let stale = shared.follow.stale() && !obeyed;
+    if !flags.has(ScriptFlags::EVAL_COMPAT)
+        && flags.has(ScriptFlags::NO_CLUSTER)
+        && shared.cluster.is_some()
+    {
+        return Err(b"ERR Can not run script on cluster, 'no-cluster' flag is set.".to_vec());
+    }
     if flags.has(ScriptFlags::EVAL_COMPAT) && stale {
         return Err(errors::MASTERDOWN.to_vec());
     }
