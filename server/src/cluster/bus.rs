@@ -1604,7 +1604,7 @@ mod tests {
         state.current_epoch = 6;
         request.current_epoch = 6;
         request.mflags = 0;
-        state.nodes.get_mut(&master).unwrap().flags |= FAIL;
+        state.nodes.get_mut(&master).expect("known").flags |= FAIL;
         assert!(grant_vote(&mut state, &request, 10_500).is_none());
         // Later, the master failed: the vote is granted.
         assert!(grant_vote(&mut state, &request, 20_000).is_some());
