@@ -35,8 +35,10 @@ const WAKER: Token = Token(1);
 /// Links are tokens from here on.
 const FIRST_LINK: usize = 2;
 
-/// The largest frame accepted (a PING about a thousand nodes is well under it).
-const MAX_FRAME: usize = 1 << 20;
+/// The largest frame accepted: a PUBLISH of the largest string a client may send (a PING
+/// about a thousand nodes is far under it). A frame's room grows with what arrives, not
+/// with what its length says.
+const MAX_FRAME: usize = (512 << 20) + 4096;
 /// Identifies Goblin's bus messages.
 const MAGIC: &[u8; 4] = b"GBus";
 
@@ -62,6 +64,8 @@ const UPDATE: u8 = 4;
 const AUTH_REQUEST: u8 = 5;
 const AUTH_ACK: u8 = 6;
 const MFSTART: u8 = 7;
+const PUBLISH: u8 = 8;
+const PUBLISH_SHARD: u8 = 9;
 
 /// Each kind's number in redis-server's messages (DEBUG DROP-CLUSTER-PACKET-FILTER names
 /// them so).
@@ -75,6 +79,8 @@ fn redis_type(kind: u8) -> i64 {
         AUTH_ACK => 6,
         UPDATE => 7,
         MFSTART => 8,
+        PUBLISH => 4,
+        PUBLISH_SHARD => 10,
         _ => -1,
     }
 }
@@ -129,6 +135,8 @@ struct Message {
     mflags: u8,
     /// The sender's flags ([`NOFAILOVER`] is read from them).
     flags: u16,
+    /// PUBLISH, PUBLISH-SHARD: the channel and the message.
+    publication: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Reads fields off a frame, refusing to go past its end.
@@ -150,6 +158,11 @@ impl<'a> Reader<'a> {
     }
     fn u16(&mut self) -> Option<u16> {
         self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.take(4)?;
+        let n = u32::from_be_bytes([n[0], n[1], n[2], n[3]]) as usize;
+        self.take(n).map(<[u8]>::to_vec)
     }
     fn u64(&mut self) -> Option<u64> {
         self.take(8)
@@ -214,6 +227,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
         offset: 0,
         mflags: 0,
         flags,
+        publication: None,
     };
     match kind {
         PING | PONG | MEET_MSG => {
@@ -234,6 +248,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
             msg.update = Some((r.u64()?, r.slots()?));
         }
         AUTH_REQUEST | AUTH_ACK | MFSTART => {}
+        PUBLISH | PUBLISH_SHARD => msg.publication = Some((r.bytes()?, r.bytes()?)),
         _ => return None,
     }
     // The trailer (absent from an earlier Goblin's frames: a master's).
@@ -362,12 +377,18 @@ struct Bus {
 pub struct Replication {
     /// Its offset ([`super::own_offset`]).
     pub offset: u64,
-    /// A replica whose link to its master is down: for how long, in milliseconds.
-    pub down_for: Option<Millis>,
+    /// A replica: how old its data may be, in milliseconds — since the last byte from
+    /// its master (or since its link went down, if earlier), as redis-server's
+    /// `data_age`.
+    pub data_age: Option<Millis>,
     /// `cluster-replica-no-failover`: it never starts an election on its own.
     pub no_failover: bool,
     /// `cluster-replica-validity-factor` (0: its data is never too old).
     pub validity_factor: u64,
+    /// `cluster-allow-replica-migration`.
+    pub migration: bool,
+    /// `cluster-migration-barrier`.
+    pub migration_barrier: usize,
 }
 
 /// What the bus asks of the rest of the server.
@@ -380,6 +401,9 @@ pub struct Hooks {
     /// Pauses the clients' writes until the time given (a master's part in a manual
     /// failover), or, with `None`, ends that pause.
     pub pause_writes: Box<dyn Fn(Option<Millis>) + Send>,
+    /// Delivers a message another node published to this node's subscribers (`true`:
+    /// to a shard channel).
+    pub deliver: Box<dyn Fn(bool, &[u8], &[u8]) + Send>,
 }
 
 /// Binds the bus port and starts its thread.
@@ -447,6 +471,7 @@ impl Bus {
                 }
             }
             self.reap();
+            self.send_publications();
             let now = now_ms();
             // A change is announced to every node at once — changes in quick
             // succession (a reshard's) in one announcement per ANNOUNCE_EVERY.
@@ -597,6 +622,49 @@ impl Bus {
                     return;
                 }
             }
+        }
+    }
+
+    /// Sends what was published here to the other nodes: a PUBLISH to every node, an
+    /// SPUBLISH to the nodes of this node's shard (its master and their replicas).
+    fn send_publications(&mut self) {
+        let publications = self.cluster.take_publications();
+        if publications.is_empty() {
+            return;
+        }
+        let cluster = Arc::clone(&self.cluster);
+        let mut state = cluster.lock();
+        let myself = state.myself;
+        let master = state.my_master().map_or(myself, |m| m.id);
+        let shard: Vec<NodeId> = state
+            .replicas_of(&master)
+            .iter()
+            .map(|n| n.id)
+            .chain(std::iter::once(master))
+            .filter(|id| *id != myself)
+            .collect();
+        for p in publications {
+            let kind = if p.shard { PUBLISH_SHARD } else { PUBLISH };
+            let mut msg = header(&state, kind);
+            for part in [&p.channel, &p.message] {
+                msg.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                msg.extend_from_slice(part);
+            }
+            let msg = finish(&state, msg);
+            for (node, &key) in &self.outbound {
+                if p.shard && !shard.contains(node) {
+                    continue;
+                }
+                if let Some(link) = self.links.get_mut(key) {
+                    link.output.extend_from_slice(&msg);
+                    state.sent[usize::from(kind)] += 1;
+                }
+            }
+        }
+        drop(state);
+        let keys: Vec<usize> = self.outbound.values().copied().collect();
+        for key in keys {
+            self.flush(key);
         }
     }
 
@@ -869,6 +937,11 @@ impl Bus {
                     }
                 }
             }
+            PUBLISH | PUBLISH_SHARD => {
+                if let Some((channel, message)) = &msg.publication {
+                    (self.hooks.deliver)(msg.kind == PUBLISH_SHARD, channel, message);
+                }
+            }
             // A replica of this master asks it to pause for its manual failover.
             MFSTART
                 if state.me().slot_count() > 0
@@ -1080,6 +1153,7 @@ impl Bus {
             changed = true;
         }
         changed |= self.failover_cron(&mut state, now, replication);
+        changed |= migrate_replica(&mut state, now, replication);
         let was_ok = state.ok;
         state.update_state(now);
         if state.ok != was_ok {
@@ -1177,7 +1251,7 @@ impl Bus {
         // data is older than the validity factor allows.)
         let timeout = state.node_timeout;
         let data_age = repl
-            .down_for
+            .data_age
             .map_or(0, |age| if age > timeout { age - timeout } else { age });
         let too_old = repl.validity_factor > 0
             && data_age > REPL_PING_PERIOD + timeout.saturating_mul(repl.validity_factor);
@@ -1352,7 +1426,10 @@ fn learn_role(state: &mut State, msg: &Message) -> bool {
             state.set_as_master(&msg.sender);
             true
         }
-        Some(master) if node.is_replica() && node.master == Some(master) => false,
+        Some(master) if node.is_replica() && node.master == Some(master) => {
+            state.has_replica(&master);
+            false
+        }
         Some(master) => {
             if !node.is_replica() {
                 for slot in 0..SLOTS {
@@ -1362,6 +1439,7 @@ fn learn_role(state: &mut State, msg: &Message) -> bool {
                 }
             }
             let shard = state.nodes.get(&master).map(|m| m.shard_id);
+            state.has_replica(&master);
             if let Some(n) = state.nodes.get_mut(&msg.sender) {
                 n.flags = (n.flags & !MASTER) | SLAVE;
                 n.master = Some(master);
@@ -1372,6 +1450,78 @@ fn learn_role(state: &mut State, msg: &Message) -> bool {
             true
         }
     }
+}
+
+/// How long a master must stay orphaned before a replica migrates to it (redis-server's
+/// `CLUSTER_SLAVE_MIGRATION_DELAY`): time for its own replicas to say where they went.
+const MIGRATION_DELAY: Millis = 5000;
+
+/// Replica migration (redis-server's clusterHandleSlaveMigration): a master that serves
+/// slots and had replicas, left without a working one, is orphaned; after
+/// [`MIGRATION_DELAY`] the replica with the smallest name among those of the masters
+/// with the most working replicas becomes its replica — when its own master keeps more
+/// than `cluster-migration-barrier` of them. True when this node moved.
+fn migrate_replica(state: &mut State, now: Millis, repl: Replication) -> bool {
+    let working =
+        |state: &State, m: &NodeId| state.replicas_of(m).iter().filter(|r| !r.failed()).count();
+    let masters: Vec<NodeId> = state
+        .nodes
+        .values()
+        .filter(|n| !n.is_replica() && n.flags & MASTER != 0)
+        .map(|n| n.id)
+        .collect();
+    let mut most = 0;
+    let mut target: Option<NodeId> = None;
+    for m in &masters {
+        let count = working(state, m);
+        most = most.max(count);
+        let Some(node) = state.nodes.get_mut(m) else {
+            continue;
+        };
+        let orphaned = count == 0 && !node.failed() && node.had_replicas;
+        if !orphaned {
+            node.orphaned_since = 0;
+            continue;
+        }
+        if node.orphaned_since == 0 {
+            node.orphaned_since = now;
+        }
+        if node.slot_count() > 0 && target.is_none_or(|t| *m < t) {
+            target = Some(*m);
+        }
+    }
+    let Some(mine) = state.my_master().map(|m| m.id) else {
+        return false;
+    };
+    let (Some(target), true, true) = (target, repl.migration, state.ok) else {
+        return false;
+    };
+    if most < 2 || working(state, &mine) != most {
+        return false;
+    }
+    // (Its master keeps enough replicas that are neither failing nor suspected.)
+    let ok = state
+        .replicas_of(&mine)
+        .iter()
+        .filter(|r| r.flags & (FAIL | PFAIL) == 0)
+        .count();
+    if ok <= repl.migration_barrier {
+        return false;
+    }
+    let candidate = masters
+        .iter()
+        .filter(|m| working(state, m) == most)
+        .flat_map(|m| state.replicas_of(m))
+        .map(|r| r.id)
+        .chain(std::iter::once(state.myself))
+        .min();
+    let since = state.nodes.get(&target).map_or(now, |t| t.orphaned_since);
+    if candidate != Some(state.myself) || now <= since + MIGRATION_DELAY {
+        return false;
+    }
+    crate::log!(Notice, "Migrating to orphaned master {}", id_str(&target));
+    state.set_master(target);
+    true
 }
 
 /// A master's answer to a replica's AUTH-REQ (redis-server's

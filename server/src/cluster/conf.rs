@@ -180,6 +180,9 @@ pub fn parse(text: &str, now: Millis) -> Result<State, String> {
     for (id, shard) in shards {
         if let Some(n) = state.nodes.get_mut(&id) {
             n.shard_id = shard;
+            if let Some(m) = n.master {
+                state.has_replica(&m);
+            }
         }
     }
     state.current_epoch = epochs.0.max(state.max_epoch());

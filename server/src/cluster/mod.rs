@@ -46,10 +46,23 @@ pub const NOFAILOVER: u16 = 256;
 /// How long a forgotten node may not be added back by gossip (redis-server: 60 s).
 pub const FORGET_TTL: Millis = 60_000;
 
-/// The kinds of bus messages, in the order CLUSTER INFO lists their counters.
-pub const MESSAGE_KINDS: [&str; 8] = [
-    "ping", "pong", "meet", "fail", "update", "auth-req", "auth-ack", "mfstart",
+/// The kinds of bus messages, by the index of their counters.
+pub const MESSAGE_KINDS: [&str; 10] = [
+    "ping",
+    "pong",
+    "meet",
+    "fail",
+    "update",
+    "auth-req",
+    "auth-ack",
+    "mfstart",
+    "publish",
+    "publishshard",
 ];
+
+/// The order CLUSTER INFO lists the counters in (redis-server's message types'):
+/// indices into [`MESSAGE_KINDS`].
+pub const INFO_ORDER: [usize; 10] = [0, 1, 2, 3, 8, 5, 6, 4, 7, 9];
 
 /// One node of the cluster, as this node sees it.
 #[derive(Clone, Debug)]
@@ -88,6 +101,11 @@ pub struct Node {
     pub repl_offset: u64,
     /// A master: when this node last voted for one of its replicas in an election.
     pub voted_time: Millis,
+    /// A master that had replicas (or took a failed master's place): one left without
+    /// any is a target of replica migration (redis-server's `MIGRATE_TO` flag).
+    pub had_replicas: bool,
+    /// Since when it is an orphaned master (0: it is not one).
+    pub orphaned_since: Millis,
 }
 
 impl Node {
@@ -111,6 +129,8 @@ impl Node {
             master: None,
             repl_offset: 0,
             voted_time: 0,
+            had_replicas: false,
+            orphaned_since: 0,
         }
     }
 
@@ -332,9 +352,9 @@ pub struct State {
     /// Masters serving at least one slot.
     pub size: usize,
     /// Bus messages sent, by kind ([`MESSAGE_KINDS`]).
-    pub sent: [u64; 8],
+    pub sent: [u64; 10],
     /// Bus messages received, by kind.
-    pub received: [u64; 8],
+    pub received: [u64; 10],
     /// Nodes CLUSTER FORGET removed, with when they may come back.
     pub forgotten: HashMap<NodeId, Millis>,
     /// The bus's links (kept by the bus thread).
@@ -368,8 +388,8 @@ impl State {
             offset: 0,
             ok: false,
             size: 0,
-            sent: [0; 8],
-            received: [0; 8],
+            sent: [0; 10],
+            received: [0; 10],
             forgotten: HashMap::new(),
             links: Vec::new(),
             writable_after: now + 2000,
@@ -455,6 +475,7 @@ impl State {
         self.election = None;
         self.manual = None;
         let shard = self.nodes.get(&master).map(|m| m.shard_id);
+        self.has_replica(&master);
         let me = self.me_mut();
         me.flags = (me.flags & !MASTER) | SLAVE;
         me.master = Some(master);
@@ -492,9 +513,19 @@ impl State {
 
     /// A replica of this node's view becomes a master (or one announced as such).
     pub fn set_as_master(&mut self, id: &NodeId) {
+        let myself = self.myself;
         if let Some(n) = self.nodes.get_mut(id) {
             n.flags = (n.flags & !SLAVE) | MASTER;
             n.master = None;
+            // (A replica that took its master's place is meant to have replicas.)
+            n.had_replicas |= *id != myself;
+        }
+    }
+
+    /// Notes that `master` has (or had) a replica.
+    pub fn has_replica(&mut self, master: &NodeId) {
+        if let Some(m) = self.nodes.get_mut(master) {
+            m.had_replicas = true;
         }
     }
 
@@ -661,6 +692,20 @@ pub struct Cluster {
     waker: Mutex<Option<Arc<mio::Waker>>>,
     /// `cluster-allow-reads-when-down` (CONFIG SET may change it).
     reads_when_down: AtomicBool,
+    /// Publications for the other nodes (PUBLISH: every node; SPUBLISH: the nodes of
+    /// this node's shard), which the bus sends.
+    publications: Mutex<Vec<Publication>>,
+}
+
+/// A message published here, for the other nodes.
+#[derive(Debug)]
+pub struct Publication {
+    /// SPUBLISH: only this shard's nodes.
+    pub shard: bool,
+    /// The channel.
+    pub channel: Vec<u8>,
+    /// The message.
+    pub message: Vec<u8>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -709,6 +754,7 @@ impl Cluster {
             config_path: path,
             waker: Mutex::new(None),
             reads_when_down: AtomicBool::new(config.cluster.allow_reads_when_down),
+            publications: Mutex::new(Vec::new()),
         };
         cluster.save()?;
         ENABLED.store(true, Ordering::Relaxed);
@@ -727,6 +773,31 @@ impl Cluster {
             state.full_coverage = config.require_full_coverage;
             self.changed(&mut state);
         }
+    }
+
+    /// PUBLISH (`shard` false) or SPUBLISH ran here: the bus sends it on to the other
+    /// nodes (every node, or this shard's), where their subscribers receive it, as in
+    /// Redis Cluster.
+    pub fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) {
+        self.publications
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Publication {
+                shard,
+                channel: channel.to_vec(),
+                message: message.to_vec(),
+            });
+        self.wake();
+    }
+
+    /// The publications waiting for the bus.
+    pub fn take_publications(&self) -> Vec<Publication> {
+        std::mem::take(
+            &mut *self
+                .publications
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Whether keys may be read while the cluster is down (`cluster-allow-reads-when-down`).

@@ -195,8 +195,9 @@ pub fn info_text(state: &State) -> String {
         state.me().config_epoch,
     );
     for (counts, dir) in [(&state.sent, "sent"), (&state.received, "received")] {
-        for (kind, n) in cluster::MESSAGE_KINDS.iter().zip(counts.iter()) {
-            if *n > 0 {
+        for i in cluster::INFO_ORDER {
+            let (kind, n) = (cluster::MESSAGE_KINDS[i], counts[i]);
+            if n > 0 {
                 text.push_str(&format!("cluster_stats_messages_{kind}_{dir}:{n}\r\n"));
             }
         }

@@ -182,6 +182,11 @@ pub(crate) fn publish_command(
         Space::Channels
     };
     let n = out.publish(&shared.pubsub, space, argv[1], argv[2]);
+    // (Redis Cluster: the bus carries it to the other nodes; the reply counts this
+    // node's receivers.)
+    if let Some(cluster) = shared.cluster.as_deref() {
+        cluster.publish(space == Space::ShardChannels, argv[1], argv[2]);
+    }
     if let Some(feed) = feed
         && shared.cluster.is_none()
         && at.repl & crate::scripting::engine::REPL_REPLICA != 0

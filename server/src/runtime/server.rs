@@ -1032,7 +1032,8 @@ impl Server {
         }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
-            let (woken, read, paused) = (
+            let (woken, read, paused, delivered) = (
+                Arc::clone(&self.shared),
                 Arc::clone(&self.shared),
                 Arc::clone(&self.shared),
                 Arc::clone(&self.shared),
@@ -1046,17 +1047,29 @@ impl Server {
                 replication: Box::new(move || {
                     let live = read.live();
                     let option = |name| crate::config::inert::value(&live.inert, name);
-                    let down_for = read.follow.view().and_then(|link| {
-                        (link.down_since_ms != 0)
-                            .then(|| clock::now_ms().saturating_sub(link.down_since_ms))
+                    let data_age = read.follow.view().map(|link| {
+                        let up = link.state == crate::repl::link::State::Connected;
+                        let since = match (link.down_since_ms, link.last_io_ms) {
+                            (0, io) => io,
+                            (down, io) if up || io == 0 => down.max(io),
+                            (down, io) => down.min(io),
+                        };
+                        match since {
+                            0 => 0,
+                            at => clock::now_ms().saturating_sub(at),
+                        }
                     });
                     crate::cluster::bus::Replication {
                         offset: crate::cluster::own_offset(&read),
-                        down_for,
+                        data_age,
                         no_failover: option("cluster-replica-no-failover") == Some("yes"),
                         validity_factor: option("cluster-replica-validity-factor")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(10),
+                        migration: option("cluster-allow-replica-migration") != Some("no"),
+                        migration_barrier: option("cluster-migration-barrier")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(1),
                     }
                 }),
                 pause_writes: Box::new(move |until| {
@@ -1065,6 +1078,21 @@ impl Server {
                         None => paused.pause.unpause(),
                     }
                     paused.wake_workers();
+                }),
+                deliver: Box::new(move |shard, channel, message| {
+                    use crate::runtime::pubsub::{Outbound, Space};
+                    let space = if shard {
+                        Space::ShardChannels
+                    } else {
+                        Space::Channels
+                    };
+                    let mut out = Outbound::default();
+                    out.publish(&delivered.pubsub, space, channel, message);
+                    for (worker, publications) in out.take() {
+                        if let Some(peer) = delivered.peers.get(worker) {
+                            peer.send(vec![Msg::Publish(publications)]);
+                        }
+                    }
                 }),
             };
             crate::cluster::bus::start(
