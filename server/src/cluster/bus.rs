@@ -403,8 +403,11 @@ pub struct Hooks {
     pub pause_writes: Box<dyn Fn(Option<Millis>) + Send>,
     /// Delivers a message another node published to this node's subscribers (`true`:
     /// to a shard channel).
-    pub deliver: Box<dyn Fn(bool, &[u8], &[u8]) + Send>,
+    pub deliver: Deliver,
 }
+
+/// Delivers another node's publication here: (to a shard channel, channel, message).
+pub type Deliver = Box<dyn Fn(bool, &[u8], &[u8]) + Send>;
 
 /// Binds the bus port and starts its thread.
 ///
@@ -1716,6 +1719,7 @@ mod tests {
             offset: 0,
             mflags: 0,
             flags: 0,
+            publication: None,
         }
     }
 
