@@ -369,12 +369,15 @@ struct Bus {
     paused: bool,
     /// Why this replica cannot fail over was logged.
     cant_failover_logged: bool,
+    /// `cluster-link-sendbuf-limit`, as last read.
+    sendbuf_limit: usize,
     last_cron: Millis,
 }
 
-/// This node's replication, as the bus reads it each cron.
+/// This node's replication and the settings the bus follows, as it reads them each
+/// cron.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Replication {
+pub struct Local {
     /// Its offset ([`super::own_offset`]).
     pub offset: u64,
     /// A replica: how old its data may be, in milliseconds — since the last byte from
@@ -389,6 +392,9 @@ pub struct Replication {
     pub migration: bool,
     /// `cluster-migration-barrier`.
     pub migration_barrier: usize,
+    /// `cluster-link-sendbuf-limit` (0: none): a link that holds more unsent bytes is
+    /// closed (and made again).
+    pub sendbuf_limit: usize,
 }
 
 /// What the bus asks of the rest of the server.
@@ -396,8 +402,8 @@ pub struct Hooks {
     /// Wakes the workers (so that each looks at the new routes: its clients blocked on
     /// a slot that left are redirected; worker 0 follows a new master, or stops).
     pub wake_workers: Box<dyn Fn() + Send>,
-    /// This node's replication as a failover needs it.
-    pub replication: Box<dyn Fn() -> Replication + Send>,
+    /// This node's replication and settings ([`Local`]).
+    pub local: Box<dyn Fn() -> Local + Send>,
     /// Pauses the clients' writes until the time given (a master's part in a manual
     /// failover), or, with `None`, ends that pause.
     pub pause_writes: Box<dyn Fn(Option<Millis>) + Send>,
@@ -431,6 +437,7 @@ pub fn start(cluster: Arc<Cluster>, ip: IpAddr, port: u16, hooks: Hooks) -> io::
         hooks,
         paused: false,
         cant_failover_logged: false,
+        sendbuf_limit: 0,
         last_cron: 0,
     };
     bus.poll
@@ -655,7 +662,11 @@ impl Bus {
             }
             let msg = finish(&state, msg);
             for (node, &key) in &self.outbound {
-                if p.shard && !shard.contains(node) {
+                let known = state
+                    .nodes
+                    .get(node)
+                    .is_some_and(|n| n.flags & HANDSHAKE == 0);
+                if !known || (p.shard && !shard.contains(node)) {
                     continue;
                 }
                 if let Some(link) = self.links.get_mut(key) {
@@ -664,11 +675,34 @@ impl Bus {
                 }
             }
         }
-        drop(state);
         let keys: Vec<usize> = self.outbound.values().copied().collect();
         for key in keys {
             self.flush(key);
+            self.limit_output(&mut state, key);
         }
+    }
+
+    /// Closes a link whose unsent bytes passed `cluster-link-sendbuf-limit` (its peer
+    /// reads nothing: it is made again), counted in CLUSTER INFO.
+    fn limit_output(&mut self, state: &mut State, key: usize) {
+        let limit = self.sendbuf_limit;
+        let Some(link) = self.links.get_mut(key) else {
+            return;
+        };
+        if limit == 0 || link.output.len() <= limit || link.closing {
+            return;
+        }
+        let node = link.to.or(link.from).map(|n| id_str(&n).to_string());
+        crate::log!(
+            Warning,
+            "Freeing cluster link({} node {}, used memory: {}) due to exceeding send buffer \
+             memory limit.",
+            if link.to.is_some() { "to" } else { "from" },
+            node.unwrap_or_default(),
+            link.output.capacity()
+        );
+        link.closing = true;
+        state.links_over_limit += 1;
     }
 
     /// Closes the links that failed, and forgets which node they served.
@@ -1033,6 +1067,14 @@ impl Bus {
             changed = true;
         }
         state.forgotten.retain(|_, until| *until > now);
+        // Links to nodes no longer known (forgotten, or gone with a CLUSTER RESET) close.
+        for (id, &key) in &self.outbound {
+            if !state.nodes.contains_key(id)
+                && let Some(link) = self.links.get_mut(key)
+            {
+                link.closing = true;
+            }
+        }
         let ids: Vec<NodeId> = state.nodes.keys().copied().collect();
         let mut to_send = Vec::new();
         for id in ids {
@@ -1147,7 +1189,8 @@ impl Bus {
                 state.sent[usize::from(FAIL_MSG)] += 1;
             }
         }
-        let replication = (self.hooks.replication)();
+        let replication = (self.hooks.local)();
+        self.sendbuf_limit = replication.sendbuf_limit;
         state.offset = replication.offset;
         // A replica with `cluster-replica-no-failover yes` says so in its flags.
         let no_failover = replication.no_failover && state.me().is_replica();
@@ -1182,11 +1225,12 @@ impl Bus {
         if changed {
             cluster.changed(&mut state);
         }
-        drop(state);
         let keys: Vec<usize> = self.links.iter().map(|(k, _)| k).collect();
         for key in keys {
             self.flush(key);
+            self.limit_output(&mut state, key);
         }
+        drop(state);
         if let Err(e) = cluster.save() {
             crate::log!(Warning, "{e}");
         }
@@ -1201,7 +1245,7 @@ impl Bus {
     /// its election once it has the paused master's whole stream (at once with FORCE);
     /// and a replica's election when its master failed, after a delay that lets the
     /// replica with most of the history ask first. True when the state changed.
-    fn failover_cron(&mut self, state: &mut State, now: Millis, repl: Replication) -> bool {
+    fn failover_cron(&mut self, state: &mut State, now: Millis, repl: Local) -> bool {
         if state.manual.as_ref().is_some_and(|m| now > m.until) {
             crate::log!(Warning, "Manual failover timed out.");
             state.manual = None;
@@ -1464,7 +1508,7 @@ const MIGRATION_DELAY: Millis = 5000;
 /// [`MIGRATION_DELAY`] the replica with the smallest name among those of the masters
 /// with the most working replicas becomes its replica — when its own master keeps more
 /// than `cluster-migration-barrier` of them. True when this node moved.
-fn migrate_replica(state: &mut State, now: Millis, repl: Replication) -> bool {
+fn migrate_replica(state: &mut State, now: Millis, repl: Local) -> bool {
     let working =
         |state: &State, m: &NodeId| state.replicas_of(m).iter().filter(|r| !r.failed()).count();
     let masters: Vec<NodeId> = state

@@ -355,6 +355,8 @@ pub struct State {
     pub sent: [u64; 10],
     /// Bus messages received, by kind.
     pub received: [u64; 10],
+    /// Links closed for passing `cluster-link-sendbuf-limit`.
+    pub links_over_limit: u64,
     /// Nodes CLUSTER FORGET removed, with when they may come back.
     pub forgotten: HashMap<NodeId, Millis>,
     /// The bus's links (kept by the bus thread).
@@ -390,6 +392,7 @@ impl State {
             size: 0,
             sent: [0; 10],
             received: [0; 10],
+            links_over_limit: 0,
             forgotten: HashMap::new(),
             links: Vec::new(),
             writable_after: now + 2000,

@@ -108,6 +108,11 @@ impl Routes {
         self.master != NONE
     }
 
+    /// Whether this node's shard serves `slot`: this node, or, a replica, its master.
+    pub fn serves(&self, slot: usize) -> bool {
+        self.local(slot)
+    }
+
     /// Whether the keys of `slot` are here: this node serves it, or, a replica, its
     /// master does (its data is the master's).
     fn local(&self, slot: usize) -> bool {

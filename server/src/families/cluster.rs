@@ -204,7 +204,10 @@ pub fn info_text(state: &State) -> String {
         let total: u64 = counts.iter().sum();
         text.push_str(&format!("cluster_stats_messages_{dir}:{total}\r\n"));
     }
-    text.push_str("total_cluster_links_buffer_limit_exceeded:0\r\n");
+    text.push_str(&format!(
+        "total_cluster_links_buffer_limit_exceeded:{}\r\n",
+        state.links_over_limit
+    ));
     text
 }
 
@@ -1106,7 +1109,22 @@ fn setslot_apply(
             if keys == 0 {
                 state.migrating_to.remove(&slot);
             }
+            let was_mine = state.slots[slot] == Some(me);
             state.assign(slot, Some(to));
+            // A master left without slots becomes a replica of the node that took its
+            // last one (redis-server's rule, with `cluster-allow-replica-migration`).
+            let live = cx.shared.live();
+            let migration =
+                crate::config::inert::value(&live.inert, "cluster-allow-replica-migration")
+                    != Some("no");
+            if was_mine && to != me && state.me().slot_count() == 0 && migration {
+                crate::log!(
+                    Warning,
+                    "Configuration change detected. Reconfiguring myself as a replica of {}",
+                    id_str(&to)
+                );
+                state.set_master(to);
+            }
             if to == me && state.importing_from.remove(&slot).is_some() && bump_epoch(&mut state) {
                 crate::log!(Notice, "configEpoch updated after importing slot {slot}");
             }

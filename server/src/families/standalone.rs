@@ -140,19 +140,23 @@ pub(crate) fn promote_plan(keep: Option<crate::runtime::msg::ConnRef>) -> Box<dy
         hold: Default::default(),
         promoted: false,
         keep,
+        cluster: false,
     })
 }
 
 /// Cluster mode: REPLICAOF's plan for the role the cluster gives this node
-/// (`Worker::follow_cluster_role`): follow `target`, or, with `None`, be a master.
-pub(crate) fn cluster_role_plan(target: Option<(String, u16)>) -> Box<dyn Plan> {
+/// (`Worker::follow_cluster_role`): follow the master the cluster's view names, or be a
+/// master — the view as it is when the plan acts (a plan that waited for the link to
+/// hold acts on the latest role, whatever another did meanwhile).
+pub(crate) fn cluster_role_plan() -> Box<dyn Plan> {
     Box::new(ReplicaOf {
-        target,
+        target: None,
         who: "cluster failover".into(),
         at_once: false,
         hold: Default::default(),
         promoted: false,
         keep: None,
+        cluster: true,
     })
 }
 
@@ -226,6 +230,7 @@ fn replicaof_plan(start: &PlanStart<'_>) -> Result<Box<dyn Plan>, Vec<u8>> {
         hold: Default::default(),
         promoted: false,
         keep: None,
+        cluster: false,
     }))
 }
 
@@ -260,6 +265,8 @@ struct ReplicaOf {
     /// A replica's connection kept when promoted (the PSYNC FAILOVER of the master
     /// handing over); the others sync again.
     keep: Option<crate::runtime::msg::ConnRef>,
+    /// Cluster mode's: the target is the cluster view's master, read as it acts.
+    cluster: bool,
 }
 
 impl Plan for ReplicaOf {
@@ -268,6 +275,22 @@ impl Plan for ReplicaOf {
             return cx.done(|e| e.ok());
         }
         let (shared, follow) = (cx.shared, &cx.shared.follow);
+        if self.cluster {
+            self.target = shared.cluster.as_deref().and_then(|c| {
+                c.lock()
+                    .my_master()
+                    .filter(|m| !m.ip.is_empty())
+                    .map(|m| (m.ip.clone(), m.port))
+            });
+            let done = match &self.target {
+                Some((host, port)) => follow.follows(host, *port),
+                None => !follow.active.load(Ordering::SeqCst),
+            };
+            if done {
+                self.hold.release();
+                return cx.done(|e| e.ok());
+            }
+        }
         if let Some((host, port)) = &self.target
             && follow.follows(host, *port)
         {

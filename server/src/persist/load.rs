@@ -241,9 +241,14 @@ pub(crate) fn load_rdb(
     load_rdb_bytes(shared, &data, path, now, policy, put, expired)
 }
 
-/// This server is configured to follow a master.
+/// This server is configured to follow a master (`replicaof`, or a cluster replica's
+/// configuration file).
 fn is_replica(shared: &Shared) -> bool {
     crate::config::inert::value(&shared.config.inert, "replicaof").is_some_and(|v| !v.is_empty())
+        || shared
+            .cluster
+            .as_deref()
+            .is_some_and(|c| c.lock().me().is_replica())
 }
 
 /// The replication history a snapshot recorded (`repl-id`, `repl-offset`,

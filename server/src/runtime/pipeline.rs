@@ -1076,7 +1076,11 @@ fn cluster_redirect(
     args: &Args<'_>,
 ) -> Option<Vec<u8>> {
     let mut keys: Option<(usize, bool)> = None;
-    let mut write = spec.flags.contains(Flags::WRITE);
+    // (A script's flags say whether it writes: redis-server's getCommandFlags.)
+    let writes = |spec: &CommandSpec, args: &Args<'_>| {
+        crate::families::scripting::command_flags(shared, spec, args).contains(Flags::WRITE)
+    };
+    let mut write = writes(spec, args);
     let mut note = |slot: u16| match &mut keys {
         None => keys = Some((usize::from(slot), false)),
         Some((first, cross)) => *cross |= *first != usize::from(slot),
@@ -1087,8 +1091,8 @@ fn cluster_redirect(
                 let Some(queued) = shared.commands.get(cmd.spec) else {
                     continue;
                 };
-                write |= queued.flags.contains(Flags::WRITE);
                 let a = batch.args(i);
+                write |= writes(queued, &a);
                 queued.for_each_routed_position(&a, |k| note(goblin_store::key_slot(a.get(k))));
             }
         }

@@ -286,6 +286,11 @@ pub struct Local {
 }
 
 impl Local {
+    /// Whether any of this worker's connections subscribes to a name of `space`.
+    pub fn any(&self, space: Space) -> bool {
+        !self.spaces[space as usize].is_empty()
+    }
+
     fn add(&mut self, space: Space, name: &[u8], key: usize) {
         let names = &mut self.spaces[space as usize];
         match names.get_mut(name) {

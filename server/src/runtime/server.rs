@@ -1030,6 +1030,19 @@ impl Server {
         {
             self.shared.follow.start(&self.shared, &host, port, None);
         }
+        // A cluster replica follows its master from the start, as redis-server's
+        // `replicaof` does: its files load as a replica's (keys expired meanwhile kept,
+        // for the master's DELs).
+        if let Some(cluster) = &self.shared.cluster {
+            let master = cluster
+                .lock()
+                .my_master()
+                .filter(|m| !m.ip.is_empty())
+                .map(|m| (m.ip.clone(), m.port));
+            if let Some((host, port)) = master {
+                self.shared.follow.start(&self.shared, &host, port, None);
+            }
+        }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());
             let (woken, read, paused, delivered) = (
@@ -1044,7 +1057,7 @@ impl Server {
                         let _ = peer.waker.wake();
                     }
                 }),
-                replication: Box::new(move || {
+                local: Box::new(move || {
                     let live = read.live();
                     let option = |name| crate::config::inert::value(&live.inert, name);
                     let data_age = read.follow.view().map(|link| {
@@ -1059,7 +1072,7 @@ impl Server {
                             at => clock::now_ms().saturating_sub(at),
                         }
                     });
-                    crate::cluster::bus::Replication {
+                    crate::cluster::bus::Local {
                         offset: crate::cluster::own_offset(&read),
                         data_age,
                         no_failover: option("cluster-replica-no-failover") == Some("yes"),
@@ -1070,6 +1083,9 @@ impl Server {
                         migration_barrier: option("cluster-migration-barrier")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(1),
+                        sendbuf_limit: option("cluster-link-sendbuf-limit")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
                     }
                 }),
                 pause_writes: Box::new(move |until| {

@@ -850,14 +850,16 @@ impl Worker {
         self.role_routes = version;
         let want = cluster.lock().my_master().map(|m| (m.ip.clone(), m.port));
         let follow = &self.shared.follow;
-        let target = match want {
+        let differs = match want {
             // (Its address is learned with a change of the routes.)
-            Some((ip, _)) if ip.is_empty() => return,
-            Some((ip, port)) if !follow.follows(&ip, port) => Some((ip, port)),
-            None if follow.active.load(Ordering::SeqCst) => None,
-            _ => return,
+            Some((ip, _)) if ip.is_empty() => false,
+            Some((ip, port)) => !follow.follows(&ip, port),
+            None => follow.active.load(Ordering::SeqCst),
         };
-        let plan = crate::families::standalone::cluster_role_plan(target);
+        if !differs {
+            return;
+        }
+        let plan = crate::families::standalone::cluster_role_plan();
         self.start_job(usize::MAX, Vec::new(), false, plan, None);
     }
 
@@ -1028,6 +1030,7 @@ impl Worker {
             return;
         }
         self.parked_routes = version;
+        self.drop_moved_shard_channels();
         let Some(cluster) = self
             .shared
             .cluster
@@ -1053,6 +1056,59 @@ impl Worker {
             self.job_event(seq, |job, env, out| {
                 job.unblock(Some(&error), env, out).flatten()
             });
+        }
+    }
+
+    /// Cluster mode, when the routes change: a client subscribed to a shard channel whose
+    /// slot this node's shard no longer serves is unsubscribed from it and told so
+    /// (`sunsubscribe`), as redis-server's removeChannelsInSlot tells it: it subscribes
+    /// again where the slot went.
+    fn drop_moved_shard_channels(&mut self) {
+        use crate::runtime::pubsub::{Hub, Space};
+        let Some(cluster) = self.shared.cluster.clone() else {
+            return;
+        };
+        if !self.subs.any(Space::ShardChannels) {
+            return;
+        }
+        let routes = Arc::clone(crate::cluster::current(&mut self.shard.routes, &cluster));
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
+            let moved: Vec<Box<[u8]>> = conn
+                .client
+                .subs
+                .names(Space::ShardChannels)
+                .into_iter()
+                .filter(|name| !routes.serves(usize::from(goblin_store::key_slot(name))))
+                .collect();
+            if moved.is_empty() {
+                continue;
+            }
+            let mut hub = Hub::new(
+                &mut self.subs,
+                &mut self.shard.pubsub,
+                self.id,
+                key,
+                conn.generation,
+            );
+            for name in moved {
+                hub.unsubscribe(
+                    &self.shared.pubsub,
+                    &mut conn.client.subs,
+                    Space::ShardChannels,
+                    &name,
+                );
+                let count = conn.client.subs.counted(Space::ShardChannels);
+                let mut out = goblin_protocol::Encoder::new(&mut conn.output.buf, conn.client.resp);
+                out.push(3);
+                out.bulk(b"sunsubscribe");
+                out.bulk(&name);
+                out.integer(count as i64);
+            }
+            self.mark_dirty(key);
         }
     }
 
