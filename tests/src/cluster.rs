@@ -15,7 +15,9 @@
 //!   A node can be killed (SIGKILL, by pid: [`Cluster::kill`]) and started again on the
 //!   same port and directory, its `nodes.conf` kept ([`Cluster::restart`]); its role read
 //!   from its CLUSTER NODES ([`Cluster::role`], [`parse_nodes`]); and a condition waited
-//!   for, polling with a bound ([`poll`]).
+//!   for, polling with a bound ([`poll`]). One more replica can be joined to a master
+//!   as an operator does, with `redis-cli --cluster add-node … --cluster-slave`
+//!   ([`Cluster::add_replica`]): it comes last in the node order.
 //! - Node `i` is the `i`-th by port, so that two clusters built the same way have their
 //!   nodes in the same order: `redis-cli` deals the slots to the nodes in the order it is
 //!   given them ([`Cluster::plan_owner`] is that deal, read from its output, not asked of
@@ -25,9 +27,9 @@
 //!   `busport<i>`, epochs, timestamps, counters and replication offsets `<…>` — so that
 //!   a goblin-server cluster's transcript can be compared with a redis-server cluster's
 //!   entry by entry.
-//! - [`run_on`] (and [`run_on_replicas`]): a scenario run on a redis-server cluster alone,
-//!   or (for goblin-server) run on both and the transcripts compared: every expected
-//!   answer comes from the redis-server run, never from the test.
+//! - [`run_on`] (and [`run_on_replicas`], [`run_on_built`]): a scenario run on a
+//!   redis-server cluster alone, or (for goblin-server) run on both and the transcripts
+//!   compared: every expected answer comes from the redis-server run, never from the test.
 
 use std::fmt::Write as _;
 use std::io::Read;
@@ -725,6 +727,65 @@ impl Cluster {
         cluster
     }
 
+    /// Starts one more node of `kind` (with `--repl-diskless-sync-delay 0`, as
+    /// [`Cluster::start_with_replicas`]'s) and joins it to the cluster as a replica of
+    /// master `master`, as an operator does: `redis-cli --cluster add-node <new> <master>
+    /// --cluster-slave --cluster-master-id <master-id>`. Then waits (at most
+    /// [`REPLICAS_HEALTHY_TIMEOUT`]) until the cluster is healthy as
+    /// [`Cluster::wait_healthy`] says (the new replica's link to its master up, every node
+    /// agreeing on its role) and checks the new node says it replicates `master`. The new
+    /// node is the last (its index is returned): [`Cluster::planned_master_of`] says
+    /// `master` of it, and [`Cluster::planned_replicas_of`] lists it.
+    ///
+    /// # Panics
+    /// When `master` was not made a master, the node does not start, `redis-cli` fails,
+    /// or the cluster does not become healthy in time.
+    pub fn add_replica(&mut self, master: usize) -> usize {
+        assert!(
+            self.master_of[master].is_none(),
+            "node {master} was not made a master"
+        );
+        let extra: Vec<String> = vec!["--repl-diskless-sync-delay".into(), "0".into()];
+        let node = Node::start_with(self.kind, &extra);
+        let new_addr = format!("127.0.0.1:{}", node.port);
+        let mut command = Command::new("redis-cli");
+        command
+            .args(["--cluster", "add-node", &new_addr, &self.addr(master)])
+            .args(["--cluster-slave", "--cluster-master-id", self.id(master)]);
+        let out = run_bounded(&mut command, CREATE_TIMEOUT);
+        assert!(
+            out.success() && out.stdout.contains("[OK] New node added correctly."),
+            "redis-cli --cluster add-node {new_addr} as a replica of node {master} ({}) \
+             failed:\n{}\nthe new node's log:\n{}",
+            kind_name(self.kind),
+            out.describe(),
+            node.log_tail(25)
+        );
+        let myid = Raw::connect(node.port).cmd(&[b"CLUSTER", b"MYID"]);
+        let Reply::Bulk(Some(id)) = parse(&myid) else {
+            panic!(
+                "the new node on port {}: CLUSTER MYID answered {}",
+                node.port,
+                show(&myid)
+            );
+        };
+        self.nodes.push(node);
+        self.ids.push(String::from_utf8_lossy(&id).into_owned());
+        self.plan.push(Vec::new());
+        self.master_of.push(Some(master));
+        self.create_output.push_str(&out.stdout);
+        let i = self.len() - 1;
+        self.wait_healthy(REPLICAS_HEALTHY_TIMEOUT);
+        let role = self.role(i);
+        assert!(
+            role.as_ref().ok() == Some(&Role::Replica(self.ids[master].clone())),
+            "node {i} (port {}) was added as node {master}'s replica, but its CLUSTER NODES \
+             says {role:?}",
+            self.port(i)
+        );
+        i
+    }
+
     fn create(&mut self) {
         let mut command = Command::new("redis-cli");
         command.arg("--cluster").arg("create");
@@ -843,7 +904,7 @@ impl Cluster {
                     && info_field(info, "cluster_slots_assigned") == Some("16384")
                     && info_field(info, "cluster_known_nodes") == Some(n.as_str())
             });
-            let links = if self.replicas_per_master > 0 {
+            let links = if self.has_replicas() {
                 let mut problems: Vec<Option<String>> = running
                     .iter()
                     .map(|&i| self.replica_link_problem(i))
@@ -875,6 +936,12 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// Whether any node was made a replica (by `redis-cli --cluster create` or
+    /// [`Cluster::add_replica`]).
+    fn has_replicas(&self) -> bool {
+        self.replicas_per_master > 0 || self.master_of.iter().any(Option::is_some)
     }
 
     /// When the running nodes do not all agree on each running node's role (what it says
@@ -2042,6 +2109,20 @@ pub fn run_on_replicas(
         |k| Cluster::start_with_replicas(k, masters, replicas_per_master),
         scenario,
     );
+}
+
+/// [`run_on`] with clusters built by `build` (given the kind of their nodes): the same
+/// way for both servers, [`Cluster::start_with_replicas`] then [`Cluster::add_replica`],
+/// say.
+///
+/// # Panics
+/// When a cluster does not start, the scenario panics, or the transcripts differ.
+pub fn run_on_built(
+    kind: Kind,
+    build: impl Fn(Kind) -> Cluster,
+    scenario: impl Fn(&Cluster) -> Transcript,
+) {
+    run_with(kind, build, scenario);
 }
 
 fn run_with(

@@ -3,28 +3,33 @@
 //! (`goblin_tests::cluster::Cluster::start_with_replicas`); the shapes of the
 //! introspection replies with replicas, reads on replicas (READONLY, READWRITE, MOVED),
 //! the `redis` crate's cluster client reading from replicas, automatic failover when a
-//! master is killed (and the old master's return as a replica), and manual failover
-//! (CLUSTER FAILOVER, FORCE, TAKEOVER).
+//! master is killed (and the old master's return as a replica), manual failover
+//! (CLUSTER FAILOVER, FORCE, TAKEOVER), PUBLISH and SPUBLISH carried to the other nodes
+//! (and shard channels' MOVED), a replica with `cluster-replica-no-failover` that lets
+//! its master's failure bring the cluster down, and replica migration to an orphaned
+//! master (in a cluster where master 0 has a second replica, added with `redis-cli
+//! --cluster add-node … --cluster-slave`).
 //!
 //! Every scenario is two tests, as in `cluster.rs`: `<name>_redis` runs it on a
 //! redis-server cluster alone (its own checks hold), `<name>_goblin` runs it on a
 //! goblin-server cluster and on a redis-server cluster built the same way and compares
 //! their transcripts entry by entry, ids, ports, epochs, offsets and timings normalised:
 //! every expected answer comes from the redis-server run. Node `k < 3` is the `k`-th
-//! master by port and node `3 + k` its replica, in both clusters.
+//! master by port and node `3 + k` its replica, in both clusters (and, in the replica
+//! migration's clusters, node 6 master 0's second replica).
 //!
 //! What depends on timing (how long an election takes, when gossip reaches a node) is
 //! polled for, with a bound, and only its outcome recorded ("node3 is master: true").
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use goblin_tests::cluster::{
     Cluster, NodeLine, Reply, Role, Transcript, check_is_clean, label, parse, poll, render,
-    run_on_replicas,
+    run_on_built, run_on_replicas,
 };
 use goblin_tests::keys::{SLOTS, slot};
-use goblin_tests::reply::{bulk, info_field, int};
-use goblin_tests::{Kind, Raw, show};
+use goblin_tests::reply::{array, bulk, info_field, int};
+use goblin_tests::{Kind, REPLY_TIMEOUT, Raw, encode, show};
 
 /// Masters in every cluster.
 const MASTERS: usize = 3;
@@ -151,6 +156,11 @@ enum Want {
     /// A master flagged `fail`, no slots (one that was killed and lost them to its
     /// replica).
     FailedMaster,
+    /// A master flagged `fail` that still has the slots `redis-cli` dealt node `.0` (one
+    /// that was killed and that no replica replaced).
+    DownMaster(usize),
+    /// A replica of node `.0` flagged `fail`, no slots (one that was killed).
+    FailedReplicaOf(usize),
 }
 
 /// Whether node `from`'s CLUSTER NODES says of every node what `want` (by node index)
@@ -195,6 +205,23 @@ fn view_is(c: &Cluster, from: usize, want: &[Want]) -> Result<(), String> {
             Want::FailedMaster => {
                 if !line.is_master() || !line.is_failed() || !line.slots.is_empty() {
                     return bad("not a failed master without slots");
+                }
+            }
+            Want::DownMaster(of) => {
+                if !line.is_master() || !line.is_failed() {
+                    return bad("not a failed master");
+                }
+                if line.slots != ranges_text(&c.plan(of)) {
+                    return bad(&format!("not keeping node {of}'s slots {:?}", c.plan(of)));
+                }
+            }
+            Want::FailedReplicaOf(m) => {
+                if !line.is_replica()
+                    || !line.is_failed()
+                    || line.master.as_deref() != Some(c.id(m))
+                    || !line.slots.is_empty()
+                {
+                    return bad(&format!("not a failed replica of node {m}"));
                 }
             }
         }
@@ -1241,4 +1268,692 @@ fn manual_failover_redis() {
 #[test]
 fn manual_failover_goblin() {
     run_on_replicas(Kind::Goblin, MASTERS, REPLICAS, manual_failover);
+}
+
+// ---------------------------------------------------------------------------------------
+// pub/sub across nodes
+
+/// How long a subscriber waits for a message published on another node (carried by the
+/// cluster bus).
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the subscribers are listened to, at the end, for a message that must not
+/// come (a duplicate, one for another kind of subscription).
+const QUIET: Duration = Duration::from_millis(1500);
+
+/// A RESP2 array of bulk strings: a pub/sub message as it is pushed.
+fn push_msg(items: &[&str]) -> Vec<u8> {
+    let args: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+    encode(&args)
+}
+
+/// A (P|S)SUBSCRIBE confirmation: `[kind, channel, count]`.
+fn subscribed(kind: &str, channel: &str, count: i64) -> Vec<u8> {
+    format!(
+        "*3\r\n${}\r\n{kind}\r\n${}\r\n{channel}\r\n:{count}\r\n",
+        kind.len(),
+        channel.len()
+    )
+    .into_bytes()
+}
+
+/// The next reply or push on `raw`, waiting at most `timeout`; `Err` (what stopped it)
+/// when none came.
+fn next_push(raw: &mut Raw, timeout: Duration) -> Result<Vec<u8>, String> {
+    raw.stream()
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    let got = raw.try_reply().map_err(|e| format!("nothing: {e}"));
+    let _ = raw.stream().set_read_timeout(Some(REPLY_TIMEOUT));
+    got
+}
+
+/// A subscribed connection to node `node`, called `name` in the transcript. It counts its
+/// subscriptions as redis-server 7.0 does in its confirmations: channels and patterns
+/// together, shard channels apart.
+struct Sub {
+    name: &'static str,
+    node: usize,
+    raw: Raw,
+    plain: i64,
+    shard: i64,
+}
+
+impl Sub {
+    /// Connects to node `node` and subscribes ([`Sub::subscribe`]).
+    fn new(
+        t: &mut Transcript,
+        c: &Cluster,
+        name: &'static str,
+        node: usize,
+        command: &str,
+        channels: &[&str],
+    ) -> Sub {
+        let mut sub = Sub {
+            name,
+            node,
+            raw: c.raw(node),
+            plain: 0,
+            shard: 0,
+        };
+        sub.subscribe(t, c, command, channels);
+        sub
+    }
+
+    /// Sends `command channels…` (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE) and reads a
+    /// confirmation for each channel, recorded and checked.
+    fn subscribe(&mut self, t: &mut Transcript, c: &Cluster, command: &str, channels: &[&str]) {
+        let mut args: Vec<&[u8]> = vec![command.as_bytes()];
+        args.extend(channels.iter().map(|ch| ch.as_bytes()));
+        self.raw.send(&encode(&args));
+        let what = format!("{}: {}", self.name, label(c, self.node, &args));
+        let kind = command.to_ascii_lowercase();
+        for ch in channels {
+            let count = if kind == "ssubscribe" {
+                self.shard += 1;
+                self.shard
+            } else {
+                self.plain += 1;
+                self.plain
+            };
+            let got = next_push(&mut self.raw, REPLY_TIMEOUT);
+            let shown = got.as_ref().map_or_else(Clone::clone, |r| c.render(r));
+            t.push(what.clone(), shown.clone());
+            let want = subscribed(&kind, ch, count);
+            t.check(got.as_deref() == Ok(&want[..]), || {
+                format!("{what}: {shown}, expected {}", show(&want))
+            });
+        }
+    }
+
+    /// Waits (at most [`MESSAGE_TIMEOUT`]) for the next message: recorded, and checked to
+    /// be `want`.
+    fn expect(&mut self, t: &mut Transcript, c: &Cluster, want: &[u8]) {
+        let got = next_push(&mut self.raw, MESSAGE_TIMEOUT);
+        let shown = got.as_ref().map_or_else(Clone::clone, |r| c.render(r));
+        let what = format!("{} (node{}) receives", self.name, self.node);
+        t.push(what.clone(), shown.clone());
+        t.check(got.as_deref() == Ok(want), || {
+            format!("{what}: {shown}, expected {}", show(want))
+        });
+    }
+}
+
+/// After [`QUIET`], whether each subscriber has received nothing more: recorded and
+/// checked.
+fn all_quiet(t: &mut Transcript, c: &Cluster, subs: &mut [&mut Sub]) {
+    std::thread::sleep(QUIET);
+    for sub in subs.iter_mut() {
+        let got = next_push(&mut sub.raw, Duration::from_millis(100));
+        let what = format!("{} (node{}): nothing more", sub.name, sub.node);
+        t.push(what.clone(), got.is_err().to_string());
+        t.check(got.is_err(), || {
+            format!("{what}: received {}", c.render(got.as_ref().unwrap()))
+        });
+    }
+}
+
+/// PUBLISH reaches every node: subscribers on master 1 (SUBSCRIBE), on master 2
+/// (PSUBSCRIBE), on master 0's replica and on master 2's replica (both) receive what is
+/// published on master 0 — once each, the replica of the publishing master too — and
+/// what is published on a replica; PUBLISH counts only the receivers on its own node, as
+/// PUBSUB NUMSUB and NUMPAT do. Sharded pub/sub: SSUBSCRIBE to a channel of master 1's
+/// slots on master 1 and on its replica; SPUBLISH on either reaches both and counts the
+/// local one; on any other node (SSUBSCRIBE, SPUBLISH) MOVED to master 1; two channels of
+/// different slots CROSSSLOT. Channel and shard channel subscriptions are apart: a shard
+/// message does not reach SUBSCRIBE or PSUBSCRIBE on the same name, nor PUBLISH an
+/// SSUBSCRIBE. Finally nobody received anything more.
+fn pubsub_across_nodes(c: &Cluster) -> Transcript {
+    assume_layout(c);
+    let mut t = Transcript::on(c);
+    let (r0, r1, r2) = (replica(0), replica(1), replica(2));
+    // Two shard channels of master 1's slots (two slots), whose names match `news*`.
+    let shard = c.keys_on(1, "newsshard", 2);
+    assert_ne!(slot(shard[0].as_bytes()), slot(shard[1].as_bytes()));
+    let (sch, sch2) = (shard[0].as_str(), shard[1].as_str());
+    let sslot = slot(sch.as_bytes());
+
+    let mut s1 = Sub::new(&mut t, c, "s1", 1, "SUBSCRIBE", &["news", sch]);
+    let mut s2 = Sub::new(&mut t, c, "s2", 2, "PSUBSCRIBE", &["news*"]);
+    let mut s3 = Sub::new(&mut t, c, "s3", r0, "SUBSCRIBE", &["news"]);
+    let mut s5 = Sub::new(&mut t, c, "s5", r2, "SUBSCRIBE", &["news"]);
+    s5.subscribe(&mut t, c, "PSUBSCRIBE", &["n?ws"]);
+    let message = |ch: &str, m: &str| push_msg(&["message", ch, m]);
+    let pmessage = |p: &str, ch: &str, m: &str| push_msg(&["pmessage", p, ch, m]);
+    let smessage = |ch: &str, m: &str| push_msg(&["smessage", ch, m]);
+
+    // Published on master 0, which has no subscriber: 0 receivers counted, every other
+    // node's subscribers served.
+    let mut p0 = c.raw(0);
+    expect(&mut t, c, &mut p0, 0, &["PUBLISH", "news", "one"], &int(0));
+    s1.expect(&mut t, c, &message("news", "one"));
+    s2.expect(&mut t, c, &pmessage("news*", "news", "one"));
+    s3.expect(&mut t, c, &message("news", "one"));
+    s5.expect(&mut t, c, &message("news", "one"));
+    s5.expect(&mut t, c, &pmessage("n?ws", "news", "one"));
+    // A subscriber on master 0 itself: counted.
+    let mut s0 = Sub::new(&mut t, c, "s0", 0, "SUBSCRIBE", &["news"]);
+    expect(&mut t, c, &mut p0, 0, &["PUBLISH", "news", "two"], &int(1));
+    s0.expect(&mut t, c, &message("news", "two"));
+    s1.expect(&mut t, c, &message("news", "two"));
+    s2.expect(&mut t, c, &pmessage("news*", "news", "two"));
+    s3.expect(&mut t, c, &message("news", "two"));
+    s5.expect(&mut t, c, &message("news", "two"));
+    s5.expect(&mut t, c, &pmessage("n?ws", "news", "two"));
+    // Published on a replica (master 1's, no subscriber there): every node served.
+    let mut p4 = c.raw(r1);
+    expect(
+        &mut t,
+        c,
+        &mut p4,
+        r1,
+        &["PUBLISH", "news", "three"],
+        &int(0),
+    );
+    for s in [&mut s0, &mut s1, &mut s3, &mut s5] {
+        s.expect(&mut t, c, &message("news", "three"));
+    }
+    s2.expect(&mut t, c, &pmessage("news*", "news", "three"));
+    s5.expect(&mut t, c, &pmessage("n?ws", "news", "three"));
+    // PUBSUB counts each node's own subscribers.
+    let numsub = [1, 1, 0, 1, 0, 1];
+    let numpat = [0, 0, 1, 0, 0, 1];
+    for i in 0..c.len() {
+        let mut raw = c.raw(i);
+        let want = array(&[bulk(b"news"), int(numsub[i])]);
+        expect(&mut t, c, &mut raw, i, &["PUBSUB", "NUMSUB", "news"], &want);
+        expect(
+            &mut t,
+            c,
+            &mut raw,
+            i,
+            &["PUBSUB", "NUMPAT"],
+            &int(numpat[i]),
+        );
+        let reply = raw.cmd(&[b"PUBSUB", b"CHANNELS"]);
+        t.push(
+            label(c, i, &[b"PUBSUB", b"CHANNELS"]),
+            c.norm().sorted(&reply),
+        );
+    }
+
+    // Sharded pub/sub: on master 1, which owns the slot, and on its replica.
+    let mut ss1 = Sub::new(&mut t, c, "ss1", 1, "SSUBSCRIBE", &[sch]);
+    let mut ss4 = Sub::new(&mut t, c, "ss4", r1, "SSUBSCRIBE", &[sch]);
+    let to_owner = moved(c, sslot, 1);
+    for i in [0, 2, r0, r2] {
+        let mut raw = c.raw(i);
+        expect(&mut t, c, &mut raw, i, &["SSUBSCRIBE", sch], &to_owner);
+        expect(&mut t, c, &mut raw, i, &["SPUBLISH", sch, "x"], &to_owner);
+    }
+    let crossslot = err("CROSSSLOT Keys in request don't hash to the same slot");
+    let mut p1 = c.raw(1);
+    expect(
+        &mut t,
+        c,
+        &mut p1,
+        1,
+        &["SSUBSCRIBE", sch, sch2],
+        &crossslot,
+    );
+    // SPUBLISH on the master: its own shard subscriber counted, its replica's served.
+    expect(&mut t, c, &mut p1, 1, &["SPUBLISH", sch, "four"], &int(1));
+    ss1.expect(&mut t, c, &smessage(sch, "four"));
+    ss4.expect(&mut t, c, &smessage(sch, "four"));
+    // SPUBLISH on the replica: the same.
+    expect(&mut t, c, &mut p4, r1, &["SPUBLISH", sch, "five"], &int(1));
+    ss4.expect(&mut t, c, &smessage(sch, "five"));
+    ss1.expect(&mut t, c, &smessage(sch, "five"));
+    // PUBLISH on the shard channel's name reaches the channel subscribers alone.
+    expect(&mut t, c, &mut p0, 0, &["PUBLISH", sch, "six"], &int(0));
+    s1.expect(&mut t, c, &message(sch, "six"));
+    s2.expect(&mut t, c, &pmessage("news*", sch, "six"));
+    for i in [0, 1, r1] {
+        let mut raw = c.raw(i);
+        let args: [&[u8]; 2] = [b"PUBSUB", b"SHARDCHANNELS"];
+        let reply = raw.cmd(&args);
+        t.push(label(c, i, &args), c.norm().sorted(&reply));
+        ask(&mut t, c, &mut raw, i, &["PUBSUB", "SHARDNUMSUB", sch]);
+    }
+    all_quiet(
+        &mut t,
+        c,
+        &mut [
+            &mut s0, &mut s1, &mut s2, &mut s3, &mut s5, &mut ss1, &mut ss4,
+        ],
+    );
+    t
+}
+
+#[test]
+fn pubsub_across_nodes_redis() {
+    run_on_replicas(Kind::Redis, MASTERS, REPLICAS, pubsub_across_nodes);
+}
+
+#[test]
+fn pubsub_across_nodes_goblin() {
+    run_on_replicas(Kind::Goblin, MASTERS, REPLICAS, pubsub_across_nodes);
+}
+
+// ---------------------------------------------------------------------------------------
+// cluster-replica-no-failover
+
+/// Whether every running node's CLUSTER NODES gives node `node` the flags `want`
+/// (`myself` first on its own line, as `myself,slave,nofailover`); else what differs.
+fn flags_everywhere(c: &Cluster, node: usize, want: &[&str]) -> Result<(), String> {
+    for i in (0..c.len()).filter(|&i| c.is_running(i)) {
+        let lines = c.cluster_nodes(i)?;
+        let Some(line) = lines.iter().find(|l| l.id == c.id(node)) else {
+            return Err(format!("node {i} does not list node {node}"));
+        };
+        let mut expected: Vec<&str> = Vec::new();
+        if i == node {
+            expected.push("myself");
+        }
+        expected.extend(want);
+        if line.flags != expected {
+            return Err(format!(
+                "node {i} gives node {node} the flags {:?}, not {expected:?}",
+                line.flags
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every running node's view is `want` ([`view_is`]) and every running node
+/// says `cluster_state:fail`.
+fn every_view_is_down(c: &Cluster, want: &[Want]) -> Result<(), String> {
+    for i in (0..c.len()).filter(|&i| c.is_running(i)) {
+        view_is(c, i, want)?;
+        let info = c.cluster_info(i);
+        if info_field(&info, "cluster_state") != Some("fail") {
+            return Err(format!("node {i} CLUSTER INFO:\n{info}"));
+        }
+    }
+    Ok(())
+}
+
+/// `cluster-replica-no-failover yes` set on master 0's replica (CONFIG SET): every node
+/// shows it `slave,nofailover` (`myself,slave,nofailover` on itself). Master 0 killed:
+/// for three node timeouts the replica stays its replica (no election), the cluster goes
+/// `fail` (node 0 `master,fail`, keeping its slots) and a key command answers CLUSTERDOWN.
+/// Master 0 started again: the cluster is ok, as it was. The setting back to `no`: the
+/// flag is gone everywhere.
+fn nofailover_flag(c: &Cluster) -> Transcript {
+    assume_layout(c);
+    let mut t = Transcript::on(c);
+    let (m, r) = (0, replica(0));
+    let name = "cluster-replica-no-failover";
+    let mut raw = c.raw(r);
+    let s = &mut raw;
+    expect(
+        &mut t,
+        c,
+        s,
+        r,
+        &["CONFIG", "GET", name],
+        &push_msg(&[name, "no"]),
+    );
+    expect(&mut t, c, s, r, &["CONFIG", "SET", name, "yes"], b"+OK\r\n");
+    expect(
+        &mut t,
+        c,
+        s,
+        r,
+        &["CONFIG", "GET", name],
+        &push_msg(&[name, "yes"]),
+    );
+    outcome(
+        &mut t,
+        &format!("every node: node{r} `slave,nofailover` (`myself,slave,nofailover` on itself)"),
+        poll(GOSSIP_TIMEOUT, EVERY, || {
+            flags_everywhere(c, r, &["slave", "nofailover"])
+        })
+        .map(|(_, d)| d),
+    );
+    for i in 0..c.len() {
+        push_nodes(&mut t, c, i, &format!("(node{r} nofailover)"));
+    }
+    let keys = c.keys_on(m, "nf", 2);
+    write_and_wait(&mut t, c, m, &keys);
+
+    c.kill(m);
+    let killed = Instant::now();
+    t.push(format!("kill node{m} (SIGKILL)"), "killed");
+    let mut want = fresh_layout();
+    want[m] = Want::DownMaster(m);
+    outcome(
+        &mut t,
+        &format!("every running node: node{m} `master,fail` with its slots; cluster_state:fail"),
+        poll(FAILOVER_TIMEOUT, EVERY, || every_view_is_down(c, &want)).map(|(_, d)| d),
+    );
+    // No election for three node timeouts after the kill.
+    let hold = killed + 3 * Duration::from_millis(goblin_tests::cluster::NODE_TIMEOUT_MS);
+    let mut stayed: Result<(), String> = Ok(());
+    while Instant::now() < hold && stayed.is_ok() {
+        stayed = match c.role(r) {
+            Ok(Role::Replica(of)) if of == c.id(m) => Ok(()),
+            other => Err(format!("node {r} is {other:?}")),
+        };
+        std::thread::sleep(EVERY);
+    }
+    outcome(
+        &mut t,
+        &format!("node{r} stays node{m}'s replica for 3 node timeouts"),
+        stayed.map(|()| killed.elapsed()),
+    );
+    let log = c.nodes()[r].log();
+    t.check(!log.contains("Starting a failover election"), || {
+        format!(
+            "node {r} started an election; its last lines:\n{}",
+            c.nodes()[r].log_tail(30)
+        )
+    });
+    outcome(
+        &mut t,
+        &format!("still: node{m} `master,fail` with its slots; cluster_state:fail"),
+        every_view_is_down(c, &want).map(|()| Duration::ZERO),
+    );
+    outcome(
+        &mut t,
+        &format!("still: node{r} `slave,nofailover` everywhere"),
+        flags_everywhere(c, r, &["slave", "nofailover"]).map(|()| Duration::ZERO),
+    );
+    let down = err("CLUSTERDOWN The cluster is down");
+    for i in [1, r] {
+        let mut raw = c.raw(i);
+        expect(&mut t, c, &mut raw, i, &["GET", &keys[0]], &down);
+        let other = c.keys_on(2, "nfother", 1).remove(0);
+        expect(&mut t, c, &mut raw, i, &["GET", &other], &down);
+        let info = raw.cmd(&[b"CLUSTER", b"INFO"]);
+        t.push(
+            format!("{} (node{m} down)", label(c, i, &[b"CLUSTER", b"INFO"])),
+            c.norm().info(&info),
+        );
+    }
+    push_nodes(&mut t, c, r, &format!("(node{m} down)"));
+
+    // The master back: the cluster as it was.
+    c.restart(m);
+    t.push(
+        format!("restart node{m} (its port, its nodes.conf)"),
+        "restarted",
+    );
+    let fresh = fresh_layout();
+    outcome(
+        &mut t,
+        &format!("node{m} master again, node{r} its replica, its link up; cluster_state:ok"),
+        poll(FAILOVER_TIMEOUT, EVERY, || {
+            every_view_is(c, &fresh)?;
+            link_up(c, r)
+        })
+        .map(|(_, d)| d),
+    );
+    let healthy = c.try_wait_healthy(GOSSIP_TIMEOUT);
+    t.push("healthy after the restart", healthy.is_ok().to_string());
+    t.check(healthy.is_ok(), || healthy.unwrap_err());
+    outcome(
+        &mut t,
+        &format!("node{r} still `slave,nofailover` everywhere"),
+        flags_everywhere(c, r, &["slave", "nofailover"]).map(|()| Duration::ZERO),
+    );
+
+    // Back to `no`: the flag goes.
+    let mut raw = c.raw(r);
+    let s = &mut raw;
+    expect(&mut t, c, s, r, &["CONFIG", "SET", name, "no"], b"+OK\r\n");
+    expect(
+        &mut t,
+        c,
+        s,
+        r,
+        &["CONFIG", "GET", name],
+        &push_msg(&[name, "no"]),
+    );
+    outcome(
+        &mut t,
+        &format!("every node: node{r} `slave` (`myself,slave` on itself)"),
+        poll(GOSSIP_TIMEOUT, EVERY, || flags_everywhere(c, r, &["slave"])).map(|(_, d)| d),
+    );
+    for i in 0..c.len() {
+        push_nodes(&mut t, c, i, "(nofailover off)");
+    }
+    t
+}
+
+#[test]
+fn nofailover_flag_redis() {
+    run_on_replicas(Kind::Redis, MASTERS, REPLICAS, nofailover_flag);
+}
+
+#[test]
+fn nofailover_flag_goblin() {
+    run_on_replicas(Kind::Goblin, MASTERS, REPLICAS, nofailover_flag);
+}
+
+// ---------------------------------------------------------------------------------------
+// replica migration
+
+/// Master 0's second replica, added with `redis-cli --cluster add-node … --cluster-slave`
+/// after the cluster was created (the last node).
+const EXTRA: usize = 2 * MASTERS;
+/// How long a replica migration may take: the orphaned master's replica's failure
+/// noticed (the node timeout) and agreed, then five seconds of the master orphaned.
+const MIGRATION_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// Three masters, master 0 with two replicas (node 3 and the added node 6), masters 1
+/// and 2 with one each (nodes 4 and 5).
+fn migration_cluster(kind: Kind) -> Cluster {
+    let mut c = Cluster::start_with_replicas(kind, MASTERS, REPLICAS);
+    let added = c.add_replica(0);
+    assert_eq!(added, EXTRA);
+    c
+}
+
+/// Master 1's only replica killed: master 1 is orphaned, and within
+/// [`MIGRATION_TIMEOUT`] one of master 0's two replicas — the one whose id is smaller
+/// (redis-server's rule) — becomes master 1's replica: every node says so (the killed
+/// replica `slave,fail`), its INFO replication gives master 1's port with the link up, it
+/// has master 1's writes (WAIT counts it) and logs the migration; master 0 keeps its
+/// other replica. The killed replica started again rejoins master 1 (now with two
+/// replicas), and the cluster is healthy. The two replicas of master 0 are named in the
+/// transcript by what they did (node3 the one that migrated, node6 the other), so that
+/// two clusters whose ids rank them differently compare.
+fn replica_migration(c: &Cluster) -> Transcript {
+    for k in 0..MASTERS {
+        assert_eq!(c.planned_master_of(k), None, "node {k} is not a master");
+    }
+    assert_eq!(c.planned_replicas_of(0), [replica(0), EXTRA]);
+    assert_eq!(c.planned_replicas_of(1), [replica(1)]);
+    assert_eq!(c.planned_replicas_of(2), [replica(2)]);
+    let mut t = Transcript::on(c);
+    let mut want = fresh_layout();
+    want.push(Want::ReplicaOf(0));
+    outcome(
+        &mut t,
+        "every node: node0 with two replicas (node3, node6), node1 and node2 with one",
+        poll(GOSSIP_TIMEOUT, EVERY, || every_view_is(c, &want)).map(|(_, d)| d),
+    );
+    let mut m0 = c.raw(0);
+    for key in c.keys_on(0, "mig", 2) {
+        expect(
+            &mut t,
+            c,
+            &mut m0,
+            0,
+            &["SET", &key, &value(&key)],
+            b"+OK\r\n",
+        );
+    }
+    expect(&mut t, c, &mut m0, 0, &["WAIT", "2", "5000"], &int(2));
+    for k in 1..MASTERS {
+        write_and_wait(&mut t, c, k, &c.keys_on(k, "mig", 1));
+    }
+
+    let lost = replica(1);
+    c.kill(lost);
+    t.push(format!("kill node{lost} (SIGKILL)"), "killed");
+    let candidates = [replica(0), EXTRA];
+    let migrated = poll(MIGRATION_TIMEOUT, EVERY, || {
+        for &i in &candidates {
+            if c.role(i)? == Role::Replica(c.id(1).to_string()) {
+                return Ok(i);
+            }
+        }
+        Err(format!(
+            "neither node {} nor node {} replicates node 1",
+            candidates[0], candidates[1]
+        ))
+    });
+    let Ok((mover, took)) = migrated.clone() else {
+        outcome(
+            &mut t,
+            "one of node0's replicas replicates node1",
+            migrated.map(|(_, d)| d),
+        );
+        return t;
+    };
+    outcome(&mut t, "one of node0's replicas replicates node1", Ok(took));
+    let stayer = if mover == replica(0) {
+        EXTRA
+    } else {
+        replica(0)
+    };
+    let smaller = if c.id(replica(0)) < c.id(EXTRA) {
+        replica(0)
+    } else {
+        EXTRA
+    };
+    t.push(
+        "the replica that migrated has the smaller id",
+        (mover == smaller).to_string(),
+    );
+    t.check(mover == smaller, || {
+        format!(
+            "node {mover} ({}) migrated, not node {smaller} ({}), whose id is smaller",
+            c.id(mover),
+            c.id(smaller)
+        )
+    });
+    // Names by role: node3 the replica that migrated, node6 the one that stayed.
+    let mut norm = c.norm();
+    if mover != replica(0) {
+        norm.ids.swap(replica(0), EXTRA);
+        norm.ports.swap(replica(0), EXTRA);
+    }
+    let name = |i: usize| {
+        if i == mover {
+            replica(0)
+        } else if i == stayer {
+            EXTRA
+        } else {
+            i
+        }
+    };
+    let mut after = fresh_layout();
+    after.push(Want::ReplicaOf(0));
+    after[lost] = Want::FailedReplicaOf(1);
+    after[mover] = Want::ReplicaOf(1);
+    after[stayer] = Want::ReplicaOf(0);
+    let port1 = c.port(1).to_string();
+    outcome(
+        &mut t,
+        "every running node: node3 replica of node1, node6 of node0, node4 `slave,fail`; \
+         node3's link to node1 up",
+        poll(GOSSIP_TIMEOUT, EVERY, || {
+            every_view_is(c, &after)?;
+            link_up(c, mover)?;
+            let info = c.info_replication(mover);
+            if info_field(&info, "master_port") == Some(port1.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("node {mover} INFO replication:\n{info}"))
+            }
+        })
+        .map(|(_, d)| d),
+    );
+    check_log(
+        &mut t,
+        c,
+        mover,
+        &format!("Migrating to orphaned master {}", c.id(1)),
+    );
+    let nodes_of = |t: &mut Transcript, i: usize, note: &str| {
+        let reply = c.cmd(i, &[b"CLUSTER", b"NODES"]);
+        t.push(
+            format!("node{}> CLUSTER NODES {note}", name(i)),
+            norm.nodes(&reply),
+        );
+    };
+    let mut order: Vec<usize> = (0..c.len()).filter(|&i| c.is_running(i)).collect();
+    order.sort_by_key(|&i| name(i));
+    for &i in &order {
+        nodes_of(&mut t, i, "(after the migration)");
+    }
+    for i in [0, 1, mover, stayer] {
+        t.push(
+            format!("node{}> INFO replication (roles, links)", name(i)),
+            norm.replication(&c.info_replication(i)),
+        );
+    }
+    // Master 0 keeps one replica, the one that stayed.
+    let reply = c.cmd(0, &[b"CLUSTER", b"REPLICAS", c.id(0).as_bytes()]);
+    t.push("node0> CLUSTER REPLICAS node0", norm.replicas(&reply));
+    let ok = lists_replica(c, &reply, stayer, 0);
+    t.check(ok.is_ok(), || {
+        format!("node0> CLUSTER REPLICAS node0: {}", ok.unwrap_err())
+    });
+    let reply = c.cmd(1, &[b"CLUSTER", b"REPLICAS", c.id(1).as_bytes()]);
+    t.push("node1> CLUSTER REPLICAS node1", norm.replicas(&reply));
+    // Master 1's writes reach its new replica, master 0's its remaining one.
+    write_and_wait(&mut t, c, 1, &c.keys_on(1, "migafter", 2));
+    write_and_wait(&mut t, c, 0, &c.keys_on(0, "migafter", 1));
+    let mut raw = c.raw(mover);
+    let key = c.keys_on(1, "migafter", 1).remove(0);
+    for (args, want) in [
+        (vec!["READONLY"], b"+OK\r\n".to_vec()),
+        (vec!["GET", key.as_str()], bulk(value(&key).as_bytes())),
+    ] {
+        let reply = raw.cmd(&args.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
+        let what = format!("node{}> {}", name(mover), args.join(" "));
+        t.push(what.clone(), c.render(&reply));
+        t.check_reply(&reply, &want, what);
+    }
+
+    // The lost replica back: master 1 has two replicas, the cluster is healthy.
+    c.restart(lost);
+    t.push(
+        format!("restart node{lost} (its port, its nodes.conf)"),
+        "restarted",
+    );
+    after[lost] = Want::ReplicaOf(1);
+    outcome(
+        &mut t,
+        "every node: node1 with two replicas (node3, node4), node0 with node6",
+        poll(FAILOVER_TIMEOUT, EVERY, || {
+            every_view_is(c, &after)?;
+            link_up(c, lost)
+        })
+        .map(|(_, d)| d),
+    );
+    let healthy = c.try_wait_healthy(GOSSIP_TIMEOUT);
+    t.push("healthy after the restart", healthy.is_ok().to_string());
+    t.check(healthy.is_ok(), || healthy.unwrap_err());
+    nodes_of(&mut t, 1, "(node4 back)");
+    let reply = c.cmd(1, &[b"CLUSTER", b"REPLICAS", c.id(1).as_bytes()]);
+    t.push(
+        "node1> CLUSTER REPLICAS node1 (node4 back)",
+        norm.replicas(&reply),
+    );
+    t
+}
+
+#[test]
+fn replica_migration_redis() {
+    run_on_built(Kind::Redis, migration_cluster, replica_migration);
+}
+
+#[test]
+fn replica_migration_goblin() {
+    run_on_built(Kind::Goblin, migration_cluster, replica_migration);
 }
