@@ -1859,15 +1859,20 @@ fn replica_migration(c: &Cluster) -> Transcript {
     outcome(
         &mut t,
         "every running node: node3 replica of node1, node6 of node0, node4 `slave,fail`; \
-         node3's link to node1 up",
+         node3's link to node1 up, node0 has one replica left",
         poll(GOSSIP_TIMEOUT, EVERY, || {
             every_view_is(c, &after)?;
             link_up(c, mover)?;
             let info = c.info_replication(mover);
-            if info_field(&info, "master_port") == Some(port1.as_str()) {
+            if info_field(&info, "master_port") != Some(port1.as_str()) {
+                return Err(format!("node {mover} INFO replication:\n{info}"));
+            }
+            // (The old master let it go: its connection closed.)
+            let old = c.info_replication(0);
+            if info_field(&old, "connected_slaves") == Some("1") {
                 Ok(())
             } else {
-                Err(format!("node {mover} INFO replication:\n{info}"))
+                Err(format!("node 0 INFO replication:\n{old}"))
             }
         })
         .map(|(_, d)| d),
