@@ -137,6 +137,8 @@ struct Message {
     flags: u16,
     /// PUBLISH, PUBLISH-SHARD: the channel and the message.
     publication: Option<(Vec<u8>, Vec<u8>)>,
+    /// The hostname the sender announces (from the trailer).
+    hostname: Option<String>,
 }
 
 /// Reads fields off a frame, refusing to go past its end.
@@ -228,6 +230,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
         mflags: 0,
         flags,
         publication: None,
+        hostname: None,
     };
     match kind {
         PING | PONG | MEET_MSG => {
@@ -263,6 +266,7 @@ fn decode(frame: &[u8]) -> Option<Message> {
         };
         msg.offset = r.u64()?;
         msg.mflags = r.u8()?;
+        msg.hostname = Some(r.ip()?);
         if !r.buf.is_empty() {
             return None;
         }
@@ -281,7 +285,7 @@ fn header(state: &State, kind: u8) -> Vec<u8> {
     out.push(1);
     out.push(kind);
     out.extend_from_slice(&me.id);
-    put_ip(&mut out, "");
+    put_ip(&mut out, &state.announce_ip);
     out.extend_from_slice(&me.port.to_be_bytes());
     out.extend_from_slice(&me.cport.to_be_bytes());
     out.extend_from_slice(&(me.flags & !MYSELF).to_be_bytes());
@@ -314,6 +318,7 @@ fn finish(state: &State, mut out: Vec<u8>) -> Vec<u8> {
         mflags |= FORCEACK;
     }
     out.push(mflags);
+    put_ip(&mut out, &state.me().hostname);
     let len = (out.len() - 4) as u32;
     out[..4].copy_from_slice(&len.to_be_bytes());
     out
@@ -376,7 +381,7 @@ struct Bus {
 
 /// This node's replication and the settings the bus follows, as it reads them each
 /// cron.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Local {
     /// Its offset ([`super::own_offset`]).
     pub offset: u64,
@@ -395,6 +400,8 @@ pub struct Local {
     /// `cluster-link-sendbuf-limit` (0: none): a link that holds more unsent bytes is
     /// closed (and made again).
     pub sendbuf_limit: usize,
+    /// What this node announces of itself.
+    pub announced: super::Announced,
 }
 
 /// What the bus asks of the rest of the server.
@@ -853,6 +860,12 @@ impl Bus {
         changed |= learn_role(&mut state, &msg);
         if let Some(node) = state.nodes.get_mut(&msg.sender) {
             node.repl_offset = msg.offset;
+            if let Some(hostname) = &msg.hostname
+                && node.hostname != *hostname
+            {
+                node.hostname.clone_from(hostname);
+                changed = true;
+            }
             if (node.flags ^ msg.flags) & NOFAILOVER != 0 {
                 node.flags ^= NOFAILOVER;
                 changed = true;
@@ -1191,6 +1204,7 @@ impl Bus {
         }
         let replication = (self.hooks.local)();
         self.sendbuf_limit = replication.sendbuf_limit;
+        changed |= state.announce(&replication.announced);
         state.offset = replication.offset;
         // A replica with `cluster-replica-no-failover yes` says so in its flags.
         let no_failover = replication.no_failover && state.me().is_replica();
@@ -1198,8 +1212,8 @@ impl Bus {
             state.me_mut().flags ^= NOFAILOVER;
             changed = true;
         }
-        changed |= self.failover_cron(&mut state, now, replication);
-        changed |= migrate_replica(&mut state, now, replication);
+        changed |= self.failover_cron(&mut state, now, &replication);
+        changed |= migrate_replica(&mut state, now, &replication);
         let was_ok = state.ok;
         state.update_state(now);
         if state.ok != was_ok {
@@ -1245,7 +1259,7 @@ impl Bus {
     /// its election once it has the paused master's whole stream (at once with FORCE);
     /// and a replica's election when its master failed, after a delay that lets the
     /// replica with most of the history ask first. True when the state changed.
-    fn failover_cron(&mut self, state: &mut State, now: Millis, repl: Local) -> bool {
+    fn failover_cron(&mut self, state: &mut State, now: Millis, repl: &Local) -> bool {
         if state.manual.as_ref().is_some_and(|m| now > m.until) {
             crate::log!(Warning, "Manual failover timed out.");
             state.manual = None;
@@ -1508,7 +1522,7 @@ const MIGRATION_DELAY: Millis = 5000;
 /// [`MIGRATION_DELAY`] the replica with the smallest name among those of the masters
 /// with the most working replicas becomes its replica — when its own master keeps more
 /// than `cluster-migration-barrier` of them. True when this node moved.
-fn migrate_replica(state: &mut State, now: Millis, repl: Local) -> bool {
+fn migrate_replica(state: &mut State, now: Millis, repl: &Local) -> bool {
     let working =
         |state: &State, m: &NodeId| state.replicas_of(m).iter().filter(|r| !r.failed()).count();
     let masters: Vec<NodeId> = state
@@ -1719,7 +1733,7 @@ mod tests {
         assert!(msg.slots[0] & (1 << 5) != 0);
         assert_eq!(msg.master, None);
         // Every cut fails, but the one before the trailer: an earlier Goblin's frame.
-        let trailer = 1 + 1 + 8 + 1;
+        let trailer = 1 + 1 + 8 + 1 + 1;
         for cut in 0..frame.len() - 4 {
             let decoded = decode(&frame[4..4 + cut]);
             assert_eq!(
@@ -1740,7 +1754,7 @@ mod tests {
         assert_eq!(msg.offset, 1234);
         assert!(msg.slots[0] & (1 << 5) != 0);
         let mut bad = frame[4..].to_vec();
-        let at = bad.len() - 1 - 8 - 40 - 1 - 1;
+        let at = bad.len() - 1 - 1 - 8 - 40 - 1 - 1;
         bad[at] = b'X';
         assert!(decode(&bad).is_none(), "a trailer with another tag");
     }
@@ -1764,6 +1778,7 @@ mod tests {
             mflags: 0,
             flags: 0,
             publication: None,
+            hostname: None,
         }
     }
 

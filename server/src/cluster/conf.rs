@@ -41,7 +41,7 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// `ip:port@cport[,hostname]` → its parts.
+/// `ip:port@cport[,hostname]` → its parts (without the hostname: [`hostname_of`]).
 pub fn parse_address(text: &str) -> Option<(String, u16, u16)> {
     let text = text.split(',').next()?;
     let (addr, cport) = match text.split_once('@') {
@@ -56,6 +56,11 @@ pub fn parse_address(text: &str) -> Option<(String, u16, u16)> {
         cport
     };
     Some((ip.to_string(), port, cport))
+}
+
+/// The hostname of an address `ip:port@cport,hostname` ("" without one).
+pub fn hostname_of(text: &str) -> &str {
+    text.split_once(',').map_or("", |(_, h)| h)
 }
 
 /// The state a configuration file describes.
@@ -107,6 +112,7 @@ pub fn parse(text: &str, now: Millis) -> Result<State, String> {
         }
         let mut node = Node::new(id, &ip, port, cport, flags, now);
         node.shard_id = id;
+        node.hostname = hostname_of(words[1]).to_string();
         if flags & SLAVE != 0 {
             node.master = parse_id(words[3].as_bytes());
         }

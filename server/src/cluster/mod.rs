@@ -106,6 +106,8 @@ pub struct Node {
     pub had_replicas: bool,
     /// Since when it is an orphaned master (0: it is not one).
     pub orphaned_since: Millis,
+    /// The hostname it announces (`cluster-announce-hostname`; empty: none).
+    pub hostname: String,
 }
 
 impl Node {
@@ -131,6 +133,7 @@ impl Node {
             voted_time: 0,
             had_replicas: false,
             orphaned_since: 0,
+            hostname: String::new(),
         }
     }
 
@@ -200,9 +203,14 @@ impl Node {
         parts.join(",")
     }
 
-    /// `ip:port@cport`, as CLUSTER NODES writes it.
+    /// `ip:port@cport[,hostname]`, as CLUSTER NODES writes it.
     pub fn address(&self) -> String {
-        format!("{}:{}@{}", self.ip, self.port, self.cport)
+        let mut address = format!("{}:{}@{}", self.ip, self.port, self.cport);
+        if !self.hostname.is_empty() {
+            address.push(',');
+            address.push_str(&self.hostname);
+        }
+        address
     }
 
     /// Its name as text.
@@ -320,6 +328,54 @@ pub struct Manual {
     pub paused_at: Millis,
 }
 
+/// What clients are told to connect to (`cluster-preferred-endpoint-type`): a node's
+/// address, its hostname (`?` when it has none), or an empty endpoint (the address the
+/// client used).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Its IP address.
+    #[default]
+    Ip,
+    /// Its hostname (`?` when it has none).
+    Hostname,
+    /// An empty endpoint.
+    Unknown,
+}
+
+/// What this node announces of itself (`cluster-announce-ip`, `-port`, `-bus-port`,
+/// `-hostname`) and the endpoint it tells clients (`cluster-preferred-endpoint-type`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// Its address (empty: the one its peers see).
+    pub ip: String,
+    /// Its client port (0: the one it listens on).
+    pub port: u16,
+    /// Its bus port (0: the one it listens on).
+    pub bus_port: u16,
+    /// Its hostname (empty: none).
+    pub hostname: String,
+    /// What clients are told to connect to.
+    pub endpoint: Endpoint,
+}
+
+impl Announced {
+    /// As the configuration (the values of `config::inert`) says.
+    pub fn from_config(inert: &[String]) -> Announced {
+        let option = |name| crate::config::inert::value(inert, name).unwrap_or("");
+        Announced {
+            ip: option("cluster-announce-ip").to_string(),
+            port: option("cluster-announce-port").parse().unwrap_or(0),
+            bus_port: option("cluster-announce-bus-port").parse().unwrap_or(0),
+            hostname: option("cluster-announce-hostname").to_string(),
+            endpoint: match option("cluster-preferred-endpoint-type") {
+                "hostname" => Endpoint::Hostname,
+                "unknown-endpoint" => Endpoint::Unknown,
+                _ => Endpoint::Ip,
+            },
+        }
+    }
+}
+
 /// How long a manual failover may take (redis-server's `CLUSTER_MF_TIMEOUT`).
 pub const MANUAL_TIMEOUT: Millis = 5000;
 
@@ -347,6 +403,13 @@ pub struct State {
     pub manual: Option<Manual>,
     /// This node's replication offset, as the bus last read it ([`own_offset`]).
     pub offset: u64,
+    /// `cluster-preferred-endpoint-type`.
+    pub endpoint: Endpoint,
+    /// `cluster-announce-ip` (empty: the address its peers see).
+    pub announce_ip: String,
+    /// The ports this node listens on (client, bus): what it announces without
+    /// `cluster-announce-port` and `cluster-announce-bus-port`.
+    pub listening: (u16, u16),
     /// Whether the cluster can serve keys (`cluster_state:ok`).
     pub ok: bool,
     /// Masters serving at least one slot.
@@ -388,6 +451,9 @@ impl State {
             election: None,
             manual: None,
             offset: 0,
+            endpoint: Endpoint::Ip,
+            announce_ip: String::new(),
+            listening: (port, cport),
             ok: false,
             size: 0,
             sent: [0; 10],
@@ -659,6 +725,48 @@ impl State {
         line
     }
 
+    /// Puts what this node announces of itself in force (at start-up, on CONFIG SET, and
+    /// each cron of the bus): true when it changed, to be announced.
+    pub fn announce(&mut self, a: &Announced) -> bool {
+        let mut changed = false;
+        if self.endpoint != a.endpoint {
+            self.endpoint = a.endpoint;
+            changed = true;
+        }
+        if self.announce_ip != a.ip {
+            self.announce_ip.clone_from(&a.ip);
+            changed = true;
+        }
+        let (port, cport) = self.listening;
+        let port = if a.port != 0 { a.port } else { port };
+        let cport = if a.bus_port != 0 { a.bus_port } else { cport };
+        let me = self.me_mut();
+        if !a.ip.is_empty() && me.ip != a.ip {
+            me.ip.clone_from(&a.ip);
+            changed = true;
+        }
+        if (me.port, me.cport) != (port, cport) {
+            (me.port, me.cport) = (port, cport);
+            changed = true;
+        }
+        if me.hostname != a.hostname {
+            me.hostname.clone_from(&a.hostname);
+            changed = true;
+        }
+        changed
+    }
+
+    /// What clients are told to connect to for `node` (redis-server's
+    /// getPreferredEndpoint).
+    pub fn endpoint<'n>(&self, node: &'n Node) -> &'n str {
+        match self.endpoint {
+            Endpoint::Ip => &node.ip,
+            Endpoint::Hostname if !node.hostname.is_empty() => &node.hostname,
+            Endpoint::Hostname => "?",
+            Endpoint::Unknown => "",
+        }
+    }
+
     /// The nodes, by name (a stable order for replies and the configuration file).
     pub fn sorted_nodes(&self) -> Vec<&Node> {
         let mut nodes: Vec<&Node> = self.nodes.values().collect();
@@ -741,9 +849,11 @@ impl Cluster {
             }
             Err(e) => return Err(format!("Can't read {}: {e}", path.display())),
         };
+        state.listening = (port, cport);
         let me = state.me_mut();
         me.port = port;
         me.cport = cport;
+        state.announce(&Announced::from_config(&config.inert));
         state.node_timeout = config.cluster.node_timeout.max(1);
         state.full_coverage = config.cluster.require_full_coverage;
         state.update_state(now);
@@ -764,16 +874,20 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// CONFIG SET: `cluster-node-timeout`, `cluster-require-full-coverage` and
-    /// `cluster-allow-reads-when-down` take effect (new routes when the coverage rule
-    /// changed).
-    pub fn configure(&self, config: &crate::config::ClusterConfig) {
+    /// CONFIG SET: `cluster-node-timeout`, `cluster-require-full-coverage`,
+    /// `cluster-allow-reads-when-down` and what the node announces of itself take effect
+    /// (new routes when the coverage rule or an announcement changed).
+    pub fn configure(&self, config: &crate::config::ClusterConfig, inert: &[String]) {
         self.reads_when_down
             .store(config.allow_reads_when_down, Ordering::Relaxed);
         let mut state = self.lock();
         state.node_timeout = config.node_timeout.max(1);
+        let mut changed = state.announce(&Announced::from_config(inert));
         if state.full_coverage != config.require_full_coverage {
             state.full_coverage = config.require_full_coverage;
+            changed = true;
+        }
+        if changed {
             self.changed(&mut state);
         }
     }

@@ -63,7 +63,7 @@ impl Routes {
             .iter()
             .map(|id| {
                 let n = &state.nodes[id];
-                format!("{}:{}", n.ip, n.port)
+                format!("{}:{}", state.endpoint(n), n.port)
             })
             .collect();
         let mut owner = vec![NONE; SLOTS];

@@ -359,6 +359,23 @@ impl Inert {
             Kind::Text if self.name == "latency-tracking-info-percentiles" => {
                 crate::runtime::histogram::canonical_percentiles(&values.join(" "))
             }
+            // redis-server's isValidAnnouncedHostname.
+            Kind::Text if self.name == "cluster-announce-hostname" => {
+                let name = values.join(" ");
+                if name.len() >= 256 {
+                    return Err("Hostnames must be less than 256 characters".into());
+                }
+                if !name
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+                {
+                    return Err(
+                        "Hostnames may only contain alphanumeric characters, hyphens or dots"
+                            .into(),
+                    );
+                }
+                Ok(name)
+            }
             Kind::Text => Ok(values.join(" ")),
             Kind::Bool => match one()?.to_ascii_lowercase().as_str() {
                 "yes" => Ok("yes".into()),

@@ -238,13 +238,26 @@ fn nodes(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     ctx.reply().verbatim(b"txt", text.as_bytes());
 }
 
-/// A node as CLUSTER SLOTS lists it: ip, port, name, and its (empty) metadata.
-fn slots_node(e: &mut Encoder<'_>, n: &Node) {
+/// A node as CLUSTER SLOTS lists it: its preferred endpoint, port, name, and what else
+/// is known of its address (its ip unless that is the endpoint, its hostname unless
+/// that is).
+fn slots_node(e: &mut Encoder<'_>, state: &State, n: &Node) {
+    use cluster::Endpoint;
     e.array(4);
-    e.bulk(n.ip.as_bytes());
+    e.bulk(state.endpoint(n).as_bytes());
     e.integer(i64::from(n.port));
     e.bulk(&n.id);
-    e.map(0);
+    let ip = state.endpoint != Endpoint::Ip;
+    let hostname = state.endpoint != Endpoint::Hostname && !n.hostname.is_empty();
+    e.map(usize::from(ip) + usize::from(hostname));
+    if ip {
+        e.bulk(b"ip");
+        e.bulk(n.ip.as_bytes());
+    }
+    if hostname {
+        e.bulk(b"hostname");
+        e.bulk(n.hostname.as_bytes());
+    }
 }
 
 /// A node's replication offset: this node's own, or the one it last announced.
@@ -293,9 +306,9 @@ fn slots(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         e.array(3 + replicas.len());
         e.integer(first as i64);
         e.integer(last as i64);
-        slots_node(&mut e, node);
+        slots_node(&mut e, &state, node);
         for r in replicas {
-            slots_node(&mut e, r);
+            slots_node(&mut e, &state, r);
         }
     }
 }
@@ -335,14 +348,14 @@ fn shards(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
         e.bulk(b"nodes");
         e.array(1 + replicas.len());
         for (n, offset) in std::iter::once(n).chain(replicas).zip(offsets) {
-            shard_node(&mut e, n, offset);
+            shard_node(&mut e, &state, n, offset);
         }
     }
 }
 
 /// A node as CLUSTER SHARDS describes it.
-fn shard_node(e: &mut Encoder<'_>, n: &Node, offset: u64) {
-    e.map(7);
+fn shard_node(e: &mut Encoder<'_>, state: &State, n: &Node, offset: u64) {
+    e.map(7 + usize::from(!n.hostname.is_empty()));
     e.bulk(b"id");
     e.bulk(&n.id);
     e.bulk(b"port");
@@ -350,7 +363,11 @@ fn shard_node(e: &mut Encoder<'_>, n: &Node, offset: u64) {
     e.bulk(b"ip");
     e.bulk(n.ip.as_bytes());
     e.bulk(b"endpoint");
-    e.bulk(n.ip.as_bytes());
+    e.bulk(state.endpoint(n).as_bytes());
+    if !n.hostname.is_empty() {
+        e.bulk(b"hostname");
+        e.bulk(n.hostname.as_bytes());
+    }
     e.bulk(b"role");
     e.bulk(if n.is_replica() {
         b"replica"

@@ -577,7 +577,7 @@ impl Shared {
         // (`oom-score-adj`: CONFIG SET put it in force already, when it changed.)
         self.tracking.set_max_keys(config.tracking_table_max_keys);
         if let Some(cluster) = &self.cluster {
-            cluster.configure(&config.cluster);
+            cluster.configure(&config.cluster, &config.inert);
         }
         if self.tracking.over_limit() {
             // Lowered below what the tables hold: every worker wakes to trim its own
@@ -1086,6 +1086,7 @@ impl Server {
                         sendbuf_limit: option("cluster-link-sendbuf-limit")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(0),
+                        announced: crate::cluster::Announced::from_config(&live.inert),
                     }
                 }),
                 pause_writes: Box::new(move |until| {
