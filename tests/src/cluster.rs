@@ -2155,6 +2155,59 @@ fn run_with(
     }
 }
 
+// The scenarios' ways of asking: shared by the cluster modules of the e2e suite.
+
+/// Asks node `node` `args` over `raw`, recorded in `t`.
+pub fn ask(t: &mut Transcript, c: &Cluster, raw: &mut Raw, node: usize, args: &[&str]) -> Vec<u8> {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    t.ask(c, raw, node, &args)
+}
+
+/// An error reply's bytes.
+pub fn err(text: &str) -> Vec<u8> {
+    format!("-{text}\r\n").into_bytes()
+}
+
+/// The `MOVED` reply that sends `slot` to node `to`.
+pub fn moved(c: &Cluster, slot: usize, to: usize) -> Vec<u8> {
+    err(&format!("MOVED {slot} 127.0.0.1:{}", c.port(to)))
+}
+
+/// [`ask`], and a check that the reply is `want`.
+pub fn expect(
+    t: &mut Transcript,
+    c: &Cluster,
+    raw: &mut Raw,
+    node: usize,
+    args: &[&str],
+    want: &[u8],
+) -> Vec<u8> {
+    let reply = ask(t, c, raw, node, args);
+    t.check_reply(&reply, want, format!("node{node}> {}", args.join(" ")));
+    reply
+}
+
+/// [`ask`], and a check that the reply starts with `prefix`.
+pub fn expect_prefix(
+    t: &mut Transcript,
+    c: &Cluster,
+    raw: &mut Raw,
+    node: usize,
+    args: &[&str],
+    prefix: &[u8],
+) -> Vec<u8> {
+    let reply = ask(t, c, raw, node, args);
+    t.check(reply.starts_with(prefix), || {
+        format!(
+            "node{node}> {}: {}, expected {}…",
+            args.join(" "),
+            show(&reply),
+            show(prefix)
+        )
+    });
+    reply
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,63 +21,16 @@ use std::time::{Duration, Instant};
 
 use goblin_tests::claim::CLAIM_ORACLE;
 use goblin_tests::cluster::{
-    Cluster, HEALTHY_TIMEOUT, Reply, Transcript, check_is_clean, label, parse, render, run_on,
+    Cluster, HEALTHY_TIMEOUT, Reply, Transcript, ask, check_is_clean, err, expect, expect_prefix,
+    label, moved, parse, render, run_on,
 };
 use goblin_tests::cmd::scan_all;
 use goblin_tests::keys::{SLOTS, slot};
 use goblin_tests::reply::{bulk, info_field, int};
-use goblin_tests::{Kind, Raw, StopOnDrop, show};
+use goblin_tests::{Kind, StopOnDrop, show};
 
 /// Nodes in every cluster.
 const NODES: usize = 3;
-
-fn ask(t: &mut Transcript, c: &Cluster, raw: &mut Raw, node: usize, args: &[&str]) -> Vec<u8> {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    t.ask(c, raw, node, &args)
-}
-
-fn err(text: &str) -> Vec<u8> {
-    format!("-{text}\r\n").into_bytes()
-}
-
-fn moved(c: &Cluster, slot: usize, to: usize) -> Vec<u8> {
-    err(&format!("MOVED {slot} 127.0.0.1:{}", c.port(to)))
-}
-
-/// [`ask`], and a check that the reply is `want`.
-fn expect(
-    t: &mut Transcript,
-    c: &Cluster,
-    raw: &mut Raw,
-    node: usize,
-    args: &[&str],
-    want: &[u8],
-) -> Vec<u8> {
-    let reply = ask(t, c, raw, node, args);
-    t.check_reply(&reply, want, format!("node{node}> {}", args.join(" ")));
-    reply
-}
-
-/// [`ask`], and a check that the reply starts with `prefix`.
-fn expect_prefix(
-    t: &mut Transcript,
-    c: &Cluster,
-    raw: &mut Raw,
-    node: usize,
-    args: &[&str],
-    prefix: &[u8],
-) -> Vec<u8> {
-    let reply = ask(t, c, raw, node, args);
-    t.check(reply.starts_with(prefix), || {
-        format!(
-            "node{node}> {}: {}, expected {}…",
-            args.join(" "),
-            show(&reply),
-            show(prefix)
-        )
-    });
-    reply
-}
 
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 

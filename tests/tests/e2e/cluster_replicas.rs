@@ -24,8 +24,8 @@
 use std::time::{Duration, Instant};
 
 use goblin_tests::cluster::{
-    Cluster, NodeLine, Reply, Role, Transcript, check_is_clean, label, parse, poll, render,
-    run_on_built, run_on_replicas,
+    Cluster, NodeLine, Reply, Role, Transcript, ask, check_is_clean, err, expect, expect_prefix,
+    label, moved, parse, poll, render, run_on_built, run_on_replicas,
 };
 use goblin_tests::keys::{SLOTS, slot};
 use goblin_tests::reply::{array, bulk, info_field, int};
@@ -58,54 +58,6 @@ fn assume_layout(c: &Cluster) {
             "master {k}'s replicas"
         );
     }
-}
-
-fn ask(t: &mut Transcript, c: &Cluster, raw: &mut Raw, node: usize, args: &[&str]) -> Vec<u8> {
-    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    t.ask(c, raw, node, &args)
-}
-
-fn err(text: &str) -> Vec<u8> {
-    format!("-{text}\r\n").into_bytes()
-}
-
-fn moved(c: &Cluster, slot: usize, to: usize) -> Vec<u8> {
-    err(&format!("MOVED {slot} 127.0.0.1:{}", c.port(to)))
-}
-
-/// [`ask`], and a check that the reply is `want`.
-fn expect(
-    t: &mut Transcript,
-    c: &Cluster,
-    raw: &mut Raw,
-    node: usize,
-    args: &[&str],
-    want: &[u8],
-) -> Vec<u8> {
-    let reply = ask(t, c, raw, node, args);
-    t.check_reply(&reply, want, format!("node{node}> {}", args.join(" ")));
-    reply
-}
-
-/// [`ask`], and a check that the reply starts with `prefix`.
-fn expect_prefix(
-    t: &mut Transcript,
-    c: &Cluster,
-    raw: &mut Raw,
-    node: usize,
-    args: &[&str],
-    prefix: &[u8],
-) -> Vec<u8> {
-    let reply = ask(t, c, raw, node, args);
-    t.check(reply.starts_with(prefix), || {
-        format!(
-            "node{node}> {}: {}, expected {}…",
-            args.join(" "),
-            show(&reply),
-            show(prefix)
-        )
-    });
-    reply
 }
 
 /// Records a condition polled for (`what: true/false`) and checks it held; `Err`'s text
