@@ -806,6 +806,8 @@ pub struct Cluster {
     /// Publications for the other nodes (PUBLISH: every node; SPUBLISH: the nodes of
     /// this node's shard), which the bus sends.
     publications: Mutex<Vec<Publication>>,
+    /// The view says this node is a master (kept with every change).
+    master: AtomicBool,
 }
 
 /// A message published here, for the other nodes.
@@ -868,7 +870,11 @@ impl Cluster {
             waker: Mutex::new(None),
             reads_when_down: AtomicBool::new(config.cluster.allow_reads_when_down),
             publications: Mutex::new(Vec::new()),
+            master: AtomicBool::new(true),
         };
+        cluster
+            .master
+            .store(!cluster.lock().me().is_replica(), Ordering::Relaxed);
         cluster.save()?;
         ENABLED.store(true, Ordering::Relaxed);
         Ok(cluster)
@@ -890,6 +896,12 @@ impl Cluster {
         if changed {
             self.changed(&mut state);
         }
+    }
+
+    /// Whether the view says this node is a master: its clients' writes are its own from
+    /// the instant it won an election, before its link to the old master has stopped.
+    pub fn is_master(&self) -> bool {
+        self.master.load(Ordering::Relaxed)
     }
 
     /// PUBLISH (`shard` false) or SPUBLISH ran here: the bus sends it on to the other
@@ -952,6 +964,8 @@ impl Cluster {
     /// After a change of `state`: recomputes its health, publishes new routes, marks the
     /// configuration to be saved and wakes the bus (a MEET to send, slots to announce).
     pub fn changed(&self, state: &mut State) {
+        self.master
+            .store(!state.me().is_replica(), Ordering::Relaxed);
         let now = crate::clock::now_ms();
         state.update_state(now);
         let version = self.version.load(Ordering::Relaxed) + 1;

@@ -294,7 +294,7 @@ pub(crate) fn check_flags(
         );
     }
     if !flags.has(ScriptFlags::EVAL_COMPAT) && !flags.has(ScriptFlags::NO_WRITES) {
-        if shared.follow.only_master_writes() && !obeyed {
+        if shared.only_master_writes() && !obeyed {
             return Err(
                 b"READONLY Can not run script with write flag on readonly replica".to_vec(),
             );
@@ -551,7 +551,7 @@ pub(crate) fn check_call<'t>(
         return refused(b"ERR Write commands are not allowed from read-only scripts.");
     }
     if spec.flags.contains(Flags::WRITE) && !obeyed {
-        if shared.follow.only_master_writes() {
+        if shared.only_master_writes() {
             return refused(errors::READONLY_REPLICA);
         }
         // Too few replicas in touch (`min-replicas-to-write`).

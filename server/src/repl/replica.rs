@@ -88,12 +88,6 @@ impl Follow {
         !self.writable.load(Ordering::Relaxed)
     }
 
-    /// It is a read-only replica: every write is its master's.
-    #[inline]
-    pub fn only_master_writes(&self) -> bool {
-        self.active.load(Ordering::Relaxed) && self.read_only()
-    }
-
     fn lock(&self) -> MutexGuard<'_, Option<Following>> {
         self.following.lock().unwrap_or_else(|e| e.into_inner())
     }

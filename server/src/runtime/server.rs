@@ -351,9 +351,17 @@ impl Shared {
         self.follow.active.load(Ordering::Relaxed) || self.repl.min_replicas_set()
     }
 
-    /// `replica-read-only`: a replica refuses its clients' writes.
+    /// `replica-read-only`: a replica refuses its clients' writes — not a cluster node
+    /// the cluster made a master already (an election won), whose link is stopping.
     pub fn replica_read_only(&self) -> bool {
-        self.follow.read_only()
+        self.follow.read_only() && !self.cluster.as_deref().is_some_and(|c| c.is_master())
+    }
+
+    /// It is a read-only replica: every write is its master's (see
+    /// [`Shared::replica_read_only`]).
+    #[inline]
+    pub fn only_master_writes(&self) -> bool {
+        self.follow.active.load(Ordering::Relaxed) && self.replica_read_only()
     }
 
     /// The replication ID (`master_replid`).

@@ -248,7 +248,7 @@ fn reading(shared: &Shared, now: Millis, untouched: bool) -> ReadMode {
 /// master's DEL removes the key, as in redis-server); elsewhere, such a key expires.
 fn writing(shared: &Shared) -> ReadMode {
     ReadMode {
-        replica: shared.follow.only_master_writes(),
+        replica: shared.only_master_writes(),
         ..ReadMode::default()
     }
 }
