@@ -1377,49 +1377,8 @@ impl Drop for Cluster {
 /// each followed by `slots:[a-b],[c]…`. Returns the ids and the slot ranges in the
 /// order of `ports`.
 fn parse_create_plan(out: &str, ports: &[u16]) -> (Vec<String>, Vec<Vec<(u16, u16)>>) {
-    let mut ids = vec![String::new(); ports.len()];
-    let mut plan = vec![Vec::new(); ports.len()];
-    let mut seen = vec![false; ports.len()];
-    let lines: Vec<&str> = out.lines().collect();
-    for (n, line) in lines.iter().enumerate() {
-        let Some(rest) = line.trim().strip_prefix("M: ") else {
-            continue;
-        };
-        let mut words = rest.split_whitespace();
-        let (Some(id), Some(addr)) = (words.next(), words.next()) else {
-            continue;
-        };
-        let port: Option<u16> = addr.rsplit(':').next().and_then(|p| p.parse().ok());
-        let Some(i) = port.and_then(|p| ports.iter().position(|&q| q == p)) else {
-            continue;
-        };
-        // The first listing of each node is the plan (a later one is the check's).
-        if seen[i] {
-            continue;
-        }
-        seen[i] = true;
-        ids[i] = id.to_string();
-        if let Some(slots) = lines
-            .get(n + 1)
-            .and_then(|l| l.trim().strip_prefix("slots:"))
-        {
-            plan[i] = parse_slot_ranges(slots);
-        }
-    }
-    assert!(
-        seen.iter().all(|&s| s),
-        "redis-cli --cluster create did not list every node ({ports:?}):\n{out}"
-    );
-    let covered: usize = plan
-        .iter()
-        .flatten()
-        .map(|&(a, b)| usize::from(b) - usize::from(a) + 1)
-        .sum();
-    assert_eq!(
-        covered, SLOTS,
-        "redis-cli's plan does not cover the slots:\n{out}"
-    );
-    (ids, plan)
+    let layout = parse_create_layout(out, ports);
+    (layout.ids, layout.plan)
 }
 
 /// The ranges of a `redis-cli` `slots:[a-b],[c] (n slots) master` line (what follows

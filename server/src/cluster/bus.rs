@@ -69,7 +69,7 @@ const PUBLISH_SHARD: u8 = 9;
 
 /// Each kind's number in redis-server's messages (DEBUG DROP-CLUSTER-PACKET-FILTER names
 /// them so).
-fn redis_type(kind: u8) -> i64 {
+pub fn redis_type(kind: u8) -> i64 {
     match kind {
         PING => 0,
         PONG => 1,

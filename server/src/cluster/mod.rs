@@ -60,10 +60,6 @@ pub const MESSAGE_KINDS: [&str; 10] = [
     "publishshard",
 ];
 
-/// The order CLUSTER INFO lists the counters in (redis-server's message types'):
-/// indices into [`MESSAGE_KINDS`].
-pub const INFO_ORDER: [usize; 10] = [0, 1, 2, 3, 8, 5, 6, 4, 7, 9];
-
 /// One node of the cluster, as this node sees it.
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -328,6 +324,28 @@ pub struct Manual {
     pub paused_at: Millis,
 }
 
+/// What a node's view says its server must replicate ([`State::following`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Following {
+    /// Nothing: it is a master.
+    Nobody,
+    /// Its master, whose address is not known yet: nothing changes until it is.
+    Unreachable,
+    /// The master at this address.
+    Master(String, u16),
+}
+
+impl Following {
+    /// Whether the server's replication (`follow`) is already what this says.
+    pub fn holds(&self, follow: &crate::repl::replica::Follow) -> bool {
+        match self {
+            Following::Nobody => !follow.active.load(Ordering::SeqCst),
+            Following::Unreachable => true,
+            Following::Master(host, port) => follow.follows(host, *port),
+        }
+    }
+}
+
 /// What clients are told to connect to (`cluster-preferred-endpoint-type`): a node's
 /// address, its hostname (`?` when it has none), or an empty endpoint (the address the
 /// client used).
@@ -515,6 +533,15 @@ impl State {
         me.master
             .filter(|_| me.is_replica())
             .and_then(|m| self.nodes.get(&m))
+    }
+
+    /// What this node's view says the server must replicate.
+    pub fn following(&self) -> Following {
+        match self.my_master() {
+            None => Following::Nobody,
+            Some(m) if m.ip.is_empty() => Following::Unreachable,
+            Some(m) => Following::Master(m.ip.clone(), m.port),
+        }
     }
 
     /// The replicas of `master`, by name.

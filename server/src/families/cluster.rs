@@ -194,8 +194,11 @@ pub fn info_text(state: &State) -> String {
         state.current_epoch,
         state.me().config_epoch,
     );
+    // (In redis-server's order of message types.)
+    let mut order: Vec<usize> = (0..cluster::MESSAGE_KINDS.len()).collect();
+    order.sort_by_key(|&i| cluster::bus::redis_type(i as u8));
     for (counts, dir) in [(&state.sent, "sent"), (&state.received, "received")] {
-        for i in cluster::INFO_ORDER {
+        for &i in &order {
             let (kind, n) = (cluster::MESSAGE_KINDS[i], counts[i]);
             if n > 0 {
                 text.push_str(&format!("cluster_stats_messages_{kind}_{dir}:{n}\r\n"));
@@ -630,8 +633,12 @@ fn forget(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 }
 
 fn unknown_node(ctx: &mut ConnCtx<'_>, name: &[u8]) {
-    ctx.reply()
-        .error(format!("ERR Unknown node {}", String::from_utf8_lossy(name)).as_bytes());
+    ctx.reply().error(&unknown_node_error(name));
+}
+
+/// `ERR Unknown node <name>`.
+fn unknown_node_error(name: &[u8]) -> Vec<u8> {
+    format!("ERR Unknown node {}", String::from_utf8_lossy(name)).into_bytes()
 }
 
 /// `CLUSTER SET-CONFIG-EPOCH epoch`: only on a node that knows no other.
@@ -759,7 +766,7 @@ fn replicas(ctx: &mut ConnCtx<'_>, args: &Args<'_>) {
 /// counted (`keys`: this master's keys, once counted): the master to follow.
 fn replicate_target(state: &State, name: &[u8], keys: Option<i64>) -> Result<NodeId, Vec<u8>> {
     let Some(n) = state.lookup(name) else {
-        return Err(format!("ERR Unknown node {}", String::from_utf8_lossy(name)).into_bytes());
+        return Err(unknown_node_error(name));
     };
     if n.id == state.myself {
         return Err(b"ERR Can't replicate myself".to_vec());

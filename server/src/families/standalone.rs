@@ -275,21 +275,16 @@ impl Plan for ReplicaOf {
             return cx.done(|e| e.ok());
         }
         let (shared, follow) = (cx.shared, &cx.shared.follow);
-        if self.cluster {
-            self.target = shared.cluster.as_deref().and_then(|c| {
-                c.lock()
-                    .my_master()
-                    .filter(|m| !m.ip.is_empty())
-                    .map(|m| (m.ip.clone(), m.port))
-            });
-            let done = match &self.target {
-                Some((host, port)) => follow.follows(host, *port),
-                None => !follow.active.load(Ordering::SeqCst),
-            };
-            if done {
+        if let Some(c) = shared.cluster.as_deref().filter(|_| self.cluster) {
+            let want = c.lock().following();
+            if want.holds(follow) {
                 self.hold.release();
                 return cx.done(|e| e.ok());
             }
+            self.target = match want {
+                crate::cluster::Following::Master(host, port) => Some((host, port)),
+                _ => None,
+            };
         }
         if let Some((host, port)) = &self.target
             && follow.follows(host, *port)

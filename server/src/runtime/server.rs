@@ -1041,15 +1041,10 @@ impl Server {
         // A cluster replica follows its master from the start, as redis-server's
         // `replicaof` does: its files load as a replica's (keys expired meanwhile kept,
         // for the master's DELs).
-        if let Some(cluster) = &self.shared.cluster {
-            let master = cluster
-                .lock()
-                .my_master()
-                .filter(|m| !m.ip.is_empty())
-                .map(|m| (m.ip.clone(), m.port));
-            if let Some((host, port)) = master {
-                self.shared.follow.start(&self.shared, &host, port, None);
-            }
+        if let Some(cluster) = &self.shared.cluster
+            && let crate::cluster::Following::Master(host, port) = cluster.lock().following()
+        {
+            self.shared.follow.start(&self.shared, &host, port, None);
         }
         if let Some(cluster) = &self.shared.cluster {
             let port = crate::cluster::cluster_port(config, self.shared.local_addr.port());

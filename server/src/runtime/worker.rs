@@ -848,15 +848,8 @@ impl Worker {
             return;
         }
         self.role_routes = version;
-        let want = cluster.lock().my_master().map(|m| (m.ip.clone(), m.port));
-        let follow = &self.shared.follow;
-        let differs = match want {
-            // (Its address is learned with a change of the routes.)
-            Some((ip, _)) if ip.is_empty() => false,
-            Some((ip, port)) => !follow.follows(&ip, port),
-            None => follow.active.load(Ordering::SeqCst),
-        };
-        if !differs {
+        // (A master's address unknown yet is learned with a change of the routes.)
+        if cluster.lock().following().holds(&self.shared.follow) {
             return;
         }
         let plan = crate::families::standalone::cluster_role_plan();
