@@ -961,7 +961,10 @@ fn client_help(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
 }
 
 /// CLIENT SETINFO's COMMAND INFO/DOCS entries, as redis-server 7.2 gives them (7.0 lacks
-/// the subcommand).
+/// the subcommand) but for `no_auth`: redis-server 7.0 answers a subcommand it does not
+/// know before it asks for AUTH, and clients send SETINFO as they connect, before the
+/// AUTH a caller may send itself (redis-py takes 7.2's NOAUTH there for a failed
+/// connection; 7.0's unknown subcommand it ignores). Goblin takes it before AUTH.
 static CLIENT_SETINFO: Meta = Meta {
     info: Node::Array(&[
         Node::Bulk("client|setinfo"),
@@ -970,6 +973,7 @@ static CLIENT_SETINFO: Meta = Meta {
             Node::Simple("noscript"),
             Node::Simple("loading"),
             Node::Simple("stale"),
+            Node::Simple("no_auth"),
         ]),
         Node::Int(0),
         Node::Int(0),

@@ -169,6 +169,30 @@ fn client_id_is_unique_and_setinfo_is_accepted() {
     assert!(info.contains("lib-name=redis-rs lib-ver=1.2.3"), "{info}");
 }
 
+/// Clients send CLIENT SETINFO as they connect, before any AUTH their caller sends:
+/// redis-server 7.0 answers it (a subcommand it does not know) before asking for AUTH,
+/// and redis-py ignores that error but takes a NOAUTH for a failed connection (its
+/// cluster client, reconnecting, could then never send the AUTH it was asked to). Goblin
+/// takes SETINFO before AUTH; every other command still needs it.
+#[test]
+fn client_setinfo_is_taken_before_auth() {
+    let server = Server::goblin();
+    let mut admin = server.raw();
+    assert_eq!(admin.cmd_str("CONFIG SET requirepass pw"), b"+OK\r\n");
+    let mut c = server.raw();
+    assert_eq!(c.cmd_str("CLIENT SETINFO lib-name redis-py"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("CLIENT INFO").get(..7), Some(&b"-NOAUTH"[..]));
+    assert_eq!(c.cmd_str("GET x").get(..7), Some(&b"-NOAUTH"[..]));
+    assert_eq!(c.cmd_str("AUTH pw"), b"+OK\r\n");
+    let info = String::from_utf8(c.cmd_str("CLIENT INFO")).unwrap();
+    assert!(info.contains("lib-name=redis-py"), "{info}");
+    // As for 7.0's unknown subcommand, no ACL rule refuses it.
+    assert_eq!(admin.cmd_str("ACL SETUSER u on >p -@all +get"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("AUTH u p"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("CLIENT SETINFO lib-ver 5.2.1"), b"+OK\r\n");
+    assert_eq!(c.cmd_str("CLIENT ID").get(..7), Some(&b"-NOPERM"[..]));
+}
+
 #[test]
 fn client_unblock_of_a_client_that_is_not_blocked_answers_like_redis() {
     let mut d = Differential::new();
