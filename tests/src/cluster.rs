@@ -1490,6 +1490,35 @@ pub enum Reply {
     Masked(String),
 }
 
+/// Whether a CLUSTER LINKS reply lists each node's links together, the link to it then
+/// the link from it, as redis-server does (redis-py's tests pair them up so).
+pub fn links_paired(reply: &[u8]) -> bool {
+    let Reply::Array(Some(links)) = parse(reply) else {
+        return false;
+    };
+    let field = |link: &Reply, name: &[u8]| -> Option<Vec<u8>> {
+        let Reply::Array(Some(items)) = link else {
+            return None;
+        };
+        let at = items
+            .iter()
+            .position(|i| matches!(i, Reply::Bulk(Some(b)) if b == name))?;
+        match items.get(at + 1) {
+            Some(Reply::Bulk(Some(v))) => Some(v.clone()),
+            _ => None,
+        }
+    };
+    links.chunks(2).all(|pair| match pair {
+        [to, from] => {
+            field(to, b"direction").as_deref() == Some(b"to")
+                && field(from, b"direction").as_deref() == Some(b"from")
+                && field(to, b"node").is_some()
+                && field(to, b"node") == field(from, b"node")
+        }
+        _ => false,
+    })
+}
+
 /// Parses one whole RESP2 reply.
 ///
 /// # Panics

@@ -395,7 +395,10 @@ fn links(ctx: &mut ConnCtx<'_>, _args: &Args<'_>) {
     let Some(c) = cluster(ctx) else {
         return;
     };
-    let links = c.lock().links.clone();
+    let mut links = c.lock().links.clone();
+    // Node by node, its outbound link then its inbound one, as redis-server lists them
+    // (clients pair them up).
+    links.sort_by(|a, b| a.node.cmp(&b.node).then(b.outbound.cmp(&a.outbound)));
     let mut e = ctx.reply();
     e.array(links.len());
     for l in links {

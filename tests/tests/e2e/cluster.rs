@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use goblin_tests::claim::CLAIM_ORACLE;
 use goblin_tests::cluster::{
     Cluster, HEALTHY_TIMEOUT, Reply, Transcript, ask, check_is_clean, err, expect, expect_prefix,
-    label, moved, parse, render, run_on,
+    label, links_paired, moved, parse, render, run_on,
 };
 use goblin_tests::cmd::scan_all;
 use goblin_tests::keys::{SLOTS, slot};
@@ -172,6 +172,12 @@ fn shapes(c: &Cluster) -> Transcript {
         }
         let links = raw.cmd(&[b"CLUSTER", b"LINKS"]);
         t.push(label(c, i, &[b"CLUSTER", b"LINKS"]), norm.links(&links));
+        t.check(!links_complete || links_paired(&links), || {
+            format!(
+                "node{i}> CLUSTER LINKS: not each node's link to, then its link from: {}",
+                String::from_utf8_lossy(&links)
+            )
+        });
         for j in 0..n {
             ask(
                 &mut t,
