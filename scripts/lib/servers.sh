@@ -1,7 +1,16 @@
 # Servers for the scripts that run clients against redis-server and goblin-server side by
-# side (sourced: cluster-clients-check, redis-py-suite, fakeredis-suite). start_server
-# and start_cluster use the caller's $goblin (the goblin-server binary), $data (a scratch
-# directory) and `pids` (the servers to stop on exit, which the caller does).
+# side (sourced: cluster-clients-check, redis-py-suite, fakeredis-suite, replica-lag).
+# start_server and start_cluster use the caller's $goblin (the goblin-server binary),
+# $data (a scratch directory) and `pids` (the servers started, which `stop` or the
+# caller's own cleanup stops on exit).
+
+# stop: every server in `pids` killed and waited for; `pids` emptied.
+stop() {
+    local pid
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
 
 # A port free now on 127.0.0.1 whose cluster bus port (+ 10000) is free too.
 free_port() {
