@@ -2173,6 +2173,12 @@ impl Worker {
         let limited = maxmemory > 0;
         let pressed = limited && crate::memory::counted() > maxmemory;
         let mut dirty = std::mem::take(&mut self.dirty);
+        if !self.replica_keys.is_empty() {
+            // The replicas' stream first, then the replies: redis-server's replica has the
+            // write before the client that made it can ask the replica for it.
+            let replicas = &self.replica_keys;
+            dirty.sort_by_key(|key| !replicas.contains(key));
+        }
         for key in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
