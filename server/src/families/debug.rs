@@ -1,6 +1,6 @@
 //! DEBUG, allowed as `enable-debug-command` says (no by default, as in redis-server
 //! 7.0): the subcommands tests and tools use — SLEEP, SET-ACTIVE-EXPIRE, OBJECT, DIGEST,
-//! DIGEST-VALUE, POPULATE, RELOAD, LOADAOF, CHANGE-REPL-ID, LOG, ERROR, PROTOCOL,
+//! DIGEST-VALUE, POPULATE, RELOAD, LOADAOF, CHANGE-REPL-ID, REPLICATE, LOG, ERROR, PROTOCOL,
 //! SET-DISABLE-DENY-SCRIPTS, QUICKLIST-PACKED-THRESHOLD (accepted, nothing to set) and HELP.
 //!
 //! DEBUG runs with every shard locked whole, as redis-server runs it with the server to
@@ -60,6 +60,8 @@ const HELP: &[&str] = &[
     "    Write <message> to the server log.",
     "LOADAOF",
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
     "OBJECT <key>",
     "    Show low level info about `key` and associated value.",
     "PANIC",
@@ -140,6 +142,9 @@ enum Job {
     /// CONFIG-REWRITE-FORCE-ALL: CONFIG REWRITE writing every option, defaults too.
     RewriteAll,
     Log(Vec<u8>),
+    /// REPLICATE: a command for the replicas only, as given (data divergence on purpose:
+    /// redis-server's tests of what a replica does with a command that fails).
+    Replicate(Vec<Vec<u8>>),
     Error(Vec<u8>),
     Protocol(Vec<u8>),
     Ok,
@@ -231,6 +236,8 @@ fn job(args: &crate::table::handler::Args<'_>) -> Result<Job, Vec<u8>> {
         Job::ChangeReplId
     } else if is("CONFIG-REWRITE-FORCE-ALL") && n == 2 {
         Job::RewriteAll
+    } else if is("REPLICATE") && n >= 3 {
+        Job::Replicate(args.iter_from(2).map(<[u8]>::to_vec).collect())
     } else if is("LOG") && n == 3 {
         Job::Log(args.get(2).to_vec())
     } else if is("ERROR") && n == 3 {
@@ -444,6 +451,11 @@ impl Plan for DebugPlan {
             },
             Job::Log(message) => {
                 crate::log!(Warning, "DEBUG LOG: {}", String::from_utf8_lossy(message));
+                cx.done(|e| e.ok())
+            }
+            Job::Replicate(argv) => {
+                let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+                cx.propagate_as_is(&argv);
                 cx.done(|e| e.ok())
             }
             Job::Error(message) => cx.done(|e| e.error_sanitized(message)),

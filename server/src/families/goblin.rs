@@ -426,6 +426,7 @@ impl ClaimWait {
         Step::Park(Park {
             keys,
             timeout: self.timeout,
+            internal: false,
         })
     }
 }

@@ -297,7 +297,7 @@ impl Plan for ReplicaOf {
             return cx.done(|e| e.simple(b"OK Already connected to specified master"));
         }
         if !self.at_once && follow.connected() && !self.hold.ready(follow) {
-            return Step::Park(Park::clock(Duration::from_millis(1)));
+            return Step::Park(Park::internal(Duration::from_millis(1)));
         }
         // (The link stops before it is let go: it applies nothing more.)
         let replid = shared.replication_id();

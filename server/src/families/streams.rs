@@ -2157,7 +2157,11 @@ impl StreamRead {
                 }
             })
             .collect();
-        Step::Park(Park { keys, timeout })
+        Step::Park(Park {
+            keys,
+            timeout,
+            internal: false,
+        })
     }
 }
 

@@ -604,7 +604,7 @@ impl SavePlan {
             return None;
         }
         if !self.hold.ready(&cx.shared.follow) {
-            return Some(Step::Park(Park::clock(Duration::from_millis(1))));
+            return Some(Step::Park(Park::internal(Duration::from_millis(1))));
         }
         if self.hold.holds() {
             return None;

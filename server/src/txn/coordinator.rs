@@ -61,6 +61,8 @@ enum Phase {
         id: u64,
         shards: Vec<usize>,
         deadline: Option<Instant>,
+        /// [`Park::internal`]: not a client's wait.
+        internal: bool,
         claim: Arc<AtomicBool>,
         /// The hash slots of the keys it waits on (cluster mode redirects it when one
         /// leaves the node).
@@ -541,10 +543,15 @@ impl TxJob {
         }
     }
 
-    /// Whether the job waits for a key event, and whether with a timeout.
+    /// Whether the job waits for a key event, and whether with a timeout (a wait that
+    /// is the command's own work, [`Park::internal`], is none: the job is busy).
     pub fn parked_state(&self) -> (bool, bool) {
         match &self.phase {
-            Phase::Parked { deadline, .. } => (true, deadline.is_some()),
+            Phase::Parked {
+                deadline,
+                internal: false,
+                ..
+            } => (true, deadline.is_some()),
             _ => (false, false),
         }
     }
@@ -674,6 +681,7 @@ impl TxJob {
             id,
             shards,
             deadline: park.timeout.map(|t| Instant::now() + t),
+            internal: park.internal,
             claim,
             slots,
         };

@@ -209,6 +209,11 @@ pub struct Park {
     pub keys: Vec<Watch>,
     /// How long at most; `None`: forever.
     pub timeout: Option<Duration>,
+    /// A wait that is part of the command's own work (SHUTDOWN's or REPLICAOF's for the
+    /// replica's link to hold), not a client's wait: the client is not blocked (CLIENT
+    /// LIST, INFO), and its disconnect does not end the wait — the command goes on, as
+    /// redis-server's SHUTDOWN does when its client goes.
+    pub internal: bool,
 }
 
 impl Park {
@@ -217,6 +222,16 @@ impl Park {
         Park {
             keys: Vec::new(),
             timeout: Some(timeout),
+            internal: false,
+        }
+    }
+
+    /// A wait on the clock that is part of the command's own work (see
+    /// [`Park::internal`]).
+    pub fn internal(timeout: Duration) -> Park {
+        Park {
+            internal: true,
+            ..Park::clock(timeout)
         }
     }
 
@@ -240,6 +255,7 @@ impl Park {
                 })
                 .collect(),
             timeout,
+            internal: false,
         }
     }
 }
@@ -363,6 +379,15 @@ impl PlanCx<'_> {
     pub fn propagate(&self, argv: &[&[u8]]) {
         if self.shared.repl.shards_feed() {
             let part = crate::repl::master::Part::command(Some(self.db() as u16), argv);
+            self.propagated.borrow_mut().push(part);
+        }
+    }
+
+    /// Sends replicas `argv` once, in whatever database their stream has selected (DEBUG
+    /// REPLICATE's, as redis-server feeds it in `slaveseldb`): no SELECT before it.
+    pub fn propagate_as_is(&self, argv: &[&[u8]]) {
+        if self.shared.repl.shards_feed() {
+            let part = crate::repl::master::Part::command(None, argv);
             self.propagated.borrow_mut().push(part);
         }
     }

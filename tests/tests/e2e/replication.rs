@@ -959,6 +959,49 @@ fn the_replication_stream_is_redis_servers() {
     );
 }
 
+/// DEBUG REPLICATE sends its arguments to the replicas as a command, as given, in the
+/// database their stream has selected (no SELECT before it), as redis-server does: its
+/// tests make a replica's data diverge with it (a command the replica refuses).
+#[test]
+fn debug_replicate_reaches_the_replicas_as_from_redis() {
+    let goblin = Server::goblin_with(&["--threads", "2", "--enable-debug-command", "yes"]);
+    let dir = scratch_dir("debug-replicate");
+    let redis = Server::redis_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut streams = Vec::new();
+    for server in [&goblin, &redis] {
+        let (mut sync, mut c) = attached(server);
+        for line in [
+            "SELECT 3",
+            "SET a 1",
+            "DEBUG REPLICATE fake-command-1 x",
+            "SELECT 4",
+            "DEBUG REPLICATE incrby number2 1",
+            "SET end 1",
+        ] {
+            ok(&mut c, line);
+        }
+        streams.push(stream_commands(&mut sync));
+    }
+    let shown = |s: &Vec<Vec<Vec<u8>>>| s.iter().map(|c| show(&c.join(&b' '))).collect::<Vec<_>>();
+    assert_eq!(
+        shown(&streams[0]),
+        [
+            "select 3",
+            "set a 1",
+            "fake-command-1 x",
+            "incrby number2 1",
+            "select 4",
+            "set end 1"
+        ]
+    );
+    assert_eq!(shown(&streams[0]), shown(&streams[1]));
+}
+
 /// What spans threads reaches replicas as from redis-server: a transaction's or a
 /// script's writes on several threads as one MULTI/EXEC, in its commands' order, with the
 /// FLUSHDB it ran in its place (not beside it), nothing of another client inside it;
@@ -1509,6 +1552,27 @@ fn a_replica_continues_from_a_promoted_sibling() {
         );
         wait_same_stream(&[promoted, other]);
     }
+}
+
+/// SHUTDOWN on a replica first waits for its link to hold the stream (so that its
+/// snapshot records where the stream is); a client that goes meanwhile does not call the
+/// shutdown off, as redis-server's SHUTDOWN goes on when its client goes. (A CI run
+/// lost one this way: the test below sends SHUTDOWN SAVE and closes at once.)
+#[test]
+fn a_replicas_shutdown_goes_on_when_its_client_goes() {
+    let dir = scratch_dir("shutdown-client-goes");
+    let master = Server::redis_with(&["--dir", dir.to_str().unwrap()]);
+    let mut replica = goblin_replica_of(master.port);
+    link_up(&mut replica.raw());
+    let mut c = replica.raw();
+    c.send(b"SHUTDOWN SAVE\r\n");
+    // (The link looks whether it is asked to hold between reads of up to 100 ms.)
+    std::thread::sleep(Duration::from_millis(20));
+    drop(c);
+    assert!(
+        replica.wait_exit(Duration::from_secs(10)).is_some(),
+        "the replica did not shut down"
+    );
 }
 
 /// Restarts continue from the history the snapshot recorded (its `repl-id`,
