@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,10 +19,12 @@ use super::Sha;
 use super::convert::{error_text, lua_to_reply, reply_to_lua};
 use super::libs::{self, INTERNAL, Raise, ScriptError};
 
+mod kept;
 pub mod library;
 mod runner;
 mod untail;
 
+use kept::{Kept, Slot};
 pub use runner::Runner;
 use runner::{call_runner, with_runner};
 
@@ -117,7 +120,11 @@ return next_, pairs_, getmetatable_, setmetatable_
 /// raises — `xpcall`'s before its handler sees it.
 const PCALL: &str = r#"
 local pcall, xpcall, fix, raised = pcall, xpcall, __goblin_fix, __goblin_raised
-return function(...) return fix(pcall(...)) end,
+local function fixed(ok, ...)
+  if ok then return ok, ... end
+  return fix(ok, (...))
+end
+return function(...) return fixed(pcall(...)) end,
   function(f, h) return xpcall(f, function(e) return h(raised(e)) end) end
 "#;
 
@@ -139,7 +146,11 @@ local function protected(f, ...)
   local co = unyielding(create(function(...) return f(...) end))
   return finish(co, step(co, ...))
 end
-return function(...) return fix(protected(...)) end,
+local function fixed(ok, ...)
+  if ok then return ok, ... end
+  return fix(ok, (...))
+end
+return function(...) return fixed(protected(...)) end,
   function(f, h)
     local function handled(ok, ...)
       if ok then return ok, ... end
@@ -224,12 +235,13 @@ return function(co, ...)
 
 /// `redis.call` and `redis.pcall` of a script that runs as a coroutine (its keys span
 /// shards): each command is yielded, after the call mark (`__goblin_call`, which tells
-/// it from a yield of the script's own coroutines), to the plan that runs the script,
+/// it from a yield of the script's own coroutines), as its number of arguments and a
+/// table of them (never as many values: see [`PACK_ABOVE`]), to the plan that runs the script,
 /// which resumes it with `true, reply` or `false, error text` — or `nil, error text`
 /// when SCRIPT KILL stopped it meanwhile: raised even by `redis.pcall`, as the count
 /// hook raises it. (Its `pcall` and `xpcall` are [`YIELDING_PCALL`]'s.)
 const YIELDING: &str = r#"
-local yield, raise, type, mark = coroutine.yield, __goblin_raise, type, __goblin_call
+local yield, raise, type, mark, select = coroutine.yield, __goblin_raise, type, __goblin_call, select
 local function finish(raising, ok, v)
   if ok then return v end
   if ok == nil then return raise(v) end
@@ -240,10 +252,28 @@ local function finish(raising, ok, v)
   if raising then return raise(v) end
   return {err = v}
 end
-local call = function(...) return finish(true, yield(mark, ...)) end
-local pcall = function(...) return finish(false, yield(mark, ...)) end
+local call = function(...) return finish(true, yield(mark, select('#', ...), {...})) end
+local pcall = function(...) return finish(false, yield(mark, select('#', ...), {...})) end
 return call, pcall
 "#;
+
+/// `redis.call` and `redis.pcall` of a script run at once: the Rust function given its
+/// arguments as they are, or, past [`PACK_ABOVE`] of them, in a table (see
+/// [`make_call`]).
+const CALL_ARGS: &str = r#"
+local call, packed, select = ...
+return function(...)
+  local n = select('#', ...)
+  if n <= __PACK_ABOVE__ then return call(...) end
+  return packed(n, {...})
+end
+"#;
+
+/// More arguments than this reach a Rust function packed in one table: each argument
+/// given to a Rust function as it is takes a slot of mlua's reference stack, which holds
+/// 8,000 at most and aborts the process when full (see `engine/kept.rs`), and a script
+/// may pass about as many (`redis.call('sadd', key, unpack(ARGV))`).
+const PACK_ABOVE: usize = 64;
 
 /// `error` in a script run as a coroutine, where no error handler sees what it raises
 /// (mlua turns a table into its address): `{err = text}` is raised as `redis.call`'s
@@ -593,8 +623,11 @@ const IDLE_MAINS: usize = 4;
 /// A thread's interpreter.
 pub struct Engine {
     lua: Lua,
+    /// What this interpreter keeps from call to call (each script's function, the idle
+    /// main functions, the suspended runs' threads): in a Lua table, not as handles.
+    kept: Kept,
     /// Compiled scripts by SHA1.
-    compiled: HashMap<Sha, Function>,
+    compiled: HashMap<Sha, Slot>,
     /// The bytecode of the scripts this thread ran as coroutines, by SHA1: a run that
     /// finds no idle main function loads it with its own environment (its `KEYS` and
     /// `ARGV`) rather than compile the code again (BullMQ's scripts are hundreds of
@@ -604,7 +637,7 @@ pub struct Engine {
     /// given the run's environment): loading BullMQ's bytecode again took a tenth of the
     /// server's time under it. (A main chunk keeps no state of its run: it has no
     /// upvalues, and the functions it makes are made anew by each run.)
-    idle: HashMap<Sha, Vec<Function>>,
+    idle: HashMap<Sha, Vec<Slot>>,
     /// The generation of the shared cache these were compiled for (SCRIPT FLUSH starts
     /// a new one).
     generation: u64,
@@ -643,7 +676,8 @@ pub struct Engine {
 
 /// A script suspended in a command.
 struct Suspended {
-    thread: mlua::Thread,
+    /// Its thread, in [`Engine::kept`].
+    thread: Slot,
     /// Its SHA1 (a function's name), for its errors.
     sha: Vec<u8>,
     /// The protocol of the client it answers.
@@ -654,7 +688,7 @@ struct Suspended {
     state: RunState,
     /// A script's main function and SHA1, kept for the script's next run once this one
     /// is over ([`Engine::idle`]); none for a library function's run.
-    main: Option<(Sha, Function)>,
+    main: Option<(Sha, Slot)>,
 }
 
 impl Drop for Suspended {
@@ -824,7 +858,7 @@ impl Engine {
             Err(Raise::Err(m)) => Err(ScriptError::redis(m)),
             Err(Raise::Lua(e)) => Err(e),
         })?;
-        globals.raw_set("rawset", rawset_fn)?;
+        globals.raw_set("rawset", libs::guarded(&lua, rawset_fn)?)?;
         drop(math);
 
         Self::open_redis(&lua)?;
@@ -893,8 +927,10 @@ impl Engine {
         Self::protect_globals(&lua, &globals)?;
         let env = Self::readonly_env(&lua, &globals)?;
         loaded.raw_set("env", &env)?;
+        let kept = Kept::new(&lua)?;
         Ok(Engine {
             lua,
+            kept,
             compiled: HashMap::new(),
             bytecode: HashMap::new(),
             idle: HashMap::new(),
@@ -1047,8 +1083,11 @@ impl Engine {
     /// The compiled function of script `sha`, compiling `body` (after its shebang line,
     /// whose line feed it keeps) if this thread has not yet.
     pub fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
-        if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+        if let Some(&slot) = self.compiled.get(sha) {
+            return self
+                .kept
+                .get(slot)
+                .map_err(|e| format!("ERR Error running script: {e}").into_bytes());
         }
         // Calls of library functions in tail position made plain calls, so that their
         // errors name the script's line (`untail`; only goblin's own bytecode is loaded).
@@ -1058,7 +1097,11 @@ impl Engine {
             CHUNK,
             Some(self.env.clone()),
         );
-        self.compiled.insert(*sha, f.clone());
+        let slot = self
+            .kept
+            .put(&f)
+            .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
+        self.compiled.insert(*sha, slot);
         Ok(f)
     }
 
@@ -1119,6 +1162,10 @@ impl Engine {
             }
             env.set_metatable(Some(meta));
             let idle = self.idle.get_mut(sha).and_then(Vec::pop);
+            let idle = match idle {
+                Some(slot) => self.kept.take::<Option<Function>>(slot)?,
+                None => None,
+            };
             let func = match idle {
                 Some(f) => {
                     f.set_environment(env)?;
@@ -1155,9 +1202,19 @@ impl Engine {
         version: Version,
         main: Option<(Sha, Function)>,
     ) -> Result<u64, Vec<u8>> {
-        self.unyielding
-            .call::<Value>(&thread)
-            .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
+        let error = |e: mlua::Error| format!("ERR Error running script: {e}").into_bytes();
+        self.unyielding.call::<Value>(&thread).map_err(error)?;
+        let thread = self.kept.put(thread).map_err(error)?;
+        let main = match main {
+            Some((sha, f)) => match self.kept.put(f) {
+                Ok(slot) => Some((sha, slot)),
+                Err(e) => {
+                    self.kept.remove(thread);
+                    return Err(error(e));
+                }
+            },
+            None => None,
+        };
         let id = self.next_run;
         self.next_run += 1;
         // (Its threshold is set at each resumption, from the configuration then.)
@@ -1195,7 +1252,20 @@ impl Engine {
         let Some(run) = self.runs.get_mut(&id) else {
             return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
         };
-        let (thread, version, sha) = (run.thread.clone(), run.version, run.sha.clone());
+        let (version, sha) = (run.version, run.sha.clone());
+        let thread = match self.kept.get::<mlua::Thread>(run.thread) {
+            Ok(thread) => thread,
+            Err(e) => {
+                self.drop_run(id, false);
+                let mut out = Vec::new();
+                Encoder::new(&mut out, version)
+                    .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
+                return Stepped::Done(out);
+            }
+        };
+        let Some(run) = self.runs.get_mut(&id) else {
+            return Stepped::Done(b"-ERR internal error: the script's run is gone\r\n".to_vec());
+        };
         let mut state = std::mem::replace(&mut run.state, RunState::new());
         state.busy_after = busy_after;
         swap_run(&mut state);
@@ -1207,7 +1277,9 @@ impl Engine {
         let killed = !matches!(input, Resume::Start)
             && run_state(busy_check).is_some_and(|checked| checked.is_err());
         let lua = &self.lua;
-        let resumed = (|| -> mlua::Result<MultiValue> {
+        // (Three values at most taken from what it yields or returns, each a handle: a
+        // script may yield or return thousands, see `PACK_ABOVE`.)
+        let resumed = (|| -> mlua::Result<(Value, Value, Value)> {
             self.lend_functions(true)?;
             let args = match input {
                 _ if killed => {
@@ -1231,7 +1303,7 @@ impl Engine {
                 ]),
             };
             hook_thread(lua, Value::Thread(thread.clone()))?;
-            let out = thread.resume::<MultiValue>(args);
+            let out = thread.resume::<(Value, Value, Value)>(args);
             self.lend_functions(false)?;
             out
         })();
@@ -1251,13 +1323,13 @@ impl Engine {
         // (Its reply's errors are noted from here, for the caller to take.)
         super::convert::clear_reply_errors();
         match resumed {
-            Ok(mut values) if thread.status() == mlua::ThreadStatus::Resumable => {
-                let marked = matches!(values.pop_front(),
-                    Some(Value::Table(t)) if t.to_pointer() == self.call_mark.to_pointer());
+            Ok((first, n, args)) if thread.status() == mlua::ThreadStatus::Resumable => {
+                let marked = matches!(first,
+                    Value::Table(t) if t.to_pointer() == self.call_mark.to_pointer());
                 if !marked {
                     // A yield of the script's own, outside any coroutine of its: what
                     // Lua answers when a script run on its shard does it.
-                    self.runs.remove(&id);
+                    self.drop_run(id, false);
                     Encoder::new(&mut out, version).error_sanitized(
                         format!(
                             "ERR attempt to yield across metamethod/C-call boundary script: {}",
@@ -1267,18 +1339,24 @@ impl Engine {
                     );
                     return done(out);
                 }
-                match command_args(&values) {
-                    Ok(argv) => {
+                let argv = match (n, args) {
+                    (Value::Integer(n), Value::Table(args)) => {
+                        command_args(usize::try_from(n).unwrap_or(0), &args)
+                    }
+                    _ => Ok(Err(NO_ARGUMENT)),
+                };
+                match argv {
+                    Ok(Ok(argv)) => {
                         return Stepped::Call(argv, script, repl);
                     }
                     // A bad call: answered at once, as an error.
-                    Err(text) => {
+                    Ok(Err(text)) => {
                         return self.resume(id, Resume::BadArgs(text.to_vec()), false, busy_after);
                     }
+                    Err(e) => coroutine_error(lua, &e, &sha, version, &mut out),
                 }
             }
-            Ok(values) => {
-                let value = values.into_iter().next().unwrap_or(Value::Nil);
+            Ok((value, _, _)) => {
                 if let Err(e) = lua_to_reply(&value, version, script, &mut out) {
                     out.clear();
                     Encoder::new(&mut out, version)
@@ -1287,18 +1365,30 @@ impl Engine {
             }
             Err(e) => coroutine_error(lua, &e, &sha, version, &mut out),
         }
-        if let Some((sha, main)) = self.runs.remove(&id).and_then(|mut run| run.main.take()) {
-            let idle = self.idle.entry(sha).or_default();
-            if idle.len() < IDLE_MAINS {
-                idle.push(main);
-            }
-        }
+        self.drop_run(id, true);
         done(out)
     }
 
     /// Forgets run `id` (its plan ended early).
     pub fn forget(&mut self, id: u64) {
-        self.runs.remove(&id);
+        self.drop_run(id, false);
+    }
+
+    /// Forgets run `id` and what it kept; its main function is kept for the script's
+    /// next run when it `finished` (ran to its end, or to its error).
+    fn drop_run(&mut self, id: u64, finished: bool) {
+        let Some(run) = self.runs.remove(&id) else {
+            return;
+        };
+        self.kept.remove(run.thread);
+        if let Some((sha, main)) = run.main {
+            let idle = self.idle.entry(sha).or_default();
+            if finished && idle.len() < IDLE_MAINS {
+                idle.push(main);
+            } else {
+                self.kept.remove(main);
+            }
+        }
     }
 
     /// Runs a script's function with `keys` and `argv`, its commands run by `call`, and
@@ -1356,55 +1446,99 @@ impl Engine {
 /// `redis.call` (`raise`) or `redis.pcall`: the command's reply as a Lua value; its
 /// error raised (`redis.call`) or returned as a table (`redis.pcall`). Made once per
 /// interpreter: the command runs with the run's runner ([`with_runner`]), and the
-/// buffers for its arguments and reply are kept from call to call.
+/// buffers for its arguments and reply are kept from call to call. A [`CALL_ARGS`]
+/// wrapper (whose frame error positions pass over) gives a Rust function its arguments,
+/// as they are or packed.
 fn make_call(lua: &Lua, raise: bool) -> mlua::Result<Function> {
-    type Buffers = (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<u8>);
-    let buffers: RefCell<Buffers> = RefCell::default();
-    lua.create_function(move |lua, args: MultiValue| {
-        let mut buffers = buffers
-            .try_borrow_mut()
-            .map_err(|_| mlua::Error::RecursiveMutCallback)?;
-        let (buf, spans, reply) = &mut *buffers;
-        let outcome = match command_args_into(&args, buf, spans) {
-            Err(text) if raise => return Err(ScriptError::redis(text.to_vec())),
-            Err(text) => return err_table(lua, text),
-            Ok(()) => {
-                let argv = crate::table::args::Args::new(buf, spans);
-                reply.clear();
-                match call_runner(&argv, run_resp(), reply) {
-                    None => Err(b"ERR redis.call is not available here".to_vec()),
-                    Some(Called::Refused(text)) => Err(text),
-                    Some(called) => {
-                        if matches!(called, Called::Wrote) {
-                            note_write();
-                        }
-                        let value = reply_to_lua(lua, reply)?;
-                        if !matches!(reply.first(), Some(b'-') | Some(b'!')) {
-                            Ok(value)
-                        } else if !raise {
-                            // redis.pcall returns the table as it is.
-                            return Ok(value);
-                        } else {
-                            match &value {
-                                Value::Table(t) => Err(t
-                                    .raw_get::<mlua::String>("err")
-                                    .map(|s| s.as_bytes().to_vec())
-                                    .unwrap_or_default()),
-                                _ => Ok(value),
-                            }
+    let buffers: Rc<RefCell<CallBuffers>> = Rc::default();
+    let kept = Rc::clone(&buffers);
+    let plain = lua.create_function(move |lua, args: MultiValue| {
+        run_call(lua, raise, &kept, |buf, spans| {
+            Ok(command_args_into(&args, buf, spans))
+        })
+    })?;
+    let packed = lua.create_function(move |lua, (n, args): (usize, Table)| {
+        run_call(lua, raise, &buffers, |buf, spans| {
+            buf.clear();
+            spans.clear();
+            for i in 1..=n {
+                // (One argument a handle at a time.)
+                let arg: Value = args.raw_get(i)?;
+                let start = buf.len();
+                if let Err(text) = push_arg(&arg, buf) {
+                    return Ok(Err(text));
+                }
+                spans.push(start..buf.len());
+            }
+            Ok(Ok(()))
+        })
+    })?;
+    let code = CALL_ARGS.replace("__PACK_ABOVE__", &PACK_ABOVE.to_string());
+    lua.load(code).set_name(INTERNAL).call((
+        plain,
+        packed,
+        lua.globals().raw_get::<Function>("select")?,
+    ))
+}
+
+/// The argument buffer, the spans of the arguments in it, and the reply buffer of
+/// `redis.call`.
+type CallBuffers = (Vec<u8>, Vec<std::ops::Range<usize>>, Vec<u8>);
+
+/// Runs the command whose arguments `fill` puts in the buffers (or the bad-arguments
+/// error it gives) for `redis.call` (`raise`) or `redis.pcall`.
+fn run_call(
+    lua: &Lua,
+    raise: bool,
+    buffers: &RefCell<CallBuffers>,
+    fill: impl FnOnce(
+        &mut Vec<u8>,
+        &mut Vec<std::ops::Range<usize>>,
+    ) -> mlua::Result<Result<(), &'static [u8]>>,
+) -> mlua::Result<Value> {
+    let mut buffers = buffers
+        .try_borrow_mut()
+        .map_err(|_| mlua::Error::RecursiveMutCallback)?;
+    let (buf, spans, reply) = &mut *buffers;
+    let outcome = match fill(buf, spans)? {
+        Err(text) if raise => return Err(ScriptError::redis(text.to_vec())),
+        Err(text) => return err_table(lua, text),
+        Ok(()) => {
+            let argv = crate::table::args::Args::new(buf, spans);
+            reply.clear();
+            match call_runner(&argv, run_resp(), reply) {
+                None => Err(b"ERR redis.call is not available here".to_vec()),
+                Some(Called::Refused(text)) => Err(text),
+                Some(called) => {
+                    if matches!(called, Called::Wrote) {
+                        note_write();
+                    }
+                    let value = reply_to_lua(lua, reply)?;
+                    if !matches!(reply.first(), Some(b'-') | Some(b'!')) {
+                        Ok(value)
+                    } else if !raise {
+                        // redis.pcall returns the table as it is.
+                        return Ok(value);
+                    } else {
+                        match &value {
+                            Value::Table(t) => Err(t
+                                .raw_get::<mlua::String>("err")
+                                .map(|s| s.as_bytes().to_vec())
+                                .unwrap_or_default()),
+                            _ => Ok(value),
                         }
                     }
                 }
             }
-        };
-        match outcome {
-            Ok(value) => Ok(value),
-            Err(text) if raise => Err(ScriptError::command(text)),
-            // Refused by the checks before the command: Redis marks these too as
-            // counted already.
-            Err(text) => checked_err_table(lua, &text),
         }
-    })
+    };
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(text) if raise => Err(ScriptError::command(text)),
+        // Refused by the checks before the command: Redis marks these too as
+        // counted already.
+        Err(text) => checked_err_table(lua, &text),
+    }
 }
 
 /// The error reply to a script that does not compile.
@@ -1607,28 +1741,45 @@ fn raised_error(
     Ok(())
 }
 
-/// The arguments of `redis.call`: strings, or numbers written with `%.17g`.
-fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, &'static [u8]> {
-    if args.is_empty() {
-        return Err(b"ERR Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args {
-        match a {
-            Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Number(n) => {
-                let mut buf = [0u8; 32];
-                argv.push(goblin_protocol::format_double(*n, &mut buf).to_vec());
-            }
-            Value::Integer(n) => argv.push(n.to_string().into_bytes()),
-            _ => return Err(b"ERR Lua redis lib command arguments must be strings or integers"),
+/// No argument to `redis.call`.
+const NO_ARGUMENT: &[u8] = b"ERR Please specify at least one argument for this redis lib call";
+
+/// One argument of `redis.call` appended to `buf`: a string, or a number written with
+/// `%.17g` (an integer as it is).
+fn push_arg(arg: &Value, buf: &mut Vec<u8>) -> Result<(), &'static [u8]> {
+    match arg {
+        Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
+        Value::Number(n) => {
+            let mut num = [0u8; 32];
+            buf.extend_from_slice(goblin_protocol::format_double(*n, &mut num));
         }
+        Value::Integer(n) => {
+            let mut num = itoa::Buffer::new();
+            buf.extend_from_slice(num.format(*n).as_bytes());
+        }
+        _ => return Err(b"ERR Lua redis lib command arguments must be strings or integers"),
     }
-    Ok(argv)
+    Ok(())
 }
 
-/// The arguments of `redis.call` (as [`command_args`]) into `buf`, their spans into
-/// `spans` (both emptied first: kept from call to call, they allocate once per run).
+/// The arguments of `redis.call` packed by [`YIELDING`]: `n` of them in `args`.
+fn command_args(n: usize, args: &Table) -> mlua::Result<Result<Vec<Vec<u8>>, &'static [u8]>> {
+    if n == 0 {
+        return Ok(Err(NO_ARGUMENT));
+    }
+    let mut argv = Vec::with_capacity(n.min(1024));
+    for i in 1..=n {
+        let mut bytes = Vec::new();
+        if let Err(text) = push_arg(&args.raw_get(i)?, &mut bytes) {
+            return Ok(Err(text));
+        }
+        argv.push(bytes);
+    }
+    Ok(Ok(argv))
+}
+
+/// The arguments of `redis.call` into `buf`, their spans into `spans` (both emptied
+/// first: kept from call to call, they allocate once per run).
 fn command_args_into(
     args: &MultiValue,
     buf: &mut Vec<u8>,
@@ -1637,22 +1788,11 @@ fn command_args_into(
     buf.clear();
     spans.clear();
     if args.is_empty() {
-        return Err(b"ERR Please specify at least one argument for this redis lib call");
+        return Err(NO_ARGUMENT);
     }
     for a in args {
         let start = buf.len();
-        match a {
-            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
-            Value::Number(n) => {
-                let mut num = [0u8; 32];
-                buf.extend_from_slice(goblin_protocol::format_double(*n, &mut num));
-            }
-            Value::Integer(n) => {
-                let mut num = itoa::Buffer::new();
-                buf.extend_from_slice(num.format(*n).as_bytes());
-            }
-            _ => return Err(b"ERR Lua redis lib command arguments must be strings or integers"),
-        }
+        push_arg(a, buf)?;
         spans.push(start..buf.len());
     }
     Ok(())
@@ -1749,17 +1889,16 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
 /// `pcall`'s results as Redis 7.0's `luaRedisPcall` gives them: an error that is a
 /// table with an `err` string is that string (and a Rust function's error is what Redis
 /// would have raised, so the same).
-fn fix_pcall(lua: &Lua, mut results: MultiValue) -> mlua::Result<MultiValue> {
-    if !matches!(results.front(), Some(Value::Boolean(false))) {
-        return Ok(results);
-    }
-    let raised = match results.get(1) {
-        Some(Value::Error(e)) => match ScriptError::find(e) {
+///
+/// Given a failed call's two results only (a call that succeeds may return thousands of
+/// values, each a handle here: see `PACK_ABOVE`).
+fn fix_pcall(lua: &Lua, (ok, raised): (Value, Value)) -> mlua::Result<(Value, Value)> {
+    let raised = match raised {
+        Value::Error(e) => match ScriptError::find(&e) {
             Some(s) => s.value(lua)?,
-            None => return Ok(results),
+            None => Value::Error(e),
         },
-        Some(other) => other.clone(),
-        None => return Ok(results),
+        other => other,
     };
     let v = match &raised {
         Value::Table(t) => match t.raw_get::<Value>("err")? {
@@ -1768,8 +1907,7 @@ fn fix_pcall(lua: &Lua, mut results: MultiValue) -> mlua::Result<MultiValue> {
         },
         _ => raised,
     };
-    results[1] = v;
-    Ok(results)
+    Ok((ok, v))
 }
 
 /// What Redis raises for an error as Lua holds it: a Redis error raised by a Rust

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::ScriptFlags;
-use super::engine::library::{Registered, with_function_engine};
+use super::engine::library::with_function_engine;
 
 /// The only engine: its name as FUNCTION LIST and STATS show it.
 pub const ENGINE: &str = "LUA";
@@ -135,17 +135,18 @@ impl Registry {
             return Err(err(e));
         }
         let body = &code[meta.code_at..];
-        let registered: Vec<Registered> = with_function_engine(|e| e.load_library(body))
-            .unwrap_or_else(|| Err(b"ERR the Lua interpreter could not start".to_vec()))?;
+        let registered: Vec<FunctionDef> = with_function_engine(|e| e.load_library(body))
+            .unwrap_or_else(|| Err(b"ERR the Lua interpreter could not start".to_vec()))?
+            .defs;
         if registered.is_empty() {
             return Err(b"ERR No functions registered".to_vec());
         }
         for r in &registered {
-            if let Some(other) = self.functions.get(&r.def.name.to_ascii_lowercase())
+            if let Some(other) = self.functions.get(&r.name.to_ascii_lowercase())
                 && other.library.name != meta.name
             {
                 let mut e = b"ERR Function ".to_vec();
-                e.extend_from_slice(&r.def.name);
+                e.extend_from_slice(&r.name);
                 e.extend_from_slice(b" already exists");
                 return Err(e);
             }
@@ -155,7 +156,7 @@ impl Registry {
             name: meta.name.clone(),
             code: code.to_vec(),
             code_at: meta.code_at,
-            functions: registered.into_iter().map(|r| r.def).collect(),
+            functions: registered,
             // (Read with the server's table: none in this module's tests.)
             every_shard: super::COMMANDS.get().is_some_and(|table| {
                 super::calls_every_shard(code.get(meta.code_at..).unwrap_or(b""), table)

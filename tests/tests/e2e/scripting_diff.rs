@@ -1344,3 +1344,56 @@ fn set_repl_decides_what_the_log_keeps_as_in_redis() {
         same(&mut d, &["EVAL", "redis.set_repl()", "0"], &ctx);
     }
 }
+
+/// A script may pass thousands of values at once — `redis.call('rpush', k,
+/// unpack(ARGV))` with 7,999 of them, Lua's most — and a client may run thousands of
+/// distinct scripts, or load a library of thousands of functions: all as from
+/// redis-server. (Each once aborted goblin-server: a handle per value, and mlua's
+/// handles run out at 8,000.)
+#[test]
+fn thousands_of_arguments_scripts_and_functions_match_redis() {
+    let members: Vec<String> = (0..7999).map(|i| format!("m{i}")).collect();
+    let bodies = [
+        "redis.call('del', KEYS[1]) return redis.call('rpush', KEYS[1], unpack(ARGV))",
+        "return redis.pcall('rpush', KEYS[2], unpack(ARGV))",
+        "local t = {unpack(ARGV)} t[5000] = {} return redis.pcall('rpush', KEYS[1], unpack(t))",
+        "local t = {unpack(ARGV)} t[7000] = true return redis.call('rpush', KEYS[1], unpack(t))",
+        "local function all() return unpack(ARGV) end return select('#', all())",
+    ];
+    // (A script run across shards runs a `pcall`'s function as a coroutine, whose
+    // results Lua passes on through its stack: 7,999 are "too many results to resume"
+    // there. Keys on one shard only.)
+    let protected = [
+        "return select('#', pcall(unpack, ARGV))",
+        "return {pcall(unpack, ARGV)}",
+    ];
+    for_each_thread_count(|d, ctx| {
+        for layout in [Layout::SameSlot, Layout::CrossShard] {
+            let ctx = format!("{ctx}, {layout:?}");
+            same(d, &["FLUSHALL"], &ctx);
+            let keys = layout.keys(3);
+            let one_shard = matches!(layout, Layout::SameSlot);
+            for body in bodies.iter().chain(protected.iter().filter(|_| one_shard)) {
+                let mut args = vec!["EVAL", body, "3"];
+                args.extend(keys.iter().map(String::as_str));
+                args.extend(members.iter().map(String::as_str));
+                same(d, &args, &ctx);
+            }
+            same(d, &["LRANGE", &keys[0], "0", "-1"], &ctx);
+            same(d, &["LLEN", &keys[1]], &ctx);
+        }
+        for i in 0..9000 {
+            eval0(d, &format!("return {i}"), ctx);
+        }
+        let mut library = String::from("#!lua name=many\n");
+        for i in 0..9000 {
+            library.push_str(&format!(
+                "redis.register_function('f{i}', function() return {i} end)\n"
+            ));
+        }
+        same(d, &["FUNCTION", "LOAD", &library], ctx);
+        same(d, &["FCALL", "f8999", "0"], ctx);
+        same(d, &["FCALL", "f17", "0"], ctx);
+        eval0(d, "return 'still here'", ctx);
+    });
+}

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use goblin_protocol::Version;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
+use super::kept::{Kept, Slot};
 use super::{Engine, array, compile_error};
 use crate::scripting::functions::{BAD_NAME, FunctionDef, LibFunction, Library};
-use crate::scripting::libs::{INTERNAL, Raise, ScriptError};
+use crate::scripting::libs::{self, INTERNAL, Raise, ScriptError};
 use crate::scripting::{FLAG_NAMES, ScriptFlags};
 
 /// The chunk name of a library: errors read `user_function:3: …`.
@@ -28,23 +29,32 @@ pub const CHUNK: &str = "@user_function";
 /// How long a library's code may run when it loads (`LOAD_TIMEOUT_MS`).
 const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// A function a library's code registered, with its Lua function.
-pub struct Registered {
+/// A function a library's code registers, with its Lua function.
+struct Registered {
     /// Its name, description and flags.
-    pub def: FunctionDef,
+    def: FunctionDef,
     /// The callback.
-    pub func: Function,
+    func: Function,
+}
+
+/// The functions a library's code registered: their definitions, and their Lua
+/// functions in a table, by position from 1 (not as handles: a library may register
+/// more functions than mlua has handles, see `kept`).
+pub struct Registrations {
+    /// The functions' names, descriptions and flags, in the order registered.
+    pub defs: Vec<FunctionDef>,
+    funcs: Table,
 }
 
 /// The functions being registered while a library's code runs.
-struct Loading(Vec<Registered>);
+struct Loading(Registrations);
 
 /// The functions of the libraries this interpreter loaded, by lowercase name, with their
 /// library; emptied when the registry's generation changes.
-#[derive(Default)]
 struct Loaded {
     generation: u64,
-    functions: HashMap<Vec<u8>, (Arc<Library>, Function)>,
+    functions: HashMap<Vec<u8>, (Arc<Library>, Slot)>,
+    kept: Kept,
 }
 
 /// A function's environment after loading: the globals, less `KEYS` and `ARGV`.
@@ -95,7 +105,8 @@ impl Engine {
         let lua = &self.lua;
         let meta = lua.globals().metatable();
         let redis = lua.create_table()?;
-        redis.raw_set("register_function", lua.create_function(register_function)?)?;
+        let register = lua.create_function(register_function)?;
+        redis.raw_set("register_function", libs::guarded(lua, register)?)?;
         for name in [
             "log",
             "LOG_DEBUG",
@@ -116,7 +127,7 @@ impl Engine {
 
     /// Runs a library's code (after its metadata line) in the loading environment: the
     /// functions it registered, or Redis's error.
-    pub fn load_library(&mut self, code: &[u8]) -> Result<Vec<Registered>, Vec<u8>> {
+    pub fn load_library(&mut self, code: &[u8]) -> Result<Registrations, Vec<u8>> {
         let lua = &self.lua;
         let setup = (|| -> mlua::Result<(Table, Table)> {
             let env = lua.create_table()?;
@@ -146,7 +157,13 @@ impl Engine {
         // errors name the function's line (`untail`; only goblin's own bytecode is
         // loaded).
         let chunk = super::untail::without_tail_calls(lua, chunk, CHUNK, Some(env));
-        lua.set_app_data(Loading(Vec::new()));
+        let funcs = lua
+            .create_table()
+            .map_err(|e| format!("ERR {e}").into_bytes())?;
+        lua.set_app_data(Loading(Registrations {
+            defs: Vec::new(),
+            funcs,
+        }));
         // Loading may take LOAD_TIMEOUT at most (as redis-server's engine allows).
         let started = std::time::Instant::now();
         lua.set_hook(
@@ -160,10 +177,7 @@ impl Engine {
         );
         let ran = chunk.call::<()>(());
         super::set_busy_hook(lua);
-        let registered = lua
-            .remove_app_data::<Loading>()
-            .map(|l| l.0)
-            .unwrap_or_default();
+        let registered = lua.remove_app_data::<Loading>().map(|l| l.0);
         if let Err(e) = ran {
             let mut reply = b"ERR Error registering functions: ".to_vec();
             reply.extend_from_slice(&load_error(&e));
@@ -184,7 +198,7 @@ impl Engine {
             meta.raw_set("__index", index)
         })();
         switched.map_err(|e| format!("ERR {e}").into_bytes())?;
-        Ok(registered)
+        registered.ok_or_else(|| b"ERR internal error: the library's functions are gone".to_vec())
     }
 
     /// The Lua function of `f`, loading its library in this interpreter first if it has
@@ -195,33 +209,43 @@ impl Engine {
         f: &LibFunction,
         generation: u64,
     ) -> Result<Function, Vec<u8>> {
+        let error = |e: mlua::Error| format!("ERR Error running script: {e}").into_bytes();
         let key = f.def().name.to_ascii_lowercase();
         if self.lua.app_data_ref::<Loaded>().is_none() {
-            self.lua.set_app_data(Loaded::default());
+            let loaded = Loaded {
+                generation,
+                functions: HashMap::new(),
+                kept: Kept::new(&self.lua).map_err(error)?,
+            };
+            self.lua.set_app_data(loaded);
         }
         if let Some(mut loaded) = self.lua.app_data_mut::<Loaded>() {
             if loaded.generation != generation {
                 loaded.functions.clear();
+                loaded.kept.clear();
                 loaded.generation = generation;
             }
-            if let Some((lib, func)) = loaded.functions.get(&key)
+            if let Some(&(ref lib, slot)) = loaded.functions.get(&key)
                 && Arc::ptr_eq(lib, &f.library)
             {
-                return Ok(func.clone());
+                return loaded.kept.get(slot).map_err(error);
             }
         }
-        let registered = self.load_library(f.library.body())?;
+        let registry = self.load_library(f.library.body())?;
         let mut found = None;
         let mut loaded = self.lua.app_data_mut::<Loaded>();
-        for r in registered {
-            let lower = r.def.name.to_ascii_lowercase();
-            if lower == key {
-                found = Some(r.func.clone());
-            }
+        for (i, def) in registry.defs.iter().enumerate() {
+            let func: Function = registry.funcs.raw_get(i + 1).map_err(error)?;
+            let lower = def.name.to_ascii_lowercase();
             if let Some(loaded) = loaded.as_deref_mut() {
-                loaded
-                    .functions
-                    .insert(lower, (Arc::clone(&f.library), r.func));
+                let slot = loaded.kept.put(&func).map_err(error)?;
+                let entry = (Arc::clone(&f.library), slot);
+                if let Some((_, old)) = loaded.functions.insert(lower.clone(), entry) {
+                    loaded.kept.remove(old);
+                }
+            }
+            if lower == key {
+                found = Some(func);
             }
         }
         found.ok_or_else(|| b"ERR Function not found".to_vec())
@@ -439,12 +463,16 @@ fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
     if !crate::scripting::functions::valid_name(&registered.def.name) {
         return Err(ScriptError::redis([b"ERR ".as_slice(), BAD_NAME].concat()));
     }
-    if loading.0.iter().any(|r| r.def.name == registered.def.name) {
+    let registry = &mut loading.0;
+    if registry.defs.iter().any(|d| d.name == registered.def.name) {
         return Err(ScriptError::redis(
             "ERR Function already exists in the library",
         ));
     }
-    loading.0.push(registered);
+    registry
+        .funcs
+        .raw_set(registry.defs.len() + 1, registered.func)?;
+    registry.defs.push(registered.def);
     Ok(())
 }
 
@@ -459,9 +487,9 @@ mod tests {
         let got = engine
             .load_library(b"\nredis.register_function('f', function(k, a) return 1 end)\nredis.register_function{function_name='g', callback=function() end, flags={'no-writes'}, description='d'}")
             .unwrap();
-        let names: Vec<_> = got.iter().map(|r| r.def.name.clone()).collect();
+        let names: Vec<_> = got.defs.iter().map(|d| d.name.clone()).collect();
         assert_eq!(names, vec![b"f".to_vec(), b"g".to_vec()]);
-        assert!(got[1].def.flags.has(ScriptFlags::NO_WRITES));
+        assert!(got.defs[1].flags.has(ScriptFlags::NO_WRITES));
         let e = |code: &[u8], engine: &mut Engine| {
             String::from_utf8(engine.load_library(code).err().unwrap()).unwrap()
         };

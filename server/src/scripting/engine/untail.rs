@@ -1,7 +1,8 @@
-//! Tail calls out of a script run as a coroutine, in its bytecode.
+//! Tail calls out of a script, in its bytecode.
 //!
-//! Under its plan a script's `redis.call` is a Lua function (it yields each command to
-//! the plan), where in redis-server it is a C function. `return redis.call(…)` compiles
+//! A script's `redis.call` is a Lua function (it packs many arguments, see
+//! `engine::CALL_ARGS`; under a plan it yields each command), and so are the library
+//! functions (`libs::guarded`), where in redis-server they are C functions. `return redis.call(…)` compiles
 //! to a tail call, and Lua 5.1 puts a Lua function called that way in its caller's place
 //! (a C function it calls from the caller's frame): the script's frame is gone when the
 //! command's error is raised, and the error would lose its `script: …, on
@@ -9,9 +10,10 @@
 //! such a run (never a client's: those are read as text) has each `OP_TAILCALL` turned
 //! into the `OP_CALL` it was before the compiler marked it (`C = 0`, every result),
 //! which the `OP_RETURN` after it then returns: the same results, with the caller's
-//! frame kept, as redis-server keeps it. Only calls of a table's field are changed
-//! (`redis.call`, `cjson.decode`): a script's own functions may recurse through tail
-//! calls as deep as they like, as in Lua.
+//! frame kept, as redis-server keeps it. Only calls of a library's function are changed:
+//! a table's field or a global (`redis.call`, `cjson.decode`, `rawset`), or a local or
+//! an upvalue copied from one (`local call = redis.call`, BullMQ's `rcall`); a script's
+//! own functions may recurse through tail calls as deep as they like, as in Lua.
 //!
 //! The chunk is read as Lua 5.1's `ldump.c` writes it on this platform; anything else
 //! leaves it as it is.
@@ -59,13 +61,17 @@ pub fn untail(chunk: &[u8]) -> Option<Vec<u8>> {
     let mut reader = Reader {
         chunk,
         at: HEADER.len(),
-        calls: Vec::new(),
     };
-    reader.function(0)?;
-    if reader.at != chunk.len() || reader.calls.is_empty() {
+    let main = reader.function(0)?;
+    if reader.at != chunk.len() {
         return None;
     }
-    for at in reader.calls {
+    let mut calls = Vec::new();
+    main.library_tail_calls(&[], &mut calls);
+    if calls.is_empty() {
+        return None;
+    }
+    for at in calls {
         let word = out.get_mut(at..at + 4)?;
         let op = u32::from_le_bytes(word.try_into().ok()?);
         let call = (op & !OP_MASK) | OP_CALL;
@@ -74,29 +80,118 @@ pub fn untail(chunk: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Whether the function a tail call `call` calls is a table's field (`redis.call`,
-/// `cjson.decode`, `obj:method`): the last instruction before it to set its register
-/// is `OP_GETTABLE` or `OP_SELF`. Only those are made plain calls: a script's own
-/// functions (locals, upvalues, globals) may recurse through tail calls, which must
-/// not use up the stack; a library's function in a table does not call back.
-fn of_a_field(before: &[u32], call: u32) -> bool {
-    const GETTABLE: u32 = 6;
-    const SELF: u32 = 11;
-    // Instructions whose A field names no register they set.
-    const SET_NONE: [u32; 10] = [7, 8, 9, 22, 23, 24, 25, 26, 34, 35];
-    let a = (call >> 6) & 0xff;
-    before
-        .iter()
-        .rev()
-        .find(|&&op| (op >> 6) & 0xff == a && !SET_NONE.contains(&(op & OP_MASK)))
-        .is_some_and(|&op| matches!(op & OP_MASK, GETTABLE | SELF))
+const OP_MOVE: u32 = 0;
+const OP_GETUPVAL: u32 = 4;
+const OP_GETGLOBAL: u32 = 5;
+const OP_GETTABLE: u32 = 6;
+const OP_SELF: u32 = 11;
+const OP_CLOSURE: u32 = 36;
+/// Instructions whose `A` is not a register they set: SETGLOBAL, SETUPVAL, SETTABLE,
+/// JMP, EQ, LT, LE, TEST, SETLIST, CLOSE.
+const SET_NONE: [u32; 10] = [7, 8, 9, 22, 23, 24, 25, 26, 34, 35];
+/// Copies followed from register to register before giving up.
+const MAX_HOPS: usize = 16;
+
+fn opcode(op: u32) -> u32 {
+    op & OP_MASK
 }
 
-/// Walks a chunk, noting where its `OP_TAILCALL`s are.
+fn field_a(op: u32) -> u32 {
+    (op >> 6) & 0xff
+}
+
+fn field_b(op: u32) -> u32 {
+    op >> 23
+}
+
+/// A function prototype as the chunk holds it: where its code starts in the chunk, the
+/// code, its number of upvalues and its nested prototypes.
+struct Proto {
+    start: usize,
+    code: Vec<u32>,
+    upvalues: usize,
+    protos: Vec<Proto>,
+}
+
+impl Proto {
+    /// Notes where this prototype's tail calls of a library's function are, and its
+    /// nested ones' (`upvalues`: which of its upvalues hold a library's function).
+    fn library_tail_calls(&self, upvalues: &[bool], calls: &mut Vec<usize>) {
+        // The instructions after a CLOSURE name what it captures: not registers set.
+        let mut captures = vec![false; self.code.len()];
+        for (i, &op) in self.code.iter().enumerate() {
+            if opcode(op) == OP_CLOSURE
+                && let Some(p) = self.protos.get((op >> 14) as usize)
+            {
+                for c in captures.iter_mut().skip(i + 1).take(p.upvalues) {
+                    *c = true;
+                }
+            }
+        }
+        let is_library = |at: usize, reg: u32| self.library_function(&captures, upvalues, at, reg);
+        for (i, &op) in self.code.iter().enumerate() {
+            // A tail call always takes every result (C = 0), as the compiler leaves it.
+            if opcode(op) == OP_TAILCALL
+                && (op >> 14) & 0x1ff == 0
+                && !captures[i]
+                && is_library(i, field_a(op))
+            {
+                calls.push(self.start + i * 4);
+            }
+        }
+        for (i, &op) in self.code.iter().enumerate() {
+            if opcode(op) != OP_CLOSURE || captures[i] {
+                continue;
+            }
+            let Some(p) = self.protos.get((op >> 14) as usize) else {
+                continue;
+            };
+            let captured: Vec<bool> = (0..p.upvalues)
+                .map(|k| match self.code.get(i + 1 + k) {
+                    Some(&c) if opcode(c) == OP_MOVE => is_library(i, field_b(c)),
+                    Some(&c) if opcode(c) == OP_GETUPVAL => {
+                        upvalues.get(field_b(c) as usize).copied().unwrap_or(false)
+                    }
+                    _ => false,
+                })
+                .collect();
+            p.library_tail_calls(&captured, calls);
+        }
+    }
+
+    /// Whether register `reg` holds a library's function at instruction `at`: the last
+    /// instruction before it to set the register reads a table's field or a global
+    /// (`redis.call`, `rawset`: a script cannot set a global, so these are the
+    /// engine's), or copies a register or an upvalue that holds one (`local call =
+    /// redis.call`). Read in the code's order, jumps aside: a guess, which at worst
+    /// leaves a library's call a tail call, or makes one of the script's own functions
+    /// a plain call.
+    fn library_function(&self, captures: &[bool], upvalues: &[bool], at: usize, reg: u32) -> bool {
+        let (mut at, mut reg) = (at, reg);
+        for _ in 0..MAX_HOPS {
+            let set = (0..at).rev().find(|&i| {
+                let op = self.code[i];
+                !captures[i] && field_a(op) == reg && !SET_NONE.contains(&opcode(op))
+            });
+            let Some(i) = set else {
+                return false;
+            };
+            let op = self.code[i];
+            match opcode(op) {
+                OP_GETGLOBAL | OP_GETTABLE | OP_SELF => return true,
+                OP_GETUPVAL => return upvalues.get(field_b(op) as usize).copied().unwrap_or(false),
+                OP_MOVE => (at, reg) = (i, field_b(op)),
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+/// Reads a chunk's prototypes.
 struct Reader<'a> {
     chunk: &'a [u8],
     at: usize,
-    calls: Vec<usize>,
 }
 
 impl Reader<'_> {
@@ -118,12 +213,14 @@ impl Reader<'_> {
     }
 
     /// One function prototype (`DumpFunction`), its nested ones included.
-    fn function(&mut self, depth: usize) -> Option<()> {
+    fn function(&mut self, depth: usize) -> Option<Proto> {
         if depth > MAX_DEPTH {
             return None;
         }
         self.string()?; // source
-        self.take(4 + 4 + 4)?; // linedefined, lastlinedefined; nups, numparams, is_vararg, maxstacksize
+        self.take(4 + 4)?; // linedefined, lastlinedefined
+        // nups, numparams, is_vararg, maxstacksize
+        let upvalues = usize::from(*self.take(4)?.first()?);
         let count = self.int()?;
         let start = self.at;
         let code: Vec<u32> = self
@@ -131,13 +228,6 @@ impl Reader<'_> {
             .chunks_exact(4)
             .filter_map(|w| w.try_into().ok().map(u32::from_le_bytes))
             .collect();
-        for (i, &op) in code.iter().enumerate() {
-            // A tail call always takes every result (C = 0), as the compiler leaves it.
-            if op & OP_MASK == OP_TAILCALL && (op >> 14) & 0x1ff == 0 && of_a_field(&code[..i], op)
-            {
-                self.calls.push(start + i * 4);
-            }
-        }
         let constants = self.int()?;
         for _ in 0..constants {
             match self.take(1)?[0] {
@@ -148,9 +238,10 @@ impl Reader<'_> {
                 _ => return None,
             }
         }
-        let protos = self.int()?;
-        for _ in 0..protos {
-            self.function(depth + 1)?;
+        let count = self.int()?;
+        let mut protos = Vec::with_capacity(count.min(1024));
+        for _ in 0..count {
+            protos.push(self.function(depth + 1)?);
         }
         let lines = self.int()?;
         self.take(lines.checked_mul(4)?)?;
@@ -159,11 +250,16 @@ impl Reader<'_> {
             self.string()?;
             self.take(8)?; // startpc, endpc
         }
-        let upvalues = self.int()?;
-        for _ in 0..upvalues {
+        let names = self.int()?;
+        for _ in 0..names {
             self.string()?;
         }
-        Some(())
+        Some(Proto {
+            start,
+            code,
+            upvalues,
+            protos,
+        })
     }
 }
 
@@ -215,10 +311,12 @@ mod tests {
     #[test]
     fn a_scripts_own_functions_keep_their_tail_calls() {
         let lua = Lua::new();
-        // Far deeper than Lua's 20,000 calls: only tail calls get there.
+        // Far deeper than Lua's 20,000 calls: only tail calls get there. (Through
+        // locals and upvalues: a script cannot set a global.)
         let code = r#"
             local function down(n) if n == 0 then return 'bottom' end return down(n - 1) end
-            function up(n) if n == 0 then return 'top' end return up(n - 1) end
+            local up
+            up = function(n) if n == 0 then return 'top' end return up(n - 1) end
             local t = {}
             function t:m(n) return n end
             local function m() return t:m(7) end
@@ -228,13 +326,45 @@ mod tests {
         let untailed = untail(&chunk).expect("t:m is a field's tail call");
         let got: (String, String, i64) = load(&lua, &untailed).call(()).unwrap();
         assert_eq!(got, ("bottom".into(), "top".into(), 7));
+        // A global's tail call is made a plain call (a library's function), and so is
+        // one of a local or an upvalue copied from a field or a global.
+        let global = dump(&lua, "local function f() return tostring(1) end return f()");
+        assert!(untail(&global).is_some());
+        let count = |code: &str| {
+            let chunk = dump(&lua, code);
+            untail(&chunk).map_or(0, |u| {
+                u.chunks(4)
+                    .zip(chunk.chunks(4))
+                    .filter(|(a, b)| a != b)
+                    .count()
+            })
+        };
+        assert_eq!(count("local call = string.rep return call('x', 2)"), 1);
+        assert_eq!(
+            count("local c = string.rep local function f() return c('x', 2) end return f() .. 'y'"),
+            1
+        );
+        assert_eq!(
+            count(
+                "local c = string.rep local d = c return (function() local e = d return e('x', 2) end)()"
+            ),
+            1
+        );
+        assert_eq!(
+            count("local function f(n) return f(n) end local g = f return 1"),
+            0
+        );
+        assert_eq!(count("local f = function(g) return g() end return 1"), 0);
     }
 
     #[test]
     fn a_chunk_without_tail_calls_or_not_ours_is_left_alone() {
         let lua = Lua::new();
         assert_eq!(untail(&dump(&lua, "local x = 1 return x")), None);
-        assert_eq!(untail(&dump(&lua, "return tostring(1)")), None);
+        assert_eq!(
+            untail(&dump(&lua, "local function f() return 1 end return f(1)")),
+            None
+        );
         assert_eq!(untail(b"return 1"), None);
         let chunk = dump(&lua, "return string.format('%d', 1)");
         // Cut anywhere, or with bytes after it: not read.

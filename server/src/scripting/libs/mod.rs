@@ -188,13 +188,22 @@ fn call_site_name(lua: &Lua, msg: String) -> String {
         return msg;
     };
     let names = frame.names();
-    // Through a wrapper whose name Lua lost (a tail call), the library's own name.
+    // Through a wrapper whose name Lua lost (a tail call), the library's own name; none
+    // (`?`) when a C function (`pcall`) called it, as Lua says.
     let own = rest.split_once("' (").map(|(own, _)| own.to_string());
+    let lost = frame.source().what == "tail";
+    let by_c = lua
+        .inspect_stack(level + 1)
+        .is_some_and(|d| d.source().what == "C");
     let name = names
         .name
         .map(|n| n.into_owned())
         .filter(|n| !n.is_empty())
-        .or(if level > 0 { own } else { None });
+        .or(if level > 0 && (lost || !by_c) {
+            own
+        } else {
+            None
+        });
     let extra = extra.strip_suffix(')').unwrap_or(extra);
     if names.name_what == Some("method") {
         n -= 1;
@@ -286,10 +295,35 @@ pub fn install(lua: &Lua, name: &str, funcs: &[(&str, LibFn)]) -> mlua::Result<T
             Err(Raise::Err(msg)) => Err(ScriptError::redis(msg)),
             Err(Raise::Lua(e)) => Err(e),
         })?;
-        table.raw_set(fname, func)?;
+        table.raw_set(fname, guarded(lua, func)?)?;
     }
     Ok(table)
 }
+
+/// Most arguments a Rust function given them as they are takes (see [`guarded`]).
+pub const MAX_ARGS: usize = 4096;
+
+/// `f`, a Rust function taking any number of arguments, behind a wrapper of the
+/// engine's (whose frame error positions and `bad argument` names pass over) that
+/// refuses more than [`MAX_ARGS`]: mlua makes a handle of each argument, each a slot of
+/// its reference stack, which holds 8,000 at most and aborts the process when full —
+/// and a script can pass about as many (`cmsgpack.pack(unpack(t))`). (redis-server's C
+/// functions take them all; `redis.call` does too, packed: see `engine::CALL_ARGS`.)
+pub fn guarded(lua: &Lua, f: mlua::Function) -> mlua::Result<mlua::Function> {
+    let code = GUARD.replace("__MAX_ARGS__", &MAX_ARGS.to_string());
+    let select: mlua::Function = lua.globals().raw_get("select")?;
+    let error: mlua::Function = lua.globals().raw_get("error")?;
+    lua.load(code).set_name(INTERNAL).call((f, select, error))
+}
+
+/// The wrapper of [`guarded`].
+const GUARD: &str = r#"
+local f, select, error = ...
+return function(...)
+  if select('#', ...) <= __MAX_ARGS__ then return f(...) end
+  error('too many arguments', 2)
+end
+"#;
 
 /// Opens every library in `lua`'s globals.
 pub fn open_all(lua: &Lua) -> mlua::Result<()> {
