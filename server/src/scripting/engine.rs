@@ -924,6 +924,9 @@ impl Engine {
         // Scripts make short-lived garbage (KEYS, ARGV, replies): collect less eagerly
         // than Lua's default (200), as memory for it is cheap next to the time.
         lua.gc_set_pause(400);
+        // What setting up made and dropped (the chunks that made the wrappers) is not
+        // counted as the interpreter's memory (`used_memory_lua`).
+        lua.gc_collect()?;
         Self::protect_globals(&lua, &globals)?;
         let env = Self::readonly_env(&lua, &globals)?;
         loaded.raw_set("env", &env)?;

@@ -310,18 +310,32 @@ pub const MAX_ARGS: usize = 4096;
 /// and a script can pass about as many (`cmsgpack.pack(unpack(t))`). (redis-server's C
 /// functions take them all; `redis.call` does too, packed: see `engine::CALL_ARGS`.)
 pub fn guarded(lua: &Lua, f: mlua::Function) -> mlua::Result<mlua::Function> {
-    let code = GUARD.replace("__MAX_ARGS__", &MAX_ARGS.to_string());
-    let select: mlua::Function = lua.globals().raw_get("select")?;
-    let error: mlua::Function = lua.globals().raw_get("error")?;
-    lua.load(code).set_name(INTERNAL).call((f, select, error))
+    // (One wrapper's code for all, made once per interpreter: a closure each.)
+    let wrap = match lua.named_registry_value::<Option<mlua::Function>>(GUARD_KEY)? {
+        Some(wrap) => wrap,
+        None => {
+            let code = GUARD.replace("__MAX_ARGS__", &MAX_ARGS.to_string());
+            let select: mlua::Function = lua.globals().raw_get("select")?;
+            let error: mlua::Function = lua.globals().raw_get("error")?;
+            let wrap: mlua::Function = lua.load(code).set_name(INTERNAL).call((select, error))?;
+            lua.set_named_registry_value(GUARD_KEY, &wrap)?;
+            wrap
+        }
+    };
+    wrap.call(f)
 }
 
-/// The wrapper of [`guarded`].
+/// Where [`guarded`] keeps its wrapper maker.
+const GUARD_KEY: &str = "goblin.guard";
+
+/// The wrapper of [`guarded`]: given `f`, the function in front of it.
 const GUARD: &str = r#"
-local f, select, error = ...
-return function(...)
-  if select('#', ...) <= __MAX_ARGS__ then return f(...) end
-  error('too many arguments', 2)
+local select, error = ...
+return function(f)
+  return function(...)
+    if select('#', ...) <= __MAX_ARGS__ then return f(...) end
+    error('too many arguments', 2)
+  end
 end
 "#;
 
