@@ -520,18 +520,21 @@ impl Plan for ExecPlan {
             };
             self.outcomes[idx] = Some(Outcome::Reply(reply));
         } else if !self.in_stage.is_empty() {
-            let mut replies = match results.into_iter().next() {
+            let replies = match results.into_iter().next() {
                 Some(HopOut::Reply(r)) => r,
                 _ => Vec::new(),
             };
-            // Split the hop's concatenated replies back into one per command.
+            // Split the hop's concatenated replies back into one per command (each
+            // copied out once: the hop may hold tens of thousands).
+            let mut rest = replies.as_slice();
             for idx in std::mem::take(&mut self.in_stage) {
-                let n = reply_len(&replies)
+                let n = reply_len(rest)
                     .ok()
                     .flatten()
-                    .map_or(replies.len(), |(n, _)| n);
-                let rest = replies.split_off(n);
-                self.outcomes[idx] = Some(Outcome::Reply(std::mem::replace(&mut replies, rest)));
+                    .map_or(rest.len(), |(n, _)| n);
+                let (reply, after) = rest.split_at(n.min(rest.len()));
+                self.outcomes[idx] = Some(Outcome::Reply(reply.to_vec()));
+                rest = after;
             }
         }
         loop {
