@@ -7,12 +7,11 @@
 //! `goblin-replica-lag --master 6379 --replica 6380 [--writes 5000]`
 #![allow(clippy::print_stdout)]
 
-use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
 use clap::Parser;
-use goblin_protocol::reply_len;
+use goblin_loadgen::scripts::call;
 
 #[derive(Parser, Debug)]
 #[command(about = "Staleness of a replica's reads right after its master's writes")]
@@ -27,61 +26,26 @@ struct Opts {
     writes: usize,
 }
 
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
+/// A connection without Nagle's delay: each command goes out at once.
+fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect((host, port)).map_err(|e| format!("{host}:{port}: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    Ok(stream)
 }
 
-impl Conn {
-    fn connect(host: &str, port: u16) -> io::Result<Conn> {
-        let stream = TcpStream::connect((host, port))?;
-        stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: Vec::new(),
-        })
-    }
-
-    /// Sends one command and returns its reply's bytes.
-    fn call(&mut self, args: &[&[u8]]) -> io::Result<Vec<u8>> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.stream.write_all(&out)?;
-        let mut chunk = [0u8; 4096];
-        loop {
-            let parsed = reply_len(&self.buf)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))?;
-            if let Some((len, _)) = parsed {
-                let reply = self.buf[..len].to_vec();
-                self.buf.drain(..len);
-                return Ok(reply);
-            }
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
-
-fn main() -> io::Result<()> {
+fn main() -> Result<(), String> {
     let opts = Opts::parse();
-    let mut master = Conn::connect(&opts.host, opts.master)?;
-    let mut replica = Conn::connect(&opts.host, opts.replica)?;
+    let mut master = connect(&opts.host, opts.master)?;
+    let mut replica = connect(&opts.host, opts.replica)?;
     let key = b"goblin-replica-lag";
     let (mut stale, mut visible) = (0usize, Vec::with_capacity(opts.writes));
     for i in 0..opts.writes {
         let value = i.to_string();
-        master.call(&[b"SET", key, value.as_bytes()])?;
+        call(&mut master, &[b"SET", key, value.as_bytes()])?;
         let written = Instant::now();
         let expected = format!("${}\r\n{}\r\n", value.len(), value).into_bytes();
         let mut first = true;
-        while replica.call(&[b"GET", key])? != expected {
+        while call(&mut replica, &[b"GET", key])? != expected {
             if first {
                 stale += 1;
                 first = false;
@@ -99,7 +63,7 @@ fn main() -> io::Result<()> {
     };
     let started = Instant::now();
     for _ in 0..opts.writes {
-        replica.call(&[b"GET", key])?;
+        call(&mut replica, &[b"GET", key])?;
     }
     let rtt = started.elapsed().as_micros() as u64 / opts.writes.max(1) as u64;
     println!(

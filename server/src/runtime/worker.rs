@@ -2175,9 +2175,15 @@ impl Worker {
         let mut dirty = std::mem::take(&mut self.dirty);
         if !self.replica_keys.is_empty() {
             // The replicas' stream first, then the replies: redis-server's replica has the
-            // write before the client that made it can ask the replica for it.
-            let replicas = &self.replica_keys;
-            dirty.sort_by_key(|key| !replicas.contains(key));
+            // write before the client that made it can ask the replica for it. (Moved to
+            // the front in place: no sort, nothing allocated on this path.)
+            let mut front = 0;
+            for i in 0..dirty.len() {
+                if self.replica_keys.contains(&dirty[i]) {
+                    dirty.swap(front, i);
+                    front += 1;
+                }
+            }
         }
         for key in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(key) else {

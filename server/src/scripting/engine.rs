@@ -1087,10 +1087,7 @@ impl Engine {
     /// whose line feed it keeps) if this thread has not yet.
     pub fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
         if let Some(&slot) = self.compiled.get(sha) {
-            return self
-                .kept
-                .get(slot)
-                .map_err(|e| format!("ERR Error running script: {e}").into_bytes());
+            return self.kept.get(slot).map_err(run_error);
         }
         // Calls of library functions in tail position made plain calls, so that their
         // errors name the script's line (`untail`; only goblin's own bytecode is loaded).
@@ -1100,10 +1097,7 @@ impl Engine {
             CHUNK,
             Some(self.env.clone()),
         );
-        let slot = self
-            .kept
-            .put(&f)
-            .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
+        let slot = self.kept.put(&f).map_err(run_error)?;
         self.compiled.insert(*sha, slot);
         Ok(f)
     }
@@ -1190,7 +1184,7 @@ impl Engine {
         let (thread, main) = match started {
             Ok(Ok(t)) => t,
             Ok(Err(reply)) => return Err(reply),
-            Err(e) => return Err(format!("ERR Error running script: {e}").into_bytes()),
+            Err(e) => return Err(run_error(e)),
         };
         self.suspend(thread, sha.to_vec(), version, Some((*sha, main)))
     }
@@ -1205,15 +1199,14 @@ impl Engine {
         version: Version,
         main: Option<(Sha, Function)>,
     ) -> Result<u64, Vec<u8>> {
-        let error = |e: mlua::Error| format!("ERR Error running script: {e}").into_bytes();
-        self.unyielding.call::<Value>(&thread).map_err(error)?;
-        let thread = self.kept.put(thread).map_err(error)?;
+        self.unyielding.call::<Value>(&thread).map_err(run_error)?;
+        let thread = self.kept.put(thread).map_err(run_error)?;
         let main = match main {
             Some((sha, f)) => match self.kept.put(f) {
                 Ok(slot) => Some((sha, slot)),
                 Err(e) => {
                     self.kept.remove(thread);
-                    return Err(error(e));
+                    return Err(run_error(e));
                 }
             },
             None => None,
@@ -1261,8 +1254,7 @@ impl Engine {
             Err(e) => {
                 self.drop_run(id, false);
                 let mut out = Vec::new();
-                Encoder::new(&mut out, version)
-                    .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
+                Encoder::new(&mut out, version).error_sanitized(&run_error(e));
                 return Stepped::Done(out);
             }
         };
@@ -1362,8 +1354,7 @@ impl Engine {
             Ok((value, _, _)) => {
                 if let Err(e) = lua_to_reply(&value, version, script, &mut out) {
                     out.clear();
-                    Encoder::new(&mut out, version)
-                        .error_sanitized(format!("ERR Error running script: {e}").as_bytes());
+                    Encoder::new(&mut out, version).error_sanitized(&run_error(e));
                 }
             }
             Err(e) => coroutine_error(lua, &e, &sha, version, &mut out),
@@ -1542,6 +1533,11 @@ fn run_call(
         // counted already.
         Err(text) => checked_err_table(lua, &text),
     }
+}
+
+/// The error reply to a script the interpreter failed to run (out of memory …).
+pub(crate) fn run_error(e: mlua::Error) -> Vec<u8> {
+    format!("ERR Error running script: {e}").into_bytes()
 }
 
 /// The error reply to a script that does not compile.

@@ -18,7 +18,7 @@ use goblin_protocol::Version;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::kept::{Kept, Slot};
-use super::{Engine, array, compile_error};
+use super::{Engine, array, compile_error, run_error};
 use crate::scripting::functions::{BAD_NAME, FunctionDef, LibFunction, Library};
 use crate::scripting::libs::{self, INTERNAL, Raise, ScriptError};
 use crate::scripting::{FLAG_NAMES, ScriptFlags};
@@ -209,13 +209,12 @@ impl Engine {
         f: &LibFunction,
         generation: u64,
     ) -> Result<Function, Vec<u8>> {
-        let error = |e: mlua::Error| format!("ERR Error running script: {e}").into_bytes();
         let key = f.def().name.to_ascii_lowercase();
         if self.lua.app_data_ref::<Loaded>().is_none() {
             let loaded = Loaded {
                 generation,
                 functions: HashMap::new(),
-                kept: Kept::new(&self.lua).map_err(error)?,
+                kept: Kept::new(&self.lua).map_err(run_error)?,
             };
             self.lua.set_app_data(loaded);
         }
@@ -228,17 +227,17 @@ impl Engine {
             if let Some(&(ref lib, slot)) = loaded.functions.get(&key)
                 && Arc::ptr_eq(lib, &f.library)
             {
-                return loaded.kept.get(slot).map_err(error);
+                return loaded.kept.get(slot).map_err(run_error);
             }
         }
         let registry = self.load_library(f.library.body())?;
         let mut found = None;
         let mut loaded = self.lua.app_data_mut::<Loaded>();
         for (i, def) in registry.defs.iter().enumerate() {
-            let func: Function = registry.funcs.raw_get(i + 1).map_err(error)?;
+            let func: Function = registry.funcs.raw_get(i + 1).map_err(run_error)?;
             let lower = def.name.to_ascii_lowercase();
             if let Some(loaded) = loaded.as_deref_mut() {
-                let slot = loaded.kept.put(&func).map_err(error)?;
+                let slot = loaded.kept.put(&func).map_err(run_error)?;
                 let entry = (Arc::clone(&f.library), slot);
                 if let Some((_, old)) = loaded.functions.insert(lower.clone(), entry) {
                     loaded.kept.remove(old);
@@ -279,7 +278,7 @@ impl Engine {
         let thread = self
             .call_with(func, &keys, &argv)
             .and_then(|run| self.lua.create_thread(run))
-            .map_err(|e| format!("ERR Error running script: {e}").into_bytes())?;
+            .map_err(run_error)?;
         self.suspend(thread, f.def().name.clone(), version, None)
     }
 }
