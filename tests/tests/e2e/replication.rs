@@ -778,46 +778,74 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
     );
 }
 
-/// Reads a replication stream attached with SYNC up to the command `SET end 1` (10 s at
-/// most): the snapshot skipped, the commands (lower-case names), PINGs left out.
-/// A connection that sent SYNC, once `server` counts it as a replica (the stream it
-/// reads starts there), and another connection.
-fn attached(server: &Server) -> (Raw, Raw) {
-    let mut sync = server.raw();
-    sync.send(b"SYNC\r\n");
-    let mut c = server.raw();
-    wait_info(&mut c, "the stream is not attached", |i| {
-        i.contains("connected_slaves:1")
-    });
-    (sync, c)
+/// A connection that sent SYNC and has read its snapshot whole: every write made after
+/// [`attached`] returns is in its stream (a write made while the snapshot was being taken
+/// could be in either, on Goblin's threads as on redis-server's fork).
+struct Attached {
+    raw: Raw,
+    /// What it has read: the snapshot, then the stream.
+    bytes: Vec<u8>,
 }
 
-fn stream_commands(raw: &mut Raw) -> Vec<Vec<Vec<u8>>> {
-    use std::io::Read;
-    let stream = raw.stream();
-    stream
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 65536];
-    loop {
+impl Attached {
+    fn send(&mut self, bytes: &[u8]) {
+        self.raw.send(bytes);
+    }
+
+    /// Reads what has come, waiting 100 ms at most: false when nothing came.
+    fn read_some(&mut self) -> bool {
+        use std::io::Read;
+        let stream = self.raw.stream();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut chunk = [0u8; 65536];
         match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
-            Err(_) => {
-                let ended = parse_stream(&bytes).is_some_and(|commands| {
-                    commands
-                        .last()
-                        .is_some_and(|c| c == &[&b"set"[..], b"end", b"1"])
-                });
-                if ended || Instant::now() > deadline {
-                    break;
-                }
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.bytes.extend_from_slice(&chunk[..n]);
+                true
             }
         }
     }
-    parse_stream(&bytes).unwrap_or_else(|| panic!("no snapshot: {}", show(&bytes)))
+}
+
+/// A connection attached with SYNC, its snapshot read, and another connection.
+fn attached(server: &Server) -> (Attached, Raw) {
+    let mut sync = Attached {
+        raw: server.raw(),
+        bytes: Vec::new(),
+    };
+    sync.send(b"SYNC\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while parse_stream(&sync.bytes).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot: {}",
+            show(&sync.bytes)
+        );
+        sync.read_some();
+    }
+    (sync, server.raw())
+}
+
+/// Reads a replication stream attached with SYNC up to the command `SET end 1` (10 s at
+/// most): the snapshot skipped, the commands (lower-case names), PINGs left out.
+fn stream_commands(sync: &mut Attached) -> Vec<Vec<Vec<u8>>> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if !sync.read_some() {
+            let ended = parse_stream(&sync.bytes).is_some_and(|commands| {
+                commands
+                    .last()
+                    .is_some_and(|c| c == &[&b"set"[..], b"end", b"1"])
+            });
+            if ended || Instant::now() > deadline {
+                break;
+            }
+        }
+    }
+    parse_stream(&sync.bytes).unwrap_or_else(|| panic!("no snapshot: {}", show(&sync.bytes)))
 }
 
 /// The commands of a stream read so far (`None` before the snapshot is whole).
