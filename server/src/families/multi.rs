@@ -310,6 +310,7 @@ fn exec(ctx: &mut MultiCtx<'_>, call: MultiCall<'_, '_>) -> Option<Started> {
             next: 0,
             outcomes: (0..n).map(|_| None).collect(),
             in_stage: Vec::new(),
+            interleave: !naming,
             on_conn: None,
             deferring: false,
             current: None,
@@ -377,8 +378,16 @@ enum Queued {
     Ready(Outcome),
 }
 
-/// EXEC's plan: the queued commands in order; consecutive single-shard commands for the
-/// same shard travel as one hop.
+/// EXEC's plan: the queued commands in order; consecutive single-shard commands in one
+/// database travel as one hop per shard, the hops at once.
+///
+/// Commands of different shards touch different keys, and every key is locked: whether
+/// they run one after the other or at once, each reads and writes what it would have in
+/// the commands' order, and what they write reaches replicas in that order (`Hop::order`).
+/// What is seen across shards while they run is not ordered: with keyspace notifications
+/// on (whose subscribers would see the events of two shards interleaved), consecutive
+/// commands share a hop only when they share a shard; a client blocked on keys of two
+/// shards that the transaction both fills may be served either.
 #[derive(Debug)]
 struct ExecPlan {
     /// The client's watch, checked (and dropped: unwatched) first thing.
@@ -386,8 +395,10 @@ struct ExecPlan {
     queued: Vec<Option<Queued>>,
     next: usize,
     outcomes: Vec<Option<Outcome>>,
-    /// Commands of the hop in flight, in order.
-    in_stage: Vec<usize>,
+    /// Commands of the hops in flight, in order, by hop.
+    in_stage: Vec<Vec<usize>>,
+    /// Commands of different shards may share a stage (keyspace notifications are off).
+    interleave: bool,
     /// The command the connection runs now ([`Queued::OnConn`]).
     on_conn: Option<usize>,
     /// A command was left for the reply's writing ([`Queued::Conn`]): the connection
@@ -520,21 +531,24 @@ impl Plan for ExecPlan {
             };
             self.outcomes[idx] = Some(Outcome::Reply(reply));
         } else if !self.in_stage.is_empty() {
-            let replies = match results.into_iter().next() {
-                Some(HopOut::Reply(r)) => r,
-                _ => Vec::new(),
-            };
-            // Split the hop's concatenated replies back into one per command (each
-            // copied out once: the hop may hold tens of thousands).
-            let mut rest = replies.as_slice();
-            for idx in std::mem::take(&mut self.in_stage) {
-                let n = reply_len(rest)
-                    .ok()
-                    .flatten()
-                    .map_or(rest.len(), |(n, _)| n);
-                let (reply, after) = rest.split_at(n.min(rest.len()));
-                self.outcomes[idx] = Some(Outcome::Reply(reply.to_vec()));
-                rest = after;
+            let mut results = results.into_iter();
+            for commands in std::mem::take(&mut self.in_stage) {
+                let replies = match results.next() {
+                    Some(HopOut::Reply(r)) => r,
+                    _ => Vec::new(),
+                };
+                // Split the hop's concatenated replies back into one per command (each
+                // copied out once: the hop may hold tens of thousands).
+                let mut rest = replies.as_slice();
+                for idx in commands {
+                    let n = reply_len(rest)
+                        .ok()
+                        .flatten()
+                        .map_or(rest.len(), |(n, _)| n);
+                    let (reply, after) = rest.split_at(n.min(rest.len()));
+                    self.outcomes[idx] = Some(Outcome::Reply(reply.to_vec()));
+                    rest = after;
+                }
             }
         }
         loop {
@@ -563,7 +577,7 @@ impl Plan for ExecPlan {
                     return Step::Conn(cmd);
                 }
                 Some(Queued::Publish(db, cmd)) => {
-                    self.in_stage.push(idx);
+                    self.in_stage.push(vec![idx]);
                     cx.select(db);
                     let argv = cmd.args(0).iter_from(0).map(<[u8]>::to_vec).collect();
                     let all = crate::scripting::engine::REPL_ALL;
@@ -596,21 +610,35 @@ impl Plan for ExecPlan {
                         }
                     }
                 }
-                Some(Queued::Single(shard, mut batch)) => {
-                    self.in_stage.push(idx);
-                    cx.select(batch.db);
-                    // Later commands for the same shard and database join the hop,
-                    // skipping over those run as the reply is written (which touch no
-                    // keys).
+                Some(Queued::Single(shard, batch)) => {
+                    let db = batch.db;
+                    cx.select(db);
+                    // Later commands in the same database join the stage (one hop per
+                    // shard; of the same shard only, unless `interleave`), skipping over
+                    // those run as the reply is written (which touch no keys).
+                    let mut stage = vec![(shard, batch)];
+                    self.in_stage.push(vec![idx]);
                     while let Some(next) = self.queued.get_mut(self.next) {
                         match next {
-                            Some(Queued::Single(s, more)) if *s == shard && more.db == batch.db => {
-                                if let Some(Queued::Single(_, more)) = next.take() {
-                                    let spec = more.cmds.first().map_or(0, |c| c.spec);
-                                    let tracked = more.tracked(0);
-                                    batch.push_tracked(spec, &more.args(0), tracked);
+                            Some(Queued::Single(s, more))
+                                if more.db == db && (self.interleave || *s == shard) =>
+                            {
+                                let s = *s;
+                                let Some(Queued::Single(_, more)) = next.take() else {
+                                    break;
+                                };
+                                match stage.iter().position(|(t, _)| *t == s) {
+                                    Some(hop) => {
+                                        let spec = more.cmds.first().map_or(0, |c| c.spec);
+                                        let tracked = more.tracked(0);
+                                        stage[hop].1.push_tracked(spec, &more.args(0), tracked);
+                                        self.in_stage[hop].push(self.next);
+                                    }
+                                    None => {
+                                        stage.push((s, more));
+                                        self.in_stage.push(vec![self.next]);
+                                    }
                                 }
-                                self.in_stage.push(self.next);
                             }
                             Some(Queued::Conn(_)) => {
                                 if let Some(Queued::Conn(cmd)) = next.take() {
@@ -622,7 +650,16 @@ impl Plan for ExecPlan {
                         }
                         self.next += 1;
                     }
-                    return Step::Hops(vec![Hop::commands(shard, batch)]);
+                    let interleaved = stage.len() > 1;
+                    let hops = stage
+                        .into_iter()
+                        .zip(&self.in_stage)
+                        .map(|((shard, batch), order)| match interleaved {
+                            true => Hop::interleaved(shard, batch, order.clone()),
+                            false => Hop::commands(shard, batch),
+                        })
+                        .collect();
+                    return Step::Hops(hops);
                 }
             }
         }

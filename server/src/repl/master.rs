@@ -816,6 +816,20 @@ pub struct Part {
     after: Option<Box<Part>>,
     /// What it holds that one reader leaves out ([`REPL_ONLY`], [`MARKED`]).
     kinds: u8,
+    /// Where each command of its hop began, when its step's hops interleave commands
+    /// ([`Feed::cut`]): its writes are put back in the commands' order.
+    cuts: Vec<Cut>,
+}
+
+/// Where a command of a hop began in its step's part.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    /// The part's length then.
+    at: usize,
+    /// The database the part had selected then.
+    selected: Option<u16>,
+    /// The part's commands then.
+    commands: usize,
 }
 
 impl Part {
@@ -829,6 +843,40 @@ impl Part {
         command(&mut part.bytes, argv.len(), argv.iter().copied());
         part.commands = 1;
         part
+    }
+
+    /// What each command of its hop wrote, in the hop's order: a part each, beginning
+    /// with the SELECT of its database; the commands that wrote nothing left out. None
+    /// when it was not cut at every one of `commands` commands.
+    fn pieces(&self, commands: usize) -> Option<Vec<Option<Part>>> {
+        if self.cuts.len() != commands {
+            return None;
+        }
+        let end = Cut {
+            at: self.bytes.len(),
+            selected: self.selected,
+            commands: self.commands,
+        };
+        let bounds = self.cuts.iter().zip(self.cuts.iter().skip(1).chain([&end]));
+        let pieces = bounds.map(|(from, to)| {
+            if to.commands == from.commands {
+                return None;
+            }
+            let mut piece = Part {
+                commands: to.commands - from.commands,
+                kinds: self.kinds,
+                ..Part::default()
+            };
+            if let Some(db) = from.selected {
+                select_into(&mut piece.bytes, &mut piece.selected, db);
+            }
+            piece
+                .bytes
+                .extend_from_slice(self.bytes.get(from.at..to.at).unwrap_or_default());
+            piece.selected = to.selected;
+            Some(piece)
+        });
+        Some(pieces.collect())
     }
 }
 
@@ -876,6 +924,43 @@ impl Gathered {
         self.selected = part.selected.or(self.selected);
         self.commands += part.commands;
         self.kinds |= part.kinds;
+    }
+
+    /// Adds the parts of a step whose hops interleave commands (`order[i]`: where the
+    /// commands of hop i come among the step's, in order): each command's writes in the
+    /// commands' order, as one hop after another would have written them. A part not
+    /// cut at its every command goes whole, in its hop's place.
+    pub fn add_interleaved(&mut self, parts: Vec<Option<Box<Part>>>, order: &[Vec<usize>]) {
+        let mut pieces = Vec::new();
+        for (mut part, order) in parts.into_iter().zip(order) {
+            let Some(part) = part.as_mut() else {
+                continue;
+            };
+            let Some(cut) = part.pieces(order.len()) else {
+                pieces.push((
+                    order.first().copied().unwrap_or(0),
+                    std::mem::take(&mut **part),
+                ));
+                continue;
+            };
+            if let Some(after) = part.after.take() {
+                self.add(Part {
+                    after: Some(after),
+                    ..Part::default()
+                });
+            }
+            pieces.extend(
+                order
+                    .iter()
+                    .copied()
+                    .zip(cut)
+                    .filter_map(|(at, p)| Some((at, p?))),
+            );
+        }
+        pieces.sort_by_key(|&(at, _)| at);
+        for (_, piece) in pieces {
+            self.add(piece);
+        }
     }
 
     /// Appends what it gathered to the master's stream, and starts again empty.
@@ -1133,6 +1218,18 @@ impl Feed {
         self.after = on;
     }
 
+    /// A command of the step's hop begins (its step's hops interleave commands): where,
+    /// so that its writes can be put back in the commands' order ([`Part::pieces`]).
+    pub fn cut(&mut self) {
+        if let Some(part) = self.part.as_mut() {
+            part.cuts.push(Cut {
+                at: part.bytes.len(),
+                selected: part.selected,
+                commands: part.commands,
+            });
+        }
+    }
+
     /// The step begun with [`Feed::begin_part`] ends: its part, if it wrote, for its
     /// coordinator — what the shard wrote before goes into the stream now, ahead of it.
     /// A step that lets go of its locks here (`kept` false) cannot wait for its
@@ -1279,6 +1376,66 @@ mod tests {
                 &[b"PING"],
             ])
         );
+    }
+
+    /// The parts of hops that ran at once, cut at their commands, go in the commands'
+    /// order, each piece with the SELECT its command ran in where the one before left
+    /// another; a part not cut at its every command goes whole in its first command's
+    /// place.
+    #[test]
+    fn interleaved_parts_go_in_their_commands_order() {
+        let master = Master::default();
+        master.active.store(true, Ordering::SeqCst);
+        let cmd = |argv: &[&str]| {
+            let mut out = Vec::new();
+            command(&mut out, argv.len(), argv.iter().map(|a| a.as_bytes()));
+            out
+        };
+        // A hop's part, written as a shard writes it: a cut before each command.
+        let part = |commands: &[(u16, &[&[&str]])]| {
+            let mut feed = Feed::default();
+            feed.begin_part();
+            for (db, writes) in commands {
+                feed.cut();
+                let part = feed.part.as_mut().expect("a part begun");
+                for argv in *writes {
+                    select_into(&mut part.bytes, &mut part.selected, *db);
+                    part.bytes.extend(cmd(argv));
+                    part.commands += 1;
+                }
+            }
+            feed.part.take().map(Box::new)
+        };
+        let mut gathered = Gathered::default();
+        let first = part(&[
+            (3, &[&["SET", "a", "1"]]),
+            (3, &[]),
+            (4, &[&["DEL", "b"], &["SET", "b", "2"]]),
+        ]);
+        let second = part(&[(3, &[&["SET", "c", "3"]]), (3, &[&["SET", "d", "4"]])]);
+        let mut whole = part(&[(3, &[&["SET", "e", "5"]])]);
+        whole.as_mut().expect("a part that wrote").cuts.clear();
+        gathered.add_interleaved(
+            vec![first, second, None, whole],
+            &[vec![0, 2, 4], vec![1, 3], vec![5], vec![6]],
+        );
+        gathered.flush(&master);
+        let want = [
+            cmd(&["SELECT", "3"]),
+            cmd(&["MULTI"]),
+            cmd(&["SET", "a", "1"]),
+            cmd(&["SET", "c", "3"]),
+            cmd(&["SET", "d", "4"]),
+            cmd(&["SELECT", "4"]),
+            cmd(&["DEL", "b"]),
+            cmd(&["SET", "b", "2"]),
+            cmd(&["SELECT", "3"]),
+            cmd(&["SET", "e", "5"]),
+            cmd(&["EXEC"]),
+        ]
+        .concat();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        assert_eq!(text(&master.stream().buf), text(&want));
     }
 
     #[test]

@@ -290,6 +290,9 @@ pub struct TxStep {
     pub tracked: Option<crate::runtime::tracking::Tracked>,
     /// It runs a read-only command: its lookups count as INFO's hits and misses.
     pub reads: bool,
+    /// Its step's hops interleave commands (EXEC's): where each of its commands begins
+    /// in what it writes for replicas is recorded (`Feed::cut`).
+    pub cuts: bool,
 }
 
 /// What a transaction step gives back.

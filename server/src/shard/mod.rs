@@ -1266,6 +1266,7 @@ impl Shard {
                 command: None,
                 tracked: None,
                 reads: false,
+                cuts: false,
             };
             self.step(shared, step);
         }
@@ -2078,6 +2079,11 @@ impl Shard {
                     .tracked
                     .map(|t| crate::runtime::tracking::Tracked { read: false, ..t });
                 while !batch.finished() {
+                    if step.cuts
+                        && let Some(feed) = self.repl.as_mut()
+                    {
+                        feed.cut();
+                    }
                     self.run_one(shared, &mut batch, Some(step.tx), client);
                 }
                 self.script_hop = false;

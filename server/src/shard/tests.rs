@@ -40,6 +40,7 @@ fn step(keys: &[&[u8]], mode: LockMode, release: bool) -> TxStep {
         command: None,
         tracked: None,
         reads: false,
+        cuts: false,
     }
 }
 

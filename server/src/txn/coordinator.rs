@@ -109,6 +109,9 @@ pub struct TxJob {
     repl: Gathered,
     /// What each hop of the step in flight wrote, for replicas (by hop).
     parts: Vec<Option<Box<Part>>>,
+    /// Where the commands of each hop of the step in flight come among the step's, when
+    /// its hops interleave commands ([`Hop::order`]; empty otherwise).
+    order: Vec<Vec<usize>>,
     /// The command it runs, for the shards to name its key events (keyspace
     /// notifications on).
     command: Option<Arc<Batch>>,
@@ -238,6 +241,7 @@ impl TxJob {
             turn: None,
             repl: Gathered::default(),
             parts: Vec::new(),
+            order: Vec::new(),
             command: None,
             tracked: None,
             reads: false,
@@ -330,6 +334,7 @@ impl TxJob {
             command: self.command.clone(),
             tracked: self.tracked,
             reads: self.reads,
+            cuts: false,
         }
     }
 
@@ -411,8 +416,14 @@ impl TxJob {
                     self.phase = Phase::Running(waiting - 1);
                     return None;
                 }
-                for part in self.parts.drain(..).flatten() {
-                    self.repl.add(*part);
+                let parts = std::mem::take(&mut self.parts);
+                if self.order.is_empty() {
+                    for part in parts.into_iter().flatten() {
+                        self.repl.add(*part);
+                    }
+                } else {
+                    self.repl
+                        .add_interleaved(parts, &std::mem::take(&mut self.order));
                 }
                 if self.failed.is_some() {
                     return self.fail(env.shared, out);
@@ -740,7 +751,7 @@ impl TxJob {
         }
     }
 
-    fn send(&mut self, shared: &Shared, hops: Vec<Hop>, out: &mut Vec<Outgoing>) {
+    fn send(&mut self, shared: &Shared, mut hops: Vec<Hop>, out: &mut Vec<Outgoing>) {
         if hops.iter().any(|h| h.release) {
             // A shard lets go of locks before the end: what was written goes first.
             self.repl.flush(&shared.repl);
@@ -749,8 +760,17 @@ impl TxJob {
         self.results = hops.iter().map(|_| None).collect();
         self.parts.clear();
         self.parts.resize_with(hops.len(), || None);
+        self.order.clear();
+        if hops.iter().any(|h| !h.order.is_empty()) {
+            self.order = hops
+                .iter_mut()
+                .map(|h| std::mem::take(&mut h.order))
+                .collect();
+        }
+        let cuts = !self.order.is_empty();
         for (index, hop) in hops.into_iter().enumerate() {
             let mut step = self.step(index);
+            step.cuts = cuts;
             step.lock = hop.lock;
             step.try_lock = hop.try_lock;
             step.release = hop.release;

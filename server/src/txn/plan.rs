@@ -67,52 +67,53 @@ pub struct Hop {
     pub release: bool,
     /// What to run once the locks are held; `None`: only lock or release.
     pub work: Option<Work>,
+    /// Where its commands come among those of its step, when the step's hops interleave
+    /// commands (EXEC's: [`Hop::interleaved`]); empty otherwise. What they write reaches
+    /// replicas in that order.
+    pub order: Vec<usize>,
 }
 
 impl Hop {
-    /// A hop that runs `f` on `shard`.
-    pub fn run(shard: usize, f: impl FnOnce(&mut ShardCtx<'_>) -> HopOut + Send + 'static) -> Hop {
+    /// A hop that runs `work` on `shard` (nothing: `None`).
+    fn doing(shard: usize, work: Option<Work>) -> Hop {
         Hop {
             shard,
             lock: Vec::new(),
             try_lock: false,
             release: false,
-            work: Some(Work::Run(Box::new(f))),
+            work,
+            order: Vec::new(),
         }
+    }
+
+    /// A hop that runs `f` on `shard`.
+    pub fn run(shard: usize, f: impl FnOnce(&mut ShardCtx<'_>) -> HopOut + Send + 'static) -> Hop {
+        Hop::doing(shard, Some(Work::Run(Box::new(f))))
     }
 
     /// A hop that runs whole commands on `shard`.
     pub fn commands(shard: usize, batch: Box<Batch>) -> Hop {
+        Hop::doing(shard, Some(Work::Commands(batch)))
+    }
+
+    /// A hop that runs whole commands on `shard`, the commands at `order` among those
+    /// of its step, whose hops run at once.
+    pub fn interleaved(shard: usize, batch: Box<Batch>, order: Vec<usize>) -> Hop {
         Hop {
-            shard,
-            lock: Vec::new(),
-            try_lock: false,
-            release: false,
-            work: Some(Work::Commands(batch)),
+            order,
+            ..Hop::commands(shard, batch)
         }
     }
 
     /// A hop that publishes (a script's PUBLISH) from `shard` ([`Work::Publish`]).
     pub fn publish(shard: usize, argv: Vec<Vec<u8>>, repl: u8) -> Hop {
-        Hop {
-            shard,
-            lock: Vec::new(),
-            try_lock: false,
-            release: false,
-            work: Some(Work::Publish(argv, repl)),
-        }
+        Hop::doing(shard, Some(Work::Publish(argv, repl)))
     }
 
     /// A hop that remembers, for the transaction's tracking client, that it read `keys`
     /// on `shard` ([`Work::Remember`]).
     pub fn remember(shard: usize, keys: Vec<Vec<u8>>) -> Hop {
-        Hop {
-            shard,
-            lock: Vec::new(),
-            try_lock: false,
-            release: false,
-            work: Some(Work::Remember(keys)),
-        }
+        Hop::doing(shard, Some(Work::Remember(keys)))
     }
 
     /// Locks `key` in `mode` before the work.
@@ -132,11 +133,8 @@ impl Hop {
     /// Only releases the transaction's locks on `shard`.
     pub fn release(shard: usize) -> Hop {
         Hop {
-            shard,
-            lock: Vec::new(),
-            try_lock: false,
             release: true,
-            work: None,
+            ..Hop::doing(shard, None)
         }
     }
 

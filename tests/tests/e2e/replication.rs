@@ -1155,6 +1155,76 @@ fn what_spans_threads_reaches_replicas_as_from_redis() {
     assert_eq!(streams[0], streams[1]);
 }
 
+/// A transaction whose commands alternate between threads (their hops run at once, one
+/// per thread) replies and reaches replicas as from redis-server: each command's writes
+/// in the commands' order — reads that write nothing, a lazy expiry's DEL, a rewritten
+/// command (INCRBYFLOAT as SET KEEPTTL), a SELECT between runs of commands — and nothing
+/// of it when it writes nothing.
+#[test]
+fn a_transaction_across_threads_reaches_replicas_in_its_commands_order() {
+    let goblin = Server::goblin_with(&["--threads", "4", "--enable-debug-command", "local"]);
+    let dir = scratch_dir("interleaved");
+    let redis = Server::redis_with(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "local",
+    ]);
+    let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+    let mut streams = Vec::new();
+    let mut replies = Vec::new();
+    for server in [&goblin, &redis] {
+        let (mut sync, mut c) = attached(server);
+        ok(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0");
+        ok(&mut c, "SELECT 5");
+        for k in &keys[..6] {
+            ok(&mut c, &format!("SET gone{k} v PX 1"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        let mut seen = Vec::new();
+        for round in 0..3 {
+            ok(&mut c, "MULTI");
+            for (i, k) in keys.iter().enumerate() {
+                let line = match (round + i) % 5 {
+                    0 => format!("SET {k} {round}"),
+                    1 => format!("GET {k}"),
+                    2 => format!("INCRBYFLOAT {k} 1.5"),
+                    3 => format!("GET gone{k}"),
+                    _ => format!("APPEND {k} x"),
+                };
+                ok(&mut c, &line);
+                if i == 6 {
+                    ok(&mut c, &format!("SELECT {}", 6 + round));
+                }
+            }
+            ok(&mut c, "SELECT 5");
+            seen.push(show(&c.cmd(&[b"EXEC"])));
+        }
+        // Reads alone: nothing in the stream.
+        ok(&mut c, "MULTI");
+        for k in &keys {
+            ok(&mut c, &format!("GET {k}"));
+        }
+        seen.push(show(&c.cmd(&[b"EXEC"])));
+        ok(&mut c, "SET end 1");
+        replies.push(seen);
+        // (Deadlines masked.)
+        let masked = |c: &Vec<Vec<u8>>| match c.iter().position(|a| a == b"PXAT") {
+            Some(at) => show(&c[..=at].join(&b' ')),
+            None => show(&c.join(&b' ')),
+        };
+        streams.push(
+            stream_commands(&mut sync)
+                .iter()
+                .map(masked)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(replies[0], replies[1]);
+    assert_eq!(streams[0], streams[1]);
+    assert!(streams[0].iter().filter(|c| *c == "multi").count() == 3);
+}
+
 /// A key a client waits for, found past its deadline when a write or a SWAPDB readies it
 /// (active expiry off), is deleted then, its DEL after the command (after the EXEC, after
 /// a transaction across threads), and the client keeps waiting — as redis-server's serving

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Transactions whose commands spread over the keyspace: goblin-server builds against
+redis-server, side by side in one run.
+
+Two loads, each on a fresh connection per round, servers pinned to --server-cpus, the
+client on core 1 (taskset it: `taskset -c 1 bench/exec.py …`):
+
+- big: one MULTI of --commands GETs of distinct keys (so, with several threads, on every
+  shard, consecutive commands mostly on different ones), `MULTI`, the GETs and `EXEC`
+  sent in one write; the time from the write to EXEC's last reply.
+- small: --transactions transactions of --size SETs of random keys, each sent in one
+  write and its replies read before the next (a redis-py pipeline, which is a MULTI/EXEC
+  by default); transactions per second and the server's CPU per transaction.
+
+Medians over --rounds, the servers alternating round by round.
+
+  bench/exec.py --rounds 5 --goblin new=target/release/goblin-server \\
+      --goblin old=/tmp/old-target/release/goblin-server --threads 2
+"""
+import argparse
+import random
+import socket
+import statistics
+import time
+
+from benchlib import GOBLIN, cpu_seconds, encode, free_port, start, stop
+
+
+def reply_end(buf, at):
+    """Where the reply starting at `at` ends, or None when `buf` does not hold it whole."""
+    end = buf.find(b"\r\n", at)
+    if end < 0:
+        return None
+    kind = buf[at:at + 1]
+    if kind == b"$":
+        size = int(buf[at + 1:end])
+        stop_at = end + 2 + (size + 2 if size >= 0 else 0)
+        return stop_at if stop_at <= len(buf) else None
+    if kind == b"*":
+        n = int(buf[at + 1:end])
+        at = end + 2
+        for _ in range(max(n, 0)):
+            at = reply_end(buf, at)
+            if at is None:
+                return None
+        return at
+    return end + 2
+
+
+def read_replies(s, n):
+    """Reads until `n` whole top-level replies are in; returns them as bytes."""
+    buf, at, seen = b"", 0, 0
+    while seen < n:
+        nxt = reply_end(buf, at)
+        if nxt is None:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("connection closed")
+            buf += chunk
+            continue
+        at, seen = nxt, seen + 1
+    return buf
+
+
+def big_round(server, keys):
+    payload = encode(b"MULTI") + b"".join(encode(b"GET", k) for k in keys) + encode(b"EXEC")
+    with socket.create_connection(("127.0.0.1", server["port"])) as s:
+        cpu0 = cpu_seconds(server["proc"].pid)
+        t0 = time.perf_counter()
+        s.sendall(payload)
+        read_replies(s, len(keys) + 2)
+        return time.perf_counter() - t0, cpu_seconds(server["proc"].pid) - cpu0
+
+
+def small_round(server, transactions, size, keyspace, seed):
+    rng = random.Random(seed)
+    payloads = []
+    for _ in range(transactions):
+        body = b"".join(encode(b"SET", b"key:%012d" % rng.randrange(keyspace), b"xxx")
+                        for _ in range(size))
+        payloads.append(encode(b"MULTI") + body + encode(b"EXEC"))
+    with socket.create_connection(("127.0.0.1", server["port"])) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        cpu0 = cpu_seconds(server["proc"].pid)
+        t0 = time.perf_counter()
+        for p in payloads:
+            s.sendall(p)
+            read_replies(s, size + 2)
+        return time.perf_counter() - t0, cpu_seconds(server["proc"].pid) - cpu0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--commands", type=int, default=40_000)
+    ap.add_argument("--transactions", type=int, default=5_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--keyspace", type=int, default=100_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--server-cpus", default="0")
+    ap.add_argument("--goblin", action="append", default=[],
+                    help="name=path of a goblin-server build (repeatable)")
+    opts = ap.parse_args()
+    builds = [g.split("=", 1) for g in opts.goblin] or [["goblin", GOBLIN]]
+    servers = []
+    try:
+        for name, path in builds:
+            port = free_port()
+            servers.append(start(name, [path, "--port", str(port), "--threads",
+                                        str(opts.threads)], port, cpus=opts.server_cpus))
+        port = free_port()
+        servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
+                                              "--appendonly", "no"], port,
+                             cpus=opts.server_cpus))
+        keys = [b"key:%012d" % i for i in range(opts.commands)]
+        for s in servers:
+            with socket.create_connection(("127.0.0.1", s["port"])) as c:
+                c.sendall(b"".join(encode(b"SET", k, b"xxx") for k in keys))
+                read_replies(c, len(keys))
+        big = {s["name"]: [] for s in servers}
+        small = {s["name"]: [] for s in servers}
+        for r in range(opts.rounds):
+            for s in servers:
+                big[s["name"]].append(big_round(s, keys))
+                small[s["name"]].append(
+                    small_round(s, opts.transactions, opts.size, opts.keyspace, r))
+        print(f"# goblin --threads {opts.threads}, servers on cores {opts.server_cpus}; "
+              f"median of {opts.rounds} rounds")
+        print(f"{'server':<14} {'big EXEC ms':>12} {'its CPU ms':>11} "
+              f"{'small tx/s':>11} {'CPU µs/tx':>10}")
+        for s in servers:
+            b, m = big[s["name"]], small[s["name"]]
+            tps = statistics.median(opts.transactions / x[0] for x in m)
+            cpu = statistics.median(x[1] / opts.transactions * 1e6 for x in m)
+            print(f"{s['name']:<14} {statistics.median(x[0] for x in b) * 1e3:>12.1f} "
+                  f"{statistics.median(x[1] for x in b) * 1e3:>11.0f} {tps:>11.0f} {cpu:>10.1f}")
+    finally:
+        stop(servers)
+
+
+if __name__ == "__main__":
+    main()
