@@ -137,14 +137,26 @@ const YIELDING_PCALL: &str = r#"
 local create, status, yield, step = coroutine.create, coroutine.status, coroutine.yield, __goblin_step
 local unyielding = __goblin_unyielding
 local pcall, type, fix, raised = pcall, type, __goblin_fix, __goblin_raised
+local select, unpack = select, unpack
+-- (Arguments and results cross the coroutine's boundary in a table: a resumption moves
+-- 8,000 values at most, where Lua's pcall takes and returns as many as its stack holds.)
+local function pack(...) return {n = select('#', ...), ...} end
+-- (`unpack(t)` where it can: given one argument, it has room for one more value.)
+local function spread(t)
+  if t.n == #t then return unpack(t) end
+  return unpack(t, 1, t.n)
+end
 local function finish(co, ok, ...)
-  if status(co) == 'dead' then return ok, ... end
+  if status(co) == 'dead' then
+    if ok then return ok, spread((...)) end
+    return ok, ...
+  end
   return finish(co, step(co, yield(...)))
 end
 local function protected(f, ...)
   if type(f) ~= 'function' then return pcall(f, ...) end
-  local co = unyielding(create(function(...) return f(...) end))
-  return finish(co, step(co, ...))
+  local co = unyielding(create(function(args) return pack(f(spread(args))) end))
+  return finish(co, step(co, pack(...)))
 end
 local function fixed(ok, ...)
   if ok then return ok, ... end
