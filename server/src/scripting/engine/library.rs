@@ -44,6 +44,8 @@ pub struct Registrations {
     /// The functions' names, descriptions and flags, in the order registered.
     pub defs: Vec<FunctionDef>,
     funcs: Table,
+    /// Their names, to refuse a second of one (a library may register thousands).
+    names: std::collections::HashSet<Vec<u8>>,
 }
 
 /// The functions being registered while a library's code runs.
@@ -65,6 +67,9 @@ return function(t, k)
   return G[k]
 end
 "#;
+
+/// Where [`CALL_WITH`]'s compiled chunk is kept (in the interpreter's registry).
+const CALL_WITH_KEY: &str = "goblin.call_with";
 
 /// Calls a function with its keys and arguments (a run has no arguments).
 const CALL_WITH: &str = r#"
@@ -163,6 +168,7 @@ impl Engine {
         lua.set_app_data(Loading(Registrations {
             defs: Vec::new(),
             funcs,
+            names: std::collections::HashSet::new(),
         }));
         // Loading may take LOAD_TIMEOUT at most (as redis-server's engine allows).
         let started = std::time::Instant::now();
@@ -258,9 +264,16 @@ impl Engine {
         argv: &[&[u8]],
     ) -> mlua::Result<Function> {
         let lua = &self.lua;
-        lua.load(CALL_WITH)
-            .set_name(INTERNAL)
-            .call((func, array(lua, keys)?, array(lua, argv)?))
+        // (Compiled once per interpreter, not once per call.)
+        let maker = match lua.named_registry_value::<Option<Function>>(CALL_WITH_KEY)? {
+            Some(maker) => maker,
+            None => {
+                let maker = lua.load(CALL_WITH).set_name(INTERNAL).into_function()?;
+                lua.set_named_registry_value(CALL_WITH_KEY, &maker)?;
+                maker
+            }
+        };
+        maker.call((func, array(lua, keys)?, array(lua, argv)?))
     }
 
     /// Starts function `f` as a coroutine (its keys span shards; see [`Engine::start`]).
@@ -463,7 +476,7 @@ fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
         return Err(ScriptError::redis([b"ERR ".as_slice(), BAD_NAME].concat()));
     }
     let registry = &mut loading.0;
-    if registry.defs.iter().any(|d| d.name == registered.def.name) {
+    if !registry.names.insert(registered.def.name.clone()) {
         return Err(ScriptError::redis(
             "ERR Function already exists in the library",
         ));
