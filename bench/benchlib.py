@@ -193,14 +193,43 @@ def prefill(port, keyspace, value=b"xxx", batch=10_000):
             count = min(batch, keyspace - start_at)
             s.sendall(b"".join(head + b"%012d" % i + tail
                                for i in range(start_at, start_at + count)))
-            want, got = b"+OK\r\n" * count, b""
-            while len(got) < len(want):
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    raise ConnectionError("server closed the connection during prefill")
-                got += chunk
-            if got != want:
-                raise RuntimeError(f"prefill: unexpected replies {got[:80]!r}")
+            read_exactly(s, b"+OK\r\n" * count)
+
+
+def read_exactly(s, want):
+    """Reads from socket `s` until as many bytes as `want` are in, and checks they are
+    `want` (for loads whose replies are known in advance: parsing them as they come
+    would make the client, not the server, the bottleneck)."""
+    got = bytearray()
+    while len(got) < len(want):
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        got += chunk
+    if got != want:
+        raise RuntimeError(f"unexpected replies: {bytes(got[:200])!r}")
+
+
+def start_builds_and_redis(specs, threads, cpus="0", label="{name}"):
+    """Starts each goblin-server build of `specs` ("name=path" strings; this checkout's
+    release build when there are none) with --threads `threads`, named `label` (with
+    {name} and {threads}), then a redis-server without persistence, all pinned to
+    `cpus`; their records, for stop()."""
+    builds = [spec.split("=", 1) for spec in specs] or [["goblin", GOBLIN]]
+    servers = []
+    try:
+        for name, path in builds:
+            port = free_port()
+            servers.append(start(label.format(name=name, threads=threads),
+                                 [path, "--port", str(port), "--threads", str(threads)],
+                                 port, cpus=cpus))
+        port = free_port()
+        servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
+                                              "--appendonly", "no"], port, cpus=cpus))
+    except BaseException:
+        stop(servers)
+        raise
+    return servers
 
 
 def core_busy_seconds():

@@ -23,21 +23,7 @@ import socket
 import statistics
 import time
 
-from benchlib import GOBLIN, cpu_seconds, encode, free_port, start, stop
-
-
-def read_exactly(s, want):
-    """Reads until as many bytes as `want` are in, and checks they are `want` (these
-    loads' replies are known in advance: parsing them as they come would make this
-    client, not the server, the bottleneck)."""
-    buf = bytearray()
-    while len(buf) < len(want):
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            raise RuntimeError("connection closed")
-        buf += chunk
-    if buf != want:
-        raise RuntimeError(f"unexpected replies: {bytes(buf[:200])!r}")
+from benchlib import cpu_seconds, encode, prefill, read_exactly, start_builds_and_redis, stop
 
 
 def transaction_reply(n, each):
@@ -85,22 +71,11 @@ def main():
     ap.add_argument("--goblin", action="append", default=[],
                     help="name=path of a goblin-server build (repeatable)")
     opts = ap.parse_args()
-    builds = [g.split("=", 1) for g in opts.goblin] or [["goblin", GOBLIN]]
-    servers = []
+    servers = start_builds_and_redis(opts.goblin, opts.threads, opts.server_cpus)
     try:
-        for name, path in builds:
-            port = free_port()
-            servers.append(start(name, [path, "--port", str(port), "--threads",
-                                        str(opts.threads)], port, cpus=opts.server_cpus))
-        port = free_port()
-        servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
-                                              "--appendonly", "no"], port,
-                             cpus=opts.server_cpus))
         keys = [b"key:%012d" % i for i in range(opts.commands)]
         for s in servers:
-            with socket.create_connection(("127.0.0.1", s["port"])) as c:
-                c.sendall(b"".join(encode(b"SET", k, b"xxx") for k in keys))
-                read_exactly(c, b"+OK\r\n" * len(keys))
+            prefill(s["port"], opts.commands)
         big = {s["name"]: [] for s in servers}
         small = {s["name"]: [] for s in servers}
         for r in range(opts.rounds):

@@ -9,7 +9,7 @@ servers, each run from an empty keyspace.
 """
 import argparse
 
-from benchlib import GOBLIN, free_port, redis_benchmark_cases, start, stop
+from benchlib import redis_benchmark_cases, start_builds_and_redis, stop
 
 
 def main():
@@ -25,18 +25,9 @@ def main():
     ap.add_argument("--keyspace", type=int, default=1_000_000)
     ap.add_argument("--server-cpus", default="0")
     opts = ap.parse_args()
-    builds = [g.split("=", 1) for g in opts.goblin] or [["goblin", GOBLIN]]
-    servers = []
+    servers = start_builds_and_redis(opts.goblin, opts.threads, opts.server_cpus,
+                                     label="{name} t{threads}")
     try:
-        for name, path in builds:
-            port = free_port()
-            servers.append(start(f"{name} t{opts.threads}",
-                                 [path, "--port", str(port), "--threads", str(opts.threads)],
-                                 port, cpus=opts.server_cpus))
-        port = free_port()
-        servers.append(start("redis-server", ["redis-server", "--port", str(port), "--save", "",
-                                              "--appendonly", "no"], port,
-                             cpus=opts.server_cpus))
         keys = ["key:__rand_int__"] * opts.keys
         commands = {
             "MSET": ["MSET"] + [w for k in keys for w in (k, "xxx")],
