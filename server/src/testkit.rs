@@ -74,9 +74,6 @@ pub fn batch(table: &CommandTable, cmds: &[&[&[u8]]]) -> Box<Batch> {
     b
 }
 
-/// A plan and the locks its transaction takes first.
-pub type PlanAndLocks = (Box<dyn Plan>, Vec<(Vec<u8>, LockMode)>);
-
 /// Shards and one coordinating worker (number 0), wired in-process.
 pub struct Loopback {
     /// The shared state.
@@ -276,14 +273,6 @@ impl Loopback {
     /// Starts `plan` (locking `locks` first) and delivers messages until nothing moves;
     /// the job's number, for [`Loopback::reply_of`].
     pub fn start_job(&mut self, plan: Box<dyn Plan>, locks: Vec<(Vec<u8>, LockMode)>) -> u64 {
-        let seq = self.queue_job(plan, locks);
-        self.deliver();
-        seq
-    }
-
-    /// Starts `plan` (locking `locks` first), its first messages queued, not delivered;
-    /// the job's number.
-    pub fn queue_job(&mut self, plan: Box<dyn Plan>, locks: Vec<(Vec<u8>, LockMode)>) -> u64 {
         self.next_seq += 1;
         let seq = self.next_seq;
         let tx = TxRef { worker: 0, seq };
@@ -308,6 +297,7 @@ impl Loopback {
         }
         self.queue.extend(out);
         self.jobs.insert(seq, job);
+        self.deliver();
         seq
     }
 
@@ -335,15 +325,6 @@ impl Loopback {
     /// The command `argv`'s own cross-shard plan, run to its end (its locks as the
     /// pipeline would take them); its reply.
     pub fn plan(&mut self, argv: &[&[u8]]) -> Option<Vec<u8>> {
-        match self.plan_of(argv) {
-            Ok((plan, locks)) => self.start(plan, locks),
-            Err(reply) => Some(reply),
-        }
-    }
-
-    /// The command `argv`'s own cross-shard plan and the locks the pipeline would take
-    /// for it; its error reply when it refuses its arguments.
-    pub fn plan_of(&self, argv: &[&[u8]]) -> Result<PlanAndLocks, Vec<u8>> {
         let cmd = Cmd::new(argv);
         let args = cmd.args();
         let Ok(spec) = self.shared.commands.resolve(&args) else {
@@ -373,14 +354,14 @@ impl Loopback {
             Err(e) => {
                 let mut out = Vec::new();
                 Encoder::new(&mut out, Version::Resp2).error(&e);
-                return Err(out);
+                return Some(out);
             }
         };
         let locks = match cross.locking {
             crate::txn::plan::Locking::Keys => spec.lock_needs(&args),
             _ => Vec::new(),
         };
-        Ok((plan, locks))
+        self.start(plan, locks)
     }
 
     /// The latest job's reply (in RESP2), taken, if it finished.

@@ -38,11 +38,6 @@ pub const RELEASE: usize = usize::MAX;
 /// `HopOut::Woken` once the transaction holds the key's lock.
 pub const WOKEN: usize = usize::MAX - 1;
 
-/// A transaction locking at most this many keys asks every shard at once first
-/// ([`TxJob::try_every_lock`]; its keys are copied for the request in order it may fall
-/// back to).
-const TRY_AT_ONCE_KEYS: usize = 256;
-
 /// What a job needs from its worker to go on.
 pub struct Env<'a> {
     /// The shared state.
@@ -56,9 +51,6 @@ pub struct Env<'a> {
 /// Where a transaction is.
 #[derive(Debug)]
 enum Phase {
-    /// Waiting for the answers of the shards asked at once to lock if they can now
-    /// ([`TxJob::try_every_lock`]): `pending` to come, `busy` when one could not.
-    TryLocking { pending: usize, busy: bool },
     /// Waiting for the grant of `shards[i]`.
     Locking(usize),
     /// Waiting for this many results of a step.
@@ -353,32 +345,8 @@ impl TxJob {
         if self.shards.is_empty() {
             return self.advance(env, Vec::new(), out);
         }
-        let keys: usize = self.locks.iter().map(Vec::len).sum();
-        if self.shards.len() > 1 && keys <= TRY_AT_ONCE_KEYS {
-            self.try_every_lock(out);
-        } else {
-            self.request_lock(0, out);
-        }
+        self.request_lock(0, out);
         None
-    }
-
-    /// Asks every shard at once for its locks, to be taken only if they are free now
-    /// (and nothing waits for them): one round trip where asking shard after shard, in
-    /// ascending order, makes one each. A shard that cannot answers `Busy` and takes
-    /// nothing, so no one waits holding anything and no cycle of waits can form; if one
-    /// did, the transaction lets go of what it got and asks in order.
-    fn try_every_lock(&mut self, out: &mut Vec<Outgoing>) {
-        self.phase = Phase::TryLocking {
-            pending: self.shards.len(),
-            busy: false,
-        };
-        for (i, &shard) in self.shards.iter().enumerate() {
-            let mut step = self.step(i);
-            step.lock = self.locks[i].clone();
-            step.lock_all = self.lock_all[i];
-            step.try_lock = true;
-            out.push((shard, Msg::Step(step)));
-        }
     }
 
     fn request_lock(&mut self, i: usize, out: &mut Vec<Outgoing>) {
@@ -428,27 +396,6 @@ impl TxJob {
             }
         };
         match self.phase {
-            Phase::TryLocking { pending, busy } => {
-                let busy = busy || matches!(result, Some(HopOut::Busy));
-                if pending > 1 {
-                    self.phase = Phase::TryLocking {
-                        pending: pending - 1,
-                        busy,
-                    };
-                    return None;
-                }
-                if self.failed.is_some() {
-                    return self.fail(env.shared, out);
-                }
-                if busy {
-                    // (The releases reach each shard before the requests that follow.)
-                    self.release_all(env.shared, out);
-                    self.request_lock(0, out);
-                    return None;
-                }
-                self.now = env.now;
-                self.advance(env, Vec::new(), out)
-            }
             Phase::Locking(i) => {
                 if self.failed.is_some() {
                     return self.fail(env.shared, out);

@@ -133,29 +133,6 @@ fn a_refused_step_fails_the_transaction_and_releases_everything() {
     assert!(lb.all_quiet(), "the lock taken on shard 0 was released");
 }
 
-/// Two transactions over the same keys of two shards, started together: the first takes
-/// every lock at once; the second, asking every shard at once too, finds them busy,
-/// takes nothing, and asks again in order, after the first.
-#[test]
-fn a_transaction_that_finds_a_lock_busy_asks_again_in_order() {
-    let mut lb = Loopback::new(2);
-    let (a, b) = lb.keys_on_two_shards();
-    let (first, locks) = lb
-        .plan_of(&[b"MSET", &a, b"1", &b, b"1"])
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let one = lb.queue_job(first, locks);
-    let (second, locks) = lb
-        .plan_of(&[b"MSET", &b, b"2", &a, b"2"])
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let two = lb.queue_job(second, locks);
-    lb.deliver();
-    assert_eq!(lb.reply_of(one), Some(b"+OK\r\n".to_vec()));
-    assert_eq!(lb.reply_of(two), Some(b"+OK\r\n".to_vec()));
-    assert_eq!(lb.exec(&[b"GET", &a]), bulk(b"2"));
-    assert_eq!(lb.exec(&[b"GET", &b]), bulk(b"2"));
-    assert!(lb.all_quiet());
-}
-
 /// A test plan that parks: waits for `key` to exist (or `timeout`), then reads it.
 #[derive(Debug)]
 struct WaitThenGet {
