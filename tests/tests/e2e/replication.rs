@@ -735,8 +735,10 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
         link_up(&mut replica.raw());
     }
     ok(&mut m, "DEBUG SET-ACTIVE-EXPIRE 0");
+    // (Deadlines far enough for the writes below to come before them on a loaded
+    // machine: at 500 ms a CI run once had the keys gone first.)
     for key in ["incr", "persist", "expire", "restore"] {
-        ok(&mut m, &format!("SET {key} 1 PX 500"));
+        ok(&mut m, &format!("SET {key} 1 PX 2000"));
     }
     ok(&mut m, "SET later v");
     let payload = dumped(&mut m, "later");
@@ -750,7 +752,7 @@ fn a_replica_applies_its_masters_writes_to_keys_past_their_deadline() {
     ok(&mut m, "PEXPIRE expire 100");
     ok(&mut m, "SET set v PX 100");
     m.cmd(&[b"RESTORE", b"restored", b"100", &payload]);
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(Duration::from_millis(2300));
     goblin.signal("CONT");
     redis.signal("CONT");
     assert_eq!(m.cmd_str("WAIT 2 10000"), b":2\r\n");
